@@ -1,0 +1,122 @@
+// The benchmark harness behind `pnpm bench`: benchmark.js runs each case, and every suite reports
+// ratios against a peer or the machine's limit measured in the same run, because absolute figures
+// on shared, noisy machines mean little.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Benchmark from 'benchmark';
+
+const resultsDirectory = new URL('./results/', import.meta.url);
+
+/** Seconds benchmark.js may spend sampling one case; short, because suites run many cases. */
+const caseSecondsMax = Number(process.env.STREAMSTACK_BENCH_SECONDS ?? 1.5);
+/** Fewest samples per case, so the relative margin of error means something. */
+const caseSamplesMin = 5;
+
+export function machine() {
+  const cpus = os.cpus();
+  return {
+    cpu: cpus[0]?.model ?? 'unknown',
+    cores: cpus.length,
+    memoryBytes: os.totalmem(),
+    platform: `${os.platform()} ${os.release()}`,
+    node: process.version,
+  };
+}
+
+export class Suite {
+  constructor(name) {
+    this.name = name;
+    this.cases = [];
+    this.ratios = [];
+  }
+
+  /**
+   * Measures `fn` (sync, or async when `options.async`) and records operations per second and,
+   * when given, items per operation (`items`) and bytes per operation (`bytes`).
+   */
+  async measure(name, fn, options = {}) {
+    const benchmark = await new Promise((resolve, reject) => {
+      const bench = new Benchmark(name, {
+        defer: Boolean(options.async),
+        fn: options.async
+          ? (deferred) => fn().then(() => deferred.resolve(), reject)
+          : fn,
+        maxTime: options.seconds ?? caseSecondsMax,
+        minSamples: options.minSamples ?? caseSamplesMin,
+        onComplete: () => resolve(bench),
+        onError: (event) => reject(event.target.error),
+      });
+      bench.run({ async: true });
+    });
+    const opsPerSecond = benchmark.hz;
+    const entry = {
+      name,
+      opsPerSecond,
+      itemsPerSecond: options.items ? opsPerSecond * options.items : undefined,
+      bytesPerSecond: options.bytes ? opsPerSecond * options.bytes : undefined,
+      relativeMarginPercent: benchmark.stats.rme,
+      samples: benchmark.stats.sample.length,
+    };
+    this.cases.push(entry);
+    process.stderr.write(`  ${name}: ${formatRate(entry)}\n`);
+    return entry;
+  }
+
+  /** Records `value` (a ratio, or a rate) against a target: met when value >= target. */
+  ratio(name, value, target, unit = '×') {
+    const entry = { name, value, target, unit, met: target === undefined ? undefined : value >= target };
+    this.ratios.push(entry);
+    return entry;
+  }
+
+  finish() {
+    fs.mkdirSync(resultsDirectory, { recursive: true });
+    const report = {
+      suite: this.name,
+      date: new Date().toISOString(),
+      machine: machine(),
+      cases: this.cases,
+      ratios: this.ratios,
+    };
+    const file = new URL(`${this.name}.json`, resultsDirectory);
+    fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+    printTable(report);
+    process.stdout.write(`results: ${path.relative(process.cwd(), file.pathname)}\n\n`);
+    return report;
+  }
+}
+
+function formatNumber(value) {
+  if (value >= 1e9) return `${(value / 1e9).toFixed(2)}G`;
+  if (value >= 1e6) return `${(value / 1e6).toFixed(2)}M`;
+  if (value >= 1e3) return `${(value / 1e3).toFixed(1)}k`;
+  return value.toFixed(value < 10 ? 2 : 0);
+}
+
+function formatRate(entry) {
+  const parts = [`${formatNumber(entry.opsPerSecond)} op/s`];
+  if (entry.itemsPerSecond) parts.push(`${formatNumber(entry.itemsPerSecond)} items/s`);
+  if (entry.bytesPerSecond) parts.push(`${formatNumber(entry.bytesPerSecond)}B/s`);
+  parts.push(`±${entry.relativeMarginPercent.toFixed(1)}%`);
+  return parts.join('  ');
+}
+
+function printTable(report) {
+  const out = process.stdout;
+  out.write(`\n== ${report.suite} (${report.machine.cpu}, ${report.machine.cores} cores, ${report.machine.node})\n`);
+  const width = Math.max(...report.cases.map((entry) => entry.name.length), 10);
+  for (const entry of report.cases) out.write(`  ${entry.name.padEnd(width)}  ${formatRate(entry)}\n`);
+  if (report.ratios.length > 0) {
+    out.write('  ratios and targets:\n');
+    const ratioWidth = Math.max(...report.ratios.map((entry) => entry.name.length));
+    for (const entry of report.ratios) {
+      const value = entry.unit === '×' ? `${entry.value.toFixed(2)}×` : `${formatNumber(entry.value)} ${entry.unit}`;
+      const target =
+        entry.target === undefined
+          ? ''
+          : `  target ≥ ${entry.unit === '×' ? `${entry.target}×` : `${formatNumber(entry.target)} ${entry.unit}`}  ${entry.met ? 'met' : 'NOT MET'}`;
+      out.write(`    ${entry.name.padEnd(ratioWidth)}  ${value}${target}\n`);
+    }
+  }
+}

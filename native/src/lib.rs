@@ -1,0 +1,236 @@
+//! StreamStack's native kernels, exposed to Node.js through napi-rs.
+//!
+//! The logic lives in plain Rust modules with their own tests; the `#[napi]` functions below
+//! only convert types and turn a `KernelError` into a JS error whose `code` property is the
+//! StreamStack error code (napi-rs passes an error's status string to `napi_create_error` as the
+//! code, and `ErrorCode` is that status). The TypeScript adapter in
+//! `packages/engine/src/kernels/native.ts` wraps these into `StreamStackError`s.
+
+pub mod crc;
+pub mod durable;
+pub mod error;
+pub mod frames;
+pub mod fst_dict;
+pub mod postings;
+
+use napi::bindgen_prelude::{
+    AsyncTask, Float64Array, JsObjectValue, JsValue, Status, Task, Uint32Array, Uint8Array,
+    Uint8ArraySlice,
+};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::durable::DurableWriteError;
+use crate::error::{safe_integer_from_number, ErrorCode, KernelError};
+
+impl From<KernelError> for napi::Error<ErrorCode> {
+    fn from(error: KernelError) -> Self {
+        napi::Error::new(error.code, error.message)
+    }
+}
+
+/// CRC-32 (IEEE, zlib's) of `bytes`, continuing from `seed`; equal to `zlib.crc32(bytes, seed)`.
+/// napi reads the seed with ECMAScript's ToUint32, as the TypeScript twin's `~seed` does, so any
+/// number gives the same CRC in both.
+#[napi]
+pub fn crc32(bytes: &[u8], seed: Option<u32>) -> u32 {
+    crc::crc32(bytes, seed.unwrap_or(0))
+}
+
+/// CRC-32C (Castagnoli) of `bytes`, continuing from `seed`.
+// The name is spelled out because napi-rs would camel-case it to `crc32C`.
+#[napi(js_name = "crc32c")]
+pub fn crc32c(bytes: &[u8], seed: Option<u32>) -> u32 {
+    crc::crc32c(bytes, seed.unwrap_or(0))
+}
+
+/// Fills in the CRC field of every frame that starts at one of `frameOffsets`, in place.
+#[napi]
+pub fn frame_checksums_write(
+    mut buffer: Uint8ArraySlice,
+    frame_offsets: &[u32],
+) -> napi::Result<(), ErrorCode> {
+    // SAFETY: the call is synchronous, so JS, which runs on this same thread, cannot touch the
+    // buffer while Rust holds it mutably.
+    let buffer = unsafe { buffer.as_mut() };
+    Ok(frames::write_frame_checksums(buffer, frame_offsets)?)
+}
+
+/// The index of the first frame that runs past the buffer or fails its CRC, or -1.
+#[napi]
+pub fn frame_checksums_verify(buffer: &[u8], frame_offsets: &[u32]) -> i64 {
+    frames::verify_frame_checksums(buffer, frame_offsets).map_or(-1, |index| index as i64)
+}
+
+/// Builds an FST map from packed strictly ascending keys to safe-integer values.
+#[napi]
+pub fn fst_build(keys: &[u8], ends: &[u32], values: &[f64]) -> napi::Result<Uint8Array, ErrorCode> {
+    Ok(Uint8Array::new(fst_dict::build(keys, ends, values)?))
+}
+
+/// Checks an FST's header, footer and checksum.
+#[napi]
+pub fn fst_verify(fst: &[u8]) -> napi::Result<(), ErrorCode> {
+    Ok(fst_dict::verify(fst)?)
+}
+
+/// Number of keys in an FST, from its footer.
+#[napi]
+pub fn fst_length(fst: &[u8]) -> napi::Result<f64, ErrorCode> {
+    Ok(fst_dict::length(fst)? as f64)
+}
+
+/// The value stored for `key`, or null.
+#[napi]
+pub fn fst_get(fst: &[u8], key: &[u8]) -> napi::Result<Option<f64>, ErrorCode> {
+    Ok(fst_dict::get(fst, key)?.map(|value| value as f64))
+}
+
+/// The values of many packed keys; -1 marks an absent key.
+#[napi]
+pub fn fst_get_many(
+    fst: &[u8],
+    keys: &[u8],
+    ends: &[u32],
+) -> napi::Result<Float64Array, ErrorCode> {
+    Ok(Float64Array::new(fst_dict::get_many(fst, keys, ends)?))
+}
+
+/// The entries of an FST range query: keys packed with end offsets, and their values.
+#[napi(object)]
+pub struct FstRangeEntries {
+    pub bytes: Uint8Array,
+    pub ends: Uint32Array,
+    pub values: Float64Array,
+}
+
+/// The entries whose keys satisfy every given bound and start with `prefix`, in key order, at
+/// most `limit` of them.
+#[napi]
+pub fn fst_range(
+    fst: &[u8],
+    gte: Option<&[u8]>,
+    gt: Option<&[u8]>,
+    lte: Option<&[u8]>,
+    lt: Option<&[u8]>,
+    prefix: Option<&[u8]>,
+    limit: Option<f64>,
+) -> napi::Result<FstRangeEntries, ErrorCode> {
+    // An infinite limit means no limit, as in the TypeScript twin.
+    let limit = limit
+        .filter(|&limit| limit != f64::INFINITY)
+        .map(|limit| safe_integer_from_number(limit, "limit"))
+        .transpose()?;
+    let query = fst_dict::RangeQuery {
+        gte,
+        gt,
+        lte,
+        lt,
+        prefix,
+        limit,
+    };
+    let entries = fst_dict::range(fst, &query)?;
+    Ok(FstRangeEntries {
+        bytes: Uint8Array::new(entries.bytes),
+        ends: Uint32Array::new(entries.ends),
+        values: Float64Array::new(entries.values),
+    })
+}
+
+/// Encodes strictly ascending positions as a posting list.
+#[napi]
+pub fn postings_encode(positions: &[u32]) -> napi::Result<Uint8Array, ErrorCode> {
+    Ok(Uint8Array::new(postings::encode(positions)?))
+}
+
+/// Decodes either form of posting list.
+#[napi]
+pub fn postings_decode(encoded: &[u8]) -> napi::Result<Uint32Array, ErrorCode> {
+    Ok(Uint32Array::new(postings::decode(encoded)?))
+}
+
+/// The positions in both strictly ascending lists.
+#[napi]
+pub fn intersect(a: &[u32], b: &[u32]) -> napi::Result<Uint32Array, ErrorCode> {
+    Ok(Uint32Array::new(postings::intersect(a, b)?))
+}
+
+/// The positions in either strictly ascending list.
+#[napi]
+pub fn union(a: &[u32], b: &[u32]) -> napi::Result<Uint32Array, ErrorCode> {
+    Ok(Uint32Array::new(postings::union(a, b)?))
+}
+
+/// A write of bytes at an offset of a file followed by fdatasync, run on libuv's thread pool.
+pub struct DurableWrite {
+    descriptor: i32,
+    position: u64,
+    data: Vec<u8>,
+}
+
+impl Task for DurableWrite {
+    type Output = Result<(), DurableWriteError>;
+    type JsValue = ();
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        Ok(durable::write_durable(
+            self.descriptor,
+            self.position,
+            &self.data,
+        ))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<()> {
+        output.map_err(|failure| io_error(&env, &failure))
+    }
+}
+
+/// Builds the JS error of a failed durable write: `code` 'IO', and `errno` (the positive OS
+/// number), `errnoName` and `syscall` for the caller to inspect. A task's error type is fixed to
+/// napi's own `Status`, so the error is made as a JS object here and handed back whole.
+fn io_error(env: &Env, failure: &DurableWriteError) -> napi::Error {
+    let fallback =
+        || napi::Error::new(Status::GenericFailure, format!("IO: {}", failure.message()));
+    let Ok(mut object) =
+        env.create_error(napi::Error::new(Status::GenericFailure, failure.message()))
+    else {
+        return fallback();
+    };
+    let decorated = object
+        .set_named_property("code", ErrorCode::Io.as_str())
+        .and_then(|()| object.set_named_property("syscall", failure.syscall.as_str()))
+        .and_then(|()| match failure.errno() {
+            Some(errno) => object.set_named_property("errno", errno),
+            None => Ok(()),
+        })
+        .and_then(|()| match failure.errno_name() {
+            Some(name) => object.set_named_property("errnoName", name),
+            None => Ok(()),
+        });
+    match decorated {
+        Ok(()) => napi::Error::from(object.to_unknown()),
+        Err(_) => fallback(),
+    }
+}
+
+/// Writes `buffers` one after another at byte `position` of the open file `fd`, then fdatasyncs,
+/// off the main thread. The bytes are copied into one buffer here, on the main thread, so the
+/// worker never reads memory that JS could free or move, and the write is a single pwrite loop.
+#[napi(ts_return_type = "Promise<void>")]
+pub fn write_durable(
+    fd: i32,
+    position: f64,
+    buffers: Vec<&[u8]>,
+) -> napi::Result<AsyncTask<DurableWrite>, ErrorCode> {
+    let position = safe_integer_from_number(position, "position")?;
+    let total: usize = buffers.iter().map(|buffer| buffer.len()).sum();
+    let mut data = Vec::with_capacity(total);
+    for buffer in &buffers {
+        data.extend_from_slice(buffer);
+    }
+    Ok(AsyncTask::new(DurableWrite {
+        descriptor: fd,
+        position,
+        data,
+    }))
+}

@@ -1,0 +1,180 @@
+/**
+ * What users hand StreamStack and what they get back, and the checks between the two: a record
+ * that fails one is refused with `INVALID_RECORD` (naming the record and the field) before
+ * anything is written, so bad input changes nothing.
+ */
+import { StreamStackError } from '../errors.js';
+import {
+  batchRecordsMax,
+  fingerprintBytesMax,
+  keyBytesMax,
+  messageBytesMax,
+  tagBytesMax,
+  tagsPerRecordMax,
+  typeBytesMax,
+} from '../limits.js';
+import type { RecordInput } from '../coordinator/feed-writer.js';
+import type { CommitRecord } from '../coordinator/feed-writer-types.js';
+
+const encoder = new TextEncoder();
+
+/** A record to append. A string payload is stored as its UTF-8 bytes. */
+export interface AppendRecord {
+  readonly payload: Uint8Array | string;
+  readonly key?: string;
+  readonly version?: number;
+  readonly tombstone?: boolean;
+  readonly type?: string;
+  readonly tags?: readonly string[];
+  /** Identifies the record for deduplicated reads; defaults to a hash of the payload. */
+  readonly fingerprint?: Uint8Array | string;
+  /** Milliseconds since the epoch; defaults to the time of the append. */
+  readonly timestamp?: number;
+}
+
+/** A published commit. */
+export interface Commit {
+  readonly feed: string;
+  readonly commit: number;
+  readonly stream: string;
+  /** The commit before this one, or null for the first. */
+  readonly parent: number | null;
+  readonly records: number;
+  readonly firstPosition: number;
+  readonly lastPosition: number;
+  readonly openedAt: number;
+  readonly sealedAt: number;
+  readonly message: string | null;
+  readonly epoch: number;
+  /** True for a commit written by a one-shot append. */
+  readonly oneShot: boolean;
+}
+
+/** A published record, as reads return it. */
+export interface StoredRecord {
+  readonly feed: string;
+  readonly commit: number;
+  readonly stream: string;
+  readonly seq: number;
+  readonly position: number;
+  readonly timestamp: number;
+  readonly fingerprint: Uint8Array;
+  readonly payload: Uint8Array;
+  readonly key?: string;
+  readonly version?: number;
+  readonly tombstone: boolean;
+  readonly type?: string;
+  readonly tags: readonly string[];
+}
+
+export function toCommit(feed: string, record: CommitRecord): Commit {
+  return {
+    feed,
+    commit: record.commit,
+    stream: record.stream,
+    parent: record.parent === 0 ? null : record.parent,
+    records: record.records,
+    firstPosition: record.firstPosition,
+    lastPosition: record.lastPosition,
+    openedAt: record.openedAt,
+    sealedAt: record.sealedAt,
+    message: record.message ?? null,
+    epoch: record.epoch,
+    oneShot: record.oneShot,
+  };
+}
+
+function invalid(index: number, field: string, reason: string): StreamStackError {
+  return new StreamStackError('INVALID_RECORD', `record ${index}: ${field} ${reason}`, { details: { index, field } });
+}
+
+const noTags: string[] = [];
+
+function checkText(value: unknown, index: number, field: string, bytesMax: number): string {
+  if (typeof value !== 'string' || value.length === 0) throw invalid(index, field, 'must be a non-empty string');
+  // A UTF-16 code unit encodes to at most 3 UTF-8 bytes, so short strings need no encoding.
+  if (value.length * 3 > bytesMax && encoder.encode(value).length > bytesMax) {
+    throw invalid(index, field, `must be at most ${bytesMax} bytes of UTF-8`);
+  }
+  return value;
+}
+
+function toBytes(value: unknown, index: number, field: string): Uint8Array {
+  if (value instanceof Uint8Array) return value;
+  if (typeof value === 'string') return encoder.encode(value);
+  throw invalid(index, field, 'must be a Uint8Array or a string');
+}
+
+/** Checks and normalises a batch; throws before anything is written. */
+export function validateRecords(records: unknown): RecordInput[] {
+  if (!Array.isArray(records)) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'records must be an array');
+  }
+  if (records.length === 0 || records.length > batchRecordsMax) {
+    throw new StreamStackError('INVALID_ARGUMENT', `a batch holds 1 to ${batchRecordsMax} records, not ${records.length}`);
+  }
+  return records.map((record: unknown, index) => {
+    if (typeof record !== 'object' || record === null) throw invalid(index, 'record', 'must be an object');
+    const input = record as Record<string, unknown>;
+    const key = input.key === undefined ? undefined : checkText(input.key, index, 'key', keyBytesMax);
+    if (input.version !== undefined && (!Number.isSafeInteger(input.version) || (input.version as number) < 0)) {
+      throw invalid(index, 'version', 'must be a non-negative safe integer');
+    }
+    if (input.tombstone !== undefined) {
+      if (typeof input.tombstone !== 'boolean') throw invalid(index, 'tombstone', 'must be a boolean');
+      if (input.tombstone && key === undefined) throw invalid(index, 'tombstone', 'needs a key to delete');
+    }
+    let tags: string[] = noTags;
+    if (input.tags !== undefined) {
+      if (!Array.isArray(input.tags) || input.tags.length > tagsPerRecordMax) {
+        throw invalid(index, 'tags', `must be an array of at most ${tagsPerRecordMax} strings`);
+      }
+      tags = [...new Set(input.tags.map((tag) => checkText(tag, index, 'tags', tagBytesMax)))];
+    }
+    let fingerprint: Uint8Array | undefined;
+    if (input.fingerprint !== undefined) {
+      fingerprint = toBytes(input.fingerprint, index, 'fingerprint');
+      if (fingerprint.length === 0 || fingerprint.length > fingerprintBytesMax) {
+        throw invalid(index, 'fingerprint', `must be 1 to ${fingerprintBytesMax} bytes`);
+      }
+    }
+    if (input.timestamp !== undefined && (!Number.isSafeInteger(input.timestamp) || (input.timestamp as number) < 0)) {
+      throw invalid(index, 'timestamp', 'must be non-negative integer milliseconds');
+    }
+    // Every field is present (undefined when absent), so every record has the same shape and
+    // the hot paths that read them stay monomorphic.
+    return {
+      payload: toBytes(input.payload, index, 'payload'),
+      timestamp: input.timestamp as number | undefined,
+      fingerprint,
+      key,
+      version: input.version as number | undefined,
+      tombstone: input.tombstone === true,
+      type: input.type === undefined ? undefined : checkText(input.type, index, 'type', typeBytesMax),
+      tags,
+    };
+  });
+}
+
+export function validateMessage(message: unknown): string | undefined {
+  if (message === undefined) return undefined;
+  if (typeof message !== 'string' || encoder.encode(message).length > messageBytesMax) {
+    throw new StreamStackError('INVALID_ARGUMENT', `a message is a string of at most ${messageBytesMax} bytes`);
+  }
+  return message;
+}
+
+export function validateToken(token: unknown): string {
+  if (typeof token !== 'string' || token.length === 0) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'a lease token (a non-empty string) is required');
+  }
+  return token;
+}
+
+export function validateCursor(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!Number.isSafeInteger(value) || (value as number) < 0) {
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be a non-negative integer`);
+  }
+  return value as number;
+}

@@ -1,0 +1,133 @@
+/**
+ * A StreamStack store: one data directory, opened read-write by one process at a time.
+ *
+ * @example
+ * await using store = await Store.open('./data');
+ * const feed = await store.createFeed('events');
+ * await feed.append([{ payload: 'hello', type: 'greeting', tags: ['user:1'] }]);
+ */
+import crypto from 'node:crypto';
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import { DataDirectory, validateFeedName } from '../coordinator/data-directory.js';
+import { FeedWriter } from '../coordinator/feed-writer.js';
+import { verifyFeed, type FeedVerification } from '../coordinator/verify.js';
+import { loadKernels, type KernelChoice } from '../kernels/index.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { segmentBytesDefault, segmentBytesMax, segmentBytesMin } from '../limits.js';
+import { Feed, type FeedInfo } from './feed.js';
+
+export interface StoreOptions {
+  /** Which kernels to use: a choice for `loadKernels`, or a kernel set. Default: `auto`. */
+  readonly kernels?: KernelChoice | Kernels;
+  /** Milliseconds since the epoch. Injected by tests; default `Date.now`. */
+  readonly clock?: () => number;
+  /** Fresh unique ids for streams and lease tokens. Default: random UUIDs. */
+  readonly newId?: () => string;
+  /** Capacity new segments are preallocated to; a record may be at most a quarter of it. */
+  readonly segmentBytes?: number;
+}
+
+const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+export class Store {
+  private readonly feeds = new Map<string, Promise<Feed>>();
+  private closed = false;
+
+  private constructor(
+    private readonly directory: DataDirectory,
+    readonly kernels: Kernels,
+    private readonly clock: () => number,
+    private readonly newId: () => string,
+    private readonly segmentBytes: number,
+  ) {}
+
+  /** Opens (creating if needed) the data directory `directory`; `LOCKED` if another opener has it. */
+  static async open(directory: string, options: StoreOptions = {}): Promise<Store> {
+    const kernels = typeof options.kernels === 'object' ? options.kernels : loadKernels(options.kernels);
+    const segmentBytes = options.segmentBytes ?? segmentBytesDefault;
+    if (!Number.isSafeInteger(segmentBytes) || segmentBytes < segmentBytesMin || segmentBytes > segmentBytesMax) {
+      throw new StreamStackError('INVALID_ARGUMENT', `segmentBytes must be from ${segmentBytesMin} to ${segmentBytesMax}`);
+    }
+    const data = DataDirectory.open(path.resolve(directory));
+    return new Store(data, kernels, options.clock ?? Date.now, options.newId ?? (() => crypto.randomUUID()), segmentBytes);
+  }
+
+  /** The data directory's absolute path. */
+  get path(): string {
+    return this.directory.root;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StreamStackError('CLOSED', 'the store is closed');
+  }
+
+  /** Creates a feed; `FEED_EXISTS` if one has the name, `INVALID_NAME` if the name is not allowed. */
+  async createFeed(name: string): Promise<Feed> {
+    this.assertOpen();
+    validateFeedName(name);
+    await this.directory.createFeed(name, this.clock());
+    return this.feed(name);
+  }
+
+  /** The feed `name`; `FEED_NOT_FOUND` if there is none. Its logs are recovered on first use. */
+  feed(name: string): Promise<Feed> {
+    this.assertOpen();
+    let feed = this.feeds.get(name);
+    if (!feed) {
+      feed = (async () => {
+        const metadata = this.directory.readMetadata(name);
+        const writer = await FeedWriter.open(this.directory.feedDirectory(name), {
+          kernels: this.kernels,
+          clock: this.clock,
+          newId: this.newId,
+          segmentBytes: this.segmentBytes,
+        });
+        return new Feed(name, metadata.createdAt, writer);
+      })();
+      this.feeds.set(name, feed);
+      feed.catch(() => this.feeds.delete(name));
+    }
+    return feed;
+  }
+
+  /** The names of every feed, sorted. */
+  feedNames(): string[] {
+    this.assertOpen();
+    return this.directory.feedNames();
+  }
+
+  async feedInfo(name: string): Promise<FeedInfo> {
+    return (await this.feed(name)).info();
+  }
+
+  /**
+   * Checks every CRC, the commit chain, manifests against packs and the WAL against history of
+   * one feed or all; reports what it finds and repairs nothing.
+   */
+  async verify(name?: string): Promise<FeedVerification[]> {
+    this.assertOpen();
+    const names = name === undefined ? this.feedNames() : [name];
+    const results: FeedVerification[] = [];
+    for (const feedName of names) {
+      this.directory.readMetadata(feedName);
+      const open = this.feeds.get(feedName);
+      if (open) await (await open).writer.idle();
+      results.push(await verifyFeed(this.kernels, feedName, this.directory.feedDirectory(feedName)));
+    }
+    return results;
+  }
+
+  /** Waits for queued writes, closes every feed and releases the lock. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const feeds = await Promise.allSettled(this.feeds.values());
+    for (const feed of feeds) if (feed.status === 'fulfilled') await feed.value.writer.close();
+    this.directory.close();
+  }
+
+  async [asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,453 @@
+/**
+ * The write coordinator of one feed (DESIGN §6): the single writer that checks leases and
+ * fencing tokens, matches sequence numbers, opens, appends to, seals and aborts streams, writes
+ * one-shot commits, and group-commits all of it. It also owns the feed's published state — the
+ * commit list and the watermark — which it moves only after the disk confirmed a commit.
+ */
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { frameHeaderBytes, payloadDedupEntriesMax } from '../limits.js';
+import { FrameBuilder } from '../storage/framing.js';
+import { buildCommitRun, equalBytes, type CommitRecord } from '../storage/history.js';
+import { History } from '../storage/history-log.js';
+import type { PayloadLocation, RecordData } from '../storage/records.js';
+import { StateLog } from '../storage/state-log.js';
+import type { TornTail } from '../storage/runs.js';
+import { Wal, walFrames, type WalLocation } from '../storage/wal.js';
+import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
+import { LeaseKeeper, type LeaseGrant } from './lease.js';
+
+export interface WriterOptions {
+  readonly kernels: Kernels;
+  /** Milliseconds since the epoch; injected so tests and twins can pin time. */
+  readonly clock: () => number;
+  /** Fresh unique ids for streams and tokens; injected for the same reason. */
+  readonly newId: () => string;
+  /** Capacity a new WAL or history segment is preallocated to. */
+  readonly segmentBytes: number;
+}
+
+/** A record as the coordinator takes it: validated by the API, the timestamp optional. */
+export type RecordInput = Omit<RecordData, 'timestamp'> & { readonly timestamp?: number };
+
+interface OpenStream {
+  readonly id: string;
+  readonly epoch: number;
+  readonly openedAt: number;
+  readonly message?: string;
+  /** The seq the next record gets, counting batches prepared but not yet durable. */
+  nextSeq: number;
+  /** Where every acknowledged record lies, in seq order. */
+  readonly records: WalLocation[];
+}
+
+/** The published head: reads see commits up to here and no further. */
+export interface Watermark {
+  readonly commit: number;
+  readonly position: number;
+}
+
+export type StreamStatus =
+  | { readonly state: 'open'; readonly epoch: number; readonly openedAt: number; readonly message?: string; readonly acknowledged: number }
+  | { readonly state: 'sealed'; readonly commit: CommitRecord }
+  | { readonly state: 'aborted' }
+  | { readonly state: 'unknown' };
+
+export class FeedWriter {
+  readonly commits: CommitRecord[] = [];
+  private readonly streamCommits = new Map<string, number>();
+  private readonly aborted = new Set<string>();
+  private readonly dedup = new Map<number, PayloadLocation>();
+  /** Which streams have frames in each WAL segment, so finished segments can be deleted. */
+  private readonly walStreams = new Map<number, Set<string>>();
+  private openStream: OpenStream | undefined;
+  private watermarkNow: Watermark = { commit: 0, position: 0 };
+  /** The head as prepared requests left it: ahead of the watermark while a group is in flight. */
+  private stagedHead = 0;
+  private stagedNextPosition = 1;
+  private readonly listeners = new Set<(watermark: Watermark) => void>();
+  private readonly committer: GroupCommitter;
+  private maintenance: Promise<void> = Promise.resolve();
+  private readonly frameDataBytesMax: number;
+
+  private constructor(
+    readonly directory: string,
+    private readonly options: WriterOptions,
+    private readonly history: History,
+    private readonly wal: Wal,
+    readonly lease: LeaseKeeper,
+    private readonly leaseLog: StateLog,
+    readonly tornTails: readonly TornTail[],
+  ) {
+    this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
+    this.committer = new GroupCommitter(
+      { wal: new FrameBuilder(this.frameDataBytesMax), history: new FrameBuilder(this.frameDataBytesMax) },
+      (lane, builder) => this.writeGroup(lane, builder),
+      () => undefined,
+    );
+  }
+
+  /** Opens a feed's logs, recovering them, and rebuilds the state they imply. */
+  static async open(directory: string, options: WriterOptions): Promise<FeedWriter> {
+    const { kernels } = options;
+    const commits: CommitRecord[] = [];
+    const payloads: { crc: number; location: PayloadLocation }[] = [];
+    const history = await History.open(kernels, path.join(directory, 'history'), {
+      onCommit: (commit) => commits.push(commit),
+      onPayload: (crc, location) => payloads.push({ crc, location }),
+    });
+    const events: Parameters<Parameters<typeof Wal.open>[2]>[0][] = [];
+    let wal: Wal;
+    let leaseLog: StateLog;
+    try {
+      wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event));
+      leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'));
+    } catch (error) {
+      history.close();
+      throw error;
+    }
+    const lease = new LeaseKeeper(leaseLog, options.clock, options.newId);
+    const writer = new FeedWriter(directory, options, history, wal, lease, leaseLog, [
+      ...history.segments.tornTails,
+      ...wal.segments.tornTails,
+    ]);
+    for (const commit of commits) writer.publish(commit);
+    for (const { crc, location } of payloads) writer.rememberPayload(crc, location);
+    for (const event of events) {
+      const streams = writer.walStreams.get(event.segment) ?? new Set<string>();
+      streams.add(event.stream);
+      writer.walStreams.set(event.segment, streams);
+      if (writer.streamCommits.has(event.stream)) continue;
+      if (event.kind === 'open') {
+        writer.openStream = {
+          id: event.stream,
+          epoch: event.epoch,
+          openedAt: event.openedAt,
+          ...(event.message === undefined ? {} : { message: event.message }),
+          nextSeq: 1,
+          records: [],
+        };
+      } else if (event.kind === 'abort') {
+        writer.aborted.add(event.stream);
+        if (writer.openStream?.id === event.stream) writer.openStream = undefined;
+      } else if (writer.openStream?.id === event.stream) {
+        writer.openStream.records.push(...event.records);
+        writer.openStream.nextSeq = event.firstSeq + event.records.length;
+      }
+    }
+    return writer;
+  }
+
+  get watermark(): Watermark {
+    return this.watermarkNow;
+  }
+
+  /** Calls `listener` with each new watermark; returns the function that stops it. */
+  onPublish(listener: (watermark: Watermark) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  get failed(): StreamStackError | undefined {
+    return this.committer.failed;
+  }
+
+  // ---- Leases ------------------------------------------------------------------------------
+
+  acquireLease(holder: string, ttlMs?: number): Promise<LeaseGrant> {
+    return this.lease.acquire(holder, ttlMs);
+  }
+
+  renewLease(token: string, ttlMs?: number): Promise<LeaseGrant> {
+    return this.lease.renew(token, ttlMs);
+  }
+
+  releaseLease(token: string): Promise<void> {
+    return this.lease.release(token);
+  }
+
+  // ---- Streams -----------------------------------------------------------------------------
+
+  streamStatus(id: string): StreamStatus {
+    const open = this.openStream;
+    if (open?.id === id) {
+      return {
+        state: 'open',
+        epoch: open.epoch,
+        openedAt: open.openedAt,
+        ...(open.message === undefined ? {} : { message: open.message }),
+        acknowledged: open.records.length,
+      };
+    }
+    const commit = this.streamCommits.get(id);
+    if (commit !== undefined) return { state: 'sealed', commit: this.commits[commit - 1] };
+    return this.aborted.has(id) ? { state: 'aborted' } : { state: 'unknown' };
+  }
+
+  /** The open stream's id, if any. */
+  get activeStream(): string | undefined {
+    return this.openStream?.id;
+  }
+
+  /** The acknowledged records of the open stream `id`, from seq `fromSeq` on. */
+  async readOpenStream(id: string, fromSeq: number): Promise<{ seq: number; record: RecordData }[]> {
+    const open = this.openStream;
+    if (!open || open.id !== id) return [];
+    const locations = open.records.slice(Math.max(0, fromSeq - 1));
+    const records = await this.wal.readRecords(locations);
+    const firstSeq = open.records.length - locations.length + 1;
+    return records.map((record, index) => ({ seq: firstSeq + index, record }));
+  }
+
+  /** Opens a stream under the lease `token`; fails with `STREAM_OPEN` while one is open. */
+  openStreamWith(token: string, message?: string): Promise<{ stream: string; epoch: number; openedAt: number }> {
+    return this.committer.submit('wal', (builder) => {
+      const epoch = this.lease.check(token).epoch;
+      if (this.openStream) {
+        throw new StreamStackError('STREAM_OPEN', `stream ${this.openStream.id} is still open; seal or abort it first`, {
+          details: { stream: this.openStream.id },
+        });
+      }
+      const id = this.options.newId();
+      const openedAt = this.options.clock();
+      walFrames.open(builder, id, epoch, openedAt, message);
+      this.openStream = { id, epoch, openedAt, ...(message === undefined ? {} : { message }), nextSeq: 1, records: [] };
+      return (location) => {
+        this.noteWalStream(location, id);
+        return { stream: id, epoch, openedAt };
+      };
+    });
+  }
+
+  /** The open stream `id`, checked for a write under `token` by the current lease. */
+  private writableStream(id: string, token: string, action: 'append' | 'seal' | 'abort'): OpenStream {
+    const epoch = this.lease.check(token).epoch;
+    const open = this.openStream;
+    if (!open || open.id !== id) {
+      if (this.streamCommits.has(id)) {
+        throw new StreamStackError('STREAM_SEALED', `stream ${id} is sealed`, { details: { stream: id, commit: this.streamCommits.get(id) } });
+      }
+      throw new StreamStackError('STREAM_NOT_FOUND', this.aborted.has(id) ? `stream ${id} was aborted` : `no open stream ${id} on this feed`, {
+        details: { stream: id },
+      });
+    }
+    if (action === 'append' && open.epoch !== epoch) {
+      // A new owner decides what happens to the stream it inherited: seal what is durable, or
+      // abort. Appending to it would mix two owners' batches in one stream.
+      throw new StreamStackError('FENCED', `stream ${id} was opened under epoch ${open.epoch}; the owner of epoch ${epoch} may only seal or abort it`, {
+        details: { stream: id, streamEpoch: open.epoch, epoch },
+      });
+    }
+    return open;
+  }
+
+  /** Appends one batch to the open stream; resolves once it is in the WAL and fsync'd. */
+  append(
+    id: string,
+    token: string,
+    records: readonly RecordInput[],
+    expectedSeq?: number,
+  ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
+    return this.committer.submit('wal', (builder) => {
+      const open = this.writableStream(id, token, 'append');
+      if (expectedSeq !== undefined && expectedSeq !== open.nextSeq) {
+        throw new StreamStackError('SEQ_MISMATCH', `stream ${id} expected seq ${expectedSeq} but the next seq is ${open.nextSeq}`, {
+          details: { stream: id, expected: expectedSeq, actual: open.nextSeq },
+        });
+      }
+      const now = this.options.clock();
+      const stamped = records.map((record) => (record.timestamp === undefined ? { ...record, timestamp: now } : (record as RecordData)));
+      const firstSeq = open.nextSeq;
+      const spans = walFrames.batch(builder, id, open.epoch, firstSeq, stamped);
+      open.nextSeq += records.length;
+      return (location) => {
+        this.noteWalStream(location, id);
+        for (const span of spans) {
+          open.records.push({
+            segment: location.segment,
+            dataStart: location.offset + span.dataStart,
+            dataEnd: location.offset + span.dataEnd,
+          });
+        }
+        return { stream: id, firstSeq, lastSeq: firstSeq + records.length - 1 };
+      };
+    });
+  }
+
+  /** Aborts the open stream: its batches are never published. */
+  abort(id: string, token: string): Promise<void> {
+    return this.committer.submit('wal', (builder) => {
+      const open = this.writableStream(id, token, 'abort');
+      walFrames.abort(builder, id, this.lease.epoch, this.options.clock());
+      this.openStream = undefined;
+      this.aborted.add(open.id);
+      return (location) => {
+        this.noteWalStream(location, id);
+        this.scheduleWalCleanup();
+      };
+    });
+  }
+
+  /** Seals the open stream into one commit run; resolves with the commit once it is durable. */
+  seal(id: string, token: string, message?: string): Promise<CommitRecord> {
+    return this.committer.submit('history', async (builder) => {
+      const open = this.writableStream(id, token, 'seal');
+      const stored = await this.wal.readRecords(open.records);
+      const records = stored.map((record, index) => ({ ...record, seq: index + 1 }));
+      const finish = this.prepareRun(builder, {
+        stream: id,
+        openedAt: open.openedAt,
+        message: message ?? open.message,
+        epoch: open.epoch,
+        oneShot: false,
+        records,
+      });
+      this.openStream = undefined;
+      return (location: GroupLocation) => {
+        const commit = finish(location);
+        this.scheduleWalCleanup();
+        return commit;
+      };
+    });
+  }
+
+  /** Writes `records` straight into history as one commit (an implicit stream, no WAL). */
+  appendOneShot(records: readonly RecordInput[], token?: string, message?: string): Promise<CommitRecord> {
+    return this.committer.submit('history', (builder) => {
+      const epoch = this.lease.checkOptional(token);
+      const now = this.options.clock();
+      return this.prepareRun(builder, {
+        stream: this.options.newId(),
+        openedAt: now,
+        message,
+        epoch,
+        oneShot: true,
+        records: records.map((record, index) => ({ ...record, timestamp: record.timestamp ?? now, seq: index + 1 })),
+      });
+    });
+  }
+
+  private prepareRun(
+    builder: FrameBuilder,
+    run: {
+      stream: string;
+      openedAt: number;
+      message: string | undefined;
+      epoch: number;
+      oneShot: boolean;
+      records: (RecordData & { seq: number })[];
+    },
+  ): (location: GroupLocation) => CommitRecord {
+    const commitNumber = this.stagedHead + 1;
+    const built = buildCommitRun(
+      this.options.kernels,
+      builder,
+      {
+        commit: commitNumber,
+        stream: run.stream,
+        parent: this.stagedHead,
+        firstPosition: this.stagedNextPosition,
+        openedAt: run.openedAt,
+        sealedAt: this.options.clock(),
+        ...(run.message === undefined ? {} : { message: run.message }),
+        epoch: run.epoch,
+        oneShot: run.oneShot,
+        records: run.records,
+      },
+      (payload, crc) => this.findPayload(payload, crc),
+      this.frameDataBytesMax,
+    );
+    this.stagedHead = commitNumber;
+    this.stagedNextPosition += run.records.length;
+    return (location) => {
+      const runStart = location.offset + built.runStart;
+      const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
+      for (const payload of built.newPayloads) {
+        this.rememberPayload(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length });
+      }
+      this.publish(commit);
+      return commit;
+    };
+  }
+
+  // ---- Published state ---------------------------------------------------------------------
+
+  /** Adds a durable commit to the published state and moves the watermark past it. */
+  private publish(commit: CommitRecord): void {
+    this.commits.push(commit);
+    this.streamCommits.set(commit.stream, commit.commit);
+    this.stagedHead = Math.max(this.stagedHead, commit.commit);
+    this.stagedNextPosition = Math.max(this.stagedNextPosition, commit.lastPosition + 1);
+    this.watermarkNow = { commit: commit.commit, position: commit.lastPosition };
+    for (const listener of this.listeners) listener(this.watermarkNow);
+  }
+
+  private rememberPayload(crc: number, location: PayloadLocation): void {
+    // The dedup map is bounded: past the bound it starts over, so a payload first stored long
+    // ago may be stored again. That costs bytes, never correctness.
+    if (this.dedup.size >= payloadDedupEntriesMax) this.dedup.clear();
+    this.dedup.set(crc, location);
+  }
+
+  /** A stored payload with these bytes, verified byte for byte, or undefined. */
+  private findPayload(payload: Uint8Array, crc: number): PayloadLocation | undefined {
+    const candidate = this.dedup.get(crc);
+    if (!candidate || candidate.length !== payload.length) return undefined;
+    return equalBytes(this.history.readPayloadSync(candidate), payload) ? candidate : undefined;
+  }
+
+  private noteWalStream(location: GroupLocation, stream: string): void {
+    const streams = this.walStreams.get(location.segment) ?? new Set<string>();
+    streams.add(stream);
+    this.walStreams.set(location.segment, streams);
+  }
+
+  /** Deletes the WAL segments that hold nothing of the open stream (after a seal or abort). */
+  private scheduleWalCleanup(): void {
+    this.maintenance = this.maintenance.then(async () => {
+      const open = this.openStream?.id;
+      await this.wal.removeFinished((segment) => {
+        const streams = this.walStreams.get(segment.header.base);
+        const finished = !streams || open === undefined || !streams.has(open);
+        if (finished) this.walStreams.delete(segment.header.base);
+        return finished;
+      });
+    });
+  }
+
+  private async writeGroup(lane: Lane, builder: FrameBuilder): Promise<GroupLocation> {
+    if (lane === 'wal') return this.wal.commit(builder, this.options.segmentBytes);
+    return this.history.commit(
+      builder,
+      { position: this.watermarkNow.position + 1, commit: this.watermarkNow.commit + 1 },
+      this.options.segmentBytes,
+    );
+  }
+
+  // ---- Reading history ---------------------------------------------------------------------
+
+  /** The run of a published commit: its manifest entries and bytes. */
+  readRun(commit: CommitRecord) {
+    return this.history.readRun(commit);
+  }
+
+  readPayload(...args: Parameters<History['readPayload']>) {
+    return this.history.readPayload(...args);
+  }
+
+  /** Resolves once every write submitted so far has settled, and maintenance with it. */
+  async idle(): Promise<void> {
+    await this.committer.idle();
+    await this.maintenance.catch(() => undefined);
+  }
+
+  /** Waits for every queued write and maintenance task, then closes the files. */
+  async close(): Promise<void> {
+    await this.committer.idle();
+    await this.maintenance.catch(() => undefined);
+    this.history.close();
+    this.wal.close();
+    this.leaseLog.close();
+  }
+}

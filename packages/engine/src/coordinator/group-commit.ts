@@ -1,0 +1,122 @@
+/**
+ * Group commit: requests queue while a write is in flight, and the next write takes them all —
+ * many requests, one write, one fdatasync. Requests go to one of two lanes (the WAL, or the
+ * history); consecutive requests of the same lane share a group, and groups run one at a time,
+ * in arrival order, so every request sees the effects of every request before it.
+ *
+ * Each request lays its frames into the group's builder in `prepare`, checking its preconditions
+ * against the state left by the requests before it, and returns a `finish` that runs once the
+ * group is durable. A request whose preconditions fail is rolled out of the builder and rejected
+ * alone. A failed write is fatal for the feed: after it, nothing is acknowledged again.
+ */
+import { StreamStackError } from '../errors.js';
+import type { FrameBuilder } from '../storage/framing.js';
+
+export type Lane = 'wal' | 'history';
+
+/** Where a group landed: the segment (by base) and the offset of its first byte. */
+export interface GroupLocation {
+  readonly segment: number;
+  readonly offset: number;
+}
+
+export type Prepare<T> = (builder: FrameBuilder) => Promise<(location: GroupLocation) => T> | ((location: GroupLocation) => T);
+
+interface Request {
+  readonly lane: Lane;
+  readonly prepare: Prepare<unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+export class GroupCommitter {
+  private readonly queue: Request[] = [];
+  private running = false;
+  private failure: StreamStackError | undefined;
+  /** Resolves when the queue next drains (for close). */
+  private drained: (() => void)[] = [];
+
+  constructor(
+    private readonly builders: Record<Lane, FrameBuilder>,
+    private readonly write: (lane: Lane, builder: FrameBuilder) => Promise<GroupLocation>,
+    /** Told once, when a write fails and the feed stops acknowledging. */
+    private readonly onFatal: (error: StreamStackError) => void,
+  ) {}
+
+  /** The fatal error, once a write has failed. */
+  get failed(): StreamStackError | undefined {
+    return this.failure;
+  }
+
+  submit<T>(lane: Lane, prepare: Prepare<T>): Promise<T> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ lane, prepare, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.running) void this.pump();
+    });
+  }
+
+  /** Resolves once every request submitted so far has settled. */
+  idle(): Promise<void> {
+    if (!this.running && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drained.push(resolve));
+  }
+
+  private async pump(): Promise<void> {
+    this.running = true;
+    while (this.queue.length > 0) {
+      const lane = this.queue[0].lane;
+      let count = 1;
+      while (count < this.queue.length && this.queue[count].lane === lane) count++;
+      await this.runGroup(lane, this.queue.splice(0, count));
+    }
+    this.running = false;
+    for (const resolve of this.drained.splice(0)) resolve();
+  }
+
+  private async runGroup(lane: Lane, group: Request[]): Promise<void> {
+    const builder = this.builders[lane];
+    builder.clear();
+    const prepared: { request: Request; finish: (location: GroupLocation) => unknown }[] = [];
+    for (const request of group) {
+      if (this.failure) {
+        request.reject(this.failure);
+        continue;
+      }
+      const mark = builder.mark();
+      try {
+        prepared.push({ request, finish: await request.prepare(builder) });
+      } catch (error) {
+        builder.rollback(mark);
+        request.reject(error);
+      }
+    }
+    if (prepared.length === 0) return;
+    let location: GroupLocation;
+    try {
+      location = await this.write(lane, builder);
+    } catch (error) {
+      this.fail(error);
+      for (const { request } of prepared) request.reject(this.failure);
+      return;
+    }
+    for (const { request, finish } of prepared) {
+      try {
+        request.resolve(finish(location));
+      } catch (error) {
+        request.reject(error);
+      }
+    }
+  }
+
+  private fail(error: unknown): void {
+    this.failure =
+      error instanceof StreamStackError && error.code === 'IO'
+        ? error
+        : new StreamStackError('IO', `a durable write failed: ${error instanceof Error ? error.message : String(error)}`, {
+            cause: error,
+          });
+    for (const request of this.queue.splice(0)) request.reject(this.failure);
+    this.onFatal(this.failure);
+  }
+}

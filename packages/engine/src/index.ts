@@ -1,0 +1,20 @@
+/**
+ * StreamStack: a durable stream store for Node.js.
+ *
+ * @example
+ * import { loadKernels } from '@streamstack/engine';
+ * const kernels = loadKernels(); // native when the module loads, else the TypeScript twins
+ */
+export { loadKernels, tsKernels } from './kernels/index.js';
+export type { FstEntries, FstRange, KernelChoice, Kernels, PackedBytes } from './kernels/index.js';
+export { StreamStackError, isStreamStackError } from './errors.js';
+export type { ErrorCode } from './errors.js';
+export * as limits from './limits.js';
+export { Store } from './api/store.js';
+export type { StoreOptions } from './api/store.js';
+export { Feed, Stream } from './api/feed.js';
+export type { FeedInfo, StreamInfo } from './api/feed.js';
+export type { AppendRecord, Commit, StoredRecord } from './api/records.js';
+export type { LeaseGrant } from './coordinator/lease.js';
+export type { FeedVerification, VerificationProblem } from './coordinator/verify.js';
+export type { TornTail } from './coordinator/feed-writer-types.js';

@@ -1,0 +1,117 @@
+/**
+ * The hot core of StreamStack, behind one interface with two implementations:
+ * `native` (the napi-rs module in `native/`) and `ts` (pure TypeScript).
+ *
+ * Principle 5 of the design: the native core changes the speed, never the answer or the bytes.
+ * Every function here must return the same values, write the same bytes, and fail with the same
+ * error `code` in both implementations; `test/differential` holds them to it.
+ *
+ * Conventions shared by every kernel:
+ * - Many byte strings cross the boundary as one concatenated buffer plus a `Uint32Array` of end
+ *   offsets (`ends[i]` is the exclusive end of item `i`, its start is `ends[i - 1]` or 0), so a
+ *   batch of keys crosses into native code once, not once per key.
+ * - Integer values that the format stores as u64 are JS numbers and must be safe integers
+ *   (below 2^53); anything else is `INVALID_ARGUMENT`.
+ */
+
+/** Byte strings packed as one buffer and exclusive end offsets. */
+export interface PackedBytes {
+  readonly bytes: Uint8Array;
+  readonly ends: Uint32Array;
+}
+
+/** The result of an FST range or prefix query: matching keys in order and their values. */
+export interface FstEntries extends PackedBytes {
+  readonly values: Float64Array;
+}
+
+/**
+ * A key range over an FST. Bounds are byte strings compared lexicographically; a missing bound is
+ * open. `prefix` restricts to keys starting with it (and combines with the bounds).
+ */
+export interface FstRange {
+  readonly gte?: Uint8Array;
+  readonly gt?: Uint8Array;
+  readonly lte?: Uint8Array;
+  readonly lt?: Uint8Array;
+  readonly prefix?: Uint8Array;
+  /** At most this many entries; omitted means all. */
+  readonly limit?: number;
+}
+
+export interface Kernels {
+  /** Which implementation this is. */
+  readonly name: 'native' | 'ts';
+
+  /**
+   * CRC-32 (IEEE 802.3, the polynomial of zlib and gzip) of `bytes`, continuing from `seed`
+   * (the CRC of the bytes before; 0 to start). Equal to `zlib.crc32(bytes, seed)`.
+   */
+  crc32(bytes: Uint8Array, seed?: number): number;
+
+  /** CRC-32C (Castagnoli), continuing from `seed`. The fst format's checksum is built on it. */
+  crc32c(bytes: Uint8Array, seed?: number): number;
+
+  /**
+   * Fills in the CRC field of every frame that starts at one of `frameOffsets` in `buffer`.
+   * A frame is `u32le length` (top bit: control record; the other 31 bits: data length),
+   * `u32le crc32(data)`, then the data. Throws `INVALID_ARGUMENT` when a frame does not fit.
+   */
+  frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void;
+
+  /**
+   * Checks the frames that start at `frameOffsets`: returns the index of the first frame whose
+   * length runs past the buffer or whose CRC does not match its data, or -1 when all are sound.
+   */
+  frameChecksumsVerify(buffer: Uint8Array, frameOffsets: Uint32Array): number;
+
+  /**
+   * Builds an FST map, in the `fst` crate's own byte format (version 3, with its CRC-32C
+   * footer), from keys that are strictly ascending byte strings, to safe-integer values.
+   * Keys out of order or duplicated: `FST_KEY_ORDER`.
+   */
+  fstBuild(keys: PackedBytes, values: Float64Array): Uint8Array;
+
+  /** Checks an FST's header, footer and checksum; throws `CORRUPT` when they do not hold. */
+  fstVerify(fst: Uint8Array): void;
+
+  /** Number of keys in an FST (from its footer). */
+  fstLength(fst: Uint8Array): number;
+
+  /** The value stored for `key`, or undefined. */
+  fstGet(fst: Uint8Array, key: Uint8Array): number | undefined;
+
+  /** The values of many keys in one call; -1 marks a key that is absent. */
+  fstGetMany(fst: Uint8Array, keys: PackedBytes): Float64Array;
+
+  /** The entries in `range`, in key order. */
+  fstRange(fst: Uint8Array, range: FstRange): FstEntries;
+
+  /**
+   * Encodes strictly ascending u32 positions as a posting list: plain delta-varint below
+   * `postingsBlockThreshold` entries, the block form (a skip directory of blocks) from there up.
+   * Not strictly ascending: `POSTINGS_NOT_SORTED`.
+   */
+  postingsEncode(positions: Uint32Array): Uint8Array;
+
+  /** Decodes either form of posting list. Malformed input: `CORRUPT`. */
+  postingsDecode(encoded: Uint8Array): Uint32Array;
+
+  /**
+   * The positions present in both strictly ascending lists, ascending. Gallops through the
+   * longer list when the sizes differ a lot. Unsorted input: `POSTINGS_NOT_SORTED`.
+   */
+  intersect(a: Uint32Array, b: Uint32Array): Uint32Array;
+
+  /** The positions present in either strictly ascending list, ascending and unique. */
+  union(a: Uint32Array, b: Uint32Array): Uint32Array;
+
+  /**
+   * Writes `buffers` one after another at byte `position` of the open file `fd`, then
+   * fdatasyncs, off the main thread. Resolves only once the fdatasync has returned success.
+   * Any write or sync failure rejects with `IO` (the errno in `cause`); the caller must then
+   * treat the file as failed, because after a failed fsync the kernel may have dropped the dirty
+   * pages, and a retry that "succeeds" would report data durable that is not.
+   */
+  writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
+}

@@ -1,0 +1,232 @@
+/**
+ * The native kernel set: the napi-rs module `@streamstack/native` (built from `native/`) adapted
+ * to the `Kernels` interface. The adapter only reshapes arguments and turns every error the module
+ * throws into a `StreamStackError` with the same code; the native functions put that code in the
+ * error's `code` property themselves.
+ *
+ * @example
+ * const kernels = loadNativeKernels(); // throws NATIVE_UNAVAILABLE when the module is not built
+ * kernels.crc32(new TextEncoder().encode('hello')); // 907060870
+ */
+import { createRequire } from 'node:module';
+import { type ErrorCode, StreamStackError } from '../errors.js';
+import type { FstEntries, FstRange, Kernels, PackedBytes } from './kernels.js';
+
+/** The functions `@streamstack/native` exports, as this adapter calls them (see native/src/lib.rs). */
+interface NativeModule {
+  crc32(bytes: Uint8Array, seed?: number): number;
+  crc32c(bytes: Uint8Array, seed?: number): number;
+  frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void;
+  frameChecksumsVerify(buffer: Uint8Array, frameOffsets: Uint32Array): number;
+  fstBuild(keys: Uint8Array, ends: Uint32Array, values: Float64Array): Uint8Array;
+  fstVerify(fst: Uint8Array): void;
+  fstLength(fst: Uint8Array): number;
+  fstGet(fst: Uint8Array, key: Uint8Array): number | null;
+  fstGetMany(fst: Uint8Array, keys: Uint8Array, ends: Uint32Array): Float64Array;
+  fstRange(
+    fst: Uint8Array,
+    gte: Uint8Array | undefined,
+    gt: Uint8Array | undefined,
+    lte: Uint8Array | undefined,
+    lt: Uint8Array | undefined,
+    prefix: Uint8Array | undefined,
+    limit: number | undefined,
+  ): FstEntries;
+  postingsEncode(positions: Uint32Array): Uint8Array;
+  postingsDecode(encoded: Uint8Array): Uint32Array;
+  intersect(a: Uint32Array, b: Uint32Array): Uint32Array;
+  union(a: Uint32Array, b: Uint32Array): Uint32Array;
+  writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
+}
+
+const nativeFunctionNames: readonly (keyof NativeModule)[] = [
+  'crc32',
+  'crc32c',
+  'frameChecksumsWrite',
+  'frameChecksumsVerify',
+  'fstBuild',
+  'fstVerify',
+  'fstLength',
+  'fstGet',
+  'fstGetMany',
+  'fstRange',
+  'postingsEncode',
+  'postingsDecode',
+  'intersect',
+  'union',
+  'writeDurable',
+];
+
+/** The codes the native module raises itself; anything else is napi rejecting an argument. */
+const nativeCodes: ReadonlySet<string> = new Set<ErrorCode>([
+  'INVALID_ARGUMENT',
+  'FST_KEY_ORDER',
+  'POSTINGS_NOT_SORTED',
+  'CORRUPT',
+  'IO',
+]);
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The `StreamStackError` for an error thrown by native code. napi-rs's own argument conversions
+ * throw with codes like `InvalidArg` or `NumberExpected`; those are `INVALID_ARGUMENT`.
+ */
+function translate(error: unknown): StreamStackError {
+  const code = (error as { code?: unknown } | null)?.code;
+  const resolved: ErrorCode = typeof code === 'string' && nativeCodes.has(code) ? (code as ErrorCode) : 'INVALID_ARGUMENT';
+  return new StreamStackError(resolved, describe(error), { cause: error });
+}
+
+function requireNative(): NativeModule {
+  const require = createRequire(import.meta.url);
+  let loaded: Partial<NativeModule>;
+  try {
+    loaded = require('@streamstack/native') as Partial<NativeModule>;
+  } catch (error) {
+    throw new StreamStackError(
+      'NATIVE_UNAVAILABLE',
+      `the native kernels (@streamstack/native) could not be loaded: ${describe(error)}; ` +
+        'run `pnpm build` at the repository root to build them',
+      { cause: error },
+    );
+  }
+  const missing = nativeFunctionNames.filter((name) => typeof loaded[name] !== 'function');
+  if (missing.length > 0) {
+    throw new StreamStackError(
+      'NATIVE_UNAVAILABLE',
+      `the native kernels (@streamstack/native) lack ${missing.join(', ')}, so the build is out ` +
+        'of date; run `pnpm build` at the repository root to rebuild them',
+      { details: { missing } },
+    );
+  }
+  return loaded as NativeModule;
+}
+
+/** Loads the native module and returns it as a `Kernels`; throws `NATIVE_UNAVAILABLE` if it cannot. */
+export function loadNativeKernels(): Kernels {
+  const native = requireNative();
+  // Each method calls straight through; try/catch costs nothing in optimized code on the happy
+  // path, and no closure is allocated per call.
+  return Object.freeze({
+    name: 'native' as const,
+    crc32(bytes: Uint8Array, seed?: number): number {
+      try {
+        return native.crc32(bytes, seed);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    crc32c(bytes: Uint8Array, seed?: number): number {
+      try {
+        return native.crc32c(bytes, seed);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void {
+      try {
+        native.frameChecksumsWrite(buffer, frameOffsets);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    frameChecksumsVerify(buffer: Uint8Array, frameOffsets: Uint32Array): number {
+      try {
+        return native.frameChecksumsVerify(buffer, frameOffsets);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    fstBuild(keys: PackedBytes, values: Float64Array): Uint8Array {
+      try {
+        return native.fstBuild(keys.bytes, keys.ends, values);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    fstVerify(fst: Uint8Array): void {
+      try {
+        native.fstVerify(fst);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    fstLength(fst: Uint8Array): number {
+      try {
+        return native.fstLength(fst);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    fstGet(fst: Uint8Array, key: Uint8Array): number | undefined {
+      try {
+        return native.fstGet(fst, key) ?? undefined;
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    fstGetMany(fst: Uint8Array, keys: PackedBytes): Float64Array {
+      try {
+        return native.fstGetMany(fst, keys.bytes, keys.ends);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    fstRange(fst: Uint8Array, range: FstRange): FstEntries {
+      try {
+        return native.fstRange(fst, range.gte, range.gt, range.lte, range.lt, range.prefix, range.limit);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    postingsEncode(positions: Uint32Array): Uint8Array {
+      try {
+        return native.postingsEncode(positions);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    postingsDecode(encoded: Uint8Array): Uint32Array {
+      try {
+        return native.postingsDecode(encoded);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    intersect(a: Uint32Array, b: Uint32Array): Uint32Array {
+      try {
+        return native.intersect(a, b);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    union(a: Uint32Array, b: Uint32Array): Uint32Array {
+      try {
+        return native.union(a, b);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void> {
+      let pending: Promise<void>;
+      try {
+        // Argument errors (a position that is not a byte offset) are thrown before any I/O.
+        pending = native.writeDurable(fd, position, buffers);
+      } catch (error) {
+        return Promise.reject(translate(error));
+      }
+      // Every rejection is a failed write or sync. The native error carries the errno's name
+      // (`errnoName`), offered in `details.errno` as the TypeScript twin does with Node's code.
+      return pending.then(undefined, (error: unknown) => {
+        const errno = (error as { errnoName?: unknown } | null)?.errnoName;
+        throw new StreamStackError('IO', describe(error), {
+          cause: error,
+          details: typeof errno === 'string' ? { errno } : {},
+        });
+      });
+    },
+  });
+}

@@ -1,0 +1,65 @@
+/**
+ * Durable batch write, the TypeScript twin of the native kernel: positional writes of every
+ * buffer, then one fdatasync, both on libuv's thread pool so the event loop never blocks on the
+ * disk. The promise resolves only after the fdatasync returned success.
+ */
+import fs from 'node:fs';
+import { StreamStackError } from '../../errors.js';
+
+function ioError(operation: string, fd: number, cause: NodeJS.ErrnoException): StreamStackError {
+  return new StreamStackError(
+    'IO',
+    `${operation} failed on file descriptor ${fd}: ${cause.code ?? ''} ${cause.message}`.trim(),
+    { cause, details: { errno: cause.code } },
+  );
+}
+
+function writeAll(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let pending = buffers.filter((buffer) => buffer.length > 0);
+    const step = (at: number): void => {
+      if (pending.length === 0) return resolve();
+      const done = (error: NodeJS.ErrnoException | null, written: number): void => {
+        if (error) return reject(ioError('write', fd, error));
+        // A short write leaves the rest of the batch to write from where it stopped.
+        let skipped = written;
+        const rest: Uint8Array[] = [];
+        for (const buffer of pending) {
+          if (skipped >= buffer.length) skipped -= buffer.length;
+          else {
+            rest.push(skipped === 0 ? buffer : buffer.subarray(skipped));
+            skipped = 0;
+          }
+        }
+        pending = rest;
+        step(at + written);
+      };
+      try {
+        fs.writev(fd, pending, at, done);
+      } catch (error) {
+        // Node checks some arguments (a negative descriptor, say) before any system call and
+        // throws; that is as much a failed write as an errno is.
+        reject(ioError('write', fd, error as NodeJS.ErrnoException));
+      }
+    };
+    step(position);
+  });
+}
+
+export async function writeDurable(
+  fd: number,
+  position: number,
+  buffers: readonly Uint8Array[],
+): Promise<void> {
+  if (!Number.isSafeInteger(position) || position < 0) {
+    throw new StreamStackError('INVALID_ARGUMENT', `position ${position} is not a byte offset`);
+  }
+  await writeAll(fd, position, buffers);
+  await new Promise<void>((resolve, reject) => {
+    try {
+      fs.fdatasync(fd, (error) => (error ? reject(ioError('fdatasync', fd, error)) : resolve()));
+    } catch (error) {
+      reject(ioError('fdatasync', fd, error as NodeJS.ErrnoException));
+    }
+  });
+}

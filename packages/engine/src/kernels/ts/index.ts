@@ -1,0 +1,26 @@
+/** The pure-TypeScript kernel set: no native code, the reference the native set is held to. */
+import type { Kernels } from '../kernels.js';
+import { crc32, crc32c } from './crc.js';
+import { writeDurable } from './durable.js';
+import { frameChecksumsVerify, frameChecksumsWrite } from './frames.js';
+import { fstBuild, fstGet, fstGetMany, fstLength, fstRange, fstVerify } from './fst.js';
+import { intersect, postingsDecode, postingsEncode, union } from './postings.js';
+
+export const tsKernels: Kernels = Object.freeze({
+  name: 'ts' as const,
+  crc32: (bytes: Uint8Array, seed?: number) => crc32(bytes, seed),
+  crc32c: (bytes: Uint8Array, seed?: number) => crc32c(bytes, seed),
+  frameChecksumsWrite,
+  frameChecksumsVerify,
+  fstBuild,
+  fstVerify,
+  fstLength,
+  fstGet,
+  fstGetMany,
+  fstRange,
+  postingsEncode,
+  postingsDecode,
+  intersect,
+  union,
+  writeDurable,
+});

@@ -1,0 +1,88 @@
+/**
+ * Every bound StreamStack enforces, in one place, each with its unit last and the reason for it.
+ * Formats depend on some of these: changing one that is marked "format" needs a format version.
+ */
+
+/** Largest integer a position, sequence or FST value may take: JS numbers are exact below 2^53. */
+export const safeIntegerMax = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Posting lists with at least this many entries use the block form, whose skip directory lets an
+ * intersection jump over whole blocks; shorter lists are plain delta-varint, where a directory
+ * would cost more than it saves. Format.
+ */
+export const postingsBlockThreshold = 128;
+
+/** Entries per block in the block form of a posting list (the last block may be shorter). Format. */
+export const postingsBlockLength = 128;
+
+/**
+ * When one list is this many times longer than the other, intersection gallops (exponential
+ * search) through the longer one instead of merging: merging costs O(a + b), galloping
+ * O(a log(b / a)), and the crossover on current machines sits around a ratio of 16-32.
+ */
+export const intersectGallopRatio = 24;
+
+/** Bytes of a frame header: u32 length (with the control bit) and u32 CRC. Format. */
+export const frameHeaderBytes = 8;
+
+/** The top bit of a frame's length field marks a control record. Format. */
+export const frameControlBit = 0x8000_0000;
+
+/** The other 31 bits of a frame's length field are the data length. Format. */
+export const frameLengthMask = 0x7fff_ffff;
+
+/** Bytes of a segment file's header (docs/formats.md). Format. */
+export const segmentHeaderBytes = 48;
+
+/** Zeros are written in chunks of this many bytes when preallocating or cutting a tail. */
+export const zeroFillChunkBytes = 1024 * 1024;
+
+/** A state log (leases, subscriptions) is rewritten with only its last record past this size. */
+export const stateLogBytesMax = 1024 * 1024;
+
+/** A lease lasts this long unless the holder asks otherwise: long enough to ride out a GC pause. */
+export const leaseTtlMsDefault = 30_000;
+
+/** Shortest lease: shorter ones would expire between a holder's renewals under normal jitter. */
+export const leaseTtlMsMin = 10;
+
+/** Longest lease: a crashed holder blocks the feed for at most this long. */
+export const leaseTtlMsMax = 24 * 60 * 60 * 1000;
+
+/**
+ * Payloads remembered for deduplication per feed (about 60 bytes each in memory). Past it the map
+ * starts over: a repeated payload may then be stored twice, which costs disk, not correctness.
+ */
+export const payloadDedupEntriesMax = 1 << 20;
+
+/** Default capacity of a WAL or history segment. A record may be at most a quarter of it. */
+export const segmentBytesDefault = 64 * 1024 * 1024;
+
+/** Smallest segment a store may be configured with (tests use small ones to roll often). */
+export const segmentBytesMin = 64 * 1024;
+
+/** Largest segment: frame offsets inside a segment are u32 in the kernels. */
+export const segmentBytesMax = 1024 * 1024 * 1024;
+
+/** Longest feed name: it is a directory name, and it appears in every output line. */
+export const feedNameCharactersMax = 128;
+
+/** Longest record key, in UTF-8 bytes: keys are index terms, and long ones bloat the index. */
+export const keyBytesMax = 1024;
+
+/** Longest type name and tag, in UTF-8 bytes. */
+export const typeBytesMax = 256;
+export const tagBytesMax = 256;
+
+/** Most tags on one record: tags are for selecting records, not for carrying data. */
+export const tagsPerRecordMax = 64;
+
+/** Longest fingerprint: it identifies a record for dedup; 64 bytes fits any hash. */
+export const fingerprintBytesMax = 64;
+
+/** Longest commit message, in UTF-8 bytes. */
+export const messageBytesMax = 4096;
+
+/** Most records in one batch or one-shot append. */
+export const batchRecordsMax = 100_000;

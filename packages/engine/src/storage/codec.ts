@@ -1,0 +1,219 @@
+/**
+ * Byte-level encoding for everything StreamStack writes: unsigned varints (LEB128) up to 2^53,
+ * length-prefixed byte strings and UTF-8 strings, fixed little-endian integers. A reader never
+ * reads past its input and never allocates more than its input could describe: malformed bytes
+ * become `CORRUPT`, not a RangeError or an allocation of gigabytes.
+ */
+import { StreamStackError } from '../errors.js';
+
+const textEncoder = new TextEncoder();
+const textDecoder = new TextDecoder('utf-8', { fatal: true });
+
+/** A varint carrying a value below 2^53 takes at most this many bytes. */
+const varintBytesMax = 8;
+/** Initial capacity of a writer's buffer; it doubles as needed. */
+const writerBytesInitial = 256;
+
+export function utf8Encode(text: string): Uint8Array {
+  return textEncoder.encode(text);
+}
+
+/** Decodes UTF-8, or returns undefined when the bytes are not valid UTF-8. */
+export function utf8DecodeOrUndefined(bytes: Uint8Array): string | undefined {
+  try {
+    return textDecoder.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A growable buffer that encodes values at its end. */
+export class ByteWriter {
+  private buffer: Uint8Array;
+  private view: DataView;
+  length = 0;
+
+  constructor(capacity = writerBytesInitial) {
+    this.buffer = new Uint8Array(capacity);
+    this.view = new DataView(this.buffer.buffer);
+  }
+
+  /** Makes room for `bytes` more bytes. */
+  reserve(bytes: number): void {
+    const needed = this.length + bytes;
+    if (needed <= this.buffer.length) return;
+    let capacity = this.buffer.length * 2;
+    while (capacity < needed) capacity *= 2;
+    const grown = new Uint8Array(capacity);
+    grown.set(this.buffer.subarray(0, this.length));
+    this.buffer = grown;
+    this.view = new DataView(grown.buffer);
+  }
+
+  u8(value: number): this {
+    this.reserve(1);
+    this.buffer[this.length++] = value;
+    return this;
+  }
+
+  u32(value: number): this {
+    this.reserve(4);
+    this.view.setUint32(this.length, value, true);
+    this.length += 4;
+    return this;
+  }
+
+  u64(value: number): this {
+    this.reserve(8);
+    this.view.setUint32(this.length, value % 0x1_0000_0000, true);
+    this.view.setUint32(this.length + 4, Math.floor(value / 0x1_0000_0000), true);
+    this.length += 8;
+    return this;
+  }
+
+  /** An unsigned varint of a safe integer. */
+  varint(value: number): this {
+    this.reserve(varintBytesMax);
+    const buffer = this.buffer;
+    let at = this.length;
+    while (value >= 0x80) {
+      buffer[at++] = (value % 0x80) | 0x80;
+      value = Math.floor(value / 0x80);
+    }
+    buffer[at++] = value;
+    this.length = at;
+    return this;
+  }
+
+  raw(bytes: Uint8Array): this {
+    this.reserve(bytes.length);
+    this.buffer.set(bytes, this.length);
+    this.length += bytes.length;
+    return this;
+  }
+
+  /** A varint length, then the bytes. */
+  bytes(bytes: Uint8Array): this {
+    return this.varint(bytes.length).raw(bytes);
+  }
+
+  /** A varint byte length, then the UTF-8 bytes, encoded straight into the buffer. */
+  string(text: string): this {
+    if (text.length < 0x80 / 3) {
+      // The length fits one varint byte whatever the text is, so encode first, then fill it in.
+      this.reserve(1 + text.length * 3);
+      const lengthAt = this.length;
+      const { written } = textEncoder.encodeInto(text, this.buffer.subarray(lengthAt + 1));
+      this.buffer[lengthAt] = written;
+      this.length = lengthAt + 1 + written;
+      return this;
+    }
+    return this.bytes(utf8Encode(text));
+  }
+
+  /** Overwrites a u32 written earlier (for lengths known only after the content). */
+  patchU32(at: number, value: number): void {
+    this.view.setUint32(at, value, true);
+  }
+
+  /** The bytes written so far (a view, valid until the next write). */
+  peek(): Uint8Array {
+    return this.buffer.subarray(0, this.length);
+  }
+
+  /** A copy of the bytes written so far. */
+  finish(): Uint8Array {
+    return this.buffer.slice(0, this.length);
+  }
+
+  clear(): void {
+    this.length = 0;
+  }
+}
+
+/** Reads values in the order a ByteWriter wrote them; anything malformed is `CORRUPT`. */
+export class ByteReader {
+  offset: number;
+  private readonly view: DataView;
+
+  constructor(
+    readonly input: Uint8Array,
+    offset = 0,
+    readonly end = input.length,
+    /** Names what is being read, for error messages. */
+    readonly what = 'record',
+  ) {
+    this.offset = offset;
+    this.view = new DataView(input.buffer, input.byteOffset, input.byteLength);
+  }
+
+  corrupt(reason: string): StreamStackError {
+    return new StreamStackError('CORRUPT', `${this.what} is corrupt at byte ${this.offset}: ${reason}`);
+  }
+
+  private need(count: number): void {
+    if (this.offset + count > this.end) throw this.corrupt(`needs ${count} more bytes`);
+  }
+
+  get remaining(): number {
+    return this.end - this.offset;
+  }
+
+  u8(): number {
+    this.need(1);
+    return this.input[this.offset++];
+  }
+
+  u32(): number {
+    this.need(4);
+    const value = this.view.getUint32(this.offset, true);
+    this.offset += 4;
+    return value;
+  }
+
+  u64(): number {
+    this.need(8);
+    const low = this.view.getUint32(this.offset, true);
+    const high = this.view.getUint32(this.offset + 4, true);
+    if (high >= 0x20_0000) throw this.corrupt('a 64-bit value exceeds 2^53');
+    this.offset += 8;
+    return high * 0x1_0000_0000 + low;
+  }
+
+  varint(): number {
+    let value = 0;
+    let scale = 1;
+    for (let index = 0; index < varintBytesMax; index++) {
+      this.need(1);
+      const byte = this.input[this.offset++];
+      value += (byte & 0x7f) * scale;
+      if ((byte & 0x80) === 0) {
+        if (value > Number.MAX_SAFE_INTEGER) throw this.corrupt('a varint exceeds 2^53');
+        return value;
+      }
+      scale *= 0x80;
+    }
+    throw this.corrupt('a varint is too long');
+  }
+
+  raw(count: number): Uint8Array {
+    this.need(count);
+    const bytes = this.input.subarray(this.offset, this.offset + count);
+    this.offset += count;
+    return bytes;
+  }
+
+  bytes(): Uint8Array {
+    return this.raw(this.varint());
+  }
+
+  string(): string {
+    const text = utf8DecodeOrUndefined(this.bytes());
+    if (text === undefined) throw this.corrupt('a string is not valid UTF-8');
+    return text;
+  }
+
+  expectEnd(): void {
+    if (this.offset !== this.end) throw this.corrupt(`${this.end - this.offset} trailing bytes`);
+  }
+}

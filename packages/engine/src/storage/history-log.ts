@@ -1,0 +1,153 @@
+/**
+ * Opens, recovers, appends to and reads the history segments of one feed. Segments are based by
+ * their first position and also record their first commit.
+ */
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { FrameKind } from './frame-kinds.js';
+import { scanFrames, type FrameBuilder } from './framing.js';
+import {
+  readCommitRecord,
+  readManifest,
+  readPackDirectory,
+  type CommitRecord,
+} from './history.js';
+import type { ManifestEntry, PayloadLocation } from './records.js';
+import { SegmentKind } from './segment.js';
+import { SegmentSet } from './segment-set.js';
+
+export interface HistoryVisitor {
+  onCommit(commit: CommitRecord): void;
+  onPayload(crc: number, location: PayloadLocation): void;
+}
+
+/** The records of one commit read back: their entries and the run's bytes they point into. */
+export interface CommitRun {
+  readonly commit: CommitRecord;
+  readonly entries: ManifestEntry[];
+  /** The run's bytes (packs and manifests), starting at `commit.runStart`. */
+  readonly bytes: Uint8Array;
+}
+
+export class History {
+  private constructor(
+    private readonly kernels: Kernels,
+    readonly segments: SegmentSet,
+  ) {}
+
+  static async open(kernels: Kernels, directory: string, visitor: HistoryVisitor, readOnly = false): Promise<History> {
+    let expected = 1;
+    let segmentBase = 0;
+    const segments = await SegmentSet.open<CommitRecord>(
+      kernels,
+      directory,
+      SegmentKind.History,
+      '.hist',
+      {
+        beginSegment: (header) => {
+          expected = Math.max(expected, header.baseCommit);
+          segmentBase = header.base;
+        },
+        isMarker: (frame) => frame.kind === FrameKind.Commit,
+        decode: (bytes, frame, runFrames) => {
+          let commit: CommitRecord;
+          try {
+            commit = readCommitRecord(bytes, frame, segmentBase, `commit record at offset ${frame.offset}`);
+          } catch {
+            return undefined;
+          }
+          // The run must be exactly the frames the commit record names, in sequence: anything
+          // else is stale bytes or a torn run, not this commit.
+          const named = new Set([...commit.manifests, ...commit.packs].map((offset) => commit.runStart + offset));
+          const runOk =
+            commit.commit === expected &&
+            runFrames.length === named.size &&
+            runFrames.every((runFrame) => named.has(runFrame.offset)) &&
+            (runFrames.length === 0 ? commit.runStart === frame.offset : runFrames[0].offset === commit.runStart);
+          if (!runOk) return undefined;
+          expected++;
+          return commit;
+        },
+      },
+      ({ segment, bytes, recovered }) => {
+        for (const run of recovered.runs) {
+          for (const frame of run.frames) {
+            if (frame.kind !== FrameKind.Pack) continue;
+            const what = `pack at ${segment.file}:${frame.offset}`;
+            for (const { crc, location } of readPackDirectory(bytes, frame, segment.header.base, what)) {
+              visitor.onPayload(crc, location);
+            }
+          }
+          visitor.onCommit(run.decoded);
+        }
+      },
+      readOnly,
+    );
+    return new History(kernels, segments);
+  }
+
+  /**
+   * Writes the runs in `builder` (one or more, each ended by its commit record) with one
+   * fdatasync. `first` names the first run's position and commit, which base a new segment.
+   */
+  async commit(
+    builder: FrameBuilder,
+    first: { position: number; commit: number },
+    capacityDefault: number,
+  ): Promise<{ segment: number; offset: number }> {
+    const bytes = builder.finish(this.kernels);
+    const segment = await this.segments.ensureRoom(
+      bytes.length,
+      () => ({ base: first.position, baseCommit: first.commit }),
+      capacityDefault,
+    );
+    const offset = await segment.append(this.kernels, bytes);
+    return { segment: segment.header.base, offset };
+  }
+
+  /** Reads a commit's run, verifies its frames, and decodes its manifests. */
+  async readRun(commit: CommitRecord): Promise<CommitRun> {
+    const segment = this.segments.byBase(commit.segment);
+    const bytes = await segment.read(commit.runStart, commit.runBytes);
+    const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
+    const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
+    if (frameEnd !== bytes.length) {
+      throw new StreamStackError('CORRUPT', `the run of commit ${commit.commit} in ${segment.file} is damaged`, {
+        details: { file: segment.file, offset: commit.runStart + frameEnd },
+      });
+    }
+    const entries: ManifestEntry[] = [];
+    for (const frame of frames) {
+      if (frame.kind !== FrameKind.Manifest) continue;
+      const what = `manifest at ${segment.file}:${commit.runStart + frame.offset}`;
+      const manifest = readManifest(bytes, frame.dataStart, frame.dataEnd, commit.segment, commit.runStart, what);
+      entries.push(...manifest.entries);
+    }
+    if (entries.length !== commit.records) {
+      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.records} records but its manifests hold ${entries.length}`, {
+        details: { file: segment.file, offset: commit.runStart },
+      });
+    }
+    return { commit, entries, bytes };
+  }
+
+  /** A payload's bytes, from the run already read when it lies there, else from its segment. */
+  async readPayload(location: PayloadLocation, run?: CommitRun): Promise<Uint8Array> {
+    if (run && location.segment === run.commit.segment) {
+      const start = location.offset - run.commit.runStart;
+      if (start >= 0 && start + location.length <= run.bytes.length) {
+        return run.bytes.subarray(start, start + location.length);
+      }
+    }
+    return this.segments.byBase(location.segment).read(location.offset, location.length);
+  }
+
+  /** A payload's bytes, synchronously (dedup checks candidates while a group is being laid out). */
+  readPayloadSync(location: PayloadLocation): Uint8Array {
+    return this.segments.byBase(location.segment).readSync(location.offset, location.length);
+  }
+
+  close(): void {
+    this.segments.close();
+  }
+}

@@ -1,0 +1,314 @@
+/**
+ * The history of one feed: commit runs in segments based by position. A run is the new payload
+ * bytes (`Pack` frames), the ordered record metadata (`Manifest` frames) and the commit record
+ * last, which is the run's commit marker. Runs are encoded independently of where they land:
+ * offsets inside a run are relative to its start, so a run can be laid out before the group
+ * commit that writes it knows its segment.
+ */
+import type { Kernels } from '../kernels/kernels.js';
+import { frameHeaderBytes } from '../limits.js';
+import { ByteReader } from './codec.js';
+import { FrameKind } from './frame-kinds.js';
+import type { FrameBuilder, ScannedFrame } from './framing.js';
+import {
+  readManifestEntry,
+  writeManifestEntry,
+  type ManifestEntry,
+  type PayloadLocation,
+  type RecordData,
+} from './records.js';
+
+/** A payload location whose segment is 0 lies in the same run, at an offset from its start. */
+const sameRun = 0;
+
+/** A published commit, as its commit record says, plus where its run lies. */
+export interface CommitRecord {
+  readonly commit: number;
+  readonly stream: string;
+  /** The commit before this one; 0 for the first. */
+  readonly parent: number;
+  readonly records: number;
+  readonly firstPosition: number;
+  readonly lastPosition: number;
+  readonly openedAt: number;
+  readonly sealedAt: number;
+  readonly message?: string;
+  readonly epoch: number;
+  /** True when the commit came from a one-shot append (an implicit stream). */
+  readonly oneShot: boolean;
+  /** The history segment (by base) that holds the run, and where the run starts in it. */
+  readonly segment: number;
+  readonly runStart: number;
+  /** Bytes of the run before its commit frame (packs and manifests). */
+  readonly runBytes: number;
+  /** Offsets of the run's manifest and pack frames, from the run's start. */
+  readonly manifests: readonly number[];
+  readonly packs: readonly number[];
+}
+
+/** What a new commit run is made of. */
+export interface CommitRunInput {
+  readonly commit: number;
+  readonly stream: string;
+  readonly parent: number;
+  readonly firstPosition: number;
+  readonly openedAt: number;
+  readonly sealedAt: number;
+  readonly message?: string;
+  readonly epoch: number;
+  readonly oneShot: boolean;
+  /** The records, in seq order, with their seqs. */
+  readonly records: readonly (RecordData & { readonly seq: number })[];
+}
+
+/** Finds a payload already stored in the feed (verified by its bytes), or undefined. */
+export type PayloadLookup = (payload: Uint8Array, crc: number) => PayloadLocation | undefined;
+
+/** A payload the run adds to the feed: its CRC-32C, and where it lies from the run's start. */
+export interface NewPayload {
+  readonly crc: number;
+  readonly offset: number;
+  readonly length: number;
+}
+
+/**
+ * The default fingerprint: the payload's CRC-32C then its CRC-32, 8 bytes little-endian (two
+ * different polynomials, so two payloads share it by chance about once in 2^64).
+ */
+export function defaultFingerprint(kernels: Kernels, payload: Uint8Array, crc32c: number, into = new Uint8Array(8)): Uint8Array {
+  const view = new DataView(into.buffer, into.byteOffset, 8);
+  view.setUint32(0, crc32c, true);
+  view.setUint32(4, kernels.crc32(payload), true);
+  return into;
+}
+
+/** Bytes a pack frame's directory spends per payload at most: a u32 CRC and a varint length. */
+const packDirectoryEntryBytesMax = 9;
+
+/**
+ * Lays out one commit run at the end of `builder`. Returns the payloads it stores anew (for the
+ * caller's dedup map, once the run is durable) and the commit record as it will read back.
+ */
+export function buildCommitRun(
+  kernels: Kernels,
+  builder: FrameBuilder,
+  input: CommitRunInput,
+  lookup: PayloadLookup,
+  frameDataBytesMax: number,
+): { newPayloads: NewPayload[]; runStart: number; commit: Omit<CommitRecord, 'segment' | 'runStart'> } {
+  const runStart = builder.byteLength;
+  // Each record's payload is either stored already (a location) or new in this run (an index
+  // into `fresh`, whose offset is known once the pack frames are laid out).
+  const sources: (PayloadLocation | number)[] = [];
+  const fresh: { payload: Uint8Array; crc: number }[] = [];
+  const freshByCrc = new Map<number, number>();
+  const crcs = new Array<number>(input.records.length);
+  for (const [index, record] of input.records.entries()) {
+    const crc = kernels.crc32c(record.payload);
+    crcs[index] = crc;
+    const inRun = freshByCrc.get(crc);
+    if (inRun !== undefined && equalBytes(fresh[inRun].payload, record.payload)) {
+      sources.push(inRun);
+      continue;
+    }
+    const stored = lookup(record.payload, crc);
+    if (stored) {
+      sources.push(stored);
+      continue;
+    }
+    freshByCrc.set(crc, fresh.length);
+    sources.push(fresh.length);
+    fresh.push({ payload: record.payload, crc });
+  }
+
+  const newPayloads: NewPayload[] = [];
+  const packs: number[] = [];
+  for (let start = 0; start < fresh.length; ) {
+    // Fill a pack frame up to the frame limit; a single payload always fits, because the API
+    // refuses records larger than the limit.
+    let end = start;
+    let bytes = 16;
+    while (end < fresh.length) {
+      const added = fresh[end].payload.length + packDirectoryEntryBytesMax;
+      if (end > start && bytes + added > frameDataBytesMax) break;
+      bytes += added;
+      end++;
+    }
+    const writer = builder.begin(FrameKind.Pack, false).varint(end - start);
+    for (let index = start; index < end; index++) writer.u32(fresh[index].crc).varint(fresh[index].payload.length);
+    for (let index = start; index < end; index++) {
+      newPayloads.push({ crc: fresh[index].crc, offset: writer.length - runStart, length: fresh[index].payload.length });
+      writer.raw(fresh[index].payload);
+    }
+    packs.push(builder.end() - runStart);
+    start = end;
+  }
+
+  const manifestFrameBytesTarget = Math.floor(frameDataBytesMax / 2);
+  // Default fingerprints are computed into one scratch buffer and copied into the manifest.
+  const fingerprintScratch = new Uint8Array(8);
+  const manifests: number[] = [];
+  for (let start = 0; start < input.records.length; ) {
+    const writer = builder.begin(FrameKind.Manifest, false);
+    const countAt = writer.length;
+    writer.u32(start).u32(0);
+    let end = start;
+    while (end < input.records.length && (end === start || writer.length - countAt < manifestFrameBytesTarget)) {
+      const record = input.records[end];
+      const source = sources[end];
+      writeManifestEntry(
+        writer,
+        record,
+        record.fingerprint ?? defaultFingerprint(kernels, record.payload, crcs[end], fingerprintScratch),
+        typeof source === 'number'
+          ? { segment: sameRun, offset: newPayloads[source].offset, length: newPayloads[source].length }
+          : source,
+      );
+      end++;
+    }
+    writer.patchU32(countAt + 4, end - start);
+    manifests.push(builder.end() - runStart);
+    start = end;
+  }
+
+  const commit = {
+    commit: input.commit,
+    stream: input.stream,
+    parent: input.parent,
+    records: input.records.length,
+    firstPosition: input.firstPosition,
+    lastPosition: input.firstPosition + input.records.length - 1,
+    openedAt: input.openedAt,
+    sealedAt: input.sealedAt,
+    ...(input.message === undefined ? {} : { message: input.message }),
+    epoch: input.epoch,
+    oneShot: input.oneShot,
+    // The commit frame records its own distance from the run's start, so a reader that finds
+    // the commit record also finds the run.
+    runBytes: builder.byteLength - runStart,
+    manifests,
+    packs,
+  };
+  const commitOffset = commit.runBytes;
+  const writer = builder.begin(FrameKind.Commit, true);
+  writer
+    .varint(commit.commit)
+    .string(commit.stream)
+    .varint(commit.parent)
+    .varint(commit.records)
+    .varint(commit.firstPosition)
+    .varint(commit.openedAt)
+    .varint(commit.sealedAt)
+    .u8((input.message === undefined ? 0 : 1) | (input.oneShot ? 2 : 0));
+  if (input.message !== undefined) writer.string(input.message);
+  writer.varint(commit.epoch).varint(commitOffset);
+  writer.varint(manifests.length);
+  for (const offset of manifests) writer.varint(offset);
+  writer.varint(packs.length);
+  for (const offset of packs) writer.varint(offset);
+  builder.end();
+  return { newPayloads, runStart, commit };
+}
+
+/** Decodes a commit frame; `frameOffset` is where the frame starts in its segment. */
+export function readCommitRecord(
+  bytes: Uint8Array,
+  frame: ScannedFrame,
+  segment: number,
+  what: string,
+): CommitRecord {
+  const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, what);
+  const commit = reader.varint();
+  const stream = reader.string();
+  const parent = reader.varint();
+  const records = reader.varint();
+  const firstPosition = reader.varint();
+  const openedAt = reader.varint();
+  const sealedAt = reader.varint();
+  const flags = reader.u8();
+  const message = flags & 1 ? reader.string() : undefined;
+  const epoch = reader.varint();
+  const commitOffset = reader.varint();
+  const readOffsets = (): number[] => {
+    const count = reader.varint();
+    if (count > reader.remaining) throw reader.corrupt(`artifact count ${count} exceeds the frame`);
+    return Array.from({ length: count }, () => reader.varint());
+  };
+  const manifests = readOffsets();
+  const packs = readOffsets();
+  reader.expectEnd();
+  const runStart = frame.offset - commitOffset;
+  if (runStart < 0) throw reader.corrupt('the run would start before the segment');
+  return {
+    commit,
+    stream,
+    parent,
+    records,
+    firstPosition,
+    lastPosition: firstPosition + records - 1,
+    openedAt,
+    sealedAt,
+    ...(message === undefined ? {} : { message }),
+    epoch,
+    oneShot: (flags & 2) !== 0,
+    segment,
+    runStart,
+    runBytes: commitOffset,
+    manifests,
+    packs,
+  };
+}
+
+/** Decodes a manifest frame into entries with absolute payload locations. */
+export function readManifest(
+  bytes: Uint8Array,
+  dataStart: number,
+  dataEnd: number,
+  segment: number,
+  runStart: number,
+  what: string,
+): { first: number; entries: ManifestEntry[] } {
+  const reader = new ByteReader(bytes, dataStart + 1, dataEnd, what);
+  const first = reader.u32();
+  const count = reader.u32();
+  if (count > reader.remaining) throw reader.corrupt(`entry count ${count} exceeds the frame`);
+  const entries: ManifestEntry[] = [];
+  for (let index = 0; index < count; index++) {
+    const entry = readManifestEntry(reader);
+    entries.push(
+      entry.payload.segment === sameRun
+        ? { ...entry, payload: { segment, offset: runStart + entry.payload.offset, length: entry.payload.length } }
+        : entry,
+    );
+  }
+  reader.expectEnd();
+  return { first, entries };
+}
+
+/** Decodes a pack frame's directory: each payload's CRC-32C and absolute location. */
+export function readPackDirectory(
+  bytes: Uint8Array,
+  frame: ScannedFrame,
+  segment: number,
+  what: string,
+): { crc: number; location: PayloadLocation }[] {
+  const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, what);
+  const count = reader.varint();
+  if (count > reader.remaining) throw reader.corrupt(`payload count ${count} exceeds the frame`);
+  const directory: { crc: number; length: number }[] = [];
+  for (let index = 0; index < count; index++) directory.push({ crc: reader.u32(), length: reader.varint() });
+  let offset = reader.offset;
+  const out = directory.map(({ crc, length }) => {
+    const location = { segment, offset, length };
+    offset += length;
+    return { crc, location };
+  });
+  if (offset !== frame.dataEnd) throw reader.corrupt('payload lengths disagree with the frame');
+  return out;
+}
+
+export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) if (a[index] !== b[index]) return false;
+  return true;
+}

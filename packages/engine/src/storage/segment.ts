@@ -1,0 +1,216 @@
+/**
+ * Segment files: a 48-byte header, then frames, in a file preallocated to its capacity so that
+ * an fdatasync after an append does not also have to grow the file (and journal its new size).
+ *
+ * Header, little-endian: magic "STRMSTAK" (8) · kind u32 · format version u32 · base u64 ·
+ * base commit u64 · capacity u64 · reserved u32 · crc32 of the 44 bytes before u32.
+ */
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
+import { ByteReader, ByteWriter } from './codec.js';
+
+const magic = new TextEncoder().encode('STRMSTAK');
+export const segmentFormatVersion = 1;
+
+export const enum SegmentKind {
+  Wal = 1,
+  History = 2,
+}
+
+export interface SegmentHeader {
+  readonly kind: SegmentKind;
+  /** WAL: the first group-commit sequence in the segment. History: its first position. */
+  readonly base: number;
+  /** History: the first commit sequence in the segment; 0 for the WAL. */
+  readonly baseCommit: number;
+  /** Bytes the file was preallocated to; frames never pass it. */
+  readonly capacity: number;
+}
+
+export function encodeSegmentHeader(kernels: Kernels, header: SegmentHeader): Uint8Array {
+  const writer = new ByteWriter(segmentHeaderBytes)
+    .raw(magic)
+    .u32(header.kind)
+    .u32(segmentFormatVersion)
+    .u64(header.base)
+    .u64(header.baseCommit)
+    .u64(header.capacity)
+    .u32(0);
+  const bytes = writer.finish();
+  const out = new Uint8Array(segmentHeaderBytes);
+  out.set(bytes);
+  new DataView(out.buffer).setUint32(segmentHeaderBytes - 4, kernels.crc32(bytes), true);
+  return out;
+}
+
+export function decodeSegmentHeader(kernels: Kernels, bytes: Uint8Array, file: string): SegmentHeader {
+  const corrupt = (reason: string) =>
+    new StreamStackError('CORRUPT', `segment header of ${file} is corrupt at offset 0: ${reason}`, {
+      details: { file, offset: 0 },
+    });
+  if (bytes.length < segmentHeaderBytes) throw corrupt('the file is shorter than a header');
+  const reader = new ByteReader(bytes, 0, segmentHeaderBytes, `segment header of ${file}`);
+  const stored = new DataView(bytes.buffer, bytes.byteOffset).getUint32(segmentHeaderBytes - 4, true);
+  if (kernels.crc32(bytes.subarray(0, segmentHeaderBytes - 4)) !== stored) throw corrupt('CRC mismatch');
+  if (!reader.raw(magic.length).every((byte, index) => byte === magic[index])) throw corrupt('bad magic');
+  const kind = reader.u32();
+  const version = reader.u32();
+  if (version !== segmentFormatVersion) throw corrupt(`unknown format version ${version}`);
+  return { kind, base: reader.u64(), baseCommit: reader.u64(), capacity: reader.u64() };
+}
+
+/** Makes a directory entry (a created or deleted file) durable: fsync the directory itself. */
+export async function syncDirectory(directory: string): Promise<void> {
+  const handle = await fsp.open(directory, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Writes zeros over `[from, to)` of `fd`, in chunks, without syncing. */
+export async function writeZeros(fd: number, from: number, to: number): Promise<void> {
+  const zeros = Buffer.alloc(Math.min(zeroFillChunkBytes, Math.max(0, to - from)));
+  for (let at = from; at < to; ) {
+    const length = Math.min(zeros.length, to - at);
+    await new Promise<void>((resolve, reject) =>
+      fs.write(fd, zeros, 0, length, at, (error) => (error ? reject(error) : resolve())),
+    );
+    at += length;
+  }
+}
+
+/** An open segment file. Appends go through the durable-write kernel; reads are positional. */
+export class SegmentFile {
+  /** Set once a write or fsync failed: from then on nothing written here counts as durable. */
+  private failure: StreamStackError | undefined;
+
+  private constructor(
+    readonly file: string,
+    readonly fd: number,
+    readonly header: SegmentHeader,
+    /** Where the next frame goes. */
+    public writeOffset: number,
+  ) {}
+
+  /** Bytes still free for frames. */
+  get free(): number {
+    return this.header.capacity - this.writeOffset;
+  }
+
+  /**
+   * Creates a new segment: the header, zeros up to the capacity, one fdatasync, and an fsync of
+   * the directory so the file itself survives a crash. Never reuses an existing file.
+   */
+  static async create(kernels: Kernels, file: string, header: SegmentHeader): Promise<SegmentFile> {
+    const fd = fs.openSync(file, 'wx+');
+    try {
+      await writeZeros(fd, segmentHeaderBytes, header.capacity);
+      await kernels.writeDurable(fd, 0, [encodeSegmentHeader(kernels, header)]);
+      await syncDirectory(path.dirname(file));
+    } catch (error) {
+      fs.closeSync(fd);
+      throw error;
+    }
+    return new SegmentFile(file, fd, header, segmentHeaderBytes);
+  }
+
+  /** Opens an existing segment and checks its header; the caller recovers its frames. */
+  static open(kernels: Kernels, file: string, readOnly = false): SegmentFile {
+    const fd = fs.openSync(file, readOnly ? 'r' : 'r+');
+    try {
+      const headerBytes = Buffer.alloc(segmentHeaderBytes);
+      const read = fs.readSync(fd, headerBytes, 0, segmentHeaderBytes, 0);
+      const header = decodeSegmentHeader(kernels, headerBytes.subarray(0, read), file);
+      return new SegmentFile(file, fd, header, segmentHeaderBytes);
+    } catch (error) {
+      fs.closeSync(fd);
+      throw error;
+    }
+  }
+
+  /** Reads the whole file (recovery and verification read segments whole). */
+  readAll(): Uint8Array {
+    const size = fs.fstatSync(this.fd).size;
+    const bytes = new Uint8Array(size);
+    let at = 0;
+    while (at < size) {
+      const read = fs.readSync(this.fd, bytes, at, size - at, at);
+      if (read === 0) break;
+      at += read;
+    }
+    return bytes.subarray(0, at);
+  }
+
+  /** Reads `length` bytes at `offset`. */
+  async read(offset: number, length: number): Promise<Uint8Array> {
+    const bytes = new Uint8Array(length);
+    let at = 0;
+    while (at < length) {
+      const { bytesRead } = await new Promise<{ bytesRead: number }>((resolve, reject) =>
+        fs.read(this.fd, bytes, at, length - at, offset + at, (error, bytesRead) =>
+          error ? reject(error) : resolve({ bytesRead }),
+        ),
+      );
+      if (bytesRead === 0) {
+        throw new StreamStackError('CORRUPT', `${this.file} ends before offset ${offset + length}`, {
+          details: { file: this.file, offset: offset + at },
+        });
+      }
+      at += bytesRead;
+    }
+    return bytes;
+  }
+
+  /** Reads synchronously (small reads on paths that cannot await). */
+  readSync(offset: number, length: number): Uint8Array {
+    const bytes = new Uint8Array(length);
+    const read = fs.readSync(this.fd, bytes, 0, length, offset);
+    if (read !== length) {
+      throw new StreamStackError('CORRUPT', `${this.file} ends before offset ${offset + length}`, {
+        details: { file: this.file, offset: offset + read },
+      });
+    }
+    return bytes;
+  }
+
+  /**
+   * Appends `bytes` at the write offset and returns once the disk confirmed them (fdatasync).
+   * A failure poisons the segment: every later append is refused with the first error.
+   */
+  async append(kernels: Kernels, bytes: Uint8Array): Promise<number> {
+    if (this.failure) throw this.failure;
+    if (bytes.length > this.free) {
+      throw new Error(`append of ${bytes.length} bytes overflows ${this.file} (${this.free} free)`);
+    }
+    const offset = this.writeOffset;
+    // The offset moves before the write, so a concurrent caller can never be handed the same
+    // bytes; callers serialise appends anyway (one writer per feed).
+    this.writeOffset += bytes.length;
+    try {
+      await kernels.writeDurable(this.fd, offset, [bytes]);
+    } catch (error) {
+      this.failure =
+        error instanceof StreamStackError
+          ? error
+          : new StreamStackError('IO', `write to ${this.file} failed`, { cause: error });
+      throw this.failure;
+    }
+    return offset;
+  }
+
+  /** Zeros `[from, to)` and syncs: how recovery cuts a torn tail, and restores preallocation. */
+  async zeroRange(kernels: Kernels, from: number, to: number): Promise<void> {
+    await writeZeros(this.fd, from, to);
+    await kernels.writeDurable(this.fd, from, []);
+  }
+
+  close(): void {
+    fs.closeSync(this.fd);
+  }
+}

@@ -1,0 +1,469 @@
+import { createHash } from 'node:crypto';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { isStreamStackError } from '../src/errors.js';
+import type { FstEntries, FstRange, PackedBytes } from '../src/kernels/kernels.js';
+import { crc32c } from '../src/kernels/ts/crc32c.js';
+import { fstBuild, fstGet, fstGetMany, fstLength, fstRange, fstVerify } from '../src/kernels/ts/fst.js';
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+const encoder = new TextEncoder();
+
+/** Bytes of an FST's header (version, type) and of its footer after the nodes (count, root, CRC). */
+const headerBytes = 16;
+const footerBytes = 20;
+
+/** Byte strings in lexicographic order, the order the FST keeps. */
+function compareBytes(left: Uint8Array, right: Uint8Array): number {
+  const shorter = Math.min(left.length, right.length);
+  for (let index = 0; index < shorter; index++) {
+    if (left[index] !== right[index]) return left[index] - right[index];
+  }
+  return left.length - right.length;
+}
+
+function pack(keys: readonly Uint8Array[]): PackedBytes {
+  const bytes = new Uint8Array(keys.reduce((total, key) => total + key.length, 0));
+  const ends = new Uint32Array(keys.length);
+  let offset = 0;
+  keys.forEach((key, index) => {
+    bytes.set(key, offset);
+    offset += key.length;
+    ends[index] = offset;
+  });
+  return { bytes, ends };
+}
+
+function unpack(entries: FstEntries): [number[], number][] {
+  const result: [number[], number][] = [];
+  let start = 0;
+  entries.ends.forEach((end, index) => {
+    result.push([[...entries.bytes.subarray(start, end)], entries.values[index]]);
+    start = end;
+  });
+  return result;
+}
+
+/** A map as sorted unique entries: the in-memory model the FST must agree with. */
+type Model = [Uint8Array, number][];
+
+function modelOf(entries: Iterable<[Uint8Array, number]>): Model {
+  const byHex = new Map<string, [Uint8Array, number]>();
+  for (const [key, value] of entries) byHex.set(Buffer.from(key).toString('hex'), [key, value]);
+  return [...byHex.values()].sort((left, right) => compareBytes(left[0], right[0]));
+}
+
+function buildModel(model: Model): Uint8Array {
+  return fstBuild(pack(model.map(([key]) => key)), Float64Array.from(model, ([, value]) => value));
+}
+
+function startsWith(key: Uint8Array, prefix: Uint8Array): boolean {
+  return key.length >= prefix.length && compareBytes(key.subarray(0, prefix.length), prefix) === 0;
+}
+
+/** What `fstRange` must return, by filtering every entry. */
+function modelRange(model: Model, range: FstRange): [number[], number][] {
+  const matching = model.filter(
+    ([key]) =>
+      (range.gte === undefined || compareBytes(key, range.gte) >= 0) &&
+      (range.gt === undefined || compareBytes(key, range.gt) > 0) &&
+      (range.lte === undefined || compareBytes(key, range.lte) <= 0) &&
+      (range.lt === undefined || compareBytes(key, range.lt) < 0) &&
+      (range.prefix === undefined || startsWith(key, range.prefix)),
+  );
+  return matching.slice(0, range.limit ?? matching.length).map(([key, value]) => [[...key], value]);
+}
+
+/**
+ * Runs `action`; it must succeed or throw a StreamStackError with `code`. A success must be sane:
+ * out-of-range reads of a typed array give `undefined` rather than throwing, so a reader that
+ * strayed would show up as NaN among the numbers it returns.
+ */
+function succeedsOrThrows(code: string, action: () => unknown): void {
+  let result: unknown;
+  try {
+    result = action();
+  } catch (error) {
+    if (!isStreamStackError(error) || error.code !== code) throw error;
+    return;
+  }
+  const isValue = (number: number) => Number.isSafeInteger(number) && number >= 0;
+  if (typeof result === 'number') expect(isValue(result)).toBe(true);
+  if (result instanceof Float64Array) for (const number of result) expect(number === -1 || isValue(number)).toBe(true);
+  // Entries from a corrupt file need not be in order (its transitions need not be), but their
+  // values must still be numbers the format can hold.
+  if (result !== null && typeof result === 'object' && 'ends' in result) {
+    for (const number of (result as FstEntries).values) expect(isValue(number)).toBe(true);
+  }
+}
+
+/**
+ * `bytes` behind a proxy that throws on any indexed read outside them. A typed array answers such a
+ * read with `undefined`, which integer arithmetic turns into 0, so a reader that strays past the
+ * bounds of a corrupt file would otherwise go unnoticed.
+ */
+function strictBytes(bytes: Uint8Array): Uint8Array {
+  return new Proxy(bytes, {
+    get(target, property) {
+      if (typeof property === 'string') {
+        const index = Number(property);
+        if (property === 'NaN' || (property.trim() !== '' && !Number.isNaN(index))) {
+          if (!Number.isInteger(index) || index < 0 || index >= target.length) {
+            throw new Error(`read at ${property}, outside the ${target.length} bytes`);
+          }
+          return target[index];
+        }
+      }
+      const member: unknown = Reflect.get(target, property, target);
+      return typeof member === 'function' ? (member as (...args: unknown[]) => unknown).bind(target) : member;
+    },
+  });
+}
+
+function expectCode(code: string, action: () => unknown): void {
+  let thrown: unknown;
+  try {
+    action();
+  } catch (error) {
+    thrown = error;
+  }
+  expect(isStreamStackError(thrown) ? thrown.code : thrown).toBe(code);
+}
+
+function sha256(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** xorshift32: a small deterministic generator, so golden inputs are the same on every run. */
+function createRandom(seed: number): () => number {
+  let state = seed >>> 0 || 1;
+  return () => {
+    state ^= state << 13;
+    state >>>= 0;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    state >>>= 0;
+    return state / 0x1_0000_0000;
+  };
+}
+
+function sortUnique(keys: Uint8Array[]): Uint8Array[] {
+  keys.sort(compareBytes);
+  return keys.filter((key, index) => index === 0 || compareBytes(keys[index - 1], key) !== 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arbitraries.
+
+/** Keys over a small alphabet, so that keys share prefixes and ranges land between them. */
+const smallAlphabetKey = fc.uint8Array({ maxLength: 6 }).map((bytes) => bytes.map((byte) => [0, 1, 0x61, 0x62, 0xfe, 0xff][byte % 6]));
+
+/** Any bytes, of any length up to 24, including none. */
+const anyKey = fc.uint8Array({ maxLength: 24 });
+
+/** Values of every packed width, with zero and the largest safe integer often. */
+const value = fc.oneof(
+  fc.constant(0),
+  fc.integer({ min: 0, max: 300 }),
+  fc.integer({ min: 0, max: 0xffff_ffff }),
+  fc.maxSafeNat(),
+  fc.constant(Number.MAX_SAFE_INTEGER),
+);
+
+const modelArbitrary = (key: fc.Arbitrary<Uint8Array>, maxLength: number) =>
+  fc.array(fc.tuple(key, value), { maxLength }).map((entries) => modelOf(entries));
+
+const bound = fc.option(smallAlphabetKey, { nil: undefined });
+
+const rangeArbitrary: fc.Arbitrary<FstRange> = fc.record({
+  gte: bound,
+  gt: bound,
+  lte: bound,
+  lt: bound,
+  prefix: bound,
+  limit: fc.option(fc.nat(12), { nil: undefined }),
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('crc32c', () => {
+  it('matches the standard check value', () => {
+    expect(crc32c(encoder.encode('123456789'))).toBe(0xe3069283);
+    expect(crc32c(new Uint8Array(0))).toBe(0);
+    expect(crc32c(new Uint8Array(32))).toBe(0x8a9136aa);
+  });
+
+  it('continues from a seed: crc(b, crc(a)) = crc(a ++ b)', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 100 }), fc.uint8Array({ maxLength: 100 }), (first, second) => {
+        const whole = new Uint8Array([...first, ...second]);
+        expect(crc32c(second, crc32c(first))).toBe(crc32c(whole));
+      }),
+    );
+  });
+});
+
+describe('fstBuild writes the fst crate’s bytes', () => {
+  // Expected outputs were produced by fst 0.4.7 (`MapBuilder::memory()`, `insert`, `into_inner`)
+  // from the same inputs. Small ones are spelled out; large ones are pinned by length and SHA-256.
+  // The large inputs hold tens of thousands of nodes, enough to evict from the crate's node
+  // registry, so they also pin its hash, table size and eviction order.
+
+  it('writes the empty map', () => {
+    expect(Buffer.from(fstBuild(pack([]), new Float64Array(0))).toString('hex')).toBe(
+      '0300000000000000000000000000000000000000000000000000001200000000000000546b2d0f',
+    );
+  });
+
+  it('writes a one-key map with value 0', () => {
+    expect(Buffer.from(buildModel([[encoder.encode('a'), 0]])).toString('hex')).toBe(
+      '0300000000000000000000000000000000108501000000000000001200000000000000571bef2a',
+    );
+  });
+
+  it('writes a map holding only the empty key', () => {
+    expect(Buffer.from(buildModel([[new Uint8Array(0), 7]])).toString('hex')).toBe(
+      '03000000000000000000000000000000070100400100000000000000130000000000000069ec4f5a',
+    );
+  });
+
+  it('writes small maps with outputs and shared prefixes', () => {
+    const words = ['', 'a', 'ab', 'abc', 'b', 'course:1', 'course:12', 'course:2'];
+    const values = [5, 0, 9, 1, 2 ** 40, 3, 3, 0];
+    const fst = buildModel(words.map((word, index) => [encoder.encode(word), values[index]]));
+    expect(fst.length).toBe(98);
+    expect(sha256(fst)).toBe('c40c967bf0efc6a14728ab5a10f8c85e4fd6c09affd994e5418ab8451a193985');
+  });
+
+  it('writes a node with all 256 transitions and its index table', () => {
+    const fst = buildModel(Array.from({ length: 256 }, (_, index) => [Uint8Array.of(index, 1), index * 1000]));
+    expect(fst.length).toBe(1579);
+    expect(sha256(fst)).toBe('df3b495283635f229e6855fd55c14cc7eee61b5466aa73246a685ad5ba987bae');
+  });
+
+  it('writes 20,000 shared-prefix keys with large values', () => {
+    const random = createRandom(42);
+    const keys: Uint8Array[] = [];
+    for (let index = 0; index < 20_000; index++) {
+      const course = Math.floor(random() * 500);
+      const lesson = Math.floor(random() * 100_000);
+      keys.push(encoder.encode(`course:${course}:lesson:${lesson}`));
+    }
+    const sorted = sortUnique(keys);
+    const values = Float64Array.from(sorted, () => Math.floor(random() * 2 ** 48));
+    const fst = fstBuild(pack(sorted), values);
+    expect([sorted.length, fst.length]).toEqual([19_993, 296_987]);
+    expect(sha256(fst)).toBe('02f0dc4386b9fbc2133865e76e173f6b2c0b1646b4a8ebfb64a6044713fc26e2');
+  });
+
+  it('writes 20,000 binary keys with zero, small and near-2^53 values', () => {
+    const random = createRandom(7);
+    const keys: Uint8Array[] = [];
+    for (let index = 0; index < 20_000; index++) {
+      const key = new Uint8Array(1 + Math.floor(random() * 12));
+      for (let at = 0; at < key.length; at++) key[at] = Math.floor(random() * 256);
+      keys.push(key);
+    }
+    const sorted = sortUnique(keys);
+    const values = Float64Array.from(sorted, (_, index) =>
+      index % 3 === 0 ? 0 : index % 3 === 1 ? index : Number.MAX_SAFE_INTEGER - index,
+    );
+    const fst = fstBuild(pack(sorted), values);
+    expect([sorted.length, fst.length]).toEqual([18_611, 461_234]);
+    expect(sha256(fst)).toBe('c0958950f51c1883bbb96b03f36c9141126a44e23a745205eb96cf4baebd6a58');
+  });
+});
+
+describe('FST round trip against an in-memory model', () => {
+  it('finds every key with its value, and nothing else', () => {
+    fc.assert(
+      fc.property(modelArbitrary(anyKey, 60), fc.array(anyKey, { maxLength: 20 }), (model, probes) => {
+        const fst = buildModel(model);
+        fstVerify(fst);
+        expect(fstLength(fst)).toBe(model.length);
+        for (const [key, expected] of model) expect(fstGet(fst, key)).toBe(expected);
+        const present = new Map(model.map(([key, expected]) => [Buffer.from(key).toString('hex'), expected]));
+        for (const probe of probes) expect(fstGet(fst, probe)).toBe(present.get(Buffer.from(probe).toString('hex')));
+        const queries = [...model.map(([key]) => key), ...probes];
+        const expected = queries.map((key) => present.get(Buffer.from(key).toString('hex')) ?? -1);
+        expect([...fstGetMany(fst, pack(queries))]).toEqual(expected);
+        expect(unpack(fstRange(fst, {}))).toEqual(modelRange(model, {}));
+      }),
+    );
+  });
+
+  it('answers range and prefix queries as filtering the model does', () => {
+    fc.assert(
+      fc.property(modelArbitrary(smallAlphabetKey, 80), fc.array(rangeArbitrary, { minLength: 1, maxLength: 10 }), (model, ranges) => {
+        const fst = buildModel(model);
+        for (const range of ranges) expect(unpack(fstRange(fst, range))).toEqual(modelRange(model, range));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('handles the edges of range queries', () => {
+    const keys = [[], [0], [0x61], [0x61, 0], [0x61, 0xff], [0x61, 0xff, 0xff], [0x62], [0xff], [0xff, 0xff]];
+    const model = modelOf(keys.map((key, index) => [Uint8Array.from(key), index * 10]));
+    const fst = buildModel(model);
+    const at = (...bytes: number[]) => Uint8Array.from(bytes);
+    const cases: FstRange[] = [
+      {},
+      { limit: 0 },
+      { limit: 1 },
+      { prefix: at() },
+      { prefix: at(0x61) },
+      { prefix: at(0x61, 0xff) },
+      { prefix: at(0xff) },
+      { prefix: at(0xff, 0xff, 0xff) },
+      { gte: at() },
+      { gt: at() },
+      { lt: at() },
+      { lte: at() },
+      { gte: at(0x61), gt: at(0x61) },
+      { gte: at(0x61), lt: at(0x61) },
+      { gt: at(0x61, 0xff), lte: at(0xff) },
+      { gte: at(0x62), lte: at(0x61) },
+      { gte: at(0x60), lt: at(0x61, 0xff, 0xff), prefix: at(0x61) },
+      { gt: at(0x61, 0x80) },
+      { gte: at(0xff, 0xff, 0xff) },
+    ];
+    for (const range of cases) expect(unpack(fstRange(fst, range))).toEqual(modelRange(model, range));
+  });
+
+  it('reads maps with long keys, non-UTF-8 bytes and 256-way nodes', () => {
+    const random = createRandom(99);
+    const base = Uint8Array.from({ length: 1100 }, () => Math.floor(random() * 256));
+    const entries: [Uint8Array, number][] = [];
+    for (let index = 0; index < 300; index++) {
+      const key = base.slice(0, 900 + Math.floor(random() * 200));
+      key[key.length - 1 - Math.floor(random() * 40)] = Math.floor(random() * 256);
+      entries.push([key, Math.floor(random() * Number.MAX_SAFE_INTEGER)]);
+    }
+    for (let byte = 0; byte < 256; byte++) entries.push([Uint8Array.of(byte), byte]);
+    const model = modelOf(entries);
+    const fst = buildModel(model);
+    for (const [key, expected] of model) expect(fstGet(fst, key)).toBe(expected);
+    expect(unpack(fstRange(fst, {}))).toEqual(modelRange(model, {}));
+    expect(unpack(fstRange(fst, { prefix: base.subarray(0, 950), limit: 5 }))).toEqual(
+      modelRange(model, { prefix: base.subarray(0, 950), limit: 5 }),
+    );
+  });
+});
+
+describe('FST argument errors', () => {
+  const keys = (...words: string[]) => pack(words.map((word) => encoder.encode(word)));
+
+  it('rejects keys out of order or repeated with FST_KEY_ORDER', () => {
+    expectCode('FST_KEY_ORDER', () => fstBuild(keys('b', 'a'), Float64Array.of(1, 2)));
+    expectCode('FST_KEY_ORDER', () => fstBuild(keys('a', 'a'), Float64Array.of(1, 2)));
+    expectCode('FST_KEY_ORDER', () => fstBuild(keys('ab', 'a'), Float64Array.of(1, 2)));
+    expectCode('FST_KEY_ORDER', () => fstBuild(keys('a', ''), Float64Array.of(1, 2)));
+    expectCode('FST_KEY_ORDER', () => fstBuild(keys('', ''), Float64Array.of(1, 2)));
+  });
+
+  it('rejects values that are not non-negative safe integers with INVALID_ARGUMENT', () => {
+    for (const bad of [-1, 0.5, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 2 ** 53]) {
+      expectCode('INVALID_ARGUMENT', () => fstBuild(keys('a', 'b'), Float64Array.of(1, bad)));
+    }
+    // Arguments are checked before key order.
+    expectCode('INVALID_ARGUMENT', () => fstBuild(keys('b', 'a'), Float64Array.of(1, -2)));
+  });
+
+  it('rejects malformed packed keys and counts with INVALID_ARGUMENT', () => {
+    const packed = keys('a', 'b');
+    expectCode('INVALID_ARGUMENT', () => fstBuild(packed, Float64Array.of(1)));
+    expectCode('INVALID_ARGUMENT', () => fstBuild({ bytes: packed.bytes, ends: Uint32Array.of(1, 5) }, Float64Array.of(1, 2)));
+    expectCode('INVALID_ARGUMENT', () => fstBuild({ bytes: packed.bytes, ends: Uint32Array.of(2, 1) }, Float64Array.of(1, 2)));
+    const fst = fstBuild(packed, Float64Array.of(1, 2));
+    expectCode('INVALID_ARGUMENT', () => fstGetMany(fst, { bytes: packed.bytes, ends: Uint32Array.of(3) }));
+    for (const limit of [-1, 1.5, Number.NaN]) expectCode('INVALID_ARGUMENT', () => fstRange(fst, { limit }));
+    expect(unpack(fstRange(fst, { limit: Number.POSITIVE_INFINITY }))).toHaveLength(2);
+  });
+});
+
+describe('FST corruption', () => {
+  const model = modelOf(Array.from({ length: 500 }, (_, index) => [encoder.encode(`term${String(index).padStart(5, '0')}`), index * 3]));
+  const fst = buildModel(model);
+  const probes = pack([encoder.encode('term00007'), encoder.encode('term00499'), encoder.encode('nope')]);
+
+  /**
+   * Every reader on `bytes`: each must succeed or fail with CORRUPT, and none may hang. Readers
+   * other than verify (which hands the bytes to the CRC) see them through `strictBytes`, so a read
+   * outside the file fails the test instead of quietly yielding `undefined`.
+   */
+  function readEverything(bytes: Uint8Array): void {
+    succeedsOrThrows('CORRUPT', () => fstVerify(bytes));
+    const strict = strictBytes(bytes);
+    succeedsOrThrows('CORRUPT', () => fstLength(strict));
+    succeedsOrThrows('CORRUPT', () => fstGet(strict, encoder.encode('term00250')));
+    succeedsOrThrows('CORRUPT', () => fstGet(strict, new Uint8Array(0)));
+    succeedsOrThrows('CORRUPT', () => fstGetMany(strict, probes));
+    succeedsOrThrows('CORRUPT', () => fstRange(strict, {}));
+    succeedsOrThrows('CORRUPT', () => fstRange(strict, { gte: encoder.encode('term002'), lt: encoder.encode('term003') }));
+    succeedsOrThrows('CORRUPT', () => fstRange(strict, { prefix: encoder.encode('term0049') }));
+  }
+
+  it('verify catches every flipped byte, and readers fail cleanly on them', () => {
+    fstVerify(fst);
+    for (let position = 0; position < fst.length; position++) {
+      for (const flip of [0x01, 0x80, 0xff]) {
+        const damaged = fst.slice();
+        damaged[position] ^= flip;
+        expectCode('CORRUPT', () => fstVerify(damaged));
+        readEverything(damaged);
+      }
+    }
+  });
+
+  it('rejects truncated files, unknown versions and impossible footers', () => {
+    for (const length of [0, 10, 35, fst.length - 1]) expectCode('CORRUPT', () => fstGet(fst.subarray(0, length), encoder.encode('term00001')));
+    for (const version of [0, 4, 255]) {
+      const damaged = fst.slice();
+      damaged[0] = version;
+      expectCode('CORRUPT', () => fstLength(damaged));
+    }
+    const hugeCount = fst.slice();
+    hugeCount[fst.length - footerBytes + 7] = 0x01;
+    expectCode('CORRUPT', () => fstLength(hugeCount));
+    expectCode('CORRUPT', () => fstGet(hugeCount, encoder.encode('term00001')));
+    const wrongRoot = fst.slice();
+    wrongRoot[fst.length - 12] ^= 0x10;
+    expectCode('CORRUPT', () => fstGet(wrongRoot, encoder.encode('term00001')));
+  });
+
+  it('reads a version 2 file (no checksum), which verify rejects', () => {
+    const version2 = fst.slice(0, fst.length - 4);
+    version2[0] = 2;
+    expect(fstGet(version2, encoder.encode('term00123'))).toBe(369);
+    expect(unpack(fstRange(version2, { prefix: encoder.encode('term0049') }))).toEqual(
+      modelRange(model, { prefix: encoder.encode('term0049') }),
+    );
+    expectCode('CORRUPT', () => fstVerify(version2));
+  });
+
+  it('fails cleanly on random bytes', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => readEverything(bytes)),
+      { numRuns: 500 },
+    );
+  });
+
+  it('fails cleanly on random nodes behind a well-formed header and footer', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 1, maxLength: 400 }), fc.nat(1000), (nodes, keyCount) => {
+        const bytes = new Uint8Array(headerBytes + nodes.length + footerBytes);
+        const view = new DataView(bytes.buffer);
+        view.setUint32(0, 3, true);
+        bytes.set(nodes, headerBytes);
+        const footer = headerBytes + nodes.length;
+        view.setUint32(footer, keyCount, true);
+        view.setUint32(footer + 8, footer - 1, true);
+        readEverything(bytes);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});

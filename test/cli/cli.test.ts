@@ -1,0 +1,103 @@
+/**
+ * The command line as scripts use it (DESIGN §9): NDJSON on stdout, a JSON error on stderr with
+ * exit code 1, exit code 2 for bad usage. Runs the built `streamstack` binary.
+ */
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { temporaryDirectory } from '../support/store.js';
+
+const binary = new URL('../../packages/cli/bin/streamstack.js', import.meta.url).pathname;
+
+function cli(data: string, args: string[], input = '') {
+  const result = spawnSync(process.execPath, [binary, '--data', data, ...args], { input, encoding: 'utf8' });
+  const lines = result.stdout
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { status: result.status, lines, stderr: result.stderr };
+}
+
+function errorOf(stderr: string): { code: string; message: string } {
+  const line = stderr.split('\n').find((candidate) => candidate.startsWith('{"error"'));
+  expect(line, stderr).toBeDefined();
+  return (JSON.parse(line!) as { error: { code: string; message: string } }).error;
+}
+
+describe('streamstack command line', () => {
+  it('runs a producer session: lease, stream, batches, seal, one-shot append, commits, verify', () => {
+    const data = temporaryDirectory();
+    expect(cli(data, ['feed', 'create', 'orders']).lines[0]).toMatchObject({ feed: 'orders', commits: 0 });
+    const lease = cli(data, ['lease', 'acquire', 'orders', '--holder', 'me', '--ttl-ms', '600000']).lines[0];
+    expect(lease).toMatchObject({ epoch: 1 });
+    const token = lease.token as string;
+    const stream = cli(data, ['stream', 'open', 'orders', '--token', token, '--message', 'hour 1']).lines[0].stream as string;
+    const input = '{"payload":"a","key":"k1","type":"t","tags":["x"]}\n\n{"payload":{"n":2}}\n{"payloadBase64":"AP8="}\n';
+    expect(cli(data, ['append', 'orders', '--stream', stream, '--token', token], input).lines).toEqual([
+      { stream, firstSeq: 1, lastSeq: 3 },
+    ]);
+    const mismatch = cli(data, ['append', 'orders', '--stream', stream, '--token', token, '--expected-seq', '1'], '{"payload":"b"}\n');
+    expect(mismatch.status).toBe(1);
+    expect(errorOf(mismatch.stderr)).toMatchObject({ code: 'SEQ_MISMATCH' });
+    const sealed = cli(data, ['stream', 'seal', 'orders', stream, '--token', token]);
+    expect(sealed.lines[0]).toEqual({
+      feed: 'orders',
+      commit: 1,
+      stream,
+      parent: null,
+      records: 3,
+      firstPosition: 1,
+      lastPosition: 3,
+      openedAt: expect.any(Number),
+      sealedAt: expect.any(Number),
+      message: 'hour 1',
+    });
+    const withoutToken = cli(data, ['append', 'orders'], '{"payload":"c"}\n');
+    expect(withoutToken.status).toBe(1);
+    expect(errorOf(withoutToken.stderr).code).toBe('LEASE_HELD');
+    expect(cli(data, ['append', 'orders', '--token', token, '--message', 'one-shot'], '{"payload":"c"}\n').lines[0]).toMatchObject({
+      commit: 2,
+      parent: 1,
+      firstPosition: 4,
+      message: 'one-shot',
+    });
+    expect(cli(data, ['commits', 'orders']).lines.map((line) => line.commit)).toEqual([1, 2]);
+    expect(cli(data, ['commits', 'orders', '--after', '1', '--limit', '5']).lines.map((line) => line.commit)).toEqual([2]);
+    const verified = cli(data, ['verify']);
+    expect(verified.status).toBe(0);
+    expect(verified.lines[0]).toMatchObject({ feed: 'orders', ok: true, commits: 2, records: 4 });
+    expect(cli(data, ['feed', 'info', 'orders']).lines[0]).toMatchObject({ feed: 'orders', commits: 2, lease: { epoch: 1 } });
+    expect(cli(data, ['lease', 'release', 'orders', '--token', token]).status).toBe(0);
+  });
+
+  it('reports typed errors with exit code 1 and bad usage with exit code 2', () => {
+    const data = temporaryDirectory();
+    cli(data, ['feed', 'create', 'f']);
+    const missing = cli(data, ['commits', 'nope']);
+    expect(missing.status).toBe(1);
+    expect(errorOf(missing.stderr).code).toBe('FEED_NOT_FOUND');
+    const badRecord = cli(data, ['append', 'f'], '{"payload":"ok"}\nnot json\n');
+    expect(badRecord.status).toBe(1);
+    expect(errorOf(badRecord.stderr)).toMatchObject({ code: 'INVALID_RECORD' });
+    expect(cli(data, ['commits', 'f']).lines).toEqual([]);
+    expect(cli(data, ['no-such-command']).status).toBe(2);
+    expect(cli(data, ['commits', 'f', '--limit', 'ten']).status).toBe(2);
+    expect(cli(data, ['lease', 'acquire', 'f']).status).toBe(2);
+  });
+
+  it('exits 1 from verify when a file is damaged', async () => {
+    const data = temporaryDirectory();
+    cli(data, ['feed', 'create', 'f']);
+    cli(data, ['append', 'f'], '{"payload":"precious bytes"}\n');
+    const fs = await import('node:fs');
+    const path = await import('node:path');
+    const directory = path.join(data, 'feeds', 'f', 'history');
+    const file = path.join(directory, fs.readdirSync(directory)[0]);
+    const bytes = fs.readFileSync(file);
+    bytes[bytes.indexOf('precious')] ^= 1;
+    fs.writeFileSync(file, bytes);
+    const verified = cli(data, ['verify', 'f']);
+    expect(verified.status).toBe(1);
+    expect(verified.lines[0]).toMatchObject({ feed: 'f', ok: false });
+    expect(errorOf(verified.stderr).code).toBe('CORRUPT');
+  });
+});

@@ -1,0 +1,60 @@
+// The process the crash test kills: it ingests into one feed as fast as it can — stream batches
+// of random sizes, seals, one-shot appends — and prints one JSON line per step, `attempt` before
+// a write and the acknowledgement after it, so the parent knows exactly what was acknowledged.
+// It runs on the built engine (packages/engine/dist), as a user's process would.
+import { Store } from '../../packages/engine/dist/index.js';
+
+const [directory, cycleText] = process.argv.slice(2);
+const cycle = Number(cycleText);
+const segmentBytes = 128 * 1024;
+const leaseTtlMs = 24 * 3600 * 1000;
+
+const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
+let randomState = (cycle * 2654435761) >>> 0 || 1;
+const random = () => {
+  randomState ^= randomState << 13;
+  randomState ^= randomState >>> 17;
+  randomState ^= randomState << 5;
+  return (randomState >>> 0) / 2 ** 32;
+};
+
+const store = await Store.open(directory, { segmentBytes, kernels: process.env.STREAMSTACK_KERNELS ?? 'auto' });
+const feed = await store.feed('crash');
+let token = process.env.CRASH_TOKEN;
+try {
+  if (!token) throw new Error('no token yet');
+  await feed.renewLease({ token, ttlMs: leaseTtlMs });
+} catch {
+  token = (await feed.acquireLease({ holder: `child-${cycle}`, ttlMs: leaseTtlMs })).token;
+}
+emit({ kind: 'lease', token });
+let stream = feed.activeStream();
+emit({ kind: 'ready' });
+
+for (let step = 0; ; step++) {
+  const batch = `${cycle}.${step}`;
+  const size = 1 + Math.floor(random() * 20);
+  const records = Array.from({ length: size }, (_, index) => ({
+    payload: `${batch}:${index}:${size}|${'x'.repeat(Math.floor(random() * 300))}`,
+    key: `k${Math.floor(random() * 50)}`,
+    tags: [`b${batch}`],
+  }));
+  const choice = random();
+  if (choice < 0.25) {
+    emit({ kind: 'attempt', batch });
+    const commit = await feed.append(records, { token });
+    emit({ kind: 'oneshot', batch, size, commit: commit.commit });
+  } else if (choice < 0.9 || !stream) {
+    if (!stream) {
+      stream = await feed.openStream({ token });
+      emit({ kind: 'open', stream: stream.id });
+    }
+    emit({ kind: 'attempt', batch });
+    const appended = await stream.append(records, { token });
+    emit({ kind: 'batch', batch, size, stream: stream.id, firstSeq: appended.firstSeq });
+  } else {
+    const commit = await stream.seal({ token });
+    emit({ kind: 'sealed', stream: stream.id, commit: commit.commit });
+    stream = undefined;
+  }
+}

@@ -1,0 +1,324 @@
+import crypto from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadKernels, StreamStackError, type Kernels } from '../../packages/engine/src/index.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+
+/** A digest of every file under `directory`: equal digests mean nothing on disk changed. */
+function digestTree(directory: string): string {
+  const hash = crypto.createHash('sha256');
+  const walk = (at: string) => {
+    for (const name of fs.readdirSync(at).sort()) {
+      const file = path.join(at, name);
+      if (fs.statSync(file).isDirectory()) walk(file);
+      else hash.update(`${path.relative(directory, file)}\0`).update(fs.readFileSync(file));
+    }
+  };
+  walk(directory);
+  return hash.digest('hex');
+}
+
+/** Kernels that count durable writes, and can hold the next one until released. */
+function countingKernels(base: Kernels = loadKernels()) {
+  let gate: Promise<void> | undefined;
+  let open: (() => void) | undefined;
+  const counter = {
+    writes: 0,
+    hold() {
+      gate = new Promise((resolve) => (open = resolve));
+    },
+    release() {
+      open?.();
+    },
+    kernels: {
+      ...base,
+      writeDurable: async (fd: number, position: number, buffers: readonly Uint8Array[]) => {
+        counter.writes++;
+        const held = gate;
+        gate = undefined;
+        if (held) await held;
+        return base.writeDurable(fd, position, buffers);
+      },
+    } as Kernels,
+  };
+  return counter;
+}
+
+describe('store and feeds', () => {
+  it('refuses a second opener of a data directory, in this process and in another', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory);
+    await expect(openStore(directory)).rejects.toMatchObject({ code: 'LOCKED' });
+    const child = `import('${path.resolve('packages/engine/dist/index.js')}').then(async ({ Store }) => {
+      try { await Store.open(${JSON.stringify(directory)}); console.log('opened'); }
+      catch (error) { console.log(error.code); }
+    })`;
+    expect(execFileSync(process.execPath, ['-e', child], { encoding: 'utf8' }).trim()).toBe('LOCKED');
+    await store.close();
+    const again = await openStore(directory);
+    await again.close();
+  });
+
+  it('creates, lists and describes feeds, and refuses bad names and duplicates', async () => {
+    const directory = temporaryDirectory();
+    const clock = new ManualClock();
+    const store = await openStore(directory, { clock: clock.read });
+    await store.createFeed('orders');
+    await store.createFeed('audit.log_2');
+    expect(store.feedNames()).toEqual(['audit.log_2', 'orders']);
+    const before = digestTree(directory);
+    for (const name of ['', 'has space', '../escape', '.hidden', 'a/b', 'x'.repeat(129)]) {
+      await expect(store.createFeed(name)).rejects.toMatchObject({ code: 'INVALID_NAME' });
+    }
+    await expect(store.createFeed('orders')).rejects.toMatchObject({ code: 'FEED_EXISTS' });
+    await expect(store.feed('missing')).rejects.toMatchObject({ code: 'FEED_NOT_FOUND' });
+    expect(digestTree(directory)).toBe(before);
+    expect((await store.feedInfo('orders')).createdAt).toBe(clock.now);
+    await store.close();
+  });
+});
+
+describe('leases, epochs and fencing', () => {
+  it('grants strictly increasing epochs, durable across restarts, and fences old tokens', async () => {
+    const directory = temporaryDirectory();
+    const clock = new ManualClock();
+    let store = await openStore(directory, { clock: clock.read });
+    let feed = await store.createFeed('f');
+    const first = await feed.acquireLease({ holder: 'a', ttlMs: 1000 });
+    expect(first.epoch).toBe(1);
+    await expect(feed.acquireLease({ holder: 'b' })).rejects.toMatchObject({ code: 'LEASE_HELD' });
+    clock.advance(999);
+    const renewed = await feed.renewLease({ token: first.token, ttlMs: 1000 });
+    expect(renewed.expiresAt).toBe(clock.now + 1000);
+    clock.advance(1000);
+    await expect(feed.openStream({ token: first.token })).rejects.toMatchObject({ code: 'LEASE_EXPIRED' });
+    const second = await feed.acquireLease({ holder: 'b', ttlMs: 1000 });
+    expect(second.epoch).toBe(2);
+    await expect(feed.openStream({ token: first.token })).rejects.toMatchObject({ code: 'FENCED' });
+    await expect(feed.append([{ payload: 'x' }], { token: first.token })).rejects.toMatchObject({ code: 'FENCED' });
+    await expect(feed.append([{ payload: 'x' }])).rejects.toMatchObject({ code: 'LEASE_HELD' });
+    await feed.releaseLease({ token: second.token });
+    await expect(feed.openStream({ token: second.token })).rejects.toMatchObject({ code: 'LEASE_EXPIRED' });
+    // With no live lease, one-shot appends need no token.
+    await feed.append([{ payload: 'anyone' }]);
+    await store.close();
+
+    store = await openStore(directory, { clock: clock.read });
+    feed = await store.feed('f');
+    expect(feed.info().epoch).toBe(2);
+    expect((await feed.acquireLease({ holder: 'c' })).epoch).toBe(3);
+    await store.close();
+  });
+
+  it('rejects an append queued under the old token before a takeover was granted', async () => {
+    const directory = temporaryDirectory();
+    const clock = new ManualClock();
+    const counter = countingKernels();
+    const store = await openStore(directory, { clock: clock.read, kernels: counter.kernels });
+    const feed = await store.createFeed('f');
+    const old = await feed.acquireLease({ holder: 'old', ttlMs: 100 });
+    const stream = await feed.openStream({ token: old.token });
+    await stream.append([{ payload: 'durable' }], { token: old.token });
+
+    // The WAL write of the first append is held in flight; the second queues behind it.
+    counter.hold();
+    const inFlight = stream.append([{ payload: 'in flight' }], { token: old.token });
+    const queued = stream.append([{ payload: 'queued' }], { token: old.token }).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    clock.advance(100);
+    // The takeover does not wait behind the queued writes: it is granted while they wait.
+    const grant = await feed.acquireLease({ holder: 'new' });
+    expect(grant.epoch).toBe(2);
+    counter.release();
+    await expect(inFlight).resolves.toMatchObject({ firstSeq: 2 });
+    expect(await queued).toMatchObject({ code: 'FENCED' });
+
+    // The new owner finds the old stream and decides: here, seal what is durable.
+    expect(feed.activeStream()?.id).toBe(stream.id);
+    await expect(stream.append([{ payload: 'more' }], { token: grant.token })).rejects.toMatchObject({ code: 'FENCED' });
+    const commit = await stream.seal({ token: grant.token });
+    expect(commit.records).toBe(2);
+    expect((await feed.readCommit(commit.commit)).map((record) => text(record.payload))).toEqual(['durable', 'in flight']);
+    await store.close();
+  });
+});
+
+describe('streams', () => {
+  it('appends batches with stream-local seqs, matches expectedSeq, and seals one commit', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory, { newId: sequentialIds() });
+    const feed = await store.createFeed('f');
+    const { token } = await feed.acquireLease({ holder: 'p' });
+    const stream = await feed.openStream({ token, message: 'hour 1' });
+    await expect(feed.openStream({ token })).rejects.toMatchObject({ code: 'STREAM_OPEN' });
+    expect(await stream.append([{ payload: 'a' }, { payload: 'b' }], { token, expectedSeq: 1 })).toEqual({
+      stream: stream.id,
+      firstSeq: 1,
+      lastSeq: 2,
+    });
+    const mismatch = await stream.append([{ payload: 'c' }], { token, expectedSeq: 1 }).catch((error: StreamStackError) => error);
+    expect(mismatch).toMatchObject({ code: 'SEQ_MISMATCH', details: { expected: 1, actual: 3 } });
+    await stream.append([{ payload: 'c', key: 'k', version: 2, type: 't', tags: ['x', 'y'] }], { token, expectedSeq: 3 });
+    expect((await stream.read()).map((record) => text(record.payload))).toEqual(['a', 'b', 'c']);
+    const commit = await stream.seal({ token });
+    expect(commit).toMatchObject({ commit: 1, parent: null, records: 3, firstPosition: 1, lastPosition: 3, message: 'hour 1' });
+    await expect(stream.append([{ payload: 'd' }], { token })).rejects.toMatchObject({ code: 'STREAM_SEALED' });
+    await expect(stream.seal({ token })).rejects.toMatchObject({ code: 'STREAM_SEALED' });
+    const records = await feed.readCommit(1);
+    expect(records.map((record) => [record.seq, record.position, text(record.payload)])).toEqual([
+      [1, 1, 'a'],
+      [2, 2, 'b'],
+      [3, 3, 'c'],
+    ]);
+    expect(records[2]).toMatchObject({ key: 'k', version: 2, type: 't', tags: ['x', 'y'], tombstone: false });
+
+    const aborted = await feed.openStream({ token });
+    await aborted.append([{ payload: 'never published' }], { token });
+    await aborted.abort({ token });
+    await expect(aborted.append([{ payload: 'z' }], { token })).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
+    expect(feed.commits()).toHaveLength(1);
+    const next = await feed.openStream({ token });
+    await next.append([{ payload: 'e' }], { token });
+    expect(await next.seal({ token })).toMatchObject({ commit: 2, parent: 1, firstPosition: 4, lastPosition: 4 });
+    await store.close();
+  });
+
+  it('keeps an open stream and its acknowledged batches across a restart', async () => {
+    const directory = temporaryDirectory();
+    let store = await openStore(directory);
+    let feed = await store.createFeed('f');
+    const { token } = await feed.acquireLease({ holder: 'p', ttlMs: 60_000 });
+    const stream = await feed.openStream({ token });
+    for (let batch = 0; batch < 50; batch++) {
+      await stream.append(Array.from({ length: 20 }, (_, index) => ({ payload: `b${batch}-r${index}-${'x'.repeat(100)}` })), { token });
+    }
+    await store.close();
+    store = await openStore(directory);
+    feed = await store.feed('f');
+    expect(feed.activeStream()?.id).toBe(stream.id);
+    expect(feed.stream(stream.id).info()).toMatchObject({ state: 'open', records: 1000 });
+    await feed.stream(stream.id).append([{ payload: 'after restart' }], { token, expectedSeq: 1001 });
+    const commit = await feed.stream(stream.id).seal({ token });
+    expect(commit.records).toBe(1001);
+    const records = await feed.readCommit(commit.commit);
+    expect(text(records[1000].payload)).toBe('after restart');
+    expect(records.every((record, index) => record.seq === index + 1)).toBe(true);
+    // Every WAL segment but the active one held only that stream, so they are gone.
+    expect(fs.readdirSync(path.join(directory, 'feeds', 'f', 'wal')).length).toBe(1);
+    expect((await store.verify('f'))[0]).toMatchObject({ ok: true, commits: 1, records: 1001 });
+    await store.close();
+  });
+
+  it('refuses bad input with a typed error and changes nothing on disk', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory);
+    const feed = await store.createFeed('f');
+    const { token } = await feed.acquireLease({ holder: 'p' });
+    const stream = await feed.openStream({ token });
+    await stream.append([{ payload: 'ok' }], { token });
+    const before = digestTree(directory);
+    const bad: [unknown, string][] = [
+      [[], 'INVALID_ARGUMENT'],
+      [[{ payload: 'ok' }, { payload: 42 }], 'INVALID_RECORD'],
+      [[{ payload: 'x', key: '' }], 'INVALID_RECORD'],
+      [[{ payload: 'x', version: -1 }], 'INVALID_RECORD'],
+      [[{ payload: 'x', tombstone: true }], 'INVALID_RECORD'],
+      [[{ payload: 'x', tags: 'not-an-array' }], 'INVALID_RECORD'],
+      [[{ payload: 'x', timestamp: 1.5 }], 'INVALID_RECORD'],
+      [[{ payload: new Uint8Array(20_000) }], 'RECORD_TOO_LARGE'],
+    ];
+    for (const [records, code] of bad) {
+      await expect(stream.append(records as never, { token })).rejects.toMatchObject({ code });
+      await expect(feed.append(records as never)).rejects.toBeInstanceOf(StreamStackError);
+    }
+    await expect(stream.append([{ payload: 'x' }], { token: 'forged' })).rejects.toMatchObject({ code: 'FENCED' });
+    await expect(feed.stream('nope').append([{ payload: 'x' }], { token })).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
+    expect(digestTree(directory)).toBe(before);
+    await store.close();
+  });
+});
+
+describe('one-shot appends and group commit', () => {
+  it('gives each concurrent one-shot append its own commit while sharing fsyncs', async () => {
+    const directory = temporaryDirectory();
+    const counter = countingKernels();
+    const store = await openStore(directory, { kernels: counter.kernels });
+    const feed = await store.createFeed('f');
+    await feed.append([{ payload: 'warm-up' }]);
+    counter.writes = 0;
+    const commits = await Promise.all(
+      Array.from({ length: 64 }, (_, index) => feed.append([{ payload: `event ${index}`, tags: [`t${index}`] }])),
+    );
+    expect(new Set(commits.map((commit) => commit.commit)).size).toBe(64);
+    expect(commits.map((commit) => commit.firstPosition).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 64 }, (_, index) => index + 2),
+    );
+    // The first request writes alone; everything queued behind it shares the next write.
+    expect(counter.writes).toBeLessThanOrEqual(4);
+    const chain = feed.commits();
+    expect(chain.every((commit, index) => commit.parent === (index === 0 ? null : index))).toBe(true);
+    await store.close();
+  });
+
+  it('shares one fsync among stream appends queued behind a write in flight', async () => {
+    const directory = temporaryDirectory();
+    const counter = countingKernels();
+    const store = await openStore(directory, { kernels: counter.kernels });
+    const feed = await store.createFeed('f');
+    const { token } = await feed.acquireLease({ holder: 'p' });
+    const stream = await feed.openStream({ token });
+    counter.writes = 0;
+    const results = await Promise.all(Array.from({ length: 32 }, (_, index) => stream.append([{ payload: `r${index}` }], { token })));
+    expect(results.map((result) => result.firstSeq)).toEqual(Array.from({ length: 32 }, (_, index) => index + 1));
+    expect(counter.writes).toBeLessThanOrEqual(3);
+    await store.close();
+  });
+
+  it('stores a payload once per feed however often it is appended', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory, { segmentBytes: 1024 * 1024 });
+    const feed = await store.createFeed('f');
+    const big = 'p'.repeat(10_000);
+    const first = await feed.append([{ payload: big }, { payload: big }, { payload: 'small' }]);
+    const second = await feed.append([{ payload: big }]);
+    const [a, b] = await feed.readCommit(first.commit);
+    const [c] = await feed.readCommit(second.commit);
+    expect([a, b, c].map((record) => text(record.payload))).toEqual([big, big, big]);
+    // Three references, one copy: the history holds far less than three copies of the payload.
+    const historyBytes = fs
+      .readdirSync(path.join(directory, 'feeds', 'f', 'history'))
+      .map((name) => fs.readFileSync(path.join(directory, 'feeds', 'f', 'history', name)))
+      .reduce((sum, bytes) => sum + bytes.filter((byte) => byte === 'p'.charCodeAt(0)).length, 0);
+    expect(historyBytes).toBeLessThan(2 * big.length);
+    expect((await store.verify('f'))[0].ok).toBe(true);
+    await store.close();
+  });
+});
+
+describe('verify', () => {
+  it('reports a damaged payload and a broken frame, and repairs nothing', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory);
+    const feed = await store.createFeed('f');
+    await feed.append([{ payload: 'first-payload' }]);
+    await feed.append([{ payload: 'second-payload' }]);
+    await store.close();
+    const historyDirectory = path.join(directory, 'feeds', 'f', 'history');
+    const [segment] = fs.readdirSync(historyDirectory);
+    const file = path.join(historyDirectory, segment);
+    const bytes = fs.readFileSync(file);
+    const at = bytes.indexOf('first-payload');
+    bytes[at] ^= 0x20;
+    fs.writeFileSync(file, bytes);
+    const before = digestTree(directory);
+    const reopened = await openStore(directory);
+    const [result] = await reopened.verify('f');
+    expect(result.ok).toBe(false);
+    expect(result.problems.length).toBeGreaterThan(0);
+    expect(result.problems[0].file).toBe(file);
+    await reopened.close();
+    expect(digestTree(directory)).toBe(before);
+  });
+});
