@@ -100,4 +100,38 @@ describe('streamstack command line', () => {
     expect(verified.lines[0]).toMatchObject({ feed: 'f', ok: false });
     expect(errorOf(verified.stderr).code).toBe('CORRUPT');
   });
+
+  it('reads in every mode and scope, looks keys up, and keeps subscriptions', () => {
+    const data = temporaryDirectory();
+    cli(data, ['feed', 'create', 'f']);
+    const first = '{"payload":"a","key":"k","version":1,"type":"t","tags":["x","y"]}\n{"payload":"b","key":"k","version":2}\n{"payload":"a"}\n';
+    cli(data, ['append', 'f'], first);
+    cli(data, ['append', 'f'], '{"payload":"gone","key":"k2"}\n{"payload":"x","key":"k2","tombstone":true,"version":1}\n');
+    const payloads = (args: string[]) => cli(data, ['read', 'f', ...args]).lines.map((line) => line.payload);
+    expect(payloads([])).toEqual(['a', 'b', 'a', 'gone', 'x']);
+    expect(payloads(['--mode', 'dedup'])).toEqual(['a', 'b', 'gone', 'x']);
+    expect(payloads(['--mode', 'latest'])).toEqual(['b']);
+    expect(payloads(['--after', '1'])).toEqual(['gone', 'x']);
+    expect(payloads(['--tag', 'x', '--tag', 'y'])).toEqual(['a']);
+    expect(payloads(['--type', 't', '--type', 'other'])).toEqual(['a']);
+    expect(payloads(['--limit', '2'])).toEqual(['a', 'b']);
+    expect(payloads(['--commit', '2'])).toEqual(['gone', 'x']);
+    const line = cli(data, ['read', 'f', '--commit', '1']).lines[0];
+    expect(line).toMatchObject({ feed: 'f', commit: 1, seq: 1, position: 1, payload: 'a', key: 'k', version: 1, type: 't', tags: ['x', 'y'] });
+    expect(cli(data, ['get', 'f', 'k']).lines[0]).toMatchObject({ payload: 'b', version: 2, position: 2 });
+    expect(cli(data, ['get', 'f', 'k2', '--as-of', '2']).status).toBe(1);
+    const outOfRange = cli(data, ['read', 'f', '--after', '3']);
+    expect(outOfRange.status).toBe(1);
+    expect(errorOf(outOfRange.stderr).code).toBe('CURSOR_OUT_OF_RANGE');
+
+    expect(cli(data, ['sub', 'create', 'f', 'billing']).lines[0]).toMatchObject({ subscription: 'billing', cursor: 0, lag: { commits: 2, records: 5 } });
+    const polled = cli(data, ['sub', 'poll', 'f', 'billing', '--max', '3']).lines;
+    expect(polled.map((entry) => entry.payload ?? entry.cursor)).toEqual(['a', 'b', 'a', 1]);
+    expect(cli(data, ['sub', 'advance', 'f', 'billing', '1']).lines[0]).toMatchObject({ cursor: 1, lag: { commits: 1 } });
+    expect(cli(data, ['sub', 'poll', 'f', 'billing']).lines.map((entry) => entry.payload ?? entry.cursor)).toEqual(['gone', 'x', 2]);
+    const behind = cli(data, ['sub', 'advance', 'f', 'billing', '0']);
+    expect(behind.status).toBe(1);
+    expect(errorOf(behind.stderr).code).toBe('CURSOR_BEHIND');
+    expect(cli(data, ['sub', 'list', 'f']).lines).toEqual([expect.objectContaining({ feed: 'f', subscription: 'billing', cursor: 1 })]);
+  });
 });

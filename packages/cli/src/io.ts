@@ -3,7 +3,7 @@
  * messages on stderr; a typed error as `{"error":{"code","message"}}` on stderr with exit code 1.
  */
 import readline from 'node:readline';
-import { StreamStackError, type AppendRecord } from '@streamstack/engine';
+import { StreamStackError, type AppendRecord, type StreamRecord } from '@streamstack/engine';
 
 /** Writes one NDJSON line to stdout, waiting when the pipe is full. */
 export async function emit(value: unknown): Promise<void> {
@@ -66,11 +66,30 @@ export async function readRecords(): Promise<AppendRecord[]> {
   return records;
 }
 
-/** A payload for output: UTF-8 text when it is valid UTF-8, else base64. */
-export function payloadField(payload: Uint8Array): { payload: string } | { payloadBase64: string } {
+/** Bytes for output under `name`: UTF-8 text when valid, else base64 under `<name>Base64`. */
+export function bytesField(name: string, bytes: Uint8Array): Record<string, string> {
   try {
-    return { payload: decoder.decode(payload) };
+    return { [name]: decoder.decode(bytes) };
   } catch {
-    return { payloadBase64: Buffer.from(payload).toString('base64') };
+    return { [`${name}Base64`]: Buffer.from(bytes).toString('base64') };
   }
+}
+
+/** An output record line (DESIGN §9): the record's fields, the payload as text or base64. */
+export function recordLine(record: StreamRecord): Record<string, unknown> {
+  return {
+    feed: record.feed,
+    commit: record.commit ?? null,
+    stream: record.stream,
+    seq: record.seq,
+    position: record.position ?? null,
+    timestamp: record.timestamp,
+    ...bytesField('payload', record.payload),
+    ...(record.key === undefined ? {} : { key: record.key }),
+    ...(record.version === undefined ? {} : { version: record.version }),
+    ...(record.tombstone ? { tombstone: true } : {}),
+    ...(record.type === undefined ? {} : { type: record.type }),
+    ...(record.tags.length === 0 ? {} : { tags: record.tags }),
+    ...(record.fingerprint === undefined ? {} : bytesField('fingerprint', record.fingerprint)),
+  };
 }

@@ -32,6 +32,12 @@ export type ErrorCode =
   | 'STREAM_NOT_FOUND'
   | 'STREAM_SEALED'
   | 'SEQ_MISMATCH'
+  // Reading.
+  | 'CURSOR_OUT_OF_RANGE'
+  | 'SUBSCRIPTION_EXISTS'
+  | 'SUBSCRIPTION_NOT_FOUND'
+  | 'CURSOR_BEHIND'
+  | 'KEY_NOT_FOUND'
   // Disk.
   | 'CORRUPT'
   | 'IO';

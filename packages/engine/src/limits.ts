@@ -86,3 +86,6 @@ export const messageBytesMax = 4096;
 
 /** Most records in one batch or one-shot append. */
 export const batchRecordsMax = 100_000;
+
+/** Records a subscription poll returns at most when the caller does not say. */
+export const subscriptionPollRecordsDefault = 10_000;

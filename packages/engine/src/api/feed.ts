@@ -9,8 +9,9 @@
  * const commit = await stream.seal({ token });
  */
 import { StreamStackError } from '../errors.js';
-import type { FeedWriter, StreamStatus } from '../coordinator/feed-writer.js';
-import type { TornTail } from '../coordinator/feed-writer-types.js';
+import type { FeedWriter } from '../coordinator/feed-writer.js';
+import { FeedReads } from '../coordinator/feed-reads.js';
+import type { ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import {
@@ -23,6 +24,25 @@ import {
   type Commit,
   type StoredRecord,
 } from './records.js';
+import { Stream } from './stream.js';
+import { Subscription, type SubscriptionInfo } from './subscription.js';
+
+/** One commit and its records, as a live read delivers them. */
+export interface CommitRecords {
+  readonly commit: Commit;
+  readonly records: StoredRecord[];
+}
+
+/** A cursor option: a non-negative integer, checked against the head where it is used. */
+function checkedCursor(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!Number.isSafeInteger(value) || (value as number) < 0) {
+    throw new StreamStackError('CURSOR_OUT_OF_RANGE', `${name} must be a commit number from 0 (the start) up to the head`, {
+      details: { cursor: value },
+    });
+  }
+  return value as number;
+}
 
 export interface FeedInfo {
   readonly name: string;
@@ -39,12 +59,17 @@ export interface FeedInfo {
 
 export class Feed {
   /** @internal */
+  readonly reads: FeedReads;
+
+  /** @internal */
   constructor(
     readonly name: string,
     private readonly createdAt: number,
     /** @internal */
     readonly writer: FeedWriter,
-  ) {}
+  ) {
+    this.reads = new FeedReads(writer);
+  }
 
   /** What recovery cut off torn tails when this feed was opened (empty after a clean close). */
   get recovery(): readonly TornTail[] {
@@ -96,42 +121,77 @@ export class Feed {
 
   /** Commits after cursor `after` (a commit sequence; 0, the default, is the start), oldest first. */
   commits(options: { after?: number; limit?: number } = {}): Commit[] {
-    const after = validateCursor(options.after, 'after') ?? 0;
+    const after = checkedCursor(options.after, 'after') ?? 0;
     const limit = validateCursor(options.limit, 'limit') ?? Number.POSITIVE_INFINITY;
     const head = this.writer.watermark.commit;
     if (after > head) {
-      throw new StreamStackError('INVALID_ARGUMENT', `cursor ${after} is beyond the head (${head})`, { details: { after, head } });
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, { details: { cursor: after, head } });
     }
     return this.writer.commits.slice(after, Math.min(head, after + limit)).map((record) => toCommit(this.name, record));
   }
 
+  /**
+   * Reads the feed forward from cursor `after` over a snapshot taken now: every record of the
+   * later commits up to the head, in RAW (default), `dedup` or `latest` mode, optionally
+   * filtered by type and tags.
+   *
+   * @example
+   * for await (const record of feed.read({ after: 0, mode: 'latest', signal })) console.log(record.key);
+   */
+  async *read(options: ReadOptions = {}): AsyncGenerator<StoredRecord> {
+    for await (const batch of this.readBatches(options)) yield* batch;
+  }
+
+  /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
+  readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
+    return this.reads.batches({ ...options, after: checkedCursor(options.after, 'after'), limit: validateCursor(options.limit, 'limit') });
+  }
+
   /** The records of commit `commit`, in position order. */
-  async readCommit(commit: number): Promise<StoredRecord[]> {
+  readCommit(commit: number): Promise<StoredRecord[]> {
+    return this.reads.commit(commit);
+  }
+
+  /**
+   * The current value of `key`: the record with the highest version (then the highest
+   * position) among commits up to `asOf` (default: the head), or undefined when the key was
+   * never written or its winner is a tombstone. Answered from the key index, never a scan.
+   */
+  async get(key: string, options: { asOf?: number } = {}): Promise<StoredRecord | undefined> {
+    if (typeof key !== 'string' || key.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a key is a non-empty string');
+    return this.reads.get(key, checkedCursor(options.asOf, 'asOf'));
+  }
+
+  /**
+   * Every commit after `after`, then each new one as it is published, until `signal` aborts:
+   * catch-up and live tail in one loop, so nothing is skipped or delivered twice.
+   */
+  async *follow(options: { after?: number; signal?: AbortSignal } = {}): AsyncGenerator<CommitRecords> {
+    for await (const batch of this.reads.follow(checkedCursor(options.after, 'after') ?? 0, options.signal)) {
+      yield { commit: toCommit(this.name, batch.commit), records: batch.records };
+    }
+  }
+
+  /** Creates a named, durable cursor, starting after commit `after` (default 0, the start). */
+  async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
+    const after = checkedCursor(options.after, 'after') ?? 0;
     const head = this.writer.watermark.commit;
-    if (!Number.isSafeInteger(commit) || commit < 1 || commit > head) {
-      throw new StreamStackError('INVALID_ARGUMENT', `commit ${commit} does not exist (the head is ${head})`, { details: { commit, head } });
+    if (after > head) {
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, { details: { cursor: after, head } });
     }
-    const record = this.writer.commits[commit - 1];
-    const run = await this.writer.readRun(record);
-    const out: StoredRecord[] = [];
-    for (const [index, entry] of run.entries.entries()) {
-      out.push({
-        feed: this.name,
-        commit,
-        stream: record.stream,
-        seq: entry.seq,
-        position: record.firstPosition + index,
-        timestamp: entry.timestamp,
-        fingerprint: entry.fingerprint,
-        payload: await this.writer.readPayload(entry.payload, run),
-        ...(entry.key === undefined ? {} : { key: entry.key }),
-        ...(entry.version === undefined ? {} : { version: entry.version }),
-        tombstone: entry.tombstone,
-        ...(entry.type === undefined ? {} : { type: entry.type }),
-        tags: entry.tags,
-      });
-    }
-    return out;
+    await this.writer.subscriptions.create(name, after);
+    return new Subscription(this, name);
+  }
+
+  /** The subscription `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
+  subscription(name: string): Subscription {
+    this.writer.subscriptions.get(name);
+    return new Subscription(this, name);
+  }
+
+  /** Every subscription with its cursor and lag. */
+  subscriptions(): SubscriptionInfo[] {
+    return this.writer.subscriptions.list().map((state) => new Subscription(this, state.name).info());
   }
 
   /** The latest commit, or undefined when the feed has none. */
@@ -156,68 +216,3 @@ export class Feed {
   }
 }
 
-export interface StreamInfo {
-  readonly id: string;
-  readonly state: StreamStatus['state'];
-  /** The commit a sealed stream became. */
-  readonly commit?: Commit;
-  /** Acknowledged records of an open stream. */
-  readonly records?: number;
-}
-
-/** One stream of a feed: append batches while it is open, then seal or abort it. */
-export class Stream {
-  /** @internal */
-  constructor(
-    readonly feed: Feed,
-    readonly id: string,
-  ) {}
-
-  /**
-   * Appends one batch; resolves once it is in the WAL and fsync'd. With `expectedSeq`, the
-   * append fails with `SEQ_MISMATCH` unless the batch's first record would get exactly that seq,
-   * so retrying after a lost acknowledgement cannot write a batch twice.
-   */
-  async append(
-    records: readonly AppendRecord[],
-    options: { token: string; expectedSeq?: number },
-  ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
-    const validated = validateRecords(records);
-    const expectedSeq = validateCursor(options.expectedSeq, 'expectedSeq');
-    return this.feed.writer.append(this.id, validateToken(options.token), validated, expectedSeq);
-  }
-
-  /** Seals the stream into one commit; resolves with it once it is durable and published. */
-  async seal(options: { token: string; message?: string }): Promise<Commit> {
-    const commit = await this.feed.writer.seal(this.id, validateToken(options.token), validateMessage(options.message));
-    return toCommit(this.feed.name, commit);
-  }
-
-  /** Aborts the stream: nothing of it is ever published. */
-  async abort(options: { token: string }): Promise<void> {
-    return this.feed.writer.abort(this.id, validateToken(options.token));
-  }
-
-  /**
-   * The acknowledged records of this stream from `fromSeq` (default 1): from history once it is
-   * sealed, from the WAL while it is open.
-   */
-  async read(options: { fromSeq?: number } = {}): Promise<{ seq: number; payload: Uint8Array; key?: string; type?: string; tags: readonly string[]; timestamp: number }[]> {
-    const fromSeq = validateCursor(options.fromSeq, 'fromSeq') ?? 1;
-    const status = this.feed.writer.streamStatus(this.id);
-    if (status.state === 'sealed') {
-      return (await this.feed.readCommit(status.commit.commit)).filter((record) => record.seq >= fromSeq);
-    }
-    if (status.state !== 'open') {
-      throw new StreamStackError('STREAM_NOT_FOUND', `no stream ${this.id} on feed ${this.feed.name}`, { details: { stream: this.id } });
-    }
-    return (await this.feed.writer.readOpenStream(this.id, fromSeq)).map(({ seq, record }) => ({ ...record, seq }));
-  }
-
-  info(): StreamInfo {
-    const status = this.feed.writer.streamStatus(this.id);
-    if (status.state === 'sealed') return { id: this.id, state: 'sealed', commit: toCommit(this.feed.name, status.commit) };
-    if (status.state === 'open') return { id: this.id, state: 'open', records: status.acknowledged };
-    return { id: this.id, state: status.state };
-  }
-}

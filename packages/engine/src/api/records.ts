@@ -50,22 +50,7 @@ export interface Commit {
   readonly oneShot: boolean;
 }
 
-/** A published record, as reads return it. */
-export interface StoredRecord {
-  readonly feed: string;
-  readonly commit: number;
-  readonly stream: string;
-  readonly seq: number;
-  readonly position: number;
-  readonly timestamp: number;
-  readonly fingerprint: Uint8Array;
-  readonly payload: Uint8Array;
-  readonly key?: string;
-  readonly version?: number;
-  readonly tombstone: boolean;
-  readonly type?: string;
-  readonly tags: readonly string[];
-}
+export type { StoredRecord } from '../coordinator/feed-writer-types.js';
 
 export function toCommit(feed: string, record: CommitRecord): Commit {
   return {

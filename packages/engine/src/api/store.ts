@@ -78,6 +78,7 @@ export class Store {
       feed = (async () => {
         const metadata = this.directory.readMetadata(name);
         const writer = await FeedWriter.open(this.directory.feedDirectory(name), {
+          feed: name,
           kernels: this.kernels,
           clock: this.clock,
           newId: this.newId,

@@ -3,3 +3,7 @@
 export type { CommitRecord } from '../storage/history.js';
 export type { TornTail } from '../storage/runs.js';
 export type { RecordData } from '../storage/records.js';
+export type { StoredRecord, Snapshot } from '../query/snapshot.js';
+export type { ReadMode, ReadOptions, RecordFilter } from '../query/read.js';
+export type { CommitBatch } from '../query/follow.js';
+export type { SubscriptionState } from './subscriptions.js';

@@ -15,10 +15,15 @@ import type { PayloadLocation, RecordData } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
 import type { TornTail } from '../storage/runs.js';
 import { Wal, walFrames, type WalLocation } from '../storage/wal.js';
+import { DerivedIndexes } from '../query/derived.js';
+import type { Snapshot } from '../query/snapshot.js';
 import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
+import { Subscriptions } from './subscriptions.js';
 
 export interface WriterOptions {
+  /** The feed's name, as records and commits report it. */
+  readonly feed: string;
   readonly kernels: Kernels;
   /** Milliseconds since the epoch; injected so tests and twins can pin time. */
   readonly clock: () => number;
@@ -70,6 +75,8 @@ export class FeedWriter {
   private readonly committer: GroupCommitter;
   private maintenance: Promise<void> = Promise.resolve();
   private readonly frameDataBytesMax: number;
+  /** Key winners and first fingerprints, derived from history for reads. */
+  readonly derived = new DerivedIndexes();
 
   private constructor(
     readonly directory: string,
@@ -78,6 +85,7 @@ export class FeedWriter {
     private readonly wal: Wal,
     readonly lease: LeaseKeeper,
     private readonly leaseLog: StateLog,
+    readonly subscriptions: Subscriptions,
     readonly tornTails: readonly TornTail[],
   ) {
     this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
@@ -100,15 +108,17 @@ export class FeedWriter {
     const events: Parameters<Parameters<typeof Wal.open>[2]>[0][] = [];
     let wal: Wal;
     let leaseLog: StateLog;
+    let subscriptions: Subscriptions;
     try {
       wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event));
       leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'));
+      subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), options.clock);
     } catch (error) {
       history.close();
       throw error;
     }
     const lease = new LeaseKeeper(leaseLog, options.clock, options.newId);
-    const writer = new FeedWriter(directory, options, history, wal, lease, leaseLog, [
+    const writer = new FeedWriter(directory, options, history, wal, lease, leaseLog, subscriptions, [
       ...history.segments.tornTails,
       ...wal.segments.tornTails,
     ]);
@@ -141,6 +151,35 @@ export class FeedWriter {
 
   get watermark(): Watermark {
     return this.watermarkNow;
+  }
+
+  /** The view a read runs over: everything published now, and nothing later. */
+  snapshot(): Snapshot {
+    return { feed: this.options.feed, watermark: this.watermarkNow, commits: this.commits, history: this.history };
+  }
+
+  /**
+   * Resolves once the watermark passes commit `after` (at once if it already has), or rejects
+   * when `signal` aborts. This is what a live tail waits on.
+   */
+  waitForCommitAfter(after: number, signal?: AbortSignal): Promise<void> {
+    if (this.watermarkNow.commit > after) return Promise.resolve();
+    signal?.throwIfAborted();
+    return new Promise((resolve, reject) => {
+      const stop = this.onPublish((watermark) => {
+        if (watermark.commit > after) finish();
+      });
+      const onAbort = () => {
+        stop();
+        reject(signal!.reason);
+      };
+      const finish = () => {
+        stop();
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /** Calls `listener` with each new watermark; returns the function that stops it. */
@@ -449,5 +488,6 @@ export class FeedWriter {
     this.history.close();
     this.wal.close();
     this.leaseLog.close();
+    this.subscriptions.close();
   }
 }

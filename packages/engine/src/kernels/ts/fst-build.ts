@@ -47,28 +47,45 @@ export const fstRegistryRows = 10_000;
  */
 export const fstRegistryCellsPerRow = 2;
 
-// Layout of the registry table, in float64 slots. A row is a header (which of its two cells is the
-// most recently used) and two cells. A cell is its node's address (noAddress when empty), the
-// node's 64-bit hash as two halves (to reject most mismatches at once), its shape (transition count
-// times two, plus one when final), its final output, then its transitions inline as (input, output,
-// target) triples when there are few enough; most nodes have one or two.
-const rowFirstCellSlot = 0;
-const registryRowHeaderSlots = 1;
+// Layout of the registry table, in float64 slots. A row is a header (which build last used it, and
+// which of its two cells is the most recently used) and two cells. A cell is its node's address
+// (noAddress when empty), the node's 64-bit hash as two halves (to reject most mismatches at once),
+// its shape (transition count times two, plus one when final), its final output, where its
+// transitions live in the overflow pool when they do not fit inline and how many fit there, then
+// its transitions inline as (input, output, target) triples when there are few enough: most nodes
+// have one or two.
+const rowGenerationSlot = 0;
+const rowFirstCellSlot = 1;
+const registryRowHeaderSlots = 2;
 const cellAddressSlot = 0;
 const cellHashHighSlot = 1;
 const cellHashLowSlot = 2;
 const cellShapeSlot = 3;
 const cellFinalOutputSlot = 4;
-const cellTransitionsSlot = 5;
-/** Transitions a registry cell stores inline; nodes with more keep theirs in an overflow array. */
+const cellOverflowAtSlot = 5;
+const cellOverflowCapacitySlot = 6;
+const cellTransitionsSlot = 7;
+/** Transitions a registry cell stores inline; nodes with more keep theirs in the overflow pool. */
 const cellInlineTransitions = 2;
-/** Transitions an overflow array first has room for; it doubles from there. */
-const overflowInitialTransitions = 8;
 const registryCellSlots = cellTransitionsSlot + 3 * cellInlineTransitions;
 const registryRowSlots = registryRowHeaderSlots + fstRegistryCellsPerRow * registryCellSlots;
 
+/** Room, in transitions, a cell first takes in the overflow pool; it doubles from there. */
+const overflowInitialTransitions = 8;
+
+/** Float64 slots the overflow pool starts with; it doubles as it fills. */
+const overflowPoolInitialSlots = 1024;
+
+/**
+ * The registry table, shared by every build so that a small build does not pay for allocating and
+ * clearing 1.8 MB. Builds are synchronous, so only one uses it at a time; each stamps the rows it
+ * touches with its own generation and treats rows with an older stamp as empty.
+ */
+let sharedRegistry: Float64Array | undefined;
+let lastRegistryGeneration = 0;
+
 /** Bytes the output buffer starts with; it doubles as it fills. */
-const initialOutputCapacityBytes = 64 * 1024;
+const initialOutputCapacityBytes = 1024;
 
 /** Depth the unfinished-node stack starts with (one more than the longest key so far). */
 const initialStackDepth = 64;
@@ -77,12 +94,13 @@ const initialStackDepth = 64;
 const initialTransitionCapacity = 4;
 
 /**
- * The most bytes one compiled node can take: per transition an input, an 8-byte output and an
- * 8-byte address delta, plus a final output, the transition index, the pack-size, count and state
- * bytes. Reserving it once per node lets the writers skip per-byte capacity checks.
+ * Bytes a compiled node can take beyond its transitions: a final output, the pack-size, count and
+ * state bytes. Each transition adds at most an input, an 8-byte output and an 8-byte address delta,
+ * and wide nodes a 256-byte index. Reserving the bound once per node lets the writers skip
+ * per-byte capacity checks.
  */
-const maxCompiledNodeBytes =
-  maxTransitionsPerNode * (1 + 2 * packedIntegerMaxBytes) + packedIntegerMaxBytes + transitionIndexBytes + 3;
+const compiledNodeFixedBytes = packedIntegerMaxBytes + 3;
+const compiledTransitionMaxBytes = 1 + 2 * packedIntegerMaxBytes;
 
 /** 64-bit FNV-1a offset basis (14695981039346656037), as high and low 32-bit halves. */
 const fnvOffsetHigh = 0xcbf29ce4;
@@ -165,13 +183,13 @@ class FstWriter {
   private levelPendingInput: Uint8Array = new Uint8Array(initialStackDepth);
   private levelPendingOutput: Float64Array = new Float64Array(initialStackDepth);
 
-  // The registry: one flat table of rows, each a header and two cells (layout below), so a lookup
+  // The registry: one flat table of rows, each a header and two cells (layout above), so a lookup
   // touches a few adjacent cache lines rather than one line per field. Nodes with more transitions
-  // than a cell holds inline keep them all in `registryOverflow`, indexed by cell number.
-  private readonly registry = new Float64Array(fstRegistryRows * registryRowSlots);
-  private readonly registryOverflow: (Float64Array | undefined)[] = new Array<Float64Array | undefined>(
-    fstRegistryRows * fstRegistryCellsPerRow,
-  );
+  // than a cell holds inline keep them in the overflow pool, which belongs to this build.
+  private readonly registry: Float64Array;
+  private readonly generation: number;
+  private overflowPool: Float64Array = new Float64Array(overflowPoolInitialSlots);
+  private overflowUsed = 0;
 
   /**
    * The FNV-1a hash of the node being compiled, as two 32-bit halves. It lives in a typed
@@ -184,39 +202,91 @@ class FstWriter {
   private keyCount = 0;
 
   constructor() {
-    for (let row = 0; row < fstRegistryRows; row++) {
-      const rowStart = row * registryRowSlots;
-      this.registry[rowStart + registryRowHeaderSlots + cellAddressSlot] = noAddress;
-      this.registry[rowStart + registryRowHeaderSlots + registryCellSlots + cellAddressSlot] = noAddress;
-    }
+    sharedRegistry ??= new Float64Array(fstRegistryRows * registryRowSlots);
+    this.registry = sharedRegistry;
+    this.generation = ++lastRegistryGeneration;
     this.writeU64(fstFormatVersion);
     this.writeU64(fstMapType);
     this.pushLevel(false);
   }
 
-  /** Adds one key, already checked to sort after the previous one, sharing `prefixLength` bytes. */
-  insert(bytes: Uint8Array, start: number, end: number, value: number, prefixLength: number): void {
+  /**
+   * Adds every key in order, checking each sorts after the one before. Keys and values are read
+   * here, out of their arrays, rather than passed in one call per key: a double passed to a call
+   * that is not inlined is boxed, and this loop would then allocate per key.
+   */
+  addKeys(bytes: Uint8Array, ends: Uint32Array, values: Float64Array): void {
+    let previousStart = 0;
+    let previousEnd = 0;
+    for (let index = 0; index < ends.length; index++) {
+      const start = index === 0 ? 0 : ends[index - 1];
+      const end = ends[index];
+      // The length of the prefix shared with the previous key decides both the order check and
+      // how much of the unfinished path the new key keeps.
+      const previousLength = previousEnd - previousStart;
+      const length = end - start;
+      const sharedMax = previousLength < length ? previousLength : length;
+      let shared = 0;
+      while (shared < sharedMax && bytes[previousStart + shared] === bytes[start + shared]) shared++;
+      if (index > 0) {
+        const ascending =
+          shared < sharedMax ? bytes[start + shared] > bytes[previousStart + shared] : length > previousLength;
+        if (!ascending) throw keyOrderError(index, shared === length && length === previousLength);
+      }
+      this.insert(bytes, start, end, values, index, shared);
+      previousStart = start;
+      previousEnd = end;
+    }
+  }
+
+  /** Adds key `index`, which sorts after the previous key and shares `prefixLength` bytes with it. */
+  private insert(
+    bytes: Uint8Array,
+    start: number,
+    end: number,
+    values: Float64Array,
+    index: number,
+    prefixLength: number,
+  ): void {
     if (start === end) {
       // The empty key can only come first, so the count is exactly one; it is the root's output.
       this.keyCount = 1;
       this.levelIsFinal[0] = 1;
-      this.levelFinalOutput[0] = value;
+      this.levelFinalOutput[0] = values[index];
       return;
     }
     // Walk the shared prefix, keeping on each pending transition only the output the new key
-    // shares with it and handing the excess down one level.
-    let remaining = value;
+    // shares with it and handing the excess down to every output of the level below.
+    let remaining = values[index];
     for (let level = 0; level < prefixLength; level++) {
       const pendingOutput = this.levelPendingOutput[level];
       const shared = pendingOutput < remaining ? pendingOutput : remaining;
       const excess = pendingOutput - shared;
       remaining -= shared;
       this.levelPendingOutput[level] = shared;
-      if (excess !== 0) this.addOutputPrefix(level + 1, excess);
+      if (excess !== 0) {
+        const below = level + 1;
+        if (this.levelIsFinal[below] !== 0) this.levelFinalOutput[below] += excess;
+        const outputs = this.levelOutputs[below];
+        const count = this.levelTransitionCount[below];
+        for (let transition = 0; transition < count; transition++) outputs[transition] += excess;
+        if (this.levelHasPending[below] !== 0) this.levelPendingOutput[below] += excess;
+      }
     }
     this.keyCount++;
     this.compileFrom(prefixLength);
-    this.addSuffix(bytes, start + prefixLength, end, remaining);
+    // The new key's suffix: a pending transition from the deepest kept level, carrying what is
+    // left of the output, then one fresh level per remaining byte, then the final node.
+    const top = this.depth - 1;
+    this.levelHasPending[top] = 1;
+    this.levelPendingInput[top] = bytes[start + prefixLength];
+    this.levelPendingOutput[top] = remaining;
+    for (let at = start + prefixLength + 1; at < end; at++) {
+      const level = this.pushLevel(false);
+      this.levelHasPending[level] = 1;
+      this.levelPendingInput[level] = bytes[at];
+    }
+    this.pushLevel(true);
   }
 
   /** Compiles what is left and writes the footer; the builder is spent afterwards. */
@@ -230,14 +300,6 @@ class FstWriter {
     writePacked(this.output, this.length, checksum, 4);
     this.length += 4;
     return this.output.slice(0, this.length);
-  }
-
-  private addOutputPrefix(level: number, prefix: number): void {
-    if (this.levelIsFinal[level] !== 0) this.levelFinalOutput[level] += prefix;
-    const outputs = this.levelOutputs[level];
-    const count = this.levelTransitionCount[level];
-    for (let index = 0; index < count; index++) outputs[index] += prefix;
-    if (this.levelHasPending[level] !== 0) this.levelPendingOutput[level] += prefix;
   }
 
   /** Compiles every level below `keepLevel`, deepest first, linking each to its parent. */
@@ -262,19 +324,6 @@ class FstWriter {
     this.levelOutputs[level][count] = this.levelPendingOutput[level];
     this.levelTargets[level][count] = address;
     this.levelTransitionCount[level] = count + 1;
-  }
-
-  private addSuffix(bytes: Uint8Array, start: number, end: number, output: number): void {
-    const top = this.depth - 1;
-    this.levelHasPending[top] = 1;
-    this.levelPendingInput[top] = bytes[start];
-    this.levelPendingOutput[top] = output;
-    for (let index = start + 1; index < end; index++) {
-      const level = this.pushLevel(false);
-      this.levelHasPending[level] = 1;
-      this.levelPendingInput[level] = bytes[index];
-    }
-    this.pushLevel(true);
   }
 
   /** Pushes an empty node with no pending transition and returns its level. */
@@ -334,23 +383,33 @@ class FstWriter {
     // recently used. A miss overwrites the least recently used cell and promotes it.
     const registry = this.registry;
     const rowStart = row * registryRowSlots;
+    if (registry[rowStart + rowGenerationSlot] !== this.generation) {
+      // First use of the row in this build: whatever an earlier build left there is not ours.
+      registry[rowStart + rowGenerationSlot] = this.generation;
+      registry[rowStart + rowFirstCellSlot] = 0;
+      for (let cell = 0; cell < fstRegistryCellsPerRow; cell++) {
+        const at = rowStart + registryRowHeaderSlots + cell * registryCellSlots;
+        registry[at + cellAddressSlot] = noAddress;
+        registry[at + cellOverflowCapacitySlot] = 0;
+      }
+    }
     const first = registry[rowStart + rowFirstCellSlot];
-    const mostRecent = row * fstRegistryCellsPerRow + first;
     const mostRecentAt = rowStart + registryRowHeaderSlots + first * registryCellSlots;
-    if (this.cellMatches(mostRecent, mostRecentAt, level)) {
+    if (this.cellMatches(mostRecentAt, level)) {
       return registry[mostRecentAt + cellAddressSlot];
     }
     const other = 1 - first;
-    const leastRecent = row * fstRegistryCellsPerRow + other;
     const leastRecentAt = rowStart + registryRowHeaderSlots + other * registryCellSlots;
     registry[rowStart + rowFirstCellSlot] = other;
-    if (this.cellMatches(leastRecent, leastRecentAt, level)) {
+    if (this.cellMatches(leastRecentAt, level)) {
       return registry[leastRecentAt + cellAddressSlot];
     }
-    this.storeInCell(leastRecent, leastRecentAt, level);
+    this.storeInCell(leastRecentAt, level);
 
     const start = this.length;
-    this.reserve(maxCompiledNodeBytes);
+    this.reserve(
+      compiledNodeFixedBytes + count * compiledTransitionMaxBytes + (count > transitionIndexThreshold ? transitionIndexBytes : 0),
+    );
     if (count !== 1 || isFinal !== 0) {
       this.writeAnyTransitions(start, level);
     } else if (targets[0] === this.lastAddress && outputs[0] === 0) {
@@ -369,7 +428,7 @@ class FstWriter {
    * `hash`). Reads its operands from the builder's arrays rather than taking them as arguments,
    * because doubles passed to a call that is not inlined get boxed, and this runs per node.
    */
-  private cellMatches(cell: number, at: number, level: number): boolean {
+  private cellMatches(at: number, level: number): boolean {
     const registry = this.registry;
     const count = this.levelTransitionCount[level];
     const inputs = this.levelInputs[level];
@@ -387,8 +446,8 @@ class FstWriter {
     let stored: Float64Array = registry;
     let offset = at + cellTransitionsSlot;
     if (count > cellInlineTransitions) {
-      stored = this.registryOverflow[cell] as Float64Array;
-      offset = 0;
+      stored = this.overflowPool;
+      offset = registry[at + cellOverflowAtSlot];
     }
     for (let index = 0; index < count; index++, offset += 3) {
       if (
@@ -403,7 +462,7 @@ class FstWriter {
   }
 
   /** Copies the node at `level` into the registry cell starting at slot `at`. */
-  private storeInCell(cell: number, at: number, level: number): void {
+  private storeInCell(at: number, level: number): void {
     const registry = this.registry;
     const count = this.levelTransitionCount[level];
     const inputs = this.levelInputs[level];
@@ -416,23 +475,34 @@ class FstWriter {
     let stored: Float64Array = registry;
     let offset = at + cellTransitionsSlot;
     if (count > cellInlineTransitions) {
-      let overflow = this.registryOverflow[cell];
-      if (overflow === undefined || overflow.length < count * 3) {
-        // Round the capacity up to a power of two so a cell that sees nodes of varying width
-        // reallocates a handful of times, not once per node.
+      if (registry[at + cellOverflowCapacitySlot] < count) {
+        // Take fresh room from the pool, a power of two so that a cell that sees nodes of growing
+        // width moves a handful of times; the room it leaves behind is not reused.
         let capacity = overflowInitialTransitions;
         while (capacity < count) capacity *= 2;
-        overflow = new Float64Array(capacity * 3);
-        this.registryOverflow[cell] = overflow;
+        registry[at + cellOverflowAtSlot] = this.takeOverflow(capacity * 3);
+        registry[at + cellOverflowCapacitySlot] = capacity;
       }
-      stored = overflow;
-      offset = 0;
+      stored = this.overflowPool;
+      offset = registry[at + cellOverflowAtSlot];
     }
     for (let index = 0; index < count; index++, offset += 3) {
       stored[offset] = inputs[index];
       stored[offset + 1] = outputs[index];
       stored[offset + 2] = targets[index];
     }
+  }
+
+  /** Takes `slots` slots from the overflow pool and returns where they start. */
+  private takeOverflow(slots: number): number {
+    const at = this.overflowUsed;
+    if (at + slots > this.overflowPool.length) {
+      let capacity = this.overflowPool.length * 2;
+      while (capacity < at + slots) capacity *= 2;
+      this.overflowPool = grownFloat64(this.overflowPool, capacity);
+    }
+    this.overflowUsed = at + slots;
+    return at;
   }
 
   /**
@@ -576,12 +646,28 @@ function grownFloat64(array: Float64Array, capacity: number): Float64Array {
   return grown;
 }
 
+function keyOrderError(index: number, duplicate: boolean): StreamStackError {
+  return new StreamStackError(
+    'FST_KEY_ORDER',
+    duplicate ? `fstBuild key ${index} repeats the key before it` : `fstBuild key ${index} sorts before the key before it`,
+    { details: { index, duplicate } },
+  );
+}
+
 /**
  * Builds an FST map from strictly ascending keys to safe-integer values, byte-identical to the
  * crate's. Values are all checked first (`INVALID_ARGUMENT`), then keys in order as they are added
  * (`FST_KEY_ORDER` for the first key that is not greater than the one before it).
  */
 export function fstBuild(keys: PackedBytes, values: Float64Array): Uint8Array {
+  checkBuildArguments(keys, values);
+  const writer = new FstWriter();
+  writer.addKeys(keys.bytes, keys.ends, values);
+  return writer.finish();
+}
+
+/** Throws `INVALID_ARGUMENT` unless the keys are well packed and every value is a safe integer. */
+function checkBuildArguments(keys: PackedBytes, values: Float64Array): void {
   const { bytes, ends } = keys;
   const count = ends.length;
   if (values.length !== count) {
@@ -605,35 +691,4 @@ export function fstBuild(keys: PackedBytes, values: Float64Array): Uint8Array {
       });
     }
   }
-
-  const writer = new FstWriter();
-  let previousStart = 0;
-  previousEnd = 0;
-  for (let index = 0; index < count; index++) {
-    const start = index === 0 ? 0 : ends[index - 1];
-    const end = ends[index];
-    // The length of the prefix shared with the previous key decides both the order check and how
-    // much of the unfinished path the new key keeps.
-    let shared = 0;
-    const previousLength = previousEnd - previousStart;
-    const length = end - start;
-    const sharedMax = previousLength < length ? previousLength : length;
-    while (shared < sharedMax && bytes[previousStart + shared] === bytes[start + shared]) shared++;
-    if (index > 0) {
-      const ascending =
-        shared < sharedMax ? bytes[start + shared] > bytes[previousStart + shared] : length > previousLength;
-      if (!ascending) {
-        const duplicate = shared === length && length === previousLength;
-        throw new StreamStackError(
-          'FST_KEY_ORDER',
-          duplicate ? `fstBuild key ${index} repeats the key before it` : `fstBuild key ${index} sorts before the key before it`,
-          { details: { index, duplicate } },
-        );
-      }
-    }
-    writer.insert(bytes, start, end, values[index], shared);
-    previousStart = start;
-    previousEnd = end;
-  }
-  return writer.finish();
 }

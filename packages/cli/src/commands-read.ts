@@ -1,0 +1,163 @@
+/** The read-side commands: read, get, tail, sub. */
+import { Option, type Command } from 'commander';
+import { StreamStackError, type ReadMode, type Subscription } from '@streamstack/engine';
+import { emit, note, recordLine } from './io.js';
+import { integer, openFeed, withStore } from './shared.js';
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+function subscriptionLine(subscription: Subscription) {
+  const { name, ...info } = subscription.info();
+  return { feed: subscription.feed.name, subscription: name, ...info };
+}
+
+export function addReadCommands(program: Command): void {
+  program
+    .command('read <feed>')
+    .description('records after a commit cursor (RAW, dedup or latest), or one commit, or one stream')
+    .option('--after <commit>', 'read the commits after this one (default 0, the start)', integer('--after'))
+    .addOption(new Option('--mode <mode>', 'read mode').choices(['raw', 'dedup', 'latest']).default('raw'))
+    .option('--type <type>', 'only records of this type (repeatable: any of them)', collect)
+    .option('--tag <tag>', 'only records with this tag (repeatable: all of them)', collect)
+    .option('--limit <n>', 'at most this many records', integer('--limit'))
+    .option('--commit <commit>', 'read one commit', integer('--commit'))
+    .option('--stream <id>', 'read one stream, sealed or open')
+    .option('--from-seq <n>', 'with --stream: from this seq on', integer('--from-seq'))
+    .action(
+      (
+        feedName: string,
+        options: { after?: number; mode: ReadMode; type?: string[]; tag?: string[]; limit?: number; commit?: number; stream?: string; fromSeq?: number },
+      ) =>
+        withStore(program, async (store) => {
+          const feed = await openFeed(store, feedName);
+          if (options.commit !== undefined) {
+            for (const record of await feed.readCommit(options.commit)) await emit(recordLine(record));
+            return;
+          }
+          if (options.stream !== undefined) {
+            const records = await feed.stream(options.stream).read({ ...(options.fromSeq === undefined ? {} : { fromSeq: options.fromSeq }) });
+            for (const record of records) await emit(recordLine(record));
+            return;
+          }
+          for await (const batch of feed.readBatches({
+            after: options.after ?? 0,
+            mode: options.mode,
+            filter: { types: options.type ?? [], tags: options.tag ?? [] },
+            ...(options.limit === undefined ? {} : { limit: options.limit }),
+          })) {
+            for (const record of batch) await emit(recordLine(record));
+          }
+        })(),
+    );
+
+  program
+    .command('get <feed> <key>')
+    .description("a key's current record (highest version, then latest), through the key index")
+    .option('--as-of <commit>', 'as of this commit', integer('--as-of'))
+    .action((feedName: string, key: string, options: { asOf?: number }) =>
+      withStore(program, async (store) => {
+        const record = await (await openFeed(store, feedName)).get(key, { ...(options.asOf === undefined ? {} : { asOf: options.asOf }) });
+        if (!record) {
+          throw new StreamStackError('KEY_NOT_FOUND', `key ${key} has no live record${options.asOf === undefined ? '' : ` as of commit ${options.asOf}`}`, {
+            details: { key },
+          });
+        }
+        await emit(recordLine(record));
+      })(),
+    );
+
+  program
+    .command('tail <feed>')
+    .description('follow the feed live (catch-up, then new commits) until interrupted')
+    .option('--after <commit>', 'start after this commit (default: the head)', integer('--after'))
+    .action((feedName: string, options: { after?: number }) =>
+      withStore(program, async (store) => {
+        const feed = await openFeed(store, feedName);
+        const stop = new AbortController();
+        const onSignal = () => stop.abort();
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
+        try {
+          for await (const { records } of feed.follow({ after: options.after ?? feed.info().commits, signal: stop.signal })) {
+            for (const record of records) await emit(recordLine(record));
+          }
+        } catch (error) {
+          if (!stop.signal.aborted) throw error;
+        } finally {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
+        }
+      })(),
+    );
+
+  const sub = program.command('sub').description('named, durable cursors');
+  sub
+    .command('create <feed> <name>')
+    .option('--after <commit>', 'start after this commit (default 0)', integer('--after'))
+    .action((feedName: string, name: string, options: { after?: number }) =>
+      withStore(program, async (store) => {
+        const subscription = await (await openFeed(store, feedName)).createSubscription(name, options);
+        await emit(subscriptionLine(subscription));
+      })(),
+    );
+  sub
+    .command('poll <feed> <name>')
+    .description('record lines from the saved cursor to the head, then a line with the cursor to advance to')
+    .option('--max <n>', 'stop before passing this many records (whole commits)', integer('--max'))
+    .action((feedName: string, name: string, options: { max?: number }) =>
+      withStore(program, async (store) => {
+        const subscription = (await openFeed(store, feedName)).subscription(name);
+        const polled = await subscription.poll(options);
+        let records = 0;
+        for (const { records: batch } of polled.commits) {
+          for (const record of batch) await emit(recordLine(record));
+          records += batch.length;
+        }
+        note(`polled ${polled.commits.length} commits, ${records} records; advance to ${polled.cursor} when done`);
+        await emit({ feed: feedName, subscription: name, cursor: polled.cursor, commits: polled.commits.length, records });
+      })(),
+    );
+  sub
+    .command('advance')
+    .argument('<feed>')
+    .argument('<name>')
+    .argument('<cursor>', 'a commit number', integer('cursor'))
+    .action((feedName: string, name: string, cursor: number) =>
+      withStore(program, async (store) => {
+        const subscription = (await openFeed(store, feedName)).subscription(name);
+        await subscription.advance(cursor);
+        await emit(subscriptionLine(subscription));
+      })(),
+    );
+  sub
+    .command('reset')
+    .argument('<feed>')
+    .argument('<name>')
+    .argument('<cursor>', 'a commit number', integer('cursor'))
+    .description('move the cursor anywhere, backwards included')
+    .action((feedName: string, name: string, cursor: number) =>
+      withStore(program, async (store) => {
+        const subscription = (await openFeed(store, feedName)).subscription(name);
+        await subscription.reset(cursor);
+        await emit(subscriptionLine(subscription));
+      })(),
+    );
+  sub
+    .command('delete <feed> <name>')
+    .action((feedName: string, name: string) =>
+      withStore(program, async (store) => {
+        await (await openFeed(store, feedName)).subscription(name).delete();
+        await emit({ feed: feedName, subscription: name, deleted: true });
+      })(),
+    );
+  sub
+    .command('list <feed>')
+    .description('one line per subscription, with its cursor and lag')
+    .action((feedName: string) =>
+      withStore(program, async (store) => {
+        const feed = await openFeed(store, feedName);
+        for (const { name, ...info } of feed.subscriptions()) await emit({ feed: feedName, subscription: name, ...info });
+      })(),
+    );
+
+}

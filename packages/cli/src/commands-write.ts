@@ -1,0 +1,155 @@
+/** The write-side commands: feed, lease, stream, append, commits, verify. */
+import { CommanderError, type Command } from 'commander';
+import { StreamStackError } from '@streamstack/engine';
+import { emit, readRecords } from './io.js';
+import { commitLine, exitUsage, feedLine, integer, openFeed, withStore } from './shared.js';
+
+export function addWriteCommands(program: Command): void {
+  const feedCommand = program.command('feed').description('create, list and describe feeds').exitOverride();
+  feedCommand
+    .command('create <name>')
+    .description('create a feed')
+    .action((name: string) =>
+      withStore(program, async (store) => {
+        await emit(feedLine(await store.createFeed(name)));
+      })(),
+    );
+  feedCommand
+    .command('list')
+    .description('one line per feed')
+    .action(
+      withStore(program, async (store) => {
+        for (const name of store.feedNames()) await emit(feedLine(await openFeed(store, name)));
+      }),
+    );
+  feedCommand
+    .command('info <name>')
+    .description('a feed: head, counts, lease, active stream')
+    .action((name: string) => withStore(program, async (store) => emit(feedLine(await openFeed(store, name))))());
+
+  const lease = program.command('lease').description("take, renew and release a feed's writer lease");
+  lease
+    .command('acquire <feed>')
+    .requiredOption('--holder <holder>', 'who takes the lease')
+    .option('--ttl-ms <ms>', 'lease duration in milliseconds', integer('--ttl-ms'))
+    .action((feedName: string, options: { holder: string; ttlMs?: number }) =>
+      withStore(program, async (store) => {
+        const grant = await (await openFeed(store, feedName)).acquireLease({
+          holder: options.holder,
+          ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+        });
+        await emit({ epoch: grant.epoch, token: grant.token, expiresAt: grant.expiresAt });
+      })(),
+    );
+  lease
+    .command('renew <feed>')
+    .requiredOption('--token <token>', 'the lease token')
+    .option('--ttl-ms <ms>', 'new duration from now, in milliseconds', integer('--ttl-ms'))
+    .action((feedName: string, options: { token: string; ttlMs?: number }) =>
+      withStore(program, async (store) => {
+        const grant = await (await openFeed(store, feedName)).renewLease({
+          token: options.token,
+          ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+        });
+        await emit({ epoch: grant.epoch, token: grant.token, expiresAt: grant.expiresAt });
+      })(),
+    );
+  lease
+    .command('release <feed>')
+    .requiredOption('--token <token>', 'the lease token')
+    .action((feedName: string, options: { token: string }) =>
+      withStore(program, async (store) => {
+        await (await openFeed(store, feedName)).releaseLease({ token: options.token });
+        await emit({ feed: feedName, released: true });
+      })(),
+    );
+
+  const stream = program.command('stream').description('open, seal and abort streams');
+  stream
+    .command('open <feed>')
+    .requiredOption('--token <token>', 'the lease token')
+    .option('--message <message>', 'a message for the commit this stream becomes')
+    .action((feedName: string, options: { token: string; message?: string }) =>
+      withStore(program, async (store) => {
+        const opened = await (await openFeed(store, feedName)).openStream(options);
+        await emit({ stream: opened.id });
+      })(),
+    );
+  stream
+    .command('seal <feed> <id>')
+    .requiredOption('--token <token>', 'the lease token')
+    .option('--message <message>', 'the commit message')
+    .action((feedName: string, id: string, options: { token: string; message?: string }) =>
+      withStore(program, async (store) => {
+        const commit = await (await openFeed(store, feedName)).stream(id).seal(options);
+        await emit(commitLine(commit));
+      })(),
+    );
+  stream
+    .command('abort <feed> <id>')
+    .requiredOption('--token <token>', 'the lease token')
+    .action((feedName: string, id: string, options: { token: string }) =>
+      withStore(program, async (store) => {
+        await (await openFeed(store, feedName)).stream(id).abort(options);
+        await emit({ stream: id, aborted: true });
+      })(),
+    );
+
+  program
+    .command('append <feed>')
+    .description('append NDJSON records from stdin: one batch into --stream, or one one-shot commit')
+    .option('--stream <id>', 'append one batch to this open stream')
+    .option('--token <token>', 'the lease token (required with --stream, and while a lease is live)')
+    .option('--expected-seq <n>', 'fail with SEQ_MISMATCH unless the batch starts at this seq', integer('--expected-seq'))
+    .option('--message <message>', 'commit message (one-shot appends)')
+    .action((feedName: string, options: { stream?: string; token?: string; expectedSeq?: number; message?: string }) =>
+      withStore(program, async (store) => {
+        if (options.stream !== undefined && options.token === undefined) {
+          throw new CommanderError(exitUsage, 'streamstack.usage', 'append --stream needs --token');
+        }
+        const records = await readRecords();
+        const feed = await openFeed(store, feedName);
+        if (options.stream !== undefined) {
+          const appended = await feed.stream(options.stream).append(records, {
+            token: options.token!,
+            ...(options.expectedSeq === undefined ? {} : { expectedSeq: options.expectedSeq }),
+          });
+          await emit(appended);
+        } else {
+          const commit = await feed.append(records, {
+            ...(options.token === undefined ? {} : { token: options.token }),
+            ...(options.message === undefined ? {} : { message: options.message }),
+          });
+          await emit(commitLine(commit));
+        }
+      })(),
+    );
+
+  program
+    .command('commits <feed>')
+    .description('one commit per line, oldest first')
+    .option('--after <commit>', 'start after this commit', integer('--after'))
+    .option('--limit <n>', 'at most this many', integer('--limit'))
+    .action((feedName: string, options: { after?: number; limit?: number }) =>
+      withStore(program, async (store) => {
+        for (const commit of (await openFeed(store, feedName)).commits(options)) await emit(commitLine(commit));
+      })(),
+    );
+
+  program
+    .command('verify [feed]')
+    .description('check every CRC, the commit chain, manifests against packs, WAL against history; repairs nothing')
+    .action((feedName: string | undefined) =>
+      withStore(program, async (store) => {
+        const results = await store.verify(feedName);
+        for (const result of results) await emit(result);
+        const unsound = results.filter((result) => !result.ok);
+        if (unsound.length > 0) {
+          throw new StreamStackError('CORRUPT', `verify found problems in ${unsound.map((result) => result.feed).join(', ')}`, {
+            details: { feeds: unsound.map((result) => result.feed) },
+          });
+        }
+      })(),
+    );
+
+}

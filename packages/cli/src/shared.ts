@@ -1,0 +1,65 @@
+/**
+ * What every command shares: the exit codes, option parsers, opening the data directory around
+ * an action, and the shapes of output lines.
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import { Store, type Commit, type Feed } from '@streamstack/engine';
+import { note } from './io.js';
+
+export const exitSuccess = 0;
+export const exitTypedError = 1;
+export const exitUsage = 2;
+
+export function integer(name: string) {
+  return (value: string): number => {
+    const parsed = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(parsed)) {
+      throw new InvalidArgumentError(`${name} must be a non-negative integer`);
+    }
+    return parsed;
+  };
+}
+
+export type Action = (store: Store) => Promise<void>;
+
+/** Runs `action` against the data directory named by the global `--data` option. */
+export function withStore(program: Command, action: Action): () => Promise<void> {
+  return async () => {
+    const data = program.opts<{ data: string }>().data;
+    const store = await Store.open(data);
+    try {
+      await action(store);
+    } finally {
+      await store.close();
+    }
+  };
+}
+
+export async function openFeed(store: Store, name: string): Promise<Feed> {
+  const feed = await store.feed(name);
+  for (const cut of feed.recovery) {
+    note(`recovery: cut ${cut.bytes} bytes of an incomplete run from ${cut.file} at offset ${cut.offset}`);
+  }
+  return feed;
+}
+
+export function commitLine(commit: Commit) {
+  return {
+    feed: commit.feed,
+    commit: commit.commit,
+    stream: commit.stream,
+    parent: commit.parent,
+    records: commit.records,
+    firstPosition: commit.firstPosition,
+    lastPosition: commit.lastPosition,
+    openedAt: commit.openedAt,
+    sealedAt: commit.sealedAt,
+    message: commit.message,
+  };
+}
+
+export function feedLine(feed: Feed) {
+  const { name, ...info } = feed.info();
+  return { feed: name, ...info, head: info.head ? commitLine(info.head) : null };
+}
+

@@ -1,0 +1,104 @@
+/**
+ * One stream of a feed: append batches while it is open, then seal or abort it; read it, sealed
+ * or open.
+ */
+import { StreamStackError } from '../errors.js';
+import type { StreamStatus } from '../coordinator/feed-writer.js';
+import type { Feed } from './feed.js';
+import {
+  toCommit,
+  validateCursor,
+  validateMessage,
+  validateRecords,
+  validateToken,
+  type AppendRecord,
+  type Commit,
+  type StoredRecord,
+} from './records.js';
+
+/**
+ * A record read at stream scope. Sealed streams give published records (with `commit` and
+ * `position`); an open stream's records have no position yet, and a fingerprint only when the
+ * producer gave one (the default is computed when the stream is sealed).
+ */
+export type StreamRecord =
+  | StoredRecord
+  | (Omit<StoredRecord, 'commit' | 'position' | 'fingerprint'> & { readonly fingerprint?: Uint8Array; readonly commit?: undefined; readonly position?: undefined });
+
+export interface StreamInfo {
+  readonly id: string;
+  readonly state: StreamStatus['state'];
+  /** The commit a sealed stream became. */
+  readonly commit?: Commit;
+  /** Acknowledged records of an open stream. */
+  readonly records?: number;
+}
+
+/** One stream of a feed: append batches while it is open, then seal or abort it. */
+export class Stream {
+  /** @internal */
+  constructor(
+    readonly feed: Feed,
+    readonly id: string,
+  ) {}
+
+  /**
+   * Appends one batch; resolves once it is in the WAL and fsync'd. With `expectedSeq`, the
+   * append fails with `SEQ_MISMATCH` unless the batch's first record would get exactly that seq,
+   * so retrying after a lost acknowledgement cannot write a batch twice.
+   */
+  async append(
+    records: readonly AppendRecord[],
+    options: { token: string; expectedSeq?: number },
+  ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
+    const validated = validateRecords(records);
+    const expectedSeq = validateCursor(options.expectedSeq, 'expectedSeq');
+    return this.feed.writer.append(this.id, validateToken(options.token), validated, expectedSeq);
+  }
+
+  /** Seals the stream into one commit; resolves with it once it is durable and published. */
+  async seal(options: { token: string; message?: string }): Promise<Commit> {
+    const commit = await this.feed.writer.seal(this.id, validateToken(options.token), validateMessage(options.message));
+    return toCommit(this.feed.name, commit);
+  }
+
+  /** Aborts the stream: nothing of it is ever published. */
+  async abort(options: { token: string }): Promise<void> {
+    return this.feed.writer.abort(this.id, validateToken(options.token));
+  }
+
+  /**
+   * The acknowledged records of this stream from `fromSeq` (default 1): from history once it is
+   * sealed, from the WAL while it is open.
+   */
+  async read(options: { fromSeq?: number } = {}): Promise<StreamRecord[]> {
+    const fromSeq = validateCursor(options.fromSeq, 'fromSeq') ?? 1;
+    const status = this.feed.writer.streamStatus(this.id);
+    if (status.state === 'sealed') {
+      return (await this.feed.readCommit(status.commit.commit)).filter((record) => record.seq >= fromSeq);
+    }
+    if (status.state !== 'open') {
+      throw new StreamStackError('STREAM_NOT_FOUND', `no stream ${this.id} on feed ${this.feed.name}`, { details: { stream: this.id } });
+    }
+    return (await this.feed.writer.readOpenStream(this.id, fromSeq)).map(({ seq, record }) => ({
+      feed: this.feed.name,
+      stream: this.id,
+      seq,
+      timestamp: record.timestamp,
+      fingerprint: record.fingerprint,
+      payload: record.payload,
+      key: record.key,
+      version: record.version,
+      tombstone: record.tombstone,
+      type: record.type,
+      tags: record.tags,
+    }));
+  }
+
+  info(): StreamInfo {
+    const status = this.feed.writer.streamStatus(this.id);
+    if (status.state === 'sealed') return { id: this.id, state: 'sealed', commit: toCommit(this.feed.name, status.commit) };
+    if (status.state === 'open') return { id: this.id, state: 'open', records: status.acknowledged };
+    return { id: this.id, state: status.state };
+  }
+}

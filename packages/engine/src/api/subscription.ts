@@ -1,0 +1,99 @@
+/**
+ * A named, durable cursor on a feed. `poll` reads from the saved cursor to the head; `advance`
+ * saves a new cursor (forward only; `reset` moves it anywhere); `live` is catch-up and live tail
+ * in one loop.
+ *
+ * @example
+ * const subscription = await feed.createSubscription('billing');
+ * for await (const { commit, records } of subscription.live({ signal })) {
+ *   await handle(records);
+ *   await subscription.advance(commit.commit);
+ * }
+ */
+import { StreamStackError } from '../errors.js';
+import { subscriptionPollRecordsDefault } from '../limits.js';
+import type { CommitRecords, Feed } from './feed.js';
+import { toCommit, validateCursor } from './records.js';
+
+export interface SubscriptionInfo {
+  readonly name: string;
+  readonly cursor: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** How far the cursor is behind the head. */
+  readonly lag: { readonly commits: number; readonly records: number; readonly bytes: number };
+}
+
+export interface PollResult {
+  /** Whole commits after the saved cursor, oldest first. */
+  readonly commits: CommitRecords[];
+  /** The cursor to advance to once these are handled (the last commit returned). */
+  readonly cursor: number;
+}
+
+export class Subscription {
+  /** @internal */
+  constructor(
+    readonly feed: Feed,
+    readonly name: string,
+  ) {}
+
+  /** The saved cursor: the last commit this subscription has handled. */
+  get cursor(): number {
+    return this.feed.writer.subscriptions.get(this.name).cursor;
+  }
+
+  info(): SubscriptionInfo {
+    const state = this.feed.writer.subscriptions.get(this.name);
+    return { ...state, lag: this.feed.reads.lag(state.cursor) };
+  }
+
+  /**
+   * Whole commits after the saved cursor up to the head, stopping before `max` records are
+   * passed (one commit is always returned when there is one). Does not move the cursor.
+   */
+  async poll(options: { max?: number } = {}): Promise<PollResult> {
+    const max = validateCursor(options.max, 'max') ?? subscriptionPollRecordsDefault;
+    const { batches, cursor } = await this.feed.reads.poll(this.cursor, max);
+    return { commits: batches.map((batch) => ({ commit: toCommit(this.feed.name, batch.commit), records: batch.records })), cursor };
+  }
+
+  /** Saves `cursor` durably; it must not be behind the saved one (`CURSOR_BEHIND`) or past the head. */
+  async advance(cursor: number): Promise<SubscriptionInfo> {
+    this.checkInRange(cursor);
+    await this.feed.writer.subscriptions.move(this.name, cursor, false);
+    return this.info();
+  }
+
+  /** Moves the cursor anywhere in the history, backwards included, durably. */
+  async reset(cursor: number): Promise<SubscriptionInfo> {
+    this.checkInRange(cursor);
+    await this.feed.writer.subscriptions.move(this.name, cursor, true);
+    return this.info();
+  }
+
+  async delete(): Promise<void> {
+    await this.feed.writer.subscriptions.delete(this.name);
+  }
+
+  /**
+   * Commits after the saved cursor, then each new one as it is published, until `signal`
+   * aborts. The cursor is not moved: call `advance` with each commit once it is handled (or pass
+   * `autoAdvance` to have it saved as each commit is yielded back).
+   */
+  async *live(options: { signal?: AbortSignal; autoAdvance?: boolean } = {}): AsyncGenerator<CommitRecords> {
+    for await (const batch of this.feed.follow({ after: this.cursor, ...(options.signal ? { signal: options.signal } : {}) })) {
+      yield batch;
+      if (options.autoAdvance) await this.advance(batch.commit.commit);
+    }
+  }
+
+  private checkInRange(cursor: number): void {
+    const head = this.feed.writer.watermark.commit;
+    if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > head) {
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${cursor} is outside the history (0 to ${head})`, {
+        details: { cursor, head },
+      });
+    }
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * The read side of one feed, as the API sees it: every read takes a fresh snapshot from the
+ * writer's published state and runs in the query layer, without waiting for the writer.
+ */
+import { StreamStackError } from '../errors.js';
+import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
+import { checkCursor, getByKey, readBatches, type ReadOptions } from '../query/read.js';
+import { readCommitRecords, type StoredRecord } from '../query/snapshot.js';
+import type { CommitRecord } from '../storage/history.js';
+import type { FeedWriter } from './feed-writer.js';
+
+export class FeedReads {
+  constructor(private readonly writer: FeedWriter) {}
+
+  /** The batch form of a feed read: one array per commit. */
+  batches(options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+    return readBatches(this.writer.snapshot(), options, this.writer.derived);
+  }
+
+  /** The live winner of `key` as of commit `asOf` (default: the head), through the key index. */
+  get(key: string, asOf?: number): Promise<StoredRecord | undefined> {
+    const snapshot = this.writer.snapshot();
+    const at = checkCursor(snapshot, asOf ?? snapshot.watermark.commit, 'asOf');
+    return getByKey(snapshot, this.writer.derived, key, at);
+  }
+
+  /** The records of one published commit. */
+  commit(commit: number): Promise<StoredRecord[]> {
+    const snapshot = this.writer.snapshot();
+    if (!Number.isSafeInteger(commit) || commit < 1 || commit > snapshot.watermark.commit) {
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist (the head is ${snapshot.watermark.commit})`, {
+        details: { commit, head: snapshot.watermark.commit },
+      });
+    }
+    return readCommitRecords(snapshot, snapshot.commits[commit - 1]);
+  }
+
+  /** Catch-up then live tail from `after`, until `signal` aborts. */
+  follow(after: number, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
+    return follow(this.writer, after, signal);
+  }
+
+  /** Whole commits after `after` up to the head, at most `maxRecords` (but at least one commit). */
+  poll(after: number, maxRecords: number): Promise<{ batches: CommitBatch[]; cursor: number }> {
+    return pollCommits(this.writer.snapshot(), after, maxRecords);
+  }
+
+  /** How far `cursor` is behind the head: commits, records, and bytes of their runs. */
+  lag(cursor: number): { commits: number; records: number; bytes: number } {
+    const snapshot = this.writer.snapshot();
+    const at = checkCursor(snapshot, cursor, 'cursor');
+    const behind: readonly CommitRecord[] = snapshot.commits.slice(at, snapshot.watermark.commit);
+    const cursorPosition = at === 0 ? 0 : snapshot.commits[at - 1].lastPosition;
+    return {
+      commits: snapshot.watermark.commit - at,
+      records: snapshot.watermark.position - cursorPosition,
+      bytes: behind.reduce((sum, commit) => sum + commit.runBytes, 0),
+    };
+  }
+}

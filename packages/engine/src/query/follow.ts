@@ -1,0 +1,52 @@
+/**
+ * The live loop shared by subscriptions and tails (DESIGN §7): read (cursor, watermark], move
+ * the cursor to that watermark, wait for the watermark to move, repeat. Catch-up and live tail
+ * are the same loop, so nothing is skipped and nothing is delivered twice.
+ */
+import { checkCursor } from './read.js';
+import { readCommitRecords, type Snapshot, type StoredRecord } from './snapshot.js';
+import type { CommitRecord } from '../storage/history.js';
+
+/** One commit's worth of a live read: the commit and its records. */
+export interface CommitBatch {
+  readonly commit: CommitRecord;
+  readonly records: StoredRecord[];
+}
+
+export interface FollowSource {
+  snapshot(): Snapshot;
+  waitForCommitAfter(after: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** Every commit after `after`, then each new one as it is published, until `signal` aborts. */
+export async function* follow(source: FollowSource, after: number, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
+  let cursor = checkCursor(source.snapshot(), after);
+  for (;;) {
+    signal?.throwIfAborted();
+    const snapshot = source.snapshot();
+    for (let commit = cursor + 1; commit <= snapshot.watermark.commit; commit++) {
+      signal?.throwIfAborted();
+      const record = snapshot.commits[commit - 1];
+      yield { commit: record, records: await readCommitRecords(snapshot, record) };
+      cursor = commit;
+    }
+    await source.waitForCommitAfter(cursor, signal);
+  }
+}
+
+/** Commits after `after` up to the snapshot's watermark, whole, stopping before `maxRecords`. */
+export async function pollCommits(snapshot: Snapshot, after: number, maxRecords: number): Promise<{ batches: CommitBatch[]; cursor: number }> {
+  let cursor = checkCursor(snapshot, after, 'cursor');
+  const batches: CommitBatch[] = [];
+  let records = 0;
+  for (let commit = cursor + 1; commit <= snapshot.watermark.commit; commit++) {
+    const record = snapshot.commits[commit - 1];
+    // Whole commits only: a cursor names a commit, so a poll never ends inside one. The first
+    // commit is always returned, however large, so a poll always makes progress.
+    if (batches.length > 0 && records + record.records > maxRecords) break;
+    batches.push({ commit: record, records: await readCommitRecords(snapshot, record) });
+    records += record.records;
+    cursor = commit;
+  }
+  return { batches, cursor };
+}

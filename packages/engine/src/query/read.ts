@@ -1,0 +1,154 @@
+/**
+ * Feed-scope reads (DESIGN §7) over a snapshot: RAW (every record in position order), dedup (the
+ * first occurrence of each fingerprint, over the whole history or over the read window) and
+ * latest (one winner per key: the highest version, then the highest position; a tombstone hides
+ * its key; unkeyed records are not in this view). Results come one commit at a time as arrays
+ * (the batch form); the object form flattens them.
+ */
+import { StreamStackError } from '../errors.js';
+import type { CommitRecord } from '../storage/history.js';
+import { beats, DerivedIndexes, fingerprintKey } from './derived.js';
+import { payloadOf, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
+
+export type ReadMode = 'raw' | 'dedup' | 'latest';
+
+/** Which records a read returns: any of `types` (when given) and all of `tags` (when given). */
+export interface RecordFilter {
+  readonly types?: readonly string[];
+  readonly tags?: readonly string[];
+}
+
+export interface ReadOptions {
+  /** A commit cursor: records of later commits are read. 0 (the default) is the start. */
+  readonly after?: number;
+  readonly mode?: ReadMode;
+  /** For dedup: compare against the whole history (default) or only the read window. */
+  readonly dedupScope?: 'history' | 'window';
+  readonly filter?: RecordFilter;
+  /** At most this many records. */
+  readonly limit?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** Checks a cursor against a snapshot: `CURSOR_OUT_OF_RANGE` before the start or past the head. */
+export function checkCursor(snapshot: Snapshot, after: number | undefined, name = 'after'): number {
+  const cursor = after ?? 0;
+  if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > snapshot.watermark.commit) {
+    throw new StreamStackError(
+      'CURSOR_OUT_OF_RANGE',
+      `${name} ${String(after)} is outside the history: cursors run from 0 (the start) to ${snapshot.watermark.commit} (the head)`,
+      { details: { cursor: after, head: snapshot.watermark.commit } },
+    );
+  }
+  return cursor;
+}
+
+function matcher(filter: RecordFilter | undefined): ((record: { type?: string; tags: readonly string[] }) => boolean) | undefined {
+  if (!filter) return undefined;
+  const types = filter.types && filter.types.length > 0 ? new Set(filter.types) : undefined;
+  const tags = filter.tags && filter.tags.length > 0 ? filter.tags : undefined;
+  if (!types && !tags) return undefined;
+  return (record) =>
+    (!types || (record.type !== undefined && types.has(record.type))) &&
+    (!tags || tags.every((tag) => record.tags.includes(tag)));
+}
+
+/** The commits a read after `cursor` covers. */
+function windowOf(snapshot: Snapshot, cursor: number): readonly CommitRecord[] {
+  return snapshot.commits.slice(cursor, snapshot.watermark.commit);
+}
+
+/** Reads records in RAW or dedup mode, one commit's worth at a time. */
+async function* scanModes(snapshot: Snapshot, options: ReadOptions, derived: DerivedIndexes): AsyncGenerator<StoredRecord[]> {
+  const cursor = checkCursor(snapshot, options.after);
+  const mode = options.mode ?? 'raw';
+  const matches = matcher(options.filter);
+  let remaining = options.limit ?? Number.POSITIVE_INFINITY;
+  const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
+  if (mode === 'dedup' && !windowFirst) await derived.extend(snapshot);
+  for (const commit of windowOf(snapshot, cursor)) {
+    if (remaining <= 0) return;
+    options.signal?.throwIfAborted();
+    const run = await snapshot.history.readRun(commit);
+    const out: StoredRecord[] = [];
+    for (let index = 0; index < run.entries.length && remaining > 0; index++) {
+      const entry = run.entries[index];
+      const position = commit.firstPosition + index;
+      if (mode === 'dedup') {
+        if (windowFirst) {
+          const key = fingerprintKey(entry.fingerprint);
+          if (windowFirst.has(key)) continue;
+          windowFirst.add(key);
+        } else if (derived.firstPosition(entry.fingerprint) !== position) continue;
+      }
+      if (matches && !matches(entry)) continue;
+      out.push(toRecord(snapshot.feed, commit, position, entry, await payloadOf(snapshot, run, entry.payload)));
+      remaining--;
+    }
+    if (out.length > 0) yield out;
+  }
+}
+
+/** Reads the winners per key of the window, in position order. */
+async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+  const cursor = checkCursor(snapshot, options.after);
+  const matches = matcher(options.filter);
+  const commits = windowOf(snapshot, cursor);
+  // Pass 1: the winner of every key in the window, from the manifests.
+  const winners = new Map<string, { commit: number; index: number; position: number; version: number; tombstone: boolean }>();
+  for (const commit of commits) {
+    options.signal?.throwIfAborted();
+    const run = await snapshot.history.readRun(commit);
+    for (let index = 0; index < run.entries.length; index++) {
+      const entry = run.entries[index];
+      if (entry.key === undefined) continue;
+      const candidate = { commit: commit.commit, index, position: commit.firstPosition + index, version: entry.version ?? 0, tombstone: entry.tombstone };
+      const best = winners.get(entry.key);
+      if (!best || beats(candidate, best)) winners.set(entry.key, candidate);
+    }
+  }
+  // Pass 2: the live winners, commit by commit, with their payloads.
+  const byCommit = new Map<number, number[]>();
+  for (const winner of winners.values()) {
+    if (winner.tombstone) continue;
+    const list = byCommit.get(winner.commit);
+    if (list) list.push(winner.index);
+    else byCommit.set(winner.commit, [winner.index]);
+  }
+  let remaining = options.limit ?? Number.POSITIVE_INFINITY;
+  for (const commit of commits) {
+    const indexes = byCommit.get(commit.commit);
+    if (!indexes || remaining <= 0) continue;
+    options.signal?.throwIfAborted();
+    indexes.sort((a, b) => a - b);
+    const run = await snapshot.history.readRun(commit);
+    const out: StoredRecord[] = [];
+    for (const index of indexes) {
+      const entry = run.entries[index];
+      if (matches && !matches(entry)) continue;
+      if (remaining-- <= 0) break;
+      out.push(toRecord(snapshot.feed, commit, commit.firstPosition + index, entry, await payloadOf(snapshot, run, entry.payload)));
+    }
+    if (out.length > 0) yield out;
+  }
+}
+
+/** The batch form of a feed read: arrays of records, each from one commit, in position order. */
+export function readBatches(snapshot: Snapshot, options: ReadOptions, derived: DerivedIndexes): AsyncGenerator<StoredRecord[]> {
+  const mode = options.mode ?? 'raw';
+  if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
+    throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
+  }
+  checkCursor(snapshot, options.after);
+  return mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, derived);
+}
+
+/** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
+export async function getByKey(snapshot: Snapshot, derived: DerivedIndexes, key: string, asOf: number): Promise<StoredRecord | undefined> {
+  await derived.extend(snapshot);
+  const winner = derived.winner(key, asOf);
+  if (!winner || winner.tombstone) return undefined;
+  const commit = snapshot.commits[winner.commit - 1];
+  const payload = await snapshot.history.readPayload(winner.entry.payload);
+  return toRecord(snapshot.feed, commit, winner.position, winner.entry, payload);
+}
