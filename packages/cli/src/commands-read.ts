@@ -1,10 +1,9 @@
 /** The read-side commands: read, get, tail, sub. */
 import { Option, type Command } from 'commander';
-import { StreamStackError, type ReadMode, type Subscription } from '@streamstack/engine';
+import { StreamStackError, type Plan, type ReadMode, type Subscription } from '@streamstack/engine';
 import { emit, note, recordLine } from './io.js';
-import { integer, openFeed, withStore } from './shared.js';
+import { collect, integer, openFeed, withStore } from './shared.js';
 
-const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 function subscriptionLine(subscription: Subscription) {
   const { name, ...info } = subscription.info();
@@ -20,13 +19,24 @@ export function addReadCommands(program: Command): void {
     .option('--type <type>', 'only records of this type (repeatable: any of them)', collect)
     .option('--tag <tag>', 'only records with this tag (repeatable: all of them)', collect)
     .option('--limit <n>', 'at most this many records', integer('--limit'))
+    .addOption(new Option('--plan <plan>', 'how a filtered read finds records').choices(['auto', 'index', 'scan']).default('auto'))
     .option('--commit <commit>', 'read one commit', integer('--commit'))
     .option('--stream <id>', 'read one stream, sealed or open')
     .option('--from-seq <n>', 'with --stream: from this seq on', integer('--from-seq'))
     .action(
       (
         feedName: string,
-        options: { after?: number; mode: ReadMode; type?: string[]; tag?: string[]; limit?: number; commit?: number; stream?: string; fromSeq?: number },
+        options: {
+          after?: number;
+          mode: ReadMode;
+          type?: string[];
+          tag?: string[];
+          limit?: number;
+          plan: Plan;
+          commit?: number;
+          stream?: string;
+          fromSeq?: number;
+        },
       ) =>
         withStore(program, async (store) => {
           const feed = await openFeed(store, feedName);
@@ -43,6 +53,7 @@ export function addReadCommands(program: Command): void {
             after: options.after ?? 0,
             mode: options.mode,
             filter: { types: options.type ?? [], tags: options.tag ?? [] },
+            plan: options.plan,
             ...(options.limit === undefined ? {} : { limit: options.limit }),
           })) {
             for (const record of batch) await emit(recordLine(record));

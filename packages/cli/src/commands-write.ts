@@ -2,7 +2,7 @@
 import { CommanderError, type Command } from 'commander';
 import { StreamStackError } from '@streamstack/engine';
 import { emit, readRecords } from './io.js';
-import { commitLine, exitUsage, feedLine, integer, openFeed, withStore } from './shared.js';
+import { addConditionOptions, commitLine, conditionFrom, exitUsage, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
 
 export function addWriteCommands(program: Command): void {
   const feedCommand = program.command('feed').description('create, list and describe feeds').exitOverride();
@@ -75,13 +75,19 @@ export function addWriteCommands(program: Command): void {
         await emit({ stream: opened.id });
       })(),
     );
-  stream
-    .command('seal <feed> <id>')
-    .requiredOption('--token <token>', 'the lease token')
-    .option('--message <message>', 'the commit message')
-    .action((feedName: string, id: string, options: { token: string; message?: string }) =>
+  addConditionOptions(
+    stream
+      .command('seal <feed> <id>')
+      .requiredOption('--token <token>', 'the lease token')
+      .option('--message <message>', 'the commit message'),
+  ).action((feedName: string, id: string, options: { token: string; message?: string } & ConditionFlags) =>
       withStore(program, async (store) => {
-        const commit = await (await openFeed(store, feedName)).stream(id).seal(options);
+        const condition = conditionFrom(options);
+        const commit = await (await openFeed(store, feedName)).stream(id).seal({
+          token: options.token,
+          ...(options.message === undefined ? {} : { message: options.message }),
+          ...(condition ? { condition } : {}),
+        });
         await emit(commitLine(commit));
       })(),
     );
@@ -95,17 +101,21 @@ export function addWriteCommands(program: Command): void {
       })(),
     );
 
-  program
-    .command('append <feed>')
-    .description('append NDJSON records from stdin: one batch into --stream, or one one-shot commit')
-    .option('--stream <id>', 'append one batch to this open stream')
-    .option('--token <token>', 'the lease token (required with --stream, and while a lease is live)')
-    .option('--expected-seq <n>', 'fail with SEQ_MISMATCH unless the batch starts at this seq', integer('--expected-seq'))
-    .option('--message <message>', 'commit message (one-shot appends)')
-    .action((feedName: string, options: { stream?: string; token?: string; expectedSeq?: number; message?: string }) =>
+  addConditionOptions(
+    program
+      .command('append <feed>')
+      .description('append NDJSON records from stdin: one batch into --stream, or one one-shot commit')
+      .option('--stream <id>', 'append one batch to this open stream')
+      .option('--token <token>', 'the lease token (required with --stream, and while a lease is live)')
+      .option('--expected-seq <n>', 'fail with SEQ_MISMATCH unless the batch starts at this seq', integer('--expected-seq'))
+      .option('--message <message>', 'commit message (one-shot appends)'),
+  ).action((feedName: string, options: { stream?: string; token?: string; expectedSeq?: number; message?: string } & ConditionFlags) =>
       withStore(program, async (store) => {
         if (options.stream !== undefined && options.token === undefined) {
           throw new CommanderError(exitUsage, 'streamstack.usage', 'append --stream needs --token');
+        }
+        if (options.stream !== undefined && conditionFrom(options)) {
+          throw new CommanderError(exitUsage, 'streamstack.usage', 'conditions apply to one-shot appends and to stream seal, not to stream batches');
         }
         const records = await readRecords();
         const feed = await openFeed(store, feedName);
@@ -116,9 +126,11 @@ export function addWriteCommands(program: Command): void {
           });
           await emit(appended);
         } else {
+          const condition = conditionFrom(options);
           const commit = await feed.append(records, {
             ...(options.token === undefined ? {} : { token: options.token }),
             ...(options.message === undefined ? {} : { message: options.message }),
+            ...(condition ? { condition } : {}),
           });
           await emit(commitLine(commit));
         }

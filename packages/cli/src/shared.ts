@@ -63,3 +63,29 @@ export function feedLine(feed: Feed) {
   return { feed: name, ...info, head: info.head ? commitLine(info.head) : null };
 }
 
+
+/** Collects a repeatable option's values. */
+export const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** The condition flags shared by `append` and `stream seal`. */
+export function addConditionOptions(command: Command): Command {
+  return command
+    .option('--if-no-match-type <type>', 'condition: refuse if a record of this type (repeatable: any of them) lies after --after-position', collect)
+    .option('--if-no-match-tag <tag>', 'condition: … with this tag (repeatable: all of them)', collect)
+    .option('--after-position <position>', 'condition: only records after this position count (default 0)', integer('--after-position'));
+}
+
+export interface ConditionFlags {
+  ifNoMatchType?: string[];
+  ifNoMatchTag?: string[];
+  afterPosition?: number;
+}
+
+/** The condition the flags describe, or undefined when none was given. */
+export function conditionFrom(flags: ConditionFlags) {
+  if (!flags.ifNoMatchType && !flags.ifNoMatchTag) return undefined;
+  return {
+    failIfMatch: { items: [{ ...(flags.ifNoMatchType ? { types: flags.ifNoMatchType } : {}), ...(flags.ifNoMatchTag ? { tags: flags.ifNoMatchTag } : {}) }] },
+    after: flags.afterPosition ?? 0,
+  };
+}

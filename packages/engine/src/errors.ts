@@ -38,6 +38,10 @@ export type ErrorCode =
   | 'SUBSCRIPTION_NOT_FOUND'
   | 'CURSOR_BEHIND'
   | 'KEY_NOT_FOUND'
+  // Index and conditions.
+  | 'TYPE_LIMIT'
+  | 'CONDITION_FAILED'
+  | 'SAME_BATCH'
   // Disk.
   | 'CORRUPT'
   | 'IO';

@@ -18,7 +18,7 @@ export { Stream } from './api/stream.js';
 export type { StreamInfo, StreamRecord } from './api/stream.js';
 export { Subscription } from './api/subscription.js';
 export type { PollResult, SubscriptionInfo } from './api/subscription.js';
-export type { ReadMode, ReadOptions, RecordFilter } from './coordinator/feed-writer-types.js';
+export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, RecordFilter } from './coordinator/feed-writer-types.js';
 export type { AppendRecord, Commit, StoredRecord } from './api/records.js';
 export type { LeaseGrant } from './coordinator/lease.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/verify.js';

@@ -89,3 +89,25 @@ export const batchRecordsMax = 100_000;
 
 /** Records a subscription poll returns at most when the caller does not say. */
 export const subscriptionPollRecordsDefault = 10_000;
+
+/** Distinct record types per feed: the type column stores a u16 id per record (0 is "none"). */
+export const typesPerFeedMax = 65_535;
+
+/**
+ * The planner takes the index when the estimated result is at most this fraction of the range's
+ * width: fetching a record found by the index costs a few random reads, scanning one costs a
+ * share of a sequential read, and about one in eight is where the two cross on an SSD.
+ */
+export const indexScanWidthRatio = 8;
+
+/** Most items in one query (an OR of items). */
+export const queryItemsMax = 256;
+
+/** When a read fetches at least this many records of one commit, it reads the whole run once. */
+export const fetchRunHitsMin = 16;
+
+/**
+ * Tags whose highest position the condition checker remembers. A condition on a remembered tag
+ * that has not been written since `after` is settled with no I/O; the rest go to the index.
+ */
+export const tagHighWaterEntriesMax = 100_000;

@@ -11,7 +11,8 @@
 import { StreamStackError } from '../errors.js';
 import type { FeedWriter } from '../coordinator/feed-writer.js';
 import { FeedReads } from '../coordinator/feed-reads.js';
-import type { ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
+import type { AppendCondition, ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
+import { validateCondition } from '../coordinator/conditions.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import {
@@ -110,12 +111,24 @@ export class Feed {
   /**
    * One-shot append: the records become one commit of their own, written straight into history
    * with one fsync (shared with concurrent one-shot appends). While a lease is live, `token` is
-   * required.
+   * required. With `condition`, the append is refused (`CONDITION_FAILED`, naming the first
+   * matching position) when a record matching `condition.failIfMatch` lies after
+   * `condition.after`, or (`SAME_BATCH`, retryable) when a request in the same group commit may.
+   *
+   * @example
+   * // Book a seat only if no one booked course 7 since we read it at position p.
+   * await feed.append([{ payload, type: 'booked', tags: ['course:7'] }], {
+   *   condition: { failIfMatch: { items: [{ types: ['booked'], tags: ['course:7'] }] }, after: p },
+   * });
    */
-  async append(records: readonly AppendRecord[], options: { token?: string; message?: string } = {}): Promise<Commit> {
+  async append(
+    records: readonly AppendRecord[],
+    options: { token?: string; message?: string; condition?: AppendCondition } = {},
+  ): Promise<Commit> {
     const validated = validateRecords(records);
     const token = options.token === undefined ? undefined : validateToken(options.token);
-    const commit = await this.writer.appendOneShot(validated, token, validateMessage(options.message));
+    const condition = validateCondition(options.condition);
+    const commit = await this.writer.appendOneShot(validated, token, validateMessage(options.message), condition);
     return toCommit(this.name, commit);
   }
 
@@ -192,6 +205,11 @@ export class Feed {
   /** Every subscription with its cursor and lag. */
   subscriptions(): SubscriptionInfo[] {
     return this.writer.subscriptions.list().map((state) => new Subscription(this, state.name).info());
+  }
+
+  /** Index files rebuilt from their history segments when this feed was opened, and why. */
+  get indexRebuilds(): readonly { segment: number; file: string; reason: string }[] {
+    return this.writer.index.rebuilt;
   }
 
   /** The latest commit, or undefined when the feed has none. */

@@ -4,6 +4,7 @@
  */
 import { StreamStackError } from '../errors.js';
 import type { StreamStatus } from '../coordinator/feed-writer.js';
+import { validateCondition, type AppendCondition } from '../coordinator/conditions.js';
 import type { Feed } from './feed.js';
 import {
   toCommit,
@@ -56,9 +57,14 @@ export class Stream {
     return this.feed.writer.append(this.id, validateToken(options.token), validated, expectedSeq);
   }
 
-  /** Seals the stream into one commit; resolves with it once it is durable and published. */
-  async seal(options: { token: string; message?: string }): Promise<Commit> {
-    const commit = await this.feed.writer.seal(this.id, validateToken(options.token), validateMessage(options.message));
+  /**
+   * Seals the stream into one commit; resolves with it once it is durable and published. With
+   * `condition`, the seal publishes only if nothing matching `condition.failIfMatch` was
+   * published after `condition.after` (else `CONDITION_FAILED`, and the stream stays open).
+   */
+  async seal(options: { token: string; message?: string; condition?: AppendCondition }): Promise<Commit> {
+    const condition = validateCondition(options.condition);
+    const commit = await this.feed.writer.seal(this.id, validateToken(options.token), validateMessage(options.message), condition);
     return toCommit(this.feed.name, commit);
   }
 

@@ -7,3 +7,5 @@ export type { StoredRecord, Snapshot } from '../query/snapshot.js';
 export type { ReadMode, ReadOptions, RecordFilter } from '../query/read.js';
 export type { CommitBatch } from '../query/follow.js';
 export type { SubscriptionState } from './subscriptions.js';
+export type { Plan, Query, QueryItem } from '../query/planner.js';
+export type { AppendCondition } from './conditions.js';

@@ -16,7 +16,10 @@ import { StateLog } from '../storage/state-log.js';
 import type { TornTail } from '../storage/runs.js';
 import { Wal, walFrames, type WalLocation } from '../storage/wal.js';
 import { DerivedIndexes } from '../query/derived.js';
+import { FeedIndex } from '../query/feed-index.js';
+import type { Query } from '../query/planner.js';
 import type { Snapshot } from '../query/snapshot.js';
+import { ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
 import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
 import { Subscriptions } from './subscriptions.js';
@@ -72,7 +75,10 @@ export class FeedWriter {
   private stagedHead = 0;
   private stagedNextPosition = 1;
   private readonly listeners = new Set<(watermark: Watermark) => void>();
-  private readonly committer: GroupCommitter;
+  private readonly committer: GroupCommitter<StagedGroup & { readonly newTypes: Set<string> }>;
+  /** The tag and type index: sealed segments from their files, the active one in memory. */
+  index!: FeedIndex;
+  private conditions!: ConditionChecker;
   private maintenance: Promise<void> = Promise.resolve();
   private readonly frameDataBytesMax: number;
   /** Key winners and first fingerprints, derived from history for reads. */
@@ -93,6 +99,7 @@ export class FeedWriter {
       { wal: new FrameBuilder(this.frameDataBytesMax), history: new FrameBuilder(this.frameDataBytesMax) },
       (lane, builder) => this.writeGroup(lane, builder),
       () => undefined,
+      () => ({ ...newStagedGroup(), newTypes: new Set<string>() }),
     );
   }
 
@@ -124,6 +131,13 @@ export class FeedWriter {
     ]);
     for (const commit of commits) writer.publish(commit);
     for (const { crc, location } of payloads) writer.rememberPayload(crc, location);
+    try {
+      writer.index = await FeedIndex.open(kernels, path.join(directory, 'index'), history, writer.commits);
+    } catch (error) {
+      await writer.close();
+      throw error;
+    }
+    writer.conditions = new ConditionChecker(kernels, writer.watermarkNow.position);
     for (const event of events) {
       const streams = writer.walStreams.get(event.segment) ?? new Set<string>();
       streams.add(event.stream);
@@ -155,7 +169,14 @@ export class FeedWriter {
 
   /** The view a read runs over: everything published now, and nothing later. */
   snapshot(): Snapshot {
-    return { feed: this.options.feed, watermark: this.watermarkNow, commits: this.commits, history: this.history };
+    return {
+      feed: this.options.feed,
+      watermark: this.watermarkNow,
+      commits: this.commits,
+      history: this.history,
+      index: this.index,
+      kernels: this.options.kernels,
+    };
   }
 
   /**
@@ -288,8 +309,9 @@ export class FeedWriter {
     records: readonly RecordInput[],
     expectedSeq?: number,
   ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
-    return this.committer.submit('wal', (builder) => {
+    return this.committer.submit('wal', (builder, group) => {
       const open = this.writableStream(id, token, 'append');
+      this.index.checkTypes(records.map((record) => record.type), group.newTypes);
       if (expectedSeq !== undefined && expectedSeq !== open.nextSeq) {
         throw new StreamStackError('SEQ_MISMATCH', `stream ${id} expected seq ${expectedSeq} but the next seq is ${open.nextSeq}`, {
           details: { stream: id, expected: expectedSeq, actual: open.nextSeq },
@@ -329,11 +351,13 @@ export class FeedWriter {
   }
 
   /** Seals the open stream into one commit run; resolves with the commit once it is durable. */
-  seal(id: string, token: string, message?: string): Promise<CommitRecord> {
-    return this.committer.submit('history', async (builder) => {
+  seal(id: string, token: string, message?: string, condition?: { query: Query | undefined; after: number }): Promise<CommitRecord> {
+    return this.committer.submit('history', async (builder, group) => {
       const open = this.writableStream(id, token, 'seal');
+      if (condition) await this.checkCondition(condition, group);
       const stored = await this.wal.readRecords(open.records);
       const records = stored.map((record, index) => ({ ...record, seq: index + 1 }));
+      this.conditions.stage(group, records);
       const finish = this.prepareRun(builder, {
         stream: id,
         openedAt: open.openedAt,
@@ -352,9 +376,17 @@ export class FeedWriter {
   }
 
   /** Writes `records` straight into history as one commit (an implicit stream, no WAL). */
-  appendOneShot(records: readonly RecordInput[], token?: string, message?: string): Promise<CommitRecord> {
-    return this.committer.submit('history', (builder) => {
+  appendOneShot(
+    records: readonly RecordInput[],
+    token?: string,
+    message?: string,
+    condition?: { query: Query | undefined; after: number },
+  ): Promise<CommitRecord> {
+    return this.committer.submit('history', async (builder, group) => {
       const epoch = this.lease.checkOptional(token);
+      this.index.checkTypes(records.map((record) => record.type), group.newTypes);
+      if (condition) await this.checkCondition(condition, group);
+      this.conditions.stage(group, records);
       const now = this.options.clock();
       return this.prepareRun(builder, {
         stream: this.options.newId(),
@@ -365,6 +397,12 @@ export class FeedWriter {
         records: records.map((record, index) => ({ ...record, timestamp: record.timestamp ?? now, seq: index + 1 })),
       });
     });
+  }
+
+  /** Both arms of a condition, against this group's staged requests and the published history. */
+  private async checkCondition(condition: { query: Query | undefined; after: number }, group: StagedGroup): Promise<void> {
+    this.conditions.checkStaged(condition.query, group);
+    await this.conditions.checkDurable(condition.query, condition.after, this.snapshot(), this.index);
   }
 
   private prepareRun(
@@ -405,6 +443,10 @@ export class FeedWriter {
       for (const payload of built.newPayloads) {
         this.rememberPayload(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length });
       }
+      run.records.forEach((record, index) => {
+        this.index.add(commit, record.type, record.tags, runStart + built.entryOffsets[index]);
+        this.conditions.note(commit.firstPosition + index, record.type, record.tags);
+      });
       this.publish(commit);
       return commit;
     };
@@ -479,12 +521,12 @@ export class FeedWriter {
   async idle(): Promise<void> {
     await this.committer.idle();
     await this.maintenance.catch(() => undefined);
+    await this.index?.flushed();
   }
 
   /** Waits for every queued write and maintenance task, then closes the files. */
   async close(): Promise<void> {
-    await this.committer.idle();
-    await this.maintenance.catch(() => undefined);
+    await this.idle();
     this.history.close();
     this.wal.close();
     this.leaseLog.close();

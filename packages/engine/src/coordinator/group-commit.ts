@@ -20,17 +20,24 @@ export interface GroupLocation {
   readonly offset: number;
 }
 
-export type Prepare<T> = (builder: FrameBuilder) => Promise<(location: GroupLocation) => T> | ((location: GroupLocation) => T);
+/**
+ * Lays a request into the group: `group` is scratch state shared by the requests of one group
+ * (what earlier requests staged), made fresh for every group.
+ */
+export type Prepare<T, G> = (
+  builder: FrameBuilder,
+  group: G,
+) => Promise<(location: GroupLocation) => T> | ((location: GroupLocation) => T);
 
-interface Request {
+interface Request<G> {
   readonly lane: Lane;
-  readonly prepare: Prepare<unknown>;
+  readonly prepare: Prepare<unknown, G>;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
 
-export class GroupCommitter {
-  private readonly queue: Request[] = [];
+export class GroupCommitter<G> {
+  private readonly queue: Request<G>[] = [];
   private running = false;
   private failure: StreamStackError | undefined;
   /** Resolves when the queue next drains (for close). */
@@ -41,6 +48,7 @@ export class GroupCommitter {
     private readonly write: (lane: Lane, builder: FrameBuilder) => Promise<GroupLocation>,
     /** Told once, when a write fails and the feed stops acknowledging. */
     private readonly onFatal: (error: StreamStackError) => void,
+    private readonly newGroup: () => G,
   ) {}
 
   /** The fatal error, once a write has failed. */
@@ -48,10 +56,10 @@ export class GroupCommitter {
     return this.failure;
   }
 
-  submit<T>(lane: Lane, prepare: Prepare<T>): Promise<T> {
+  submit<T>(lane: Lane, prepare: Prepare<T, G>): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ lane, prepare, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({ lane, prepare: prepare as Prepare<unknown, G>, resolve: resolve as (value: unknown) => void, reject });
       if (!this.running) void this.pump();
     });
   }
@@ -74,10 +82,11 @@ export class GroupCommitter {
     for (const resolve of this.drained.splice(0)) resolve();
   }
 
-  private async runGroup(lane: Lane, group: Request[]): Promise<void> {
+  private async runGroup(lane: Lane, group: Request<G>[]): Promise<void> {
     const builder = this.builders[lane];
     builder.clear();
-    const prepared: { request: Request; finish: (location: GroupLocation) => unknown }[] = [];
+    const scratch = this.newGroup();
+    const prepared: { request: Request<G>; finish: (location: GroupLocation) => unknown }[] = [];
     for (const request of group) {
       if (this.failure) {
         request.reject(this.failure);
@@ -85,7 +94,7 @@ export class GroupCommitter {
       }
       const mark = builder.mark();
       try {
-        prepared.push({ request, finish: await request.prepare(builder) });
+        prepared.push({ request, finish: await request.prepare(builder, scratch) });
       } catch (error) {
         builder.rollback(mark);
         request.reject(error);

@@ -8,15 +8,17 @@
 import { StreamStackError } from '../errors.js';
 import type { CommitRecord } from '../storage/history.js';
 import { beats, DerivedIndexes, fingerprintKey } from './derived.js';
+import { fetchByPosition } from './fetch.js';
+import { findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
 import { payloadOf, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 export type ReadMode = 'raw' | 'dedup' | 'latest';
 
-/** Which records a read returns: any of `types` (when given) and all of `tags` (when given). */
-export interface RecordFilter {
-  readonly types?: readonly string[];
-  readonly tags?: readonly string[];
-}
+/**
+ * Which records a read returns: a query (an OR of items), or a single item — any of its `types`
+ * (when given) and all of its `tags` (when given).
+ */
+export type RecordFilter = QueryItem | Query;
 
 export interface ReadOptions {
   /** A commit cursor: records of later commits are read. 0 (the default) is the start. */
@@ -25,6 +27,8 @@ export interface ReadOptions {
   /** For dedup: compare against the whole history (default) or only the read window. */
   readonly dedupScope?: 'history' | 'window';
   readonly filter?: RecordFilter;
+  /** How a filtered RAW read finds its records: the planner's choice, or forced. */
+  readonly plan?: Plan;
   /** At most this many records. */
   readonly limit?: number;
   readonly signal?: AbortSignal;
@@ -44,13 +48,22 @@ export function checkCursor(snapshot: Snapshot, after: number | undefined, name 
 }
 
 function matcher(filter: RecordFilter | undefined): ((record: { type?: string; tags: readonly string[] }) => boolean) | undefined {
-  if (!filter) return undefined;
-  const types = filter.types && filter.types.length > 0 ? new Set(filter.types) : undefined;
-  const tags = filter.tags && filter.tags.length > 0 ? filter.tags : undefined;
-  if (!types && !tags) return undefined;
-  return (record) =>
-    (!types || (record.type !== undefined && types.has(record.type))) &&
-    (!tags || tags.every((tag) => record.tags.includes(tag)));
+  const query = normalizeQuery(filter);
+  return query ? (record) => matches(query, record) : undefined;
+}
+
+/** A filtered RAW read: the planner finds the positions, then the records are fetched. */
+async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+  const cursor = checkCursor(snapshot, options.after);
+  const afterPosition = cursor === 0 ? 0 : snapshot.commits[cursor - 1].lastPosition;
+  const positions = await findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
+    plan: options.plan ?? 'auto',
+    ...(options.limit === undefined ? {} : { limit: options.limit }),
+  });
+  for await (const batch of fetchByPosition(snapshot, snapshot.index, positions)) {
+    options.signal?.throwIfAborted();
+    yield batch;
+  }
 }
 
 /** The commits a read after `cursor` covers. */
@@ -140,6 +153,11 @@ export function readBatches(snapshot: Snapshot, options: ReadOptions, derived: D
     throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
   }
   checkCursor(snapshot, options.after);
+  if (mode === 'raw' && options.plan !== undefined && !['auto', 'index', 'scan'].includes(options.plan)) {
+    throw new StreamStackError('INVALID_ARGUMENT', `plan must be auto, index or scan, not ${JSON.stringify(options.plan)}`);
+  }
+  const query = normalizeQuery(options.filter);
+  if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
   return mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, derived);
 }
 

@@ -3,7 +3,9 @@
  * by the watermark it loaded then. The commit list is append-only, so a read keeps the length it
  * saw and never sees part of a commit, and nothing it does waits for the writer.
  */
+import type { Kernels } from '../kernels/kernels.js';
 import type { CommitRecord } from '../storage/history.js';
+import type { FeedIndex } from './feed-index.js';
 import type { CommitRun, History } from '../storage/history-log.js';
 import type { ManifestEntry, PayloadLocation } from '../storage/records.js';
 
@@ -19,6 +21,9 @@ export interface Snapshot {
   /** `commits[c - 1]` is commit c, for every c up to the watermark. */
   readonly commits: readonly CommitRecord[];
   readonly history: History;
+  /** The tag and type index; its tail may run past the watermark, which reads ignore. */
+  readonly index: FeedIndex;
+  readonly kernels: Kernels;
 }
 
 /** A published record, as reads return it. */

@@ -9,9 +9,15 @@ import { scanFrames, type FrameBuilder } from './framing.js';
 import {
   readCommitRecord,
   readManifest,
+  readManifestEntryAt,
   readPackDirectory,
   type CommitRecord,
 } from './history.js';
+
+/** First read window for a single manifest entry: most entries are a few dozen bytes. */
+const entryReadBytesInitial = 1024;
+/** Largest window tried: the largest entry (64 tags of 256 bytes, a 1 KiB key…) fits. */
+const entryReadBytesMax = 64 * 1024;
 import type { ManifestEntry, PayloadLocation } from './records.js';
 import { SegmentKind } from './segment.js';
 import { SegmentSet } from './segment-set.js';
@@ -25,6 +31,8 @@ export interface HistoryVisitor {
 export interface CommitRun {
   readonly commit: CommitRecord;
   readonly entries: ManifestEntry[];
+  /** Where each entry starts in its segment (for the index's locator column). */
+  readonly entryOffsets: readonly number[];
   /** The run's bytes (packs and manifests), starting at `commit.runStart`. */
   readonly bytes: Uint8Array;
 }
@@ -117,18 +125,41 @@ export class History {
       });
     }
     const entries: ManifestEntry[] = [];
+    const entryOffsets: number[] = [];
     for (const frame of frames) {
       if (frame.kind !== FrameKind.Manifest) continue;
       const what = `manifest at ${segment.file}:${commit.runStart + frame.offset}`;
-      const manifest = readManifest(bytes, frame.dataStart, frame.dataEnd, commit.segment, commit.runStart, what);
-      entries.push(...manifest.entries);
+      readManifest(bytes, frame.dataStart, frame.dataEnd, commit.segment, commit.runStart, what, (entry, offset) => {
+        entries.push(entry);
+        entryOffsets.push(commit.runStart + offset);
+      });
     }
     if (entries.length !== commit.records) {
       throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.records} records but its manifests hold ${entries.length}`, {
         details: { file: segment.file, offset: commit.runStart },
       });
     }
-    return { commit, entries, bytes };
+    return { commit, entries, entryOffsets, bytes };
+  }
+
+  /**
+   * Reads the manifest entry at `offset` of segment `segment` (whose run starts at `runStart`),
+   * for fetching single records by position. Entries are small; a read window that turns out
+   * too short is doubled and tried again.
+   */
+  readEntrySync(segment: number, offset: number, runStart: number): ManifestEntry {
+    const file = this.segments.byBase(segment);
+    let window = entryReadBytesInitial;
+    for (;;) {
+      const length = Math.min(window, file.header.capacity - offset);
+      const bytes = file.readSync(offset, length);
+      try {
+        return readManifestEntryAt(bytes, 0, segment, runStart, `manifest entry at ${file.file}:${offset}`);
+      } catch (error) {
+        if (length < window || window >= entryReadBytesMax) throw error;
+        window *= 4;
+      }
+    }
   }
 
   /** A payload's bytes, from the run already read when it lies there, else from its segment. */

@@ -95,7 +95,13 @@ export function buildCommitRun(
   input: CommitRunInput,
   lookup: PayloadLookup,
   frameDataBytesMax: number,
-): { newPayloads: NewPayload[]; runStart: number; commit: Omit<CommitRecord, 'segment' | 'runStart'> } {
+): {
+  newPayloads: NewPayload[];
+  runStart: number;
+  /** Where each record's manifest entry starts, from the run's start. */
+  entryOffsets: number[];
+  commit: Omit<CommitRecord, 'segment' | 'runStart'>;
+} {
   const runStart = builder.byteLength;
   // Each record's payload is either stored already (a location) or new in this run (an index
   // into `fresh`, whose offset is known once the pack frames are laid out).
@@ -148,6 +154,7 @@ export function buildCommitRun(
   // Default fingerprints are computed into one scratch buffer and copied into the manifest.
   const fingerprintScratch = new Uint8Array(8);
   const manifests: number[] = [];
+  const entryOffsets: number[] = [];
   for (let start = 0; start < input.records.length; ) {
     const writer = builder.begin(FrameKind.Manifest, false);
     const countAt = writer.length;
@@ -156,6 +163,7 @@ export function buildCommitRun(
     while (end < input.records.length && (end === start || writer.length - countAt < manifestFrameBytesTarget)) {
       const record = input.records[end];
       const source = sources[end];
+      entryOffsets.push(writer.length - runStart);
       writeManifestEntry(
         writer,
         record,
@@ -207,7 +215,7 @@ export function buildCommitRun(
   writer.varint(packs.length);
   for (const offset of packs) writer.varint(offset);
   builder.end();
-  return { newPayloads, runStart, commit };
+  return { newPayloads, runStart, entryOffsets, commit };
 }
 
 /** Decodes a commit frame; `frameOffset` is where the frame starts in its segment. */
@@ -267,22 +275,31 @@ export function readManifest(
   segment: number,
   runStart: number,
   what: string,
-): { first: number; entries: ManifestEntry[] } {
+  /** Receives each entry with its offset in `bytes`. */
+  onEntry: (entry: ManifestEntry, offset: number) => void,
+): number {
   const reader = new ByteReader(bytes, dataStart + 1, dataEnd, what);
-  const first = reader.u32();
+  reader.u32();
   const count = reader.u32();
   if (count > reader.remaining) throw reader.corrupt(`entry count ${count} exceeds the frame`);
-  const entries: ManifestEntry[] = [];
   for (let index = 0; index < count; index++) {
-    const entry = readManifestEntry(reader);
-    entries.push(
-      entry.payload.segment === sameRun
-        ? { ...entry, payload: { segment, offset: runStart + entry.payload.offset, length: entry.payload.length } }
-        : entry,
-    );
+    const offset = reader.offset;
+    onEntry(resolveEntry(readManifestEntry(reader), segment, runStart), offset);
   }
   reader.expectEnd();
-  return { first, entries };
+  return count;
+}
+
+/** Makes a payload location that is relative to its run absolute. */
+export function resolveEntry(entry: ManifestEntry, segment: number, runStart: number): ManifestEntry {
+  return entry.payload.segment === sameRun
+    ? { ...entry, payload: { segment, offset: runStart + entry.payload.offset, length: entry.payload.length } }
+    : entry;
+}
+
+/** Decodes one manifest entry that starts at `offset` of `bytes` (a point lookup by position). */
+export function readManifestEntryAt(bytes: Uint8Array, offset: number, segment: number, runStart: number, what: string): ManifestEntry {
+  return resolveEntry(readManifestEntry(new ByteReader(bytes, offset, bytes.length, what)), segment, runStart);
 }
 
 /** Decodes a pack frame's directory: each payload's CRC-32C and absolute location. */

@@ -1,0 +1,46 @@
+/**
+ * Fetching records by position (what the index path of a read returns): the index's locator
+ * column says where each record's manifest entry lies, so a handful of records costs a handful
+ * of small reads; where many hits fall in one commit, the commit's run is read once instead.
+ */
+import { fetchRunHitsMin } from '../limits.js';
+import type { CommitRecord } from '../storage/history.js';
+import type { FeedIndex } from './feed-index.js';
+import { commitsInRange } from './planner.js';
+import { payloadOf, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
+
+/** The records at `positions` (ascending), grouped one array per commit. */
+export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]> {
+  if (positions.length === 0) return;
+  const commits = commitsInRange(snapshot, positions[0], positions[positions.length - 1]);
+  const segments = index.all();
+  let segmentAt = 0;
+  let at = 0;
+  for (const commit of commits) {
+    const hits: number[] = [];
+    while (at < positions.length && positions[at] <= commit.lastPosition) hits.push(positions[at++]);
+    if (hits.length === 0) continue;
+    if (hits.length >= fetchRunHitsMin) {
+      yield await fromRun(snapshot, commit, hits);
+      continue;
+    }
+    while (segments[segmentAt].base !== commit.segment) segmentAt++;
+    const segment = segments[segmentAt];
+    const out: StoredRecord[] = [];
+    for (const position of hits) {
+      const entry = snapshot.history.readEntrySync(commit.segment, segment.locators[position - segment.base], commit.runStart);
+      out.push(toRecord(snapshot.feed, commit, position, entry, snapshot.history.readPayloadSync(entry.payload)));
+    }
+    yield out;
+  }
+}
+
+async function fromRun(snapshot: Snapshot, commit: CommitRecord, hits: readonly number[]): Promise<StoredRecord[]> {
+  const run = await snapshot.history.readRun(commit);
+  const out: StoredRecord[] = [];
+  for (const position of hits) {
+    const entry = run.entries[position - commit.firstPosition];
+    out.push(toRecord(snapshot.feed, commit, position, entry, await payloadOf(snapshot, run, entry.payload)));
+  }
+  return out;
+}

@@ -1,0 +1,166 @@
+/**
+ * Index segment files (DESIGN §5): one per sealed history segment, derived from it, loaded into
+ * memory whole (never mmap'd) and rebuilt from the history segment when missing or corrupt.
+ *
+ * Layout, little-endian: magic "SSINDEX1" (8) · u32 format version · u64 base position · u64
+ * record count · u32 section count, then five sections, each `u32 length · u32 crc32 · bytes`:
+ * 1. type names: varint count, then the names; a type's id is its index + 1 (0: no type);
+ * 2. type column: u16 per position, the dense type id of each record;
+ * 3. locator column: u32 per position, where the record's manifest entry starts in the history
+ *    segment (so a record found by the index is fetched without decoding its whole commit);
+ * 4. the FST term dictionary over the tags (the kernel's, the fst crate's format): a tag held by
+ *    one record maps to `relative position * 2 + 1` (the position inlined), any other to
+ *    `offset * 2` of its posting list in section 5;
+ * 5. posting lists (the kernel's encoding: delta-varint below 128 entries, blocks above),
+ *    each preceded by a varint byte length. Positions in postings are relative to the base.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
+import { syncDirectory } from './segment.js';
+
+const magic = 'SSINDEX1';
+export const indexFormatVersion = 1;
+const sectionCount = 5;
+
+/** The data an index segment holds, in memory. */
+export interface IndexData {
+  readonly base: number;
+  readonly count: number;
+  readonly typeNames: readonly string[];
+  readonly typeColumn: Uint16Array;
+  readonly locators: Uint32Array;
+  /** The FST over tags (sealed segments). */
+  readonly fst: Uint8Array;
+  readonly postings: Uint8Array;
+}
+
+/** What a segment index is built from: per record, its type, tags and manifest entry offset. */
+export interface IndexSource {
+  readonly base: number;
+  readonly count: number;
+  readonly typeNames: readonly string[];
+  readonly typeColumn: Uint16Array;
+  readonly locators: Uint32Array;
+  /** Each tag's relative positions, ascending. */
+  readonly tags: ReadonlyMap<string, readonly number[]>;
+}
+
+const encoder = new TextEncoder();
+
+/** Builds the index bytes: tags sorted by their UTF-8 bytes, postings through the kernel. */
+export function buildIndexData(kernels: Kernels, source: IndexSource): IndexData {
+  const tags = [...source.tags.keys()].map((tag) => ({ tag, bytes: encoder.encode(tag) }));
+  tags.sort((a, b) => Buffer.compare(a.bytes, b.bytes));
+  const ends = new Uint32Array(tags.length);
+  let total = 0;
+  tags.forEach((entry, index) => {
+    total += entry.bytes.length;
+    ends[index] = total;
+  });
+  const keyBytes = new Uint8Array(total);
+  let at = 0;
+  for (const entry of tags) {
+    keyBytes.set(entry.bytes, at);
+    at += entry.bytes.length;
+  }
+  const values = new Float64Array(tags.length);
+  const postings = new ByteWriter(1024);
+  tags.forEach((entry, index) => {
+    const positions = source.tags.get(entry.tag)!;
+    if (positions.length === 1) {
+      values[index] = positions[0] * 2 + 1;
+      return;
+    }
+    values[index] = postings.length * 2;
+    postings.bytes(kernels.postingsEncode(Uint32Array.from(positions)));
+  });
+  return {
+    base: source.base,
+    count: source.count,
+    typeNames: source.typeNames,
+    typeColumn: source.typeColumn.slice(0, source.count),
+    locators: source.locators.slice(0, source.count),
+    fst: kernels.fstBuild({ bytes: keyBytes, ends }, values),
+    postings: postings.finish(),
+  };
+}
+
+export function encodeIndexFile(kernels: Kernels, data: IndexData): Uint8Array {
+  const names = new ByteWriter().varint(data.typeNames.length);
+  for (const name of data.typeNames) names.string(name);
+  const sections = [
+    names.finish(),
+    new Uint8Array(data.typeColumn.buffer, data.typeColumn.byteOffset, data.typeColumn.byteLength),
+    new Uint8Array(data.locators.buffer, data.locators.byteOffset, data.locators.byteLength),
+    data.fst,
+    data.postings,
+  ];
+  const writer = new ByteWriter(64).raw(utf8Encode(magic)).u32(indexFormatVersion).u64(data.base).u64(data.count).u32(sectionCount);
+  for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section)).raw(section);
+  return writer.finish();
+}
+
+/** Parses and verifies an index file: every section's CRC, the FST's own checksum, the shape. */
+export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: string): IndexData {
+  const reader = new ByteReader(bytes, 0, bytes.length, `index ${file}`);
+  if (new TextDecoder().decode(reader.raw(magic.length)) !== magic) throw reader.corrupt('bad magic');
+  const version = reader.u32();
+  if (version !== indexFormatVersion) throw reader.corrupt(`unknown format version ${version}`);
+  const base = reader.u64();
+  const count = reader.u64();
+  if (reader.u32() !== sectionCount) throw reader.corrupt('wrong section count');
+  const sections: Uint8Array[] = [];
+  for (let index = 0; index < sectionCount; index++) {
+    const length = reader.u32();
+    const crc = reader.u32();
+    const section = reader.raw(length);
+    if (kernels.crc32(section) !== crc) throw reader.corrupt(`section ${index + 1} fails its CRC`);
+    sections.push(section.slice());
+  }
+  reader.expectEnd();
+  const names = new ByteReader(sections[0], 0, sections[0].length, `type names of ${file}`);
+  const typeNames = Array.from({ length: names.varint() }, () => names.string());
+  names.expectEnd();
+  if (sections[1].length !== count * 2 || sections[2].length !== count * 4) throw reader.corrupt('columns disagree with the count');
+  kernels.fstVerify(sections[3]);
+  return {
+    base,
+    count,
+    typeNames,
+    typeColumn: new Uint16Array(sections[1].buffer, sections[1].byteOffset, count),
+    locators: new Uint32Array(sections[2].buffer, sections[2].byteOffset, count),
+    fst: sections[3],
+    postings: sections[4],
+  };
+}
+
+/** Writes an index file durably: a temporary name, fdatasync, rename, directory fsync. */
+export async function writeIndexFile(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const temporary = `${file}.tmp`;
+  const fd = fs.openSync(temporary, 'w');
+  try {
+    await kernels.writeDurable(fd, 0, [bytes]);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(temporary, file);
+  await syncDirectory(path.dirname(file));
+}
+
+/** Reads and verifies an index file; undefined when it is missing, `CORRUPT` when it is bad. */
+export function readIndexFile(kernels: Kernels, file: string): IndexData | undefined {
+  if (!fs.existsSync(file)) return undefined;
+  try {
+    return decodeIndexFile(kernels, new Uint8Array(fs.readFileSync(file)), file);
+  } catch (error) {
+    if (error instanceof StreamStackError && error.code === 'CORRUPT') throw error;
+    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, {
+      cause: error,
+      details: { file, offset: 0 },
+    });
+  }
+}
