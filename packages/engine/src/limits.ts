@@ -51,10 +51,12 @@ export const leaseTtlMsMin = 10;
 export const leaseTtlMsMax = 24 * 60 * 60 * 1000;
 
 /**
- * Payloads remembered for deduplication per feed (about 60 bytes each in memory). Past it the map
- * starts over: a repeated payload may then be stored twice, which costs disk, not correctness.
+ * Payloads remembered for deduplication per feed (about 60 bytes each in memory): the recent
+ * quarter million, which catches the repeats of consecutive polls. Past it the map starts over,
+ * so an old payload may be stored again; that costs disk, never correctness. A larger map costs
+ * every append a slower, cache-missing lookup.
  */
-export const payloadDedupEntriesMax = 1 << 20;
+export const payloadDedupEntriesMax = 1 << 18;
 
 /** Default capacity of a WAL or history segment. A record may be at most a quarter of it. */
 export const segmentBytesDefault = 64 * 1024 * 1024;

@@ -62,6 +62,15 @@ export type StreamStatus =
   | { readonly state: 'aborted' }
   | { readonly state: 'unknown' };
 
+/**
+ * The dedup map's key: 30 bits of the payload's CRC-32C, so that V8 keeps keys as small integers
+ * (a full 32-bit key would be a heap number, hashed and collected like an object). Two payloads
+ * that share a key only cost a failed byte comparison.
+ */
+function dedupKey(crc: number): number {
+  return crc & 0x3fff_ffff;
+}
+
 export class FeedWriter {
   readonly commits: CommitRecord[] = [];
   private readonly streamCommits = new Map<string, number>();
@@ -355,8 +364,7 @@ export class FeedWriter {
     return this.committer.submit('history', async (builder, group) => {
       const open = this.writableStream(id, token, 'seal');
       if (condition) await this.checkCondition(condition, group);
-      const stored = await this.wal.readRecords(open.records);
-      const records = stored.map((record, index) => ({ ...record, seq: index + 1 }));
+      const records = await this.wal.readRecords(open.records);
       this.conditions.stage(group, records);
       const finish = this.prepareRun(builder, {
         stream: id,
@@ -394,7 +402,7 @@ export class FeedWriter {
         message,
         epoch,
         oneShot: true,
-        records: records.map((record, index) => ({ ...record, timestamp: record.timestamp ?? now, seq: index + 1 })),
+        records,
       });
     });
   }
@@ -413,10 +421,11 @@ export class FeedWriter {
       message: string | undefined;
       epoch: number;
       oneShot: boolean;
-      records: (RecordData & { seq: number })[];
+      records: readonly RecordInput[];
     },
   ): (location: GroupLocation) => CommitRecord {
     const commitNumber = this.stagedHead + 1;
+    const sealedAt = this.options.clock();
     const built = buildCommitRun(
       this.options.kernels,
       builder,
@@ -426,11 +435,12 @@ export class FeedWriter {
         parent: this.stagedHead,
         firstPosition: this.stagedNextPosition,
         openedAt: run.openedAt,
-        sealedAt: this.options.clock(),
+        sealedAt,
         ...(run.message === undefined ? {} : { message: run.message }),
         epoch: run.epoch,
         oneShot: run.oneShot,
         records: run.records,
+        timestampDefault: run.openedAt,
       },
       (payload, crc) => this.findPayload(payload, crc),
       this.frameDataBytesMax,
@@ -468,12 +478,12 @@ export class FeedWriter {
     // The dedup map is bounded: past the bound it starts over, so a payload first stored long
     // ago may be stored again. That costs bytes, never correctness.
     if (this.dedup.size >= payloadDedupEntriesMax) this.dedup.clear();
-    this.dedup.set(crc, location);
+    this.dedup.set(dedupKey(crc), location);
   }
 
   /** A stored payload with these bytes, verified byte for byte, or undefined. */
   private findPayload(payload: Uint8Array, crc: number): PayloadLocation | undefined {
-    const candidate = this.dedup.get(crc);
+    const candidate = this.dedup.get(dedupKey(crc));
     if (!candidate || candidate.length !== payload.length) return undefined;
     return equalBytes(this.history.readPayloadSync(candidate), payload) ? candidate : undefined;
   }

@@ -57,8 +57,10 @@ export interface CommitRunInput {
   readonly message?: string;
   readonly epoch: number;
   readonly oneShot: boolean;
-  /** The records, in seq order, with their seqs. */
-  readonly records: readonly (RecordData & { readonly seq: number })[];
+  /** The records, in seq order: record i gets seq i + 1. */
+  readonly records: readonly (Omit<RecordData, 'timestamp'> & { readonly timestamp?: number })[];
+  /** The timestamp of records that came without one. */
+  readonly timestampDefault: number;
 }
 
 /** Finds a payload already stored in the feed (verified by its bytes), or undefined. */
@@ -167,6 +169,8 @@ export function buildCommitRun(
       writeManifestEntry(
         writer,
         record,
+        end + 1,
+        record.timestamp ?? input.timestampDefault,
         record.fingerprint ?? defaultFingerprint(kernels, record.payload, crcs[end], fingerprintScratch),
         typeof source === 'number'
           ? { segment: sameRun, offset: newPayloads[source].offset, length: newPayloads[source].length }

@@ -118,12 +118,14 @@ export function readWalRecord(reader: ByteReader): RecordData {
 /** One manifest entry: the record's metadata, its fingerprint, and where its payload lies. */
 export function writeManifestEntry(
   writer: ByteWriter,
-  record: Omit<RecordData, 'payload'> & { readonly seq: number },
+  record: Omit<RecordData, 'payload' | 'timestamp'>,
+  seq: number,
+  timestamp: number,
   fingerprint: Uint8Array,
   payload: PayloadLocation,
 ): void {
   const flags = flagsOf(record) | hasFingerprint;
-  writer.u8(flags).varint(record.seq).varint(record.timestamp).bytes(fingerprint);
+  writer.u8(flags).varint(seq).varint(timestamp).bytes(fingerprint);
   writeMetadata(writer, flags & ~hasFingerprint, record);
   writer.varint(payload.segment).varint(payload.offset).varint(payload.length);
 }

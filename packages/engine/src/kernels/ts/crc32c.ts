@@ -50,7 +50,10 @@ export function crc32c(bytes: Uint8Array, seed = 0): number {
   while (end - index >= sliceWidthBytes) {
     const word =
       crc ^
-      (bytes[index] | (bytes[index + 1] << 8) | (bytes[index + 2] << 16) | (bytes[index + 3] << 24));
+      (bytes[index] |
+        (bytes[index + 1] << 8) |
+        (bytes[index + 2] << 16) |
+        (bytes[index + 3] << 24));
     crc =
       tables[1792 + (word & 0xff)] ^
       tables[1536 + ((word >>> 8) & 0xff)] ^

@@ -17,24 +17,22 @@ import type { FstEntries, FstRange } from '../kernels.js';
 import {
   commonInputByIndex,
   emptyFinalAddress,
-  fstFirstVersionWithTransitionIndex,
   packedIntegerMaxBytes,
   stateFinalFlag,
   stateLowBitsMask,
   stateOneTransition,
   stateOneTransitionNext,
-  transitionIndexBytes,
-  transitionIndexThreshold,
 } from './fst-format.js';
 import {
+  anyNodeTransitionCount,
   checkNode,
   corrupt,
   finalOutputOf,
   footerKeyCount,
   malformedNode,
-  anyNodeTransitionCount,
   openFst,
   readPacked,
+  transitionIndexBytesOf,
   transitionTarget,
   unsafeValue,
 } from './fst-read.js';
@@ -126,7 +124,7 @@ class NodeCursor {
     const count = anyNodeTransitionCount(data, address, state);
     const sizesAt = lowBits !== 0 ? address - 1 : address - 2;
     const sizes = data[sizesAt];
-    const indexBytes = version >= fstFirstVersionWithTransitionIndex && count > transitionIndexThreshold ? transitionIndexBytes : 0;
+    const indexBytes = transitionIndexBytesOf(version, count);
     this.kind = kindAny;
     this.isFinal = (state & stateFinalFlag) !== 0;
     this.count = count;
@@ -176,7 +174,9 @@ class NodeCursor {
       if (outputSize > packedIntegerMaxBytes || outputAt < 0) throw malformedNode(address);
       output[0] = readPacked(data, outputAt, outputSize);
     }
-    if (deltaSize === 0 || deltaSize > packedIntegerMaxBytes || deltaAt < 0) throw malformedNode(address);
+    if (deltaSize === 0 || deltaSize > packedIntegerMaxBytes || deltaAt < 0) {
+      throw malformedNode(address);
+    }
     this.transitionTarget = transitionTarget(data, deltaAt, deltaSize, nodeStart);
   }
 }
@@ -254,12 +254,15 @@ class RangeScan {
     let top = 0;
     let arrived = true;
     while (top >= 0) {
-      if (++steps > stepBudget) throw corrupt('a range scan found no keys where the file promises some');
+      if (++steps > stepBudget) {
+        throw corrupt('a range scan found no keys where the file promises some');
+      }
       const cursor = this.cursors[top];
       if (arrived) {
         // First visit: is the key down to here an entry, and where do the transitions start?
         arrived = false;
-        const notBelowLower = lower === null || !cursor.onLowerBound || (top === lower.bytes.length && lower.inclusive);
+        const notBelowLower =
+          lower === null || !cursor.onLowerBound || (top === lower.bytes.length && lower.inclusive);
         if (cursor.isFinal && notBelowLower) {
           if (this.pastUpper(top)) return;
           const value = this.pathOutputs[top] + finalOutputOf(data, this.version, cursor.address);
@@ -291,10 +294,10 @@ class RangeScan {
       const target = cursor.transitionTarget;
       // A negative target stands for a u64 that wrapped past zero, which is a huge address.
       if (target < 0 || target >= cursor.address) {
-        throw corrupt(`node ${cursor.address} has a transition to ${target}, not to a lower address`, {
-          address: cursor.address,
-          target,
-        });
+        throw corrupt(
+          `node ${cursor.address} has a transition to ${target}, not to a lower address`,
+          { address: cursor.address, target },
+        );
       }
       const childDepth = top + 1;
       if (childDepth === this.cursors.length) this.cursors.push(new NodeCursor());
@@ -303,7 +306,11 @@ class RangeScan {
       child.decode(data, this.version, target);
       const pathOutput = this.pathOutputs[top] + this.transitionOutput[0];
       if (pathOutput > Number.MAX_SAFE_INTEGER) throw unsafeValue();
-      child.onLowerBound = lower !== null && cursor.onLowerBound && top < lower.bytes.length && lower.bytes[top] === input;
+      child.onLowerBound =
+        lower !== null &&
+        cursor.onLowerBound &&
+        top < lower.bytes.length &&
+        lower.bytes[top] === input;
       this.pathOutputs[childDepth] = pathOutput;
       this.key[top] = input;
       top = childDepth;
@@ -361,10 +368,13 @@ function prefixSuccessor(prefix: Uint8Array): Uint8Array | null {
  */
 export function fstRange(fst: Uint8Array, range: FstRange): FstEntries {
   const requestedLimit = range.limit ?? Number.POSITIVE_INFINITY;
-  if (!(requestedLimit === Number.POSITIVE_INFINITY || (Number.isSafeInteger(requestedLimit) && requestedLimit >= 0))) {
-    throw new StreamStackError('INVALID_ARGUMENT', `fstRange limit ${requestedLimit} is not a non-negative integer`, {
-      details: { limit: requestedLimit },
-    });
+  const unlimited = requestedLimit === Number.POSITIVE_INFINITY;
+  if (!(unlimited || (Number.isSafeInteger(requestedLimit) && requestedLimit >= 0))) {
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `fstRange limit ${requestedLimit} is not a non-negative integer`,
+      { details: { limit: requestedLimit } },
+    );
   }
   const rootAddress = openFst(fst);
   const version = fst[0];
@@ -391,7 +401,7 @@ export function fstRange(fst: Uint8Array, range: FstRange): FstEntries {
   return scan.entries.finish();
 }
 
-/** The tighter of two lower bounds: the greater, and exclusive when they are equal and either is. */
+/** The tighter of two lower bounds: the greater; exclusive when they are equal and either is. */
 function tighterLower(current: Bound | null, candidate: Bound): Bound {
   if (current === null) return candidate;
   const order = compareBytes(current.bytes, candidate.bytes);
@@ -399,7 +409,7 @@ function tighterLower(current: Bound | null, candidate: Bound): Bound {
   return { bytes: current.bytes, inclusive: current.inclusive && candidate.inclusive };
 }
 
-/** The tighter of two upper bounds: the smaller, and exclusive when they are equal and either is. */
+/** The tighter of two upper bounds: the smaller; exclusive when they are equal and either is. */
 function tighterUpper(current: Bound | null, candidate: Bound): Bound {
   if (current === null) return candidate;
   const order = compareBytes(current.bytes, candidate.bytes);

@@ -44,6 +44,7 @@ const safeDeltaBytes = 6;
 /** The high half of a u64 must stay below this for the whole to be a safe integer (< 2^53). */
 const safeIntegerHighLimit = 0x20_0000;
 
+/** The error for a file that does not hold together. */
 export function corrupt(message: string, details: Record<string, unknown> = {}): StreamStackError {
   return new StreamStackError('CORRUPT', `FST is corrupt: ${message}`, { details });
 }
@@ -58,9 +59,8 @@ export function unsafeValue(): StreamStackError {
 
 /** A little-endian u64 at `offset` as a number, or -1 when it is not a safe integer. */
 function readU64(bytes: Uint8Array, offset: number): number {
-  const low = (bytes[offset] | (bytes[offset + 1] << 8) | (bytes[offset + 2] << 16) | (bytes[offset + 3] << 24)) >>> 0;
-  const high =
-    (bytes[offset + 4] | (bytes[offset + 5] << 8) | (bytes[offset + 6] << 16) | (bytes[offset + 7] << 24)) >>> 0;
+  const low = readPacked(bytes, offset, 4);
+  const high = readPacked(bytes, offset + 4, 4);
   return high >= safeIntegerHighLimit ? -1 : high * twoToThe32 + low;
 }
 
@@ -94,7 +94,9 @@ export function readPacked(bytes: Uint8Array, offset: number, size: number): num
  */
 export function openFst(fst: Uint8Array): number {
   if (fst.length < fstMinimumBytes) {
-    throw corrupt(`${fst.length} bytes is shorter than the smallest FST (${fstMinimumBytes})`, { bytes: fst.length });
+    throw corrupt(`${fst.length} bytes is shorter than the smallest FST (${fstMinimumBytes})`, {
+      bytes: fst.length,
+    });
   }
   const version = readU64(fst, 0);
   if (version < fstOldestReadableVersion || version > fstFormatVersion) {
@@ -107,11 +109,16 @@ export function openFst(fst: Uint8Array): number {
     rootAddress === emptyFinalAddress
       ? nodesEnd === fstHeaderBytes
       : rootAddress === nodesEnd - 1 && rootAddress >= fstHeaderBytes;
-  if (!rootIsSound) throw corrupt(`root address ${rootAddress} does not end the node region`, { rootAddress, nodesEnd });
+  if (!rootIsSound) {
+    throw corrupt(`root address ${rootAddress} does not end the node region`, {
+      rootAddress,
+      nodesEnd,
+    });
+  }
   return rootAddress;
 }
 
-/** Where the footer starts: every node lies in [fstHeaderBytes, nodesEnd). */
+/** Where the footer starts; in a sound file every node lies in [fstHeaderBytes, nodesEnd). */
 function nodesEndOf(fst: Uint8Array, version: number): number {
   const checksumBytes = version >= fstFirstVersionWithChecksum ? fstChecksumBytes : 0;
   return fst.length - checksumBytes - fstFooterBytesWithoutChecksum;
@@ -120,6 +127,13 @@ function nodesEndOf(fst: Uint8Array, version: number): number {
 /** The key count in the footer of an FST that `openFst` accepted (which checked it is safe). */
 export function footerKeyCount(fst: Uint8Array): number {
   return readU64(fst, nodesEndOf(fst, fst[0]));
+}
+
+/** A transition to an address outside the file (or, wrapped past zero, before it). */
+function addressOutside(data: Uint8Array, address: number): StreamStackError {
+  return corrupt(`a transition points to ${address}, outside the ${data.length} bytes`, {
+    address,
+  });
 }
 
 /**
@@ -140,9 +154,7 @@ export function malformedNode(address: number): StreamStackError {
  */
 export function checkNode(data: Uint8Array, version: number, address: number): void {
   if (address === emptyFinalAddress) return;
-  if (!(address > emptyFinalAddress && address < data.length)) {
-    throw corrupt(`a transition points to ${address}, outside the ${data.length} bytes`, { address });
-  }
+  if (!(address > emptyFinalAddress && address < data.length)) throw addressOutside(data, address);
   const state = data[address];
   const tag = state >>> 6;
   const lowBits = state & stateLowBitsMask;
@@ -155,9 +167,8 @@ export function checkNode(data: Uint8Array, version: number, address: number): v
   if (sizesAt < 0) throw malformedNode(address);
   const outputSize = data[sizesAt] & 0x0f;
   if ((state & stateFinalFlag) === 0 || outputSize === 0) return;
-  if (finalOutputAt(data, version, address, state, sizesAt) < 0 || outputSize > packedIntegerMaxBytes) {
-    throw malformedNode(address);
-  }
+  const finalAt = finalOutputAt(data, version, address, state, sizesAt);
+  if (finalAt < 0 || outputSize > packedIntegerMaxBytes) throw malformedNode(address);
 }
 
 /** The transition count of an "any transitions" node; 1 in the count byte stands for 256. */
@@ -168,11 +179,23 @@ export function anyNodeTransitionCount(data: Uint8Array, address: number, state:
   return count === 1 ? maxTransitionsPerNode : count;
 }
 
+/** Bytes of the transition index of an "any transitions" node with `count` transitions. */
+export function transitionIndexBytesOf(version: number, count: number): number {
+  const indexed = version >= fstFirstVersionWithTransitionIndex && count > transitionIndexThreshold;
+  return indexed ? transitionIndexBytes : 0;
+}
+
 /** Where the final output of an "any transitions" node starts (negative when it cannot). */
-function finalOutputAt(data: Uint8Array, version: number, address: number, state: number, sizesAt: number): number {
+function finalOutputAt(
+  data: Uint8Array,
+  version: number,
+  address: number,
+  state: number,
+  sizesAt: number,
+): number {
   const count = anyNodeTransitionCount(data, address, state);
   const sizes = data[sizesAt];
-  const indexBytes = version >= fstFirstVersionWithTransitionIndex && count > transitionIndexThreshold ? transitionIndexBytes : 0;
+  const indexBytes = transitionIndexBytesOf(version, count);
   const outputSize = sizes & 0x0f;
   return sizesAt - indexBytes - count * (1 + (sizes >>> 4) + outputSize) - outputSize;
 }
@@ -195,7 +218,12 @@ export function finalOutputOf(data: Uint8Array, version: number, address: number
  * the end of any file there), and a delta near 2^64 wraps back into the file; for deltas of 2^53
  * and more, computed on 32-bit halves to stay exact.
  */
-export function transitionTarget(data: Uint8Array, deltaAt: number, size: number, nodeStart: number): number {
+export function transitionTarget(
+  data: Uint8Array,
+  deltaAt: number,
+  size: number,
+  nodeStart: number,
+): number {
   if (size <= safeDeltaBytes) {
     const delta = readPacked(data, deltaAt, size);
     return delta === 0 ? emptyFinalAddress : nodeStart - delta;
@@ -222,7 +250,6 @@ function lookupValue(
   start: number,
   end: number,
 ): number {
-  const indexedVersion = version >= fstFirstVersionWithTransitionIndex;
   const length = data.length;
   let address = rootAddress;
   let total = 0;
@@ -230,7 +257,7 @@ function lookupValue(
     // What `Node::new` checks is checked here, on the node about to be searched, rather than by a
     // call to `checkNode`, to read its state byte once.
     if (address === emptyFinalAddress) return absentValue;
-    if (!(address > emptyFinalAddress && address < length)) throw checkNodeFailure(data, version, address);
+    if (!(address > emptyFinalAddress && address < length)) throw addressOutside(data, address);
     const input = key[position];
     const state = data[address];
     const tag = state >>> 6;
@@ -239,12 +266,14 @@ function lookupValue(
     const inputAt = lowBits !== 0 ? address : address - 1;
     if (tag === stateOneTransitionNext) {
       // One transition, no output, to the node just below this one.
-      if ((lowBits !== 0 ? commonInputByIndex[lowBits - 1] : data[inputAt]) !== input) return absentValue;
+      const nodeInput = lowBits !== 0 ? commonInputByIndex[lowBits - 1] : data[inputAt];
+      if (nodeInput !== input) return absentValue;
       address = inputAt - 1;
     } else if (tag === stateOneTransition) {
       const sizesAt = inputAt - 1;
       if (sizesAt < 0) throw malformedNode(address);
-      if ((lowBits !== 0 ? commonInputByIndex[lowBits - 1] : data[inputAt]) !== input) return absentValue;
+      const nodeInput = lowBits !== 0 ? commonInputByIndex[lowBits - 1] : data[inputAt];
+      if (nodeInput !== input) return absentValue;
       const sizes = data[sizesAt];
       const deltaSize = sizes >>> 4;
       const outputSize = sizes & 0x0f;
@@ -255,7 +284,9 @@ function lookupValue(
         total += readPacked(data, nodeStart, outputSize);
         if (total > Number.MAX_SAFE_INTEGER) throw unsafeValue();
       }
-      if (deltaSize === 0 || deltaSize > packedIntegerMaxBytes || deltaAt < 0) throw malformedNode(address);
+      if (deltaSize === 0 || deltaSize > packedIntegerMaxBytes || deltaAt < 0) {
+        throw malformedNode(address);
+      }
       address = transitionTarget(data, deltaAt, deltaSize, nodeStart);
     } else {
       const sizesAt = inputAt - 1;
@@ -265,13 +296,14 @@ function lookupValue(
       const deltaSize = sizes >>> 4;
       const outputSize = sizes & 0x0f;
       const isFinal = (state & stateFinalFlag) !== 0;
-      const indexBytes = indexedVersion && count > transitionIndexThreshold ? transitionIndexBytes : 0;
+      const indexBytes = transitionIndexBytesOf(version, count);
       // The inputs end where the index (or the pack sizes) begin; they run last transition first.
       const inputsEnd = sizesAt - indexBytes;
       const deltasEnd = inputsEnd - count;
       const outputsEnd = deltasEnd - count * deltaSize;
       const nodeStart = outputsEnd - count * outputSize - (isFinal ? outputSize : 0);
-      if (isFinal && outputSize !== 0 && (nodeStart < 0 || outputSize > packedIntegerMaxBytes)) throw malformedNode(address);
+      const finalOutputUnreadable = nodeStart < 0 || outputSize > packedIntegerMaxBytes;
+      if (isFinal && outputSize !== 0 && finalOutputUnreadable) throw malformedNode(address);
       let found = -1;
       if (indexBytes !== 0) {
         if (inputsEnd + input < 0) throw malformedNode(address);
@@ -297,7 +329,9 @@ function lookupValue(
         if (total > Number.MAX_SAFE_INTEGER) throw unsafeValue();
       }
       const deltaAt = deltasEnd - (found + 1) * deltaSize;
-      if (deltaSize === 0 || deltaSize > packedIntegerMaxBytes || deltaAt < 0) throw malformedNode(address);
+      if (deltaSize === 0 || deltaSize > packedIntegerMaxBytes || deltaAt < 0) {
+        throw malformedNode(address);
+      }
       address = transitionTarget(data, deltaAt, deltaSize, nodeStart);
     }
   }
@@ -306,17 +340,6 @@ function lookupValue(
   total += finalOutputOf(data, version, address);
   if (total > Number.MAX_SAFE_INTEGER) throw unsafeValue();
   return total;
-}
-
-/** The error `checkNode` raises for `address`; kept out of line, off the lookup's hot path. */
-function checkNodeFailure(data: Uint8Array, version: number, address: number): StreamStackError {
-  try {
-    checkNode(data, version, address);
-  } catch (error) {
-    if (error instanceof StreamStackError) return error;
-    throw error;
-  }
-  return corrupt(`a transition points to ${address}`, { address });
 }
 
 /** Whether the node at `address` ends a key: the empty final node, or an "any" node so marked. */
@@ -330,7 +353,9 @@ export function isFinalNode(data: Uint8Array, address: number): boolean {
 export function fstVerify(fst: Uint8Array): void {
   openFst(fst);
   const version = fst[0];
-  if (version < fstFirstVersionWithChecksum) throw corrupt(`format version ${version} has no checksum`, { version });
+  if (version < fstFirstVersionWithChecksum) {
+    throw corrupt(`format version ${version} has no checksum`, { version });
+  }
   const checksumAt = fst.length - fstChecksumBytes;
   const expected = readPacked(fst, checksumAt, fstChecksumBytes);
   const actual = maskChecksum(crc32c(fst.subarray(0, checksumAt)));
@@ -362,9 +387,11 @@ export function fstGetMany(fst: Uint8Array, keys: PackedBytes): Float64Array {
   for (let index = 0; index < ends.length; index++) {
     const end = ends[index];
     if (end < start || end > bytes.length) {
-      throw new StreamStackError('INVALID_ARGUMENT', `fstGetMany key ${index} ends at ${end}, outside its buffer`, {
-        details: { index, end, start, bytes: bytes.length },
-      });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `fstGetMany key ${index} ends at ${end}, outside its buffer`,
+        { details: { index, end, start, bytes: bytes.length } },
+      );
     }
     start = end;
   }
