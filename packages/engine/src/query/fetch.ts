@@ -7,7 +7,7 @@ import { fetchRunHitsMin } from '../limits.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { FeedIndex } from './feed-index.js';
 import { commitsInRange } from './planner.js';
-import { payloadOf, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
+import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 /** The records at `positions` (ascending), grouped one array per commit. */
 export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]> {
@@ -36,11 +36,6 @@ export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, pos
 }
 
 async function fromRun(snapshot: Snapshot, commit: CommitRecord, hits: readonly number[]): Promise<StoredRecord[]> {
-  const run = await snapshot.history.readRun(commit);
-  const out: StoredRecord[] = [];
-  for (const position of hits) {
-    const entry = run.entries[position - commit.firstPosition];
-    out.push(toRecord(snapshot.feed, commit, position, entry, await payloadOf(snapshot, run, entry.payload)));
-  }
-  return out;
+  const records = await snapshot.history.readRunRecords(commit, snapshot.feed);
+  return hits.map((position) => records[position - commit.firstPosition]);
 }

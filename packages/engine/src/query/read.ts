@@ -10,7 +10,7 @@ import type { CommitRecord } from '../storage/history.js';
 import { beats, DerivedIndexes, fingerprintKey } from './derived.js';
 import { fetchByPosition } from './fetch.js';
 import { findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
-import { payloadOf, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
+import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 export type ReadMode = 'raw' | 'dedup' | 'latest';
 
@@ -82,23 +82,22 @@ async function* scanModes(snapshot: Snapshot, options: ReadOptions, derived: Der
   for (const commit of windowOf(snapshot, cursor)) {
     if (remaining <= 0) return;
     options.signal?.throwIfAborted();
-    const run = await snapshot.history.readRun(commit);
-    const out: StoredRecord[] = [];
-    for (let index = 0; index < run.entries.length && remaining > 0; index++) {
-      const entry = run.entries[index];
-      const position = commit.firstPosition + index;
-      if (mode === 'dedup') {
-        if (windowFirst) {
-          const key = fingerprintKey(entry.fingerprint);
-          if (windowFirst.has(key)) continue;
-          windowFirst.add(key);
-        } else if (derived.firstPosition(entry.fingerprint) !== position) continue;
-      }
-      if (matches && !matches(entry)) continue;
-      out.push(toRecord(snapshot.feed, commit, position, entry, await payloadOf(snapshot, run, entry.payload)));
-      remaining--;
+    let records = await snapshot.history.readRunRecords(commit, snapshot.feed);
+    if (mode === 'dedup' || matches) {
+      records = records.filter((record) => {
+        if (mode === 'dedup') {
+          if (windowFirst) {
+            const key = fingerprintKey(record.fingerprint);
+            if (windowFirst.has(key)) return false;
+            windowFirst.add(key);
+          } else if (derived.firstPosition(record.fingerprint) !== record.position) return false;
+        }
+        return !matches || matches(record);
+      });
     }
-    if (out.length > 0) yield out;
+    if (records.length > remaining) records = records.slice(0, remaining);
+    remaining -= records.length;
+    if (records.length > 0) yield records;
   }
 }
 
@@ -134,13 +133,13 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
     if (!indexes || remaining <= 0) continue;
     options.signal?.throwIfAborted();
     indexes.sort((a, b) => a - b);
-    const run = await snapshot.history.readRun(commit);
+    const records = await snapshot.history.readRunRecords(commit, snapshot.feed);
     const out: StoredRecord[] = [];
     for (const index of indexes) {
-      const entry = run.entries[index];
-      if (matches && !matches(entry)) continue;
+      const record = records[index];
+      if (matches && !matches(record)) continue;
       if (remaining-- <= 0) break;
-      out.push(toRecord(snapshot.feed, commit, commit.firstPosition + index, entry, await payloadOf(snapshot, run, entry.payload)));
+      out.push(record);
     }
     if (out.length > 0) yield out;
   }

@@ -9,6 +9,9 @@ import { StreamStackError } from '../errors.js';
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder('utf-8', { fatal: true });
 
+/** Strings up to this many bytes take the ASCII fast path when they are ASCII. */
+const shortStringBytesMax = 64;
+
 /** A varint carrying a value below 2^53 takes at most this many bytes. */
 const varintBytesMax = 8;
 /** Initial capacity of a writer's buffer; it doubles as needed. */
@@ -208,7 +211,21 @@ export class ByteReader {
   }
 
   string(): string {
-    const text = utf8DecodeOrUndefined(this.bytes());
+    const length = this.varint();
+    this.need(length);
+    const start = this.offset;
+    const input = this.input;
+    // Short ASCII strings (keys, types, tags) are the common case, and building them byte by
+    // byte is several times faster than a TextDecoder call.
+    if (length <= shortStringBytesMax) {
+      let ascii = true;
+      for (let at = start; at < start + length; at++) if (input[at] >= 0x80) ascii = false;
+      if (ascii) {
+        this.offset += length;
+        return length === 0 ? '' : String.fromCharCode.apply(null, input.subarray(start, start + length) as unknown as number[]);
+      }
+    }
+    const text = utf8DecodeOrUndefined(this.raw(length));
     if (text === undefined) throw this.corrupt('a string is not valid UTF-8');
     return text;
   }

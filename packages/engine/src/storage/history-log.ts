@@ -18,7 +18,8 @@ import {
 const entryReadBytesInitial = 1024;
 /** Largest window tried: the largest entry (64 tags of 256 bytes, a 1 KiB key…) fits. */
 const entryReadBytesMax = 64 * 1024;
-import type { ManifestEntry, PayloadLocation } from './records.js';
+import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type PublishedRecord } from './records.js';
+import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
 import { SegmentSet } from './segment-set.js';
 
@@ -160,6 +161,47 @@ export class History {
         window *= 4;
       }
     }
+  }
+
+  /**
+   * Reads a commit's run straight into published records, payloads included: what a scan
+   * reads, with one object per record and payloads as views of the run's bytes.
+   */
+  async readRunRecords(commit: CommitRecord, feed: string): Promise<PublishedRecord[]> {
+    const segment = this.segments.byBase(commit.segment);
+    const bytes = await segment.read(commit.runStart, commit.runBytes);
+    const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
+    const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
+    if (frameEnd !== bytes.length) {
+      throw new StreamStackError('CORRUPT', `the run of commit ${commit.commit} in ${segment.file} is damaged`, {
+        details: { file: segment.file, offset: commit.runStart + frameEnd },
+      });
+    }
+    const records = new Array<PublishedRecord>(commit.records);
+    const external: { index: number; location: PayloadLocation }[] = [];
+    const run = { feed, commit: commit.commit, stream: commit.stream, segment: commit.segment, runStart: commit.runStart };
+    let count = 0;
+    for (const frame of frames) {
+      if (frame.kind !== FrameKind.Manifest) continue;
+      const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, `manifest at ${segment.file}:${commit.runStart + frame.offset}`);
+      reader.u32();
+      const entries = reader.u32();
+      if (count + entries > commit.records) break;
+      for (let index = 0; index < entries; index++) {
+        records[count] = readPublishedRecord(reader, run, commit.firstPosition + count, bytes, (location) =>
+          external.push({ index: count, location }),
+        );
+        count++;
+      }
+      reader.expectEnd();
+    }
+    if (count !== commit.records) {
+      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.records} records but its manifests hold ${count}`, {
+        details: { file: segment.file, offset: commit.runStart },
+      });
+    }
+    for (const { index, location } of external) records[index].payload = await this.readPayload(location);
+    return records;
   }
 
   /** A payload's bytes, from the run already read when it lies there, else from its segment. */

@@ -288,22 +288,15 @@ export function readManifest(
   if (count > reader.remaining) throw reader.corrupt(`entry count ${count} exceeds the frame`);
   for (let index = 0; index < count; index++) {
     const offset = reader.offset;
-    onEntry(resolveEntry(readManifestEntry(reader), segment, runStart), offset);
+    onEntry(readManifestEntry(reader, segment, runStart), offset);
   }
   reader.expectEnd();
   return count;
 }
 
-/** Makes a payload location that is relative to its run absolute. */
-export function resolveEntry(entry: ManifestEntry, segment: number, runStart: number): ManifestEntry {
-  return entry.payload.segment === sameRun
-    ? { ...entry, payload: { segment, offset: runStart + entry.payload.offset, length: entry.payload.length } }
-    : entry;
-}
-
 /** Decodes one manifest entry that starts at `offset` of `bytes` (a point lookup by position). */
 export function readManifestEntryAt(bytes: Uint8Array, offset: number, segment: number, runStart: number, what: string): ManifestEntry {
-  return resolveEntry(readManifestEntry(new ByteReader(bytes, offset, bytes.length, what)), segment, runStart);
+  return readManifestEntry(new ByteReader(bytes, offset, bytes.length, what), segment, runStart);
 }
 
 /** Decodes a pack frame's directory: each payload's CRC-32C and absolute location. */

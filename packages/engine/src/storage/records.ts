@@ -37,6 +37,70 @@ export interface ManifestEntry {
   readonly payload: PayloadLocation;
 }
 
+/** A published record, as reads return it. */
+export interface PublishedRecord {
+  readonly feed: string;
+  readonly commit: number;
+  readonly stream: string;
+  readonly seq: number;
+  readonly position: number;
+  readonly timestamp: number;
+  readonly fingerprint: Uint8Array;
+  payload: Uint8Array;
+  readonly key: string | undefined;
+  readonly version: number | undefined;
+  readonly tombstone: boolean;
+  readonly type: string | undefined;
+  readonly tags: readonly string[];
+}
+
+const noPayload: Uint8Array = new Uint8Array(0);
+
+/**
+ * Reads one manifest entry straight into a published record (the scan path of reads: one
+ * object per record, the payload a view of the run's bytes). A payload stored in another run
+ * (deduplicated) is left empty and its location handed to `external`, for the caller to read.
+ */
+export function readPublishedRecord(
+  reader: ByteReader,
+  run: { readonly feed: string; readonly commit: number; readonly stream: string; readonly segment: number; readonly runStart: number },
+  position: number,
+  runBytes: Uint8Array,
+  external: (location: PayloadLocation) => void,
+): PublishedRecord {
+  const flags = reader.u8();
+  if ((flags & hasFingerprint) === 0) throw reader.corrupt('a manifest entry lacks its fingerprint');
+  const seq = reader.varint();
+  const timestamp = reader.varint();
+  const fingerprint = reader.bytes();
+  const key = flags & hasKey ? reader.string() : undefined;
+  const version = flags & hasVersion ? reader.varint() : undefined;
+  const type = flags & hasType ? reader.string() : undefined;
+  const tags = readTags(reader, flags);
+  const payloadSegment = reader.varint();
+  const offset = reader.varint();
+  const length = reader.varint();
+  let payload = noPayload;
+  if (payloadSegment === 0 && offset + length <= runBytes.length) payload = runBytes.subarray(offset, offset + length);
+  else if (payloadSegment === 0) throw reader.corrupt('a payload lies past its run');
+  else external({ segment: payloadSegment, offset, length });
+  return {
+    feed: run.feed,
+    commit: run.commit,
+    stream: run.stream,
+    seq,
+    position,
+    timestamp,
+    fingerprint,
+    payload,
+    key,
+    version,
+    tombstone: (flags & isTombstone) !== 0,
+    type,
+    tags,
+  };
+}
+
 const hasFingerprint = 1;
 const hasKey = 2;
 const hasVersion = 4;
@@ -77,27 +141,15 @@ function writeMetadata(
   }
 }
 
-interface Metadata {
-  fingerprint?: Uint8Array;
-  key?: string;
-  version?: number;
-  tombstone: boolean;
-  type?: string;
-  tags: string[];
-}
+const noTags: readonly string[] = Object.freeze([]);
 
-function readMetadata(reader: ByteReader, flags: number): Metadata {
-  const metadata: Metadata = { tombstone: (flags & isTombstone) !== 0, tags: [] };
-  if (flags & hasFingerprint) metadata.fingerprint = reader.bytes();
-  if (flags & hasKey) metadata.key = reader.string();
-  if (flags & hasVersion) metadata.version = reader.varint();
-  if (flags & hasType) metadata.type = reader.string();
-  if (flags & hasTags) {
-    const count = reader.varint();
-    if (count > reader.remaining) throw reader.corrupt(`tag count ${count} exceeds the frame`);
-    for (let index = 0; index < count; index++) metadata.tags.push(reader.string());
-  }
-  return metadata;
+function readTags(reader: ByteReader, flags: number): readonly string[] {
+  if ((flags & hasTags) === 0) return noTags;
+  const count = reader.varint();
+  if (count > reader.remaining) throw reader.corrupt(`tag count ${count} exceeds the frame`);
+  const tags = new Array<string>(count);
+  for (let index = 0; index < count; index++) tags[index] = reader.string();
+  return tags;
 }
 
 /** WAL RECORD frame data after the kind byte: flags, timestamp, metadata, then the payload. */
@@ -111,8 +163,13 @@ export function writeWalRecord(writer: ByteWriter, record: RecordData): void {
 export function readWalRecord(reader: ByteReader): RecordData {
   const flags = reader.u8();
   const timestamp = reader.varint();
-  const metadata = readMetadata(reader, flags);
-  return { ...metadata, timestamp, payload: reader.raw(reader.remaining) };
+  // One object literal with every field, in one order: every record has the same shape.
+  const fingerprint = flags & hasFingerprint ? reader.bytes() : undefined;
+  const key = flags & hasKey ? reader.string() : undefined;
+  const version = flags & hasVersion ? reader.varint() : undefined;
+  const type = flags & hasType ? reader.string() : undefined;
+  const tags = readTags(reader, flags);
+  return { payload: reader.raw(reader.remaining), timestamp, fingerprint, key, version, tombstone: (flags & isTombstone) !== 0, type, tags };
 }
 
 /** One manifest entry: the record's metadata, its fingerprint, and where its payload lies. */
@@ -130,12 +187,24 @@ export function writeManifestEntry(
   writer.varint(payload.segment).varint(payload.offset).varint(payload.length);
 }
 
-export function readManifestEntry(reader: ByteReader): ManifestEntry {
+/**
+ * Reads one manifest entry. A payload location relative to its run (segment 0) is made
+ * absolute with `segment` and `runStart`, the segment and start of the run being read.
+ */
+export function readManifestEntry(reader: ByteReader, segment: number, runStart: number): ManifestEntry {
   const flags = reader.u8();
   if ((flags & hasFingerprint) === 0) throw reader.corrupt('a manifest entry lacks its fingerprint');
   const seq = reader.varint();
   const timestamp = reader.varint();
-  const metadata = readMetadata(reader, flags);
-  const payload = { segment: reader.varint(), offset: reader.varint(), length: reader.varint() };
-  return { ...metadata, fingerprint: metadata.fingerprint!, seq, timestamp, payload };
+  const fingerprint = reader.bytes();
+  const key = flags & hasKey ? reader.string() : undefined;
+  const version = flags & hasVersion ? reader.varint() : undefined;
+  const type = flags & hasType ? reader.string() : undefined;
+  const tags = readTags(reader, flags);
+  const payloadSegment = reader.varint();
+  const offset = reader.varint();
+  const length = reader.varint();
+  const payload =
+    payloadSegment === 0 ? { segment, offset: runStart + offset, length } : { segment: payloadSegment, offset, length };
+  return { seq, timestamp, fingerprint, key, version, tombstone: (flags & isTombstone) !== 0, type, tags, payload };
 }

@@ -16,6 +16,7 @@ import { crc32c } from './crc32c.js';
 import {
   commonInputIndexOf,
   emptyFinalAddress,
+  fstChecksumBytes,
   fstFormatVersion,
   fstMapType,
   maskChecksum,
@@ -33,13 +34,13 @@ import {
 import { type NodeLevels, NodeRegistry, notRegistered } from './fst-registry.js';
 
 /** Bytes the output buffer starts with; it doubles as it fills. */
-const initialOutputCapacityBytes = 1024;
+export const fstBuildInitialOutputBytes = 1024;
 
 /** Levels the unfinished-node stack starts with room for (one more than the longest key). */
-const initialStackDepth = 64;
+export const fstBuildInitialStackLevels = 64;
 
 /** Transitions a level has room for before it first grows. */
-const initialTransitionCapacity = 4;
+export const fstBuildInitialLevelTransitions = 4;
 
 /**
  * Bytes a compiled node can take besides its transitions: a final output and the pack-size, count
@@ -55,9 +56,6 @@ const twoToThe32 = 0x1_0000_0000;
 
 /** Bytes of a u64 in the header and footer. */
 const u64Bytes = 8;
-
-/** Bytes of the checksum at the end of the file. */
-const checksumBytes = 4;
 
 /** Fills `target[offset, offset + size)` with `value` little endian (value < 2^53). */
 function writePacked(target: Uint8Array, offset: number, value: number, size: number): void {
@@ -84,24 +82,24 @@ function writePacked(target: Uint8Array, offset: number, value: number, size: nu
  */
 class UnfinishedNodes implements NodeLevels {
   depth = 0;
-  isFinal: Uint8Array = new Uint8Array(initialStackDepth);
-  finalOutput: Float64Array = new Float64Array(initialStackDepth);
-  transitionCount: Int32Array = new Int32Array(initialStackDepth);
+  isFinal: Uint8Array = new Uint8Array(fstBuildInitialStackLevels);
+  finalOutput: Float64Array = new Float64Array(fstBuildInitialStackLevels);
+  transitionCount: Int32Array = new Int32Array(fstBuildInitialStackLevels);
   readonly inputs: Uint8Array[] = [];
   readonly outputs: Float64Array[] = [];
   readonly targets: Float64Array[] = [];
-  hasPending: Uint8Array = new Uint8Array(initialStackDepth);
-  pendingInput: Uint8Array = new Uint8Array(initialStackDepth);
-  pendingOutput: Float64Array = new Float64Array(initialStackDepth);
+  hasPending: Uint8Array = new Uint8Array(fstBuildInitialStackLevels);
+  pendingInput: Uint8Array = new Uint8Array(fstBuildInitialStackLevels);
+  pendingOutput: Float64Array = new Float64Array(fstBuildInitialStackLevels);
 
   /** Pushes an empty node with no pending transition and returns its level. */
   push(isFinal: boolean): number {
     const level = this.depth;
     if (level === this.isFinal.length) this.growStack();
     if (level === this.inputs.length) {
-      this.inputs.push(new Uint8Array(initialTransitionCapacity));
-      this.outputs.push(new Float64Array(initialTransitionCapacity));
-      this.targets.push(new Float64Array(initialTransitionCapacity));
+      this.inputs.push(new Uint8Array(fstBuildInitialLevelTransitions));
+      this.outputs.push(new Float64Array(fstBuildInitialLevelTransitions));
+      this.targets.push(new Float64Array(fstBuildInitialLevelTransitions));
     }
     this.isFinal[level] = isFinal ? 1 : 0;
     this.finalOutput[level] = 0;
@@ -155,7 +153,7 @@ class UnfinishedNodes implements NodeLevels {
 /** One build: the output written so far, the unfinished nodes and the registry. */
 class FstWriter {
   /** The output, written front to back; `length` is the crate's byte count (and next address). */
-  private output: Uint8Array = new Uint8Array(initialOutputCapacityBytes);
+  private output: Uint8Array = new Uint8Array(fstBuildInitialOutputBytes);
   private length = 0;
   private readonly nodes = new UnfinishedNodes();
   private readonly registry = new NodeRegistry();
@@ -254,9 +252,9 @@ class FstWriter {
     this.writeU64(rootAddress);
     // The checksum covers every byte before it, as the crate's counting writer sums them.
     const checksum = maskChecksum(crc32c(this.output.subarray(0, this.length)));
-    this.reserve(checksumBytes);
-    writePacked(this.output, this.length, checksum, checksumBytes);
-    this.length += checksumBytes;
+    this.reserve(fstChecksumBytes);
+    writePacked(this.output, this.length, checksum, fstChecksumBytes);
+    this.length += fstChecksumBytes;
     return this.output.slice(0, this.length);
   }
 

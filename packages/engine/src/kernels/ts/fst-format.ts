@@ -11,7 +11,7 @@
  * - `11` one transition to the node written just before this one, with no output;
  * - `10` one transition with an explicit target and output;
  * - `0f` any number of transitions, where `f` is the final flag.
- * Non-final leaves with nothing to say are never written: they get the reserved address 0.
+ * A final node with no transitions and no output is never written: it has the reserved address 0.
  */
 
 /** The format version the crate writes and the newest it reads. Format. */
@@ -29,7 +29,7 @@ export const fstFirstVersionWithChecksum = 3;
 /** The FST type the crate's `MapBuilder` writes into the header (it reserves 0-255). Format. */
 export const fstMapType = 0;
 
-/** Bytes of the header: u64 version and u64 type. No node may live at addresses below it. */
+/** Bytes of the header: u64 version and u64 type. The builder writes no node below it. */
 export const fstHeaderBytes = 16;
 
 /** Bytes of the footer without the checksum: u64 key count and u64 root address. Format. */
@@ -42,7 +42,7 @@ export const fstChecksumBytes = 4;
  * The smallest file the crate opens: header, footer and checksum around an empty node region.
  * It is exactly the size of a map holding only the empty key with value 0.
  */
-export const fstMinimumBytes = 36;
+export const fstMinimumBytes = fstHeaderBytes + fstFooterBytesWithoutChecksum + fstChecksumBytes;
 
 /**
  * The address of the "final leaf with no output" node, which is never written out: every key's

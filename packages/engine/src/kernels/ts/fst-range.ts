@@ -45,19 +45,19 @@ import {
  * budget) walks to the end is walked to the end here too; the budget only cuts off walks that
  * would take exponentially long.
  */
-const stepsPerFileByte = 16;
+export const fstRangeStepsPerFileByte = 16;
 
 /** Steps a scan may always take between two keys, on top of the per-byte budget. */
-const stepsSlack = 65_536;
+export const fstRangeSlackSteps = 65_536;
 
 /** Entries a result has room for before its buffers first grow. */
-const initialEntries = 64;
+export const fstRangeInitialEntries = 64;
 
 /** Key bytes per entry a result first reserves room for. */
-const initialKeyBytesPerEntry = 16;
+export const fstRangeInitialKeyBytesPerEntry = 16;
 
 /** Depth the scan's path starts with room for; it doubles as keys get longer. */
-const initialPathDepth = 64;
+export const fstRangeInitialPathLevels = 64;
 
 // Node layouts once decoded: the sentinel empty final node, the two one-transition layouts, and
 // the "any transitions" layout.
@@ -183,10 +183,10 @@ class NodeCursor {
 
 /** Collects a scan's entries into growable buffers, trimmed when done. */
 class EntryCollector {
-  private bytes = new Uint8Array(initialEntries * initialKeyBytesPerEntry);
+  private bytes = new Uint8Array(fstRangeInitialEntries * fstRangeInitialKeyBytesPerEntry);
   private byteLength = 0;
-  private ends = new Uint32Array(initialEntries);
-  private values = new Float64Array(initialEntries);
+  private ends = new Uint32Array(fstRangeInitialEntries);
+  private values = new Float64Array(fstRangeInitialEntries);
   count = 0;
 
   add(key: Uint8Array, keyLength: number, value: number): void {
@@ -229,9 +229,9 @@ interface Bound {
 class RangeScan {
   private readonly cursors: NodeCursor[] = [new NodeCursor()];
   /** `key[0, depth)` is the key spelled down to the cursor at `depth`. */
-  private key = new Uint8Array(initialPathDepth);
+  private key = new Uint8Array(fstRangeInitialPathLevels);
   /** `pathOutputs[depth]` is the sum of the outputs on the way to the cursor at `depth`. */
-  private pathOutputs = new Float64Array(initialPathDepth);
+  private pathOutputs = new Float64Array(fstRangeInitialPathLevels);
   private readonly transitionOutput = new Float64Array(1);
   readonly entries = new EntryCollector();
 
@@ -246,7 +246,7 @@ class RangeScan {
   run(rootAddress: number, limit: number): void {
     const data = this.data;
     const lower = this.lower;
-    const stepBudget = stepsPerFileByte * data.length + stepsSlack;
+    const stepBudget = fstRangeStepsPerFileByte * data.length + fstRangeSlackSteps;
     let steps = 0;
     const root = this.cursors[0];
     root.decode(data, this.version, rootAddress);

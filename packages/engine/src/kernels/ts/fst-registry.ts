@@ -38,15 +38,15 @@ const cellOverflowAtSlot = 5;
 const cellOverflowCapacitySlot = 6;
 const cellTransitionsSlot = 7;
 /** Transitions a cell stores inline; nodes with more keep theirs in the overflow pool. */
-const cellInlineTransitions = 2;
-const cellSlots = cellTransitionsSlot + 3 * cellInlineTransitions;
+export const fstRegistryInlineTransitions = 2;
+const cellSlots = cellTransitionsSlot + 3 * fstRegistryInlineTransitions;
 const rowSlots = rowHeaderSlots + fstRegistryCellsPerRow * cellSlots;
 
 /** Room, in transitions, a cell first takes in the overflow pool; it doubles from there. */
-const overflowInitialTransitions = 8;
+export const fstRegistryOverflowInitialTransitions = 8;
 
 /** Float64 slots the overflow pool starts with; it doubles as it fills. */
-const overflowPoolInitialSlots = 1024;
+export const fstRegistryOverflowPoolInitialSlots = 1024;
 
 /** 64-bit FNV-1a offset basis (14695981039346656037), as high and low 32-bit halves. */
 const fnvOffsetHigh = 0xcbf29ce4;
@@ -121,7 +121,7 @@ export class NodeRegistry {
   private readonly table: Float64Array;
   private readonly generation: number;
   /** Transitions of nodes too wide to store inline; it belongs to this build alone. */
-  private overflowPool: Float64Array = new Float64Array(overflowPoolInitialSlots);
+  private overflowPool: Float64Array = new Float64Array(fstRegistryOverflowPoolInitialSlots);
   private overflowUsed = 0;
   /**
    * The hash of the node being looked up, as two 32-bit halves. It lives in a typed array because
@@ -215,7 +215,7 @@ export class NodeRegistry {
     const targets = nodes.targets[level];
     let stored: Float64Array = table;
     let offset = at + cellTransitionsSlot;
-    if (count > cellInlineTransitions) {
+    if (count > fstRegistryInlineTransitions) {
       stored = this.overflowPool;
       offset = table[at + cellOverflowAtSlot];
     }
@@ -241,11 +241,11 @@ export class NodeRegistry {
     table[at + cellFinalOutputSlot] = nodes.finalOutput[level];
     let stored: Float64Array = table;
     let offset = at + cellTransitionsSlot;
-    if (count > cellInlineTransitions) {
+    if (count > fstRegistryInlineTransitions) {
       if (table[at + cellOverflowCapacitySlot] < count) {
         // Take fresh room from the pool, a power of two so that a cell that sees nodes of growing
         // width moves a handful of times; the room it leaves behind is not reused.
-        let capacity = overflowInitialTransitions;
+        let capacity = fstRegistryOverflowInitialTransitions;
         while (capacity < count) capacity *= 2;
         table[at + cellOverflowAtSlot] = this.takeOverflow(capacity * 3);
         table[at + cellOverflowCapacitySlot] = capacity;
