@@ -79,10 +79,17 @@ async function* scanModes(snapshot: Snapshot, options: ReadOptions, derived: Der
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
   if (mode === 'dedup' && !windowFirst) await derived.extend(snapshot);
-  for (const commit of windowOf(snapshot, cursor)) {
+  const commits = windowOf(snapshot, cursor);
+  // The next commit's bytes are read from disk while this one is decoded and consumed.
+  let next = commits.length > 0 ? snapshot.history.readRunBytes(commits[0]) : undefined;
+  for (let at = 0; at < commits.length; at++) {
+    const current = next!;
+    next = at + 1 < commits.length && remaining > 0 ? snapshot.history.readRunBytes(commits[at + 1]) : undefined;
+    // A prefetch that is never awaited must not turn into an unhandled rejection.
+    next?.catch(() => undefined);
     if (remaining <= 0) return;
     options.signal?.throwIfAborted();
-    let records = await snapshot.history.readRunRecords(commit, snapshot.feed);
+    let records = await snapshot.history.decodeRunRecords(commits[at], snapshot.feed, await current);
     if (mode === 'dedup' || matches) {
       records = records.filter((record) => {
         if (mode === 'dedup') {

@@ -218,11 +218,13 @@ export class ByteReader {
     // Short ASCII strings (keys, types, tags) are the common case, and building them byte by
     // byte is several times faster than a TextDecoder call.
     if (length <= shortStringBytesMax) {
-      let ascii = true;
-      for (let at = start; at < start + length; at++) if (input[at] >= 0x80) ascii = false;
-      if (ascii) {
-        this.offset += length;
-        return length === 0 ? '' : String.fromCharCode.apply(null, input.subarray(start, start + length) as unknown as number[]);
+      let text = '';
+      let at = start;
+      const end = start + length;
+      while (at < end && input[at] < 0x80) text += String.fromCharCode(input[at++]);
+      if (at === end) {
+        this.offset = end;
+        return text;
       }
     }
     const text = utf8DecodeOrUndefined(this.raw(length));

@@ -168,8 +168,17 @@ export class History {
    * reads, with one object per record and payloads as views of the run's bytes.
    */
   async readRunRecords(commit: CommitRecord, feed: string): Promise<PublishedRecord[]> {
+    return this.decodeRunRecords(commit, feed, await this.readRunBytes(commit));
+  }
+
+  /** A commit's run as bytes (packs and manifests), for `decodeRunRecords`. */
+  readRunBytes(commit: CommitRecord): Promise<Uint8Array> {
+    return this.segments.byBase(commit.segment).read(commit.runStart, commit.runBytes);
+  }
+
+  /** Verifies a run's frames and decodes its records (see `readRunRecords`). */
+  async decodeRunRecords(commit: CommitRecord, feed: string, bytes: Uint8Array): Promise<PublishedRecord[]> {
     const segment = this.segments.byBase(commit.segment);
-    const bytes = await segment.read(commit.runStart, commit.runBytes);
     const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
     const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
     if (frameEnd !== bytes.length) {
