@@ -104,6 +104,7 @@ export class Feed {
 
   /** The open stream, if there is one (a new lease holder finds its predecessor's here). */
   activeStream(): Stream | undefined {
+    this.writer.assertOpen();
     const id = this.writer.activeStream;
     return id === undefined ? undefined : new Stream(this, id);
   }
@@ -134,6 +135,7 @@ export class Feed {
 
   /** Commits after cursor `after` (a commit sequence; 0, the default, is the start), oldest first. */
   commits(options: { after?: number; limit?: number } = {}): Commit[] {
+    this.writer.assertOpen();
     const after = checkedCursor(options.after, 'after') ?? 0;
     const limit = validateCursor(options.limit, 'limit') ?? Number.POSITIVE_INFINITY;
     const head = this.writer.watermark.commit;
@@ -187,6 +189,7 @@ export class Feed {
 
   /** Creates a named, durable cursor, starting after commit `after` (default 0, the start). */
   async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
+    this.writer.assertOpen();
     const after = checkedCursor(options.after, 'after') ?? 0;
     const head = this.writer.watermark.commit;
     if (after > head) {
@@ -198,12 +201,14 @@ export class Feed {
 
   /** The subscription `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
   subscription(name: string): Subscription {
+    this.writer.assertOpen();
     this.writer.subscriptions.get(name);
     return new Subscription(this, name);
   }
 
   /** Every subscription with its cursor and lag. */
   subscriptions(): SubscriptionInfo[] {
+    this.writer.assertOpen();
     return this.writer.subscriptions.list().map((state) => new Subscription(this, state.name).info());
   }
 
@@ -214,11 +219,13 @@ export class Feed {
 
   /** The latest commit, or undefined when the feed has none. */
   head(): Commit | undefined {
+    this.writer.assertOpen();
     const head = this.writer.watermark.commit;
     return head === 0 ? undefined : toCommit(this.name, this.writer.commits[head - 1]);
   }
 
   info(): FeedInfo {
+    this.writer.assertOpen();
     const live = this.writer.lease.live();
     const head = this.head();
     return {

@@ -78,6 +78,7 @@ export class Stream {
    * sealed, from the WAL while it is open.
    */
   async read(options: { fromSeq?: number } = {}): Promise<StreamRecord[]> {
+    this.feed.writer.assertOpen();
     const fromSeq = validateCursor(options.fromSeq, 'fromSeq') ?? 1;
     const status = this.feed.writer.streamStatus(this.id);
     if (status.state === 'sealed') {
@@ -102,6 +103,7 @@ export class Stream {
   }
 
   info(): StreamInfo {
+    this.feed.writer.assertOpen();
     const status = this.feed.writer.streamStatus(this.id);
     if (status.state === 'sealed') return { id: this.id, state: 'sealed', commit: toCommit(this.feed.name, status.commit) };
     if (status.state === 'open') return { id: this.id, state: 'open', records: status.acknowledged };

@@ -40,10 +40,12 @@ export class Subscription {
 
   /** The saved cursor: the last commit this subscription has handled. */
   get cursor(): number {
+    this.feed.writer.assertOpen();
     return this.feed.writer.subscriptions.get(this.name).cursor;
   }
 
   info(): SubscriptionInfo {
+    this.feed.writer.assertOpen();
     const state = this.feed.writer.subscriptions.get(this.name);
     return { ...state, lag: this.feed.reads.lag(state.cursor) };
   }
@@ -73,6 +75,7 @@ export class Subscription {
   }
 
   async delete(): Promise<void> {
+    this.feed.writer.assertOpen();
     await this.feed.writer.subscriptions.delete(this.name);
   }
 
@@ -89,6 +92,7 @@ export class Subscription {
   }
 
   private checkInRange(cursor: number): void {
+    this.feed.writer.assertOpen();
     const head = this.feed.writer.watermark.commit;
     if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > head) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${cursor} is outside the history (0 to ${head})`, {

@@ -48,6 +48,8 @@ interface OpenStream {
   nextSeq: number;
   /** Where every acknowledged record lies, in seq order. */
   readonly records: WalLocation[];
+  /** Types of its acknowledged records not yet published: they count toward the type limit. */
+  readonly types: Set<string>;
 }
 
 /** The published head: reads see commits up to here and no further. */
@@ -147,6 +149,14 @@ export class FeedWriter {
       throw error;
     }
     writer.conditions = new ConditionChecker(kernels, writer.watermarkNow.position);
+    // An open stream's types count toward the type limit before they are published; after a
+    // restart they are found by reading its acknowledged records back once.
+    const open = writer.openStream as OpenStream | undefined;
+    if (open) {
+      for (const record of await wal.readRecords(open.records)) {
+        if (record.type !== undefined && !writer.index.typeNames.has(record.type)) open.types.add(record.type);
+      }
+    }
     for (const event of events) {
       const streams = writer.walStreams.get(event.segment) ?? new Set<string>();
       streams.add(event.stream);
@@ -160,6 +170,7 @@ export class FeedWriter {
           ...(event.message === undefined ? {} : { message: event.message }),
           nextSeq: 1,
           records: [],
+          types: new Set(),
         };
       } else if (event.kind === 'abort') {
         writer.aborted.add(event.stream);
@@ -178,6 +189,7 @@ export class FeedWriter {
 
   /** The view a read runs over: everything published now, and nothing later. */
   snapshot(): Snapshot {
+    this.assertOpen();
     return {
       feed: this.options.feed,
       watermark: this.watermarkNow,
@@ -225,14 +237,17 @@ export class FeedWriter {
   // ---- Leases ------------------------------------------------------------------------------
 
   acquireLease(holder: string, ttlMs?: number): Promise<LeaseGrant> {
+    this.assertOpen();
     return this.lease.acquire(holder, ttlMs);
   }
 
   renewLease(token: string, ttlMs?: number): Promise<LeaseGrant> {
+    this.assertOpen();
     return this.lease.renew(token, ttlMs);
   }
 
   releaseLease(token: string): Promise<void> {
+    this.assertOpen();
     return this.lease.release(token);
   }
 
@@ -263,9 +278,11 @@ export class FeedWriter {
   async readOpenStream(id: string, fromSeq: number): Promise<{ seq: number; record: RecordData }[]> {
     const open = this.openStream;
     if (!open || open.id !== id) return [];
-    const locations = open.records.slice(Math.max(0, fromSeq - 1));
+    // The list is read before awaiting: batches acknowledged meanwhile are not part of this
+    // read, and must not shift the seqs of the records that are.
+    const firstSeq = Math.max(1, fromSeq);
+    const locations = open.records.slice(firstSeq - 1);
     const records = await this.wal.readRecords(locations);
-    const firstSeq = open.records.length - locations.length + 1;
     return records.map((record, index) => ({ seq: firstSeq + index, record }));
   }
 
@@ -281,7 +298,7 @@ export class FeedWriter {
       const id = this.options.newId();
       const openedAt = this.options.clock();
       walFrames.open(builder, id, epoch, openedAt, message);
-      this.openStream = { id, epoch, openedAt, ...(message === undefined ? {} : { message }), nextSeq: 1, records: [] };
+      this.openStream = { id, epoch, openedAt, ...(message === undefined ? {} : { message }), nextSeq: 1, records: [], types: new Set() };
       return (location) => {
         this.noteWalStream(location, id);
         return { stream: id, epoch, openedAt };
@@ -320,17 +337,24 @@ export class FeedWriter {
   ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
     return this.committer.submit('wal', (builder, group) => {
       const open = this.writableStream(id, token, 'append');
-      this.index.checkTypes(records.map((record) => record.type), group.newTypes);
       if (expectedSeq !== undefined && expectedSeq !== open.nextSeq) {
         throw new StreamStackError('SEQ_MISMATCH', `stream ${id} expected seq ${expectedSeq} but the next seq is ${open.nextSeq}`, {
           details: { stream: id, expected: expectedSeq, actual: open.nextSeq },
         });
       }
+      const types = this.index.newTypes(
+        records.map((record) => record.type),
+        new Set([...group.newTypes, ...open.types]),
+      );
       const now = this.options.clock();
       const stamped = records.map((record) => (record.timestamp === undefined ? { ...record, timestamp: now } : (record as RecordData)));
       const firstSeq = open.nextSeq;
       const spans = walFrames.batch(builder, id, open.epoch, firstSeq, stamped);
       open.nextSeq += records.length;
+      for (const type of types) {
+        group.newTypes.add(type);
+        open.types.add(type);
+      }
       return (location) => {
         this.noteWalStream(location, id);
         for (const span of spans) {
@@ -365,7 +389,6 @@ export class FeedWriter {
       const open = this.writableStream(id, token, 'seal');
       if (condition) await this.checkCondition(condition, group);
       const records = await this.wal.readRecords(open.records);
-      this.conditions.stage(group, records);
       const finish = this.prepareRun(builder, {
         stream: id,
         openedAt: open.openedAt,
@@ -374,6 +397,7 @@ export class FeedWriter {
         oneShot: false,
         records,
       });
+      this.conditions.stage(group, records);
       this.openStream = undefined;
       return (location: GroupLocation) => {
         const commit = finish(location);
@@ -392,11 +416,13 @@ export class FeedWriter {
   ): Promise<CommitRecord> {
     return this.committer.submit('history', async (builder, group) => {
       const epoch = this.lease.checkOptional(token);
-      this.index.checkTypes(records.map((record) => record.type), group.newTypes);
       if (condition) await this.checkCondition(condition, group);
-      this.conditions.stage(group, records);
+      const types = this.index.newTypes(
+        records.map((record) => record.type),
+        new Set([...group.newTypes, ...(this.openStream?.types ?? [])]),
+      );
       const now = this.options.clock();
-      return this.prepareRun(builder, {
+      const finish = this.prepareRun(builder, {
         stream: this.options.newId(),
         openedAt: now,
         message,
@@ -404,6 +430,10 @@ export class FeedWriter {
         oneShot: true,
         records,
       });
+      // Staged only once the request is surely part of the group.
+      this.conditions.stage(group, records);
+      for (const type of types) group.newTypes.add(type);
+      return finish;
     });
   }
 
@@ -535,7 +565,18 @@ export class FeedWriter {
   }
 
   /** Waits for every queued write and maintenance task, then closes the files. */
+  /** Set once the feed is closed: every later call is refused with it. */
+  closedError: StreamStackError | undefined;
+
+  /** Throws `CLOSED` once the feed (its store) is closed. */
+  assertOpen(): void {
+    if (this.closedError) throw this.closedError;
+  }
+
   async close(): Promise<void> {
+    if (this.closedError) return;
+    this.closedError = new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
+    this.committer.refuse(this.closedError);
     await this.idle();
     this.history.close();
     this.wal.close();

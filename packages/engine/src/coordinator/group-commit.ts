@@ -58,11 +58,19 @@ export class GroupCommitter<G> {
 
   submit<T>(lane: Lane, prepare: Prepare<T, G>): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
+    if (this.refusal) return Promise.reject(this.refusal);
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ lane, prepare: prepare as Prepare<unknown, G>, resolve: resolve as (value: unknown) => void, reject });
       if (!this.running) void this.pump();
     });
   }
+
+  /** Refuses every request submitted from now on with `error` (the feed is closing). */
+  refuse(error: StreamStackError): void {
+    this.refusal = error;
+  }
+
+  private refusal: StreamStackError | undefined;
 
   /** Resolves once every request submitted so far has settled. */
   idle(): Promise<void> {

@@ -262,25 +262,42 @@ export class FeedIndex {
   private startSegment(base: number): void {
     const previous = this.tail;
     if (previous) {
-      const data = buildIndexData(this.kernels, previous.source());
-      this.segments.push(new SealedIndex(this.kernels, data));
+      // The finished tail keeps serving reads as it is; its compact form (FST and posting
+      // lists) is built and written in the background and then takes its place, so the
+      // append that rolled the segment does not wait for it.
+      const slot = this.segments.length;
+      this.segments.push(previous);
       const file = this.fileFor(previous.base);
-      this.pending = this.pending.then(() => writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data))).catch(() => undefined);
+      this.pending = this.pending
+        .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+        .then(async () => {
+          const data = buildIndexData(this.kernels, previous.source());
+          this.segments[slot] = new SealedIndex(this.kernels, data);
+          await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
+        })
+        .catch(() => undefined);
     }
     this.tail = new TailIndex(base);
   }
 
-  /** Refuses a batch that would take the feed past `typesPerFeedMax` distinct types. */
-  checkTypes(types: Iterable<string | undefined>, staged: Set<string>): void {
+  /**
+   * The types among `types` the feed has not published yet, or `TYPE_LIMIT` when they would
+   * take it past `typesPerFeedMax` distinct types counting those already `pending` (types of
+   * the open stream and of earlier requests in the same group). Stages nothing: the caller adds
+   * the result to its pending set once the request is accepted.
+   */
+  newTypes(types: Iterable<string | undefined>, pending: ReadonlySet<string>): Set<string> {
+    const fresh = new Set<string>();
     for (const type of types) {
-      if (type === undefined || this.typeNames.has(type) || staged.has(type)) continue;
-      if (this.typeNames.size + staged.size >= typesPerFeedMax) {
+      if (type === undefined || this.typeNames.has(type) || pending.has(type) || fresh.has(type)) continue;
+      if (this.typeNames.size + pending.size + fresh.size >= typesPerFeedMax) {
         throw new StreamStackError('TYPE_LIMIT', `a feed holds at most ${typesPerFeedMax} distinct types; ${JSON.stringify(type)} would be one more`, {
           details: { type, limit: typesPerFeedMax },
         });
       }
-      staged.add(type);
+      fresh.add(type);
     }
+    return fresh;
   }
 
   /** Resolves once index files being written in the background are on disk. */

@@ -90,6 +90,16 @@ export function commitAt(snapshot: Snapshot, position: number): CommitRecord {
   return commitsInRange(snapshot, position, position)[0];
 }
 
+/** Exact count of records of any of `types` in [low, high): one pass over the dense column. */
+function typeCount(segment: SegmentIndex, types: readonly string[], low: number, high: number): number {
+  const ids = new Set(types.map((type) => segment.typeId(type)).filter((id) => id !== undefined));
+  if (ids.size === 0) return 0;
+  const column = segment.typeColumn;
+  let count = 0;
+  for (let relative = low; relative < high; relative++) if (ids.has(column[relative])) count++;
+  return count;
+}
+
 function indexPath(kernels: Kernels, segment: SegmentIndex, query: Query, low: number, high: number): Uint32Array {
   let result: Uint32Array | undefined;
   for (const item of query.items) {
@@ -161,7 +171,7 @@ export async function findPositions(
     if (plan === 'auto') {
       let estimate = 0;
       for (const item of query.items) {
-        estimate += item.tags ? Math.min(...item.tags.map((tag) => segment.tagCount(tag))) : width;
+        estimate += item.tags ? Math.min(...item.tags.map((tag) => segment.tagCount(tag))) : typeCount(segment, item.types!, low, high);
       }
       plan = estimate * indexScanWidthRatio <= width ? 'index' : 'scan';
     }

@@ -152,16 +152,21 @@ export class History {
     const file = this.segments.byBase(segment);
     let window = entryReadBytesInitial;
     for (;;) {
-      const length = Math.min(window, file.header.capacity - offset);
-      const bytes = file.readSync(offset, length);
+      // The common window reuses one scratch buffer: an entry's fields are copied out of it.
+      const scratch = window === entryReadBytesInitial ? this.entryScratch : new Uint8Array(window);
+      const length = file.readSyncInto(scratch.subarray(0, Math.min(window, file.header.capacity - offset)), offset);
       try {
-        return readManifestEntryAt(bytes, 0, segment, runStart, `manifest entry at ${file.file}:${offset}`);
+        const entry = readManifestEntryAt(scratch.subarray(0, length), 0, segment, runStart, `manifest entry at ${file.file}:${offset}`);
+        // The fingerprint is a view of the scratch buffer, which the next read overwrites.
+        return { ...entry, fingerprint: entry.fingerprint.slice() };
       } catch (error) {
         if (length < window || window >= entryReadBytesMax) throw error;
         window *= 4;
       }
     }
   }
+
+  private readonly entryScratch = new Uint8Array(entryReadBytesInitial);
 
   /**
    * Reads a commit's run straight into published records, payloads included: what a scan

@@ -167,9 +167,16 @@ export class SegmentFile {
     return bytes;
   }
 
+  /** Reads synchronously into `into` (a reused scratch buffer); returns the bytes read. */
+  readSyncInto(into: Uint8Array, offset: number): number {
+    return fs.readSync(this.fd, into, 0, into.length, offset);
+  }
+
   /** Reads synchronously (small reads on paths that cannot await). */
   readSync(offset: number, length: number): Uint8Array {
-    const bytes = new Uint8Array(length);
+    // Every byte is overwritten by the read (or the short read is refused), so skip zeroing.
+    // (allocUnsafeSlow: never a slice of Node's shared pool, so the buffer is ours alone.)
+    const bytes = new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length);
     const read = fs.readSync(this.fd, bytes, 0, length, offset);
     if (read !== length) {
       throw new StreamStackError('CORRUPT', `${this.file} ends before offset ${offset + length}`, {
