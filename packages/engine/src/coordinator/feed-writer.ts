@@ -149,14 +149,6 @@ export class FeedWriter {
       throw error;
     }
     writer.conditions = new ConditionChecker(kernels, writer.watermarkNow.position);
-    // An open stream's types count toward the type limit before they are published; after a
-    // restart they are found by reading its acknowledged records back once.
-    const open = writer.openStream as OpenStream | undefined;
-    if (open) {
-      for (const record of await wal.readRecords(open.records)) {
-        if (record.type !== undefined && !writer.index.typeNames.has(record.type)) open.types.add(record.type);
-      }
-    }
     for (const event of events) {
       const streams = writer.walStreams.get(event.segment) ?? new Set<string>();
       streams.add(event.stream);
@@ -178,6 +170,14 @@ export class FeedWriter {
       } else if (writer.openStream?.id === event.stream) {
         writer.openStream.records.push(...event.records);
         writer.openStream.nextSeq = event.firstSeq + event.records.length;
+      }
+    }
+    // An open stream's types count toward the type limit before they are published; after a
+    // restart they are found by reading its acknowledged records back once.
+    const open = writer.openStream as OpenStream | undefined;
+    if (open) {
+      for (const record of await wal.readRecords(open.records)) {
+        if (record.type !== undefined && !writer.index.typeNames.has(record.type)) open.types.add(record.type);
       }
     }
     return writer;
