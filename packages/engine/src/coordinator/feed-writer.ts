@@ -347,9 +347,8 @@ export class FeedWriter {
         new Set([...group.newTypes, ...open.types]),
       );
       const now = this.options.clock();
-      const stamped = records.map((record) => (record.timestamp === undefined ? { ...record, timestamp: now } : (record as RecordData)));
       const firstSeq = open.nextSeq;
-      const spans = walFrames.batch(builder, id, open.epoch, firstSeq, stamped);
+      const spans = walFrames.batch(builder, id, open.epoch, firstSeq, records, now);
       open.nextSeq += records.length;
       for (const type of types) {
         group.newTypes.add(type);

@@ -169,10 +169,12 @@ export function readBatches(snapshot: Snapshot, options: ReadOptions, derived: D
 
 /** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
 export async function getByKey(snapshot: Snapshot, derived: DerivedIndexes, key: string, asOf: number): Promise<StoredRecord | undefined> {
-  await derived.extend(snapshot);
+  if (derived.indexedCommits < snapshot.watermark.commit) await derived.extend(snapshot);
   const winner = derived.winner(key, asOf);
   if (!winner || winner.tombstone) return undefined;
   const commit = snapshot.commits[winner.commit - 1];
-  const payload = await snapshot.history.readPayload(winner.entry.payload);
+  // A point lookup reads one small payload: a positional read straight from the page cache
+  // costs a few microseconds, a trip through the thread pool several times that.
+  const payload = snapshot.history.readPayloadSync(winner.entry.payload);
   return toRecord(snapshot.feed, commit, winner.position, winner.entry, payload);
 }

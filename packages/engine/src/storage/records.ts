@@ -153,9 +153,13 @@ function readTags(reader: ByteReader, flags: number): readonly string[] {
 }
 
 /** WAL RECORD frame data after the kind byte: flags, timestamp, metadata, then the payload. */
-export function writeWalRecord(writer: ByteWriter, record: RecordData): void {
+export function writeWalRecord(
+  writer: ByteWriter,
+  record: Omit<RecordData, 'timestamp'> & { readonly timestamp?: number },
+  timestampDefault: number,
+): void {
   const flags = flagsOf(record);
-  writer.u8(flags).varint(record.timestamp);
+  writer.u8(flags).varint(record.timestamp ?? timestampDefault);
   writeMetadata(writer, flags, record);
   writer.raw(record.payload);
 }

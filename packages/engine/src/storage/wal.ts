@@ -59,13 +59,14 @@ export const walFrames = {
     stream: string,
     epoch: number,
     firstSeq: number,
-    records: readonly RecordData[],
+    records: readonly (Omit<RecordData, 'timestamp'> & { readonly timestamp?: number })[],
+    timestampDefault: number,
   ): { dataStart: number; dataEnd: number }[] {
     builder.begin(FrameKind.BatchHeader, true).string(stream).varint(epoch).varint(firstSeq).varint(records.length);
     builder.end();
     const spans: { dataStart: number; dataEnd: number }[] = [];
     for (const record of records) {
-      writeWalRecord(builder.begin(FrameKind.Record, false), record);
+      writeWalRecord(builder.begin(FrameKind.Record, false), record, timestampDefault);
       spans.push({ dataStart: builder.end() + frameHeaderBytes, dataEnd: builder.byteLength });
     }
     return spans;
