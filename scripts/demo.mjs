@@ -10,6 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Store, isStreamStackError } from '../packages/engine/dist/index.js';
+import { prng } from '../bench/prng.mjs';
 
 const day = Date.UTC(2026, 10, 30); // 2026-11-30T00:00Z
 const hour = 3600_000;
@@ -46,17 +47,6 @@ function dataDirectoryArgument(argv) {
 // The simulated source: an orders API. Orders are placed, move through their statuses (each
 // change a new version of the order's key), and now and then one is cancelled (a tombstone).
 
-/** mulberry32: a small deterministic PRNG, so every run of the demo prints the same day. */
-function prng(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class OrdersApi {
   random = prng(20261130);

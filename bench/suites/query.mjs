@@ -27,6 +27,7 @@ import os from 'node:os';
 import { Store } from '@streamstack/engine';
 import { Suite } from '../harness.mjs';
 import { payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
+import { prng } from '../prng.mjs';
 
 /** Records in the feed; the figure is 10^6. */
 const recordCount = Number(process.env.STREAMSTACK_BENCH_QUERY_RECORDS ?? 1_000_000);
@@ -46,17 +47,6 @@ const appendSeconds = Number(process.env.STREAMSTACK_BENCH_QUERY_APPEND_SECONDS 
 const appendsPerRound = 5;
 const appendBatchSizes = [1, 100];
 
-/** mulberry32: a small deterministic PRNG, so every run queries the same tags. */
-function prng(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * The tag of record n (0-based): tag ids are a permutation of n mod tagCount, so each tag's

@@ -15,6 +15,7 @@
 import { Store } from '@streamstack/engine';
 import { Suite } from '../harness.mjs';
 import { openLmdbStore, openSqlite, payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
+import { prng } from '../prng.mjs';
 
 /** Distinct keys (each written once at version 1); the issue's figure is 10^6. */
 const keyCount = Number(process.env.STREAMSTACK_BENCH_READ_KEYS ?? 1_000_000);
@@ -41,17 +42,6 @@ const scanBudgetSeconds = 30;
 /** The RAW scans and the peers run in interleaved rounds: at least 2, 3 when they take under this. */
 const roundsBudgetSeconds = 40;
 
-/** mulberry32: a small deterministic PRNG, so every run reads the same feed. */
-function prng(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A payload of exactly `payloadBytes` ASCII bytes that starts with `head`. */
 function padded(head) {
