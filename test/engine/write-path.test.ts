@@ -1,24 +1,10 @@
-import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadKernels, StreamStackError, type Kernels } from '../../packages/engine/src/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree } from '../support/store.js';
 
-/** A digest of every file under `directory`: equal digests mean nothing on disk changed. */
-function digestTree(directory: string): string {
-  const hash = crypto.createHash('sha256');
-  const walk = (at: string) => {
-    for (const name of fs.readdirSync(at).sort()) {
-      const file = path.join(at, name);
-      if (fs.statSync(file).isDirectory()) walk(file);
-      else hash.update(`${path.relative(directory, file)}\0`).update(fs.readFileSync(file));
-    }
-  };
-  walk(directory);
-  return hash.digest('hex');
-}
 
 /** Kernels that count durable writes, and can hold the next one until released. */
 function countingKernels(base: Kernels = loadKernels()) {

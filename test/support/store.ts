@@ -2,6 +2,7 @@
  * Test helpers: temporary data directories, a store with an injected clock and ids, and a way
  * to read back everything a feed holds (through the engine's public API where it has one).
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,3 +45,17 @@ export async function openStore(directory: string, options: StoreOptions = {}): 
 
 const decoder = new TextDecoder();
 export const text = (bytes: Uint8Array): string => decoder.decode(bytes);
+
+/** A digest of every file under `directory`: equal digests mean nothing on disk changed. */
+export function digestTree(directory: string): string {
+  const hash = crypto.createHash('sha256');
+  const walk = (at: string) => {
+    for (const name of fs.readdirSync(at).sort()) {
+      const file = path.join(at, name);
+      if (fs.statSync(file).isDirectory()) walk(file);
+      else hash.update(`${path.relative(directory, file)}\0`).update(fs.readFileSync(file));
+    }
+  };
+  walk(directory);
+  return hash.digest('hex');
+}
