@@ -207,16 +207,26 @@ export class FeedWriter {
   waitForCommitAfter(after: number, signal?: AbortSignal): Promise<void> {
     if (this.watermarkNow.commit > after) return Promise.resolve();
     signal?.throwIfAborted();
+    this.assertOpen();
     return new Promise((resolve, reject) => {
       const stop = this.onPublish((watermark) => {
         if (watermark.commit > after) finish();
       });
+      // A live reader waiting here ends with CLOSED when the feed closes, instead of hanging.
+      const onClose = (error: StreamStackError) => {
+        stop();
+        signal?.removeEventListener('abort', onAbort);
+        reject(error);
+      };
+      this.closeListeners.add(onClose);
       const onAbort = () => {
         stop();
+        this.closeListeners.delete(onClose);
         reject(signal!.reason);
       };
       const finish = () => {
         stop();
+        this.closeListeners.delete(onClose);
         signal?.removeEventListener('abort', onAbort);
         resolve();
       };
@@ -564,6 +574,8 @@ export class FeedWriter {
   }
 
   /** Waits for every queued write and maintenance task, then closes the files. */
+  private readonly closeListeners = new Set<(error: StreamStackError) => void>();
+
   /** Set once the feed is closed: every later call is refused with it. */
   closedError: StreamStackError | undefined;
 
@@ -576,6 +588,8 @@ export class FeedWriter {
     if (this.closedError) return;
     this.closedError = new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
     this.committer.refuse(this.closedError);
+    for (const listener of this.closeListeners) listener(this.closedError);
+    this.closeListeners.clear();
     await this.idle();
     this.history.close();
     this.wal.close();

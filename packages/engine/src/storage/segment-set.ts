@@ -116,8 +116,11 @@ export class SegmentSet {
     return path.join(this.directory, `${String(base).padStart(segmentNameDigits, '0')}${this.extension}`);
   }
 
+  private closed = false;
+
   /** The segment with the given base. */
   byBase(base: number): SegmentFile {
+    if (this.closed) throw new StreamStackError('CLOSED', `${this.directory} is closed`);
     const segment = this.segments.find((candidate) => candidate.header.base === base);
     if (!segment) {
       throw new StreamStackError('CORRUPT', `no segment with base ${base} in ${this.directory}`, {
@@ -162,6 +165,7 @@ export class SegmentSet {
   }
 
   close(): void {
+    this.closed = true;
     for (const segment of this.segments) segment.close();
     this.segments.length = 0;
   }

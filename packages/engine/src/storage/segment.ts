@@ -89,6 +89,9 @@ export async function writeZeros(fd: number, from: number, to: number): Promise<
 export class SegmentFile {
   /** Set once a write or fsync failed: from then on nothing written here counts as durable. */
   private failure: StreamStackError | undefined;
+  /** Reads in flight: the descriptor is closed only once they are done. */
+  private readsInFlight = 0;
+  private closing = false;
 
   private constructor(
     readonly file: string,
@@ -147,8 +150,23 @@ export class SegmentFile {
     return bytes.subarray(0, at);
   }
 
-  /** Reads `length` bytes at `offset`. */
+  /**
+   * Reads `length` bytes at `offset`. A read that has started keeps the descriptor open until
+   * it is done, even if the segment is closed (or deleted) meanwhile: closing it under the read
+   * could hand its number to another file, and the read would return that file's bytes.
+   */
   async read(offset: number, length: number): Promise<Uint8Array> {
+    if (this.closing) throw new StreamStackError('CLOSED', `${this.file} is closed`);
+    this.readsInFlight++;
+    try {
+      return await this.readOpen(offset, length);
+    } finally {
+      this.readsInFlight--;
+      if (this.closing && this.readsInFlight === 0) fs.closeSync(this.fd);
+    }
+  }
+
+  private async readOpen(offset: number, length: number): Promise<Uint8Array> {
     const bytes = new Uint8Array(length);
     let at = 0;
     while (at < length) {
@@ -169,11 +187,13 @@ export class SegmentFile {
 
   /** Reads synchronously into `into` (a reused scratch buffer); returns the bytes read. */
   readSyncInto(into: Uint8Array, offset: number): number {
+    if (this.closing) throw new StreamStackError('CLOSED', `${this.file} is closed`);
     return fs.readSync(this.fd, into, 0, into.length, offset);
   }
 
   /** Reads synchronously (small reads on paths that cannot await). */
   readSync(offset: number, length: number): Uint8Array {
+    if (this.closing) throw new StreamStackError('CLOSED', `${this.file} is closed`);
     // Every byte is overwritten by the read (or the short read is refused), so skip zeroing.
     // (allocUnsafeSlow: never a slice of Node's shared pool, so the buffer is ours alone.)
     const bytes = new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length);
@@ -217,7 +237,10 @@ export class SegmentFile {
     await kernels.writeDurable(this.fd, from, []);
   }
 
+  /** Closes the file now, or when the last read in flight ends. */
   close(): void {
-    fs.closeSync(this.fd);
+    if (this.closing) return;
+    this.closing = true;
+    if (this.readsInFlight === 0) fs.closeSync(this.fd);
   }
 }
