@@ -12,7 +12,7 @@
  */
 import { StreamStackError } from '../../errors.js';
 import type { PackedBytes } from '../kernels.js';
-import { crc32c } from './crc32c.js';
+import { crc32c } from './crc.js';
 import {
   commonInputIndexOf,
   emptyFinalAddress,
