@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isStreamStackError } from '../src/errors.js';
 import type { FstEntries, FstRange, PackedBytes } from '../src/kernels/kernels.js';
-import { crc32c } from '../src/kernels/ts/crc32c.js';
+import { crc32c } from '../src/kernels/ts/crc.js';
 import {
   fstBuild,
   fstGet,
