@@ -591,6 +591,8 @@ export class FeedWriter {
     for (const listener of this.closeListeners) listener(this.closedError);
     this.closeListeners.clear();
     await this.idle();
+    await this.wal.segments.dropSpare();
+    await this.history.segments.dropSpare();
     this.history.close();
     this.wal.close();
     this.leaseLog.close();

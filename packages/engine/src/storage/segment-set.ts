@@ -59,6 +59,8 @@ export class SegmentSet {
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
     else if (!fs.existsSync(directory)) return new SegmentSet(kernels, directory, kind, extension);
     const set = new SegmentSet(kernels, directory, kind, extension);
+    // A spare left by a process that died is not trusted: it may be half zero-filled.
+    if (!readOnly) fs.rmSync(set.spareFile, { force: true });
     const names = fs
       .readdirSync(directory)
       .filter((name) => name.endsWith(extension))
@@ -140,16 +142,47 @@ export class SegmentSet {
     capacityDefault: number,
   ): Promise<SegmentFile> {
     const active = this.active;
-    if (active && active.free >= bytes) return active;
+    if (active && active.free >= bytes) {
+      // Past half full, the next segment is zero-filled in the background.
+      if (!this.spare && active.free - bytes < active.header.capacity / 2 && active.header.capacity === capacityDefault) {
+        this.startSpare(capacityDefault);
+      }
+      return active;
+    }
     const header = next();
     const capacity = Math.max(capacityDefault, segmentHeaderBytes + bytes);
-    const segment = await SegmentFile.create(this.kernels, this.fileFor(header.base), {
-      ...header,
-      kind: this.kind,
-      capacity,
-    });
+    const full = { ...header, kind: this.kind, capacity };
+    let segment: SegmentFile | undefined;
+    const spare = this.spare;
+    this.spare = undefined;
+    if (spare && capacity === capacityDefault && (await spare)) {
+      segment = await SegmentFile.fromSpare(this.kernels, this.spareFile, this.fileFor(header.base), full).catch(() => undefined);
+    }
+    segment ??= await SegmentFile.create(this.kernels, this.fileFor(header.base), full);
     this.segments.push(segment);
     return segment;
+  }
+
+  /** A zero-filled file being prepared for the next segment: resolves true once it is ready. */
+  private spare: Promise<boolean> | undefined;
+
+  private get spareFile(): string {
+    return path.join(this.directory, `spare${this.extension}.tmp`);
+  }
+
+  private startSpare(capacity: number): void {
+    this.spare = SegmentFile.prepareSpare(this.kernels, this.spareFile, capacity).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Waits for a spare being prepared and deletes it (on close: a spare is never reused). */
+  async dropSpare(): Promise<void> {
+    const spare = this.spare;
+    this.spare = undefined;
+    if (spare) await spare;
+    fs.rmSync(this.spareFile, { force: true });
   }
 
   /** Deletes whole segments (never the active one), then makes the deletion durable. */

@@ -123,6 +123,37 @@ export class SegmentFile {
     return new SegmentFile(file, fd, header, segmentHeaderBytes);
   }
 
+  /**
+   * Zero-fills a spare segment file of `capacity` bytes ahead of need (in the background, while
+   * the active segment still has room), so that rolling to a new segment costs a header write
+   * and a rename instead of writing the whole preallocation on the append's path.
+   */
+  static async prepareSpare(kernels: Kernels, file: string, capacity: number): Promise<void> {
+    fs.rmSync(file, { force: true });
+    const fd = fs.openSync(file, 'wx+');
+    try {
+      await writeZeros(fd, 0, capacity);
+      await kernels.writeDurable(fd, 0, []);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /** Turns a prepared spare into a new segment: its header, one fdatasync, then its name. */
+  static async fromSpare(kernels: Kernels, spare: string, file: string, header: SegmentHeader): Promise<SegmentFile> {
+    const fd = fs.openSync(spare, 'r+');
+    try {
+      if (fs.fstatSync(fd).size !== header.capacity) throw new Error('the spare has the wrong size');
+      await kernels.writeDurable(fd, 0, [encodeSegmentHeader(kernels, header)]);
+      fs.renameSync(spare, file);
+      await syncDirectory(path.dirname(file));
+    } catch (error) {
+      fs.closeSync(fd);
+      throw error;
+    }
+    return new SegmentFile(file, fd, header, segmentHeaderBytes);
+  }
+
   /** Opens an existing segment and checks its header; the caller recovers its frames. */
   static open(kernels: Kernels, file: string, readOnly = false): SegmentFile {
     const fd = fs.openSync(file, readOnly ? 'r' : 'r+');
