@@ -40,7 +40,7 @@ import {
   type Stream,
   type StreamRecord,
 } from '../../packages/engine/src/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree } from '../support/store.js';
 
 // ---- An independent default fingerprint -----------------------------------------------------
 
@@ -1070,19 +1070,6 @@ async function checkEverything(m: Model, r: Real): Promise<void> {
   expect(verification).toMatchObject({ ok: true, commits: head(m), records: lastPosition(m) });
 }
 
-/** A digest of every file under `directory`: equal digests mean nothing on disk changed. */
-function digestTree(directory: string): string {
-  const hash = crypto.createHash('sha256');
-  const walk = (at: string) => {
-    for (const name of fs.readdirSync(at).sort()) {
-      const file = path.join(at, name);
-      if (fs.statSync(file).isDirectory()) walk(file);
-      else hash.update(`${path.relative(directory, file)}\0`).update(fs.readFileSync(file));
-    }
-  };
-  walk(directory);
-  return hash.digest('hex');
-}
 
 describe('a feed against its model', () => {
   it('agrees with the model under random writes, restarts and reads', async () => {

@@ -57,6 +57,41 @@ export interface PublishedRecord {
 const noPayload: Uint8Array = new Uint8Array(0);
 
 /**
+ * The fields of a manifest entry as one decoder reads them. The two readers below share it,
+ * through one scratch object (decoding is synchronous), so neither allocates an intermediate.
+ */
+const entry = {
+  flags: 0,
+  seq: 0,
+  timestamp: 0,
+  fingerprint: noPayload,
+  key: undefined as string | undefined,
+  version: undefined as number | undefined,
+  type: undefined as string | undefined,
+  tags: [] as readonly string[],
+  payloadSegment: 0,
+  offset: 0,
+  length: 0,
+};
+
+function readEntryFields(reader: ByteReader): typeof entry {
+  const flags = reader.u8();
+  if ((flags & hasFingerprint) === 0) throw reader.corrupt('a manifest entry lacks its fingerprint');
+  entry.flags = flags;
+  entry.seq = reader.varint();
+  entry.timestamp = reader.varint();
+  entry.fingerprint = reader.bytes();
+  entry.key = flags & hasKey ? reader.string() : undefined;
+  entry.version = flags & hasVersion ? reader.varint() : undefined;
+  entry.type = flags & hasType ? reader.string() : undefined;
+  entry.tags = readTags(reader, flags);
+  entry.payloadSegment = reader.varint();
+  entry.offset = reader.varint();
+  entry.length = reader.varint();
+  return entry;
+}
+
+/**
  * Reads one manifest entry straight into a published record (the scan path of reads: one
  * object per record, the payload a view of the run's bytes). A payload stored in another run
  * (deduplicated) is left empty and its location handed to `external`, for the caller to read.
@@ -68,18 +103,7 @@ export function readPublishedRecord(
   runBytes: Uint8Array,
   external: (location: PayloadLocation) => void,
 ): PublishedRecord {
-  const flags = reader.u8();
-  if ((flags & hasFingerprint) === 0) throw reader.corrupt('a manifest entry lacks its fingerprint');
-  const seq = reader.varint();
-  const timestamp = reader.varint();
-  const fingerprint = reader.bytes();
-  const key = flags & hasKey ? reader.string() : undefined;
-  const version = flags & hasVersion ? reader.varint() : undefined;
-  const type = flags & hasType ? reader.string() : undefined;
-  const tags = readTags(reader, flags);
-  const payloadSegment = reader.varint();
-  const offset = reader.varint();
-  const length = reader.varint();
+  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length } = readEntryFields(reader);
   let payload = noPayload;
   if (payloadSegment === 0 && offset + length <= runBytes.length) payload = runBytes.subarray(offset, offset + length);
   else if (payloadSegment === 0) throw reader.corrupt('a payload lies past its run');
@@ -196,18 +220,7 @@ export function writeManifestEntry(
  * absolute with `segment` and `runStart`, the segment and start of the run being read.
  */
 export function readManifestEntry(reader: ByteReader, segment: number, runStart: number): ManifestEntry {
-  const flags = reader.u8();
-  if ((flags & hasFingerprint) === 0) throw reader.corrupt('a manifest entry lacks its fingerprint');
-  const seq = reader.varint();
-  const timestamp = reader.varint();
-  const fingerprint = reader.bytes();
-  const key = flags & hasKey ? reader.string() : undefined;
-  const version = flags & hasVersion ? reader.varint() : undefined;
-  const type = flags & hasType ? reader.string() : undefined;
-  const tags = readTags(reader, flags);
-  const payloadSegment = reader.varint();
-  const offset = reader.varint();
-  const length = reader.varint();
+  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length } = readEntryFields(reader);
   const payload =
     payloadSegment === 0 ? { segment, offset: runStart + offset, length } : { segment: payloadSegment, offset, length };
   return { seq, timestamp, fingerprint, key, version, tombstone: (flags & isTombstone) !== 0, type, tags, payload };
