@@ -7,9 +7,9 @@
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { frameHeaderBytes, payloadDedupEntriesMax } from '../limits.js';
+import { frameHeaderBytes } from '../limits.js';
 import { FrameBuilder } from '../storage/framing.js';
-import { buildCommitRun, equalBytes, type CommitRecord } from '../storage/history.js';
+import { buildCommitRun, type CommitRecord } from '../storage/history.js';
 import { History } from '../storage/history-log.js';
 import type { PayloadLocation, RecordData } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
@@ -22,6 +22,7 @@ import type { Snapshot } from '../query/snapshot.js';
 import { ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
 import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
+import { PayloadDedup } from './payload-dedup.js';
 import { Subscriptions } from './subscriptions.js';
 
 export interface WriterOptions {
@@ -64,20 +65,11 @@ export type StreamStatus =
   | { readonly state: 'aborted' }
   | { readonly state: 'unknown' };
 
-/**
- * The dedup map's key: 30 bits of the payload's CRC-32C, so that V8 keeps keys as small integers
- * (a full 32-bit key would be a heap number, hashed and collected like an object). Two payloads
- * that share a key only cost a failed byte comparison.
- */
-function dedupKey(crc: number): number {
-  return crc & 0x3fff_ffff;
-}
-
 export class FeedWriter {
   readonly commits: CommitRecord[] = [];
   private readonly streamCommits = new Map<string, number>();
   private readonly aborted = new Set<string>();
-  private readonly dedup = new Map<number, PayloadLocation>();
+  private readonly payloads: PayloadDedup;
   /** Which streams have frames in each WAL segment, so finished segments can be deleted. */
   private readonly walStreams = new Map<number, Set<string>>();
   private openStream: OpenStream | undefined;
@@ -106,6 +98,7 @@ export class FeedWriter {
     readonly tornTails: readonly TornTail[],
   ) {
     this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
+    this.payloads = new PayloadDedup((location) => history.readPayloadSync(location));
     this.committer = new GroupCommitter(
       { wal: new FrameBuilder(this.frameDataBytesMax), history: new FrameBuilder(this.frameDataBytesMax) },
       (lane, builder) => this.writeGroup(lane, builder),
@@ -141,7 +134,7 @@ export class FeedWriter {
       ...wal.segments.tornTails,
     ]);
     for (const commit of commits) writer.publish(commit);
-    for (const { crc, location } of payloads) writer.rememberPayload(crc, location);
+    for (const { crc, location } of payloads) writer.payloads.remember(crc, location);
     try {
       writer.index = await FeedIndex.open(kernels, path.join(directory, 'index'), history, writer.commits);
     } catch (error) {
@@ -481,7 +474,7 @@ export class FeedWriter {
         records: run.records,
         timestampDefault: run.openedAt,
       },
-      (payload, crc) => this.findPayload(payload, crc),
+      (payload, crc) => this.payloads.find(payload, crc),
       this.frameDataBytesMax,
     );
     this.stagedHead = commitNumber;
@@ -490,7 +483,7 @@ export class FeedWriter {
       const runStart = location.offset + built.runStart;
       const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
       for (const payload of built.newPayloads) {
-        this.rememberPayload(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length });
+        this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length });
       }
       run.records.forEach((record, index) => {
         this.index.add(commit, record.type, record.tags, runStart + built.entryOffsets[index]);
@@ -511,20 +504,6 @@ export class FeedWriter {
     this.stagedNextPosition = Math.max(this.stagedNextPosition, commit.lastPosition + 1);
     this.watermarkNow = { commit: commit.commit, position: commit.lastPosition };
     for (const listener of this.listeners) listener(this.watermarkNow);
-  }
-
-  private rememberPayload(crc: number, location: PayloadLocation): void {
-    // The dedup map is bounded: past the bound it starts over, so a payload first stored long
-    // ago may be stored again. That costs bytes, never correctness.
-    if (this.dedup.size >= payloadDedupEntriesMax) this.dedup.clear();
-    this.dedup.set(dedupKey(crc), location);
-  }
-
-  /** A stored payload with these bytes, verified byte for byte, or undefined. */
-  private findPayload(payload: Uint8Array, crc: number): PayloadLocation | undefined {
-    const candidate = this.dedup.get(dedupKey(crc));
-    if (!candidate || candidate.length !== payload.length) return undefined;
-    return equalBytes(this.history.readPayloadSync(candidate), payload) ? candidate : undefined;
   }
 
   private noteWalStream(location: GroupLocation, stream: string): void {

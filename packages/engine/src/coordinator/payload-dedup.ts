@@ -1,0 +1,38 @@
+/**
+ * Pack deduplication across a feed: payloads already stored, found by their CRC-32C and
+ * confirmed byte for byte, so a repeated payload is referenced instead of stored again.
+ */
+import { payloadDedupEntriesMax } from '../limits.js';
+import { equalBytes } from '../storage/history.js';
+import type { PayloadLocation } from '../storage/records.js';
+
+/**
+ * The map's key: 30 bits of the payload's CRC-32C, so that V8 keeps keys as small integers (a
+ * full 32-bit key would be a heap number, hashed and collected like an object). Two payloads
+ * that share a key only cost a failed byte comparison.
+ */
+function keyOf(crc: number): number {
+  return crc & 0x3fff_ffff;
+}
+
+export class PayloadDedup {
+  private readonly stored = new Map<number, PayloadLocation>();
+
+  /** `read` fetches stored bytes to confirm a candidate. */
+  constructor(private readonly read: (location: PayloadLocation) => Uint8Array) {}
+
+  /** Remembers a durable payload. */
+  remember(crc: number, location: PayloadLocation): void {
+    // Bounded: past the bound the map starts over, so a payload first stored long ago may be
+    // stored again. That costs bytes, never correctness.
+    if (this.stored.size >= payloadDedupEntriesMax) this.stored.clear();
+    this.stored.set(keyOf(crc), location);
+  }
+
+  /** A stored payload with exactly these bytes, or undefined. */
+  find(payload: Uint8Array, crc: number): PayloadLocation | undefined {
+    const candidate = this.stored.get(keyOf(crc));
+    if (!candidate || candidate.length !== payload.length) return undefined;
+    return equalBytes(this.read(candidate), payload) ? candidate : undefined;
+  }
+}
