@@ -308,3 +308,39 @@ describe('verify', () => {
     expect(digestTree(directory)).toBe(before);
   });
 });
+
+describe('segment rolls', () => {
+  it('replaces an empty segment left by a crash when the next run needs a bigger one', async () => {
+    const directory = temporaryDirectory();
+    // A disk that fails the first run written after a roll: the new segment exists, empty.
+    let failNextRun = false;
+    const base = loadKernels();
+    const kernels: Kernels = {
+      ...base,
+      writeDurable: async (fd, position, buffers) => {
+        const bytes = buffers.reduce((sum, buffer) => sum + buffer.length, 0);
+        if (failNextRun && position === 48 && bytes > 48) throw new StreamStackError('IO', 'simulated failure');
+        return base.writeDurable(fd, position, buffers);
+      },
+    };
+    let store = await openStore(directory, { kernels });
+    let feed = await store.createFeed('f');
+    await feed.append([{ payload: 'x'.repeat(10_000) }]);
+    failNextRun = true;
+    const big = Array.from({ length: 4 }, (_, index) => ({ payload: `${index}`.repeat(15_000) }));
+    await expect(feed.append(big)).rejects.toMatchObject({ code: 'IO' });
+    await store.close();
+    const history = path.join(directory, 'feeds', 'f', 'history');
+    expect(fs.readdirSync(history).filter((name) => name.endsWith('.hist'))).toHaveLength(2);
+
+    // After the restart the empty segment is the active one; a run larger than it replaces it.
+    store = await openStore(directory);
+    feed = await store.feed('f');
+    const huge = Array.from({ length: 8 }, (_, index) => ({ payload: `${index}`.repeat(15_000) }));
+    expect(await feed.append(huge)).toMatchObject({ commit: 2, firstPosition: 2, records: 8 });
+    expect((await feed.readCommit(2)).map((record) => record.payload.length)).toEqual(Array(8).fill(15_000));
+    expect((await store.verify('f'))[0]).toMatchObject({ ok: true, commits: 2 });
+    await store.close();
+  });
+});
+

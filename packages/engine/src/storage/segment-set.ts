@@ -152,6 +152,14 @@ export class SegmentSet {
     const header = next();
     const capacity = Math.max(capacityDefault, segmentHeaderBytes + bytes);
     const full = { ...header, kind: this.kind, capacity };
+    if (active && active.writeOffset === segmentHeaderBytes) {
+      // The active segment holds nothing (a process rolled to it and died before its first run
+      // landed, or it was sized for a run that never came). It is dropped rather than kept
+      // beside its successor: the successor starts at the same base, so it takes the same name.
+      this.segments.pop();
+      active.close();
+      fs.rmSync(active.file);
+    }
     let segment: SegmentFile | undefined;
     const spare = this.spare;
     this.spare = undefined;
