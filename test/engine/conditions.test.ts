@@ -17,6 +17,7 @@ import {
   type StoredRecord,
 } from '../../packages/engine/src/index.js';
 import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import { itemMatches } from '../support/query-oracle.js';
 
 type KernelChoice = 'native' | 'ts';
 const dayMs = 24 * 60 * 60 * 1000;
@@ -29,11 +30,6 @@ interface Published {
   readonly tags: readonly string[];
 }
 
-function itemMatches(item: QueryItem, record: { type?: string; tags: readonly string[] }): boolean {
-  const typeOk = !item.types || item.types.length === 0 || (record.type !== undefined && item.types.includes(record.type));
-  const tagsOk = !item.tags || item.tags.every((tag) => record.tags.includes(tag));
-  return typeOk && tagsOk;
-}
 
 /** The first published record after `after` that the query (an OR of items; none: all) matches. */
 function firstMatch(published: readonly Published[], items: readonly QueryItem[], after: number): number | undefined {

@@ -118,6 +118,17 @@ function layout(bytes: Buffer): { name: string; offset: number }[] {
   return fields;
 }
 
+/** A feed built on native kernels, its index files, and everything it reads back. */
+async function pristine() {
+  const directory = temporaryDirectory();
+  await buildFeed(directory, 'native');
+  const original = indexFiles(directory);
+  const store = await openStore(directory);
+  const expected = await readAll(await store.feed('f'));
+  await store.close();
+  return { directory, original, expected };
+}
+
 describe('index files', () => {
   it('are written for every sealed segment, and a clean reopen rebuilds none', async () => {
     const directory = temporaryDirectory();
@@ -135,13 +146,8 @@ describe('index files', () => {
   });
 
   it('rebuilds a deleted index file byte for byte, reports it, and reads the same', async () => {
-    const directory = temporaryDirectory();
-    await buildFeed(directory, 'native');
-    const original = indexFiles(directory);
-    let store = await openStore(directory);
-    const expected = await readAll(await store.feed('f'));
-    await store.close();
-
+    const { directory, original, expected } = await pristine();
+    let store: Store;
     const names = [...original.keys()];
     for (const name of [names[0], names[names.length >> 1], names[names.length - 1]]) {
       fs.rmSync(path.join(directory, 'feeds', 'f', 'index', name));
@@ -190,13 +196,8 @@ describe('index files', () => {
   });
 
   it('rebuilds a truncated or extended index file', async () => {
-    const directory = temporaryDirectory();
-    await buildFeed(directory, 'native');
-    const original = indexFiles(directory);
-    let store = await openStore(directory);
-    const expected = await readAll(await store.feed('f'));
-    await store.close();
-
+    const { directory, original, expected } = await pristine();
+    let store: Store;
     const names = [...original.keys()];
     const name = names[names.length - 1];
     const file = path.join(directory, 'feeds', 'f', 'index', name);
@@ -222,13 +223,8 @@ describe('index files', () => {
   });
 
   it('rebuilds a valid index file of another segment put in the wrong place, and several at once', async () => {
-    const directory = temporaryDirectory();
-    await buildFeed(directory, 'native');
-    const original = indexFiles(directory);
-    let store = await openStore(directory);
-    const expected = await readAll(await store.feed('f'));
-    await store.close();
-
+    const { directory, original, expected } = await pristine();
+    let store: Store;
     const names = [...original.keys()];
     const indexDirectory = path.join(directory, 'feeds', 'f', 'index');
     // Another segment's file: every CRC checks, but it covers the wrong records.

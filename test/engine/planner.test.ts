@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { limits, type AppendRecord, type Feed, type Plan, type QueryItem, type RecordFilter, type Store, type StoredRecord } from '../../packages/engine/src/index.js';
 import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import { itemMatches } from '../support/query-oracle.js';
 
 // ---- Pools: a few types, ~30 tags with skewed frequencies ---------------------------------------
 
@@ -118,12 +119,6 @@ interface Published {
   readonly tags: readonly string[];
 }
 
-/** The documented semantics, written out naively. */
-function itemMatches(item: QueryItem, record: { type?: string; tags: readonly string[] }): boolean {
-  const typeOk = !item.types || item.types.length === 0 || (record.type !== undefined && item.types.includes(record.type));
-  const tagsOk = !item.tags || item.tags.every((tag) => record.tags.includes(tag));
-  return typeOk && tagsOk;
-}
 
 function queryMatches(items: readonly QueryItem[], record: { type?: string; tags: readonly string[] }): boolean {
   return items.length === 0 || items.some((item) => itemMatches(item, record));
