@@ -22,6 +22,7 @@ export type ErrorCode =
   | 'NATIVE_UNAVAILABLE'
   // Store, feeds, leases, streams.
   | 'LOCKED'
+  | 'READ_ONLY'
   | 'CLOSED'
   | 'FEED_NOT_FOUND'
   | 'FEED_EXISTS'
@@ -44,7 +45,9 @@ export type ErrorCode =
   | 'SAME_BATCH'
   // Disk.
   | 'CORRUPT'
-  | 'IO';
+  | 'IO'
+  // A broken invariant inside StreamStack itself (a bug): never expected, always reported.
+  | 'INTERNAL';
 
 export class StreamStackError extends Error {
   readonly code: ErrorCode;
@@ -72,3 +75,44 @@ export class StreamStackError extends Error {
 export function isStreamStackError(error: unknown, code?: ErrorCode): error is StreamStackError {
   return error instanceof StreamStackError && (code === undefined || error.code === code);
 }
+
+/**
+ * Checks an invariant StreamStack itself keeps (not a user's input): a failure is a bug, reported
+ * as `INTERNAL`. Used in pairs around the disk: once before bytes are written, once after they
+ * are read back.
+ */
+export function assert(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new StreamStackError('INTERNAL', `internal invariant broken: ${message}`);
+}
+
+/**
+ * An operating-system failure (`EROFS`, `ENOSPC`, `EACCES`, …) as a typed `IO` error: the OS
+ * code goes into `details.errno` (with the path and system call when Node gave them), so callers
+ * can tell a full disk from a read-only one without parsing messages. A StreamStackError passes
+ * through unchanged.
+ */
+export function ioError(cause: unknown, what: string): StreamStackError {
+  if (cause instanceof StreamStackError) return cause;
+  const system = cause as NodeJS.ErrnoException;
+  const errno = typeof system?.code === 'string' ? system.code : undefined;
+  const reason = errno ? ioReasons[errno] ?? errno : cause instanceof Error ? cause.message : String(cause);
+  return new StreamStackError('IO', `${what}: ${reason}`, {
+    cause,
+    details: {
+      ...(errno ? { errno } : {}),
+      ...(typeof system?.path === 'string' ? { path: system.path } : {}),
+      ...(typeof system?.syscall === 'string' ? { syscall: system.syscall } : {}),
+    },
+  });
+}
+
+const ioReasons: Record<string, string> = {
+  EROFS: 'the file system is read-only (EROFS)',
+  ENOSPC: 'the disk is full (ENOSPC)',
+  EDQUOT: 'the disk quota is exhausted (EDQUOT)',
+  EACCES: 'permission denied (EACCES)',
+  EPERM: 'operation not permitted (EPERM)',
+  EIO: 'the disk reported an I/O error (EIO)',
+  EMFILE: 'too many open files (EMFILE)',
+  ENOENT: 'no such file or directory (ENOENT)',
+};
