@@ -4,10 +4,10 @@
  * 1 a typed error (printed as JSON on stderr), 2 bad usage.
  */
 import { Command, CommanderError, Option } from 'commander';
-import { StreamStackError } from '@streamstack/engine';
+import { StreamStackError, ioError } from '@streamstack/engine';
 import { addReadCommands } from './commands-read.js';
 import { addWriteCommands } from './commands-write.js';
-import { note, printError } from './io.js';
+import { guardOutput, note, OutputClosed, printError } from './io.js';
 import { exitSuccess, exitTypedError, exitUsage } from './shared.js';
 
 export function buildProgram(): Command {
@@ -21,22 +21,50 @@ export function buildProgram(): Command {
   return program;
 }
 
+/** True for a failure the operating system reported: its `code` is an errno name (`EROFS`). */
+export function isSystemError(error: unknown): error is NodeJS.ErrnoException {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  // Node's own errors carry codes too (`ERR_INVALID_ARG_TYPE`), but those are bugs, not the OS.
+  return error instanceof Error && typeof code === 'string' && /^E[A-Z0-9]+$/.test(code);
+}
+
+/**
+ * The typed error to print for a failure that reached `main`. An OS failure becomes an `IO`
+ * error with its errno; anything else is a bug in StreamStack, reported as `INTERNAL`.
+ */
+export function typedErrorOf(error: unknown): StreamStackError {
+  if (error instanceof StreamStackError) return error;
+  if (isSystemError(error)) {
+    const call = [error.syscall, error.path].filter((part) => typeof part === 'string').join(' ');
+    return ioError(error, call === '' ? 'a system call failed' : `${call} failed`);
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new StreamStackError('INTERNAL', `unexpected error (a bug in streamstack): ${message}`, { cause: error });
+}
+
+/** Prints a failure as a typed error line; a bug's stack follows it, for whoever debugs it. */
+function reportFailure(error: unknown): number {
+  const typed = typedErrorOf(error);
+  printError(typed);
+  if (typed.code === 'INTERNAL' && error instanceof Error && error.stack) note(error.stack);
+  return exitTypedError;
+}
+
 /** Runs the command line; returns the exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
+  guardOutput();
   const program = buildProgram();
   try {
     await program.parseAsync([...argv]);
     return exitSuccess;
   } catch (error) {
-    if (error instanceof StreamStackError) {
-      printError(error);
-      return exitTypedError;
-    }
+    // The reader of stdout is gone (`… | head -1`): nobody is left to tell, and that is fine.
+    if (error instanceof OutputClosed) return exitSuccess;
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return exitSuccess;
       if (error.code === 'streamstack.usage') note(`error: ${error.message}`);
       return exitUsage;
     }
-    throw error;
+    return reportFailure(error);
   }
 }

@@ -7,7 +7,7 @@
  */
 export { loadKernels, tsKernels } from './kernels/index.js';
 export type { FstEntries, FstRange, KernelChoice, Kernels, PackedBytes } from './kernels/index.js';
-export { StreamStackError, isStreamStackError } from './errors.js';
+export { StreamStackError, isStreamStackError, ioError } from './errors.js';
 export type { ErrorCode } from './errors.js';
 export * as limits from './limits.js';
 export { Store } from './api/store.js';

@@ -86,6 +86,14 @@ export const fingerprintBytesMax = 64;
 /** Longest commit message, in UTF-8 bytes. */
 export const messageBytesMax = 4096;
 
+/**
+ * Deepest nesting of arrays and objects in a JSON payload on the command line, in levels. The
+ * payload is stored as its JSON text, and JSON.stringify recurses once per level: it runs out of
+ * stack at a few thousand levels on Node's default stack, so a bound well below that turns an
+ * abusive document into a typed refusal instead of a crash. Real documents stay far shallower.
+ */
+export const jsonNestingDepthMax = 512;
+
 /** Most records in one batch or one-shot append. */
 export const batchRecordsMax = 100_000;
 

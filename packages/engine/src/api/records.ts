@@ -75,8 +75,17 @@ function invalid(index: number, field: string, reason: string): StreamStackError
 
 const noTags: string[] = [];
 
+/**
+ * A string with a lone surrogate has no UTF-8 form: TextEncoder would silently store U+FFFD in
+ * its place, so what is read back would differ from what was written. Such strings are refused.
+ */
+function checkWellFormed(value: string, index: number, field: string): void {
+  if (!value.isWellFormed()) throw invalid(index, field, 'must be well-formed UTF-16 (it has a lone surrogate)');
+}
+
 function checkText(value: unknown, index: number, field: string, bytesMax: number): string {
   if (typeof value !== 'string' || value.length === 0) throw invalid(index, field, 'must be a non-empty string');
+  checkWellFormed(value, index, field);
   // A UTF-16 code unit encodes to at most 3 UTF-8 bytes, so short strings need no encoding.
   if (value.length * 3 > bytesMax && encoder.encode(value).length > bytesMax) {
     throw invalid(index, field, `must be at most ${bytesMax} bytes of UTF-8`);
@@ -86,7 +95,10 @@ function checkText(value: unknown, index: number, field: string, bytesMax: numbe
 
 function toBytes(value: unknown, index: number, field: string): Uint8Array {
   if (value instanceof Uint8Array) return value;
-  if (typeof value === 'string') return encoder.encode(value);
+  if (typeof value === 'string') {
+    checkWellFormed(value, index, field);
+    return encoder.encode(value);
+  }
   throw invalid(index, field, 'must be a Uint8Array or a string');
 }
 
@@ -145,6 +157,12 @@ export function validateMessage(message: unknown): string | undefined {
   if (message === undefined) return undefined;
   if (typeof message !== 'string' || encoder.encode(message).length > messageBytesMax) {
     throw new StreamStackError('INVALID_ARGUMENT', `a message is a string of at most ${messageBytesMax} bytes`);
+  }
+  // As with record fields (checkWellFormed): a lone surrogate would be stored altered.
+  if (!message.isWellFormed()) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'a message must be well-formed UTF-16 (it has a lone surrogate)', {
+      details: { field: 'message' },
+    });
   }
   return message;
 }
