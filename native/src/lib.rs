@@ -11,6 +11,7 @@ pub mod durable;
 pub mod error;
 pub mod frames;
 pub mod fst_dict;
+pub mod platform;
 pub mod postings;
 
 use napi::bindgen_prelude::{
@@ -22,6 +23,7 @@ use napi_derive::napi;
 
 use crate::durable::DurableWriteError;
 use crate::error::{safe_integer_from_number, ErrorCode, KernelError};
+use crate::platform::LockError;
 
 impl From<KernelError> for napi::Error<ErrorCode> {
     fn from(error: KernelError) -> Self {
@@ -181,29 +183,49 @@ impl Task for DurableWrite {
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<()> {
-        output.map_err(|failure| io_error(&env, &failure))
+        output.map_err(|failure| {
+            io_error(
+                &env,
+                OsFailure {
+                    message: failure.message(),
+                    syscall: failure.syscall.as_str(),
+                    errno: failure.errno(),
+                    errno_name: failure.errno_name(),
+                },
+            )
+        })
     }
 }
 
-/// Builds the JS error of a failed durable write: `code` 'IO', and `errno` (the positive OS
-/// number), `errnoName` and `syscall` for the caller to inspect. A task's error type is fixed to
-/// napi's own `Status`, so the error is made as a JS object here and handed back whole.
-fn io_error(env: &Env, failure: &DurableWriteError) -> napi::Error {
-    let fallback =
-        || napi::Error::new(Status::GenericFailure, format!("IO: {}", failure.message()));
-    let Ok(mut object) =
-        env.create_error(napi::Error::new(Status::GenericFailure, failure.message()))
-    else {
+/// What the JS error of a failed system call says: a message for people, the call, and the OS
+/// error number and name when the OS gave one.
+struct OsFailure {
+    message: String,
+    syscall: &'static str,
+    errno: Option<i32>,
+    errno_name: Option<&'static str>,
+}
+
+/// Builds the JS error of a failed system call (a durable write, a lock): `code` 'IO', and
+/// `errno` (the positive OS number), `errnoName` and `syscall` for the caller to inspect. A
+/// task's error type is fixed to napi's own `Status`, so the error is made as a JS object here
+/// and handed back whole; the synchronous lock calls use the same path so both look alike.
+fn io_error(env: &Env, failure: OsFailure) -> napi::Error {
+    let fallback = || napi::Error::new(Status::GenericFailure, format!("IO: {}", failure.message));
+    let Ok(mut object) = env.create_error(napi::Error::new(
+        Status::GenericFailure,
+        failure.message.clone(),
+    )) else {
         return fallback();
     };
     let decorated = object
         .set_named_property("code", ErrorCode::Io.as_str())
-        .and_then(|()| object.set_named_property("syscall", failure.syscall.as_str()))
-        .and_then(|()| match failure.errno() {
+        .and_then(|()| object.set_named_property("syscall", failure.syscall))
+        .and_then(|()| match failure.errno {
             Some(errno) => object.set_named_property("errno", errno),
             None => Ok(()),
         })
-        .and_then(|()| match failure.errno_name() {
+        .and_then(|()| match failure.errno_name {
             Some(name) => object.set_named_property("errnoName", name),
             None => Ok(()),
         });
@@ -233,4 +255,31 @@ pub fn write_durable(
         position,
         data,
     }))
+}
+
+/// The JS error of a failed flock: an `IO` error carrying the errno, like a failed write's.
+fn lock_error(env: &Env, failure: &LockError) -> napi::Error {
+    io_error(
+        env,
+        OsFailure {
+            message: failure.message(),
+            syscall: platform::SYSCALL,
+            errno: failure.errno(),
+            errno_name: failure.errno_name(),
+        },
+    )
+}
+
+/// Takes an exclusive `flock` on the open descriptor `fd` without waiting: true when it is now
+/// held through this descriptor, false when another open file description holds it. The lock
+/// lasts until `unlock`, or until the descriptor is closed or the process dies.
+#[napi]
+pub fn lock_exclusive(env: &Env, fd: i32) -> napi::Result<bool> {
+    platform::lock_exclusive(fd).map_err(|failure| lock_error(env, &failure))
+}
+
+/// Releases the `flock` held through the open descriptor `fd`; the descriptor stays open.
+#[napi]
+pub fn unlock(env: &Env, fd: i32) -> napi::Result<()> {
+    platform::unlock(fd).map_err(|failure| lock_error(env, &failure))
 }

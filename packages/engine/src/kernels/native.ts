@@ -12,8 +12,11 @@ import { createRequire } from 'node:module';
 import { type ErrorCode, StreamStackError } from '../errors.js';
 import type { FstEntries, FstRange, Kernels, PackedBytes } from './kernels.js';
 
-/** The functions `@streamstack/native` exports, as this adapter calls them (see native/src/lib.rs). */
-interface NativeModule {
+/**
+ * The functions `@streamstack/native` exports, as this adapter and `storage/platform.ts` call them
+ * (see native/src/lib.rs).
+ */
+export interface NativeModule {
   crc32(bytes: Uint8Array, seed?: number): number;
   crc32c(bytes: Uint8Array, seed?: number): number;
   frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void;
@@ -37,6 +40,9 @@ interface NativeModule {
   intersect(a: Uint32Array, b: Uint32Array): Uint32Array;
   union(a: Uint32Array, b: Uint32Array): Uint32Array;
   writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
+  // Platform support, not kernels: `storage/platform.ts` calls these whatever the kernel choice.
+  lockExclusive(fd: number): boolean;
+  unlock(fd: number): void;
 }
 
 const nativeFunctionNames: readonly (keyof NativeModule)[] = [
@@ -80,7 +86,11 @@ function translate(error: unknown): StreamStackError {
   return new StreamStackError(resolved, describe(error), { cause: error });
 }
 
-function requireNative(): NativeModule {
+/**
+ * Loads `@streamstack/native`, checking that it has every kernel; throws `NATIVE_UNAVAILABLE` if
+ * it cannot. Also used by `storage/platform.ts`, which checks the platform functions itself.
+ */
+export function requireNative(): NativeModule {
   const require = createRequire(import.meta.url);
   let loaded: Partial<NativeModule>;
   try {
