@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { groupHeaderBytes } from '../../packages/engine/src/storage/groups.js';
 import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 /** Index just past the last non-zero byte: where the written part of a preallocated segment ends. */
@@ -17,13 +18,14 @@ function onlyFile(directory: string): string {
 }
 
 /**
- * Builds a feed whose last run (of the log in `log`) spans [start, end) of `file`, then for every
- * byte offset of that run truncates the file there and, separately, flips the byte there, and
- * checks each damaged copy with `check` after reopening it.
+ * Builds a feed whose last group write spans [start, end) of `file`, then for every byte offset
+ * of that write damages a copy the ways a torn write can — the bytes from there to the end of
+ * the write lost (zeros: the file was preallocated), or one byte there garbled — and checks each
+ * copy with `check` after reopening it. The cut must start exactly where the write began.
  */
 async function forEveryDamage(
   build: (directory: string) => Promise<{ file: string; start: number; end: number }>,
-  check: (directory: string, damage: string) => Promise<void>,
+  check: (directory: string, damage: string, cut: { offset: number; file: string }) => Promise<void>,
 ): Promise<number> {
   const pristine = temporaryDirectory();
   const { file, start, end } = await build(pristine);
@@ -32,21 +34,29 @@ async function forEveryDamage(
   const copy = temporaryDirectory();
   let cases = 0;
   for (let offset = start; offset < end; offset++) {
-    for (const damage of ['truncate', 'flip'] as const) {
+    for (const damage of ['zero', 'flip'] as const) {
       fs.rmSync(copy, { recursive: true, force: true });
       fs.cpSync(pristine, copy, { recursive: true });
       const target = path.join(copy, relative);
-      if (damage === 'truncate') fs.truncateSync(target, offset);
-      else {
-        const bytes = Buffer.from(original);
-        bytes[offset] ^= 0xff;
-        fs.writeFileSync(target, bytes);
-      }
-      await check(copy, `${damage} at ${offset}`);
+      const bytes = Buffer.from(original);
+      if (damage === 'zero') bytes.fill(0, offset, end);
+      else bytes[offset] ^= 0xff;
+      fs.writeFileSync(target, bytes);
+      await check(copy, `${damage} at ${offset}`, { offset: start, file: target });
       cases++;
     }
   }
   return cases;
+}
+
+/** A write lost whole leaves nothing to cut; otherwise the cut starts where the write began. */
+function expectCut(recovery: readonly { file: string; offset: number }[], damage: string, expected: { offset: number; file: string }): void {
+  if (damage === `zero at ${expected.offset}`) {
+    expect(recovery, damage).toEqual([]);
+    return;
+  }
+  expect(recovery, damage).toHaveLength(1);
+  expect(recovery[0], damage).toMatchObject({ file: fs.realpathSync(expected.file), offset: expected.offset });
 }
 
 describe('torn tails', () => {
@@ -59,20 +69,17 @@ describe('torn tails', () => {
       await feed.append([{ payload: 'three', key: 'k3', tags: ['b', 'c'] }, { payload: 'four' }]);
       await store.close();
       const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
-      // The last run starts where its commit record says, and ends with the commit frame.
+      // The last group is the last run: it begins with the group header, just before the run,
+      // and ends where the written bytes end.
       const last = feed.writer.commits[2];
-      const commitFrame = last.runStart + last.runBytes;
-      const bytes = fs.readFileSync(file);
-      const end = commitFrame + 8 + (bytes.readUInt32LE(commitFrame) & 0x7fff_ffff);
-      return { file, start: last.runStart, end };
+      return { file, start: last.runStart - groupHeaderBytes, end: writtenEnd(fs.readFileSync(file)) };
     };
-    const cases = await forEveryDamage(build, async (directory, damage) => {
+    const cases = await forEveryDamage(build, async (directory, damage, expected) => {
       const store = await openStore(directory);
       const feed = await store.feed('f');
       const commits = feed.commits();
       expect(commits.map((commit) => commit.commit), damage).toEqual([1, 2]);
-      const cut = feed.recovery.reduce((sum, tail) => sum + tail.bytes, 0);
-      if (!damage.startsWith('truncate at') || cut > 0) expect(cut, damage).toBeGreaterThan(0);
+      expectCut(feed.recovery, damage, expected);
       // Recovery leaves a clean log: the next commit lands, and everything verifies.
       const next = await feed.append([{ payload: 'five' }]);
       expect(next).toMatchObject({ commit: 3, parent: 2, firstPosition: 3 });
@@ -95,14 +102,16 @@ describe('torn tails', () => {
       streamId = stream.id;
       await stream.append([{ payload: 'a' }, { payload: 'b', tags: ['x'] }], { token });
       const file = onlyFile(path.join(directory, 'feeds', 'f', 'wal'));
+      // The next group write begins where the written bytes end now.
       const start = writtenEnd(fs.readFileSync(file));
       await stream.append([{ payload: 'c', key: 'k' }, { payload: 'd' }, { payload: 'e' }], { token });
       await store.close();
       return { file, start, end: writtenEnd(fs.readFileSync(file)) };
     };
-    const cases = await forEveryDamage(build, async (directory, damage) => {
+    const cases = await forEveryDamage(build, async (directory, damage, expected) => {
       const store = await openStore(directory);
       const feed = await store.feed('f');
+      expectCut(feed.recovery, damage, expected);
       const stream = feed.stream(streamId);
       expect(stream.info(), damage).toMatchObject({ state: 'open', records: 2 });
       expect((await stream.read()).map((record) => text(record.payload))).toEqual(['a', 'b']);
@@ -112,5 +121,31 @@ describe('torn tails', () => {
       await store.close();
     });
     expect(cases).toBeGreaterThan(100);
+  });
+});
+
+describe('damage that is not a torn write', () => {
+  it('is refused as CORRUPT and never cut: a truncated newest segment keeps its earlier commits readable', async () => {
+    const directory = temporaryDirectory();
+    let store = await openStore(directory);
+    const feed = await store.createFeed('f');
+    await feed.append([{ payload: 'one' }]);
+    await feed.append([{ payload: 'two' }]);
+    const second = feed.writer.commits[1];
+    await store.close();
+    const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
+    // A segment's size is durable from its creation, so a shorter file is damage, not a torn write.
+    fs.truncateSync(file, second.runStart + 4);
+    const before = fs.readFileSync(file);
+    store = await openStore(directory);
+    const reopened = await store.feed('f');
+    expect(reopened.recovery).toEqual([]);
+    expect(text((await reopened.readCommit(1))[0].payload)).toBe('one');
+    await expect(reopened.append([{ payload: 'three' }])).rejects.toMatchObject({ code: 'CORRUPT' });
+    const [verification] = await store.verify('f');
+    expect(verification.ok).toBe(false);
+    expect(verification.problems.some((problem) => problem.code === 'CORRUPT')).toBe(true);
+    await store.close();
+    expect(fs.readFileSync(file).equals(before)).toBe(true);
   });
 });

@@ -1,8 +1,10 @@
 /** The read-side commands: read, get, tail, sub. */
 import { Option, type Command } from 'commander';
-import { StreamStackError, type Plan, type ReadMode, type Subscription } from '@streamstack/engine';
+import { limits, StreamStackError, type Plan, type ReadMode, type Subscription } from '@streamstack/engine';
 import { emit, note, recordLine } from './io.js';
-import { collect, integer, openFeed, withStore } from './shared.js';
+import { collect, integer, openFeed, openStore, withStore } from './shared.js';
+
+const { tailPollMsMin } = limits;
 
 
 function subscriptionLine(subscription: Subscription) {
@@ -58,7 +60,7 @@ export function addReadCommands(program: Command): void {
           })) {
             for (const record of batch) await emit(recordLine(record));
           }
-        })(),
+        }, 'read')(),
     );
 
   program
@@ -74,32 +76,14 @@ export function addReadCommands(program: Command): void {
           });
         }
         await emit(recordLine(record));
-      })(),
+      }, 'read')(),
     );
 
   program
     .command('tail <feed>')
     .description('follow the feed live (catch-up, then new commits) until interrupted')
     .option('--after <commit>', 'start after this commit (default: the head)', integer('--after'))
-    .action((feedName: string, options: { after?: number }) =>
-      withStore(program, async (store) => {
-        const feed = await openFeed(store, feedName);
-        const stop = new AbortController();
-        const onSignal = () => stop.abort();
-        process.once('SIGINT', onSignal);
-        process.once('SIGTERM', onSignal);
-        try {
-          for await (const { records } of feed.follow({ after: options.after ?? feed.info().commits, signal: stop.signal })) {
-            for (const record of records) await emit(recordLine(record));
-          }
-        } catch (error) {
-          if (!stop.signal.aborted) throw error;
-        } finally {
-          process.off('SIGINT', onSignal);
-          process.off('SIGTERM', onSignal);
-        }
-      })(),
-    );
+    .action((feedName: string, options: { after?: number }) => tail(program, feedName, options.after));
 
   const sub = program.command('sub').description('named, durable cursors');
   sub
@@ -126,7 +110,7 @@ export function addReadCommands(program: Command): void {
         }
         note(`polled ${polled.commits.length} commits, ${records} records; advance to ${polled.cursor} when done`);
         await emit({ feed: feedName, subscription: name, cursor: polled.cursor, commits: polled.commits.length, records });
-      })(),
+      }, 'read')(),
     );
   sub
     .command('advance')
@@ -168,7 +152,58 @@ export function addReadCommands(program: Command): void {
       withStore(program, async (store) => {
         const feed = await openFeed(store, feedName);
         for (const { name, ...info } of feed.subscriptions()) await emit({ feed: feedName, subscription: name, ...info });
-      })(),
+      }, 'read')(),
     );
 
+}
+
+/**
+ * `tail`: follows a feed that another process writes. A tail takes no lock and writes nothing,
+ * so it sees new commits by opening the data directory read-only again, reading the commits
+ * after its cursor, and waiting; the wait grows with the time an open takes, so a large feed is
+ * not reopened back to back. SIGINT, SIGTERM and a closed stdout end it cleanly (exit 0).
+ */
+async function tail(program: Command, feedName: string, after: number | undefined): Promise<void> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  // An interval timer keeps the process alive while it waits (a bare pending promise does not).
+  const keepAlive = setInterval(() => undefined, tailPollMsMin);
+  try {
+    let cursor = after;
+    while (!stop.signal.aborted) {
+      const started = Date.now();
+      const store = await openStore(program, 'read');
+      try {
+        const feed = await openFeed(store, feedName);
+        cursor ??= feed.info().commits;
+        for (const commit of feed.commits({ after: cursor })) {
+          for (const record of await feed.readCommit(commit.commit)) await emit(recordLine(record));
+          cursor = commit.commit;
+          if (stop.signal.aborted) return;
+        }
+      } finally {
+        await store.close();
+      }
+      await sleep(Math.max(tailPollMsMin, (Date.now() - started) * 4), stop.signal);
+    }
+  } finally {
+    clearInterval(keepAlive);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }

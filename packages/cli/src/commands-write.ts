@@ -18,14 +18,18 @@ export function addWriteCommands(program: Command): void {
     .command('list')
     .description('one line per feed')
     .action(
-      withStore(program, async (store) => {
-        for (const name of store.feedNames()) await emit(feedLine(await openFeed(store, name)));
-      }),
+      withStore(
+        program,
+        async (store) => {
+          for (const name of store.feedNames()) await emit(feedLine(await openFeed(store, name)));
+        },
+        'read',
+      ),
     );
   feedCommand
     .command('info <name>')
     .description('a feed: head, counts, lease, active stream')
-    .action((name: string) => withStore(program, async (store) => emit(feedLine(await openFeed(store, name))))());
+    .action((name: string) => withStore(program, async (store) => emit(feedLine(await openFeed(store, name))), 'read')());
 
   const lease = program.command('lease').description("take, renew and release a feed's writer lease");
   lease
@@ -143,9 +147,13 @@ export function addWriteCommands(program: Command): void {
     .option('--after <commit>', 'start after this commit', integer('--after'))
     .option('--limit <n>', 'at most this many', integer('--limit'))
     .action((feedName: string, options: { after?: number; limit?: number }) =>
-      withStore(program, async (store) => {
-        for (const commit of (await openFeed(store, feedName)).commits(options)) await emit(commitLine(commit));
-      })(),
+      withStore(
+        program,
+        async (store) => {
+          for (const commit of (await openFeed(store, feedName)).commits(options)) await emit(commitLine(commit));
+        },
+        'read',
+      )(),
     );
 
   program
@@ -161,7 +169,7 @@ export function addWriteCommands(program: Command): void {
             details: { feeds: unsound.map((result) => result.feed) },
           });
         }
-      })(),
+      }, 'read')(),
     );
 
 }

@@ -14,6 +14,10 @@ export function buildProgram(): Command {
   const program = new Command('streamstack')
     .description('StreamStack: a durable stream store. NDJSON out; errors as JSON on stderr.')
     .addOption(new Option('--data <dir>', 'data directory').env('STREAMSTACK_DATA').default('./data'))
+    .option(
+      '--break-lock',
+      'only where the native module cannot load: remove a LOCK file left by a process that died (check that none uses the directory first)',
+    )
     .showHelpAfterError()
     .exitOverride();
   addWriteCommands(program);

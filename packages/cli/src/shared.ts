@@ -22,11 +22,22 @@ export function integer(name: string) {
 
 export type Action = (store: Store) => Promise<void>;
 
+/**
+ * How a command opens the data directory: `write` takes the directory's lock (one writer at a
+ * time); `read` takes no lock and writes nothing, so it runs beside a writer.
+ */
+export type Access = 'write' | 'read';
+
+/** Opens the data directory named by the global `--data` option. */
+export function openStore(program: Command, access: Access): Promise<Store> {
+  const { data, breakLock } = program.opts<{ data: string; breakLock?: boolean }>();
+  return Store.open(data, { readOnly: access === 'read', ...(breakLock ? { breakLock: true } : {}) });
+}
+
 /** Runs `action` against the data directory named by the global `--data` option. */
-export function withStore(program: Command, action: Action): () => Promise<void> {
+export function withStore(program: Command, action: Action, access: Access = 'write'): () => Promise<void> {
   return async () => {
-    const data = program.opts<{ data: string }>().data;
-    const store = await Store.open(data);
+    const store = await openStore(program, access);
     try {
       await action(store);
     } finally {
@@ -37,8 +48,11 @@ export function withStore(program: Command, action: Action): () => Promise<void>
 
 export async function openFeed(store: Store, name: string): Promise<Feed> {
   const feed = await store.feed(name);
-  for (const cut of feed.recovery) {
-    note(`recovery: cut ${cut.bytes} bytes of an incomplete run from ${cut.file} at offset ${cut.offset}`);
+  // Read-only, a torn tail is most likely a write in progress in another process: not news.
+  if (!store.readOnly) {
+    for (const cut of feed.recovery) {
+      note(`recovery: cut ${cut.bytes} bytes of an incomplete write from ${cut.file} at offset ${cut.offset}`);
+    }
   }
   return feed;
 }

@@ -94,6 +94,13 @@ export const messageBytesMax = 4096;
  */
 export const jsonNestingDepthMax = 512;
 
+/**
+ * Shortest wait between a command-line tail's looks for new commits, in milliseconds: a tail
+ * runs beside the writing process without a lock, so it polls; faster polling would cost the
+ * reader more than it saves the user.
+ */
+export const tailPollMsMin = 200;
+
 /** Most records in one batch or one-shot append. */
 export const batchRecordsMax = 100_000;
 

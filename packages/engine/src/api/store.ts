@@ -26,6 +26,17 @@ export interface StoreOptions {
   readonly newId?: () => string;
   /** Capacity new segments are preallocated to; a record may be at most a quarter of it. */
   readonly segmentBytes?: number;
+  /**
+   * Open to read only: take no lock and write nothing (no recovery cuts, no index files), so
+   * reads can run beside the process that writes. Writes fail with `READ_ONLY`. A read-only
+   * store sees the feeds as they were when each was first opened; `refresh` on a feed moves on.
+   */
+  readonly readOnly?: boolean;
+  /**
+   * Only where the native module cannot load (the lock is then a plain `LOCK` file): remove a
+   * `LOCK` left by a process that died, then take the directory. Never needed with the OS lock.
+   */
+  readonly breakLock?: boolean;
 }
 
 const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
@@ -49,8 +60,16 @@ export class Store {
     if (!Number.isSafeInteger(segmentBytes) || segmentBytes < segmentBytesMin || segmentBytes > segmentBytesMax) {
       throw new StreamStackError('INVALID_ARGUMENT', `segmentBytes must be from ${segmentBytesMin} to ${segmentBytesMax}`);
     }
-    const data = DataDirectory.open(path.resolve(directory));
+    const data = DataDirectory.open(path.resolve(directory), {
+      ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
+      ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
+    });
     return new Store(data, kernels, options.clock ?? Date.now, options.newId ?? (() => crypto.randomUUID()), segmentBytes);
+  }
+
+  /** True when the store was opened with `readOnly`. */
+  get readOnly(): boolean {
+    return this.directory.readOnly;
   }
 
   /** The data directory's absolute path. */
@@ -83,6 +102,7 @@ export class Store {
           clock: this.clock,
           newId: this.newId,
           segmentBytes: this.segmentBytes,
+          readOnly: this.directory.readOnly,
         });
         return new Feed(name, metadata.createdAt, writer);
       })();
@@ -111,7 +131,14 @@ export class Store {
     const names = name === undefined ? this.feedNames() : [name];
     const results: FeedVerification[] = [];
     for (const feedName of names) {
-      this.directory.readMetadata(feedName);
+      try {
+        this.directory.readMetadata(feedName);
+      } catch (error) {
+        if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT') throw error;
+        const { file, offset } = error.details as { file: string; offset: number };
+        results.push({ feed: feedName, ok: false, commits: 0, records: 0, segments: 0, walEvents: 0, problems: [{ code: 'CORRUPT', message: error.message, file, offset }] });
+        continue;
+      }
       const open = this.feeds.get(feedName);
       if (open) await (await open).writer.idle();
       results.push(await verifyFeed(this.kernels, feedName, this.directory.feedDirectory(feedName)));

@@ -4,9 +4,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
+import { ioError, StreamStackError } from '../errors.js';
 import { feedNameCharactersMax } from '../limits.js';
-import { DirectoryLock } from '../storage/lock.js';
+import { DirectoryLock, type LockOptions } from '../storage/lock.js';
 import { syncDirectory } from '../storage/segment.js';
 
 const feedNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -28,26 +28,57 @@ export function validateFeedName(name: unknown): string {
   return name;
 }
 
+export interface DataDirectoryOptions extends LockOptions {
+  /** Take no lock and write nothing: for readers that run beside a writer. */
+  readonly readOnly?: boolean;
+}
+
 export class DataDirectory {
   private constructor(
     readonly root: string,
-    private readonly lock: DirectoryLock,
+    private readonly lock: DirectoryLock | undefined,
   ) {}
 
-  static open(root: string): DataDirectory {
-    const lock = DirectoryLock.acquire(root);
-    fs.mkdirSync(path.join(lock.directory, 'feeds'), { recursive: true });
+  static open(root: string, options: DataDirectoryOptions = {}): DataDirectory {
+    if (options.readOnly) {
+      let real: string;
+      try {
+        real = fs.realpathSync(root);
+      } catch (error) {
+        throw ioError(error, `cannot open the data directory ${root}`);
+      }
+      return new DataDirectory(real, undefined);
+    }
+    const lock = DirectoryLock.acquire(root, options);
+    try {
+      fs.mkdirSync(path.join(lock.directory, 'feeds'), { recursive: true });
+    } catch (error) {
+      lock.release();
+      throw ioError(error, `cannot prepare the data directory ${root}`);
+    }
     return new DataDirectory(lock.directory, lock);
+  }
+
+  get readOnly(): boolean {
+    return this.lock === undefined;
   }
 
   feedDirectory(name: string): string {
     return path.join(this.root, 'feeds', validateFeedName(name));
   }
 
+  /** True when a feed's directory holds logs (so a missing feed.json is damage, not absence). */
+  private holdsFeedData(name: string): boolean {
+    const directory = this.feedDirectory(name);
+    return ['history', 'wal', 'state'].some((part) => fs.existsSync(path.join(directory, part)));
+  }
+
   feedNames(): string[] {
+    const feeds = path.join(this.root, 'feeds');
+    if (!fs.existsSync(feeds)) return [];
     return fs
-      .readdirSync(path.join(this.root, 'feeds'), { withFileTypes: true })
-      .filter((entry) => entry.isDirectory() && fs.existsSync(path.join(this.root, 'feeds', entry.name, 'feed.json')))
+      .readdirSync(feeds, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && (fs.existsSync(path.join(this.root, 'feeds', entry.name, 'feed.json')) || this.holdsFeedData(entry.name)))
       .map((entry) => entry.name)
       .sort();
   }
@@ -55,20 +86,33 @@ export class DataDirectory {
   readMetadata(name: string): FeedMetadata {
     const file = path.join(this.feedDirectory(name), 'feed.json');
     if (!fs.existsSync(file)) {
+      if (this.holdsFeedData(name)) {
+        throw new StreamStackError('CORRUPT', `${file} is missing, but the feed's logs are there`, { details: { file, offset: 0 } });
+      }
       throw new StreamStackError('FEED_NOT_FOUND', `no feed named ${name}`, { details: { feed: name } });
     }
+    let metadata: Partial<FeedMetadata>;
+    let text: string;
     try {
-      return JSON.parse(fs.readFileSync(file, 'utf8')) as FeedMetadata;
+      text = fs.readFileSync(file, 'utf8');
+      metadata = JSON.parse(text) as Partial<FeedMetadata>;
     } catch (error) {
       throw new StreamStackError('CORRUPT', `${file} is not valid JSON`, { cause: error, details: { file, offset: 0 } });
     }
+    // Written once, in one exact form: any other bytes are damage, even ones that still parse.
+    const exact = `${JSON.stringify({ name: metadata?.name, createdAt: metadata?.createdAt, formatVersion: metadata?.formatVersion })}\n`;
+    if (metadata?.name !== name || !Number.isSafeInteger(metadata.createdAt) || metadata.formatVersion !== 1 || text !== exact) {
+      throw new StreamStackError('CORRUPT', `${file} does not describe feed ${name}`, { details: { file, offset: 0 } });
+    }
+    return metadata as FeedMetadata;
   }
 
   /** Creates a feed's directory and its `feed.json`, durably; `FEED_EXISTS` if it is there. */
   async createFeed(name: string, createdAt: number): Promise<FeedMetadata> {
+    if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.root} was opened read-only`);
     const directory = this.feedDirectory(name);
     const file = path.join(directory, 'feed.json');
-    if (fs.existsSync(file)) {
+    if (fs.existsSync(file) || this.holdsFeedData(name)) {
       throw new StreamStackError('FEED_EXISTS', `a feed named ${name} exists already`, { details: { feed: name } });
     }
     fs.mkdirSync(directory, { recursive: true });
@@ -90,6 +134,6 @@ export class DataDirectory {
   }
 
   close(): void {
-    this.lock.release();
+    this.lock?.release();
   }
 }

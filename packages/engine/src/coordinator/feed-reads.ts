@@ -5,7 +5,7 @@
 import { StreamStackError } from '../errors.js';
 import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
 import { checkCursor, getByKey, readBatches, type ReadOptions } from '../query/read.js';
-import { readCommitRecords, type StoredRecord } from '../query/snapshot.js';
+import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { FeedWriter } from './feed-writer.js';
 
@@ -27,6 +27,9 @@ export class FeedReads {
   /** The records of one published commit. */
   commit(commit: number): Promise<StoredRecord[]> {
     const snapshot = this.writer.snapshot();
+    if (snapshot.headDamage && Number.isSafeInteger(commit) && commit > snapshot.watermark.commit) {
+      throw corruptionError(snapshot.headDamage, `commit ${commit} lies in history that cannot be read`);
+    }
     if (!Number.isSafeInteger(commit) || commit < 1 || commit > snapshot.watermark.commit) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist (the head is ${snapshot.watermark.commit})`, {
         details: { commit, head: snapshot.watermark.commit },

@@ -5,20 +5,21 @@
  * commit list and the watermark — which it moves only after the disk confirmed a commit.
  */
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
-import { FrameBuilder } from '../storage/framing.js';
+import type { FrameBuilder } from '../storage/framing.js';
+import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
 import { buildCommitRun, type CommitRecord } from '../storage/history.js';
-import { History } from '../storage/history-log.js';
+import { History, type LostCommits } from '../storage/history-log.js';
 import type { PayloadLocation, RecordData } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
-import type { TornTail } from '../storage/runs.js';
+import type { Corruption, TornTail } from '../storage/runs.js';
 import { Wal, walFrames, type WalLocation } from '../storage/wal.js';
 import { DerivedIndexes } from '../query/derived.js';
 import { FeedIndex } from '../query/feed-index.js';
 import type { Query } from '../query/planner.js';
-import type { Snapshot } from '../query/snapshot.js';
+import { corruptionError, type Snapshot } from '../query/snapshot.js';
 import { ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
 import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
@@ -35,6 +36,8 @@ export interface WriterOptions {
   readonly newId: () => string;
   /** Capacity a new WAL or history segment is preallocated to. */
   readonly segmentBytes: number;
+  /** Open without writing anything: no recovery cuts, no index files, every write refused. */
+  readonly readOnly?: boolean;
 }
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
@@ -67,6 +70,8 @@ export type StreamStatus =
 
 export class FeedWriter {
   readonly commits: CommitRecord[] = [];
+  /** Stand-ins for the commits corruption made unreadable. */
+  private readonly lost: CommitRecord[] = [];
   private readonly streamCommits = new Map<string, number>();
   private readonly aborted = new Set<string>();
   private readonly payloads: PayloadDedup;
@@ -98,10 +103,10 @@ export class FeedWriter {
     readonly tornTails: readonly TornTail[],
   ) {
     this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
-    this.payloads = new PayloadDedup((location) => history.readPayloadSync(location));
+    this.payloads = new PayloadDedup((location) => history.readPayloadUnchecked(location));
     this.committer = new GroupCommitter(
-      { wal: new FrameBuilder(this.frameDataBytesMax), history: new FrameBuilder(this.frameDataBytesMax) },
-      (lane, builder) => this.writeGroup(lane, builder),
+      { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
+      (lane, builder) => this.writeGroup(lane, builder as GroupBuilder),
       () => undefined,
       () => ({ ...newStagedGroup(), newTypes: new Set<string>() }),
     );
@@ -110,25 +115,35 @@ export class FeedWriter {
   /** Opens a feed's logs, recovering them, and rebuilds the state they imply. */
   static async open(directory: string, options: WriterOptions): Promise<FeedWriter> {
     const { kernels } = options;
+    const readOnly = options.readOnly ?? false;
     const commits: CommitRecord[] = [];
     const payloads: { crc: number; location: PayloadLocation }[] = [];
-    const history = await History.open(kernels, path.join(directory, 'history'), {
-      onCommit: (commit) => commits.push(commit),
-      onPayload: (crc, location) => payloads.push({ crc, location }),
-    });
+    const history = await History.open(
+      kernels,
+      path.join(directory, 'history'),
+      {
+        onCommit: (commit) => commits.push(commit),
+        onPayload: (crc, location) => payloads.push({ crc, location }),
+        onLost: (lost) => commits.push(...lostCommits(lost)),
+      },
+      readOnly,
+    );
     const events: Parameters<Parameters<typeof Wal.open>[2]>[0][] = [];
     let wal: Wal;
     let leaseLog: StateLog;
     let subscriptions: Subscriptions;
     try {
-      wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event));
-      leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'));
-      subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), options.clock);
+      wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly);
+      leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), readOnly);
+      subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), options.clock, readOnly);
     } catch (error) {
       history.close();
       throw error;
     }
-    const lease = new LeaseKeeper(leaseLog, options.clock, options.newId);
+    // Fencing never goes back: the epoch is at least the highest one any write was made under,
+    // even if the lease log was lost.
+    const epochFloor = Math.max(0, ...commits.map((commit) => commit.epoch), ...events.map((event) => event.epoch));
+    const lease = new LeaseKeeper(leaseLog, options.clock, options.newId, epochFloor);
     const writer = new FeedWriter(directory, options, history, wal, lease, leaseLog, subscriptions, [
       ...history.segments.tornTails,
       ...wal.segments.tornTails,
@@ -136,7 +151,7 @@ export class FeedWriter {
     for (const commit of commits) writer.publish(commit);
     for (const { crc, location } of payloads) writer.payloads.remember(crc, location);
     try {
-      writer.index = await FeedIndex.open(kernels, path.join(directory, 'index'), history, writer.commits);
+      writer.index = await FeedIndex.open(kernels, path.join(directory, 'index'), history, writer.commits, readOnly);
     } catch (error) {
       await writer.close();
       throw error;
@@ -168,7 +183,7 @@ export class FeedWriter {
     // An open stream's types count toward the type limit before they are published; after a
     // restart they are found by reading its acknowledged records back once.
     const open = writer.openStream as OpenStream | undefined;
-    if (open) {
+    if (open && !writer.walDamage) {
       for (const record of await wal.readRecords(open.records)) {
         if (record.type !== undefined && !writer.index.typeNames.has(record.type)) open.types.add(record.type);
       }
@@ -178,6 +193,36 @@ export class FeedWriter {
 
   get watermark(): Watermark {
     return this.watermarkNow;
+  }
+
+  /**
+   * Corruption in the WAL: which streams are open, and what they hold, cannot be known, so every
+   * stream operation fails with `CORRUPT` until the damage is repaired. Published history reads
+   * and one-shot appends are not affected.
+   */
+  get walDamage(): Corruption | undefined {
+    return this.wal.corruptions.find((corruption) => !corruption.harmless);
+  }
+
+  /** Corruption past the last readable commit: nothing may be appended (see `History`). */
+  get headDamage(): Corruption | undefined {
+    return this.history.headDamage;
+  }
+
+  /** Every corruption recovery found in the feed's logs. */
+  get corruptions(): readonly Corruption[] {
+    return [...this.history.corruptions, ...this.wal.corruptions, ...this.leaseLog.corruptions, ...this.subscriptions.corruptions];
+  }
+
+  /** Fails when a write may not be made: read-only, or the history's head is unknown. */
+  private assertWritable(): void {
+    if (this.options.readOnly) throw new StreamStackError('READ_ONLY', `feed ${this.options.feed} was opened read-only`);
+    if (this.headDamage) throw corruptionError(this.headDamage, `feed ${this.options.feed} cannot be written`);
+  }
+
+  /** Fails when the open stream's state cannot be trusted (the WAL is damaged). */
+  private assertStreamsKnown(): void {
+    if (this.walDamage) throw corruptionError(this.walDamage, `the streams of feed ${this.options.feed} cannot be known`);
   }
 
   /** The view a read runs over: everything published now, and nothing later. */
@@ -190,6 +235,8 @@ export class FeedWriter {
       history: this.history,
       index: this.index,
       kernels: this.options.kernels,
+      lost: this.lost,
+      headDamage: this.history.headDamage,
     };
   }
 
@@ -241,22 +288,28 @@ export class FeedWriter {
 
   acquireLease(holder: string, ttlMs?: number): Promise<LeaseGrant> {
     this.assertOpen();
+    this.assertWritable();
     return this.lease.acquire(holder, ttlMs);
   }
 
   renewLease(token: string, ttlMs?: number): Promise<LeaseGrant> {
     this.assertOpen();
+    this.assertWritable();
     return this.lease.renew(token, ttlMs);
   }
 
   releaseLease(token: string): Promise<void> {
     this.assertOpen();
+    this.assertWritable();
     return this.lease.release(token);
   }
 
   // ---- Streams -----------------------------------------------------------------------------
 
   streamStatus(id: string): StreamStatus {
+    const commit = this.streamCommits.get(id);
+    if (commit !== undefined) return { state: 'sealed', commit: this.commits[commit - 1] };
+    this.assertStreamsKnown();
     const open = this.openStream;
     if (open?.id === id) {
       return {
@@ -267,18 +320,18 @@ export class FeedWriter {
         acknowledged: open.records.length,
       };
     }
-    const commit = this.streamCommits.get(id);
-    if (commit !== undefined) return { state: 'sealed', commit: this.commits[commit - 1] };
     return this.aborted.has(id) ? { state: 'aborted' } : { state: 'unknown' };
   }
 
   /** The open stream's id, if any. */
   get activeStream(): string | undefined {
+    this.assertStreamsKnown();
     return this.openStream?.id;
   }
 
   /** The acknowledged records of the open stream `id`, from seq `fromSeq` on. */
   async readOpenStream(id: string, fromSeq: number): Promise<{ seq: number; record: RecordData }[]> {
+    this.assertStreamsKnown();
     const open = this.openStream;
     if (!open || open.id !== id) return [];
     // The list is read before awaiting: batches acknowledged meanwhile are not part of this
@@ -291,6 +344,8 @@ export class FeedWriter {
 
   /** Opens a stream under the lease `token`; fails with `STREAM_OPEN` while one is open. */
   openStreamWith(token: string, message?: string): Promise<{ stream: string; epoch: number; openedAt: number }> {
+    this.assertWritable();
+    this.assertStreamsKnown();
     return this.committer.submit('wal', (builder) => {
       const epoch = this.lease.check(token).epoch;
       if (this.openStream) {
@@ -338,6 +393,8 @@ export class FeedWriter {
     records: readonly RecordInput[],
     expectedSeq?: number,
   ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
+    this.assertWritable();
+    this.assertStreamsKnown();
     return this.committer.submit('wal', (builder, group) => {
       const open = this.writableStream(id, token, 'append');
       if (expectedSeq !== undefined && expectedSeq !== open.nextSeq) {
@@ -373,6 +430,8 @@ export class FeedWriter {
 
   /** Aborts the open stream: its batches are never published. */
   abort(id: string, token: string): Promise<void> {
+    this.assertWritable();
+    this.assertStreamsKnown();
     return this.committer.submit('wal', (builder) => {
       const open = this.writableStream(id, token, 'abort');
       walFrames.abort(builder, id, this.lease.epoch, this.options.clock());
@@ -387,6 +446,8 @@ export class FeedWriter {
 
   /** Seals the open stream into one commit run; resolves with the commit once it is durable. */
   seal(id: string, token: string, message?: string, condition?: { query: Query | undefined; after: number }): Promise<CommitRecord> {
+    this.assertWritable();
+    this.assertStreamsKnown();
     return this.committer.submit('history', async (builder, group) => {
       const open = this.writableStream(id, token, 'seal');
       if (condition) await this.checkCondition(condition, group);
@@ -416,6 +477,7 @@ export class FeedWriter {
     message?: string,
     condition?: { query: Query | undefined; after: number },
   ): Promise<CommitRecord> {
+    this.assertWritable();
     return this.committer.submit('history', async (builder, group) => {
       const epoch = this.lease.checkOptional(token);
       if (condition) await this.checkCondition(condition, group);
@@ -483,10 +545,10 @@ export class FeedWriter {
       const runStart = location.offset + built.runStart;
       const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
       for (const payload of built.newPayloads) {
-        this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length });
+        this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length, crc: payload.crc });
       }
       run.records.forEach((record, index) => {
-        this.index.add(commit, record.type, record.tags, runStart + built.entryOffsets[index]);
+        this.index.add(commit, record.type, record.tags, runStart + built.entryOffsets[index], commit.firstPosition + index);
         this.conditions.note(commit.firstPosition + index, record.type, record.tags);
       });
       this.publish(commit);
@@ -498,8 +560,10 @@ export class FeedWriter {
 
   /** Adds a durable commit to the published state and moves the watermark past it. */
   private publish(commit: CommitRecord): void {
+    assert(commit.commit === this.commits.length + 1 && commit.parent === this.commits.length, 'commits are published in chain order');
     this.commits.push(commit);
-    this.streamCommits.set(commit.stream, commit.commit);
+    if (commit.damage) this.lost.push(commit);
+    else this.streamCommits.set(commit.stream, commit.commit);
     this.stagedHead = Math.max(this.stagedHead, commit.commit);
     this.stagedNextPosition = Math.max(this.stagedNextPosition, commit.lastPosition + 1);
     this.watermarkNow = { commit: commit.commit, position: commit.lastPosition };
@@ -512,20 +576,30 @@ export class FeedWriter {
     this.walStreams.set(location.segment, streams);
   }
 
-  /** Deletes the WAL segments that hold nothing of the open stream (after a seal or abort). */
+  /**
+   * Deletes the WAL segments that hold nothing of the open stream (after a seal or abort). A
+   * WAL group naming the segments that stay live is made durable first, so recovery can tell
+   * a segment deleted on purpose from one that was lost.
+   */
   private scheduleWalCleanup(): void {
-    this.maintenance = this.maintenance.then(async () => {
+    this.maintenance = this.maintenance.catch(() => undefined).then(async () => {
       const open = this.openStream?.id;
-      await this.wal.removeFinished((segment) => {
+      const finished = this.wal.finishedSegments((segment) => {
         const streams = this.walStreams.get(segment.header.base);
-        const finished = !streams || open === undefined || !streams.has(open);
-        if (finished) this.walStreams.delete(segment.header.base);
-        return finished;
+        return !streams || open === undefined || !streams.has(open);
       });
+      if (finished.length === 0) return;
+      const bases = new Set(finished.map((segment) => segment.header.base));
+      await this.committer.submit('wal', (builder) => {
+        writeLiveSegments(builder as GroupBuilder, this.wal.liveBases(bases));
+        return () => undefined;
+      });
+      for (const base of bases) this.walStreams.delete(base);
+      await this.wal.segments.remove(finished);
     });
   }
 
-  private async writeGroup(lane: Lane, builder: FrameBuilder): Promise<GroupLocation> {
+  private async writeGroup(lane: Lane, builder: GroupBuilder): Promise<GroupLocation> {
     if (lane === 'wal') return this.wal.commit(builder, this.options.segmentBytes);
     return this.history.commit(
       builder,
@@ -577,4 +651,34 @@ export class FeedWriter {
     this.leaseLog.close();
     this.subscriptions.close();
   }
+}
+
+/**
+ * Stand-ins for commits corruption took: the first carries all their positions (so position
+ * searches land on it), the others none; every read of any of them fails with `CORRUPT`.
+ */
+function lostCommits(lost: LostCommits): CommitRecord[] {
+  const standIns: CommitRecord[] = [];
+  for (let commit = lost.from; commit <= lost.to; commit++) {
+    const first = commit === lost.from;
+    standIns.push({
+      commit,
+      stream: '',
+      parent: commit - 1,
+      records: first ? lost.toPosition - lost.fromPosition + 1 : 0,
+      firstPosition: first ? lost.fromPosition : lost.toPosition + 1,
+      lastPosition: lost.toPosition,
+      openedAt: 0,
+      sealedAt: 0,
+      epoch: 0,
+      oneShot: false,
+      segment: -1,
+      runStart: 0,
+      runBytes: 0,
+      manifests: [],
+      packs: [],
+      damage: lost.damage,
+    });
+  }
+  return standIns;
 }

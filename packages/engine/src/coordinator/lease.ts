@@ -68,13 +68,18 @@ export class LeaseKeeper {
     private readonly log: StateLog,
     private readonly clock: () => number,
     private readonly newId: () => string,
+    /**
+     * The highest epoch any write in the logs was made under: the epoch never goes below it,
+     * so fencing holds even when the lease log was lost.
+     */
+    private readonly epochFloor = 0,
   ) {
     this.current = log.last ? decodeLease(log.last, log.file) : undefined;
   }
 
-  /** The highest epoch ever granted (0 before the first grant). */
+  /** The highest epoch ever granted or written under (0 before the first grant). */
   get epoch(): number {
-    return this.current?.epoch ?? 0;
+    return Math.max(this.current?.epoch ?? 0, this.epochFloor);
   }
 
   /** The lease when it is live (granted, not released, not expired), else undefined. */

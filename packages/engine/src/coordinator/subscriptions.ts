@@ -9,7 +9,8 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import { syncDirectory } from '../storage/segment.js';
-import { StateLog } from '../storage/state-log.js';
+import { StateLog, stateLogCopySuffix } from '../storage/state-log.js';
+import type { Corruption } from '../storage/runs.js';
 import { validateFeedName } from './data-directory.js';
 
 export interface SubscriptionState {
@@ -32,6 +33,17 @@ function decode(bytes: Uint8Array, file: string): SubscriptionState {
   return state;
 }
 
+/** Opens the log of subscription `name`: records naming another subscription are damage. */
+export function openSubscriptionLog(kernels: Kernels, file: string, name: string, readOnly: boolean): Promise<StateLog> {
+  return StateLog.open(kernels, file, readOnly, (record) => {
+    try {
+      return decode(record, file).name === name;
+    } catch {
+      return false;
+    }
+  });
+}
+
 export function validateSubscriptionName(name: unknown): string {
   try {
     return validateFeedName(name);
@@ -44,6 +56,8 @@ export function validateSubscriptionName(name: unknown): string {
 
 export class Subscriptions {
   private readonly open = new Map<string, { log: StateLog; state: SubscriptionState }>();
+  /** Damage found in the subscriptions' logs (reported by verify; the newest records still serve). */
+  readonly corruptions: Corruption[] = [];
   /** Changes run one at a time, in call order. */
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -51,21 +65,37 @@ export class Subscriptions {
     private readonly kernels: Kernels,
     private readonly directory: string,
     private readonly clock: () => number,
+    private readonly readOnly: boolean,
   ) {}
 
-  static async open(kernels: Kernels, directory: string, clock: () => number): Promise<Subscriptions> {
-    const subscriptions = new Subscriptions(kernels, directory, clock);
+  static async open(kernels: Kernels, directory: string, clock: () => number, readOnly = false): Promise<Subscriptions> {
+    const subscriptions = new Subscriptions(kernels, directory, clock, readOnly);
     if (fs.existsSync(directory)) {
-      for (const name of fs.readdirSync(directory).filter((file) => file.endsWith(extension)).sort()) {
+      // A subscription lives in two files; either one is enough to find it.
+      const names = new Set(
+        fs
+          .readdirSync(directory)
+          .map((file) => (file.endsWith(stateLogCopySuffix) ? file.slice(0, -stateLogCopySuffix.length) : file))
+          .filter((file) => file.endsWith(extension)),
+      );
+      for (const name of [...names].sort()) {
         const file = path.join(directory, name);
-        const log = await StateLog.open(kernels, file);
+        const subscription = name.slice(0, -extension.length);
+        const log = await openSubscriptionLog(kernels, file, subscription, readOnly);
+        subscriptions.corruptions.push(...log.corruptions);
         if (!log.last) {
           // Created but never durably written: the subscription does not exist.
-          log.close();
-          fs.rmSync(file);
+          if (readOnly) log.close();
+          else log.remove();
           continue;
         }
-        const state = decode(log.last, file);
+        let state: SubscriptionState;
+        try {
+          state = decode(log.last, file);
+        } catch (error) {
+          log.close();
+          throw error;
+        }
         subscriptions.open.set(state.name, { log, state });
       }
     }
@@ -73,6 +103,7 @@ export class Subscriptions {
   }
 
   private serial<T>(change: () => Promise<T>): Promise<T> {
+    if (this.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`));
     const result = this.chain.then(change);
     this.chain = result.catch(() => undefined);
     return result;
@@ -97,6 +128,7 @@ export class Subscriptions {
       fs.mkdirSync(this.directory, { recursive: true });
       const file = path.join(this.directory, `${name}${extension}`);
       fs.rmSync(file, { force: true });
+      fs.rmSync(`${file}${stateLogCopySuffix}`, { force: true });
       const log = await StateLog.open(this.kernels, file);
       const now = this.clock();
       const state = { name, cursor, createdAt: now, updatedAt: now };
@@ -130,8 +162,7 @@ export class Subscriptions {
     return this.serial(async () => {
       const entry = this.open.get(name);
       if (!entry) throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, { details: { subscription: name } });
-      entry.log.close();
-      fs.rmSync(entry.log.file);
+      entry.log.remove();
       await syncDirectory(this.directory);
       this.open.delete(name);
     });

@@ -5,6 +5,7 @@
  * its payload (location and CRC-32C of the bytes), and the WAL against history (a published
  * stream's WAL batches hold the records its commit holds). It repairs nothing.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
@@ -12,9 +13,20 @@ import type { CommitRecord } from '../storage/history.js';
 import { History, type CommitRun } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { Wal, type WalEvent } from '../storage/wal.js';
+import { StateLog } from '../storage/state-log.js';
+import { openSubscriptionLog } from './subscriptions.js';
+import { readIndexFile } from '../storage/index-segment.js';
+
+/**
+ * What a problem is: `CORRUPT` damage to a log (file and offset), `TORN_TAIL` a torn last write
+ * that recovery cuts on the next read-write open, `CHAIN` a break in the commit chain,
+ * `MANIFEST` a record pointing at bytes no pack holds, `WAL` the WAL disagreeing with history,
+ * `INDEX` a damaged index file (derived: rebuilt on the next open), `ERROR` anything else.
+ */
+export type VerificationCode = 'CORRUPT' | 'TORN_TAIL' | 'CHAIN' | 'MANIFEST' | 'WAL' | 'INDEX' | 'ERROR';
 
 export interface VerificationProblem {
-  readonly code: string;
+  readonly code: VerificationCode;
   readonly message: string;
   readonly file?: string;
   readonly offset?: number;
@@ -30,7 +42,7 @@ export interface FeedVerification {
   readonly problems: VerificationProblem[];
 }
 
-type Report = (code: string, message: string, where?: { file?: string; offset?: number }) => void;
+type Report = (code: VerificationCode, message: string, where?: { file?: string; offset?: number }) => void;
 
 const locationKey = (location: PayloadLocation) => `${location.segment}:${location.offset}:${location.length}`;
 
@@ -45,6 +57,11 @@ async function verifyHistory(
   const runs = new Map<string, CommitRun>();
   let previous: CommitRecord | undefined;
   for (const commit of commits) {
+    if (commit.damage) {
+      // Reported with the corruption that took it.
+      previous = commit;
+      continue;
+    }
     const where = { file: history.segments.fileFor(commit.segment), offset: commit.runStart };
     if (commit.parent !== (previous?.commit ?? 0)) {
       report('CHAIN', `commit ${commit.commit} names parent ${commit.parent}, but the commit before it is ${previous?.commit ?? 0}`, where);
@@ -130,19 +147,32 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
       {
         onCommit: (commit) => commits.push(commit),
         onPayload: (crc, location) => payloadCrcs.set(locationKey(location), crc),
+        onLost: (lost) => {
+          for (let commit = lost.from; commit <= lost.to; commit++) {
+            commits.push({ commit, parent: commit - 1, firstPosition: lost.fromPosition, lastPosition: lost.toPosition, damage: lost.damage } as CommitRecord);
+          }
+        },
       },
       true,
     );
     wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), true);
     segments = history.segments.segments.length + wal.segments.segments.length;
     for (const tail of [...history.segments.tornTails, ...wal.segments.tornTails]) {
-      report('TORN_TAIL', `${tail.bytes} bytes after the last commit point are not a committed run (recovery cuts them on the next open)`, tail);
+      report('TORN_TAIL', `${tail.bytes} bytes of a write that never completed (recovery cuts them on the next open)`, tail);
+    }
+    for (const corruption of [...history.corruptions, ...wal.corruptions]) {
+      report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+    }
+    if (history.headDamage) {
+      report('CORRUPT', `the history after commit ${commits.length} is lost (${history.headDamage.reason})`, history.headDamage);
     }
     const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report);
     verifyWal(wal, events, runs, report);
+    await verifyStateLogs(kernels, directory, report);
+    verifyIndexFiles(kernels, directory, report);
   } catch (error) {
     const details = error instanceof StreamStackError ? error.details : {};
-    report(error instanceof StreamStackError ? error.code : 'ERROR', error instanceof Error ? error.message : String(error), {
+    report(error instanceof StreamStackError && error.code === 'CORRUPT' ? 'CORRUPT' : 'ERROR', error instanceof Error ? error.message : String(error), {
       ...(typeof details.file === 'string' ? { file: details.file } : {}),
       ...(typeof details.offset === 'number' ? { offset: details.offset } : {}),
     });
@@ -160,4 +190,35 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
     walEvents: events.length,
     problems,
   };
+}
+
+/** The lease log and every subscription log: damage that is not a torn last write. */
+async function verifyStateLogs(kernels: Kernels, directory: string, report: Report): Promise<void> {
+  const logs = [await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), true)];
+  const subscriptions = path.join(directory, 'state', 'subscriptions');
+  if (fs.existsSync(subscriptions)) {
+    const names = new Set(fs.readdirSync(subscriptions).map((name) => name.replace(/\.copy$/, '')).filter((name) => name.endsWith('.log')));
+    for (const name of [...names].sort()) {
+      logs.push(await openSubscriptionLog(kernels, path.join(subscriptions, name), name.slice(0, -'.log'.length), true));
+    }
+  }
+  for (const log of logs) {
+    log.close();
+    for (const tail of log.tornTails) report('TORN_TAIL', `${tail.file}: a write that never completed at offset ${tail.offset} (cut on the next open)`, tail);
+    for (const corruption of log.corruptions) report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+  }
+}
+
+/** Every index file that exists must load (a missing one is rebuilt on the next open). */
+function verifyIndexFiles(kernels: Kernels, directory: string, report: Report): void {
+  const indexDirectory = path.join(directory, 'index');
+  if (!fs.existsSync(indexDirectory)) return;
+  for (const name of fs.readdirSync(indexDirectory).filter((entry) => entry.endsWith('.idx'))) {
+    const file = path.join(indexDirectory, name);
+    try {
+      readIndexFile(kernels, file);
+    } catch (error) {
+      report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${(error as Error).message}`, { file });
+    }
+  }
 }

@@ -36,6 +36,8 @@ export interface SegmentIndex {
 }
 
 const encoder = new TextEncoder();
+/** The locator of a position corruption took: no manifest entry is there to point at. */
+const unreadableLocator = 0xffff_ffff;
 const emptyPositions = new Uint32Array(0);
 
 class SealedIndex implements SegmentIndex {
@@ -190,6 +192,7 @@ export class FeedIndex {
   private constructor(
     private readonly kernels: Kernels,
     private readonly directory: string,
+    private readonly readOnly: boolean,
   ) {}
 
   fileFor(base: number): string {
@@ -200,11 +203,19 @@ export class FeedIndex {
    * Loads the index of every sealed history segment, rebuilding those whose file is missing or
    * fails verification, and builds the tail from the active segment's commits.
    */
-  static async open(kernels: Kernels, directory: string, history: History, commits: readonly CommitRecord[]): Promise<FeedIndex> {
-    const index = new FeedIndex(kernels, directory);
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    history: History,
+    commits: readonly CommitRecord[],
+    readOnly = false,
+  ): Promise<FeedIndex> {
+    const index = new FeedIndex(kernels, directory, readOnly);
     const bases = history.segments.segments.map((segment) => segment.header.base);
+    const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
+    for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
     for (const [position, base] of bases.entries()) {
-      const inSegment = commits.filter((commit) => commit.segment === base);
+      const inSegment = bySegment.get(base)!;
       if (position === bases.length - 1) {
         index.tail = new TailIndex(base);
         for (const commit of inSegment) await index.addRun(history, commit);
@@ -218,7 +229,11 @@ export class FeedIndex {
       } catch (error) {
         reason = (error as Error).message;
       }
-      const expectedCount = inSegment.reduce((sum, commit) => sum + commit.records, 0);
+      const last = inSegment[inSegment.length - 1];
+      const expectedCount = last ? last.lastPosition - base + 1 : 0;
+      // Records corruption took leave gaps: an index built around them is kept in memory only,
+      // so it can never be mistaken for a whole one once the damage is repaired.
+      const gaps = inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1));
       if (data && (data.base !== base || data.count !== expectedCount)) {
         reason = `it covers ${data.count} records from ${data.base}, the segment ${expectedCount} from ${base}`;
         data = undefined;
@@ -229,7 +244,7 @@ export class FeedIndex {
         for (const commit of inSegment) await index.addRun(history, commit);
         index.tail = undefined;
         data = buildIndexData(kernels, tail.source());
-        await writeIndexFile(kernels, file, encodeIndexFile(kernels, data));
+        if (!readOnly && !gaps) await writeIndexFile(kernels, file, encodeIndexFile(kernels, data));
         index.rebuilt.push({ segment: base, file, reason });
       }
       for (const name of data.typeNames) index.typeNames.add(name);
@@ -240,7 +255,7 @@ export class FeedIndex {
 
   private async addRun(history: History, commit: CommitRecord): Promise<void> {
     const run = await history.readRun(commit);
-    run.entries.forEach((entry, at) => this.add(commit, entry.type, entry.tags, run.entryOffsets[at]));
+    run.entries.forEach((entry, at) => this.add(commit, entry.type, entry.tags, run.entryOffsets[at], commit.firstPosition + at));
   }
 
   /** Every segment index, sealed then tail. */
@@ -253,9 +268,12 @@ export class FeedIndex {
    * of the previous one is sealed into an index file first (written in the background: the file
    * is derived, and a crash before it lands only means it is rebuilt on the next open).
    */
-  add(commit: CommitRecord, type: string | undefined, tags: readonly string[], locator: number): void {
+  add(commit: CommitRecord, type: string | undefined, tags: readonly string[], locator: number, position: number): void {
     if (!this.tail || this.tail.base !== commit.segment) this.startSegment(commit.segment);
     if (type !== undefined) this.typeNames.add(type);
+    // Positions that corruption took (reads over them fail before asking the index) are
+    // skipped with empty entries, so every later record keeps its relative position.
+    while (this.tail!.base + this.tail!.count < position) this.tail!.add(undefined, [], unreadableLocator);
     this.tail!.add(type, tags, locator);
   }
 
@@ -273,6 +291,7 @@ export class FeedIndex {
         .then(async () => {
           const data = buildIndexData(this.kernels, previous.source());
           this.segments[slot] = new SealedIndex(this.kernels, data);
+          if (this.readOnly) return;
           await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
         })
         .catch(() => undefined);

@@ -4,7 +4,7 @@
  * are the same loop, so nothing is skipped and nothing is delivered twice.
  */
 import { checkCursor } from './read.js';
-import { readCommitRecords, type Snapshot, type StoredRecord } from './snapshot.js';
+import { assertIntact, readCommitRecords, type Snapshot, type StoredRecord } from './snapshot.js';
 import type { CommitRecord } from '../storage/history.js';
 
 /** One commit's worth of a live read: the commit and its records. */
@@ -30,6 +30,8 @@ export async function* follow(source: FollowSource, after: number, signal?: Abor
       yield { commit: record, records: await readCommitRecords(snapshot, record) };
       cursor = commit;
     }
+    // Past the head lies corruption: a live reader cannot go on, and must not wait forever.
+    if (snapshot.headDamage) assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
     await source.waitForCommitAfter(cursor, signal);
   }
 }

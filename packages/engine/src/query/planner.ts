@@ -12,7 +12,7 @@ import { indexScanWidthRatio, queryItemsMax } from '../limits.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { ManifestEntry } from '../storage/records.js';
 import type { FeedIndex, SegmentIndex } from './feed-index.js';
-import type { Snapshot } from './snapshot.js';
+import { assertIntact, type Snapshot } from './snapshot.js';
 
 export interface QueryItem {
   readonly types?: readonly string[];
@@ -157,6 +157,8 @@ export async function findPositions(
   options: FindOptions = {},
 ): Promise<number[]> {
   const until = snapshot.watermark.position;
+  // An index knows nothing of records corruption took: an answer over them could be wrong.
+  assertIntact(snapshot, after + 1, until);
   let limit = options.limit ?? Number.POSITIVE_INFINITY;
   const out: number[] = [];
   for (const segment of index.all()) {

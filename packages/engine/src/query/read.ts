@@ -10,7 +10,7 @@ import type { CommitRecord } from '../storage/history.js';
 import { beats, DerivedIndexes, fingerprintKey } from './derived.js';
 import { fetchByPosition } from './fetch.js';
 import { findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
-import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
+import { assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 export type ReadMode = 'raw' | 'dedup' | 'latest';
 
@@ -37,6 +37,10 @@ export interface ReadOptions {
 /** Checks a cursor against a snapshot: `CURSOR_OUT_OF_RANGE` before the start or past the head. */
 export function checkCursor(snapshot: Snapshot, after: number | undefined, name = 'after'): number {
   const cursor = after ?? 0;
+  // Past the last readable commit lies history corruption took: a cursor there is not wrong.
+  if (snapshot.headDamage && Number.isSafeInteger(cursor) && cursor > snapshot.watermark.commit) {
+    throw corruptionError(snapshot.headDamage, `cursor ${cursor} lies in history that cannot be read`);
+  }
   if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > snapshot.watermark.commit) {
     throw new StreamStackError(
       'CURSOR_OUT_OF_RANGE',
@@ -164,11 +168,21 @@ export function readBatches(snapshot: Snapshot, options: ReadOptions, derived: D
   }
   const query = normalizeQuery(options.filter);
   if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
-  return mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, derived);
+  const reads = mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, derived);
+  return snapshot.headDamage ? endingAtDamage(snapshot, reads) : reads;
+}
+
+/** A read that reaches the head of a history whose head corruption took ends with `CORRUPT`. */
+async function* endingAtDamage(snapshot: Snapshot, reads: AsyncGenerator<StoredRecord[]>): AsyncGenerator<StoredRecord[]> {
+  yield* reads;
+  assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
 }
 
 /** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
 export async function getByKey(snapshot: Snapshot, derived: DerivedIndexes, key: string, asOf: number): Promise<StoredRecord | undefined> {
+  // A key's winner may lie in records corruption took, so a lookup over them cannot answer.
+  const asOfPosition = asOf === 0 ? 0 : snapshot.commits[asOf - 1].lastPosition;
+  assertIntact(snapshot, 1, asOfPosition, asOf === snapshot.watermark.commit);
   if (derived.indexedCommits < snapshot.watermark.commit) await derived.extend(snapshot);
   const winner = derived.winner(key, asOf);
   if (!winner || winner.tombstone) return undefined;

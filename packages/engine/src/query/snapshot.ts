@@ -6,7 +6,9 @@
 import type { Kernels } from '../kernels/kernels.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { FeedIndex } from './feed-index.js';
-import type { History } from '../storage/history-log.js';
+import { assertReadable, type History } from '../storage/history-log.js';
+import type { Corruption } from '../storage/runs.js';
+import { StreamStackError } from '../errors.js';
 import type { ManifestEntry, PublishedRecord } from '../storage/records.js';
 
 export interface Watermark {
@@ -24,6 +26,29 @@ export interface Snapshot {
   /** The tag and type index; its tail may run past the watermark, which reads ignore. */
   readonly index: FeedIndex;
   readonly kernels: Kernels;
+  /** Stand-ins for commits that corruption made unreadable, in commit order. */
+  readonly lost: readonly CommitRecord[];
+  /** Corruption past the last readable commit: the history's head is unknown. */
+  readonly headDamage: Corruption | undefined;
+}
+
+/** The `CORRUPT` error for a read that reaches corruption `damage`. */
+export function corruptionError(damage: Corruption, what: string): StreamStackError {
+  return new StreamStackError('CORRUPT', `${what}: ${damage.file} is corrupt at offset ${damage.offset} (${damage.reason})`, {
+    details: { file: damage.file, offset: damage.offset },
+  });
+}
+
+/**
+ * Fails with `CORRUPT` when positions [from, to] — or, with `toHead`, everything after `from` —
+ * touch records corruption made unreadable: an answer over them (an index lookup, a condition,
+ * a key's winner) could be silently wrong.
+ */
+export function assertIntact(snapshot: Snapshot, from: number, to: number, toHead = true): void {
+  for (const lost of snapshot.lost) {
+    if (lost.records > 0 && lost.firstPosition <= to && lost.lastPosition >= from) assertReadable(lost);
+  }
+  if (toHead && snapshot.headDamage) throw corruptionError(snapshot.headDamage, 'the history after the last readable commit is lost');
 }
 
 /** A published record, as reads return it. */

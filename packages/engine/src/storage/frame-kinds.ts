@@ -19,4 +19,14 @@ export const enum FrameKind {
   Manifest = 0x12,
   /** History, control: the commit record, last in its run: the run's commit marker. */
   Commit = 0x13,
+  /**
+   * Both logs, control: the first frame of every group write — the group's byte length after
+   * this frame and its own offset in the segment — so recovery can tell where the last write
+   * began, and so damage before it is told apart from a torn tail (docs/faults.md).
+   */
+  GroupHeader = 0x30,
+  /** Both logs, control: the segment is finished; the log goes on in the segment it names. */
+  SegmentEnd = 0x31,
+  /** WAL, control: the WAL segments live from here on (finished ones are deleted on purpose). */
+  LiveSegments = 0x32,
 }

@@ -2,6 +2,7 @@
  * Opens, recovers, appends to and reads the history segments of one feed. Segments are based by
  * their first position and also record their first commit.
  */
+import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { FrameKind } from './frame-kinds.js';
@@ -21,11 +22,29 @@ const entryReadBytesMax = 64 * 1024;
 import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type PublishedRecord } from './records.js';
 import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
-import { SegmentSet } from './segment-set.js';
+import type { Corruption } from './runs.js';
+import { segmentFile, SegmentSet } from './segment-set.js';
+
+/** History segment files end with this. */
+const historyExtension = '.hist';
 
 export interface HistoryVisitor {
   onCommit(commit: CommitRecord): void;
   onPayload(crc: number, location: PayloadLocation): void;
+  /**
+   * Commits `from`..`to` (positions `fromPosition`..`toPosition`) cannot be read: corruption
+   * took them. They are known to have existed because a later commit follows them.
+   */
+  onLost(lost: LostCommits): void;
+}
+
+/** A run of commits that corruption made unreadable, and where the corruption lies. */
+export interface LostCommits {
+  readonly from: number;
+  readonly to: number;
+  readonly fromPosition: number;
+  readonly toPosition: number;
+  readonly damage: Corruption;
 }
 
 /** The records of one commit read back: their entries and the run's bytes they point into. */
@@ -38,25 +57,77 @@ export interface CommitRun {
   readonly bytes: Uint8Array;
 }
 
+/** Fails with `CORRUPT` when `commit` is a stand-in for a commit that corruption took. */
+export function assertReadable(commit: CommitRecord): void {
+  if (!commit.damage) return;
+  const { file, offset, reason } = commit.damage;
+  throw new StreamStackError('CORRUPT', `commit ${commit.commit} cannot be read: ${file} is corrupt at offset ${offset} (${reason})`, {
+    details: { file, offset, commit: commit.commit },
+  });
+}
+
+/** The history's state after recovery, for the writer. */
+export interface HistoryRecovery {
+  /**
+   * Corruption after the last readable commit with no readable commit after it: the head of
+   * the history is unknown, so nothing may be appended until the damage is repaired.
+   */
+  readonly headDamage?: Corruption;
+}
+
 export class History {
+  /** Set when the head of the history is unknown (see `HistoryRecovery`). */
+  headDamage: Corruption | undefined;
+
   private constructor(
     private readonly kernels: Kernels,
     readonly segments: SegmentSet,
   ) {}
 
+  /** Every corruption recovery found (torn tails are not corruption). */
+  get corruptions(): readonly Corruption[] {
+    return this.segments.corruptions;
+  }
+
   static async open(kernels: Kernels, directory: string, visitor: HistoryVisitor, readOnly = false): Promise<History> {
-    let expected = 1;
+    let expectedCommit = 1;
+    let expectedPosition = 1;
     let segmentBase = 0;
+    /** The first damage since the last commit that continued the chain. */
+    let pending: Corruption | undefined;
+    /** Where the previous segment's sound bytes ended (for a break between segments). */
+    let previousEnd: Corruption | undefined;
+    const extraCorruptions: Corruption[] = [];
+    const note = (damage: Corruption) => {
+      pending ??= damage;
+    };
+    const accept = (commit: CommitRecord, where: Corruption): boolean => {
+      if (commit.commit < expectedCommit || (commit.commit === expectedCommit && commit.firstPosition !== expectedPosition) || commit.firstPosition < expectedPosition) {
+        // A sound run that does not continue the chain is corruption (a copied or moved run).
+        extraCorruptions.push(where);
+        note(where);
+        return false;
+      }
+      if (commit.commit > expectedCommit) {
+        visitor.onLost({
+          from: expectedCommit,
+          to: commit.commit - 1,
+          fromPosition: expectedPosition,
+          toPosition: commit.firstPosition - 1,
+          damage: pending ?? where,
+        });
+      }
+      pending = undefined;
+      expectedCommit = commit.commit + 1;
+      expectedPosition = commit.lastPosition + 1;
+      return true;
+    };
     const segments = await SegmentSet.open<CommitRecord>(
       kernels,
       directory,
       SegmentKind.History,
-      '.hist',
+      historyExtension,
       {
-        beginSegment: (header) => {
-          expected = Math.max(expected, header.baseCommit);
-          segmentBase = header.base;
-        },
         isMarker: (frame) => frame.kind === FrameKind.Commit,
         decode: (bytes, frame, runFrames) => {
           let commit: CommitRecord;
@@ -65,34 +136,63 @@ export class History {
           } catch {
             return undefined;
           }
-          // The run must be exactly the frames the commit record names, in sequence: anything
-          // else is stale bytes or a torn run, not this commit.
+          // The run must be exactly the frames the commit record names.
           const named = new Set([...commit.manifests, ...commit.packs].map((offset) => commit.runStart + offset));
           const runOk =
-            commit.commit === expected &&
             runFrames.length === named.size &&
             runFrames.every((runFrame) => named.has(runFrame.offset)) &&
             (runFrames.length === 0 ? commit.runStart === frame.offset : runFrames[0].offset === commit.runStart);
-          if (!runOk) return undefined;
-          expected++;
-          return commit;
+          return runOk ? commit : undefined;
+        },
+        beginSegment: (header) => {
+          segmentBase = header.base;
         },
       },
-      ({ segment, bytes, recovered }) => {
-        for (const run of recovered.runs) {
-          for (const frame of run.frames) {
+      (event) => {
+        if (event.kind === 'corruption') {
+          note(event.corruption);
+          return;
+        }
+        const { segment, bytes, scanned } = event.opened;
+        const { header } = segment;
+        if (header.baseCommit !== expectedCommit || header.base !== expectedPosition) {
+          // Segments are named by their first position, so the lost segment's name is known.
+          const missing = {
+            file: segmentFile(directory, expectedPosition, historyExtension),
+            offset: 0,
+            reason: `the segment holding commits from ${expectedCommit} (position ${expectedPosition}) is missing: ${path.basename(segment.file)} starts at commit ${header.baseCommit}`,
+          };
+          if (header.baseCommit > expectedCommit && header.base > expectedPosition) {
+            // Damage just before this segment may be what took the commits; else it is the gap.
+            if (!pending) extraCorruptions.push(missing);
+            note(missing);
+          }
+        } else if (pending && previousEnd) {
+          // The damage before this segment took no commits (it was after the last one).
+          pending = undefined;
+        }
+        for (const entry of scanned.entries) {
+          if (entry.kind === 'damage') {
+            if (!entry.harmless) note({ file: segment.file, offset: entry.offset, reason: entry.reason });
+            continue;
+          }
+          const commit = entry.run.decoded;
+          if (!accept(commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) continue;
+          for (const frame of entry.run.frames) {
             if (frame.kind !== FrameKind.Pack) continue;
             const what = `pack at ${segment.file}:${frame.offset}`;
-            for (const { crc, location } of readPackDirectory(bytes, frame, segment.header.base, what)) {
-              visitor.onPayload(crc, location);
-            }
+            for (const { crc, location } of readPackDirectory(bytes, frame, header.base, what)) visitor.onPayload(crc, location);
           }
-          visitor.onCommit(run.decoded);
+          visitor.onCommit(commit);
         }
+        previousEnd = { file: segment.file, offset: scanned.end, reason: `the history breaks after ${path.basename(segment.file)}` };
       },
       readOnly,
     );
-    return new History(kernels, segments);
+    const history = new History(kernels, segments);
+    segments.corruptions.push(...extraCorruptions);
+    history.headDamage = pending;
+    return history;
   }
 
   /**
@@ -110,12 +210,21 @@ export class History {
       () => ({ base: first.position, baseCommit: first.commit }),
       capacityDefault,
     );
-    const offset = await segment.append(this.kernels, bytes);
+    const offset = await this.segments.appendGroup(segment, bytes);
     return { segment: segment.header.base, offset };
   }
 
   /** Reads a commit's run, verifies its frames, and decodes its manifests. */
   async readRun(commit: CommitRecord): Promise<CommitRun> {
+    assertReadable(commit);
+    try {
+      return await this.readRunUnplaced(commit);
+    } catch (error) {
+      throw withPlace(error, this.segments.fileFor(commit.segment), commit.runStart);
+    }
+  }
+
+  private async readRunUnplaced(commit: CommitRecord): Promise<CommitRun> {
     const segment = this.segments.byBase(commit.segment);
     const bytes = await segment.read(commit.runStart, commit.runBytes);
     const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
@@ -156,11 +265,11 @@ export class History {
       const scratch = window === entryReadBytesInitial ? this.entryScratch : new Uint8Array(window);
       const length = file.readSyncInto(scratch.subarray(0, Math.min(window, file.header.capacity - offset)), offset);
       try {
-        const entry = readManifestEntryAt(scratch.subarray(0, length), 0, segment, runStart, `manifest entry at ${file.file}:${offset}`);
+        const entry = readManifestEntryAt(this.crc32c, scratch.subarray(0, length), 0, segment, runStart, `manifest entry at ${file.file}:${offset}`);
         // The fingerprint is a view of the scratch buffer, which the next read overwrites.
         return { ...entry, fingerprint: entry.fingerprint.slice() };
       } catch (error) {
-        if (length < window || window >= entryReadBytesMax) throw error;
+        if (length < window || window >= entryReadBytesMax) throw withPlace(error, file.file, offset);
         window *= 4;
       }
     }
@@ -177,12 +286,22 @@ export class History {
   }
 
   /** A commit's run as bytes (packs and manifests), for `decodeRunRecords`. */
-  readRunBytes(commit: CommitRecord): Promise<Uint8Array> {
+  async readRunBytes(commit: CommitRecord): Promise<Uint8Array> {
+    assertReadable(commit);
     return this.segments.byBase(commit.segment).read(commit.runStart, commit.runBytes);
   }
 
   /** Verifies a run's frames and decodes its records (see `readRunRecords`). */
   async decodeRunRecords(commit: CommitRecord, feed: string, bytes: Uint8Array): Promise<PublishedRecord[]> {
+    assertReadable(commit);
+    try {
+      return await this.decodeRunRecordsUnplaced(commit, feed, bytes);
+    } catch (error) {
+      throw withPlace(error, this.segments.fileFor(commit.segment), commit.runStart);
+    }
+  }
+
+  private async decodeRunRecordsUnplaced(commit: CommitRecord, feed: string, bytes: Uint8Array): Promise<PublishedRecord[]> {
     const segment = this.segments.byBase(commit.segment);
     const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
     const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
@@ -226,15 +345,42 @@ export class History {
         return run.bytes.subarray(start, start + location.length);
       }
     }
-    return this.segments.byBase(location.segment).read(location.offset, location.length);
+    const segment = this.segments.byBase(location.segment);
+    return this.checkPayload(await segment.read(location.offset, location.length), location, segment.file);
   }
 
-  /** A payload's bytes, synchronously (dedup checks candidates while a group is being laid out). */
+  /** A payload's bytes read on their own, synchronously (point lookups), checked by its CRC. */
   readPayloadSync(location: PayloadLocation): Uint8Array {
+    const segment = this.segments.byBase(location.segment);
+    return this.checkPayload(this.readPayloadUnchecked(location), location, segment.file);
+  }
+
+  /**
+   * A payload's bytes without the CRC check: only for comparing a candidate byte for byte with
+   * a new payload (dedup), where damaged bytes simply fail to match.
+   */
+  readPayloadUnchecked(location: PayloadLocation): Uint8Array {
     return this.segments.byBase(location.segment).readSync(location.offset, location.length);
   }
+
+  private checkPayload(bytes: Uint8Array, location: PayloadLocation, file: string): Uint8Array {
+    if (this.kernels.crc32c(bytes) !== location.crc) {
+      throw new StreamStackError('CORRUPT', `the payload at ${file}:${location.offset} fails its CRC`, {
+        details: { file, offset: location.offset },
+      });
+    }
+    return bytes;
+  }
+
+  private readonly crc32c = (bytes: Uint8Array): number => this.kernels.crc32c(bytes);
 
   close(): void {
     this.segments.close();
   }
+}
+
+/** A `CORRUPT` error from decoding bytes read at `file:offset`, with that place in its details. */
+function withPlace(error: unknown, file: string, offset: number): unknown {
+  if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT' || typeof error.details.file === 'string') return error;
+  return new StreamStackError('CORRUPT', error.message, { cause: error, details: { ...error.details, file, offset } });
 }

@@ -5,12 +5,14 @@
  * offsets inside a run are relative to its start, so a run can be laid out before the group
  * commit that writes it knows its segment.
  */
+import type { Corruption } from './runs.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import { ByteReader } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
 import {
+  checkEntryCrc,
   readManifestEntry,
   writeManifestEntry,
   type ManifestEntry,
@@ -44,6 +46,11 @@ export interface CommitRecord {
   /** Offsets of the run's manifest and pack frames, from the run's start. */
   readonly manifests: readonly number[];
   readonly packs: readonly number[];
+  /**
+   * Set on the stand-in for a commit that corruption made unreadable (docs/faults.md): every
+   * read of it fails with `CORRUPT` naming this place. Such commits have no run.
+   */
+  readonly damage?: Corruption;
 }
 
 /** What a new commit run is made of. */
@@ -105,6 +112,7 @@ export function buildCommitRun(
   commit: Omit<CommitRecord, 'segment' | 'runStart'>;
 } {
   const runStart = builder.byteLength;
+  const crc32c = (bytes: Uint8Array) => kernels.crc32c(bytes);
   // Each record's payload is either stored already (a location) or new in this run (an index
   // into `fresh`, whose offset is known once the pack frames are laid out).
   const sources: (PayloadLocation | number)[] = [];
@@ -173,8 +181,9 @@ export function buildCommitRun(
         record.timestamp ?? input.timestampDefault,
         record.fingerprint ?? defaultFingerprint(kernels, record.payload, crcs[end], fingerprintScratch),
         typeof source === 'number'
-          ? { segment: sameRun, offset: newPayloads[source].offset, length: newPayloads[source].length }
+          ? { segment: sameRun, offset: newPayloads[source].offset, length: newPayloads[source].length, crc: newPayloads[source].crc }
           : source,
+        crc32c,
       );
       end++;
     }
@@ -295,8 +304,19 @@ export function readManifest(
 }
 
 /** Decodes one manifest entry that starts at `offset` of `bytes` (a point lookup by position). */
-export function readManifestEntryAt(bytes: Uint8Array, offset: number, segment: number, runStart: number, what: string): ManifestEntry {
-  return readManifestEntry(new ByteReader(bytes, offset, bytes.length, what), segment, runStart);
+/** Reads one manifest entry on its own (a point lookup), checking the entry's own CRC. */
+export function readManifestEntryAt(
+  crc32c: (bytes: Uint8Array) => number,
+  bytes: Uint8Array,
+  offset: number,
+  segment: number,
+  runStart: number,
+  what: string,
+): ManifestEntry {
+  const reader = new ByteReader(bytes, offset, bytes.length, what);
+  const entry = readManifestEntry(reader, segment, runStart);
+  checkEntryCrc(crc32c, bytes, offset, reader.offset, what);
+  return entry;
 }
 
 /** Decodes a pack frame's directory: each payload's CRC-32C and absolute location. */
@@ -313,7 +333,7 @@ export function readPackDirectory(
   for (let index = 0; index < count; index++) directory.push({ crc: reader.u32(), length: reader.varint() });
   let offset = reader.offset;
   const out = directory.map(({ crc, length }) => {
-    const location = { segment, offset, length };
+    const location = { segment, offset, length, crc };
     offset += length;
     return { crc, location };
   });

@@ -2,6 +2,7 @@
  * Records as they are stored: in WAL `RECORD` frames while their stream is open, and as
  * manifest entries (with the payload's pack location) once sealed. docs/formats.md has the bytes.
  */
+import { StreamStackError } from '../errors.js';
 import { ByteReader, type ByteWriter } from './codec.js';
 
 /** A record as the coordinator stores it: validated and normalised by the API layer. */
@@ -17,11 +18,16 @@ export interface RecordData {
   readonly tags: readonly string[];
 }
 
-/** Where a payload's bytes lie: a history segment (by its base position), an offset, a length. */
+/**
+ * Where a payload's bytes lie — a history segment (by its base position), an offset, a length —
+ * and their CRC-32C, so a payload read on its own (a point lookup, an index hit, a payload
+ * stored by an earlier run) is checked like one read with its whole run.
+ */
 export interface PayloadLocation {
   readonly segment: number;
   readonly offset: number;
   readonly length: number;
+  readonly crc: number;
 }
 
 /** A sealed record's metadata, as a manifest holds it. */
@@ -72,6 +78,7 @@ const entry = {
   payloadSegment: 0,
   offset: 0,
   length: 0,
+  payloadCrc: 0,
 };
 
 function readEntryFields(reader: ByteReader): typeof entry {
@@ -88,6 +95,10 @@ function readEntryFields(reader: ByteReader): typeof entry {
   entry.payloadSegment = reader.varint();
   entry.offset = reader.varint();
   entry.length = reader.varint();
+  entry.payloadCrc = reader.u32();
+  // The entry's own CRC: checked where an entry is read alone (`readManifestEntryAt`); a run
+  // read whole is covered by its frames' CRCs.
+  reader.u32();
   return entry;
 }
 
@@ -103,11 +114,11 @@ export function readPublishedRecord(
   runBytes: Uint8Array,
   external: (location: PayloadLocation) => void,
 ): PublishedRecord {
-  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length } = readEntryFields(reader);
+  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } = readEntryFields(reader);
   let payload = noPayload;
   if (payloadSegment === 0 && offset + length <= runBytes.length) payload = runBytes.subarray(offset, offset + length);
   else if (payloadSegment === 0) throw reader.corrupt('a payload lies past its run');
-  else external({ segment: payloadSegment, offset, length });
+  else external({ segment: payloadSegment, offset, length, crc: payloadCrc });
   return {
     feed: run.feed,
     commit: run.commit,
@@ -208,11 +219,25 @@ export function writeManifestEntry(
   timestamp: number,
   fingerprint: Uint8Array,
   payload: PayloadLocation,
+  crc32c: (bytes: Uint8Array) => number,
 ): void {
+  const start = writer.length;
   const flags = flagsOf(record) | hasFingerprint;
   writer.u8(flags).varint(seq).varint(timestamp).bytes(fingerprint);
   writeMetadata(writer, flags & ~hasFingerprint, record);
-  writer.varint(payload.segment).varint(payload.offset).varint(payload.length);
+  writer.varint(payload.segment).varint(payload.offset).varint(payload.length).u32(payload.crc);
+  writer.u32(crc32c(writer.peek().subarray(start)));
+}
+
+/**
+ * Checks the CRC that ends the manifest entry in `bytes[start, end)` (`end` just past it), for
+ * an entry read alone; `CORRUPT` when it fails.
+ */
+export function checkEntryCrc(crc32c: (bytes: Uint8Array) => number, bytes: Uint8Array, start: number, end: number, what: string): void {
+  const stored = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(end - 4, true);
+  if (crc32c(bytes.subarray(start, end - 4)) !== stored) {
+    throw new StreamStackError('CORRUPT', `${what} fails its CRC`, { details: { offset: start } });
+  }
 }
 
 /**
@@ -220,8 +245,10 @@ export function writeManifestEntry(
  * absolute with `segment` and `runStart`, the segment and start of the run being read.
  */
 export function readManifestEntry(reader: ByteReader, segment: number, runStart: number): ManifestEntry {
-  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length } = readEntryFields(reader);
+  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } = readEntryFields(reader);
   const payload =
-    payloadSegment === 0 ? { segment, offset: runStart + offset, length } : { segment: payloadSegment, offset, length };
+    payloadSegment === 0
+      ? { segment, offset: runStart + offset, length, crc: payloadCrc }
+      : { segment: payloadSegment, offset, length, crc: payloadCrc };
   return { seq, timestamp, fingerprint, key, version, tombstone: (flags & isTombstone) !== 0, type, tags, payload };
 }

@@ -1,12 +1,17 @@
 /**
- * Recovery of a segment's runs (DESIGN §5): a run is committed if and only if every frame since
- * the previous commit point validates by CRC and the run ends in a valid commit marker whose
- * sequence follows the previous one. Everything after the last commit point is a torn tail.
+ * Recovery of one segment's groups into runs (docs/faults.md). A group holds one or more runs,
+ * each ended by its marker (a WAL commit marker, a history commit record); a group may also hold
+ * the log's own control frames (`SegmentEnd`, `LiveSegments`). What recovery finds here is only
+ * what the bytes say; which damage is a torn tail and which is corruption is decided by the
+ * segment set, which knows whether this segment is the newest.
  */
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentHeaderBytes } from '../limits.js';
-import { scanFrames, type ScannedFrame } from './framing.js';
-import type { SegmentFile } from './segment.js';
+import { ByteReader } from './codec.js';
+import { FrameKind } from './frame-kinds.js';
+import type { ScannedFrame } from './framing.js';
+import { scanGroups, type Group } from './groups.js';
+import type { SegmentHeader } from './segment.js';
 
 export interface Run<M> {
   /** The frames before the marker. */
@@ -16,70 +21,153 @@ export interface Run<M> {
   readonly decoded: M;
 }
 
-/** What recovery cut off the end of a segment. */
+/** What recovery cut off the end of a segment: the bytes of a write that never completed. */
 export interface TornTail {
   readonly file: string;
-  /** Where the last commit point ends, and so where the cut starts. */
+  /** Where the torn write began, and so where the cut starts. */
   readonly offset: number;
-  /** How many bytes after it were not zero (torn or unacknowledged frames). */
+  /** How many bytes from there to the last non-zero byte were cut. */
   readonly bytes: number;
 }
 
-export interface RecoveredSegment<M> {
-  readonly runs: Run<M>[];
-  /** Offset just past the last committed run: where the next run goes. */
-  readonly end: number;
-  readonly tornTail?: TornTail;
+/** Damage that is not a torn tail: corruption, never cut, reported with its file and offset. */
+export interface Corruption {
+  readonly file: string;
+  readonly offset: number;
+  readonly reason: string;
+  /**
+   * True when the damage cannot have taken anything written (bytes past a finished segment's
+   * end, or past its capacity): it is reported, and changes no read.
+   */
+  readonly harmless?: boolean;
 }
 
-/**
- * Finds the committed runs of a segment, given a function that decodes a marker frame (or says,
- * by returning undefined, that it is not a valid marker in sequence). `expectNext` receives each
- * accepted marker so the decoder can check the next one follows it.
- */
-export function findRuns<M>(
-  kernels: Kernels,
-  bytes: Uint8Array,
-  file: string,
-  decodeMarker: (frame: ScannedFrame, frames: readonly ScannedFrame[]) => M | undefined,
-  isMarker: (frame: ScannedFrame) => boolean,
-): RecoveredSegment<M> {
-  const frames = scanFrames(kernels, bytes, segmentHeaderBytes, bytes.length);
+/** What a segment's bytes hold, in log order: runs, and the places where damage broke them. */
+export type SegmentEntry<M> =
+  | { readonly kind: 'run'; readonly run: Run<M> }
+  | {
+      readonly kind: 'damage';
+      readonly offset: number;
+      readonly resumeAt: number | undefined;
+      readonly reason: string;
+      /** Nothing written can have been lost here (see `Corruption.harmless`). */
+      readonly harmless?: boolean;
+    };
+
+/** Where the log goes on after this segment, from its `SegmentEnd` frame. */
+export interface SegmentTrailer {
+  readonly nextBase: number;
+  readonly nextBaseCommit: number;
+}
+
+export interface ScannedSegment<M> {
+  readonly entries: SegmentEntry<M>[];
+  /** Offset just past the last sound group: where the next group goes. */
+  readonly end: number;
+  /** Groups that hold runs (not only the log's control frames). */
+  readonly dataGroups: number;
+  readonly trailer?: SegmentTrailer;
+  /** The last `LiveSegments` list in the segment. */
+  readonly liveSegments?: readonly number[];
+}
+
+export interface MarkerDecoder<M> {
+  /** Called before a segment's runs are decoded, with its header. */
+  beginSegment?(header: SegmentHeader): void;
+  isMarker(frame: ScannedFrame): boolean;
+  /** Decodes a marker, or returns undefined when it does not match the frames of its run. */
+  decode(bytes: Uint8Array, frame: ScannedFrame, runFrames: readonly ScannedFrame[]): M | undefined;
+}
+
+const isLogControl = (frame: ScannedFrame) => frame.kind === FrameKind.SegmentEnd || frame.kind === FrameKind.LiveSegments;
+
+/** Splits a sound group into runs; undefined when its frames do not make whole runs. */
+function groupRuns<M>(bytes: Uint8Array, group: Group, decoder: MarkerDecoder<M>): Run<M>[] | undefined {
   const runs: Run<M>[] = [];
   let pending: ScannedFrame[] = [];
-  let end = segmentHeaderBytes;
-  for (const frame of frames) {
-    if (!isMarker(frame)) {
+  for (const frame of group.frames) {
+    if (isLogControl(frame)) continue;
+    if (!decoder.isMarker(frame)) {
       pending.push(frame);
       continue;
     }
-    const decoded = decodeMarker(frame, pending);
-    if (decoded === undefined) break;
+    const decoded = decoder.decode(bytes, frame, pending);
+    if (decoded === undefined) return undefined;
     runs.push({ frames: pending, marker: frame, decoded });
     pending = [];
-    end = frame.dataEnd;
   }
-  let lastNonZero = bytes.length - 1;
-  while (lastNonZero >= end && bytes[lastNonZero] === 0) lastNonZero--;
-  const tornBytes = lastNonZero + 1 - end;
-  return tornBytes > 0 ? { runs, end, tornTail: { file, offset: end, bytes: tornBytes } } : { runs, end };
+  return pending.length === 0 ? runs : undefined;
 }
 
-/**
- * Makes a recovered segment writable again: zeros the torn tail (so no stale frame can ever be
- * read as part of a later run) and restores the preallocation if the file was cut short.
- */
-export async function repairTail(
+/** Reads the log's control frames of a sound group. */
+function readControl(bytes: Uint8Array, group: Group, file: string): { trailer?: SegmentTrailer; live?: number[] } {
+  const found: { trailer?: SegmentTrailer; live?: number[] } = {};
+  for (const frame of group.frames) {
+    if (!isLogControl(frame)) continue;
+    const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, `${file}:${frame.offset}`);
+    if (frame.kind === FrameKind.SegmentEnd) {
+      found.trailer = { nextBase: reader.u64(), nextBaseCommit: reader.u64() };
+    } else {
+      const count = reader.varint();
+      found.live = [];
+      for (let index = 0; index < count; index++) found.live.push(reader.varint());
+    }
+    reader.expectEnd();
+  }
+  return found;
+}
+
+/** Reads a segment's groups (`bytes` up to `limit`, its capacity) into runs and damage. */
+export function scanSegment<M>(
   kernels: Kernels,
-  segment: SegmentFile,
-  fileBytes: number,
-  recovered: RecoveredSegment<unknown>,
-): Promise<void> {
-  if (recovered.tornTail) {
-    await segment.zeroRange(kernels, recovered.tornTail.offset, recovered.tornTail.offset + recovered.tornTail.bytes);
+  bytes: Uint8Array,
+  limit: number,
+  file: string,
+  decoder: MarkerDecoder<M>,
+): ScannedSegment<M> {
+  const { groups, damages } = scanGroups(kernels, bytes, segmentHeaderBytes, limit);
+  const entries: SegmentEntry<M>[] = [];
+  let dataGroups = 0;
+  let trailer: SegmentTrailer | undefined;
+  let liveSegments: number[] | undefined;
+  let damageAt = 0;
+  /** Where the segment's `SegmentEnd` group ends: nothing written can lie after it. */
+  let finishedAt = Number.POSITIVE_INFINITY;
+  const noteDamage = (offset: number, resumeAt: number | undefined, reason: string) =>
+    entries.push({ kind: 'damage', offset, resumeAt, reason, ...(offset >= finishedAt ? { harmless: true } : {}) });
+  for (const group of groups) {
+    while (damageAt < damages.length && damages[damageAt].offset < group.offset) {
+      const damage = damages[damageAt++];
+      noteDamage(damage.offset, damage.resumeAt, damage.reason);
+    }
+    const runs = groupRuns(bytes, group, decoder);
+    let control: ReturnType<typeof readControl> | undefined;
+    try {
+      control = readControl(bytes, group, file);
+    } catch {
+      control = undefined;
+    }
+    if (!runs || !control || trailer) {
+      // A group whose CRCs hold but whose content does not make sense (or that follows the
+      // segment's end) was written whole by someone else's hand: it is corruption.
+      noteDamage(group.offset, group.end, trailer ? 'a group after the segment was finished' : 'a group whose runs do not decode');
+      continue;
+    }
+    if (runs.length > 0) dataGroups++;
+    for (const run of runs) entries.push({ kind: 'run', run });
+    if (control.trailer) {
+      trailer = control.trailer;
+      finishedAt = group.end;
+    }
+    if (control.live) liveSegments = control.live;
   }
-  if (fileBytes < segment.header.capacity) {
-    await segment.zeroRange(kernels, fileBytes, segment.header.capacity);
-  }
-  segment.writeOffset = recovered.end;
+  for (const damage of damages.slice(damageAt)) noteDamage(damage.offset, damage.resumeAt, damage.reason);
+  const lastGroup = groups[groups.length - 1];
+  return {
+    entries,
+    end: lastGroup ? lastGroup.end : segmentHeaderBytes,
+    dataGroups,
+    ...(trailer ? { trailer } : {}),
+    ...(liveSegments ? { liveSegments } : {}),
+  };
 }

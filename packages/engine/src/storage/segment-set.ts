@@ -1,50 +1,73 @@
 /**
- * A directory of segments of one log (the WAL, or the history): opens and recovers them in
- * order, keeps exactly one active (the last), rolls to a new one when a run does not fit, and
- * deletes whole segments when asked. Segments are named by their base, zero-padded, so that the
- * directory order is the log order.
+ * A directory of segments of one log (the WAL, or the history): opens them in order and tells
+ * torn tails from corruption (docs/faults.md), keeps exactly one active segment (the last), rolls
+ * to a new one when a group does not fit, and deletes whole segments when asked. Segments are
+ * named by their base, zero-padded, so that the directory order is the log order.
+ *
+ * The fault model enforced here: only the last group write of the log can be torn — a damage
+ * in the newest segment with no sound group after it (or in the segment before it, when the
+ * newest has no data yet: the torn write was that segment's `SegmentEnd`). Every other damage is
+ * corruption: a bad header, a name that disagrees with the header, a size other than the
+ * capacity, damage with sound groups after it, a finished newest segment (its successor is
+ * missing). Corruption is reported, never cut.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
+import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentHeaderBytes } from '../limits.js';
-import type { ScannedFrame } from './framing.js';
-import { findRuns, repairTail, type RecoveredSegment, type TornTail } from './runs.js';
+import { FrameKind } from './frame-kinds.js';
+import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
+import { scanSegment, type Corruption, type MarkerDecoder, type ScannedSegment, type TornTail } from './runs.js';
 import { SegmentFile, syncDirectory, type SegmentHeader, type SegmentKind } from './segment.js';
 
 /** Digits of a segment file name: enough for any base below 2^53. */
 const segmentNameDigits = 16;
 
-export interface MarkerDecoder<M> {
-  /** Called before a segment's frames are decoded, with its header. */
-  beginSegment(header: SegmentHeader): void;
-  isMarker(frame: ScannedFrame): boolean;
-  /** Decodes a marker, or returns undefined when it is invalid or out of sequence. */
-  decode(bytes: Uint8Array, frame: ScannedFrame, runFrames: readonly ScannedFrame[]): M | undefined;
+/** The file of the segment with base `base` in a log's `directory`. */
+export function segmentFile(directory: string, base: number, extension: string): string {
+  return path.join(directory, `${String(base).padStart(segmentNameDigits, '0')}${extension}`);
 }
 
+/** A segment that opened, with what its bytes hold (damage already told torn or corrupt). */
 export interface OpenedSegment<M> {
   readonly segment: SegmentFile;
   readonly bytes: Uint8Array;
-  readonly recovered: RecoveredSegment<M>;
+  readonly scanned: ScannedSegment<M>;
+}
+
+/** What the log learns while its segments open, in log order. */
+export type SegmentEvent<M> =
+  | { readonly kind: 'segment'; readonly opened: OpenedSegment<M> }
+  /** A damage inside a segment, or a whole segment (or its successor) unreadable or missing. */
+  | { readonly kind: 'corruption'; readonly corruption: Corruption; readonly wholeSegment: boolean };
+
+/** The last non-zero byte in [from, to), plus one; `from` when there is none. */
+function nonZeroEnd(bytes: Uint8Array, from: number, to: number): number {
+  let end = to;
+  while (end > from && bytes[end - 1] === 0) end--;
+  return end;
 }
 
 export class SegmentSet {
   readonly segments: SegmentFile[] = [];
-  /** What recovery cut when the set was opened. */
+  /** What recovery cut (or, read-only, would cut) when the set was opened. */
   readonly tornTails: TornTail[] = [];
+  /** Every corruption found when the set was opened. */
+  readonly corruptions: Corruption[] = [];
 
   private constructor(
     private readonly kernels: Kernels,
     readonly directory: string,
     private readonly kind: SegmentKind,
     private readonly extension: string,
+    private readonly readOnly: boolean,
   ) {}
 
   /**
-   * Opens every segment in `directory` (creating the directory if needed), recovering each and
-   * handing its committed runs to `onSegment` in log order.
+   * Opens every segment in `directory` (creating the directory if needed, unless read-only),
+   * reporting each segment and each corruption to `onEvent` in log order. Read-only, it changes
+   * nothing on disk: a torn tail is reported but not cut.
    */
   static async open<M>(
     kernels: Kernels,
@@ -52,62 +75,110 @@ export class SegmentSet {
     kind: SegmentKind,
     extension: string,
     decoder: MarkerDecoder<M>,
-    onSegment: (opened: OpenedSegment<M>) => void,
-    /** Inspect only: report torn tails and bad headers, change nothing on disk. */
+    onEvent: (event: SegmentEvent<M>) => void,
     readOnly = false,
   ): Promise<SegmentSet> {
+    const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
-    else if (!fs.existsSync(directory)) return new SegmentSet(kernels, directory, kind, extension);
-    const set = new SegmentSet(kernels, directory, kind, extension);
-    // A spare left by a process that died is not trusted: it may be half zero-filled.
-    if (!readOnly) fs.rmSync(set.spareFile, { force: true });
-    const names = fs
-      .readdirSync(directory)
-      .filter((name) => name.endsWith(extension))
-      .sort();
+    else if (!fs.existsSync(directory)) return set;
+    if (!readOnly) {
+      // Spares and half-created segments left by a process that died are not trusted: a
+      // segment only gets its name once it is whole.
+      for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith('.tmp'))) fs.rmSync(path.join(directory, name), { force: true });
+    }
+    const names = fs.readdirSync(directory).filter((name) => name.endsWith(extension)).sort();
+    // The newest is read first: whether the segment before it may hold a torn write depends on
+    // whether the newest holds data yet. The others are read one at a time, in order.
+    const newest = names.length > 0 ? set.openOne(names[names.length - 1], decoder) : undefined;
     for (const [index, name] of names.entries()) {
-      const file = path.join(directory, name);
-      const isLast = index === names.length - 1;
-      let segment: SegmentFile;
-      try {
-        segment = SegmentFile.open(kernels, file, readOnly);
-      } catch (error) {
-        // Only the newest segment can be half-created (its header not yet durable when the
-        // process died); it holds no committed run, so it is dropped and reported. Anywhere
-        // else a bad header is corruption, and it is refused.
-        if (isLast && error instanceof StreamStackError && error.code === 'CORRUPT') {
-          const bytes = fs.statSync(file).size;
-          if (!readOnly) {
-            fs.rmSync(file);
-            await syncDirectory(directory);
-          }
-          set.tornTails.push({ file, offset: 0, bytes });
-          continue;
+      const one = index === names.length - 1 ? newest! : set.openOne(name, decoder);
+      if ('vanished' in one) continue;
+      if ('corruption' in one) {
+        set.corruptions.push(one.corruption);
+        onEvent({ kind: 'corruption', corruption: one.corruption, wholeSegment: true });
+        continue;
+      }
+      // Only the last write can be torn: in the newest segment, or in the one before it when
+      // the newest holds no data yet (that write was the older segment's SegmentEnd).
+      const tornAllowed =
+        index === names.length - 1 ||
+        (index === names.length - 2 && newest !== undefined && 'scanned' in newest && newest.scanned.dataGroups === 0);
+      const scanned = await set.settleDamage(one, tornAllowed);
+      set.segments.push(one.segment);
+      onEvent({ kind: 'segment', opened: { ...one, scanned } });
+      for (const entry of scanned.entries) {
+        if (entry.kind === 'damage') {
+          set.corruptions.push({ file: one.segment.file, offset: entry.offset, reason: entry.reason, ...(entry.harmless ? { harmless: true } : {}) });
         }
-        throw error;
       }
-      if (segment.header.kind !== kind) {
-        segment.close();
-        throw new StreamStackError('CORRUPT', `${file} is not a segment of this log`, {
-          details: { file, offset: 0 },
-        });
-      }
-      const bytes = segment.readAll();
-      decoder.beginSegment(segment.header);
-      const recovered = findRuns(
-        kernels,
-        bytes,
-        file,
-        (frame, runFrames) => decoder.decode(bytes, frame, runFrames),
-        decoder.isMarker,
-      );
-      if (readOnly) segment.writeOffset = recovered.end;
-      else await repairTail(kernels, segment, bytes.length, recovered);
-      if (recovered.tornTail) set.tornTails.push(recovered.tornTail);
-      set.segments.push(segment);
-      onSegment({ segment, bytes, recovered });
+    }
+    const last = set.active;
+    if (newest && 'scanned' in newest && newest.scanned.trailer && last === newest.segment) {
+      // The newest segment says the log goes on: the segment after it was lost.
+      const corruption = {
+        file: set.fileFor(newest.scanned.trailer.nextBase),
+        offset: 0,
+        reason: `the segment after ${path.basename(newest.segment.file)} is missing`,
+      };
+      set.corruptions.push(corruption);
+      onEvent({ kind: 'corruption', corruption, wholeSegment: true });
     }
     return set;
+  }
+
+  /** Opens and scans one segment file, or says why it is corrupt as a whole. */
+  private openOne<M>(
+    name: string,
+    decoder: MarkerDecoder<M>,
+  ): { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> } | { corruption: Corruption } | { vanished: true } {
+    const file = path.join(this.directory, name);
+    const base = /^\d+$/.test(name.slice(0, -this.extension.length)) ? Number(name.slice(0, -this.extension.length)) : Number.NaN;
+    let segment: SegmentFile;
+    try {
+      segment = SegmentFile.open(this.kernels, file, this.readOnly);
+    } catch (error) {
+      if (error instanceof StreamStackError && error.code === 'CORRUPT') return { corruption: { file, offset: 0, reason: error.message } };
+      // A reader beside a writer may see a finished WAL segment deleted between listing and
+      // opening it: the live list says whether that matters.
+      if (this.readOnly && (error as NodeJS.ErrnoException).code === 'ENOENT') return { vanished: true };
+      throw ioError(error, `cannot open ${file}`);
+    }
+    if (segment.header.kind !== this.kind || segment.header.base !== base || name.length !== segmentNameDigits + this.extension.length) {
+      segment.close();
+      return { corruption: { file, offset: 0, reason: `${name} does not hold the segment its name says (kind ${segment.header.kind}, base ${segment.header.base})` } };
+    }
+    const bytes = segment.readAll();
+    const limit = Math.min(bytes.length, segment.header.capacity);
+    decoder.beginSegment?.(segment.header);
+    const scanned = scanSegment(this.kernels, bytes, limit, file, decoder);
+    if (bytes.length !== segment.header.capacity) {
+      // A segment gets its name only once its full size is durable, so a different size is
+      // damage, never a torn write. It took nothing written when the file is longer, or when it
+      // ends past the last sound group with only zeros between (groups are contiguous).
+      const reason = `the file is ${bytes.length} bytes, its capacity ${segment.header.capacity}`;
+      const last = scanned.entries[scanned.entries.length - 1];
+      const harmless = bytes.length > segment.header.capacity || (bytes.length > scanned.end && last?.kind !== 'damage') || scanned.trailer !== undefined;
+      scanned.entries.push({ kind: 'damage', offset: limit, resumeAt: undefined, reason, ...(harmless ? { harmless: true } : {}) });
+    }
+    segment.writeOffset = scanned.end;
+    return { segment, bytes, scanned };
+  }
+
+  /**
+   * Decides the segment's last damage: a torn tail when it may be one (then cut, unless
+   * read-only), else it stays a damage entry — corruption.
+   */
+  private async settleDamage<M>(one: { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> }, tornAllowed: boolean): Promise<ScannedSegment<M>> {
+    const { segment, bytes, scanned } = one;
+    const last = scanned.entries[scanned.entries.length - 1];
+    if (!tornAllowed || !last || last.kind !== 'damage' || last.harmless || last.resumeAt !== undefined || bytes.length !== segment.header.capacity) {
+      return scanned;
+    }
+    const end = nonZeroEnd(bytes, last.offset, bytes.length);
+    assert(last.offset === scanned.end, 'a torn tail starts where the sound groups end');
+    this.tornTails.push({ file: segment.file, offset: last.offset, bytes: end - last.offset });
+    if (!this.readOnly) await segment.zeroRange(this.kernels, last.offset, end);
+    return { ...scanned, entries: scanned.entries.slice(0, -1) };
   }
 
   get active(): SegmentFile | undefined {
@@ -115,7 +186,7 @@ export class SegmentSet {
   }
 
   fileFor(base: number): string {
-    return path.join(this.directory, `${String(base).padStart(segmentNameDigits, '0')}${this.extension}`);
+    return segmentFile(this.directory, base, this.extension);
   }
 
   private closed = false;
@@ -133,32 +204,37 @@ export class SegmentSet {
   }
 
   /**
-   * Returns an active segment with room for `bytes` more, creating a new one (sized to hold
-   * them if they exceed the usual capacity) when the current one is too full.
+   * Returns an active segment with room for a group of `bytes` (and, after it, the segment's
+   * `SegmentEnd`), rolling to a new one when the current one is too full: the new segment is
+   * created whole, then the old one is finished with a `SegmentEnd` naming it, then
+   * `onRoll` may write the new segment's first group (the WAL's live list).
    */
   async ensureRoom(
     bytes: number,
     next: () => Omit<SegmentHeader, 'kind' | 'capacity'>,
     capacityDefault: number,
+    onRoll?: (segment: SegmentFile) => Promise<void>,
   ): Promise<SegmentFile> {
+    if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`);
+    const needed = bytes + segmentEndGroupBytes;
     const active = this.active;
-    if (active && active.free >= bytes) {
+    if (active && active.free >= needed) {
       // Past half full, the next segment is zero-filled in the background.
-      if (!this.spare && active.free - bytes < active.header.capacity / 2 && active.header.capacity === capacityDefault) {
+      if (!this.spare && active.free - needed < active.header.capacity / 2 && active.header.capacity === capacityDefault) {
         this.startSpare(capacityDefault);
       }
       return active;
     }
     const header = next();
-    const capacity = Math.max(capacityDefault, segmentHeaderBytes + bytes);
+    const capacity = Math.max(capacityDefault, segmentHeaderBytes + needed);
     const full = { ...header, kind: this.kind, capacity };
-    if (active && active.writeOffset === segmentHeaderBytes) {
-      // The active segment holds nothing (a process rolled to it and died before its first run
-      // landed, or it was sized for a run that never came). It is dropped rather than kept
-      // beside its successor: the successor starts at the same base, so it takes the same name.
+    const replacing = active !== undefined && active.header.base === header.base;
+    if (replacing) {
+      // The active segment holds nothing (a process rolled to it and died before its first
+      // group landed, or it was sized for a group that never came). Its successor starts at the
+      // same base, so it takes the same name: the new file is renamed over it.
       this.segments.pop();
       active.close();
-      fs.rmSync(active.file);
     }
     let segment: SegmentFile | undefined;
     const spare = this.spare;
@@ -167,8 +243,22 @@ export class SegmentSet {
       segment = await SegmentFile.fromSpare(this.kernels, this.spareFile, this.fileFor(header.base), full).catch(() => undefined);
     }
     segment ??= await SegmentFile.create(this.kernels, this.fileFor(header.base), full);
+    if (active && !replacing) await this.finish(active, header);
     this.segments.push(segment);
+    if (onRoll) await onRoll(segment);
     return segment;
+  }
+
+  /** Writes a `SegmentEnd` naming the next segment: from now on the log must go on there. */
+  private async finish(segment: SegmentFile, next: Omit<SegmentHeader, 'kind' | 'capacity'>): Promise<void> {
+    const builder = controlGroup(FrameKind.SegmentEnd, (writer) => writer.u64(next.base).u64(next.baseCommit));
+    await this.appendGroup(segment, builder.finish(this.kernels));
+  }
+
+  /** Seals a finished group's header for where it lands, and appends it durably. */
+  async appendGroup(segment: SegmentFile, bytes: Uint8Array): Promise<number> {
+    sealGroup(this.kernels, bytes, segment.writeOffset);
+    return segment.append(this.kernels, bytes);
   }
 
   /** A zero-filled file being prepared for the next segment: resolves true once it is ready. */
@@ -190,17 +280,18 @@ export class SegmentSet {
     const spare = this.spare;
     this.spare = undefined;
     if (spare) await spare;
-    fs.rmSync(this.spareFile, { force: true });
+    if (!this.readOnly) fs.rmSync(this.spareFile, { force: true });
   }
 
   /** Deletes whole segments (never the active one), then makes the deletion durable. */
   async remove(segments: readonly SegmentFile[]): Promise<void> {
     if (segments.length === 0) return;
     for (const segment of segments) {
-      if (segment === this.active) throw new Error('the active segment cannot be removed');
+      assert(segment !== this.active, 'the active segment is never removed');
       segment.close();
       fs.rmSync(segment.file);
-      this.segments.splice(this.segments.indexOf(segment), 1);
+      const at = this.segments.indexOf(segment);
+      if (at >= 0) this.segments.splice(at, 1);
     }
     await syncDirectory(this.directory);
   }

@@ -14,7 +14,8 @@ import { segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from './codec.js';
 
 const magic = new TextEncoder().encode('STRMSTAK');
-export const segmentFormatVersion = 1;
+/** Version 2: every write is a group with a header (docs/formats.md). */
+export const segmentFormatVersion = 2;
 
 export const enum SegmentKind {
   Wal = 1,
@@ -107,20 +108,16 @@ export class SegmentFile {
   }
 
   /**
-   * Creates a new segment: the header, zeros up to the capacity, one fdatasync, and an fsync of
-   * the directory so the file itself survives a crash. Never reuses an existing file.
+   * Creates a new segment, atomically: zeros up to the capacity and the header are written and
+   * synced under a temporary name, which is then renamed to `file` and the directory synced. So
+   * a segment that has its name is always whole — its size and header are durable — and a crash
+   * leaves at most a temporary file, which the next open deletes. An existing `file` is
+   * replaced (an empty newest segment that a larger one must succeed under the same name).
    */
   static async create(kernels: Kernels, file: string, header: SegmentHeader): Promise<SegmentFile> {
-    const fd = fs.openSync(file, 'wx+');
-    try {
-      await writeZeros(fd, segmentHeaderBytes, header.capacity);
-      await kernels.writeDurable(fd, 0, [encodeSegmentHeader(kernels, header)]);
-      await syncDirectory(path.dirname(file));
-    } catch (error) {
-      fs.closeSync(fd);
-      throw error;
-    }
-    return new SegmentFile(file, fd, header, segmentHeaderBytes);
+    const temporary = `${file}.tmp`;
+    await SegmentFile.prepareSpare(kernels, temporary, header.capacity);
+    return SegmentFile.fromSpare(kernels, temporary, file, header);
   }
 
   /**
@@ -168,9 +165,14 @@ export class SegmentFile {
     }
   }
 
+  /** The file's size now (a segment's is its capacity unless it was damaged). */
+  size(): number {
+    return fs.fstatSync(this.fd).size;
+  }
+
   /** Reads the whole file (recovery and verification read segments whole). */
   readAll(): Uint8Array {
-    const size = fs.fstatSync(this.fd).size;
+    const size = this.size();
     const bytes = new Uint8Array(size);
     let at = 0;
     while (at < size) {

@@ -1,68 +1,222 @@
 /**
- * Small state logs (leases, subscriptions): CRC-framed records appended to one file, the last
- * sound record wins. A torn tail is cut on open. When the file grows past its bound, it is
- * rewritten with only the winning record (a new file renamed over the old one), because nothing
- * but the last record is ever read.
+ * Small state logs (leases, subscriptions): records appended to a file, the newest wins. State
+ * that fences (lease epochs) or remembers (subscription cursors) must never go back, so every
+ * record is written twice, to two files — `<name>` first, then its copy `<name>.copy`, each
+ * synced before the write is acknowledged — and each record carries a sequence number. Whatever
+ * happens to one file (a flipped byte, a cut, a deletion, another file's bytes), the other holds
+ * the newest record (docs/faults.md).
+ *
+ * Only the last write can be torn: damage at the end of a file whose last sound record is at
+ * most one write behind the newest is cut on open. Every other damage is corruption: reported
+ * (`corruptions`, which verify lists), never cut, while the newest sound record still serves.
+ * Past its bound a file is rewritten with only the newest record (a new file renamed over it).
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { assert, ioError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { stateLogBytesMax } from '../limits.js';
-import { FrameBuilder, scanFrames } from './framing.js';
+import { frameHeaderBytes, frameLengthMask, stateLogBytesMax } from '../limits.js';
+import { ByteReader } from './codec.js';
+import { FrameBuilder } from './framing.js';
+import type { Corruption } from './runs.js';
 import { syncDirectory } from './segment.js';
 
-/** Frame kind of a state record; the data after it is the caller's. */
-const stateRecordKind = 0x21;
+/** Frame kind of a state record; its data is a varint sequence, then the caller's bytes. */
+const stateRecordKind = 0x22;
+/** The suffix of a state log's second file. */
+export const stateLogCopySuffix = '.copy';
+
+interface StateFrame {
+  readonly end: number;
+  readonly sequence: number;
+  readonly record: Uint8Array;
+}
+
+/** The state frame at `at`, when it is sound. */
+function frameAt(kernels: Kernels, bytes: Uint8Array, at: number): StateFrame | undefined {
+  if (at + frameHeaderBytes + 2 > bytes.length) return undefined;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const length = view.getUint32(at, true) & frameLengthMask;
+  const end = at + frameHeaderBytes + length;
+  if (length < 2 || end > bytes.length || bytes[at + frameHeaderBytes] !== stateRecordKind) return undefined;
+  if (kernels.crc32(bytes.subarray(at + frameHeaderBytes, end)) !== view.getUint32(at + 4, true)) return undefined;
+  try {
+    const reader = new ByteReader(bytes, at + frameHeaderBytes + 1, end, 'state record');
+    const sequence = reader.varint();
+    return { end, sequence, record: bytes.slice(reader.offset, end) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** One of the two files: its sound frames, and the spans of bytes between them that are not. */
+interface ScannedFile {
+  readonly file: string;
+  readonly exists: boolean;
+  readonly size: number;
+  readonly frames: StateFrame[];
+  readonly damages: { offset: number; end: number }[];
+  /** Sequence of its newest sound record (0 for none). */
+  readonly newest: number;
+}
+
+function scanFile(kernels: Kernels, file: string, belongs: (record: Uint8Array) => boolean): ScannedFile {
+  let bytes: Uint8Array;
+  try {
+    bytes = fs.readFileSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { file, exists: false, size: 0, frames: [], damages: [], newest: 0 };
+    throw ioError(error, `cannot read ${file}`);
+  }
+  const frames: StateFrame[] = [];
+  const damages: { offset: number; end: number }[] = [];
+  for (let at = 0; at < bytes.length; ) {
+    const frame = frameAt(kernels, bytes, at);
+    // A sound record of another log (a file put in the wrong place) is damage here.
+    if (frame && belongs(frame.record)) {
+      frames.push(frame);
+      at = frame.end;
+      continue;
+    }
+    const last = damages[damages.length - 1];
+    if (last && last.end === at) last.end = at + 1;
+    else damages.push({ offset: at, end: at + 1 });
+    at++;
+  }
+  const newest = frames.reduce((best, frame) => Math.max(best, frame.sequence), 0);
+  return { file, exists: true, size: bytes.length, frames, damages, newest };
+}
+
+/**
+ * True when damage at the end of `one` (and nowhere before it) is the torn last write: a record
+ * is written to the first file, then to the copy, so the first file's torn write leaves both
+ * files at the same newest record, and the copy's leaves it one behind the first.
+ */
+function tailIsTorn(one: ScannedFile, isCopy: boolean, other: ScannedFile): boolean {
+  const soundEnd = one.frames.length === 0 ? 0 : one.frames[one.frames.length - 1].end;
+  if (soundEnd >= one.size || one.damages.some((damage) => damage.offset < soundEnd)) return false;
+  if (!other.exists) return !isCopy;
+  return isCopy ? one.newest === other.newest - 1 : one.newest === other.newest;
+}
+
+/** An open file of the pair: where the next record goes. */
+interface OpenFile {
+  readonly file: string;
+  fd: number;
+  size: number;
+}
 
 export class StateLog {
+  /** Damage found on open that was not a torn last write: reported, never cut. */
+  readonly corruptions: Corruption[] = [];
+
   private constructor(
     private readonly kernels: Kernels,
     readonly file: string,
-    private fd: number,
-    private size: number,
+    private readonly files: OpenFile[],
+    private sequence: number,
     private lastRecord: Uint8Array | undefined,
   ) {}
 
-  /** Opens (or creates) the log, cuts any torn tail, and remembers the last record. */
-  static async open(kernels: Kernels, file: string): Promise<StateLog> {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    const existed = fs.existsSync(file);
-    const fd = fs.openSync(file, existed ? 'r+' : 'w+');
-    const bytes = existed ? fs.readFileSync(file) : new Uint8Array(0);
-    const frames = scanFrames(kernels, bytes, 0, bytes.length).filter((frame) => frame.kind === stateRecordKind);
-    const last = frames[frames.length - 1];
-    const end = last ? last.dataEnd : 0;
-    if (end < bytes.length) {
-      fs.ftruncateSync(fd, end);
-      await kernels.writeDurable(fd, end, []);
+  /**
+   * Opens (or creates) the log's two files and finds the newest record in either. A torn last
+   * write is cut (unless `readOnly`, which changes nothing and needs no files).
+   */
+  static async open(
+    kernels: Kernels,
+    file: string,
+    readOnly = false,
+    /** False for a sound record that is not this log's (its bytes name another). */
+    belongs: (record: Uint8Array) => boolean = () => true,
+  ): Promise<StateLog> {
+    const scanned = [scanFile(kernels, file, belongs), scanFile(kernels, `${file}${stateLogCopySuffix}`, belongs)];
+    const newest = Math.max(...scanned.map((one) => one.newest));
+    const log = new StateLog(kernels, file, [], newest, undefined);
+    for (const one of scanned) {
+      const frame = one.frames.find((candidate) => candidate.sequence === newest);
+      if (frame) log.lastRecord = frame.record;
     }
-    if (!existed) await syncDirectory(path.dirname(file));
-    const record = last ? bytes.slice(last.dataStart + 1, last.dataEnd) : undefined;
-    return new StateLog(kernels, file, fd, end, record);
+    log.noteDamage(scanned[0], false, scanned[1]);
+    log.noteDamage(scanned[1], true, scanned[0]);
+    if (readOnly) return log;
+    try {
+      for (const [index, one] of scanned.entries()) log.files.push(await StateLog.openForWrites(kernels, one, tailIsTorn(one, index === 1, scanned[1 - index])));
+    } catch (error) {
+      log.close();
+      throw error;
+    }
+    return log;
   }
 
-  /** The last durable record, or undefined when none was ever written. */
+  /** Torn last writes found on open (cut unless read-only; verify reports them). */
+  readonly tornTails: Corruption[] = [];
+
+  /** Records what is wrong with one file of the pair. */
+  private noteDamage(one: ScannedFile, isCopy: boolean, other: ScannedFile): void {
+    const soundEnd = one.frames.length === 0 ? 0 : one.frames[one.frames.length - 1].end;
+    const torn = tailIsTorn(one, isCopy, other);
+    for (const damage of one.damages) {
+      const where = { file: one.file, offset: damage.offset, reason: `${damage.end - damage.offset} damaged bytes in a state log` };
+      if (torn && damage.offset >= soundEnd) this.tornTails.push(where);
+      else this.corruptions.push(where);
+    }
+    const behind = isCopy ? other.newest - one.newest > 1 : one.newest < other.newest;
+    if ((one.exists || other.exists) && behind) {
+      this.corruptions.push({
+        file: one.file,
+        offset: soundEnd,
+        reason: one.exists ? `its newest record is ${one.newest}, its other file's ${other.newest}` : 'the file is missing',
+        harmless: true,
+      });
+    }
+  }
+
+  /** Opens one file of the pair for appending, cutting its torn last write. */
+  private static async openForWrites(kernels: Kernels, one: ScannedFile, tornTail: boolean): Promise<OpenFile> {
+    let fd: number;
+    try {
+      if (!one.exists) fs.mkdirSync(path.dirname(one.file), { recursive: true });
+      fd = fs.openSync(one.file, one.exists ? 'r+' : 'w+');
+    } catch (error) {
+      throw ioError(error, `cannot open ${one.file}`);
+    }
+    const soundEnd = one.frames.length === 0 ? 0 : one.frames[one.frames.length - 1].end;
+    let size = one.size;
+    if (tornTail) {
+      fs.ftruncateSync(fd, soundEnd);
+      await kernels.writeDurable(fd, soundEnd, []);
+      size = soundEnd;
+    }
+    if (!one.exists) await syncDirectory(path.dirname(one.file));
+    return { file: one.file, fd, size };
+  }
+
+  /** The newest durable record, or undefined when none was ever written. */
   get last(): Uint8Array | undefined {
     return this.lastRecord;
   }
 
-  /** Appends a record and resolves once it is durable. */
+  /** Appends a record to both files, one after the other, and resolves once both are durable. */
   async write(record: Uint8Array): Promise<void> {
+    assert(this.files.length === 2, 'a state log opened read-only is never written');
+    const sequence = this.sequence + 1;
     const builder = new FrameBuilder(stateLogBytesMax);
-    builder.begin(stateRecordKind, false).raw(record);
+    builder.begin(stateRecordKind, false).varint(sequence).raw(record);
     builder.end();
     const bytes = builder.finish(this.kernels);
-    if (this.size + bytes.length > stateLogBytesMax) {
-      await this.rewrite(bytes);
-    } else {
-      await this.kernels.writeDurable(this.fd, this.size, [bytes]);
-      this.size += bytes.length;
+    for (const open of this.files) {
+      if (open.size + bytes.length > stateLogBytesMax) await this.rewrite(open, bytes);
+      else {
+        await this.kernels.writeDurable(open.fd, open.size, [bytes]);
+        open.size += bytes.length;
+      }
     }
+    this.sequence = sequence;
     this.lastRecord = record.slice();
   }
 
-  private async rewrite(frame: Uint8Array): Promise<void> {
-    const next = `${this.file}.next`;
+  private async rewrite(open: OpenFile, frame: Uint8Array): Promise<void> {
+    const next = `${open.file}.next`;
     fs.rmSync(next, { force: true });
     const fd = fs.openSync(next, 'w+');
     try {
@@ -71,14 +225,21 @@ export class StateLog {
       fs.closeSync(fd);
       throw error;
     }
-    fs.renameSync(next, this.file);
-    await syncDirectory(path.dirname(this.file));
-    fs.closeSync(this.fd);
-    this.fd = fd;
-    this.size = frame.length;
+    fs.renameSync(next, open.file);
+    await syncDirectory(path.dirname(open.file));
+    fs.closeSync(open.fd);
+    open.fd = fd;
+    open.size = frame.length;
+  }
+
+  /** Deletes both files (a subscription's delete). */
+  remove(): void {
+    this.close();
+    fs.rmSync(this.file, { force: true });
+    fs.rmSync(`${this.file}${stateLogCopySuffix}`, { force: true });
   }
 
   close(): void {
-    fs.closeSync(this.fd);
+    for (const open of this.files.splice(0)) fs.closeSync(open.fd);
   }
 }

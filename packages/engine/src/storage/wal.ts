@@ -9,6 +9,8 @@ import { frameHeaderBytes } from '../limits.js';
 import { ByteReader } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
+import { controlGroup, type GroupBuilder } from './groups.js';
+import type { Corruption } from './runs.js';
 import { readWalRecord, writeWalRecord, type RecordData } from './records.js';
 import { SegmentKind, type SegmentFile } from './segment.js';
 import { SegmentSet } from './segment-set.js';
@@ -117,9 +119,16 @@ export class Wal {
     readonly segments: SegmentSet,
     /** The WAL sequence the next group commit gets. */
     public nextSequence: number,
+    /** Every corruption found on open: damage, missing live segments, runs out of order. */
+    readonly corruptions: readonly Corruption[],
   ) {}
 
-  /** Opens and recovers the WAL in `directory`, handing every committed event to `onEvent`. */
+  /**
+   * Opens and recovers the WAL in `directory`, handing every committed event of the live
+   * segments to `onEvent`, in order. The live segments are those the last `LiveSegments` list
+   * names and every segment after it; an older segment it does not name was being deleted when
+   * a process stopped, and is deleted now (left alone when read-only).
+   */
   static async open(
     kernels: Kernels,
     directory: string,
@@ -127,16 +136,16 @@ export class Wal {
     readOnly = false,
   ): Promise<Wal> {
     let expected = 1;
+    let afterDamage = true;
+    const corruptions: Corruption[] = [];
+    const bySegment = new Map<number, WalEvent[]>();
+    let live: { listedIn: number; bases: readonly number[] } | undefined;
     const segments = await SegmentSet.open(
       kernels,
       directory,
       SegmentKind.Wal,
       '.wal',
       {
-        // Deleted segments leave a gap in the sequence; each segment's base says where it starts.
-        beginSegment: (header) => {
-          expected = Math.max(expected, header.base);
-        },
         isMarker: (frame) => frame.kind === FrameKind.WalMarker,
         decode: (bytes, frame, runFrames) => {
           try {
@@ -144,45 +153,95 @@ export class Wal {
             const sequence = reader.varint();
             const frameCount = reader.varint();
             reader.expectEnd();
-            // A marker out of sequence, or one that does not count the frames before it, is
-            // stale bytes rather than the end of this run.
-            if (sequence !== expected || frameCount !== runFrames.length) return undefined;
-            expected++;
-            return sequence;
+            return frameCount === runFrames.length ? sequence : undefined;
           } catch {
             return undefined;
           }
         },
       },
-      ({ segment, bytes, recovered }) => {
-        for (const run of recovered.runs) {
-          for (const event of decodeEvents(bytes, segment.header.base, run.frames, segment.file)) onEvent(event);
+      (event) => {
+        if (event.kind === 'corruption') {
+          afterDamage = true;
+          return;
         }
+        const { segment, bytes, scanned } = event.opened;
+        // Finished segments are deleted from the middle on purpose, so a segment may start past
+        // the sequence the one before it ended at; never before it.
+        if (segment.header.base >= expected) afterDamage = true;
+        const events: WalEvent[] = [];
+        for (const entry of scanned.entries) {
+          if (entry.kind === 'damage') {
+            afterDamage = true;
+            continue;
+          }
+          const sequence = entry.run.decoded;
+          const where = { file: segment.file, offset: entry.run.marker.offset };
+          if (sequence < expected || (sequence > expected && !afterDamage)) {
+            corruptions.push({ ...where, reason: `WAL group ${sequence} is out of sequence (expected ${expected})` });
+            continue;
+          }
+          try {
+            events.push(...decodeEvents(bytes, segment.header.base, entry.run.frames, segment.file));
+          } catch (error) {
+            corruptions.push({ ...where, reason: (error as Error).message });
+          }
+          expected = sequence + 1;
+          afterDamage = false;
+        }
+        bySegment.set(segment.header.base, events);
+        if (scanned.liveSegments) live = { listedIn: segment.header.base, bases: scanned.liveSegments };
       },
       readOnly,
     );
-    return new Wal(kernels, segments, expected);
+    const present = new Set(segments.segments.map((segment) => segment.header.base));
+    const isLive = (base: number) => !live || base >= live.listedIn || live.bases.includes(base);
+    for (const base of live?.bases ?? []) {
+      if (!present.has(base) && !segments.corruptions.some((corruption) => corruption.file === segments.fileFor(base))) {
+        corruptions.push({ file: segments.fileFor(base), offset: 0, reason: 'a live WAL segment is missing' });
+      }
+    }
+    const leftovers = segments.segments.filter((segment) => !isLive(segment.header.base));
+    if (!readOnly) await segments.remove(leftovers);
+    for (const segment of segments.segments) {
+      if (!isLive(segment.header.base)) continue;
+      for (const event of bySegment.get(segment.header.base) ?? []) onEvent(event);
+    }
+    return new Wal(kernels, segments, expected, [...segments.corruptions, ...corruptions]);
   }
 
   /**
    * Ends the group in `builder` with its commit marker, writes it with one fdatasync, and
    * returns where the group starts (segment base and offset). Rolls to a new segment when the
-   * group does not fit.
+   * group does not fit; a new segment's first group lists the live segments.
    */
-  async commit(builder: FrameBuilder, capacityDefault: number): Promise<{ segment: number; offset: number }> {
+  async commit(builder: GroupBuilder, capacityDefault: number): Promise<{ segment: number; offset: number }> {
     const sequence = this.nextSequence;
-    const frameCount = builder.frameCount;
-    builder.begin(FrameKind.WalMarker, true).varint(sequence).varint(frameCount);
+    builder.begin(FrameKind.WalMarker, true).varint(sequence).varint(builder.runFrameCount);
     builder.end();
     const bytes = builder.finish(this.kernels);
     const segment = await this.segments.ensureRoom(
       bytes.length,
       () => ({ base: sequence, baseCommit: 0 }),
       capacityDefault,
+      (created) => this.writeLiveList(created),
     );
     this.nextSequence++;
-    const offset = await segment.append(this.kernels, bytes);
+    const offset = await this.segments.appendGroup(segment, bytes);
     return { segment: segment.header.base, offset };
+  }
+
+  /** The bases of the segments live now. */
+  liveBases(except: ReadonlySet<number> = new Set()): number[] {
+    return this.segments.segments.map((segment) => segment.header.base).filter((base) => !except.has(base));
+  }
+
+  private async writeLiveList(segment: SegmentFile): Promise<void> {
+    const builder = controlGroup(FrameKind.LiveSegments, (writer) => {
+      const bases = this.liveBases();
+      writer.varint(bases.length);
+      for (const base of bases) writer.varint(base);
+    });
+    await this.segments.appendGroup(segment, builder.finish(this.kernels));
   }
 
   /**
@@ -220,12 +279,13 @@ export class Wal {
     return records;
   }
 
-  /** Removes the non-active segments that `isFinished` says hold nothing still needed. */
-  async removeFinished(isFinished: (segment: SegmentFile) => boolean): Promise<void> {
-    const finished = this.segments.segments.filter(
-      (segment) => segment !== this.segments.active && isFinished(segment),
-    );
-    await this.segments.remove(finished);
+  /**
+   * The non-active segments that `isFinished` says hold nothing still needed. Delete them with
+   * `remove` only after a group with `writeLiveSegments` (naming the others) is durable, so that
+   * recovery can tell a deleted segment from a lost one.
+   */
+  finishedSegments(isFinished: (segment: SegmentFile) => boolean): SegmentFile[] {
+    return this.segments.segments.filter((segment) => segment !== this.segments.active && isFinished(segment));
   }
 
   close(): void {
