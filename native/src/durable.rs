@@ -48,30 +48,30 @@ impl DurableWriteError {
     /// A message for people that names the call, the errno and its number, for example
     /// `pwrite failed: ENOSPC (os error 28): No space left on device`.
     pub fn message(&self) -> String {
-        let description = self.error.to_string();
-        // io::Error's own text ends in "(os error N)"; the errno part below says it already.
-        let description = match self.errno() {
-            Some(number) => description
-                .strip_suffix(&format!(" (os error {number})"))
-                .unwrap_or(&description)
-                .to_string(),
-            None => description,
-        };
-        match (self.errno_name(), self.errno()) {
-            (Some(name), Some(number)) => {
-                format!(
-                    "{} failed: {name} (os error {number}): {description}",
-                    self.syscall.as_str()
-                )
-            }
-            (None, Some(number)) => {
-                format!(
-                    "{} failed: os error {number}: {description}",
-                    self.syscall.as_str()
-                )
-            }
-            _ => format!("{} failed: {description}", self.syscall.as_str()),
+        os_failure_message(self.syscall.as_str(), &self.error)
+    }
+}
+
+/// A message for people about a failed system call: the call as made, the errno's name and
+/// number, and the OS's description, for example
+/// `pwrite failed: ENOSPC (os error 28): No space left on device`.
+pub fn os_failure_message(call: &str, error: &io::Error) -> String {
+    let description = error.to_string();
+    let errno = error.raw_os_error();
+    // io::Error's own text ends in "(os error N)"; the errno part below says it already.
+    let description = match errno {
+        Some(number) => description
+            .strip_suffix(&format!(" (os error {number})"))
+            .unwrap_or(&description)
+            .to_string(),
+        None => description,
+    };
+    match (errno.and_then(errno_name), errno) {
+        (Some(name), Some(number)) => {
+            format!("{call} failed: {name} (os error {number}): {description}")
         }
+        (None, Some(number)) => format!("{call} failed: os error {number}: {description}"),
+        _ => format!("{call} failed: {description}"),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::io;
 
-use crate::durable::errno_name;
+use crate::durable::{errno_name, os_failure_message};
 
 /// The system call's name, for the `syscall` property of the JS error (as Node would name it).
 pub const SYSCALL: &str = "flock";
@@ -58,23 +58,7 @@ impl LockError {
     /// A message for people that names the call, the errno and its number, for example
     /// `flock(LOCK_EX|LOCK_NB) failed: EBADF (os error 9): Bad file descriptor`.
     pub fn message(&self) -> String {
-        let description = self.error.to_string();
-        // io::Error's own text ends in "(os error N)"; the errno part below says it already.
-        let description = match self.errno() {
-            Some(number) => description
-                .strip_suffix(&format!(" (os error {number})"))
-                .unwrap_or(&description)
-                .to_string(),
-            None => description,
-        };
-        let call = self.operation.as_str();
-        match (self.errno_name(), self.errno()) {
-            (Some(name), Some(number)) => {
-                format!("{call} failed: {name} (os error {number}): {description}")
-            }
-            (None, Some(number)) => format!("{call} failed: os error {number}: {description}"),
-            _ => format!("{call} failed: {description}"),
-        }
+        os_failure_message(self.operation.as_str(), &self.error)
     }
 }
 

@@ -2,20 +2,9 @@
  * The command line as scripts use it (DESIGN §9): NDJSON on stdout, a JSON error on stderr with
  * exit code 1, exit code 2 for bad usage. Runs the built `streamstack` binary.
  */
-import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { cli } from '../support/cli.js';
 import { temporaryDirectory } from '../support/store.js';
-
-const binary = new URL('../../packages/cli/bin/streamstack.js', import.meta.url).pathname;
-
-function cli(data: string, args: string[], input = '') {
-  const result = spawnSync(process.execPath, [binary, '--data', data, ...args], { input, encoding: 'utf8' });
-  const lines = result.stdout
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-  return { status: result.status, lines, stderr: result.stderr };
-}
 
 function errorOf(stderr: string): { code: string; message: string } {
   const line = stderr.split('\n').find((candidate) => candidate.startsWith('{"error"'));

@@ -8,20 +8,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { cli, cliBinary } from '../support/cli.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
-const binary = new URL('../../packages/cli/bin/streamstack.js', import.meta.url).pathname;
-
-function cli(data: string, args: string[], input = '') {
-  const result = spawnSync(process.execPath, [binary, '--data', data, ...args], { input, encoding: 'utf8' });
-  const lines = result.stdout
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-  const errorLine = result.stderr.split('\n').find((line) => line.startsWith('{"error"'));
-  const error = errorLine ? (JSON.parse(errorLine) as { error: Record<string, unknown> }).error : undefined;
-  return { status: result.status, lines, stderr: result.stderr, error };
-}
+const binary = cliBinary;
 
 /** The feed of the report: 60 sealed commits of 20 records over 64 KiB segments, keyed. */
 async function reportedFeed(directory: string): Promise<void> {
