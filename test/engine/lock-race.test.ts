@@ -382,3 +382,33 @@ function errorCode(stderr: string): string | undefined {
   const error = line === undefined ? undefined : (parseLine(line) as { error?: { code?: string } }).error;
   return error?.code;
 }
+
+describe('the fallback lock (no native module): a LOCK file it never guesses about', () => {
+  const fallback = { ...process.env, STREAMSTACK_LOCK: 'file' };
+  const run = (data: string, args: string[], input = '') =>
+    spawnSync(process.execPath, [cliBinary, '--data', data, ...args], { input, encoding: 'utf8', env: fallback });
+
+  it('refuses a stale LOCK naming its pid until --break-lock, removes its LOCK on close, and defers to a live OS-lock holder', async () => {
+    const data = temporaryDirectory();
+    expect(run(data, ['feed', 'create', 'f']).status).toBe(0);
+    // A clean close leaves no LOCK behind, so the next opener is not refused.
+    expect(fs.existsSync(path.join(data, 'LOCK'))).toBe(false);
+    fs.writeFileSync(path.join(data, 'LOCK'), '4194399 file\n');
+    const refused = run(data, ['append', 'f'], '{"payload":"a"}\n');
+    expect(refused.status).toBe(1);
+    expect(JSON.parse(refused.stderr.split('\n')[0]).error).toMatchObject({ code: 'LOCKED', pid: 4194399 });
+    expect(refused.stderr).toContain('--break-lock');
+    const broken = run(data, ['--break-lock', 'append', 'f'], '{"payload":"a"}\n');
+    expect(broken.status).toBe(0);
+    expect(fs.existsSync(path.join(data, 'LOCK'))).toBe(false);
+    // A fallback holder that is alive keeps an OS-lock opener out too.
+    fs.writeFileSync(path.join(data, 'LOCK'), `${process.pid} file\n`);
+    const withOsLock = spawnSync(process.execPath, [cliBinary, '--data', data, 'append', 'f'], { input: '{"payload":"b"}\n', encoding: 'utf8' });
+    expect(withOsLock.status).toBe(1);
+    expect(withOsLock.stderr).toContain('LOCKED');
+    fs.rmSync(path.join(data, 'LOCK'));
+    const store = await openStore(data);
+    expect((await (await store.feed('f')).readCommit(1)).map((record) => text(record.payload))).toEqual(['a']);
+    await store.close();
+  });
+});

@@ -76,7 +76,9 @@ export class DirectoryLock {
     if (heldHere.has(real)) {
       throw new StreamStackError('LOCKED', `${real} is already open in this process`, { details: { directory: real } });
     }
-    const platform = loadPlatformLock();
+    // `STREAMSTACK_LOCK=file` takes the fallback even where the native module loads: how its
+    // tests (and anyone diagnosing a machine without the module) exercise it.
+    const platform = process.env.STREAMSTACK_LOCK === 'file' ? { unavailable: 'STREAMSTACK_LOCK=file' } : loadPlatformLock();
     const lock = 'unavailable' in platform ? DirectoryLock.takeFile(real, file, options) : DirectoryLock.takeFlock(real, file, platform);
     heldHere.add(real);
     return lock;
