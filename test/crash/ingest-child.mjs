@@ -4,13 +4,14 @@
 // It runs on the built engine (packages/engine/dist), as a user's process would.
 import { Store } from '../../packages/engine/dist/index.js';
 
-const [directory, cycleText] = process.argv.slice(2);
+const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
+const seed = Number(seedText ?? 0);
 const segmentBytes = 128 * 1024;
 const leaseTtlMs = 24 * 3600 * 1000;
 
 const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
-let randomState = (cycle * 2654435761) >>> 0 || 1;
+let randomState = ((cycle * 2654435761) ^ seed) >>> 0 || 1;
 const random = () => {
   randomState ^= randomState << 13;
   randomState ^= randomState >>> 17;

@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
+import { ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from './codec.js';
@@ -116,7 +116,12 @@ export class SegmentFile {
    */
   static async create(kernels: Kernels, file: string, header: SegmentHeader): Promise<SegmentFile> {
     const temporary = `${file}.tmp`;
-    await SegmentFile.prepareSpare(kernels, temporary, header.capacity);
+    try {
+      await SegmentFile.prepareSpare(kernels, temporary, header.capacity);
+    } catch (error) {
+      fs.rmSync(temporary, { force: true });
+      throw segmentSpaceError(error, file, header.capacity);
+    }
     return SegmentFile.fromSpare(kernels, temporary, file, header);
   }
 
@@ -131,9 +136,13 @@ export class SegmentFile {
     try {
       await writeZeros(fd, 0, capacity);
       await kernels.writeDurable(fd, 0, []);
-    } finally {
+    } catch (error) {
+      // A half-filled spare on a full disk would hold on to the space it took.
       fs.closeSync(fd);
+      fs.rmSync(file, { force: true });
+      throw error;
     }
+    fs.closeSync(fd);
   }
 
   /** Turns a prepared spare into a new segment: its header, one fdatasync, then its name. */
@@ -276,4 +285,24 @@ export class SegmentFile {
     this.closing = true;
     if (this.readsInFlight === 0) fs.closeSync(this.fd);
   }
+}
+
+/**
+ * A segment that could not be preallocated: on a full disk, the error says how much a segment
+ * needs and how much the disk has, so the user knows what to free (or to choose smaller
+ * segments with `segmentBytes`). Other failures are typed as they are.
+ */
+function segmentSpaceError(error: unknown, file: string, capacity: number): StreamStackError {
+  if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') return ioError(error, `cannot create ${file}`);
+  let free = '';
+  try {
+    const stats = fs.statfsSync(path.dirname(file));
+    free = `; ${stats.bavail * stats.bsize} bytes are free`;
+  } catch {
+    // The free space is only information for the message.
+  }
+  return new StreamStackError('IO', `cannot create ${file}: a segment is preallocated to ${capacity} bytes and the disk is full${free} (ENOSPC)`, {
+    cause: error,
+    details: { errno: 'ENOSPC', path: file, bytes: capacity },
+  });
 }
