@@ -13,7 +13,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { assert, ioError } from '../errors.js';
+import { assert, ioError, type StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes, frameLengthMask, stateLogBytesMax } from '../limits.js';
 import { ByteReader } from './codec.js';
@@ -196,9 +196,26 @@ export class StateLog {
     return this.lastRecord;
   }
 
+  /**
+   * Set once a write failed: the files may hold part of it (the first file's copy, say), so
+   * nothing more is written — a second record under the same sequence would be ambiguous —
+   * until the log is opened again and reads what the disk kept.
+   */
+  private failure: StreamStackError | undefined;
+
   /** Appends a record to both files, one after the other, and resolves once both are durable. */
   async write(record: Uint8Array): Promise<void> {
     assert(this.files.length === 2, 'a state log opened read-only is never written');
+    if (this.failure) throw this.failure;
+    try {
+      await this.writeBoth(record);
+    } catch (error) {
+      this.failure = ioError(error, `a write to ${this.file} failed; it accepts no more writes until it is opened again`);
+      throw this.failure;
+    }
+  }
+
+  private async writeBoth(record: Uint8Array): Promise<void> {
     const sequence = this.sequence + 1;
     const builder = new FrameBuilder(stateLogBytesMax);
     builder.begin(stateRecordKind, false).varint(sequence).raw(record);
