@@ -18,3 +18,16 @@ fi
 
 pnpm install --frozen-lockfile
 pnpm build
+
+# powerloss-fs (tools/powerloss-fs), the FUSE file system of the power-loss tests. Root mounts it
+# directly; the tests unmount with fusermount3, from Debian's fuse3. Without root or apt-get,
+# fuse3 is not installed and the tests fall back to `umount -l`.
+if ! command -v fusermount3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 >/dev/null; } ||
+      echo "setup: could not install fuse3 (fusermount3); the power-loss tests will use umount -l" >&2
+  else
+    echo "setup: fusermount3 is missing; install Debian's fuse3 as root for the power-loss tests" >&2
+  fi
+fi
+cargo build --release --locked --manifest-path tools/powerloss-fs/Cargo.toml

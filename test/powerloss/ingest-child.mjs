@@ -1,0 +1,83 @@
+// The process whose power is cut: it ingests into one feed on a powerloss-fs mount — stream
+// batches, seals, one-shot appends, lease renewals and subscription advances — printing one JSON
+// line per acknowledged step (and `attempt` before each write), so the parent knows exactly what
+// the store acknowledged. It runs on the built engine, as a user's process would.
+import { Store } from '../../packages/engine/dist/index.js';
+
+const [directory, cycleText, seedText] = process.argv.slice(2);
+const cycle = Number(cycleText);
+const seed = Number(seedText);
+const segmentBytes = 64 * 1024;
+// Short, so that a grant the power cut before it was acknowledged (its holder never heard of it)
+// expires soon and the next child can take the lease over.
+const leaseTtlMs = 2000;
+
+const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
+let randomState = ((cycle * 2654435761) ^ seed) >>> 0 || 1;
+const random = () => {
+  randomState ^= randomState << 13;
+  randomState ^= randomState >>> 17;
+  randomState ^= randomState << 5;
+  return (randomState >>> 0) / 2 ** 32;
+};
+
+// The previous process lost power: if its LOCK file survived, it names a process that is gone.
+const store = await Store.open(directory, { segmentBytes, breakLock: true, kernels: process.env.STREAMSTACK_KERNELS ?? 'auto' });
+const feed = await store.feed('power');
+let token = process.env.POWER_TOKEN;
+try {
+  if (!token) throw new Error('no token yet');
+  const renewed = await feed.renewLease({ token, ttlMs: leaseTtlMs });
+  emit({ kind: 'lease', token, epoch: renewed.epoch });
+} catch {
+  for (;;) {
+    try {
+      const granted = await feed.acquireLease({ holder: `child-${cycle}`, ttlMs: leaseTtlMs });
+      token = granted.token;
+      emit({ kind: 'lease', token, epoch: granted.epoch });
+      break;
+    } catch (error) {
+      if (error?.code !== 'LEASE_HELD') throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(10, error.details.expiresAt - Date.now())));
+    }
+  }
+}
+let subscription;
+try {
+  subscription = feed.subscription('reader');
+} catch {
+  subscription = await feed.createSubscription('reader');
+}
+let stream = feed.activeStream();
+emit({ kind: 'ready' });
+
+for (let step = 0; ; step++) {
+  const batch = `${cycle}.${step}`;
+  const size = 1 + Math.floor(random() * 12);
+  const records = Array.from({ length: size }, (_, index) => ({
+    payload: `${batch}:${index}:${size}|${'x'.repeat(Math.floor(random() * 400))}`,
+    key: `k${Math.floor(random() * 30)}`,
+    tags: [`b${batch}`],
+  }));
+  const choice = random();
+  emit({ kind: 'attempt', batch });
+  if (choice < 0.3) {
+    const commit = await feed.append(records, { token });
+    emit({ kind: 'oneshot', batch, size, commit: commit.commit });
+  } else if (choice < 0.8 || !stream) {
+    if (!stream) {
+      stream = await feed.openStream({ token });
+      emit({ kind: 'open', stream: stream.id });
+    }
+    await stream.append(records, { token });
+    emit({ kind: 'batch', batch, size });
+  } else if (choice < 0.9) {
+    const commit = await stream.seal({ token });
+    emit({ kind: 'sealed', commit: commit.commit });
+    stream = undefined;
+  } else {
+    const head = feed.info().commits;
+    const advanced = await subscription.advance(head);
+    emit({ kind: 'advanced', cursor: advanced.cursor });
+  }
+}
