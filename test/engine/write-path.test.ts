@@ -345,3 +345,24 @@ describe('segment rolls', () => {
   });
 });
 
+
+describe('segments sized for one large group', () => {
+  it('keep room for their SegmentEnd after the live list a new WAL segment starts with', async () => {
+    const directory = temporaryDirectory();
+    let store = await openStore(directory);
+    const feed = await store.createFeed('f');
+    const { token } = await feed.acquireLease({ holder: 'p', ttlMs: 600_000 });
+    const stream = await feed.openStream({ token });
+    // Batches larger than a 64 KiB segment, one after another: each gets a segment sized for
+    // it, which the next roll must be able to finish.
+    const big = (batch: number) => Array.from({ length: 40 }, (_, index) => ({ payload: `${batch}-${index}-${'x'.repeat(3000)}` }));
+    for (let batch = 0; batch < 4; batch++) await stream.append(big(batch), { token });
+    const commit = await stream.seal({ token });
+    expect(commit.records).toBe(160);
+    await store.close();
+    store = await openStore(directory);
+    expect((await store.verify('f'))[0].problems).toEqual([]);
+    expect((await (await store.feed('f')).readCommit(1)).length).toBe(160);
+    await store.close();
+  });
+});

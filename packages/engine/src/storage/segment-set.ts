@@ -206,14 +206,15 @@ export class SegmentSet {
   /**
    * Returns an active segment with room for a group of `bytes` (and, after it, the segment's
    * `SegmentEnd`), rolling to a new one when the current one is too full: the new segment is
-   * created whole, then the old one is finished with a `SegmentEnd` naming it, then
-   * `onRoll` may write the new segment's first group (the WAL's live list).
+   * created whole, then the old one is finished with a `SegmentEnd` naming it, then the new
+   * segment's `firstGroup` (the WAL's live list), if any, is written. A new segment is sized to
+   * hold all three when they exceed the usual capacity.
    */
   async ensureRoom(
     bytes: number,
     next: () => Omit<SegmentHeader, 'kind' | 'capacity'>,
     capacityDefault: number,
-    onRoll?: (segment: SegmentFile) => Promise<void>,
+    firstGroup?: (base: number) => Uint8Array,
   ): Promise<SegmentFile> {
     if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`);
     const needed = bytes + segmentEndGroupBytes;
@@ -226,11 +227,12 @@ export class SegmentSet {
       return active;
     }
     const header = next();
-    const capacity = Math.max(capacityDefault, segmentHeaderBytes + needed);
+    const first = firstGroup?.(header.base);
+    const capacity = Math.max(capacityDefault, segmentHeaderBytes + (first?.length ?? 0) + needed);
     const full = { ...header, kind: this.kind, capacity };
     const replacing = active !== undefined && active.header.base === header.base;
     if (replacing) {
-      // The active segment holds nothing (a process rolled to it and died before its first
+      // The active segment holds no data (a process rolled to it and died before its first
       // group landed, or it was sized for a group that never came). Its successor starts at the
       // same base, so it takes the same name: the new file is renamed over it.
       this.segments.pop();
@@ -245,7 +247,8 @@ export class SegmentSet {
     segment ??= await SegmentFile.create(this.kernels, this.fileFor(header.base), full);
     if (active && !replacing) await this.finish(active, header);
     this.segments.push(segment);
-    if (onRoll) await onRoll(segment);
+    if (first) await this.appendGroup(segment, first);
+    assert(segment.free >= needed, 'a new segment has room for the group it was made for');
     return segment;
   }
 

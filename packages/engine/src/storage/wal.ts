@@ -223,7 +223,7 @@ export class Wal {
       bytes.length,
       () => ({ base: sequence, baseCommit: 0 }),
       capacityDefault,
-      (created) => this.writeLiveList(created),
+      (base) => this.liveListGroup(base),
     );
     this.nextSequence++;
     const offset = await this.segments.appendGroup(segment, bytes);
@@ -235,13 +235,14 @@ export class Wal {
     return this.segments.segments.map((segment) => segment.header.base).filter((base) => !except.has(base));
   }
 
-  private async writeLiveList(segment: SegmentFile): Promise<void> {
+  /** A new segment's first group: the live segments, itself included. */
+  private liveListGroup(base: number): Uint8Array {
+    const bases = [...this.liveBases().filter((live) => live !== base), base];
     const builder = controlGroup(FrameKind.LiveSegments, (writer) => {
-      const bases = this.liveBases();
       writer.varint(bases.length);
-      for (const base of bases) writer.varint(base);
+      for (const live of bases) writer.varint(live);
     });
-    await this.segments.appendGroup(segment, builder.finish(this.kernels));
+    return builder.finish(this.kernels);
   }
 
   /**
