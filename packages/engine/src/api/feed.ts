@@ -16,6 +16,7 @@ import { validateCondition } from '../coordinator/conditions.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import {
+  optionsOf,
   toCommit,
   validateCursor,
   validateMessage,
@@ -79,19 +80,23 @@ export class Feed {
 
   /** Takes the feed's writer lease with a new, strictly larger epoch and a fresh fencing token. */
   async acquireLease(options: { holder: string; ttlMs?: number }): Promise<LeaseGrant> {
+    options = optionsOf(options, 'feed.acquireLease');
     return this.writer.acquireLease(options.holder, options.ttlMs ?? leaseTtlMsDefault);
   }
 
   async renewLease(options: { token: string; ttlMs?: number }): Promise<LeaseGrant> {
+    options = optionsOf(options, 'feed.renewLease');
     return this.writer.renewLease(validateToken(options.token), options.ttlMs ?? leaseTtlMsDefault);
   }
 
   async releaseLease(options: { token: string }): Promise<void> {
+    options = optionsOf(options, 'feed.releaseLease');
     return this.writer.releaseLease(validateToken(options.token));
   }
 
   /** Opens a stream (one at a time per feed) under the lease. */
   async openStream(options: { token: string; message?: string }): Promise<Stream> {
+    options = optionsOf(options, 'feed.openStream');
     const opened = await this.writer.openStreamWith(validateToken(options.token), validateMessage(options.message));
     return new Stream(this, opened.stream);
   }
@@ -126,6 +131,7 @@ export class Feed {
     records: readonly AppendRecord[],
     options: { token?: string; message?: string; condition?: AppendCondition } = {},
   ): Promise<Commit> {
+    options = optionsOf(options, 'feed.append');
     const validated = validateRecords(records);
     const token = options.token === undefined ? undefined : validateToken(options.token);
     const condition = validateCondition(options.condition);
@@ -135,6 +141,7 @@ export class Feed {
 
   /** Commits after cursor `after` (a commit sequence; 0, the default, is the start), oldest first. */
   commits(options: { after?: number; limit?: number } = {}): Commit[] {
+    options = optionsOf(options, 'feed.commits');
     this.writer.assertOpen();
     const after = checkedCursor(options.after, 'after') ?? 0;
     const limit = validateCursor(options.limit, 'limit') ?? Number.POSITIVE_INFINITY;
@@ -154,11 +161,13 @@ export class Feed {
    * for await (const record of feed.read({ after: 0, mode: 'latest', signal })) console.log(record.key);
    */
   async *read(options: ReadOptions = {}): AsyncGenerator<StoredRecord> {
+    options = optionsOf(options, 'feed.read');
     for await (const batch of this.readBatches(options)) yield* batch;
   }
 
   /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
   readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
+    options = optionsOf(options, 'feed.readBatches');
     return this.reads.batches({ ...options, after: checkedCursor(options.after, 'after'), limit: validateCursor(options.limit, 'limit') });
   }
 
@@ -173,6 +182,7 @@ export class Feed {
    * never written or its winner is a tombstone. Answered from the key index, never a scan.
    */
   async get(key: string, options: { asOf?: number } = {}): Promise<StoredRecord | undefined> {
+    options = optionsOf(options, 'feed.get');
     if (typeof key !== 'string' || key.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a key is a non-empty string');
     return this.reads.get(key, checkedCursor(options.asOf, 'asOf'));
   }
@@ -182,6 +192,7 @@ export class Feed {
    * catch-up and live tail in one loop, so nothing is skipped or delivered twice.
    */
   async *follow(options: { after?: number; signal?: AbortSignal } = {}): AsyncGenerator<CommitRecords> {
+    options = optionsOf(options, 'feed.follow');
     for await (const batch of this.reads.follow(checkedCursor(options.after, 'after') ?? 0, options.signal)) {
       yield { commit: toCommit(this.name, batch.commit), records: batch.records };
     }
@@ -189,6 +200,7 @@ export class Feed {
 
   /** Creates a named, durable cursor, starting after commit `after` (default 0, the start). */
   async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
+    options = optionsOf(options, 'feed.createSubscription');
     this.writer.assertOpen();
     const after = checkedCursor(options.after, 'after') ?? 0;
     const head = this.writer.watermark.commit;

@@ -102,6 +102,9 @@ function toBytes(value: unknown, index: number, field: string): Uint8Array {
   throw invalid(index, field, 'must be a Uint8Array or a string');
 }
 
+/** The fields a record may have: a misspelled one (`tag` for `tags`) is refused, not ignored. */
+const recordFields = new Set(['payload', 'key', 'version', 'tombstone', 'type', 'tags', 'fingerprint', 'timestamp']);
+
 /** Checks and normalises a batch; throws before anything is written. */
 export function validateRecords(records: unknown): RecordInput[] {
   if (!Array.isArray(records)) {
@@ -111,8 +114,11 @@ export function validateRecords(records: unknown): RecordInput[] {
     throw new StreamStackError('INVALID_ARGUMENT', `a batch holds 1 to ${batchRecordsMax} records, not ${records.length}`);
   }
   return records.map((record: unknown, index) => {
-    if (typeof record !== 'object' || record === null) throw invalid(index, 'record', 'must be an object');
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw invalid(index, 'record', 'must be an object');
     const input = record as Record<string, unknown>;
+    for (const field in input) {
+      if (!recordFields.has(field)) throw invalid(index, field, `is not a record field (they are ${[...recordFields].join(', ')})`);
+    }
     const key = input.key === undefined ? undefined : checkText(input.key, index, 'key', keyBytesMax);
     if (input.version !== undefined && (!Number.isSafeInteger(input.version) || (input.version as number) < 0)) {
       throw invalid(index, 'version', 'must be a non-negative safe integer');
@@ -180,4 +186,16 @@ export function validateCursor(value: unknown, name: string): number | undefined
     throw new StreamStackError('INVALID_ARGUMENT', `${name} must be a non-negative integer`);
   }
   return value as number;
+}
+
+/**
+ * A method's options argument: undefined stands for none; anything but a plain object (null, a
+ * number, an array) is refused with `INVALID_ARGUMENT` rather than failing later as a TypeError.
+ */
+export function optionsOf<T extends object>(value: T | undefined, method: string): T {
+  if (value === undefined) return {} as T;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new StreamStackError('INVALID_ARGUMENT', `${method} takes an options object, not ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
+  }
+  return value;
 }

@@ -7,6 +7,7 @@ import type { StreamStatus } from '../coordinator/feed-writer.js';
 import { validateCondition, type AppendCondition } from '../coordinator/conditions.js';
 import type { Feed } from './feed.js';
 import {
+  optionsOf,
   toCommit,
   validateCursor,
   validateMessage,
@@ -52,6 +53,7 @@ export class Stream {
     records: readonly AppendRecord[],
     options: { token: string; expectedSeq?: number },
   ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
+    options = optionsOf(options, 'stream.append');
     const validated = validateRecords(records);
     const expectedSeq = validateCursor(options.expectedSeq, 'expectedSeq');
     return this.feed.writer.append(this.id, validateToken(options.token), validated, expectedSeq);
@@ -63,6 +65,7 @@ export class Stream {
    * published after `condition.after` (else `CONDITION_FAILED`, and the stream stays open).
    */
   async seal(options: { token: string; message?: string; condition?: AppendCondition }): Promise<Commit> {
+    options = optionsOf(options, 'stream.seal');
     const condition = validateCondition(options.condition);
     const commit = await this.feed.writer.seal(this.id, validateToken(options.token), validateMessage(options.message), condition);
     return toCommit(this.feed.name, commit);
@@ -70,6 +73,7 @@ export class Stream {
 
   /** Aborts the stream: nothing of it is ever published. */
   async abort(options: { token: string }): Promise<void> {
+    options = optionsOf(options, 'stream.abort');
     return this.feed.writer.abort(this.id, validateToken(options.token));
   }
 
@@ -78,6 +82,7 @@ export class Stream {
    * sealed, from the WAL while it is open.
    */
   async read(options: { fromSeq?: number } = {}): Promise<StreamRecord[]> {
+    options = optionsOf(options, 'stream.read');
     this.feed.writer.assertOpen();
     const fromSeq = validateCursor(options.fromSeq, 'fromSeq') ?? 1;
     const status = this.feed.writer.streamStatus(this.id);

@@ -13,7 +13,7 @@
 import { StreamStackError } from '../errors.js';
 import { subscriptionPollRecordsDefault } from '../limits.js';
 import type { CommitRecords, Feed } from './feed.js';
-import { toCommit, validateCursor } from './records.js';
+import { optionsOf, toCommit, validateCursor } from './records.js';
 
 export interface SubscriptionInfo {
   readonly name: string;
@@ -55,6 +55,7 @@ export class Subscription {
    * passed (one commit is always returned when there is one). Does not move the cursor.
    */
   async poll(options: { max?: number } = {}): Promise<PollResult> {
+    options = optionsOf(options, 'subscription.poll');
     const max = validateCursor(options.max, 'max') ?? subscriptionPollRecordsDefault;
     const { batches, cursor } = await this.feed.reads.poll(this.cursor, max);
     return { commits: batches.map((batch) => ({ commit: toCommit(this.feed.name, batch.commit), records: batch.records })), cursor };
@@ -85,6 +86,7 @@ export class Subscription {
    * `autoAdvance` to have it saved as each commit is yielded back).
    */
   async *live(options: { signal?: AbortSignal; autoAdvance?: boolean } = {}): AsyncGenerator<CommitRecords> {
+    options = optionsOf(options, 'subscription.live');
     for await (const batch of this.feed.follow({ after: this.cursor, ...(options.signal ? { signal: options.signal } : {}) })) {
       yield batch;
       if (options.autoAdvance) await this.advance(batch.commit.commit);
