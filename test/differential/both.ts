@@ -1,31 +1,85 @@
 /**
- * Shared by the differential suites: both kernel sets, and an assertion that two calls have the
- * same outcome — equal results, or errors with the same code.
+ * Shared by the differential suites: both kernel sets, an assertion that two calls have the
+ * same outcome — equal results, or errors with the same code — and a tally of the branches a
+ * property reached.
  */
 import { expect } from 'vitest';
 import { loadKernels } from '../../packages/engine/src/kernels/index.js';
 import { StreamStackError } from '../../packages/engine/src/errors.js';
 
+export { branchTally, type BranchTally } from '../support/branches.js';
+
 export const native = loadKernels('native');
 export const ts = loadKernels('ts');
 
-type Outcome<T> = { ok: true; value: T } | { ok: false; code: string };
+export type Outcome<T> = { ok: true; value: T } | { ok: false; code: string; message: string };
 
 function outcome<T>(call: () => T): Outcome<T> {
   try {
     return { ok: true, value: call() };
   } catch (error) {
     if (!(error instanceof StreamStackError)) throw error;
-    return { ok: false, code: error.code };
+    return { ok: false, code: error.code, message: error.message };
   }
 }
 
+/**
+ * Equality of the values the kernels return: typed arrays byte for byte (as the same type), and
+ * plain objects and arrays member by member. It answers quickly for the lists of thousands of
+ * entries the properties generate, where a deep `toEqual` would cost milliseconds per call;
+ * when it says "different", the caller falls back to `toEqual` for a readable diff.
+ */
+export function sameValue(left: unknown, right: unknown): boolean {
+  if (ArrayBuffer.isView(left) || ArrayBuffer.isView(right)) {
+    if (!ArrayBuffer.isView(left) || !ArrayBuffer.isView(right)) return false;
+    if (left.constructor !== right.constructor || left.byteLength !== right.byteLength) return false;
+    const bytes = (view: ArrayBufferView) => Buffer.from(view.buffer, view.byteOffset, view.byteLength);
+    return bytes(left).equals(bytes(right));
+  }
+  if (typeof left !== 'object' || left === null || typeof right !== 'object' || right === null) {
+    return Object.is(left, right);
+  }
+  if (Array.isArray(left) !== Array.isArray(right)) return false;
+  const leftKeys = Object.keys(left);
+  const rightKeys = Object.keys(right);
+  if (leftKeys.length !== rightKeys.length) return false;
+  return leftKeys.every(
+    (key) =>
+      Object.prototype.hasOwnProperty.call(right, key) &&
+      sameValue((left as Record<string, unknown>)[key], (right as Record<string, unknown>)[key]),
+  );
+}
+
+/** Asserts `actual` equals `expected`, quickly when they do (see `sameValue`). */
+export function expectSame(actual: unknown, expected: unknown, label?: string): void {
+  if (!sameValue(actual, expected)) expect(actual, label).toEqual(expected);
+}
+
+/** An outcome without its error message, which the two kernel sets word differently. */
+function comparable<T>(result: Outcome<T>): { ok: true; value: T } | { ok: false; code: string } {
+  return result.ok ? result : { ok: false, code: result.code };
+}
+
 /** Runs `call` on both kernel sets and asserts the same result or the same error code. */
-export function expectSameOutcome<T>(call: (kernels: typeof native) => T): Outcome<T> {
-  const fromNative = outcome(() => call(native));
+export function expectSameOutcome<T>(
+  call: (kernels: typeof native) => T,
+): { ok: true; value: T } | { ok: false; code: string } {
+  return expectSameOutcomes(call).native;
+}
+
+/**
+ * `expectSameOutcome`, returning both kernel sets' outcomes: the native one without its message,
+ * the ts one with it (the ts messages are the reference wording, so a property may tell
+ * rejections apart by them).
+ */
+export function expectSameOutcomes<T>(call: (kernels: typeof native) => T): {
+  native: { ok: true; value: T } | { ok: false; code: string };
+  ts: Outcome<T>;
+} {
+  const fromNative = comparable(outcome(() => call(native)));
   const fromTs = outcome(() => call(ts));
-  expect(fromNative).toEqual(fromTs);
-  return fromNative;
+  expectSame(fromNative, comparable(fromTs));
+  return { native: fromNative, ts: fromTs };
 }
 
 /** Byte strings packed as the kernels take them. */

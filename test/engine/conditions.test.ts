@@ -16,6 +16,7 @@ import {
   type Store,
   type StoredRecord,
 } from '../../packages/engine/src/index.js';
+import { branchTally } from '../support/branches.js';
 import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 import { itemMatches } from '../support/query-oracle.js';
 
@@ -60,7 +61,7 @@ interface RecordSpec {
 const recordArb: fc.Arbitrary<RecordSpec> = fc
   .record({
     type: fc.option(fc.constantFrom(...types), { nil: undefined, freq: 4 }),
-    tags: fc.uniqueArray(fc.constantFrom(...tags), { maxLength: 3 }),
+    tags: fc.uniqueArray(fc.constantFrom(...tags), { maxLength: 3, size: 'max' }),
     // Big enough that the 64 KiB history segments roll every few dozen records.
     pad: fc.oneof({ weight: 3, arbitrary: fc.nat(100) }, { weight: 2, arbitrary: fc.integer({ min: 1000, max: 3000 }) }),
   })
@@ -69,8 +70,8 @@ const recordArb: fc.Arbitrary<RecordSpec> = fc
 /** 0–2 types and 0–3 tags, drawn from the written ones and a few never written. */
 const itemArb: fc.Arbitrary<QueryItem> = fc
   .record({
-    types: fc.option(fc.array(fc.constantFrom(...types, 'never'), { maxLength: 2 }), { nil: undefined }),
-    tags: fc.option(fc.array(fc.constantFrom(...tags, 'never'), { maxLength: 3 }), { nil: undefined }),
+    types: fc.option(fc.array(fc.constantFrom(...types, 'never'), { maxLength: 2, size: 'max' }), { nil: undefined }),
+    tags: fc.option(fc.array(fc.constantFrom(...tags, 'never'), { maxLength: 3, size: 'max' }), { nil: undefined }),
   })
   .map(({ types: t, tags: g }) => ({ ...(t === undefined ? {} : { types: t }), ...(g === undefined ? {} : { tags: g }) }));
 
@@ -83,10 +84,12 @@ interface ConditionSpec {
 }
 
 const conditionArb: fc.Arbitrary<ConditionSpec> = fc.record({
-  items: fc.oneof({ weight: 1, arbitrary: fc.constant([] as QueryItem[]) }, { weight: 12, arbitrary: fc.array(itemArb, { minLength: 1, maxLength: 3 }) }),
+  items: fc.oneof({ weight: 1, arbitrary: fc.constant([] as QueryItem[]) }, { weight: 12, arbitrary: fc.array(itemArb, { minLength: 1, maxLength: 3, size: 'max' }) }),
   bare: fc.boolean(),
   after: fc.oneof(
-    { weight: 4, arbitrary: fc.double({ min: 0, max: 1, noNaN: true }).map((value) => ({ kind: 'fraction' as const, value })) },
+    // Millionths, not fc.double: doubles lean hard towards tiny values, which would put almost
+    // every fractional `after` at 0.
+    { weight: 4, arbitrary: fc.integer({ min: 0, max: 1_000_000 }).map((n) => ({ kind: 'fraction' as const, value: n / 1_000_000 })) },
     { weight: 4, arbitrary: fc.integer({ min: -2, max: 12 }).map((value) => ({ kind: 'behind' as const, value })) },
     { weight: 1, arbitrary: fc.constant({ kind: 'omitted' as const }) },
   ),
@@ -104,16 +107,16 @@ type Step =
   | { readonly kind: 'reopen' };
 
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('append' as const), records: fc.array(recordArb, { minLength: 1, maxLength: 8 }) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('append' as const), records: fc.array(recordArb, { minLength: 1, maxLength: 8, size: 'max' }) }) },
   {
     weight: 10,
-    arbitrary: fc.record({ kind: fc.constant('append' as const), records: fc.array(recordArb, { minLength: 1, maxLength: 4 }), condition: conditionArb }),
+    arbitrary: fc.record({ kind: fc.constant('append' as const), records: fc.array(recordArb, { minLength: 1, maxLength: 4, size: 'max' }), condition: conditionArb }),
   },
   {
     weight: 2,
     arbitrary: fc.record({
       kind: fc.constant('seal' as const),
-      batches: fc.array(fc.array(recordArb, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 2 }),
+      batches: fc.array(fc.array(recordArb, { minLength: 1, maxLength: 4, size: 'max' }), { minLength: 1, maxLength: 2, size: 'max' }),
       condition: conditionArb,
       then: fc.constantFrom('seal' as const, 'append' as const, 'reopen' as const),
     }),
@@ -242,11 +245,31 @@ async function runStep(harness: Harness, step: Step): Promise<{ refused: boolean
 describe('append conditions against a scan of the history', () => {
   it('refuse exactly when a matching record lies after `after`, naming the first (appends and seals, one at a time)', async () => {
     const tally = { refused: 0, accepted: 0, steps: 0, sealsRefused: 0 };
+    const branches = branchTally('conditions, one at a time', [
+      'append accepted',
+      'append refused',
+      'unconditional append',
+      'seal accepted',
+      'seal refused, then sealed',
+      'seal refused, then appended to',
+      'seal refused, then reopened',
+      'reopen',
+      'after omitted',
+      'after at a fraction past the start',
+      'after a few records behind the head',
+      'after at or past the head',
+      'no items (matches everything)',
+      'an item on a type or tag never written',
+      'ts kernels',
+      'native kernels',
+    ]);
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom<KernelChoice>('native', 'ts'),
-        fc.array(recordArb, { minLength: 150, maxLength: 400 }),
-        fc.array(stepArb, { minLength: 20, maxLength: 60 }),
+        // 150–400 records first (with the 64 KiB segments, several sealed index segments), then
+        // 20–60 steps. Without size 'max', fast-check would stop at 310 records and 50 steps.
+        fc.array(recordArb, { minLength: 150, maxLength: 400, size: 'max' }),
+        fc.array(stepArb, { minLength: 20, maxLength: 60, size: 'max' }),
         async (kernels, initial, steps) => {
           const directory = temporaryDirectory();
           const clock = new ManualClock();
@@ -260,11 +283,26 @@ describe('append conditions against a scan of the history', () => {
               const chunk = initial.slice(at, at + 10);
               publish(harness, await harness.feed.append(chunk.map((spec) => toAppend(harness, spec)), { token }), chunk);
             }
+            branches.hit(kernels === 'ts' ? 'ts kernels' : 'native kernels');
             for (const step of steps) {
+              const last = lastPosition(harness);
               const { refused } = await runStep(harness, step);
               tally.steps++;
               if (step.kind !== 'reopen') tally[refused ? 'refused' : 'accepted']++;
               if (step.kind === 'seal' && refused) tally.sealsRefused++;
+              if (step.kind === 'reopen') branches.hit('reopen');
+              else if (step.kind === 'append') branches.hit(step.condition === undefined ? 'unconditional append' : refused ? 'append refused' : 'append accepted');
+              else branches.hit(!refused ? 'seal accepted' : step.then === 'seal' ? 'seal refused, then sealed' : step.then === 'append' ? 'seal refused, then appended to' : 'seal refused, then reopened');
+              const condition = step.kind === 'reopen' ? undefined : step.condition;
+              if (condition === undefined) continue;
+              const { after } = resolveCondition(last, condition);
+              if (condition.after.kind === 'omitted') branches.hit('after omitted');
+              else if (after >= last) branches.hit('after at or past the head');
+              else if (condition.after.kind === 'behind') branches.hit('after a few records behind the head');
+              else if (after > 0) branches.hit('after at a fraction past the start');
+              branches.hit('no items (matches everything)', condition.items.length === 0);
+              const neverWritten = (item: QueryItem) => [...(item.types ?? []), ...(item.tags ?? [])].includes('never');
+              branches.hit('an item on a type or tag never written', condition.items.some(neverWritten));
             }
             // The history is what the oracle says, record for record.
             const stored: Published[] = [];
@@ -277,6 +315,7 @@ describe('append conditions against a scan of the history', () => {
       ),
       { numRuns: 60, endOnFailure: true },
     );
+    branches.expectAllReached();
     // Both outcomes happen often, or the property says little.
     expect(tally.refused).toBeGreaterThan(tally.steps / 10);
     expect(tally.accepted).toBeGreaterThan(tally.steps / 10);
@@ -285,11 +324,12 @@ describe('append conditions against a scan of the history', () => {
 
   it('under concurrency: an accepted append’s condition held up to its own position, and a refusal names the first match', async () => {
     const tally = { accepted: 0, refused: 0, sameBatch: 0 };
-    const requestArb = fc.record({ records: fc.array(recordArb, { minLength: 1, maxLength: 3 }), condition: fc.option(conditionArb, { nil: undefined, freq: 5 }) });
+    const requestArb = fc.record({ records: fc.array(recordArb, { minLength: 1, maxLength: 3, size: 'max' }), condition: fc.option(conditionArb, { nil: undefined, freq: 5 }) });
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom<KernelChoice>('native', 'ts'),
-        fc.array(fc.array(requestArb, { minLength: 2, maxLength: 8 }), { minLength: 10, maxLength: 30 }),
+        // 10–30 bursts of 2–8 concurrent requests each.
+        fc.array(fc.array(requestArb, { minLength: 2, maxLength: 8, size: 'max' }), { minLength: 10, maxLength: 30, size: 'max' }),
         async (kernels, bursts) => {
           const store = await openStore(temporaryDirectory(), { kernels });
           const feed = await store.createFeed('f');

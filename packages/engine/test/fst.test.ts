@@ -96,13 +96,13 @@ const isValue = (number: number) => Number.isSafeInteger(number) && number >= 0;
  * out-of-range reads of a typed array give `undefined` rather than throwing, so a reader that
  * strayed would show up as NaN among the numbers it returns.
  */
-function succeedsOrThrows(code: string, action: () => unknown): void {
+function succeedsOrThrows(code: string, action: () => unknown): { ok: true } | { ok: false; error: unknown } {
   let result: unknown;
   try {
     result = action();
   } catch (error) {
     if (!isStreamStackError(error) || error.code !== code) throw error;
-    return;
+    return { ok: false, error };
   }
   if (typeof result === 'number') expect(isValue(result)).toBe(true);
   if (result instanceof Float64Array) {
@@ -113,6 +113,7 @@ function succeedsOrThrows(code: string, action: () => unknown): void {
   if (result !== null && typeof result === 'object' && 'ends' in result) {
     for (const number of (result as FstEntries).values) expect(isValue(number)).toBe(true);
   }
+  return { ok: true };
 }
 
 /**
@@ -147,6 +148,51 @@ function expectCode(code: string, action: () => unknown): void {
     thrown = error;
   }
   expect(isStreamStackError(thrown) ? thrown.code : thrown).toBe(code);
+}
+
+/**
+ * A tally of the branches a property is meant to reach: each is counted as inputs take it, the
+ * counts are printed, and every required branch must have been reached (a property whose inputs
+ * never take a branch says nothing about it). `rare` branches are counted and printed only.
+ * (test/support/branches.ts holds the same helper for the repository-level suites.)
+ */
+function branchTally<const Required extends string, const Rare extends string = never>(
+  title: string,
+  required: readonly Required[],
+  rare: readonly Rare[] = [],
+) {
+  const counts = Object.fromEntries([...required, ...rare].map((branch) => [branch, 0])) as Record<Required | Rare, number>;
+  return {
+    counts,
+    hit(branch: Required | Rare, when = true): void {
+      if (when) counts[branch]++;
+    },
+    expectAllReached(): void {
+      console.log(`${title}: ${JSON.stringify(counts)}`);
+      for (const branch of required) {
+        expect(counts[branch], `${title}: the branch "${branch}" was never reached`).toBeGreaterThan(0);
+      }
+    },
+  };
+}
+
+/** The most transitions out of any node of the FST of sorted unique `keys` (the trie's fan-out). */
+function widestNode(keys: readonly Uint8Array[]): number {
+  const fanOut: number[] = [];
+  let widest = 0;
+  let previous: Uint8Array | undefined;
+  for (const key of keys) {
+    let shared = 0;
+    if (previous) while (shared < previous.length && shared < key.length && previous[shared] === key[shared]) shared++;
+    fanOut.length = Math.min(fanOut.length, shared + 1);
+    if (key.length > shared) {
+      fanOut[shared] = (previous && shared < fanOut.length ? fanOut[shared] : 0) + 1;
+      widest = Math.max(widest, fanOut[shared]);
+      for (let depth = shared + 1; depth < key.length; depth++) fanOut[depth] = 1;
+    }
+    previous = key;
+  }
+  return widest;
 }
 
 function sha256(bytes: Uint8Array): string {
@@ -210,13 +256,30 @@ const binarySha256 = 'c0958950f51c1883bbb96b03f36c9141126a44e23a745205eb96cf4bae
 /** The bytes keys over a small alphabet are made of. */
 const smallAlphabet = [0, 1, 0x61, 0x62, 0xfe, 0xff];
 
-/** Keys over a small alphabet, so that keys share prefixes and ranges land between them. */
+/**
+ * Keys of 0–6 bytes over a small alphabet (6^6 = 46,656 possible keys), so that keys share
+ * prefixes and ranges land between them.
+ */
 const smallAlphabetKey = fc
-  .uint8Array({ maxLength: 6 })
+  .uint8Array({ maxLength: 6, size: 'max' })
   .map((bytes) => bytes.map((byte) => smallAlphabet[byte % smallAlphabet.length]));
 
-/** Any bytes, of any length up to 24, including none. */
-const anyKey = fc.uint8Array({ maxLength: 24 });
+/** Any bytes, 0–24 of them: first bytes spread over all 256, so nodes get wide. */
+const anyKey = fc.uint8Array({ maxLength: 24, size: 'max' });
+
+/**
+ * Keys that share long prefixes: one of eight fixed prefixes (0–36 bytes, some extending others)
+ * followed by 0–6 bytes, so paths run long before they branch.
+ */
+const sharedPrefixes = ['', 'a', 'course:', 'course:12:', 'student:', 'x'.repeat(36), 'term/0000/', 'term/0001/'].map((text) =>
+  encoder.encode(text),
+);
+const sharedPrefixKey = fc
+  .tuple(fc.constantFrom(...sharedPrefixes), fc.uint8Array({ maxLength: 6, size: 'max' }))
+  .map(([prefix, rest]) => new Uint8Array([...prefix, ...rest]));
+
+/** Keys of any bytes or with shared prefixes, about half and half. */
+const mixedKey = fc.oneof(anyKey, sharedPrefixKey);
 
 /** Values of every packed width, with zero and the largest safe integer often. */
 const value = fc.oneof(
@@ -227,19 +290,61 @@ const value = fc.oneof(
   fc.constant(Number.MAX_SAFE_INTEGER),
 );
 
+/** Maps of `minLength`–`maxLength` generated entries (fewer after removing repeated keys). */
+const entriesArb = (key: fc.Arbitrary<Uint8Array>, minLength: number, maxLength: number) =>
+  fc.array(fc.tuple(key, value), { minLength, maxLength, size: 'max' }).map((entries) => modelOf(entries));
+
+/**
+ * Maps of up to `maxLength` entries: none or one now and then (edges of their own), a few dozen
+ * often, hundreds most of the time, and (where `maxLength` allows) over a thousand.
+ */
 const modelArbitrary = (key: fc.Arbitrary<Uint8Array>, maxLength: number) =>
-  fc.array(fc.tuple(key, value), { maxLength }).map((entries) => modelOf(entries));
+  fc.oneof(
+    { weight: 1, arbitrary: entriesArb(key, 0, 0) },
+    { weight: 1, arbitrary: entriesArb(key, 1, 1) },
+    { weight: 2, arbitrary: entriesArb(key, 2, 100) },
+    { weight: 3, arbitrary: entriesArb(key, 100, Math.min(maxLength, 1000)) },
+    // Repeated keys are dropped (short shared-prefix keys repeat often), so this class starts
+    // at 1,200 generated entries to hold over a thousand distinct keys.
+    { weight: 1, arbitrary: entriesArb(key, Math.min(maxLength, 1200), maxLength) },
+  );
 
 const bound = fc.option(smallAlphabetKey, { nil: undefined });
 
+/** Ranges with any mix of bounds and prefix, and a limit of 0–3 (cuts often) or 0–300. */
 const rangeArbitrary: fc.Arbitrary<FstRange> = fc.record({
   gte: bound,
   gt: bound,
   lte: bound,
   lt: bound,
   prefix: bound,
-  limit: fc.option(fc.nat(12), { nil: undefined }),
+  limit: fc.option(fc.oneof(fc.nat(3), fc.nat(300)), { nil: undefined }),
 });
+
+/** The ts reader's reasons for refusing an FST (by its messages), as branch names. */
+const fstRejections = [
+  ['shorter than the smallest FST', 'shorter than the 36-byte guard'],
+  ['unknown format version', 'unknown format version'],
+  ['key count is not a safe integer', 'key count not a safe integer'],
+  ['does not end the node region', 'root does not end the node region'],
+  ['checksum mismatch', 'checksum mismatch'],
+  ['has no checksum', 'version without a checksum'],
+  ['malformed node', 'malformed node'],
+  ['outside the', 'transition outside the file'],
+  ['not to a lower address', 'transition not to a lower address'],
+  ['a value is not a safe integer', 'value not a safe integer'],
+  ['found no keys where the file promises some', 'range scan ran out of steps'],
+] as const;
+
+type FstRejection = (typeof fstRejections)[number][1];
+
+/** The rejection a CORRUPT error's message names. */
+function fstRejectionOf(error: unknown): FstRejection {
+  const message = error instanceof Error ? error.message : String(error);
+  const found = fstRejections.find(([text]) => message.includes(text));
+  if (!found || !isStreamStackError(error) || error.code !== 'CORRUPT') throw error;
+  return found[1];
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -251,12 +356,35 @@ describe('crc32c', () => {
   });
 
   it('continues from a seed: crc(b, crc(a)) = crc(a ++ b)', () => {
-    const part = fc.uint8Array({ maxLength: 100 });
+    const tally = branchTally('crc32c continuation', [
+      'first piece empty',
+      'first piece shorter than 16 bytes',
+      'first piece not a multiple of 16',
+      'second piece of 16 bytes or more',
+      'whole over 4 KiB',
+    ]);
+    // Pieces of 0 to 4 KiB: empty, below the 16 bytes the slicing loop folds at once, and long
+    // enough to run that loop many times with a tail after it.
+    const part = fc.oneof(
+      { weight: 1, arbitrary: fc.constant(new Uint8Array(0)) },
+      { weight: 2, arbitrary: fc.uint8Array({ maxLength: 20, size: 'max' }) },
+      { weight: 3, arbitrary: fc.uint8Array({ maxLength: 4096, size: 'max' }) },
+    );
     fc.assert(
       fc.property(part, part, (first, second) => {
-        expect(crc32c(second, crc32c(first))).toBe(crc32c(new Uint8Array([...first, ...second])));
+        tally.hit('first piece empty', first.length === 0);
+        tally.hit('first piece shorter than 16 bytes', first.length > 0 && first.length < 16);
+        tally.hit('first piece not a multiple of 16', first.length > 16 && first.length % 16 !== 0);
+        tally.hit('second piece of 16 bytes or more', second.length >= 16);
+        tally.hit('whole over 4 KiB', first.length + second.length > 4096);
+        const whole = new Uint8Array(first.length + second.length);
+        whole.set(first);
+        whole.set(second, first.length);
+        expect(crc32c(second, crc32c(first))).toBe(crc32c(whole));
       }),
+      { numRuns: 300 },
     );
+    tally.expectAllReached();
   });
 });
 
@@ -337,34 +465,107 @@ describe('fstBuild writes the fst crate’s bytes', () => {
 
 describe('FST round trip against an in-memory model', () => {
   it('finds every key with its value, and nothing else', () => {
-    const probeKeys = fc.array(anyKey, { maxLength: 20 });
+    const tally = branchTally('fst round trip', [
+      'empty map',
+      'one key',
+      '100 keys or more',
+      '1,000 keys or more',
+      'the empty key',
+      'a shared prefix of 8 bytes or more',
+      'a node with more than 32 transitions',
+      'value 0',
+      'the largest safe integer',
+      'probe found',
+      'probe absent',
+      'probe a proper prefix of a key',
+      'probe extends a key',
+    ]);
+    // Probes: 0–40 random keys, and keys of the map cut short or extended by a byte, which walk
+    // real paths and then leave them.
+    const probeSpecs = fc.array(fc.tuple(mixedKey, fc.nat(), fc.constantFrom('random' as const, 'cut' as const, 'extended' as const)), {
+      maxLength: 40,
+      size: 'max',
+    });
+    // Maps of 0–1,500 entries (see modelArbitrary) over keys of any bytes or shared prefixes.
     fc.assert(
-      fc.property(modelArbitrary(anyKey, 60), probeKeys, (model, probes) => {
+      fc.property(modelArbitrary(mixedKey, 1500), probeSpecs, (model, specs) => {
+        const keys = model.map(([key]) => key);
+        const probes = specs.map(([random, pick, how]) => {
+          if (how === 'random' || keys.length === 0) return random;
+          const key = keys[pick % keys.length];
+          return how === 'cut' ? key.subarray(0, pick % (key.length + 1)) : Uint8Array.from([...key, pick % 256]);
+        });
         const fst = buildModel(model);
         fstVerify(fst);
         expect(fstLength(fst)).toBe(model.length);
         const present = new Map(model.map(([key, expected]) => [hex(key), expected]));
+        tally.hit('empty map', model.length === 0);
+        tally.hit('one key', model.length === 1);
+        tally.hit('100 keys or more', model.length >= 100);
+        tally.hit('1,000 keys or more', model.length >= 1000);
+        tally.hit('the empty key', model.length > 0 && model[0][0].length === 0);
+        tally.hit('a shared prefix of 8 bytes or more', keys.some((key, index) => index > 0 && startsWith(key, keys[index - 1].subarray(0, 8)) && keys[index - 1].length >= 8));
+        tally.hit('a node with more than 32 transitions', widestNode(keys) > 32);
+        tally.hit('value 0', model.some(([, stored]) => stored === 0));
+        tally.hit('the largest safe integer', model.some(([, stored]) => stored === Number.MAX_SAFE_INTEGER));
         for (const [key, expected] of model) expect(fstGet(fst, key)).toBe(expected);
-        for (const probe of probes) expect(fstGet(fst, probe)).toBe(present.get(hex(probe)));
-        const queries = [...model.map(([key]) => key), ...probes];
+        for (const probe of probes) {
+          const expected = present.get(hex(probe));
+          tally.hit(expected === undefined ? 'probe absent' : 'probe found');
+          tally.hit('probe a proper prefix of a key', expected === undefined && keys.some((key) => key.length > probe.length && startsWith(key, probe)));
+          tally.hit('probe extends a key', expected === undefined && keys.some((key) => key.length < probe.length && startsWith(probe, key)));
+          expect(fstGet(fst, probe)).toBe(expected);
+        }
+        const queries = [...keys, ...probes];
         const expected = queries.map((key) => present.get(hex(key)) ?? -1);
         expect([...fstGetMany(fst, pack(queries))]).toEqual(expected);
         expect(unpack(fstRange(fst, {}))).toEqual(modelRange(model, {}));
       }),
+      { numRuns: 150 },
     );
+    tally.expectAllReached();
   });
 
   it('answers range and prefix queries as filtering the model does', () => {
-    const ranges = fc.array(rangeArbitrary, { minLength: 1, maxLength: 10 });
+    const tally = branchTally('fst ranges', [
+      'entries found',
+      'nothing found',
+      'cut by the limit',
+      'limit 0',
+      'prefix with entries',
+      'lower bound only',
+      'upper bound only',
+      'both bounds with entries',
+      'bounds that cross (empty by construction)',
+      'both gt and gte',
+      '100 keys or more',
+    ]);
+    // Maps of 0–1,000 entries over the small alphabet (see modelArbitrary), 1–10 ranges each.
+    const ranges = fc.array(rangeArbitrary, { minLength: 1, maxLength: 10, size: 'max' });
     fc.assert(
-      fc.property(modelArbitrary(smallAlphabetKey, 80), ranges, (model, queries) => {
+      fc.property(modelArbitrary(smallAlphabetKey, 1000), ranges, (model, queries) => {
         const fst = buildModel(model);
+        tally.hit('100 keys or more', model.length >= 100);
         for (const range of queries) {
-          expect(unpack(fstRange(fst, range))).toEqual(modelRange(model, range));
+          const expected = modelRange(model, range);
+          expect(unpack(fstRange(fst, range))).toEqual(expected);
+          const lower = range.gte ?? range.gt;
+          const upper = range.lte ?? range.lt;
+          tally.hit('entries found', expected.length > 0);
+          tally.hit('nothing found', expected.length === 0);
+          tally.hit('cut by the limit', range.limit !== undefined && modelRange(model, { ...range, limit: undefined }).length > range.limit);
+          tally.hit('limit 0', range.limit === 0);
+          tally.hit('prefix with entries', range.prefix !== undefined && expected.length > 0);
+          tally.hit('lower bound only', lower !== undefined && upper === undefined);
+          tally.hit('upper bound only', lower === undefined && upper !== undefined);
+          tally.hit('both bounds with entries', lower !== undefined && upper !== undefined && expected.length > 0);
+          tally.hit('bounds that cross (empty by construction)', lower !== undefined && upper !== undefined && compareBytes(lower, upper) > 0);
+          tally.hit('both gt and gte', range.gt !== undefined && range.gte !== undefined);
         }
       }),
       { numRuns: 200 },
     );
+    tally.expectAllReached();
   });
 
   it('handles the edges of range queries', () => {
@@ -462,19 +663,35 @@ describe('FST corruption', () => {
   /**
    * Every reader on `bytes`: each must succeed or fail with CORRUPT, and none may hang. Readers
    * other than verify (which hands the bytes to the CRC) see them through `strictBytes`, so a read
-   * outside the file fails the test instead of quietly yielding `undefined`.
+   * outside the file fails the test instead of quietly yielding `undefined`. `keys` are looked up
+   * one by one and in a batch (by default, a few of the 500 terms and a key never written).
+   * Returns what each reader did: verify's outcome, fstLength's (whether the file opens), and the
+   * lookups' and range scans'.
    */
-  function readEverything(bytes: Uint8Array): void {
-    succeedsOrThrows('CORRUPT', () => fstVerify(bytes));
+  function readEverything(bytes: Uint8Array, keys: readonly Uint8Array[] = [term(7), term(250), term(499), encoder.encode('nope')]) {
+    const verified = succeedsOrThrows('CORRUPT', () => fstVerify(bytes));
     const strict = strictBytes(bytes);
-    succeedsOrThrows('CORRUPT', () => fstLength(strict));
-    succeedsOrThrows('CORRUPT', () => fstGet(strict, term(250)));
-    succeedsOrThrows('CORRUPT', () => fstGet(strict, new Uint8Array(0)));
-    succeedsOrThrows('CORRUPT', () => fstGetMany(strict, probes));
-    succeedsOrThrows('CORRUPT', () => fstRange(strict, {}));
-    const range = { gte: encoder.encode('term002'), lt: encoder.encode('term003') };
-    succeedsOrThrows('CORRUPT', () => fstRange(strict, range));
-    succeedsOrThrows('CORRUPT', () => fstRange(strict, { prefix: encoder.encode('term0049') }));
+    const opened = succeedsOrThrows('CORRUPT', () => fstLength(strict));
+    const readers = [
+      ...keys.slice(0, 3).map((key) => succeedsOrThrows('CORRUPT', () => fstGet(strict, key))),
+      succeedsOrThrows('CORRUPT', () => fstGet(strict, new Uint8Array(0))),
+      succeedsOrThrows('CORRUPT', () => fstGetMany(strict, pack(keys))),
+      succeedsOrThrows('CORRUPT', () => fstRange(strict, {})),
+      succeedsOrThrows('CORRUPT', () => fstRange(strict, { gte: encoder.encode('term002'), lt: encoder.encode('term003') })),
+      succeedsOrThrows('CORRUPT', () => fstRange(strict, { prefix: encoder.encode('term0049') })),
+      ...keys.slice(0, 2).map((key) => succeedsOrThrows('CORRUPT', () => fstRange(strict, { gte: key, limit: 20 }))),
+    ];
+    return { verified, opened, readers };
+  }
+
+  /** Counts what `readEverything` saw: whether the file opened, a reader answered, and why each refused. */
+  function tallyReads(
+    tally: { hit(branch: FstRejection | 'opened' | 'a reader answered'): void },
+    { verified, opened, readers }: ReturnType<typeof readEverything>,
+  ): void {
+    if (opened.ok) tally.hit('opened');
+    if (readers.some((reader) => reader.ok)) tally.hit('a reader answered');
+    for (const outcome of [verified, opened, ...readers]) if (!outcome.ok) tally.hit(fstRejectionOf(outcome.error));
   }
 
   it('verify catches every flipped byte, and readers fail cleanly on them', () => {
@@ -516,15 +733,139 @@ describe('FST corruption', () => {
     expectCode('CORRUPT', () => fstVerify(version2));
   });
 
-  it('fails cleanly on random bytes', () => {
-    fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => readEverything(bytes)),
-      { numRuns: 500 },
+  it('fails cleanly on random bytes, short and long, with and without a plausible header and footer', () => {
+    const tally = branchTally(
+      'random bytes',
+      [
+        'shorter than the 36-byte guard',
+        'longer than the 36-byte guard',
+        'unknown format version',
+        'root does not end the node region',
+        'key count not a safe integer',
+        'opened',
+        'a reader answered',
+        'malformed node',
+        'transition not to a lower address',
+        'checksum mismatch',
+        'version without a checksum',
+      ],
+      // Random nodes this small seldom point outside the file or add up past 2^53 on a path a
+      // reader takes; the random-nodes property below reaches them more often.
+      ['transition outside the file', 'value not a safe integer', 'range scan ran out of steps'],
     );
+    // Files of 0–600 random bytes: up to the 36-byte guard, past it with random headers (which
+    // the version check refuses), and past it with a version of 1–3 and a footer that is random,
+    // has a small (or past 2^53) key count but a random root, or also a root address that ends
+    // the node region, so that the readers walk random nodes.
+    const patched = fc
+      .record({
+        bytes: fc.uint8Array({ minLength: 37, maxLength: 600, size: 'max' }),
+        version: fc.constantFrom(1, 2, 3),
+        footer: fc.constantFrom('random' as const, 'count' as const, 'count and root' as const, 'count and root' as const),
+        keyCount: fc.oneof(fc.nat(1000), fc.constant(2 ** 53)),
+      })
+      .map(({ bytes, version, footer, keyCount }) => {
+        const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+        view.setBigUint64(0, BigInt(version), true);
+        const nodesEnd = bytes.length - (version >= 3 ? 4 : 0) - 16;
+        if (footer !== 'random') view.setBigUint64(nodesEnd, BigInt(keyCount), true);
+        if (footer === 'count and root') view.setBigUint64(nodesEnd + 8, BigInt(nodesEnd === headerBytes ? 0 : nodesEnd - 1), true);
+        return bytes;
+      });
+    const randomFile = fc.oneof(
+      { weight: 1, arbitrary: fc.uint8Array({ maxLength: 36, size: 'max' }) },
+      { weight: 1, arbitrary: fc.uint8Array({ minLength: 37, maxLength: 600, size: 'max' }) },
+      { weight: 3, arbitrary: patched },
+    );
+    fc.assert(
+      fc.property(randomFile, (bytes) => {
+        tally.hit(bytes.length < 36 ? 'shorter than the 36-byte guard' : 'longer than the 36-byte guard', bytes.length !== 36);
+        tallyReads(tally, readEverything(bytes));
+      }),
+      { numRuns: 1000 },
+    );
+    tally.expectAllReached();
+  });
+
+  it('fails cleanly on damaged real FSTs', () => {
+    const tally = branchTally(
+      'damaged real fst',
+      [
+        'flip in the header',
+        'flip in the footer',
+        'flip in the nodes',
+        'truncated',
+        'extended',
+        'overwritten',
+        'opened',
+        'a reader answered',
+        'shorter than the 36-byte guard',
+        'unknown format version',
+        'root does not end the node region',
+        'key count not a safe integer',
+        'checksum mismatch',
+        'malformed node',
+      ],
+      // A damaged real file seldom sends a walk outside itself or backwards: most damage breaks a
+      // node's layout first (malformed node). The random-nodes property reaches these often.
+      ['transition outside the file', 'transition not to a lower address', 'version without a checksum', 'value not a safe integer', 'range scan ran out of steps'],
+    );
+    // Real maps of 0–300 entries (see modelArbitrary), damaged one to three times: bits flipped
+    // among the nodes (which only verify's checksum notices, so the readers walk damaged nodes),
+    // in the 16-byte header or the 20-byte footer; truncated; extended by 1–32 bytes; or 1–16
+    // bytes overwritten among the nodes.
+    const damageArb = fc.oneof(
+      { weight: 6, arbitrary: fc.record({ kind: fc.constantFrom('nodes' as const, 'nodes' as const, 'header' as const, 'footer' as const), at: fc.nat(), mask: fc.integer({ min: 1, max: 255 }) }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncated' as const), at: fc.nat() }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('extended' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 32, size: 'max' }) }) },
+      { weight: 2, arbitrary: fc.record({ kind: fc.constant('overwritten' as const), at: fc.nat(), bytes: fc.uint8Array({ minLength: 1, maxLength: 16, size: 'max' }) }) },
+    );
+    fc.assert(
+      fc.property(modelArbitrary(mixedKey, 300), fc.array(damageArb, { minLength: 1, maxLength: 3, size: 'max' }), (model, damages) => {
+        let bytes = buildModel(model);
+        for (const damage of damages) {
+          const nodes = bytes.length - headerBytes - footerBytes;
+          const inNodes = (at: number) => (nodes > 0 ? headerBytes + (at % nodes) : at % Math.max(1, bytes.length));
+          if (damage.kind === 'truncated') {
+            bytes = bytes.slice(0, damage.at % (bytes.length + 1));
+            tally.hit('truncated');
+          } else if (damage.kind === 'extended') {
+            bytes = new Uint8Array([...bytes, ...damage.bytes]);
+            tally.hit('extended');
+          } else if (damage.kind === 'overwritten') {
+            bytes = bytes.slice();
+            const at = inNodes(damage.at);
+            bytes.set(damage.bytes.subarray(0, Math.max(0, bytes.length - at)), at);
+            tally.hit('overwritten');
+          } else if (bytes.length > 0) {
+            bytes = bytes.slice();
+            const at =
+              damage.kind === 'header'
+                ? damage.at % Math.min(headerBytes, bytes.length)
+                : damage.kind === 'footer'
+                  ? bytes.length - 1 - (damage.at % Math.min(footerBytes, bytes.length))
+                  : inNodes(damage.at);
+            bytes[at] ^= damage.mask;
+            tally.hit(damage.kind === 'header' ? 'flip in the header' : damage.kind === 'footer' ? 'flip in the footer' : 'flip in the nodes');
+          }
+        }
+        const keys = model.map(([key]) => key);
+        tallyReads(tally, readEverything(bytes, [...keys.slice(0, 2), ...keys.slice(-30), encoder.encode('never a key')]));
+      }),
+      { numRuns: 300 },
+    );
+    tally.expectAllReached();
   });
 
   it('fails cleanly on random nodes behind a well-formed header and footer', () => {
-    const nodes = fc.uint8Array({ minLength: 1, maxLength: 400 });
+    const tally = branchTally(
+      'random nodes',
+      ['opened', 'a reader answered', 'malformed node', 'transition outside the file', 'transition not to a lower address', 'checksum mismatch'],
+      ['value not a safe integer', 'range scan ran out of steps'],
+    );
+    // 1–400 bytes of random nodes: the header and footer always pass the guard, so every reader
+    // walks them.
+    const nodes = fc.uint8Array({ minLength: 1, maxLength: 400, size: 'max' });
     fc.assert(
       fc.property(nodes, fc.nat(1000), (nodeBytes, keyCount) => {
         const bytes = new Uint8Array(headerBytes + nodeBytes.length + footerBytes);
@@ -534,9 +875,10 @@ describe('FST corruption', () => {
         const footer = headerBytes + nodeBytes.length;
         view.setUint32(footer, keyCount, true);
         view.setUint32(footer + 8, footer - 1, true);
-        readEverything(bytes);
+        tallyReads(tally, readEverything(bytes));
       }),
       { numRuns: 2000 },
     );
+    tally.expectAllReached();
   });
 });
