@@ -1,5 +1,5 @@
 /**
- * The command line as scripts use it (DESIGN §9): NDJSON on stdout, a JSON error on stderr with
+ * The command line as scripts use it (docs/cli.md): NDJSON on stdout, a JSON error on stderr with
  * exit code 1, exit code 2 for bad usage. Runs the built `streamstack` binary.
  */
 import { describe, expect, it } from 'vitest';

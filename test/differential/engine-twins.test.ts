@@ -1,5 +1,5 @@
 /**
- * Principle 5 at the level of the whole engine: the same workload, with the clock and ids
+ * The native core changes the speed, never the bytes, at the level of the whole engine: the same workload, with the clock and ids
  * injected, leaves byte-identical data directories on the native kernels and on the ts kernels,
  * and each reads what the other wrote, and reads a damaged directory the same way.
  */

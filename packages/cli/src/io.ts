@@ -1,5 +1,5 @@
 /**
- * The command line's input and output (DESIGN §9): NDJSON on stdout, one object per line;
+ * The command line's input and output (docs/cli.md): NDJSON on stdout, one object per line;
  * messages on stderr; a typed error as `{"error":{"code","message"}}` on stderr with exit code 1.
  */
 import { limits, StreamStackError, ioError, type AppendRecord, type StreamRecord } from '@streamstack/engine';
@@ -95,7 +95,7 @@ const outputDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 /** The fields an input record line may have; anything else is most likely a typo (`tag`). */
 const recordFields = new Set(['payload', 'payloadBase64', 'key', 'version', 'tombstone', 'type', 'tags', 'fingerprint', 'timestamp']);
 
-/** The fields passed to the engine as they are, which checks them (DESIGN §9). */
+/** The fields passed to the engine as they are, which checks them (docs/cli.md). */
 const passedFields = ['key', 'version', 'tombstone', 'type', 'tags', 'fingerprint', 'timestamp'] as const;
 
 type Refusal = (reason: string, details?: Record<string, unknown>) => StreamStackError;
@@ -237,7 +237,7 @@ export function bytesField(name: string, bytes: Uint8Array): Record<string, stri
   }
 }
 
-/** An output record line (DESIGN §9): the record's fields, the payload as text or base64. */
+/** An output record line (docs/cli.md): the record's fields, the payload as text or base64. */
 export function recordLine(record: StreamRecord): Record<string, unknown> {
   return {
     feed: record.feed,

@@ -1,5 +1,5 @@
 /**
- * `streamstack [--data DIR] COMMAND …` — the command line of DESIGN §9. Every command opens the
+ * `streamstack [--data DIR] COMMAND …` — the command line of docs/cli.md. Every command opens the
  * data directory, does one thing, prints NDJSON and closes it again. Exit codes: 0 success,
  * 1 a typed error (printed as JSON on stderr), 2 bad usage.
  */

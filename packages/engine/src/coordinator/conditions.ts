@@ -1,5 +1,5 @@
 /**
- * Append conditions (DESIGN §6, the DCB model): "fail if any record matching this query lies
+ * Append conditions (docs/architecture.md, Conditions; the DCB model): "fail if any record matching this query lies
  * after position p". Checked in two arms, never with a false negative.
  *
  * - The staged arm settles conflicts inside one group commit: requests laid into the same

@@ -1,5 +1,5 @@
 /**
- * The write coordinator of one feed (DESIGN §6): the single writer that checks leases and
+ * The write coordinator of one feed (docs/architecture.md, Writing): the single writer that checks leases and
  * fencing tokens, matches sequence numbers, opens, appends to, seals and aborts streams, writes
  * one-shot commits, and group-commits all of it. It also owns the feed's published state — the
  * commit list and the watermark — which it moves only after the disk confirmed a commit.

@@ -2,7 +2,7 @@
  * The hot core of StreamStack, behind one interface with two implementations:
  * `native` (the napi-rs module in `native/`) and `ts` (pure TypeScript).
  *
- * Principle 5 of the design: the native core changes the speed, never the answer or the bytes.
+ * The native core changes the speed, never the answer or the bytes.
  * Every function here must return the same values, write the same bytes, and fail with the same
  * error `code` in both implementations; `test/differential` holds them to it.
  *

@@ -1,6 +1,6 @@
 /**
  * Derived, in-memory indexes over the published history, rebuilt from the logs and extended as
- * commits are published (DESIGN §2.1: logs are the truth, everything else is derived):
+ * commits are published (the logs are the truth; everything else is derived):
  * - the key index: every occurrence of every key (commit, position, version, tombstone, entry),
  *   which answers point lookups and latest-per-key without scanning;
  * - the fingerprint index: the first position of every fingerprint, which answers "is this the

@@ -1,5 +1,5 @@
 /**
- * The tag and type index of one feed (DESIGN §5): one index per sealed history segment, loaded
+ * The tag and type index of one feed (docs/formats.md, Index segments): one index per sealed history segment, loaded
  * from its file (or rebuilt from the history segment when the file is missing or corrupt), and
  * an append-only tail index for the active segment, extended as commits are published. Readers
  * only ever look at positions up to their snapshot's watermark, so the tail needs no lock: the

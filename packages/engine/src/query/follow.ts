@@ -1,5 +1,5 @@
 /**
- * The live loop shared by subscriptions and tails (DESIGN §7): read (cursor, watermark], move
+ * The live loop shared by subscriptions and tails (docs/architecture.md, Reading): read (cursor, watermark], move
  * the cursor to that watermark, wait for the watermark to move, repeat. Catch-up and live tail
  * are the same loop, so nothing is skipped and nothing is delivered twice.
  */

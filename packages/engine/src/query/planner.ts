@@ -1,5 +1,5 @@
 /**
- * Queries and the planner (DESIGN §7). A query is an OR of items; an item matches a record whose
+ * Queries and the planner (docs/architecture.md, Reading). A query is an OR of items; an item matches a record whose
  * type is any of its `types` (when given) and that carries all of its `tags` (when given); a
  * query with no items matches every record (the DCB specification's meaning). For each segment
  * the range touches, the planner compares an estimate of the result — exact posting lengths from

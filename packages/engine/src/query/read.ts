@@ -1,5 +1,5 @@
 /**
- * Feed-scope reads (DESIGN §7) over a snapshot: RAW (every record in position order), dedup (the
+ * Feed-scope reads (docs/architecture.md, Reading) over a snapshot: RAW (every record in position order), dedup (the
  * first occurrence of each fingerprint, over the whole history or over the read window) and
  * latest (one winner per key: the highest version, then the highest position; a tombstone hides
  * its key; unkeyed records are not in this view). Results come one commit at a time as arrays

@@ -1,5 +1,5 @@
 /**
- * What a read runs over (DESIGN §2.4, §7): the commits published when the read started, bounded
+ * What a read runs over (docs/architecture.md, Reading): the commits published when the read started, bounded
  * by the watermark it loaded then. The commit list is append-only, so a read keeps the length it
  * saw and never sees part of a commit, and nothing it does waits for the writer.
  */

@@ -1,5 +1,5 @@
 /**
- * Index segment files (DESIGN §5): one per sealed history segment, derived from it, loaded into
+ * Index segment files (docs/formats.md, Index segments): one per sealed history segment, derived from it, loaded into
  * memory whole (never mmap'd) and rebuilt from the history segment when missing or corrupt.
  *
  * Layout, little-endian: magic "SSINDEX1" (8) · u32 format version · u64 base position · u64
