@@ -3,6 +3,7 @@
 // a write and the acknowledgement after it, so the parent knows exactly what was acknowledged.
 // It runs on the built engine (packages/engine/dist), as a user's process would.
 import { Store } from '../../packages/engine/dist/index.js';
+import { batchRecords, emit, seededRandom } from '../support/ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
@@ -10,14 +11,7 @@ const seed = Number(seedText ?? 0);
 const segmentBytes = 128 * 1024;
 const leaseTtlMs = 24 * 3600 * 1000;
 
-const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
-let randomState = ((cycle * 2654435761) ^ seed) >>> 0 || 1;
-const random = () => {
-  randomState ^= randomState << 13;
-  randomState ^= randomState >>> 17;
-  randomState ^= randomState << 5;
-  return (randomState >>> 0) / 2 ** 32;
-};
+const random = seededRandom(cycle, seed);
 
 const store = await Store.open(directory, { segmentBytes, kernels: process.env.STREAMSTACK_KERNELS ?? 'auto' });
 const feed = await store.feed('crash');
@@ -34,12 +28,7 @@ emit({ kind: 'ready' });
 
 for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
-  const size = 1 + Math.floor(random() * 20);
-  const records = Array.from({ length: size }, (_, index) => ({
-    payload: `${batch}:${index}:${size}|${'x'.repeat(Math.floor(random() * 300))}`,
-    key: `k${Math.floor(random() * 50)}`,
-    tags: [`b${batch}`],
-  }));
+  const { size, records } = batchRecords(random, batch, 20, 300, 50);
   const choice = random();
   if (choice < 0.25) {
     emit({ kind: 'attempt', batch });

@@ -3,6 +3,7 @@
 // line per acknowledged step (and `attempt` before each write), so the parent knows exactly what
 // the store acknowledged. It runs on the built engine, as a user's process would.
 import { Store } from '../../packages/engine/dist/index.js';
+import { batchRecords, emit, seededRandom } from '../support/ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
@@ -12,14 +13,7 @@ const segmentBytes = 64 * 1024;
 // expires soon and the next child can take the lease over.
 const leaseTtlMs = 2000;
 
-const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
-let randomState = ((cycle * 2654435761) ^ seed) >>> 0 || 1;
-const random = () => {
-  randomState ^= randomState << 13;
-  randomState ^= randomState >>> 17;
-  randomState ^= randomState << 5;
-  return (randomState >>> 0) / 2 ** 32;
-};
+const random = seededRandom(cycle, seed);
 
 // The previous process lost power: if its LOCK file survived, it names a process that is gone.
 const store = await Store.open(directory, { segmentBytes, breakLock: true, kernels: process.env.STREAMSTACK_KERNELS ?? 'auto' });
@@ -53,12 +47,7 @@ emit({ kind: 'ready' });
 
 for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
-  const size = 1 + Math.floor(random() * 12);
-  const records = Array.from({ length: size }, (_, index) => ({
-    payload: `${batch}:${index}:${size}|${'x'.repeat(Math.floor(random() * 400))}`,
-    key: `k${Math.floor(random() * 30)}`,
-    tags: [`b${batch}`],
-  }));
+  const { size, records } = batchRecords(random, batch, 12, 400, 30);
   const choice = random();
   emit({ kind: 'attempt', batch });
   if (choice < 0.3) {
