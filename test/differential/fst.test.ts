@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { FstRange } from '../../packages/engine/src/kernels/index.js';
 import { branchTally, encoder, expectSame, expectSameOutcome, expectSameOutcomes, native, pack, ts } from './both.js';
+import { widestNode } from '../support/fst-shapes.js';
 
 /** Sorts byte strings lexicographically and drops duplicates, as an FST's keys must be. */
 function sortedUnique(keys: Uint8Array[]): Uint8Array[] {
@@ -26,29 +27,6 @@ function tagKeys(count: number, seed: number): Uint8Array[] {
     keys.push(encoder.encode(`${['course', 'student', 'order'][state % 3]}:${state.toString(36)}:${index % 97}`));
   }
   return sortedUnique(keys);
-}
-
-/**
- * The most transitions out of any node of the FST of `keys` (sorted and unique): the trie's
- * fan-out, found in one pass with a stack of per-depth counts. Nodes with more than 32
- * transitions carry the 256-byte transition index, a layout of their own.
- */
-function widestNode(keys: readonly Uint8Array[]): number {
-  const fanOut: number[] = [];
-  let widest = 0;
-  let previous: Uint8Array | undefined;
-  for (const key of keys) {
-    let shared = 0;
-    if (previous) while (shared < previous.length && shared < key.length && previous[shared] === key[shared]) shared++;
-    fanOut.length = Math.min(fanOut.length, shared + 1);
-    if (key.length > shared) {
-      fanOut[shared] = (previous && shared < fanOut.length ? fanOut[shared] : 0) + 1;
-      widest = Math.max(widest, fanOut[shared]);
-      for (let depth = shared + 1; depth < key.length; depth++) fanOut[depth] = 1;
-    }
-    previous = key;
-  }
-  return widest;
 }
 
 /** Bytes two byte strings share at their start. */

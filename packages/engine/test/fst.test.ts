@@ -12,6 +12,8 @@ import {
   fstRange,
   fstVerify,
 } from '../src/kernels/ts/fst.js';
+import { branchTally } from '../../../test/support/branches.js';
+import { widestNode } from '../../../test/support/fst-shapes.js';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -148,51 +150,6 @@ function expectCode(code: string, action: () => unknown): void {
     thrown = error;
   }
   expect(isStreamStackError(thrown) ? thrown.code : thrown).toBe(code);
-}
-
-/**
- * A tally of the branches a property is meant to reach: each is counted as inputs take it, the
- * counts are printed, and every required branch must have been reached (a property whose inputs
- * never take a branch says nothing about it). `rare` branches are counted and printed only.
- * (test/support/branches.ts holds the same helper for the repository-level suites.)
- */
-function branchTally<const Required extends string, const Rare extends string = never>(
-  title: string,
-  required: readonly Required[],
-  rare: readonly Rare[] = [],
-) {
-  const counts = Object.fromEntries([...required, ...rare].map((branch) => [branch, 0])) as Record<Required | Rare, number>;
-  return {
-    counts,
-    hit(branch: Required | Rare, when = true): void {
-      if (when) counts[branch]++;
-    },
-    expectAllReached(): void {
-      console.log(`${title}: ${JSON.stringify(counts)}`);
-      for (const branch of required) {
-        expect(counts[branch], `${title}: the branch "${branch}" was never reached`).toBeGreaterThan(0);
-      }
-    },
-  };
-}
-
-/** The most transitions out of any node of the FST of sorted unique `keys` (the trie's fan-out). */
-function widestNode(keys: readonly Uint8Array[]): number {
-  const fanOut: number[] = [];
-  let widest = 0;
-  let previous: Uint8Array | undefined;
-  for (const key of keys) {
-    let shared = 0;
-    if (previous) while (shared < previous.length && shared < key.length && previous[shared] === key[shared]) shared++;
-    fanOut.length = Math.min(fanOut.length, shared + 1);
-    if (key.length > shared) {
-      fanOut[shared] = (previous && shared < fanOut.length ? fanOut[shared] : 0) + 1;
-      widest = Math.max(widest, fanOut[shared]);
-      for (let depth = shared + 1; depth < key.length; depth++) fanOut[depth] = 1;
-    }
-    previous = key;
-  }
-  return widest;
 }
 
 function sha256(bytes: Uint8Array): string {
