@@ -53,7 +53,7 @@ export function validateCondition(condition: AppendCondition | undefined): { que
  * which this map does not know and need not: the floor is an upper bound either way.
  */
 class HighWater {
-  private readonly highest = new Map<string, number>();
+  private highest = new Map<string, number>();
   private floor: number;
 
   constructor(floor: number) {
@@ -63,11 +63,21 @@ class HighWater {
   raise(name: string, position: number): void {
     this.highest.delete(name);
     this.highest.set(name, position);
-    if (this.highest.size > tagHighWaterEntriesMax) {
-      const [oldest, value] = this.highest.entries().next().value as [string, number];
-      this.highest.delete(oldest);
-      this.floor = Math.max(this.floor, value);
-    }
+    if (this.highest.size > tagHighWaterEntriesMax) this.evictOldestHalf();
+  }
+
+  /**
+   * Drops the older half of the map and raises the floor to the highest position dropped.
+   * Evicting one entry per raise instead walks, every time, the slots V8 leaves at the front of
+   * a Map for deleted entries — quadratic over a seal of many new tags. Rebuilding the map once
+   * per half a bound of raises keeps every raise O(1) amortized; the floor rises a little more,
+   * which only sends a few more conditions to the index.
+   */
+  private evictOldestHalf(): void {
+    const entries = [...this.highest];
+    const dropped = entries.length - Math.floor(tagHighWaterEntriesMax / 2);
+    this.floor = Math.max(this.floor, entries[dropped - 1][1]);
+    this.highest = new Map(entries.slice(dropped));
   }
 
   /** No record carrying `name` lies above this position. */
