@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { FstRange } from '../../packages/engine/src/kernels/index.js';
 import { branchTally, encoder, expectSame, expectSameOutcome, expectSameOutcomes, native, pack, ts } from './both.js';
-import { widestNode } from '../support/fst-shapes.js';
+import { fstRejectionIn, fstRejections, widestNode, type FstRejection } from '../support/fst-shapes.js';
 
 /** Sorts byte strings lexicographically and drops duplicates, as an FST's keys must be. */
 function sortedUnique(keys: Uint8Array[]): Uint8Array[] {
@@ -219,22 +219,6 @@ function applyFstDamage(fst: Uint8Array, damage: FstDamage): Uint8Array {
   }
 }
 
-/** The ts reader's reasons for refusing an FST (by its messages), as branch names. */
-const fstRejections = [
-  ['shorter than the smallest FST', 'shorter than the smallest FST'],
-  ['unknown format version', 'unknown format version'],
-  ['key count is not a safe integer', 'key count not a safe integer'],
-  ['does not end the node region', 'root does not end the node region'],
-  ['checksum mismatch', 'checksum mismatch'],
-  ['has no checksum', 'version without a checksum'],
-  ['malformed node', 'malformed node'],
-  ['outside the', 'transition outside the file'],
-  ['not to a lower address', 'transition not to a lower address'],
-  ['a value is not a safe integer', 'value not a safe integer'],
-  ['found no keys where the file promises some', 'range scan ran out of steps'],
-] as const;
-
-type FstRejection = (typeof fstRejections)[number][1];
 
 /**
  * Rejections that damaged nodes reach too seldom to demand in every run: a value pushed past
@@ -246,9 +230,9 @@ const requiredFstRejections = fstRejections
   .filter((branch): branch is Exclude<FstRejection, (typeof rareFstRejections)[number]> => !(rareFstRejections as readonly string[]).includes(branch));
 
 function fstRejectionOf(message: string): FstRejection {
-  const found = fstRejections.find(([text]) => message.includes(text));
+  const found = fstRejectionIn(message);
   if (!found) throw new Error(`an unexpected rejection: ${message}`);
-  return found[1];
+  return found;
 }
 
 describe('FST term dictionary: native and ts agree byte for byte', () => {

@@ -1,4 +1,4 @@
-/** Shapes of FST inputs that properties count, shared by the FST suites. */
+/** What the FST suites share: the shapes of inputs they count, and the reader's rejections. */
 
 /**
  * The most transitions out of any node of the FST of `keys` (sorted and unique): the trie's
@@ -21,4 +21,26 @@ export function widestNode(keys: readonly Uint8Array[]): number {
     previous = key;
   }
   return widest;
+}
+
+/** The ts reader's reasons for refusing an FST (by words of its messages), as branch names. */
+export const fstRejections = [
+  ['shorter than the smallest FST', 'shorter than the 36-byte guard'],
+  ['unknown format version', 'unknown format version'],
+  ['key count is not a safe integer', 'key count not a safe integer'],
+  ['does not end the node region', 'root does not end the node region'],
+  ['checksum mismatch', 'checksum mismatch'],
+  ['has no checksum', 'version without a checksum'],
+  ['malformed node', 'malformed node'],
+  ['outside the', 'transition outside the file'],
+  ['not to a lower address', 'transition not to a lower address'],
+  ['a value is not a safe integer', 'value not a safe integer'],
+  ['found no keys where the file promises some', 'range scan ran out of steps'],
+] as const;
+
+export type FstRejection = (typeof fstRejections)[number][1];
+
+/** The rejection an FST reader's error message names, or undefined for any other message. */
+export function fstRejectionIn(message: string): FstRejection | undefined {
+  return fstRejections.find(([text]) => message.includes(text))?.[1];
 }

@@ -13,7 +13,7 @@ import {
   fstVerify,
 } from '../src/kernels/ts/fst.js';
 import { branchTally } from '../../../test/support/branches.js';
-import { widestNode } from '../../../test/support/fst-shapes.js';
+import { fstRejectionIn, widestNode, type FstRejection } from '../../../test/support/fst-shapes.js';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -278,29 +278,13 @@ const rangeArbitrary: fc.Arbitrary<FstRange> = fc.record({
   limit: fc.option(fc.oneof(fc.nat(3), fc.nat(300)), { nil: undefined }),
 });
 
-/** The ts reader's reasons for refusing an FST (by its messages), as branch names. */
-const fstRejections = [
-  ['shorter than the smallest FST', 'shorter than the 36-byte guard'],
-  ['unknown format version', 'unknown format version'],
-  ['key count is not a safe integer', 'key count not a safe integer'],
-  ['does not end the node region', 'root does not end the node region'],
-  ['checksum mismatch', 'checksum mismatch'],
-  ['has no checksum', 'version without a checksum'],
-  ['malformed node', 'malformed node'],
-  ['outside the', 'transition outside the file'],
-  ['not to a lower address', 'transition not to a lower address'],
-  ['a value is not a safe integer', 'value not a safe integer'],
-  ['found no keys where the file promises some', 'range scan ran out of steps'],
-] as const;
-
-type FstRejection = (typeof fstRejections)[number][1];
 
 /** The rejection a CORRUPT error's message names. */
 function fstRejectionOf(error: unknown): FstRejection {
   const message = error instanceof Error ? error.message : String(error);
-  const found = fstRejections.find(([text]) => message.includes(text));
+  const found = fstRejectionIn(message);
   if (!found || !isStreamStackError(error) || error.code !== 'CORRUPT') throw error;
-  return found[1];
+  return found;
 }
 
 // ---------------------------------------------------------------------------------------------
