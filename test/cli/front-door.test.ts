@@ -100,12 +100,16 @@ describe('append input lines', () => {
           const chunked: Uint8Array[] = [];
           for await (const line of byteLines(chunks)) chunked.push(line);
           expect(chunked.map((line) => Buffer.from(line).toString('hex'))).toEqual(whole.map((line) => Buffer.from(line).toString('hex')));
-          const expected = Buffer.from(bytes).toString('latin1').split('\n').map((line) => line.replace(/\r$/, ''));
-          if (expected.at(-1) === '') expected.pop();
+          // Lines end at '\n' (a last line without one still counts, a trailing '\n' opens none),
+          // and each loses one '\r' before its end: a lone '\r' is an empty line.
+          const pieces = Buffer.from(bytes).toString('latin1').split('\n');
+          if (pieces.at(-1) === '') pieces.pop();
+          const expected = pieces.map((line) => line.replace(/\r$/, ''));
           expect(whole.map((line) => Buffer.from(line).toString('latin1'))).toEqual(expected);
         },
       ),
-      { numRuns: 300 },
+      // A lone '\r', which once tripped this property's own oracle, is always among the inputs.
+      { numRuns: 300, examples: [[Uint8Array.from([13]), []], [Uint8Array.from([13, 10, 13]), [1]]] },
     );
   });
 
