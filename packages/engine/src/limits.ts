@@ -128,3 +128,17 @@ export const fetchRunHitsMin = 16;
  * that has not been written since `after` is settled with no I/O; the rest go to the index.
  */
 export const tagHighWaterEntriesMax = 100_000;
+
+/**
+ * Bytes of history the payload cache holds: the runs a scan read last and blocks read for
+ * payloads stored elsewhere in their segment. A payload stored once and referenced by many later
+ * records (repeats, stored once per segment) is then read from memory instead of with one
+ * positional read per record. A quarter of a default segment covers the repeats of recent polls.
+ */
+export const payloadCacheBytesMax = 32 * 1024 * 1024;
+
+/**
+ * Bytes read around a payload that the cache does not hold: a page-cache read of 64 KiB costs
+ * little more than one of 200 bytes, and the payloads near a repeated one tend to repeat too.
+ */
+export const payloadCacheBlockBytes = 64 * 1024;

@@ -10,7 +10,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
-import { buildCommitRun, type CommitRecord } from '../storage/history.js';
+import { buildCommitRun, type CommitRecord, type PayloadLookup } from '../storage/history.js';
 import { History, type LostCommits } from '../storage/history-log.js';
 import type { PayloadLocation, RecordData } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
@@ -21,9 +21,9 @@ import { FeedIndex } from '../query/feed-index.js';
 import type { Query } from '../query/planner.js';
 import { corruptionError, type Snapshot } from '../query/snapshot.js';
 import { ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
-import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
+import { GroupCommitter, GroupFull, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
-import { PayloadDedup } from './payload-dedup.js';
+import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { Subscriptions } from './subscriptions.js';
 
 export interface WriterOptions {
@@ -42,6 +42,14 @@ export interface WriterOptions {
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
 export type RecordInput = Omit<RecordData, 'timestamp'> & { readonly timestamp?: number };
+
+/** What the requests of one group share while it is prepared. */
+type WriterGroup = StagedGroup & {
+  /** Types the group's requests publish for the first time. */
+  readonly newTypes: Set<string>;
+  /** Payloads the group's runs store, for the runs after them. */
+  readonly payloads: GroupPayloads;
+};
 
 interface OpenStream {
   readonly id: string;
@@ -83,7 +91,7 @@ export class FeedWriter {
   private stagedHead = 0;
   private stagedNextPosition = 1;
   private readonly listeners = new Set<(watermark: Watermark) => void>();
-  private readonly committer: GroupCommitter<StagedGroup & { readonly newTypes: Set<string> }>;
+  private readonly committer: GroupCommitter<WriterGroup>;
   /** The tag and type index: sealed segments from their files, the active one in memory. */
   index!: FeedIndex;
   private conditions!: ConditionChecker;
@@ -108,7 +116,7 @@ export class FeedWriter {
       { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
       (lane, builder) => this.writeGroup(lane, builder as GroupBuilder),
       () => undefined,
-      () => ({ ...newStagedGroup(), newTypes: new Set<string>() }),
+      () => ({ ...newStagedGroup(), newTypes: new Set<string>(), payloads: new GroupPayloads() }),
     );
   }
 
@@ -149,7 +157,9 @@ export class FeedWriter {
       ...wal.segments.tornTails,
     ]);
     for (const commit of commits) writer.publish(commit);
-    for (const { crc, location } of payloads) writer.payloads.remember(crc, location);
+    // Runs reference payloads of their own segment only, so only the active one's are kept.
+    const active = history.room()?.segment;
+    for (const { crc, location } of payloads) if (location.segment === active) writer.payloads.remember(crc, location);
     try {
       writer.index = await FeedIndex.open(kernels, path.join(directory, 'index'), history, writer.commits, readOnly);
     } catch (error) {
@@ -452,7 +462,7 @@ export class FeedWriter {
       const open = this.writableStream(id, token, 'seal');
       if (condition) await this.checkCondition(condition, group);
       const records = await this.wal.readRecords(open.records);
-      const finish = this.prepareRun(builder, {
+      const finish = this.prepareRun(builder, group, {
         stream: id,
         openedAt: open.openedAt,
         message: message ?? open.message,
@@ -486,7 +496,7 @@ export class FeedWriter {
         new Set([...group.newTypes, ...(this.openStream?.types ?? [])]),
       );
       const now = this.options.clock();
-      const finish = this.prepareRun(builder, {
+      const finish = this.prepareRun(builder, group, {
         stream: this.options.newId(),
         openedAt: now,
         message,
@@ -509,6 +519,7 @@ export class FeedWriter {
 
   private prepareRun(
     builder: FrameBuilder,
+    group: WriterGroup,
     run: {
       stream: string;
       openedAt: number;
@@ -520,7 +531,14 @@ export class FeedWriter {
   ): (location: GroupLocation) => CommitRecord {
     const commitNumber = this.stagedHead + 1;
     const sealedAt = this.options.clock();
-    const built = buildCommitRun(
+    // Payloads are referenced only within the segment the run lands in. The group lands in the
+    // active segment unless it outgrows it: then, if runs before this one may reference the
+    // active segment, the group is cut here (this run goes first in the next group); if this
+    // is the group's first run, it is laid again referencing nothing outside itself.
+    const room = this.history.room();
+    const firstInGroup = (builder as GroupBuilder).runFrameCount === 0;
+    const mark = builder.mark();
+    const build = (lookup: PayloadLookup) => buildCommitRun(
       this.options.kernels,
       builder,
       {
@@ -536,12 +554,28 @@ export class FeedWriter {
         records: run.records,
         timestampDefault: run.openedAt,
       },
-      (payload, crc) => this.payloads.find(payload, crc),
+      lookup,
       this.frameDataBytesMax,
     );
+    let built = build((payload, crc) => (room ? (group.payloads.find(payload, crc) ?? this.payloads.find(payload, crc, room.segment)) : undefined));
+    /** Where the group lands, when it is known now: it fits the active segment. */
+    let landing = room;
+    if (room && builder.byteLength > room.bytes) {
+      builder.rollback(mark);
+      if (!firstInGroup) throw new GroupFull();
+      built = build(() => undefined);
+      landing = undefined;
+    }
+    if (landing) {
+      // Later runs of this group may reference what this one stores.
+      for (const payload of built.newPayloads) {
+        group.payloads.add(payload.bytes, { segment: landing.segment, offset: landing.offset + built.runStart + payload.offset, length: payload.length, crc: payload.crc });
+      }
+    }
     this.stagedHead = commitNumber;
     this.stagedNextPosition += run.records.length;
     return (location) => {
+      assert(!landing || (location.segment === landing.segment && location.offset === landing.offset), 'a group lands where its runs were laid for');
       const runStart = location.offset + built.runStart;
       const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
       for (const payload of built.newPayloads) {

@@ -29,6 +29,18 @@ export type Prepare<T, G> = (
   group: G,
 ) => Promise<(location: GroupLocation) => T> | ((location: GroupLocation) => T);
 
+/**
+ * Thrown by a `prepare` whose request does not fit the group that already holds others (the
+ * history group would have to roll to a new segment, and the runs before it may reference the
+ * active one). The group is cut there: this request and every one after it go to the next group,
+ * in the same order, so no request is ever reordered past another.
+ */
+export class GroupFull extends Error {
+  constructor() {
+    super('the group is full');
+  }
+}
+
 interface Request<G> {
   readonly lane: Lane;
   readonly prepare: Prepare<unknown, G>;
@@ -95,7 +107,7 @@ export class GroupCommitter<G> {
     builder.clear();
     const scratch = this.newGroup();
     const prepared: { request: Request<G>; finish: (location: GroupLocation) => unknown }[] = [];
-    for (const request of group) {
+    for (const [index, request] of group.entries()) {
       if (this.failure) {
         request.reject(this.failure);
         continue;
@@ -105,6 +117,10 @@ export class GroupCommitter<G> {
         prepared.push({ request, finish: await request.prepare(builder, scratch) });
       } catch (error) {
         builder.rollback(mark);
+        if (error instanceof GroupFull && prepared.length > 0) {
+          this.queue.unshift(...group.slice(index));
+          break;
+        }
         request.reject(error);
       }
     }

@@ -15,6 +15,23 @@ function keyOf(crc: number): number {
   return crc & 0x3fff_ffff;
 }
 
+/**
+ * Payloads laid by earlier runs of the group being prepared: not durable yet, so they are
+ * compared with the bytes in memory, and located where the group will land.
+ */
+export class GroupPayloads {
+  private readonly laid = new Map<number, { bytes: Uint8Array; location: PayloadLocation }>();
+
+  add(bytes: Uint8Array, location: PayloadLocation): void {
+    this.laid.set(keyOf(location.crc), { bytes, location });
+  }
+
+  find(payload: Uint8Array, crc: number): PayloadLocation | undefined {
+    const candidate = this.laid.get(keyOf(crc));
+    return candidate && equalBytes(candidate.bytes, payload) ? candidate.location : undefined;
+  }
+}
+
 export class PayloadDedup {
   private readonly stored = new Map<number, PayloadLocation>();
 
@@ -29,10 +46,14 @@ export class PayloadDedup {
     this.stored.set(keyOf(crc), location);
   }
 
-  /** A stored payload with exactly these bytes, or undefined. */
-  find(payload: Uint8Array, crc: number): PayloadLocation | undefined {
+  /**
+   * A payload with exactly these bytes stored in history segment `segment`, or undefined. Only
+   * payloads of the segment a run lands in are referenced, so every sealed segment holds all the
+   * payloads its records need and can be read, moved or deleted on its own.
+   */
+  find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
     const candidate = this.stored.get(keyOf(crc));
-    if (!candidate || candidate.length !== payload.length) return undefined;
+    if (!candidate || candidate.segment !== segment || candidate.length !== payload.length) return undefined;
     return equalBytes(this.read(candidate), payload) ? candidate : undefined;
   }
 }

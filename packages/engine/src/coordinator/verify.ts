@@ -3,7 +3,8 @@
  * every frame's CRC (by scanning every segment), the commit chain (each commit's parent is the
  * one before, positions are dense), every manifest entry against the pack directory that stored
  * its payload (location and CRC-32C of the bytes), and the WAL against history (a published
- * stream's WAL batches hold the records its commit holds). It repairs nothing.
+ * stream's WAL batches hold the records its commit holds). Every record's payload must lie in its
+ * own segment. It repairs nothing.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -80,6 +81,11 @@ async function verifyHistory(
     }
     runs.set(commit.stream, run);
     for (const [index, entry] of run.entries.entries()) {
+      if (entry.payload.segment !== commit.segment) {
+        // Every segment holds the payloads its records need, so it can stand on its own.
+        report('MANIFEST', `commit ${commit.commit} record ${index + 1} points at a payload in another segment (${entry.payload.segment})`, where);
+        continue;
+      }
       const crc = payloadCrcs.get(locationKey(entry.payload));
       if (crc === undefined) {
         report('MANIFEST', `commit ${commit.commit} record ${index + 1} points at bytes no pack holds`, where);

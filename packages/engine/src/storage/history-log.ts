@@ -7,6 +7,7 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { FrameKind } from './frame-kinds.js';
 import { scanFrames, type FrameBuilder } from './framing.js';
+import { segmentEndGroupBytes } from './groups.js';
 import {
   readCommitRecord,
   readManifest,
@@ -24,6 +25,9 @@ import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
 import type { Corruption } from './runs.js';
 import { segmentFile, SegmentSet } from './segment-set.js';
+import type { SegmentFile } from './segment.js';
+import { PayloadCache } from './payload-cache.js';
+import { payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
 
 /** History segment files end with this. */
 const historyExtension = '.hist';
@@ -214,6 +218,17 @@ export class History {
     return { segment: segment.header.base, offset };
   }
 
+  /**
+   * The active segment, where the next group lands in it, and the bytes that group may take
+   * (its `SegmentEnd` kept back); undefined before the first segment exists. A larger group
+   * rolls to a new segment.
+   */
+  room(): { segment: number; offset: number; bytes: number } | undefined {
+    const active = this.segments.active;
+    if (!active) return undefined;
+    return { segment: active.header.base, offset: active.writeOffset, bytes: Math.max(0, active.free - segmentEndGroupBytes) };
+  }
+
   /** Reads a commit's run, verifies its frames, and decodes its manifests. */
   async readRun(commit: CommitRecord): Promise<CommitRun> {
     assertReadable(commit);
@@ -285,11 +300,21 @@ export class History {
     return this.decodeRunRecords(commit, feed, await this.readRunBytes(commit));
   }
 
-  /** A commit's run as bytes (packs and manifests), for `decodeRunRecords`. */
+  /**
+   * A commit's run as bytes (packs and manifests), for `decodeRunRecords`. The bytes are also
+   * held in the payload cache: later records of the segment that repeat a payload stored in
+   * this run find it there.
+   */
   async readRunBytes(commit: CommitRecord): Promise<Uint8Array> {
     assertReadable(commit);
-    return this.segments.byBase(commit.segment).read(commit.runStart, commit.runBytes);
+    const segment = this.segments.byBase(commit.segment);
+    const bytes = await segment.read(commit.runStart, commit.runBytes);
+    if (commit.packs.length > 0) this.cache.add(segment, commit.runStart, bytes);
+    return bytes;
   }
+
+  /** Recently read segment bytes, for payloads referenced from other runs. */
+  private readonly cache = new PayloadCache(payloadCacheBytesMax);
 
   /** Verifies a run's frames and decodes its records (see `readRunRecords`). */
   async decodeRunRecords(commit: CommitRecord, feed: string, bytes: Uint8Array): Promise<PublishedRecord[]> {
@@ -333,7 +358,11 @@ export class History {
         details: { file: segment.file, offset: commit.runStart },
       });
     }
-    for (const { index, location } of external) records[index].payload = await this.readPayload(location);
+    for (const { index, location } of external) {
+      // Most repeats find their payload in the cache: the await is only for the rest.
+      const cached = this.cachedPayload(segment, location);
+      records[index].payload = cached ?? (await this.readPayload(location));
+    }
     return records;
   }
 
@@ -346,13 +375,31 @@ export class History {
       }
     }
     const segment = this.segments.byBase(location.segment);
-    return this.checkPayload(await segment.read(location.offset, location.length), location, segment.file);
+    const cached = this.cachedPayload(segment, location);
+    if (cached) return cached;
+    // The block around the payload is read and held: the payloads near a repeated one tend to
+    // be repeated too, by the records that follow.
+    const blockStart = location.offset - (location.offset % payloadCacheBlockBytes);
+    const blockEnd = Math.min(blockStart + payloadCacheBlockBytes, segment.durableEnd, segment.header.capacity);
+    if (blockEnd < location.offset + location.length) {
+      return this.checkPayload(await segment.read(location.offset, location.length), location, segment.file);
+    }
+    const block = await segment.read(blockStart, blockEnd - blockStart);
+    this.cache.add(segment, blockStart, block);
+    const from = location.offset - blockStart;
+    return this.checkPayload(block.subarray(from, from + location.length), location, segment.file);
+  }
+
+  /** A payload from the cache, checked by its CRC, or undefined when the cache lacks it. */
+  private cachedPayload(segment: SegmentFile, location: PayloadLocation): Uint8Array | undefined {
+    const cached = this.cache.find(segment, location.offset, location.length);
+    return cached && this.checkPayload(cached, location, segment.file);
   }
 
   /** A payload's bytes read on their own, synchronously (point lookups), checked by its CRC. */
   readPayloadSync(location: PayloadLocation): Uint8Array {
     const segment = this.segments.byBase(location.segment);
-    return this.checkPayload(this.readPayloadUnchecked(location), location, segment.file);
+    return this.cachedPayload(segment, location) ?? this.checkPayload(this.readPayloadUnchecked(location), location, segment.file);
   }
 
   /**
@@ -375,6 +422,7 @@ export class History {
   private readonly crc32c = (bytes: Uint8Array): number => this.kernels.crc32c(bytes);
 
   close(): void {
+    this.cache.clear();
     this.segments.close();
   }
 }

@@ -75,6 +75,7 @@ export type PayloadLookup = (payload: Uint8Array, crc: number) => PayloadLocatio
 
 /** A payload the run adds to the feed: its CRC-32C, and where it lies from the run's start. */
 export interface NewPayload {
+  readonly bytes: Uint8Array;
   readonly crc: number;
   readonly offset: number;
   readonly length: number;
@@ -153,7 +154,7 @@ export function buildCommitRun(
     const writer = builder.begin(FrameKind.Pack, false).varint(end - start);
     for (let index = start; index < end; index++) writer.u32(fresh[index].crc).varint(fresh[index].payload.length);
     for (let index = start; index < end; index++) {
-      newPayloads.push({ crc: fresh[index].crc, offset: writer.length - runStart, length: fresh[index].payload.length });
+      newPayloads.push({ bytes: fresh[index].payload, crc: fresh[index].crc, offset: writer.length - runStart, length: fresh[index].payload.length });
       writer.raw(fresh[index].payload);
     }
     packs.push(builder.end() - runStart);

@@ -161,6 +161,7 @@ export class SegmentSet {
       scanned.entries.push({ kind: 'damage', offset: limit, resumeAt: undefined, reason, ...(harmless ? { harmless: true } : {}) });
     }
     segment.writeOffset = scanned.end;
+    segment.durableEnd = scanned.end;
     return { segment, bytes, scanned };
   }
 

@@ -100,7 +100,15 @@ export class SegmentFile {
     readonly header: SegmentHeader,
     /** Where the next frame goes. */
     public writeOffset: number,
-  ) {}
+  ) {
+    this.durableEnd = writeOffset;
+  }
+
+  /**
+   * The end of the bytes the disk has confirmed: below it nothing changes any more, so a copy
+   * of those bytes may be kept. (`writeOffset` moves before a write lands.)
+   */
+  durableEnd: number;
 
   /** Bytes still free for frames. */
   get free(): number {
@@ -263,6 +271,7 @@ export class SegmentFile {
     this.writeOffset += bytes.length;
     try {
       await kernels.writeDurable(this.fd, offset, [bytes]);
+      this.durableEnd = Math.max(this.durableEnd, offset + bytes.length);
     } catch (error) {
       this.failure =
         error instanceof StreamStackError
