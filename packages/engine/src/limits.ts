@@ -142,3 +142,11 @@ export const payloadCacheBytesMax = 32 * 1024 * 1024;
  * little more than one of 200 bytes, and the payloads near a repeated one tend to repeat too.
  */
 export const payloadCacheBlockBytes = 64 * 1024;
+
+/**
+ * Bytes of sealed segments' indexes held in memory (type and locator columns, FST, postings).
+ * Index files are read when a query first needs them and the least recently used are dropped
+ * past this bound, so memory does not grow with the history. A default segment's index is a
+ * few megabytes, so this holds the last dozen or so segments that queries touch.
+ */
+export const indexCacheBytesMax = 64 * 1024 * 1024;

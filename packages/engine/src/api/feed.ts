@@ -224,9 +224,17 @@ export class Feed {
     return this.writer.subscriptions.list().map((state) => new Subscription(this, state.name).info());
   }
 
-  /** Index files rebuilt from their history segments when this feed was opened, and why. */
+  /**
+   * Index files rebuilt from their history segments since this feed was opened, and why: a
+   * file's head is checked on open, the rest when a query first loads it.
+   */
   get indexRebuilds(): readonly { segment: number; file: string; reason: string }[] {
     return this.writer.index.rebuilt;
+  }
+
+  /** Segment summaries rebuilt when this feed was opened (missing or damaged), and why. */
+  get summaryRebuilds(): readonly { segment: number; file: string; reason: string }[] {
+    return this.writer.summaryRebuilds;
   }
 
   /** The latest commit, or undefined when the feed has none. */

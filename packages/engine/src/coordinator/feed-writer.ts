@@ -214,6 +214,11 @@ export class FeedWriter {
     return this.wal.corruptions.find((corruption) => !corruption.harmless);
   }
 
+  /** Segment summaries rebuilt on open. */
+  get summaryRebuilds(): readonly { segment: number; file: string; reason: string }[] {
+    return this.history.summaryRebuilds;
+  }
+
   /** Corruption past the last readable commit: nothing may be appended (see `History`). */
   get headDamage(): Corruption | undefined {
     return this.history.headDamage;
@@ -585,6 +590,7 @@ export class FeedWriter {
         this.index.add(commit, record.type, record.tags, runStart + built.entryOffsets[index], commit.firstPosition + index);
         this.conditions.note(commit.firstPosition + index, record.type, record.tags);
       });
+      this.history.published(commit);
       this.publish(commit);
       return commit;
     };
@@ -658,6 +664,7 @@ export class FeedWriter {
     await this.committer.idle();
     await this.maintenance.catch(() => undefined);
     await this.index?.flushed();
+    await this.history.summariesWritten();
   }
 
   /** Waits for every queued write and maintenance task, then closes the files. */

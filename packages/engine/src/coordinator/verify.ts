@@ -17,12 +17,13 @@ import { Wal, type WalEvent } from '../storage/wal.js';
 import { StateLog } from '../storage/state-log.js';
 import { openSubscriptionLog } from './subscriptions.js';
 import { readIndexFile } from '../storage/index-segment.js';
+import { readSummary, summaryFileOf, type SegmentSummary } from '../storage/segment-summary.js';
 
 /**
  * What a problem is: `CORRUPT` damage to a log (file and offset), `TORN_TAIL` a torn last write
  * that recovery cuts on the next read-write open, `CHAIN` a break in the commit chain,
  * `MANIFEST` a record pointing at bytes no pack holds, `WAL` the WAL disagreeing with history,
- * `INDEX` a damaged index file (derived: rebuilt on the next open), `ERROR` anything else.
+ * `INDEX` a damaged index or summary file (derived: rebuilt on the next open), `ERROR` anything else.
  */
 export type VerificationCode = 'CORRUPT' | 'TORN_TAIL' | 'CHAIN' | 'MANIFEST' | 'WAL' | 'INDEX' | 'ERROR';
 
@@ -160,6 +161,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
         },
       },
       true,
+      false,
     );
     wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), true);
     segments = history.segments.segments.length + wal.segments.segments.length;
@@ -176,6 +178,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
     verifyWal(wal, events, runs, report);
     await verifyStateLogs(kernels, directory, report);
     verifyIndexFiles(kernels, directory, report);
+    verifySummaries(kernels, history, commits, report);
   } catch (error) {
     const details = error instanceof StreamStackError ? error.details : {};
     report(error instanceof StreamStackError && error.code === 'CORRUPT' ? 'CORRUPT' : 'ERROR', error instanceof Error ? error.message : String(error), {
@@ -226,5 +229,36 @@ function verifyIndexFiles(kernels: Kernels, directory: string, report: Report): 
     } catch (error) {
       report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${(error as Error).message}`, { file });
     }
+  }
+}
+
+/**
+ * Every summary file that exists must describe its segment as the segment's bytes do (a missing
+ * one is rebuilt on the next read-write open; so is a damaged one, which opening ignores).
+ */
+function verifySummaries(kernels: Kernels, history: History, commits: readonly CommitRecord[], report: Report): void {
+  const segments = history.segments.segments;
+  for (const segment of segments) {
+    const file = summaryFileOf(segment.file);
+    if (!fs.existsSync(file)) continue;
+    const problem = (reason: string) => report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${reason}`, { file });
+    if (segment === history.segments.active) {
+      problem('the active segment has no summary');
+      continue;
+    }
+    let summary: SegmentSummary | undefined;
+    try {
+      summary = readSummary(kernels, file, segment.header);
+    } catch (error) {
+      problem((error as Error).message);
+      continue;
+    }
+    const scanned = commits.filter((commit) => commit.segment === segment.header.base);
+    const same =
+      summary !== undefined &&
+      summary.end === segment.durableEnd &&
+      summary.commits.length === scanned.length &&
+      summary.commits.every((commit, at) => JSON.stringify(commit) === JSON.stringify(scanned[at]));
+    if (!same) problem('it disagrees with the segment');
   }
 }

@@ -8,13 +8,14 @@
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { typesPerFeedMax } from '../limits.js';
+import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { History } from '../storage/history-log.js';
 import {
   buildIndexData,
   encodeIndexFile,
   readIndexFile,
+  readIndexHead,
   writeIndexFile,
   type IndexData,
   type IndexSource,
@@ -181,17 +182,36 @@ export interface IndexRebuild {
   readonly reason: string;
 }
 
+/**
+ * A sealed segment's index as the feed knows it before a query needs it: where it lies and
+ * what it covers. Its data is loaded, verified, and kept in the bounded cache on first use.
+ */
+interface SealedSlot {
+  readonly base: number;
+  readonly count: number;
+  /** The commits of its history segment, for a rebuild. */
+  readonly commits: readonly CommitRecord[];
+  /** Records corruption took leave gaps: such an index lives in memory only (see `open`). */
+  readonly gaps: boolean;
+  /** Set while the index is only in memory: a tail being compacted, or one with gaps. */
+  resident?: SegmentIndex;
+}
+
 export class FeedIndex {
-  readonly segments: SegmentIndex[] = [];
+  private readonly sealed: SealedSlot[] = [];
   private tail: TailIndex | undefined;
   /** Every type name seen in the feed: at most `typesPerFeedMax`. */
   readonly typeNames = new Set<string>();
   readonly rebuilt: IndexRebuild[] = [];
   private pending: Promise<void> = Promise.resolve();
+  /** Loaded sealed indexes by base, least recently used first, and the bytes they hold. */
+  private readonly cache = new Map<number, { index: SealedIndex; bytes: number }>();
+  private cachedBytes = 0;
 
   private constructor(
     private readonly kernels: Kernels,
     private readonly directory: string,
+    private readonly history: History,
     private readonly readOnly: boolean,
   ) {}
 
@@ -200,8 +220,9 @@ export class FeedIndex {
   }
 
   /**
-   * Loads the index of every sealed history segment, rebuilding those whose file is missing or
-   * fails verification, and builds the tail from the active segment's commits.
+   * Opens the index: for every sealed history segment, only its index file's header and type
+   * names are read (the rest is read when a query first needs it); a file that is missing or
+   * whose head fails verification is rebuilt now. The tail is built from the active segment.
    */
   static async open(
     kernels: Kernels,
@@ -210,7 +231,7 @@ export class FeedIndex {
     commits: readonly CommitRecord[],
     readOnly = false,
   ): Promise<FeedIndex> {
-    const index = new FeedIndex(kernels, directory, readOnly);
+    const index = new FeedIndex(kernels, directory, history, readOnly);
     const bases = history.segments.segments.map((segment) => segment.header.base);
     const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
     for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
@@ -218,49 +239,122 @@ export class FeedIndex {
       const inSegment = bySegment.get(base)!;
       if (position === bases.length - 1) {
         index.tail = new TailIndex(base);
-        for (const commit of inSegment) await index.addRun(history, commit);
+        for (const commit of inSegment) await index.addRun(commit);
         continue;
       }
-      const file = index.fileFor(base);
-      let data: IndexData | undefined;
-      let reason = 'missing';
-      try {
-        data = readIndexFile(kernels, file);
-      } catch (error) {
-        reason = (error as Error).message;
-      }
       const last = inSegment[inSegment.length - 1];
-      const expectedCount = last ? last.lastPosition - base + 1 : 0;
+      const count = last ? last.lastPosition - base + 1 : 0;
       // Records corruption took leave gaps: an index built around them is kept in memory only,
       // so it can never be mistaken for a whole one once the damage is repaired.
       const gaps = inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1));
-      if (data && (data.base !== base || data.count !== expectedCount)) {
-        reason = `it covers ${data.count} records from ${data.base}, the segment ${expectedCount} from ${base}`;
-        data = undefined;
+      const slot: SealedSlot = { base, count, commits: inSegment, gaps };
+      index.sealed.push(slot);
+      const file = index.fileFor(base);
+      let reason: string | undefined;
+      try {
+        const head = gaps ? undefined : readIndexHead(kernels, file);
+        if (!head) reason = 'missing';
+        else if (head.base !== base || head.count !== count) reason = `it covers ${head.count} records from ${head.base}, the segment ${count} from ${base}`;
+        else for (const name of head.typeNames) index.typeNames.add(name);
+      } catch (error) {
+        reason = (error as Error).message;
       }
-      if (!data) {
-        const tail = new TailIndex(base);
-        index.tail = tail;
-        for (const commit of inSegment) await index.addRun(history, commit);
-        index.tail = undefined;
-        data = buildIndexData(kernels, tail.source());
-        if (!readOnly && !gaps) await writeIndexFile(kernels, file, encodeIndexFile(kernels, data));
-        index.rebuilt.push({ segment: base, file, reason });
+      if (reason !== undefined) {
+        const data = await index.rebuild(slot, reason);
+        for (const name of data.typeNames) index.typeNames.add(name);
       }
-      for (const name of data.typeNames) index.typeNames.add(name);
-      index.segments.push(new SealedIndex(kernels, data));
     }
     return index;
   }
 
-  private async addRun(history: History, commit: CommitRecord): Promise<void> {
-    const run = await history.readRun(commit);
+  /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
+  private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
+    const tail = new TailIndex(slot.base);
+    for (const commit of slot.commits) {
+      const run = await this.history.readRun(commit);
+      run.entries.forEach((entry, at) => {
+        while (tail.base + tail.count < commit.firstPosition + at) tail.add(undefined, [], unreadableLocator);
+        tail.add(entry.type, entry.tags, run.entryOffsets[at]);
+      });
+    }
+    const data = buildIndexData(this.kernels, tail.source());
+    const file = this.fileFor(slot.base);
+    if (!this.readOnly && !slot.gaps) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
+    if (slot.gaps) slot.resident = new SealedIndex(this.kernels, data);
+    else this.remember(slot.base, new SealedIndex(this.kernels, data), data);
+    this.rebuilt.push({ segment: slot.base, file, reason });
+    return data;
+  }
+
+  private async addRun(commit: CommitRecord): Promise<void> {
+    const run = await this.history.readRun(commit);
     run.entries.forEach((entry, at) => this.add(commit, entry.type, entry.tags, run.entryOffsets[at], commit.firstPosition + at));
   }
 
-  /** Every segment index, sealed then tail. */
-  all(): SegmentIndex[] {
-    return this.tail ? [...this.segments, this.tail] : this.segments;
+  /** Holds a loaded index in the cache, dropping the least recently used past the bound. */
+  private remember(base: number, index: SealedIndex, data: IndexData): void {
+    const bytes = data.typeColumn.byteLength + data.locators.byteLength + data.fst.byteLength + data.postings.byteLength;
+    const previous = this.cache.get(base);
+    if (previous) {
+      this.cache.delete(base);
+      this.cachedBytes -= previous.bytes;
+    }
+    this.cache.set(base, { index, bytes });
+    this.cachedBytes += bytes;
+    for (const [oldest, entry] of this.cache) {
+      if (this.cachedBytes <= indexCacheBytesMax || oldest === base) break;
+      this.cache.delete(oldest);
+      this.cachedBytes -= entry.bytes;
+    }
+  }
+
+  /** A sealed segment's index, from memory or its file, rebuilt when the file fails verification. */
+  private async load(slot: SealedSlot): Promise<SegmentIndex> {
+    if (slot.resident) return slot.resident;
+    const cached = this.cache.get(slot.base);
+    if (cached) {
+      // Most recently used goes last.
+      this.cache.delete(slot.base);
+      this.cache.set(slot.base, cached);
+      return cached.index;
+    }
+    let data: IndexData | undefined;
+    let reason = 'missing';
+    try {
+      data = readIndexFile(this.kernels, this.fileFor(slot.base));
+      if (data && (data.base !== slot.base || data.count !== slot.count)) {
+        reason = `it covers ${data.count} records from ${data.base}, the segment ${slot.count} from ${slot.base}`;
+        data = undefined;
+      }
+    } catch (error) {
+      reason = (error as Error).message;
+    }
+    if (!data) {
+      await this.rebuild(slot, reason);
+      return this.load(slot);
+    }
+    const index = new SealedIndex(this.kernels, data);
+    this.remember(slot.base, index, data);
+    return index;
+  }
+
+  /**
+   * The indexes of the segments that hold positions `from`..`to`, sealed then tail, loaded: a
+   * query holds on to what it was given, whatever the cache drops meanwhile.
+   */
+  async segmentsFor(from: number, to: number): Promise<SegmentIndex[]> {
+    const out: SegmentIndex[] = [];
+    for (const slot of this.sealed) {
+      if (slot.base + slot.count - 1 < from || slot.base > to || slot.count === 0) continue;
+      out.push(await this.load(slot));
+    }
+    if (this.tail && this.tail.count > 0 && this.tail.base + this.tail.count - 1 >= from && this.tail.base <= to) out.push(this.tail);
+    return out;
+  }
+
+  /** Sealed indexes loaded in memory now, and their bytes (for tests and memory accounting). */
+  get cacheUse(): { segments: number; bytes: number } {
+    return { segments: this.cache.size, bytes: this.cachedBytes };
   }
 
   /**
@@ -281,18 +375,18 @@ export class FeedIndex {
     const previous = this.tail;
     if (previous) {
       // The finished tail keeps serving reads as it is; its compact form (FST and posting
-      // lists) is built and written in the background and then takes its place, so the
-      // append that rolled the segment does not wait for it.
-      const slot = this.segments.length;
-      this.segments.push(previous);
+      // lists) is built and written in the background, then it joins the others: read from its
+      // file when needed, so the append that rolled the segment does not wait for it.
+      const slot: SealedSlot = { base: previous.base, count: previous.count, commits: [], gaps: false, resident: previous };
+      this.sealed.push(slot);
       const file = this.fileFor(previous.base);
       this.pending = this.pending
         .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
         .then(async () => {
           const data = buildIndexData(this.kernels, previous.source());
-          this.segments[slot] = new SealedIndex(this.kernels, data);
-          if (this.readOnly) return;
-          await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
+          if (!this.readOnly) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
+          this.remember(slot.base, new SealedIndex(this.kernels, data), data);
+          if (!this.readOnly) slot.resident = undefined;
         })
         .catch(() => undefined);
     }

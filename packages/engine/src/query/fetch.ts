@@ -13,7 +13,7 @@ import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]> {
   if (positions.length === 0) return;
   const commits = commitsInRange(snapshot, positions[0], positions[positions.length - 1]);
-  const segments = index.all();
+  const segments = await index.segmentsFor(positions[0], positions[positions.length - 1]);
   let segmentAt = 0;
   let at = 0;
   for (const commit of commits) {

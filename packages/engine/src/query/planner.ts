@@ -161,7 +161,7 @@ export async function findPositions(
   assertIntact(snapshot, after + 1, until);
   let limit = options.limit ?? Number.POSITIVE_INFINITY;
   const out: number[] = [];
-  for (const segment of index.all()) {
+  for (const segment of await index.segmentsFor(after + 1, until)) {
     if (limit <= 0) break;
     const from = Math.max(after + 1, segment.base);
     const to = Math.min(until, segment.base + segment.count - 1);

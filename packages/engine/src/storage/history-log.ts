@@ -27,6 +27,7 @@ import type { Corruption } from './runs.js';
 import { segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
 import { PayloadCache } from './payload-cache.js';
+import { readSummary, summaryFileOf, writeSummary, type SegmentSummary } from './segment-summary.js';
 import { payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
 
 /** History segment files end with this. */
@@ -93,7 +94,11 @@ export class History {
     return this.segments.corruptions;
   }
 
-  static async open(kernels: Kernels, directory: string, visitor: HistoryVisitor, readOnly = false): Promise<History> {
+  /**
+   * Opens the history. With `useSummaries` (the default), a finished segment whose summary holds
+   * is not read at all: its commits come from the summary. `verify` reads every byte instead.
+   */
+  static async open(kernels: Kernels, directory: string, visitor: HistoryVisitor, readOnly = false, useSummaries = true): Promise<History> {
     let expectedCommit = 1;
     let expectedPosition = 1;
     let segmentBase = 0;
@@ -126,7 +131,12 @@ export class History {
       expectedPosition = commit.lastPosition + 1;
       return true;
     };
-    const segments = await SegmentSet.open<CommitRecord>(
+    /** Finished segments read whole because they had no sound summary: their summaries are rebuilt. */
+    const unsummarized: { segment: SegmentFile; end: number; commits: CommitRecord[]; reason: string }[] = [];
+    const summaryProblems = new Map<string, string>();
+    /** The commits accepted from the segment being read, and whether all of it was sound. */
+    let segmentCommits: CommitRecord[] = [];
+    const segments = await SegmentSet.open<CommitRecord, SegmentSummary>(
       kernels,
       directory,
       SegmentKind.History,
@@ -157,7 +167,7 @@ export class History {
           note(event.corruption);
           return;
         }
-        const { segment, bytes, scanned } = event.opened;
+        const segment = event.kind === 'segment' ? event.opened.segment : event.segment;
         const { header } = segment;
         if (header.baseCommit !== expectedCommit || header.base !== expectedPosition) {
           // Segments are named by their first position, so the lost segment's name is known.
@@ -175,13 +185,30 @@ export class History {
           // The damage before this segment took no commits (it was after the last one).
           pending = undefined;
         }
+        segmentCommits = [];
+        if (event.kind === 'summary') {
+          for (const commit of event.summary.commits) {
+            if (!accept(commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) continue;
+            segmentCommits.push(commit);
+            visitor.onCommit(commit);
+          }
+          previousEnd = { file: segment.file, offset: event.summary.end, reason: `the history breaks after ${path.basename(segment.file)}` };
+          return;
+        }
+        const { bytes, scanned } = event.opened;
+        let sound = true;
         for (const entry of scanned.entries) {
           if (entry.kind === 'damage') {
+            sound = false;
             if (!entry.harmless) note({ file: segment.file, offset: entry.offset, reason: entry.reason });
             continue;
           }
           const commit = entry.run.decoded;
-          if (!accept(commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) continue;
+          if (!accept(commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) {
+            sound = false;
+            continue;
+          }
+          segmentCommits.push(commit);
           for (const frame of entry.run.frames) {
             if (frame.kind !== FrameKind.Pack) continue;
             const what = `pack at ${segment.file}:${frame.offset}`;
@@ -189,14 +216,76 @@ export class History {
           }
           visitor.onCommit(commit);
         }
+        if (sound && scanned.trailer) {
+          // A finished segment read whole: its summary spares the next open from reading it.
+          const file = summaryFileOf(segment.file);
+          unsummarized.push({ segment, end: scanned.end, commits: segmentCommits, reason: summaryProblems.get(file) ?? 'missing' });
+        }
         previousEnd = { file: segment.file, offset: scanned.end, reason: `the history breaks after ${path.basename(segment.file)}` };
       },
       readOnly,
+      useSummaries
+        ? (segment) => {
+            const file = summaryFileOf(segment.file);
+            try {
+              return readSummary(kernels, file, segment.header);
+            } catch (error) {
+              summaryProblems.set(file, (error as Error).message);
+              return undefined;
+            }
+          }
+        : undefined,
     );
     const history = new History(kernels, segments);
     segments.corruptions.push(...extraCorruptions);
     history.headDamage = pending;
+    const active = segments.active;
+    history.activeBase = active?.header.base;
+    history.activeCommits = active && segmentCommits.every((commit) => commit.segment === active.header.base) ? segmentCommits : [];
+    if (useSummaries && !readOnly) {
+      for (const { segment, end, commits, reason } of unsummarized) {
+        if (segment === active) continue;
+        history.summaryRebuilds.push({ segment: segment.header.base, file: summaryFileOf(segment.file), reason });
+        history.writeSummaryLater(segment, end, commits);
+      }
+    }
     return history;
+  }
+
+  /** Summaries rebuilt on open (missing or damaged), as index rebuilds are reported. */
+  readonly summaryRebuilds: { segment: number; file: string; reason: string }[] = [];
+  /** The segment the last published commit lies in, and its commits: its summary, once finished. */
+  private activeBase: number | undefined;
+  private activeCommits: CommitRecord[] = [];
+  /** Summary files being written in the background, one after another. */
+  private summaryWrites: Promise<void> = Promise.resolve();
+
+  /**
+   * Notes a newly published commit. When it lies in a new segment, the segment before it is
+   * finished (its `SegmentEnd` is durable), and its summary is written in the background.
+   */
+  published(commit: CommitRecord): void {
+    if (commit.segment !== this.activeBase) {
+      const finished = this.activeBase === undefined ? undefined : this.segments.segments.find((segment) => segment.header.base === this.activeBase);
+      if (finished && finished !== this.segments.active && this.activeCommits.length > 0) {
+        this.writeSummaryLater(finished, finished.durableEnd, this.activeCommits);
+      }
+      this.activeBase = commit.segment;
+      this.activeCommits = [];
+    }
+    this.activeCommits.push(commit);
+  }
+
+  private writeSummaryLater(segment: SegmentFile, end: number, commits: readonly CommitRecord[]): void {
+    const { base, baseCommit, capacity } = segment.header;
+    const summary = { base, baseCommit, capacity, end, commits };
+    // A summary is derived: if writing it fails, the next open reads the segment instead.
+    this.summaryWrites = this.summaryWrites.then(() => writeSummary(this.kernels, summaryFileOf(segment.file), summary)).catch(() => undefined);
+  }
+
+  /** Resolves once summaries being written in the background are on disk. */
+  summariesWritten(): Promise<void> {
+    return this.summaryWrites;
   }
 
   /**

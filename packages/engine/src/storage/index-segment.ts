@@ -164,3 +164,46 @@ export function readIndexFile(kernels: Kernels, file: string): IndexData | undef
     });
   }
 }
+
+/** Bytes before the first section: magic, version, base, count, section count. */
+const indexHeadBytes = 8 + 4 + 8 + 8 + 4;
+
+/**
+ * Reads only an index file's header and its type names (its first section), checked by their
+ * CRC: what opening a feed needs from every sealed segment's index, in one small read each. The
+ * rest is read and verified when a query first needs it. Undefined when the file is missing.
+ */
+export function readIndexHead(kernels: Kernels, file: string): { base: number; count: number; typeNames: string[] } | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset: 0 } });
+  }
+  try {
+    const head = new Uint8Array(indexHeadBytes + 8);
+    const read = fs.readSync(fd, head, 0, head.length, 0);
+    const reader = new ByteReader(head, 0, read, `index ${file}`);
+    if (new TextDecoder().decode(reader.raw(magic.length)) !== magic) throw reader.corrupt('bad magic');
+    const version = reader.u32();
+    if (version !== indexFormatVersion) throw reader.corrupt(`unknown format version ${version}`);
+    const base = reader.u64();
+    const count = reader.u64();
+    if (reader.u32() !== sectionCount) throw reader.corrupt('wrong section count');
+    const length = reader.u32();
+    const crc = reader.u32();
+    const section = new Uint8Array(length);
+    if (fs.readSync(fd, section, 0, length, indexHeadBytes + 8) !== length) throw reader.corrupt('the type names are cut short');
+    if (kernels.crc32(section) !== crc) throw reader.corrupt('section 1 fails its CRC');
+    const names = new ByteReader(section, 0, section.length, `type names of ${file}`);
+    const typeNames = Array.from({ length: names.varint() }, () => names.string());
+    names.expectEnd();
+    return { base, count, typeNames };
+  } catch (error) {
+    if (error instanceof StreamStackError && error.code === 'CORRUPT') throw error;
+    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset: 0 } });
+  } finally {
+    fs.closeSync(fd);
+  }
+}

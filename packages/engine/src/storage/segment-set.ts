@@ -37,8 +37,10 @@ export interface OpenedSegment<M> {
 }
 
 /** What the log learns while its segments open, in log order. */
-export type SegmentEvent<M> =
+export type SegmentEvent<M, S = never> =
   | { readonly kind: 'segment'; readonly opened: OpenedSegment<M> }
+  /** A finished segment whose summary stood in for reading it (see `SegmentSet.open`). */
+  | { readonly kind: 'summary'; readonly segment: SegmentFile; readonly summary: S }
   /** A damage inside a segment, or a whole segment (or its successor) unreadable or missing. */
   | { readonly kind: 'corruption'; readonly corruption: Corruption; readonly wholeSegment: boolean };
 
@@ -69,14 +71,20 @@ export class SegmentSet {
    * reporting each segment and each corruption to `onEvent` in log order. Read-only, it changes
    * nothing on disk: a torn tail is reported but not cut.
    */
-  static async open<M>(
+  static async open<M, S = never>(
     kernels: Kernels,
     directory: string,
     kind: SegmentKind,
     extension: string,
     decoder: MarkerDecoder<M>,
-    onEvent: (event: SegmentEvent<M>) => void,
+    onEvent: (event: SegmentEvent<M, S>) => void,
     readOnly = false,
+    /**
+     * A finished segment's summary, or undefined when it has none that holds: given one, the
+     * segment's bytes are not read at all (its header and size are still checked). The newest
+     * segment is always read.
+     */
+    summarized?: (segment: SegmentFile) => (S & { readonly end: number }) | undefined,
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
@@ -89,10 +97,15 @@ export class SegmentSet {
     const names = fs.readdirSync(directory).filter((name) => name.endsWith(extension)).sort();
     // The newest is read first: whether the segment before it may hold a torn write depends on
     // whether the newest holds data yet. The others are read one at a time, in order.
-    const newest = names.length > 0 ? set.openOne(names[names.length - 1], decoder) : undefined;
+    const newest = names.length > 0 ? set.openOne<M, S>(names[names.length - 1], decoder) : undefined;
     for (const [index, name] of names.entries()) {
-      const one = index === names.length - 1 ? newest! : set.openOne(name, decoder);
+      const one = index === names.length - 1 ? newest! : set.openOne<M, S>(name, decoder, summarized);
       if ('vanished' in one) continue;
+      if ('summary' in one) {
+        set.segments.push(one.segment);
+        onEvent({ kind: 'summary', segment: one.segment, summary: one.summary });
+        continue;
+      }
       if ('corruption' in one) {
         set.corruptions.push(one.corruption);
         onEvent({ kind: 'corruption', corruption: one.corruption, wholeSegment: true });
@@ -127,10 +140,15 @@ export class SegmentSet {
   }
 
   /** Opens and scans one segment file, or says why it is corrupt as a whole. */
-  private openOne<M>(
+  private openOne<M, S>(
     name: string,
     decoder: MarkerDecoder<M>,
-  ): { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> } | { corruption: Corruption } | { vanished: true } {
+    summarized?: (segment: SegmentFile) => (S & { readonly end: number }) | undefined,
+  ):
+    | { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> }
+    | { segment: SegmentFile; summary: S }
+    | { corruption: Corruption }
+    | { vanished: true } {
     const file = path.join(this.directory, name);
     const base = /^\d+$/.test(name.slice(0, -this.extension.length)) ? Number(name.slice(0, -this.extension.length)) : Number.NaN;
     let segment: SegmentFile;
@@ -146,6 +164,12 @@ export class SegmentSet {
     if (segment.header.kind !== this.kind || segment.header.base !== base || name.length !== segmentNameDigits + this.extension.length) {
       segment.close();
       return { corruption: { file, offset: 0, reason: `${name} does not hold the segment its name says (kind ${segment.header.kind}, base ${segment.header.base})` } };
+    }
+    const summary = summarized?.(segment);
+    if (summary && segment.size() === segment.header.capacity) {
+      segment.writeOffset = summary.end;
+      segment.durableEnd = summary.end;
+      return { segment, summary };
     }
     const bytes = segment.readAll();
     const limit = Math.min(bytes.length, segment.header.capacity);

@@ -3,7 +3,7 @@
  * Each group commit is a run of frames ended by a `WalMarker` carrying the group's WAL sequence,
  * written with one fdatasync. Segments are named and based by their first WAL sequence.
  */
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import { ByteReader } from './codec.js';
@@ -164,6 +164,7 @@ export class Wal {
           afterDamage = true;
           return;
         }
+        assert(event.kind === 'segment', 'WAL segments have no summaries');
         const { segment, bytes, scanned } = event.opened;
         // Finished segments are deleted from the middle on purpose, so a segment may start past
         // the sequence the one before it ended at; never before it.

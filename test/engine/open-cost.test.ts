@@ -1,0 +1,196 @@
+/**
+ * Opening a feed costs the active segment, not the history: finished segments are known from
+ * their summaries and their index files' heads, and none of their data is read until a query
+ * needs it. Summaries are derived: missing, damaged or misplaced ones are rebuilt byte for byte.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Feed } from '../../packages/engine/src/index.js';
+import { openStore, temporaryDirectory, text } from '../support/store.js';
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** A feed of many sealed 64 KiB segments: tagged, typed, keyed records, some repeated. */
+async function buildFeed(directory: string): Promise<void> {
+  const store = await openStore(directory);
+  const feed = await store.createFeed('f');
+  const { token } = await feed.acquireLease({ holder: 'p' });
+  for (let commit = 0; commit < 60; commit++) {
+    const records = Array.from({ length: 40 }, (_, index) => {
+      const n = commit * 40 + index;
+      return {
+        payload: n % 10 === 3 ? 'a repeated payload'.repeat(20) : `record ${n} ${'.'.repeat(n % 150)}`,
+        key: `k${n % 500}`,
+        version: n,
+        type: `t${n % 3}`,
+        tags: [`tag-${n % 7}`, `user-${n % 101}`],
+      };
+    });
+    if (commit % 2 === 0) {
+      await feed.append(records, { token });
+    } else {
+      const stream = await feed.openStream({ token });
+      await stream.append(records, { token });
+      await stream.seal({ token });
+    }
+  }
+  await store.close();
+}
+
+/** Everything a reader sees: every record, a filtered read, gets and latest. */
+async function readEverything(feed: Feed): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for await (const record of feed.read()) out.push([record.position, record.commit, text(record.payload), record.key, record.type, record.tags]);
+  for await (const record of feed.read({ filter: { tags: ['user-5'] }, plan: 'index' })) out.push(['user-5', record.position]);
+  for await (const record of feed.read({ mode: 'latest' })) out.push(['latest', record.position]);
+  for await (const record of feed.read({ mode: 'dedup' })) out.push(['dedup', record.position]);
+  for (const key of ['k0', 'k250', 'k499', 'absent']) out.push(['get', key, (await feed.get(key))?.position]);
+  out.push(feed.commits().map((commit) => [commit.commit, commit.stream, commit.records, commit.firstPosition]));
+  return out;
+}
+
+const historyDirectory = (directory: string) => path.join(directory, 'feeds', 'f', 'history');
+
+/** Counts the bytes read from each file while `action` runs, through every read path fs offers. */
+async function bytesReadDuring(action: () => Promise<void>): Promise<Map<string, number>> {
+  const pathOf = new Map<number, string>();
+  const bytes = new Map<string, number>();
+  const add = (file: string | undefined, count: number) => {
+    if (file !== undefined) bytes.set(file, (bytes.get(file) ?? 0) + count);
+  };
+  const openSync = fs.openSync;
+  vi.spyOn(fs, 'openSync').mockImplementation(((file: fs.PathLike, ...rest: unknown[]) => {
+    const fd = (openSync as (...args: unknown[]) => number)(file, ...rest);
+    pathOf.set(fd, path.resolve(String(file)));
+    return fd;
+  }) as typeof fs.openSync);
+  const readSync = fs.readSync;
+  vi.spyOn(fs, 'readSync').mockImplementation(((fd: number, ...rest: unknown[]) => {
+    const count = (readSync as (...args: unknown[]) => number)(fd, ...rest);
+    add(pathOf.get(fd), count);
+    return count;
+  }) as typeof fs.readSync);
+  const read = fs.read;
+  vi.spyOn(fs, 'read').mockImplementation(((fd: number, ...rest: unknown[]) => {
+    const callback = rest.pop() as (error: unknown, count: number, buffer: unknown) => void;
+    (read as (...args: unknown[]) => void)(fd, ...rest, (error: unknown, count: number, buffer: unknown) => {
+      if (!error) add(pathOf.get(fd), count);
+      callback(error, count, buffer);
+    });
+  }) as typeof fs.read);
+  const readFileSync = fs.readFileSync;
+  vi.spyOn(fs, 'readFileSync').mockImplementation(((file: fs.PathOrFileDescriptor, ...rest: unknown[]) => {
+    const out = (readFileSync as (...args: unknown[]) => Buffer | string)(file, ...rest);
+    add(typeof file === 'number' ? pathOf.get(file) : path.resolve(String(file)), out.length);
+    return out;
+  }) as typeof fs.readFileSync);
+  await action();
+  vi.restoreAllMocks();
+  return bytes;
+}
+
+describe('opening a feed', () => {
+  it('reads no data of finished segments, only their summaries and index heads', async () => {
+    const directory = temporaryDirectory();
+    await buildFeed(directory);
+    const segments = fs.readdirSync(historyDirectory(directory)).filter((name) => name.endsWith('.hist')).sort();
+    expect(segments.length).toBeGreaterThanOrEqual(5);
+    const active = path.join(historyDirectory(directory), segments[segments.length - 1]);
+
+    let expected: unknown[] = [];
+    const read = await bytesReadDuring(async () => {
+      const store = await openStore(directory);
+      const feed = await store.feed('f');
+      expect(feed.summaryRebuilds).toEqual([]);
+      expect(feed.indexRebuilds).toEqual([]);
+      await store.close();
+    });
+    for (const name of segments.slice(0, -1)) {
+      // The header alone: 48 bytes.
+      expect(read.get(path.join(historyDirectory(directory), name)) ?? 0, name).toBeLessThanOrEqual(48);
+    }
+    // The active segment is read whole, then its runs once more to build its in-memory index.
+    expect(read.get(active)).toBeGreaterThanOrEqual(fs.statSync(active).size);
+    expect(read.get(active)).toBeLessThanOrEqual(2 * fs.statSync(active).size);
+    const indexBytes = [...read].filter(([file]) => file.endsWith('.idx')).reduce((sum, [, count]) => sum + count, 0);
+    const indexFileBytes = fs
+      .readdirSync(path.join(directory, 'feeds', 'f', 'index'))
+      .reduce((sum, name) => sum + fs.statSync(path.join(directory, 'feeds', 'f', 'index', name)).size, 0);
+    expect(indexBytes).toBeLessThan(indexFileBytes / 4);
+
+    // And what it reads is what a feed opened by reading every byte reads.
+    const store = await openStore(directory);
+    expected = await readEverything(await store.feed('f'));
+    await store.close();
+    for (const name of fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum'))) {
+      fs.rmSync(path.join(historyDirectory(directory), name));
+    }
+    const rescanned = await openStore(directory);
+    const feed = await rescanned.feed('f');
+    expect(feed.summaryRebuilds.length).toBe(segments.length - 1);
+    expect(await readEverything(feed)).toEqual(expected);
+    await rescanned.close();
+  });
+
+  it('rebuilds a summary that is missing, damaged in any byte, cut, extended, misplaced or left half-written', async () => {
+    const directory = temporaryDirectory();
+    await buildFeed(directory);
+    const names = fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum')).sort();
+    expect(names.length).toBeGreaterThanOrEqual(4);
+    const original = new Map(names.map((name) => [name, fs.readFileSync(path.join(historyDirectory(directory), name))]));
+    let store = await openStore(directory);
+    const expected = await readEverything(await store.feed('f'));
+    await store.close();
+
+    const target = names[1];
+    const file = path.join(historyDirectory(directory), target);
+    const bytes = original.get(target)!;
+    const variants: [string, () => void][] = [
+      ['deleted', () => fs.rmSync(file)],
+      ['deleted, a half-written one left', () => (fs.rmSync(file), fs.writeFileSync(`${file}.tmp`, bytes.subarray(0, 20)))],
+      ['empty', () => fs.writeFileSync(file, Buffer.alloc(0))],
+      ['cut by one byte', () => fs.writeFileSync(file, bytes.subarray(0, bytes.length - 1))],
+      ['a byte appended', () => fs.writeFileSync(file, Buffer.concat([bytes, Buffer.alloc(1)]))],
+      ['another segment\'s summary', () => fs.writeFileSync(file, original.get(names[0])!)],
+    ];
+    // Every byte of the fixed header and then every seventh byte, each with one bit flipped.
+    for (let at = 0; at < bytes.length; at += at < 48 ? 1 : 7) {
+      variants.push([`byte ${at} flipped`, () => {
+        const damaged = Buffer.from(bytes);
+        damaged[at] ^= 0x01;
+        fs.writeFileSync(file, damaged);
+      }]);
+    }
+    for (const [what, damage] of variants) {
+      damage();
+      store = await openStore(directory);
+      const feed = await store.feed('f');
+      expect(feed.summaryRebuilds.map((rebuild) => rebuild.file), what).toEqual([file]);
+      if (what !== 'deleted' && !what.startsWith('deleted,')) expect(feed.summaryRebuilds[0].reason, what).not.toMatch(/missing/);
+      await store.close();
+      // Rebuilt on open, written in the background, on disk once the store closed.
+      expect(fs.readFileSync(file).equals(bytes), `${what}: the rebuilt summary is byte-identical`).toBe(true);
+      expect(fs.existsSync(`${file}.tmp`), what).toBe(false);
+    }
+    store = await openStore(directory);
+    const feed = await store.feed('f');
+    expect(feed.summaryRebuilds).toEqual([]);
+    expect(await readEverything(feed)).toEqual(expected);
+    expect((await store.verify('f'))[0].problems).toEqual([]);
+    await store.close();
+  }, 120_000);
+
+  it('verify reports a summary that disagrees with its segment', async () => {
+    const directory = temporaryDirectory();
+    await buildFeed(directory);
+    const names = fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum')).sort();
+    fs.copyFileSync(path.join(historyDirectory(directory), names[0]), path.join(historyDirectory(directory), names[2]));
+    const store = await openStore(directory, { readOnly: true });
+    const [report] = await store.verify('f');
+    expect(report.problems).toEqual([expect.objectContaining({ code: 'INDEX', file: path.join(historyDirectory(directory), names[2]) })]);
+    await store.close();
+  });
+});
