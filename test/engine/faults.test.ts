@@ -95,8 +95,15 @@ function targetsOf(fixture: Fixture): Target[] {
   });
   // The index of the middle history segment, swapped with the first segment's.
   const middleIndex = index.find((file) => path.basename(file, '.idx') === path.basename(history[middle], '.hist')) ?? index[0];
-  const otherIndex = index.find((file) => file !== middleIndex);
+  const otherIndex = index.find((file) => file !== middleIndex && file.endsWith('.idx'));
   targets.push({ kind: 'index file', group: 'index', file: info(middleIndex), ...(otherIndex ? { partner: otherIndex } : {}) });
+  // The middle segment's key dictionary and summary, swapped with the first segment's.
+  for (const [kind, extension] of [['key dictionary', '.keys'], ['segment summary', '.sum']] as const) {
+    const files = index.filter((file) => file.endsWith(extension));
+    const own = files.find((file) => path.basename(file, extension) === path.basename(history[middle], '.hist'));
+    const other = files.find((file) => file !== own);
+    if (own) targets.push({ kind, group: 'index', file: info(own), ...(other ? { partner: other } : {}) });
+  }
   targets.push({ kind: 'lease.log', group: 'state', file: info(fixture.lease) });
   targets.push({ kind: 'subscription log', group: 'state', file: info(fixture.subscriptionFiles[0]), partner: fixture.subscriptionFiles[1] });
   targets.push({ kind: 'feed.json', group: 'metadata', file: info(fixture.feedJson) });
@@ -567,7 +574,10 @@ function checkBytes(
       if (mine && feedOpened) {
         const after = read(file.file);
         const pristine = fs.readFileSync(path.join(fixture.root, file.file));
-        if (!after || !after.equals(pristine)) {
+        // A derived file is checked whole when it is first used: damage in a part no read
+        // needed may stay until then, as long as verify reports it.
+        const untouched = after !== undefined && mine.bytes !== undefined && after.equals(mine.bytes) && findings.verifyOk === false;
+        if (!untouched && (!after || !after.equals(pristine))) {
           findings.violation(`${step}: the damaged index ${file.file} was not rebuilt to the bytes its segment gives (${after ? `${after.length} bytes, differing` : 'missing'})`);
         }
       }
@@ -799,7 +809,7 @@ describe('storage fault model', () => {
 
   it('holds for damaged history segments (first, middle, newest)', () => runGroup('history segments', 'history'), 180_000);
   it('holds for damaged WAL segments', () => runGroup('WAL segments', 'wal'), 180_000);
-  it('holds for a damaged index file (derived: rebuilt, reads exact)', () => runGroup('index file', 'index'), 180_000);
+  it('holds for a damaged index file, key dictionary or summary (derived: rebuilt, reads exact)', () => runGroup('index files', 'index'), 240_000);
   it('holds for damaged state logs (lease.log, a subscription log)', () => runGroup('state logs', 'state'), 180_000);
   it('holds for a damaged feed.json and LOCK', () => runGroup('feed.json and LOCK', 'metadata'), 180_000);
 });

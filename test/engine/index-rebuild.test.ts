@@ -40,6 +40,10 @@ async function buildFeed(directory: string, kernels: KernelChoice): Promise<void
       const type = random() < 0.8 ? types[Math.floor(random() * types.length)] : undefined;
       return {
         payload: `r${n}|${'.'.repeat(Math.floor(random() * 200))}`,
+        // Keys recur across segments, with versions that sometimes go back: key dictionaries
+        // hold each key's winner over the history before them.
+        key: `key-${n % 97}`,
+        version: Math.floor(random() * 50),
         ...(type === undefined ? {} : { type }),
         ...(recordTags.length === 0 ? {} : { tags: recordTags }),
       };
@@ -67,6 +71,14 @@ const queries: RecordFilter[] = [
 async function readAll(feed: Feed, quick = false): Promise<string[][]> {
   const head = feed.info().commits;
   const out: string[][] = [];
+  for (const asOf of quick ? [head] : [head, Math.floor(head / 3), Math.floor(head / 2) + 1]) {
+    const got: string[] = [];
+    for (let key = 0; key < 97; key += quick ? 7 : 1) {
+      const record = await feed.get(`key-${key}`, { asOf });
+      got.push(`${key}@${asOf}:${record ? `${record.position}:${text(record.payload)}` : '-'}`);
+    }
+    out.push(got);
+  }
   for (const filter of queries) {
     for (const plan of quick ? (['index'] as const) : (['index', 'scan', 'auto'] as const)) {
       for (const after of quick ? [0] : [0, Math.floor(head / 2), head - 1]) {
@@ -79,12 +91,14 @@ async function readAll(feed: Feed, quick = false): Promise<string[][]> {
   return out;
 }
 
-/** The index files of feed `f`, by name. */
-function indexFiles(directory: string): Map<string, Buffer> {
+/** The index files (`.idx`, or with `all` key dictionaries too) of feed `f`, by name. */
+function indexFiles(directory: string, all = false): Map<string, Buffer> {
   const indexDirectory = path.join(directory, 'feeds', 'f', 'index');
   const files = new Map<string, Buffer>();
   if (!fs.existsSync(indexDirectory)) return files;
-  for (const name of fs.readdirSync(indexDirectory).sort()) files.set(name, fs.readFileSync(path.join(indexDirectory, name)));
+  for (const name of fs.readdirSync(indexDirectory).sort()) {
+    if (all || name.endsWith('.idx')) files.set(name, fs.readFileSync(path.join(indexDirectory, name)));
+  }
   return files;
 }
 
@@ -263,7 +277,10 @@ describe('index files', () => {
     fs.rmSync(indexDirectory, { recursive: true });
     store = await openStore(directory);
     feed = await store.feed('f');
-    expect(feed.indexRebuilds.map((rebuild) => rebuild.segment)).toEqual(names.map(baseOf));
+    // Every index file and every key dictionary, each once.
+    const rebuiltIndexes = feed.indexRebuilds.filter((rebuild) => rebuild.file.endsWith('.idx'));
+    expect(rebuiltIndexes.map((rebuild) => rebuild.segment)).toEqual(names.map(baseOf));
+    expect(feed.indexRebuilds.filter((rebuild) => rebuild.file.endsWith('.keys')).map((rebuild) => rebuild.segment)).toEqual(names.map(baseOf));
     expect(indexFiles(directory)).toEqual(original);
     expect(await readAll(feed)).toEqual(expected);
     await store.close();
@@ -276,7 +293,8 @@ describe('index files', () => {
     ] as const) {
       const directory = temporaryDirectory();
       await buildFeed(directory, writer);
-      const original = indexFiles(directory);
+      // Index files and key dictionaries alike.
+      const original = indexFiles(directory, true);
       let store = await openStore(directory, { kernels: writer });
       const expected = await readAll(await store.feed('f'));
       await store.close();
@@ -293,7 +311,8 @@ describe('index files', () => {
       store = await openStore(directory, { kernels: rebuilder });
       feed = await store.feed('f');
       expect(feed.indexRebuilds.length).toBe(original.size);
-      const rebuilt = indexFiles(directory);
+      const rebuilt = indexFiles(directory, true);
+      expect([...rebuilt.keys()]).toEqual([...original.keys()]);
       for (const [name, bytes] of original) {
         expect(rebuilt.get(name)?.equals(bytes), `${name}: written by ${writer}, rebuilt by ${rebuilder}`).toBe(true);
       }

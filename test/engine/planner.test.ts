@@ -305,7 +305,7 @@ function segmentFiles(harness: Harness): { history: string[]; index: string[] } 
     const directory = path.join(feedDirectory, name);
     return fs.existsSync(directory) ? fs.readdirSync(directory).sort() : [];
   };
-  return { history: list('history').filter((name) => name.endsWith('.hist')), index: list('index') };
+  return { history: list('history').filter((name) => name.endsWith('.hist')), index: list('index').filter((name) => name.endsWith('.idx')) };
 }
 
 /** Every query case, through every plan, against the oracle. */

@@ -150,3 +150,21 @@ export const payloadCacheBlockBytes = 64 * 1024;
  * few megabytes, so this holds the last dozen or so segments that queries touch.
  */
 export const indexCacheBytesMax = 64 * 1024 * 1024;
+
+/**
+ * Bits per key in a key dictionary's Bloom filter, and probes per key. Ten bits and seven probes
+ * give about one false positive in a hundred: a `get` for a key a segment lacks almost never
+ * touches that segment's FST. Format.
+ */
+export const keyFilterBitsPerKey = 10;
+export const keyFilterHashes = 7;
+
+/**
+ * Bytes of key dictionaries (filters, FSTs, winners) held in memory, least recently used out
+ * first: a lookup touches the filters of the segments newer than its key's last write and one
+ * FST, so this keeps warm lookups in memory without growing with the history.
+ */
+export const keyCacheBytesMax = 64 * 1024 * 1024;
+
+/** Keys a key dictionary build merges before it yields the event loop to appends and reads. */
+export const keyBuildYieldKeys = 8192;

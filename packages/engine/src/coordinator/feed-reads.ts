@@ -21,7 +21,7 @@ export class FeedReads {
   get(key: string, asOf?: number): Promise<StoredRecord | undefined> {
     const snapshot = this.writer.snapshot();
     const at = checkCursor(snapshot, asOf ?? snapshot.watermark.commit, 'asOf');
-    return getByKey(snapshot, this.writer.derived, key, at);
+    return getByKey(snapshot, this.writer.keys, key, at);
   }
 
   /** The records of one published commit. */

@@ -17,7 +17,8 @@ import { StateLog } from '../storage/state-log.js';
 import type { Corruption, TornTail } from '../storage/runs.js';
 import { Wal, walFrames, type WalLocation } from '../storage/wal.js';
 import { DerivedIndexes } from '../query/derived.js';
-import { FeedIndex } from '../query/feed-index.js';
+import { FeedIndex, type IndexRebuild } from '../query/feed-index.js';
+import { KeyIndex } from '../query/key-index.js';
 import type { Query } from '../query/planner.js';
 import { corruptionError, type Snapshot } from '../query/snapshot.js';
 import { ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
@@ -94,10 +95,12 @@ export class FeedWriter {
   private readonly committer: GroupCommitter<WriterGroup>;
   /** The tag and type index: sealed segments from their files, the active one in memory. */
   index!: FeedIndex;
+  /** The key index: sealed segments' dictionaries, the active segment's keys in memory. */
+  keys!: KeyIndex;
   private conditions!: ConditionChecker;
   private maintenance: Promise<void> = Promise.resolve();
   private readonly frameDataBytesMax: number;
-  /** Key winners and first fingerprints, derived from history for reads. */
+  /** First fingerprints, derived from history for deduplicated reads. */
   readonly derived = new DerivedIndexes();
 
   private constructor(
@@ -161,7 +164,14 @@ export class FeedWriter {
     const active = history.room()?.segment;
     for (const { crc, location } of payloads) if (location.segment === active) writer.payloads.remember(crc, location);
     try {
-      writer.index = await FeedIndex.open(kernels, path.join(directory, 'index'), history, writer.commits, readOnly);
+      const indexDirectory = path.join(directory, 'index');
+      const rebuilt: IndexRebuild[] = [];
+      writer.keys = await KeyIndex.open(kernels, indexDirectory, history, writer.commits, rebuilt, readOnly);
+      writer.index = await FeedIndex.open(kernels, indexDirectory, history, writer.commits, readOnly, (commit, entry, locator, position) =>
+        writer.keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position),
+      );
+      writer.index.rebuilt.unshift(...rebuilt);
+      writer.keys.reportTo(writer.index.rebuilt);
     } catch (error) {
       await writer.close();
       throw error;
@@ -587,7 +597,9 @@ export class FeedWriter {
         this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length, crc: payload.crc });
       }
       run.records.forEach((record, index) => {
-        this.index.add(commit, record.type, record.tags, runStart + built.entryOffsets[index], commit.firstPosition + index);
+        const locator = runStart + built.entryOffsets[index];
+        this.index.add(commit, record.type, record.tags, locator, commit.firstPosition + index);
+        this.keys.add(commit, record.key, record.version, record.tombstone, locator, commit.firstPosition + index);
         this.conditions.note(commit.firstPosition + index, record.type, record.tags);
       });
       this.history.published(commit);
@@ -664,6 +676,7 @@ export class FeedWriter {
     await this.committer.idle();
     await this.maintenance.catch(() => undefined);
     await this.index?.flushed();
+    await this.keys?.flushed();
     await this.history.summariesWritten();
   }
 

@@ -18,12 +18,13 @@ import { StateLog } from '../storage/state-log.js';
 import { openSubscriptionLog } from './subscriptions.js';
 import { readIndexFile } from '../storage/index-segment.js';
 import { readSummary, summaryFileOf, type SegmentSummary } from '../storage/segment-summary.js';
+import { readKeyFileHead, readKeySection } from '../storage/key-file.js';
 
 /**
  * What a problem is: `CORRUPT` damage to a log (file and offset), `TORN_TAIL` a torn last write
  * that recovery cuts on the next read-write open, `CHAIN` a break in the commit chain,
  * `MANIFEST` a record pointing at bytes no pack holds, `WAL` the WAL disagreeing with history,
- * `INDEX` a damaged index or summary file (derived: rebuilt on the next open), `ERROR` anything else.
+ * `INDEX` a damaged index file, key dictionary or summary (derived: rebuilt on the next open), `ERROR` anything else.
  */
 export type VerificationCode = 'CORRUPT' | 'TORN_TAIL' | 'CHAIN' | 'MANIFEST' | 'WAL' | 'INDEX' | 'ERROR';
 
@@ -218,14 +219,18 @@ async function verifyStateLogs(kernels: Kernels, directory: string, report: Repo
   }
 }
 
-/** Every index file that exists must load (a missing one is rebuilt on the next open). */
+/** Every index file and key dictionary that exists must load (a missing one is rebuilt on the next open). */
 function verifyIndexFiles(kernels: Kernels, directory: string, report: Report): void {
   const indexDirectory = path.join(directory, 'index');
   if (!fs.existsSync(indexDirectory)) return;
-  for (const name of fs.readdirSync(indexDirectory).filter((entry) => entry.endsWith('.idx'))) {
+  for (const name of fs.readdirSync(indexDirectory).filter((entry) => entry.endsWith('.idx') || entry.endsWith('.keys'))) {
     const file = path.join(indexDirectory, name);
     try {
-      readIndexFile(kernels, file);
+      if (name.endsWith('.idx')) readIndexFile(kernels, file);
+      else {
+        const head = readKeyFileHead(file)!;
+        for (const section of [0, 1, 2] as const) readKeySection(kernels, file, head, section);
+      }
     } catch (error) {
       report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${(error as Error).message}`, { file });
     }

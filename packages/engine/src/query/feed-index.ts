@@ -11,6 +11,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { History } from '../storage/history-log.js';
+import type { ManifestEntry } from '../storage/records.js';
 import {
   buildIndexData,
   encodeIndexFile,
@@ -175,6 +176,16 @@ class TailIndex implements SegmentIndex {
   }
 }
 
+/**
+ * True when corruption took records of the segment at `base` (up to `nextBase`): inside it (a
+ * gap between its readable commits) or at its end (lost commits before the next segment). Its
+ * derived files are then built in memory only: written, they would be wrong once repaired.
+ */
+export function damagedSegment(commits: readonly CommitRecord[], inSegment: readonly CommitRecord[], base: number, nextBase: number): boolean {
+  if (inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1))) return true;
+  return commits.some((commit) => commit.damage !== undefined && commit.records > 0 && commit.firstPosition < nextBase && commit.lastPosition >= base);
+}
+
 /** An index file that had to be rebuilt, and why. */
 export interface IndexRebuild {
   readonly segment: number;
@@ -230,8 +241,11 @@ export class FeedIndex {
     history: History,
     commits: readonly CommitRecord[],
     readOnly = false,
+    /** Told of every record of the active segment as it is replayed (the key index's tail). */
+    onActiveEntry?: (commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void,
   ): Promise<FeedIndex> {
     const index = new FeedIndex(kernels, directory, history, readOnly);
+    index.onActiveEntry = onActiveEntry;
     const bases = history.segments.segments.map((segment) => segment.header.base);
     const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
     for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
@@ -246,7 +260,7 @@ export class FeedIndex {
       const count = last ? last.lastPosition - base + 1 : 0;
       // Records corruption took leave gaps: an index built around them is kept in memory only,
       // so it can never be mistaken for a whole one once the damage is repaired.
-      const gaps = inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1));
+      const gaps = damagedSegment(commits, inSegment, base, bases[position + 1]);
       const slot: SealedSlot = { base, count, commits: inSegment, gaps };
       index.sealed.push(slot);
       const file = index.fileFor(base);
@@ -286,9 +300,14 @@ export class FeedIndex {
     return data;
   }
 
+  private onActiveEntry: ((commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void) | undefined;
+
   private async addRun(commit: CommitRecord): Promise<void> {
     const run = await this.history.readRun(commit);
-    run.entries.forEach((entry, at) => this.add(commit, entry.type, entry.tags, run.entryOffsets[at], commit.firstPosition + at));
+    run.entries.forEach((entry, at) => {
+      this.add(commit, entry.type, entry.tags, run.entryOffsets[at], commit.firstPosition + at);
+      this.onActiveEntry?.(commit, entry, run.entryOffsets[at], commit.firstPosition + at);
+    });
   }
 
   /** Holds a loaded index in the cache, dropping the least recently used past the bound. */

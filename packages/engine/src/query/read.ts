@@ -5,11 +5,12 @@
  * its key; unkeyed records are not in this view). Results come one commit at a time as arrays
  * (the batch form); the object form flattens them.
  */
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { CommitRecord } from '../storage/history.js';
 import { beats, DerivedIndexes, fingerprintKey } from './derived.js';
 import { fetchByPosition } from './fetch.js';
-import { findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
+import type { KeyIndex } from './key-index.js';
+import { commitsInRange, findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
 import { assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 export type ReadMode = 'raw' | 'dedup' | 'latest';
@@ -179,16 +180,18 @@ async function* endingAtDamage(snapshot: Snapshot, reads: AsyncGenerator<StoredR
 }
 
 /** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
-export async function getByKey(snapshot: Snapshot, derived: DerivedIndexes, key: string, asOf: number): Promise<StoredRecord | undefined> {
+export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, asOf: number): Promise<StoredRecord | undefined> {
   // A key's winner may lie in records corruption took, so a lookup over them cannot answer.
   const asOfPosition = asOf === 0 ? 0 : snapshot.commits[asOf - 1].lastPosition;
   assertIntact(snapshot, 1, asOfPosition, asOf === snapshot.watermark.commit);
-  if (derived.indexedCommits < snapshot.watermark.commit) await derived.extend(snapshot);
-  const winner = derived.winner(key, asOf);
+  if (asOfPosition === 0) return undefined;
+  const winner = await keys.winner(key, asOfPosition);
   if (!winner || winner.tombstone) return undefined;
-  const commit = snapshot.commits[winner.commit - 1];
-  // A point lookup reads one small payload: a positional read straight from the page cache
-  // costs a few microseconds, a trip through the thread pool several times that.
-  const payload = snapshot.history.readPayloadSync(winner.entry.payload);
-  return toRecord(snapshot.feed, commit, winner.position, winner.entry, payload);
+  const [commit] = commitsInRange(snapshot, winner.position, winner.position);
+  assert(commit !== undefined && commit.firstPosition <= winner.position, 'a key winner lies in a published commit');
+  // A point lookup reads one small entry and payload: a positional read straight from the page
+  // cache costs a few microseconds, a trip through the thread pool several times that.
+  const entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
+  const payload = snapshot.history.readPayloadSync(entry.payload);
+  return toRecord(snapshot.feed, commit, winner.position, entry, payload);
 }

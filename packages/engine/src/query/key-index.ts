@@ -1,0 +1,315 @@
+/**
+ * The key index of one feed: what `get(key, { asOf })` asks. Sealed history segments each have
+ * a key dictionary file (`storage/key-file.ts`) holding, for every key written in the segment,
+ * its winner over the whole history up to the segment's end; the active segment's keys are in
+ * memory, every occurrence, so an `asOf` inside it is answered too. A lookup walks the segments
+ * newest first: the active segment, then sealed dictionaries until one holds the key (their
+ * Bloom filters pass the rest without touching their FSTs). An `asOf` inside a sealed segment
+ * reads that segment's records up to it, then goes on from the dictionary before it.
+ *
+ * Dictionary files are derived: built in the background when a segment is sealed (until then
+ * the finished segment's keys stay in memory), read lazily by section, kept in a bounded cache,
+ * and rebuilt from the history when missing or damaged — byte for byte what either kernel set
+ * builds, since the FST is the kernels' and the rest is plain bytes.
+ */
+import path from 'node:path';
+import type { Kernels } from '../kernels/kernels.js';
+import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
+import { utf8Encode } from '../storage/codec.js';
+import type { CommitRecord } from '../storage/history.js';
+import type { History } from '../storage/history-log.js';
+import {
+  encodeKeyFile,
+  filterMayHold,
+  keyFileHeadBytes,
+  keyHashes,
+  parseKeyFileHead,
+  readKeyFileHead,
+  readKeySection,
+  winnerAt,
+  winsOver,
+  writeKeyFile,
+  type KeyFileHead,
+  type KeyWinner,
+} from '../storage/key-file.js';
+import { damagedSegment, type IndexRebuild } from './feed-index.js';
+
+/** Every occurrence of every key in one segment, in position order (active or just sealed). */
+class SegmentKeys {
+  readonly occurrences = new Map<string, KeyWinner[]>();
+  /** The commits whose records are here, in order. */
+  readonly commits: CommitRecord[] = [];
+
+  constructor(readonly base: number) {}
+
+  add(key: string, occurrence: KeyWinner): void {
+    const list = this.occurrences.get(key);
+    if (list) list.push(occurrence);
+    else this.occurrences.set(key, [occurrence]);
+  }
+
+  /** The winner of `key` among its occurrences at or before `position`. */
+  winnerUpTo(key: string, position: number): KeyWinner | undefined {
+    const list = this.occurrences.get(key);
+    let best: KeyWinner | undefined;
+    if (list) for (const occurrence of list) if (occurrence.position <= position && winsOver(occurrence, best)) best = occurrence;
+    return best;
+  }
+}
+
+/** A sealed segment's dictionary: where it is, and what of it is in memory. */
+interface SealedKeys {
+  readonly base: number;
+  /** Records the segment covers (its last readable position − base + 1). */
+  readonly count: number;
+  readonly commits: readonly CommitRecord[];
+  /** Until its dictionary is built (or, with gaps from corruption, for good): its keys in memory. */
+  resident?: SegmentKeys;
+  head?: KeyFileHead;
+  /** Sections read so far: filter, FST, winners. */
+  sections: (Uint8Array | undefined)[];
+  /** Held in memory for good (read-only stores cannot write what they rebuilt). */
+  pinned: boolean;
+}
+
+export class KeyIndex {
+  private readonly sealed: SealedKeys[] = [];
+  private tail: SegmentKeys | undefined;
+  private pending: Promise<void> = Promise.resolve();
+  /** Dictionaries with sections in memory, least recently used first, and their bytes. */
+  private readonly cache = new Map<SealedKeys, number>();
+  private cachedBytes = 0;
+
+  private constructor(
+    private readonly kernels: Kernels,
+    private readonly directory: string,
+    private readonly history: History,
+    private readonly readOnly: boolean,
+    /** Where rebuilt dictionaries are reported (the feed's index rebuilds). */
+    private rebuilt: IndexRebuild[],
+  ) {}
+
+  /** Reports later rebuilds to `list` (the feed's one list of index rebuilds). */
+  reportTo(list: IndexRebuild[]): void {
+    this.rebuilt = list;
+  }
+
+  fileFor(base: number): string {
+    return path.join(this.directory, `${String(base).padStart(16, '0')}.keys`);
+  }
+
+  /**
+   * Opens the key index: each sealed segment's dictionary head is read (a missing or damaged
+   * one is rebuilt now, in segment order, since each builds on the one before). The active
+   * segment's keys are added by the caller, through `add`, as it replays that segment.
+   */
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    history: History,
+    commits: readonly CommitRecord[],
+    rebuilt: IndexRebuild[],
+    readOnly = false,
+  ): Promise<KeyIndex> {
+    const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt);
+    const bases = history.segments.segments.map((segment) => segment.header.base);
+    const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
+    for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
+    for (const [position, base] of bases.slice(0, -1).entries()) {
+      const inSegment = bySegment.get(base)!;
+      const last = inSegment[inSegment.length - 1];
+      const slot: SealedKeys = { base, count: last ? last.lastPosition - base + 1 : 0, commits: inSegment, sections: [], pinned: false };
+      index.sealed.push(slot);
+      const gaps = damagedSegment(commits, inSegment, base, bases[position + 1]);
+      if (gaps) {
+        // Records corruption took: the dictionary would be wrong once repaired, so it is
+        // never written; the readable keys stay in memory (and reads over the gap fail).
+        slot.resident = await index.readSegmentKeys(slot);
+        continue;
+      }
+      let reason: string | undefined;
+      try {
+        const head = readKeyFileHead(index.fileFor(base));
+        if (!head) reason = 'missing';
+        else if (head.base !== base || head.count !== slot.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${slot.count} from ${base}`;
+        else slot.head = head;
+      } catch (error) {
+        reason = (error as Error).message;
+      }
+      if (reason !== undefined) await index.rebuild(slot, reason);
+    }
+    const active = bases[bases.length - 1];
+    if (active !== undefined) index.tail = new SegmentKeys(active);
+    return index;
+  }
+
+  /** Every occurrence of every key in a sealed segment, read from its history. */
+  private async readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
+    const keys = new SegmentKeys(slot.base);
+    for (const commit of slot.commits) {
+      const run = await this.history.readRun(commit);
+      run.entries.forEach((entry, at) => {
+        if (entry.key === undefined) return;
+        keys.add(entry.key, { position: commit.firstPosition + at, version: entry.version ?? 0, tombstone: entry.tombstone, locator: run.entryOffsets[at] });
+      });
+    }
+    return keys;
+  }
+
+  /** Builds a sealed segment's dictionary from its history segment, writes it, reports it. */
+  private async rebuild(slot: SealedKeys, reason: string): Promise<void> {
+    const keys = await this.readSegmentKeys(slot);
+    await this.build(slot, keys);
+    this.rebuilt.push({ segment: slot.base, file: this.fileFor(slot.base), reason });
+  }
+
+  /**
+   * Builds the dictionary of `slot` from its keys: each key's winner in the segment against its
+   * winner in the history before it. Written to its file (unless read-only), then held.
+   */
+  private async build(slot: SealedKeys, keys: SegmentKeys): Promise<void> {
+    const before = this.sealed.indexOf(slot) - 1;
+    const entries: { key: Uint8Array; winner: KeyWinner }[] = [];
+    let merged = 0;
+    for (const [key, occurrences] of keys.occurrences) {
+      let winner: KeyWinner | undefined;
+      for (const occurrence of occurrences) if (winsOver(occurrence, winner)) winner = occurrence;
+      const bytes = utf8Encode(key);
+      const earlier = await this.walk(key, bytes, keyHashes(this.kernels, bytes), before, slot.base - 1, undefined);
+      entries.push({ key: bytes, winner: earlier && winsOver(earlier, winner) ? earlier : winner! });
+      // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
+      if (++merged % keyBuildYieldKeys === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    entries.sort((a, b) => Buffer.compare(a.key, b.key));
+    const bytes = encodeKeyFile(this.kernels, slot.base, slot.count, entries);
+    const file = this.fileFor(slot.base);
+    if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
+    const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
+    slot.head = head;
+    slot.sections = head.sections.map(({ offset, length }) => bytes.slice(offset, offset + length));
+    slot.pinned = this.readOnly;
+    slot.resident = undefined;
+    if (!slot.pinned) this.remember(slot);
+  }
+
+  /** Notes a published record (of the active segment; a new segment seals the one before). */
+  add(commit: CommitRecord, key: string | undefined, version: number | undefined, tombstone: boolean, locator: number, position: number): void {
+    if (!this.tail || this.tail.base !== commit.segment) this.startSegment(commit.segment);
+    const tail = this.tail!;
+    if (tail.commits[tail.commits.length - 1] !== commit) tail.commits.push(commit);
+    if (key !== undefined) tail.add(key, { position, version: version ?? 0, tombstone, locator });
+  }
+
+  private startSegment(base: number): void {
+    const previous = this.tail;
+    this.tail = new SegmentKeys(base);
+    if (!previous || previous.commits.length === 0) return;
+    const last = previous.commits[previous.commits.length - 1];
+    const slot: SealedKeys = { base: previous.base, count: last.lastPosition - previous.base + 1, commits: previous.commits, resident: previous, sections: [], pinned: false };
+    this.sealed.push(slot);
+    // Built in the background, in segment order (each builds on the one before): until it is
+    // done, lookups read the finished segment's keys from memory. A dictionary is derived, so
+    // a crash or failure before it lands only means it is rebuilt on the next open.
+    this.pending = this.pending
+      .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      .then(() => this.build(slot, previous))
+      .catch(() => undefined);
+  }
+
+  /**
+   * The winner of `key` over positions up to `asOfPosition`, tombstones included, or undefined
+   * when the key was never written there.
+   */
+  async winner(key: string, asOfPosition: number): Promise<KeyWinner | undefined> {
+    const bytes = utf8Encode(key);
+    const tail = this.tail;
+    const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
+    return this.walk(key, bytes, keyHashes(this.kernels, bytes), this.sealed.length - 1, asOfPosition, best);
+  }
+
+  /** Walks sealed segments from index `from` down, newest first, improving on `best`. */
+  private async walk(
+    key: string,
+    bytes: Uint8Array,
+    hashes: [number, number],
+    from: number,
+    asOfPosition: number,
+    best: KeyWinner | undefined,
+  ): Promise<KeyWinner | undefined> {
+    for (let at = from; at >= 0; at--) {
+      const slot = this.sealed[at];
+      if (slot.base > asOfPosition || slot.count === 0) continue;
+      const partial = slot.base + slot.count - 1 > asOfPosition;
+      if (slot.resident || partial) {
+        // Not (yet) a dictionary, or one that covers records after `asOf`: its occurrences.
+        const keys = slot.resident ?? (await this.readSegmentKeys(slot));
+        const found = keys.winnerUpTo(key, asOfPosition);
+        if (found && winsOver(found, best)) best = found;
+        continue;
+      }
+      const found = await this.lookup(slot, bytes, hashes);
+      if (found) {
+        // The dictionary's winner covers every segment up to this one: the walk ends here.
+        return winsOver(found, best) ? found : best;
+      }
+    }
+    return best;
+  }
+
+  /** The dictionary's winner for a key, or undefined when the segment lacks the key. */
+  private async lookup(slot: SealedKeys, bytes: Uint8Array, hashes: [number, number]): Promise<KeyWinner | undefined> {
+    const filter = await this.section(slot, 0);
+    if (!filterMayHold(filter, hashes)) return undefined;
+    const ordinal = this.kernels.fstGet(await this.section(slot, 1), bytes);
+    if (ordinal === undefined) return undefined;
+    return winnerAt(await this.section(slot, 2), ordinal);
+  }
+
+  /** A dictionary section, from memory or its file; a section that fails its check is rebuilt. */
+  private async section(slot: SealedKeys, which: 0 | 1 | 2): Promise<Uint8Array> {
+    const held = slot.sections[which];
+    if (held) {
+      if (!slot.pinned) this.touch(slot);
+      return held;
+    }
+    try {
+      slot.sections[which] = readKeySection(this.kernels, this.fileFor(slot.base), slot.head!, which);
+    } catch (error) {
+      await this.rebuild(slot, (error as Error).message);
+      return this.section(slot, which);
+    }
+    if (!slot.pinned) this.remember(slot);
+    return slot.sections[which]!;
+  }
+
+  private touch(slot: SealedKeys): void {
+    const bytes = this.cache.get(slot);
+    if (bytes === undefined) return;
+    this.cache.delete(slot);
+    this.cache.set(slot, bytes);
+  }
+
+  /** Accounts for a dictionary's sections in memory, dropping the least recently used past the bound. */
+  private remember(slot: SealedKeys): void {
+    const bytes = slot.sections.reduce((sum, section) => sum + (section?.length ?? 0), 0);
+    this.cachedBytes += bytes - (this.cache.get(slot) ?? 0);
+    this.cache.delete(slot);
+    this.cache.set(slot, bytes);
+    for (const [oldest, held] of this.cache) {
+      if (this.cachedBytes <= keyCacheBytesMax || oldest === slot) break;
+      this.cache.delete(oldest);
+      this.cachedBytes -= held;
+      oldest.sections = [];
+    }
+  }
+
+  /** Dictionaries with sections in memory now, and their bytes (for tests and memory accounting). */
+  get cacheUse(): { segments: number; bytes: number } {
+    return { segments: this.cache.size, bytes: this.cachedBytes };
+  }
+
+  /** Resolves once dictionaries being built in the background are on disk. */
+  flushed(): Promise<void> {
+    return this.pending;
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * Key dictionary files (docs/formats.md, Key dictionaries): one per sealed history segment,
+ * beside its index file, derived and rebuildable. For every key written in the segment, the
+ * file holds the key's winner over the whole history up to the segment's end — the highest
+ * version, then the highest position — so a lookup stops at the newest segment that holds the
+ * key. A Bloom filter lets a lookup pass a segment that lacks the key without touching its FST.
+ *
+ * Layout, little-endian: magic "SSKEYS01" (8) · u32 format version · u64 base position · u64
+ * record count · u32 key count, then three section descriptors (`u32` length, `u32` CRC-32)
+ * and the three sections in order:
+ * 1. the Bloom filter: `keyFilterHashes` probes per key, at `(h1 + i·h2) mod bits` where h1 is
+ *    the key's CRC-32C and h2 its CRC-32 with the low bit set; bit `b` is bit `b % 8` of byte
+ *    `b / 8`;
+ * 2. an FST (the kernel's format) from each key's UTF-8 bytes to its ordinal in section 3;
+ * 3. the winners, 24 bytes each: `f64` position, `f64` version, `u32` locator (where the
+ *    winner's manifest entry starts in its history segment), `u32` flags (1: tombstone).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
+import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
+import { syncDirectory } from './segment.js';
+
+const magic = 'SSKEYS01';
+export const keyFileFormatVersion = 1;
+const sectionCount = 3;
+/** Bytes before the sections: the fixed fields and the section descriptors. */
+export const keyFileHeadBytes = 8 + 4 + 8 + 8 + 4 + sectionCount * 8;
+/** Bytes of one winner in section 3. */
+const winnerBytes = 24;
+
+/** A key's winner: the occurrence a `get` returns (unless it is a tombstone). */
+export interface KeyWinner {
+  readonly position: number;
+  readonly version: number;
+  readonly tombstone: boolean;
+  /** Where the winner's manifest entry starts in its history segment. */
+  readonly locator: number;
+}
+
+/** Winner order: the highest version, then the highest position. */
+export function winsOver(a: { version: number; position: number }, b: { version: number; position: number } | undefined): boolean {
+  return b === undefined || a.version > b.version || (a.version === b.version && a.position > b.position);
+}
+
+/** The two hashes a key's filter probes are made from. */
+export function keyHashes(kernels: Kernels, key: Uint8Array): [number, number] {
+  return [kernels.crc32c(key), (kernels.crc32(key) | 1) >>> 0];
+}
+
+/** True when the filter may hold the key (false: it surely does not). */
+export function filterMayHold(filter: Uint8Array, [h1, h2]: [number, number]): boolean {
+  const bits = filter.length * 8;
+  for (let probe = 0; probe < keyFilterHashes; probe++) {
+    const bit = (h1 + probe * h2) % bits;
+    if ((filter[bit >>> 3] & (1 << (bit & 7))) === 0) return false;
+  }
+  return true;
+}
+
+export interface KeyFileHead {
+  readonly base: number;
+  readonly count: number;
+  readonly keys: number;
+  /** Each section's offset in the file, length and CRC-32. */
+  readonly sections: readonly { readonly offset: number; readonly length: number; readonly crc: number }[];
+}
+
+/** Encodes a key file from `entries`, which must be sorted by their keys' UTF-8 bytes. */
+export function encodeKeyFile(
+  kernels: Kernels,
+  base: number,
+  count: number,
+  entries: readonly { readonly key: Uint8Array; readonly winner: KeyWinner }[],
+): Uint8Array {
+  const filter = new Uint8Array(Math.max(8, Math.ceil((entries.length * keyFilterBitsPerKey) / 8)));
+  const bits = filter.length * 8;
+  let total = 0;
+  for (const entry of entries) total += entry.key.length;
+  const keyBytes = new Uint8Array(total);
+  const ends = new Uint32Array(entries.length);
+  const values = new Float64Array(entries.length);
+  const table = new Uint8Array(entries.length * winnerBytes);
+  const view = new DataView(table.buffer);
+  let at = 0;
+  entries.forEach((entry, ordinal) => {
+    const [h1, h2] = keyHashes(kernels, entry.key);
+    for (let probe = 0; probe < keyFilterHashes; probe++) {
+      const bit = (h1 + probe * h2) % bits;
+      filter[bit >>> 3] |= 1 << (bit & 7);
+    }
+    keyBytes.set(entry.key, at);
+    at += entry.key.length;
+    ends[ordinal] = at;
+    values[ordinal] = ordinal;
+    const offset = ordinal * winnerBytes;
+    view.setFloat64(offset, entry.winner.position, true);
+    view.setFloat64(offset + 8, entry.winner.version, true);
+    view.setUint32(offset + 16, entry.winner.locator, true);
+    view.setUint32(offset + 20, entry.winner.tombstone ? 1 : 0, true);
+  });
+  const fst = kernels.fstBuild({ bytes: keyBytes, ends }, values);
+  const sections = [filter, fst, table];
+  const writer = new ByteWriter(keyFileHeadBytes + filter.length + fst.length + table.length)
+    .raw(utf8Encode(magic))
+    .u32(keyFileFormatVersion)
+    .u64(base)
+    .u64(count)
+    .u32(entries.length);
+  for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section));
+  for (const section of sections) writer.raw(section);
+  return writer.finish();
+}
+
+function corrupt(file: string, reason: string, cause?: unknown): StreamStackError {
+  return new StreamStackError('CORRUPT', `key dictionary ${file} cannot be read: ${reason}`, { ...(cause ? { cause } : {}), details: { file, offset: 0 } });
+}
+
+/** Reads a key file's head: undefined when the file is missing, `CORRUPT` when it is bad. */
+export function readKeyFileHead(file: string): KeyFileHead | undefined {
+  let bytes: Uint8Array;
+  let size: number;
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      size = fs.fstatSync(fd).size;
+      bytes = new Uint8Array(keyFileHeadBytes);
+      bytes = bytes.subarray(0, fs.readSync(fd, bytes, 0, keyFileHeadBytes, 0));
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw corrupt(file, (error as Error).message, error);
+  }
+  return parseKeyFileHead(bytes, size, file);
+}
+
+/** Parses a key file's head from its first bytes; `size` is the whole file's. */
+export function parseKeyFileHead(bytes: Uint8Array, size: number, file: string): KeyFileHead {
+  const reader = new ByteReader(bytes, 0, bytes.length, `key dictionary ${file}`);
+  if (new TextDecoder().decode(reader.raw(magic.length)) !== magic) throw reader.corrupt('bad magic');
+  const version = reader.u32();
+  if (version !== keyFileFormatVersion) throw reader.corrupt(`unknown format version ${version}`);
+  const base = reader.u64();
+  const count = reader.u64();
+  const keys = reader.u32();
+  const sections: { offset: number; length: number; crc: number }[] = [];
+  let offset = keyFileHeadBytes;
+  for (let index = 0; index < sectionCount; index++) {
+    const length = reader.u32();
+    sections.push({ offset, length, crc: reader.u32() });
+    offset += length;
+  }
+  if (offset !== size) throw reader.corrupt(`the sections end at ${offset}, the file at ${size}`);
+  if (sections[2].length !== keys * winnerBytes) throw reader.corrupt('the winners disagree with the key count');
+  return { base, count, keys, sections };
+}
+
+/** Reads one section (0 filter, 1 FST, 2 winners), checked by its CRC (and the FST by its own). */
+export function readKeySection(kernels: Kernels, file: string, head: KeyFileHead, section: 0 | 1 | 2): Uint8Array {
+  const { offset, length, crc } = head.sections[section];
+  const bytes = new Uint8Array(length);
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      if (fs.readSync(fd, bytes, 0, length, offset) !== length) throw new Error('the file is shorter than its head says');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (error) {
+    throw corrupt(file, (error as Error).message, error);
+  }
+  if (kernels.crc32(bytes) !== crc) throw corrupt(file, `section ${section + 1} fails its CRC`);
+  if (section === 1) kernels.fstVerify(bytes);
+  return bytes;
+}
+
+/** The winner stored at `ordinal` of a winners section. */
+export function winnerAt(table: Uint8Array, ordinal: number): KeyWinner {
+  const view = new DataView(table.buffer, table.byteOffset + ordinal * winnerBytes, winnerBytes);
+  return {
+    position: view.getFloat64(0, true),
+    version: view.getFloat64(8, true),
+    locator: view.getUint32(16, true),
+    tombstone: (view.getUint32(20, true) & 1) !== 0,
+  };
+}
+
+/** Writes a key file durably: a temporary name, fdatasync, rename, directory fsync. */
+export async function writeKeyFile(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const temporary = `${file}.tmp`;
+  const fd = fs.openSync(temporary, 'w');
+  try {
+    await kernels.writeDurable(fd, 0, [bytes]);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(temporary, file);
+  await syncDirectory(path.dirname(file));
+}
