@@ -117,7 +117,8 @@ class TailIndex implements SegmentIndex {
   private offsets = new Uint32Array(1024);
   readonly typeNames: string[] = [];
   private readonly typeIds = new Map<string, number>();
-  readonly tags = new Map<string, number[]>();
+  /** Each tag's relative positions: one number, or several ascending (most tags are rare). */
+  readonly tags = new Map<string, number | number[]>();
 
   constructor(readonly base: number) {}
 
@@ -133,12 +134,13 @@ class TailIndex implements SegmentIndex {
   }
 
   tagCount(tag: string): number {
-    return this.tags.get(tag)?.length ?? 0;
+    const held = this.tags.get(tag);
+    return held === undefined ? 0 : typeof held === 'number' ? 1 : held.length;
   }
 
   tagPositions(tag: string): Uint32Array {
-    const positions = this.tags.get(tag);
-    return positions ? Uint32Array.from(positions) : emptyPositions;
+    const held = this.tags.get(tag);
+    return held === undefined ? emptyPositions : typeof held === 'number' ? Uint32Array.of(held) : Uint32Array.from(held);
   }
 
   /** Adds the record at the next relative position. */
@@ -164,9 +166,10 @@ class TailIndex implements SegmentIndex {
     this.types[relative] = id;
     this.offsets[relative] = locator;
     for (const tag of tags) {
-      const list = this.tags.get(tag);
-      if (list) list.push(relative);
-      else this.tags.set(tag, [relative]);
+      const held = this.tags.get(tag);
+      if (held === undefined) this.tags.set(tag, relative);
+      else if (typeof held === 'number') this.tags.set(tag, [held, relative]);
+      else held.push(relative);
     }
     this.count++;
   }

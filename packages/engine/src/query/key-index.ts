@@ -34,26 +34,70 @@ import {
 } from '../storage/key-file.js';
 import { damagedSegment, type IndexRebuild } from './feed-index.js';
 
-/** Every occurrence of every key in one segment, in position order (active or just sealed). */
+/**
+ * Every occurrence of every key in one segment, in position order (active or just sealed). The
+ * occurrences are columns, not objects: a segment holds hundreds of thousands of them, and an
+ * object each would cost the collector more than the lookups cost.
+ */
 class SegmentKeys {
-  readonly occurrences = new Map<string, KeyWinner[]>();
+  /** Each key's occurrences: one column index, or several in ascending order. */
+  private readonly byKey = new Map<string, number | number[]>();
+  private positions = new Float64Array(1024);
+  private versions = new Float64Array(1024);
+  private locators = new Uint32Array(1024);
+  private tombstones = new Uint8Array(1024);
+  private count = 0;
   /** The commits whose records are here, in order. */
   readonly commits: CommitRecord[] = [];
 
   constructor(readonly base: number) {}
 
-  add(key: string, occurrence: KeyWinner): void {
-    const list = this.occurrences.get(key);
-    if (list) list.push(occurrence);
-    else this.occurrences.set(key, [occurrence]);
+  add(key: string, position: number, version: number, tombstone: boolean, locator: number): void {
+    if (this.count === this.positions.length) this.grow();
+    const at = this.count++;
+    this.positions[at] = position;
+    this.versions[at] = version;
+    this.locators[at] = locator;
+    this.tombstones[at] = tombstone ? 1 : 0;
+    const held = this.byKey.get(key);
+    if (held === undefined) this.byKey.set(key, at);
+    else if (typeof held === 'number') this.byKey.set(key, [held, at]);
+    else held.push(at);
+  }
+
+  private grow(): void {
+    const size = this.positions.length * 2;
+    const positions = new Float64Array(size);
+    positions.set(this.positions);
+    this.positions = positions;
+    const versions = new Float64Array(size);
+    versions.set(this.versions);
+    this.versions = versions;
+    const locators = new Uint32Array(size);
+    locators.set(this.locators);
+    this.locators = locators;
+    const tombstones = new Uint8Array(size);
+    tombstones.set(this.tombstones);
+    this.tombstones = tombstones;
+  }
+
+  keys(): IterableIterator<string> {
+    return this.byKey.keys();
   }
 
   /** The winner of `key` among its occurrences at or before `position`. */
   winnerUpTo(key: string, position: number): KeyWinner | undefined {
-    const list = this.occurrences.get(key);
-    let best: KeyWinner | undefined;
-    if (list) for (const occurrence of list) if (occurrence.position <= position && winsOver(occurrence, best)) best = occurrence;
-    return best;
+    const held = this.byKey.get(key);
+    if (held === undefined) return undefined;
+    let best = -1;
+    const consider = (at: number) => {
+      if (this.positions[at] > position) return;
+      if (best < 0 || this.versions[at] > this.versions[best] || (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])) best = at;
+    };
+    if (typeof held === 'number') consider(held);
+    else for (const at of held) consider(at);
+    if (best < 0) return undefined;
+    return { position: this.positions[best], version: this.versions[best], tombstone: this.tombstones[best] === 1, locator: this.locators[best] };
   }
 }
 
@@ -149,8 +193,7 @@ export class KeyIndex {
     for (const commit of slot.commits) {
       const run = await this.history.readRun(commit);
       run.entries.forEach((entry, at) => {
-        if (entry.key === undefined) return;
-        keys.add(entry.key, { position: commit.firstPosition + at, version: entry.version ?? 0, tombstone: entry.tombstone, locator: run.entryOffsets[at] });
+        if (entry.key !== undefined) keys.add(entry.key, commit.firstPosition + at, entry.version ?? 0, entry.tombstone, run.entryOffsets[at]);
       });
     }
     return keys;
@@ -169,18 +212,19 @@ export class KeyIndex {
    */
   private async build(slot: SealedKeys, keys: SegmentKeys): Promise<void> {
     const before = this.sealed.indexOf(slot) - 1;
-    const entries: { key: Uint8Array; winner: KeyWinner }[] = [];
+    const entries: { key: string; winner: KeyWinner }[] = [];
     let merged = 0;
-    for (const [key, occurrences] of keys.occurrences) {
-      let winner: KeyWinner | undefined;
-      for (const occurrence of occurrences) if (winsOver(occurrence, winner)) winner = occurrence;
-      const bytes = utf8Encode(key);
-      const earlier = await this.walk(key, bytes, keyHashes(this.kernels, bytes), before, slot.base - 1, undefined);
-      entries.push({ key: bytes, winner: earlier && winsOver(earlier, winner) ? earlier : winner! });
+    for (const key of keys.keys()) {
+      const winner = keys.winnerUpTo(key, Number.POSITIVE_INFINITY)!;
+      let earlier: KeyWinner | undefined;
+      if (before >= 0) {
+        const bytes = utf8Encode(key);
+        earlier = await this.walk(key, bytes, keyHashes(bytes), before, slot.base - 1, undefined);
+      }
+      entries.push({ key, winner: earlier && winsOver(earlier, winner) ? earlier : winner });
       // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
       if (++merged % keyBuildYieldKeys === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    entries.sort((a, b) => Buffer.compare(a.key, b.key));
     const bytes = encodeKeyFile(this.kernels, slot.base, slot.count, entries);
     const file = this.fileFor(slot.base);
     if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
@@ -197,7 +241,7 @@ export class KeyIndex {
     if (!this.tail || this.tail.base !== commit.segment) this.startSegment(commit.segment);
     const tail = this.tail!;
     if (tail.commits[tail.commits.length - 1] !== commit) tail.commits.push(commit);
-    if (key !== undefined) tail.add(key, { position, version: version ?? 0, tombstone, locator });
+    if (key !== undefined) tail.add(key, position, version ?? 0, tombstone, locator);
   }
 
   private startSegment(base: number): void {
@@ -224,7 +268,7 @@ export class KeyIndex {
     const bytes = utf8Encode(key);
     const tail = this.tail;
     const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
-    return this.walk(key, bytes, keyHashes(this.kernels, bytes), this.sealed.length - 1, asOfPosition, best);
+    return this.walk(key, bytes, keyHashes(bytes), this.sealed.length - 1, asOfPosition, best);
   }
 
   /** Walks sealed segments from index `from` down, newest first, improving on `best`. */

@@ -236,3 +236,44 @@ export class ByteReader {
     if (this.offset !== this.end) throw this.corrupt(`${this.end - this.offset} trailing bytes`);
   }
 }
+
+/**
+ * Strings whose UTF-16 order can differ from their UTF-8 byte order: only code units from the
+ * surrogates up (a supplementary character sorts before U+E000–U+FFFF in UTF-16, after in UTF-8).
+ */
+const orderBreaking = /[\ud800-\uffff]/;
+/** Strings of one byte per character (so a Latin-1 encoding of ASCII is their UTF-8). */
+const nonAscii = /[^\x00-\x7f]/;
+
+/**
+ * Sorts `items` by the UTF-8 bytes of `text(item)` — the order FSTs need — comparing strings
+ * natively whenever that gives the same order, and bytes only when it might not.
+ */
+export function sortByUtf8<T>(items: T[], text: (item: T) => string): void {
+  if (!items.some((item) => orderBreaking.test(text(item)))) {
+    items.sort((a, b) => {
+      const x = text(a);
+      const y = text(b);
+      return x < y ? -1 : x > y ? 1 : 0;
+    });
+    return;
+  }
+  const bytes = new Map(items.map((item) => [item, textEncoder.encode(text(item))]));
+  items.sort((a, b) => Buffer.compare(bytes.get(a)!, bytes.get(b)!));
+}
+
+/** The UTF-8 bytes of `strings` laid end to end, and where each ends (an FST's key input). */
+export function utf8Concat(strings: readonly string[]): { bytes: Uint8Array; ends: Uint32Array } {
+  const ends = new Uint32Array(strings.length);
+  if (!strings.some((value) => nonAscii.test(value))) {
+    let total = 0;
+    strings.forEach((value, index) => (ends[index] = total += value.length));
+    return { bytes: new Uint8Array(Buffer.from(strings.join(''), 'latin1')), ends };
+  }
+  const encoded = strings.map((value) => textEncoder.encode(value));
+  let total = 0;
+  encoded.forEach((value, index) => (ends[index] = total += value.length));
+  const bytes = new Uint8Array(total);
+  encoded.forEach((value, index) => bytes.set(value, index === 0 ? 0 : ends[index - 1]));
+  return { bytes, ends };
+}

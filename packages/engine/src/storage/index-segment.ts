@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
+import { ByteReader, ByteWriter, sortByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { syncDirectory } from './segment.js';
 
 const magic = 'SSINDEX1';
@@ -44,34 +44,22 @@ export interface IndexSource {
   readonly typeNames: readonly string[];
   readonly typeColumn: Uint16Array;
   readonly locators: Uint32Array;
-  /** Each tag's relative positions, ascending. */
-  readonly tags: ReadonlyMap<string, readonly number[]>;
+  /** Each tag's relative positions, ascending (one position may be held as a number). */
+  readonly tags: ReadonlyMap<string, number | readonly number[]>;
 }
 
-const encoder = new TextEncoder();
 
 /** Builds the index bytes: tags sorted by their UTF-8 bytes, postings through the kernel. */
 export function buildIndexData(kernels: Kernels, source: IndexSource): IndexData {
-  const tags = [...source.tags.keys()].map((tag) => ({ tag, bytes: encoder.encode(tag) }));
-  tags.sort((a, b) => Buffer.compare(a.bytes, b.bytes));
-  const ends = new Uint32Array(tags.length);
-  let total = 0;
-  tags.forEach((entry, index) => {
-    total += entry.bytes.length;
-    ends[index] = total;
-  });
-  const keyBytes = new Uint8Array(total);
-  let at = 0;
-  for (const entry of tags) {
-    keyBytes.set(entry.bytes, at);
-    at += entry.bytes.length;
-  }
+  const tags = [...source.tags.keys()];
+  sortByUtf8(tags, (tag) => tag);
+  const { bytes: keyBytes, ends } = utf8Concat(tags);
   const values = new Float64Array(tags.length);
   const postings = new ByteWriter(1024);
-  tags.forEach((entry, index) => {
-    const positions = source.tags.get(entry.tag)!;
-    if (positions.length === 1) {
-      values[index] = positions[0] * 2 + 1;
+  tags.forEach((tag, index) => {
+    const positions = source.tags.get(tag)!;
+    if (typeof positions === 'number' || positions.length === 1) {
+      values[index] = (typeof positions === 'number' ? positions : positions[0]) * 2 + 1;
       return;
     }
     values[index] = postings.length * 2;

@@ -20,7 +20,8 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
-import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
+import { crc32, crc32c } from '../kernels/ts/crc.js';
+import { ByteReader, ByteWriter, sortByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { syncDirectory } from './segment.js';
 
 const magic = 'SSKEYS01';
@@ -45,9 +46,13 @@ export function winsOver(a: { version: number; position: number }, b: { version:
   return b === undefined || a.version > b.version || (a.version === b.version && a.position > b.position);
 }
 
-/** The two hashes a key's filter probes are made from. */
-export function keyHashes(kernels: Kernels, key: Uint8Array): [number, number] {
-  return [kernels.crc32c(key), (kernels.crc32(key) | 1) >>> 0];
+/**
+ * The two hashes a key's filter probes are made from. They are computed by the TypeScript CRC
+ * functions whatever kernel set is in use: keys are short, so a call into the native module
+ * would cost more than the hash, and the native CRCs give the same values anyway.
+ */
+export function keyHashes(key: Uint8Array, start = 0, end = key.length): [number, number] {
+  return [crc32c(key, 0, start, end), (crc32(key, 0, start, end) | 1) >>> 0];
 }
 
 /** True when the filter may hold the key (false: it surely does not). */
@@ -68,32 +73,26 @@ export interface KeyFileHead {
   readonly sections: readonly { readonly offset: number; readonly length: number; readonly crc: number }[];
 }
 
-/** Encodes a key file from `entries`, which must be sorted by their keys' UTF-8 bytes. */
+/** Encodes a key file from `entries`, sorted here by their keys' UTF-8 bytes. */
 export function encodeKeyFile(
   kernels: Kernels,
   base: number,
   count: number,
-  entries: readonly { readonly key: Uint8Array; readonly winner: KeyWinner }[],
+  entries: { readonly key: string; readonly winner: KeyWinner }[],
 ): Uint8Array {
+  sortByUtf8(entries, (entry) => entry.key);
+  const { bytes: keyBytes, ends } = utf8Concat(entries.map((entry) => entry.key));
   const filter = new Uint8Array(Math.max(8, Math.ceil((entries.length * keyFilterBitsPerKey) / 8)));
   const bits = filter.length * 8;
-  let total = 0;
-  for (const entry of entries) total += entry.key.length;
-  const keyBytes = new Uint8Array(total);
-  const ends = new Uint32Array(entries.length);
   const values = new Float64Array(entries.length);
   const table = new Uint8Array(entries.length * winnerBytes);
   const view = new DataView(table.buffer);
-  let at = 0;
   entries.forEach((entry, ordinal) => {
-    const [h1, h2] = keyHashes(kernels, entry.key);
+    const [h1, h2] = keyHashes(keyBytes, ordinal === 0 ? 0 : ends[ordinal - 1], ends[ordinal]);
     for (let probe = 0; probe < keyFilterHashes; probe++) {
       const bit = (h1 + probe * h2) % bits;
       filter[bit >>> 3] |= 1 << (bit & 7);
     }
-    keyBytes.set(entry.key, at);
-    at += entry.key.length;
-    ends[ordinal] = at;
     values[ordinal] = ordinal;
     const offset = ordinal * winnerBytes;
     view.setFloat64(offset, entry.winner.position, true);
