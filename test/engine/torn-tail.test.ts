@@ -71,7 +71,7 @@ describe('torn tails', () => {
       const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
       // The last group is the last run: it begins with the group header, just before the run,
       // and ends where the written bytes end.
-      const last = feed.writer.commits[2];
+      const last = feed.writer.published.commits[2];
       return { file, start: last.runStart - groupHeaderBytes, end: writtenEnd(fs.readFileSync(file)) };
     };
     const cases = await forEveryDamage(build, async (directory, damage, expected) => {
@@ -131,7 +131,7 @@ describe('damage that is not a torn write', () => {
     const feed = await store.createFeed('f');
     await feed.append([{ payload: 'one' }]);
     await feed.append([{ payload: 'two' }]);
-    const second = feed.writer.commits[1];
+    const second = feed.writer.published.commits[1];
     await store.close();
     const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
     // A segment's size is durable from its creation, so a shorter file is damage, not a torn write.

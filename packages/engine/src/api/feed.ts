@@ -149,7 +149,7 @@ export class Feed {
     if (after > head) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, { details: { cursor: after, head } });
     }
-    return this.writer.commits.slice(after, Math.min(head, after + limit)).map((record) => toCommit(this.name, record));
+    return this.writer.commitsAfter(after, limit).map((record) => toCommit(this.name, record));
   }
 
   /**
@@ -229,7 +229,7 @@ export class Feed {
    * file's head is checked on open, the rest when a query first loads it.
    */
   get indexRebuilds(): readonly { segment: number; file: string; reason: string }[] {
-    return this.writer.index.rebuilt;
+    return this.writer.indexRebuilds;
   }
 
   /** Segment summaries rebuilt when this feed was opened (missing or damaged), and why. */
@@ -240,8 +240,8 @@ export class Feed {
   /** The latest commit, or undefined when the feed has none. */
   head(): Commit | undefined {
     this.writer.assertOpen();
-    const head = this.writer.watermark.commit;
-    return head === 0 ? undefined : toCommit(this.name, this.writer.commits[head - 1]);
+    const head = this.writer.headCommit();
+    return head && toCommit(this.name, head);
   }
 
   info(): FeedInfo {

@@ -1,8 +1,9 @@
 /**
  * The write coordinator of one feed (docs/architecture.md, Writing): the single writer that checks leases and
  * fencing tokens, matches sequence numbers, opens, appends to, seals and aborts streams, writes
- * one-shot commits, and group-commits all of it. It also owns the feed's published state — the
- * commit list and the watermark — which it moves only after the disk confirmed a commit.
+ * one-shot commits, and group-commits all of it. It moves the published state
+ * (`published-state.ts`) only after the disk confirmed a commit; recovery on open is in
+ * `feed-recovery.ts`, the deletion of finished WAL segments in `wal-retention.ts`.
  */
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
@@ -11,21 +12,24 @@ import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
 import { buildCommitRun, type CommitRecord, type PayloadLookup } from '../storage/history.js';
-import { History, type LostCommits } from '../storage/history-log.js';
-import type { PayloadLocation, RecordData } from '../storage/records.js';
-import { StateLog } from '../storage/state-log.js';
+import type { History } from '../storage/history-log.js';
+import type { RecordData } from '../storage/records.js';
+import type { StateLog } from '../storage/state-log.js';
 import type { Corruption, TornTail } from '../storage/runs.js';
-import { Wal, walFrames, type WalLocation } from '../storage/wal.js';
+import { walFrames, type Wal } from '../storage/wal.js';
 import { DerivedIndexes } from '../query/derived.js';
 import { FeedIndex, type IndexRebuild } from '../query/feed-index.js';
 import { KeyIndex } from '../query/key-index.js';
 import type { Query } from '../query/planner.js';
 import { corruptionError, type Snapshot } from '../query/snapshot.js';
 import { ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
+import { recoverLogs, replayStreams, type OpenStream } from './feed-recovery.js';
 import { GroupCommitter, GroupFull, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
-import { Subscriptions } from './subscriptions.js';
+import { PublishedState, type Watermark } from './published-state.js';
+import type { Subscriptions } from './subscriptions.js';
+import { WalRetention } from './wal-retention.js';
 
 export interface WriterOptions {
   /** The feed's name, as records and commits report it. */
@@ -52,24 +56,7 @@ type WriterGroup = StagedGroup & {
   readonly payloads: GroupPayloads;
 };
 
-interface OpenStream {
-  readonly id: string;
-  readonly epoch: number;
-  readonly openedAt: number;
-  readonly message?: string;
-  /** The seq the next record gets, counting batches prepared but not yet durable. */
-  nextSeq: number;
-  /** Where every acknowledged record lies, in seq order. */
-  readonly records: WalLocation[];
-  /** Types of its acknowledged records not yet published: they count toward the type limit. */
-  readonly types: Set<string>;
-}
-
-/** The published head: reads see commits up to here and no further. */
-export interface Watermark {
-  readonly commit: number;
-  readonly position: number;
-}
+export type { Watermark } from './published-state.js';
 
 export type StreamStatus =
   | { readonly state: 'open'; readonly epoch: number; readonly openedAt: number; readonly message?: string; readonly acknowledged: number }
@@ -78,27 +65,21 @@ export type StreamStatus =
   | { readonly state: 'unknown' };
 
 export class FeedWriter {
-  readonly commits: CommitRecord[] = [];
-  /** Stand-ins for the commits corruption made unreadable. */
-  private readonly lost: CommitRecord[] = [];
-  private readonly streamCommits = new Map<string, number>();
-  private readonly aborted = new Set<string>();
+  /** The commit list and the watermark, and the readers waiting on them. */
+  readonly published = new PublishedState();
+  private aborted = new Set<string>();
   private readonly payloads: PayloadDedup;
-  /** Which streams have frames in each WAL segment, so finished segments can be deleted. */
-  private readonly walStreams = new Map<number, Set<string>>();
+  private readonly retention: WalRetention;
   private openStream: OpenStream | undefined;
-  private watermarkNow: Watermark = { commit: 0, position: 0 };
   /** The head as prepared requests left it: ahead of the watermark while a group is in flight. */
   private stagedHead = 0;
   private stagedNextPosition = 1;
-  private readonly listeners = new Set<(watermark: Watermark) => void>();
   private readonly committer: GroupCommitter<WriterGroup>;
   /** The tag and type index: sealed segments from their files, the active one in memory. */
   index!: FeedIndex;
   /** The key index: sealed segments' dictionaries, the active segment's keys in memory. */
   keys!: KeyIndex;
   private conditions!: ConditionChecker;
-  private maintenance: Promise<void> = Promise.resolve();
   private readonly frameDataBytesMax: number;
   /** First fingerprints, derived from history for deduplicated reads. */
   readonly derived = new DerivedIndexes();
@@ -121,53 +102,32 @@ export class FeedWriter {
       () => undefined,
       () => ({ ...newStagedGroup(), newTypes: new Set<string>(), payloads: new GroupPayloads() }),
     );
+    this.retention = new WalRetention(wal, (bases) =>
+      this.committer.submit('wal', (builder) => {
+        writeLiveSegments(builder as GroupBuilder, bases);
+        return () => undefined;
+      }),
+    );
   }
 
   /** Opens a feed's logs, recovering them, and rebuilds the state they imply. */
   static async open(directory: string, options: WriterOptions): Promise<FeedWriter> {
     const { kernels } = options;
     const readOnly = options.readOnly ?? false;
-    const commits: CommitRecord[] = [];
-    const payloads: { crc: number; location: PayloadLocation }[] = [];
-    const history = await History.open(
-      kernels,
-      path.join(directory, 'history'),
-      {
-        onCommit: (commit) => commits.push(commit),
-        onPayload: (crc, location) => payloads.push({ crc, location }),
-        onLost: (lost) => commits.push(...lostCommits(lost)),
-      },
-      readOnly,
-    );
-    const events: Parameters<Parameters<typeof Wal.open>[2]>[0][] = [];
-    let wal: Wal;
-    let leaseLog: StateLog;
-    let subscriptions: Subscriptions;
-    try {
-      wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly);
-      leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), readOnly);
-      subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), options.clock, readOnly);
-    } catch (error) {
-      history.close();
-      throw error;
-    }
-    // Fencing never goes back: the epoch is at least the highest one any write was made under,
-    // even if the lease log was lost.
-    const epochFloor = Math.max(0, ...commits.map((commit) => commit.epoch), ...events.map((event) => event.epoch));
-    const lease = new LeaseKeeper(leaseLog, options.clock, options.newId, epochFloor);
-    const writer = new FeedWriter(directory, options, history, wal, lease, leaseLog, subscriptions, [
+    const logs = await recoverLogs(kernels, directory, options.clock, readOnly);
+    const { history, wal } = logs;
+    const lease = new LeaseKeeper(logs.leaseLog, options.clock, options.newId, logs.epochFloor);
+    const writer = new FeedWriter(directory, options, history, wal, lease, logs.leaseLog, logs.subscriptions, [
       ...history.segments.tornTails,
       ...wal.segments.tornTails,
     ]);
-    for (const commit of commits) writer.publish(commit);
-    // Runs reference payloads of their own segment only, so only the active one's are kept.
-    const active = history.room()?.segment;
-    for (const { crc, location } of payloads) if (location.segment === active) writer.payloads.remember(crc, location);
+    for (const commit of logs.commits) writer.publish(commit);
+    for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
       const indexDirectory = path.join(directory, 'index');
       const rebuilt: IndexRebuild[] = [];
-      writer.keys = await KeyIndex.open(kernels, indexDirectory, history, writer.commits, rebuilt, readOnly);
-      writer.index = await FeedIndex.open(kernels, indexDirectory, history, writer.commits, readOnly, (commit, entry, locator, position) =>
+      writer.keys = await KeyIndex.open(kernels, indexDirectory, history, writer.published.commits, rebuilt, readOnly);
+      writer.index = await FeedIndex.open(kernels, indexDirectory, history, writer.published.commits, readOnly, (commit, entry, locator, position) =>
         writer.keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position),
       );
       writer.index.rebuilt.unshift(...rebuilt);
@@ -176,33 +136,14 @@ export class FeedWriter {
       await writer.close();
       throw error;
     }
-    writer.conditions = new ConditionChecker(kernels, writer.watermarkNow.position);
-    for (const event of events) {
-      const streams = writer.walStreams.get(event.segment) ?? new Set<string>();
-      streams.add(event.stream);
-      writer.walStreams.set(event.segment, streams);
-      if (writer.streamCommits.has(event.stream)) continue;
-      if (event.kind === 'open') {
-        writer.openStream = {
-          id: event.stream,
-          epoch: event.epoch,
-          openedAt: event.openedAt,
-          ...(event.message === undefined ? {} : { message: event.message }),
-          nextSeq: 1,
-          records: [],
-          types: new Set(),
-        };
-      } else if (event.kind === 'abort') {
-        writer.aborted.add(event.stream);
-        if (writer.openStream?.id === event.stream) writer.openStream = undefined;
-      } else if (writer.openStream?.id === event.stream) {
-        writer.openStream.records.push(...event.records);
-        writer.openStream.nextSeq = event.firstSeq + event.records.length;
-      }
-    }
+    writer.conditions = new ConditionChecker(kernels, writer.watermark.position);
+    for (const event of logs.events) writer.retention.note(event.segment, event.stream);
+    const streams = replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined);
+    writer.openStream = streams.open;
+    writer.aborted = streams.aborted;
     // An open stream's types count toward the type limit before they are published; after a
     // restart they are found by reading its acknowledged records back once.
-    const open = writer.openStream as OpenStream | undefined;
+    const open = writer.openStream;
     if (open && !writer.walDamage) {
       for (const record of await wal.readRecords(open.records)) {
         if (record.type !== undefined && !writer.index.typeNames.has(record.type)) open.types.add(record.type);
@@ -212,7 +153,7 @@ export class FeedWriter {
   }
 
   get watermark(): Watermark {
-    return this.watermarkNow;
+    return this.published.watermark;
   }
 
   /**
@@ -222,6 +163,22 @@ export class FeedWriter {
    */
   get walDamage(): Corruption | undefined {
     return this.wal.corruptions.find((corruption) => !corruption.harmless);
+  }
+
+  /** Published commits after `after`, at most `limit` of them, oldest first. */
+  commitsAfter(after: number, limit: number): readonly CommitRecord[] {
+    return this.published.commits.slice(after, Math.min(this.watermark.commit, after + limit));
+  }
+
+  /** The latest published commit, if any. */
+  headCommit(): CommitRecord | undefined {
+    const head = this.watermark.commit;
+    return head === 0 ? undefined : this.published.commits[head - 1];
+  }
+
+  /** Index files and key dictionaries rebuilt since the feed opened. */
+  get indexRebuilds(): readonly IndexRebuild[] {
+    return this.index.rebuilt;
   }
 
   /** Segment summaries rebuilt on open. */
@@ -255,54 +212,23 @@ export class FeedWriter {
     this.assertOpen();
     return {
       feed: this.options.feed,
-      watermark: this.watermarkNow,
-      commits: this.commits,
+      watermark: this.published.watermark,
+      commits: this.published.commits,
       history: this.history,
       index: this.index,
       kernels: this.options.kernels,
-      lost: this.lost,
+      lost: this.published.lost,
       headDamage: this.history.headDamage,
     };
   }
 
   /**
    * Resolves once the watermark passes commit `after` (at once if it already has), or rejects
-   * when `signal` aborts. This is what a live tail waits on.
+   * when `signal` aborts or the feed closes (`CLOSED`). This is what a live tail waits on.
    */
   waitForCommitAfter(after: number, signal?: AbortSignal): Promise<void> {
-    if (this.watermarkNow.commit > after) return Promise.resolve();
-    signal?.throwIfAborted();
-    this.assertOpen();
-    return new Promise((resolve, reject) => {
-      const stop = this.onPublish((watermark) => {
-        if (watermark.commit > after) finish();
-      });
-      // A live reader waiting here ends with CLOSED when the feed closes, instead of hanging.
-      const onClose = (error: StreamStackError) => {
-        stop();
-        signal?.removeEventListener('abort', onAbort);
-        reject(error);
-      };
-      this.closeListeners.add(onClose);
-      const onAbort = () => {
-        stop();
-        this.closeListeners.delete(onClose);
-        reject(signal!.reason);
-      };
-      const finish = () => {
-        stop();
-        this.closeListeners.delete(onClose);
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
-  }
-
-  /** Calls `listener` with each new watermark; returns the function that stops it. */
-  onPublish(listener: (watermark: Watermark) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    if (this.watermark.commit <= after) this.assertOpen();
+    return this.published.waitForCommitAfter(after, signal);
   }
 
   get failed(): StreamStackError | undefined {
@@ -332,8 +258,8 @@ export class FeedWriter {
   // ---- Streams -----------------------------------------------------------------------------
 
   streamStatus(id: string): StreamStatus {
-    const commit = this.streamCommits.get(id);
-    if (commit !== undefined) return { state: 'sealed', commit: this.commits[commit - 1] };
+    const commit = this.published.commitOfStream(id);
+    if (commit !== undefined) return { state: 'sealed', commit: this.published.commits[commit - 1] };
     this.assertStreamsKnown();
     const open = this.openStream;
     if (open?.id === id) {
@@ -383,7 +309,7 @@ export class FeedWriter {
       walFrames.open(builder, id, epoch, openedAt, message);
       this.openStream = { id, epoch, openedAt, ...(message === undefined ? {} : { message }), nextSeq: 1, records: [], types: new Set() };
       return (location) => {
-        this.noteWalStream(location, id);
+        this.retention.note(location.segment, id);
         return { stream: id, epoch, openedAt };
       };
     });
@@ -394,8 +320,9 @@ export class FeedWriter {
     const epoch = this.lease.check(token).epoch;
     const open = this.openStream;
     if (!open || open.id !== id) {
-      if (this.streamCommits.has(id)) {
-        throw new StreamStackError('STREAM_SEALED', `stream ${id} is sealed`, { details: { stream: id, commit: this.streamCommits.get(id) } });
+      const sealedAs = this.published.commitOfStream(id);
+      if (sealedAs !== undefined) {
+        throw new StreamStackError('STREAM_SEALED', `stream ${id} is sealed`, { details: { stream: id, commit: sealedAs } });
       }
       throw new StreamStackError('STREAM_NOT_FOUND', this.aborted.has(id) ? `stream ${id} was aborted` : `no open stream ${id} on this feed`, {
         details: { stream: id },
@@ -440,7 +367,7 @@ export class FeedWriter {
         open.types.add(type);
       }
       return (location) => {
-        this.noteWalStream(location, id);
+        this.retention.note(location.segment, id);
         for (const span of spans) {
           open.records.push({
             segment: location.segment,
@@ -463,8 +390,8 @@ export class FeedWriter {
       this.openStream = undefined;
       this.aborted.add(open.id);
       return (location) => {
-        this.noteWalStream(location, id);
-        this.scheduleWalCleanup();
+        this.retention.note(location.segment, id);
+        this.retention.schedule(() => this.openStream?.id);
       };
     });
   }
@@ -489,7 +416,7 @@ export class FeedWriter {
       this.openStream = undefined;
       return (location: GroupLocation) => {
         const commit = finish(location);
-        this.scheduleWalCleanup();
+        this.retention.schedule(() => this.openStream?.id);
         return commit;
       };
     });
@@ -610,52 +537,18 @@ export class FeedWriter {
 
   // ---- Published state ---------------------------------------------------------------------
 
-  /** Adds a durable commit to the published state and moves the watermark past it. */
+  /** Adds a durable commit to the published state; the staged head never falls behind it. */
   private publish(commit: CommitRecord): void {
-    assert(commit.commit === this.commits.length + 1 && commit.parent === this.commits.length, 'commits are published in chain order');
-    this.commits.push(commit);
-    if (commit.damage) this.lost.push(commit);
-    else this.streamCommits.set(commit.stream, commit.commit);
+    this.published.publish(commit);
     this.stagedHead = Math.max(this.stagedHead, commit.commit);
     this.stagedNextPosition = Math.max(this.stagedNextPosition, commit.lastPosition + 1);
-    this.watermarkNow = { commit: commit.commit, position: commit.lastPosition };
-    for (const listener of this.listeners) listener(this.watermarkNow);
-  }
-
-  private noteWalStream(location: GroupLocation, stream: string): void {
-    const streams = this.walStreams.get(location.segment) ?? new Set<string>();
-    streams.add(stream);
-    this.walStreams.set(location.segment, streams);
-  }
-
-  /**
-   * Deletes the WAL segments that hold nothing of the open stream (after a seal or abort). A
-   * WAL group naming the segments that stay live is made durable first, so recovery can tell
-   * a segment deleted on purpose from one that was lost.
-   */
-  private scheduleWalCleanup(): void {
-    this.maintenance = this.maintenance.catch(() => undefined).then(async () => {
-      const open = this.openStream?.id;
-      const finished = this.wal.finishedSegments((segment) => {
-        const streams = this.walStreams.get(segment.header.base);
-        return !streams || open === undefined || !streams.has(open);
-      });
-      if (finished.length === 0) return;
-      const bases = new Set(finished.map((segment) => segment.header.base));
-      await this.committer.submit('wal', (builder) => {
-        writeLiveSegments(builder as GroupBuilder, this.wal.liveBases(bases));
-        return () => undefined;
-      });
-      for (const base of bases) this.walStreams.delete(base);
-      await this.wal.segments.remove(finished);
-    });
   }
 
   private async writeGroup(lane: Lane, builder: GroupBuilder): Promise<GroupLocation> {
     if (lane === 'wal') return this.wal.commit(builder, this.options.segmentBytes);
     return this.history.commit(
       builder,
-      { position: this.watermarkNow.position + 1, commit: this.watermarkNow.commit + 1 },
+      { position: this.watermark.position + 1, commit: this.watermark.commit + 1 },
       this.options.segmentBytes,
     );
   }
@@ -674,14 +567,11 @@ export class FeedWriter {
   /** Resolves once every write submitted so far has settled, and maintenance with it. */
   async idle(): Promise<void> {
     await this.committer.idle();
-    await this.maintenance.catch(() => undefined);
+    await this.retention.idle();
     await this.index?.flushed();
     await this.keys?.flushed();
     await this.history.summariesWritten();
   }
-
-  /** Waits for every queued write and maintenance task, then closes the files. */
-  private readonly closeListeners = new Set<(error: StreamStackError) => void>();
 
   /** Set once the feed is closed: every later call is refused with it. */
   closedError: StreamStackError | undefined;
@@ -695,8 +585,7 @@ export class FeedWriter {
     if (this.closedError) return;
     this.closedError = new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
     this.committer.refuse(this.closedError);
-    for (const listener of this.closeListeners) listener(this.closedError);
-    this.closeListeners.clear();
+    this.published.close(this.closedError);
     await this.idle();
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();
@@ -705,34 +594,4 @@ export class FeedWriter {
     this.leaseLog.close();
     this.subscriptions.close();
   }
-}
-
-/**
- * Stand-ins for commits corruption took: the first carries all their positions (so position
- * searches land on it), the others none; every read of any of them fails with `CORRUPT`.
- */
-function lostCommits(lost: LostCommits): CommitRecord[] {
-  const standIns: CommitRecord[] = [];
-  for (let commit = lost.from; commit <= lost.to; commit++) {
-    const first = commit === lost.from;
-    standIns.push({
-      commit,
-      stream: '',
-      parent: commit - 1,
-      records: first ? lost.toPosition - lost.fromPosition + 1 : 0,
-      firstPosition: first ? lost.fromPosition : lost.toPosition + 1,
-      lastPosition: lost.toPosition,
-      openedAt: 0,
-      sealedAt: 0,
-      epoch: 0,
-      oneShot: false,
-      segment: -1,
-      runStart: 0,
-      runBytes: 0,
-      manifests: [],
-      packs: [],
-      damage: lost.damage,
-    });
-  }
-  return standIns;
 }

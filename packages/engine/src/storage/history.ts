@@ -7,7 +7,6 @@
  */
 import type { Corruption } from './runs.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { frameHeaderBytes } from '../limits.js';
 import { ByteReader } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';

@@ -1,0 +1,141 @@
+/**
+ * Recovery of one feed's logs when it opens: the history (commits, with stand-ins for those
+ * corruption took, and the payloads of the active segment for dedup), the WAL's events replayed
+ * into the open stream's state, the lease log and the subscriptions.
+ */
+import path from 'node:path';
+import type { Kernels } from '../kernels/kernels.js';
+import type { CommitRecord } from '../storage/history.js';
+import { History, type LostCommits } from '../storage/history-log.js';
+import type { PayloadLocation } from '../storage/records.js';
+import { StateLog } from '../storage/state-log.js';
+import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
+import { Subscriptions } from './subscriptions.js';
+
+/** A stream that is open: acknowledged records in the WAL, not yet sealed or aborted. */
+export interface OpenStream {
+  readonly id: string;
+  readonly epoch: number;
+  readonly openedAt: number;
+  readonly message?: string;
+  /** The seq the next record gets, counting batches prepared but not yet durable. */
+  nextSeq: number;
+  /** Where every acknowledged record lies, in seq order. */
+  readonly records: WalLocation[];
+  /** Types of its acknowledged records not yet published: they count toward the type limit. */
+  readonly types: Set<string>;
+}
+
+/** A feed's logs, opened and recovered. */
+export interface RecoveredLogs {
+  readonly history: History;
+  readonly wal: Wal;
+  readonly leaseLog: StateLog;
+  readonly subscriptions: Subscriptions;
+  /** Every commit in chain order, stand-ins included. */
+  readonly commits: CommitRecord[];
+  /** The payloads stored in the active history segment (runs reference only their own segment's). */
+  readonly payloads: { crc: number; location: PayloadLocation }[];
+  readonly events: WalEvent[];
+  /** The highest epoch any write was made under: fencing never goes back below it. */
+  readonly epochFloor: number;
+}
+
+export async function recoverLogs(kernels: Kernels, directory: string, clock: () => number, readOnly: boolean): Promise<RecoveredLogs> {
+  const commits: CommitRecord[] = [];
+  const payloads: { crc: number; location: PayloadLocation }[] = [];
+  const history = await History.open(
+    kernels,
+    path.join(directory, 'history'),
+    {
+      onCommit: (commit) => commits.push(commit),
+      onPayload: (crc, location) => payloads.push({ crc, location }),
+      onLost: (lost) => commits.push(...lostCommits(lost)),
+    },
+    readOnly,
+  );
+  const events: WalEvent[] = [];
+  try {
+    const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly);
+    const leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), readOnly);
+    const subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), clock, readOnly);
+    const active = history.room()?.segment;
+    // Even if the lease log was lost, no write may be fenced by an epoch below one already used.
+    let epochFloor = 0;
+    for (const commit of commits) epochFloor = Math.max(epochFloor, commit.epoch);
+    for (const event of events) epochFloor = Math.max(epochFloor, event.epoch);
+    return {
+      history,
+      wal,
+      leaseLog,
+      subscriptions,
+      commits,
+      payloads: payloads.filter(({ location }) => location.segment === active),
+      events,
+      epochFloor,
+    };
+  } catch (error) {
+    history.close();
+    throw error;
+  }
+}
+
+/**
+ * Replays the WAL's events (after the history is published): the stream still open, if any,
+ * with its acknowledged records, and the streams that were aborted.
+ */
+export function replayStreams(events: readonly WalEvent[], isSealed: (stream: string) => boolean): { open: OpenStream | undefined; aborted: Set<string> } {
+  let open: OpenStream | undefined;
+  const aborted = new Set<string>();
+  for (const event of events) {
+    if (isSealed(event.stream)) continue;
+    if (event.kind === 'open') {
+      open = {
+        id: event.stream,
+        epoch: event.epoch,
+        openedAt: event.openedAt,
+        ...(event.message === undefined ? {} : { message: event.message }),
+        nextSeq: 1,
+        records: [],
+        types: new Set(),
+      };
+    } else if (event.kind === 'abort') {
+      aborted.add(event.stream);
+      if (open?.id === event.stream) open = undefined;
+    } else if (open?.id === event.stream) {
+      open.records.push(...event.records);
+      open.nextSeq = event.firstSeq + event.records.length;
+    }
+  }
+  return { open, aborted };
+}
+
+/**
+ * Stand-ins for commits corruption took: the first carries all their positions (so position
+ * searches land on it), the others none; every read of any of them fails with `CORRUPT`.
+ */
+export function lostCommits(lost: LostCommits): CommitRecord[] {
+  const standIns: CommitRecord[] = [];
+  for (let commit = lost.from; commit <= lost.to; commit++) {
+    const first = commit === lost.from;
+    standIns.push({
+      commit,
+      stream: '',
+      parent: commit - 1,
+      records: first ? lost.toPosition - lost.fromPosition + 1 : 0,
+      firstPosition: first ? lost.fromPosition : lost.toPosition + 1,
+      lastPosition: lost.toPosition,
+      openedAt: 0,
+      sealedAt: 0,
+      epoch: 0,
+      oneShot: false,
+      segment: -1,
+      runStart: 0,
+      runBytes: 0,
+      manifests: [],
+      packs: [],
+      damage: lost.damage,
+    });
+  }
+  return standIns;
+}
