@@ -10,7 +10,7 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import type { CommitRecord } from '../storage/history.js';
-import type { History } from '../storage/history-log.js';
+import type { CommitRun, History } from '../storage/history-log.js';
 import type { ManifestEntry } from '../storage/records.js';
 import {
   buildIndexData,
@@ -256,7 +256,7 @@ export class FeedIndex {
       const inSegment = bySegment.get(base)!;
       if (position === bases.length - 1) {
         index.tail = new TailIndex(base);
-        for (const commit of inSegment) await index.addRun(commit);
+        for await (const run of history.readRuns(inSegment)) index.addRun(run);
         continue;
       }
       const last = inSegment[inSegment.length - 1];
@@ -287,8 +287,8 @@ export class FeedIndex {
   /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
   private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
     const tail = new TailIndex(slot.base);
-    for (const commit of slot.commits) {
-      const run = await this.history.readRun(commit);
+    for await (const run of this.history.readRuns(slot.commits)) {
+      const { commit } = run;
       run.entries.forEach((entry, at) => {
         while (tail.base + tail.count < commit.firstPosition + at) tail.add(undefined, [], unreadableLocator);
         tail.add(entry.type, entry.tags, run.entryOffsets[at]);
@@ -305,8 +305,8 @@ export class FeedIndex {
 
   private onActiveEntry: ((commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void) | undefined;
 
-  private async addRun(commit: CommitRecord): Promise<void> {
-    const run = await this.history.readRun(commit);
+  private addRun(run: CommitRun): void {
+    const { commit } = run;
     run.entries.forEach((entry, at) => {
       this.add(commit, entry.type, entry.tags, run.entryOffsets[at], commit.firstPosition + at);
       this.onActiveEntry?.(commit, entry, run.entryOffsets[at], commit.firstPosition + at);

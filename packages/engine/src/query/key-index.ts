@@ -190,8 +190,8 @@ export class KeyIndex {
   /** Every occurrence of every key in a sealed segment, read from its history. */
   private async readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
     const keys = new SegmentKeys(slot.base);
-    for (const commit of slot.commits) {
-      const run = await this.history.readRun(commit);
+    for await (const run of this.history.readRuns(slot.commits)) {
+      const { commit } = run;
       run.entries.forEach((entry, at) => {
         if (entry.key !== undefined) keys.add(entry.key, commit.firstPosition + at, entry.version ?? 0, entry.tombstone, run.entryOffsets[at]);
       });

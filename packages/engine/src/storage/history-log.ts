@@ -20,6 +20,8 @@ import {
 const entryReadBytesInitial = 1024;
 /** Largest window tried: the largest entry (64 tags of 256 bytes, a 1 KiB key…) fits. */
 const entryReadBytesMax = 64 * 1024;
+/** Bytes of consecutive runs `readRuns` reads at once. */
+const runsReadBytesMax = 8 * 1024 * 1024;
 import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type PublishedRecord } from './records.js';
 import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
@@ -330,7 +332,48 @@ export class History {
 
   private async readRunUnplaced(commit: CommitRecord): Promise<CommitRun> {
     const segment = this.segments.byBase(commit.segment);
-    const bytes = await segment.read(commit.runStart, commit.runBytes);
+    return this.decodeRun(commit, segment, await segment.read(commit.runStart, commit.runBytes));
+  }
+
+  /**
+   * Reads the runs of `commits` (in order, all readable) with one read per stretch of up to
+   * `runsReadBytesMax` bytes of a segment: replaying a segment's many small commits costs a few
+   * large reads instead of one read each.
+   */
+  async *readRuns(commits: readonly CommitRecord[]): AsyncGenerator<CommitRun> {
+    for (let start = 0; start < commits.length; ) {
+      const first = commits[start];
+      let end = start + 1;
+      while (
+        end < commits.length &&
+        commits[end].segment === first.segment &&
+        commits[end].runStart + commits[end].runBytes - first.runStart <= runsReadBytesMax
+      ) {
+        end++;
+      }
+      for (const commit of commits.slice(start, end)) assertReadable(commit);
+      const segment = this.segments.byBase(first.segment);
+      const last = commits[end - 1];
+      let bytes: Uint8Array;
+      try {
+        bytes = await segment.read(first.runStart, last.runStart + last.runBytes - first.runStart);
+      } catch (error) {
+        throw withPlace(error, segment.file, first.runStart);
+      }
+      for (const commit of commits.slice(start, end)) {
+        const from = commit.runStart - first.runStart;
+        try {
+          yield this.decodeRun(commit, segment, bytes.subarray(from, from + commit.runBytes));
+        } catch (error) {
+          throw withPlace(error, segment.file, commit.runStart);
+        }
+      }
+      start = end;
+    }
+  }
+
+  /** Verifies a run's frames (its bytes read from `segment`) and decodes its manifests. */
+  private decodeRun(commit: CommitRecord, segment: SegmentFile, bytes: Uint8Array): CommitRun {
     const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
     const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
     if (frameEnd !== bytes.length) {
