@@ -9,6 +9,7 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
+import { buildIndexDataOffThread } from './index-builder.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { CommitRun, History } from '../storage/history-log.js';
 import type { ManifestEntry } from '../storage/records.js';
@@ -405,7 +406,7 @@ export class FeedIndex {
       this.pending = this.pending
         .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
         .then(async () => {
-          const data = buildIndexData(this.kernels, previous.source());
+          const data = await buildIndexDataOffThread(this.kernels, previous.source());
           if (!this.readOnly) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
           this.remember(slot.base, new SealedIndex(this.kernels, data), data);
           if (!this.readOnly) slot.resident = undefined;

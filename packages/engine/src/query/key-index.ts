@@ -19,7 +19,6 @@ import { utf8Encode } from '../storage/codec.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { History } from '../storage/history-log.js';
 import {
-  encodeKeyFile,
   filterMayHold,
   keyFileHeadBytes,
   keyHashes,
@@ -33,6 +32,7 @@ import {
   type KeyWinner,
 } from '../storage/key-file.js';
 import { damagedSegment, type IndexRebuild } from './feed-index.js';
+import { encodeKeyFileOffThread } from './index-builder.js';
 
 /**
  * Every occurrence of every key in one segment, in position order (active or just sealed). The
@@ -225,7 +225,7 @@ export class KeyIndex {
       // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
       if (++merged % keyBuildYieldKeys === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    const bytes = encodeKeyFile(this.kernels, slot.base, slot.count, entries);
+    const bytes = await encodeKeyFileOffThread(this.kernels, slot.base, slot.count, entries);
     const file = this.fileFor(slot.base);
     if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);

@@ -195,3 +195,53 @@ export function readIndexHead(kernels: Kernels, file: string): { base: number; c
     fs.closeSync(fd);
   }
 }
+
+/** An `IndexSource` as plain arrays, cheap to send to a worker thread. */
+export interface FlatIndexSource {
+  readonly base: number;
+  readonly count: number;
+  readonly typeNames: readonly string[];
+  readonly typeColumn: Uint16Array;
+  readonly locators: Uint32Array;
+  readonly tags: readonly string[];
+  /** Where each tag's positions end in `positions`. */
+  readonly ends: Uint32Array;
+  readonly positions: Uint32Array;
+}
+
+export function flattenIndexSource(source: IndexSource): FlatIndexSource {
+  const tags = [...source.tags.keys()];
+  const ends = new Uint32Array(tags.length);
+  let total = 0;
+  tags.forEach((tag, index) => {
+    const held = source.tags.get(tag)!;
+    ends[index] = total += typeof held === 'number' ? 1 : held.length;
+  });
+  const positions = new Uint32Array(total);
+  tags.forEach((tag, index) => {
+    const held = source.tags.get(tag)!;
+    const at = index === 0 ? 0 : ends[index - 1];
+    if (typeof held === 'number') positions[at] = held;
+    else positions.set(held, at);
+  });
+  return {
+    base: source.base,
+    count: source.count,
+    typeNames: [...source.typeNames],
+    typeColumn: source.typeColumn.slice(0, source.count),
+    locators: source.locators.slice(0, source.count),
+    tags,
+    ends,
+    positions,
+  };
+}
+
+export function unflattenIndexSource(flat: FlatIndexSource): IndexSource {
+  const tags = new Map<string, number | readonly number[]>();
+  flat.tags.forEach((tag, index) => {
+    const from = index === 0 ? 0 : flat.ends[index - 1];
+    const to = flat.ends[index];
+    tags.set(tag, to - from === 1 ? flat.positions[from] : Array.from(flat.positions.subarray(from, to)));
+  });
+  return { base: flat.base, count: flat.count, typeNames: flat.typeNames, typeColumn: flat.typeColumn, locators: flat.locators, tags };
+}
