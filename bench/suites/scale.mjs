@@ -69,7 +69,10 @@ function latencySummary(values) {
 /** The probe, in a fresh process, of the feed in `directory` as it is now. */
 function probeFeed(directory, feed) {
   const out = execFileSync(process.execPath, [probe, directory, feed, String(keyCount), String(probeGets)], { encoding: 'utf8', maxBuffer: 1 << 20 });
-  return JSON.parse(out.trim().split('\n').pop());
+  const result = JSON.parse(out.trim().split('\n').pop());
+  // Each figure is printed as it comes, so a long run that is stopped still tells something.
+  process.stderr.write(`  probe: ${JSON.stringify(result)}\n`);
+  return result;
 }
 
 const encoder = new TextEncoder();
@@ -184,6 +187,9 @@ async function ingest(mode) {
   }
   delay.disable();
   await store.close();
+  process.stderr.write(
+    `  ${mode}: append ${JSON.stringify(latencySummary(appendMs))}, seal ${JSON.stringify(latencySummary(sealMs))}, event loop max ${Math.round(delay.max / 1e6)} ms\n`,
+  );
   probes.atEnd = probeFeed(directory, 'scale');
   fs.rmSync(directory, { recursive: true, force: true });
   return { perMillion, append: latencySummary(appendMs), seal: latencySummary(sealMs), sealRecords, eventLoopMaxDelayMs: delay.max / 1e6, probes };

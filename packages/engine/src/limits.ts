@@ -168,3 +168,10 @@ export const keyCacheBytesMax = 64 * 1024 * 1024;
 
 /** Keys a key dictionary build merges before it yields the event loop to appends and reads. */
 export const keyBuildYieldKeys = 8192;
+
+/**
+ * Records a large seal handles between yields to the event loop (decoding its WAL batches,
+ * laying out its run, publishing its records to the indexes): about 10 ms of work, so reads,
+ * timers and other feeds' appends never wait long behind a seal of 100,000 records.
+ */
+export const eventLoopSliceRecords = 8192;

@@ -7,6 +7,7 @@
  */
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
+import { yieldEverySlice } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
@@ -404,7 +405,7 @@ export class FeedWriter {
       const open = this.writableStream(id, token, 'seal');
       if (condition) await this.checkCondition(condition, group);
       const records = await this.wal.readRecords(open.records);
-      const finish = this.prepareRun(builder, group, {
+      const finish = await this.prepareRun(builder, group, {
         stream: id,
         openedAt: open.openedAt,
         message: message ?? open.message,
@@ -414,8 +415,8 @@ export class FeedWriter {
       });
       this.conditions.stage(group, records);
       this.openStream = undefined;
-      return (location: GroupLocation) => {
-        const commit = finish(location);
+      return async (location: GroupLocation) => {
+        const commit = await finish(location);
         this.retention.schedule(() => this.openStream?.id);
         return commit;
       };
@@ -438,7 +439,7 @@ export class FeedWriter {
         new Set([...group.newTypes, ...(this.openStream?.types ?? [])]),
       );
       const now = this.options.clock();
-      const finish = this.prepareRun(builder, group, {
+      const finish = await this.prepareRun(builder, group, {
         stream: this.options.newId(),
         openedAt: now,
         message,
@@ -459,7 +460,7 @@ export class FeedWriter {
     await this.conditions.checkDurable(condition.query, condition.after, this.snapshot(), this.index);
   }
 
-  private prepareRun(
+  private async prepareRun(
     builder: FrameBuilder,
     group: WriterGroup,
     run: {
@@ -470,7 +471,7 @@ export class FeedWriter {
       oneShot: boolean;
       records: readonly RecordInput[];
     },
-  ): (location: GroupLocation) => CommitRecord {
+  ): Promise<(location: GroupLocation) => Promise<CommitRecord>> {
     const commitNumber = this.stagedHead + 1;
     const sealedAt = this.options.clock();
     // Payloads are referenced only within the segment the run lands in. The group lands in the
@@ -499,13 +500,13 @@ export class FeedWriter {
       lookup,
       this.frameDataBytesMax,
     );
-    let built = build((payload, crc) => (room ? (group.payloads.find(payload, crc) ?? this.payloads.find(payload, crc, room.segment)) : undefined));
+    let built = await build((payload, crc) => (room ? (group.payloads.find(payload, crc) ?? this.payloads.find(payload, crc, room.segment)) : undefined));
     /** Where the group lands, when it is known now: it fits the active segment. */
     let landing = room;
     if (room && builder.byteLength > room.bytes) {
       builder.rollback(mark);
       if (!firstInGroup) throw new GroupFull();
-      built = build(() => undefined);
+      built = await build(() => undefined);
       landing = undefined;
     }
     if (landing) {
@@ -516,19 +517,24 @@ export class FeedWriter {
     }
     this.stagedHead = commitNumber;
     this.stagedNextPosition += run.records.length;
-    return (location) => {
+    return async (location) => {
       assert(!landing || (location.segment === landing.segment && location.offset === landing.offset), 'a group lands where its runs were laid for');
       const runStart = location.offset + built.runStart;
       const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
       for (const payload of built.newPayloads) {
         this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length, crc: payload.crc });
       }
-      run.records.forEach((record, index) => {
+      // Indexed before it is published (readers ignore what lies past the watermark), and a
+      // large commit yields between slices: the group commit waits, the event loop does not.
+      for (let index = 0; index < run.records.length; index++) {
+        const pause = yieldEverySlice(index);
+        if (pause) await pause;
+        const record = run.records[index];
         const locator = runStart + built.entryOffsets[index];
         this.index.add(commit, record.type, record.tags, locator, commit.firstPosition + index);
         this.keys.add(commit, record.key, record.version, record.tombstone, locator, commit.firstPosition + index);
         this.conditions.note(commit.firstPosition + index, record.type, record.tags);
-      });
+      }
       this.history.published(commit);
       this.publish(commit);
       return commit;

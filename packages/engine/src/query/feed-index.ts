@@ -190,6 +190,30 @@ export function damagedSegment(commits: readonly CommitRecord[], inSegment: read
   return commits.some((commit) => commit.damage !== undefined && commit.records > 0 && commit.firstPosition < nextBase && commit.lastPosition >= base);
 }
 
+/** A sealed history segment as its derived files see it: its readable commits and its range. */
+export interface SealedSegment {
+  readonly base: number;
+  /** Records it covers: its last readable position − base + 1. */
+  readonly count: number;
+  readonly commits: readonly CommitRecord[];
+  /** Corruption took records of it (see `damagedSegment`). */
+  readonly gaps: boolean;
+}
+
+/** The history's segments, sealed ones described, and the active segment's commits. */
+export function segmentsOf(history: History, commits: readonly CommitRecord[]): { sealed: SealedSegment[]; active?: { base: number; commits: CommitRecord[] } } {
+  const bases = history.segments.segments.map((segment) => segment.header.base);
+  const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
+  for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
+  const sealed = bases.slice(0, -1).map((base, at) => {
+    const inSegment = bySegment.get(base)!;
+    const last = inSegment[inSegment.length - 1];
+    return { base, count: last ? last.lastPosition - base + 1 : 0, commits: inSegment, gaps: damagedSegment(commits, inSegment, base, bases[at + 1]) };
+  });
+  const activeBase = bases[bases.length - 1];
+  return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: bySegment.get(activeBase)! } }) };
+}
+
 /** An index file that had to be rebuilt, and why. */
 export interface IndexRebuild {
   readonly segment: number;
@@ -201,13 +225,7 @@ export interface IndexRebuild {
  * A sealed segment's index as the feed knows it before a query needs it: where it lies and
  * what it covers. Its data is loaded, verified, and kept in the bounded cache on first use.
  */
-interface SealedSlot {
-  readonly base: number;
-  readonly count: number;
-  /** The commits of its history segment, for a rebuild. */
-  readonly commits: readonly CommitRecord[];
-  /** Records corruption took leave gaps: such an index lives in memory only (see `open`). */
-  readonly gaps: boolean;
+interface SealedSlot extends SealedSegment {
   /** Set while the index is only in memory: a tail being compacted, or one with gaps. */
   resident?: SegmentIndex;
 }
@@ -250,29 +268,16 @@ export class FeedIndex {
   ): Promise<FeedIndex> {
     const index = new FeedIndex(kernels, directory, history, readOnly);
     index.onActiveEntry = onActiveEntry;
-    const bases = history.segments.segments.map((segment) => segment.header.base);
-    const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
-    for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
-    for (const [position, base] of bases.entries()) {
-      const inSegment = bySegment.get(base)!;
-      if (position === bases.length - 1) {
-        index.tail = new TailIndex(base);
-        for await (const run of history.readRuns(inSegment)) index.addRun(run);
-        continue;
-      }
-      const last = inSegment[inSegment.length - 1];
-      const count = last ? last.lastPosition - base + 1 : 0;
-      // Records corruption took leave gaps: an index built around them is kept in memory only,
-      // so it can never be mistaken for a whole one once the damage is repaired.
-      const gaps = damagedSegment(commits, inSegment, base, bases[position + 1]);
-      const slot: SealedSlot = { base, count, commits: inSegment, gaps };
+    const { sealed, active } = segmentsOf(history, commits);
+    for (const segment of sealed) {
+      const slot: SealedSlot = { ...segment };
       index.sealed.push(slot);
-      const file = index.fileFor(base);
+      const file = index.fileFor(segment.base);
       let reason: string | undefined;
       try {
-        const head = gaps ? undefined : readIndexHead(kernels, file);
+        const head = segment.gaps ? undefined : readIndexHead(kernels, file);
         if (!head) reason = 'missing';
-        else if (head.base !== base || head.count !== count) reason = `it covers ${head.count} records from ${head.base}, the segment ${count} from ${base}`;
+        else if (head.base !== segment.base || head.count !== segment.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
         else for (const name of head.typeNames) index.typeNames.add(name);
       } catch (error) {
         reason = (error as Error).message;
@@ -281,6 +286,10 @@ export class FeedIndex {
         const data = await index.rebuild(slot, reason);
         for (const name of data.typeNames) index.typeNames.add(name);
       }
+    }
+    if (active) {
+      index.tail = new TailIndex(active.base);
+      for await (const run of history.readRuns(active.commits)) index.addRun(run);
     }
     return index;
   }

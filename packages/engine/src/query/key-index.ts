@@ -25,13 +25,14 @@ import {
   parseKeyFileHead,
   readKeyFileHead,
   readKeySection,
+  readWinner,
   winnerAt,
   winsOver,
   writeKeyFile,
   type KeyFileHead,
   type KeyWinner,
 } from '../storage/key-file.js';
-import { damagedSegment, type IndexRebuild } from './feed-index.js';
+import { segmentsOf, type IndexRebuild } from './feed-index.js';
 import { encodeKeyFileOffThread } from './index-builder.js';
 
 /**
@@ -156,16 +157,11 @@ export class KeyIndex {
     readOnly = false,
   ): Promise<KeyIndex> {
     const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt);
-    const bases = history.segments.segments.map((segment) => segment.header.base);
-    const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
-    for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
-    for (const [position, base] of bases.slice(0, -1).entries()) {
-      const inSegment = bySegment.get(base)!;
-      const last = inSegment[inSegment.length - 1];
-      const slot: SealedKeys = { base, count: last ? last.lastPosition - base + 1 : 0, commits: inSegment, sections: [], pinned: false };
+    const { sealed, active } = segmentsOf(history, commits);
+    for (const segment of sealed) {
+      const slot: SealedKeys = { base: segment.base, count: segment.count, commits: segment.commits, sections: [], pinned: false };
       index.sealed.push(slot);
-      const gaps = damagedSegment(commits, inSegment, base, bases[position + 1]);
-      if (gaps) {
+      if (segment.gaps) {
         // Records corruption took: the dictionary would be wrong once repaired, so it is
         // never written; the readable keys stay in memory (and reads over the gap fail).
         slot.resident = await index.readSegmentKeys(slot);
@@ -173,17 +169,16 @@ export class KeyIndex {
       }
       let reason: string | undefined;
       try {
-        const head = readKeyFileHead(index.fileFor(base));
+        const head = readKeyFileHead(index.fileFor(segment.base));
         if (!head) reason = 'missing';
-        else if (head.base !== base || head.count !== slot.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${slot.count} from ${base}`;
+        else if (head.base !== segment.base || head.count !== segment.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
         else slot.head = head;
       } catch (error) {
         reason = (error as Error).message;
       }
       if (reason !== undefined) await index.rebuild(slot, reason);
     }
-    const active = bases[bases.length - 1];
-    if (active !== undefined) index.tail = new SegmentKeys(active);
+    if (active) index.tail = new SegmentKeys(active.base);
     return index;
   }
 
@@ -230,7 +225,8 @@ export class KeyIndex {
     if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
     slot.head = head;
-    slot.sections = head.sections.map(({ offset, length }) => bytes.slice(offset, offset + length));
+    // The filter and the FST stay in memory; winners are read one at a time when needed.
+    slot.sections = head.sections.slice(0, 2).map(({ offset, length }) => bytes.slice(offset, offset + length));
     slot.pinned = this.readOnly;
     slot.resident = undefined;
     if (!slot.pinned) this.remember(slot);
@@ -306,7 +302,16 @@ export class KeyIndex {
     if (!filterMayHold(filter, hashes)) return undefined;
     const ordinal = this.kernels.fstGet(await this.section(slot, 1), bytes);
     if (ordinal === undefined) return undefined;
-    return winnerAt(await this.section(slot, 2), ordinal);
+    // The winners section is megabytes, and lookups walk many segments: one winner is read on
+    // its own (checked by its own CRC) unless the section is in memory already.
+    const file = this.fileFor(slot.base);
+    const table = slot.sections[2];
+    try {
+      return table ? winnerAt(table, ordinal, file) : readWinner(file, slot.head!, ordinal);
+    } catch (error) {
+      await this.rebuild(slot, (error as Error).message);
+      return this.lookup(slot, bytes, hashes);
+    }
   }
 
   /** A dictionary section, from memory or its file; a section that fails its check is rebuilt. */

@@ -192,6 +192,13 @@ export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, 
   // A point lookup reads one small entry and payload: a positional read straight from the page
   // cache costs a few microseconds, a trip through the thread pool several times that.
   const entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
+  if (entry.key !== key || (entry.version ?? 0) !== winner.version || commit.firstPosition + entry.seq - 1 !== winner.position) {
+    // Checked after reading, as every derived answer is: a key index that names another record
+    // is damaged, and the answer would be wrong.
+    throw new StreamStackError('CORRUPT', `the key index names position ${winner.position} for ${JSON.stringify(key)}, but the record there does not match`, {
+      details: { file: snapshot.history.segments.fileFor(commit.segment), offset: winner.locator },
+    });
+  }
   const payload = snapshot.history.readPayloadSync(entry.payload);
   return toRecord(snapshot.feed, commit, winner.position, entry, payload);
 }

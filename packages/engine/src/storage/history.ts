@@ -7,7 +7,9 @@
  */
 import type { Corruption } from './runs.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { ByteReader } from './codec.js';
+import { yieldEverySlice, yieldToEventLoop } from '../event-loop.js';
+import { eventLoopSliceRecords } from '../limits.js';
+import { ByteReader, type ByteWriter } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
 import {
@@ -98,19 +100,19 @@ const packDirectoryEntryBytesMax = 9;
  * Lays out one commit run at the end of `builder`. Returns the payloads it stores anew (for the
  * caller's dedup map, once the run is durable) and the commit record as it will read back.
  */
-export function buildCommitRun(
+export async function buildCommitRun(
   kernels: Kernels,
   builder: FrameBuilder,
   input: CommitRunInput,
   lookup: PayloadLookup,
   frameDataBytesMax: number,
-): {
+): Promise<{
   newPayloads: NewPayload[];
   runStart: number;
   /** Where each record's manifest entry starts, from the run's start. */
   entryOffsets: number[];
   commit: Omit<CommitRecord, 'segment' | 'runStart'>;
-} {
+}> {
   const runStart = builder.byteLength;
   const crc32c = (bytes: Uint8Array) => kernels.crc32c(bytes);
   // Each record's payload is either stored already (a location) or new in this run (an index
@@ -120,6 +122,9 @@ export function buildCommitRun(
   const freshByCrc = new Map<number, number>();
   const crcs = new Array<number>(input.records.length);
   for (const [index, record] of input.records.entries()) {
+    // A seal of many records yields now and then: nothing else touches the builder meanwhile.
+    const pause = yieldEverySlice(index);
+    if (pause) await pause;
     const crc = kernels.crc32c(record.payload);
     crcs[index] = crc;
     const inRun = freshByCrc.get(crc);
@@ -171,6 +176,10 @@ export function buildCommitRun(
     writer.u32(start).u32(0);
     let end = start;
     while (end < input.records.length && (end === start || writer.length - countAt < manifestFrameBytesTarget)) {
+      if (end > start && end % eventLoopSliceRecords === 0) {
+        // The manifest frame is open in the builder; nothing else touches it meanwhile.
+        await yieldToEventLoop();
+      }
       const record = input.records[end];
       const source = sources[end];
       entryOffsets.push(writer.length - runStart);
@@ -210,8 +219,20 @@ export function buildCommitRun(
     manifests,
     packs,
   };
-  const commitOffset = commit.runBytes;
-  const writer = builder.begin(FrameKind.Commit, true);
+  writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
+  builder.end();
+  return { newPayloads, runStart, entryOffsets, commit };
+}
+
+/** A commit record without where its run lies: what a commit frame holds. */
+export type CommitFields = Omit<CommitRecord, 'segment' | 'runStart' | 'damage'>;
+
+/**
+ * Writes a commit's fields as its commit frame holds them (segment summaries hold the same):
+ * the run's size doubles as the frame's distance from the run's start, so a reader that finds
+ * the commit record also finds the run.
+ */
+export function writeCommitFields(writer: ByteWriter, commit: CommitFields): void {
   writer
     .varint(commit.commit)
     .string(commit.stream)
@@ -220,25 +241,17 @@ export function buildCommitRun(
     .varint(commit.firstPosition)
     .varint(commit.openedAt)
     .varint(commit.sealedAt)
-    .u8((input.message === undefined ? 0 : 1) | (input.oneShot ? 2 : 0));
-  if (input.message !== undefined) writer.string(input.message);
-  writer.varint(commit.epoch).varint(commitOffset);
-  writer.varint(manifests.length);
-  for (const offset of manifests) writer.varint(offset);
-  writer.varint(packs.length);
-  for (const offset of packs) writer.varint(offset);
-  builder.end();
-  return { newPayloads, runStart, entryOffsets, commit };
+    .u8((commit.message === undefined ? 0 : 1) | (commit.oneShot ? 2 : 0));
+  if (commit.message !== undefined) writer.string(commit.message);
+  writer.varint(commit.epoch).varint(commit.runBytes);
+  writer.varint(commit.manifests.length);
+  for (const offset of commit.manifests) writer.varint(offset);
+  writer.varint(commit.packs.length);
+  for (const offset of commit.packs) writer.varint(offset);
 }
 
-/** Decodes a commit frame; `frameOffset` is where the frame starts in its segment. */
-export function readCommitRecord(
-  bytes: Uint8Array,
-  frame: ScannedFrame,
-  segment: number,
-  what: string,
-): CommitRecord {
-  const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, what);
+/** Reads what `writeCommitFields` wrote. */
+export function readCommitFields(reader: ByteReader): CommitFields {
   const commit = reader.varint();
   const stream = reader.string();
   const parent = reader.varint();
@@ -249,7 +262,7 @@ export function readCommitRecord(
   const flags = reader.u8();
   const message = flags & 1 ? reader.string() : undefined;
   const epoch = reader.varint();
-  const commitOffset = reader.varint();
+  const runBytes = reader.varint();
   const readOffsets = (): number[] => {
     const count = reader.varint();
     if (count > reader.remaining) throw reader.corrupt(`artifact count ${count} exceeds the frame`);
@@ -257,9 +270,6 @@ export function readCommitRecord(
   };
   const manifests = readOffsets();
   const packs = readOffsets();
-  reader.expectEnd();
-  const runStart = frame.offset - commitOffset;
-  if (runStart < 0) throw reader.corrupt('the run would start before the segment');
   return {
     commit,
     stream,
@@ -272,12 +282,25 @@ export function readCommitRecord(
     ...(message === undefined ? {} : { message }),
     epoch,
     oneShot: (flags & 2) !== 0,
-    segment,
-    runStart,
-    runBytes: commitOffset,
+    runBytes,
     manifests,
     packs,
   };
+}
+
+/** Decodes a commit frame; `frame.offset` is where the frame starts in its segment. */
+export function readCommitRecord(
+  bytes: Uint8Array,
+  frame: ScannedFrame,
+  segment: number,
+  what: string,
+): CommitRecord {
+  const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, what);
+  const fields = readCommitFields(reader);
+  reader.expectEnd();
+  const runStart = frame.offset - fields.runBytes;
+  if (runStart < 0) throw reader.corrupt('the run would start before the segment');
+  return { ...fields, segment, runStart };
 }
 
 /** Decodes a manifest frame into entries with absolute payload locations. */

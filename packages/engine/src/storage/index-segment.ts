@@ -15,11 +15,10 @@
  *    each preceded by a varint byte length. Positions in postings are relative to the base.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter, sortByUtf8, utf8Concat, utf8Encode } from './codec.js';
-import { syncDirectory } from './segment.js';
+import { writeFileDurably } from './segment.js';
 
 const magic = 'SSINDEX1';
 export const indexFormatVersion = 1;
@@ -91,15 +90,21 @@ export function encodeIndexFile(kernels: Kernels, data: IndexData): Uint8Array {
   return writer.finish();
 }
 
-/** Parses and verifies an index file: every section's CRC, the FST's own checksum, the shape. */
-export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: string): IndexData {
-  const reader = new ByteReader(bytes, 0, bytes.length, `index ${file}`);
+/** Reads and checks the fields before an index file's sections: magic, version, base, count. */
+function readIndexHeader(reader: ByteReader): { base: number; count: number } {
   if (new TextDecoder().decode(reader.raw(magic.length)) !== magic) throw reader.corrupt('bad magic');
   const version = reader.u32();
   if (version !== indexFormatVersion) throw reader.corrupt(`unknown format version ${version}`);
   const base = reader.u64();
   const count = reader.u64();
   if (reader.u32() !== sectionCount) throw reader.corrupt('wrong section count');
+  return { base, count };
+}
+
+/** Parses and verifies an index file: every section's CRC, the FST's own checksum, the shape. */
+export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: string): IndexData {
+  const reader = new ByteReader(bytes, 0, bytes.length, `index ${file}`);
+  const { base, count } = readIndexHeader(reader);
   const sections: Uint8Array[] = [];
   for (let index = 0; index < sectionCount; index++) {
     const length = reader.u32();
@@ -125,18 +130,9 @@ export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: strin
   };
 }
 
-/** Writes an index file durably: a temporary name, fdatasync, rename, directory fsync. */
+/** Writes an index file durably (see `writeFileDurably`). */
 export async function writeIndexFile(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const temporary = `${file}.tmp`;
-  const fd = fs.openSync(temporary, 'w');
-  try {
-    await kernels.writeDurable(fd, 0, [bytes]);
-  } finally {
-    fs.closeSync(fd);
-  }
-  fs.renameSync(temporary, file);
-  await syncDirectory(path.dirname(file));
+  await writeFileDurably(kernels, file, bytes);
 }
 
 /** Reads and verifies an index file; undefined when it is missing, `CORRUPT` when it is bad. */
@@ -173,12 +169,7 @@ export function readIndexHead(kernels: Kernels, file: string): { base: number; c
     const head = new Uint8Array(indexHeadBytes + 8);
     const read = fs.readSync(fd, head, 0, head.length, 0);
     const reader = new ByteReader(head, 0, read, `index ${file}`);
-    if (new TextDecoder().decode(reader.raw(magic.length)) !== magic) throw reader.corrupt('bad magic');
-    const version = reader.u32();
-    if (version !== indexFormatVersion) throw reader.corrupt(`unknown format version ${version}`);
-    const base = reader.u64();
-    const count = reader.u64();
-    if (reader.u32() !== sectionCount) throw reader.corrupt('wrong section count');
+    const { base, count } = readIndexHeader(reader);
     const length = reader.u32();
     const crc = reader.u32();
     const section = new Uint8Array(length);

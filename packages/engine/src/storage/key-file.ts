@@ -12,25 +12,25 @@
  *    the key's CRC-32C and h2 its CRC-32 with the low bit set; bit `b` is bit `b % 8` of byte
  *    `b / 8`;
  * 2. an FST (the kernel's format) from each key's UTF-8 bytes to its ordinal in section 3;
- * 3. the winners, 24 bytes each: `f64` position, `f64` version, `u32` locator (where the
- *    winner's manifest entry starts in its history segment), `u32` flags (1: tombstone).
+ * 3. the winners, 28 bytes each: `f64` position, `f64` version, `u32` locator (where the
+ *    winner's manifest entry starts in its history segment), `u32` flags (1: tombstone), and a
+ *    `u32` CRC-32 of those 24 bytes, so a lookup reads and checks one winner on its own.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
 import { crc32, crc32c } from '../kernels/ts/crc.js';
 import { ByteReader, ByteWriter, sortByUtf8, utf8Concat, utf8Encode } from './codec.js';
-import { syncDirectory } from './segment.js';
+import { writeFileDurably } from './segment.js';
 
 const magic = 'SSKEYS01';
 export const keyFileFormatVersion = 1;
 const sectionCount = 3;
 /** Bytes before the sections: the fixed fields and the section descriptors. */
 export const keyFileHeadBytes = 8 + 4 + 8 + 8 + 4 + sectionCount * 8;
-/** Bytes of one winner in section 3. */
-const winnerBytes = 24;
+/** Bytes of one winner in section 3: 24 of fields, then their CRC-32. */
+const winnerBytes = 28;
 
 /** A key's winner: the occurrence a `get` returns (unless it is a tombstone). */
 export interface KeyWinner {
@@ -99,6 +99,7 @@ export function encodeKeyFile(
     view.setFloat64(offset + 8, entry.winner.version, true);
     view.setUint32(offset + 16, entry.winner.locator, true);
     view.setUint32(offset + 20, entry.winner.tombstone ? 1 : 0, true);
+    view.setUint32(offset + 24, crc32(table, 0, offset, offset + 24), true);
   });
   const fst = kernels.fstBuild({ bytes: keyBytes, ends }, values);
   const sections = [filter, fst, table];
@@ -177,9 +178,14 @@ export function readKeySection(kernels: Kernels, file: string, head: KeyFileHead
   return bytes;
 }
 
-/** The winner stored at `ordinal` of a winners section. */
-export function winnerAt(table: Uint8Array, ordinal: number): KeyWinner {
+/**
+ * The winner stored at `ordinal` of a winners section (or of `table`, that one winner's bytes
+ * read on their own at ordinal 0), checked by its own CRC: `CORRUPT` when it fails.
+ */
+export function winnerAt(table: Uint8Array, ordinal: number, file = 'a key dictionary'): KeyWinner {
   const view = new DataView(table.buffer, table.byteOffset + ordinal * winnerBytes, winnerBytes);
+  const start = ordinal * winnerBytes;
+  if (crc32(table, 0, start, start + 24) !== view.getUint32(24, true)) throw corrupt(file, `winner ${ordinal} fails its CRC`);
   return {
     position: view.getFloat64(0, true),
     version: view.getFloat64(8, true),
@@ -188,16 +194,27 @@ export function winnerAt(table: Uint8Array, ordinal: number): KeyWinner {
   };
 }
 
-/** Writes a key file durably: a temporary name, fdatasync, rename, directory fsync. */
-export async function writeKeyFile(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const temporary = `${file}.tmp`;
-  const fd = fs.openSync(temporary, 'w');
+/**
+ * Reads one winner straight from the file (a lookup needs one; the whole section is megabytes),
+ * checked by its own CRC.
+ */
+export function readWinner(file: string, head: KeyFileHead, ordinal: number): KeyWinner {
+  if (ordinal >= head.keys) throw corrupt(file, `ordinal ${ordinal} is past the ${head.keys} keys`);
+  const bytes = new Uint8Array(winnerBytes);
   try {
-    await kernels.writeDurable(fd, 0, [bytes]);
-  } finally {
-    fs.closeSync(fd);
+    const fd = fs.openSync(file, 'r');
+    try {
+      if (fs.readSync(fd, bytes, 0, winnerBytes, head.sections[2].offset + ordinal * winnerBytes) !== winnerBytes) throw new Error('the file is shorter than its head says');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (error) {
+    throw corrupt(file, (error as Error).message, error);
   }
-  fs.renameSync(temporary, file);
-  await syncDirectory(path.dirname(file));
+  return winnerAt(bytes, 0, file);
+}
+
+/** Writes a key file durably (see `writeFileDurably`). */
+export async function writeKeyFile(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
+  await writeFileDurably(kernels, file, bytes);
 }

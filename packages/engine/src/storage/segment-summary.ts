@@ -8,19 +8,16 @@
  *
  * Layout, little-endian: magic "SSSUMRY1" (8) · u32 format version · u64 base · u64 base commit ·
  * u64 capacity · u64 end (just past the segment's last group, its `SegmentEnd`) · u32 commit
- * count · the commit records · u32 crc32 of every byte before it. A commit record: varint
- * commit · string stream · varint parent · varint records · varint first position · varint
- * opened at · varint sealed at · u8 flags (1: message, 2: one-shot) · [string message] · varint
- * epoch · varint run start · varint run bytes · varint count + varints (manifest offsets) ·
- * varint count + varints (pack offsets).
+ * count · the commit records · u32 crc32 of every byte before it. A commit record is the fields of
+ * its commit frame, as that frame holds them (`writeCommitFields`), then a varint: where its run
+ * starts in the segment.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
-import type { CommitRecord } from './history.js';
-import { syncDirectory, type SegmentHeader } from './segment.js';
+import { readCommitFields, writeCommitFields, type CommitRecord } from './history.js';
+import { writeFileDurably, type SegmentHeader } from './segment.js';
 
 const magic = 'SSSUMRY1';
 export const summaryFormatVersion = 1;
@@ -46,21 +43,8 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary): Uint8A
     .u64(summary.end)
     .u32(summary.commits.length);
   for (const commit of summary.commits) {
-    writer
-      .varint(commit.commit)
-      .string(commit.stream)
-      .varint(commit.parent)
-      .varint(commit.records)
-      .varint(commit.firstPosition)
-      .varint(commit.openedAt)
-      .varint(commit.sealedAt)
-      .u8((commit.message === undefined ? 0 : 1) | (commit.oneShot ? 2 : 0));
-    if (commit.message !== undefined) writer.string(commit.message);
-    writer.varint(commit.epoch).varint(commit.runStart).varint(commit.runBytes);
-    writer.varint(commit.manifests.length);
-    for (const offset of commit.manifests) writer.varint(offset);
-    writer.varint(commit.packs.length);
-    for (const offset of commit.packs) writer.varint(offset);
+    writeCommitFields(writer, commit);
+    writer.varint(commit.runStart);
   }
   const body = writer.finish();
   const out = new Uint8Array(body.length + 4);
@@ -95,49 +79,15 @@ export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: Segme
   const commits: CommitRecord[] = [];
   let expectedCommit = baseCommit;
   let expectedPosition = base;
-  const offsets = (): number[] => {
-    const length = reader.varint();
-    if (length > reader.remaining) throw reader.corrupt(`offset count ${length} exceeds the file`);
-    return Array.from({ length }, () => reader.varint());
-  };
   for (let index = 0; index < count; index++) {
-    const commit = reader.varint();
-    const stream = reader.string();
-    const parent = reader.varint();
-    const records = reader.varint();
-    const firstPosition = reader.varint();
-    const openedAt = reader.varint();
-    const sealedAt = reader.varint();
-    const flags = reader.u8();
-    const message = flags & 1 ? reader.string() : undefined;
-    const epoch = reader.varint();
+    const fields = readCommitFields(reader);
     const runStart = reader.varint();
-    const runBytes = reader.varint();
-    const manifests = offsets();
-    const packs = offsets();
-    if (commit !== expectedCommit || parent !== commit - 1 || firstPosition !== expectedPosition || runStart + runBytes > end) {
-      throw reader.corrupt(`commit ${commit} does not follow the one before it`);
+    if (fields.commit !== expectedCommit || fields.parent !== fields.commit - 1 || fields.firstPosition !== expectedPosition || runStart + fields.runBytes > end) {
+      throw reader.corrupt(`commit ${fields.commit} does not follow the one before it`);
     }
-    expectedCommit = commit + 1;
-    expectedPosition = firstPosition + records;
-    commits.push({
-      commit,
-      stream,
-      parent,
-      records,
-      firstPosition,
-      lastPosition: firstPosition + records - 1,
-      openedAt,
-      sealedAt,
-      ...(message === undefined ? {} : { message }),
-      epoch,
-      oneShot: (flags & 2) !== 0,
-      segment: base,
-      runStart,
-      runBytes,
-      manifests,
-      packs,
-    });
+    expectedCommit = fields.commit + 1;
+    expectedPosition = fields.firstPosition + fields.records;
+    commits.push({ ...fields, segment: base, runStart });
   }
   reader.expectEnd();
   return { base, baseCommit, capacity, end, commits };
@@ -160,15 +110,7 @@ export function readSummary(kernels: Kernels, file: string, header: SegmentHeade
   return decodeSummary(kernels, bytes, header, file);
 }
 
-/** Writes a summary durably: a temporary name, fdatasync, rename, directory fsync. */
+/** Writes a summary durably (see `writeFileDurably`). */
 export async function writeSummary(kernels: Kernels, file: string, summary: SegmentSummary): Promise<void> {
-  const temporary = `${file}.tmp`;
-  const fd = fs.openSync(temporary, 'w');
-  try {
-    await kernels.writeDurable(fd, 0, [encodeSummary(kernels, summary)]);
-  } finally {
-    fs.closeSync(fd);
-  }
-  fs.renameSync(temporary, file);
-  await syncDirectory(path.dirname(file));
+  await writeFileDurably(kernels, file, encodeSummary(kernels, summary));
 }

@@ -74,6 +74,24 @@ export async function syncDirectory(directory: string): Promise<void> {
   }
 }
 
+/**
+ * Writes a whole file durably, for derived files (index files, key dictionaries, summaries): a
+ * temporary name, fdatasync, rename, directory fsync. A crash leaves the old file or the new
+ * one, never a mix; a temporary file left behind is overwritten by the next write.
+ */
+export async function writeFileDurably(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const temporary = `${file}.tmp`;
+  const fd = fs.openSync(temporary, 'w');
+  try {
+    await kernels.writeDurable(fd, 0, [bytes]);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(temporary, file);
+  await syncDirectory(path.dirname(file));
+}
+
 /** Writes zeros over `[from, to)` of `fd`, in chunks, without syncing. */
 export async function writeZeros(fd: number, from: number, to: number): Promise<void> {
   const zeros = Buffer.alloc(Math.min(zeroFillChunkBytes, Math.max(0, to - from)));
