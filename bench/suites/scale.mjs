@@ -139,7 +139,10 @@ async function ingest(mode) {
   const sealRecords = [];
   const perMillion = [];
   const probes = {};
-  const delay = monitorEventLoopDelay({ resolution: 10 });
+  // The probe at 1M blocks this process while it waits for the child: its histogram is set
+  // aside then and a fresh one started, so the wait is not counted as a stall.
+  let delay = monitorEventLoopDelay({ resolution: 10 });
+  let delayMaxMs = 0;
   delay.enable();
   let written = 0;
   let millionStarted = performance.now();
@@ -172,6 +175,7 @@ async function ingest(mode) {
       if (written === 1_000_000 && totalRecords > 1_000_000) {
         // The fresh-process figures at 1M, on the feed exactly as it stands.
         delay.disable();
+        delayMaxMs = Math.max(delayMaxMs, delay.max / 1e6);
         if (token) await feed.releaseLease({ token });
         await store.close();
         probes.at1M = probeFeed(directory, 'scale');
@@ -180,19 +184,21 @@ async function ingest(mode) {
         if (mode === 'stream') {
           token = (await feed.acquireLease({ holder: 'scale', ttlMs: 24 * 3600 * 1000 })).token;
         }
+        delay = monitorEventLoopDelay({ resolution: 10 });
         delay.enable();
       }
       millionStarted = performance.now();
     }
   }
   delay.disable();
+  delayMaxMs = Math.max(delayMaxMs, delay.max / 1e6);
   await store.close();
   process.stderr.write(
-    `  ${mode}: append ${JSON.stringify(latencySummary(appendMs))}, seal ${JSON.stringify(latencySummary(sealMs))}, event loop max ${Math.round(delay.max / 1e6)} ms\n`,
+    `  ${mode}: append ${JSON.stringify(latencySummary(appendMs))}, seal ${JSON.stringify(latencySummary(sealMs))}, event loop max ${Math.round(delayMaxMs)} ms\n`,
   );
   probes.atEnd = probeFeed(directory, 'scale');
   fs.rmSync(directory, { recursive: true, force: true });
-  return { perMillion, append: latencySummary(appendMs), seal: latencySummary(sealMs), sealRecords, eventLoopMaxDelayMs: delay.max / 1e6, probes };
+  return { perMillion, append: latencySummary(appendMs), seal: latencySummary(sealMs), sealRecords, eventLoopMaxDelayMs: delayMaxMs, probes };
 }
 
 /** RAW scan rate (records per second, the best of 3) of a feed whose payloads repeat this often. */

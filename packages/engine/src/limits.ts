@@ -171,7 +171,7 @@ export const keyBuildYieldKeys = 8192;
 
 /**
  * Records a large seal handles between yields to the event loop (decoding its WAL batches,
- * laying out its run, publishing its records to the indexes): about 10 ms of work, so reads,
- * timers and other feeds' appends never wait long behind a seal of 100,000 records.
+ * laying out its run): about 10 ms of work, so reads, timers and other feeds' appends wait less
+ * behind a seal of 100,000 records.
  */
 export const eventLoopSliceRecords = 8192;

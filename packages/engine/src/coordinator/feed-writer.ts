@@ -7,7 +7,6 @@
  */
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
-import { yieldEverySlice } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
@@ -415,8 +414,8 @@ export class FeedWriter {
       });
       this.conditions.stage(group, records);
       this.openStream = undefined;
-      return async (location: GroupLocation) => {
-        const commit = await finish(location);
+      return (location: GroupLocation) => {
+        const commit = finish(location);
         this.retention.schedule(() => this.openStream?.id);
         return commit;
       };
@@ -471,7 +470,7 @@ export class FeedWriter {
       oneShot: boolean;
       records: readonly RecordInput[];
     },
-  ): Promise<(location: GroupLocation) => Promise<CommitRecord>> {
+  ): Promise<(location: GroupLocation) => CommitRecord> {
     const commitNumber = this.stagedHead + 1;
     const sealedAt = this.options.clock();
     // Payloads are referenced only within the segment the run lands in. The group lands in the
@@ -517,18 +516,14 @@ export class FeedWriter {
     }
     this.stagedHead = commitNumber;
     this.stagedNextPosition += run.records.length;
-    return async (location) => {
+    return (location) => {
       assert(!landing || (location.segment === landing.segment && location.offset === landing.offset), 'a group lands where its runs were laid for');
       const runStart = location.offset + built.runStart;
       const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
       for (const payload of built.newPayloads) {
         this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length, crc: payload.crc });
       }
-      // Indexed before it is published (readers ignore what lies past the watermark), and a
-      // large commit yields between slices: the group commit waits, the event loop does not.
       for (let index = 0; index < run.records.length; index++) {
-        const pause = yieldEverySlice(index);
-        if (pause) await pause;
         const record = run.records[index];
         const locator = runStart + built.entryOffsets[index];
         this.index.add(commit, record.type, record.tags, locator, commit.firstPosition + index);

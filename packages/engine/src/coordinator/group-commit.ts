@@ -27,7 +27,7 @@ export interface GroupLocation {
 export type Prepare<T, G> = (
   builder: FrameBuilder,
   group: G,
-) => Promise<(location: GroupLocation) => T | Promise<T>> | ((location: GroupLocation) => T | Promise<T>);
+) => Promise<(location: GroupLocation) => T> | ((location: GroupLocation) => T);
 
 /**
  * Thrown by a `prepare` whose request does not fit the group that already holds others (the
@@ -133,11 +133,11 @@ export class GroupCommitter<G> {
       for (const { request } of prepared) request.reject(this.failure);
       return;
     }
-    // Finishes run one after another, each to its end (a large commit's may yield to the event
-    // loop while it indexes): the next group is written only once this one is published.
+    // Every request of the group is finished in the same turn of the event loop, in order, so
+    // no caller sees part of a group published.
     for (const { request, finish } of prepared) {
       try {
-        request.resolve(await finish(location));
+        request.resolve(finish(location));
       } catch (error) {
         request.reject(error);
       }

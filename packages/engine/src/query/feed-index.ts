@@ -185,9 +185,9 @@ class TailIndex implements SegmentIndex {
  * gap between its readable commits) or at its end (lost commits before the next segment). Its
  * derived files are then built in memory only: written, they would be wrong once repaired.
  */
-export function damagedSegment(commits: readonly CommitRecord[], inSegment: readonly CommitRecord[], base: number, nextBase: number): boolean {
+export function damagedSegment(lost: readonly CommitRecord[], inSegment: readonly CommitRecord[], base: number, nextBase: number): boolean {
   if (inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1))) return true;
-  return commits.some((commit) => commit.damage !== undefined && commit.records > 0 && commit.firstPosition < nextBase && commit.lastPosition >= base);
+  return lost.some((commit) => commit.records > 0 && commit.firstPosition < nextBase && commit.lastPosition >= base);
 }
 
 /** A sealed history segment as its derived files see it: its readable commits and its range. */
@@ -205,10 +205,12 @@ export function segmentsOf(history: History, commits: readonly CommitRecord[]): 
   const bases = history.segments.segments.map((segment) => segment.header.base);
   const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
   for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
+  // Stand-ins for commits corruption took (a handful at most, never in any segment).
+  const lost = commits.filter((commit) => commit.damage !== undefined);
   const sealed = bases.slice(0, -1).map((base, at) => {
     const inSegment = bySegment.get(base)!;
     const last = inSegment[inSegment.length - 1];
-    return { base, count: last ? last.lastPosition - base + 1 : 0, commits: inSegment, gaps: damagedSegment(commits, inSegment, base, bases[at + 1]) };
+    return { base, count: last ? last.lastPosition - base + 1 : 0, commits: inSegment, gaps: damagedSegment(lost, inSegment, base, bases[at + 1]) };
   });
   const activeBase = bases[bases.length - 1];
   return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: bySegment.get(activeBase)! } }) };

@@ -250,8 +250,12 @@ export function writeCommitFields(writer: ByteWriter, commit: CommitFields): voi
   for (const offset of commit.packs) writer.varint(offset);
 }
 
-/** Reads what `writeCommitFields` wrote. */
-export function readCommitFields(reader: ByteReader): CommitFields {
+/**
+ * Reads what `writeCommitFields` wrote into a whole commit record; `place` says where its run
+ * lies (from the run's size). The record is made as one object literal: a feed keeps one per
+ * commit for its life, and objects built by spreading others take several times the memory.
+ */
+export function readCommitFields(reader: ByteReader, place: (runBytes: number) => { segment: number; runStart: number }): CommitRecord {
   const commit = reader.varint();
   const stream = reader.string();
   const parent = reader.varint();
@@ -266,11 +270,14 @@ export function readCommitFields(reader: ByteReader): CommitFields {
   const readOffsets = (): number[] => {
     const count = reader.varint();
     if (count > reader.remaining) throw reader.corrupt(`artifact count ${count} exceeds the frame`);
-    return Array.from({ length: count }, () => reader.varint());
+    const offsets: number[] = [];
+    for (let index = 0; index < count; index++) offsets.push(reader.varint());
+    return offsets;
   };
   const manifests = readOffsets();
   const packs = readOffsets();
-  return {
+  const { segment, runStart } = place(runBytes);
+  const record: { -readonly [Field in keyof CommitRecord]: CommitRecord[Field] } = {
     commit,
     stream,
     parent,
@@ -279,13 +286,16 @@ export function readCommitFields(reader: ByteReader): CommitFields {
     lastPosition: firstPosition + records - 1,
     openedAt,
     sealedAt,
-    ...(message === undefined ? {} : { message }),
     epoch,
     oneShot: (flags & 2) !== 0,
+    segment,
+    runStart,
     runBytes,
     manifests,
     packs,
   };
+  if (message !== undefined) record.message = message;
+  return record;
 }
 
 /** Decodes a commit frame; `frame.offset` is where the frame starts in its segment. */
@@ -296,11 +306,10 @@ export function readCommitRecord(
   what: string,
 ): CommitRecord {
   const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, what);
-  const fields = readCommitFields(reader);
+  const record = readCommitFields(reader, (runBytes) => ({ segment, runStart: frame.offset - runBytes }));
   reader.expectEnd();
-  const runStart = frame.offset - fields.runBytes;
-  if (runStart < 0) throw reader.corrupt('the run would start before the segment');
-  return { ...fields, segment, runStart };
+  if (record.runStart < 0) throw reader.corrupt('the run would start before the segment');
+  return record;
 }
 
 /** Decodes a manifest frame into entries with absolute payload locations. */

@@ -80,14 +80,16 @@ export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: Segme
   let expectedCommit = baseCommit;
   let expectedPosition = base;
   for (let index = 0; index < count; index++) {
-    const fields = readCommitFields(reader);
+    // The run's start follows the commit's fields.
+    const record = readCommitFields(reader, () => ({ segment: base, runStart: 0 }));
     const runStart = reader.varint();
-    if (fields.commit !== expectedCommit || fields.parent !== fields.commit - 1 || fields.firstPosition !== expectedPosition || runStart + fields.runBytes > end) {
-      throw reader.corrupt(`commit ${fields.commit} does not follow the one before it`);
+    if (record.commit !== expectedCommit || record.parent !== record.commit - 1 || record.firstPosition !== expectedPosition || runStart + record.runBytes > end) {
+      throw reader.corrupt(`commit ${record.commit} does not follow the one before it`);
     }
-    expectedCommit = fields.commit + 1;
-    expectedPosition = fields.firstPosition + fields.records;
-    commits.push({ ...fields, segment: base, runStart });
+    (record as { runStart: number }).runStart = runStart;
+    expectedCommit = record.commit + 1;
+    expectedPosition = record.firstPosition + record.records;
+    commits.push(record);
   }
   reader.expectEnd();
   return { base, baseCommit, capacity, end, commits };
