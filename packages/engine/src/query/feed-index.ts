@@ -5,7 +5,7 @@
  * only ever look at positions up to their snapshot's watermark, so the tail needs no lock: the
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
-import path from 'node:path';
+import { segmentFile } from '../storage/segment-set.js';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
@@ -251,7 +251,8 @@ export class FeedIndex {
   ) {}
 
   fileFor(base: number): string {
-    return path.join(this.directory, `${String(base).padStart(16, '0')}.idx`);
+    // Named like the history segment it derives from.
+    return segmentFile(this.directory, base, '.idx');
   }
 
   /**

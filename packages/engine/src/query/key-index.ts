@@ -12,7 +12,7 @@
  * and rebuilt from the history when missing or damaged — byte for byte what either kernel set
  * builds, since the FST is the kernels' and the rest is plain bytes.
  */
-import path from 'node:path';
+import { segmentFile } from '../storage/segment-set.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
 import { utf8Encode } from '../storage/codec.js';
@@ -140,7 +140,8 @@ export class KeyIndex {
   }
 
   fileFor(base: number): string {
-    return path.join(this.directory, `${String(base).padStart(16, '0')}.keys`);
+    // Named like the history segment it derives from.
+    return segmentFile(this.directory, base, '.keys');
   }
 
   /**
