@@ -203,10 +203,12 @@ async function demo(store, clock) {
   // 1. The history: one commit per poll.
   heading(`Commit history: feed.commits() (times UTC on ${iso(day).slice(0, 10)})`);
   out('  #  stream    records  positions    opened    sealed    message');
-  for (const commit of feed.commits()) out(commitLine(commit));
+  const history = [];
+  for await (const commit of feed.commits()) history.push(commit);
+  for (const commit of history) out(commitLine(commit));
 
   // 2. One hour on its own.
-  const seven = feed.commits().find((commit) => commit.message === `poll ${minute(day + 7 * hour)}`);
+  const seven = history.find((commit) => commit.message === `poll ${minute(day + 7 * hour)}`);
   const hourRecords = await feed.readCommit(seven.commit);
   heading(`One hour on its own: feed.readCommit(${seven.commit}), the ${minute(day + 7 * hour).slice(11)} poll`);
   out(`  stream ${seven.stream}, opened ${clockTime(seven.openedAt)}, sealed ${clockTime(seven.sealedAt)}`);
@@ -232,7 +234,7 @@ async function demo(store, clock) {
   expect('raw records', raw, source.sent.events);
   expect('repeats dropped by dedup', raw - dedup, source.sent.repeats);
   expect('orders in latest', latest, keys.size - source.sent.cancelled);
-  const afternoon = feed.commits()[11];
+  const afternoon = history[11];
   out(`  a window, after: ${afternoon.commit} (the ${minute(day + 12 * hour).slice(11)}–${minute(day + 23 * hour).slice(11)} polls): ` +
     `raw ${count(await countRead(feed, { after: afternoon.commit }))}, ` +
     `dedup ${count(await countRead(feed, { after: afternoon.commit, mode: 'dedup' }))} ` +

@@ -93,7 +93,7 @@ describe('crash safety under SIGKILL', () => {
         entry.seqs.push(seq);
         found.set(batch, entry);
       };
-      for (const commit of feed.commits()) {
+      for await (const commit of feed.commits()) {
         for (const record of await feed.readCommit(commit.commit)) take(record.payload, record.seq);
       }
       const open = feed.activeStream();

@@ -9,7 +9,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isStreamStackError, type Kernels, type Store, type VerificationProblem } from '../../packages/engine/src/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, collect } from '../support/store.js';
 import { branchTally, native, ts } from './both.js';
 
 async function workload(store: Store, clock: ManualClock): Promise<void> {
@@ -83,7 +83,7 @@ describe('native and ts engines', () => {
       const directory = await run(writer);
       const store = await openStore(directory, { kernels: reader });
       const feed = await store.feed('events');
-      expect(feed.commits()).toHaveLength(6);
+      expect(await collect(feed.commits())).toHaveLength(6);
       const records = await feed.readCommit(1);
       expect(records).toHaveLength(200);
       expect(text(records[1].payload)).toBe(`h0 b0 r1 ${'z'.repeat(13)}`);
@@ -177,7 +177,7 @@ async function readAll(directory: string, kernels: Kernels) {
       for await (const record of events.read()) all.push(view(record));
       return all;
     });
-    const commits = events.commits().map((commit) => ({ commit: commit.commit, records: commit.records, firstPosition: commit.firstPosition }));
+    const commits = (await collect(events.commits())).map((commit) => ({ commit: commit.commit, records: commit.records, firstPosition: commit.firstPosition }));
     const perCommit = [];
     for (const { commit } of commits) perCommit.push(await outcome(async () => (await events.readCommit(commit)).map(view)));
     const byIndex = await outcome(async () => {

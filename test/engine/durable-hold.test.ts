@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadKernels, tsKernels, type Kernels } from '../../packages/engine/src/kernels/index.js';
 import type { Feed, StoredRecord } from '../../packages/engine/src/index.js';
-import { openStore, temporaryDirectory, text } from '../support/store.js';
+import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
 
 /**
  * Kernels whose durable writes wait while held: every `writeDurable` that starts between `hold()`
@@ -93,7 +93,7 @@ describe.each([
     expect(await payloads(other.read())).toEqual(['durable']);
     expect(await payloads(feed.read())).toEqual(['durable']);
     expect(feed.info()).toMatchObject({ commits: 1, records: 1 });
-    expect(feed.commits()).toHaveLength(1);
+    expect(await collect(feed.commits())).toHaveLength(1);
     expect(append.settled).toBe(false);
 
     holder.release();

@@ -41,7 +41,7 @@ import {
   type StreamRecord,
 } from '../../packages/engine/src/index.js';
 import { branchTally } from '../support/branches.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree } from '../support/store.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree, collect } from '../support/store.js';
 
 // ---- An independent default fingerprint -----------------------------------------------------
 
@@ -759,7 +759,7 @@ class Commits implements Command {
   check = () => true;
   async run(m: Model, r: Real): Promise<void> {
     const after = scale(this.afterFraction, head(m));
-    const got = r.feed.commits({ after, ...(this.limit === undefined ? {} : { limit: this.limit }) });
+    const got = await collect(r.feed.commits({ after, ...(this.limit === undefined ? {} : { limit: this.limit }) }));
     const window = m.commits.slice(after);
     expect(got.map(commitView)).toEqual((this.limit === undefined ? window : window.slice(0, this.limit)).map(modelCommitView));
     expect(r.feed.head() === undefined ? undefined : commitView(r.feed.head()!)).toEqual(
@@ -1174,7 +1174,7 @@ async function checkEverything(m: Model, r: Real): Promise<void> {
   for (const mode of ['dedup', 'latest'] as const) {
     expect((await drain(r.feed.read({ mode }))).map(viewOf)).toEqual(expectedRead(m, { after: 0, mode }).map((record) => modelView(record)));
   }
-  expect(r.feed.commits().map(commitView)).toEqual(m.commits.map(modelCommitView));
+  expect((await collect(r.feed.commits())).map(commitView)).toEqual(m.commits.map(modelCommitView));
   for (const key of keys) {
     for (let asOf = 0; asOf <= head(m); asOf++) {
       const got = await r.feed.get(key, { asOf });
@@ -1297,7 +1297,7 @@ describe('handles of a closed store', () => {
     expect(digestTree(directory)).toBe(before);
     const again = await openStore(directory);
     const reopened = await again.feed('f');
-    expect(reopened.commits().map((commit) => commit.commit)).toEqual([1]);
+    expect((await collect(reopened.commits())).map((commit) => commit.commit)).toEqual([1]);
     expect(reopened.activeStream()?.id).toBe(stream.id);
     await again.close();
   });

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Feed } from '../../packages/engine/src/index.js';
-import { openStore, temporaryDirectory, text } from '../support/store.js';
+import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -48,7 +48,7 @@ async function readEverything(feed: Feed): Promise<unknown[]> {
   for await (const record of feed.read({ mode: 'latest' })) out.push(['latest', record.position]);
   for await (const record of feed.read({ mode: 'dedup' })) out.push(['dedup', record.position]);
   for (const key of ['k0', 'k250', 'k499', 'absent']) out.push(['get', key, (await feed.get(key))?.position]);
-  out.push(feed.commits().map((commit) => [commit.commit, commit.stream, commit.records, commit.firstPosition]));
+  out.push((await collect(feed.commits())).map((commit) => [commit.commit, commit.stream, commit.records, commit.firstPosition]));
   return out;
 }
 
@@ -193,4 +193,77 @@ describe('opening a feed', () => {
     expect(report.problems).toEqual([expect.objectContaining({ code: 'INDEX', file: path.join(historyDirectory(directory), names[2]) })]);
     await store.close();
   });
+});
+
+describe('a feed of many small commits', () => {
+  /** One-record commits (the event-store pattern) in 512 KiB segments: several summary pages each. */
+  async function buildSmallCommits(directory: string, commits: number): Promise<string[]> {
+    const store = await openStore(directory, { segmentBytes: 512 * 1024 });
+    const feed = await store.createFeed('f');
+    const { token } = await feed.acquireLease({ holder: 'p' });
+    const streams: string[] = [];
+    for (let at = 0; at < commits; at += 100) {
+      const written = await Promise.all(
+        Array.from({ length: Math.min(100, commits - at) }, (_, index) =>
+          feed.append([{ payload: `event ${at + index}`, key: `k${(at + index) % 997}`, type: 'e', tags: [`t${(at + index) % 13}`] }], { token }),
+        ),
+      );
+      streams.push(...written.map((commit) => commit.stream));
+    }
+    await store.close();
+    return streams;
+  }
+
+  it('keeps only the active segment\'s commits in memory, and reads the others a page at a time', async () => {
+    const directory = temporaryDirectory();
+    const total = 24_000;
+    const streams = await buildSmallCommits(directory, total);
+    const segments = fs.readdirSync(historyDirectory(directory)).filter((name) => name.endsWith('.hist'));
+    expect(segments.length).toBeGreaterThanOrEqual(3);
+
+    let store = await openStore(directory, { segmentBytes: 512 * 1024 });
+    let feed = await store.feed('f');
+    const list = feed.writer.published.commits;
+    expect(feed.summaryRebuilds).toEqual([]);
+    // Opening read no commit records of finished segments.
+    expect(list.pagesRead).toBe(0);
+    const activeCommits = list.segments().at(-1)!.commits;
+    expect(list.heldCommits).toBe(activeCommits);
+    expect(list.heldCommits).toBeLessThan(total / 2);
+
+    // Every commit, in order; the pages read stay within the cache's bound.
+    const listed = await collect(feed.commits());
+    expect(listed.map((commit) => commit.commit)).toEqual(Array.from({ length: total }, (_, index) => index + 1));
+    expect(listed.map((commit) => commit.stream)).toEqual(streams);
+    expect(list.pagesRead).toBeGreaterThan(3);
+    expect(list.pagesCached).toBeLessThanOrEqual(64);
+    const pages = await collect(feed.commits({ after: 5000, limit: 3 }));
+    expect(pages.map((commit) => commit.commit)).toEqual([5001, 5002, 5003]);
+
+    // A stream sealed long ago is found through its summary's stream table; an unknown one is not.
+    expect(feed.stream(streams[17]).info()).toMatchObject({ state: 'sealed', commit: { commit: 18 } });
+    expect(feed.stream(streams[total - 1]).info()).toMatchObject({ state: 'sealed', commit: { commit: total } });
+    expect(feed.stream('no-such-stream').info()).toEqual({ id: 'no-such-stream', state: 'unknown' });
+    // Lag sums run bytes from the summaries' page tables and the held commits.
+    const runBytes = (from: number) => {
+      let sum = 0;
+      for (let commit = from + 1; commit <= total; commit++) sum += list.at(commit).runBytes;
+      return sum;
+    };
+    for (const cursor of [0, 1, 1023, 1024, 1025, 7000, 19_999, total - 1, total]) expect(feed.reads.lag(cursor).bytes, `lag from ${cursor}`).toBe(runBytes(cursor));
+    const expected = await readEverything(feed);
+    await store.close();
+
+    // The same answers from a feed that read every segment (no summaries), which it then writes.
+    for (const name of fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum'))) fs.rmSync(path.join(historyDirectory(directory), name));
+    store = await openStore(directory, { segmentBytes: 512 * 1024 });
+    feed = await store.feed('f');
+    expect(feed.summaryRebuilds.length).toBe(segments.length - 1);
+    expect(await readEverything(feed)).toEqual(expected);
+    // Once the rebuilt summaries are on disk, their segments' commits are let go.
+    await feed.writer.idle();
+    expect(feed.writer.published.commits.heldCommits).toBe(activeCommits);
+    expect(await readEverything(feed)).toEqual(expected);
+    await store.close();
+  }, 120_000);
 });

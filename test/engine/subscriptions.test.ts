@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { limits, StreamStackError, type CommitRecords, type Feed, type Store } from '../../packages/engine/src/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree } from '../support/store.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree, collect as collectAll } from '../support/store.js';
 
 /** Appends one-shot commits of the given sizes; payloads name their commit's index and record. */
 async function commitSizes(feed: Feed, sizes: readonly number[], label = 'c', token?: string): Promise<void> {
@@ -460,7 +460,7 @@ describe('live reads', () => {
     const written = await writeConcurrently(feed, token, { appenders, perAppender, streams });
     expect(feed.info().commits).toBe(total);
     const everything = [
-      ...(await feed.commits({ limit: backlog })).map((commit) => commit.commit),
+      ...(await collectAll(feed.commits({ limit: backlog }))).map((commit) => commit.commit),
       ...written.keys(),
     ].sort((a, b) => a - b);
     expect(everything).toEqual(Array.from({ length: total }, (_, index) => index + 1));
@@ -472,7 +472,7 @@ describe('live reads', () => {
     clearTimeout(deadline);
 
     const backlogPayloads = new Map<number, string[]>();
-    for (const commit of feed.commits({ limit: backlog })) {
+    for await (const commit of feed.commits({ limit: backlog })) {
       backlogPayloads.set(commit.commit, (await feed.readCommit(commit.commit)).map((record) => text(record.payload)));
     }
     const expectedFrom = (after: number) =>

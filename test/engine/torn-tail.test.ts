@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { groupHeaderBytes } from '../../packages/engine/src/storage/groups.js';
-import { openStore, temporaryDirectory, text } from '../support/store.js';
+import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
 
 /** Index just past the last non-zero byte: where the written part of a preallocated segment ends. */
 function writtenEnd(bytes: Uint8Array): number {
@@ -71,13 +71,13 @@ describe('torn tails', () => {
       const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
       // The last group is the last run: it begins with the group header, just before the run,
       // and ends where the written bytes end.
-      const last = feed.writer.published.commits[2];
+      const last = feed.writer.published.commits.at(3);
       return { file, start: last.runStart - groupHeaderBytes, end: writtenEnd(fs.readFileSync(file)) };
     };
     const cases = await forEveryDamage(build, async (directory, damage, expected) => {
       const store = await openStore(directory);
       const feed = await store.feed('f');
-      const commits = feed.commits();
+      const commits = await collect(feed.commits());
       expect(commits.map((commit) => commit.commit), damage).toEqual([1, 2]);
       expectCut(feed.recovery, damage, expected);
       // Recovery leaves a clean log: the next commit lands, and everything verifies.
@@ -131,7 +131,7 @@ describe('damage that is not a torn write', () => {
     const feed = await store.createFeed('f');
     await feed.append([{ payload: 'one' }]);
     await feed.append([{ payload: 'two' }]);
-    const second = feed.writer.published.commits[1];
+    const second = feed.writer.published.commits.at(2);
     await store.close();
     const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
     // A segment's size is durable from its creation, so a shorter file is damage, not a torn write.

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadKernels, StreamStackError, type Kernels } from '../../packages/engine/src/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree } from '../support/store.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree, collect } from '../support/store.js';
 
 
 /** Kernels that count durable writes, and can hold the next one until released. */
@@ -164,7 +164,7 @@ describe('streams', () => {
     await aborted.append([{ payload: 'never published' }], { token });
     await aborted.abort({ token });
     await expect(aborted.append([{ payload: 'z' }], { token })).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
-    expect(feed.commits()).toHaveLength(1);
+    expect(await collect(feed.commits())).toHaveLength(1);
     const next = await feed.openStream({ token });
     await next.append([{ payload: 'e' }], { token });
     expect(await next.seal({ token })).toMatchObject({ commit: 2, parent: 1, firstPosition: 4, lastPosition: 4 });
@@ -244,7 +244,7 @@ describe('one-shot appends and group commit', () => {
     );
     // The first request writes alone; everything queued behind it shares the next write.
     expect(counter.writes).toBeLessThanOrEqual(4);
-    const chain = feed.commits();
+    const chain = await collect(feed.commits());
     expect(chain.every((commit, index) => commit.parent === (index === 0 ? null : index))).toBe(true);
     await store.close();
   });

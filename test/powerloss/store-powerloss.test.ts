@@ -115,7 +115,7 @@ describe('power loss', () => {
         entry.indexes.push(Number(index));
         found.set(batch, entry);
       };
-      for (const commit of feed.commits()) for (const record of await feed.readCommit(commit.commit)) take(record.payload);
+      for await (const commit of feed.commits()) for (const record of await feed.readCommit(commit.commit)) take(record.payload);
       const open = feed.activeStream();
       if (open) for (const record of await open.read()) take(record.payload);
       const where = `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`;

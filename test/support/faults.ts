@@ -510,7 +510,7 @@ async function readKeys(feed: Feed, keys: readonly string[]): Promise<Map<string
  * references in earlier runs (payloads are stored once and shared). The one internal look.
  */
 async function filesOfCommit(feed: Feed, commit: number): Promise<string[]> {
-  const record = feed.writer.published.commits[commit - 1];
+  const record = feed.writer.published.commits.at(commit);
   const run = await feed.writer.readRun(record);
   const bases = new Set<number>([record.segment]);
   for (const entry of run.entries) bases.add(entry.payload.segment === 0 ? record.segment : entry.payload.segment);

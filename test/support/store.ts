@@ -59,3 +59,10 @@ export function digestTree(directory: string): string {
   walk(directory);
   return hash.digest('hex');
 }
+
+/** Every item of an async iterable, in order (Node 20 has no `Array.fromAsync`). */
+export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}

@@ -178,7 +178,7 @@ async function tail(program: Command, feedName: string, after: number | undefine
       try {
         const feed = await openFeed(store, feedName);
         cursor ??= feed.info().commits;
-        for (const commit of feed.commits({ after: cursor })) {
+        for await (const commit of feed.commits({ after: cursor })) {
           for (const record of await feed.readCommit(commit.commit)) await emit(recordLine(record));
           cursor = commit.commit;
           if (stop.signal.aborted) return;

@@ -150,7 +150,7 @@ export function addWriteCommands(program: Command): void {
       withStore(
         program,
         async (store) => {
-          for (const commit of (await openFeed(store, feedName)).commits(options)) await emit(commitLine(commit));
+          for await (const commit of (await openFeed(store, feedName)).commits(options)) await emit(commitLine(commit));
         },
         'read',
       )(),

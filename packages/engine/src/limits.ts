@@ -175,3 +175,19 @@ export const keyBuildYieldKeys = 8192;
  * behind a seal of 100,000 records.
  */
 export const eventLoopSliceRecords = 8192;
+
+/**
+ * Commits per page of a segment summary. A page is the unit a sealed segment's commit records
+ * are read and cached in: 1,024 one-record commits are about 50 KiB on disk, read and decoded in
+ * well under a millisecond, so looking up one commit costs one small read. Written into each
+ * summary's head, so a change needs no format version.
+ */
+export const summaryPageCommits = 1024;
+
+/**
+ * Summary pages of decoded commit records kept in memory, least recently used out first. A feed
+ * keeps every commit of its active segment in memory; those of sealed segments are read from
+ * their summaries a page at a time, so memory does not grow with the number of commits. 64
+ * pages hold 65,536 commits, a few tens of megabytes at most.
+ */
+export const commitPagesCachedMax = 64;

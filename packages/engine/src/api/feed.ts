@@ -139,8 +139,16 @@ export class Feed {
     return toCommit(this.name, commit);
   }
 
-  /** Commits after cursor `after` (a commit sequence; 0, the default, is the start), oldest first. */
-  commits(options: { after?: number; limit?: number } = {}): Commit[] {
+  /**
+   * The commit history after cursor `after` (a commit sequence; 0, the default, is the start),
+   * oldest first, up to the head as it is now, at most `limit` commits. Commits are read as the
+   * iteration reaches them (those of sealed segments from their summaries, a page at a time), so
+   * listing millions of commits takes bounded memory. A bad cursor fails at once.
+   *
+   * @example
+   * for await (const commit of feed.commits({ after: 0, limit: 100 })) console.log(commit.commit, commit.message);
+   */
+  commits(options: { after?: number; limit?: number; signal?: AbortSignal } = {}): AsyncGenerator<Commit> {
     options = optionsOf(options, 'feed.commits');
     this.writer.assertOpen();
     const after = checkedCursor(options.after, 'after') ?? 0;
@@ -149,7 +157,15 @@ export class Feed {
     if (after > head) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, { details: { cursor: after, head } });
     }
-    return this.writer.commitsAfter(after, limit).map((record) => toCommit(this.name, record));
+    return this.commitsFrom(after + 1, Math.min(head, after + limit), options.signal);
+  }
+
+  private async *commitsFrom(first: number, last: number, signal: AbortSignal | undefined): AsyncGenerator<Commit> {
+    for (let commit = first; commit <= last; commit++) {
+      signal?.throwIfAborted();
+      this.writer.assertOpen();
+      yield toCommit(this.name, this.writer.commitAt(commit));
+    }
   }
 
   /**

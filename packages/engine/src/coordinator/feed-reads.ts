@@ -35,7 +35,7 @@ export class FeedReads {
         details: { commit, head: snapshot.watermark.commit },
       });
     }
-    return readCommitRecords(snapshot, snapshot.commits[commit - 1]);
+    return readCommitRecords(snapshot, snapshot.commits.at(commit));
   }
 
   /** Catch-up then live tail from `after`, until `signal` aborts. */
@@ -52,12 +52,11 @@ export class FeedReads {
   lag(cursor: number): { commits: number; records: number; bytes: number } {
     const snapshot = this.writer.snapshot();
     const at = checkCursor(snapshot, cursor, 'cursor');
-    const behind: readonly CommitRecord[] = snapshot.commits.slice(at, snapshot.watermark.commit);
-    const cursorPosition = at === 0 ? 0 : snapshot.commits[at - 1].lastPosition;
+    const cursorPosition = at === 0 ? 0 : snapshot.commits.at(at).lastPosition;
     return {
       commits: snapshot.watermark.commit - at,
       records: snapshot.watermark.position - cursorPosition,
-      bytes: behind.reduce((sum, commit) => sum + commit.runBytes, 0),
+      bytes: snapshot.commits.runBytes(at + 1, snapshot.watermark.commit),
     };
   }
 }

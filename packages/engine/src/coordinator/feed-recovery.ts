@@ -5,8 +5,7 @@
  */
 import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
-import type { CommitRecord } from '../storage/history.js';
-import { History, type LostCommits } from '../storage/history-log.js';
+import { History } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
@@ -32,8 +31,6 @@ export interface RecoveredLogs {
   readonly wal: Wal;
   readonly leaseLog: StateLog;
   readonly subscriptions: Subscriptions;
-  /** Every commit in chain order, stand-ins included. */
-  readonly commits: CommitRecord[];
   /** The payloads stored in the active history segment (runs reference only their own segment's). */
   readonly payloads: { crc: number; location: PayloadLocation }[];
   readonly events: WalEvent[];
@@ -42,16 +39,11 @@ export interface RecoveredLogs {
 }
 
 export async function recoverLogs(kernels: Kernels, directory: string, clock: () => number, readOnly: boolean): Promise<RecoveredLogs> {
-  const commits: CommitRecord[] = [];
   const payloads: { crc: number; location: PayloadLocation }[] = [];
   const history = await History.open(
     kernels,
     path.join(directory, 'history'),
-    {
-      onCommit: (commit) => commits.push(commit),
-      onPayload: (crc, location) => payloads.push({ crc, location }),
-      onLost: (lost) => commits.push(...lostCommits(lost)),
-    },
+    { onPayload: (crc, location) => payloads.push({ crc, location }) },
     readOnly,
   );
   const events: WalEvent[] = [];
@@ -61,15 +53,13 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
     const subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), clock, readOnly);
     const active = history.room()?.segment;
     // Even if the lease log was lost, no write may be fenced by an epoch below one already used.
-    let epochFloor = 0;
-    for (const commit of commits) epochFloor = Math.max(epochFloor, commit.epoch);
+    let epochFloor = history.commits.epochMax;
     for (const event of events) epochFloor = Math.max(epochFloor, event.epoch);
     return {
       history,
       wal,
       leaseLog,
       subscriptions,
-      commits,
       payloads: payloads.filter(({ location }) => location.segment === active),
       events,
       epochFloor,
@@ -87,8 +77,12 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
 export function replayStreams(events: readonly WalEvent[], isSealed: (stream: string) => boolean): { open: OpenStream | undefined; aborted: Set<string> } {
   let open: OpenStream | undefined;
   const aborted = new Set<string>();
+  // A stream has many events (one per batch), and asking whether it was sealed may read.
+  const sealed = new Map<string, boolean>();
   for (const event of events) {
-    if (isSealed(event.stream)) continue;
+    let isSealedStream = sealed.get(event.stream);
+    if (isSealedStream === undefined) sealed.set(event.stream, (isSealedStream = isSealed(event.stream)));
+    if (isSealedStream) continue;
     if (event.kind === 'open') {
       open = {
         id: event.stream,
@@ -108,34 +102,4 @@ export function replayStreams(events: readonly WalEvent[], isSealed: (stream: st
     }
   }
   return { open, aborted };
-}
-
-/**
- * Stand-ins for commits corruption took: the first carries all their positions (so position
- * searches land on it), the others none; every read of any of them fails with `CORRUPT`.
- */
-export function lostCommits(lost: LostCommits): CommitRecord[] {
-  const standIns: CommitRecord[] = [];
-  for (let commit = lost.from; commit <= lost.to; commit++) {
-    const first = commit === lost.from;
-    standIns.push({
-      commit,
-      stream: '',
-      parent: commit - 1,
-      records: first ? lost.toPosition - lost.fromPosition + 1 : 0,
-      firstPosition: first ? lost.fromPosition : lost.toPosition + 1,
-      lastPosition: lost.toPosition,
-      openedAt: 0,
-      sealedAt: 0,
-      epoch: 0,
-      oneShot: false,
-      segment: -1,
-      runStart: 0,
-      runBytes: 0,
-      manifests: [],
-      packs: [],
-      damage: lost.damage,
-    });
-  }
-  return standIns;
 }

@@ -66,7 +66,7 @@ export type StreamStatus =
 
 export class FeedWriter {
   /** The commit list and the watermark, and the readers waiting on them. */
-  readonly published = new PublishedState();
+  readonly published: PublishedState;
   private aborted = new Set<string>();
   private readonly payloads: PayloadDedup;
   private readonly retention: WalRetention;
@@ -95,6 +95,9 @@ export class FeedWriter {
     readonly tornTails: readonly TornTail[],
   ) {
     this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
+    this.published = new PublishedState(history.commits);
+    this.stagedHead = this.published.watermark.commit;
+    this.stagedNextPosition = this.published.watermark.position + 1;
     this.payloads = new PayloadDedup((location) => history.readPayloadUnchecked(location));
     this.committer = new GroupCommitter(
       { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
@@ -121,13 +124,12 @@ export class FeedWriter {
       ...history.segments.tornTails,
       ...wal.segments.tornTails,
     ]);
-    for (const commit of logs.commits) writer.publish(commit);
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
       const indexDirectory = path.join(directory, 'index');
       const rebuilt: IndexRebuild[] = [];
-      writer.keys = await KeyIndex.open(kernels, indexDirectory, history, writer.published.commits, rebuilt, readOnly);
-      writer.index = await FeedIndex.open(kernels, indexDirectory, history, writer.published.commits, readOnly, (commit, entry, locator, position) =>
+      writer.keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly);
+      writer.index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) =>
         writer.keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position),
       );
       writer.index.rebuilt.unshift(...rebuilt);
@@ -165,15 +167,16 @@ export class FeedWriter {
     return this.wal.corruptions.find((corruption) => !corruption.harmless);
   }
 
-  /** Published commits after `after`, at most `limit` of them, oldest first. */
-  commitsAfter(after: number, limit: number): readonly CommitRecord[] {
-    return this.published.commits.slice(after, Math.min(this.watermark.commit, after + limit));
+  /** Published commit `commit` (1 ≤ commit ≤ the watermark's). */
+  commitAt(commit: number): CommitRecord {
+    assert(commit >= 1 && commit <= this.watermark.commit, `commit ${commit} is published`);
+    return this.published.commits.at(commit);
   }
 
   /** The latest published commit, if any. */
   headCommit(): CommitRecord | undefined {
     const head = this.watermark.commit;
-    return head === 0 ? undefined : this.published.commits[head - 1];
+    return head === 0 ? undefined : this.published.commits.at(head);
   }
 
   /** Index files and key dictionaries rebuilt since the feed opened. */
@@ -259,7 +262,7 @@ export class FeedWriter {
 
   streamStatus(id: string): StreamStatus {
     const commit = this.published.commitOfStream(id);
-    if (commit !== undefined) return { state: 'sealed', commit: this.published.commits[commit - 1] };
+    if (commit !== undefined) return { state: 'sealed', commit: this.published.commits.at(commit) };
     this.assertStreamsKnown();
     const open = this.openStream;
     if (open?.id === id) {

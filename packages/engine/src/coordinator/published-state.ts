@@ -4,6 +4,7 @@
  * from here; the commit list is append-only, so a snapshot keeps the length it saw.
  */
 import { assert, type StreamStackError } from '../errors.js';
+import type { CommitList } from '../storage/commit-list.js';
 import type { CommitRecord } from '../storage/history.js';
 
 /** The published head: reads see commits up to here and no further. */
@@ -13,32 +14,37 @@ export interface Watermark {
 }
 
 export class PublishedState {
-  /** `commits[c - 1]` is commit c, for every published c (stand-ins for lost ones included). */
-  readonly commits: CommitRecord[] = [];
-  /** Stand-ins for the commits corruption made unreadable. */
-  readonly lost: CommitRecord[] = [];
-  /** The commit each sealed stream became. */
-  private readonly streamCommits = new Map<string, number>();
-  private watermarkNow: Watermark = { commit: 0, position: 0 };
+  private watermarkNow: Watermark;
   private readonly listeners = new Set<(watermark: Watermark) => void>();
   /** Live readers waiting for a commit, ended with `CLOSED` when the feed closes. */
   private readonly closeListeners = new Set<(error: StreamStackError) => void>();
+
+  /**
+   * Starts from the commits recovered on open. `commits` is the history's list, which the
+   * history extends as it writes commits; this moves the watermark past them once published.
+   */
+  constructor(readonly commits: CommitList) {
+    const head = commits.length;
+    this.watermarkNow = { commit: head, position: head === 0 ? 0 : commits.at(head).lastPosition };
+  }
 
   get watermark(): Watermark {
     return this.watermarkNow;
   }
 
-  /** The commit stream `id` was sealed into, if it was. */
-  commitOfStream(id: string): number | undefined {
-    return this.streamCommits.get(id);
+  /** Stand-ins for the commits corruption made unreadable. */
+  get lost(): readonly CommitRecord[] {
+    return this.commits.lost;
   }
 
-  /** Adds a durable commit and moves the watermark past it. */
+  /** The commit stream `id` was sealed into, if it was. */
+  commitOfStream(id: string): number | undefined {
+    return this.commits.commitOfStream(id);
+  }
+
+  /** Moves the watermark past a durable commit, which the history has added to the list. */
   publish(commit: CommitRecord): void {
-    assert(commit.commit === this.commits.length + 1 && commit.parent === this.commits.length, 'commits are published in chain order');
-    this.commits.push(commit);
-    if (commit.damage) this.lost.push(commit);
-    else this.streamCommits.set(commit.stream, commit.commit);
+    assert(commit.commit === this.watermarkNow.commit + 1 && commit.commit === this.commits.length, 'commits are published in chain order');
     this.watermarkNow = { commit: commit.commit, position: commit.lastPosition };
     for (const listener of this.listeners) listener(this.watermarkNow);
   }

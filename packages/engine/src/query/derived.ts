@@ -31,7 +31,7 @@ export class DerivedIndexes {
     if (this.indexed >= target) return this.extending;
     this.extending = this.extending.then(async () => {
       while (this.indexed < target) {
-        const commit = snapshot.commits[this.indexed];
+        const commit = snapshot.commits.at(this.indexed + 1);
         const run = await snapshot.history.readRun(commit);
         for (let index = 0; index < run.entries.length; index++) {
           const entry = run.entries[index];

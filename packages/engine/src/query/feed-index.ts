@@ -195,25 +195,29 @@ export interface SealedSegment {
   readonly base: number;
   /** Records it covers: its last readable position − base + 1. */
   readonly count: number;
-  readonly commits: readonly CommitRecord[];
+  /** Its readable commits (read from its summary when it has one: only a rebuild needs them). */
+  readonly commits: () => readonly CommitRecord[];
   /** Corruption took records of it (see `damagedSegment`). */
   readonly gaps: boolean;
 }
 
 /** The history's segments, sealed ones described, and the active segment's commits. */
-export function segmentsOf(history: History, commits: readonly CommitRecord[]): { sealed: SealedSegment[]; active?: { base: number; commits: CommitRecord[] } } {
+export function segmentsOf(history: History): { sealed: SealedSegment[]; active?: { base: number; commits: CommitRecord[] } } {
+  const list = history.commits;
   const bases = history.segments.segments.map((segment) => segment.header.base);
-  const bySegment = new Map<number, CommitRecord[]>(bases.map((base) => [base, []]));
-  for (const commit of commits) bySegment.get(commit.segment)?.push(commit);
-  // Stand-ins for commits corruption took (a handful at most, never in any segment).
-  const lost = commits.filter((commit) => commit.damage !== undefined);
-  const sealed = bases.slice(0, -1).map((base, at) => {
-    const inSegment = bySegment.get(base)!;
-    const last = inSegment[inSegment.length - 1];
-    return { base, count: last ? last.lastPosition - base + 1 : 0, commits: inSegment, gaps: damagedSegment(lost, inSegment, base, bases[at + 1]) };
+  const extents = new Map(list.segments().map((extent) => [extent.segment, extent]));
+  const sealed = bases.slice(0, -1).map((base, at): SealedSegment => {
+    const extent = extents.get(base);
+    const count = extent ? extent.lastPosition - base + 1 : 0;
+    // A summary's commits follow each other, so only lost commits can leave gaps in it.
+    if (!extent || extent.summarized) {
+      return { base, count, commits: () => list.commitsInSegment(base), gaps: damagedSegment(list.lost, [], base, bases[at + 1]) };
+    }
+    const inSegment = list.commitsInSegment(base);
+    return { base, count, commits: () => inSegment, gaps: damagedSegment(list.lost, inSegment, base, bases[at + 1]) };
   });
   const activeBase = bases[bases.length - 1];
-  return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: bySegment.get(activeBase)! } }) };
+  return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: list.commitsInSegment(activeBase) } }) };
 }
 
 /** An index file that had to be rebuilt, and why. */
@@ -264,14 +268,13 @@ export class FeedIndex {
     kernels: Kernels,
     directory: string,
     history: History,
-    commits: readonly CommitRecord[],
     readOnly = false,
     /** Told of every record of the active segment as it is replayed (the key index's tail). */
     onActiveEntry?: (commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void,
   ): Promise<FeedIndex> {
     const index = new FeedIndex(kernels, directory, history, readOnly);
     index.onActiveEntry = onActiveEntry;
-    const { sealed, active } = segmentsOf(history, commits);
+    const { sealed, active } = segmentsOf(history);
     for (const segment of sealed) {
       const slot: SealedSlot = { ...segment };
       index.sealed.push(slot);
@@ -300,7 +303,7 @@ export class FeedIndex {
   /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
   private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
     const tail = new TailIndex(slot.base);
-    for await (const run of this.history.readRuns(slot.commits)) {
+    for await (const run of this.history.readRuns(slot.commits())) {
       const { commit } = run;
       run.entries.forEach((entry, at) => {
         while (tail.base + tail.count < commit.firstPosition + at) tail.add(undefined, [], unreadableLocator);
@@ -412,7 +415,7 @@ export class FeedIndex {
       // The finished tail keeps serving reads as it is; its compact form (FST and posting
       // lists) is built and written in the background, then it joins the others: read from its
       // file when needed, so the append that rolled the segment does not wait for it.
-      const slot: SealedSlot = { base: previous.base, count: previous.count, commits: [], gaps: false, resident: previous };
+      const slot: SealedSlot = { base: previous.base, count: previous.count, commits: () => this.history.commits.commitsInSegment(previous.base), gaps: false, resident: previous };
       this.sealed.push(slot);
       const file = this.fileFor(previous.base);
       this.pending = this.pending

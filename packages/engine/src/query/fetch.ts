@@ -6,20 +6,22 @@
 import { fetchRunHitsMin } from '../limits.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { FeedIndex } from './feed-index.js';
-import { commitsInRange } from './planner.js';
+import { assert } from '../errors.js';
+import { commitHolding } from './planner.js';
 import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 /** The records at `positions` (ascending), grouped one array per commit. */
 export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]> {
   if (positions.length === 0) return;
-  const commits = commitsInRange(snapshot, positions[0], positions[positions.length - 1]);
   const segments = await index.segmentsFor(positions[0], positions[positions.length - 1]);
   let segmentAt = 0;
-  let at = 0;
-  for (const commit of commits) {
+  for (let at = 0; at < positions.length; ) {
+    // Commits are found hit by hit: a sparse result over a long history skips the commits
+    // between its hits without reading their records.
+    const commit = commitHolding(snapshot, positions[at]);
+    assert(commit !== undefined, 'an index hit lies in a published commit');
     const hits: number[] = [];
     while (at < positions.length && positions[at] <= commit.lastPosition) hits.push(positions[at++]);
-    if (hits.length === 0) continue;
     if (hits.length >= fetchRunHitsMin) {
       yield await fromRun(snapshot, commit, hits);
       continue;

@@ -26,7 +26,7 @@ export async function* follow(source: FollowSource, after: number, signal?: Abor
     const snapshot = source.snapshot();
     for (let commit = cursor + 1; commit <= snapshot.watermark.commit; commit++) {
       signal?.throwIfAborted();
-      const record = snapshot.commits[commit - 1];
+      const record = snapshot.commits.at(commit);
       yield { commit: record, records: await readCommitRecords(snapshot, record) };
       cursor = commit;
     }
@@ -42,7 +42,7 @@ export async function pollCommits(snapshot: Snapshot, after: number, maxRecords:
   const batches: CommitBatch[] = [];
   let records = 0;
   for (let commit = cursor + 1; commit <= snapshot.watermark.commit; commit++) {
-    const record = snapshot.commits[commit - 1];
+    const record = snapshot.commits.at(commit);
     // Whole commits only: a cursor names a commit, so a poll never ends inside one. The first
     // commit is always returned, however large, so a poll always makes progress.
     if (batches.length > 0 && records + record.records > maxRecords) break;

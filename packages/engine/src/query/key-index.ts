@@ -48,8 +48,8 @@ class SegmentKeys {
   private locators = new Uint32Array(1024);
   private tombstones = new Uint8Array(1024);
   private count = 0;
-  /** The commits whose records are here, in order. */
-  readonly commits: CommitRecord[] = [];
+  /** The last commit whose records are here. */
+  lastCommit: CommitRecord | undefined;
 
   constructor(readonly base: number) {}
 
@@ -107,7 +107,7 @@ interface SealedKeys {
   readonly base: number;
   /** Records the segment covers (its last readable position − base + 1). */
   readonly count: number;
-  readonly commits: readonly CommitRecord[];
+  readonly commits: () => readonly CommitRecord[];
   /** Until its dictionary is built (or, with gaps from corruption, for good): its keys in memory. */
   resident?: SegmentKeys;
   head?: KeyFileHead;
@@ -153,12 +153,11 @@ export class KeyIndex {
     kernels: Kernels,
     directory: string,
     history: History,
-    commits: readonly CommitRecord[],
     rebuilt: IndexRebuild[],
     readOnly = false,
   ): Promise<KeyIndex> {
     const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt);
-    const { sealed, active } = segmentsOf(history, commits);
+    const { sealed, active } = segmentsOf(history);
     for (const segment of sealed) {
       const slot: SealedKeys = { base: segment.base, count: segment.count, commits: segment.commits, sections: [], pinned: false };
       index.sealed.push(slot);
@@ -186,7 +185,7 @@ export class KeyIndex {
   /** Every occurrence of every key in a sealed segment, read from its history. */
   private async readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
     const keys = new SegmentKeys(slot.base);
-    for await (const run of this.history.readRuns(slot.commits)) {
+    for await (const run of this.history.readRuns(slot.commits())) {
       const { commit } = run;
       run.entries.forEach((entry, at) => {
         if (entry.key !== undefined) keys.add(entry.key, commit.firstPosition + at, entry.version ?? 0, entry.tombstone, run.entryOffsets[at]);
@@ -237,16 +236,17 @@ export class KeyIndex {
   add(commit: CommitRecord, key: string | undefined, version: number | undefined, tombstone: boolean, locator: number, position: number): void {
     if (!this.tail || this.tail.base !== commit.segment) this.startSegment(commit.segment);
     const tail = this.tail!;
-    if (tail.commits[tail.commits.length - 1] !== commit) tail.commits.push(commit);
+    tail.lastCommit = commit;
     if (key !== undefined) tail.add(key, position, version ?? 0, tombstone, locator);
   }
 
   private startSegment(base: number): void {
     const previous = this.tail;
     this.tail = new SegmentKeys(base);
-    if (!previous || previous.commits.length === 0) return;
-    const last = previous.commits[previous.commits.length - 1];
-    const slot: SealedKeys = { base: previous.base, count: last.lastPosition - previous.base + 1, commits: previous.commits, resident: previous, sections: [], pinned: false };
+    const last = previous?.lastCommit;
+    if (!previous || !last) return;
+    const commits = () => this.history.commits.commitsInSegment(previous.base);
+    const slot: SealedKeys = { base: previous.base, count: last.lastPosition - previous.base + 1, commits, resident: previous, sections: [], pinned: false };
     this.sealed.push(slot);
     // Built in the background, in segment order (each builds on the one before): until it is
     // done, lookups read the finished segment's keys from memory. A dictionary is derived, so

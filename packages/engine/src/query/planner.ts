@@ -68,26 +68,23 @@ export function matches(query: Query | undefined, record: { type?: string; tags:
   );
 }
 
-/** The commits holding positions in [from, to], found by binary search on first positions. */
-export function commitsInRange(snapshot: Snapshot, from: number, to: number): CommitRecord[] {
-  const commits = snapshot.commits;
-  let low = 0;
-  let high = snapshot.watermark.commit;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (commits[middle].lastPosition < from) low = middle + 1;
-    else high = middle;
+/**
+ * The commits holding positions in [from, to], in order, read as they are reached: the first is
+ * found by binary search on last positions (commits without records are skipped).
+ */
+export function* commitsInRange(snapshot: Snapshot, from: number, to: number): Generator<CommitRecord> {
+  const head = snapshot.watermark.commit;
+  for (let at = snapshot.commits.firstEndingAtOrAfter(from, head); at <= head; at++) {
+    const commit = snapshot.commits.at(at);
+    if (commit.firstPosition > to) return;
+    if (commit.records > 0) yield commit;
   }
-  const out: CommitRecord[] = [];
-  for (let at = low; at < snapshot.watermark.commit && commits[at].firstPosition <= to; at++) {
-    if (commits[at].records > 0) out.push(commits[at]);
-  }
-  return out;
 }
 
-/** The commit holding `position`. */
-export function commitAt(snapshot: Snapshot, position: number): CommitRecord {
-  return commitsInRange(snapshot, position, position)[0];
+/** The commit holding `position`, if a published commit does. */
+export function commitHolding(snapshot: Snapshot, position: number): CommitRecord | undefined {
+  for (const commit of commitsInRange(snapshot, position, position)) return commit;
+  return undefined;
 }
 
 /** Exact count of records of any of `types` in [low, high): one pass over the dense column. */

@@ -10,7 +10,7 @@ import type { CommitRecord } from '../storage/history.js';
 import { beats, DerivedIndexes, fingerprintKey } from './derived.js';
 import { fetchByPosition } from './fetch.js';
 import type { KeyIndex } from './key-index.js';
-import { commitsInRange, findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
+import { commitHolding, findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
 import { assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 export type ReadMode = 'raw' | 'dedup' | 'latest';
@@ -60,7 +60,7 @@ function matcher(filter: RecordFilter | undefined): ((record: { type?: string; t
 /** A filtered RAW read: the planner finds the positions, then the records are fetched. */
 async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
   const cursor = checkCursor(snapshot, options.after);
-  const afterPosition = cursor === 0 ? 0 : snapshot.commits[cursor - 1].lastPosition;
+  const afterPosition = cursor === 0 ? 0 : snapshot.commits.at(cursor).lastPosition;
   const positions = await findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
     plan: options.plan ?? 'auto',
     ...(options.limit === undefined ? {} : { limit: options.limit }),
@@ -71,9 +71,9 @@ async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptio
   }
 }
 
-/** The commits a read after `cursor` covers. */
-function windowOf(snapshot: Snapshot, cursor: number): readonly CommitRecord[] {
-  return snapshot.commits.slice(cursor, snapshot.watermark.commit);
+/** The commits a read after `cursor` covers, read as they are reached. */
+function windowOf(snapshot: Snapshot, cursor: number): Generator<CommitRecord> {
+  return snapshot.commits.range(cursor + 1, snapshot.watermark.commit);
 }
 
 /** Reads records in RAW or dedup mode, one commit's worth at a time. */
@@ -86,15 +86,18 @@ async function* scanModes(snapshot: Snapshot, options: ReadOptions, derived: Der
   if (mode === 'dedup' && !windowFirst) await derived.extend(snapshot);
   const commits = windowOf(snapshot, cursor);
   // The next commit's bytes are read from disk while this one is decoded and consumed.
-  let next = commits.length > 0 ? snapshot.history.readRunBytes(commits[0]) : undefined;
-  for (let at = 0; at < commits.length; at++) {
+  let upcoming = commits.next();
+  let next = upcoming.done ? undefined : snapshot.history.readRunBytes(upcoming.value);
+  while (!upcoming.done) {
+    const commit = upcoming.value;
     const current = next!;
-    next = at + 1 < commits.length && remaining > 0 ? snapshot.history.readRunBytes(commits[at + 1]) : undefined;
+    upcoming = remaining > 0 ? commits.next() : { done: true, value: undefined };
+    next = upcoming.done ? undefined : snapshot.history.readRunBytes(upcoming.value);
     // A prefetch that is never awaited must not turn into an unhandled rejection.
     next?.catch(() => undefined);
     if (remaining <= 0) return;
     options.signal?.throwIfAborted();
-    let records = await snapshot.history.decodeRunRecords(commits[at], snapshot.feed, await current);
+    let records = await snapshot.history.decodeRunRecords(commit, snapshot.feed, await current);
     if (mode === 'dedup' || matches) {
       records = records.filter((record) => {
         if (mode === 'dedup') {
@@ -117,10 +120,9 @@ async function* scanModes(snapshot: Snapshot, options: ReadOptions, derived: Der
 async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
   const cursor = checkCursor(snapshot, options.after);
   const matches = matcher(options.filter);
-  const commits = windowOf(snapshot, cursor);
   // Pass 1: the winner of every key in the window, from the manifests.
   const winners = new Map<string, { commit: number; index: number; position: number; version: number; tombstone: boolean }>();
-  for (const commit of commits) {
+  for (const commit of windowOf(snapshot, cursor)) {
     options.signal?.throwIfAborted();
     const run = await snapshot.history.readRun(commit);
     for (let index = 0; index < run.entries.length; index++) {
@@ -140,8 +142,10 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
     else byCommit.set(winner.commit, [winner.index]);
   }
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
-  for (const commit of commits) {
-    const indexes = byCommit.get(commit.commit);
+  // Only the commits that hold winners are visited, in commit order.
+  for (const commitNumber of [...byCommit.keys()].sort((a, b) => a - b)) {
+    const commit = snapshot.commits.at(commitNumber);
+    const indexes = byCommit.get(commitNumber);
     if (!indexes || remaining <= 0) continue;
     options.signal?.throwIfAborted();
     indexes.sort((a, b) => a - b);
@@ -182,12 +186,12 @@ async function* endingAtDamage(snapshot: Snapshot, reads: AsyncGenerator<StoredR
 /** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
 export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, asOf: number): Promise<StoredRecord | undefined> {
   // A key's winner may lie in records corruption took, so a lookup over them cannot answer.
-  const asOfPosition = asOf === 0 ? 0 : snapshot.commits[asOf - 1].lastPosition;
+  const asOfPosition = asOf === 0 ? 0 : snapshot.commits.at(asOf).lastPosition;
   assertIntact(snapshot, 1, asOfPosition, asOf === snapshot.watermark.commit);
   if (asOfPosition === 0) return undefined;
   const winner = await keys.winner(key, asOfPosition);
   if (!winner || winner.tombstone) return undefined;
-  const [commit] = commitsInRange(snapshot, winner.position, winner.position);
+  const commit = commitHolding(snapshot, winner.position);
   assert(commit !== undefined && commit.firstPosition <= winner.position, 'a key winner lies in a published commit');
   // A point lookup reads one small entry and payload: a positional read straight from the page
   // cache costs a few microseconds, a trip through the thread pool several times that.

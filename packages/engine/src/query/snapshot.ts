@@ -4,6 +4,7 @@
  * saw and never sees part of a commit, and nothing it does waits for the writer.
  */
 import type { Kernels } from '../kernels/kernels.js';
+import type { CommitList } from '../storage/commit-list.js';
 import type { CommitRecord } from '../storage/history.js';
 import type { FeedIndex } from './feed-index.js';
 import { assertReadable, type History } from '../storage/history-log.js';
@@ -20,8 +21,8 @@ export interface Watermark {
 export interface Snapshot {
   readonly feed: string;
   readonly watermark: Watermark;
-  /** `commits[c - 1]` is commit c, for every c up to the watermark. */
-  readonly commits: readonly CommitRecord[];
+  /** Every published commit (and maybe later ones, which reads ignore): `commits.at(c)` is commit c. */
+  readonly commits: CommitList;
   readonly history: History;
   /** The tag and type index; its tail may run past the watermark, which reads ignore. */
   readonly index: FeedIndex;
@@ -55,7 +56,7 @@ export function assertIntact(snapshot: Snapshot, from: number, to: number, toHea
 export type StoredRecord = PublishedRecord;
 
 export function commitOf(snapshot: Snapshot, commit: number): CommitRecord {
-  return snapshot.commits[commit - 1];
+  return snapshot.commits.at(commit);
 }
 
 /** Reads a commit's records, payloads included. */

@@ -29,20 +29,23 @@ import type { Corruption } from './runs.js';
 import { segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
 import { PayloadCache } from './payload-cache.js';
-import { readSummary, summaryFileOf, writeSummary, type SegmentSummary } from './segment-summary.js';
+import { readSummaryHead, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
+import { CommitList, lostCommits } from './commit-list.js';
 import { payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
 
 /** History segment files end with this. */
 const historyExtension = '.hist';
 
+/** What opening the history reports besides its commit list (`History.commits`). */
 export interface HistoryVisitor {
-  onCommit(commit: CommitRecord): void;
-  onPayload(crc: number, location: PayloadLocation): void;
+  /** A commit read from its segment (a summarized segment's commits are not read). */
+  onCommit?(commit: CommitRecord): void;
+  onPayload?(crc: number, location: PayloadLocation): void;
   /**
    * Commits `from`..`to` (positions `fromPosition`..`toPosition`) cannot be read: corruption
    * took them. They are known to have existed because a later commit follows them.
    */
-  onLost(lost: LostCommits): void;
+  onLost?(lost: LostCommits): void;
 }
 
 /** A run of commits that corruption made unreadable, and where the corruption lies. */
@@ -89,6 +92,8 @@ export class History {
   private constructor(
     private readonly kernels: Kernels,
     readonly segments: SegmentSet,
+    /** Every commit in chain order, stand-ins for lost ones included; the writer adds new ones. */
+    readonly commits: CommitList,
   ) {}
 
   /** Every corruption recovery found (torn tails are not corruption). */
@@ -109,28 +114,32 @@ export class History {
     /** Where the previous segment's sound bytes ended (for a break between segments). */
     let previousEnd: Corruption | undefined;
     const extraCorruptions: Corruption[] = [];
+    const list = new CommitList(kernels);
     const note = (damage: Corruption) => {
       pending ??= damage;
     };
-    const accept = (commit: CommitRecord, where: Corruption): boolean => {
-      if (commit.commit < expectedCommit || (commit.commit === expectedCommit && commit.firstPosition !== expectedPosition) || commit.firstPosition < expectedPosition) {
+    /** Takes commits `first`..`last` (one commit, or a summarized segment's) if they continue the chain. */
+    const accept = (first: { commit: number; firstPosition: number }, last: { commit: number; lastPosition: number }, where: Corruption): boolean => {
+      if (first.commit < expectedCommit || (first.commit === expectedCommit && first.firstPosition !== expectedPosition) || first.firstPosition < expectedPosition) {
         // A sound run that does not continue the chain is corruption (a copied or moved run).
         extraCorruptions.push(where);
         note(where);
         return false;
       }
-      if (commit.commit > expectedCommit) {
-        visitor.onLost({
+      if (first.commit > expectedCommit) {
+        const lost = {
           from: expectedCommit,
-          to: commit.commit - 1,
+          to: first.commit - 1,
           fromPosition: expectedPosition,
-          toPosition: commit.firstPosition - 1,
+          toPosition: first.firstPosition - 1,
           damage: pending ?? where,
-        });
+        };
+        visitor.onLost?.(lost);
+        for (const standIn of lostCommits(lost)) list.push(standIn);
       }
       pending = undefined;
-      expectedCommit = commit.commit + 1;
-      expectedPosition = commit.lastPosition + 1;
+      expectedCommit = last.commit + 1;
+      expectedPosition = last.lastPosition + 1;
       return true;
     };
     /** Finished segments read whole because they had no sound summary: their summaries are rebuilt. */
@@ -138,7 +147,7 @@ export class History {
     const summaryProblems = new Map<string, string>();
     /** The commits accepted from the segment being read, and whether all of it was sound. */
     let segmentCommits: CommitRecord[] = [];
-    const segments = await SegmentSet.open<CommitRecord, SegmentSummary>(
+    const segments = await SegmentSet.open<CommitRecord, SummaryHead>(
       kernels,
       directory,
       SegmentKind.History,
@@ -189,10 +198,13 @@ export class History {
         }
         segmentCommits = [];
         if (event.kind === 'summary') {
-          for (const commit of event.summary.commits) {
-            if (!accept(commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) continue;
-            segmentCommits.push(commit);
-            visitor.onCommit(commit);
+          const head = event.summary;
+          const first = { commit: head.baseCommit, firstPosition: head.base };
+          const last = { commit: head.baseCommit + head.commitCount - 1, lastPosition: head.lastPosition };
+          // A summary's commits follow each other (its pages are checked when read), so the
+          // segment continues the chain when its first commit does.
+          if (head.commitCount > 0 && accept(first, last, { file: segment.file, offset: 0, reason: `commit ${head.baseCommit} does not continue the chain` })) {
+            list.pushSummary(head);
           }
           previousEnd = { file: segment.file, offset: event.summary.end, reason: `the history breaks after ${path.basename(segment.file)}` };
           return;
@@ -206,17 +218,20 @@ export class History {
             continue;
           }
           const commit = entry.run.decoded;
-          if (!accept(commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) {
+          if (!accept(commit, commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) {
             sound = false;
             continue;
           }
           segmentCommits.push(commit);
-          for (const frame of entry.run.frames) {
-            if (frame.kind !== FrameKind.Pack) continue;
-            const what = `pack at ${segment.file}:${frame.offset}`;
-            for (const { crc, location } of readPackDirectory(bytes, frame, header.base, what)) visitor.onPayload(crc, location);
+          if (visitor.onPayload) {
+            for (const frame of entry.run.frames) {
+              if (frame.kind !== FrameKind.Pack) continue;
+              const what = `pack at ${segment.file}:${frame.offset}`;
+              for (const { crc, location } of readPackDirectory(bytes, frame, header.base, what)) visitor.onPayload(crc, location);
+            }
           }
-          visitor.onCommit(commit);
+          list.push(commit);
+          visitor.onCommit?.(commit);
         }
         if (sound && scanned.trailer) {
           // A finished segment read whole: its summary spares the next open from reading it.
@@ -230,7 +245,7 @@ export class History {
         ? (segment) => {
             const file = summaryFileOf(segment.file);
             try {
-              return readSummary(kernels, file, segment.header);
+              return readSummaryHead(kernels, file, segment.header);
             } catch (error) {
               summaryProblems.set(file, (error as Error).message);
               return undefined;
@@ -238,7 +253,7 @@ export class History {
           }
         : undefined,
     );
-    const history = new History(kernels, segments);
+    const history = new History(kernels, segments, list);
     segments.corruptions.push(...extraCorruptions);
     history.headDamage = pending;
     const active = segments.active;
@@ -267,6 +282,7 @@ export class History {
    * finished (its `SegmentEnd` is durable), and its summary is written in the background.
    */
   published(commit: CommitRecord): void {
+    this.commits.push(commit);
     if (commit.segment !== this.activeBase) {
       const finished = this.activeBase === undefined ? undefined : this.segments.segments.find((segment) => segment.header.base === this.activeBase);
       if (finished && finished !== this.segments.active && this.activeCommits.length > 0) {
@@ -278,11 +294,17 @@ export class History {
     this.activeCommits.push(commit);
   }
 
+  /**
+   * Writes a finished segment's summary in the background; once it is on disk, the commit list
+   * lets go of the segment's commits and reads them from the summary instead.
+   */
   private writeSummaryLater(segment: SegmentFile, end: number, commits: readonly CommitRecord[]): void {
     const { base, baseCommit, capacity } = segment.header;
     const summary = { base, baseCommit, capacity, end, commits };
-    // A summary is derived: if writing it fails, the next open reads the segment instead.
-    this.summaryWrites = this.summaryWrites.then(() => writeSummary(this.kernels, summaryFileOf(segment.file), summary)).catch(() => undefined);
+    this.summaryWrites = this.summaryWrites
+      .then(async () => this.commits.summarized(await writeSummary(this.kernels, summaryFileOf(segment.file), summary, segment.header)))
+      // A summary is derived: if writing it fails, the next open reads the segment instead.
+      .catch(() => undefined);
   }
 
   /** Resolves once summaries being written in the background are on disk. */

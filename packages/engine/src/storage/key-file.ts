@@ -22,7 +22,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
 import { crc32, crc32c } from '../kernels/ts/crc.js';
 import { ByteReader, ByteWriter, sortByUtf8, utf8Concat, utf8Encode } from './codec.js';
-import { writeFileDurably } from './segment.js';
+import { readFileRangeSync, writeFileDurably } from './segment.js';
 
 const magic = 'SSKEYS01';
 export const keyFileFormatVersion = 1;
@@ -162,14 +162,9 @@ export function parseKeyFileHead(bytes: Uint8Array, size: number, file: string):
 /** Reads one section (0 filter, 1 FST, 2 winners), checked by its CRC (and the FST by its own). */
 export function readKeySection(kernels: Kernels, file: string, head: KeyFileHead, section: 0 | 1 | 2): Uint8Array {
   const { offset, length, crc } = head.sections[section];
-  const bytes = new Uint8Array(length);
+  let bytes: Uint8Array;
   try {
-    const fd = fs.openSync(file, 'r');
-    try {
-      if (fs.readSync(fd, bytes, 0, length, offset) !== length) throw new Error('the file is shorter than its head says');
-    } finally {
-      fs.closeSync(fd);
-    }
+    bytes = readFileRangeSync(file, offset, length);
   } catch (error) {
     throw corrupt(file, (error as Error).message, error);
   }
@@ -200,14 +195,9 @@ export function winnerAt(table: Uint8Array, ordinal: number, file = 'a key dicti
  */
 export function readWinner(file: string, head: KeyFileHead, ordinal: number): KeyWinner {
   if (ordinal >= head.keys) throw corrupt(file, `ordinal ${ordinal} is past the ${head.keys} keys`);
-  const bytes = new Uint8Array(winnerBytes);
+  let bytes: Uint8Array;
   try {
-    const fd = fs.openSync(file, 'r');
-    try {
-      if (fs.readSync(fd, bytes, 0, winnerBytes, head.sections[2].offset + ordinal * winnerBytes) !== winnerBytes) throw new Error('the file is shorter than its head says');
-    } finally {
-      fs.closeSync(fd);
-    }
+    bytes = readFileRangeSync(file, head.sections[2].offset + ordinal * winnerBytes, winnerBytes);
   } catch (error) {
     throw corrupt(file, (error as Error).message, error);
   }

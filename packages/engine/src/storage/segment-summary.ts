@@ -6,23 +6,35 @@
  * rewritten, so its summary is a separate file; a summary that is missing, damaged or disagrees
  * with its segment's header is ignored and rebuilt from the segment.
  *
- * Layout, little-endian: magic "SSSUMRY1" (8) · u32 format version · u64 base · u64 base commit ·
- * u64 capacity · u64 end (just past the segment's last group, its `SegmentEnd`) · u32 commit
- * count · the commit records · u32 crc32 of every byte before it. A commit record is the fields of
+ * The commit records are kept in pages of `pageCommits`, each with its own CRC, so a feed keeps
+ * only the summary's head in memory and reads a page when a commit of it is needed. A table of
+ * stream ids (by hash) finds the commit a stream was sealed into without reading the pages.
+ *
+ * Layout, little-endian: magic "SSSUMRY2" (8) · u32 format version · u64 base · u64 base commit
+ * · u64 capacity · u64 end (just past the segment's last group, its `SegmentEnd`) · u32 commit
+ * count · u64 last position · u64 highest epoch · u64 run bytes (all commits') · u32 commits per
+ * page · u32 page count · u32 stream table offset · the page table (per page: u32 offset · u32
+ * length · u64 last position · u64 run bytes) · the pages (per page: its commit records, then
+ * u32 crc32 of them) · the stream table (per commit, ascending: u32 crc32 of its stream id · u32
+ * its index in the segment) · u32 crc32 of every byte before it. A commit record is the fields of
  * its commit frame, as that frame holds them (`writeCommitFields`), then a varint: where its run
  * starts in the segment.
  */
 import fs from 'node:fs';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
+import { summaryPageCommits } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
 import { readCommitFields, writeCommitFields, type CommitRecord } from './history.js';
-import { writeFileDurably, type SegmentHeader } from './segment.js';
+import { readFileRangeSync, writeFileDurably, type SegmentHeader } from './segment.js';
 
-const magic = 'SSSUMRY1';
-export const summaryFormatVersion = 1;
+const magic = 'SSSUMRY2';
+export const summaryFormatVersion = 2;
 /** Summary files end with this, beside their segment. */
 export const summaryExtension = '.sum';
+const headBytes = 84;
+const pageEntryBytes = 24;
+const streamEntryBytes = 8;
 
 export interface SegmentSummary {
   readonly base: number;
@@ -33,19 +45,80 @@ export interface SegmentSummary {
   readonly commits: readonly CommitRecord[];
 }
 
-export function encodeSummary(kernels: Kernels, summary: SegmentSummary): Uint8Array {
-  const writer = new ByteWriter(64 + summary.commits.length * 48)
+/** A summary page as its head describes it. */
+export interface SummaryPage {
+  readonly offset: number;
+  readonly length: number;
+  /** The last position of the page's last commit. */
+  readonly lastPosition: number;
+  /** Bytes of the runs of its commits. */
+  readonly runBytes: number;
+}
+
+/** What a feed keeps of a summary: everything but the commit records and the stream table. */
+export interface SummaryHead {
+  readonly file: string;
+  readonly base: number;
+  readonly baseCommit: number;
+  readonly capacity: number;
+  readonly end: number;
+  readonly commitCount: number;
+  /** The last position of the segment's last commit (base − 1 when it holds none). */
+  readonly lastPosition: number;
+  readonly epochMax: number;
+  readonly runBytes: number;
+  readonly pageCommits: number;
+  readonly pages: readonly SummaryPage[];
+  readonly streamTableOffset: number;
+}
+
+/** The hash a stream id is found by in the stream table. */
+function streamHash(kernels: Kernels, stream: string): number {
+  return kernels.crc32(utf8Encode(stream));
+}
+
+export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCommits = summaryPageCommits): Uint8Array {
+  const { commits } = summary;
+  const pageCount = Math.ceil(commits.length / pageCommits);
+  const pages: Uint8Array[] = [];
+  const table: SummaryPage[] = [];
+  let offset = headBytes + pageCount * pageEntryBytes;
+  for (let page = 0; page < pageCount; page++) {
+    const inPage = commits.slice(page * pageCommits, (page + 1) * pageCommits);
+    const writer = new ByteWriter(inPage.length * 64 + 4);
+    for (const commit of inPage) {
+      writeCommitFields(writer, commit);
+      writer.varint(commit.runStart);
+    }
+    const records = writer.finish();
+    const bytes = new Uint8Array(records.length + 4);
+    bytes.set(records);
+    new DataView(bytes.buffer).setUint32(records.length, kernels.crc32(records), true);
+    pages.push(bytes);
+    const last = inPage[inPage.length - 1];
+    table.push({ offset, length: bytes.length, lastPosition: last.lastPosition, runBytes: inPage.reduce((sum, commit) => sum + commit.runBytes, 0) });
+    offset += bytes.length;
+  }
+  const streams = commits.map((commit, index) => ({ hash: streamHash(kernels, commit.stream), index }));
+  streams.sort((a, b) => a.hash - b.hash || a.index - b.index);
+  const last = commits[commits.length - 1];
+  const writer = new ByteWriter(offset + streams.length * streamEntryBytes + 4)
     .raw(utf8Encode(magic))
     .u32(summaryFormatVersion)
     .u64(summary.base)
     .u64(summary.baseCommit)
     .u64(summary.capacity)
     .u64(summary.end)
-    .u32(summary.commits.length);
-  for (const commit of summary.commits) {
-    writeCommitFields(writer, commit);
-    writer.varint(commit.runStart);
-  }
+    .u32(commits.length)
+    .u64(last ? last.lastPosition : summary.base - 1)
+    .u64(commits.reduce((most, commit) => Math.max(most, commit.epoch), 0))
+    .u64(commits.reduce((sum, commit) => sum + commit.runBytes, 0))
+    .u32(pageCommits)
+    .u32(pageCount)
+    .u32(offset);
+  for (const page of table) writer.u32(page.offset).u32(page.length).u64(page.lastPosition).u64(page.runBytes);
+  for (const page of pages) writer.raw(page);
+  for (const { hash, index } of streams) writer.u32(hash).u32(index);
   const body = writer.finish();
   const out = new Uint8Array(body.length + 4);
   out.set(body);
@@ -54,12 +127,13 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary): Uint8A
 }
 
 /**
- * Decodes and checks a summary: its CRC, and that it describes the segment `header` names —
- * the same base, base commit and capacity, commits that follow each other from the base on.
+ * Checks a whole summary (its CRC) and decodes its head: that it describes the segment `header`
+ * names — the same base, base commit and capacity — and that its pages and stream table lie
+ * where the head says, one after another, to the end of the file.
  */
-export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: SegmentHeader, file: string): SegmentSummary {
+export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: SegmentHeader, file: string): SummaryHead {
   const what = `summary ${file}`;
-  if (bytes.length < 4) throw new ByteReader(bytes, 0, 0, what).corrupt('shorter than its checksum');
+  if (bytes.length < headBytes + 4) throw new ByteReader(bytes, 0, 0, what).corrupt('shorter than its head');
   const stored = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(bytes.length - 4, true);
   const reader = new ByteReader(bytes, 0, bytes.length - 4, what);
   if (kernels.crc32(bytes.subarray(0, bytes.length - 4)) !== stored) throw reader.corrupt('CRC mismatch');
@@ -74,16 +148,56 @@ export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: Segme
     throw reader.corrupt('it describes another segment');
   }
   if (end > capacity) throw reader.corrupt('it ends past the capacity');
-  const count = reader.u32();
-  if (count > reader.remaining) throw reader.corrupt(`commit count ${count} exceeds the file`);
+  const commitCount = reader.u32();
+  const lastPosition = reader.u64();
+  const epochMax = reader.u64();
+  const runBytes = reader.u64();
+  const pageCommits = reader.u32();
+  const pageCount = reader.u32();
+  const streamTableOffset = reader.u32();
+  if (pageCommits === 0 || pageCount !== Math.ceil(commitCount / pageCommits)) throw reader.corrupt(`${pageCount} pages cannot hold ${commitCount} commits`);
+  if (lastPosition < base - 1 || (commitCount === 0) !== (lastPosition === base - 1)) throw reader.corrupt(`last position ${lastPosition} does not fit the commits`);
+  const pages: SummaryPage[] = [];
+  let expected = headBytes + pageCount * pageEntryBytes;
+  let previousLast = base - 1;
+  let bytesSum = 0;
+  for (let page = 0; page < pageCount; page++) {
+    const entry = { offset: reader.u32(), length: reader.u32(), lastPosition: reader.u64(), runBytes: reader.u64() };
+    if (entry.offset !== expected || entry.length < 4 || entry.lastPosition < previousLast) throw reader.corrupt(`page ${page} is misplaced`);
+    expected += entry.length;
+    previousLast = entry.lastPosition;
+    bytesSum += entry.runBytes;
+    pages.push(entry);
+  }
+  if (previousLast !== lastPosition || bytesSum !== runBytes) throw reader.corrupt('the pages disagree with the head');
+  if (streamTableOffset !== expected || expected + commitCount * streamEntryBytes !== bytes.length - 4) {
+    throw reader.corrupt('the stream table is misplaced');
+  }
+  return { file, base, baseCommit, capacity, end, commitCount, lastPosition, epochMax, runBytes, pageCommits, pages, streamTableOffset };
+}
+
+/**
+ * Decodes page `page` of a summary from its bytes, checked by its CRC and against its head: the
+ * commits follow each other from the page's first, their runs lie inside the segment.
+ */
+export function decodeSummaryPage(kernels: Kernels, head: SummaryHead, page: number, bytes: Uint8Array): CommitRecord[] {
+  const what = `summary ${head.file}, page ${page}`;
+  const entry = head.pages[page];
+  const reader = new ByteReader(bytes, 0, bytes.length - 4, what);
+  if (bytes.length !== entry.length) throw reader.corrupt(`the page is ${bytes.length} bytes, its head says ${entry.length}`);
+  if (kernels.crc32(bytes.subarray(0, bytes.length - 4)) !== new DataView(bytes.buffer, bytes.byteOffset).getUint32(bytes.length - 4, true)) {
+    throw reader.corrupt('CRC mismatch');
+  }
+  const first = page * head.pageCommits;
+  const count = Math.min(head.pageCommits, head.commitCount - first);
+  let expectedCommit = head.baseCommit + first;
+  let expectedPosition = page === 0 ? head.base : head.pages[page - 1].lastPosition + 1;
   const commits: CommitRecord[] = [];
-  let expectedCommit = baseCommit;
-  let expectedPosition = base;
   for (let index = 0; index < count; index++) {
     // The run's start follows the commit's fields.
-    const record = readCommitFields(reader, () => ({ segment: base, runStart: 0 }));
+    const record = readCommitFields(reader, () => ({ segment: head.base, runStart: 0 }));
     const runStart = reader.varint();
-    if (record.commit !== expectedCommit || record.parent !== record.commit - 1 || record.firstPosition !== expectedPosition || runStart + record.runBytes > end) {
+    if (record.commit !== expectedCommit || record.parent !== record.commit - 1 || record.firstPosition !== expectedPosition || runStart + record.runBytes > head.end) {
       throw reader.corrupt(`commit ${record.commit} does not follow the one before it`);
     }
     (record as { runStart: number }).runStart = runStart;
@@ -92,7 +206,15 @@ export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: Segme
     commits.push(record);
   }
   reader.expectEnd();
-  return { base, baseCommit, capacity, end, commits };
+  if (expectedPosition - 1 !== entry.lastPosition) throw reader.corrupt('its commits end elsewhere than its head says');
+  return commits;
+}
+
+/** Decodes and checks a whole summary, every page (what `verify` compares with the segment). */
+export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: SegmentHeader, file: string): SegmentSummary {
+  const head = decodeSummaryHead(kernels, bytes, header, file);
+  const commits = head.pages.flatMap((page, index) => decodeSummaryPage(kernels, head, index, bytes.subarray(page.offset, page.offset + page.length)));
+  return { base: head.base, baseCommit: head.baseCommit, capacity: head.capacity, end: head.end, commits };
 }
 
 /** The summary file of the segment file `segmentFile`. */
@@ -100,19 +222,79 @@ export function summaryFileOf(segmentFile: string): string {
   return segmentFile.replace(/\.[a-z]+$/, summaryExtension);
 }
 
-/** Reads and checks a summary; undefined when it is missing, `CORRUPT` when it is bad. */
-export function readSummary(kernels: Kernels, file: string, header: SegmentHeader): SegmentSummary | undefined {
-  let bytes: Uint8Array;
-  try {
-    bytes = new Uint8Array(fs.readFileSync(file));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new StreamStackError('CORRUPT', `summary ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset: 0 } });
-  }
-  return decodeSummary(kernels, bytes, header, file);
+/** A summary that cannot be read as its head says: `CORRUPT`, naming the file. */
+function unreadable(file: string, offset: number, error: unknown): StreamStackError {
+  if (error instanceof StreamStackError) return error;
+  return new StreamStackError('CORRUPT', `summary ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset } });
 }
 
-/** Writes a summary durably (see `writeFileDurably`). */
-export async function writeSummary(kernels: Kernels, file: string, summary: SegmentSummary): Promise<void> {
-  await writeFileDurably(kernels, file, encodeSummary(kernels, summary));
+/** A summary file's bytes; undefined when it is missing. */
+function readSummaryFile(file: string): Uint8Array | undefined {
+  try {
+    return new Uint8Array(fs.readFileSync(file));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw unreadable(file, 0, error);
+  }
+}
+
+/** Reads and checks a summary's head; undefined when it is missing, `CORRUPT` when it is bad. */
+export function readSummaryHead(kernels: Kernels, file: string, header: SegmentHeader): SummaryHead | undefined {
+  const bytes = readSummaryFile(file);
+  return bytes && decodeSummaryHead(kernels, bytes, header, file);
+}
+
+/** Reads and checks a whole summary, every page; undefined when it is missing (for `verify`). */
+export function readSummary(kernels: Kernels, file: string, header: SegmentHeader): SegmentSummary | undefined {
+  const bytes = readSummaryFile(file);
+  return bytes && decodeSummary(kernels, bytes, header, file);
+}
+
+/** Reads one page of commit records, checked as `decodeSummaryPage` checks it. */
+export function readSummaryPage(kernels: Kernels, head: SummaryHead, page: number): CommitRecord[] {
+  const { offset, length } = head.pages[page];
+  try {
+    return decodeSummaryPage(kernels, head, page, readFileRangeSync(head.file, offset, length));
+  } catch (error) {
+    throw unreadable(head.file, offset, error);
+  }
+}
+
+/**
+ * The indexes (within the segment) of the commits whose stream id hashes as `stream` does: a
+ * binary search of the stream table, a few small reads. The caller compares the stream ids.
+ */
+export function summaryStreamCandidates(kernels: Kernels, head: SummaryHead, stream: string): number[] {
+  const hash = streamHash(kernels, stream);
+  const entryAt = (index: number): { hash: number; index: number } => {
+    const offset = head.streamTableOffset + index * streamEntryBytes;
+    try {
+      const view = new DataView(readFileRangeSync(head.file, offset, streamEntryBytes).buffer);
+      return { hash: view.getUint32(0, true), index: view.getUint32(4, true) };
+    } catch (error) {
+      throw unreadable(head.file, offset, error);
+    }
+  };
+  let low = 0;
+  let high = head.commitCount;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (entryAt(middle).hash < hash) low = middle + 1;
+    else high = middle;
+  }
+  const found: number[] = [];
+  for (let at = low; at < head.commitCount; at++) {
+    const entry = entryAt(at);
+    if (entry.hash !== hash) break;
+    if (entry.index >= head.commitCount) throw unreadable(head.file, head.streamTableOffset + at * streamEntryBytes, new Error(`stream table entry ${at} names commit ${entry.index}`));
+    found.push(entry.index);
+  }
+  return found;
+}
+
+/** Writes a summary durably (see `writeFileDurably`); returns its head. */
+export async function writeSummary(kernels: Kernels, file: string, summary: SegmentSummary, header: SegmentHeader): Promise<SummaryHead> {
+  const bytes = encodeSummary(kernels, summary);
+  await writeFileDurably(kernels, file, bytes);
+  return decodeSummaryHead(kernels, bytes, header, file);
 }

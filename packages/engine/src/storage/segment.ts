@@ -92,6 +92,21 @@ export async function writeFileDurably(kernels: Kernels, file: string, bytes: Ui
   await syncDirectory(path.dirname(file));
 }
 
+/**
+ * Reads `length` bytes at `offset` of a derived file straight away (a lookup needs a few bytes
+ * of a file of megabytes); a missing file or one shorter than that throws.
+ */
+export function readFileRangeSync(file: string, offset: number, length: number): Uint8Array {
+  const bytes = new Uint8Array(length);
+  const fd = fs.openSync(file, 'r');
+  try {
+    if (fs.readSync(fd, bytes, 0, length, offset) !== length) throw new Error(`the file is shorter than ${offset + length} bytes`);
+  } finally {
+    fs.closeSync(fd);
+  }
+  return bytes;
+}
+
 /** Writes zeros over `[from, to)` of `fd`, in chunks, without syncing. */
 export async function writeZeros(fd: number, from: number, to: number): Promise<void> {
   const zeros = Buffer.alloc(Math.min(zeroFillChunkBytes, Math.max(0, to - from)));
