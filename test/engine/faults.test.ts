@@ -97,8 +97,8 @@ function targetsOf(fixture: Fixture): Target[] {
   const middleIndex = index.find((file) => path.basename(file, '.idx') === path.basename(history[middle], '.hist')) ?? index[0];
   const otherIndex = index.find((file) => file !== middleIndex && file.endsWith('.idx'));
   targets.push({ kind: 'index file', group: 'index', file: info(middleIndex), ...(otherIndex ? { partner: otherIndex } : {}) });
-  // The middle segment's key dictionary and summary, swapped with the first segment's.
-  for (const [kind, extension] of [['key dictionary', '.keys'], ['segment summary', '.sum']] as const) {
+  // The middle segment's key and fingerprint dictionaries and summary, swapped with the first segment's.
+  for (const [kind, extension] of [['key dictionary', '.keys'], ['fingerprint dictionary', '.fps'], ['segment summary', '.sum']] as const) {
     const files = index.filter((file) => file.endsWith(extension));
     const own = files.find((file) => path.basename(file, extension) === path.basename(history[middle], '.hist'));
     const other = files.find((file) => file !== own);

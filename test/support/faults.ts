@@ -448,7 +448,7 @@ export async function buildFixture(root: string): Promise<Fixture> {
       ? 'history'
       : file.endsWith('.wal')
         ? 'wal'
-        : file.endsWith('.idx') || file.endsWith('.keys') || file.endsWith('.sum')
+        : file.endsWith('.idx') || file.endsWith('.keys') || file.endsWith('.fps') || file.endsWith('.sum')
           ? 'index'
           : file.endsWith('lease.log')
             ? 'lease'

@@ -14,7 +14,7 @@ export class FeedReads {
 
   /** The batch form of a feed read: one array per commit. */
   batches(options: ReadOptions): AsyncGenerator<StoredRecord[]> {
-    return readBatches(this.writer.snapshot(), options, this.writer.derived);
+    return readBatches(this.writer.snapshot(), options, this.writer.fingerprints);
   }
 
   /** The live winner of `key` as of commit `asOf` (default: the head), through the key index. */

@@ -11,13 +11,12 @@ import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
-import { buildCommitRun, type CommitRecord, type PayloadLookup } from '../storage/history.js';
+import { buildCommitRun, fingerprintKey, type CommitRecord, type PayloadLookup } from '../storage/history.js';
 import type { History } from '../storage/history-log.js';
 import type { RecordData } from '../storage/records.js';
 import type { StateLog } from '../storage/state-log.js';
 import type { Corruption, TornTail } from '../storage/runs.js';
 import { walFrames, type Wal } from '../storage/wal.js';
-import { DerivedIndexes } from '../query/derived.js';
 import { FeedIndex, type IndexRebuild } from '../query/feed-index.js';
 import { KeyIndex } from '../query/key-index.js';
 import type { Query } from '../query/planner.js';
@@ -81,8 +80,8 @@ export class FeedWriter {
   keys!: KeyIndex;
   private conditions!: ConditionChecker;
   private readonly frameDataBytesMax: number;
-  /** First fingerprints, derived from history for deduplicated reads. */
-  readonly derived = new DerivedIndexes();
+  /** Each fingerprint's first occurrence, per sealed segment, for whole-history dedup. */
+  fingerprints!: KeyIndex;
 
   private constructor(
     readonly directory: string,
@@ -129,11 +128,14 @@ export class FeedWriter {
       const indexDirectory = path.join(directory, 'index');
       const rebuilt: IndexRebuild[] = [];
       writer.keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly);
-      writer.index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) =>
-        writer.keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position),
-      );
+      writer.fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first');
+      writer.index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) => {
+        writer.keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
+        writer.fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
+      });
       writer.index.rebuilt.unshift(...rebuilt);
       writer.keys.reportTo(writer.index.rebuilt);
+      writer.fingerprints.reportTo(writer.index.rebuilt);
     } catch (error) {
       await writer.close();
       throw error;
@@ -531,6 +533,7 @@ export class FeedWriter {
         const locator = runStart + built.entryOffsets[index];
         this.index.add(commit, record.type, record.tags, locator, commit.firstPosition + index);
         this.keys.add(commit, record.key, record.version, record.tombstone, locator, commit.firstPosition + index);
+        this.fingerprints.add(commit, built.fingerprintTerms[index], 0, false, locator, commit.firstPosition + index);
         this.conditions.note(commit.firstPosition + index, record.type, record.tags);
       }
       this.history.published(commit);
@@ -574,6 +577,7 @@ export class FeedWriter {
     await this.retention.idle();
     await this.index?.flushed();
     await this.keys?.flushed();
+    await this.fingerprints?.flushed();
     await this.history.summariesWritten();
   }
 

@@ -219,11 +219,11 @@ async function verifyStateLogs(kernels: Kernels, directory: string, report: Repo
   }
 }
 
-/** Every index file and key dictionary that exists must load (a missing one is rebuilt on the next open). */
+/** Every index file, key and fingerprint dictionary that exists must load (a missing one is rebuilt on the next open). */
 function verifyIndexFiles(kernels: Kernels, directory: string, report: Report): void {
   const indexDirectory = path.join(directory, 'index');
   if (!fs.existsSync(indexDirectory)) return;
-  for (const name of fs.readdirSync(indexDirectory).filter((entry) => entry.endsWith('.idx') || entry.endsWith('.keys'))) {
+  for (const name of fs.readdirSync(indexDirectory).filter((entry) => entry.endsWith('.idx') || entry.endsWith('.keys') || entry.endsWith('.fps'))) {
     const file = path.join(indexDirectory, name);
     try {
       if (name.endsWith('.idx')) readIndexFile(kernels, file);

@@ -11,12 +11,17 @@
  * the finished segment's keys stay in memory), read lazily by section, kept in a bounded cache,
  * and rebuilt from the history when missing or damaged — byte for byte what either kernel set
  * builds, since the FST is the kernels' and the rest is plain bytes.
+ *
+ * The same structure, with the order reversed, answers whole-history dedup: a fingerprint
+ * dictionary (`.fps`) keeps each fingerprint's first occurrence over the history up to its
+ * segment, so the first occurrences within a sealed segment are exactly the winners that lie in
+ * it — decided once, when the dictionary is built, and read as a bitmap by a scan.
  */
 import { segmentFile } from '../storage/segment-set.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
 import { utf8Encode } from '../storage/codec.js';
-import type { CommitRecord } from '../storage/history.js';
+import { fingerprintKey, type CommitRecord } from '../storage/history.js';
 import type { History } from '../storage/history-log.js';
 import {
   filterMayHold,
@@ -32,6 +37,7 @@ import {
   type KeyFileHead,
   type KeyWinner,
 } from '../storage/key-file.js';
+import type { ManifestEntry } from '../storage/records.js';
 import { segmentsOf, type IndexRebuild } from './feed-index.js';
 import { encodeKeyFileOffThread } from './index-builder.js';
 
@@ -40,6 +46,26 @@ import { encodeKeyFileOffThread } from './index-builder.js';
  * occurrences are columns, not objects: a segment holds hundreds of thousands of them, and an
  * object each would cost the collector more than the lookups cost.
  */
+/**
+ * Which occurrence of a term a dictionary keeps: a key's winner (`latest`: the highest version,
+ * then the highest position) or a fingerprint's first occurrence (`first`: the lowest position).
+ */
+export type TermOrder = 'latest' | 'first';
+
+/** True when occurrence `a` is kept over `b` in `order` (any occurrence over none). */
+function prefers(order: TermOrder, a: KeyWinner, b: KeyWinner | undefined): boolean {
+  return order === 'latest' ? winsOver(a, b) : b === undefined || a.position < b.position;
+}
+
+/**
+ * What each kind of dictionary is made of: the file's name, and the term, version and tombstone
+ * flag of a manifest entry (a fingerprint's occurrences have neither: only positions count).
+ */
+const kinds = {
+  latest: { extension: '.keys', termOf: (entry: ManifestEntry) => entry.key, versionOf: (entry: ManifestEntry) => entry.version ?? 0, tombstoneOf: (entry: ManifestEntry) => entry.tombstone },
+  first: { extension: '.fps', termOf: (entry: ManifestEntry) => fingerprintKey(entry.fingerprint), versionOf: () => 0, tombstoneOf: () => false },
+} as const;
+
 class SegmentKeys {
   /** Each key's occurrences: one column index, or several in ascending order. */
   private readonly byKey = new Map<string, number | number[]>();
@@ -51,7 +77,10 @@ class SegmentKeys {
   /** The last commit whose records are here. */
   lastCommit: CommitRecord | undefined;
 
-  constructor(readonly base: number) {}
+  constructor(
+    readonly base: number,
+    private readonly order: TermOrder,
+  ) {}
 
   add(key: string, position: number, version: number, tombstone: boolean, locator: number): void {
     if (this.count === this.positions.length) this.grow();
@@ -91,9 +120,13 @@ class SegmentKeys {
     const held = this.byKey.get(key);
     if (held === undefined) return undefined;
     let best = -1;
+    const first = this.order === 'first';
     const consider = (at: number) => {
       if (this.positions[at] > position) return;
-      if (best < 0 || this.versions[at] > this.versions[best] || (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])) best = at;
+      if (best < 0) best = at;
+      else if (first) {
+        if (this.positions[at] < this.positions[best]) best = at;
+      } else if (this.versions[at] > this.versions[best] || (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])) best = at;
     };
     if (typeof held === 'number') consider(held);
     else for (const at of held) consider(at);
@@ -115,6 +148,8 @@ interface SealedKeys {
   sections: (Uint8Array | undefined)[];
   /** Held in memory for good (read-only stores cannot write what they rebuilt). */
   pinned: boolean;
+  /** For a fingerprint dictionary: which of the segment's records are first occurrences. */
+  firsts?: Uint8Array;
 }
 
 export class KeyIndex {
@@ -132,6 +167,7 @@ export class KeyIndex {
     private readonly readOnly: boolean,
     /** Where rebuilt dictionaries are reported (the feed's index rebuilds). */
     private rebuilt: IndexRebuild[],
+    readonly order: TermOrder,
   ) {}
 
   /** Reports later rebuilds to `list` (the feed's one list of index rebuilds). */
@@ -141,7 +177,7 @@ export class KeyIndex {
 
   fileFor(base: number): string {
     // Named like the history segment it derives from.
-    return segmentFile(this.directory, base, '.keys');
+    return segmentFile(this.directory, base, kinds[this.order].extension);
   }
 
   /**
@@ -155,8 +191,9 @@ export class KeyIndex {
     history: History,
     rebuilt: IndexRebuild[],
     readOnly = false,
+    order: TermOrder = 'latest',
   ): Promise<KeyIndex> {
-    const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt);
+    const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt, order);
     const { sealed, active } = segmentsOf(history);
     for (const segment of sealed) {
       const slot: SealedKeys = { base: segment.base, count: segment.count, commits: segment.commits, sections: [], pinned: false };
@@ -178,17 +215,19 @@ export class KeyIndex {
       }
       if (reason !== undefined) await index.rebuild(slot, reason);
     }
-    if (active) index.tail = new SegmentKeys(active.base);
+    if (active) index.tail = new SegmentKeys(active.base, order);
     return index;
   }
 
   /** Every occurrence of every key in a sealed segment, read from its history. */
   private async readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
-    const keys = new SegmentKeys(slot.base);
+    const keys = new SegmentKeys(slot.base, this.order);
+    const { termOf, versionOf, tombstoneOf } = kinds[this.order];
     for await (const run of this.history.readRuns(slot.commits())) {
       const { commit } = run;
       run.entries.forEach((entry, at) => {
-        if (entry.key !== undefined) keys.add(entry.key, commit.firstPosition + at, entry.version ?? 0, entry.tombstone, run.entryOffsets[at]);
+        const term = termOf(entry);
+        if (term !== undefined) keys.add(term, commit.firstPosition + at, versionOf(entry), tombstoneOf(entry), run.entryOffsets[at]);
       });
     }
     return keys;
@@ -216,7 +255,7 @@ export class KeyIndex {
         const bytes = utf8Encode(key);
         earlier = await this.walk(key, bytes, keyHashes(bytes), before, slot.base - 1, undefined);
       }
-      entries.push({ key, winner: earlier && winsOver(earlier, winner) ? earlier : winner });
+      entries.push({ key, winner: earlier && prefers(this.order, earlier, winner) ? earlier : winner });
       // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
       if (++merged % keyBuildYieldKeys === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
@@ -229,6 +268,7 @@ export class KeyIndex {
     slot.sections = head.sections.slice(0, 2).map(({ offset, length }) => bytes.slice(offset, offset + length));
     slot.pinned = this.readOnly;
     slot.resident = undefined;
+    slot.firsts = undefined;
     if (!slot.pinned) this.remember(slot);
   }
 
@@ -242,7 +282,7 @@ export class KeyIndex {
 
   private startSegment(base: number): void {
     const previous = this.tail;
-    this.tail = new SegmentKeys(base);
+    this.tail = new SegmentKeys(base, this.order);
     const last = previous?.lastCommit;
     if (!previous || !last) return;
     const commits = () => this.history.commits.commitsInSegment(previous.base);
@@ -285,13 +325,13 @@ export class KeyIndex {
         // Not (yet) a dictionary, or one that covers records after `asOf`: its occurrences.
         const keys = slot.resident ?? (await this.readSegmentKeys(slot));
         const found = keys.winnerUpTo(key, asOfPosition);
-        if (found && winsOver(found, best)) best = found;
+        if (found && prefers(this.order, found, best)) best = found;
         continue;
       }
       const found = await this.lookup(slot, bytes, hashes);
       if (found) {
         // The dictionary's winner covers every segment up to this one: the walk ends here.
-        return winsOver(found, best) ? found : best;
+        return prefers(this.order, found, best) ? found : best;
       }
     }
     return best;
@@ -341,7 +381,7 @@ export class KeyIndex {
 
   /** Accounts for a dictionary's sections in memory, dropping the least recently used past the bound. */
   private remember(slot: SealedKeys): void {
-    const bytes = slot.sections.reduce((sum, section) => sum + (section?.length ?? 0), 0);
+    const bytes = slot.sections.reduce((sum, section) => sum + (section?.length ?? 0), slot.firsts?.length ?? 0);
     this.cachedBytes += bytes - (this.cache.get(slot) ?? 0);
     this.cache.delete(slot);
     this.cache.set(slot, bytes);
@@ -350,7 +390,50 @@ export class KeyIndex {
       this.cache.delete(oldest);
       this.cachedBytes -= held;
       oldest.sections = [];
+      oldest.firsts = undefined;
     }
+  }
+
+  /**
+   * For a fingerprint dictionary: whether each record at `positions` (ascending, in one commit
+   * of history segment `segment`, with `terms` their fingerprints) is the first occurrence of
+   * its fingerprint in the whole history. A sealed segment with a dictionary answers from its
+   * bitmap of first occurrences (built from its winners once, then cached); the active segment,
+   * or one whose dictionary is not built yet, asks each fingerprint's winner.
+   */
+  async firstOccurrences(segment: number, positions: readonly number[], terms: readonly string[]): Promise<boolean[]> {
+    const slot = this.sealed.find((candidate) => candidate.base === segment);
+    if (slot && !slot.resident && slot.head) {
+      const firsts = slot.firsts ?? (await this.firstsBitmap(slot));
+      return positions.map((position) => {
+        const relative = position - slot.base;
+        return (firsts[relative >>> 3] & (1 << (relative & 7))) !== 0;
+      });
+    }
+    const out: boolean[] = [];
+    for (let index = 0; index < positions.length; index++) {
+      out.push((await this.winner(terms[index], Number.POSITIVE_INFINITY))?.position === positions[index]);
+    }
+    return out;
+  }
+
+  /** The bitmap of a sealed segment's first occurrences: its winners that lie in it. */
+  private async firstsBitmap(slot: SealedKeys): Promise<Uint8Array> {
+    const table = await this.section(slot, 2);
+    const firsts = new Uint8Array(Math.ceil(slot.count / 8));
+    const file = this.fileFor(slot.base);
+    try {
+      for (let ordinal = 0; ordinal < slot.head!.keys; ordinal++) {
+        const relative = winnerAt(table, ordinal, file).position - slot.base;
+        if (relative >= 0 && relative < slot.count) firsts[relative >>> 3] |= 1 << (relative & 7);
+      }
+    } catch (error) {
+      await this.rebuild(slot, (error as Error).message);
+      return this.firstsBitmap(slot);
+    }
+    slot.firsts = firsts;
+    if (!slot.pinned) this.remember(slot);
+    return firsts;
   }
 
   /** Dictionaries with sections in memory now, and their bytes (for tests and memory accounting). */

@@ -6,8 +6,8 @@
  * (the batch form); the object form flattens them.
  */
 import { assert, StreamStackError } from '../errors.js';
-import type { CommitRecord } from '../storage/history.js';
-import { beats, DerivedIndexes, fingerprintKey } from './derived.js';
+import { fingerprintKey, type CommitRecord } from '../storage/history.js';
+import { winsOver } from '../storage/key-file.js';
 import { fetchByPosition } from './fetch.js';
 import type { KeyIndex } from './key-index.js';
 import { commitHolding, findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
@@ -77,13 +77,12 @@ function windowOf(snapshot: Snapshot, cursor: number): Generator<CommitRecord> {
 }
 
 /** Reads records in RAW or dedup mode, one commit's worth at a time. */
-async function* scanModes(snapshot: Snapshot, options: ReadOptions, derived: DerivedIndexes): AsyncGenerator<StoredRecord[]> {
+async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<StoredRecord[]> {
   const cursor = checkCursor(snapshot, options.after);
   const mode = options.mode ?? 'raw';
   const matches = matcher(options.filter);
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
-  if (mode === 'dedup' && !windowFirst) await derived.extend(snapshot);
   const commits = windowOf(snapshot, cursor);
   // The next commit's bytes are read from disk while this one is decoded and consumed.
   let upcoming = commits.next();
@@ -99,13 +98,23 @@ async function* scanModes(snapshot: Snapshot, options: ReadOptions, derived: Der
     options.signal?.throwIfAborted();
     let records = await snapshot.history.decodeRunRecords(commit, snapshot.feed, await current);
     if (mode === 'dedup' || matches) {
-      records = records.filter((record) => {
+      const terms = mode === 'dedup' ? records.map((record) => fingerprintKey(record.fingerprint)) : [];
+      // Whole-history dedup: first occurrences were decided per sealed segment when its
+      // fingerprint dictionary was built; the active segment's are looked up.
+      const firsts =
+        mode === 'dedup' && !windowFirst
+          ? await fingerprints.firstOccurrences(
+              commit.segment,
+              records.map((record) => record.position),
+              terms,
+            )
+          : undefined;
+      records = records.filter((record, index) => {
         if (mode === 'dedup') {
           if (windowFirst) {
-            const key = fingerprintKey(record.fingerprint);
-            if (windowFirst.has(key)) return false;
-            windowFirst.add(key);
-          } else if (derived.firstPosition(record.fingerprint) !== record.position) return false;
+            if (windowFirst.has(terms[index])) return false;
+            windowFirst.add(terms[index]);
+          } else if (!firsts![index]) return false;
         }
         return !matches || matches(record);
       });
@@ -130,7 +139,7 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
       if (entry.key === undefined) continue;
       const candidate = { commit: commit.commit, index, position: commit.firstPosition + index, version: entry.version ?? 0, tombstone: entry.tombstone };
       const best = winners.get(entry.key);
-      if (!best || beats(candidate, best)) winners.set(entry.key, candidate);
+      if (winsOver(candidate, best)) winners.set(entry.key, candidate);
     }
   }
   // Pass 2: the live winners, commit by commit, with their payloads.
@@ -162,7 +171,7 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
 }
 
 /** The batch form of a feed read: arrays of records, each from one commit, in position order. */
-export function readBatches(snapshot: Snapshot, options: ReadOptions, derived: DerivedIndexes): AsyncGenerator<StoredRecord[]> {
+export function readBatches(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<StoredRecord[]> {
   const mode = options.mode ?? 'raw';
   if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
     throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
@@ -173,7 +182,7 @@ export function readBatches(snapshot: Snapshot, options: ReadOptions, derived: D
   }
   const query = normalizeQuery(options.filter);
   if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
-  const reads = mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, derived);
+  const reads = mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints);
   return snapshot.headDamage ? endingAtDamage(snapshot, reads) : reads;
 }
 

@@ -303,8 +303,9 @@ export class CommitList {
     const out: CommitRecord[] = [];
     for (const part of this.parts) {
       if (part.segment !== segment) continue;
-      if (part.kind === 'held') out.push(...part.commits);
-      else for (let page = 0; page < part.head.pages.length; page++) out.push(...readSummaryPage(this.kernels, part.head, page));
+      // Pushed one by one: a segment may hold more commits than a spread can pass as arguments.
+      if (part.kind === 'held') for (const commit of part.commits) out.push(commit);
+      else for (let page = 0; page < part.head.pages.length; page++) for (const commit of readSummaryPage(this.kernels, part.head, page)) out.push(commit);
     }
     return out;
   }

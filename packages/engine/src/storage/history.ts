@@ -93,6 +93,14 @@ export function defaultFingerprint(kernels: Kernels, payload: Uint8Array, crc32c
   return into;
 }
 
+/**
+ * A fingerprint as a Map key and dictionary term: its bytes as a Latin-1 string (one character
+ * per byte), made in one piece (fingerprints are at most `fingerprintBytesMax`, 64 bytes).
+ */
+export function fingerprintKey(fingerprint: Uint8Array): string {
+  return String.fromCharCode.apply(null, fingerprint as unknown as number[]);
+}
+
 /** Bytes a pack frame's directory spends per payload at most: a u32 CRC and a varint length. */
 const packDirectoryEntryBytesMax = 9;
 
@@ -109,6 +117,8 @@ export async function buildCommitRun(
 ): Promise<{
   newPayloads: NewPayload[];
   runStart: number;
+  /** Each record's fingerprint as a term (`fingerprintKey`), for the fingerprint dictionary. */
+  fingerprintTerms: string[];
   /** Where each record's manifest entry starts, from the run's start. */
   entryOffsets: number[];
   commit: Omit<CommitRecord, 'segment' | 'runStart'>;
@@ -170,6 +180,7 @@ export async function buildCommitRun(
   const fingerprintScratch = new Uint8Array(8);
   const manifests: number[] = [];
   const entryOffsets: number[] = [];
+  const fingerprintTerms: string[] = [];
   for (let start = 0; start < input.records.length; ) {
     const writer = builder.begin(FrameKind.Manifest, false);
     const countAt = writer.length;
@@ -183,12 +194,14 @@ export async function buildCommitRun(
       const record = input.records[end];
       const source = sources[end];
       entryOffsets.push(writer.length - runStart);
+      const fingerprint = record.fingerprint ?? defaultFingerprint(kernels, record.payload, crcs[end], fingerprintScratch);
+      fingerprintTerms.push(fingerprintKey(fingerprint));
       writeManifestEntry(
         writer,
         record,
         end + 1,
         record.timestamp ?? input.timestampDefault,
-        record.fingerprint ?? defaultFingerprint(kernels, record.payload, crcs[end], fingerprintScratch),
+        fingerprint,
         typeof source === 'number'
           ? { segment: sameRun, offset: newPayloads[source].offset, length: newPayloads[source].length, crc: newPayloads[source].crc }
           : source,
@@ -221,7 +234,7 @@ export async function buildCommitRun(
   };
   writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
   builder.end();
-  return { newPayloads, runStart, entryOffsets, commit };
+  return { newPayloads, runStart, fingerprintTerms, entryOffsets, commit };
 }
 
 /** A commit record without where its run lies: what a commit frame holds. */
