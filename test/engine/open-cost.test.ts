@@ -216,7 +216,7 @@ describe('a feed of many small commits', () => {
 
   it('keeps only the active segment\'s commits in memory, and reads the others a page at a time', async () => {
     const directory = temporaryDirectory();
-    const total = 24_000;
+    const total = 25_500;
     const streams = await buildSmallCommits(directory, total);
     const segments = fs.readdirSync(historyDirectory(directory)).filter((name) => name.endsWith('.hist'));
     expect(segments.length).toBeGreaterThanOrEqual(3);
@@ -230,6 +230,8 @@ describe('a feed of many small commits', () => {
     const activeCommits = list.segments().at(-1)!.commits;
     expect(list.heldCommits).toBe(activeCommits);
     expect(list.heldCommits).toBeLessThan(total / 2);
+    // The active segment's full pages are held encoded, its newest commits as records.
+    expect(activeCommits).toBeGreaterThan(1024);
 
     // Every commit, in order; the pages read stay within the cache's bound.
     const listed = await collect(feed.commits());

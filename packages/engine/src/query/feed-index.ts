@@ -201,8 +201,8 @@ export interface SealedSegment {
   readonly gaps: boolean;
 }
 
-/** The history's segments, sealed ones described, and the active segment's commits. */
-export function segmentsOf(history: History): { sealed: SealedSegment[]; active?: { base: number; commits: CommitRecord[] } } {
+/** The history's segments, sealed ones described, and the active segment's (its commits read when asked for). */
+export function segmentsOf(history: History): { sealed: SealedSegment[]; active?: { base: number; commits: () => CommitRecord[] } } {
   const list = history.commits;
   const bases = history.segments.segments.map((segment) => segment.header.base);
   const extents = new Map(list.segments().map((extent) => [extent.segment, extent]));
@@ -217,7 +217,7 @@ export function segmentsOf(history: History): { sealed: SealedSegment[]; active?
     return { base, count, commits: () => inSegment, gaps: damagedSegment(list.lost, inSegment, base, bases[at + 1]) };
   });
   const activeBase = bases[bases.length - 1];
-  return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: list.commitsInSegment(activeBase) } }) };
+  return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }) };
 }
 
 /** An index file that had to be rebuilt, and why. */
@@ -295,7 +295,7 @@ export class FeedIndex {
     }
     if (active) {
       index.tail = new TailIndex(active.base);
-      for await (const run of history.readRuns(active.commits)) index.addRun(run);
+      for await (const run of history.readRuns(active.commits())) index.addRun(run);
     }
     return index;
   }

@@ -11,38 +11,38 @@
  */
 import { assert } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { commitPagesCachedMax } from '../limits.js';
+import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
+import { utf8Encode } from './codec.js';
 import type { CommitRecord } from './history.js';
 import type { LostCommits } from './history-log.js';
-import { readSummaryPage, summaryStreamCandidates, type SummaryHead } from './segment-summary.js';
+import { decodeCommitPage, encodeCommitPage, readSummaryPage, summaryStreamCandidates, type SummaryHead } from './segment-summary.js';
 
-/** Consecutive commits held as records, all of one segment (or all stand-ins, segment −1). */
-interface HeldPart {
-  readonly kind: 'held';
+/**
+ * Consecutive commits of one segment (or stand-ins for lost ones, segment −1). Their records are
+ * in pages of `pageCommits`: a summarized segment's are read from its summary; a held part keeps
+ * its full pages encoded in memory (about 50 bytes a commit instead of several hundred as
+ * objects) and its newest commits, fewer than a page, as records.
+ */
+interface Part {
   readonly firstCommit: number;
+  /** The first position of its first commit. */
+  readonly firstPosition: number;
   readonly segment: number;
-  readonly commits: CommitRecord[];
-  readonly streams: Map<string, number>;
+  readonly pageCommits: number;
+  /** Full pages (and a summary's last one): each one's last position and run bytes. */
+  readonly pages: { readonly lastPosition: number; readonly runBytes: number }[];
+  /** Held parts: the encoded full pages, and the commits after them. */
+  readonly encoded?: Uint8Array[];
+  readonly open: CommitRecord[];
+  /** Held parts: commits by the CRC-32 of their stream id (one commit, or several). */
+  readonly streams?: Map<number, number | number[]>;
+  readonly summary?: SummaryHead;
+  count: number;
+  lastPosition: number;
 }
 
-/** The commits of a summarized segment: read from its summary when needed. */
-interface SummaryPart {
-  readonly kind: 'summary';
-  readonly firstCommit: number;
-  readonly segment: number;
-  readonly head: SummaryHead;
-}
-
-type Part = HeldPart | SummaryPart;
-
-function partLength(part: Part): number {
-  return part.kind === 'held' ? part.commits.length : part.head.commitCount;
-}
-
-function partLastPosition(part: Part): number {
-  if (part.kind === 'summary') return part.head.lastPosition;
-  return part.commits[part.commits.length - 1].lastPosition;
-}
+/** A held part's pages have no segment end to check runs against yet. */
+const heldPageEnd = Number.MAX_SAFE_INTEGER;
 
 /** How a sealed segment's commits are held: their range, and whether they are summarized. */
 export interface SegmentExtent {
@@ -102,10 +102,10 @@ export class CommitList {
     return this.count;
   }
 
-  /** Commits held as records (the rest are read from summaries). */
+  /** Commits held in memory, encoded or as records (the rest are read from summaries). */
   get heldCommits(): number {
     let held = 0;
-    for (const part of this.parts) if (part.kind === 'held') held += part.commits.length;
+    for (const part of this.parts) if (!part.summary) held += part.count;
     return held;
   }
 
@@ -123,26 +123,46 @@ export class CommitList {
   push(commit: CommitRecord): void {
     assert(commit.commit === this.count + 1, 'commits join the list in chain order');
     const last = this.parts[this.parts.length - 1];
-    let part: HeldPart;
-    if (last?.kind === 'held' && last.segment === commit.segment) part = last;
+    let part: Part;
+    if (last && !last.summary && last.segment === commit.segment) part = last;
     else {
-      part = { kind: 'held', firstCommit: commit.commit, segment: commit.segment, commits: [], streams: new Map() };
+      part = { firstCommit: commit.commit, firstPosition: commit.firstPosition, segment: commit.segment, pageCommits: summaryPageCommits, pages: [], encoded: [], open: [], streams: new Map(), count: 0, lastPosition: commit.firstPosition - 1 };
       this.parts.push(part);
     }
-    part.commits.push(commit);
+    part.open.push(commit);
+    part.count++;
+    part.lastPosition = commit.lastPosition;
     if (commit.damage) this.lost.push(commit);
-    else part.streams.set(commit.stream, commit.commit);
+    else {
+      const hash = this.streamHash(commit.stream);
+      const held = part.streams!.get(hash);
+      part.streams!.set(hash, held === undefined ? commit.commit : typeof held === 'number' ? [held, commit.commit] : [...held, commit.commit]);
+    }
+    // Stand-ins stay records: there are few, and no page of them could be read back in order.
+    if (part.open.length === part.pageCommits && part.segment >= 0) {
+      part.encoded!.push(encodeCommitPage(this.kernels, part.open));
+      part.pages.push({ lastPosition: part.lastPosition, runBytes: part.open.reduce((sum, held) => sum + held.runBytes, 0) });
+      part.open.length = 0;
+    }
     this.count++;
     this.epochHighest = Math.max(this.epochHighest, commit.epoch);
+  }
+
+  private streamHash(stream: string): number {
+    return this.kernels.crc32(utf8Encode(stream));
   }
 
   /** Adds a summarized segment's commits, which follow the list's last. */
   pushSummary(head: SummaryHead): void {
     assert(head.baseCommit === this.count + 1, 'a summarized segment follows the list in chain order');
     if (head.commitCount === 0) return;
-    this.parts.push({ kind: 'summary', firstCommit: head.baseCommit, segment: head.base, head });
+    this.parts.push(this.summaryPart(head));
     this.count += head.commitCount;
     this.epochHighest = Math.max(this.epochHighest, head.epochMax);
+  }
+
+  private summaryPart(head: SummaryHead): Part {
+    return { firstCommit: head.baseCommit, firstPosition: head.base, segment: head.base, pageCommits: head.pageCommits, pages: [...head.pages], open: [], summary: head, count: head.commitCount, lastPosition: head.lastPosition };
   }
 
   /**
@@ -150,11 +170,11 @@ export class CommitList {
    * now on. Nothing changes unless the summary holds exactly the commits the list holds.
    */
   summarized(head: SummaryHead): void {
-    const at = this.parts.findIndex((part) => part.kind === 'held' && part.segment === head.base);
+    const at = this.parts.findIndex((part) => !part.summary && part.segment === head.base);
     if (at < 0 || this.parts.some((part, index) => index !== at && part.segment === head.base)) return;
-    const part = this.parts[at] as HeldPart;
-    if (part.firstCommit !== head.baseCommit || part.commits.length !== head.commitCount || partLastPosition(part) !== head.lastPosition) return;
-    this.parts[at] = { kind: 'summary', firstCommit: part.firstCommit, segment: part.segment, head };
+    const part = this.parts[at];
+    if (part.firstCommit !== head.baseCommit || part.count !== head.commitCount || part.lastPosition !== head.lastPosition) return;
+    this.parts[at] = this.summaryPart(head);
   }
 
   /** The part holding commit `commit` (1 ≤ commit ≤ length). */
@@ -170,14 +190,33 @@ export class CommitList {
     return this.parts[low];
   }
 
-  /** A summary page's commits, from the cache or read now. */
-  private page(part: SummaryPart, page: number): CommitRecord[] {
-    const key = `${part.segment}:${page}`;
+  /** Decodes page `page` of a part: from its summary, or from the bytes held in memory. */
+  private decodePage(part: Part, page: number): CommitRecord[] {
+    if (part.summary) return readSummaryPage(this.kernels, part.summary, page);
+    const first = page * part.pageCommits;
+    return decodeCommitPage(
+      this.kernels,
+      part.encoded![page],
+      {
+        segment: part.segment,
+        firstCommit: part.firstCommit + first,
+        firstPosition: page === 0 ? part.firstPosition : part.pages[page - 1].lastPosition + 1,
+        lastPosition: part.pages[page].lastPosition,
+        count: part.pageCommits,
+        end: heldPageEnd,
+      },
+      `the commits held for segment ${part.segment}, page ${page}`,
+    );
+  }
+
+  /** A page's commits, from the cache or decoded now. */
+  private page(part: Part, page: number): CommitRecord[] {
+    const key = `${part.summary ? 's' : 'h'}${part.firstCommit}:${page}`;
     let commits = this.pages.get(key);
     if (commits) {
       this.pages.delete(key);
     } else {
-      commits = readSummaryPage(this.kernels, part.head, page);
+      commits = this.decodePage(part, page);
       this.pagesRead++;
       if (this.pages.size >= commitPagesCachedMax) this.pages.delete(this.pages.keys().next().value!);
     }
@@ -189,10 +228,9 @@ export class CommitList {
   at(commit: number): CommitRecord {
     const part = this.partOf(commit);
     const index = commit - part.firstCommit;
-    if (part.kind === 'held') return part.commits[index];
-    const pageCommits = part.head.pageCommits;
-    const record = this.page(part, Math.floor(index / pageCommits))[index % pageCommits];
-    assert(record.commit === commit, 'a summary page holds the commits its head says');
+    const page = Math.floor(index / part.pageCommits);
+    const record = page < part.pages.length ? this.page(part, page)[index % part.pageCommits] : part.open[index - part.pages.length * part.pageCommits];
+    assert(record?.commit === commit, 'a page holds the commits its place says');
     return record;
   }
 
@@ -211,25 +249,21 @@ export class CommitList {
     let high = this.parts.length;
     while (low < high) {
       const middle = (low + high) >>> 1;
-      if (partLastPosition(this.parts[middle]) < position) low = middle + 1;
+      if (this.parts[middle].lastPosition < position) low = middle + 1;
       else high = middle;
     }
     if (low === this.parts.length) return Math.min(this.count, limit) + 1;
     const part = this.parts[low];
-    let first = part.firstCommit;
-    let last = part.firstCommit + partLength(part) - 1;
-    if (part.kind === 'summary') {
-      const pages = part.head.pages;
-      let page = 0;
-      let pageHigh = pages.length - 1;
-      while (page < pageHigh) {
-        const middle = (page + pageHigh) >>> 1;
-        if (pages[middle].lastPosition < position) page = middle + 1;
-        else pageHigh = middle;
-      }
-      first = part.firstCommit + page * part.head.pageCommits;
-      last = Math.min(last, first + part.head.pageCommits - 1);
+    const pages = part.pages;
+    let page = 0;
+    let pageHigh = pages.length;
+    while (page < pageHigh) {
+      const middle = (page + pageHigh) >>> 1;
+      if (pages[middle].lastPosition < position) page = middle + 1;
+      else pageHigh = middle;
     }
+    let first = part.firstCommit + page * part.pageCommits;
+    let last = Math.min(part.firstCommit + part.count - 1, first + part.pageCommits - 1);
     while (first < last) {
       const middle = (first + last) >>> 1;
       if (this.at(middle).lastPosition < position) first = middle + 1;
@@ -242,33 +276,29 @@ export class CommitList {
   commitOfStream(id: string): number | undefined {
     for (let at = this.parts.length - 1; at >= 0; at--) {
       const part = this.parts[at];
-      if (part.kind === 'held') {
-        const found = part.streams.get(id);
-        if (found !== undefined) return found;
-        continue;
+      let candidates: number[];
+      if (part.summary) candidates = summaryStreamCandidates(this.kernels, part.summary, id).map((index) => part.firstCommit + index);
+      else {
+        const held = part.streams!.get(this.streamHash(id));
+        candidates = held === undefined ? [] : typeof held === 'number' ? [held] : held;
       }
-      for (const index of summaryStreamCandidates(this.kernels, part.head, id)) {
-        if (this.at(part.firstCommit + index).stream === id) return part.firstCommit + index;
-      }
+      for (const commit of candidates) if (this.at(commit).stream === id) return commit;
     }
     return undefined;
   }
 
-  /** Bytes of the runs of commits `from` to `to` (inclusive): whole pages from their heads. */
+  /** Bytes of the runs of commits `from` to `to` (inclusive): whole pages from their tables. */
   runBytes(from: number, to: number): number {
     let sum = 0;
     for (let commit = from; commit <= to; ) {
       const part = this.partOf(commit);
-      if (part.kind === 'summary') {
-        const { pageCommits, pages } = part.head;
-        const page = Math.floor((commit - part.firstCommit) / pageCommits);
-        const pageFirst = part.firstCommit + page * pageCommits;
-        const pageLast = pageFirst + Math.min(pageCommits, part.head.commitCount - page * pageCommits) - 1;
-        if (commit === pageFirst && pageLast <= to) {
-          sum += pages[page].runBytes;
-          commit = pageLast + 1;
-          continue;
-        }
+      const page = Math.floor((commit - part.firstCommit) / part.pageCommits);
+      const pageFirst = part.firstCommit + page * part.pageCommits;
+      const pageLast = Math.min(pageFirst + part.pageCommits, part.firstCommit + part.count) - 1;
+      if (page < part.pages.length && commit === pageFirst && pageLast <= to) {
+        sum += part.pages[page].runBytes;
+        commit = pageLast + 1;
+        continue;
       }
       sum += this.at(commit).runBytes;
       commit++;
@@ -284,16 +314,10 @@ export class CommitList {
       const previous = out[out.length - 1];
       if (previous?.segment === part.segment) {
         // Held commits of one segment split by stand-ins for commits lost inside it.
-        out[out.length - 1] = { ...previous, commits: part.firstCommit + partLength(part) - previous.firstCommit, lastPosition: partLastPosition(part) };
+        out[out.length - 1] = { ...previous, commits: part.firstCommit + part.count - previous.firstCommit, lastPosition: part.lastPosition };
         continue;
       }
-      out.push({
-        segment: part.segment,
-        firstCommit: part.firstCommit,
-        commits: partLength(part),
-        lastPosition: partLastPosition(part),
-        summarized: part.kind === 'summary',
-      });
+      out.push({ segment: part.segment, firstCommit: part.firstCommit, commits: part.count, lastPosition: part.lastPosition, summarized: part.summary !== undefined });
     }
     return out;
   }
@@ -304,8 +328,8 @@ export class CommitList {
     for (const part of this.parts) {
       if (part.segment !== segment) continue;
       // Pushed one by one: a segment may hold more commits than a spread can pass as arguments.
-      if (part.kind === 'held') for (const commit of part.commits) out.push(commit);
-      else for (let page = 0; page < part.head.pages.length; page++) for (const commit of readSummaryPage(this.kernels, part.head, page)) out.push(commit);
+      for (let page = 0; page < part.pages.length; page++) for (const commit of this.decodePage(part, page)) out.push(commit);
+      for (const commit of part.open) out.push(commit);
     }
     return out;
   }

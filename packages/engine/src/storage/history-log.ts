@@ -258,7 +258,6 @@ export class History {
     history.headDamage = pending;
     const active = segments.active;
     history.activeBase = active?.header.base;
-    history.activeCommits = active && segmentCommits.every((commit) => commit.segment === active.header.base) ? segmentCommits : [];
     if (useSummaries && !readOnly) {
       for (const { segment, end, commits, reason } of unsummarized) {
         if (segment === active) continue;
@@ -273,7 +272,6 @@ export class History {
   readonly summaryRebuilds: { segment: number; file: string; reason: string }[] = [];
   /** The segment the last published commit lies in, and its commits: its summary, once finished. */
   private activeBase: number | undefined;
-  private activeCommits: CommitRecord[] = [];
   /** Summary files being written in the background, one after another. */
   private summaryWrites: Promise<void> = Promise.resolve();
 
@@ -285,13 +283,17 @@ export class History {
     this.commits.push(commit);
     if (commit.segment !== this.activeBase) {
       const finished = this.activeBase === undefined ? undefined : this.segments.segments.find((segment) => segment.header.base === this.activeBase);
-      if (finished && finished !== this.segments.active && this.activeCommits.length > 0) {
-        this.writeSummaryLater(finished, finished.durableEnd, this.activeCommits);
+      if (finished && finished !== this.segments.active) {
+        const commits = this.commits.commitsInSegment(finished.header.base);
+        // A summary stands for its whole segment: one whose commits corruption broke gets none,
+        // and is read whole (and its damage reported) on every open.
+        const whole = commits.every((held, at) =>
+          at === 0 ? held.commit === finished.header.baseCommit && held.firstPosition === finished.header.base : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1,
+        );
+        if (commits.length > 0 && whole) this.writeSummaryLater(finished, finished.durableEnd, commits);
       }
       this.activeBase = commit.segment;
-      this.activeCommits = [];
     }
-    this.activeCommits.push(commit);
   }
 
   /**

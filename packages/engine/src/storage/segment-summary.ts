@@ -77,6 +77,64 @@ function streamHash(kernels: Kernels, stream: string): number {
   return kernels.crc32(utf8Encode(stream));
 }
 
+/**
+ * A page of commit records, as summaries store them (and as a feed keeps its active segment's
+ * commits in memory): each commit's fields (`writeCommitFields`) and its run's start, then a
+ * `u32` CRC-32 of those bytes.
+ */
+export function encodeCommitPage(kernels: Kernels, commits: readonly CommitRecord[]): Uint8Array {
+  const writer = new ByteWriter(commits.length * 64 + 4);
+  for (const commit of commits) {
+    writeCommitFields(writer, commit);
+    writer.varint(commit.runStart);
+  }
+  const records = writer.finish();
+  const bytes = new Uint8Array(records.length + 4);
+  bytes.set(records);
+  new DataView(bytes.buffer).setUint32(records.length, kernels.crc32(records), true);
+  return bytes;
+}
+
+/** What a page must hold: `count` commits from `firstCommit` at `firstPosition`, ending at `lastPosition`. */
+export interface CommitPageShape {
+  readonly segment: number;
+  readonly firstCommit: number;
+  readonly firstPosition: number;
+  readonly lastPosition: number;
+  readonly count: number;
+  /** The segment's end: every run lies before it. */
+  readonly end: number;
+}
+
+/**
+ * Decodes a page of commit records, checked by its CRC and against its shape: the commits
+ * follow each other from the page's first, and their runs lie inside the segment.
+ */
+export function decodeCommitPage(kernels: Kernels, bytes: Uint8Array, shape: CommitPageShape, what: string): CommitRecord[] {
+  const reader = new ByteReader(bytes, 0, Math.max(0, bytes.length - 4), what);
+  if (bytes.length < 4 || kernels.crc32(bytes.subarray(0, bytes.length - 4)) !== new DataView(bytes.buffer, bytes.byteOffset).getUint32(bytes.length - 4, true)) {
+    throw reader.corrupt('CRC mismatch');
+  }
+  let expectedCommit = shape.firstCommit;
+  let expectedPosition = shape.firstPosition;
+  const commits: CommitRecord[] = [];
+  for (let index = 0; index < shape.count; index++) {
+    // The run's start follows the commit's fields.
+    const record = readCommitFields(reader, () => ({ segment: shape.segment, runStart: 0 }));
+    const runStart = reader.varint();
+    if (record.commit !== expectedCommit || record.parent !== record.commit - 1 || record.firstPosition !== expectedPosition || runStart + record.runBytes > shape.end) {
+      throw reader.corrupt(`commit ${record.commit} does not follow the one before it`);
+    }
+    (record as { runStart: number }).runStart = runStart;
+    expectedCommit = record.commit + 1;
+    expectedPosition = record.firstPosition + record.records;
+    commits.push(record);
+  }
+  reader.expectEnd();
+  if (expectedPosition - 1 !== shape.lastPosition) throw reader.corrupt('its commits end elsewhere than its head says');
+  return commits;
+}
+
 export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCommits = summaryPageCommits): Uint8Array {
   const { commits } = summary;
   const pageCount = Math.ceil(commits.length / pageCommits);
@@ -85,15 +143,7 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCom
   let offset = headBytes + pageCount * pageEntryBytes;
   for (let page = 0; page < pageCount; page++) {
     const inPage = commits.slice(page * pageCommits, (page + 1) * pageCommits);
-    const writer = new ByteWriter(inPage.length * 64 + 4);
-    for (const commit of inPage) {
-      writeCommitFields(writer, commit);
-      writer.varint(commit.runStart);
-    }
-    const records = writer.finish();
-    const bytes = new Uint8Array(records.length + 4);
-    bytes.set(records);
-    new DataView(bytes.buffer).setUint32(records.length, kernels.crc32(records), true);
+    const bytes = encodeCommitPage(kernels, inPage);
     pages.push(bytes);
     const last = inPage[inPage.length - 1];
     table.push({ offset, length: bytes.length, lastPosition: last.lastPosition, runBytes: inPage.reduce((sum, commit) => sum + commit.runBytes, 0) });
@@ -181,33 +231,23 @@ export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: S
  * commits follow each other from the page's first, their runs lie inside the segment.
  */
 export function decodeSummaryPage(kernels: Kernels, head: SummaryHead, page: number, bytes: Uint8Array): CommitRecord[] {
-  const what = `summary ${head.file}, page ${page}`;
   const entry = head.pages[page];
-  const reader = new ByteReader(bytes, 0, bytes.length - 4, what);
-  if (bytes.length !== entry.length) throw reader.corrupt(`the page is ${bytes.length} bytes, its head says ${entry.length}`);
-  if (kernels.crc32(bytes.subarray(0, bytes.length - 4)) !== new DataView(bytes.buffer, bytes.byteOffset).getUint32(bytes.length - 4, true)) {
-    throw reader.corrupt('CRC mismatch');
-  }
+  const what = `summary ${head.file}, page ${page}`;
+  if (bytes.length !== entry.length) throw new ByteReader(bytes, 0, 0, what).corrupt(`the page is ${bytes.length} bytes, its head says ${entry.length}`);
   const first = page * head.pageCommits;
-  const count = Math.min(head.pageCommits, head.commitCount - first);
-  let expectedCommit = head.baseCommit + first;
-  let expectedPosition = page === 0 ? head.base : head.pages[page - 1].lastPosition + 1;
-  const commits: CommitRecord[] = [];
-  for (let index = 0; index < count; index++) {
-    // The run's start follows the commit's fields.
-    const record = readCommitFields(reader, () => ({ segment: head.base, runStart: 0 }));
-    const runStart = reader.varint();
-    if (record.commit !== expectedCommit || record.parent !== record.commit - 1 || record.firstPosition !== expectedPosition || runStart + record.runBytes > head.end) {
-      throw reader.corrupt(`commit ${record.commit} does not follow the one before it`);
-    }
-    (record as { runStart: number }).runStart = runStart;
-    expectedCommit = record.commit + 1;
-    expectedPosition = record.firstPosition + record.records;
-    commits.push(record);
-  }
-  reader.expectEnd();
-  if (expectedPosition - 1 !== entry.lastPosition) throw reader.corrupt('its commits end elsewhere than its head says');
-  return commits;
+  return decodeCommitPage(
+    kernels,
+    bytes,
+    {
+      segment: head.base,
+      firstCommit: head.baseCommit + first,
+      firstPosition: page === 0 ? head.base : head.pages[page - 1].lastPosition + 1,
+      lastPosition: entry.lastPosition,
+      count: Math.min(head.pageCommits, head.commitCount - first),
+      end: head.end,
+    },
+    what,
+  );
 }
 
 /** Decodes and checks a whole summary, every page (what `verify` compares with the segment). */
