@@ -50,7 +50,9 @@ describe('index builds on the worker thread', () => {
       execFileSync(process.execPath, ['-e', writerScript(directory, kernels, 120)], { encoding: 'utf8' });
       const built = derivedFiles(directory);
       expect([...built.keys()].filter((name) => name.endsWith('.idx')).length).toBeGreaterThanOrEqual(4);
-      expect([...built.keys()].filter((name) => name.endsWith('.keys')).length).toBe([...built.keys()].filter((name) => name.endsWith('.idx')).length);
+      for (const extension of ['.keys', '.fps']) {
+        expect([...built.keys()].filter((name) => name.endsWith(extension)).length, extension).toBe([...built.keys()].filter((name) => name.endsWith('.idx')).length);
+      }
       const expected = await readEverything(directory);
 
       // Rebuilt here, from the sources: on this thread.

@@ -1,13 +1,16 @@
 /**
  * The worker thread that builds sealed segments' derived files off the event loop: an index
- * segment's data (FST and posting lists) and a key dictionary's bytes. It runs the same
+ * segment's data (FST and posting lists) and a key or fingerprint dictionary's bytes (merged
+ * with the dictionaries before it). It runs the same
  * functions, with the same kernel set, as a build on the main thread would, so the bytes are
  * the same wherever they were built.
  */
 import { parentPort } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
-import { encodeKeyFile, type KeyWinner } from '../storage/key-file.js';
+import { keyCacheBytesMax } from '../limits.js';
+import { encodeKeyFile, type KeyWinner, type TermOrder } from '../storage/key-file.js';
 import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
+import { DictionarySections, mergeWithEarlier, type DictionaryFile } from './key-merge.js';
 
 export type BuildJob =
   | { readonly id: number; readonly kernels: 'native' | 'ts'; readonly kind: 'index'; readonly source: FlatIndexSource }
@@ -15,11 +18,21 @@ export type BuildJob =
       readonly id: number;
       readonly kernels: 'native' | 'ts';
       readonly kind: 'keys';
+      readonly order: TermOrder;
       readonly base: number;
       readonly count: number;
-      readonly keys: string[];
-      readonly winners: KeyWinner[];
+      readonly terms: string[];
+      /** Each term's winner in the segment, as columns. */
+      readonly positions: Float64Array;
+      readonly versions: Float64Array;
+      readonly locators: Uint32Array;
+      readonly tombstones: Uint8Array;
+      /** The dictionaries of the segments before, newest first. */
+      readonly earlier: DictionaryFile[];
     };
+
+/** Earlier dictionaries' filters and FSTs, kept between builds (each build reads them all). */
+const sections = new Map<string, DictionarySections>();
 
 parentPort?.on('message', (job: BuildJob) => {
   try {
@@ -28,7 +41,16 @@ parentPort?.on('message', (job: BuildJob) => {
       const data = buildIndexData(kernels, unflattenIndexSource(job.source));
       parentPort!.postMessage({ id: job.id, result: data });
     } else {
-      const bytes = encodeKeyFile(kernels, job.base, job.count, job.keys.map((key, at) => ({ key, winner: job.winners[at] })));
+      const own: KeyWinner[] = job.terms.map((_, at) => ({
+        position: job.positions[at],
+        version: job.versions[at],
+        locator: job.locators[at],
+        tombstone: job.tombstones[at] === 1,
+      }));
+      let held = sections.get(job.kernels);
+      if (!held) sections.set(job.kernels, (held = new DictionarySections(kernels, keyCacheBytesMax)));
+      const winners = mergeWithEarlier(kernels, job.order, job.terms, own, job.earlier, held);
+      const bytes = encodeKeyFile(kernels, job.base, job.count, job.terms.map((key, at) => ({ key, winner: winners[at] })));
       parentPort!.postMessage({ id: job.id, result: bytes }, [bytes.buffer as ArrayBuffer]);
     }
   } catch (error) {

@@ -10,9 +10,10 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Kernels } from '../kernels/kernels.js';
-import { encodeKeyFile, type KeyWinner } from '../storage/key-file.js';
+import type { KeyWinner, TermOrder } from '../storage/key-file.js';
 import { buildIndexData, flattenIndexSource, type IndexData, type IndexSource } from '../storage/index-segment.js';
 import type { BuildJob } from './index-build-worker.js';
+import type { DictionaryFile } from './key-merge.js';
 
 type Reply = { id: number; result?: unknown; error?: string };
 /** A job as the caller gives it: the worker's message without its id (kept per kind of job). */
@@ -82,20 +83,29 @@ export async function buildIndexDataOffThread(kernels: Kernels, source: IndexSou
   return pending ? ((await pending) as IndexData) : buildIndexData(kernels, source);
 }
 
-/** A key dictionary's bytes, encoded off the event loop when a worker can run. */
-export async function encodeKeyFileOffThread(
+/**
+ * A key or fingerprint dictionary's bytes, built on the worker: `terms` with their winners in
+ * the segment (`own`) merged with the dictionaries before it (`earlier`, newest first), then
+ * encoded. Undefined when there is no worker: the caller builds it on its own thread. Rejects
+ * when an earlier dictionary fails a check (the caller's own build rebuilds it).
+ */
+export async function buildKeyFileOffThread(
   kernels: Kernels,
+  order: TermOrder,
   base: number,
   count: number,
-  entries: { readonly key: string; readonly winner: KeyWinner }[],
-): Promise<Uint8Array> {
-  const pending = worker.run({
-    kernels: kernels.name,
-    kind: 'keys',
-    base,
-    count,
-    keys: entries.map((entry) => entry.key),
-    winners: entries.map((entry) => entry.winner),
-  });
-  return pending ? ((await pending) as Uint8Array) : encodeKeyFile(kernels, base, count, entries);
+  terms: string[],
+  own: readonly KeyWinner[],
+  earlier: readonly DictionaryFile[],
+): Promise<Uint8Array | undefined> {
+  // Winners go as columns, moved rather than copied: a segment has hundreds of thousands.
+  const positions = Float64Array.from(own, (winner) => winner.position);
+  const versions = Float64Array.from(own, (winner) => winner.version);
+  const locators = Uint32Array.from(own, (winner) => winner.locator);
+  const tombstones = Uint8Array.from(own, (winner) => (winner.tombstone ? 1 : 0));
+  const pending = worker.run(
+    { kernels: kernels.name, kind: 'keys', order, base, count, terms, positions, versions, locators, tombstones, earlier: [...earlier] },
+    [positions.buffer, versions.buffer, locators.buffer, tombstones.buffer],
+  );
+  return pending ? ((await pending) as Uint8Array) : undefined;
 }

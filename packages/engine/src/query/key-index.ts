@@ -24,6 +24,7 @@ import { utf8Encode } from '../storage/codec.js';
 import { fingerprintKey, type CommitRecord } from '../storage/history.js';
 import type { History } from '../storage/history-log.js';
 import {
+  encodeKeyFile,
   filterMayHold,
   keyFileHeadBytes,
   keyHashes,
@@ -31,32 +32,22 @@ import {
   readKeyFileHead,
   readKeySection,
   readWinner,
+  prefers,
   winnerAt,
-  winsOver,
   writeKeyFile,
   type KeyFileHead,
   type KeyWinner,
+  type TermOrder,
 } from '../storage/key-file.js';
 import type { ManifestEntry } from '../storage/records.js';
 import { segmentsOf, type IndexRebuild } from './feed-index.js';
-import { encodeKeyFileOffThread } from './index-builder.js';
+import { buildKeyFileOffThread } from './index-builder.js';
 
 /**
  * Every occurrence of every key in one segment, in position order (active or just sealed). The
  * occurrences are columns, not objects: a segment holds hundreds of thousands of them, and an
  * object each would cost the collector more than the lookups cost.
  */
-/**
- * Which occurrence of a term a dictionary keeps: a key's winner (`latest`: the highest version,
- * then the highest position) or a fingerprint's first occurrence (`first`: the lowest position).
- */
-export type TermOrder = 'latest' | 'first';
-
-/** True when occurrence `a` is kept over `b` in `order` (any occurrence over none). */
-function prefers(order: TermOrder, a: KeyWinner, b: KeyWinner | undefined): boolean {
-  return order === 'latest' ? winsOver(a, b) : b === undefined || a.position < b.position;
-}
-
 /**
  * What each kind of dictionary is made of: the file's name, and the term, version and tombstone
  * flag of a manifest entry (a fingerprint's occurrences have neither: only positions count).
@@ -241,25 +232,41 @@ export class KeyIndex {
   }
 
   /**
-   * Builds the dictionary of `slot` from its keys: each key's winner in the segment against its
-   * winner in the history before it. Written to its file (unless read-only), then held.
+   * The merge and encoding on this thread (no worker, or dictionaries before that are not files
+   * yet, or one that failed a check — the walk rebuilds it), yielding now and then.
    */
-  private async build(slot: SealedKeys, keys: SegmentKeys): Promise<void> {
-    const before = this.sealed.indexOf(slot) - 1;
+  private async buildHere(slot: SealedKeys, before: number, terms: readonly string[], own: readonly KeyWinner[]): Promise<Uint8Array> {
     const entries: { key: string; winner: KeyWinner }[] = [];
-    let merged = 0;
-    for (const key of keys.keys()) {
-      const winner = keys.winnerUpTo(key, Number.POSITIVE_INFINITY)!;
+    for (const [index, key] of terms.entries()) {
       let earlier: KeyWinner | undefined;
       if (before >= 0) {
         const bytes = utf8Encode(key);
         earlier = await this.walk(key, bytes, keyHashes(bytes), before, slot.base - 1, undefined);
       }
-      entries.push({ key, winner: earlier && prefers(this.order, earlier, winner) ? earlier : winner });
+      entries.push({ key, winner: earlier && prefers(this.order, earlier, own[index]) ? earlier : own[index] });
       // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
-      if (++merged % keyBuildYieldKeys === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      if ((index + 1) % keyBuildYieldKeys === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    const bytes = await encodeKeyFileOffThread(this.kernels, slot.base, slot.count, entries);
+    return encodeKeyFile(this.kernels, slot.base, slot.count, entries);
+  }
+
+  /**
+   * Builds the dictionary of `slot` from its keys: each key's winner in the segment against its
+   * winner in the history before it. Written to its file (unless read-only), then held.
+   */
+  private async build(slot: SealedKeys, keys: SegmentKeys): Promise<void> {
+    const before = this.sealed.indexOf(slot) - 1;
+    const terms = [...keys.keys()];
+    const own = terms.map((term) => keys.winnerUpTo(term, Number.POSITIVE_INFINITY)!);
+    // On the worker when every dictionary before is a file it can read: the merge walks them
+    // all for each of the segment's hundreds of thousands of terms.
+    const earlier = this.sealed.slice(0, before + 1).reverse();
+    let bytes: Uint8Array | undefined;
+    if (earlier.every((previous) => previous.head && !previous.resident && !previous.pinned)) {
+      const files = earlier.map((previous) => ({ file: this.fileFor(previous.base), head: previous.head! }));
+      bytes = await buildKeyFileOffThread(this.kernels, this.order, slot.base, slot.count, terms, own, files).catch(() => undefined);
+    }
+    bytes ??= await this.buildHere(slot, before, terms, own);
     const file = this.fileFor(slot.base);
     if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);

@@ -47,6 +47,17 @@ export function winsOver(a: { version: number; position: number }, b: { version:
 }
 
 /**
+ * Which occurrence of a term a dictionary keeps: a key's winner (`latest`: the highest version,
+ * then the highest position) or a fingerprint's first occurrence (`first`: the lowest position).
+ */
+export type TermOrder = 'latest' | 'first';
+
+/** True when occurrence `a` is kept over `b` in `order` (any occurrence over none). */
+export function prefers(order: TermOrder, a: KeyWinner, b: KeyWinner | undefined): boolean {
+  return order === 'latest' ? winsOver(a, b) : b === undefined || a.position < b.position;
+}
+
+/**
  * The two hashes a key's filter probes are made from. They are computed by the TypeScript CRC
  * functions whatever kernel set is in use: keys are short, so a call into the native module
  * would cost more than the hash, and the native CRCs give the same values anyway.
