@@ -3,6 +3,8 @@
 //! The seed is the finished CRC of the bytes before, exactly as `zlib.crc32(bytes, seed)` takes
 //! it, so `crc(b, crc(a, 0)) == crc(a ++ b, 0)`.
 
+use crate::error::{KernelError, KernelResult};
+
 /// CRC-32 (IEEE) of `bytes`, continuing from `seed`. `crc32fast` picks a PCLMULQDQ folding
 /// implementation at run time when the CPU has it, and a table one otherwise.
 pub fn crc32(bytes: &[u8], seed: u32) -> u32 {
@@ -102,9 +104,75 @@ unsafe fn crc32c_update_sse42(state: u32, bytes: &[u8]) -> u32 {
     narrow_state
 }
 
+/// Checks ranges `[ranges[2i], ranges[2i + 1])` against a buffer of `length` bytes.
+fn check_ranges(ranges: &[u32], length: usize) -> KernelResult<()> {
+    if ranges.len() % 2 != 0 {
+        return Err(KernelError::invalid_argument(format!(
+            "ranges come in start and end pairs, but {} offsets were given",
+            ranges.len()
+        )));
+    }
+    for (index, pair) in ranges.chunks_exact(2).enumerate() {
+        if pair[0] > pair[1] || pair[1] as usize > length {
+            return Err(KernelError::invalid_argument(format!(
+                "range {index} [{}, {}) is reversed or runs past the {length} bytes",
+                pair[0], pair[1]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// CRC-32C of each range `[ranges[2i], ranges[2i + 1])` of `bytes`: one call for the checksums
+/// of a whole manifest frame's entries.
+pub fn crc32c_ranges(bytes: &[u8], ranges: &[u32]) -> KernelResult<Vec<u32>> {
+    check_ranges(ranges, bytes.len())?;
+    Ok(ranges
+        .chunks_exact(2)
+        .map(|pair| crc32c(&bytes[pair[0] as usize..pair[1] as usize], 0))
+        .collect())
+}
+
+/// CRC-32C and CRC-32 of each range `[ranges[2i], ranges[2i + 1])` of `bytes`, interleaved
+/// (`out[2i]` the CRC-32C, `out[2i + 1]` the CRC-32): what a run needs of each payload (its
+/// dedup hash and its default fingerprint) in one call for the whole run.
+pub fn payload_checksums(bytes: &[u8], ranges: &[u32]) -> KernelResult<Vec<u32>> {
+    check_ranges(ranges, bytes.len())?;
+    let mut out = Vec::with_capacity(ranges.len());
+    for pair in ranges.chunks_exact(2) {
+        let item = &bytes[pair[0] as usize..pair[1] as usize];
+        out.push(crc32c(item, 0));
+        out.push(crc32(item, 0));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_give_each_range_its_own_crcs() {
+        let bytes = b"hello, world123456789";
+        let ranges = [0u32, 5, 5, 12, 12, 21, 3, 3];
+        let crcs = crc32c_ranges(bytes, &ranges).unwrap();
+        assert_eq!(crcs, vec![crc32c(b"hello", 0), crc32c(b", world", 0), 0xE306_9283, 0]);
+        let both = payload_checksums(bytes, &ranges).unwrap();
+        assert_eq!(both.len(), 8);
+        assert_eq!(&both[4..6], &[0xE306_9283, 0xCBF4_3926]);
+        assert_eq!(both[2], crc32c(b", world", 0));
+        assert_eq!(both[3], crc32(b", world", 0));
+    }
+
+    #[test]
+    fn ranges_that_do_not_fit_are_refused() {
+        for ranges in [&[0u32, 5, 1][..], &[4, 2], &[0, 22]] {
+            let error = crc32c_ranges(b"hello, world123456789", ranges).unwrap_err();
+            assert_eq!(error.code, crate::error::ErrorCode::InvalidArgument);
+            assert_eq!(payload_checksums(b"hello, world123456789", ranges).unwrap_err().code, crate::error::ErrorCode::InvalidArgument);
+        }
+        assert_eq!(crc32c_ranges(b"", &[]).unwrap(), Vec::<u32>::new());
+    }
 
     /// The standard check input of CRC catalogues.
     const CHECK_INPUT: &[u8] = b"123456789";

@@ -46,6 +46,18 @@ pub fn crc32c(bytes: &[u8], seed: Option<u32>) -> u32 {
     crc::crc32c(bytes, seed.unwrap_or(0))
 }
 
+/// CRC-32C of each range `[ranges[2i], ranges[2i + 1])` of `bytes`.
+#[napi(js_name = "crc32cRanges")]
+pub fn crc32c_ranges(bytes: &[u8], ranges: &[u32]) -> napi::Result<Uint32Array, ErrorCode> {
+    Ok(Uint32Array::new(crc::crc32c_ranges(bytes, ranges)?))
+}
+
+/// CRC-32C and CRC-32 of each range of `bytes`, interleaved.
+#[napi]
+pub fn payload_checksums(bytes: &[u8], ranges: &[u32]) -> napi::Result<Uint32Array, ErrorCode> {
+    Ok(Uint32Array::new(crc::payload_checksums(bytes, ranges)?))
+}
+
 /// Fills in the CRC field of every frame that starts at one of `frameOffsets`, in place.
 #[napi]
 pub fn frame_checksums_write(

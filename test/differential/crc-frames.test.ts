@@ -248,6 +248,57 @@ function applyFrameDamage(buffer: Uint8Array, offsets: Uint32Array, damage: Fram
   return { buffer: damaged, offsets };
 }
 
+describe('batched checksums (crc32cRanges, payloadChecksums): native and ts agree', () => {
+  it('give each range the CRCs a single call gives it, and refuse ranges that do not fit alike', () => {
+    const tally = branchTally('batched checksums', ['no ranges', 'an empty range', 'overlapping ranges', 'ranges out of order', 'many ranges', 'refused: odd count', 'refused: reversed', 'refused: past the end']);
+    // Buffers of 0 to 4 KiB and 0 to 300 ranges: mostly valid ranges anywhere in the buffer (empty,
+    // overlapping, in any order), sometimes a bad one (reversed, past the end) or an odd count.
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ maxLength: 4096, size: 'max' }),
+        fc.array(fc.tuple(fc.nat(), fc.nat(), fc.nat(20)), { maxLength: 300, size: 'max' }),
+        fc.nat(20),
+        (bytes, picks, spoil) => {
+          const ranges: number[] = [];
+          for (const [a, b] of picks) {
+            const start = bytes.length === 0 ? 0 : a % (bytes.length + 1);
+            const end = start + (bytes.length === 0 ? 0 : b % (bytes.length - start + 1));
+            ranges.push(start, end);
+          }
+          if (spoil === 0 && ranges.length > 0) ranges.pop();
+          if (spoil === 1 && ranges.length > 1 && ranges[1] > ranges[0]) [ranges[0], ranges[1]] = [ranges[1], ranges[0]];
+          if (spoil === 2 && ranges.length > 1) ranges[1] = bytes.length + 1;
+          const input = Uint32Array.from(ranges);
+          const valid = ranges.length % 2 === 0 && ranges.every((value, at) => (at % 2 === 0 ? value <= ranges[at + 1] : value <= bytes.length));
+          tally.hit('no ranges', ranges.length === 0);
+          tally.hit('an empty range', valid && ranges.some((value, at) => at % 2 === 0 && value === ranges[at + 1]));
+          tally.hit('overlapping ranges', valid && ranges.length >= 4 && ranges[2] < ranges[1] && ranges[3] > ranges[0]);
+          tally.hit('ranges out of order', valid && ranges.length >= 4 && ranges[2] < ranges[0]);
+          tally.hit('many ranges', valid && ranges.length >= 200);
+          tally.hit('refused: odd count', ranges.length % 2 === 1);
+          tally.hit('refused: reversed', ranges.length % 2 === 0 && ranges.some((value, at) => at % 2 === 0 && value > ranges[at + 1]));
+          tally.hit('refused: past the end', ranges.length % 2 === 0 && ranges.some((value) => value > bytes.length));
+          const single = expectSameOutcome((kernels) => kernels.crc32cRanges(bytes, input));
+          const both = expectSameOutcome((kernels) => kernels.payloadChecksums(bytes, input));
+          expect(single.ok, 'crc32cRanges accepts exactly the valid ranges').toBe(valid);
+          expect(both.ok, 'payloadChecksums accepts exactly the valid ranges').toBe(valid);
+          if (!single.ok || !both.ok) {
+            expect([single, both].map((outcome) => (outcome.ok ? 'ok' : outcome.code))).toEqual(['INVALID_ARGUMENT', 'INVALID_ARGUMENT']);
+            return;
+          }
+          for (let index = 0; index < ranges.length / 2; index++) {
+            const piece = bytes.subarray(ranges[2 * index], ranges[2 * index + 1]);
+            expect(single.value[index]).toBe(native.crc32c(piece));
+            expect([both.value[2 * index], both.value[2 * index + 1]]).toEqual([native.crc32c(piece), zlib.crc32(piece)]);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+    tally.expectAllReached();
+  });
+});
+
 describe('frame checksums: native and ts agree', () => {
   it('write the same CRCs, and each verifies what the other wrote', () => {
     const tally = branchTally('frame checksums', [

@@ -53,6 +53,20 @@ export interface Kernels {
   crc32c(bytes: Uint8Array, seed?: number): number;
 
   /**
+   * CRC-32C of each range `[ranges[2i], ranges[2i + 1])` of `bytes`, in one call: the checksums
+   * of a manifest frame's entries. Throws `INVALID_ARGUMENT` for an odd count or a range that is
+   * reversed or runs past the buffer.
+   */
+  crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
+
+  /**
+   * CRC-32C and CRC-32 of each range of `bytes` (as `crc32cRanges` takes them), interleaved:
+   * `out[2i]` the CRC-32C, `out[2i + 1]` the CRC-32. What a run needs of each payload — its dedup
+   * hash and its default fingerprint — in one call for the whole run.
+   */
+  payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
+
+  /**
    * Fills in the CRC field of every frame that starts at one of `frameOffsets` in `buffer`.
    * A frame is `u32le length` (top bit: control record; the other 31 bits: data length),
    * `u32le crc32(data)`, then the data. Throws `INVALID_ARGUMENT` when a frame does not fit.

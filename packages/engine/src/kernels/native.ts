@@ -19,6 +19,8 @@ import type { FstEntries, FstRange, Kernels, PackedBytes } from './kernels.js';
 export interface NativeModule {
   crc32(bytes: Uint8Array, seed?: number): number;
   crc32c(bytes: Uint8Array, seed?: number): number;
+  crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
+  payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
   frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void;
   frameChecksumsVerify(buffer: Uint8Array, frameOffsets: Uint32Array): number;
   fstBuild(keys: Uint8Array, ends: Uint32Array, values: Float64Array): Uint8Array;
@@ -48,6 +50,8 @@ export interface NativeModule {
 const nativeFunctionNames: readonly (keyof NativeModule)[] = [
   'crc32',
   'crc32c',
+  'crc32cRanges',
+  'payloadChecksums',
   'frameChecksumsWrite',
   'frameChecksumsVerify',
   'fstBuild',
@@ -132,6 +136,20 @@ export function loadNativeKernels(): Kernels {
     crc32c(bytes: Uint8Array, seed?: number): number {
       try {
         return native.crc32c(bytes, seed);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+      try {
+        return native.crc32cRanges(bytes, ranges);
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+      try {
+        return native.payloadChecksums(bytes, ranges);
       } catch (error) {
         throw translate(error);
       }

@@ -211,7 +211,7 @@ export function readWalRecord(reader: ByteReader): RecordData {
   return { payload: reader.raw(reader.remaining), timestamp, fingerprint, key, version, tombstone: (flags & isTombstone) !== 0, type, tags };
 }
 
-/** One manifest entry: the record's metadata, its fingerprint, and where its payload lies. */
+/** One manifest entry: the record's metadata, its fingerprint, and where its payload lies; its CRC is left 0 for the caller to fill in. */
 export function writeManifestEntry(
   writer: ByteWriter,
   record: Omit<RecordData, 'payload' | 'timestamp'>,
@@ -219,14 +219,13 @@ export function writeManifestEntry(
   timestamp: number,
   fingerprint: Uint8Array,
   payload: PayloadLocation,
-  crc32c: (bytes: Uint8Array) => number,
 ): void {
-  const start = writer.length;
   const flags = flagsOf(record) | hasFingerprint;
   writer.u8(flags).varint(seq).varint(timestamp).bytes(fingerprint);
   writeMetadata(writer, flags & ~hasFingerprint, record);
   writer.varint(payload.segment).varint(payload.offset).varint(payload.length).u32(payload.crc);
-  writer.u32(crc32c(writer.peek().subarray(start)));
+  // The entry's CRC-32C, filled in by the caller for a whole frame of entries at once.
+  writer.u32(0);
 }
 
 /**

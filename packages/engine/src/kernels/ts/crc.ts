@@ -3,6 +3,7 @@
  * fold 16 input bytes per iteration with independent table loads, which is what gets a JIT'd
  * loop past 1 GB/s. One implementation serves both polynomials StreamStack needs.
  */
+import { StreamStackError } from '../../errors.js';
 
 /** Bytes folded per iteration of the main loop; the tables are as many. */
 const sliceBytes = 16;
@@ -79,4 +80,37 @@ export function crc32(bytes: Uint8Array, seed = 0, start = 0, end = bytes.length
 /** CRC-32C (Castagnoli) of `bytes[start, end)`, continuing from `seed`. */
 export function crc32c(bytes: Uint8Array, seed = 0, start = 0, end = bytes.length): number {
   return castagnoli.update(bytes, seed, start, end);
+}
+
+/** Checks ranges `[ranges[2i], ranges[2i + 1])` against a buffer of `length` bytes, as the native twin does. */
+function checkRanges(ranges: Uint32Array, length: number): void {
+  if (ranges.length % 2 !== 0) {
+    throw new StreamStackError('INVALID_ARGUMENT', `ranges come in start and end pairs, but ${ranges.length} offsets were given`);
+  }
+  for (let index = 0; index < ranges.length; index += 2) {
+    if (ranges[index] > ranges[index + 1] || ranges[index + 1] > length) {
+      throw new StreamStackError('INVALID_ARGUMENT', `range ${index / 2} [${ranges[index]}, ${ranges[index + 1]}) is reversed or runs past the ${length} bytes`, {
+        details: { index: index / 2, start: ranges[index], end: ranges[index + 1], bytes: length },
+      });
+    }
+  }
+}
+
+/** CRC-32C of each range of `bytes` (see `Kernels.crc32cRanges`). */
+export function crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+  checkRanges(ranges, bytes.length);
+  const out = new Uint32Array(ranges.length / 2);
+  for (let index = 0; index < out.length; index++) out[index] = crc32c(bytes, 0, ranges[2 * index], ranges[2 * index + 1]);
+  return out;
+}
+
+/** CRC-32C and CRC-32 of each range of `bytes`, interleaved (see `Kernels.payloadChecksums`). */
+export function payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+  checkRanges(ranges, bytes.length);
+  const out = new Uint32Array(ranges.length);
+  for (let index = 0; index < ranges.length; index += 2) {
+    out[index] = crc32c(bytes, 0, ranges[index], ranges[index + 1]);
+    out[index + 1] = crc32(bytes, 0, ranges[index], ranges[index + 1]);
+  }
+  return out;
 }

@@ -1,6 +1,6 @@
 /** The pure-TypeScript kernel set: no native code, the reference the native set is held to. */
 import type { Kernels } from '../kernels.js';
-import { crc32, crc32c } from './crc.js';
+import { crc32, crc32c, crc32cRanges, payloadChecksums } from './crc.js';
 import { writeDurable } from './durable.js';
 import { frameChecksumsVerify, frameChecksumsWrite } from './frames.js';
 import { fstBuild, fstGet, fstGetMany, fstLength, fstRange, fstVerify } from './fst.js';
@@ -10,6 +10,8 @@ export const tsKernels: Kernels = Object.freeze({
   name: 'ts' as const,
   crc32: (bytes: Uint8Array, seed?: number) => crc32(bytes, seed),
   crc32c: (bytes: Uint8Array, seed?: number) => crc32c(bytes, seed),
+  crc32cRanges,
+  payloadChecksums,
   frameChecksumsWrite,
   frameChecksumsVerify,
   fstBuild,
