@@ -14,14 +14,21 @@ export class FeedReads {
 
   /** The batch form of a feed read: one array per commit. */
   batches(options: ReadOptions): AsyncGenerator<StoredRecord[]> {
-    return readBatches(this.writer.snapshot(), options, this.writer.fingerprints);
+    // Options are checked now; the indexes are waited for when the read begins.
+    return this.afterIndexing(readBatches(this.writer.snapshot(), options, this.writer.fingerprints));
+  }
+
+  /** Runs `reads` once the indexes hold every commit its snapshot holds. */
+  private async *afterIndexing(reads: AsyncGenerator<StoredRecord[]>): AsyncGenerator<StoredRecord[]> {
+    await this.writer.indexed();
+    yield* reads;
   }
 
   /** The live winner of `key` as of commit `asOf` (default: the head), through the key index. */
   get(key: string, asOf?: number): Promise<StoredRecord | undefined> {
     const snapshot = this.writer.snapshot();
     const at = checkCursor(snapshot, asOf ?? snapshot.watermark.commit, 'asOf');
-    return getByKey(snapshot, this.writer.keys, key, at);
+    return this.writer.indexed().then(() => getByKey(snapshot, this.writer.keys, key, at));
   }
 
   /** The records of one published commit. */

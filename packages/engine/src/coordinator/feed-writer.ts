@@ -26,6 +26,7 @@ import { recoverLogs, replayStreams, type OpenStream } from './feed-recovery.js'
 import { GroupCommitter, GroupFull, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
+import { PublishIndexer } from './publish-indexer.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import type { Subscriptions } from './subscriptions.js';
 import { WalRetention } from './wal-retention.js';
@@ -82,6 +83,20 @@ export class FeedWriter {
   private readonly frameDataBytesMax: number;
   /** Each fingerprint's first occurrence, per sealed segment, for whole-history dedup. */
   fingerprints!: KeyIndex;
+  /**
+   * Folds published records into the indexes above and the condition maps, a slice at a time
+   * after the commit is published: whatever reads them waits for `indexed()` first.
+   */
+  private readonly indexer = new PublishIndexer<RecordInput>((run, index) => {
+    const { commit } = run;
+    const record = run.records[index];
+    const locator = run.locators[index];
+    const position = commit.firstPosition + index;
+    this.index.add(commit, record.type, record.tags, locator, position);
+    this.keys.add(commit, record.key, record.version, record.tombstone, locator, position);
+    this.fingerprints.add(commit, run.fingerprints[index], 0, false, locator, position);
+    this.conditions.note(position, record.type, record.tags);
+  });
 
   private constructor(
     readonly directory: string,
@@ -461,6 +476,7 @@ export class FeedWriter {
   /** Both arms of a condition, against this group's staged requests and the published history. */
   private async checkCondition(condition: { query: Query | undefined; after: number }, group: StagedGroup): Promise<void> {
     this.conditions.checkStaged(condition.query, group);
+    await this.indexed();
     await this.conditions.checkDurable(condition.query, condition.after, this.snapshot(), this.index);
   }
 
@@ -528,14 +544,10 @@ export class FeedWriter {
       for (const payload of built.newPayloads) {
         this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length, crc: payload.crc });
       }
-      for (let index = 0; index < run.records.length; index++) {
-        const record = run.records[index];
-        const locator = runStart + built.entryOffsets[index];
-        this.index.add(commit, record.type, record.tags, locator, commit.firstPosition + index);
-        this.keys.add(commit, record.key, record.version, record.tombstone, locator, commit.firstPosition + index);
-        this.fingerprints.add(commit, built.fingerprintTerms[index], 0, false, locator, commit.firstPosition + index);
-        this.conditions.note(commit.firstPosition + index, record.type, record.tags);
-      }
+      // Type names count toward the type limit of the very next request: noted now. The rest of
+      // the indexes take the records after this turn, a slice at a time.
+      for (const record of run.records) if (record.type !== undefined) this.index.typeNames.add(record.type);
+      this.indexer.push({ commit, records: run.records, locators: built.entryOffsets.map((offset) => runStart + offset), fingerprints: built.fingerprintTerms });
       this.history.published(commit);
       this.publish(commit);
       return commit;
@@ -571,9 +583,15 @@ export class FeedWriter {
     return this.history.readPayload(...args);
   }
 
+  /** Resolves once the indexes and condition maps hold every commit published so far. */
+  indexed(): Promise<void> {
+    return this.indexer.caughtUp();
+  }
+
   /** Resolves once every write submitted so far has settled, and maintenance with it. */
   async idle(): Promise<void> {
     await this.committer.idle();
+    await this.indexer.caughtUp();
     await this.retention.idle();
     await this.index?.flushed();
     await this.keys?.flushed();

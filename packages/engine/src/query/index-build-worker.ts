@@ -8,9 +8,9 @@
 import { parentPort } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
 import { keyCacheBytesMax } from '../limits.js';
-import { encodeKeyFile, type KeyWinner, type TermOrder } from '../storage/key-file.js';
+import { encodeKeyFile, type TermOrder } from '../storage/key-file.js';
 import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
-import { DictionarySections, mergeWithEarlier, type DictionaryFile } from './key-merge.js';
+import { DictionarySections, mergeWithEarlier, winnersOf, type DictionaryFile } from './key-merge.js';
 
 export type BuildJob =
   | { readonly id: number; readonly kernels: 'native' | 'ts'; readonly kind: 'index'; readonly source: FlatIndexSource }
@@ -41,12 +41,7 @@ parentPort?.on('message', (job: BuildJob) => {
       const data = buildIndexData(kernels, unflattenIndexSource(job.source));
       parentPort!.postMessage({ id: job.id, result: data });
     } else {
-      const own: KeyWinner[] = job.terms.map((_, at) => ({
-        position: job.positions[at],
-        version: job.versions[at],
-        locator: job.locators[at],
-        tombstone: job.tombstones[at] === 1,
-      }));
+      const own = winnersOf(job);
       let held = sections.get(job.kernels);
       if (!held) sections.set(job.kernels, (held = new DictionarySections(kernels, keyCacheBytesMax)));
       const winners = mergeWithEarlier(kernels, job.order, job.terms, own, job.earlier, held);

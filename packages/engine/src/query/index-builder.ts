@@ -10,10 +10,10 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Kernels } from '../kernels/kernels.js';
-import type { KeyWinner, TermOrder } from '../storage/key-file.js';
+import type { TermOrder } from '../storage/key-file.js';
 import { buildIndexData, flattenIndexSource, type IndexData, type IndexSource } from '../storage/index-segment.js';
 import type { BuildJob } from './index-build-worker.js';
-import type { DictionaryFile } from './key-merge.js';
+import type { DictionaryFile, WinnerColumns } from './key-merge.js';
 
 type Reply = { id: number; result?: unknown; error?: string };
 /** A job as the caller gives it: the worker's message without its id (kept per kind of job). */
@@ -95,14 +95,15 @@ export async function buildKeyFileOffThread(
   base: number,
   count: number,
   terms: string[],
-  own: readonly KeyWinner[],
+  own: WinnerColumns,
   earlier: readonly DictionaryFile[],
 ): Promise<Uint8Array | undefined> {
-  // Winners go as columns, moved rather than copied: a segment has hundreds of thousands.
-  const positions = Float64Array.from(own, (winner) => winner.position);
-  const versions = Float64Array.from(own, (winner) => winner.version);
-  const locators = Uint32Array.from(own, (winner) => winner.locator);
-  const tombstones = Uint8Array.from(own, (winner) => (winner.tombstone ? 1 : 0));
+  // Winners go as columns, moved rather than copied: a segment has hundreds of thousands. The
+  // caller keeps copies, for a build of its own if this one fails.
+  const positions = own.positions.slice();
+  const versions = own.versions.slice();
+  const locators = own.locators.slice();
+  const tombstones = own.tombstones.slice();
   const pending = worker.run(
     { kernels: kernels.name, kind: 'keys', order, base, count, terms, positions, versions, locators, tombstones, earlier: [...earlier] },
     [positions.buffer, versions.buffer, locators.buffer, tombstones.buffer],

@@ -41,7 +41,9 @@ import {
 } from '../storage/key-file.js';
 import type { ManifestEntry } from '../storage/records.js';
 import { segmentsOf, type IndexRebuild } from './feed-index.js';
+import { yieldToEventLoop } from '../event-loop.js';
 import { buildKeyFileOffThread } from './index-builder.js';
+import { winnersOf, type WinnerColumns } from './key-merge.js';
 
 /**
  * Every occurrence of every key in one segment, in position order (active or just sealed). The
@@ -235,7 +237,8 @@ export class KeyIndex {
    * The merge and encoding on this thread (no worker, or dictionaries before that are not files
    * yet, or one that failed a check — the walk rebuilds it), yielding now and then.
    */
-  private async buildHere(slot: SealedKeys, before: number, terms: readonly string[], own: readonly KeyWinner[]): Promise<Uint8Array> {
+  private async buildHere(slot: SealedKeys, before: number, terms: readonly string[], columns: WinnerColumns): Promise<Uint8Array> {
+    const own = winnersOf(columns);
     const entries: { key: string; winner: KeyWinner }[] = [];
     for (const [index, key] of terms.entries()) {
       let earlier: KeyWinner | undefined;
@@ -245,7 +248,7 @@ export class KeyIndex {
       }
       entries.push({ key, winner: earlier && prefers(this.order, earlier, own[index]) ? earlier : own[index] });
       // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
-      if ((index + 1) % keyBuildYieldKeys === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      if ((index + 1) % keyBuildYieldKeys === 0) await yieldToEventLoop();
     }
     return encodeKeyFile(this.kernels, slot.base, slot.count, entries);
   }
@@ -257,7 +260,22 @@ export class KeyIndex {
   private async build(slot: SealedKeys, keys: SegmentKeys): Promise<void> {
     const before = this.sealed.indexOf(slot) - 1;
     const terms = [...keys.keys()];
-    const own = terms.map((term) => keys.winnerUpTo(term, Number.POSITIVE_INFINITY)!);
+    // Each term's winner in the segment, as columns, a slice at a time: a segment holds
+    // hundreds of thousands of terms, and appends and reads go on meanwhile.
+    const own: WinnerColumns = {
+      positions: new Float64Array(terms.length),
+      versions: new Float64Array(terms.length),
+      locators: new Uint32Array(terms.length),
+      tombstones: new Uint8Array(terms.length),
+    };
+    for (let index = 0; index < terms.length; index++) {
+      const winner = keys.winnerUpTo(terms[index], Number.POSITIVE_INFINITY)!;
+      own.positions[index] = winner.position;
+      own.versions[index] = winner.version;
+      own.locators[index] = winner.locator;
+      own.tombstones[index] = winner.tombstone ? 1 : 0;
+      if ((index + 1) % keyBuildYieldKeys === 0) await yieldToEventLoop();
+    }
     // On the worker when every dictionary before is a file it can read: the merge walks them
     // all for each of the segment's hundreds of thousands of terms.
     const earlier = this.sealed.slice(0, before + 1).reverse();

@@ -19,6 +19,24 @@ import {
   type TermOrder,
 } from '../storage/key-file.js';
 
+/** Winners as columns: how a build's winners cross to the worker (moved, not copied). */
+export interface WinnerColumns {
+  readonly positions: Float64Array;
+  readonly versions: Float64Array;
+  readonly locators: Uint32Array;
+  readonly tombstones: Uint8Array;
+}
+
+/** The winners `columns` hold, as objects. */
+export function winnersOf(columns: WinnerColumns): KeyWinner[] {
+  return Array.from(columns.positions, (position, at) => ({
+    position,
+    version: columns.versions[at],
+    locator: columns.locators[at],
+    tombstone: columns.tombstones[at] === 1,
+  }));
+}
+
 /** A dictionary file of an earlier segment, and its head (read by the feed when it opened it). */
 export interface DictionaryFile {
   readonly file: string;
@@ -68,11 +86,12 @@ export function mergeWithEarlier(
   sections: DictionarySections,
 ): KeyWinner[] {
   if (earlier.length === 0) return [...own];
+  // Each dictionary's sections are found once for the whole merge, not once per term.
+  const held = earlier.map((dictionary) => ({ dictionary, ...sections.sections(dictionary) }));
   return terms.map((term, index) => {
     const bytes = utf8Encode(term);
     const hashes = keyHashes(bytes);
-    for (const dictionary of earlier) {
-      const { filter, fst } = sections.sections(dictionary);
+    for (const { dictionary, filter, fst } of held) {
       if (!filterMayHold(filter, hashes)) continue;
       const ordinal = kernels.fstGet(fst, bytes);
       if (ordinal === undefined) continue;

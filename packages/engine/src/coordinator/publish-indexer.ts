@@ -1,0 +1,72 @@
+/**
+ * The derived indexes' share of publishing: the tag and type index, the key and fingerprint
+ * dictionaries' active segment, and the condition high-water maps take every published record.
+ * A seal of 100,000 records would block the event loop for hundreds of milliseconds doing that
+ * in the turn that publishes it, so the records are queued when their commit is published and
+ * folded in a slice of `eventLoopSliceRecords` at a time, yielding in between, strictly in
+ * publish order. Whatever reads those indexes first waits for `caughtUp()`: it then sees every
+ * commit published before it asked.
+ */
+import { yieldToEventLoop } from '../event-loop.js';
+import { eventLoopSliceRecords } from '../limits.js';
+import type { CommitRecord } from '../storage/history.js';
+
+/** A published commit's records as the indexes take them. */
+export interface PublishedRun<R> {
+  readonly commit: CommitRecord;
+  readonly records: readonly R[];
+  /** Where each record's manifest entry starts in the segment. */
+  readonly locators: readonly number[];
+  /** Each record's fingerprint as a term. */
+  readonly fingerprints: readonly string[];
+}
+
+export class PublishIndexer<R> {
+  private readonly queue: PublishedRun<R>[] = [];
+  /** Records of `queue[0]` already folded in. */
+  private next = 0;
+  private running = false;
+  private done: Promise<void> = Promise.resolve();
+
+  constructor(
+    /** Folds one record (at `index` of its run) into the indexes. */
+    private readonly apply: (run: PublishedRun<R>, index: number) => void,
+  ) {}
+
+  /** Queues a published commit's records. */
+  push(run: PublishedRun<R>): void {
+    if (run.records.length === 0) return;
+    this.queue.push(run);
+    if (this.running) return;
+    this.running = true;
+    this.done = this.drain();
+  }
+
+  /** Resolves once every record queued so far is in the indexes. */
+  caughtUp(): Promise<void> {
+    return this.running ? this.done : Promise.resolve();
+  }
+
+  private async drain(): Promise<void> {
+    // Starts once the code that published the commit has run to its end.
+    await Promise.resolve();
+    try {
+      while (this.queue.length > 0) {
+        let budget = eventLoopSliceRecords;
+        while (budget > 0 && this.queue.length > 0) {
+          const run = this.queue[0];
+          const end = Math.min(run.records.length, this.next + budget);
+          budget -= end - this.next;
+          for (; this.next < end; this.next++) this.apply(run, this.next);
+          if (this.next === run.records.length) {
+            this.queue.shift();
+            this.next = 0;
+          }
+        }
+        if (this.queue.length > 0) await yieldToEventLoop();
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+}
