@@ -6,12 +6,10 @@
  * Payloads repeat within a commit, within a segment and across segments; some records carry
  * their own fingerprints, which collide on purpose with other payloads'.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { branchTally } from '../support/branches.js';
-import { openStore, temporaryDirectory, text } from '../support/store.js';
+import { openStore, temporaryDirectory, text, historySegmentBases } from '../support/store.js';
 
 interface Written {
   readonly position: number;
@@ -105,11 +103,7 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
               feed = await store.feed('f');
             }
           }
-          const bases = fs
-            .readdirSync(path.join(directory, 'feeds', 'f', 'history'))
-            .filter((name) => name.endsWith('.hist'))
-            .map((name) => Number(name.slice(0, -'.hist'.length)))
-            .sort((a, b) => a - b);
+          const bases = historySegmentBases(directory);
           const segmentOf = (position: number) => bases.filter((base) => base <= position).pop()!;
           const firstOf = new Map<string, Written>();
           for (const entry of written) {

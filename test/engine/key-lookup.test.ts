@@ -5,12 +5,10 @@
  * kernel set. Winner order is the highest version, then the highest position: versions here go
  * up, down and repeat, so the newest occurrence of a key is often not its winner.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { branchTally } from '../support/branches.js';
-import { openStore, temporaryDirectory, text } from '../support/store.js';
+import { openStore, temporaryDirectory, text, historySegmentBases } from '../support/store.js';
 
 interface Written {
   readonly position: number;
@@ -72,11 +70,7 @@ describe('get through the key index', () => {
               feed = await store.feed('f');
             }
           }
-          const bases = fs
-            .readdirSync(path.join(directory, 'feeds', 'f', 'history'))
-            .filter((name) => name.endsWith('.hist'))
-            .map((name) => Number(name.slice(0, -'.hist'.length)))
-            .sort((a, b) => a - b);
+          const bases = historySegmentBases(directory);
           const activeBase = bases[bases.length - 1];
           const asOfs = new Set([commits.length, ...asOfPicks.map((pick) => 1 + (pick % commits.length))]);
           for (const asOf of asOfs) {

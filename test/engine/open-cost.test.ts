@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Feed } from '../../packages/engine/src/index.js';
+import { commitPagesCachedMax } from '../../packages/engine/src/limits.js';
 import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
 
 afterEach(() => {
@@ -238,7 +239,7 @@ describe('a feed of many small commits', () => {
     expect(listed.map((commit) => commit.commit)).toEqual(Array.from({ length: total }, (_, index) => index + 1));
     expect(listed.map((commit) => commit.stream)).toEqual(streams);
     expect(list.pagesRead).toBeGreaterThan(3);
-    expect(list.pagesCached).toBeLessThanOrEqual(64);
+    expect(list.pagesCached).toBeLessThanOrEqual(commitPagesCachedMax);
     const pages = await collect(feed.commits({ after: 5000, limit: 3 }));
     expect(pages.map((commit) => commit.commit)).toEqual([5001, 5002, 5003]);
 

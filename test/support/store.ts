@@ -66,3 +66,12 @@ export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   for await (const item of items) out.push(item);
   return out;
 }
+
+/** The bases (first positions) of feed `feed`'s history segments in `directory`, ascending. */
+export function historySegmentBases(directory: string, feed = 'f'): number[] {
+  return fs
+    .readdirSync(path.join(directory, 'feeds', feed, 'history'))
+    .filter((name) => name.endsWith('.hist'))
+    .map((name) => Number(name.slice(0, -'.hist'.length)))
+    .sort((a, b) => a - b);
+}

@@ -112,7 +112,7 @@ export class FeedWriter {
     this.published = new PublishedState(history.commits);
     this.stagedHead = this.published.watermark.commit;
     this.stagedNextPosition = this.published.watermark.position + 1;
-    this.payloads = new PayloadDedup((location) => history.readPayloadUnchecked(location));
+    this.payloads = new PayloadDedup((location, payload) => history.storedPayloadEquals(location, payload));
     this.committer = new GroupCommitter(
       { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
       (lane, builder) => this.writeGroup(lane, builder as GroupBuilder),

@@ -35,8 +35,8 @@ export class GroupPayloads {
 export class PayloadDedup {
   private readonly stored = new Map<number, PayloadLocation>();
 
-  /** `read` fetches stored bytes to confirm a candidate. */
-  constructor(private readonly read: (location: PayloadLocation) => Uint8Array) {}
+  /** `equalsStored` confirms a candidate against the stored bytes. */
+  constructor(private readonly equalsStored: (location: PayloadLocation, payload: Uint8Array) => boolean) {}
 
   /** Remembers a durable payload. */
   remember(crc: number, location: PayloadLocation): void {
@@ -54,6 +54,6 @@ export class PayloadDedup {
   find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
     const candidate = this.stored.get(keyOf(crc));
     if (!candidate || candidate.segment !== segment || candidate.length !== payload.length) return undefined;
-    return equalBytes(this.read(candidate), payload) ? candidate : undefined;
+    return this.equalsStored(candidate, payload) ? candidate : undefined;
   }
 }

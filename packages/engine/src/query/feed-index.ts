@@ -213,8 +213,10 @@ export function segmentsOf(history: History): { sealed: SealedSegment[]; active?
     if (!extent || extent.summarized) {
       return { base, count, commits: () => list.commitsInSegment(base), gaps: damagedSegment(list.lost, [], base, bases[at + 1]) };
     }
-    const inSegment = list.commitsInSegment(base);
-    return { base, count, commits: () => inSegment, gaps: damagedSegment(list.lost, inSegment, base, bases[at + 1]) };
+    // Held commits are checked for gaps now and read again when needed: a slot must not keep
+    // a segment's commits as objects for the life of the feed.
+    const gaps = damagedSegment(list.lost, list.commitsInSegment(base), base, bases[at + 1]);
+    return { base, count, commits: () => list.commitsInSegment(base), gaps };
   });
   const activeBase = bases[bases.length - 1];
   return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }) };
