@@ -177,6 +177,13 @@ export const keyBuildYieldKeys = 8192;
 export const eventLoopSliceRecords = 8192;
 
 /**
+ * Published records folded into the derived indexes and condition maps between yields to the
+ * event loop (a few microseconds each: about 10 ms a slice), so that indexing a seal of 100,000
+ * records never holds the loop for long.
+ */
+export const publishIndexSliceRecords = 2048;
+
+/**
  * Commits per page of a segment summary. A page is the unit a sealed segment's commit records
  * are read, decoded and cached in: a point lookup (a `get` in a feed of millions of one-record
  * commits) decodes the page holding its commit, and 128 commits (about 6 KiB) decode in tens of

@@ -531,9 +531,7 @@ export class FeedWriter {
     }
     if (landing) {
       // Later runs of this group may reference what this one stores.
-      for (const payload of built.newPayloads) {
-        group.payloads.add(payload.bytes, { segment: landing.segment, offset: landing.offset + built.runStart + payload.offset, length: payload.length, crc: payload.crc });
-      }
+      group.payloads.addRun(built.newPayloads, landing.segment, landing.offset + built.runStart);
     }
     this.stagedHead = commitNumber;
     this.stagedNextPosition += run.records.length;

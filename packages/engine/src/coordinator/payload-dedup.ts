@@ -3,7 +3,7 @@
  * confirmed byte for byte, so a repeated payload is referenced instead of stored again.
  */
 import { payloadDedupEntriesMax } from '../limits.js';
-import { equalBytes } from '../storage/history.js';
+import { equalBytes, type NewPayload } from '../storage/history.js';
 import type { PayloadLocation } from '../storage/records.js';
 
 /**
@@ -21,12 +21,23 @@ function keyOf(crc: number): number {
  */
 export class GroupPayloads {
   private readonly laid = new Map<number, { bytes: Uint8Array; location: PayloadLocation }>();
+  /**
+   * Runs laid but not yet in the map: a seal is usually alone in its group, and mapping its
+   * 100,000 payloads would be work no later run asks for. They are mapped on the first `find`.
+   */
+  private readonly pending: { payloads: readonly NewPayload[]; segment: number; runOffset: number }[] = [];
 
-  add(bytes: Uint8Array, location: PayloadLocation): void {
-    this.laid.set(keyOf(location.crc), { bytes, location });
+  /** Notes a run's new payloads; the run will lie at `runOffset` of history segment `segment`. */
+  addRun(payloads: readonly NewPayload[], segment: number, runOffset: number): void {
+    this.pending.push({ payloads, segment, runOffset });
   }
 
   find(payload: Uint8Array, crc: number): PayloadLocation | undefined {
+    for (const { payloads, segment, runOffset } of this.pending.splice(0)) {
+      for (const laid of payloads) {
+        this.laid.set(keyOf(laid.crc), { bytes: laid.bytes, location: { segment, offset: runOffset + laid.offset, length: laid.length, crc: laid.crc } });
+      }
+    }
     const candidate = this.laid.get(keyOf(crc));
     return candidate && equalBytes(candidate.bytes, payload) ? candidate.location : undefined;
   }

@@ -3,12 +3,12 @@
  * dictionaries' active segment, and the condition high-water maps take every published record.
  * A seal of 100,000 records would block the event loop for hundreds of milliseconds doing that
  * in the turn that publishes it, so the records are queued when their commit is published and
- * folded in a slice of `eventLoopSliceRecords` at a time, yielding in between, strictly in
+ * folded in a slice of `publishIndexSliceRecords` at a time, yielding in between, strictly in
  * publish order. Whatever reads those indexes first waits for `caughtUp()`: it then sees every
  * commit published before it asked.
  */
 import { yieldToEventLoop } from '../event-loop.js';
-import { eventLoopSliceRecords } from '../limits.js';
+import { publishIndexSliceRecords } from '../limits.js';
 import type { CommitRecord } from '../storage/history.js';
 
 /** A published commit's records as the indexes take them. */
@@ -48,11 +48,12 @@ export class PublishIndexer<R> {
   }
 
   private async drain(): Promise<void> {
-    // Starts once the code that published the commit has run to its end.
-    await Promise.resolve();
     try {
       while (this.queue.length > 0) {
-        let budget = eventLoopSliceRecords;
+        // Each slice is a turn of its own: the first does not run on from the turn that
+        // published the commit (its writes and finishes are work enough for one turn).
+        await yieldToEventLoop();
+        let budget = publishIndexSliceRecords;
         while (budget > 0 && this.queue.length > 0) {
           const run = this.queue[0];
           const end = Math.min(run.records.length, this.next + budget);
@@ -63,7 +64,6 @@ export class PublishIndexer<R> {
             this.next = 0;
           }
         }
-        if (this.queue.length > 0) await yieldToEventLoop();
       }
     } finally {
       this.running = false;
