@@ -293,7 +293,8 @@ describe('batched checksums (crc32cRanges, payloadChecksums): native and ts agre
           }
         },
       ),
-      { numRuns: 300 },
+      // Random arrays of up to 300 ranges are seldom empty: one example always is.
+      { numRuns: 300, examples: [[new Uint8Array(16), [], 5]] },
     );
     tally.expectAllReached();
   });
