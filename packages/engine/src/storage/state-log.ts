@@ -10,6 +10,8 @@
  * most one write behind the newest is cut on open. Every other damage is corruption: reported
  * (`corruptions`, which verify lists), never cut, while the newest sound record still serves.
  * Past its bound a file is rewritten with only the newest record (a new file renamed over it).
+ * Opening for writes gives a file that missed the newest record that record, so the two files
+ * never drift more than one write apart.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -141,6 +143,7 @@ export class StateLog {
     if (readOnly) return log;
     try {
       for (const [index, one] of scanned.entries()) log.files.push(await StateLog.openForWrites(kernels, one, tailIsTorn(one, index === 1, scanned[1 - index])));
+      await log.catchUp(scanned);
     } catch (error) {
       log.close();
       throw error;
@@ -168,6 +171,21 @@ export class StateLog {
         reason: one.exists ? `its newest record is ${one.newest}, its other file's ${other.newest}` : 'the file is missing',
         harmless: true,
       });
+    }
+  }
+
+  /**
+   * Gives a file that lacks the newest record (its copy was torn, or it was lost) that record,
+   * under the same sequence. Without this a file that missed one write keeps a gap in its
+   * sequences, and its next torn write would leave it two sequences behind, which no single torn
+   * write explains: a later open would report sound files as damaged.
+   */
+  private async catchUp(scanned: readonly ScannedFile[]): Promise<void> {
+    if (this.lastRecord === undefined) return;
+    const frame = this.frame(this.sequence, this.lastRecord);
+    for (const [index, one] of scanned.entries()) {
+      if (one.newest >= this.sequence) continue;
+      await this.append(this.files[index], frame);
     }
   }
 
@@ -217,19 +235,26 @@ export class StateLog {
 
   private async writeBoth(record: Uint8Array): Promise<void> {
     const sequence = this.sequence + 1;
+    const bytes = this.frame(sequence, record);
+    for (const open of this.files) await this.append(open, bytes);
+    this.sequence = sequence;
+    this.lastRecord = record.slice();
+  }
+
+  private frame(sequence: number, record: Uint8Array): Uint8Array {
     const builder = new FrameBuilder(stateLogBytesMax);
     builder.begin(stateRecordKind, false).varint(sequence).raw(record);
     builder.end();
-    const bytes = builder.finish(this.kernels);
-    for (const open of this.files) {
-      if (open.size + bytes.length > stateLogBytesMax) await this.rewrite(open, bytes);
-      else {
-        await this.kernels.writeDurable(open.fd, open.size, [bytes]);
-        open.size += bytes.length;
-      }
+    return builder.finish(this.kernels);
+  }
+
+  /** Appends one frame to one file durably, rewriting the file when the frame would pass its bound. */
+  private async append(open: OpenFile, bytes: Uint8Array): Promise<void> {
+    if (open.size + bytes.length > stateLogBytesMax) await this.rewrite(open, bytes);
+    else {
+      await this.kernels.writeDurable(open.fd, open.size, [bytes]);
+      open.size += bytes.length;
     }
-    this.sequence = sequence;
-    this.lastRecord = record.slice();
   }
 
   private async rewrite(open: OpenFile, frame: Uint8Array): Promise<void> {
