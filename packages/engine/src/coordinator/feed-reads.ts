@@ -6,7 +6,7 @@ import { StreamStackError } from '../errors.js';
 import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
 import { checkCursor, getByKey, readBatches, type ReadOptions } from '../query/read.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import type { FeedWriter } from './feed-writer.js';
 
 export class FeedReads {

@@ -1,6 +1,6 @@
 // The coordinator's view of a commit is the storage layer's commit record; the API layer names
 // it through here so that it depends only on the layer directly below.
-export type { CommitRecord } from '../storage/history.js';
+export type { CommitRecord } from '../storage/commit-run.js';
 export type { TornTail } from '../storage/runs.js';
 export type { RecordData } from '../storage/records.js';
 export type { StoredRecord, Snapshot } from '../query/snapshot.js';

@@ -11,7 +11,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
-import { buildCommitRun, fingerprintKey, type CommitRecord, type PayloadLookup } from '../storage/history.js';
+import { buildCommitRun, fingerprintKey, type CommitRecord, type PayloadLookup } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
 import type { RecordData } from '../storage/records.js';
 import type { StateLog } from '../storage/state-log.js';

@@ -3,7 +3,7 @@
  * confirmed byte for byte, so a repeated payload is referenced instead of stored again.
  */
 import { payloadDedupEntriesMax } from '../limits.js';
-import { equalBytes, type NewPayload } from '../storage/history.js';
+import { equalBytes, type NewPayload } from '../storage/commit-run.js';
 import type { PayloadLocation } from '../storage/records.js';
 
 /**

@@ -9,7 +9,7 @@
  */
 import { yieldToEventLoop } from '../event-loop.js';
 import { publishIndexSliceRecords } from '../limits.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 
 /** A published commit's records as the indexes take them. */
 export interface PublishedRun<R> {

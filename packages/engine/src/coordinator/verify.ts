@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import { History, type CommitRun } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { Wal, type WalEvent } from '../storage/wal.js';

@@ -10,7 +10,7 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import { buildIndexDataOffThread } from './index-builder.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import type { CommitRun, History } from '../storage/history-log.js';
 import type { ManifestEntry } from '../storage/records.js';
 import {

@@ -4,7 +4,7 @@
  * of small reads; where many hits fall in one commit, the commit's run is read once instead.
  */
 import { fetchRunHitsMin } from '../limits.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import type { FeedIndex } from './feed-index.js';
 import { assert } from '../errors.js';
 import { commitHolding } from './planner.js';

@@ -5,7 +5,7 @@
  */
 import { checkCursor } from './read.js';
 import { assertIntact, readCommitRecords, type Snapshot, type StoredRecord } from './snapshot.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 
 /** One commit's worth of a live read: the commit and its records. */
 export interface CommitBatch {

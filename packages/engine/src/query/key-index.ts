@@ -21,7 +21,7 @@ import { segmentFile } from '../storage/segment-set.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
 import { utf8Encode } from '../storage/codec.js';
-import { fingerprintKey, type CommitRecord } from '../storage/history.js';
+import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
 import {
   encodeKeyFile,

@@ -9,7 +9,7 @@
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexScanWidthRatio, queryItemsMax } from '../limits.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import type { ManifestEntry } from '../storage/records.js';
 import type { FeedIndex, SegmentIndex } from './feed-index.js';
 import { assertIntact, type Snapshot } from './snapshot.js';

@@ -6,7 +6,7 @@
  * (the batch form); the object form flattens them.
  */
 import { assert, StreamStackError } from '../errors.js';
-import { fingerprintKey, type CommitRecord } from '../storage/history.js';
+import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import { winsOver } from '../storage/key-file.js';
 import { fetchByPosition } from './fetch.js';
 import type { KeyIndex } from './key-index.js';

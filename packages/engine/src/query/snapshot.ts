@@ -5,7 +5,7 @@
  */
 import type { Kernels } from '../kernels/kernels.js';
 import type { CommitList } from '../storage/commit-list.js';
-import type { CommitRecord } from '../storage/history.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import type { FeedIndex } from './feed-index.js';
 import { assertReadable, type History } from '../storage/history-log.js';
 import type { Corruption } from '../storage/runs.js';

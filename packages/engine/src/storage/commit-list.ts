@@ -13,7 +13,7 @@ import { assert } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
 import { utf8Encode } from './codec.js';
-import type { CommitRecord } from './history.js';
+import type { CommitRecord } from './commit-run.js';
 import type { LostCommits } from './history-log.js';
 import { decodeCommitPage, encodeCommitPage, readSummaryPage, summaryStreamCandidates, type SummaryHead } from './segment-summary.js';
 

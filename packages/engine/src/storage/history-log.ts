@@ -15,7 +15,7 @@ import {
   readManifestEntryAt,
   readPackDirectory,
   type CommitRecord,
-} from './history.js';
+} from './commit-run.js';
 
 /** First read window for a single manifest entry: most entries are a few dozen bytes. */
 const entryReadBytesInitial = 1024;

@@ -25,7 +25,7 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { summaryPageCommits } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
-import { readCommitFields, writeCommitFields, type CommitRecord } from './history.js';
+import { readCommitFields, writeCommitFields, type CommitRecord } from './commit-run.js';
 import { readFileRangeSync, writeFileDurably, type SegmentHeader } from './segment.js';
 
 const magic = 'SSSUMRY2';

@@ -1,5 +1,5 @@
 /**
- * The history of one feed: commit runs in segments based by position. A run is the new payload
+ * The commit run: what one commit adds to a feed's history segments. A run is the new payload
  * bytes (`Pack` frames), the ordered record metadata (`Manifest` frames) and the commit record
  * last, which is the run's commit marker. Runs are encoded independently of where they land:
  * offsets inside a run are relative to its start, so a run can be laid out before the group
