@@ -201,6 +201,15 @@ export interface SealedSegment {
   readonly gaps: boolean;
 }
 
+/**
+ * A function that reads segment `base`'s commits when called. It is made here, apart from the
+ * caller's scope, because a closure keeps its whole enclosing scope alive: one made where a
+ * segment's tail index is in scope would hold that index for the life of the feed.
+ */
+export function segmentCommits(history: History, base: number): () => CommitRecord[] {
+  return () => history.commits.commitsInSegment(base);
+}
+
 /** The history's segments, sealed ones described, and the active segment's (its commits read when asked for). */
 export function segmentsOf(history: History): { sealed: SealedSegment[]; active?: { base: number; commits: () => CommitRecord[] } } {
   const list = history.commits;
@@ -417,7 +426,7 @@ export class FeedIndex {
       // The finished tail keeps serving reads as it is; its compact form (FST and posting
       // lists) is built and written in the background, then it joins the others: read from its
       // file when needed, so the append that rolled the segment does not wait for it.
-      const slot: SealedSlot = { base: previous.base, count: previous.count, commits: () => this.history.commits.commitsInSegment(previous.base), gaps: false, resident: previous };
+      const slot: SealedSlot = { base: previous.base, count: previous.count, commits: segmentCommits(this.history, previous.base), gaps: false, resident: previous };
       this.sealed.push(slot);
       const file = this.fileFor(previous.base);
       this.pending = this.pending

@@ -40,7 +40,7 @@ import {
   type TermOrder,
 } from '../storage/key-file.js';
 import type { ManifestEntry } from '../storage/records.js';
-import { segmentsOf, type IndexRebuild } from './feed-index.js';
+import { segmentCommits, segmentsOf, type IndexRebuild } from './feed-index.js';
 import { yieldToEventLoop } from '../event-loop.js';
 import { buildKeyFileOffThread } from './index-builder.js';
 import { winnersOf, type WinnerColumns } from './key-merge.js';
@@ -310,8 +310,14 @@ export class KeyIndex {
     this.tail = new SegmentKeys(base, this.order);
     const last = previous?.lastCommit;
     if (!previous || !last) return;
-    const commits = () => this.history.commits.commitsInSegment(previous.base);
-    const slot: SealedKeys = { base: previous.base, count: last.lastPosition - previous.base + 1, commits, resident: previous, sections: [], pinned: false };
+    const slot: SealedKeys = {
+      base: previous.base,
+      count: last.lastPosition - previous.base + 1,
+      commits: segmentCommits(this.history, previous.base),
+      resident: previous,
+      sections: [],
+      pinned: false,
+    };
     this.sealed.push(slot);
     // Built in the background, in segment order (each builds on the one before): until it is
     // done, lookups read the finished segment's keys from memory. A dictionary is derived, so
