@@ -166,6 +166,14 @@ export const keyFilterHashes = 7;
  */
 export const keyCacheBytesMax = 64 * 1024 * 1024;
 
+/**
+ * Winners a dictionary merge reads one at a time from one earlier dictionary before it reads that
+ * dictionary's whole winners section instead: a few lookups cost a 28-byte read each, but a
+ * merge that finds most of its keys in the segment before (the usual case for keys) is cheaper
+ * reading the section once than making a system call per key.
+ */
+export const mergeWinnerReadsMax = 256;
+
 /** Keys a key dictionary build merges before it yields the event loop to appends and reads. */
 export const keyBuildYieldKeys = 8192;
 

@@ -7,13 +7,14 @@
  * `CORRUPT`, and the caller merges on its own thread instead (where damaged files are rebuilt).
  */
 import type { Kernels } from '../kernels/kernels.js';
-import { utf8Encode } from '../storage/codec.js';
+import { utf8Concat } from '../storage/codec.js';
+import { mergeWinnerReadsMax } from '../limits.js';
 import {
   filterMayHold,
   keyHashes,
   prefers,
   readKeySection,
-  readWinner,
+  WinnerReader,
   type KeyFileHead,
   type KeyWinner,
   type TermOrder,
@@ -43,9 +44,13 @@ export interface DictionaryFile {
   readonly head: KeyFileHead;
 }
 
-/** The filters and FSTs of dictionary files, read once and kept up to `bytesMax`, least recently used out. */
+/**
+ * The filters and FSTs of dictionary files, each read when first needed and kept up to
+ * `bytesMax`, least recently used out. A merge reads every earlier filter but only the FSTs its
+ * filters pass, so the filters are kept apart from the (much larger) FSTs.
+ */
 export class DictionarySections {
-  private readonly held = new Map<string, { filter: Uint8Array; fst: Uint8Array }>();
+  private readonly held = new Map<string, Uint8Array>();
   private bytes = 0;
 
   constructor(
@@ -53,19 +58,27 @@ export class DictionarySections {
     private readonly bytesMax: number,
   ) {}
 
-  sections(dictionary: DictionaryFile): { filter: Uint8Array; fst: Uint8Array } {
-    // The head's CRCs are part of the name: a file rebuilt with other bytes is read again.
-    const name = `${dictionary.file}:${dictionary.head.sections.map((section) => section.crc).join(':')}`;
+  filter(dictionary: DictionaryFile): Uint8Array {
+    return this.section(dictionary, 0);
+  }
+
+  fst(dictionary: DictionaryFile): Uint8Array {
+    return this.section(dictionary, 1);
+  }
+
+  private section(dictionary: DictionaryFile, section: 0 | 1): Uint8Array {
+    // The section's CRC is part of the name: a file rebuilt with other bytes is read again.
+    const name = `${dictionary.file}:${section}:${dictionary.head.sections[section].crc}`;
     let found = this.held.get(name);
     if (found) {
       this.held.delete(name);
     } else {
-      found = { filter: readKeySection(this.kernels, dictionary.file, dictionary.head, 0), fst: readKeySection(this.kernels, dictionary.file, dictionary.head, 1) };
-      this.bytes += found.filter.length + found.fst.length;
-      for (const [oldest, sections] of this.held) {
+      found = readKeySection(this.kernels, dictionary.file, dictionary.head, section);
+      this.bytes += found.length;
+      for (const [oldest, bytes] of this.held) {
         if (this.bytes <= this.bytesMax) break;
         this.held.delete(oldest);
-        this.bytes -= sections.filter.length + sections.fst.length;
+        this.bytes -= bytes.length;
       }
     }
     this.held.set(name, found);
@@ -86,19 +99,30 @@ export function mergeWithEarlier(
   sections: DictionarySections,
 ): KeyWinner[] {
   if (earlier.length === 0) return [...own];
-  // Each dictionary's sections are found once for the whole merge, not once per term.
-  const held = earlier.map((dictionary) => ({ dictionary, ...sections.sections(dictionary) }));
-  return terms.map((term, index) => {
-    const bytes = utf8Encode(term);
-    const hashes = keyHashes(bytes);
-    for (const { dictionary, filter, fst } of held) {
-      if (!filterMayHold(filter, hashes)) continue;
-      const ordinal = kernels.fstGet(fst, bytes);
-      if (ordinal === undefined) continue;
-      // This dictionary's winner covers every segment up to it: the walk ends here.
-      const found = readWinner(dictionary.file, dictionary.head, ordinal);
-      return prefers(order, found, own[index]) ? found : own[index];
-    }
-    return own[index];
-  });
+  // Terms are encoded once, laid end to end; each is hashed and looked up as a view.
+  const { bytes, ends } = utf8Concat(terms);
+  const held = earlier.map((dictionary) => ({
+    dictionary,
+    filter: sections.filter(dictionary),
+    fst: undefined as Uint8Array | undefined,
+    winners: new WinnerReader(kernels, dictionary.file, dictionary.head, mergeWinnerReadsMax),
+  }));
+  try {
+    return own.map((mine, index) => {
+      const start = index === 0 ? 0 : ends[index - 1];
+      const hashes = keyHashes(bytes, start, ends[index]);
+      for (const dictionary of held) {
+        if (!filterMayHold(dictionary.filter, hashes)) continue;
+        dictionary.fst ??= sections.fst(dictionary.dictionary);
+        const ordinal = kernels.fstGet(dictionary.fst, bytes.subarray(start, ends[index]));
+        if (ordinal === undefined) continue;
+        // This dictionary's winner covers every segment up to it: the walk ends here.
+        const found = dictionary.winners.at(ordinal);
+        return prefers(order, found, mine) ? found : mine;
+      }
+      return mine;
+    });
+  } finally {
+    for (const dictionary of held) dictionary.winners.close();
+  }
 }

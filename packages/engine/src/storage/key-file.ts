@@ -215,6 +215,53 @@ export function readWinner(file: string, head: KeyFileHead, ordinal: number): Ke
   return winnerAt(bytes, 0, file);
 }
 
+/**
+ * The winners of one dictionary file, read as a merge needs them: one at a time through a file
+ * descriptor held open, then, past `readsMax` of them, the whole section at once (checked by its
+ * CRC). `close` releases the descriptor.
+ */
+export class WinnerReader {
+  private fd: number | undefined;
+  private table: Uint8Array | undefined;
+  private reads = 0;
+  private readonly scratch = new Uint8Array(winnerBytes);
+
+  constructor(
+    private readonly kernels: Kernels,
+    private readonly file: string,
+    private readonly head: KeyFileHead,
+    private readonly readsMax: number,
+  ) {}
+
+  /** True once the whole winners section is in memory. */
+  get wholeSection(): boolean {
+    return this.table !== undefined;
+  }
+
+  at(ordinal: number): KeyWinner {
+    if (ordinal >= this.head.keys) throw corrupt(this.file, `ordinal ${ordinal} is past the ${this.head.keys} keys`);
+    if (this.table) return winnerAt(this.table, ordinal, this.file);
+    if (++this.reads > this.readsMax) {
+      this.close();
+      this.table = readKeySection(this.kernels, this.file, this.head, 2);
+      return winnerAt(this.table, ordinal, this.file);
+    }
+    try {
+      this.fd ??= fs.openSync(this.file, 'r');
+      const read = fs.readSync(this.fd, this.scratch, 0, winnerBytes, this.head.sections[2].offset + ordinal * winnerBytes);
+      if (read !== winnerBytes) throw new Error(`the file ends within winner ${ordinal}`);
+    } catch (error) {
+      throw corrupt(this.file, (error as Error).message, error);
+    }
+    return winnerAt(this.scratch, 0, this.file);
+  }
+
+  close(): void {
+    if (this.fd !== undefined) fs.closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
 /** Writes a key file durably (see `writeFileDurably`). */
 export async function writeKeyFile(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
   await writeFileDurably(kernels, file, bytes);
