@@ -17,7 +17,7 @@
 import fs from 'node:fs';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { ByteReader, ByteWriter, sortByUtf8, utf8Concat, utf8Encode } from './codec.js';
+import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { writeFileDurably } from './segment.js';
 
 const magic = 'SSINDEX1';
@@ -51,7 +51,7 @@ export interface IndexSource {
 /** Builds the index bytes: tags sorted by their UTF-8 bytes, postings through the kernel. */
 export function buildIndexData(kernels: Kernels, source: IndexSource): IndexData {
   const tags = [...source.tags.keys()];
-  sortByUtf8(tags, (tag) => tag);
+  sortStringsByUtf8(tags);
   const { bytes: keyBytes, ends } = utf8Concat(tags);
   const values = new Float64Array(tags.length);
   const postings = new ByteWriter(1024);

@@ -17,11 +17,11 @@
  *    `u32` CRC-32 of those 24 bytes, so a lookup reads and checks one winner on its own.
  */
 import fs from 'node:fs';
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
 import { crc32, crc32c } from '../kernels/ts/crc.js';
-import { ByteReader, ByteWriter, sortByUtf8, utf8Concat, utf8Encode } from './codec.js';
+import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { readFileRangeSync, writeFileDurably } from './segment.js';
 
 const magic = 'SSKEYS01';
@@ -68,6 +68,11 @@ export function keyHashes(key: Uint8Array, start = 0, end = key.length): [number
 
 /** True when the filter may hold the key (false: it surely does not). */
 export function filterMayHold(filter: Uint8Array, [h1, h2]: [number, number]): boolean {
+  return filterMayHoldHashes(filter, h1, h2);
+}
+
+/** `filterMayHold` with the two hashes apart (no pair to allocate in a merge's inner loop). */
+export function filterMayHoldHashes(filter: Uint8Array, h1: number, h2: number): boolean {
   const bits = filter.length * 8;
   for (let probe = 0; probe < keyFilterHashes; probe++) {
     const bit = (h1 + probe * h2) % bits;
@@ -84,34 +89,56 @@ export interface KeyFileHead {
   readonly sections: readonly { readonly offset: number; readonly length: number; readonly crc: number }[];
 }
 
-/** Encodes a key file from `entries`, sorted here by their keys' UTF-8 bytes. */
+/**
+ * The filter hashes of every key laid end to end in `bytes` (ending at `ends`), in one kernel
+ * call: `out[2i]` is key i's first hash, `out[2i + 1]` its second (the same values `keyHashes`
+ * gives one key at a time).
+ */
+export function keyHashesOf(kernels: Kernels, bytes: Uint8Array, ends: Uint32Array): Uint32Array {
+  const ranges = new Uint32Array(ends.length * 2);
+  for (let index = 0; index < ends.length; index++) {
+    ranges[2 * index] = index === 0 ? 0 : ends[index - 1];
+    ranges[2 * index + 1] = ends[index];
+  }
+  const hashes = kernels.payloadChecksums(bytes, ranges);
+  for (let index = 1; index < hashes.length; index += 2) hashes[index] = (hashes[index] | 1) >>> 0;
+  return hashes;
+}
+
+/** Encodes a key file from `entries` (distinct keys), sorted here by their keys' UTF-8 bytes. */
 export function encodeKeyFile(
   kernels: Kernels,
   base: number,
   count: number,
-  entries: { readonly key: string; readonly winner: KeyWinner }[],
+  entries: readonly { readonly key: string; readonly winner: KeyWinner }[],
 ): Uint8Array {
-  sortByUtf8(entries, (entry) => entry.key);
-  const { bytes: keyBytes, ends } = utf8Concat(entries.map((entry) => entry.key));
-  const filter = new Uint8Array(Math.max(8, Math.ceil((entries.length * keyFilterBitsPerKey) / 8)));
+  const winnerOf = new Map(entries.map((entry) => [entry.key, entry.winner]));
+  const keys = [...winnerOf.keys()];
+  assert(keys.length === entries.length, 'a key dictionary holds each key once');
+  sortStringsByUtf8(keys);
+  const { bytes: keyBytes, ends } = utf8Concat(keys);
+  const hashes = keyHashesOf(kernels, keyBytes, ends);
+  const filter = new Uint8Array(Math.max(8, Math.ceil((keys.length * keyFilterBitsPerKey) / 8)));
   const bits = filter.length * 8;
-  const values = new Float64Array(entries.length);
-  const table = new Uint8Array(entries.length * winnerBytes);
+  const values = new Float64Array(keys.length);
+  const table = new Uint8Array(keys.length * winnerBytes);
   const view = new DataView(table.buffer);
-  entries.forEach((entry, ordinal) => {
-    const [h1, h2] = keyHashes(keyBytes, ordinal === 0 ? 0 : ends[ordinal - 1], ends[ordinal]);
+  for (let ordinal = 0; ordinal < keys.length; ordinal++) {
+    const h1 = hashes[2 * ordinal];
+    const h2 = hashes[2 * ordinal + 1];
     for (let probe = 0; probe < keyFilterHashes; probe++) {
       const bit = (h1 + probe * h2) % bits;
       filter[bit >>> 3] |= 1 << (bit & 7);
     }
     values[ordinal] = ordinal;
+    const winner = winnerOf.get(keys[ordinal])!;
     const offset = ordinal * winnerBytes;
-    view.setFloat64(offset, entry.winner.position, true);
-    view.setFloat64(offset + 8, entry.winner.version, true);
-    view.setUint32(offset + 16, entry.winner.locator, true);
-    view.setUint32(offset + 20, entry.winner.tombstone ? 1 : 0, true);
+    view.setFloat64(offset, winner.position, true);
+    view.setFloat64(offset + 8, winner.version, true);
+    view.setUint32(offset + 16, winner.locator, true);
+    view.setUint32(offset + 20, winner.tombstone ? 1 : 0, true);
     view.setUint32(offset + 24, crc32(table, 0, offset, offset + 24), true);
-  });
+  }
   const fst = kernels.fstBuild({ bytes: keyBytes, ends }, values);
   const sections = [filter, fst, table];
   const writer = new ByteWriter(keyFileHeadBytes + filter.length + fst.length + table.length)

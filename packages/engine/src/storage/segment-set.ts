@@ -12,6 +12,7 @@
  * missing). Corruption is reported, never cut.
  */
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
@@ -317,9 +318,10 @@ export class SegmentSet {
     for (const segment of segments) {
       assert(segment !== this.active, 'the active segment is never removed');
       segment.close();
-      fs.rmSync(segment.file);
       const at = this.segments.indexOf(segment);
       if (at >= 0) this.segments.splice(at, 1);
+      // Off the event loop: freeing a segment's tens of MiB of blocks takes milliseconds.
+      await fsp.rm(segment.file);
     }
     await syncDirectory(this.directory);
   }
