@@ -90,7 +90,7 @@ export class FeedWriter {
   private readonly indexer = new PublishIndexer<RecordInput>((run, index) => {
     const { commit } = run;
     const record = run.records[index];
-    const locator = run.locators[index];
+    const locator = run.runStart + run.entryOffsets[index];
     const position = commit.firstPosition + index;
     this.index.add(commit, record.type, record.tags, locator, position);
     this.keys.add(commit, record.key, record.version, record.tombstone, locator, position);
@@ -492,6 +492,8 @@ export class FeedWriter {
       records: readonly RecordInput[];
     },
   ): Promise<(location: GroupLocation) => CommitRecord> {
+    // Payloads of runs published before are mapped before this run looks any up.
+    await this.payloads.fold();
     const commitNumber = this.stagedHead + 1;
     const sealedAt = this.options.clock();
     // Payloads are referenced only within the segment the run lands in. The group lands in the
@@ -539,13 +541,11 @@ export class FeedWriter {
       assert(!landing || (location.segment === landing.segment && location.offset === landing.offset), 'a group lands where its runs were laid for');
       const runStart = location.offset + built.runStart;
       const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
-      for (const payload of built.newPayloads) {
-        this.payloads.remember(payload.crc, { segment: location.segment, offset: runStart + payload.offset, length: payload.length, crc: payload.crc });
-      }
+      this.payloads.rememberRun(built.newPayloads, location.segment, runStart);
       // Type names count toward the type limit of the very next request: noted now. The rest of
       // the indexes take the records after this turn, a slice at a time.
-      for (const record of run.records) if (record.type !== undefined) this.index.typeNames.add(record.type);
-      this.indexer.push({ commit, records: run.records, locators: built.entryOffsets.map((offset) => runStart + offset), fingerprints: built.fingerprintTerms });
+      for (const type of built.types) this.index.typeNames.add(type);
+      this.indexer.push({ commit, records: run.records, runStart, entryOffsets: built.entryOffsets, fingerprints: built.fingerprintTerms });
       this.history.published(commit);
       this.publish(commit);
       return commit;

@@ -2,6 +2,7 @@
  * Pack deduplication across a feed: payloads already stored, found by their CRC-32C and
  * confirmed byte for byte, so a repeated payload is referenced instead of stored again.
  */
+import { yieldEverySlice } from '../event-loop.js';
 import { payloadDedupEntriesMax } from '../limits.js';
 import { equalBytes, type NewPayload } from '../storage/commit-run.js';
 import type { PayloadLocation } from '../storage/records.js';
@@ -45,6 +46,12 @@ export class GroupPayloads {
 
 export class PayloadDedup {
   private readonly stored = new Map<number, PayloadLocation>();
+  /**
+   * Durable runs whose payloads are not in the map yet: a seal stores up to hundreds of thousands,
+   * and mapping them in the turn that acknowledges it stalled the event loop. `fold` maps them a
+   * slice at a time before the next run looks anything up.
+   */
+  private readonly pending: { payloads: readonly NewPayload[]; segment: number; runStart: number }[] = [];
 
   /** `equalsStored` confirms a candidate against the stored bytes. */
   constructor(private readonly equalsStored: (location: PayloadLocation, payload: Uint8Array) => boolean) {}
@@ -57,12 +64,35 @@ export class PayloadDedup {
     this.stored.set(keyOf(crc), location);
   }
 
+  /** Remembers the new payloads of a durable run that starts at `runStart` of segment `segment`. */
+  rememberRun(payloads: readonly NewPayload[], segment: number, runStart: number): void {
+    if (payloads.length > 0) this.pending.push({ payloads, segment, runStart });
+  }
+
+  /** Maps the runs remembered so far, yielding to the event loop between slices. */
+  async fold(): Promise<void> {
+    for (let run = this.pending.shift(); run; run = this.pending.shift()) {
+      for (let index = 0; index < run.payloads.length; ) {
+        const payload = run.payloads[index];
+        this.remember(payload.crc, { segment: run.segment, offset: run.runStart + payload.offset, length: payload.length, crc: payload.crc });
+        const pause = yieldEverySlice(++index);
+        if (pause) await pause;
+      }
+    }
+  }
+
   /**
    * A payload with exactly these bytes stored in history segment `segment`, or undefined. Only
    * payloads of the segment a run lands in are referenced, so every sealed segment holds all the
-   * payloads its records need and can be read, moved or deleted on its own.
+   * payloads its records need and can be read, moved or deleted on its own. Runs not folded yet
+   * are folded here first, in one piece, so no caller ever misses a remembered payload.
    */
   find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
+    for (let run = this.pending.shift(); run; run = this.pending.shift()) {
+      for (const laid of run.payloads) {
+        this.remember(laid.crc, { segment: run.segment, offset: run.runStart + laid.offset, length: laid.length, crc: laid.crc });
+      }
+    }
     const candidate = this.stored.get(keyOf(crc));
     if (!candidate || candidate.segment !== segment || candidate.length !== payload.length) return undefined;
     return this.equalsStored(candidate, payload) ? candidate : undefined;

@@ -15,8 +15,10 @@ import type { CommitRecord } from '../storage/commit-run.js';
 export interface PublishedRun<R> {
   readonly commit: CommitRecord;
   readonly records: readonly R[];
-  /** Where each record's manifest entry starts in the segment. */
-  readonly locators: readonly number[];
+  /** Where the commit's run starts in its segment. */
+  readonly runStart: number;
+  /** Where each record's manifest entry starts, from the run's start. */
+  readonly entryOffsets: readonly number[];
   /** Each record's fingerprint as a term. */
   readonly fingerprints: readonly string[];
 }

@@ -73,7 +73,7 @@ const worker = new BuildWorker();
 
 /** A sealed segment's index data, built off the event loop when a worker can run. */
 export async function buildIndexDataOffThread(kernels: Kernels, source: IndexSource): Promise<IndexData> {
-  const flat = flattenIndexSource(source);
+  const flat = await flattenIndexSource(source);
   const pending = worker.run({ kernels: kernels.name, kind: 'index', source: flat }, [
     flat.typeColumn.buffer as ArrayBuffer,
     flat.locators.buffer as ArrayBuffer,

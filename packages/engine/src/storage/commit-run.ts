@@ -147,6 +147,8 @@ export async function buildCommitRun(
   fingerprintTerms: string[];
   /** Where each record's manifest entry starts, from the run's start. */
   entryOffsets: number[];
+  /** The distinct types of the run's records. */
+  types: Set<string>;
   commit: Omit<CommitRecord, 'segment' | 'runStart'>;
 }> {
   const runStart = builder.byteLength;
@@ -205,6 +207,7 @@ export async function buildCommitRun(
   const manifests: number[] = [];
   const entryOffsets: number[] = [];
   const fingerprintTerms: string[] = [];
+  const types = new Set<string>();
   for (let start = 0; start < input.records.length; ) {
     const writer = builder.begin(FrameKind.Manifest, false);
     const countAt = writer.length;
@@ -219,6 +222,7 @@ export async function buildCommitRun(
         await yieldToEventLoop();
       }
       const record = input.records[end];
+      if (record.type !== undefined) types.add(record.type);
       const source = sources[end];
       entryOffsets.push(writer.length - runStart);
       entryRanges.push(writer.length);
@@ -264,7 +268,7 @@ export async function buildCommitRun(
   };
   writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
   builder.end();
-  return { newPayloads, runStart, fingerprintTerms, entryOffsets, commit };
+  return { newPayloads, runStart, fingerprintTerms, entryOffsets, types, commit };
 }
 
 /** A commit record without where its run lies: what a commit frame holds. */

@@ -16,6 +16,7 @@
  */
 import fs from 'node:fs';
 import { StreamStackError } from '../errors.js';
+import { yieldEverySlice } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { writeFileDurably } from './segment.js';
@@ -200,21 +201,32 @@ export interface FlatIndexSource {
   readonly positions: Uint32Array;
 }
 
-export function flattenIndexSource(source: IndexSource): FlatIndexSource {
-  const tags = [...source.tags.keys()];
+/**
+ * Flattens a finished segment's index source for the build worker, yielding to the event loop
+ * every `eventLoopSliceRecords` tags: a segment holds hundreds of thousands of them, and the
+ * conversion in one piece stalled appends for a fifth of a second. The source must not change
+ * meanwhile (a finished tail no longer does).
+ */
+export async function flattenIndexSource(source: IndexSource): Promise<FlatIndexSource> {
+  const tags = new Array<string>(source.tags.size);
   const ends = new Uint32Array(tags.length);
   let total = 0;
-  tags.forEach((tag, index) => {
-    const held = source.tags.get(tag)!;
+  let index = 0;
+  for (const [tag, held] of source.tags) {
+    tags[index] = tag;
     ends[index] = total += typeof held === 'number' ? 1 : held.length;
-  });
+    const pause = yieldEverySlice(++index);
+    if (pause) await pause;
+  }
   const positions = new Uint32Array(total);
-  tags.forEach((tag, index) => {
-    const held = source.tags.get(tag)!;
+  for (index = 0; index < tags.length; ) {
+    const held = source.tags.get(tags[index])!;
     const at = index === 0 ? 0 : ends[index - 1];
     if (typeof held === 'number') positions[at] = held;
     else positions.set(held, at);
-  });
+    const pause = yieldEverySlice(++index);
+    if (pause) await pause;
+  }
   return {
     base: source.base,
     count: source.count,
