@@ -5,29 +5,29 @@
  * (`published-state.ts`) only after the disk confirmed a commit; recovery on open is in
  * `feed-recovery.ts`, the deletion of finished WAL segments in `wal-retention.ts`.
  */
-import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
-import { buildCommitRun, fingerprintKey, type CommitRecord, type PayloadLookup } from '../storage/commit-run.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
 import type { RecordData } from '../storage/records.js';
 import type { StateLog } from '../storage/state-log.js';
 import type { Corruption, TornTail } from '../storage/runs.js';
 import { walFrames, type Wal } from '../storage/wal.js';
-import { FeedIndex, type IndexRebuild } from '../query/feed-index.js';
-import { KeyIndex } from '../query/key-index.js';
+import type { FeedIndex, IndexRebuild } from '../query/feed-index.js';
+import type { KeyIndex } from '../query/key-index.js';
 import type { Query } from '../query/planner.js';
 import { corruptionError, type Snapshot } from '../query/snapshot.js';
-import { ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
+import { newStagedGroup, type ConditionChecker, type StagedGroup } from './conditions.js';
+import { DerivedIndexes } from './derived-indexes.js';
 import { recoverLogs, replayStreams, type OpenStream } from './feed-recovery.js';
-import { GroupCommitter, GroupFull, type GroupLocation, type Lane } from './group-commit.js';
+import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
-import { PublishIndexer } from './publish-indexer.js';
 import { PublishedState, type Watermark } from './published-state.js';
+import { layRun } from './run-layout.js';
 import type { Subscriptions } from './subscriptions.js';
 import { WalRetention } from './wal-retention.js';
 
@@ -75,28 +75,28 @@ export class FeedWriter {
   private stagedHead = 0;
   private stagedNextPosition = 1;
   private readonly committer: GroupCommitter<WriterGroup>;
-  /** The tag and type index: sealed segments from their files, the active one in memory. */
-  index!: FeedIndex;
-  /** The key index: sealed segments' dictionaries, the active segment's keys in memory. */
-  keys!: KeyIndex;
-  private conditions!: ConditionChecker;
+  /** What the feed derives from its published records (see `derived-indexes.ts`). */
+  private derived!: DerivedIndexes;
   private readonly frameDataBytesMax: number;
+
+  /** The tag and type index: sealed segments from their files, the active one in memory. */
+  get index(): FeedIndex {
+    return this.derived.index;
+  }
+
+  /** The key index: sealed segments' dictionaries, the active segment's keys in memory. */
+  get keys(): KeyIndex {
+    return this.derived.keys;
+  }
+
   /** Each fingerprint's first occurrence, per sealed segment, for whole-history dedup. */
-  fingerprints!: KeyIndex;
-  /**
-   * Folds published records into the indexes above and the condition maps, a slice at a time
-   * after the commit is published: whatever reads them waits for `indexed()` first.
-   */
-  private readonly indexer = new PublishIndexer<RecordInput>((run, index) => {
-    const { commit } = run;
-    const record = run.records[index];
-    const locator = run.runStart + run.entryOffsets[index];
-    const position = commit.firstPosition + index;
-    this.index.add(commit, record.type, record.tags, locator, position);
-    this.keys.add(commit, record.key, record.version, record.tombstone, locator, position);
-    this.fingerprints.add(commit, run.fingerprints[index], 0, false, locator, position);
-    this.conditions.note(position, record.type, record.tags);
-  });
+  get fingerprints(): KeyIndex {
+    return this.derived.fingerprints;
+  }
+
+  private get conditions(): ConditionChecker {
+    return this.derived.conditions;
+  }
 
   private constructor(
     readonly directory: string,
@@ -140,22 +140,11 @@ export class FeedWriter {
     ]);
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
-      const indexDirectory = path.join(directory, 'index');
-      const rebuilt: IndexRebuild[] = [];
-      writer.keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly);
-      writer.fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first');
-      writer.index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) => {
-        writer.keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
-        writer.fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
-      });
-      writer.index.rebuilt.unshift(...rebuilt);
-      writer.keys.reportTo(writer.index.rebuilt);
-      writer.fingerprints.reportTo(writer.index.rebuilt);
+      writer.derived = await DerivedIndexes.open(kernels, directory, history, writer.watermark.position, readOnly);
     } catch (error) {
       await writer.close();
       throw error;
     }
-    writer.conditions = new ConditionChecker(kernels, writer.watermark.position);
     for (const event of logs.events) writer.retention.note(event.segment, event.stream);
     const streams = replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined);
     writer.openStream = streams.open;
@@ -496,16 +485,9 @@ export class FeedWriter {
     await this.payloads.fold();
     const commitNumber = this.stagedHead + 1;
     const sealedAt = this.options.clock();
-    // Payloads are referenced only within the segment the run lands in. The group lands in the
-    // active segment unless it outgrows it: then, if runs before this one may reference the
-    // active segment, the group is cut here (this run goes first in the next group); if this
-    // is the group's first run, it is laid again referencing nothing outside itself.
-    const room = this.history.room();
-    const firstInGroup = (builder as GroupBuilder).runFrameCount === 0;
-    const mark = builder.mark();
-    const build = (lookup: PayloadLookup) => buildCommitRun(
+    const { run: built, landing } = await layRun(
       this.options.kernels,
-      builder,
+      builder as GroupBuilder,
       {
         commit: commitNumber,
         stream: run.stream,
@@ -519,22 +501,11 @@ export class FeedWriter {
         records: run.records,
         timestampDefault: run.openedAt,
       },
-      lookup,
       this.frameDataBytesMax,
+      this.history.room(),
+      group.payloads,
+      this.payloads,
     );
-    let built = await build((payload, crc) => (room ? (group.payloads.find(payload, crc) ?? this.payloads.find(payload, crc, room.segment)) : undefined));
-    /** Where the group lands, when it is known now: it fits the active segment. */
-    let landing = room;
-    if (room && builder.byteLength > room.bytes) {
-      builder.rollback(mark);
-      if (!firstInGroup) throw new GroupFull();
-      built = await build(() => undefined);
-      landing = undefined;
-    }
-    if (landing) {
-      // Later runs of this group may reference what this one stores.
-      group.payloads.addRun(built.newPayloads, landing.segment, landing.offset + built.runStart);
-    }
     this.stagedHead = commitNumber;
     this.stagedNextPosition += run.records.length;
     return (location) => {
@@ -542,10 +513,7 @@ export class FeedWriter {
       const runStart = location.offset + built.runStart;
       const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
       this.payloads.rememberRun(built.newPayloads, location.segment, runStart);
-      // Type names count toward the type limit of the very next request: noted now. The rest of
-      // the indexes take the records after this turn, a slice at a time.
-      for (const type of built.types) this.index.typeNames.add(type);
-      this.indexer.push({ commit, records: run.records, runStart, entryOffsets: built.entryOffsets, fingerprints: built.fingerprintTerms });
+      this.derived.push({ commit, records: run.records, runStart, entryOffsets: built.entryOffsets, fingerprints: built.fingerprintTerms }, built.types);
       this.history.published(commit);
       this.publish(commit);
       return commit;
@@ -583,17 +551,14 @@ export class FeedWriter {
 
   /** Resolves once the indexes and condition maps hold every commit published so far. */
   indexed(): Promise<void> {
-    return this.indexer.caughtUp();
+    return this.derived.caughtUp();
   }
 
   /** Resolves once every write submitted so far has settled, and maintenance with it. */
   async idle(): Promise<void> {
     await this.committer.idle();
-    await this.indexer.caughtUp();
     await this.retention.idle();
-    await this.index?.flushed();
-    await this.keys?.flushed();
-    await this.fingerprints?.flushed();
+    await this.derived?.flushed();
     await this.history.summariesWritten();
   }
 

@@ -1,0 +1,88 @@
+/**
+ * What a feed derives from its published records, kept together: the tag and type index, the
+ * key index, the fingerprint dictionaries (each fingerprint's first occurrence, for whole-history
+ * dedup) and the condition high-water maps. They are opened together (the active segment's
+ * records replayed into all of them in one pass), fed together by the publish indexer, a slice
+ * at a time after each commit is published, and flushed together.
+ */
+import path from 'node:path';
+import type { Kernels } from '../kernels/kernels.js';
+import { fingerprintKey } from '../storage/commit-run.js';
+import type { History } from '../storage/history-log.js';
+import type { RecordData } from '../storage/records.js';
+import { FeedIndex, type IndexRebuild } from '../query/feed-index.js';
+import { KeyIndex } from '../query/key-index.js';
+import { ConditionChecker } from './conditions.js';
+import { PublishIndexer, type PublishedRun } from './publish-indexer.js';
+
+/** The fields of a published record the derived indexes take. */
+export type IndexedRecord = Pick<RecordData, 'type' | 'tags' | 'key' | 'version' | 'tombstone'>;
+
+export class DerivedIndexes {
+  /**
+   * Folds published records into the indexes, a slice at a time after the commit is published:
+   * whatever reads them waits for `caughtUp()` first.
+   */
+  private readonly indexer = new PublishIndexer<IndexedRecord>((run, index) => {
+    const { commit } = run;
+    const record = run.records[index];
+    const locator = run.runStart + run.entryOffsets[index];
+    const position = commit.firstPosition + index;
+    this.index.add(commit, record.type, record.tags, locator, position);
+    this.keys.add(commit, record.key, record.version, record.tombstone, locator, position);
+    this.fingerprints.add(commit, run.fingerprints[index], 0, false, locator, position);
+    this.conditions.note(position, record.type, record.tags);
+  });
+
+  private constructor(
+    /** The tag and type index: sealed segments from their files, the active one in memory. */
+    readonly index: FeedIndex,
+    /** The key index: sealed segments' dictionaries, the active segment's keys in memory. */
+    readonly keys: KeyIndex,
+    /** Each fingerprint's first occurrence, per sealed segment. */
+    readonly fingerprints: KeyIndex,
+    /** The condition high-water maps, which start empty at the watermark. */
+    readonly conditions: ConditionChecker,
+  ) {}
+
+  /**
+   * Opens the indexes of the feed in `directory` over its recovered `history`, rebuilding what
+   * is missing or damaged (reported in `index.rebuilt`). `watermark` is the published position.
+   */
+  static async open(kernels: Kernels, directory: string, history: History, watermark: number, readOnly: boolean): Promise<DerivedIndexes> {
+    const indexDirectory = path.join(directory, 'index');
+    const rebuilt: IndexRebuild[] = [];
+    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly);
+    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first');
+    const index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) => {
+      keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
+      fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
+    });
+    index.rebuilt.unshift(...rebuilt);
+    keys.reportTo(index.rebuilt);
+    fingerprints.reportTo(index.rebuilt);
+    return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark));
+  }
+
+  /**
+   * Takes a published run. Its type names count toward the type limit of the very next request,
+   * so they are noted now; the rest follows a slice at a time.
+   */
+  push(run: PublishedRun<IndexedRecord>, types: Iterable<string>): void {
+    for (const type of types) this.index.typeNames.add(type);
+    this.indexer.push(run);
+  }
+
+  /** Resolves once the indexes and condition maps hold every run pushed so far. */
+  caughtUp(): Promise<void> {
+    return this.indexer.caughtUp();
+  }
+
+  /** Resolves once every run pushed is folded in and the files built meanwhile are on disk. */
+  async flushed(): Promise<void> {
+    await this.indexer.caughtUp();
+    await this.index.flushed();
+    await this.keys.flushed();
+    await this.fingerprints.flushed();
+  }
+}
