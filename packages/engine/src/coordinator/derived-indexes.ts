@@ -85,4 +85,10 @@ export class DerivedIndexes {
     await this.keys.flushed();
     await this.fingerprints.flushed();
   }
+
+  /** Releases what the indexes hold open. */
+  close(): void {
+    this.keys.close();
+    this.fingerprints.close();
+  }
 }

@@ -578,6 +578,7 @@ export class FeedWriter {
     await this.idle();
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();
+    this.derived?.close();
     this.history.close();
     this.wal.close();
     this.leaseLog.close();

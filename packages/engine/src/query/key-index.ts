@@ -31,7 +31,7 @@ import {
   parseKeyFileHead,
   readKeyFileHead,
   readKeySection,
-  readWinner,
+  WinnerReader,
   prefers,
   winnerAt,
   writeKeyFile,
@@ -128,6 +128,9 @@ class SegmentKeys {
   }
 }
 
+/** What `lookupHeld` answers when it cannot answer from memory. */
+const notHeld = Symbol('not held');
+
 /** A sealed segment's dictionary: where it is, and what of it is in memory. */
 interface SealedKeys {
   readonly base: number;
@@ -143,6 +146,8 @@ interface SealedKeys {
   pinned: boolean;
   /** For a fingerprint dictionary: which of the segment's records are first occurrences. */
   firsts?: Uint8Array;
+  /** Its winners, read one at a time through a descriptor held while the slot is cached. */
+  winners?: WinnerReader;
 }
 
 export class KeyIndex {
@@ -289,6 +294,9 @@ export class KeyIndex {
     if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
     slot.head = head;
+    // The file was replaced: a descriptor held on the one before would read its old bytes.
+    slot.winners?.close();
+    slot.winners = undefined;
     // The filter and the FST stay in memory; winners are read one at a time when needed.
     slot.sections = head.sections.slice(0, 2).map(({ offset, length }) => bytes.slice(offset, offset + length));
     slot.pinned = this.readOnly;
@@ -359,13 +367,37 @@ export class KeyIndex {
         if (found && prefers(this.order, found, best)) best = found;
         continue;
       }
-      const found = await this.lookup(slot, bytes, hashes);
+      // With its filter and FST in memory, a dictionary answers without a turn of the event
+      // loop; otherwise its sections are read first.
+      const quick = this.lookupHeld(slot, bytes, hashes);
+      const found = quick === notHeld ? await this.lookup(slot, bytes, hashes) : quick;
       if (found) {
         // The dictionary's winner covers every segment up to this one: the walk ends here.
         return prefers(this.order, found, best) ? found : best;
       }
     }
     return best;
+  }
+
+  /**
+   * `lookup` for a dictionary whose filter and FST are in memory, synchronously; `notHeld` when
+   * they are not (or the winner fails its check: `lookup` then rebuilds the dictionary).
+   */
+  private lookupHeld(slot: SealedKeys, bytes: Uint8Array, hashes: [number, number]): KeyWinner | undefined | typeof notHeld {
+    const [filter, fst, table] = slot.sections;
+    if (!filter || !fst) return notHeld;
+    if (!slot.pinned) this.touch(slot);
+    if (!filterMayHold(filter, hashes)) return undefined;
+    const ordinal = this.kernels.fstGet(fst, bytes);
+    if (ordinal === undefined) return undefined;
+    const file = this.fileFor(slot.base);
+    try {
+      if (table) return winnerAt(table, ordinal, file);
+      slot.winners ??= new WinnerReader(this.kernels, file, slot.head!, Number.POSITIVE_INFINITY);
+      return slot.winners.at(ordinal);
+    } catch {
+      return notHeld;
+    }
   }
 
   /** The dictionary's winner for a key, or undefined when the segment lacks the key. */
@@ -379,7 +411,9 @@ export class KeyIndex {
     const file = this.fileFor(slot.base);
     const table = slot.sections[2];
     try {
-      return table ? winnerAt(table, ordinal, file) : readWinner(file, slot.head!, ordinal);
+      if (table) return winnerAt(table, ordinal, file);
+      slot.winners ??= new WinnerReader(this.kernels, file, slot.head!, Number.POSITIVE_INFINITY);
+      return slot.winners.at(ordinal);
     } catch (error) {
       await this.rebuild(slot, (error as Error).message);
       return this.lookup(slot, bytes, hashes);
@@ -422,6 +456,16 @@ export class KeyIndex {
       this.cachedBytes -= held;
       oldest.sections = [];
       oldest.firsts = undefined;
+      oldest.winners?.close();
+      oldest.winners = undefined;
+    }
+  }
+
+  /** Releases the descriptors lookups hold (the feed is closing). */
+  close(): void {
+    for (const slot of this.sealed) {
+      slot.winners?.close();
+      slot.winners = undefined;
     }
   }
 

@@ -228,21 +228,6 @@ export function winnerAt(table: Uint8Array, ordinal: number, file = 'a key dicti
 }
 
 /**
- * Reads one winner straight from the file (a lookup needs one; the whole section is megabytes),
- * checked by its own CRC.
- */
-export function readWinner(file: string, head: KeyFileHead, ordinal: number): KeyWinner {
-  if (ordinal >= head.keys) throw corrupt(file, `ordinal ${ordinal} is past the ${head.keys} keys`);
-  let bytes: Uint8Array;
-  try {
-    bytes = readFileRangeSync(file, head.sections[2].offset + ordinal * winnerBytes, winnerBytes);
-  } catch (error) {
-    throw corrupt(file, (error as Error).message, error);
-  }
-  return winnerAt(bytes, 0, file);
-}
-
-/**
  * The winners of one dictionary file, read as a merge needs them: one at a time through a file
  * descriptor held open, then, past `readsMax` of them, the whole section at once (checked by its
  * CRC). `close` releases the descriptor.
