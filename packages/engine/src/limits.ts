@@ -174,6 +174,13 @@ export const keyCacheBytesMax = 64 * 1024 * 1024;
  */
 export const mergeWinnerReadsMax = 256;
 
+/**
+ * The niceness of the index build worker's thread (Linux: 0 normal, 19 lowest). A build competes
+ * with the event loop for the CPU on small machines; at the lowest priority it takes what the
+ * event loop leaves and never delays an append.
+ */
+export const buildWorkerNiceness = 19;
+
 /** Keys a key dictionary build merges before it yields the event loop to appends and reads. */
 export const keyBuildYieldKeys = 8192;
 

@@ -7,7 +7,8 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
-import { keyCacheBytesMax } from '../limits.js';
+import os from 'node:os';
+import { buildWorkerNiceness, keyCacheBytesMax } from '../limits.js';
 import { encodeKeyFile, type TermOrder } from '../storage/key-file.js';
 import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
 import { DictionarySections, mergeWithEarlier, winnersOf, type DictionaryFile } from './key-merge.js';
@@ -30,6 +31,17 @@ export type BuildJob =
       /** The dictionaries of the segments before, newest first. */
       readonly earlier: DictionaryFile[];
     };
+
+// Builds are background work: the event loop's thread must win the CPU whenever the two
+// compete, or appends wait behind a build on a machine of few cores. On Linux a priority set for
+// pid 0 applies to the calling thread only, so this lowers the worker, not the process.
+if (process.platform === 'linux') {
+  try {
+    os.setPriority(0, buildWorkerNiceness);
+  } catch {
+    // Not permitted here: builds then compete at the process's priority.
+  }
+}
 
 /** Earlier dictionaries' filters and FSTs, kept between builds (each build reads them all). */
 const sections = new Map<string, DictionarySections>();
