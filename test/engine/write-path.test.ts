@@ -66,6 +66,26 @@ describe('store and feeds', () => {
   });
 });
 
+describe('string payloads', () => {
+  it('read back exactly, whatever their characters and sizes, in a stream and in a one-shot', async () => {
+    const store = await openStore(temporaryDirectory(), { segmentBytes: 4 * 1024 * 1024 });
+    const feed = await store.createFeed('f');
+    const { token } = await feed.acquireLease({ holder: 'p' });
+    // Small and large (past the 64 KiB chunk the batch encodes into), ASCII, two-, three- and
+    // four-byte characters, so chunk boundaries and the worst-case room estimate are crossed.
+    const payloads = Array.from({ length: 600 }, (_, index) => {
+      const piece = ['ascii', 'é', '€', '😀'][index % 4];
+      return `${index}:${piece.repeat(index % 97 === 0 ? 30_000 : 1 + (index % 40))}`;
+    });
+    await feed.append(payloads.map((payload) => ({ payload })), { token });
+    const stream = await feed.openStream({ token });
+    await stream.append(payloads.map((payload) => ({ payload })), { token });
+    await stream.seal({ token });
+    for (const commit of [1, 2]) expect((await feed.readCommit(commit)).map((record) => text(record.payload))).toEqual(payloads);
+    await store.close();
+  });
+});
+
 describe('leases, epochs and fencing', () => {
   it('grants strictly increasing epochs, durable across restarts, and fences old tokens', async () => {
     const directory = temporaryDirectory();

@@ -175,6 +175,12 @@ export const keyCacheBytesMax = 64 * 1024 * 1024;
 export const mergeWinnerReadsMax = 256;
 
 /**
+ * Bytes of the chunks a batch's string payloads are encoded into (one allocation per chunk, not
+ * one per payload). Small enough that a chunk kept alive by one payload wastes little.
+ */
+export const payloadChunkBytes = 64 * 1024;
+
+/**
  * The niceness of the index build worker's thread (Linux: 0 normal, 19 lowest). A build competes
  * with the event loop for the CPU on small machines; at the lowest priority it takes what the
  * event loop leaves and never delays an append.
