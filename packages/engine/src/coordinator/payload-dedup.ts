@@ -73,12 +73,15 @@ export class PayloadDedup {
   async fold(): Promise<void> {
     for (let run = this.pending.shift(); run; run = this.pending.shift()) {
       for (let index = 0; index < run.payloads.length; ) {
-        const payload = run.payloads[index];
-        this.remember(payload.crc, { segment: run.segment, offset: run.runStart + payload.offset, length: payload.length, crc: payload.crc });
+        this.rememberLaid(run, run.payloads[index]);
         const pause = yieldEverySlice(++index);
         if (pause) await pause;
       }
     }
+  }
+
+  private rememberLaid(run: { segment: number; runStart: number }, payload: NewPayload): void {
+    this.remember(payload.crc, { segment: run.segment, offset: run.runStart + payload.offset, length: payload.length, crc: payload.crc });
   }
 
   /**
@@ -89,9 +92,7 @@ export class PayloadDedup {
    */
   find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
     for (let run = this.pending.shift(); run; run = this.pending.shift()) {
-      for (const laid of run.payloads) {
-        this.remember(laid.crc, { segment: run.segment, offset: run.runStart + laid.offset, length: laid.length, crc: laid.crc });
-      }
+      for (const laid of run.payloads) this.rememberLaid(run, laid);
     }
     const candidate = this.stored.get(keyOf(crc));
     if (!candidate || candidate.segment !== segment || candidate.length !== payload.length) return undefined;
