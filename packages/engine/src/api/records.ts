@@ -103,13 +103,20 @@ class EncodedChunks {
   private chunk = new Uint8Array(0);
   private used = 0;
 
+  /**
+   * `bytesMax` bounds the UTF-8 bytes of every string still to be encoded: a chunk is never
+   * made larger than the batch needs, so a one-record batch does not allocate a whole chunk.
+   */
+  constructor(private bytesMax: number) {}
+
   encode(value: string): Uint8Array {
     // A UTF-16 code unit takes at most 3 bytes of UTF-8.
     const room = value.length * 3;
     if (this.chunk.length - this.used < room) {
-      this.chunk = new Uint8Array(Math.max(payloadChunkBytes, room));
+      this.chunk = new Uint8Array(Math.max(room, Math.min(payloadChunkBytes, this.bytesMax)));
       this.used = 0;
     }
+    this.bytesMax -= room;
     const { written } = encoder.encodeInto(value, this.chunk.subarray(this.used));
     const bytes = this.chunk.subarray(this.used, this.used + written);
     this.used += written;
@@ -137,7 +144,12 @@ export function validateRecords(records: unknown): RecordInput[] {
   if (records.length === 0 || records.length > batchRecordsMax) {
     throw new StreamStackError('INVALID_ARGUMENT', `a batch holds 1 to ${batchRecordsMax} records, not ${records.length}`);
   }
-  const chunks = new EncodedChunks();
+  let stringBytesMax = 0;
+  for (const record of records as { payload?: unknown }[]) {
+    const payload = typeof record === 'object' && record !== null ? record.payload : undefined;
+    if (typeof payload === 'string') stringBytesMax += payload.length * 3;
+  }
+  const chunks = new EncodedChunks(stringBytesMax);
   return records.map((record: unknown, index) => {
     if (typeof record !== 'object' || record === null || Array.isArray(record)) throw invalid(index, 'record', 'must be an object');
     const input = record as Record<string, unknown>;
