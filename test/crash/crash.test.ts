@@ -9,6 +9,7 @@
  */
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { overlappingAtEnd, unacknowledged } from '../support/ingest.mjs';
 import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 const cycles = Number(process.env.STREAMSTACK_CRASH_CYCLES ?? 200);
@@ -74,9 +75,12 @@ describe('crash safety under SIGKILL', () => {
     let batchesChecked = 0;
     /** Kills that landed while a write was in flight: its attempt printed, its ack not. */
     let killsMidWrite = 0;
+    /** Kills that landed while two group writes to one file were in flight (pipelined). */
+    let killsTwoInFlight = 0;
     for (let cycle = 1; cycle <= cycles; cycle++) {
       const lines = await runAndKill(directory, cycle, token);
-      if (lines[lines.length - 1]?.kind === 'attempt') killsMidWrite++;
+      if (unacknowledged(lines) > 0) killsMidWrite++;
+      if (overlappingAtEnd(lines)) killsTwoInFlight++;
       for (const line of lines) {
         if (line.kind === 'lease') token = line.token;
         if (line.kind === 'oneshot' || line.kind === 'batch') acknowledged.set(line.batch!, line.size!);
@@ -113,8 +117,9 @@ describe('crash safety under SIGKILL', () => {
       expect(verification.problems, `verify after kill ${cycle} (seed ${seed})`).toEqual([]);
       await store.close();
     }
-    console.log(`crash test: ${killsMidWrite} of ${cycles} kills landed while a write was in flight`);
+    console.log(`crash test: ${killsMidWrite} of ${cycles} kills landed while a write was in flight, ${killsTwoInFlight} while two were`);
     expect(killsMidWrite, 'kills that landed mid-write').toBeGreaterThan(cycles / 10);
+    expect(killsTwoInFlight, 'kills that landed while two group writes were in flight').toBeGreaterThan(cycles / 100);
     expect(acknowledged.size).toBeGreaterThan(cycles);
     expect(batchesChecked).toBeGreaterThanOrEqual(acknowledged.size);
   }, Math.max(900_000, cycles * 4_000));

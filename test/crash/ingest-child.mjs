@@ -1,9 +1,12 @@
 // The process the crash test kills: it ingests into one feed as fast as it can — stream batches
-// of random sizes, seals, one-shot appends — and prints one JSON line per step, `attempt` before
-// a write and the acknowledgement after it, so the parent knows exactly what was acknowledged.
-// It runs on the built engine (packages/engine/dist), as a user's process would.
-import { Store } from '../../packages/engine/dist/index.js';
-import { batchRecords, emit, seededRandom } from '../support/ingest.mjs';
+// of random sizes, seals, one-shot appends, and rounds of concurrent one-shot appends and of
+// concurrent stream batches (so group commits are pipelined: one written while the one before
+// is still being synced) — and prints one JSON line per step, `attempt` before a write and the
+// acknowledgement after it, so the parent knows exactly what was acknowledged, and `overlap`
+// lines saying when two writes to one file are in flight. It runs on the built engine
+// (packages/engine/dist), as a user's process would.
+import { loadKernels, Store } from '../../packages/engine/dist/index.js';
+import { batchRecords, emit, overlapReporting, seededRandom } from '../support/ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
@@ -13,7 +16,8 @@ const leaseTtlMs = 24 * 3600 * 1000;
 
 const random = seededRandom(cycle, seed);
 
-const store = await Store.open(directory, { segmentBytes, kernels: process.env.STREAMSTACK_KERNELS ?? 'auto' });
+const kernels = overlapReporting(loadKernels(process.env.STREAMSTACK_KERNELS ?? 'auto'));
+const store = await Store.open(directory, { segmentBytes, kernels });
 const feed = await store.feed('crash');
 let token = process.env.CRASH_TOKEN;
 try {
@@ -26,11 +30,31 @@ emit({ kind: 'lease', token });
 let stream = feed.activeStream();
 emit({ kind: 'ready' });
 
+/** 2 to 8 batches written at once, each acknowledged on its own. */
+async function concurrentRound(step, write, acknowledged) {
+  const count = 2 + Math.floor(random() * 7);
+  const round = Array.from({ length: count }, (_, index) => {
+    const batch = `${cycle}.${step}.${index}`;
+    return { batch, ...batchRecords(random, batch, 20, 300, 50) };
+  });
+  for (const { batch } of round) emit({ kind: 'attempt', batch });
+  await Promise.all(round.map(async ({ batch, size, records }) => acknowledged(batch, size, await write(records))));
+}
+
 for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
   const { size, records } = batchRecords(random, batch, 20, 300, 50);
   const choice = random();
-  if (choice < 0.25) {
+  if (choice < 0.15) {
+    await concurrentRound(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
+      emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
+    );
+  } else if (choice < 0.3 && stream) {
+    const id = stream.id;
+    await concurrentRound(step, (records) => stream.append(records, { token }), (batch, size, appended) =>
+      emit({ kind: 'batch', batch, size, stream: id, firstSeq: appended.firstSeq }),
+    );
+  } else if (choice < 0.45) {
     emit({ kind: 'attempt', batch });
     const commit = await feed.append(records, { token });
     emit({ kind: 'oneshot', batch, size, commit: commit.commit });

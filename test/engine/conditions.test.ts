@@ -418,25 +418,31 @@ describe('append conditions against a scan of the history', () => {
     await store.close();
   });
 
-  it('settles requests in one group commit by their staged tags: SAME_BATCH only where a conflict is possible', async () => {
+  it('settles requests not yet published by their staged records: SAME_BATCH only where one matches', async () => {
     const store = await openStore(temporaryDirectory());
     const feed = await store.createFeed('f');
     const booking = (course: number, student: number): AppendRecord => ({ payload: `${course}/${student}`, type: 'booked', tags: [`course:${course}`, `student:${student}`] });
     const onCourse = (course: number) => ({ failIfMatch: { items: [{ types: ['booked'], tags: [`course:${course}`] }] }, after: 0 });
-    // The first request goes alone; the rest queue behind its write and form one group.
-    const [, first, sameCourse, otherCourse, typeOnly, untagged] = await Promise.all([
+    // The first request goes alone; the rest queue behind its write and form the next group,
+    // prepared while the first is still in flight.
+    const [, first, sameCourse, otherCourse, typeOnly, otherType, tagsApart, untagged] = await Promise.all([
       outcome(feed.append([{ payload: 'warm-up' }])),
       outcome(feed.append([booking(1, 1)], { condition: onCourse(1) })),
       outcome(feed.append([booking(1, 2)], { condition: onCourse(1) })),
       outcome(feed.append([booking(2, 3)], { condition: onCourse(2) })),
       outcome(feed.append([booking(3, 4)], { condition: { failIfMatch: { types: ['booked'] }, after: 0 } })),
+      outcome(feed.append([{ payload: 'cancel', type: 'cancelled' }], { condition: { failIfMatch: { types: ['cancelled'] }, after: 0 } })),
+      // Both tags are staged, but on different records: no staged record carries them both.
+      outcome(feed.append([booking(5, 5)], { condition: { failIfMatch: { tags: ['course:1', 'student:3'] }, after: 0 } })),
       outcome(feed.append([{ payload: 'note' }], { condition: { failIfMatch: { tags: ['course:9'] }, after: 0 } })),
     ]);
     expect(first).toEqual({ ok: true });
     expect(sameCourse).toEqual({ ok: false, code: 'SAME_BATCH', details: { retryable: true } });
     expect(otherCourse).toEqual({ ok: true });
-    // No tags to compare: conservatively refused while the group holds anything.
+    // Staged bookings match a query for the type.
     expect(typeOnly).toEqual({ ok: false, code: 'SAME_BATCH', details: { retryable: true } });
+    expect(otherType).toEqual({ ok: true });
+    expect(tagsApart).toEqual({ ok: true });
     expect(untagged).toEqual({ ok: true });
     // Retried alone, the durable arm decides, and names the record the group published.
     const positions: Record<string, number> = {};

@@ -61,6 +61,55 @@ describe('a failed fsync', () => {
     await store.close();
   });
 
+  it('acknowledges none of the groups pipelined behind a failed one, though their own fsyncs succeeded', async () => {
+    const directory = temporaryDirectory();
+    // The first group's write is held, then fails; the group written behind it meanwhile syncs.
+    let release: (() => void) | undefined;
+    let holdNext = false;
+    const order: string[] = [];
+    const kernels: Kernels = {
+      ...tsKernels,
+      async writeDurable(fd, position, buffers) {
+        if (!holdNext) return tsKernels.writeDurable(fd, position, buffers);
+        holdNext = false;
+        await tsKernels.writeDurable(fd, position, buffers);
+        await new Promise<void>((resolve) => (release = resolve));
+        order.push('first failed');
+        throw new StreamStackError('IO', 'fdatasync failed: EIO (injected)', { details: { errno: 'EIO' } });
+      },
+    };
+    let store = await openStore(directory, { kernels });
+    let feed = await store.createFeed('f');
+    await feed.append([{ payload: 'kept' }]);
+    holdNext = true;
+    const first = feed.append([{ payload: 'first' }]).catch((error: unknown) => error);
+    const behind = Array.from({ length: 4 }, (_, index) =>
+      feed.append([{ payload: `behind-${index}` }]).then(
+        () => 'acknowledged',
+        (error: unknown) => (order.push('behind refused'), error),
+      ),
+    );
+    // The group behind the held one is written and synced while the first is still in flight.
+    while (feed.groupCommitStats().pipelined === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(feed.groupCommitStats().inFlight).toBe(2);
+    release!();
+    expect(await first).toMatchObject({ code: 'IO' });
+    for (const outcome of await Promise.all(behind)) expect(outcome).toMatchObject({ code: 'IO' });
+    expect(order[0]).toBe('first failed');
+    expect(await payloads(feed)).toEqual(['kept']);
+    await store.close();
+
+    // Every byte reached the file here, so after a reopen each commit is there whole, in order.
+    store = await openStore(directory);
+    feed = await store.feed('f');
+    const seen = await payloads(feed);
+    expect(seen.slice(0, 1)).toEqual(['kept']);
+    expect(['first', 'behind-0', 'behind-1', 'behind-2', 'behind-3'].slice(0, seen.length - 1)).toEqual(seen.slice(1));
+    expect((await store.verify('f'))[0].ok).toBe(true);
+    await store.close();
+  });
+
   it('fails a stream batch and refuses the stream until a reopen, which keeps every acknowledged batch', async () => {
     const directory = temporaryDirectory();
     const failing = failingKernels();

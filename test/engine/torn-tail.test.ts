@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadKernels, type Kernels } from '../../packages/engine/src/index.js';
 import { groupHeaderBytes } from '../../packages/engine/src/storage/groups.js';
 import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
 
@@ -121,6 +122,117 @@ describe('torn tails', () => {
       await store.close();
     });
     expect(cases).toBeGreaterThan(100);
+  });
+});
+
+/** Kernels whose next durable write, once armed, reaches the file and then waits for `release`. */
+function holdingKernels(base: Kernels = loadKernels()) {
+  let armed = false;
+  let release: (() => void) | undefined;
+  return {
+    kernels: {
+      ...base,
+      async writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]) {
+        if (!armed) return base.writeDurable(fd, position, buffers);
+        armed = false;
+        await base.writeDurable(fd, position, buffers);
+        await new Promise<void>((resolve) => (release = resolve));
+      },
+    } as Kernels,
+    hold: () => (armed = true),
+    release: () => release?.(),
+  };
+}
+
+const until = async (condition: () => boolean) => {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 1));
+};
+
+/**
+ * A feed whose last two history groups were in flight together: commit 3's group is held in
+ * its fdatasync while commit 4's is written and synced behind it (`pipelined`), or commit 4 is
+ * appended only once commit 3 is acknowledged (not pipelined). Returns where each group lies.
+ */
+async function lastTwoGroups(directory: string, pipelined: boolean) {
+  const holding = holdingKernels();
+  const store = await openStore(directory, { kernels: holding.kernels });
+  const feed = await store.createFeed('f');
+  await feed.append([{ payload: 'one', key: 'k1', tags: ['a'] }]);
+  await feed.append([{ payload: 'two', key: 'k2', type: 't' }]);
+  if (pipelined) {
+    holding.hold();
+    const third = feed.append([{ payload: 'three', key: 'k3', tags: ['b', 'c'] }, { payload: 'four' }]);
+    await until(() => feed.groupCommitStats().inFlight === 1);
+    const fourth = feed.append([{ payload: 'five', key: 'k1' }]);
+    await until(() => feed.groupCommitStats().pipelined === 1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    holding.release();
+    await Promise.all([third, fourth]);
+  } else {
+    await feed.append([{ payload: 'three', key: 'k3', tags: ['b', 'c'] }, { payload: 'four' }]);
+    await feed.append([{ payload: 'five', key: 'k1' }]);
+  }
+  expect(feed.groupCommitStats().pipelined).toBe(pipelined ? 1 : 0);
+  await store.close();
+  const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
+  const start = (commit: number) => feed.writer.published.commits.at(commit).runStart - groupHeaderBytes;
+  return { file, third: { start: start(3), end: start(4) }, fourth: { start: start(4), end: writtenEnd(fs.readFileSync(file)) } };
+}
+
+describe('torn tails of pipelined groups', () => {
+  it('cut both groups from where the first began when the first is torn, and only the second when it is', async () => {
+    const pristine = temporaryDirectory();
+    const { file, third, fourth } = await lastTwoGroups(pristine, true);
+    const original = fs.readFileSync(file);
+    const copy = temporaryDirectory();
+    let cases = 0;
+    for (const [group, kept] of [[third, [1, 2]], [fourth, [1, 2, 3]]] as const) {
+      for (let offset = group.start; offset < group.end; offset++) {
+        for (const damage of ['zero', 'flip'] as const) {
+          fs.rmSync(copy, { recursive: true, force: true });
+          fs.cpSync(pristine, copy, { recursive: true });
+          const target = path.join(copy, path.relative(pristine, file));
+          const bytes = Buffer.from(original);
+          // A torn write of one group: its bytes from here on lost, or one of them garbled.
+          if (damage === 'zero') bytes.fill(0, offset, group.end);
+          else bytes[offset] ^= 0xff;
+          // Zeros over bytes that were zeros already (a group's last bytes may be) change nothing.
+          if (bytes.equals(original)) continue;
+          fs.writeFileSync(target, bytes);
+          const what = `${damage} at ${offset} of the ${group === third ? 'first' : 'second'} group`;
+          const store = await openStore(copy);
+          const feed = await store.feed('f');
+          expect((await collect(feed.commits())).map((commit) => commit.commit), what).toEqual(kept);
+          // Lost whole, the second group leaves nothing to cut; anything else is cut from the
+          // start of the first damaged group, the sound second group behind a torn first with it.
+          if (group === fourth && damage === 'zero' && offset === fourth.start) expect(feed.recovery, what).toEqual([]);
+          else expect(feed.recovery, what).toMatchObject([{ file: fs.realpathSync(target), offset: group.start }]);
+          const next = await feed.append([{ payload: 'next' }]);
+          expect(next, what).toMatchObject({ commit: kept.length + 1, parent: kept.length });
+          expect((await store.verify('f'))[0].problems, what).toEqual([]);
+          await store.close();
+          cases++;
+        }
+      }
+    }
+    expect(cases).toBeGreaterThan(200);
+  });
+
+  it('report damage to a group as corruption when a later group says it was confirmed', async () => {
+    const directory = temporaryDirectory();
+    const { file, third } = await lastTwoGroups(directory, false);
+    const bytes = fs.readFileSync(file);
+    bytes[third.start + Math.floor((third.end - third.start) / 2)] ^= 0xff;
+    fs.writeFileSync(file, bytes);
+    const store = await openStore(directory);
+    const feed = await store.feed('f');
+    expect(feed.recovery).toEqual([]);
+    await expect(feed.readCommit(3)).rejects.toMatchObject({ code: 'CORRUPT' });
+    expect((await feed.readCommit(4)).map((record) => text(record.payload))).toEqual(['five']);
+    const [verification] = await store.verify('f');
+    expect(verification.problems.map((problem) => problem.code)).toContain('CORRUPT');
+    await store.close();
+    expect(fs.readFileSync(file).equals(bytes), 'corruption is never cut').toBe(true);
   });
 });
 

@@ -128,25 +128,43 @@ describe('leases, epochs and fencing', () => {
     const stream = await feed.openStream({ token: old.token });
     await stream.append([{ payload: 'durable' }], { token: old.token });
 
-    // The WAL write of the first append is held in flight; the second queues behind it.
+    // The WAL write of the first append is held in flight; the second is prepared and written
+    // behind it (group commits are pipelined), and its acknowledgement waits for the first; the
+    // third, made once both are written, queues, because two groups are in flight.
+    const settled: string[] = [];
+    const note = <T>(name: string, promise: Promise<T>) =>
+      promise.then(
+        (value) => (settled.push(name), value),
+        (error: unknown) => (settled.push(name), error),
+      );
     counter.hold();
-    const inFlight = stream.append([{ payload: 'in flight' }], { token: old.token });
-    const queued = stream.append([{ payload: 'queued' }], { token: old.token }).catch((error: unknown) => error);
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    const writesBefore = counter.writes;
+    const inFlight = note('in flight', stream.append([{ payload: 'in flight' }], { token: old.token }));
+    const pipelined = note('pipelined', stream.append([{ payload: 'pipelined' }], { token: old.token }));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(counter.writes - writesBefore, 'the pipelined group was written while the first was held').toBe(2);
+    const queued = note('queued', stream.append([{ payload: 'queued' }], { token: old.token }));
     clock.advance(100);
-    // The takeover does not wait behind the queued writes: it is granted while they wait.
-    const grant = await feed.acquireLease({ holder: 'new' });
-    expect(grant.epoch).toBe(2);
+    // The takeover does not wait behind the queued write, but its grant waits for the groups in
+    // flight: once the new holder has its token, no write of the old lease is left to land.
+    const granting = note('grant', feed.acquireLease({ holder: 'new' }));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(settled, 'nothing settles while the first write is held').toEqual([]);
     counter.release();
+    const grant = await granting;
+    expect(grant).toMatchObject({ epoch: 2 });
     await expect(inFlight).resolves.toMatchObject({ firstSeq: 2 });
+    await expect(pipelined).resolves.toMatchObject({ firstSeq: 3 });
     expect(await queued).toMatchObject({ code: 'FENCED' });
+    expect(settled.slice(0, 2), 'acknowledged in order, before the grant').toEqual(['in flight', 'pipelined']);
+    expect(settled.indexOf('grant')).toBeGreaterThan(1);
 
     // The new owner finds the old stream and decides: here, seal what is durable.
     expect(feed.activeStream()?.id).toBe(stream.id);
-    await expect(stream.append([{ payload: 'more' }], { token: grant.token })).rejects.toMatchObject({ code: 'FENCED' });
-    const commit = await stream.seal({ token: grant.token });
-    expect(commit.records).toBe(2);
-    expect((await feed.readCommit(commit.commit)).map((record) => text(record.payload))).toEqual(['durable', 'in flight']);
+    await expect(stream.append([{ payload: 'more' }], { token: (grant as { token: string }).token })).rejects.toMatchObject({ code: 'FENCED' });
+    const commit = await stream.seal({ token: (grant as { token: string }).token });
+    expect(commit.records).toBe(3);
+    expect((await feed.readCommit(commit.commit)).map((record) => text(record.payload))).toEqual(['durable', 'in flight', 'pipelined']);
     await store.close();
   });
 });

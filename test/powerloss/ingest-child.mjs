@@ -1,9 +1,11 @@
 // The process whose power is cut: it ingests into one feed on a powerloss-fs mount — stream
-// batches, seals, one-shot appends, lease renewals and subscription advances — printing one JSON
-// line per acknowledged step (and `attempt` before each write), so the parent knows exactly what
-// the store acknowledged. It runs on the built engine, as a user's process would.
-import { Store } from '../../packages/engine/dist/index.js';
-import { batchRecords, emit, seededRandom } from '../support/ingest.mjs';
+// batches, seals, one-shot appends, rounds of concurrent one-shot appends and stream batches (so
+// group commits are pipelined), lease renewals and subscription advances — printing one JSON
+// line per acknowledged step (and `attempt` before each write, and `overlap` lines saying when
+// two writes to one file are in flight), so the parent knows exactly what the store
+// acknowledged. It runs on the built engine, as a user's process would.
+import { loadKernels, Store } from '../../packages/engine/dist/index.js';
+import { batchRecords, emit, overlapReporting, seededRandom } from '../support/ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
@@ -16,7 +18,8 @@ const leaseTtlMs = 2000;
 const random = seededRandom(cycle, seed);
 
 // The previous process lost power: if its LOCK file survived, it names a process that is gone.
-const store = await Store.open(directory, { segmentBytes, breakLock: true, kernels: process.env.STREAMSTACK_KERNELS ?? 'auto' });
+const kernels = overlapReporting(loadKernels(process.env.STREAMSTACK_KERNELS ?? 'auto'));
+const store = await Store.open(directory, { segmentBytes, breakLock: true, kernels });
 const feed = await store.feed('power');
 let token = process.env.POWER_TOKEN;
 try {
@@ -45,12 +48,33 @@ try {
 let stream = feed.activeStream();
 emit({ kind: 'ready' });
 
+/** 2 to 8 batches written at once, each acknowledged on its own. */
+async function concurrentRound(step, write, acknowledged) {
+  const count = 2 + Math.floor(random() * 7);
+  const round = Array.from({ length: count }, (_, index) => {
+    const batch = `${cycle}.${step}.${index}`;
+    return { batch, ...batchRecords(random, batch, 12, 400, 30) };
+  });
+  for (const { batch } of round) emit({ kind: 'attempt', batch });
+  await Promise.all(round.map(async ({ batch, size, records }) => acknowledged(batch, size, await write(records))));
+}
+
 for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
   const { size, records } = batchRecords(random, batch, 12, 400, 30);
   const choice = random();
+  if (choice < 0.15) {
+    await concurrentRound(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
+      emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
+    );
+    continue;
+  }
+  if (choice < 0.3 && stream) {
+    await concurrentRound(step, (records) => stream.append(records, { token }), (batch, size) => emit({ kind: 'batch', batch, size }));
+    continue;
+  }
   emit({ kind: 'attempt', batch });
-  if (choice < 0.3) {
+  if (choice < 0.45) {
     const commit = await feed.append(records, { token });
     emit({ kind: 'oneshot', batch, size, commit: commit.commit });
   } else if (choice < 0.8 || !stream) {

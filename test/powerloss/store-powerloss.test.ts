@@ -16,6 +16,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
 import { startPowerlossFs } from '../support/powerloss.js';
+import { overlappingAtEnd } from '../support/ingest.mjs';
 import { text } from '../support/store.js';
 
 const cycles = Number(process.env.STREAMSTACK_POWERLOSS_CYCLES ?? 100);
@@ -81,6 +82,8 @@ describe('power loss', () => {
     let token: string | undefined;
     let tornCuts = 0;
     let droppedPages = 0;
+    /** Cuts that came while two group writes to one file were in flight (pipelined). */
+    let cutsTwoInFlight = 0;
     for (let cycle = 0; cycle < cycles; cycle++) {
       const pfs = await startPowerlossFs({ seed: seed + cycle, ...(backing ? { backing } : {}) });
       backing = pfs.backing;
@@ -95,6 +98,7 @@ describe('power loss', () => {
       const lines = await ingestUntilCut(pfs.mount, cycle, token, async () => (loss = await pfs.losePower(torn)));
       await pfs.stop();
       if (torn) tornCuts++;
+      if (overlappingAtEnd(lines)) cutsTwoInFlight++;
       droppedPages += loss.dropped_pages;
       for (const line of lines) {
         if (line.kind === 'lease') {
@@ -129,8 +133,12 @@ describe('power loss', () => {
       expect(verification.problems, `verify ${where}`).toEqual([]);
       await store.close();
     }
-    console.log(`power-loss test: ${acknowledged.size} acknowledged batches checked; ${tornCuts} torn cuts; ${droppedPages} unsynced pages dropped in all`);
+    console.log(
+      `power-loss test: ${acknowledged.size} acknowledged batches checked; ${tornCuts} torn cuts; ` +
+        `${cutsTwoInFlight} cuts with two group writes in flight; ${droppedPages} unsynced pages dropped in all`,
+    );
     expect(acknowledged.size).toBeGreaterThan(cycles);
+    expect(cutsTwoInFlight, 'cuts that came while two group writes were in flight').toBeGreaterThan(cycles / 100);
     expect(droppedPages, 'power cuts that dropped unsynced data').toBeGreaterThan(0);
   }, Math.max(600_000, cycles * 6_000));
 });

@@ -27,3 +27,49 @@ export function batchRecords(random, batch, sizeMax, paddingMax, keys) {
   }));
   return { size, records };
 }
+
+/**
+ * `kernels` with a durable write that reports when two writes to one file are in flight at once
+ * (a group written behind another whose fdatasync has not returned): `{"kind":"overlap"}` when
+ * the second begins, `{"kind":"overlap-end"}` when they no longer overlap. The parent reads the
+ * last of these before a kill or a cut to know whether two groups were in flight then.
+ */
+export function overlapReporting(kernels) {
+  const inFlight = new Map();
+  const change = (fd, by) => {
+    const before = inFlight.get(fd) ?? 0;
+    inFlight.set(fd, before + by);
+    if (before === 1 && by > 0) emit({ kind: 'overlap' });
+    if (before === 2 && by < 0) emit({ kind: 'overlap-end' });
+  };
+  return {
+    ...kernels,
+    async writeDurable(fd, position, buffers) {
+      change(fd, 1);
+      try {
+        return await kernels.writeDurable(fd, position, buffers);
+      } finally {
+        change(fd, -1);
+      }
+    },
+  };
+}
+
+/** Whether the child's last overlap report before it stopped said two writes were in flight. */
+export function overlappingAtEnd(lines) {
+  for (let index = lines.length - 1; index >= 0; index--) {
+    if (lines[index].kind === 'overlap') return true;
+    if (lines[index].kind === 'overlap-end') return false;
+  }
+  return false;
+}
+
+/** Batches attempted and not acknowledged by the end of the child's lines. */
+export function unacknowledged(lines) {
+  const open = new Set();
+  for (const line of lines) {
+    if (line.kind === 'attempt') open.add(line.batch);
+    if (line.kind === 'oneshot' || line.kind === 'batch') open.delete(line.batch);
+  }
+  return open.size;
+}

@@ -21,5 +21,6 @@ export type { PollResult, SubscriptionInfo } from './api/subscription.js';
 export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, RecordFilter } from './coordinator/feed-writer-types.js';
 export type { AppendRecord, Commit, StoredRecord } from './api/records.js';
 export type { LeaseGrant } from './coordinator/lease.js';
+export type { GroupCommitStats } from './coordinator/group-commit.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/verify.js';
 export type { TornTail } from './coordinator/feed-writer-types.js';

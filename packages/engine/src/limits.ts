@@ -220,3 +220,10 @@ export const summaryPageCommits = 128;
  * 65,536 commits, a few tens of megabytes at most.
  */
 export const commitPagesCachedMax = 512;
+
+/**
+ * Group commits of one lane in flight at once: one being synced while the next is prepared and
+ * written behind it. Two overlap the CPU work with the disk; more would only widen the tail a
+ * power loss may tear (every group in flight) without another fdatasync to overlap.
+ */
+export const groupsInFlightMax = 2;

@@ -13,6 +13,7 @@ import type { FeedWriter } from '../coordinator/feed-writer.js';
 import { FeedReads } from '../coordinator/feed-reads.js';
 import type { AppendCondition, ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
 import { validateCondition } from '../coordinator/conditions.js';
+import type { GroupCommitStats } from '../coordinator/group-commit.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import {
@@ -119,7 +120,8 @@ export class Feed {
    * with one fsync (shared with concurrent one-shot appends). While a lease is live, `token` is
    * required. With `condition`, the append is refused (`CONDITION_FAILED`, naming the first
    * matching position) when a record matching `condition.failIfMatch` lies after
-   * `condition.after`, or (`SAME_BATCH`, retryable) when a request in the same group commit may.
+   * `condition.after`, or (`SAME_BATCH`, retryable) when a matching record was accepted but is
+   * not published yet (it is written in the same group commit, or in one still in flight).
    *
    * @example
    * // Book a seat only if no one booked course 7 since we read it at position p.
@@ -251,6 +253,20 @@ export class Feed {
   /** Segment summaries rebuilt when this feed was opened (missing or damaged), and why. */
   get summaryRebuilds(): readonly { segment: number; file: string; reason: string }[] {
     return this.writer.summaryRebuilds;
+  }
+
+  /**
+   * How this feed's writes were grouped since it was opened: group commits written (one
+   * fdatasync each), the requests they carried, how many were written while the one before was
+   * still being synced (pipelined), and how many are in flight now.
+   *
+   * @example
+   * const { groups, requests } = feed.groupCommitStats();
+   * console.log(`${(requests / groups).toFixed(1)} requests per fsync`);
+   */
+  groupCommitStats(): GroupCommitStats {
+    this.writer.assertOpen();
+    return this.writer.groupCommitStats;
   }
 
   /** The latest commit, or undefined when the feed has none. */

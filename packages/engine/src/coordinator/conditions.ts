@@ -2,11 +2,13 @@
  * Append conditions (docs/architecture.md, Conditions; the DCB model): "fail if any record matching this query lies
  * after position p". Checked in two arms, never with a false negative.
  *
- * - The staged arm settles conflicts inside one group commit: requests laid into the same
- *   write cannot see each other in the published history, so each accepted request stages its
- *   tags, and a later request whose query shares any tag with them (or, having no tags, any
- *   staged record at all) is refused with `SAME_BATCH`. Conservative and tag-only on purpose:
- *   it may refuse what a precise check would allow, and the refusal is advisory and retryable.
+ * - The staged arm settles conflicts with requests not yet published: those laid into the same
+ *   group, and those of the groups in flight before it (group commits are pipelined). None of
+ *   them can be seen in the published history yet, so each accepted request stages its records,
+ *   and a later request whose query matches any staged record is refused with `SAME_BATCH`
+ *   (advisory and retryable: once the staged record is published, the durable arm decides).
+ *   Staged records all count as after the condition's position, so the arm never lets a
+ *   conflict through; a staged tag and type set rule most queries out without a record walk.
  * - The durable arm checks everything published. A bounded map of the highest position per tag
  *   settles most items with no I/O; what it cannot settle goes to an index existence check that
  *   stops at the first match. `CONDITION_FAILED` names that position.
@@ -15,7 +17,7 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { tagHighWaterEntriesMax } from '../limits.js';
 import type { FeedIndex } from '../query/feed-index.js';
-import { findPositions, normalizeQuery, type Query } from '../query/planner.js';
+import { findPositions, matches, normalizeQuery, type Query, type QueryItem } from '../query/planner.js';
 import type { Snapshot } from '../query/snapshot.js';
 
 export interface AppendCondition {
@@ -25,29 +27,45 @@ export interface AppendCondition {
   readonly after?: number;
 }
 
+/** A staged record as the staged arm sees it. */
+type StagedRecord = { readonly type?: string; readonly tags: readonly string[] };
+
 /**
- * What the requests of one group commit have staged so far. Their tags are gathered into a set
- * only when a conditional request asks: a seal of 100,000 records would otherwise spend a set
- * insertion on each tag that no condition ever looks at.
+ * What the requests of one group commit have staged so far. Their tags and types are gathered
+ * into sets only when a conditional request asks: a seal of 100,000 records would otherwise
+ * spend a set insertion on each tag that no condition ever looks at.
  */
 export interface StagedGroup {
   records: number;
-  readonly batches: (readonly { readonly tags: readonly string[] }[])[];
-  /** The tags of the first `tagsFolded` batches. */
+  readonly batches: (readonly StagedRecord[])[];
+  /** The tags and types of the first `folded` batches. */
   readonly tags: Set<string>;
-  tagsFolded: number;
+  readonly types: Set<string>;
+  folded: number;
 }
 
 export function newStagedGroup(): StagedGroup {
-  return { records: 0, batches: [], tags: new Set(), tagsFolded: 0 };
+  return { records: 0, batches: [], tags: new Set(), types: new Set(), folded: 0 };
 }
 
-/** Every tag staged in the group so far. */
-function stagedTags(staged: StagedGroup): Set<string> {
-  for (; staged.tagsFolded < staged.batches.length; staged.tagsFolded++) {
-    for (const record of staged.batches[staged.tagsFolded]) for (const tag of record.tags) staged.tags.add(tag);
+/** Folds the batches staged since the last call into the group's tag and type sets. */
+function foldStaged(staged: StagedGroup): void {
+  for (; staged.folded < staged.batches.length; staged.folded++) {
+    for (const record of staged.batches[staged.folded]) {
+      for (const tag of record.tags) staged.tags.add(tag);
+      if (record.type !== undefined) staged.types.add(record.type);
+    }
   }
-  return staged.tags;
+}
+
+/**
+ * Whether a staged record may match `item`: the sets rule an item out when one of its tags, or
+ * every one of its types, was never staged; only then are the records walked.
+ */
+function itemMayMatch(item: QueryItem, staged: StagedGroup): boolean {
+  if (item.tags && !item.tags.every((tag) => staged.tags.has(tag))) return false;
+  if (item.types && !item.types.some((type) => staged.types.has(type))) return false;
+  return true;
 }
 
 export function validateCondition(condition: AppendCondition | undefined): { query: Query | undefined; after: number } | undefined {
@@ -120,19 +138,24 @@ export class ConditionChecker {
     if (type !== undefined) this.types.raise(type, position);
   }
 
-  /** The staged arm: `SAME_BATCH` when the query may conflict with what the group staged. */
+  /** The staged arm: `SAME_BATCH` when a record staged in `staged` matches the query. */
   checkStaged(query: Query | undefined, staged: StagedGroup): void {
     if (staged.records === 0) return;
-    const tags = query ? stagedTags(staged) : undefined;
-    const conflict = !query || query.items.some((item) => (item.tags ? item.tags.some((tag) => tags!.has(tag)) : true));
+    let conflict = query === undefined;
+    if (query) {
+      foldStaged(staged);
+      const items = query.items.filter((item) => itemMayMatch(item, staged));
+      const narrowed = { items };
+      conflict = items.length > 0 && staged.batches.some((batch) => batch.some((record) => matches(narrowed, record)));
+    }
     if (conflict) {
-      throw new StreamStackError('SAME_BATCH', 'a request in the same group commit may match this condition; retry', {
+      throw new StreamStackError('SAME_BATCH', 'a request written with this one, or just before it, matches this condition; retry', {
         details: { retryable: true },
       });
     }
   }
 
-  stage(staged: StagedGroup, records: readonly { tags: readonly string[] }[]): void {
+  stage(staged: StagedGroup, records: readonly StagedRecord[]): void {
     staged.records += records.length;
     staged.batches.push(records);
   }

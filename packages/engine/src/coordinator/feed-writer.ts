@@ -23,7 +23,7 @@ import { corruptionError, type Snapshot } from '../query/snapshot.js';
 import { newStagedGroup, type ConditionChecker, type StagedGroup } from './conditions.js';
 import { DerivedIndexes } from './derived-indexes.js';
 import { recoverLogs, replayStreams, type OpenStream } from './feed-recovery.js';
-import { GroupCommitter, type GroupLocation, type Lane } from './group-commit.js';
+import { GroupCommitter, type GroupCommitStats, type GroupLocation, type GroupWrite, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
@@ -54,7 +54,22 @@ type WriterGroup = StagedGroup & {
   readonly newTypes: Set<string>;
   /** Payloads the group's runs store, for the runs after them. */
   readonly payloads: GroupPayloads;
+  /**
+   * The groups in flight when this one was begun: written, not yet published. Needed only while
+   * this group is prepared, and emptied when it is written (else each group would hold the one
+   * before it, and the chain every group ever made).
+   */
+  earlier: readonly WriterGroup[];
+  /** A history group's first run: its position and commit base a new segment if it needs one. */
+  first?: { readonly position: number; readonly commit: number };
 };
+
+/** Types staged by `group` and by the groups in flight before it: not yet in the index. */
+function stagedTypes(group: WriterGroup, also: Iterable<string> = []): Set<string> {
+  const types = new Set(also);
+  for (const staged of [...group.earlier, group]) for (const type of staged.newTypes) types.add(type);
+  return types;
+}
 
 export type { Watermark } from './published-state.js';
 
@@ -115,9 +130,9 @@ export class FeedWriter {
     this.payloads = new PayloadDedup((location, payload) => history.storedPayloadEquals(location, payload));
     this.committer = new GroupCommitter(
       { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
-      (lane, builder) => this.writeGroup(lane, builder as GroupBuilder),
+      (lane, builder, group) => this.writeGroup(lane, builder as GroupBuilder, group),
       () => undefined,
-      () => ({ ...newStagedGroup(), newTypes: new Set<string>(), payloads: new GroupPayloads() }),
+      (earlier) => ({ ...newStagedGroup(), newTypes: new Set<string>(), payloads: new GroupPayloads(), earlier }),
     );
     this.retention = new WalRetention(wal, (bases) =>
       this.committer.submit('wal', (builder) => {
@@ -244,12 +259,24 @@ export class FeedWriter {
     return this.committer.failed;
   }
 
+  /** How the feed's writes have been grouped since it opened. */
+  get groupCommitStats(): GroupCommitStats {
+    return this.committer.stats;
+  }
+
   // ---- Leases ------------------------------------------------------------------------------
 
-  acquireLease(holder: string, ttlMs?: number): Promise<LeaseGrant> {
+  /**
+   * Grants the lease to `holder`. A takeover does not wait for queued writes (they are refused
+   * when their turn comes), but it resolves only once the groups already in flight have
+   * settled: when the new holder has its token, no write of the old lease is left to land.
+   */
+  async acquireLease(holder: string, ttlMs?: number): Promise<LeaseGrant> {
     this.assertOpen();
     this.assertWritable();
-    return this.lease.acquire(holder, ttlMs);
+    const grant = await this.lease.acquire(holder, ttlMs);
+    await this.committer.inFlightSettled();
+    return grant;
   }
 
   renewLease(token: string, ttlMs?: number): Promise<LeaseGrant> {
@@ -365,7 +392,7 @@ export class FeedWriter {
       }
       const types = this.index.newTypes(
         records.map((record) => record.type),
-        new Set([...group.newTypes, ...open.types]),
+        stagedTypes(group, open.types),
       );
       const now = this.options.clock();
       const firstSeq = open.nextSeq;
@@ -444,7 +471,7 @@ export class FeedWriter {
       if (condition) await this.checkCondition(condition, group);
       const types = this.index.newTypes(
         records.map((record) => record.type),
-        new Set([...group.newTypes, ...(this.openStream?.types ?? [])]),
+        stagedTypes(group, this.openStream?.types),
       );
       const now = this.options.clock();
       const finish = await this.prepareRun(builder, group, {
@@ -462,9 +489,12 @@ export class FeedWriter {
     });
   }
 
-  /** Both arms of a condition, against this group's staged requests and the published history. */
-  private async checkCondition(condition: { query: Query | undefined; after: number }, group: StagedGroup): Promise<void> {
-    this.conditions.checkStaged(condition.query, group);
+  /**
+   * Both arms of a condition: against the requests staged in this group and in the groups in
+   * flight before it (written, not yet published), and against the published history.
+   */
+  private async checkCondition(condition: { query: Query | undefined; after: number }, group: WriterGroup): Promise<void> {
+    for (const staged of [...group.earlier, group]) this.conditions.checkStaged(condition.query, staged);
     await this.indexed();
     await this.conditions.checkDurable(condition.query, condition.after, this.snapshot(), this.index);
   }
@@ -504,8 +534,10 @@ export class FeedWriter {
       this.frameDataBytesMax,
       this.history.room(),
       group.payloads,
+      group.earlier.map((earlier) => earlier.payloads),
       this.payloads,
     );
+    group.first ??= { position: this.stagedNextPosition, commit: commitNumber };
     this.stagedHead = commitNumber;
     this.stagedNextPosition += run.records.length;
     return (location) => {
@@ -529,13 +561,11 @@ export class FeedWriter {
     this.stagedNextPosition = Math.max(this.stagedNextPosition, commit.lastPosition + 1);
   }
 
-  private async writeGroup(lane: Lane, builder: GroupBuilder): Promise<GroupLocation> {
+  private writeGroup(lane: Lane, builder: GroupBuilder, group: WriterGroup): GroupWrite {
+    group.earlier = [];
     if (lane === 'wal') return this.wal.commit(builder, this.options.segmentBytes);
-    return this.history.commit(
-      builder,
-      { position: this.watermark.position + 1, commit: this.watermark.commit + 1 },
-      this.options.segmentBytes,
-    );
+    assert(group.first !== undefined, 'a history group holds a run');
+    return this.history.commit(builder, group.first, this.options.segmentBytes);
   }
 
   // ---- Reading history ---------------------------------------------------------------------

@@ -1,15 +1,24 @@
 /**
- * Group commit: requests queue while a write is in flight, and the next write takes them all —
+ * Group commit: requests queue while writes are in flight, and the next write takes them all —
  * many requests, one write, one fdatasync. Requests go to one of two lanes (the WAL, or the
- * history); consecutive requests of the same lane share a group, and groups run one at a time,
- * in arrival order, so every request sees the effects of every request before it.
+ * history); consecutive requests of the same lane share a group, and groups are prepared one at a
+ * time, in arrival order, so every request sees the effects of every request before it.
+ *
+ * Groups are pipelined: while one group's fdatasync is in flight, the next group of the same lane
+ * is prepared and written behind it (up to `groupsInFlightMax` groups), so the CPU work of
+ * preparing a group overlaps the disk's. Requests are acknowledged strictly in order: a group's
+ * requests are finished only after every group before it was. A group of the other lane, or one
+ * that needs a new segment, waits until the groups in flight have settled.
  *
  * Each request lays its frames into the group's builder in `prepare`, checking its preconditions
- * against the state left by the requests before it, and returns a `finish` that runs once the
- * group is durable. A request whose preconditions fail is rolled out of the builder and rejected
- * alone. A failed write is fatal for the feed: after it, nothing is acknowledged again.
+ * against the state left by the requests before it (those in flight included), and returns a
+ * `finish` that runs once the group is durable. A request whose preconditions fail is rolled out
+ * of the builder and rejected alone. A failed write is fatal for the feed: after it, nothing is
+ * acknowledged again — not the groups in flight behind it either, even if their own writes
+ * succeeded.
  */
 import { StreamStackError } from '../errors.js';
+import { groupsInFlightMax } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
 
 export type Lane = 'wal' | 'history';
@@ -22,7 +31,8 @@ export interface GroupLocation {
 
 /**
  * Lays a request into the group: `group` is scratch state shared by the requests of one group
- * (what earlier requests staged), made fresh for every group.
+ * (what earlier requests staged), made fresh for every group by `newGroup`, which is handed the
+ * scratch of the groups still in flight.
  */
 export type Prepare<T, G> = (
   builder: FrameBuilder,
@@ -48,19 +58,56 @@ interface Request<G> {
   readonly reject: (error: unknown) => void;
 }
 
+/**
+ * A group handed to the disk. `placed` says its bytes were reserved in the active segment when
+ * `write` returned, so the next group may be laid out behind it; otherwise (a new segment is
+ * being made) nothing more is prepared until it settles.
+ */
+export interface GroupWrite {
+  readonly placed: boolean;
+  readonly durable: Promise<GroupLocation>;
+}
+
+/** What the group commit has done since the feed opened: how well writes are shared. */
+export interface GroupCommitStats {
+  /** Groups written: each one write and one fdatasync. */
+  readonly groups: number;
+  /** Requests those groups carried. */
+  readonly requests: number;
+  /** Groups written while an earlier group of the same lane was still in flight. */
+  readonly pipelined: number;
+  /** Groups written and not yet acknowledged, now. */
+  readonly inFlight: number;
+}
+
+/** A group written and not yet acknowledged. */
+interface InFlight<G> {
+  readonly lane: Lane;
+  readonly placed: boolean;
+  readonly scratch: G;
+  /** Resolves once the group's requests are settled (acknowledged or refused). */
+  readonly settled: Promise<void>;
+}
+
 export class GroupCommitter<G> {
   private readonly queue: Request<G>[] = [];
+  private readonly inFlight: InFlight<G>[] = [];
   private running = false;
   private failure: StreamStackError | undefined;
-  /** Resolves when the queue next drains (for close). */
+  /** Resolves when the queue next drains and no group is in flight (for close). */
   private drained: (() => void)[] = [];
+  private refusal: StreamStackError | undefined;
+  private groupsWritten = 0;
+  private requestsWritten = 0;
+  private groupsPipelined = 0;
 
   constructor(
     private readonly builders: Record<Lane, FrameBuilder>,
-    private readonly write: (lane: Lane, builder: FrameBuilder) => Promise<GroupLocation>,
+    /** Finishes the builder's bytes and hands them to the disk (see `GroupWrite`). */
+    private readonly write: (lane: Lane, builder: FrameBuilder, group: G) => GroupWrite,
     /** Told once, when a write fails and the feed stops acknowledging. */
     private readonly onFatal: (error: StreamStackError) => void,
-    private readonly newGroup: () => G,
+    private readonly newGroup: (inFlight: readonly G[]) => G,
   ) {}
 
   /** The fatal error, once a write has failed. */
@@ -77,35 +124,62 @@ export class GroupCommitter<G> {
     });
   }
 
+  get stats(): GroupCommitStats {
+    return { groups: this.groupsWritten, requests: this.requestsWritten, pipelined: this.groupsPipelined, inFlight: this.inFlight.length };
+  }
+
   /** Refuses every request submitted from now on with `error` (the feed is closing). */
   refuse(error: StreamStackError): void {
     this.refusal = error;
   }
 
-  private refusal: StreamStackError | undefined;
-
   /** Resolves once every request submitted so far has settled. */
   idle(): Promise<void> {
-    if (!this.running && this.queue.length === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.drained.push(resolve));
+  }
+
+  /**
+   * Resolves once the groups in flight now have settled (not the requests queued behind them):
+   * a lease takeover waits for it, so that once it is granted no write of the old lease is
+   * still to be acknowledged.
+   */
+  async inFlightSettled(): Promise<void> {
+    await Promise.all(this.inFlight.map((group) => group.settled));
+  }
+
+  private isIdle(): boolean {
+    return !this.running && this.queue.length === 0 && this.inFlight.length === 0;
+  }
+
+  private notifyIfIdle(): void {
+    if (this.isIdle()) for (const resolve of this.drained.splice(0)) resolve();
   }
 
   private async pump(): Promise<void> {
     this.running = true;
     while (this.queue.length > 0) {
       const lane = this.queue[0].lane;
+      const last = this.inFlight[this.inFlight.length - 1];
+      if (last && (last.lane !== lane || !last.placed || this.inFlight.length >= groupsInFlightMax)) {
+        // Lanes are different logs, and a request may depend on the other lane's effects once
+        // they are published (a seal reads the appends before it back from the WAL).
+        await this.inFlight[0].settled;
+        continue;
+      }
       let count = 1;
       while (count < this.queue.length && this.queue[count].lane === lane) count++;
-      await this.runGroup(lane, this.queue.splice(0, count));
+      await this.prepareGroup(lane, this.queue.splice(0, count));
     }
     this.running = false;
-    for (const resolve of this.drained.splice(0)) resolve();
+    this.notifyIfIdle();
   }
 
-  private async runGroup(lane: Lane, group: Request<G>[]): Promise<void> {
+  /** Prepares one group's requests, and hands the group to the disk unless none was accepted. */
+  private async prepareGroup(lane: Lane, group: Request<G>[]): Promise<void> {
     const builder = this.builders[lane];
     builder.clear();
-    const scratch = this.newGroup();
+    const scratch = this.newGroup(this.inFlight.map((inFlight) => inFlight.scratch));
     const prepared: { request: Request<G>; finish: (location: GroupLocation) => unknown }[] = [];
     for (const [index, request] of group.entries()) {
       if (this.failure) {
@@ -125,16 +199,51 @@ export class GroupCommitter<G> {
       }
     }
     if (prepared.length === 0) return;
-    let location: GroupLocation;
-    try {
-      location = await this.write(lane, builder);
-    } catch (error) {
-      this.fail(error);
+    if (this.failure) {
       for (const { request } of prepared) request.reject(this.failure);
       return;
     }
-    // Every request of the group is finished in the same turn of the event loop, in order, so
-    // no caller sees part of a group published.
+    let written: GroupWrite;
+    try {
+      written = this.write(lane, builder, scratch);
+    } catch (error) {
+      written = { placed: false, durable: Promise.reject(error) };
+    }
+    this.groupsWritten++;
+    this.requestsWritten += prepared.length;
+    if (this.inFlight.length > 0) this.groupsPipelined++;
+    const previous = this.inFlight[this.inFlight.length - 1]?.settled;
+    const entry: InFlight<G> = { lane, placed: written.placed, scratch, settled: this.acknowledge(written.durable, previous, prepared) };
+    this.inFlight.push(entry);
+    void entry.settled.then(() => {
+      this.inFlight.splice(this.inFlight.indexOf(entry), 1);
+      this.notifyIfIdle();
+    });
+  }
+
+  /**
+   * Acknowledges a group once it is durable and every group before it is settled: its requests
+   * are finished in the same turn of the event loop, in order, so no caller sees part of a group
+   * published. If this write or any before it failed, every request is refused instead.
+   */
+  private async acknowledge(
+    durable: Promise<GroupLocation>,
+    previous: Promise<void> | undefined,
+    prepared: readonly { request: Request<G>; finish: (location: GroupLocation) => unknown }[],
+  ): Promise<void> {
+    let location: GroupLocation | undefined;
+    let failed: unknown;
+    try {
+      location = await durable;
+    } catch (error) {
+      failed = error;
+    }
+    await previous;
+    if (failed !== undefined && !this.failure) this.fail(failed);
+    if (this.failure || location === undefined) {
+      for (const { request } of prepared) request.reject(this.failure);
+      return;
+    }
     for (const { request, finish } of prepared) {
       try {
         request.resolve(finish(location));

@@ -17,8 +17,9 @@ function keyOf(crc: number): number {
 }
 
 /**
- * Payloads laid by earlier runs of the group being prepared: not durable yet, so they are
- * compared with the bytes in memory, and located where the group will land.
+ * Payloads laid by the runs of one group: not durable yet, so they are compared with the bytes
+ * in memory, and located where the group will land. Later runs of the group look them up, and
+ * so do the runs of the group pipelined behind it while this one is in flight.
  */
 export class GroupPayloads {
   private readonly laid = new Map<number, { bytes: Uint8Array; location: PayloadLocation }>();
@@ -33,14 +34,15 @@ export class GroupPayloads {
     this.pending.push({ payloads, segment, runOffset });
   }
 
-  find(payload: Uint8Array, crc: number): PayloadLocation | undefined {
+  /** A laid payload with exactly these bytes that lands in history segment `segment`. */
+  find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
     for (const { payloads, segment, runOffset } of this.pending.splice(0)) {
       for (const laid of payloads) {
         this.laid.set(keyOf(laid.crc), { bytes: laid.bytes, location: { segment, offset: runOffset + laid.offset, length: laid.length, crc: laid.crc } });
       }
     }
     const candidate = this.laid.get(keyOf(crc));
-    return candidate && equalBytes(candidate.bytes, payload) ? candidate.location : undefined;
+    return candidate && candidate.location.segment === segment && equalBytes(candidate.bytes, payload) ? candidate.location : undefined;
   }
 }
 

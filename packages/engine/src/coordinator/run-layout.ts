@@ -16,8 +16,10 @@ export type LaidRun = Awaited<ReturnType<typeof buildCommitRun>>;
 
 /**
  * Lays `input` at the end of `builder`. `room` is the active history segment's free space (none
- * when there is no active segment); `laid` the payloads of the group's earlier runs, `stored`
- * those already durable. Returns the run and, when it is known now, where the group lands.
+ * when there is no active segment); `laid` the payloads of the group's earlier runs, `inFlight`
+ * those of the groups written before it and not yet durable (a torn write of theirs cuts this
+ * group too, so referencing them is safe), `stored` those already durable. Returns the run and,
+ * when it is known now, where the group lands.
  */
 export async function layRun(
   kernels: Kernels,
@@ -26,15 +28,25 @@ export async function layRun(
   frameDataBytesMax: number,
   room: { readonly segment: number; readonly offset: number; readonly bytes: number } | undefined,
   laid: GroupPayloads,
+  inFlight: readonly GroupPayloads[],
   stored: PayloadDedup,
 ): Promise<{ run: LaidRun; landing: { readonly segment: number; readonly offset: number } | undefined }> {
   const firstInGroup = builder.runFrameCount === 0;
   const mark = builder.mark();
+  const lookup = (payload: Uint8Array, crc: number, segment: number) => {
+    const found = laid.find(payload, crc, segment);
+    if (found) return found;
+    for (const earlier of inFlight) {
+      const location = earlier.find(payload, crc, segment);
+      if (location) return location;
+    }
+    return stored.find(payload, crc, segment);
+  };
   let run = await buildCommitRun(
     kernels,
     builder,
     input,
-    (payload, crc) => (room ? (laid.find(payload, crc) ?? stored.find(payload, crc, room.segment)) : undefined),
+    (payload, crc) => (room ? lookup(payload, crc, room.segment) : undefined),
     frameDataBytesMax,
   );
   if (!room || builder.byteLength <= room.bytes) {

@@ -1,9 +1,12 @@
 /**
  * Groups (docs/formats.md, docs/faults.md): every write to a WAL or history segment is one group,
  * a `GroupHeader` frame followed by the group's frames. The header carries the byte length of
- * the frames after it and the group's own offset, so recovery walks a segment group by group,
- * knows where the last write began, and can look past damage for sound groups after it: damage
- * with a sound group after it cannot be a torn tail, because only the last write can be torn.
+ * the frames after it, the group's own offset, and how far the segment was confirmed durable
+ * when the group was written. So recovery walks a segment group by group, knows where the last
+ * writes began, and can look past damage for sound groups after it: damage that a later sound
+ * group says was already confirmed cannot be a torn tail. Groups are pipelined (the next one is
+ * written while the one before is still being synced), so the unconfirmed tail — the region a
+ * power loss may tear — may hold more than one group, and each group names where it starts.
  *
  * A group is sound when its header frame passes its CRC, names its own offset, and the frames
  * after it pass their CRCs and tile its length exactly.
@@ -15,8 +18,11 @@ import { ByteReader, type ByteWriter } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import { FrameBuilder, scanFrames, type ScannedFrame } from './framing.js';
 
-/** Data bytes of a group header frame: kind, `u32` bytes after the frame, `u64` own offset. */
-const groupHeaderDataBytes = 1 + 4 + 8;
+/**
+ * Data bytes of a group header frame: kind, `u32` bytes after the frame, `u64` own offset, `u64`
+ * confirmed end (every byte of the segment before it was durable when the group was written).
+ */
+const groupHeaderDataBytes = 1 + 4 + 8 + 8;
 /** Bytes of a whole group header frame. */
 export const groupHeaderBytes = frameHeaderBytes + groupHeaderDataBytes;
 /** The length word of every group header frame: fixed, which makes headers cheap to look for. */
@@ -40,7 +46,7 @@ export class GroupBuilder extends FrameBuilder {
   override clear(): void {
     super.clear();
     this.logControlFrames = 0;
-    this.begin(FrameKind.GroupHeader, true).u32(0).u64(0);
+    this.begin(FrameKind.GroupHeader, true).u32(0).u64(0).u64(0);
     this.end();
   }
 
@@ -63,15 +69,19 @@ export class GroupBuilder extends FrameBuilder {
 }
 
 /**
- * Fills in a finished group's length and offset (known only once the segment it goes to is
- * chosen) and its header's CRC. Called on the bytes of `GroupBuilder.finish`.
+ * Fills in a finished group's length, its offset and the segment's confirmed end (both known
+ * only once the segment it goes to is chosen) and its header's CRC. Called on the bytes of
+ * `GroupBuilder.finish`.
  */
-export function sealGroup(kernels: Kernels, bytes: Uint8Array, offset: number): void {
+export function sealGroup(kernels: Kernels, bytes: Uint8Array, offset: number, confirmed: number): void {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   assert(view.getUint32(0, true) === groupHeaderWord && bytes[frameHeaderBytes] === FrameKind.GroupHeader, 'a group starts with its header');
+  assert(confirmed <= offset, 'a group was written after the bytes confirmed before it');
   view.setUint32(frameHeaderBytes + 1, bytes.length - groupHeaderBytes, true);
   view.setUint32(frameHeaderBytes + 5, offset % 0x1_0000_0000, true);
   view.setUint32(frameHeaderBytes + 9, Math.floor(offset / 0x1_0000_0000), true);
+  view.setUint32(frameHeaderBytes + 13, confirmed % 0x1_0000_0000, true);
+  view.setUint32(frameHeaderBytes + 17, Math.floor(confirmed / 0x1_0000_0000), true);
   view.setUint32(4, kernels.crc32(bytes.subarray(frameHeaderBytes, groupHeaderBytes)), true);
 }
 
@@ -97,6 +107,8 @@ export function writeLiveSegments(builder: GroupBuilder, bases: readonly number[
 export interface Group {
   readonly offset: number;
   readonly end: number;
+  /** How far the segment was confirmed durable when this group was written. */
+  readonly confirmed: number;
   readonly frames: readonly ScannedFrame[];
 }
 
@@ -117,11 +129,12 @@ export function groupAt(kernels: Kernels, bytes: Uint8Array, at: number, limit: 
   const reader = new ByteReader(bytes, at + frameHeaderBytes + 1, at + groupHeaderBytes, 'group header');
   const bodyBytes = reader.u32();
   const offset = reader.u64();
+  const confirmed = reader.u64();
   const end = at + groupHeaderBytes + bodyBytes;
-  if (offset !== at || bodyBytes === 0 || end > limit) return undefined;
+  if (offset !== at || confirmed > offset || bodyBytes === 0 || end > limit) return undefined;
   const frames = scanFrames(kernels, bytes, at + groupHeaderBytes, end);
   if (frames.length === 0 || frames[frames.length - 1].dataEnd !== end) return undefined;
-  return { offset: at, end, frames };
+  return { offset: at, end, confirmed, frames };
 }
 
 /** The first offset in [from, to) whose byte is not zero, or `to`. */

@@ -318,18 +318,24 @@ export class History {
   /**
    * Writes the runs in `builder` (one or more, each ended by its commit record) with one
    * fdatasync. `first` names the first run's position and commit, which base a new segment.
+   * `placed` is true when the group went into the active segment, its bytes reserved before this
+   * returned (the next group may be laid out behind it); false when it needs a new segment.
    */
-  async commit(
+  commit(
     builder: FrameBuilder,
     first: { position: number; commit: number },
     capacityDefault: number,
-  ): Promise<{ segment: number; offset: number }> {
+  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
     const bytes = builder.finish(this.kernels);
-    const segment = await this.segments.ensureRoom(
-      bytes.length,
-      () => ({ base: first.position, baseCommit: first.commit }),
-      capacityDefault,
-    );
+    const active = this.segments.activeWithRoom(bytes.length, capacityDefault);
+    if (active) return { placed: true, durable: this.appendTo(active, bytes) };
+    const durable = this.segments
+      .roll(bytes.length, () => ({ base: first.position, baseCommit: first.commit }), capacityDefault)
+      .then((segment) => this.appendTo(segment, bytes));
+    return { placed: false, durable };
+  }
+
+  private async appendTo(segment: SegmentFile, bytes: Uint8Array): Promise<{ segment: number; offset: number }> {
     const offset = await this.segments.appendGroup(segment, bytes);
     return { segment: segment.header.base, offset };
   }

@@ -52,6 +52,13 @@ export type SegmentEntry<M> =
       readonly reason: string;
       /** Nothing written can have been lost here (see `Corruption.harmless`). */
       readonly harmless?: boolean;
+      /**
+       * The furthest any sound group after the damage says the segment was confirmed durable
+       * when it was written (undefined when none follows): damage below it hit confirmed bytes.
+       */
+      readonly confirmedAfter?: number;
+      /** The damage is a sound group whose content does not decode: written whole, never torn. */
+      readonly wholeGroup?: boolean;
     };
 
 /** Where the log goes on after this segment, from its `SegmentEnd` frame. */
@@ -133,8 +140,24 @@ export function scanSegment<M>(
   let damageAt = 0;
   /** Where the segment's `SegmentEnd` group ends: nothing written can lie after it. */
   let finishedAt = Number.POSITIVE_INFINITY;
-  const noteDamage = (offset: number, resumeAt: number | undefined, reason: string) =>
-    entries.push({ kind: 'damage', offset, resumeAt, reason, ...(offset >= finishedAt ? { harmless: true } : {}) });
+  // The furthest confirmed end named by the groups from each one on, for the damage before them.
+  const confirmedFrom: number[] = new Array<number>(groups.length);
+  for (let index = groups.length - 1; index >= 0; index--) {
+    confirmedFrom[index] = Math.max(groups[index].confirmed, index + 1 < groups.length ? confirmedFrom[index + 1] : 0);
+  }
+  let groupAt = 0;
+  const noteDamage = (offset: number, resumeAt: number | undefined, reason: string, wholeGroup = false) => {
+    while (groupAt < groups.length && groups[groupAt].offset <= offset) groupAt++;
+    entries.push({
+      kind: 'damage',
+      offset,
+      resumeAt,
+      reason,
+      ...(offset >= finishedAt ? { harmless: true } : {}),
+      ...(groupAt < groups.length ? { confirmedAfter: confirmedFrom[groupAt] } : {}),
+      ...(wholeGroup ? { wholeGroup } : {}),
+    });
+  };
   for (const group of groups) {
     while (damageAt < damages.length && damages[damageAt].offset < group.offset) {
       const damage = damages[damageAt++];
@@ -150,7 +173,7 @@ export function scanSegment<M>(
     if (!runs || !control || trailer) {
       // A group whose CRCs hold but whose content does not make sense (or that follows the
       // segment's end) was written whole by someone else's hand: it is corruption.
-      noteDamage(group.offset, group.end, trailer ? 'a group after the segment was finished' : 'a group whose runs do not decode');
+      noteDamage(group.offset, group.end, trailer ? 'a group after the segment was finished' : 'a group whose runs do not decode', true);
       continue;
     }
     if (runs.length > 0) dataGroups++;

@@ -126,6 +126,11 @@ export class SegmentSet {
         }
       }
     }
+    if (!readOnly) {
+      // What recovery found sound may have been only in the page cache of a process that died:
+      // it is made durable before any group names it as confirmed.
+      for (const segment of set.segments.slice(-2)) await segment.sync(kernels);
+    }
     const last = set.active;
     if (newest && 'scanned' in newest && newest.scanned.trailer && last === newest.segment) {
       // The newest segment says the log goes on: the segment after it was lost.
@@ -191,20 +196,28 @@ export class SegmentSet {
   }
 
   /**
-   * Decides the segment's last damage: a torn tail when it may be one (then cut, unless
-   * read-only), else it stays a damage entry — corruption.
+   * Decides whether the segment ends in a torn tail (then cut, unless read-only) or holds only
+   * corruption. Groups are pipelined, so the writes a power loss may tear are every group written
+   * after the last confirmed byte: a damage is the start of a torn tail when no sound group after
+   * it was written after the damaged bytes were confirmed (each names how far the segment was
+   * confirmed when it was written) and no damage before it is left. Everything from there on —
+   * the damage and any sound group that was written behind it — is cut: those groups were never
+   * acknowledged, and their runs follow the torn one.
    */
   private async settleDamage<M>(one: { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> }, tornAllowed: boolean): Promise<ScannedSegment<M>> {
     const { segment, bytes, scanned } = one;
-    const last = scanned.entries[scanned.entries.length - 1];
-    if (!tornAllowed || !last || last.kind !== 'damage' || last.harmless || last.resumeAt !== undefined || bytes.length !== segment.header.capacity) {
-      return scanned;
-    }
-    const end = nonZeroEnd(bytes, last.offset, bytes.length);
-    assert(last.offset === scanned.end, 'a torn tail starts where the sound groups end');
-    this.tornTails.push({ file: segment.file, offset: last.offset, bytes: end - last.offset });
-    if (!this.readOnly) await segment.zeroRange(this.kernels, last.offset, end);
-    return { ...scanned, entries: scanned.entries.slice(0, -1) };
+    const at = scanned.entries.findIndex((entry) => entry.kind === 'damage' && !entry.harmless);
+    const first = at < 0 ? undefined : scanned.entries[at];
+    if (!tornAllowed || !first || first.kind !== 'damage' || first.wholeGroup || bytes.length !== segment.header.capacity) return scanned;
+    if (first.confirmedAfter !== undefined && first.confirmedAfter > first.offset) return scanned;
+    // The scan notes a damage where the sound groups before it end, so the cut starts there.
+    const end = nonZeroEnd(bytes, first.offset, bytes.length);
+    assert(first.confirmedAfter === undefined ? first.offset === scanned.end : first.offset < scanned.end, 'a torn tail starts where the sound groups end');
+    this.tornTails.push({ file: segment.file, offset: first.offset, bytes: end - first.offset });
+    if (!this.readOnly) await segment.zeroRange(this.kernels, first.offset, end);
+    segment.writeOffset = first.offset;
+    segment.durableEnd = first.offset;
+    return { ...scanned, entries: scanned.entries.slice(0, at), end: first.offset };
   }
 
   get active(): SegmentFile | undefined {
@@ -230,13 +243,31 @@ export class SegmentSet {
   }
 
   /**
-   * Returns an active segment with room for a group of `bytes` (and, after it, the segment's
-   * `SegmentEnd`), rolling to a new one when the current one is too full: the new segment is
-   * created whole, then the old one is finished with a `SegmentEnd` naming it, then the new
-   * segment's `firstGroup` (the WAL's live list), if any, is written. A new segment is sized to
-   * hold all three when they exceed the usual capacity.
+   * The active segment when it has room for a group of `bytes` and, after it, the segment's
+   * `SegmentEnd`; else undefined (the group needs `roll`). Synchronous, so a group placed here
+   * reserves its bytes before anything else is laid out.
    */
-  async ensureRoom(
+  activeWithRoom(bytes: number, capacityDefault: number): SegmentFile | undefined {
+    if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`);
+    const needed = bytes + segmentEndGroupBytes;
+    const active = this.active;
+    if (!active || active.free < needed) return undefined;
+    // Past half full, the next segment is zero-filled in the background.
+    if (!this.spare && active.free - needed < active.header.capacity / 2 && active.header.capacity === capacityDefault) {
+      this.startSpare(capacityDefault);
+    }
+    return active;
+  }
+
+  /**
+   * Rolls to a new segment with room for a group of `bytes` (and its `SegmentEnd`): once the
+   * groups still in flight in the active segment have settled, the new segment is created whole,
+   * then the old one is finished with a `SegmentEnd` naming it, then the new segment's
+   * `firstGroup` (the WAL's live list), if any, is written. So a roll never overlaps another
+   * write: only the newest segment can hold unconfirmed groups. A new segment is sized to hold
+   * all three when they exceed the usual capacity.
+   */
+  async roll(
     bytes: number,
     next: () => Omit<SegmentHeader, 'kind' | 'capacity'>,
     capacityDefault: number,
@@ -245,13 +276,7 @@ export class SegmentSet {
     if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`);
     const needed = bytes + segmentEndGroupBytes;
     const active = this.active;
-    if (active && active.free >= needed) {
-      // Past half full, the next segment is zero-filled in the background.
-      if (!this.spare && active.free - needed < active.header.capacity / 2 && active.header.capacity === capacityDefault) {
-        this.startSpare(capacityDefault);
-      }
-      return active;
-    }
+    if (active) await active.appendsSettled();
     const header = next();
     const first = firstGroup?.(header.base);
     const capacity = Math.max(capacityDefault, segmentHeaderBytes + (first?.length ?? 0) + needed);
@@ -284,9 +309,13 @@ export class SegmentSet {
     await this.appendGroup(segment, builder.finish(this.kernels));
   }
 
-  /** Seals a finished group's header for where it lands, and appends it durably. */
-  async appendGroup(segment: SegmentFile, bytes: Uint8Array): Promise<number> {
-    sealGroup(this.kernels, bytes, segment.writeOffset);
+  /**
+   * Seals a finished group's header for where it lands (and for how far the segment is
+   * confirmed now), reserves its bytes, and resolves once they are durable. The reservation is
+   * made before this returns, so the next group may be laid out and written behind it.
+   */
+  appendGroup(segment: SegmentFile, bytes: Uint8Array): Promise<number> {
+    sealGroup(this.kernels, bytes, segment.writeOffset, segment.durableEnd);
     return segment.append(this.kernels, bytes);
   }
 

@@ -15,7 +15,7 @@ import { ByteReader, ByteWriter } from './codec.js';
 
 const magic = new TextEncoder().encode('STRMSTAK');
 /** Version 2: every write is a group with a header (docs/formats.md). */
-export const segmentFormatVersion = 2;
+export const segmentFormatVersion = 3;
 
 export const enum SegmentKind {
   Wal = 1,
@@ -290,29 +290,56 @@ export class SegmentFile {
   }
 
   /**
-   * Appends `bytes` at the write offset and returns once the disk confirmed them (fdatasync).
-   * A failure poisons the segment: every later append is refused with the first error.
+   * Appends still in flight, in offset order: `durableEnd` moves past one only once it and every
+   * one before it are confirmed (a later write's fdatasync may return first).
    */
-  async append(kernels: Kernels, bytes: Uint8Array): Promise<number> {
-    if (this.failure) throw this.failure;
+  private readonly pending: { readonly end: number; confirmed: boolean; readonly settled: Promise<unknown> }[] = [];
+
+  /**
+   * Appends `bytes` at the write offset and returns once the disk confirmed them (fdatasync).
+   * The bytes are reserved before this returns (the offset moves first), so appends may be in
+   * flight together. A failure poisons the segment: every later append, and every append still
+   * in flight that has not been confirmed, is refused with the first error.
+   */
+  append(kernels: Kernels, bytes: Uint8Array): Promise<number> {
+    if (this.failure) return Promise.reject(this.failure);
     if (bytes.length > this.free) {
-      throw new Error(`append of ${bytes.length} bytes overflows ${this.file} (${this.free} free)`);
+      return Promise.reject(new Error(`append of ${bytes.length} bytes overflows ${this.file} (${this.free} free)`));
     }
     const offset = this.writeOffset;
-    // The offset moves before the write, so a concurrent caller can never be handed the same
-    // bytes; callers serialise appends anyway (one writer per feed).
     this.writeOffset += bytes.length;
-    try {
-      await kernels.writeDurable(this.fd, offset, [bytes]);
-      this.durableEnd = Math.max(this.durableEnd, offset + bytes.length);
-    } catch (error) {
-      this.failure =
-        error instanceof StreamStackError
-          ? error
-          : new StreamStackError('IO', `write to ${this.file} failed`, { cause: error });
-      throw this.failure;
-    }
-    return offset;
+    const written = kernels.writeDurable(this.fd, offset, [bytes]);
+    const entry = { end: offset + bytes.length, confirmed: false, settled: written.catch(() => undefined) };
+    this.pending.push(entry);
+    return written.then(
+      () => {
+        entry.confirmed = true;
+        while (this.pending.length > 0 && this.pending[0].confirmed) this.durableEnd = Math.max(this.durableEnd, this.pending.shift()!.end);
+        if (this.failure) throw this.failure;
+        return offset;
+      },
+      (error: unknown) => {
+        this.failure ??=
+          error instanceof StreamStackError
+            ? error
+            : new StreamStackError('IO', `write to ${this.file} failed`, { cause: error });
+        throw this.failure;
+      },
+    );
+  }
+
+  /** Resolves once every append made so far has settled, confirmed or failed. */
+  async appendsSettled(): Promise<void> {
+    await Promise.all(this.pending.map((entry) => entry.settled));
+  }
+
+  /**
+   * Makes everything written to the file so far durable. Recovery calls it before appending
+   * behind what it found: bytes a crashed process wrote may still be only in the page cache,
+   * and a group written now names them as confirmed.
+   */
+  async sync(kernels: Kernels): Promise<void> {
+    await kernels.writeDurable(this.fd, 0, []);
   }
 
   /** Zeros `[from, to)` and syncs: how recovery cuts a torn tail, and restores preallocation. */

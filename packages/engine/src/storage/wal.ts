@@ -216,20 +216,18 @@ export class Wal {
    * returns where the group starts (segment base and offset). Rolls to a new segment when the
    * group does not fit; a new segment's first group lists the live segments.
    */
-  async commit(builder: GroupBuilder, capacityDefault: number): Promise<{ segment: number; offset: number }> {
-    const sequence = this.nextSequence;
+  commit(builder: GroupBuilder, capacityDefault: number): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
+    const sequence = this.nextSequence++;
     builder.begin(FrameKind.WalMarker, true).varint(sequence).varint(builder.runFrameCount);
     builder.end();
     const bytes = builder.finish(this.kernels);
-    const segment = await this.segments.ensureRoom(
-      bytes.length,
-      () => ({ base: sequence, baseCommit: 0 }),
-      capacityDefault,
-      (base) => this.liveListGroup(base),
-    );
-    this.nextSequence++;
-    const offset = await this.segments.appendGroup(segment, bytes);
-    return { segment: segment.header.base, offset };
+    const append = async (segment: SegmentFile) => ({ segment: segment.header.base, offset: await this.segments.appendGroup(segment, bytes) });
+    const active = this.segments.activeWithRoom(bytes.length, capacityDefault);
+    if (active) return { placed: true, durable: append(active) };
+    const durable = this.segments
+      .roll(bytes.length, () => ({ base: sequence, baseCommit: 0 }), capacityDefault, (base) => this.liveListGroup(base))
+      .then(append);
+    return { placed: false, durable };
   }
 
   /** The bases of the segments live now. */
