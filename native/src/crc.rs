@@ -106,7 +106,7 @@ unsafe fn crc32c_update_sse42(state: u32, bytes: &[u8]) -> u32 {
 
 /// Checks ranges `[ranges[2i], ranges[2i + 1])` against a buffer of `length` bytes.
 fn check_ranges(ranges: &[u32], length: usize) -> KernelResult<()> {
-    if ranges.len() % 2 != 0 {
+    if !ranges.len().is_multiple_of(2) {
         return Err(KernelError::invalid_argument(format!(
             "ranges come in start and end pairs, but {} offsets were given",
             ranges.len()
@@ -123,28 +123,56 @@ fn check_ranges(ranges: &[u32], length: usize) -> KernelResult<()> {
     Ok(())
 }
 
+/// Checks that `out` holds exactly `expected` values.
+fn check_out(out: &[u32], expected: usize) -> KernelResult<()> {
+    if out.len() != expected {
+        return Err(KernelError::invalid_argument(format!(
+            "the output holds {} values, not the {expected} the ranges give",
+            out.len()
+        )));
+    }
+    Ok(())
+}
+
 /// CRC-32C of each range `[ranges[2i], ranges[2i + 1])` of `bytes`: one call for the checksums
 /// of a whole manifest frame's entries.
 pub fn crc32c_ranges(bytes: &[u8], ranges: &[u32]) -> KernelResult<Vec<u32>> {
+    let mut out = vec![0; ranges.len() / 2];
+    crc32c_ranges_into(bytes, ranges, &mut out)?;
+    Ok(out)
+}
+
+/// `crc32c_ranges` into `out` (one value per range), which the caller owns: the binding fills a
+/// buffer JavaScript made, because making a typed array from Rust costs more than the CRCs of a
+/// small run.
+pub fn crc32c_ranges_into(bytes: &[u8], ranges: &[u32], out: &mut [u32]) -> KernelResult<()> {
     check_ranges(ranges, bytes.len())?;
-    Ok(ranges
-        .chunks_exact(2)
-        .map(|pair| crc32c(&bytes[pair[0] as usize..pair[1] as usize], 0))
-        .collect())
+    check_out(out, ranges.len() / 2)?;
+    for (pair, value) in ranges.chunks_exact(2).zip(out.iter_mut()) {
+        *value = crc32c(&bytes[pair[0] as usize..pair[1] as usize], 0);
+    }
+    Ok(())
 }
 
 /// CRC-32C and CRC-32 of each range `[ranges[2i], ranges[2i + 1])` of `bytes`, interleaved
 /// (`out[2i]` the CRC-32C, `out[2i + 1]` the CRC-32): what a run needs of each payload (its
 /// dedup hash and its default fingerprint) in one call for the whole run.
 pub fn payload_checksums(bytes: &[u8], ranges: &[u32]) -> KernelResult<Vec<u32>> {
-    check_ranges(ranges, bytes.len())?;
-    let mut out = Vec::with_capacity(ranges.len());
-    for pair in ranges.chunks_exact(2) {
-        let item = &bytes[pair[0] as usize..pair[1] as usize];
-        out.push(crc32c(item, 0));
-        out.push(crc32(item, 0));
-    }
+    let mut out = vec![0; ranges.len()];
+    payload_checksums_into(bytes, ranges, &mut out)?;
     Ok(out)
+}
+
+/// `payload_checksums` into `out` (two values per range), which the caller owns.
+pub fn payload_checksums_into(bytes: &[u8], ranges: &[u32], out: &mut [u32]) -> KernelResult<()> {
+    check_ranges(ranges, bytes.len())?;
+    check_out(out, ranges.len())?;
+    for (pair, values) in ranges.chunks_exact(2).zip(out.chunks_exact_mut(2)) {
+        let item = &bytes[pair[0] as usize..pair[1] as usize];
+        values[0] = crc32c(item, 0);
+        values[1] = crc32(item, 0);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -162,6 +190,23 @@ mod tests {
         assert_eq!(&both[4..6], &[0xE306_9283, 0xCBF4_3926]);
         assert_eq!(both[2], crc32c(b", world", 0));
         assert_eq!(both[3], crc32(b", world", 0));
+    }
+
+    #[test]
+    fn into_variants_fill_the_callers_buffer_and_refuse_one_of_the_wrong_size() {
+        let bytes = b"hello, world123456789";
+        let ranges = [0u32, 5, 12, 21];
+        let mut single = [7u32; 2];
+        crc32c_ranges_into(bytes, &ranges, &mut single).unwrap();
+        assert_eq!(single.to_vec(), crc32c_ranges(bytes, &ranges).unwrap());
+        let mut both = [7u32; 4];
+        payload_checksums_into(bytes, &ranges, &mut both).unwrap();
+        assert_eq!(both.to_vec(), payload_checksums(bytes, &ranges).unwrap());
+        for wrong in [1usize, 3] {
+            let mut out = vec![0u32; wrong];
+            assert!(crc32c_ranges_into(bytes, &ranges, &mut out).is_err());
+            assert!(payload_checksums_into(bytes, &ranges, &mut out).is_err());
+        }
     }
 
     #[test]

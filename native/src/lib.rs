@@ -15,8 +15,8 @@ pub mod platform;
 pub mod postings;
 
 use napi::bindgen_prelude::{
-    AsyncTask, Float64Array, JsObjectValue, JsValue, Status, Task, Uint32Array, Uint8Array,
-    Uint8ArraySlice,
+    AsyncTask, Float64Array, JsObjectValue, JsValue, Status, Task, Uint32Array, Uint32ArraySlice,
+    Uint8Array, Uint8ArraySlice,
 };
 use napi::Env;
 use napi_derive::napi;
@@ -46,16 +46,29 @@ pub fn crc32c(bytes: &[u8], seed: Option<u32>) -> u32 {
     crc::crc32c(bytes, seed.unwrap_or(0))
 }
 
-/// CRC-32C of each range `[ranges[2i], ranges[2i + 1])` of `bytes`.
-#[napi(js_name = "crc32cRanges")]
-pub fn crc32c_ranges(bytes: &[u8], ranges: &[u32]) -> napi::Result<Uint32Array, ErrorCode> {
-    Ok(Uint32Array::new(crc::crc32c_ranges(bytes, ranges)?))
+/// CRC-32C of each range `[ranges[2i], ranges[2i + 1])` of `bytes`, into `out` (one per range).
+#[napi(js_name = "crc32cRangesInto")]
+pub fn crc32c_ranges_into(
+    bytes: &[u8],
+    ranges: &[u32],
+    mut out: Uint32ArraySlice,
+) -> napi::Result<(), ErrorCode> {
+    // SAFETY: the call is synchronous, so JS, which runs on this same thread, cannot touch the
+    // buffer while Rust holds it mutably.
+    let out = unsafe { out.as_mut() };
+    Ok(crc::crc32c_ranges_into(bytes, ranges, out)?)
 }
 
-/// CRC-32C and CRC-32 of each range of `bytes`, interleaved.
+/// CRC-32C and CRC-32 of each range of `bytes`, interleaved, into `out` (two per range).
 #[napi]
-pub fn payload_checksums(bytes: &[u8], ranges: &[u32]) -> napi::Result<Uint32Array, ErrorCode> {
-    Ok(Uint32Array::new(crc::payload_checksums(bytes, ranges)?))
+pub fn payload_checksums_into(
+    bytes: &[u8],
+    ranges: &[u32],
+    mut out: Uint32ArraySlice,
+) -> napi::Result<(), ErrorCode> {
+    // SAFETY: as above.
+    let out = unsafe { out.as_mut() };
+    Ok(crc::payload_checksums_into(bytes, ranges, out)?)
 }
 
 /// Fills in the CRC field of every frame that starts at one of `frameOffsets`, in place.

@@ -19,8 +19,8 @@ import type { FstEntries, FstRange, Kernels, PackedBytes } from './kernels.js';
 export interface NativeModule {
   crc32(bytes: Uint8Array, seed?: number): number;
   crc32c(bytes: Uint8Array, seed?: number): number;
-  crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
-  payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
+  crc32cRangesInto(bytes: Uint8Array, ranges: Uint32Array, out: Uint32Array): void;
+  payloadChecksumsInto(bytes: Uint8Array, ranges: Uint32Array, out: Uint32Array): void;
   frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void;
   frameChecksumsVerify(buffer: Uint8Array, frameOffsets: Uint32Array): number;
   fstBuild(keys: Uint8Array, ends: Uint32Array, values: Float64Array): Uint8Array;
@@ -50,8 +50,8 @@ export interface NativeModule {
 const nativeFunctionNames: readonly (keyof NativeModule)[] = [
   'crc32',
   'crc32c',
-  'crc32cRanges',
-  'payloadChecksums',
+  'crc32cRangesInto',
+  'payloadChecksumsInto',
   'frameChecksumsWrite',
   'frameChecksumsVerify',
   'fstBuild',
@@ -119,6 +119,19 @@ export function requireNative(): NativeModule {
   return loaded as NativeModule;
 }
 
+/**
+ * Where the checksum kernels write their results: one buffer, made once and outside the V8 heap,
+ * viewed at the length a call needs and copied out after it. A typed array made by Rust, or a
+ * small one made fresh by JS (V8 keeps those on its heap and must move one off it before native
+ * code may see its bytes), costs a few microseconds a call — more than the CRCs of a small run.
+ */
+let scratch = new Uint32Array(new ArrayBuffer(4096));
+
+function scratchOutput(length: number): Uint32Array {
+  if (scratch.length < length) scratch = new Uint32Array(new ArrayBuffer(4 * Math.max(length, 2 * scratch.length)));
+  return scratch.subarray(0, length);
+}
+
 /** Loads the native module and returns it as a `Kernels`; throws `NATIVE_UNAVAILABLE` if it cannot. */
 export function loadNativeKernels(): Kernels {
   const native = requireNative();
@@ -142,14 +155,18 @@ export function loadNativeKernels(): Kernels {
     },
     crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
       try {
-        return native.crc32cRanges(bytes, ranges);
+        const out = scratchOutput(ranges.length >>> 1);
+        native.crc32cRangesInto(bytes, ranges, out);
+        return out.slice();
       } catch (error) {
         throw translate(error);
       }
     },
     payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
       try {
-        return native.payloadChecksums(bytes, ranges);
+        const out = scratchOutput(ranges.length & ~1);
+        native.payloadChecksumsInto(bytes, ranges, out);
+        return out.slice();
       } catch (error) {
         throw translate(error);
       }

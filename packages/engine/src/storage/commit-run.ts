@@ -94,11 +94,32 @@ export function defaultFingerprint(crc32c: number, crc32: number, into = new Uin
 }
 
 /**
+ * Ranges handed to the checksum kernels are laid in one buffer made once, outside the V8 heap: a
+ * small typed array made fresh lives on the heap, and the native kernels would have it moved
+ * off before they could read it, which costs more than the CRCs of a small run.
+ */
+let rangesBuffer = new Uint32Array(new ArrayBuffer(8 * eventLoopSliceRecords));
+
+/** A view of the ranges buffer for `count` ranges (start, end pairs), zeroed. */
+function rangesScratch(count: number): Uint32Array {
+  if (rangesBuffer.length < 2 * count) rangesBuffer = new Uint32Array(new ArrayBuffer(8 * count));
+  const ranges = rangesBuffer.subarray(0, 2 * count);
+  ranges.fill(0);
+  return ranges;
+}
+
+/**
  * The CRC-32C and CRC-32 of every record's payload, in one kernel call per slice of
  * `eventLoopSliceRecords` (the payloads copied side by side first): a seal of 100,000 records
  * crosses into the native module a dozen times instead of 200,000. Yields between slices.
  */
 async function payloadChecksumsOf(kernels: Kernels, records: readonly { payload: Uint8Array }[]): Promise<Uint32Array> {
+  if (records.length === 1) {
+    // One payload needs no copy: its own bytes, one range over all of them.
+    const ranges = rangesScratch(1);
+    ranges[1] = records[0].payload.length;
+    return kernels.payloadChecksums(records[0].payload, ranges);
+  }
   const out = new Uint32Array(records.length * 2);
   for (let first = 0; first < records.length; first += eventLoopSliceRecords) {
     if (first > 0) await yieldToEventLoop();
@@ -106,7 +127,7 @@ async function payloadChecksumsOf(kernels: Kernels, records: readonly { payload:
     let bytes = 0;
     for (let index = first; index < last; index++) bytes += records[index].payload.length;
     const joined = new Uint8Array(bytes);
-    const ranges = new Uint32Array((last - first) * 2);
+    const ranges = rangesScratch(last - first);
     for (let index = first, at = 0; index < last; index++) {
       const payload = records[index].payload;
       joined.set(payload, at);
@@ -241,7 +262,9 @@ export async function buildCommitRun(
       entryRanges.push(writer.length - 4);
       end++;
     }
-    const entryCrcs = kernels.crc32cRanges(writer.peek(), Uint32Array.from(entryRanges));
+    const ranges = rangesScratch(entryRanges.length / 2);
+    ranges.set(entryRanges);
+    const entryCrcs = kernels.crc32cRanges(writer.peek(), ranges);
     for (let entry = 0; entry < entryCrcs.length; entry++) writer.patchU32(entryRanges[2 * entry + 1], entryCrcs[entry]);
     writer.patchU32(countAt + 4, end - start);
     manifests.push(builder.end() - runStart);
