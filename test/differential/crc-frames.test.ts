@@ -250,7 +250,18 @@ function applyFrameDamage(buffer: Uint8Array, offsets: Uint32Array, damage: Fram
 
 describe('batched checksums (crc32cRanges, payloadChecksums): native and ts agree', () => {
   it('give each range the CRCs a single call gives it, and refuse ranges that do not fit alike', () => {
-    const tally = branchTally('batched checksums', ['no ranges', 'an empty range', 'overlapping ranges', 'ranges out of order', 'many ranges', 'refused: odd count', 'refused: reversed', 'refused: past the end']);
+    const tally = branchTally('batched checksums', [
+      'no ranges',
+      'an empty range',
+      'overlapping ranges',
+      'ranges out of order',
+      'many ranges',
+      'refused: odd count',
+      'refused: reversed',
+      'refused: past the end',
+      'into a given buffer',
+      'refused: an output of the wrong size',
+    ]);
     // Buffers of 0 to 4 KiB and 0 to 300 ranges: mostly valid ranges anywhere in the buffer (empty,
     // overlapping, in any order), sometimes a bad one (reversed, past the end) or an odd count.
     fc.assert(
@@ -290,6 +301,25 @@ describe('batched checksums (crc32cRanges, payloadChecksums): native and ts agre
             const piece = bytes.subarray(ranges[2 * index], ranges[2 * index + 1]);
             expect(single.value[index]).toBe(native.crc32c(piece));
             expect([both.value[2 * index], both.value[2 * index + 1]]).toEqual([native.crc32c(piece), zlib.crc32(piece)]);
+          }
+          // Into a buffer the caller gives (a view into a larger one, as hot callers keep): the
+          // same values, in that buffer; one of the wrong size is refused alike.
+          const count = ranges.length / 2;
+          const intoSingle = expectSameOutcome((kernels) => Array.from(kernels.crc32cRanges(bytes, input, new Uint32Array(count + 3).subarray(1, count + 1))));
+          const intoBoth = expectSameOutcome((kernels) => {
+            const out = new Uint32Array(2 * count);
+            const returned = kernels.payloadChecksums(bytes, input, out);
+            return { same: returned === out, values: Array.from(out) };
+          });
+          expect(intoSingle).toEqual({ ok: true, value: Array.from(single.value) });
+          expect(intoBoth).toEqual({ ok: true, value: { same: true, values: Array.from(both.value) } });
+          tally.hit('into a given buffer', count > 0);
+          const wrong = spoil % 2 === 0 ? count + 1 : Math.max(0, count - 1);
+          if (wrong !== count) {
+            const refusedSingle = expectSameOutcome((kernels) => kernels.crc32cRanges(bytes, input, new Uint32Array(wrong)));
+            const refusedBoth = expectSameOutcome((kernels) => kernels.payloadChecksums(bytes, input, new Uint32Array(2 * wrong)));
+            expect([refusedSingle, refusedBoth]).toEqual([{ ok: false, code: 'INVALID_ARGUMENT' }, { ok: false, code: 'INVALID_ARGUMENT' }]);
+            tally.hit('refused: an output of the wrong size', true);
           }
         },
       ),

@@ -175,8 +175,8 @@ export const keyCacheBytesMax = 64 * 1024 * 1024;
 export const mergeWinnerReadsMax = 256;
 
 /**
- * Bytes of the chunks a batch's string payloads are encoded into (one allocation per chunk, not
- * one per payload). Small enough that a chunk kept alive by one payload wastes little.
+ * Bytes of the chunks string payloads are encoded into (one allocation per chunk, not one per
+ * payload or per batch). Small enough that a chunk kept alive by one payload wastes little.
  */
 export const payloadChunkBytes = 64 * 1024;
 

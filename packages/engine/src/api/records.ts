@@ -95,34 +95,32 @@ function checkText(value: unknown, index: number, field: string, bytesMax: numbe
 }
 
 /**
- * Encodes a batch's string payloads into shared chunks, each payload a view of one: a
- * TextEncoder call per payload allocates an ArrayBuffer each, and a thousand of them a batch kept
- * the garbage collector busy enough to stall the event loop for tens of milliseconds.
+ * Encodes string payloads into shared chunks, each payload a view of one: a TextEncoder call per
+ * payload allocates an ArrayBuffer each, and a thousand of them a batch kept the garbage
+ * collector busy enough to stall the event loop for tens of milliseconds. The chunks are shared
+ * by every batch (a one-record batch takes its few hundred bytes of the current chunk, not an
+ * ArrayBuffer of its own, which cost more than the rest of validating it), and a chunk is let go
+ * once the payloads in it are: they are views, never written again.
  */
 class EncodedChunks {
   private chunk = new Uint8Array(0);
   private used = 0;
 
-  /**
-   * `bytesMax` bounds the UTF-8 bytes of every string still to be encoded: a chunk is never
-   * made larger than the batch needs, so a one-record batch does not allocate a whole chunk.
-   */
-  constructor(private bytesMax: number) {}
-
   encode(value: string): Uint8Array {
     // A UTF-16 code unit takes at most 3 bytes of UTF-8.
     const room = value.length * 3;
     if (this.chunk.length - this.used < room) {
-      this.chunk = new Uint8Array(Math.max(room, Math.min(payloadChunkBytes, this.bytesMax)));
+      this.chunk = new Uint8Array(Math.max(room, payloadChunkBytes));
       this.used = 0;
     }
-    this.bytesMax -= room;
     const { written } = encoder.encodeInto(value, this.chunk.subarray(this.used));
     const bytes = this.chunk.subarray(this.used, this.used + written);
     this.used += written;
     return bytes;
   }
 }
+
+const sharedChunks = new EncodedChunks();
 
 function toBytes(value: unknown, index: number, field: string, chunks?: EncodedChunks): Uint8Array {
   if (value instanceof Uint8Array) return value;
@@ -144,12 +142,6 @@ export function validateRecords(records: unknown): RecordInput[] {
   if (records.length === 0 || records.length > batchRecordsMax) {
     throw new StreamStackError('INVALID_ARGUMENT', `a batch holds 1 to ${batchRecordsMax} records, not ${records.length}`);
   }
-  let stringBytesMax = 0;
-  for (const record of records as { payload?: unknown }[]) {
-    const payload = typeof record === 'object' && record !== null ? record.payload : undefined;
-    if (typeof payload === 'string') stringBytesMax += payload.length * 3;
-  }
-  const chunks = new EncodedChunks(stringBytesMax);
   return records.map((record: unknown, index) => {
     if (typeof record !== 'object' || record === null || Array.isArray(record)) throw invalid(index, 'record', 'must be an object');
     const input = record as Record<string, unknown>;
@@ -184,7 +176,7 @@ export function validateRecords(records: unknown): RecordInput[] {
     // Every field is present (undefined when absent), so every record has the same shape and
     // the hot paths that read them stay monomorphic.
     return {
-      payload: toBytes(input.payload, index, 'payload', chunks),
+      payload: toBytes(input.payload, index, 'payload', sharedChunks),
       timestamp: input.timestamp as number | undefined,
       fingerprint,
       key,

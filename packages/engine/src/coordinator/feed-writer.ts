@@ -10,7 +10,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import type { FrameBuilder } from '../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
-import type { CommitRecord } from '../storage/commit-run.js';
+import { commitRecord, type CommitRecord } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
 import type { RecordData } from '../storage/records.js';
 import type { StateLog } from '../storage/state-log.js';
@@ -543,7 +543,7 @@ export class FeedWriter {
     return (location) => {
       assert(!landing || (location.segment === landing.segment && location.offset === landing.offset), 'a group lands where its runs were laid for');
       const runStart = location.offset + built.runStart;
-      const commit: CommitRecord = { ...built.commit, segment: location.segment, runStart };
+      const commit = commitRecord(built.commit, location.segment, runStart);
       this.payloads.rememberRun(built.newPayloads, location.segment, runStart);
       this.derived.push({ commit, records: run.records, runStart, entryOffsets: built.entryOffsets, fingerprints: built.fingerprintTerms }, built.types);
       this.history.published(commit);

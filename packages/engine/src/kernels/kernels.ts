@@ -55,16 +55,19 @@ export interface Kernels {
   /**
    * CRC-32C of each range `[ranges[2i], ranges[2i + 1])` of `bytes`, in one call: the checksums
    * of a manifest frame's entries. Throws `INVALID_ARGUMENT` for an odd count or a range that is
-   * reversed or runs past the buffer.
+   * reversed or runs past the buffer. Given `out` (exactly one value per range, else
+   * `INVALID_ARGUMENT`), fills and returns it instead of a new array: hot callers keep one buffer,
+   * made outside the V8 heap, so a small call allocates nothing.
    */
-  crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
+  crc32cRanges(bytes: Uint8Array, ranges: Uint32Array, out?: Uint32Array): Uint32Array;
 
   /**
    * CRC-32C and CRC-32 of each range of `bytes` (as `crc32cRanges` takes them), interleaved:
    * `out[2i]` the CRC-32C, `out[2i + 1]` the CRC-32. What a run needs of each payload — its dedup
-   * hash and its default fingerprint — in one call for the whole run.
+   * hash and its default fingerprint — in one call for the whole run. `out`, when given, holds
+   * exactly two values per range, as for `crc32cRanges`.
    */
-  payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array;
+  payloadChecksums(bytes: Uint8Array, ranges: Uint32Array, out?: Uint32Array): Uint32Array;
 
   /**
    * Fills in the CRC field of every frame that starts at one of `frameOffsets` in `buffer`.

@@ -153,20 +153,20 @@ export function loadNativeKernels(): Kernels {
         throw translate(error);
       }
     },
-    crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+    crc32cRanges(bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array {
       try {
-        const out = scratchOutput(ranges.length >>> 1);
+        const out = given ?? scratchOutput(ranges.length >>> 1);
         native.crc32cRangesInto(bytes, ranges, out);
-        return out.slice();
+        return given ?? out.slice();
       } catch (error) {
         throw translate(error);
       }
     },
-    payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+    payloadChecksums(bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array {
       try {
-        const out = scratchOutput(ranges.length & ~1);
+        const out = given ?? scratchOutput(ranges.length & ~1);
         native.payloadChecksumsInto(bytes, ranges, out);
-        return out.slice();
+        return given ?? out.slice();
       } catch (error) {
         throw translate(error);
       }

@@ -13,7 +13,7 @@ import { assert } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
 import { utf8Encode } from './codec.js';
-import type { CommitRecord } from './commit-run.js';
+import { commitRecord, type CommitRecord } from './commit-run.js';
 import type { LostCommits } from './history-log.js';
 import { decodeCommitPage, encodeCommitPage, readSummaryPage, summaryStreamCandidates, type SummaryHead } from './segment-summary.js';
 
@@ -62,24 +62,29 @@ export function lostCommits(lost: LostCommits): CommitRecord[] {
   const standIns: CommitRecord[] = [];
   for (let commit = lost.from; commit <= lost.to; commit++) {
     const first = commit === lost.from;
-    standIns.push({
-      commit,
-      stream: '',
-      parent: commit - 1,
-      records: first ? lost.toPosition - lost.fromPosition + 1 : 0,
-      firstPosition: first ? lost.fromPosition : lost.toPosition + 1,
-      lastPosition: lost.toPosition,
-      openedAt: 0,
-      sealedAt: 0,
-      epoch: 0,
-      oneShot: false,
-      segment: -1,
-      runStart: 0,
-      runBytes: 0,
-      manifests: [],
-      packs: [],
-      damage: lost.damage,
-    });
+    standIns.push(
+      commitRecord(
+        {
+          commit,
+          stream: '',
+          parent: commit - 1,
+          records: first ? lost.toPosition - lost.fromPosition + 1 : 0,
+          firstPosition: first ? lost.fromPosition : lost.toPosition + 1,
+          lastPosition: lost.toPosition,
+          openedAt: 0,
+          sealedAt: 0,
+          message: undefined,
+          epoch: 0,
+          oneShot: false,
+          runBytes: 0,
+          manifests: [],
+          packs: [],
+        },
+        -1,
+        0,
+        lost.damage,
+      ),
+    );
   }
   return standIns;
 }

@@ -54,6 +54,37 @@ export interface CommitRecord {
   readonly damage?: Corruption;
 }
 
+/** A commit record without where its run lies: what a commit frame holds. */
+export type CommitFields = Omit<CommitRecord, 'segment' | 'runStart' | 'damage'>;
+
+/**
+ * Makes a commit record. Every one is made here, with every field present and in one order, so
+ * that all of them share one hidden class: the code that reads commits (encoding them, listing
+ * them, publishing them) then stays monomorphic, where records of mixed shapes — spreads,
+ * optional fields present or not — made it several times slower.
+ */
+export function commitRecord(fields: CommitFields, segment: number, runStart: number, damage?: Corruption): CommitRecord {
+  return {
+    commit: fields.commit,
+    stream: fields.stream,
+    parent: fields.parent,
+    records: fields.records,
+    firstPosition: fields.firstPosition,
+    lastPosition: fields.lastPosition,
+    openedAt: fields.openedAt,
+    sealedAt: fields.sealedAt,
+    message: fields.message,
+    epoch: fields.epoch,
+    oneShot: fields.oneShot,
+    segment,
+    runStart,
+    runBytes: fields.runBytes,
+    manifests: fields.manifests,
+    packs: fields.packs,
+    damage,
+  };
+}
+
 /** What a new commit run is made of. */
 export interface CommitRunInput {
   readonly commit: number;
@@ -87,9 +118,15 @@ export interface NewPayload {
  * different polynomials, so two payloads share it by chance about once in 2^64).
  */
 export function defaultFingerprint(crc32c: number, crc32: number, into = new Uint8Array(8)): Uint8Array {
-  const view = new DataView(into.buffer, into.byteOffset, 8);
-  view.setUint32(0, crc32c, true);
-  view.setUint32(4, crc32, true);
+  // Byte by byte: a DataView per record was one allocation more on every commit's path.
+  into[0] = crc32c;
+  into[1] = crc32c >>> 8;
+  into[2] = crc32c >>> 16;
+  into[3] = crc32c >>> 24;
+  into[4] = crc32;
+  into[5] = crc32 >>> 8;
+  into[6] = crc32 >>> 16;
+  into[7] = crc32 >>> 24;
   return into;
 }
 
@@ -109,17 +146,25 @@ function rangesScratch(count: number): Uint32Array {
 }
 
 /**
+ * Where the checksum kernels write for small calls, for the same reason: a view of it is valid
+ * only until the next call, so it is read before anything awaits.
+ */
+const checksumsScratch = new Uint32Array(new ArrayBuffer(8 * 1024));
+
+/** The CRC-32C and CRC-32 of one payload, synchronously and without a copy of it. */
+function onePayloadChecksums(kernels: Kernels, payload: Uint8Array): Uint32Array {
+  const ranges = rangesScratch(1);
+  ranges[1] = payload.length;
+  const out = kernels.payloadChecksums(payload, ranges, checksumsScratch.subarray(0, 2));
+  return Uint32Array.of(out[0], out[1]);
+}
+
+/**
  * The CRC-32C and CRC-32 of every record's payload, in one kernel call per slice of
  * `eventLoopSliceRecords` (the payloads copied side by side first): a seal of 100,000 records
  * crosses into the native module a dozen times instead of 200,000. Yields between slices.
  */
 async function payloadChecksumsOf(kernels: Kernels, records: readonly { payload: Uint8Array }[]): Promise<Uint32Array> {
-  if (records.length === 1) {
-    // One payload needs no copy: its own bytes, one range over all of them.
-    const ranges = rangesScratch(1);
-    ranges[1] = records[0].payload.length;
-    return kernels.payloadChecksums(records[0].payload, ranges);
-  }
   const out = new Uint32Array(records.length * 2);
   for (let first = 0; first < records.length; first += eventLoopSliceRecords) {
     if (first > 0) await yieldToEventLoop();
@@ -170,21 +215,24 @@ export async function buildCommitRun(
   entryOffsets: number[];
   /** The distinct types of the run's records. */
   types: Set<string>;
-  commit: Omit<CommitRecord, 'segment' | 'runStart'>;
+  /** The commit record, not yet placed (its segment and run start are 0). */
+  commit: CommitRecord;
 }> {
   const runStart = builder.byteLength;
   // Each record's payload is either stored already (a location) or new in this run (an index
   // into `fresh`, whose offset is known once the pack frames are laid out).
   const sources: (PayloadLocation | number)[] = [];
   const fresh: { payload: Uint8Array; crc: number }[] = [];
-  const freshByCrc = new Map<number, number>();
+  // Repeats inside the run are looked up by CRC; a run of one record has none.
+  const freshByCrc = input.records.length > 1 ? new Map<number, number>() : undefined;
   // A seal of many records yields now and then: nothing else touches the builder meanwhile.
-  const checksums = await payloadChecksumsOf(kernels, input.records);
-  for (const [index, record] of input.records.entries()) {
+  const checksums = input.records.length === 1 ? onePayloadChecksums(kernels, input.records[0].payload) : await payloadChecksumsOf(kernels, input.records);
+  for (let index = 0; index < input.records.length; index++) {
+    const record = input.records[index];
     const pause = yieldEverySlice(index);
     if (pause) await pause;
     const crc = checksums[2 * index];
-    const inRun = freshByCrc.get(crc);
+    const inRun = freshByCrc?.get(crc);
     if (inRun !== undefined && equalBytes(fresh[inRun].payload, record.payload)) {
       sources.push(inRun);
       continue;
@@ -194,7 +242,7 @@ export async function buildCommitRun(
       sources.push(stored);
       continue;
     }
-    freshByCrc.set(crc, fresh.length);
+    freshByCrc?.set(crc, fresh.length);
     sources.push(fresh.length);
     fresh.push({ payload: record.payload, crc });
   }
@@ -262,40 +310,44 @@ export async function buildCommitRun(
       entryRanges.push(writer.length - 4);
       end++;
     }
-    const ranges = rangesScratch(entryRanges.length / 2);
+    const entries = entryRanges.length / 2;
+    const ranges = rangesScratch(entries);
     ranges.set(entryRanges);
-    const entryCrcs = kernels.crc32cRanges(writer.peek(), ranges);
+    // Patched in at once, before anything awaits: the output is the shared scratch when small.
+    const entryCrcs = kernels.crc32cRanges(writer.peek(), ranges, entries <= checksumsScratch.length ? checksumsScratch.subarray(0, entries) : undefined);
     for (let entry = 0; entry < entryCrcs.length; entry++) writer.patchU32(entryRanges[2 * entry + 1], entryCrcs[entry]);
     writer.patchU32(countAt + 4, end - start);
     manifests.push(builder.end() - runStart);
     start = end;
   }
 
-  const commit = {
-    commit: input.commit,
-    stream: input.stream,
-    parent: input.parent,
-    records: input.records.length,
-    firstPosition: input.firstPosition,
-    lastPosition: input.firstPosition + input.records.length - 1,
-    openedAt: input.openedAt,
-    sealedAt: input.sealedAt,
-    ...(input.message === undefined ? {} : { message: input.message }),
-    epoch: input.epoch,
-    oneShot: input.oneShot,
-    // The commit frame records its own distance from the run's start, so a reader that finds
-    // the commit record also finds the run.
-    runBytes: builder.byteLength - runStart,
-    manifests,
-    packs,
-  };
+  // Where the run lands is not known yet: the caller makes the placed record once it is.
+  const commit = commitRecord(
+    {
+      commit: input.commit,
+      stream: input.stream,
+      parent: input.parent,
+      records: input.records.length,
+      firstPosition: input.firstPosition,
+      lastPosition: input.firstPosition + input.records.length - 1,
+      openedAt: input.openedAt,
+      sealedAt: input.sealedAt,
+      message: input.message,
+      epoch: input.epoch,
+      oneShot: input.oneShot,
+      // The commit frame records its own distance from the run's start, so a reader that finds
+      // the commit record also finds the run.
+      runBytes: builder.byteLength - runStart,
+      manifests,
+      packs,
+    },
+    0,
+    0,
+  );
   writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
   builder.end();
   return { newPayloads, runStart, fingerprintTerms, entryOffsets, types, commit };
 }
-
-/** A commit record without where its run lies: what a commit frame holds. */
-export type CommitFields = Omit<CommitRecord, 'segment' | 'runStart' | 'damage'>;
 
 /**
  * Writes a commit's fields as its commit frame holds them (segment summaries hold the same):
@@ -347,25 +399,11 @@ export function readCommitFields(reader: ByteReader, place: (runBytes: number) =
   const manifests = readOffsets();
   const packs = readOffsets();
   const { segment, runStart } = place(runBytes);
-  const record: { -readonly [Field in keyof CommitRecord]: CommitRecord[Field] } = {
-    commit,
-    stream,
-    parent,
-    records,
-    firstPosition,
-    lastPosition: firstPosition + records - 1,
-    openedAt,
-    sealedAt,
-    epoch,
-    oneShot: (flags & 2) !== 0,
+  return commitRecord(
+    { commit, stream, parent, records, firstPosition, lastPosition: firstPosition + records - 1, openedAt, sealedAt, message, epoch, oneShot: (flags & 2) !== 0, runBytes, manifests, packs },
     segment,
     runStart,
-    runBytes,
-    manifests,
-    packs,
-  };
-  if (message !== undefined) record.message = message;
-  return record;
+  );
 }
 
 /** Decodes a commit frame; `frame.offset` is where the frame starts in its segment. */

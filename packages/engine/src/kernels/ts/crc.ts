@@ -96,18 +96,27 @@ function checkRanges(ranges: Uint32Array, length: number): void {
   }
 }
 
+/** `out`, when the caller gave one, checked to hold `expected` values; else a new array. */
+function outputOf(out: Uint32Array | undefined, expected: number): Uint32Array {
+  if (out === undefined) return new Uint32Array(expected);
+  if (out.length !== expected) {
+    throw new StreamStackError('INVALID_ARGUMENT', `the output holds ${out.length} values, not the ${expected} the ranges give`);
+  }
+  return out;
+}
+
 /** CRC-32C of each range of `bytes` (see `Kernels.crc32cRanges`). */
-export function crc32cRanges(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+export function crc32cRanges(bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array {
   checkRanges(ranges, bytes.length);
-  const out = new Uint32Array(ranges.length / 2);
+  const out = outputOf(given, ranges.length / 2);
   for (let index = 0; index < out.length; index++) out[index] = crc32c(bytes, 0, ranges[2 * index], ranges[2 * index + 1]);
   return out;
 }
 
 /** CRC-32C and CRC-32 of each range of `bytes`, interleaved (see `Kernels.payloadChecksums`). */
-export function payloadChecksums(bytes: Uint8Array, ranges: Uint32Array): Uint32Array {
+export function payloadChecksums(bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array {
   checkRanges(ranges, bytes.length);
-  const out = new Uint32Array(ranges.length);
+  const out = outputOf(given, ranges.length);
   for (let index = 0; index < ranges.length; index += 2) {
     out[index] = crc32c(bytes, 0, ranges[index], ranges[index + 1]);
     out[index + 1] = crc32(bytes, 0, ranges[index], ranges[index + 1]);
