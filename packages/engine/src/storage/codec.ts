@@ -102,6 +102,24 @@ export class ByteWriter {
 
   /** A varint byte length, then the UTF-8 bytes, encoded straight into the buffer. */
   string(text: string): this {
+    if (text.length <= shortStringBytesMax) {
+      // Short ASCII (ids, keys, types, tags) is copied code unit by code unit: cheaper than a
+      // call into the encoder. Anything else falls through to it.
+      this.reserve(1 + text.length);
+      const buffer = this.buffer;
+      const start = this.length + 1;
+      let index = 0;
+      for (; index < text.length; index++) {
+        const unit = text.charCodeAt(index);
+        if (unit >= 0x80) break;
+        buffer[start + index] = unit;
+      }
+      if (index === text.length) {
+        buffer[this.length] = text.length;
+        this.length = start + text.length;
+        return this;
+      }
+    }
     if (text.length < 0x80 / 3) {
       // The length fits one varint byte whatever the text is, so encode first, then fill it in.
       this.reserve(1 + text.length * 3);

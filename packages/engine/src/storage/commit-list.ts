@@ -12,7 +12,6 @@
 import { assert } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
-import { utf8Encode } from './codec.js';
 import { commitRecord, type CommitRecord } from './commit-run.js';
 import type { LostCommits } from './history-log.js';
 import { decodeCommitPage, encodeCommitPage, readSummaryPage, summaryStreamCandidates, type SummaryHead } from './segment-summary.js';
@@ -153,8 +152,15 @@ export class CommitList {
     this.epochHighest = Math.max(this.epochHighest, commit.epoch);
   }
 
+  /**
+   * The held parts' stream table hash: FNV-1a over the id's UTF-16 code units, made without
+   * encoding the id (a summary's table has its own, a CRC-32 of the UTF-8 bytes). Candidates are
+   * confirmed by their stream id, so a collision costs a comparison, never a wrong answer.
+   */
   private streamHash(stream: string): number {
-    return this.kernels.crc32(utf8Encode(stream));
+    let hash = 0x811c9dc5;
+    for (let index = 0; index < stream.length; index++) hash = Math.imul(hash ^ stream.charCodeAt(index), 0x01000193);
+    return hash >>> 0;
   }
 
   /** Adds a summarized segment's commits, which follow the list's last. */

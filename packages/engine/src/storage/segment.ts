@@ -14,7 +14,10 @@ import { segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from './codec.js';
 
 const magic = new TextEncoder().encode('STRMSTAK');
-/** Version 2: every write is a group with a header (docs/formats.md). */
+/**
+ * Version 3: every write is a group whose header names how far the segment was confirmed durable
+ * when it was written (docs/formats.md); version 2 headers lacked that, and are not read.
+ */
 export const segmentFormatVersion = 3;
 
 export const enum SegmentKind {
