@@ -6,7 +6,7 @@
 // lines saying when two writes to one file are in flight. It runs on the built engine
 // (packages/engine/dist), as a user's process would.
 import { loadKernels, Store } from '../../packages/engine/dist/index.js';
-import { batchRecords, emit, overlapReporting, seededRandom } from '../support/ingest.mjs';
+import { batchRecords, concurrentRound, emit, overlapReporting, seededRandom } from '../support/ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
@@ -30,28 +30,21 @@ emit({ kind: 'lease', token });
 let stream = feed.activeStream();
 emit({ kind: 'ready' });
 
-/** 2 to 8 batches written at once, each acknowledged on its own. */
-async function concurrentRound(step, write, acknowledged) {
-  const count = 2 + Math.floor(random() * 7);
-  const round = Array.from({ length: count }, (_, index) => {
-    const batch = `${cycle}.${step}.${index}`;
-    return { batch, ...batchRecords(random, batch, 20, 300, 50) };
-  });
-  for (const { batch } of round) emit({ kind: 'attempt', batch });
-  await Promise.all(round.map(async ({ batch, size, records }) => acknowledged(batch, size, await write(records))));
-}
+/** A round of concurrent writes: the group commit pipelines them. */
+const concurrently = (step, write, acknowledged) =>
+  concurrentRound(random, `${cycle}.${step}`, (batch) => batchRecords(random, batch, 20, 300, 50), write, acknowledged);
 
 for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
   const { size, records } = batchRecords(random, batch, 20, 300, 50);
   const choice = random();
   if (choice < 0.15) {
-    await concurrentRound(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
+    await concurrently(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
       emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
     );
   } else if (choice < 0.3 && stream) {
     const id = stream.id;
-    await concurrentRound(step, (records) => stream.append(records, { token }), (batch, size, appended) =>
+    await concurrently(step, (records) => stream.append(records, { token }), (batch, size, appended) =>
       emit({ kind: 'batch', batch, size, stream: id, firstSeq: appended.firstSeq }),
     );
   } else if (choice < 0.45) {

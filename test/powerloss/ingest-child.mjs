@@ -5,7 +5,7 @@
 // two writes to one file are in flight), so the parent knows exactly what the store
 // acknowledged. It runs on the built engine, as a user's process would.
 import { loadKernels, Store } from '../../packages/engine/dist/index.js';
-import { batchRecords, emit, overlapReporting, seededRandom } from '../support/ingest.mjs';
+import { batchRecords, concurrentRound, emit, overlapReporting, seededRandom } from '../support/ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
@@ -48,29 +48,22 @@ try {
 let stream = feed.activeStream();
 emit({ kind: 'ready' });
 
-/** 2 to 8 batches written at once, each acknowledged on its own. */
-async function concurrentRound(step, write, acknowledged) {
-  const count = 2 + Math.floor(random() * 7);
-  const round = Array.from({ length: count }, (_, index) => {
-    const batch = `${cycle}.${step}.${index}`;
-    return { batch, ...batchRecords(random, batch, 12, 400, 30) };
-  });
-  for (const { batch } of round) emit({ kind: 'attempt', batch });
-  await Promise.all(round.map(async ({ batch, size, records }) => acknowledged(batch, size, await write(records))));
-}
+/** A round of concurrent writes: the group commit pipelines them. */
+const concurrently = (step, write, acknowledged) =>
+  concurrentRound(random, `${cycle}.${step}`, (batch) => batchRecords(random, batch, 12, 400, 30), write, acknowledged);
 
 for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
   const { size, records } = batchRecords(random, batch, 12, 400, 30);
   const choice = random();
   if (choice < 0.15) {
-    await concurrentRound(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
+    await concurrently(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
       emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
     );
     continue;
   }
   if (choice < 0.3 && stream) {
-    await concurrentRound(step, (records) => stream.append(records, { token }), (batch, size) => emit({ kind: 'batch', batch, size }));
+    await concurrently(step, (records) => stream.append(records, { token }), (batch, size) => emit({ kind: 'batch', batch, size }));
     continue;
   }
   emit({ kind: 'attempt', batch });

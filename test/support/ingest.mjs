@@ -29,6 +29,21 @@ export function batchRecords(random, batch, sizeMax, paddingMax, keys) {
 }
 
 /**
+ * Writes 2 to 8 batches at once (`write`, each batch named `${prefix}.${index}` and made by
+ * `makeBatch`), printing an `attempt` line for each first and calling `acknowledged` for each as
+ * it resolves: concurrent requests, so the group commit pipelines.
+ */
+export async function concurrentRound(random, prefix, makeBatch, write, acknowledged) {
+  const count = 2 + Math.floor(random() * 7);
+  const round = Array.from({ length: count }, (_, index) => {
+    const batch = `${prefix}.${index}`;
+    return { batch, ...makeBatch(batch) };
+  });
+  for (const { batch } of round) emit({ kind: 'attempt', batch });
+  await Promise.all(round.map(async ({ batch, size, records }) => acknowledged(batch, size, await write(records))));
+}
+
+/**
  * `kernels` with a durable write that reports when two writes to one file are in flight at once
  * (a group written behind another whose fdatasync has not returned): `{"kind":"overlap"}` when
  * the second begins, `{"kind":"overlap-end"}` when they no longer overlap. The parent reads the
