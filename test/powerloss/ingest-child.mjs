@@ -56,18 +56,18 @@ for (let step = 0; ; step++) {
   const batch = `${cycle}.${step}`;
   const { size, records } = batchRecords(random, batch, 12, 400, 30);
   const choice = random();
-  if (choice < 0.15) {
+  if (choice < 0.25) {
     await concurrently(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
       emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
     );
     continue;
   }
-  if (choice < 0.3 && stream) {
+  if (choice < 0.4 && stream) {
     await concurrently(step, (records) => stream.append(records, { token }), (batch, size) => emit({ kind: 'batch', batch, size }));
     continue;
   }
   emit({ kind: 'attempt', batch });
-  if (choice < 0.45) {
+  if (choice < 0.5) {
     const commit = await feed.append(records, { token });
     emit({ kind: 'oneshot', batch, size, commit: commit.commit });
   } else if (choice < 0.8 || !stream) {
