@@ -176,7 +176,12 @@ async function lastTwoGroups(directory: string, pipelined: boolean) {
   await store.close();
   const file = onlyFile(path.join(directory, 'feeds', 'f', 'history'));
   const start = (commit: number) => feed.writer.published.commits.at(commit).runStart - groupHeaderBytes;
-  return { file, third: { start: start(3), end: start(4) }, fourth: { start: start(4), end: writtenEnd(fs.readFileSync(file)) } };
+  return {
+    file,
+    second: { start: start(2), end: start(3) },
+    third: { start: start(3), end: start(4) },
+    fourth: { start: start(4), end: writtenEnd(fs.readFileSync(file)) },
+  };
 }
 
 describe('torn tails of pipelined groups', () => {
@@ -233,6 +238,32 @@ describe('torn tails of pipelined groups', () => {
     expect(verification.problems.map((problem) => problem.code)).toContain('CORRUPT');
     await store.close();
     expect(fs.readFileSync(file).equals(bytes), 'corruption is never cut').toBe(true);
+  });
+
+  it('still cut a torn last group when an earlier one is corrupt, and leave the corruption as it is', async () => {
+    // Commit 2's group is damaged, commit 3's (sound) says it was confirmed, commit 4's is torn.
+    const directory = temporaryDirectory();
+    const { file, second, fourth } = await lastTwoGroups(directory, false);
+    const bytes = fs.readFileSync(file);
+    const flipped = second.start + Math.floor((second.end - second.start) / 2);
+    bytes[flipped] ^= 0xff;
+    bytes.fill(0, fourth.start + Math.floor((fourth.end - fourth.start) / 2), fourth.end);
+    fs.writeFileSync(file, bytes);
+    const store = await openStore(directory);
+    const feed = await store.feed('f');
+    expect(feed.recovery).toMatchObject([{ file: fs.realpathSync(file), offset: fourth.start }]);
+    await expect((async () => feed.readCommit(2))()).rejects.toMatchObject({ code: 'CORRUPT', details: { offset: second.start } });
+    expect((await feed.readCommit(3)).map((record) => text(record.payload))).toEqual(['three', 'four']);
+    const [verification] = await store.verify('f');
+    expect(verification.problems.map((problem) => problem.code)).toEqual(['CORRUPT']);
+    await store.close();
+    // Reopened, the corruption is still corruption and nothing more is cut.
+    const again = await openStore(directory);
+    expect((await again.feed('f')).recovery).toEqual([]);
+    await again.close();
+    const after = fs.readFileSync(file);
+    expect(after[flipped], 'the corrupt byte is left as it was').toBe(bytes[flipped]);
+    expect(after.subarray(fourth.start, fourth.end).every((byte) => byte === 0), 'the torn group is cut').toBe(true);
   });
 });
 

@@ -196,23 +196,28 @@ export class SegmentSet {
   }
 
   /**
-   * Decides whether the segment ends in a torn tail (then cut, unless read-only) or holds only
-   * corruption. Groups are pipelined, so the writes a power loss may tear are every group written
-   * after the last confirmed byte: a damage is the start of a torn tail when no sound group after
-   * it was written after the damaged bytes were confirmed (each names how far the segment was
-   * confirmed when it was written) and no damage before it is left. Everything from there on —
-   * the damage and any sound group that was written behind it — is cut: those groups were never
-   * acknowledged, and their runs follow the torn one.
+   * Decides whether the segment ends in a torn tail (then cut, unless read-only); every other
+   * damage stays — corruption. Groups are pipelined, so the writes a power loss may tear are the
+   * groups written after the last confirmed byte: a damage starts the torn tail when no sound
+   * group after it says its bytes were confirmed (each names how far the segment was confirmed
+   * when it was written). Everything from there on — the damage and a sound group written behind
+   * it — is cut: those groups were never confirmed, and their runs follow the torn one. Damage
+   * before it, which a later group says was confirmed, is corruption and is left as it is.
    */
   private async settleDamage<M>(one: { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> }, tornAllowed: boolean): Promise<ScannedSegment<M>> {
     const { segment, bytes, scanned } = one;
-    const at = scanned.entries.findIndex((entry) => entry.kind === 'damage' && !entry.harmless);
+    // Once a damage may be torn, so may every later one: a group confirming bytes past a later
+    // damage would confirm this one's too.
+    const at = scanned.entries.findIndex(
+      (entry) => entry.kind === 'damage' && !entry.harmless && !entry.wholeGroup && (entry.confirmedAfter === undefined || entry.confirmedAfter <= entry.offset),
+    );
     const first = at < 0 ? undefined : scanned.entries[at];
-    if (!tornAllowed || !first || first.kind !== 'damage' || first.wholeGroup || bytes.length !== segment.header.capacity) return scanned;
-    if (first.confirmedAfter !== undefined && first.confirmedAfter > first.offset) return scanned;
+    if (!tornAllowed || !first || first.kind !== 'damage' || bytes.length !== segment.header.capacity) return scanned;
     // The scan notes a damage where the sound groups before it end, so the cut starts there.
     const end = nonZeroEnd(bytes, first.offset, bytes.length);
-    assert(first.confirmedAfter === undefined ? first.offset === scanned.end : first.offset < scanned.end, 'a torn tail starts where the sound groups end');
+    // With no sound group after it, the tail starts at or past the last sound group's end (past
+    // it when corruption lies between); with one, that group was written behind it.
+    assert(first.confirmedAfter === undefined ? first.offset >= scanned.end : first.offset < scanned.end, 'a torn tail starts after the sound groups it does not cut');
     this.tornTails.push({ file: segment.file, offset: first.offset, bytes: end - first.offset });
     if (!this.readOnly) await segment.zeroRange(this.kernels, first.offset, end);
     segment.writeOffset = first.offset;
