@@ -452,6 +452,37 @@ describe('append conditions against a scan of the history', () => {
     await store.close();
   });
 
+  it('answers a retry after SAME_BATCH without another: a match in a group in flight is waited for, then the durable arm decides', async () => {
+    // A client that retries SAME_BATCH at once, with no I/O of its own between tries, must not
+    // spin: were a match in a group still in flight refused again, each retry would be refused in
+    // microtasks alone, and the fsync that would publish the match could never be handled.
+    const store = await openStore(temporaryDirectory());
+    const feed = await store.createFeed('f');
+    const booking = (student: number): AppendRecord => ({ payload: `1/${student}`, type: 'booked', tags: ['course:1', `student:${student}`] });
+    const condition = { failIfMatch: { items: [{ types: ['booked'], tags: ['course:1'] }] }, after: 0 };
+    const attemptsMax = 1000;
+    let attempts = 0;
+    const outcomes: string[] = [];
+    const retryAtOnce = async (): Promise<{ ok: true } | { ok: false; code: string; details: Readonly<Record<string, unknown>> }> => {
+      for (;;) {
+        attempts++;
+        const result = await outcome(feed.append([booking(2)], { condition }));
+        outcomes.push(result.ok ? 'ok' : result.code);
+        if (result.ok || result.code !== 'SAME_BATCH' || attempts >= attemptsMax) return result;
+      }
+    };
+    // The warm-up goes alone; the booking and the retrying client form the next group, which is
+    // written behind it, so the client's retry is prepared while the booking is in flight.
+    const [, booked, retried] = await Promise.all([outcome(feed.append([{ payload: 'warm-up' }])), outcome(feed.append([booking(1)], { condition })), retryAtOnce()]);
+    expect(booked).toEqual({ ok: true });
+    expect(outcomes).toEqual(['SAME_BATCH', 'CONDITION_FAILED']);
+    const positions: Record<string, number> = {};
+    for await (const record of feed.read()) positions[text(record.payload)] = record.position;
+    expect(retried).toEqual({ ok: false, code: 'CONDITION_FAILED', details: { position: positions['1/1'], after: 0 } });
+    expect(positions['1/2']).toBeUndefined();
+    await store.close();
+  });
+
   it('still finds a tag the high-water map has forgotten', async () => {
     // More distinct tags than the map keeps, so the oldest are evicted and the floor rises.
     const store = await openStore(temporaryDirectory(), { segmentBytes: 16 * 1024 * 1024 });
@@ -494,6 +525,9 @@ describe('append conditions against a scan of the history', () => {
 
 // ---- Concurrency: the course-capacity example -----------------------------------------------
 
+/** Far above what 40 students on 8 courses need (each refusal is another's booking), far below a spin. */
+const enrolAttemptsMax = 500;
+
 interface Retries {
   sameBatch: number;
   conditionFailed: number;
@@ -507,8 +541,12 @@ interface Retries {
  * book it on the condition that no booking of the course was published since.
  */
 async function enrol(feed: Feed, student: number, preferences: readonly number[], capacity: number, retries: Retries): Promise<number | undefined> {
+  // Bounded so that a store that keeps refusing fails the test rather than hangs it: a refusal
+  // answered in microtasks alone starves the timers a test timeout needs.
+  let attempts = 0;
   for (const course of preferences) {
     for (;;) {
+      if (++attempts > enrolAttemptsMax) throw new Error(`student ${student}: still refused after ${enrolAttemptsMax} attempts`);
       const head = feed.info().records;
       let booked = 0;
       for await (const record of feed.read({ filter: { types: ['booked'], tags: [`course:${course}`] } })) {

@@ -120,8 +120,9 @@ export class Feed {
    * with one fsync (shared with concurrent one-shot appends). While a lease is live, `token` is
    * required. With `condition`, the append is refused (`CONDITION_FAILED`, naming the first
    * matching position) when a record matching `condition.failIfMatch` lies after
-   * `condition.after`, or (`SAME_BATCH`, retryable) when a matching record was accepted but is
-   * not published yet (it is written in the same group commit, or in one still in flight).
+   * `condition.after`, or (`SAME_BATCH`, retryable) when a matching record was accepted into the
+   * same group commit and is not published yet. A matching record of a group commit still in
+   * flight is waited for: once it is published, the condition fails on it (or holds, past it).
    *
    * @example
    * // Book a seat only if no one booked course 7 since we read it at position p.

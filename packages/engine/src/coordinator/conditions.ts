@@ -4,9 +4,11 @@
  *
  * - The staged arm settles conflicts with requests not yet published: those laid into the same
  *   group, and those of the groups in flight before it (group commits are pipelined). None of
- *   them can be seen in the published history yet, so each accepted request stages its records,
- *   and a later request whose query matches any staged record is refused with `SAME_BATCH`
- *   (advisory and retryable: once the staged record is published, the durable arm decides).
+ *   them can be seen in the published history yet, so each accepted request stages its records.
+ *   A later request of the same group whose query matches a staged record is refused with
+ *   `SAME_BATCH` (advisory and retryable: its retry goes to a later group). One whose query
+ *   matches a record of a group in flight waits for that group to settle, and the durable arm
+ *   decides (the feed writer does the waiting).
  *   Staged records all count as after the condition's position, so the arm never lets a
  *   conflict through; a staged tag and type set rule most queries out without a record walk.
  * - The durable arm checks everything published. A bounded map of the highest position per tag
@@ -140,19 +142,21 @@ export class ConditionChecker {
 
   /** The staged arm: `SAME_BATCH` when a record staged in `staged` matches the query. */
   checkStaged(query: Query | undefined, staged: StagedGroup): void {
-    if (staged.records === 0) return;
-    let conflict = query === undefined;
-    if (query) {
-      foldStaged(staged);
-      const items = query.items.filter((item) => itemMayMatch(item, staged));
-      const narrowed = { items };
-      conflict = items.length > 0 && staged.batches.some((batch) => batch.some((record) => matches(narrowed, record)));
-    }
-    if (conflict) {
-      throw new StreamStackError('SAME_BATCH', 'a request written with this one, or just before it, matches this condition; retry', {
+    if (this.stagedMatch(query, staged)) {
+      throw new StreamStackError('SAME_BATCH', 'a request written with this one matches this condition; retry', {
         details: { retryable: true },
       });
     }
+  }
+
+  /** Whether a record staged in `staged` matches the query (none: every record does). */
+  stagedMatch(query: Query | undefined, staged: StagedGroup): boolean {
+    if (staged.records === 0) return false;
+    if (query === undefined) return true;
+    foldStaged(staged);
+    const items = query.items.filter((item) => itemMayMatch(item, staged));
+    const narrowed = { items };
+    return items.length > 0 && staged.batches.some((batch) => batch.some((record) => matches(narrowed, record)));
   }
 
   stage(staged: StagedGroup, records: readonly StagedRecord[]): void {

@@ -23,7 +23,7 @@ import { corruptionError, type Snapshot } from '../query/snapshot.js';
 import { newStagedGroup, type ConditionChecker, type StagedGroup } from './conditions.js';
 import { DerivedIndexes } from './derived-indexes.js';
 import { recoverLogs, replayStreams, type OpenStream } from './feed-recovery.js';
-import { GroupCommitter, type GroupCommitStats, type GroupLocation, type GroupWrite, type Lane } from './group-commit.js';
+import { GroupCommitter, type EarlierGroup, type GroupCommitStats, type GroupLocation, type GroupWrite, type Lane } from './group-commit.js';
 import { LeaseKeeper, type LeaseGrant } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
@@ -59,7 +59,7 @@ type WriterGroup = StagedGroup & {
    * this group is prepared, and emptied when it is written (else each group would hold the one
    * before it, and the chain every group ever made).
    */
-  earlier: readonly WriterGroup[];
+  earlier: readonly EarlierGroup<WriterGroup>[];
   /** A history group's first run: its position and commit base a new segment if it needs one. */
   first?: { readonly position: number; readonly commit: number };
 };
@@ -67,7 +67,8 @@ type WriterGroup = StagedGroup & {
 /** Types staged by `group` and by the groups in flight before it: not yet in the index. */
 function stagedTypes(group: WriterGroup, also: Iterable<string> = []): Set<string> {
   const types = new Set(also);
-  for (const staged of [...group.earlier, group]) for (const type of staged.newTypes) types.add(type);
+  for (const { scratch } of group.earlier) for (const type of scratch.newTypes) types.add(type);
+  for (const type of group.newTypes) types.add(type);
   return types;
 }
 
@@ -490,11 +491,18 @@ export class FeedWriter {
   }
 
   /**
-   * Both arms of a condition: against the requests staged in this group and in the groups in
-   * flight before it (written, not yet published), and against the published history.
+   * Both arms of a condition. A record staged by an earlier request of this group matches:
+   * `SAME_BATCH`, for the two cannot be told apart before the group is written. One staged by a
+   * group in flight before it matches: that group is published (or refused) within its fsync, so
+   * the request waits for it, and the durable arm decides with the record in the history — a
+   * `SAME_BATCH` here would be answered again, in microtasks alone, to a client that retries at
+   * once, and the fsync that would settle it could never be handled.
    */
   private async checkCondition(condition: { query: Query | undefined; after: number }, group: WriterGroup): Promise<void> {
-    for (const staged of [...group.earlier, group]) this.conditions.checkStaged(condition.query, staged);
+    this.conditions.checkStaged(condition.query, group);
+    for (const earlier of group.earlier) {
+      if (this.conditions.stagedMatch(condition.query, earlier.scratch)) await earlier.settled;
+    }
     await this.indexed();
     await this.conditions.checkDurable(condition.query, condition.after, this.snapshot(), this.index);
   }
@@ -534,7 +542,7 @@ export class FeedWriter {
       this.frameDataBytesMax,
       this.history.room(),
       group.payloads,
-      group.earlier.map((earlier) => earlier.payloads),
+      group.earlier.map((earlier) => earlier.scratch.payloads),
       this.payloads,
     );
     group.first ??= { position: this.stagedNextPosition, commit: commitNumber };

@@ -32,7 +32,7 @@ export interface GroupLocation {
 /**
  * Lays a request into the group: `group` is scratch state shared by the requests of one group
  * (what earlier requests staged), made fresh for every group by `newGroup`, which is handed the
- * scratch of the groups still in flight.
+ * groups still in flight (see `EarlierGroup`).
  */
 export type Prepare<T, G> = (
   builder: FrameBuilder,
@@ -80,13 +80,22 @@ export interface GroupCommitStats {
   readonly inFlight: number;
 }
 
-/** A group written and not yet acknowledged. */
-interface InFlight<G> {
-  readonly lane: Lane;
-  readonly placed: boolean;
+/**
+ * A group in flight as the group prepared behind it sees it: its scratch, and when it settles. A
+ * request that depends on what such a group staged waits for `settled` rather than guess (a
+ * request refused on a guess and retried at once would be refused again in microtasks alone, and
+ * the write that settles the guess could never be handled).
+ */
+export interface EarlierGroup<G> {
   readonly scratch: G;
   /** Resolves once the group's requests are settled (acknowledged or refused). */
   readonly settled: Promise<void>;
+}
+
+/** A group written and not yet acknowledged. */
+interface InFlight<G> extends EarlierGroup<G> {
+  readonly lane: Lane;
+  readonly placed: boolean;
 }
 
 export class GroupCommitter<G> {
@@ -107,7 +116,7 @@ export class GroupCommitter<G> {
     private readonly write: (lane: Lane, builder: FrameBuilder, group: G) => GroupWrite,
     /** Told once, when a write fails and the feed stops acknowledging. */
     private readonly onFatal: (error: StreamStackError) => void,
-    private readonly newGroup: (inFlight: readonly G[]) => G,
+    private readonly newGroup: (inFlight: readonly EarlierGroup<G>[]) => G,
   ) {}
 
   /** The fatal error, once a write has failed. */
@@ -179,7 +188,7 @@ export class GroupCommitter<G> {
   private async prepareGroup(lane: Lane, group: Request<G>[]): Promise<void> {
     const builder = this.builders[lane];
     builder.clear();
-    const scratch = this.newGroup(this.inFlight.map((inFlight) => inFlight.scratch));
+    const scratch = this.newGroup(this.inFlight.map(({ scratch, settled }) => ({ scratch, settled })));
     const prepared: { request: Request<G>; finish: (location: GroupLocation) => unknown }[] = [];
     for (const [index, request] of group.entries()) {
       if (this.failure) {
