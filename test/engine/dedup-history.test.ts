@@ -139,6 +139,12 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
             const latest: number[] = [];
             for await (const read of feed.read({ after, mode: 'latest' })) latest.push(read.position);
             expect(latest, `latest after ${after}`).toEqual(latestOracle(written, after));
+            // The columnar form decides dedup and latest on its columns: the same positions.
+            for (const [mode, expected] of [['dedup', dedup], ['latest', latest]] as const) {
+              const positions: number[] = [];
+              for await (const batch of feed.readColumns({ after, mode })) positions.push(...batch.positions);
+              expect(positions, `${mode} in columns after ${after}`).toEqual(expected);
+            }
           }
           await store.close();
         },

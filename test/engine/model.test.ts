@@ -716,7 +716,7 @@ class Read implements Command {
     readonly afterFraction: number,
     readonly filter: RecordFilter | undefined,
     readonly limit: number | undefined,
-    readonly form: 'records' | 'batches',
+    readonly form: 'records' | 'batches' | 'columns',
     /** For filtered RAW reads: how the planner finds the records; every plan gives the same answer. */
     readonly plan: Plan | undefined,
   ) {}
@@ -735,6 +735,17 @@ class Read implements Command {
     if (this.form === 'records') {
       const got = await drain(r.feed.read(spec));
       expect(got.map(viewOf)).toEqual(expected);
+    } else if (this.form === 'columns') {
+      const batches = await drain(r.feed.readColumns(spec));
+      for (const batch of batches) {
+        expect(batch.length).toBeGreaterThan(0);
+        // The columns say what the records made from them say.
+        expect(Array.from(batch.positions)).toEqual(batch.records().map((record) => record.position));
+        expect(Array.from({ length: batch.length }, (_, row) => text(batch.payload(row)))).toEqual(batch.records().map((record) => text(record.payload)));
+      }
+      const commitsOfBatches = batches.map((batch) => batch.commit);
+      expect(commitsOfBatches).toEqual([...new Set(commitsOfBatches)].sort((a, b) => a - b));
+      expect(batches.flatMap((batch) => [...batch]).map(viewOf)).toEqual(expected);
     } else {
       const batches = await drain(r.feed.readBatches(spec));
       // One commit's worth per batch, never empty, commits strictly increasing.
@@ -1050,6 +1061,7 @@ const commandTally = branchTally('model commands', [
   'read: filtered, by the index',
   'read: filtered, by a scan',
   'read: in batches',
+  'read: in columns',
   'read: with a limit',
   'commits',
   'readCommit',
@@ -1094,6 +1106,7 @@ function branchesOf(command: Command, m: Readonly<Model>): CommandBranch[] {
     if (command.filter !== undefined && command.plan === 'index') branches.push('read: filtered, by the index');
     if (command.filter !== undefined && command.plan === 'scan') branches.push('read: filtered, by a scan');
     if (command.form === 'batches') branches.push('read: in batches');
+    if (command.form === 'columns') branches.push('read: in columns');
     if (command.limit !== undefined) branches.push('read: with a limit');
     return branches;
   }
@@ -1150,7 +1163,7 @@ const commandArbs: fc.Arbitrary<Command>[] = [
       fraction,
       filterArb,
       fc.option(fc.nat(25), { nil: undefined, freq: 3 }),
-      fc.constantFrom('records' as const, 'batches' as const),
+      fc.constantFrom('records' as const, 'batches' as const, 'columns' as const),
       fc.constantFrom(undefined, 'auto' as const, 'index' as const, 'scan' as const),
     )
     .map(([mode, scope, after, filter, limit, form, plan]) => new Read(mode, scope, after, filter, limit, form, plan)),

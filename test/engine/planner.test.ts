@@ -147,6 +147,10 @@ async function collect(feed: Feed, after: number, filter: RecordFilter, plan: Pl
   const out: Comparable[] = [];
   const options = { after, filter, ...(plan === undefined ? {} : { plan }), ...(limit === undefined ? {} : { limit }) };
   for await (const record of feed.read(options)) out.push(comparable(record));
+  // The columnar form of the same read gives the same records.
+  const columns: Comparable[] = [];
+  for await (const batch of feed.readColumns(options)) for (const record of batch) columns.push(comparable(record));
+  expect(columns).toEqual(out);
   return out;
 }
 

@@ -19,6 +19,7 @@ export type { StreamInfo, StreamRecord } from './api/stream.js';
 export { Subscription } from './api/subscription.js';
 export type { PollResult, SubscriptionInfo } from './api/subscription.js';
 export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, RecordFilter } from './coordinator/feed-writer-types.js';
+export { ColumnBatch } from './coordinator/feed-writer-types.js';
 export type { AppendRecord, Commit, StoredRecord } from './api/records.js';
 export type { LeaseGrant } from './coordinator/lease.js';
 export type { GroupCommitStats } from './coordinator/group-commit.js';

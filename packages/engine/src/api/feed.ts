@@ -11,7 +11,7 @@
 import { StreamStackError } from '../errors.js';
 import type { FeedWriter } from '../coordinator/feed-writer.js';
 import { FeedReads } from '../coordinator/feed-reads.js';
-import type { AppendCondition, ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
+import type { AppendCondition, ColumnBatch, ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
 import { validateCondition } from '../coordinator/conditions.js';
 import type { GroupCommitStats } from '../coordinator/group-commit.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
@@ -188,6 +188,21 @@ export class Feed {
   readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
     options = optionsOf(options, 'feed.readBatches');
     return this.reads.batches({ ...options, after: checkedCursor(options.after, 'after'), limit: validateCursor(options.limit, 'limit') });
+  }
+
+  /**
+   * The columnar form of `read`, and the fastest: batches of one commit's records each, every
+   * field a typed array, variable-length fields ranges of the bytes read from disk. Records
+   * are made only when asked for (`batch.record(i)`); `batch.toArrow()` converts a batch.
+   *
+   * @example
+   * for await (const batch of feed.readColumns({ mode: 'dedup' })) {
+   *   for (let i = 0; i < batch.length; i++) bytes += batch.payloadEnds[i] - batch.payloadStarts[i];
+   * }
+   */
+  readColumns(options: ReadOptions = {}): AsyncGenerator<ColumnBatch> {
+    options = optionsOf(options, 'feed.readColumns');
+    return this.reads.columns({ ...options, after: checkedCursor(options.after, 'after'), limit: validateCursor(options.limit, 'limit') });
   }
 
   /** The records of commit `commit`, in position order. */

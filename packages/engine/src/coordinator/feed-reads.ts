@@ -4,7 +4,8 @@
  */
 import { StreamStackError } from '../errors.js';
 import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
-import { checkCursor, getByKey, readBatches, type ReadOptions } from '../query/read.js';
+import type { ColumnBatch } from '../query/column-batch.js';
+import { checkCursor, getByKey, readBatches, readColumns, type ReadOptions } from '../query/read.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import type { CommitRecord } from '../storage/commit-run.js';
 import type { FeedWriter } from './feed-writer.js';
@@ -18,8 +19,13 @@ export class FeedReads {
     return this.afterIndexing(readBatches(this.writer.snapshot(), options, this.writer.fingerprints));
   }
 
+  /** The columnar form of a feed read: one batch of columns per commit. */
+  columns(options: ReadOptions): AsyncGenerator<ColumnBatch> {
+    return this.afterIndexing(readColumns(this.writer.snapshot(), options, this.writer.fingerprints));
+  }
+
   /** Runs `reads` once the indexes hold every commit its snapshot holds. */
-  private async *afterIndexing(reads: AsyncGenerator<StoredRecord[]>): AsyncGenerator<StoredRecord[]> {
+  private async *afterIndexing<T>(reads: AsyncGenerator<T>): AsyncGenerator<T> {
     await this.writer.indexed();
     yield* reads;
   }

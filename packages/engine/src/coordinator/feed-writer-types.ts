@@ -9,3 +9,4 @@ export type { CommitBatch } from '../query/follow.js';
 export type { SubscriptionState } from './subscriptions.js';
 export type { Plan, Query, QueryItem } from '../query/planner.js';
 export type { AppendCondition } from './conditions.js';
+export { ColumnBatch } from '../query/column-batch.js';

@@ -9,9 +9,22 @@ import type { FeedIndex } from './feed-index.js';
 import { assert } from '../errors.js';
 import { commitHolding } from './planner.js';
 import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
+import { ColumnBatch } from './column-batch.js';
 
 /** The records at `positions` (ascending), grouped one array per commit. */
-export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]> {
+export function fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]>;
+export function fetchByPosition<T>(
+  snapshot: Snapshot,
+  index: FeedIndex,
+  positions: readonly number[],
+  dense: (commit: CommitRecord, hits: readonly number[]) => Promise<T>,
+): AsyncGenerator<StoredRecord[] | T>;
+export async function* fetchByPosition<T>(
+  snapshot: Snapshot,
+  index: FeedIndex,
+  positions: readonly number[],
+  dense?: (commit: CommitRecord, hits: readonly number[]) => Promise<T>,
+): AsyncGenerator<StoredRecord[] | T> {
   if (positions.length === 0) return;
   const segments = await index.segmentsFor(positions[0], positions[positions.length - 1]);
   let segmentAt = 0;
@@ -23,7 +36,7 @@ export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, pos
     const hits: number[] = [];
     while (at < positions.length && positions[at] <= commit.lastPosition) hits.push(positions[at++]);
     if (hits.length >= fetchRunHitsMin) {
-      yield await fromRun(snapshot, commit, hits);
+      yield await (dense ? dense(commit, hits) : fromRun(snapshot, commit, hits));
       continue;
     }
     while (segments[segmentAt].base !== commit.segment) segmentAt++;
@@ -38,6 +51,20 @@ export async function* fetchByPosition(snapshot: Snapshot, index: FeedIndex, pos
 }
 
 async function fromRun(snapshot: Snapshot, commit: CommitRecord, hits: readonly number[]): Promise<StoredRecord[]> {
-  const records = await snapshot.history.readRunRecords(commit, snapshot.feed);
-  return hits.map((position) => records[position - commit.firstPosition]);
+  return (await runHits(snapshot, commit, hits)).records();
+}
+
+/** The hits of one commit, from its run read whole, as columns. */
+async function runHits(snapshot: Snapshot, commit: CommitRecord, hits: readonly number[]): Promise<ColumnBatch> {
+  const run = await snapshot.history.decodeRunColumns(commit, await snapshot.history.readRunBytes(commit));
+  const rows = new Uint32Array(hits.length);
+  for (let index = 0; index < hits.length; index++) rows[index] = hits[index] - commit.firstPosition;
+  return ColumnBatch.ofRun(snapshot.feed, commit, run).take(rows);
+}
+
+/** `fetchByPosition` in the columnar form: hits dense in a commit are taken from its run's columns. */
+export async function* fetchColumnsByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<ColumnBatch> {
+  for await (const records of fetchByPosition(snapshot, index, positions, (commit, hits) => runHits(snapshot, commit, hits))) {
+    yield records instanceof ColumnBatch ? records : ColumnBatch.ofRecords(records);
+  }
 }

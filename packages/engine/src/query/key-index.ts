@@ -471,23 +471,25 @@ export class KeyIndex {
 
   /**
    * For a fingerprint dictionary: whether each record at `positions` (ascending, in one commit
-   * of history segment `segment`, with `terms` their fingerprints) is the first occurrence of
+   * of history segment `segment`, with `term(i)` the fingerprint of the i-th) is the first occurrence of
    * its fingerprint in the whole history. A sealed segment with a dictionary answers from its
    * bitmap of first occurrences (built from its winners once, then cached); the active segment,
    * or one whose dictionary is not built yet, asks each fingerprint's winner.
    */
-  async firstOccurrences(segment: number, positions: readonly number[], terms: readonly string[]): Promise<boolean[]> {
+  async firstOccurrences(segment: number, positions: ArrayLike<number>, term: (index: number) => string): Promise<Uint8Array> {
+    const out = new Uint8Array(positions.length);
     const slot = this.sealed.find((candidate) => candidate.base === segment);
     if (slot && !slot.resident && slot.head) {
+      // A sealed segment's answer is a bitmap: no record's term is needed.
       const firsts = slot.firsts ?? (await this.firstsBitmap(slot));
-      return positions.map((position) => {
-        const relative = position - slot.base;
-        return (firsts[relative >>> 3] & (1 << (relative & 7))) !== 0;
-      });
+      for (let index = 0; index < positions.length; index++) {
+        const relative = positions[index] - slot.base;
+        out[index] = (firsts[relative >>> 3] >> (relative & 7)) & 1;
+      }
+      return out;
     }
-    const out: boolean[] = [];
     for (let index = 0; index < positions.length; index++) {
-      out.push((await this.winner(terms[index], Number.POSITIVE_INFINITY))?.position === positions[index]);
+      out[index] = (await this.winner(term(index), Number.POSITIVE_INFINITY))?.position === positions[index] ? 1 : 0;
     }
     return out;
   }

@@ -8,9 +8,11 @@
 import { assert, StreamStackError } from '../errors.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import { winsOver } from '../storage/key-file.js';
-import { fetchByPosition } from './fetch.js';
+import { columnMatcher, markedRows } from './column-filter.js';
+import { ColumnBatch } from './column-batch.js';
+import { fetchByPosition, fetchColumnsByPosition } from './fetch.js';
 import type { KeyIndex } from './key-index.js';
-import { commitHolding, findPositions, matches, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
+import { commitHolding, findPositions, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
 import { assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 export type ReadMode = 'raw' | 'dedup' | 'latest';
@@ -52,20 +54,25 @@ export function checkCursor(snapshot: Snapshot, after: number | undefined, name 
   return cursor;
 }
 
-function matcher(filter: RecordFilter | undefined): ((record: { type?: string; tags: readonly string[] }) => boolean) | undefined {
-  const query = normalizeQuery(filter);
-  return query ? (record) => matches(query, record) : undefined;
-}
-
 /** A filtered RAW read: the planner finds the positions, then the records are fetched. */
-async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadOptions): Promise<number[]> {
   const cursor = checkCursor(snapshot, options.after);
   const afterPosition = cursor === 0 ? 0 : snapshot.commits.at(cursor).lastPosition;
-  const positions = await findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
+  return findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
     plan: options.plan ?? 'auto',
     ...(options.limit === undefined ? {} : { limit: options.limit }),
   });
-  for await (const batch of fetchByPosition(snapshot, snapshot.index, positions)) {
+}
+
+async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+  for await (const batch of fetchByPosition(snapshot, snapshot.index, await plannedPositions(snapshot, query, options))) {
+    options.signal?.throwIfAborted();
+    yield batch;
+  }
+}
+
+async function* plannedColumns(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<ColumnBatch> {
+  for await (const batch of fetchColumnsByPosition(snapshot, snapshot.index, await plannedPositions(snapshot, query, options))) {
     options.signal?.throwIfAborted();
     yield batch;
   }
@@ -76,102 +83,151 @@ function windowOf(snapshot: Snapshot, cursor: number): Generator<CommitRecord> {
   return snapshot.commits.range(cursor + 1, snapshot.watermark.commit);
 }
 
-/** Reads records in RAW or dedup mode, one commit's worth at a time. */
-async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<StoredRecord[]> {
-  const cursor = checkCursor(snapshot, options.after);
-  const mode = options.mode ?? 'raw';
-  const matches = matcher(options.filter);
-  let remaining = options.limit ?? Number.POSITIVE_INFINITY;
-  const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
+/**
+ * The runs of the commits after `cursor`, as columns, in commit order. The next commit's bytes
+ * are read from disk while this one is decoded and consumed; `more` is asked before each read
+ * ahead, so a read that has what it wants reads no further.
+ */
+async function* runColumns(snapshot: Snapshot, cursor: number, more: () => boolean, signal: AbortSignal | undefined): AsyncGenerator<ColumnBatch> {
   const commits = windowOf(snapshot, cursor);
-  // The next commit's bytes are read from disk while this one is decoded and consumed.
   let upcoming = commits.next();
   let next = upcoming.done ? undefined : snapshot.history.readRunBytes(upcoming.value);
   while (!upcoming.done) {
     const commit = upcoming.value;
     const current = next!;
-    upcoming = remaining > 0 ? commits.next() : { done: true, value: undefined };
+    upcoming = more() ? commits.next() : { done: true, value: undefined };
     next = upcoming.done ? undefined : snapshot.history.readRunBytes(upcoming.value);
     // A prefetch that is never awaited must not turn into an unhandled rejection.
     next?.catch(() => undefined);
-    if (remaining <= 0) return;
-    options.signal?.throwIfAborted();
-    let records = await snapshot.history.decodeRunRecords(commit, snapshot.feed, await current);
-    if (mode === 'dedup' || matches) {
-      const terms = mode === 'dedup' ? records.map((record) => fingerprintKey(record.fingerprint)) : [];
-      // Whole-history dedup: first occurrences were decided per sealed segment when its
-      // fingerprint dictionary was built; the active segment's are looked up.
-      const firsts =
-        mode === 'dedup' && !windowFirst
-          ? await fingerprints.firstOccurrences(
-              commit.segment,
-              records.map((record) => record.position),
-              terms,
-            )
-          : undefined;
-      records = records.filter((record, index) => {
-        if (mode === 'dedup') {
-          if (windowFirst) {
-            if (windowFirst.has(terms[index])) return false;
-            windowFirst.add(terms[index]);
-          } else if (!firsts![index]) return false;
-        }
-        return !matches || matches(record);
-      });
-    }
-    if (records.length > remaining) records = records.slice(0, remaining);
-    remaining -= records.length;
-    if (records.length > 0) yield records;
+    signal?.throwIfAborted();
+    yield ColumnBatch.ofRun(snapshot.feed, commit, await snapshot.history.decodeRunColumns(commit, await current));
   }
 }
 
-/** Reads the winners per key of the window, in position order. */
-async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+/** A fingerprint's bytes as its dictionary term, straight from the batch (no view is made). */
+function fingerprintTerm(batch: ColumnBatch, row: number): string {
+  const bytes = batch.bytes;
+  const start = batch.fingerprintStarts[row];
+  if (batch.fingerprintEnds[row] - start === 8) {
+    return String.fromCharCode(bytes[start], bytes[start + 1], bytes[start + 2], bytes[start + 3], bytes[start + 4], bytes[start + 5], bytes[start + 6], bytes[start + 7]);
+  }
+  return fingerprintKey(batch.fingerprint(row));
+}
+
+/** Reads records in RAW or dedup mode, one commit's worth at a time. */
+async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<ColumnBatch> {
   const cursor = checkCursor(snapshot, options.after);
-  const matches = matcher(options.filter);
-  // Pass 1: the winner of every key in the window, from the manifests.
-  const winners = new Map<string, { commit: number; index: number; position: number; version: number; tombstone: boolean }>();
-  for (const commit of windowOf(snapshot, cursor)) {
-    options.signal?.throwIfAborted();
-    const run = await snapshot.history.readRun(commit);
-    for (let index = 0; index < run.entries.length; index++) {
-      const entry = run.entries[index];
-      if (entry.key === undefined) continue;
-      const candidate = { commit: commit.commit, index, position: commit.firstPosition + index, version: entry.version ?? 0, tombstone: entry.tombstone };
-      const best = winners.get(entry.key);
-      if (winsOver(candidate, best)) winners.set(entry.key, candidate);
+  const mode = options.mode ?? 'raw';
+  const select = columnMatcher(normalizeQuery(options.filter));
+  let remaining = options.limit ?? Number.POSITIVE_INFINITY;
+  const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
+  for await (let batch of runColumns(snapshot, cursor, () => remaining > 0, options.signal)) {
+    if (remaining <= 0) return;
+    if (mode === 'dedup' || select) {
+      // Whole-history dedup: first occurrences were decided per sealed segment when its
+      // fingerprint dictionary was built; the active segment's are looked up.
+      const current = batch;
+      const firsts =
+        mode === 'dedup' && !windowFirst
+          ? await fingerprints.firstOccurrences(commitSegment(snapshot, current.commit), current.positions, (row) => fingerprintTerm(current, row))
+          : undefined;
+      const matched = select?.(batch);
+      const rows = new Uint32Array(batch.length);
+      let kept = 0;
+      for (let row = 0; row < batch.length; row++) {
+        if (mode === 'dedup') {
+          if (windowFirst) {
+            const term = fingerprintTerm(batch, row);
+            if (windowFirst.has(term)) continue;
+            windowFirst.add(term);
+          } else if (firsts![row] === 0) continue;
+        }
+        if (matched && matched[row] === 0) continue;
+        rows[kept++] = row;
+      }
+      batch = batch.take(rows.subarray(0, kept));
+    }
+    if (batch.length > remaining) batch = batch.slice(remaining);
+    remaining -= batch.length;
+    if (batch.length > 0) yield batch;
+  }
+}
+
+function commitSegment(snapshot: Snapshot, commit: number): number {
+  return snapshot.commits.at(commit).segment;
+}
+
+/** Reads the winners per key of the window, in position order. */
+async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGenerator<ColumnBatch> {
+  const cursor = checkCursor(snapshot, options.after);
+  const select = columnMatcher(normalizeQuery(options.filter));
+  // Pass 1: the winner of every key in the window, from the manifests. Winners are slots of
+  // parallel arrays, not an object each: a window can hold millions of keys.
+  const slots = new Map<string, number>();
+  let commits = new Float64Array(1024);
+  let rows = new Uint32Array(1024);
+  let positions = new Float64Array(1024);
+  let versions = new Float64Array(1024);
+  let tombstones = new Uint8Array(1024);
+  for await (const batch of runColumns(snapshot, cursor, () => true, options.signal)) {
+    for (let row = 0; row < batch.length; row++) {
+      if (!batch.hasKey(row)) continue;
+      const key = batch.key(row)!;
+      const version = batch.hasVersion(row) ? batch.versions[row] : 0;
+      const position = batch.positions[row];
+      let slot = slots.get(key);
+      if (slot === undefined) {
+        slot = slots.size;
+        if (slot === commits.length) {
+          const grow = <T extends Float64Array | Uint32Array | Uint8Array>(column: T, make: new (length: number) => T): T => {
+            const out = new make(column.length * 2);
+            out.set(column as never);
+            return out;
+          };
+          commits = grow(commits, Float64Array);
+          rows = grow(rows, Uint32Array);
+          positions = grow(positions, Float64Array);
+          versions = grow(versions, Float64Array);
+          tombstones = grow(tombstones, Uint8Array);
+        }
+        slots.set(key, slot);
+      } else if (!winsOver({ version, position }, { version: versions[slot], position: positions[slot] })) {
+        continue;
+      }
+      commits[slot] = batch.commit;
+      rows[slot] = row;
+      positions[slot] = position;
+      versions[slot] = version;
+      tombstones[slot] = batch.isTombstone(row) ? 1 : 0;
     }
   }
   // Pass 2: the live winners, commit by commit, with their payloads.
   const byCommit = new Map<number, number[]>();
-  for (const winner of winners.values()) {
-    if (winner.tombstone) continue;
-    const list = byCommit.get(winner.commit);
-    if (list) list.push(winner.index);
-    else byCommit.set(winner.commit, [winner.index]);
+  for (let slot = 0; slot < slots.size; slot++) {
+    if (tombstones[slot]) continue;
+    const list = byCommit.get(commits[slot]);
+    if (list) list.push(rows[slot]);
+    else byCommit.set(commits[slot], [rows[slot]]);
   }
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   // Only the commits that hold winners are visited, in commit order.
   for (const commitNumber of [...byCommit.keys()].sort((a, b) => a - b)) {
+    if (remaining <= 0) return;
     const commit = snapshot.commits.at(commitNumber);
-    const indexes = byCommit.get(commitNumber);
-    if (!indexes || remaining <= 0) continue;
     options.signal?.throwIfAborted();
-    indexes.sort((a, b) => a - b);
-    const records = await snapshot.history.readRunRecords(commit, snapshot.feed);
-    const out: StoredRecord[] = [];
-    for (const index of indexes) {
-      const record = records[index];
-      if (matches && !matches(record)) continue;
-      if (remaining-- <= 0) break;
-      out.push(record);
-    }
-    if (out.length > 0) yield out;
+    const winners = Uint32Array.from(byCommit.get(commitNumber)!).sort();
+    const run = ColumnBatch.ofRun(snapshot.feed, commit, await snapshot.history.decodeRunColumns(commit, await snapshot.history.readRunBytes(commit)));
+    let batch = run.take(winners);
+    const matched = select?.(batch);
+    if (matched) batch = batch.take(markedRows(matched));
+    if (batch.length > remaining) batch = batch.slice(remaining);
+    remaining -= batch.length;
+    if (batch.length > 0) yield batch;
   }
 }
 
-/** The batch form of a feed read: arrays of records, each from one commit, in position order. */
-export function readBatches(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<StoredRecord[]> {
+/** Checks a read's options: `INVALID_ARGUMENT` or `CURSOR_OUT_OF_RANGE`, before any I/O. */
+function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: ReadMode; query: Query | undefined } {
   const mode = options.mode ?? 'raw';
   if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
     throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
@@ -180,14 +236,31 @@ export function readBatches(snapshot: Snapshot, options: ReadOptions, fingerprin
   if (mode === 'raw' && options.plan !== undefined && !['auto', 'index', 'scan'].includes(options.plan)) {
     throw new StreamStackError('INVALID_ARGUMENT', `plan must be auto, index or scan, not ${JSON.stringify(options.plan)}`);
   }
-  const query = normalizeQuery(options.filter);
+  return { mode, query: normalizeQuery(options.filter) };
+}
+
+/** The columnar form of a feed read: batches, each of one commit's records, in position order. */
+export function readColumns(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<ColumnBatch> {
+  const { mode, query } = checkReadOptions(snapshot, options);
+  const reads =
+    mode === 'raw' && query ? plannedColumns(snapshot, query, options) : mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints);
+  return snapshot.headDamage && !(mode === 'raw' && query) ? endingAtDamage(snapshot, reads) : reads;
+}
+
+/** The batch form of a feed read: arrays of records, each from one commit, in position order. */
+export function readBatches(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<StoredRecord[]> {
+  const { mode, query } = checkReadOptions(snapshot, options);
+  // A filtered RAW read fetches its few records one by one: they are made as objects directly.
   if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
-  const reads = mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints);
-  return snapshot.headDamage ? endingAtDamage(snapshot, reads) : reads;
+  return asRecords(readColumns(snapshot, options, fingerprints));
+}
+
+async function* asRecords(batches: AsyncGenerator<ColumnBatch>): AsyncGenerator<StoredRecord[]> {
+  for await (const batch of batches) yield batch.records();
 }
 
 /** A read that reaches the head of a history whose head corruption took ends with `CORRUPT`. */
-async function* endingAtDamage(snapshot: Snapshot, reads: AsyncGenerator<StoredRecord[]>): AsyncGenerator<StoredRecord[]> {
+async function* endingAtDamage<T>(snapshot: Snapshot, reads: AsyncGenerator<T>): AsyncGenerator<T> {
   yield* reads;
   assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
 }

@@ -30,6 +30,22 @@ export function utf8DecodeOrUndefined(bytes: Uint8Array): string | undefined {
   }
 }
 
+/**
+ * Decodes the UTF-8 in `bytes[start, end)`, or returns undefined when it is not valid UTF-8.
+ * Short ASCII strings (keys, types, tags, stream ids) are the common case, and making them from
+ * their char codes is several times faster than a TextDecoder call. They are made in one piece:
+ * appending a character at a time would leave a tree of one-character strings, about 30 bytes a
+ * character, in every string a feed keeps (its commits' stream ids).
+ */
+export function utf8DecodeRange(bytes: Uint8Array, start: number, end: number): string | undefined {
+  if (end - start <= shortStringBytesMax) {
+    let at = start;
+    while (at < end && bytes[at] < 0x80) at++;
+    if (at === end) return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
+  }
+  return utf8DecodeOrUndefined(bytes.subarray(start, end));
+}
+
 /** A growable buffer that encodes values at its end. */
 export class ByteWriter {
   private buffer: Uint8Array;
@@ -232,22 +248,9 @@ export class ByteReader {
     const length = this.varint();
     this.need(length);
     const start = this.offset;
-    const input = this.input;
-    // Short ASCII strings (keys, types, tags, stream ids) are the common case, and making them
-    // from their char codes is several times faster than a TextDecoder call. They are made in
-    // one piece: appending a character at a time would leave a tree of one-character strings,
-    // about 30 bytes a character, in every string a feed keeps (its commits' stream ids).
-    if (length <= shortStringBytesMax) {
-      const end = start + length;
-      let at = start;
-      while (at < end && input[at] < 0x80) at++;
-      if (at === end) {
-        this.offset = end;
-        return String.fromCharCode.apply(null, input.subarray(start, end) as unknown as number[]);
-      }
-    }
-    const text = utf8DecodeOrUndefined(this.raw(length));
+    const text = utf8DecodeRange(this.input, start, start + length);
     if (text === undefined) throw this.corrupt('a string is not valid UTF-8');
+    this.offset = start + length;
     return text;
   }
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { FrameKind } from './frame-kinds.js';
+import { decodeRunColumns, type RunColumns } from './run-columns.js';
 import { scanFrames, type FrameBuilder } from './framing.js';
 import { segmentEndGroupBytes } from './groups.js';
 import {
@@ -527,6 +528,46 @@ export class History {
       records[index].payload = cached ?? (await this.readPayload(location));
     }
     return records;
+  }
+
+  /**
+   * Verifies a run's frames and decodes its records into columns (see `RunColumns`). Payloads
+   * stored by other runs are read (most from the cache) and placed after the run's bytes, in one
+   * buffer, so that every payload is a range of `bytes`; a run without them is not copied.
+   */
+  async decodeRunColumns(commit: CommitRecord, bytes: Uint8Array): Promise<RunColumns> {
+    assertReadable(commit);
+    const segment = this.segments.byBase(commit.segment);
+    try {
+      const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
+      const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
+      if (frameEnd !== bytes.length) {
+        throw new StreamStackError('CORRUPT', `the run of commit ${commit.commit} in ${segment.file} is damaged`, {
+          details: { file: segment.file, offset: commit.runStart + frameEnd },
+        });
+      }
+      const columns = decodeRunColumns(bytes, frames, commit.records, `${segment.file}:${commit.runStart}`);
+      if (columns.external.length === 0) return columns;
+      const payloads: Uint8Array[] = [];
+      let extra = 0;
+      for (const { location } of columns.external) {
+        const payload = this.cachedPayload(segment, location) ?? (await this.readPayload(location));
+        payloads.push(payload);
+        extra += payload.length;
+      }
+      const joined = new Uint8Array(bytes.length + extra);
+      joined.set(bytes);
+      let at = bytes.length;
+      for (const [index, { row }] of columns.external.entries()) {
+        joined.set(payloads[index], at);
+        columns.payloadStarts[row] = at;
+        at += payloads[index].length;
+        columns.payloadEnds[row] = at;
+      }
+      return { ...columns, bytes: joined };
+    } catch (error) {
+      throw withPlace(error, segment.file, commit.runStart);
+    }
   }
 
   /** A payload's bytes, from the run already read when it lies there, else from its segment. */

@@ -143,6 +143,9 @@ const isTombstone = 8;
 const hasType = 16;
 const hasTags = 32;
 
+/** The bits of a record's flags byte, as manifest entries and WAL records store it. */
+export const recordFlags = { hasFingerprint, hasKey, hasVersion, isTombstone, hasType, hasTags } as const;
+
 function flagsOf(record: {
   fingerprint?: Uint8Array;
   key?: string;
