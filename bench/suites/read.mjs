@@ -12,7 +12,9 @@
 // StreamStack's derived indexes are built (on the first dedup read or get, timed on its own), so
 // those do not weigh on the peers' heap. get latency is timed per call with performance.now.
 // Every scan checks its record count (and payload bytes), so a fast wrong answer fails the suite.
-import { Store } from '@streamstack/engine';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Store, loadKernels } from '@streamstack/engine';
 import { Suite } from '../harness.mjs';
 import { openLmdbStore, openSqlite, payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
 import { prng } from '../prng.mjs';
@@ -28,6 +30,8 @@ const repeatEvery = 20;
 const updateEvery = 50;
 /** … a tombstone (version 3) of an earlier key. */
 const tombstoneEvery = 1000;
+/** The disk baseline reads history segments this many bytes at a time. */
+const baselineReadBytes = 4 * 1024 * 1024;
 /** Random gets timed (after a warm-up of a tenth as many). */
 const getCount = 20_000;
 /**
@@ -105,7 +109,8 @@ function* workload(expected) {
 async function build() {
   const expected = { raw: 0, dedup: 0, latest: 0, bytes: 0, repeats: 0, updates: 0, tombstones: 0, tombstoned: new Set() };
 
-  const store = await Store.open(temporaryDirectory('read'));
+  const directory = temporaryDirectory('read');
+  const store = await Store.open(directory);
   const feed = await store.createFeed('read');
   const { token } = await feed.acquireLease({ holder: 'bench-read', ttlMs: 24 * 3600 * 1000 });
 
@@ -150,7 +155,11 @@ async function build() {
       `${expected.tombstones} tombstones) in ${info.commits} commits, with the peers, in ` +
       `${((performance.now() - started) / 1000).toFixed(1)} s\n`,
   );
-  return { store, feed, sqlite, lmdb, expected };
+  return { store, feed, sqlite, lmdb, expected, directory };
+}
+
+function listFiles(directory) {
+  return fs.readdirSync(directory, { recursive: true }).map((name) => path.join(directory, name)).filter((file) => fs.statSync(file).isFile());
 }
 
 function check(what, count, expected) {
@@ -241,7 +250,10 @@ function percentile(sorted, fraction) {
 
 export async function run() {
   const suite = new Suite('read');
-  const { store, feed, sqlite, lmdb, expected } = await build();
+  const { store, feed, sqlite, lmdb, expected, directory } = await build();
+  const historyFiles = listFiles(directory).filter((file) => file.endsWith('.hist'));
+  const historyBytes = historyFiles.reduce((sum, file) => sum + fs.statSync(file).size, 0);
+  const native = await loadKernels('native');
   const rates = {};
 
   // The full scans: StreamStack's RAW scans in both forms and the peers over the same rows.
@@ -286,6 +298,44 @@ export async function run() {
         check('RAW batch payload bytes', bytes, expected.bytes);
       },
     },
+    rawColumns: {
+      name: 'streamstack RAW scan, columnar form (readColumns)',
+      async fn() {
+        let count = 0;
+        let bytes = 0;
+        for await (const batch of feed.readColumns()) {
+          count += batch.length;
+          const { payloadStarts, payloadEnds } = batch;
+          for (let i = 0; i < batch.length; i++) bytes += payloadEnds[i] - payloadStarts[i];
+        }
+        check('RAW columnar scan', count, expected.raw);
+        check('RAW columnar payload bytes', bytes, expected.bytes);
+      },
+    },
+    diskBaseline: {
+      // The machine's limit for a scan: the same history segment bytes, read with large
+      // positional reads and their CRC-32C computed natively, and nothing else.
+      name: 'baseline: history segments, 4 MiB positional reads + native CRC-32C',
+      async fn() {
+        const buffer = Buffer.allocUnsafe(baselineReadBytes);
+        let total = 0;
+        for (const file of historyFiles) {
+          const handle = await fs.promises.open(file, 'r');
+          try {
+            for (let position = 0; ; ) {
+              const { bytesRead } = await handle.read(buffer, 0, baselineReadBytes, position);
+              if (bytesRead === 0) break;
+              native.crc32c(buffer.subarray(0, bytesRead));
+              position += bytesRead;
+              total += bytesRead;
+            }
+          } finally {
+            await handle.close();
+          }
+        }
+        check('baseline bytes', total, historyBytes);
+      },
+    },
     rawObject: {
       name: 'streamstack RAW scan, object form (for await read)',
       async fn() {
@@ -304,10 +354,11 @@ export async function run() {
   // Warm-up (untimed): a slice of each scan, so no first sample is also the JIT's.
   let warm = 0;
   for await (const batch of feed.readBatches({ limit: 100_000 })) warm += batch.length;
+  for await (const batch of feed.readColumns({ limit: 100_000 })) warm += batch.length;
   for await (const record of feed.read({ limit: 100_000 })) warm += record.payload.length > 0 ? 1 : 0;
   for (const row of sqlite.prepare('SELECT position, key, type, payload FROM records LIMIT 100000').iterate()) warm += row.payload.length > 0 ? 1 : 0;
   for (const { value } of lmdb.getRange({ limit: 100_000 })) warm += value.payload.length > 0 ? 1 : 0;
-  check('warm-up scans', warm, 4 * Math.min(100_000, expected.raw));
+  check('warm-up scans', warm, 5 * Math.min(100_000, expected.raw));
 
   // Interleaved rounds, one sample of each scan per round, so a change in the machine's load
   // (2-core machines are rarely idle) weighs on StreamStack and its peers alike; the ratios are
@@ -345,6 +396,18 @@ export async function run() {
     for await (const batch of feed.readBatches({ mode: 'dedup' })) count += batch.length;
     check('dedup scan', count, expected.dedup);
   }, expected.dedup);
+
+  rates.dedupColumns = await sampleScan(suite, 'streamstack dedup scan, columnar form', async () => {
+    let count = 0;
+    for await (const batch of feed.readColumns({ mode: 'dedup' })) count += batch.length;
+    check('dedup columnar scan', count, expected.dedup);
+  }, expected.dedup);
+
+  rates.latestColumns = await sampleScan(suite, 'streamstack latest scan, columnar form', async () => {
+    let count = 0;
+    for await (const batch of feed.readColumns({ mode: 'latest' })) count += batch.length;
+    check('latest columnar scan', count, expected.latest);
+  }, expected.latest);
 
   rates.latest = await sampleScan(suite, 'streamstack latest scan, batch form', async () => {
     let count = 0;
@@ -388,9 +451,15 @@ export async function run() {
 
   await store.close();
 
-  suite.ratio('RAW batch form', rates.rawBatch, 5e6, 'records/s');
-  suite.ratio('RAW batch form / better-sqlite3 iterate', speedup('rawBatch', 'sqlite'), 5);
-  suite.ratio('RAW object form', rates.rawObject, 2e6, 'records/s');
+  suite.ratio('RAW columnar form', rates.rawColumns, undefined, 'records/s');
+  suite.ratio('RAW columnar form / better-sqlite3 iterate', speedup('rawColumns', 'sqlite'), 5);
+  // The baseline's rate in records/s: the history's records over the time to read its bytes.
+  suite.ratio('RAW columnar form / baseline (read + CRC the same bytes)', speedup('rawColumns', 'diskBaseline'), 0.5);
+  suite.ratio('baseline, history bytes read + CRC', historyBytes / median(seconds.diskBaseline) / 1e6, undefined, 'MB/s');
+  suite.ratio('RAW object form / columnar form', speedup('rawObject', 'rawColumns'), 0.4);
+  suite.ratio('RAW batch form', rates.rawBatch, undefined, 'records/s');
+  suite.ratio('RAW batch form / better-sqlite3 iterate', speedup('rawBatch', 'sqlite'));
+  suite.ratio('RAW object form', rates.rawObject, undefined, 'records/s');
   suite.ratio('get median latency', medianMicros, undefined, 'µs');
   suite.ratio('get p99 latency', p99Micros, undefined, 'µs');
   // The harness's targets are floors (value ≥ target); a latency ceiling is the budget over the
@@ -402,6 +471,8 @@ export async function run() {
   suite.ratio('latest scan', rates.latest, undefined, 'records/s');
   suite.ratio('dedup scan / RAW batch form', rates.dedup / rates.rawBatch);
   suite.ratio('latest scan / RAW batch form', rates.latest / rates.rawBatch);
+  suite.ratio('dedup columnar / RAW columnar', rates.dedupColumns / rates.rawColumns, 0.7);
+  suite.ratio('latest columnar / RAW columnar', rates.latestColumns / rates.rawColumns, 0.5);
 
   return suite.finish();
 }

@@ -7,7 +7,7 @@
  */
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import type { AppendRecord, ColumnBatch, StoredRecord } from '../../packages/engine/src/index.js';
+import { limits, type AppendRecord, type ColumnBatch, type StoredRecord } from '../../packages/engine/src/index.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 import { branchTally } from '../support/branches.js';
 
@@ -111,6 +111,60 @@ describe('the columnar read form', () => {
     }
     await store.close();
     tally.expectAllReached();
+  });
+
+  it('reads a commit larger than a batch as several, and they agree with the commit read whole', async () => {
+    const store = await openStore(temporaryDirectory(), { segmentBytes: 16 << 20 });
+    const feed = await store.createFeed('f');
+    const rowsMax = limits.columnBatchRowsMax;
+    await feed.append(recordsOf(0, 50));
+    // Over two batches' worth, with repeated payloads (stored by commit 0) and keys updated
+    // across batch boundaries.
+    const big = Array.from({ length: 2 * rowsMax + 123 }, (_, n) => ({
+      payload: n % 9 === 0 ? 'shared-1' : `big ${n}`,
+      key: `k${n % (rowsMax + 7)}`,
+      version: n % 3,
+      type: n % 2 === 0 ? 'even' : 'odd',
+      tags: [`t${n % 5}`],
+    }));
+    await feed.append(big);
+    await feed.append(recordsOf(2, 30));
+    const whole: StoredRecord[] = [];
+    for (let commit = 1; commit <= 3; commit++) whole.push(...(await feed.readCommit(commit)));
+    const batches: ColumnBatch[] = [];
+    for await (const batch of feed.readColumns()) batches.push(batch);
+    expect(batches.map((batch) => [batch.commit, batch.length])).toEqual([
+      [1, 50],
+      [2, rowsMax],
+      [2, rowsMax],
+      [2, 123],
+      [3, 30],
+    ]);
+    expect(batches.flatMap((batch) => batch.records()).map(plain)).toEqual(whole.map(plain));
+    // Latest and dedup against oracles over the commits read whole.
+    const winners = new Map<string, StoredRecord>();
+    for (const record of whole) {
+      const best = record.key === undefined ? undefined : winners.get(record.key);
+      if (record.key !== undefined && (!best || (record.version ?? 0) > (best.version ?? 0) || ((record.version ?? 0) === (best.version ?? 0) && record.position > best.position))) winners.set(record.key, record);
+    }
+    const latest = [...winners.values()].filter((record) => !record.tombstone).sort((a, b) => a.position - b.position);
+    const latestRead: StoredRecord[] = [];
+    for await (const batch of feed.readColumns({ mode: 'latest' })) latestRead.push(...batch);
+    expect(latestRead.map(plain)).toEqual(latest.map(plain));
+    const seen = new Set<string>();
+    const dedup = whole.filter((record) => {
+      const term = Buffer.from(record.fingerprint).toString('hex');
+      return seen.has(term) ? false : (seen.add(term), true);
+    });
+    for (const dedupScope of ['history', 'window'] as const) {
+      const dedupRead: StoredRecord[] = [];
+      for await (const batch of feed.readColumns({ mode: 'dedup', dedupScope })) dedupRead.push(...batch);
+      expect(dedupRead.map(plain), dedupScope).toEqual(dedup.map(plain));
+    }
+    const filtered: StoredRecord[] = [];
+    for await (const batch of feed.readColumns({ filter: { types: ['even'], tags: ['t3'] }, plan: 'scan' })) filtered.push(...batch);
+    expect(filtered.map(plain)).toEqual(whole.filter((record) => record.type === 'even' && record.tags.includes('t3')).map(plain));
+    await store.close();
   });
 
   it('filters, dedups and limits on the columns as the object form does', async () => {

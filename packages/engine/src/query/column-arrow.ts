@@ -47,10 +47,15 @@ function validity(length: number, present: (row: number) => boolean): Uint8Array
  * Byte ranges of `bytes` as Arrow's offsets and values: the ranges themselves when they lie back
  * to back (no copy), else gathered.
  */
-function binary(bytes: Uint8Array, starts: Uint32Array, ends: Uint32Array): { valueOffsets: Int32Array; data: Uint8Array } {
+function binary(
+  bytes: Uint8Array,
+  starts: Uint32Array,
+  ends: Uint32Array,
+  source?: (row: number) => Uint8Array,
+): { valueOffsets: Int32Array; data: Uint8Array } {
   const count = starts.length;
   const valueOffsets = new Int32Array(count + 1);
-  let contiguous = true;
+  let contiguous = source === undefined;
   for (let index = 1; index < count && contiguous; index++) contiguous = starts[index] === ends[index - 1];
   if (count > 0 && contiguous && ends[count - 1] - starts[0] <= 0x7fff_ffff) {
     const base = starts[0];
@@ -64,7 +69,7 @@ function binary(bytes: Uint8Array, starts: Uint32Array, ends: Uint32Array): { va
   let at = 0;
   for (let index = 0; index < count; index++) {
     valueOffsets[index] = at;
-    data.set(bytes.subarray(starts[index], ends[index]), at);
+    data.set((source ? source(index) : bytes).subarray(starts[index], ends[index]), at);
     at += ends[index] - starts[index];
   }
   valueOffsets[count] = at;
@@ -105,7 +110,11 @@ export function toArrowBatch(batch: ColumnBatch): arrow.RecordBatch {
       child: arrow.makeData({ type: new arrow.Utf8(), length: batch.tagStarts.length, ...tags }),
     }),
     arrow.makeData({ type: new arrow.Binary(), length, ...binary(batch.bytes, batch.fingerprintStarts, batch.fingerprintEnds) }),
-    arrow.makeData({ type: new arrow.Binary(), length, ...binary(batch.bytes, batch.payloadStarts, batch.payloadEnds) }),
+    arrow.makeData({
+      type: new arrow.Binary(),
+      length,
+      ...binary(batch.bytes, batch.payloadStarts, batch.payloadEnds, batch.externalBytes ? (row) => batch.payloadSource(row) : undefined),
+    }),
   ];
   const struct = arrow.makeData({ type: new arrow.Struct(recordSchema.fields), length, nullCount: 0, children });
   return new arrow.RecordBatch(recordSchema, struct);

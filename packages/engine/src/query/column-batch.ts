@@ -7,7 +7,7 @@
 import { StreamStackError } from '../errors.js';
 import { utf8DecodeRange, utf8Encode } from '../storage/codec.js';
 import { recordFlags } from '../storage/records.js';
-import type { RunColumns } from '../storage/run-columns.js';
+import { payloadElsewhere, type RunColumns } from '../storage/run-columns.js';
 import type { StoredRecord } from './snapshot.js';
 import type { RecordBatch as ArrowRecordBatch } from 'apache-arrow';
 
@@ -78,6 +78,11 @@ export class ColumnBatch implements Iterable<StoredRecord> {
     /** The buffer the byte ranges index: the run's bytes as read from disk. */
     readonly bytes: Uint8Array,
     columns: BatchColumns,
+    /**
+     * Payloads other runs stored (deduplicated), gathered: the payload ranges of rows whose
+     * flags carry `ColumnBatch.payloadElsewhere` index this buffer instead of `bytes`.
+     */
+    readonly externalBytes: Uint8Array | undefined = undefined,
   ) {
     this.length = columns.positions.length;
     this.positions = columns.positions;
@@ -97,11 +102,15 @@ export class ColumnBatch implements Iterable<StoredRecord> {
     this.payloadEnds = columns.payloadEnds;
   }
 
-  /** A whole run's records as a batch; positions follow from the commit's first. */
+  /** The flags bit of a row whose payload lies in `externalBytes`. */
+  static readonly payloadElsewhere = payloadElsewhere;
+
+  /** Decoded rows of a run as a batch; positions follow from the commit's first. */
   static ofRun(feed: string, commit: { commit: number; stream: string; firstPosition: number }, run: RunColumns): ColumnBatch {
     const positions = new Float64Array(run.count);
-    for (let row = 0; row < run.count; row++) positions[row] = commit.firstPosition + row;
-    return new ColumnBatch(feed, commit.commit, commit.stream, run.types, run.bytes, { ...run, positions });
+    const first = commit.firstPosition + run.firstRow;
+    for (let row = 0; row < run.count; row++) positions[row] = first + row;
+    return new ColumnBatch(feed, commit.commit, commit.stream, run.types, run.bytes, { ...run, positions }, run.externalBytes);
   }
 
   /**
@@ -192,9 +201,14 @@ export class ColumnBatch implements Iterable<StoredRecord> {
     return (this.flags[row] & recordFlags.isTombstone) !== 0;
   }
 
-  /** Record `row`'s payload: a view of `bytes`, not a copy. */
+  /** Record `row`'s payload: a view of `bytes` (or `externalBytes`), not a copy. */
   payload(row: number): Uint8Array {
-    return this.bytes.subarray(this.payloadStarts[row], this.payloadEnds[row]);
+    return this.payloadSource(row).subarray(this.payloadStarts[row], this.payloadEnds[row]);
+  }
+
+  /** The buffer record `row`'s payload range indexes. */
+  payloadSource(row: number): Uint8Array {
+    return (this.flags[row] & payloadElsewhere) !== 0 ? this.externalBytes! : this.bytes;
   }
 
   fingerprint(row: number): Uint8Array {
@@ -301,7 +315,7 @@ export class ColumnBatch implements Iterable<StoredRecord> {
       tagEnds,
       payloadStarts: gather(this.payloadStarts, Uint32Array),
       payloadEnds: gather(this.payloadEnds, Uint32Array),
-    });
+    }, this.externalBytes);
   }
 
   /** The first `count` rows. */

@@ -54,12 +54,18 @@ async function fromRun(snapshot: Snapshot, commit: CommitRecord, hits: readonly 
   return (await runHits(snapshot, commit, hits)).records();
 }
 
-/** The hits of one commit, from its run read whole, as columns. */
+/** The hits of one commit (at least one), from its run read whole, as columns. */
 async function runHits(snapshot: Snapshot, commit: CommitRecord, hits: readonly number[]): Promise<ColumnBatch> {
-  const run = await snapshot.history.decodeRunColumns(commit, await snapshot.history.readRunBytes(commit));
-  const rows = new Uint32Array(hits.length);
-  for (let index = 0; index < hits.length; index++) rows[index] = hits[index] - commit.firstPosition;
-  return ColumnBatch.ofRun(snapshot.feed, commit, run).take(rows);
+  const parts: ColumnBatch[] = [];
+  let next = 0;
+  // The run is decoded whole, in one batch: a fetch's dense hits are one commit's answer.
+  for await (const run of snapshot.history.runColumns(commit, await snapshot.history.readRunBytes(commit), commit.records)) {
+    const rows = new Uint32Array(hits.length);
+    for (; next < hits.length; next++) rows[next] = hits[next] - commit.firstPosition - run.firstRow;
+    parts.push(ColumnBatch.ofRun(snapshot.feed, commit, run).take(rows));
+  }
+  assert(parts.length === 1, 'a run decoded whole is one batch');
+  return parts[0];
 }
 
 /** `fetchByPosition` in the columnar form: hits dense in a commit are taken from its run's columns. */

@@ -6,6 +6,7 @@
  * (the batch form); the object form flattens them.
  */
 import { assert, StreamStackError } from '../errors.js';
+import { columnBatchRowsMax } from '../limits.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import { winsOver } from '../storage/key-file.js';
 import { columnMatcher, markedRows } from './column-filter.js';
@@ -84,7 +85,8 @@ function windowOf(snapshot: Snapshot, cursor: number): Generator<CommitRecord> {
 }
 
 /**
- * The runs of the commits after `cursor`, as columns, in commit order. The next commit's bytes
+ * The runs of the commits after `cursor`, as columns (batches of at most `columnBatchRowsMax`
+ * rows, each within one commit), in commit order. The next commit's bytes
  * are read from disk while this one is decoded and consumed; `more` is asked before each read
  * ahead, so a read that has what it wants reads no further.
  */
@@ -100,7 +102,9 @@ async function* runColumns(snapshot: Snapshot, cursor: number, more: () => boole
     // A prefetch that is never awaited must not turn into an unhandled rejection.
     next?.catch(() => undefined);
     signal?.throwIfAborted();
-    yield ColumnBatch.ofRun(snapshot.feed, commit, await snapshot.history.decodeRunColumns(commit, await current));
+    for await (const run of snapshot.history.runColumns(commit, await current, columnBatchRowsMax)) {
+      yield ColumnBatch.ofRun(snapshot.feed, commit, run);
+    }
   }
 }
 
@@ -165,7 +169,6 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
   // parallel arrays, not an object each: a window can hold millions of keys.
   const slots = new Map<string, number>();
   let commits = new Float64Array(1024);
-  let rows = new Uint32Array(1024);
   let positions = new Float64Array(1024);
   let versions = new Float64Array(1024);
   let tombstones = new Uint8Array(1024);
@@ -185,7 +188,6 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
             return out;
           };
           commits = grow(commits, Float64Array);
-          rows = grow(rows, Uint32Array);
           positions = grow(positions, Float64Array);
           versions = grow(versions, Float64Array);
           tombstones = grow(tombstones, Uint8Array);
@@ -195,7 +197,6 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
         continue;
       }
       commits[slot] = batch.commit;
-      rows[slot] = row;
       positions[slot] = position;
       versions[slot] = version;
       tombstones[slot] = batch.isTombstone(row) ? 1 : 0;
@@ -206,8 +207,8 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
   for (let slot = 0; slot < slots.size; slot++) {
     if (tombstones[slot]) continue;
     const list = byCommit.get(commits[slot]);
-    if (list) list.push(rows[slot]);
-    else byCommit.set(commits[slot], [rows[slot]]);
+    if (list) list.push(positions[slot]);
+    else byCommit.set(commits[slot], [positions[slot]]);
   }
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   // Only the commits that hold winners are visited, in commit order.
@@ -215,14 +216,25 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
     if (remaining <= 0) return;
     const commit = snapshot.commits.at(commitNumber);
     options.signal?.throwIfAborted();
-    const winners = Uint32Array.from(byCommit.get(commitNumber)!).sort();
-    const run = ColumnBatch.ofRun(snapshot.feed, commit, await snapshot.history.decodeRunColumns(commit, await snapshot.history.readRunBytes(commit)));
-    let batch = run.take(winners);
-    const matched = select?.(batch);
-    if (matched) batch = batch.take(markedRows(matched));
-    if (batch.length > remaining) batch = batch.slice(remaining);
-    remaining -= batch.length;
-    if (batch.length > 0) yield batch;
+    // The winners as rows of the commit's run.
+    const winners = Uint32Array.from(byCommit.get(commitNumber)!, (position) => position - commit.firstPosition).sort();
+    let next = 0;
+    for await (const run of snapshot.history.runColumns(commit, await snapshot.history.readRunBytes(commit), columnBatchRowsMax)) {
+      // The winners among this batch's rows, as rows of the batch.
+      const from = next;
+      while (next < winners.length && winners[next] < run.firstRow + run.count) next++;
+      if (next === from) continue;
+      const rows = winners.slice(from, next);
+      for (let index = 0; index < rows.length; index++) rows[index] -= run.firstRow;
+      let batch = ColumnBatch.ofRun(snapshot.feed, commit, run).take(rows);
+      const matched = select?.(batch);
+      if (matched) batch = batch.take(markedRows(matched));
+      if (batch.length > remaining) batch = batch.slice(remaining);
+      remaining -= batch.length;
+      if (batch.length > 0) yield batch;
+      if (remaining <= 0) return;
+      if (next === winners.length) break;
+    }
   }
 }
 

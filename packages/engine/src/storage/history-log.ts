@@ -6,7 +6,7 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { FrameKind } from './frame-kinds.js';
-import { decodeRunColumns, type RunColumns } from './run-columns.js';
+import { payloadElsewhere, RunColumnsDecoder, type RunColumns } from './run-columns.js';
 import { scanFrames, type FrameBuilder } from './framing.js';
 import { segmentEndGroupBytes } from './groups.js';
 import {
@@ -531,13 +531,15 @@ export class History {
   }
 
   /**
-   * Verifies a run's frames and decodes its records into columns (see `RunColumns`). Payloads
-   * stored by other runs are read (most from the cache) and placed after the run's bytes, in one
-   * buffer, so that every payload is a range of `bytes`; a run without them is not copied.
+   * Verifies a run's frames and decodes its records into columns, at most `rowsMax` rows at a
+   * time (see `RunColumns`). Payloads stored by other runs are read (most from the cache) and
+   * gathered into each batch's `externalBytes`; the run's own bytes are never copied.
    */
-  async decodeRunColumns(commit: CommitRecord, bytes: Uint8Array): Promise<RunColumns> {
+  async *runColumns(commit: CommitRecord, bytes: Uint8Array, rowsMax: number): AsyncGenerator<RunColumns> {
     assertReadable(commit);
     const segment = this.segments.byBase(commit.segment);
+    const place = (error: unknown) => withPlace(error, segment.file, commit.runStart);
+    let decoder: RunColumnsDecoder;
     try {
       const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
       const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
@@ -546,28 +548,41 @@ export class History {
           details: { file: segment.file, offset: commit.runStart + frameEnd },
         });
       }
-      const columns = decodeRunColumns(bytes, frames, commit.records, `${segment.file}:${commit.runStart}`);
-      if (columns.external.length === 0) return columns;
-      const payloads: Uint8Array[] = [];
-      let extra = 0;
-      for (const { location } of columns.external) {
-        const payload = this.cachedPayload(segment, location) ?? (await this.readPayload(location));
-        payloads.push(payload);
-        extra += payload.length;
-      }
-      const joined = new Uint8Array(bytes.length + extra);
-      joined.set(bytes);
-      let at = bytes.length;
-      for (const [index, { row }] of columns.external.entries()) {
-        joined.set(payloads[index], at);
-        columns.payloadStarts[row] = at;
-        at += payloads[index].length;
-        columns.payloadEnds[row] = at;
-      }
-      return { ...columns, bytes: joined };
+      decoder = new RunColumnsDecoder(bytes, frames, commit.records, `${segment.file}:${commit.runStart}`);
     } catch (error) {
-      throw withPlace(error, segment.file, commit.runStart);
+      throw place(error);
     }
+    while (!decoder.done) {
+      let columns: RunColumns;
+      try {
+        columns = decoder.next(rowsMax);
+        if (columns.external.length > 0) columns = await this.gatherExternal(segment, columns);
+      } catch (error) {
+        throw place(error);
+      }
+      yield columns;
+    }
+  }
+
+  /** Reads the payloads other runs stored for `columns` into one buffer of their own. */
+  private async gatherExternal(segment: SegmentFile, columns: RunColumns): Promise<RunColumns> {
+    const payloads: Uint8Array[] = [];
+    let total = 0;
+    for (const { location } of columns.external) {
+      const payload = this.cachedPayload(segment, location) ?? (await this.readPayload(location));
+      payloads.push(payload);
+      total += payload.length;
+    }
+    const externalBytes = new Uint8Array(total);
+    let at = 0;
+    for (const [index, { row }] of columns.external.entries()) {
+      externalBytes.set(payloads[index], at);
+      columns.payloadStarts[row] = at;
+      at += payloads[index].length;
+      columns.payloadEnds[row] = at;
+      columns.flags[row] |= payloadElsewhere;
+    }
+    return { ...columns, externalBytes };
   }
 
   /** A payload's bytes, from the run already read when it lies there, else from its segment. */

@@ -17,6 +17,8 @@ import { recordFlags, type PayloadLocation } from './records.js';
 /** The columns of one run's records, in seq order. */
 export interface RunColumns {
   readonly count: number;
+  /** The run's row (seq order, from 0) of these columns' first. */
+  readonly firstRow: number;
   /** The run's bytes: every start/end below is an offset into them. */
   readonly bytes: Uint8Array;
   readonly seqs: Float64Array;
@@ -38,54 +40,71 @@ export interface RunColumns {
   readonly tagRows: Uint32Array;
   readonly tagStarts: Uint32Array;
   readonly tagEnds: Uint32Array;
-  /** Into `bytes`, except for the rows `external` names (their payloads lie in other runs). */
+  /**
+   * Into `bytes`, except for the rows `external` names: their payloads lie in other runs, and
+   * once read they are ranges of `externalBytes` (their flags carry `payloadElsewhere`).
+   */
   readonly payloadStarts: Uint32Array;
   readonly payloadEnds: Uint32Array;
   readonly external: readonly { readonly row: number; readonly location: PayloadLocation }[];
+  readonly externalBytes: Uint8Array | undefined;
 }
+
+/**
+ * A flags bit no stored record has: the record's payload is a range of the batch's
+ * `externalBytes` (it was stored by an earlier run), not of its `bytes`.
+ */
+export const payloadElsewhere = 0x80;
+
+/** The type slot table's size less one: a power of two, far more slots than a run has types. */
+const typeSlotMask = 255;
 
 /** Distinct types a run's dictionary is searched by their bytes before it falls back to a map. */
 const typesScannedMax = 16;
 
-/** A frame's varints, read with the cursor in module state (decoding is synchronous). */
-let at = 0;
-let end = 0;
-let input: Uint8Array = new Uint8Array(0);
-let what = '';
+/**
+ * Where the last `varintAt` ended. The decoder keeps its cursor in a local (a module variable in
+ * the hot loop costs a context load at every byte); only this slow path hands one back here.
+ */
+let varintEnd = 0;
 
-function corrupt(reason: string): StreamStackError {
-  return new StreamStackError('CORRUPT', `${what} is corrupt at byte ${at}: ${reason}`);
+function corrupt(place: string, at: number, reason: string): StreamStackError {
+  return new StreamStackError('CORRUPT', `${place} is corrupt at byte ${at}: ${reason}`);
 }
 
-function varint(): number {
+/** The varint at `bytes[at]` (within `end`); `varintEnd` is set past it. */
+function varintAt(bytes: Uint8Array, at: number, end: number, place: string): number {
+  // Up to four bytes (28 bits) in integer arithmetic: lengths, offsets, seqs. Timestamps and
+  // other large values go on in floating point below.
+  if (at + 4 <= end) {
+    const b0 = bytes[at];
+    if (b0 < 0x80) return ((varintEnd = at + 1), b0);
+    const b1 = bytes[at + 1];
+    if (b1 < 0x80) return ((varintEnd = at + 2), (b0 & 0x7f) | (b1 << 7));
+    const b2 = bytes[at + 2];
+    if (b2 < 0x80) return ((varintEnd = at + 3), (b0 & 0x7f) | ((b1 & 0x7f) << 7) | (b2 << 14));
+    const b3 = bytes[at + 3];
+    if (b3 < 0x80) return ((varintEnd = at + 4), (b0 & 0x7f) | ((b1 & 0x7f) << 7) | ((b2 & 0x7f) << 14) | (b3 << 21));
+  }
   let value = 0;
   let scale = 1;
   for (let index = 0; index < 8; index++) {
-    if (at >= end) throw corrupt('needs 1 more byte');
-    const byte = input[at++];
+    if (at >= end) throw corrupt(place, at, 'needs 1 more byte');
+    const byte = bytes[at++];
     value += (byte & 0x7f) * scale;
     if ((byte & 0x80) === 0) {
-      if (value > Number.MAX_SAFE_INTEGER) throw corrupt('a varint exceeds 2^53');
+      if (value > Number.MAX_SAFE_INTEGER) throw corrupt(place, at, 'a varint exceeds 2^53');
+      varintEnd = at;
       return value;
     }
     scale *= 0x80;
   }
-  throw corrupt('a varint is too long');
+  throw corrupt(place, at, 'a varint is too long');
 }
 
-function u32(): number {
-  if (at + 4 > end) throw corrupt('needs 4 more bytes');
-  const value = (input[at] | (input[at + 1] << 8) | (input[at + 2] << 16) | (input[at + 3] << 24)) >>> 0;
-  at += 4;
-  return value;
-}
-
-/** Skips a length-prefixed field and returns its length (its bytes start at `at - length`). */
-function skipBytes(): number {
-  const length = varint();
-  if (at + length > end) throw corrupt(`needs ${length} more bytes`);
-  at += length;
-  return length;
+function u32At(bytes: Uint8Array, at: number, end: number, place: string): number {
+  if (at + 4 > end) throw corrupt(place, at, 'needs 4 more bytes');
+  return (bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24)) >>> 0;
 }
 
 function equalRanges(bytes: Uint8Array, aStart: number, aEnd: number, bStart: number, bEnd: number): boolean {
@@ -95,146 +114,222 @@ function equalRanges(bytes: Uint8Array, aStart: number, aEnd: number, bStart: nu
 }
 
 /**
- * Decodes the manifests among `frames` (already verified by their CRCs) into columns. `count` is
- * the number of records the commit names; `place` names the run for error messages.
+ * Decodes the manifests among `frames` (already verified by their CRCs) into columns, a bounded
+ * number of rows at a time: a commit of a million records is read as batches that fit in the
+ * CPU's caches, not as one set of columns megabytes long. `count` is the number of records the
+ * commit names; `place` names the run for error messages.
  */
-export function decodeRunColumns(bytes: Uint8Array, frames: readonly ScannedFrame[], count: number, place: string): RunColumns {
-  const seqs = new Float64Array(count);
-  const timestamps = new Float64Array(count);
-  const versions = new Float64Array(count);
-  const flagsColumn = new Uint8Array(count);
-  const typeIds = new Int32Array(count);
-  const fingerprintStarts = new Uint32Array(count);
-  const fingerprintEnds = new Uint32Array(count);
-  const keyStarts = new Uint32Array(count);
-  const keyEnds = new Uint32Array(count);
-  const tagRows = new Uint32Array(count + 1);
-  let tagStarts = new Uint32Array(Math.max(16, count));
-  let tagEnds = new Uint32Array(tagStarts.length);
-  const payloadStarts = new Uint32Array(count);
-  const payloadEnds = new Uint32Array(count);
-  const external: { row: number; location: PayloadLocation }[] = [];
-  const types: string[] = [];
-  const typeRanges: number[] = [];
-  const typeMap = new Map<string, number>();
-  let lastType = -1;
-  let tagCount = 0;
-  let row = 0;
-  input = bytes;
-  for (const frame of frames) {
-    if (frame.kind !== FrameKind.Manifest) continue;
-    at = frame.dataStart + 1;
-    end = frame.dataEnd;
-    what = `manifest at ${place}+${frame.offset}`;
-    u32();
-    const entries = u32();
-    if (row + entries > count) break;
-    for (let index = 0; index < entries; index++, row++) {
-      if (at >= end) throw corrupt('needs 1 more byte');
-      const flags = input[at++];
-      if ((flags & recordFlags.hasFingerprint) === 0) throw corrupt('a manifest entry lacks its fingerprint');
-      flagsColumn[row] = flags;
-      seqs[row] = varint();
-      timestamps[row] = varint();
-      const fingerprintLength = skipBytes();
-      fingerprintStarts[row] = at - fingerprintLength;
-      fingerprintEnds[row] = at;
-      if (flags & recordFlags.hasKey) {
-        const length = skipBytes();
-        keyStarts[row] = at - length;
-        keyEnds[row] = at;
-      } else {
-        keyStarts[row] = at;
-        keyEnds[row] = at;
+export class RunColumnsDecoder {
+  /** Rows decoded so far. */
+  private row = 0;
+  /** The next frame to look at, and the cursor and entries left in the current manifest. */
+  private frame = 0;
+  private at = 0;
+  private end = 0;
+  private left = 0;
+  private what = '';
+  private readonly types: string[] = [];
+  private readonly typeRanges: number[] = [];
+  private readonly typeMap = new Map<string, number>();
+  private readonly typeSlots = new Int32Array(typeSlotMask + 1);
+
+  constructor(
+    private readonly bytes: Uint8Array,
+    private readonly frames: readonly ScannedFrame[],
+    private readonly count: number,
+    private readonly place: string,
+  ) {}
+
+  get done(): boolean {
+    return this.row === this.count;
+  }
+
+  /** Moves to the next manifest frame with entries; `CORRUPT` when the manifests end too soon. */
+  private nextManifest(): void {
+    const { bytes } = this;
+    for (; this.frame < this.frames.length; ) {
+      const frame = this.frames[this.frame++];
+      if (frame.kind !== FrameKind.Manifest) continue;
+      this.end = frame.dataEnd;
+      this.what = `manifest at ${this.place}+${frame.offset}`;
+      u32At(bytes, frame.dataStart + 1, this.end, this.what);
+      const entries = u32At(bytes, frame.dataStart + 5, this.end, this.what);
+      this.at = frame.dataStart + 9;
+      if (this.row + entries > this.count) break;
+      if (entries === 0) {
+        if (this.at !== this.end) throw corrupt(this.what, this.at, `${this.end - this.at} trailing bytes`);
+        continue;
       }
-      versions[row] = flags & recordFlags.hasVersion ? varint() : 0;
-      if (flags & recordFlags.hasType) {
-        const length = skipBytes();
-        const start = at - length;
-        let id = -1;
-        if (lastType >= 0 && equalRanges(input, start, at, typeRanges[2 * lastType], typeRanges[2 * lastType + 1])) id = lastType;
-        else if (types.length <= typesScannedMax) {
-          for (let type = 0; type < types.length; type++) {
-            if (equalRanges(input, start, at, typeRanges[2 * type], typeRanges[2 * type + 1])) {
-              id = type;
-              break;
+      this.left = entries;
+      return;
+    }
+    throw new StreamStackError('CORRUPT', `${this.place}: the commit names ${this.count} records but its manifests hold ${this.row}`);
+  }
+
+  /** The next (at most) `rowsMax` rows; `firstRow` says where they start in the run. */
+  next(rowsMax: number): RunColumns {
+    const firstRow = this.row;
+    const count = Math.min(rowsMax, this.count - firstRow);
+    const bytes = this.bytes;
+    const seqs = new Float64Array(count);
+    const timestamps = new Float64Array(count);
+    const versions = new Float64Array(count);
+    const flagsColumn = new Uint8Array(count);
+    const typeIds = new Int32Array(count);
+    const fingerprintStarts = new Uint32Array(count);
+    const fingerprintEnds = new Uint32Array(count);
+    const keyStarts = new Uint32Array(count);
+    const keyEnds = new Uint32Array(count);
+    const tagRows = new Uint32Array(count + 1);
+    let tagStarts = new Uint32Array(Math.max(16, count));
+    let tagEnds = new Uint32Array(tagStarts.length);
+    const payloadStarts = new Uint32Array(count);
+    const payloadEnds = new Uint32Array(count);
+    const external: { row: number; location: PayloadLocation }[] = [];
+    const { types, typeRanges, typeMap, typeSlots } = this;
+    let tagCount = 0;
+    let row = 0;
+    while (row < count) {
+      if (this.left === 0) this.nextManifest();
+      const end = this.end;
+      const what = this.what;
+      let at = this.at;
+      const stop = Math.min(count, row + this.left);
+      this.left -= stop - row;
+      // Varints of one byte (seqs, lengths, most versions) are read inline; the rest by `varintAt`.
+      let value = 0;
+      for (; row < stop; row++) {
+        if (at >= end) throw corrupt(what, at, 'needs 1 more byte');
+        const flags = bytes[at++];
+        if ((flags & recordFlags.hasFingerprint) === 0) throw corrupt(what, at, 'a manifest entry lacks its fingerprint');
+        flagsColumn[row] = flags;
+        if (at < end && bytes[at] < 0x80) value = bytes[at++];
+        else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+        seqs[row] = value;
+        timestamps[row] = varintAt(bytes, at, end, what);
+        at = varintEnd;
+        // The fingerprint: a length, then its bytes.
+        if (at < end && bytes[at] < 0x80) value = bytes[at++];
+        else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+        if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
+        fingerprintStarts[row] = at;
+        at += value;
+        fingerprintEnds[row] = at;
+        keyStarts[row] = at;
+        if (flags & recordFlags.hasKey) {
+          if (at < end && bytes[at] < 0x80) value = bytes[at++];
+          else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+          if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
+          keyStarts[row] = at;
+          at += value;
+        }
+        keyEnds[row] = at;
+        if (flags & recordFlags.hasVersion) {
+          if (at < end && bytes[at] < 0x80) value = bytes[at++];
+          else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+          versions[row] = value;
+        }
+        if (flags & recordFlags.hasType) {
+          if (at < end && bytes[at] < 0x80) value = bytes[at++];
+          else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+          if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
+          const start = at;
+          at += value;
+          // A type's slot in a small table, from its length and end bytes; checked by its bytes.
+          const slot = (value * 31 + bytes[start] * 7 + bytes[at - 1]) & typeSlotMask;
+          let id = typeSlots[slot] - 1;
+          if (id >= 0 && !equalRanges(bytes, start, at, typeRanges[2 * id], typeRanges[2 * id + 1])) id = -1;
+          if (id < 0 && types.length <= typesScannedMax) {
+            for (let type = 0; type < types.length; type++) {
+              if (equalRanges(bytes, start, at, typeRanges[2 * type], typeRanges[2 * type + 1])) {
+                id = type;
+                break;
+              }
             }
           }
-        }
-        if (id < 0) {
-          const name = utf8DecodeRange(input, start, at);
-          if (name === undefined) throw corrupt('a type is not valid UTF-8');
-          id = typeMap.get(name) ?? -1;
           if (id < 0) {
-            id = types.length;
-            types.push(name);
-            typeRanges.push(start, at);
-            typeMap.set(name, id);
+            const name = utf8DecodeRange(bytes, start, at);
+            if (name === undefined) throw corrupt(what, start, 'a type is not valid UTF-8');
+            id = typeMap.get(name) ?? -1;
+            if (id < 0) {
+              id = types.length;
+              types.push(name);
+              typeRanges.push(start, at);
+              typeMap.set(name, id);
+            }
+          }
+          typeIds[row] = id;
+          typeSlots[slot] = id + 1;
+        } else {
+          typeIds[row] = -1;
+        }
+        tagRows[row] = tagCount;
+        if (flags & recordFlags.hasTags) {
+          const tags = varintAt(bytes, at, end, what);
+          at = varintEnd;
+          if (tags > end - at) throw corrupt(what, at, `tag count ${tags} exceeds the frame`);
+          if (tagCount + tags > tagStarts.length) {
+            const grown = Math.max(tagStarts.length * 2, tagCount + tags);
+            const starts = new Uint32Array(grown);
+            starts.set(tagStarts);
+            const ends = new Uint32Array(grown);
+            ends.set(tagEnds);
+            tagStarts = starts;
+            tagEnds = ends;
+          }
+          for (let tag = 0; tag < tags; tag++, tagCount++) {
+            if (at < end && bytes[at] < 0x80) value = bytes[at++];
+            else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+            if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
+            tagStarts[tagCount] = at;
+            at += value;
+            tagEnds[tagCount] = at;
           }
         }
-        typeIds[row] = id;
-        lastType = id;
-      } else {
-        typeIds[row] = -1;
-      }
-      tagRows[row] = tagCount;
-      if (flags & recordFlags.hasTags) {
-        const tags = varint();
-        if (tags > end - at) throw corrupt(`tag count ${tags} exceeds the frame`);
-        if (tagCount + tags > tagStarts.length) {
-          const grown = Math.max(tagStarts.length * 2, tagCount + tags);
-          const starts = new Uint32Array(grown);
-          starts.set(tagStarts);
-          const ends = new Uint32Array(grown);
-          ends.set(tagEnds);
-          tagStarts = starts;
-          tagEnds = ends;
-        }
-        for (let tag = 0; tag < tags; tag++, tagCount++) {
-          const length = skipBytes();
-          tagStarts[tagCount] = at - length;
-          tagEnds[tagCount] = at;
+        let payloadSegment: number;
+        if (at < end && bytes[at] < 0x80) payloadSegment = bytes[at++];
+        else ((payloadSegment = varintAt(bytes, at, end, what)), (at = varintEnd));
+        const offset = varintAt(bytes, at, end, what);
+        const length = varintAt(bytes, varintEnd, end, what);
+        at = varintEnd;
+        const crc = u32At(bytes, at, end, what);
+        // Then the entry's own CRC: a run read whole is covered by its frames' CRCs.
+        u32At(bytes, at + 4, end, what);
+        at += 8;
+        if (payloadSegment === 0) {
+          if (offset + length > bytes.length) throw corrupt(what, at, 'a payload lies past its run');
+          payloadStarts[row] = offset;
+          payloadEnds[row] = offset + length;
+        } else {
+          external.push({ row, location: { segment: payloadSegment, offset, length, crc } });
         }
       }
-      const payloadSegment = varint();
-      const offset = varint();
-      const length = varint();
-      const crc = u32();
-      // The entry's own CRC: a run read whole is covered by its frames' CRCs.
-      u32();
-      if (payloadSegment === 0) {
-        if (offset + length > bytes.length) throw corrupt('a payload lies past its run');
-        payloadStarts[row] = offset;
-        payloadEnds[row] = offset + length;
-      } else {
-        external.push({ row, location: { segment: payloadSegment, offset, length, crc } });
-      }
+      this.at = at;
+      if (this.left === 0 && at !== end) throw corrupt(what, at, `${end - at} trailing bytes`);
     }
-    if (at !== end) throw corrupt(`${end - at} trailing bytes`);
+    tagRows[row] = tagCount;
+    this.row += count;
+    return {
+      count,
+      firstRow,
+      bytes,
+      seqs,
+      timestamps,
+      versions,
+      flags: flagsColumn,
+      typeIds,
+      types: types.slice(),
+      fingerprintStarts,
+      fingerprintEnds,
+      keyStarts,
+      keyEnds,
+      tagRows,
+      tagStarts: tagStarts.subarray(0, tagCount),
+      tagEnds: tagEnds.subarray(0, tagCount),
+      payloadStarts,
+      payloadEnds,
+      external,
+      externalBytes: undefined,
+    };
   }
-  tagRows[row] = tagCount;
-  input = new Uint8Array(0);
-  if (row !== count) {
-    throw new StreamStackError('CORRUPT', `${place}: the commit names ${count} records but its manifests hold ${row}`);
-  }
-  return {
-    count,
-    bytes,
-    seqs,
-    timestamps,
-    versions,
-    flags: flagsColumn,
-    typeIds,
-    types,
-    fingerprintStarts,
-    fingerprintEnds,
-    keyStarts,
-    keyEnds,
-    tagRows,
-    tagStarts: tagStarts.subarray(0, tagCount),
-    tagEnds: tagEnds.subarray(0, tagCount),
-    payloadStarts,
-    payloadEnds,
-    external,
-  };
 }
