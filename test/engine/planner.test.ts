@@ -14,6 +14,7 @@ import { limits, loadKernels, type AppendRecord, type Feed, type Kernels, type P
 import { branchTally } from '../support/branches.js';
 import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 import { itemMatches } from '../support/query-oracle.js';
+import { autoPlan } from '../../packages/engine/src/query/planner.js';
 
 // ---- Pools: a few types, ~30 tags with skewed frequencies ---------------------------------------
 
@@ -339,6 +340,25 @@ async function checkQueries(harness: Harness, cases: readonly QueryCase[], stage
     }
   }
 }
+
+describe('the planner’s choice', () => {
+  it('takes the type column for type queries, and the scan only where posting lists outweigh the range', () => {
+    const counts: Record<string, number> = { rare: 3, common: limits.scanEntryCostPostings * 1_000 };
+    const tagCount = (tag: string) => counts[tag] ?? 0;
+    // The type column is one in-memory pass over the range: never more work than a scan of it.
+    for (const width of [1, 100, 1_000_000]) expect(autoPlan({ items: [{ types: ['t'] }] }, tagCount, width)).toBe('index');
+    expect(autoPlan({ items: [{ tags: ['rare'] }] }, tagCount, 10)).toBe('index');
+    // A long posting list over a narrow range (a cursor near the segment's end): the scan.
+    expect(autoPlan({ items: [{ tags: ['common'] }] }, tagCount, 100)).toBe('scan');
+    expect(autoPlan({ items: [{ tags: ['common'] }] }, tagCount, 1_000_000)).toBe('index');
+    // Every list an intersection reads counts, and every item of a union.
+    // At the edge the two costs are equal, and the index is taken.
+    const edge = 1_000;
+    expect(autoPlan({ items: [{ tags: ['common'] }] }, tagCount, edge)).toBe('index');
+    expect(autoPlan({ items: [{ tags: ['common', 'rare'] }] }, tagCount, edge)).toBe('scan');
+    expect(autoPlan({ items: [{ tags: ['rare'] }, { tags: ['common'] }] }, tagCount, edge)).toBe('scan');
+  });
+});
 
 describe('the query planner', () => {
   it('returns the oracle’s records by index, by scan and by its own choice, before and after reopening', async () => {

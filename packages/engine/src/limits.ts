@@ -111,11 +111,13 @@ export const subscriptionPollRecordsDefault = 10_000;
 export const typesPerFeedMax = 65_535;
 
 /**
- * The planner takes the index when the estimated result is at most this fraction of the range's
- * width: fetching a record found by the index costs a few random reads, scanning one costs a
- * share of a sequential read, and about one in eight is where the two cross on an SSD.
+ * What the planner weighs finding a query's positions by: the index path costs a pass over the
+ * posting lists it intersects (or over the range of the in-memory type column, a byte compare a
+ * record), the scan path decodes every manifest entry of the range from disk. Both paths then
+ * fetch the same records, so only this finding differs. Decoding an entry costs about as much as
+ * this many posting-list (or type-column) entries, measured on the query benchmark.
  */
-export const indexScanWidthRatio = 8;
+export const scanEntryCostPostings = 32;
 
 /** Most items in one query (an OR of items). */
 export const queryItemsMax = 256;
@@ -234,3 +236,13 @@ export const groupsInFlightMax = 2;
  * they are decoded and consumed, where one set of columns per 100,000-record commit did not.
  */
 export const columnBatchRowsMax = 4096;
+
+/**
+ * An index fetch reads manifest entries, and payloads, that lie at most this many bytes apart
+ * with one read: a positional read costs a system call (microseconds in a VM), reading the
+ * bytes between two nearby hits from the page cache costs far less.
+ */
+export const coalescedReadGapBytes = 16 * 1024;
+
+/** One coalesced read of an index fetch spans at most this many bytes. */
+export const coalescedReadBytesMax = 1024 * 1024;

@@ -1,7 +1,8 @@
 /**
  * Fetching records by position (what the index path of a read returns): the index's locator
  * column says where each record's manifest entry lies, so a handful of records costs a handful
- * of small reads; where many hits fall in one commit, the commit's run is read once instead.
+ * of small reads, and hits lying near each other share one (coalesced by where they lie); where
+ * many hits fall in one commit, the commit's run is read once instead.
  */
 import { fetchRunHitsMin } from '../limits.js';
 import type { CommitRecord } from '../storage/commit-run.js';
@@ -41,12 +42,14 @@ export async function* fetchByPosition<T>(
     }
     while (segments[segmentAt].base !== commit.segment) segmentAt++;
     const segment = segments[segmentAt];
-    const out: StoredRecord[] = [];
-    for (const position of hits) {
-      const entry = snapshot.history.readEntrySync(commit.segment, segment.locators[position - segment.base], commit.runStart);
-      out.push(toRecord(snapshot.feed, commit, position, entry, snapshot.history.readPayloadSync(entry.payload)));
-    }
-    yield out;
+    // Entries, then payloads, each read with one read per stretch of nearby bytes.
+    const entries = snapshot.history.readEntriesSync(
+      commit.segment,
+      hits.map((position) => segment.locators[position - segment.base]),
+      commit.runStart,
+    );
+    const payloads = snapshot.history.readPayloadsSync(entries.map((entry) => entry.payload));
+    yield hits.map((position, index) => toRecord(snapshot.feed, commit, position, entries[index], payloads[index]));
   }
 }
 

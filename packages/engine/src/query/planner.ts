@@ -8,7 +8,7 @@
  */
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { indexScanWidthRatio, queryItemsMax } from '../limits.js';
+import { queryItemsMax, scanEntryCostPostings } from '../limits.js';
 import type { CommitRecord } from '../storage/commit-run.js';
 import type { ManifestEntry } from '../storage/records.js';
 import type { FeedIndex, SegmentIndex } from './feed-index.js';
@@ -87,14 +87,16 @@ export function commitHolding(snapshot: Snapshot, position: number): CommitRecor
   return undefined;
 }
 
-/** Exact count of records of any of `types` in [low, high): one pass over the dense column. */
-function typeCount(segment: SegmentIndex, types: readonly string[], low: number, high: number): number {
-  const ids = new Set(types.map((type) => segment.typeId(type)).filter((id) => id !== undefined));
-  if (ids.size === 0) return 0;
-  const column = segment.typeColumn;
-  let count = 0;
-  for (let relative = low; relative < high; relative++) if (ids.has(column[relative])) count++;
-  return count;
+/**
+ * The planner's choice for one segment's range of `width` records: the path that does less work
+ * finding the positions. The index path's work is every posting list an item intersects, read
+ * whole (`tagCount`), or one pass over the range of the type column; the scan's is every manifest
+ * entry of the range, each worth `scanEntryCostPostings` of those.
+ */
+export function autoPlan(query: Query, tagCount: (tag: string) => number, width: number): 'index' | 'scan' {
+  let indexCost = 0;
+  for (const item of query.items) indexCost += item.tags ? item.tags.reduce((sum, tag) => sum + tagCount(tag), 0) : width;
+  return indexCost <= width * scanEntryCostPostings ? 'index' : 'scan';
 }
 
 function indexPath(kernels: Kernels, segment: SegmentIndex, query: Query, low: number, high: number): Uint32Array {
@@ -167,13 +169,7 @@ export async function findPositions(
     const high = to - segment.base + 1;
     const width = high - low;
     let plan = options.plan ?? 'auto';
-    if (plan === 'auto') {
-      let estimate = 0;
-      for (const item of query.items) {
-        estimate += item.tags ? Math.min(...item.tags.map((tag) => segment.tagCount(tag))) : typeCount(segment, item.types!, low, high);
-      }
-      plan = estimate * indexScanWidthRatio <= width ? 'index' : 'scan';
-    }
+    if (plan === 'auto') plan = autoPlan(query, (tag) => segment.tagCount(tag), width);
     const found =
       plan === 'index'
         ? Array.from(indexPath(kernels, segment, query, low, high).subarray(0, Math.min(limit, 2 ** 32 - 1)), (relative) => segment.base + relative)

@@ -33,7 +33,7 @@ import type { SegmentFile } from './segment.js';
 import { PayloadCache } from './payload-cache.js';
 import { readSummaryHead, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
 import { CommitList, lostCommits } from './commit-list.js';
-import { payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
+import { coalescedReadBytesMax, coalescedReadGapBytes, payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
 
 /** History segment files end with this. */
 const historyExtension = '.hist';
@@ -455,6 +455,78 @@ export class History {
   }
 
   private readonly entryScratch = new Uint8Array(entryReadBytesInitial);
+
+  /**
+   * The manifest entries at `offsets` (ascending) of one run, as `readEntrySync` reads them one
+   * at a time, but with one read for each stretch of entries lying within
+   * `coalescedReadGapBytes` of each other (an index fetch's hits, sorted by where they lie).
+   */
+  readEntriesSync(segment: number, offsets: readonly number[], runStart: number): ManifestEntry[] {
+    const file = this.segments.byBase(segment);
+    const entries = new Array<ManifestEntry>(offsets.length);
+    for (let first = 0; first < offsets.length; ) {
+      let last = first + 1;
+      while (
+        last < offsets.length &&
+        offsets[last] >= offsets[last - 1] &&
+        offsets[last] - offsets[last - 1] <= coalescedReadGapBytes &&
+        offsets[last] + entryReadBytesInitial - offsets[first] <= coalescedReadBytesMax
+      ) {
+        last++;
+      }
+      if (last === first + 1) {
+        entries[first] = this.readEntrySync(segment, offsets[first], runStart);
+      } else {
+        const start = offsets[first];
+        // A short read (a file cut short) leaves the entries past its end to be read alone.
+        const window = new Uint8Array(Math.min(offsets[last - 1] + entryReadBytesInitial, file.header.capacity) - start);
+        const bytes = window.subarray(0, file.readSyncInto(window, start));
+        for (let at = first; at < last; at++) {
+          try {
+            entries[at] = readManifestEntryAt(this.crc32c, bytes, offsets[at] - start, segment, runStart, `manifest entry at ${file.file}:${offsets[at]}`);
+          } catch {
+            // An entry running past the read (a long one), or a damaged one: read alone, which
+            // widens its window or reports the damage with its place.
+            entries[at] = this.readEntrySync(segment, offsets[at], runStart);
+          }
+        }
+      }
+      first = last;
+    }
+    return entries;
+  }
+
+  /**
+   * Payloads, each checked by its CRC, as `readPayloadSync` reads them, but with one read for
+   * each stretch of payloads of a segment lying within `coalescedReadGapBytes` of each other.
+   */
+  readPayloadsSync(locations: readonly PayloadLocation[]): Uint8Array[] {
+    const payloads = new Array<Uint8Array>(locations.length);
+    const order = locations.map((_, index) => index).sort((a, b) => locations[a].segment - locations[b].segment || locations[a].offset - locations[b].offset);
+    for (let first = 0; first < order.length; ) {
+      const head = locations[order[first]];
+      const segment = this.segments.byBase(head.segment);
+      let end = head.offset + head.length;
+      let last = first + 1;
+      for (; last < order.length; last++) {
+        const next = locations[order[last]];
+        if (next.segment !== head.segment || next.offset - end > coalescedReadGapBytes || next.offset + next.length - head.offset > coalescedReadBytesMax) break;
+        end = Math.max(end, next.offset + next.length);
+      }
+      if (last === first + 1) {
+        payloads[order[first]] = this.readPayloadSync(head);
+      } else {
+        const bytes = segment.readSync(head.offset, end - head.offset);
+        for (let at = first; at < last; at++) {
+          const location = locations[order[at]];
+          const from = location.offset - head.offset;
+          payloads[order[at]] = this.checkPayload(bytes.subarray(from, from + location.length), location, segment.file);
+        }
+      }
+      first = last;
+    }
+    return payloads;
+  }
 
   /**
    * Reads a commit's run straight into published records, payloads included: what a scan
