@@ -246,3 +246,13 @@ export const coalescedReadGapBytes = 16 * 1024;
 
 /** One coalesced read of an index fetch spans at most this many bytes. */
 export const coalescedReadBytesMax = 1024 * 1024;
+
+/**
+ * Small synchronous reads (payloads of index hits and point lookups, up to
+ * `readSlabPieceBytesMax`) are carved out of shared slabs of this many bytes.
+ */
+export const readSlabBytes = 64 * 1024;
+export const readSlabPieceBytesMax = 4 * 1024;
+
+/** Slots a key table (a latest-mode read's winners) starts with; it doubles as keys arrive. */
+export const keyTableSlotsInitial = 1024;

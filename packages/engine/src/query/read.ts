@@ -6,7 +6,8 @@
  * (the batch form); the object form flattens them.
  */
 import { assert, StreamStackError } from '../errors.js';
-import { columnBatchRowsMax } from '../limits.js';
+import { columnBatchRowsMax, keyTableSlotsInitial } from '../limits.js';
+import { ByteKeyTable } from './key-table.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import { winsOver } from '../storage/key-file.js';
 import { columnMatcher, markedRows } from './column-filter.js';
@@ -167,22 +168,22 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
   const select = columnMatcher(normalizeQuery(options.filter));
   // Pass 1: the winner of every key in the window, from the manifests. Winners are slots of
   // parallel arrays, not an object each: a window can hold millions of keys.
-  const slots = new Map<string, number>();
-  let commits = new Float64Array(1024);
-  let positions = new Float64Array(1024);
-  let versions = new Float64Array(1024);
-  let tombstones = new Uint8Array(1024);
+  const slots = new ByteKeyTable();
+  let commits = new Float64Array(keyTableSlotsInitial);
+  let positions = new Float64Array(keyTableSlotsInitial);
+  let versions = new Float64Array(keyTableSlotsInitial);
+  let tombstones = new Uint8Array(keyTableSlotsInitial);
   for await (const batch of runColumns(snapshot, cursor, () => true, options.signal)) {
+    const { keyStarts, keyEnds, bytes } = batch;
     for (let row = 0; row < batch.length; row++) {
       if (!batch.hasKey(row)) continue;
-      const key = batch.key(row)!;
       const version = batch.hasVersion(row) ? batch.versions[row] : 0;
       const position = batch.positions[row];
-      let slot = slots.get(key);
-      if (slot === undefined) {
-        slot = slots.size;
+      const known = slots.size;
+      const slot = slots.slotOf(bytes, keyStarts[row], keyEnds[row]);
+      if (slot === known) {
         if (slot === commits.length) {
-          const grow = <T extends Float64Array | Uint32Array | Uint8Array>(column: T, make: new (length: number) => T): T => {
+          const grow = <T extends Float64Array | Uint8Array>(column: T, make: new (length: number) => T): T => {
             const out = new make(column.length * 2);
             out.set(column as never);
             return out;
@@ -192,7 +193,6 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
           versions = grow(versions, Float64Array);
           tombstones = grow(tombstones, Uint8Array);
         }
-        slots.set(key, slot);
       } else if (!winsOver({ version, position }, { version: versions[slot], position: positions[slot] })) {
         continue;
       }

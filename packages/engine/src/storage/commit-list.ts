@@ -95,7 +95,7 @@ export class CommitList {
   /** Stand-ins for the commits corruption made unreadable (always held). */
   readonly lost: CommitRecord[] = [];
   /** Decoded summary pages by `segment:page`, least recently used first. */
-  private readonly pages = new Map<string, CommitRecord[]>();
+  private readonly pages = new Map<number, CommitRecord[]>();
   /** Summary pages read since the list was made (tests check that opening reads none). */
   pagesRead = 0;
 
@@ -222,7 +222,9 @@ export class CommitList {
 
   /** A page's commits, from the cache or decoded now. */
   private page(part: Part, page: number): CommitRecord[] {
-    const key = `${part.summary ? 's' : 'h'}${part.firstCommit}:${page}`;
+    // A number, not a string: this runs for every commit looked up (a fetch looks up each hit's).
+    // A page's first commit names it within its part, and held and summarized parts differ.
+    const key = (part.firstCommit + page * part.pageCommits) * 2 + (part.summary ? 1 : 0);
     let commits = this.pages.get(key);
     if (commits) {
       this.pages.delete(key);

@@ -10,7 +10,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
+import { readSlabBytes, readSlabPieceBytesMax, segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from './codec.js';
 
 const magic = new TextEncoder().encode('STRMSTAK');
@@ -123,6 +123,27 @@ export async function writeZeros(fd: number, from: number, to: number): Promise<
 }
 
 /** An open segment file. Appends go through the durable-write kernel; reads are positional. */
+/**
+ * Where a synchronous read lands. Small reads (a payload an index hit or a point lookup fetches)
+ * are carved out of a shared slab: a buffer of its own costs more to allocate than the read
+ * itself. A slab is never written again once carved, so each view stays the caller's; it lives
+ * while any view of it does. Larger reads get a buffer of their own. Every byte is overwritten by
+ * the read (or the short read is refused), so nothing is zeroed.
+ */
+function readTarget(length: number): Uint8Array {
+  if (length > readSlabPieceBytesMax) return new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length);
+  if (slabUsed + length > slab.length) {
+    slab = new Uint8Array(Buffer.allocUnsafeSlow(readSlabBytes).buffer, 0, readSlabBytes);
+    slabUsed = 0;
+  }
+  const piece = slab.subarray(slabUsed, slabUsed + length);
+  slabUsed += length;
+  return piece;
+}
+
+let slab = new Uint8Array(0);
+let slabUsed = 0;
+
 export class SegmentFile {
   /** Set once a write or fsync failed: from then on nothing written here counts as durable. */
   private failure: StreamStackError | undefined;
@@ -280,9 +301,7 @@ export class SegmentFile {
   /** Reads synchronously (small reads on paths that cannot await). */
   readSync(offset: number, length: number): Uint8Array {
     if (this.closing) throw new StreamStackError('CLOSED', `${this.file} is closed`);
-    // Every byte is overwritten by the read (or the short read is refused), so skip zeroing.
-    // (allocUnsafeSlow: never a slice of Node's shared pool, so the buffer is ours alone.)
-    const bytes = new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length);
+    const bytes = readTarget(length);
     const read = fs.readSync(this.fd, bytes, 0, length, offset);
     if (read !== length) {
       throw new StreamStackError('CORRUPT', `${this.file} ends before offset ${offset + length}`, {

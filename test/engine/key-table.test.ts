@@ -1,0 +1,90 @@
+/**
+ * The byte-keyed table latest-mode reads keep their winners in: it must give every distinct key
+ * its own dense slot, and the same slot every time — as a Map of the decoded strings does —
+ * through growth of its slots, its arena and its probe table, and through hash collisions.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ByteKeyTable } from '../../packages/engine/src/query/key-table.js';
+import { limits } from '../../packages/engine/src/index.js';
+import { branchTally } from '../support/branches.js';
+
+const encoder = new TextEncoder();
+
+describe('ByteKeyTable', () => {
+  it('agrees with a Map of strings on every key, across growth', () => {
+    const tally = branchTally('key table', ['grew past its first slots', 'a repeated key', 'an empty key', 'a key of 100 bytes or more', 'a hash shared by two keys']);
+    fc.assert(
+      fc.property(
+        // 1,500 to 3,000 keys (fast-check's default would stay near 10), many from a small
+        // alphabet (so repeats are common), some long, in one buffer as run bytes hold them.
+        fc.array(
+          fc.oneof(fc.stringMatching(/^[ab]{0,6}$/), fc.string({ minLength: 0, maxLength: 8 }), fc.string({ minLength: 100, maxLength: 120 }), fc.integer({ min: 0, max: 5000 }).map((n) => `k${n}`)),
+          { minLength: 1_500, maxLength: 3_000 },
+        ),
+        (keys) => {
+          const table = new ByteKeyTable();
+          const model = new Map<string, number>();
+          const hashes = new Map<number, string>();
+          const encoded = keys.map((key) => encoder.encode(key));
+          const bytes = new Uint8Array(encoded.reduce((sum, key) => sum + key.length + 3, 0));
+          let at = 0;
+          const ranges: [number, number][] = [];
+          for (const key of encoded) {
+            // Junk between keys: a range must be compared on its own bytes only.
+            bytes.set([0xff, 0x00, 0x7f], at);
+            at += 3;
+            bytes.set(key, at);
+            ranges.push([at, at + key.length]);
+            at += key.length;
+          }
+          for (const [index, key] of keys.entries()) {
+            const [start, end] = ranges[index];
+            const known = model.get(key);
+            tally.hit('a repeated key', known !== undefined);
+            tally.hit('an empty key', key.length === 0);
+            tally.hit('a key of 100 bytes or more', end - start >= 100);
+            const hash = ByteKeyTable.hash(bytes, start, end);
+            const other = hashes.get(hash);
+            tally.hit('a hash shared by two keys', other !== undefined && other !== key);
+            hashes.set(hash, key);
+            const slot = table.slotOf(bytes, start, end);
+            if (known === undefined) {
+              expect(slot).toBe(model.size);
+              model.set(key, slot);
+            } else {
+              expect(slot).toBe(known);
+            }
+            expect(table.size).toBe(model.size);
+          }
+          tally.hit('grew past its first slots', model.size > limits.keyTableSlotsInitial);
+        },
+      ),
+      { numRuns: 30 },
+    );
+    // Collisions of a 32-bit hash are too rare for random keys: these two share one.
+    const table = new ByteKeyTable();
+    const colliding = findCollision();
+    tally.hit('a hash shared by two keys');
+    const slots = colliding.map((key) => {
+      const bytes = encoder.encode(key);
+      return table.slotOf(bytes, 0, bytes.length);
+    });
+    expect(slots).toEqual([0, 1]);
+    expect(colliding.map((key) => table.slotOf(encoder.encode(key), 0, encoder.encode(key).length))).toEqual([0, 1]);
+    tally.expectAllReached();
+  });
+});
+
+/** Two different short keys whose FNV-1a hashes are equal (a birthday search over 2^17 keys… or more). */
+function findCollision(): [string, string] {
+  const seen = new Map<number, string>();
+  for (let n = 0; ; n++) {
+    const key = `c${n.toString(36)}`;
+    const bytes = encoder.encode(key);
+    const hash = ByteKeyTable.hash(bytes, 0, bytes.length);
+    const other = seen.get(hash);
+    if (other !== undefined) return [other, key];
+    seen.set(hash, key);
+  }
+}
