@@ -275,6 +275,8 @@ export async function run() {
       suite.ratio(`${label}: 500 ms / open at ${totalRecords / 1e6}M`, 500 / atEnd.openMs, 1);
       suite.ratio(`${label}: 10 ms / first get at ${totalRecords / 1e6}M`, 10 / atEnd.firstGetMs, 1);
       suite.ratio(`${label}: 5 µs / warm get median at ${totalRecords / 1e6}M`, 5 / atEnd.getMedianUs, 1);
+      suite.ratio(`${label}: columnar RAW scan at ${totalRecords / 1e6}M`, atEnd.columnsScanRecordsPerSecond, undefined, 'records/s');
+      suite.ratio(`${label}: columnar RAW scan rate at ${totalRecords / 1e6}M / at 1M`, atEnd.columnsScanRecordsPerSecond / at1M.columnsScanRecordsPerSecond, 0.9);
       suite.ratio(`${label}: 1.5 × RSS at 1M / RSS at ${totalRecords / 1e6}M (after open and gets)`, (1.5 * at1M.rssAfterGetsMb) / atEnd.rssAfterGetsMb, 1);
       suite.ratio(`${label}: 400 MB / RSS at ${totalRecords / 1e6}M (after open and gets)`, 400 / atEnd.rssAfterGetsMb, 1);
     }
