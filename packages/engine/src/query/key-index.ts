@@ -489,9 +489,38 @@ export class KeyIndex {
       return out;
     }
     for (let index = 0; index < positions.length; index++) {
-      out[index] = (await this.winner(term(index), Number.POSITIVE_INFINITY))?.position === positions[index] ? 1 : 0;
+      const key = term(index);
+      // Most answers need no turn of the event loop: the tail and the dictionaries in memory.
+      let winner = this.winnerHeld(key);
+      if (winner === notHeld) winner = await this.winner(key, Number.POSITIVE_INFINITY);
+      out[index] = winner?.position === positions[index] ? 1 : 0;
     }
     return out;
+  }
+
+  /**
+   * `winner(key, ∞)` from what is in memory alone (the tail, segments' keys held before their
+   * dictionaries are built, dictionaries whose filter and FST are cached), or `notHeld` when
+   * the walk would have to read.
+   */
+  private winnerHeld(key: string): KeyWinner | undefined | typeof notHeld {
+    const bytes = utf8Encode(key);
+    const hashes = keyHashes(bytes);
+    let best = this.tail?.winnerUpTo(key, Number.POSITIVE_INFINITY);
+    for (let at = this.sealed.length - 1; at >= 0; at--) {
+      const slot = this.sealed[at];
+      if (slot.count === 0) continue;
+      if (slot.resident) {
+        const found = slot.resident.winnerUpTo(key, Number.POSITIVE_INFINITY);
+        if (found && prefers(this.order, found, best)) best = found;
+        continue;
+      }
+      const found = this.lookupHeld(slot, bytes, hashes);
+      if (found === notHeld) return notHeld;
+      // The dictionary's winner covers every segment up to this one: the walk ends here.
+      if (found) return prefers(this.order, found, best) ? found : best;
+    }
+    return best;
   }
 
   /** The bitmap of a sealed segment's first occurrences: its winners that lie in it. */
