@@ -11,24 +11,30 @@ import { payloadElsewhere, type RunColumns } from '../storage/run-columns.js';
 import type { StoredRecord } from './snapshot.js';
 import type { RecordBatch as ArrowRecordBatch } from 'apache-arrow';
 
-/** The fields of a batch: what `ColumnBatch` is made of, and what `take` gathers. */
-interface BatchColumns {
+/**
+ * The columns of a batch: a run's decoded columns (`RunColumns` says what each holds) and each
+ * record's position. What `ColumnBatch` is made of, and what `take` gathers.
+ */
+type BatchColumns = Pick<
+  RunColumns,
+  | 'seqs'
+  | 'timestamps'
+  | 'versions'
+  | 'flags'
+  | 'typeIds'
+  | 'fingerprintStarts'
+  | 'fingerprintEnds'
+  | 'keyStarts'
+  | 'keyEnds'
+  | 'tagRows'
+  | 'tagStarts'
+  | 'tagEnds'
+  | 'payloadStarts'
+  | 'payloadEnds'
+> & {
+  /** Each record's position in the feed. */
   readonly positions: Float64Array;
-  readonly seqs: Float64Array;
-  readonly timestamps: Float64Array;
-  readonly versions: Float64Array;
-  readonly flags: Uint8Array;
-  readonly typeIds: Int32Array;
-  readonly fingerprintStarts: Uint32Array;
-  readonly fingerprintEnds: Uint32Array;
-  readonly keyStarts: Uint32Array;
-  readonly keyEnds: Uint32Array;
-  readonly tagRows: Uint32Array;
-  readonly tagStarts: Uint32Array;
-  readonly tagEnds: Uint32Array;
-  readonly payloadStarts: Uint32Array;
-  readonly payloadEnds: Uint32Array;
-}
+};
 
 const noTags: readonly string[] = Object.freeze([]);
 
@@ -42,31 +48,12 @@ const noTags: readonly string[] = Object.freeze([]);
  *   const record = batch.record(0); // an object, made only when asked for
  * }
  */
+// The class's columns are declared by merging in `BatchColumns`: one list of fields, documented
+// where the decoder fills them.
+export interface ColumnBatch extends BatchColumns {}
+
 export class ColumnBatch implements Iterable<StoredRecord> {
   readonly length: number;
-  /** Each record's position in the feed. */
-  readonly positions: Float64Array;
-  readonly seqs: Float64Array;
-  /** Milliseconds since the epoch. */
-  readonly timestamps: Float64Array;
-  /** 0 where the record has no version (`hasVersion(i)`). */
-  readonly versions: Float64Array;
-  /** The stored flags byte: which optional fields a record has, and whether it is a tombstone. */
-  readonly flags: Uint8Array;
-  /** Index into `types`, -1 for a record without a type. */
-  readonly typeIds: Int32Array;
-  /** `bytes[fingerprintStarts[i], fingerprintEnds[i])` is record i's fingerprint. */
-  readonly fingerprintStarts: Uint32Array;
-  readonly fingerprintEnds: Uint32Array;
-  /** UTF-8 key bytes; start = end where the record has no key (`hasKey(i)`). */
-  readonly keyStarts: Uint32Array;
-  readonly keyEnds: Uint32Array;
-  /** Record i's tags are tags `tagRows[i]` to `tagRows[i + 1]` (exclusive): UTF-8 ranges of `bytes`. */
-  readonly tagRows: Uint32Array;
-  readonly tagStarts: Uint32Array;
-  readonly tagEnds: Uint32Array;
-  readonly payloadStarts: Uint32Array;
-  readonly payloadEnds: Uint32Array;
 
   constructor(
     readonly feed: string,
@@ -85,21 +72,23 @@ export class ColumnBatch implements Iterable<StoredRecord> {
     readonly externalBytes: Uint8Array | undefined = undefined,
   ) {
     this.length = columns.positions.length;
-    this.positions = columns.positions;
-    this.seqs = columns.seqs;
-    this.timestamps = columns.timestamps;
-    this.versions = columns.versions;
-    this.flags = columns.flags;
-    this.typeIds = columns.typeIds;
-    this.fingerprintStarts = columns.fingerprintStarts;
-    this.fingerprintEnds = columns.fingerprintEnds;
-    this.keyStarts = columns.keyStarts;
-    this.keyEnds = columns.keyEnds;
-    this.tagRows = columns.tagRows;
-    this.tagStarts = columns.tagStarts;
-    this.tagEnds = columns.tagEnds;
-    this.payloadStarts = columns.payloadStarts;
-    this.payloadEnds = columns.payloadEnds;
+    // Assigned one by one, always in this order: every batch has one hidden class.
+    const self: { -readonly [Column in keyof BatchColumns]: BatchColumns[Column] } = this;
+    self.positions = columns.positions;
+    self.seqs = columns.seqs;
+    self.timestamps = columns.timestamps;
+    self.versions = columns.versions;
+    self.flags = columns.flags;
+    self.typeIds = columns.typeIds;
+    self.fingerprintStarts = columns.fingerprintStarts;
+    self.fingerprintEnds = columns.fingerprintEnds;
+    self.keyStarts = columns.keyStarts;
+    self.keyEnds = columns.keyEnds;
+    self.tagRows = columns.tagRows;
+    self.tagStarts = columns.tagStarts;
+    self.tagEnds = columns.tagEnds;
+    self.payloadStarts = columns.payloadStarts;
+    self.payloadEnds = columns.payloadEnds;
   }
 
   /** The flags bit of a row whose payload lies in `externalBytes`. */

@@ -21,22 +21,25 @@ export interface RunColumns {
   readonly firstRow: number;
   /** The run's bytes: every start/end below is an offset into them. */
   readonly bytes: Uint8Array;
+  /** Each record's seq in its stream (from 1). */
   readonly seqs: Float64Array;
+  /** Milliseconds since the epoch. */
   readonly timestamps: Float64Array;
   /** 0 where the record has no version (its flags say which). */
   readonly versions: Float64Array;
-  /** The record's flags byte (`recordFlags`). */
+  /** The record's flags byte (`recordFlags`): which optional fields it has, whether it is a tombstone. */
   readonly flags: Uint8Array;
   /** Index into `types`, or -1 for a record without a type. */
   readonly typeIds: Int32Array;
   /** The run's distinct types, in order of first appearance. */
   readonly types: readonly string[];
+  /** `bytes[fingerprintStarts[i], fingerprintEnds[i])` is record i's fingerprint. */
   readonly fingerprintStarts: Uint32Array;
   readonly fingerprintEnds: Uint32Array;
-  /** Equal where the record has no key. */
+  /** The key's UTF-8 bytes; start and end are equal where the record has no key. */
   readonly keyStarts: Uint32Array;
   readonly keyEnds: Uint32Array;
-  /** Record i's tags are tags `tagRows[i]` to `tagRows[i + 1]` (exclusive) of the two below. */
+  /** Record i's tags are tags `tagRows[i]` to `tagRows[i + 1]` (exclusive) of the two below: UTF-8 ranges. */
   readonly tagRows: Uint32Array;
   readonly tagStarts: Uint32Array;
   readonly tagEnds: Uint32Array;
