@@ -38,13 +38,24 @@ export function utf8DecodeOrUndefined(bytes: Uint8Array): string | undefined {
  * character, in every string a feed keeps (its commits' stream ids).
  */
 export function utf8DecodeRange(bytes: Uint8Array, start: number, end: number): string | undefined {
-  if (end - start <= shortStringBytesMax) {
-    let at = start;
-    while (at < end && bytes[at] < 0x80) at++;
-    if (at === end) return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
+  const length = end - start;
+  if (length <= shortStringBytesMax) {
+    // The char codes go through a scratch array kept per length, not a view of `bytes`: a
+    // view is an allocation, and a scan decodes a key or tag for every record.
+    const codes = (asciiScratch[length] ??= new Array<number>(length).fill(0));
+    let index = 0;
+    for (; index < length; index++) {
+      const byte = bytes[start + index];
+      if (byte >= 0x80) break;
+      codes[index] = byte;
+    }
+    if (index === length) return String.fromCharCode.apply(null, codes);
   }
   return utf8DecodeOrUndefined(bytes.subarray(start, end));
 }
+
+/** Scratch arrays of char codes for `utf8DecodeRange`, one per length. */
+const asciiScratch: number[][] = [];
 
 /** A growable buffer that encodes values at its end. */
 export class ByteWriter {
