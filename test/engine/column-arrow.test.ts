@@ -141,6 +141,11 @@ describe('the columnar read form', () => {
       [3, 30],
     ]);
     expect(batches.flatMap((batch) => batch.records()).map(plain)).toEqual(whole.map(plain));
+    // The batch form of the object reads keeps one array per commit, however many batches it spans.
+    const arrays: StoredRecord[][] = [];
+    for await (const records of feed.readBatches()) arrays.push(records);
+    expect(arrays.map((records) => records.length)).toEqual([50, big.length, 30]);
+    expect(arrays.flat().map(plain)).toEqual(whole.map(plain));
     // Latest and dedup against oracles over the commits read whole.
     const winners = new Map<string, StoredRecord>();
     for (const record of whole) {

@@ -267,8 +267,20 @@ export function readBatches(snapshot: Snapshot, options: ReadOptions, fingerprin
   return asRecords(readColumns(snapshot, options, fingerprints));
 }
 
+/** Records made from the batches, one array per commit (a commit may span several batches). */
 async function* asRecords(batches: AsyncGenerator<ColumnBatch>): AsyncGenerator<StoredRecord[]> {
-  for await (const batch of batches) yield batch.records();
+  let pending: StoredRecord[] = [];
+  let commit = 0;
+  for await (const batch of batches) {
+    if (batch.commit !== commit && pending.length > 0) {
+      yield pending;
+      pending = [];
+    }
+    commit = batch.commit;
+    if (pending.length === 0) pending = batch.records();
+    else for (let row = 0; row < batch.length; row++) pending.push(batch.record(row));
+  }
+  if (pending.length > 0) yield pending;
 }
 
 /** A read that reaches the head of a history whose head corruption took ends with `CORRUPT`. */
