@@ -9,6 +9,7 @@ import { assert, StreamStackError } from '../errors.js';
 import { columnBatchRowsMax, keyTableSlotsInitial } from '../limits.js';
 import { ByteKeyTable } from './key-table.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
+import { History } from '../storage/history-log.js';
 import { winsOver } from '../storage/key-file.js';
 import { columnMatcher, markedRows } from './column-filter.js';
 import { ColumnBatch } from './column-batch.js';
@@ -87,24 +88,37 @@ function windowOf(snapshot: Snapshot, cursor: number): Generator<CommitRecord> {
 
 /**
  * The runs of the commits after `cursor`, as columns (batches of at most `columnBatchRowsMax`
- * rows, each within one commit), in commit order. The next commit's bytes
- * are read from disk while this one is decoded and consumed; `more` is asked before each read
- * ahead, so a read that has what it wants reads no further.
+ * rows, each within one commit), in commit order. Consecutive runs of a segment are read as one
+ * stretch (`History.readRunsBytes`), and the next stretch is read from disk while this one is
+ * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
+ * reads no further.
  */
 async function* runColumns(snapshot: Snapshot, cursor: number, more: () => boolean, signal: AbortSignal | undefined): AsyncGenerator<ColumnBatch> {
   const commits = windowOf(snapshot, cursor);
-  let upcoming = commits.next();
-  let next = upcoming.done ? undefined : snapshot.history.readRunBytes(upcoming.value);
-  while (!upcoming.done) {
-    const commit = upcoming.value;
+  let held = commits.next();
+  const nextStretch = (): CommitRecord[] => {
+    const stretch: CommitRecord[] = [];
+    while (!held.done && (stretch.length === 0 || History.joinsStretch(stretch[0], held.value))) {
+      stretch.push(held.value);
+      held = commits.next();
+    }
+    return stretch;
+  };
+  let upcoming = nextStretch();
+  let next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming) : undefined;
+  while (upcoming.length > 0) {
+    const stretch = upcoming;
     const current = next!;
-    upcoming = more() ? commits.next() : { done: true, value: undefined };
-    next = upcoming.done ? undefined : snapshot.history.readRunBytes(upcoming.value);
+    upcoming = more() ? nextStretch() : [];
+    next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming) : undefined;
     // A prefetch that is never awaited must not turn into an unhandled rejection.
     next?.catch(() => undefined);
-    signal?.throwIfAborted();
-    for await (const run of snapshot.history.runColumns(commit, await current, columnBatchRowsMax)) {
-      yield ColumnBatch.ofRun(snapshot.feed, commit, run);
+    const runs = await current;
+    for (const [index, commit] of stretch.entries()) {
+      signal?.throwIfAborted();
+      for await (const run of snapshot.history.runColumns(commit, runs[index], columnBatchRowsMax)) {
+        yield ColumnBatch.ofRun(snapshot.feed, commit, run);
+      }
     }
   }
 }

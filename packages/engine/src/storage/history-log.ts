@@ -3,7 +3,7 @@
  * their first position and also record their first commit.
  */
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { FrameKind } from './frame-kinds.js';
 import { payloadElsewhere, RunColumnsDecoder, type RunColumns } from './run-columns.js';
@@ -547,6 +547,28 @@ export class History {
     const bytes = await segment.read(commit.runStart, commit.runBytes);
     if (commit.packs.length > 0) this.cache.add(segment, commit.runStart, bytes);
     return bytes;
+  }
+
+  /**
+   * The runs of `commits` (consecutive, readable, of one segment, spanning at most
+   * `runsReadBytesMax`) with one read: a scan of many small commits costs one read per stretch,
+   * not one (a trip through the thread pool) per commit. Each run is a view of the stretch.
+   */
+  async readRunsBytes(commits: readonly CommitRecord[]): Promise<Uint8Array[]> {
+    for (const commit of commits) assertReadable(commit);
+    const first = commits[0];
+    const last = commits[commits.length - 1];
+    assert(commits.every((commit) => commit.segment === first.segment), 'a stretch of runs lies in one segment');
+    if (commits.length === 1) return [await this.readRunBytes(first)];
+    const segment = this.segments.byBase(first.segment);
+    const bytes = await segment.read(first.runStart, last.runStart + last.runBytes - first.runStart);
+    this.cache.add(segment, first.runStart, bytes);
+    return commits.map((commit) => bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes));
+  }
+
+  /** Whether `next` may join a stretch of runs that begins with `first` (see `readRunsBytes`). */
+  static joinsStretch(first: CommitRecord, next: CommitRecord): boolean {
+    return !first.damage && !next.damage && next.segment === first.segment && next.runStart + next.runBytes - first.runStart <= runsReadBytesMax;
   }
 
   /** Recently read segment bytes, for payloads referenced from other runs. */
