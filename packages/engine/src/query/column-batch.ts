@@ -12,11 +12,12 @@ import type { StoredRecord } from './snapshot.js';
 import type { RecordBatch as ArrowRecordBatch } from 'apache-arrow';
 
 /**
- * The columns of a batch: a run's decoded columns (`RunColumns` says what each holds) and each
- * record's position. What `ColumnBatch` is made of, and what `take` gathers.
+ * The columns of a batch: a run's decoded columns (`RunColumns` says what each holds). What
+ * `ColumnBatch` is made of, and what `take` gathers.
  */
 type BatchColumns = Pick<
   RunColumns,
+  | 'positions'
   | 'seqs'
   | 'timestamps'
   | 'versions'
@@ -31,10 +32,7 @@ type BatchColumns = Pick<
   | 'tagEnds'
   | 'payloadStarts'
   | 'payloadEnds'
-> & {
-  /** Each record's position in the feed. */
-  readonly positions: Float64Array;
-};
+>;
 
 const noTags: readonly string[] = Object.freeze([]);
 
@@ -94,12 +92,9 @@ export class ColumnBatch implements Iterable<StoredRecord> {
   /** The flags bit of a row whose payload lies in `externalBytes`. */
   static readonly payloadElsewhere = payloadElsewhere;
 
-  /** Decoded rows of a run as a batch; positions follow from the commit's first. */
-  static ofRun(feed: string, commit: { commit: number; stream: string; firstPosition: number }, run: RunColumns): ColumnBatch {
-    const positions = new Float64Array(run.count);
-    const first = commit.firstPosition + run.firstRow;
-    for (let row = 0; row < run.count; row++) positions[row] = first + row;
-    return new ColumnBatch(feed, commit.commit, commit.stream, run.types, run.bytes, { ...run, positions }, run.externalBytes);
+  /** Decoded rows of a run as a batch. */
+  static ofRun(feed: string, commit: { commit: number; stream: string }, run: RunColumns): ColumnBatch {
+    return new ColumnBatch(feed, commit.commit, commit.stream, run.types, run.bytes, run, run.externalBytes);
   }
 
   /**

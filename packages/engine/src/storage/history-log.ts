@@ -649,7 +649,7 @@ export class History {
     while (!decoder.done) {
       let columns: RunColumns;
       try {
-        columns = decoder.next(rowsMax);
+        columns = decoder.next(rowsMax, commit.firstPosition);
         if (columns.external.length > 0) columns = await this.gatherExternal(segment, columns);
       } catch (error) {
         throw place(error);

@@ -21,6 +21,8 @@ export interface RunColumns {
   readonly firstRow: number;
   /** The run's bytes: every start/end below is an offset into them. */
   readonly bytes: Uint8Array;
+  /** Each record's position in the feed. */
+  readonly positions: Float64Array;
   /** Each record's seq in its stream (from 1). */
   readonly seqs: Float64Array;
   /** Milliseconds since the epoch. */
@@ -58,6 +60,9 @@ export interface RunColumns {
  * `externalBytes` (it was stored by an earlier run), not of its `bytes`.
  */
 export const payloadElsewhere = 0x80;
+
+/** The tag ranges of a batch without tags: shared, never written. */
+const noTagRanges = new Uint32Array(0);
 
 /** The type slot table's size less one: a power of two, far more slots than a run has types. */
 const typeSlotMask = 255;
@@ -133,7 +138,8 @@ export class RunColumnsDecoder {
   private what = '';
   private readonly types: string[] = [];
   private readonly typeRanges: number[] = [];
-  private readonly typeMap = new Map<string, number>();
+  /** Made when a run has more types than the slot table and the scan settle (rarely). */
+  private typeMap: Map<string, number> | undefined;
   private readonly typeSlots = new Int32Array(typeSlotMask + 1);
 
   constructor(
@@ -169,19 +175,24 @@ export class RunColumnsDecoder {
     throw new StreamStackError('CORRUPT', `${this.place}: the commit names ${this.count} records but its manifests hold ${this.row}`);
   }
 
-  /** The next (at most) `rowsMax` rows; `firstRow` says where they start in the run. */
-  next(rowsMax: number): RunColumns {
+  /**
+   * The next (at most) `rowsMax` rows; `firstRow` says where they start in the run, and
+   * `firstPosition` is the position of the run's first record.
+   */
+  next(rowsMax: number, firstPosition: number): RunColumns {
     const firstRow = this.row;
     const count = Math.min(rowsMax, this.count - firstRow);
     const bytes = this.bytes;
     // Every fixed-width column in one buffer: one allocation (and one object for the collector
     // to track) per batch instead of one per column. 8-byte columns first, for alignment.
-    const wide = 3 * count * 8;
+    const wide = 4 * count * 8;
     const narrow = (7 * count + count + 1) * 4;
     const buffer = new ArrayBuffer(wide + narrow + count);
     const seqs = new Float64Array(buffer, 0, count);
     const timestamps = new Float64Array(buffer, count * 8, count);
     const versions = new Float64Array(buffer, 2 * count * 8, count);
+    const positions = new Float64Array(buffer, 3 * count * 8, count);
+    for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
     const typeIds = new Int32Array(buffer, wide, count);
     const fingerprintStarts = new Uint32Array(buffer, wide + count * 4, count);
     const fingerprintEnds = new Uint32Array(buffer, wide + 2 * count * 4, count);
@@ -191,10 +202,11 @@ export class RunColumnsDecoder {
     const payloadEnds = new Uint32Array(buffer, wide + 6 * count * 4, count);
     const tagRows = new Uint32Array(buffer, wide + 7 * count * 4, count + 1);
     const flagsColumn = new Uint8Array(buffer, wide + narrow, count);
-    let tagStarts = new Uint32Array(Math.max(16, count));
-    let tagEnds = new Uint32Array(tagStarts.length);
+    // Grown on the first tag: most batches of small commits have none.
+    let tagStarts = noTagRanges;
+    let tagEnds = noTagRanges;
     const external: { row: number; location: PayloadLocation }[] = [];
-    const { types, typeRanges, typeMap, typeSlots } = this;
+    const { types, typeRanges, typeSlots } = this;
     let tagCount = 0;
     let row = 0;
     while (row < count) {
@@ -258,6 +270,7 @@ export class RunColumnsDecoder {
           if (id < 0) {
             const name = utf8DecodeRange(bytes, start, at);
             if (name === undefined) throw corrupt(what, start, 'a type is not valid UTF-8');
+            const typeMap = (this.typeMap ??= new Map());
             id = typeMap.get(name) ?? -1;
             if (id < 0) {
               id = types.length;
@@ -277,7 +290,7 @@ export class RunColumnsDecoder {
           at = varintEnd;
           if (tags > end - at) throw corrupt(what, at, `tag count ${tags} exceeds the frame`);
           if (tagCount + tags > tagStarts.length) {
-            const grown = Math.max(tagStarts.length * 2, tagCount + tags);
+            const grown = Math.max(tagStarts.length * 2, tagCount + tags, Math.min(count, 1024));
             const starts = new Uint32Array(grown);
             starts.set(tagStarts);
             const ends = new Uint32Array(grown);
@@ -321,6 +334,7 @@ export class RunColumnsDecoder {
       count,
       firstRow,
       bytes,
+      positions,
       seqs,
       timestamps,
       versions,
@@ -332,8 +346,8 @@ export class RunColumnsDecoder {
       keyStarts,
       keyEnds,
       tagRows,
-      tagStarts: tagStarts.subarray(0, tagCount),
-      tagEnds: tagEnds.subarray(0, tagCount),
+      tagStarts: tagCount === 0 ? noTagRanges : tagStarts.subarray(0, tagCount),
+      tagEnds: tagCount === 0 ? noTagRanges : tagEnds.subarray(0, tagCount),
       payloadStarts,
       payloadEnds,
       external,
