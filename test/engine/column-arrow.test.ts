@@ -7,7 +7,7 @@
  */
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import { limits, type AppendRecord, type ColumnBatch, type StoredRecord } from '../../packages/engine/src/index.js';
+import { isStreamStackError, limits, type AppendRecord, type ColumnBatch, type StoredRecord } from '../../packages/engine/src/index.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 import { branchTally } from '../support/branches.js';
 
@@ -169,6 +169,31 @@ describe('the columnar read form', () => {
     const filtered: StoredRecord[] = [];
     for await (const batch of feed.readColumns({ filter: { types: ['even'], tags: ['t3'] }, plan: 'scan' })) filtered.push(...batch);
     expect(filtered.map(plain)).toEqual(whole.filter((record) => record.type === 'even' && record.tags.includes('t3')).map(plain));
+    await store.close();
+  });
+
+  it('refuses bad options with a typed error, as the object form does', async () => {
+    const store = await openStore(temporaryDirectory());
+    const feed = await store.createFeed('f');
+    await feed.append(recordsOf(0, 5));
+    const bad: [unknown, string][] = [
+      [{ mode: 'newest' }, 'INVALID_ARGUMENT'],
+      [{ plan: 'fast', filter: { tags: ['tag:1'] } }, 'INVALID_ARGUMENT'],
+      [{ filter: { tags: [7] } }, 'INVALID_ARGUMENT'],
+      [{ after: -1 }, 'CURSOR_OUT_OF_RANGE'],
+      [{ after: 2 }, 'CURSOR_OUT_OF_RANGE'],
+      [{ limit: 1.5 }, 'INVALID_ARGUMENT'],
+    ];
+    for (const [options, code] of bad) {
+      const columns = await (async () => {
+        for await (const batch of feed.readColumns(options as never)) void batch;
+      })().catch((error: unknown) => error);
+      const objects = await (async () => {
+        for await (const record of feed.read(options as never)) void record;
+      })().catch((error: unknown) => error);
+      expect(isStreamStackError(columns, code as never), `${JSON.stringify(options)}: ${String(columns)}`).toBe(true);
+      expect((columns as { code: string }).code).toBe((objects as { code: string }).code);
+    }
     await store.close();
   });
 

@@ -860,6 +860,7 @@ class BadCursor implements Command {
     for (const mode of ['raw', 'dedup', 'latest'] as const) {
       await expectCode(() => drain(r.feed.read({ after: cursor, mode })), 'CURSOR_OUT_OF_RANGE');
       await expectCode(() => drain(r.feed.readBatches({ after: cursor, mode })), 'CURSOR_OUT_OF_RANGE');
+      await expectCode(() => drain(r.feed.readColumns({ after: cursor, mode })), 'CURSOR_OUT_OF_RANGE');
     }
     await expectCode(() => r.feed.commits({ after: cursor }), 'CURSOR_OUT_OF_RANGE');
     await expectCode(() => r.feed.get('k1', { asOf: cursor }), 'CURSOR_OUT_OF_RANGE');
