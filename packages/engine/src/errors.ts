@@ -39,6 +39,8 @@ export type ErrorCode =
   | 'SUBSCRIPTION_NOT_FOUND'
   | 'CURSOR_BEHIND'
   | 'KEY_NOT_FOUND'
+  // History management.
+  | 'TRIMMED'
   // Index and conditions.
   | 'TYPE_LIMIT'
   | 'CONDITION_FAILED'

@@ -256,3 +256,20 @@ export const readSlabPieceBytesMax = 4 * 1024;
 
 /** Slots a key table (a latest-mode read's winners) starts with; it doubles as keys arrive. */
 export const keyTableSlotsInitial = 1024;
+
+/**
+ * How often a feed with a retention policy checks it on its own, besides after each history
+ * segment it finishes: an age limit is crossed by the clock, not by a write. A minute keeps the
+ * check (a walk over the segments' extents) negligible and trims at most a minute late.
+ */
+export const retentionCheckIntervalMs = 60_000;
+
+/**
+ * How long a trimmed segment's file descriptor stays open after the segment left the feed: a
+ * read that looked the segment up just before the trim has its read in flight and finishes;
+ * later lookups fail with `TRIMMED`. The disk space comes back when it closes.
+ */
+export const trimmedSegmentCloseDelayMs = 1_000;
+
+/** The largest age limit a retention policy takes: about 100 years, in milliseconds. */
+export const retentionAgeMsMax = 100 * 365 * 24 * 60 * 60 * 1000;

@@ -16,6 +16,9 @@ import { validateCondition } from '../coordinator/conditions.js';
 import type { GroupCommitStats } from '../coordinator/group-commit.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
+import type { RetentionInfo, TrimResult } from '../coordinator/history-trim.js';
+import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/retention-state.js';
+import { feedDiskUse, type FeedDiskUse } from '../coordinator/disk-use.js';
 import {
   optionsOf,
   toCommit,
@@ -58,6 +61,14 @@ export interface FeedInfo {
   readonly lease: { readonly epoch: number; readonly holder: string; readonly expiresAt: number } | null;
   /** The highest epoch ever granted. */
   readonly epoch: number;
+  /** The first commit the history keeps (1 until a trim); cursors from `lowMark - 1` are valid. */
+  readonly lowMark: number;
+  /** The first position the history keeps. */
+  readonly lowPosition: number;
+  /** The retention policy, and what holds it back. */
+  readonly retention: RetentionInfo;
+  /** Segments, files and bytes on disk. */
+  readonly disk: FeedDiskUse;
 }
 
 export class Feed {
@@ -154,7 +165,8 @@ export class Feed {
   commits(options: { after?: number; limit?: number; signal?: AbortSignal } = {}): AsyncGenerator<Commit> {
     options = optionsOf(options, 'feed.commits');
     this.writer.assertOpen();
-    const after = checkedCursor(options.after, 'after') ?? 0;
+    const after = checkedCursor(options.after, 'after') ?? this.writer.lowMark - 1;
+    this.writer.assertNotTrimmed(after, 'after');
     const limit = validateCursor(options.limit, 'limit') ?? Number.POSITIVE_INFINITY;
     const head = this.writer.watermark.commit;
     if (after > head) {
@@ -227,7 +239,7 @@ export class Feed {
    */
   async *follow(options: { after?: number; signal?: AbortSignal } = {}): AsyncGenerator<CommitRecords> {
     options = optionsOf(options, 'feed.follow');
-    for await (const batch of this.reads.follow(checkedCursor(options.after, 'after') ?? 0, options.signal)) {
+    for await (const batch of this.reads.follow(checkedCursor(options.after, 'after'), options.signal)) {
       yield { commit: toCommit(this.name, batch.commit), records: batch.records };
     }
   }
@@ -236,7 +248,8 @@ export class Feed {
   async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
     options = optionsOf(options, 'feed.createSubscription');
     this.writer.assertOpen();
-    const after = checkedCursor(options.after, 'after') ?? 0;
+    const after = checkedCursor(options.after, 'after') ?? this.writer.lowMark - 1;
+    this.writer.assertNotTrimmed(after, 'after');
     const head = this.writer.watermark.commit;
     if (after > head) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, { details: { cursor: after, head } });
@@ -285,6 +298,51 @@ export class Feed {
     return this.writer.groupCommitStats;
   }
 
+  /**
+   * Trims the history: removes the oldest whole history segments (with their summaries, index
+   * files and dictionaries; nothing is rewritten) whose commits all lie before `before`, or, with
+   * no `before`, what the retention policy allows now. Segments holding commits a subscription
+   * has not passed stay unless `force` (the result's `heldBy` names the subscription). The new
+   * floor is durable before any file goes, so a crash mid-way is finished on the next open.
+   * Afterwards reads start at the low mark; a cursor below it fails with `TRIMMED`.
+   *
+   * @example
+   * const { lowMark, segmentsRemoved, heldBy } = await feed.trim({ before: 5000 });
+   */
+  async trim(options: { before?: number; force?: boolean } = {}): Promise<TrimResult> {
+    options = optionsOf(options, 'feed.trim');
+    this.writer.assertOpen();
+    const before = checkedCursor(options.before, 'before');
+    const head = this.writer.watermark.commit;
+    if (before !== undefined && before > head + 1) {
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `before ${before} is beyond the next commit (${head + 1})`, { details: { cursor: before, head } });
+    }
+    if (options.force !== undefined && typeof options.force !== 'boolean') throw new StreamStackError('INVALID_ARGUMENT', 'force is a boolean');
+    return this.writer.retentionKeeper().trim({ ...(before === undefined ? { policy: true } : { before }), force: options.force === true });
+  }
+
+  /**
+   * Sets the retention policy, durably: keep commits younger than `maxAgeMs`, the newest
+   * `maxRecords` records, the newest `maxBytes` bytes of history segments — any combination; `{}`
+   * keeps everything. Whole segments past any limit are trimmed on their own, after each
+   * segment the feed finishes and every minute, never past a subscription (see `trim`).
+   *
+   * @example
+   * await feed.setRetention({ maxAgeMs: 7 * 24 * 3600_000, maxBytes: 50 * 2 ** 30 });
+   */
+  async setRetention(policy: RetentionPolicy): Promise<RetentionInfo> {
+    this.writer.assertOpen();
+    const checked = validateRetentionPolicy(policy);
+    await this.writer.retentionKeeper().setPolicy(checked);
+    return this.retention();
+  }
+
+  /** The retention policy, the low mark, and the subscription holding it back, if one does. */
+  async retention(): Promise<RetentionInfo> {
+    this.writer.assertOpen();
+    return this.writer.retentionKeeper().info();
+  }
+
   /** The latest commit, or undefined when the feed has none. */
   head(): Commit | undefined {
     this.writer.assertOpen();
@@ -305,6 +363,10 @@ export class Feed {
       activeStream: this.writer.activeStream ?? null,
       lease: live ? { epoch: live.epoch, holder: live.holder, expiresAt: live.expiresAt } : null,
       epoch: this.writer.lease.epoch,
+      lowMark: this.writer.lowMark,
+      lowPosition: this.writer.published.commits.lowPosition,
+      retention: this.writer.retentionKeeper().info(),
+      disk: feedDiskUse(this.writer.directory),
     };
   }
 }

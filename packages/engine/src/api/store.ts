@@ -16,6 +16,8 @@ import { loadKernels, type KernelChoice } from '../kernels/index.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentBytesDefault, segmentBytesMax, segmentBytesMin } from '../limits.js';
 import { Feed, type FeedInfo } from './feed.js';
+import { optionsOf } from './records.js';
+import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/retention-state.js';
 
 export interface StoreOptions {
   /** Which kernels to use: a choice for `loadKernels`, or a kernel set. Default: `auto`. */
@@ -82,11 +84,16 @@ export class Store {
   }
 
   /** Creates a feed; `FEED_EXISTS` if one has the name, `INVALID_NAME` if the name is not allowed. */
-  async createFeed(name: string): Promise<Feed> {
+  async createFeed(name: string, options: { retention?: RetentionPolicy } = {}): Promise<Feed> {
     this.assertOpen();
     validateFeedName(name);
+    options = optionsOf(options, 'store.createFeed');
+    // Checked before anything is created: a bad policy leaves no feed behind.
+    const retention = options.retention === undefined ? undefined : validateRetentionPolicy(options.retention);
     await this.directory.createFeed(name, this.clock());
-    return this.feed(name);
+    const feed = await this.feed(name);
+    if (retention) await feed.setRetention(retention);
+    return feed;
   }
 
   /** The feed `name`; `FEED_NOT_FOUND` if there is none. Its logs are recovered on first use. */
@@ -136,7 +143,7 @@ export class Store {
       } catch (error) {
         if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT') throw error;
         const { file, offset } = error.details as { file: string; offset: number };
-        results.push({ feed: feedName, ok: false, commits: 0, records: 0, segments: 0, walEvents: 0, problems: [{ code: 'CORRUPT', message: error.message, file, offset }] });
+        results.push({ feed: feedName, ok: false, lowMark: 1, commits: 0, records: 0, segments: 0, walEvents: 0, problems: [{ code: 'CORRUPT', message: error.message, file, offset }] });
         continue;
       }
       const open = this.feeds.get(feedName);

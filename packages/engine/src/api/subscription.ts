@@ -22,6 +22,11 @@ export interface SubscriptionInfo {
   readonly updatedAt: number;
   /** How far the cursor is behind the head. */
   readonly lag: { readonly commits: number; readonly records: number; readonly bytes: number };
+  /**
+   * True when a forced trim removed commits this subscription had not passed: its next poll
+   * fails with `TRIMMED` until it is reset to the low mark or later.
+   */
+  readonly trimmed: boolean;
 }
 
 export interface PollResult {
@@ -47,7 +52,7 @@ export class Subscription {
   info(): SubscriptionInfo {
     this.feed.writer.assertOpen();
     const state = this.feed.writer.subscriptions.get(this.name);
-    return { ...state, lag: this.feed.reads.lag(state.cursor) };
+    return { ...state, lag: this.feed.reads.lag(state.cursor), trimmed: state.cursor < this.feed.writer.lowMark - 1 };
   }
 
   /**
@@ -95,6 +100,7 @@ export class Subscription {
 
   private checkInRange(cursor: number): void {
     this.feed.writer.assertOpen();
+    this.feed.writer.assertNotTrimmed(cursor, 'cursor');
     const head = this.feed.writer.watermark.commit;
     if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > head) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${cursor} is outside the history (0 to ${head})`, {

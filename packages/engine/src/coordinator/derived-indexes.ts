@@ -9,9 +9,10 @@ import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
 import { fingerprintKey } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
+import { removeSegmentFilesBelow } from '../storage/segment-set.js';
 import type { RecordData } from '../storage/records.js';
 import { FeedIndex, type IndexRebuild } from '../query/feed-index.js';
-import { KeyIndex } from '../query/key-index.js';
+import { KeyIndex, removeDictionaryFiles } from '../query/key-index.js';
 import { ConditionChecker } from './conditions.js';
 import { PublishIndexer, type PublishedRun } from './publish-indexer.js';
 
@@ -43,17 +44,33 @@ export class DerivedIndexes {
     readonly fingerprints: KeyIndex,
     /** The condition high-water maps, which start empty at the watermark. */
     readonly conditions: ConditionChecker,
+    /** The index directory, where every file is named for the segment it derives from. */
+    private readonly directory: string,
+    private readonly readOnly: boolean,
   ) {}
 
   /**
    * Opens the indexes of the feed in `directory` over its recovered `history`, rebuilding what
    * is missing or damaged (reported in `index.rebuilt`). `watermark` is the published position.
    */
-  static async open(kernels: Kernels, directory: string, history: History, watermark: number, readOnly: boolean): Promise<DerivedIndexes> {
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    history: History,
+    watermark: number,
+    readOnly: boolean,
+    /** A trim was recorded and not finished: the dictionaries hold winners over what it removed. */
+    trimPending = false,
+  ): Promise<DerivedIndexes> {
     const indexDirectory = path.join(directory, 'index');
     const rebuilt: IndexRebuild[] = [];
-    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly);
-    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first');
+    if (trimPending && !readOnly) {
+      await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
+      await removeDictionaryFiles(indexDirectory);
+    }
+    const stale = trimPending && readOnly;
+    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale);
+    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale);
     const index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) => {
       keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
       fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
@@ -61,7 +78,7 @@ export class DerivedIndexes {
     index.rebuilt.unshift(...rebuilt);
     keys.reportTo(index.rebuilt);
     fingerprints.reportTo(index.rebuilt);
-    return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark));
+    return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark), indexDirectory, readOnly);
   }
 
   /**
@@ -84,6 +101,26 @@ export class DerivedIndexes {
     await this.index.flushed();
     await this.keys.flushed();
     await this.fingerprints.flushed();
+  }
+
+  /**
+   * Drops what the indexes derived from the history before `base` (a trim removed it): the
+   * index files of those segments, and every key and fingerprint dictionary, which are rebuilt
+   * over the history that is left. Call it before the history lets go of the commits: from this
+   * call on, key lookups and dedup wait for the rebuilt dictionaries, so none answers with a
+   * winner that is gone. `removed` resolves once the files are deleted, durably; `rebuilt` once
+   * the dictionaries are back.
+   */
+  trimBefore(base: number): { removed: Promise<void>; rebuilt: Promise<void> } {
+    const keys = this.keys.trimBefore(base);
+    const fingerprints = this.fingerprints.trimBefore(base);
+    const removed = (async () => {
+      await this.index.trimBefore(base);
+      await keys.removed;
+      await fingerprints.removed;
+      if (!this.readOnly) await removeSegmentFilesBelow(this.directory, base);
+    })();
+    return { removed, rebuilt: Promise.all([removed, keys.rebuilt, fingerprints.rebuilt]).then(() => undefined) };
   }
 
   /** Releases what the indexes hold open. */

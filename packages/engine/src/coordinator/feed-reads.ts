@@ -8,6 +8,7 @@ import type { ColumnBatch } from '../query/column-batch.js';
 import { checkCursor, getByKey, readBatches, readColumns, type ReadOptions } from '../query/read.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import type { CommitRecord } from '../storage/commit-run.js';
+import { trimmedError } from '../storage/commit-list.js';
 import type { FeedWriter } from './feed-writer.js';
 
 export class FeedReads {
@@ -43,6 +44,7 @@ export class FeedReads {
     if (snapshot.headDamage && Number.isSafeInteger(commit) && commit > snapshot.watermark.commit) {
       throw corruptionError(snapshot.headDamage, `commit ${commit} lies in history that cannot be read`);
     }
+    if (Number.isSafeInteger(commit) && commit >= 1 && commit < snapshot.commits.low) throw trimmedError(commit, snapshot.commits.low);
     if (!Number.isSafeInteger(commit) || commit < 1 || commit > snapshot.watermark.commit) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist (the head is ${snapshot.watermark.commit})`, {
         details: { commit, head: snapshot.watermark.commit },
@@ -52,7 +54,7 @@ export class FeedReads {
   }
 
   /** Catch-up then live tail from `after`, until `signal` aborts. */
-  follow(after: number, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
+  follow(after: number | undefined, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
     return follow(this.writer, after, signal);
   }
 
@@ -64,8 +66,9 @@ export class FeedReads {
   /** How far `cursor` is behind the head: commits, records, and bytes of their runs. */
   lag(cursor: number): { commits: number; records: number; bytes: number } {
     const snapshot = this.writer.snapshot();
-    const at = checkCursor(snapshot, cursor, 'cursor');
-    const cursorPosition = at === 0 ? 0 : snapshot.commits.at(at).lastPosition;
+    // A cursor a forced trim left behind counts from the low mark: what it missed is gone.
+    const at = checkCursor(snapshot, Math.max(cursor, snapshot.commits.low - 1), 'cursor');
+    const cursorPosition = snapshot.commits.positionAfter(at);
     return {
       commits: snapshot.watermark.commit - at,
       records: snapshot.watermark.position - cursorPosition,

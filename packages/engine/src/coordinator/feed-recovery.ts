@@ -9,6 +9,7 @@ import { History } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
+import { RetentionLog } from './retention-state.js';
 import { Subscriptions } from './subscriptions.js';
 
 /** A stream that is open: acknowledged records in the WAL, not yet sealed or aborted. */
@@ -31,6 +32,8 @@ export interface RecoveredLogs {
   readonly wal: Wal;
   readonly leaseLog: StateLog;
   readonly subscriptions: Subscriptions;
+  /** The retention policy and floor; the floor is where the history was opened from. */
+  readonly retention: RetentionLog;
   /** The payloads stored in the active history segment (runs reference only their own segment's). */
   readonly payloads: { crc: number; location: PayloadLocation }[];
   readonly events: WalEvent[];
@@ -40,12 +43,21 @@ export interface RecoveredLogs {
 
 export async function recoverLogs(kernels: Kernels, directory: string, clock: () => number, readOnly: boolean): Promise<RecoveredLogs> {
   const payloads: { crc: number; location: PayloadLocation }[] = [];
-  const history = await History.open(
-    kernels,
-    path.join(directory, 'history'),
-    { onPayload: (crc, location) => payloads.push({ crc, location }) },
-    readOnly,
-  );
+  const retention = await RetentionLog.open(kernels, directory, readOnly);
+  let history: History;
+  try {
+    history = await History.open(
+      kernels,
+      path.join(directory, 'history'),
+      { onPayload: (crc, location) => payloads.push({ crc, location }) },
+      readOnly,
+      true,
+      retention.state.floor,
+    );
+  } catch (error) {
+    retention.close();
+    throw error;
+  }
   const events: WalEvent[] = [];
   try {
     const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly);
@@ -60,12 +72,14 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
       wal,
       leaseLog,
       subscriptions,
+      retention,
       payloads: payloads.filter(({ location }) => location.segment === active),
       events,
       epochFloor,
     };
   } catch (error) {
     history.close();
+    retention.close();
     throw error;
   }
 }

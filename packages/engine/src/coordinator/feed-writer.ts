@@ -30,6 +30,8 @@ import { PublishedState, type Watermark } from './published-state.js';
 import { layRun } from './run-layout.js';
 import type { Subscriptions } from './subscriptions.js';
 import { WalRetention } from './wal-retention.js';
+import { HistoryRetention } from './history-trim.js';
+import type { RetentionLog } from './retention-state.js';
 
 export interface WriterOptions {
   /** The feed's name, as records and commits report it. */
@@ -93,6 +95,8 @@ export class FeedWriter {
   private readonly committer: GroupCommitter<WriterGroup>;
   /** What the feed derives from its published records (see `derived-indexes.ts`). */
   private derived!: DerivedIndexes;
+  /** The retention policy and trims of the history (see `history-trim.ts`). */
+  historyRetention: HistoryRetention | undefined;
   private readonly frameDataBytesMax: number;
 
   /** The tag and type index: sealed segments from their files, the active one in memory. */
@@ -123,6 +127,7 @@ export class FeedWriter {
     private readonly leaseLog: StateLog,
     readonly subscriptions: Subscriptions,
     readonly tornTails: readonly TornTail[],
+    private readonly retentionLog: RetentionLog,
   ) {
     this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
     this.published = new PublishedState(history.commits);
@@ -150,13 +155,33 @@ export class FeedWriter {
     const logs = await recoverLogs(kernels, directory, options.clock, readOnly);
     const { history, wal } = logs;
     const lease = new LeaseKeeper(logs.leaseLog, options.clock, options.newId, logs.epochFloor);
-    const writer = new FeedWriter(directory, options, history, wal, lease, logs.leaseLog, logs.subscriptions, [
-      ...history.segments.tornTails,
-      ...wal.segments.tornTails,
-    ]);
+    const writer = new FeedWriter(
+      directory,
+      options,
+      history,
+      wal,
+      lease,
+      logs.leaseLog,
+      logs.subscriptions,
+      [...history.segments.tornTails, ...wal.segments.tornTails],
+      logs.retention,
+    );
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
-      writer.derived = await DerivedIndexes.open(kernels, directory, history, writer.watermark.position, readOnly);
+      const trimPending = logs.retention.state.pending;
+      writer.derived = await DerivedIndexes.open(kernels, directory, history, writer.watermark.position, readOnly, trimPending);
+      // The history and the indexes were opened from the floor, and what lay below it deleted:
+      // the interrupted trim is finished.
+      if (trimPending && !readOnly) await logs.retention.write({ ...logs.retention.state, pending: false });
+      writer.historyRetention = new HistoryRetention(
+        logs.retention,
+        history,
+        () => writer.derived,
+        logs.subscriptions,
+        () => writer.watermark,
+        options.clock,
+        readOnly,
+      );
     } catch (error) {
       await writer.close();
       throw error;
@@ -195,6 +220,22 @@ export class FeedWriter {
     return this.published.commits.at(commit);
   }
 
+  /** The retention of the history; set once the feed is open. */
+  retentionKeeper(): HistoryRetention {
+    assert(this.historyRetention !== undefined, 'an open feed has its retention');
+    return this.historyRetention;
+  }
+
+  /** The low mark: the first commit the history keeps (1 until a trim). */
+  get lowMark(): number {
+    return this.published.commits.low;
+  }
+
+  /** Fails with `TRIMMED` when cursor `cursor` lies before the commit just before the low mark. */
+  assertNotTrimmed(cursor: number, name: string): void {
+    this.published.commits.assertCursorKept(cursor, name);
+  }
+
   /** The latest published commit, if any. */
   headCommit(): CommitRecord | undefined {
     const head = this.watermark.commit;
@@ -218,7 +259,13 @@ export class FeedWriter {
 
   /** Every corruption recovery found in the feed's logs. */
   get corruptions(): readonly Corruption[] {
-    return [...this.history.corruptions, ...this.wal.corruptions, ...this.leaseLog.corruptions, ...this.subscriptions.corruptions];
+    return [
+      ...this.history.corruptions,
+      ...this.wal.corruptions,
+      ...this.leaseLog.corruptions,
+      ...this.subscriptions.corruptions,
+      ...this.retentionLog.corruptions,
+    ];
   }
 
   /** Fails when a write may not be made: read-only, or the history's head is unknown. */
@@ -499,6 +546,13 @@ export class FeedWriter {
    * once, and the fsync that would settle it could never be handled.
    */
   private async checkCondition(condition: { query: Query | undefined; after: number }, group: WriterGroup): Promise<void> {
+    const lowPosition = this.history.commits.lowPosition;
+    if (condition.after < lowPosition - 1) {
+      // What lay between `after` and the low mark is gone: no answer over it could be trusted.
+      throw new StreamStackError('TRIMMED', `a condition after position ${condition.after} reaches trimmed history: the history starts at position ${lowPosition}`, {
+        details: { after: condition.after, lowPosition, lowMark: this.history.commits.low },
+      });
+    }
     this.conditions.checkStaged(condition.query, group);
     for (const earlier of group.earlier) {
       if (this.conditions.stagedMatch(condition.query, earlier.scratch)) await earlier.settled;
@@ -554,8 +608,10 @@ export class FeedWriter {
       const commit = commitRecord(built.commit, location.segment, runStart);
       this.payloads.rememberRun(built.newPayloads, location.segment, runStart);
       this.derived.push({ commit, records: run.records, runStart, entryOffsets: built.entryOffsets, fingerprints: built.fingerprintTerms }, built.types);
+      const finishedSegment = this.history.commits.length > 0 && this.history.commits.at(this.history.commits.length).segment !== commit.segment;
       this.history.published(commit);
       this.publish(commit);
+      if (finishedSegment) this.historyRetention?.segmentFinished();
       return commit;
     };
   }
@@ -616,6 +672,8 @@ export class FeedWriter {
     await this.idle();
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();
+    if (this.historyRetention) await this.historyRetention.close();
+    else this.retentionLog.close();
     this.derived?.close();
     this.history.close();
     this.wal.close();

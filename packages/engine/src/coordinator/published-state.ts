@@ -25,7 +25,7 @@ export class PublishedState {
    */
   constructor(readonly commits: CommitList) {
     const head = commits.length;
-    this.watermarkNow = { commit: head, position: head === 0 ? 0 : commits.at(head).lastPosition };
+    this.watermarkNow = { commit: head, position: commits.positionAfter(head) };
   }
 
   get watermark(): Watermark {

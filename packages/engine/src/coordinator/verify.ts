@@ -11,6 +11,7 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import type { CommitRecord } from '../storage/commit-run.js';
+import { RetentionLog, untrimmed } from './retention-state.js';
 import { History, type CommitRun } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { Wal, type WalEvent } from '../storage/wal.js';
@@ -38,6 +39,9 @@ export interface VerificationProblem {
 export interface FeedVerification {
   readonly feed: string;
   readonly ok: boolean;
+  /** The first commit the history keeps (1 unless trimmed). */
+  readonly lowMark: number;
+  /** Commits kept (from the low mark to the head). */
   readonly commits: number;
   readonly records: number;
   readonly segments: number;
@@ -56,6 +60,8 @@ async function verifyHistory(
   commits: readonly CommitRecord[],
   payloadCrcs: ReadonlyMap<string, number>,
   report: Report,
+  /** Where the retained history starts: the first commit's parent and first position follow from it. */
+  floor: { readonly commit: number; readonly position: number },
 ): Promise<Map<string, CommitRun>> {
   const runs = new Map<string, CommitRun>();
   let previous: CommitRecord | undefined;
@@ -66,10 +72,11 @@ async function verifyHistory(
       continue;
     }
     const where = { file: history.segments.fileFor(commit.segment), offset: commit.runStart };
-    if (commit.parent !== (previous?.commit ?? 0)) {
-      report('CHAIN', `commit ${commit.commit} names parent ${commit.parent}, but the commit before it is ${previous?.commit ?? 0}`, where);
+    const expectedParent = previous?.commit ?? floor.commit - 1;
+    if (commit.parent !== expectedParent) {
+      report('CHAIN', `commit ${commit.commit} names parent ${commit.parent}, but the commit before it is ${expectedParent}`, where);
     }
-    const expectedFirst = (previous?.lastPosition ?? 0) + 1;
+    const expectedFirst = (previous?.lastPosition ?? floor.position - 1) + 1;
     if (commit.firstPosition !== expectedFirst) {
       report('CHAIN', `commit ${commit.commit} starts at position ${commit.firstPosition}, expected ${expectedFirst}`, where);
     }
@@ -148,7 +155,13 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
   let history: History | undefined;
   let wal: Wal | undefined;
   let segments = 0;
+  let floor = untrimmed.floor;
   try {
+    const retention = await RetentionLog.open(kernels, directory, true);
+    floor = retention.state.floor;
+    retention.close();
+    for (const corruption of retention.corruptions) report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+    for (const tail of retention.tornTails) report('TORN_TAIL', `${tail.file}: a write that never completed at offset ${tail.offset} (cut on the next open)`, tail);
     history = await History.open(
       kernels,
       path.join(directory, 'history'),
@@ -163,6 +176,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
       },
       true,
       false,
+      floor,
     );
     wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), true);
     segments = history.segments.segments.length + wal.segments.segments.length;
@@ -175,7 +189,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
     if (history.headDamage) {
       report('CORRUPT', `the history after commit ${commits.length} is lost (${history.headDamage.reason})`, history.headDamage);
     }
-    const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report);
+    const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor);
     verifyWal(wal, events, runs, report);
     await verifyStateLogs(kernels, directory, report);
     verifyIndexFiles(kernels, directory, report);
@@ -194,6 +208,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
   return {
     feed,
     ok: problems.length === 0,
+    lowMark: floor.commit,
     commits: commits.length,
     records: last ? last.lastPosition : 0,
     segments,

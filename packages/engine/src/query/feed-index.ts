@@ -402,6 +402,22 @@ export class FeedIndex {
   }
 
   /** Sealed indexes loaded in memory now, and their bytes (for tests and memory accounting). */
+  /**
+   * Drops the indexes of the segments before `base` (a trim removed them; the caller deletes
+   * their files). The index files are per segment, so those after it stay as they are. Builds
+   * in the background finish first, so none writes a trimmed segment's file after the trim.
+   */
+  async trimBefore(base: number): Promise<void> {
+    await this.pending;
+    const kept = this.sealed.filter((slot) => slot.base >= base);
+    this.sealed.splice(0, this.sealed.length, ...kept);
+    for (const [cachedBase, entry] of [...this.cache]) {
+      if (cachedBase >= base) continue;
+      this.cache.delete(cachedBase);
+      this.cachedBytes -= entry.bytes;
+    }
+  }
+
   get cacheUse(): { segments: number; bytes: number } {
     return { segments: this.cache.size, bytes: this.cachedBytes };
   }

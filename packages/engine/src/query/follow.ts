@@ -19,7 +19,7 @@ export interface FollowSource {
 }
 
 /** Every commit after `after`, then each new one as it is published, until `signal` aborts. */
-export async function* follow(source: FollowSource, after: number, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
+export async function* follow(source: FollowSource, after: number | undefined, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
   let cursor = checkCursor(source.snapshot(), after);
   for (;;) {
     signal?.throwIfAborted();

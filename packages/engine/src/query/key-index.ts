@@ -17,7 +17,10 @@
  * segment, so the first occurrences within a sealed segment are exactly the winners that lie in
  * it — decided once, when the dictionary is built, and read as a bitmap by a scan.
  */
+import fsp from 'node:fs/promises';
+import path from 'node:path';
 import { segmentFile } from '../storage/segment-set.js';
+import { syncDirectory } from '../storage/segment.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
 import { utf8Encode } from '../storage/codec.js';
@@ -58,6 +61,24 @@ const kinds = {
   latest: { extension: '.keys', termOf: (entry: ManifestEntry) => entry.key, versionOf: (entry: ManifestEntry) => entry.version ?? 0, tombstoneOf: (entry: ManifestEntry) => entry.tombstone },
   first: { extension: '.fps', termOf: (entry: ManifestEntry) => fingerprintKey(entry.fingerprint), versionOf: () => 0, tombstoneOf: () => false },
 } as const;
+
+/**
+ * Deletes every key and fingerprint dictionary in `directory`, durably: what recovery does when
+ * a trim stopped before its dictionaries were gone (they hold winners over trimmed history).
+ * The next open rebuilds them over the history that is left.
+ */
+export async function removeDictionaryFiles(directory: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await fsp.readdir(directory);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw error;
+  }
+  const dictionaries = names.filter((name) => Object.values(kinds).some((kind) => name.endsWith(kind.extension)));
+  for (const name of dictionaries) await fsp.rm(path.join(directory, name), { force: true });
+  if (dictionaries.length > 0) await syncDirectory(directory);
+}
 
 class SegmentKeys {
   /** Each key's occurrences: one column index, or several in ascending order. */
@@ -190,6 +211,8 @@ export class KeyIndex {
     rebuilt: IndexRebuild[],
     readOnly = false,
     order: TermOrder = 'latest',
+    /** The files were built over history a trim removed (read-only, a trim not finished): not used. */
+    stale = false,
   ): Promise<KeyIndex> {
     const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt, order);
     const { sealed, active } = segmentsOf(history);
@@ -202,10 +225,10 @@ export class KeyIndex {
         slot.resident = await index.readSegmentKeys(slot);
         continue;
       }
-      let reason: string | undefined;
+      let reason: string | undefined = stale ? 'the history before it was trimmed' : undefined;
       try {
-        const head = readKeyFileHead(index.fileFor(segment.base));
-        if (!head) reason = 'missing';
+        const head = stale ? undefined : readKeyFileHead(index.fileFor(segment.base));
+        if (!head) reason ??= 'missing';
         else if (head.base !== segment.base || head.count !== segment.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
         else slot.head = head;
       } catch (error) {
@@ -341,6 +364,7 @@ export class KeyIndex {
    * when the key was never written there.
    */
   async winner(key: string, asOfPosition: number): Promise<KeyWinner | undefined> {
+    if (this.rebasing) await this.rebasing;
     const bytes = utf8Encode(key);
     const tail = this.tail;
     const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
@@ -477,6 +501,7 @@ export class KeyIndex {
    * or one whose dictionary is not built yet, asks each fingerprint's winner.
    */
   async firstOccurrences(segment: number, positions: ArrayLike<number>, term: (index: number) => string): Promise<Uint8Array> {
+    if (this.rebasing) await this.rebasing;
     const out = new Uint8Array(positions.length);
     const slot = this.sealed.find((candidate) => candidate.base === segment);
     if (slot && !slot.resident && slot.head) {
@@ -540,6 +565,56 @@ export class KeyIndex {
     slot.firsts = firsts;
     if (!slot.pinned) this.remember(slot);
     return firsts;
+  }
+
+  /**
+   * Drops the dictionaries of the segments before `base` (a trim removed them) and rebuilds the
+   * rest over the history that is left: each holds winners (or first occurrences) over the
+   * history up to its segment, and that history now starts at `base`. So a key whose winner was
+   * trimmed has the winner of what is kept, and a fingerprint whose first occurrence was trimmed
+   * is first at its next occurrence. Every dictionary file goes first (the trimmed ones and
+   * those built over the trimmed history: `removed` resolves once that is durable); the rebuilds
+   * run in the background, in segment order (`rebuilt`), and lookups wait for them.
+   */
+  trimBefore(base: number): { removed: Promise<void>; rebuilt: Promise<void> } {
+    const removed = this.pending.then(async () => {
+      for (const slot of this.sealed) {
+        slot.winners?.close();
+        slot.winners = undefined;
+        this.forget(slot);
+        if (!this.readOnly) await fsp.rm(this.fileFor(slot.base), { force: true });
+      }
+      if (!this.readOnly) await syncDirectory(this.directory);
+      this.sealed.splice(0, this.sealed.length, ...this.sealed.filter((slot) => slot.base >= base));
+      for (const slot of this.sealed) if (!slot.resident) slot.head = undefined;
+    });
+    const rebuilt = removed.then(async () => {
+      for (const slot of this.sealed) {
+        // Keys held resident (a segment with gaps) cover only the segment's own records.
+        if (!slot.resident) await this.rebuild(slot, 'the history before it was trimmed');
+      }
+    });
+    const done = rebuilt.catch(() => undefined);
+    this.pending = done;
+    this.rebasing = done;
+    void done.then(() => {
+      if (this.rebasing === done) this.rebasing = undefined;
+    });
+    return { removed, rebuilt };
+  }
+
+  /** Set while dictionaries are rebuilt after a trim: lookups wait for it. */
+  private rebasing: Promise<void> | undefined;
+
+  /** Lets go of a dictionary's sections in memory. */
+  private forget(slot: SealedKeys): void {
+    const held = this.cache.get(slot);
+    if (held !== undefined) {
+      this.cache.delete(slot);
+      this.cachedBytes -= held;
+    }
+    slot.sections = [];
+    slot.firsts = undefined;
   }
 
   /** Dictionaries with sections in memory now, and their bytes (for tests and memory accounting). */

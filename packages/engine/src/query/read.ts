@@ -40,9 +40,15 @@ export interface ReadOptions {
   readonly signal?: AbortSignal;
 }
 
-/** Checks a cursor against a snapshot: `CURSOR_OUT_OF_RANGE` before the start or past the head. */
+/**
+ * Checks a cursor against a snapshot: `TRIMMED` before the commit just before the low mark,
+ * `CURSOR_OUT_OF_RANGE` when it is not a commit number or past the head.
+ */
 export function checkCursor(snapshot: Snapshot, after: number | undefined, name = 'after'): number {
-  const cursor = after ?? 0;
+  // No cursor means the start of what is kept: the commit before the low mark.
+  const low = snapshot.commits.low;
+  const cursor = after ?? low - 1;
+  snapshot.commits.assertCursorKept(cursor, name);
   // Past the last readable commit lies history corruption took: a cursor there is not wrong.
   if (snapshot.headDamage && Number.isSafeInteger(cursor) && cursor > snapshot.watermark.commit) {
     throw corruptionError(snapshot.headDamage, `cursor ${cursor} lies in history that cannot be read`);
@@ -60,7 +66,7 @@ export function checkCursor(snapshot: Snapshot, after: number | undefined, name 
 /** A filtered RAW read: the planner finds the positions, then the records are fetched. */
 async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadOptions): Promise<number[]> {
   const cursor = checkCursor(snapshot, options.after);
-  const afterPosition = cursor === 0 ? 0 : snapshot.commits.at(cursor).lastPosition;
+  const afterPosition = snapshot.commits.positionAfter(cursor);
   return findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
     plan: options.plan ?? 'auto',
     ...(options.limit === undefined ? {} : { limit: options.limit }),
@@ -306,7 +312,7 @@ async function* endingAtDamage<T>(snapshot: Snapshot, reads: AsyncGenerator<T>):
 /** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
 export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, asOf: number): Promise<StoredRecord | undefined> {
   // A key's winner may lie in records corruption took, so a lookup over them cannot answer.
-  const asOfPosition = asOf === 0 ? 0 : snapshot.commits.at(asOf).lastPosition;
+  const asOfPosition = snapshot.commits.positionAfter(asOf);
   assertIntact(snapshot, 1, asOfPosition, asOf === snapshot.watermark.commit);
   if (asOfPosition === 0) return undefined;
   const winner = await keys.winner(key, asOfPosition);

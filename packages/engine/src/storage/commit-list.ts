@@ -9,7 +9,7 @@
  * a summary once it is written) but never content, so a read that saw `length` commits keeps
  * seeing the same ones.
  */
-import { assert } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
 import { commitRecord, type CommitRecord } from './commit-run.js';
@@ -88,6 +88,11 @@ export function lostCommits(lost: LostCommits): CommitRecord[] {
   return standIns;
 }
 
+/** The error for commit `commit`, which a trim removed: the feed's history starts at `low`. */
+export function trimmedError(commit: number, low: number): StreamStackError {
+  return new StreamStackError('TRIMMED', `commit ${commit} was trimmed: the history starts at commit ${low}`, { details: { commit, lowMark: low } });
+}
+
 export class CommitList {
   private readonly parts: Part[] = [];
   private count = 0;
@@ -99,11 +104,77 @@ export class CommitList {
   /** Summary pages read since the list was made (tests check that opening reads none). */
   pagesRead = 0;
 
-  constructor(private readonly kernels: Kernels) {}
+  /** The first commit still in the list: 1, or the retention floor once history was trimmed. */
+  private first: number;
+  /** The first position of the first commit. */
+  private firstPosition: number;
 
-  /** Commits in the list: commit numbers run from 1 to this. */
+  constructor(
+    private readonly kernels: Kernels,
+    /** The first commit and position the list will hold (the retention floor). */
+    floor: { readonly commit: number; readonly position: number } = { commit: 1, position: 1 },
+  ) {
+    assert(Number.isSafeInteger(floor.commit) && floor.commit >= 1 && floor.position >= 1, 'a commit list starts at a commit number');
+    this.first = floor.commit;
+    this.firstPosition = floor.position;
+    this.count = floor.commit - 1;
+  }
+
+  /** The first position still held. */
+  get lowPosition(): number {
+    return this.firstPosition;
+  }
+
+  /**
+   * Fails with `TRIMMED` when cursor `cursor` (a commit number, named `name` in the message)
+   * lies before the commit just before the low mark: what a read after it would start with is
+   * gone. Cursors from `low - 1` on are kept.
+   */
+  assertCursorKept(cursor: number, name: string): void {
+    const low = this.first;
+    if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor >= low - 1) return;
+    throw new StreamStackError('TRIMMED', `${name} ${cursor} lies in trimmed history: the history starts at commit ${low}, so cursors run from ${low - 1}`, {
+      details: { cursor, lowMark: low },
+    });
+  }
+
+  /**
+   * The last position of commit `cursor`, as a cursor means it: what a read after it starts
+   * past. 0 for 0; for the commit just before the low mark, the position before the low one.
+   */
+  positionAfter(cursor: number): number {
+    if (cursor === 0 && this.first === 1) return 0;
+    if (cursor === this.first - 1) return this.firstPosition - 1;
+    return this.at(cursor).lastPosition;
+  }
+
+  /** The highest commit number in the list (the list holds `low` to this). */
   get length(): number {
     return this.count;
+  }
+
+  /** The first commit still held: commits before it were trimmed. */
+  get low(): number {
+    return this.first;
+  }
+
+  /**
+   * Lets go of every commit before `firstCommit`, which starts history segment `segment`: a
+   * trim removed the segments before it. Commits after it are untouched, so a read that holds
+   * later commits goes on; one that asks for a trimmed commit gets `TRIMMED`.
+   */
+  trimBefore(firstCommit: number, segment: number): void {
+    assert(firstCommit > this.first || segment >= this.firstPosition, 'a trim moves the floor forward');
+    assert(firstCommit >= this.first && firstCommit <= this.count + 1, 'a trim keeps a suffix of the list');
+    const kept = this.parts.filter((part) => part.firstCommit >= firstCommit);
+    assert(kept.length === 0 || kept[0].firstCommit === firstCommit, 'a trim cuts the list between parts');
+    assert(kept.every((part) => part.segment < 0 || part.segment >= segment), 'a trim keeps the segments from its floor on');
+    this.parts.splice(0, this.parts.length, ...kept);
+    this.lost.splice(0, this.lost.length, ...this.lost.filter((commit) => commit.commit >= firstCommit));
+    // Page keys are commit numbers: the trimmed parts' pages are never asked for again.
+    this.pages.clear();
+    this.first = firstCommit;
+    this.firstPosition = segment;
   }
 
   /** Commits held in memory, encoded or as records (the rest are read from summaries). */
@@ -188,9 +259,10 @@ export class CommitList {
     this.parts[at] = this.summaryPart(head);
   }
 
-  /** The part holding commit `commit` (1 ≤ commit ≤ length). */
+  /** The part holding commit `commit` (low ≤ commit ≤ length). */
   private partOf(commit: number): Part {
-    assert(commit >= 1 && commit <= this.count, `commit ${commit} is in the list`);
+    if (commit < this.first && commit >= 1) throw trimmedError(commit, this.first);
+    assert(commit >= this.first && commit <= this.count, `commit ${commit} is in the list`);
     let low = 0;
     let high = this.parts.length - 1;
     while (low < high) {
@@ -237,8 +309,9 @@ export class CommitList {
     return commits;
   }
 
-  /** Commit `commit`'s record (1 ≤ commit ≤ length). */
+  /** Commit `commit`'s record (low ≤ commit ≤ length); `TRIMMED` for a commit before `low`. */
   at(commit: number): CommitRecord {
+    if (commit < this.first && commit >= 1) throw trimmedError(commit, this.first);
     const part = this.partOf(commit);
     const index = commit - part.firstCommit;
     const page = Math.floor(index / part.pageCommits);

@@ -28,7 +28,7 @@ import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type Pub
 import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
 import type { Corruption } from './runs.js';
-import { segmentFile, SegmentSet } from './segment-set.js';
+import { removeSegmentFilesBelow, segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
 import { PayloadCache } from './payload-cache.js';
 import { readSummaryHead, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
@@ -96,7 +96,13 @@ export class History {
     readonly segments: SegmentSet,
     /** Every commit in chain order, stand-ins for lost ones included; the writer adds new ones. */
     readonly commits: CommitList,
+    private floor: { readonly commit: number; readonly position: number },
   ) {}
+
+  /** The first position the retained history holds (1 unless a trim removed what was before). */
+  get floorPosition(): number {
+    return this.floor.position;
+  }
 
   /** Every corruption recovery found (torn tails are not corruption). */
   get corruptions(): readonly Corruption[] {
@@ -107,16 +113,26 @@ export class History {
    * Opens the history. With `useSummaries` (the default), a finished segment whose summary holds
    * is not read at all: its commits come from the summary. `verify` reads every byte instead.
    */
-  static async open(kernels: Kernels, directory: string, visitor: HistoryVisitor, readOnly = false, useSummaries = true): Promise<History> {
-    let expectedCommit = 1;
-    let expectedPosition = 1;
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    visitor: HistoryVisitor,
+    readOnly = false,
+    useSummaries = true,
+    /** Where the retained history starts (a trim removed what lies before it). */
+    floor: { readonly commit: number; readonly position: number } = { commit: 1, position: 1 },
+  ): Promise<History> {
+    let expectedCommit = floor.commit;
+    let expectedPosition = floor.position;
     let segmentBase = 0;
     /** The first damage since the last commit that continued the chain. */
     let pending: Corruption | undefined;
     /** Where the previous segment's sound bytes ended (for a break between segments). */
     let previousEnd: Corruption | undefined;
     const extraCorruptions: Corruption[] = [];
-    const list = new CommitList(kernels);
+    const list = new CommitList(kernels, floor);
+    // An interrupted trim may have left the summaries of segments it removed.
+    if (!readOnly) await removeSegmentFilesBelow(directory, floor.position);
     const note = (damage: Corruption) => {
       pending ??= damage;
     };
@@ -254,8 +270,9 @@ export class History {
             }
           }
         : undefined,
+      floor.position,
     );
-    const history = new History(kernels, segments, list);
+    const history = new History(kernels, segments, list, floor);
     segments.corruptions.push(...extraCorruptions);
     history.headDamage = pending;
     const active = segments.active;
@@ -309,6 +326,22 @@ export class History {
       .then(async () => this.commits.summarized(await writeSummary(this.kernels, summaryFileOf(segment.file), summary, segment.header)))
       // A summary is derived: if writing it fails, the next open reads the segment instead.
       .catch(() => undefined);
+  }
+
+  /**
+   * Removes the history before `floor` (the first commit and position of a sealed segment, which
+   * the caller recorded durably first): the commit list lets go of the earlier commits, and the
+   * earlier segments and their summaries are deleted. Never the segment being written.
+   */
+  async trimBefore(floor: { readonly commit: number; readonly position: number }): Promise<void> {
+    const kept = this.segments.segments.find((segment) => segment.header.base === floor.position);
+    assert(kept !== undefined && kept.header.baseCommit === floor.commit, 'a trim floor is where a kept segment starts');
+    // A summary being written for a segment about to go would be written after its deletion.
+    await this.summariesWritten();
+    this.commits.trimBefore(floor.commit, floor.position);
+    this.floor = floor;
+    await this.segments.trimBefore(floor.position);
+    await removeSegmentFilesBelow(this.segments.directory, floor.position);
   }
 
   /** Resolves once summaries being written in the background are on disk. */

@@ -16,7 +16,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { segmentHeaderBytes } from '../limits.js';
+import { segmentHeaderBytes, trimmedSegmentCloseDelayMs } from '../limits.js';
 import { FrameKind } from './frame-kinds.js';
 import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
 import { scanSegment, type Corruption, type MarkerDecoder, type ScannedSegment, type TornTail } from './runs.js';
@@ -28,6 +28,34 @@ const segmentNameDigits = 16;
 /** The file of the segment with base `base` in a log's `directory`. */
 export function segmentFile(directory: string, base: number, extension: string): string {
   return path.join(directory, `${String(base).padStart(segmentNameDigits, '0')}${extension}`);
+}
+
+/** The base a segment-named file (`<16 digits><extension>`) names, or undefined for another file. */
+export function baseOfSegmentName(name: string): number | undefined {
+  const match = /^(\d{16})\.[a-z]+$/.exec(name);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * Deletes every file of `directory` named for a segment based below `base` (a history segment,
+ * its summary, its index and dictionary files), then makes the deletion durable. What a trim
+ * removes, and what recovery deletes again when a trim was interrupted. Returns the count.
+ */
+export async function removeSegmentFilesBelow(directory: string, base: number): Promise<number> {
+  let names: string[];
+  try {
+    names = fs.readdirSync(directory);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw ioError(error, `cannot list ${directory}`);
+  }
+  const below = names.filter((name) => {
+    const named = baseOfSegmentName(name);
+    return named !== undefined && named < base;
+  });
+  for (const name of below) await fsp.rm(path.join(directory, name), { force: true });
+  if (below.length > 0) await syncDirectory(directory);
+  return below.length;
 }
 
 /** A segment that opened, with what its bytes hold (damage already told torn or corrupt). */
@@ -86,8 +114,14 @@ export class SegmentSet {
      * segment is always read.
      */
     summarized?: (segment: SegmentFile) => (S & { readonly end: number }) | undefined,
+    /**
+     * The first base the log keeps (a trim removed the segments before it): files named below
+     * it are what an interrupted trim left, deleted now (unless read-only), never read.
+     */
+    floorBase = 0,
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
+    set.floorBase = floorBase;
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
     else if (!fs.existsSync(directory)) return set;
     if (!readOnly) {
@@ -95,7 +129,13 @@ export class SegmentSet {
       // segment only gets its name once it is whole.
       for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith('.tmp'))) fs.rmSync(path.join(directory, name), { force: true });
     }
-    const names = fs.readdirSync(directory).filter((name) => name.endsWith(extension)).sort();
+    const trimmed = (name: string) => /^\d+$/.test(name.slice(0, -extension.length)) && Number(name.slice(0, -extension.length)) < floorBase;
+    const listed = fs.readdirSync(directory).filter((name) => name.endsWith(extension));
+    if (!readOnly && listed.some(trimmed)) {
+      for (const name of listed.filter(trimmed)) await fsp.rm(path.join(directory, name), { force: true });
+      await syncDirectory(directory);
+    }
+    const names = listed.filter((name) => !trimmed(name)).sort();
     // The newest is read first: whether the segment before it may hold a torn write depends on
     // whether the newest holds data yet. The others are read one at a time, in order.
     const newest = names.length > 0 ? set.openOne<M, S>(names[names.length - 1], decoder) : undefined;
@@ -234,11 +274,20 @@ export class SegmentSet {
   }
 
   private closed = false;
+  /** Segments based below this were trimmed. */
+  private floorBase = 0;
+  /** Descriptors of trimmed segments, closed a moment after they left (see `remove`). */
+  private readonly retiring = new Set<{ segment: SegmentFile; timer: NodeJS.Timeout }>();
 
-  /** The segment with the given base. */
+  /** The segment with the given base; `TRIMMED` for one a trim removed. */
   byBase(base: number): SegmentFile {
     if (this.closed) throw new StreamStackError('CLOSED', `${this.directory} is closed`);
     const segment = this.segments.find((candidate) => candidate.header.base === base);
+    if (!segment && base < this.floorBase) {
+      throw new StreamStackError('TRIMMED', `the history segment at position ${base} was trimmed: the history starts at position ${this.floorBase}`, {
+        details: { segment: base, lowPosition: this.floorBase },
+      });
+    }
     if (!segment) {
       throw new StreamStackError('CORRUPT', `no segment with base ${base} in ${this.directory}`, {
         details: { file: this.fileFor(base), offset: 0 },
@@ -346,6 +395,32 @@ export class SegmentSet {
     if (!this.readOnly) fs.rmSync(this.spareFile, { force: true });
   }
 
+  /**
+   * Removes the segments before `base` for a trim: they leave the set at once (a lookup of one
+   * fails with `TRIMMED`), their files are deleted and the deletion made durable; each
+   * descriptor stays open `trimmedSegmentCloseDelayMs` longer, so a read already issued on it
+   * completes. Never the active segment.
+   */
+  async trimBefore(base: number): Promise<void> {
+    const trimmed = this.segments.filter((segment) => segment.header.base < base);
+    assert(!trimmed.includes(this.active!), 'the active segment is never trimmed');
+    this.floorBase = Math.max(this.floorBase, base);
+    this.segments.splice(0, trimmed.length);
+    for (const segment of trimmed) {
+      const retiring = { segment, timer: setTimeout(() => this.retire(retiring), trimmedSegmentCloseDelayMs) };
+      retiring.timer.unref();
+      this.retiring.add(retiring);
+      await fsp.rm(segment.file, { force: true });
+    }
+    await syncDirectory(this.directory);
+  }
+
+  private retire(retiring: { segment: SegmentFile; timer: NodeJS.Timeout }): void {
+    clearTimeout(retiring.timer);
+    retiring.segment.close();
+    this.retiring.delete(retiring);
+  }
+
   /** Deletes whole segments (never the active one), then makes the deletion durable. */
   async remove(segments: readonly SegmentFile[]): Promise<void> {
     if (segments.length === 0) return;
@@ -362,6 +437,7 @@ export class SegmentSet {
 
   close(): void {
     this.closed = true;
+    for (const retiring of [...this.retiring]) this.retire(retiring);
     for (const segment of this.segments) segment.close();
     this.segments.length = 0;
   }

@@ -1,0 +1,47 @@
+/**
+ * What a feed takes on disk, for `feed.info()`: its history segments, and every file and byte
+ * under its directory (logs, summaries, index files, dictionaries, state).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { baseOfSegmentName } from '../storage/segment-set.js';
+
+export interface FeedDiskUse {
+  /** History segment files (`history/*.hist`). */
+  readonly historySegments: number;
+  /** Every file under the feed's directory. */
+  readonly files: number;
+  /** Bytes the files take on disk (allocated blocks: preallocated segments count whole). */
+  readonly bytes: number;
+}
+
+/** Walks the feed's directory once; files that vanish meanwhile (a WAL segment deleted) are skipped. */
+export function feedDiskUse(directory: string): FeedDiskUse {
+  let historySegments = 0;
+  let files = 0;
+  let bytes = 0;
+  const walk = (at: string, relative: string) => {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(at, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      const file = path.join(at, entry.name);
+      if (entry.isDirectory()) {
+        walk(file, path.join(relative, entry.name));
+        continue;
+      }
+      try {
+        bytes += fs.statSync(file).blocks * 512;
+      } catch {
+        continue;
+      }
+      files++;
+      if (relative === 'history' && entry.name.endsWith('.hist') && baseOfSegmentName(entry.name) !== undefined) historySegments++;
+    }
+  };
+  walk(directory, '');
+  return { historySegments, files, bytes };
+}

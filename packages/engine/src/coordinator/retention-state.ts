@@ -1,0 +1,142 @@
+/**
+ * A feed's retention state: its policy and its floor, the first history segment still kept, in
+ * a small state log (`state/retention.log`, two files, the newest record wins). A trim writes
+ * its floor here, marked pending, before it deletes a single file, and marks it done once every
+ * file below the floor (and every key and fingerprint dictionary built over the history it cut)
+ * is gone: recovery finishes a pending trim by deleting the same files again.
+ */
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { retentionAgeMsMax, safeIntegerMax } from '../limits.js';
+import { ByteReader, ByteWriter } from '../storage/codec.js';
+import type { Corruption } from '../storage/runs.js';
+import { StateLog } from '../storage/state-log.js';
+
+/**
+ * What a feed keeps: commits younger than `maxAgeMs`, the newest `maxRecords` records, the
+ * newest `maxBytes` bytes of history segments. Each limit is optional; past any of them, whole
+ * segments go, oldest first.
+ */
+export interface RetentionPolicy {
+  readonly maxAgeMs?: number;
+  readonly maxRecords?: number;
+  readonly maxBytes?: number;
+}
+
+/** The first retained commit and its first position: a history segment's first ones. */
+export interface RetentionFloor {
+  readonly commit: number;
+  readonly position: number;
+}
+
+export interface RetentionState {
+  readonly policy: RetentionPolicy;
+  readonly floor: RetentionFloor;
+  /** A trim recorded but maybe not finished: files below the floor may still be there. */
+  readonly pending: boolean;
+}
+
+/** The state of a feed never trimmed, with no policy. */
+export const untrimmed: RetentionState = { policy: {}, floor: { commit: 1, position: 1 }, pending: false };
+
+const recordVersion = 1;
+const hasAge = 1;
+const hasRecords = 2;
+const hasBytes = 4;
+
+function encode(state: RetentionState): Uint8Array {
+  const { policy } = state;
+  const flags = (policy.maxAgeMs === undefined ? 0 : hasAge) | (policy.maxRecords === undefined ? 0 : hasRecords) | (policy.maxBytes === undefined ? 0 : hasBytes);
+  const writer = new ByteWriter().u8(recordVersion).u8(flags);
+  if (policy.maxAgeMs !== undefined) writer.varint(policy.maxAgeMs);
+  if (policy.maxRecords !== undefined) writer.varint(policy.maxRecords);
+  if (policy.maxBytes !== undefined) writer.varint(policy.maxBytes);
+  return writer.varint(state.floor.commit).varint(state.floor.position).u8(state.pending ? 1 : 0).finish();
+}
+
+function decode(bytes: Uint8Array, file: string): RetentionState {
+  const reader = new ByteReader(bytes, 0, bytes.length, `retention record in ${file}`);
+  const version = reader.u8();
+  const flags = reader.u8();
+  if (version !== recordVersion || flags > (hasAge | hasRecords | hasBytes)) {
+    throw new StreamStackError('CORRUPT', `${file} holds a retention record of an unknown form`, { details: { file, offset: 0 } });
+  }
+  const policy: { maxAgeMs?: number; maxRecords?: number; maxBytes?: number } = {};
+  if (flags & hasAge) policy.maxAgeMs = reader.varint();
+  if (flags & hasRecords) policy.maxRecords = reader.varint();
+  if (flags & hasBytes) policy.maxBytes = reader.varint();
+  const floor = { commit: reader.varint(), position: reader.varint() };
+  const pending = reader.u8() === 1;
+  reader.expectEnd();
+  if (floor.commit < 1 || floor.position < 1) {
+    throw new StreamStackError('CORRUPT', `${file} names a retention floor before the first commit`, { details: { file, offset: 0 } });
+  }
+  return { policy, floor, pending };
+}
+
+/**
+ * Checks a policy given by a caller: each limit, when given, a positive safe integer. Unknown
+ * fields are refused, so a misspelt `maxAge` is not silently a policy that keeps everything.
+ */
+export function validateRetentionPolicy(policy: unknown): RetentionPolicy {
+  if (policy === null || typeof policy !== 'object' || Array.isArray(policy)) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'a retention policy is an object of maxAgeMs, maxRecords and maxBytes');
+  }
+  const limits: Record<string, number> = { maxAgeMs: retentionAgeMsMax, maxRecords: safeIntegerMax, maxBytes: safeIntegerMax };
+  const out: Record<string, number> = {};
+  for (const [name, value] of Object.entries(policy as Record<string, unknown>)) {
+    if (!(name in limits)) {
+      throw new StreamStackError('INVALID_ARGUMENT', `a retention policy has no ${JSON.stringify(name)}: it takes maxAgeMs, maxRecords and maxBytes`, { details: { field: name } });
+    }
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > limits[name]) {
+      throw new StreamStackError('INVALID_ARGUMENT', `${name} must be an integer from 1 to ${limits[name]}, not ${String(value)}`, { details: { field: name, value } });
+    }
+    out[name] = value as number;
+  }
+  return out as RetentionPolicy;
+}
+
+/** The retention state of one feed, and the durable log behind it. */
+export class RetentionLog {
+  private constructor(
+    private readonly log: StateLog,
+    private current: RetentionState,
+  ) {}
+
+  static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<RetentionLog> {
+    const file = path.join(directory, 'state', 'retention.log');
+    const log = await StateLog.open(kernels, file, readOnly);
+    try {
+      return new RetentionLog(log, log.last ? decode(log.last, file) : untrimmed);
+    } catch (error) {
+      log.close();
+      throw error;
+    }
+  }
+
+  get state(): RetentionState {
+    return this.current;
+  }
+
+  /** Damage in the log's files that the newest sound record survived (verify reports it). */
+  get corruptions(): readonly Corruption[] {
+    return this.log.corruptions;
+  }
+
+  /** A torn last write found on open (cut unless read-only). */
+  get tornTails(): readonly Corruption[] {
+    return this.log.tornTails;
+  }
+
+  /** Writes `state` durably (both files synced) before it becomes the current state. */
+  async write(state: RetentionState): Promise<void> {
+    await this.log.write(encode(state));
+    this.current = state;
+  }
+
+  close(): void {
+    this.log.close();
+  }
+}
