@@ -16,7 +16,7 @@ export function addReadCommands(program: Command): void {
   program
     .command('read <feed>')
     .description('records after a commit cursor (RAW, dedup or latest), or one commit, or one stream')
-    .option('--after <commit>', 'read the commits after this one (default 0, the start)', integer('--after'))
+    .option('--after <commit>', 'read the commits after this one (default: the start of the history kept)', integer('--after'))
     .addOption(new Option('--mode <mode>', 'read mode').choices(['raw', 'dedup', 'latest']).default('raw'))
     .option('--type <type>', 'only records of this type (repeatable: any of them)', collect)
     .option('--tag <tag>', 'only records with this tag (repeatable: all of them)', collect)
@@ -52,7 +52,7 @@ export function addReadCommands(program: Command): void {
             return;
           }
           for await (const batch of feed.readBatches({
-            after: options.after ?? 0,
+            ...(options.after === undefined ? {} : { after: options.after }),
             mode: options.mode,
             filter: { types: options.type ?? [], tags: options.tag ?? [] },
             plan: options.plan,

@@ -7,6 +7,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { StreamStackError, ioError } from '@streamstack/engine';
 import { addReadCommands } from './commands-read.js';
 import { addWriteCommands } from './commands-write.js';
+import { addHistoryCommands } from './commands-history.js';
 import { guardOutput, note, OutputClosed, printError } from './io.js';
 import { exitSuccess, exitTypedError, exitUsage } from './shared.js';
 
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
     .exitOverride();
   addWriteCommands(program);
   addReadCommands(program);
+  addHistoryCommands(program);
   return program;
 }
 
