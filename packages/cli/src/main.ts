@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { StreamStackError, ioError } from '@streamstack/engine';
+import { addExportCommand } from './commands-export.js';
 import { addReadCommands } from './commands-read.js';
 import { addWriteCommands } from './commands-write.js';
 import { guardOutput, note, OutputClosed, printError } from './io.js';
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
     .exitOverride();
   addWriteCommands(program);
   addReadCommands(program);
+  addExportCommand(program);
   return program;
 }
 
