@@ -19,6 +19,21 @@ fi
 pnpm install --frozen-lockfile
 pnpm build
 
+# The export tests read exports back with readers independent of StreamStack: DuckDB (Parquet,
+# NDJSON) and pyarrow (Arrow IPC), pinned in test/support/requirements.txt. Installed only when
+# one is missing or not at its pinned version.
+if ! python3 - test/support/requirements.txt <<'PY' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+for line in open(sys.argv[1]):
+    name, _, pinned = line.strip().partition("==")
+    if name and version(name) != pinned:
+        sys.exit(1)
+PY
+then
+  python3 -m pip install --quiet -r test/support/requirements.txt
+fi
+
 # powerloss-fs (tools/powerloss-fs), the FUSE file system of the power-loss tests. Root mounts it
 # directly; the tests unmount with fusermount3, from Debian's fuse3. Without root or apt-get,
 # fuse3 is not installed and the tests fall back to `umount -l`.

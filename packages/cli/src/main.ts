@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { StreamStackError, ioError } from '@streamstack/engine';
+import { addExportCommand } from './commands-export.js';
 import { addReadCommands } from './commands-read.js';
 import { addWriteCommands } from './commands-write.js';
 import { addHistoryCommands } from './commands-history.js';
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
   addWriteCommands(program);
   addReadCommands(program);
   addHistoryCommands(program);
+  addExportCommand(program);
   return program;
 }
 

@@ -273,3 +273,27 @@ export const trimmedSegmentCloseDelayMs = 1_000;
 
 /** The largest age limit a retention policy takes: about 100 years, in milliseconds. */
 export const retentionAgeMsMax = 100 * 365 * 24 * 60 * 60 * 1000;
+
+/**
+ * An export closes a file at the first batch boundary past this many bytes of records read
+ * (payloads, keys, tags, fingerprints). A file's records are held until it is written, because
+ * whether its payloads are all text (and so whether it gets a text payload column) is known
+ * only at its end: this bounds that memory, and keeps each file a size tools handle whole.
+ */
+export const exportFileBytesTarget = 128 * 1024 * 1024;
+
+/**
+ * An export's Arrow record batches, and so its Parquet row groups, hold at most this many rows.
+ * A reader decodes a row group at a time: with payloads of a few hundred bytes this is some
+ * tens of megabytes, which any reader holds comfortably, while larger groups compress no better.
+ */
+export const exportRowGroupRowsMax = 65_536;
+
+/**
+ * … and at most about this many bytes of record data, so a feed of large payloads still gives
+ * row groups a reader can hold in memory.
+ */
+export const exportRowGroupBytesMax = 64 * 1024 * 1024;
+
+/** NDJSON export lines are gathered into writes of about this many bytes (one system call each). */
+export const exportNdjsonWriteBytes = 1024 * 1024;

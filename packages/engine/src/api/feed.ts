@@ -11,7 +11,7 @@
 import { StreamStackError } from '../errors.js';
 import type { FeedWriter } from '../coordinator/feed-writer.js';
 import { FeedReads } from '../coordinator/feed-reads.js';
-import type { AppendCondition, ColumnBatch, ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
+import type { AppendCondition, ColumnBatch, ExportManifest, ExportOptions, ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
 import { validateCondition } from '../coordinator/conditions.js';
 import type { GroupCommitStats } from '../coordinator/group-commit.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
@@ -185,11 +185,13 @@ export class Feed {
 
   /**
    * Reads the feed forward from cursor `after` over a snapshot taken now: every record of the
-   * later commits up to the head, in RAW (default), `dedup` or `latest` mode, optionally
-   * filtered by type and tags.
+   * later commits up to commit `upTo` (default: the head), in RAW (default), `dedup` or `latest`
+   * mode, optionally filtered by type and tags. An `upTo` past the head is `CURSOR_OUT_OF_RANGE`,
+   * one before `after` is `INVALID_ARGUMENT`.
    *
    * @example
    * for await (const record of feed.read({ after: 0, mode: 'latest', signal })) console.log(record.key);
+   * for await (const record of feed.read({ after: 10, upTo: 20 })) console.log(record.commit); // 11 … 20
    */
   async *read(options: ReadOptions = {}): AsyncGenerator<StoredRecord> {
     options = optionsOf(options, 'feed.read');
@@ -199,7 +201,7 @@ export class Feed {
   /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
   readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
     options = optionsOf(options, 'feed.readBatches');
-    return this.reads.batches({ ...options, after: checkedCursor(options.after, 'after'), limit: validateCursor(options.limit, 'limit') });
+    return this.reads.batches({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
   }
 
   /**
@@ -214,7 +216,29 @@ export class Feed {
    */
   readColumns(options: ReadOptions = {}): AsyncGenerator<ColumnBatch> {
     options = optionsOf(options, 'feed.readColumns');
-    return this.reads.columns({ ...options, after: checkedCursor(options.after, 'after'), limit: validateCursor(options.limit, 'limit') });
+    return this.reads.columns({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
+  }
+
+  /**
+   * Exports the records of the commits after `after` (default 0) up to `upTo` (default: the
+   * head), in RAW (default), `dedup` or `latest` mode, to the directory `to` as `ndjson`, `arrow`
+   * (Arrow IPC file) or `parquet` files, then a manifest (`manifest.json`: the range, record
+   * count, each file's SHA-256, the columns) written last. The same range and options give
+   * byte-identical files; an export `after` a previous one's `upTo` continues it exactly.
+   * Options and cursors are checked before anything is written (`INVALID_ARGUMENT`,
+   * `CURSOR_OUT_OF_RANGE`); `to` must not already hold an export. See docs/history.md.
+   *
+   * @example
+   * const first = await feed.export({ format: 'parquet', to: 'exports/1' });
+   * // Later: only what was committed since.
+   * await feed.export({ format: 'parquet', to: 'exports/2', after: first.upTo });
+   */
+  async export(options: ExportOptions): Promise<ExportManifest> {
+    options = optionsOf(options, 'feed.export');
+    this.writer.assertOpen();
+    const after = checkedCursor(options.after, 'after');
+    const upTo = checkedCursor(options.upTo, 'upTo');
+    return this.reads.export({ ...options, ...(after === undefined ? {} : { after }), ...(upTo === undefined ? {} : { upTo }) });
   }
 
   /** The records of commit `commit`, in position order. */

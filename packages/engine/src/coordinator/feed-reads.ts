@@ -5,7 +5,9 @@
 import { StreamStackError } from '../errors.js';
 import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
 import type { ColumnBatch } from '../query/column-batch.js';
-import { checkCursor, getByKey, readBatches, readColumns, type ReadOptions } from '../query/read.js';
+import { checkCursor, getByKey, readBatches, readColumns, readEnd, type ReadOptions } from '../query/read.js';
+import { checkExportOptions, writeExport, type ExportOptions } from '../query/export.js';
+import type { ExportManifest } from '../query/export-manifest.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import type { CommitRecord } from '../storage/commit-run.js';
 import { trimmedError } from '../storage/commit-list.js';
@@ -23,6 +25,20 @@ export class FeedReads {
   /** The columnar form of a feed read: one batch of columns per commit. */
   columns(options: ReadOptions): AsyncGenerator<ColumnBatch> {
     return this.afterIndexing(readColumns(this.writer.snapshot(), options, this.writer.fingerprints));
+  }
+
+  /**
+   * Exports the range `(after, upTo]` of one snapshot: every option and cursor is checked
+   * before anything is written, so a bad one leaves the disk as it was.
+   */
+  async export(options: ExportOptions): Promise<ExportManifest> {
+    const { mode } = checkExportOptions(options);
+    const snapshot = this.writer.snapshot();
+    const after = checkCursor(snapshot, options.after);
+    // The range is fixed now, so the manifest names the head the export read up to.
+    const upTo = readEnd(snapshot, { after, upTo: options.upTo ?? snapshot.watermark.commit });
+    const batches = readColumns(snapshot, { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) }, this.writer.fingerprints);
+    return writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches));
   }
 
   /** Runs `reads` once the indexes hold every commit its snapshot holds. */

@@ -10,3 +10,6 @@ export type { SubscriptionState } from './subscriptions.js';
 export type { Plan, Query, QueryItem } from '../query/planner.js';
 export type { AppendCondition } from './conditions.js';
 export { ColumnBatch } from '../query/column-batch.js';
+export type { ExportOptions, ExportProgress } from '../query/export.js';
+export type { ExportFormat, ExportManifest, ExportedFile } from '../query/export-manifest.js';
+export { readExportManifest, verifyExport } from '../query/export-manifest.js';

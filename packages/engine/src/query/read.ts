@@ -29,6 +29,12 @@ export type RecordFilter = QueryItem | Query;
 export interface ReadOptions {
   /** A commit cursor: records of later commits are read. 0 (the default) is the start. */
   readonly after?: number;
+  /**
+   * The last commit read (default: the head of the snapshot), at least `after`: a read of a
+   * range `(after, upTo]`, so that an export or a batch job can stop at a commit of its choosing
+   * and the next one continue exactly there.
+   */
+  readonly upTo?: number;
   readonly mode?: ReadMode;
   /** For dedup: compare against the whole history (default) or only the read window. */
   readonly dedupScope?: 'history' | 'window';
@@ -63,14 +69,38 @@ export function checkCursor(snapshot: Snapshot, after: number | undefined, name 
   return cursor;
 }
 
+/**
+ * The last commit a read covers: `upTo`, checked like a cursor and refused below `after`, or the
+ * snapshot's head.
+ */
+export function readEnd(snapshot: Snapshot, options: { after?: number; upTo?: number }): number {
+  if (options.upTo === undefined) return snapshot.watermark.commit;
+  const cursor = checkCursor(snapshot, options.after);
+  const upTo = checkCursor(snapshot, options.upTo, 'upTo');
+  if (upTo < cursor) {
+    throw new StreamStackError('INVALID_ARGUMENT', `upTo ${upTo} is before after ${cursor}: a read covers the commits after \`after\` up to \`upTo\``, {
+      details: { after: cursor, upTo },
+    });
+  }
+  return upTo;
+}
+
 /** A filtered RAW read: the planner finds the positions, then the records are fetched. */
 async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadOptions): Promise<number[]> {
   const cursor = checkCursor(snapshot, options.after);
   const afterPosition = snapshot.commits.positionAfter(cursor);
-  return findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
+  const positions = await findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
     plan: options.plan ?? 'auto',
     ...(options.limit === undefined ? {} : { limit: options.limit }),
   });
+  const end = readEnd(snapshot, options);
+  if (end === snapshot.watermark.commit) return positions;
+  // Positions are ascending, so cutting the limited list at the bound keeps exactly the first
+  // `limit` matches of the range.
+  const lastPosition = end === 0 ? 0 : snapshot.commits.at(end).lastPosition;
+  let kept = positions.length;
+  while (kept > 0 && positions[kept - 1] > lastPosition) kept--;
+  return positions.slice(0, kept);
 }
 
 async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
@@ -87,9 +117,9 @@ async function* plannedColumns(snapshot: Snapshot, query: Query, options: ReadOp
   }
 }
 
-/** The commits a read after `cursor` covers, read as they are reached. */
-function windowOf(snapshot: Snapshot, cursor: number): Generator<CommitRecord> {
-  return snapshot.commits.range(cursor + 1, snapshot.watermark.commit);
+/** The commits a read after `cursor` up to `end` covers, read as they are reached. */
+function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<CommitRecord> {
+  return snapshot.commits.range(cursor + 1, end);
 }
 
 /**
@@ -99,8 +129,8 @@ function windowOf(snapshot: Snapshot, cursor: number): Generator<CommitRecord> {
  * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
  * reads no further.
  */
-async function* runColumns(snapshot: Snapshot, cursor: number, more: () => boolean, signal: AbortSignal | undefined): AsyncGenerator<ColumnBatch> {
-  const commits = windowOf(snapshot, cursor);
+async function* runColumns(snapshot: Snapshot, cursor: number, end: number, more: () => boolean, signal: AbortSignal | undefined): AsyncGenerator<ColumnBatch> {
+  const commits = windowOf(snapshot, cursor, end);
   let held = commits.next();
   const nextStretch = (): CommitRecord[] => {
     const stretch: CommitRecord[] = [];
@@ -146,7 +176,7 @@ async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints
   const select = columnMatcher(normalizeQuery(options.filter));
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
-  for await (let batch of runColumns(snapshot, cursor, () => remaining > 0, options.signal)) {
+  for await (let batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => remaining > 0, options.signal)) {
     if (remaining <= 0) return;
     if (mode === 'dedup' || select) {
       // Whole-history dedup: first occurrences were decided per sealed segment when its
@@ -193,7 +223,7 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
   let positions = new Float64Array(keyTableSlotsInitial);
   let versions = new Float64Array(keyTableSlotsInitial);
   let tombstones = new Uint8Array(keyTableSlotsInitial);
-  for await (const batch of runColumns(snapshot, cursor, () => true, options.signal)) {
+  for await (const batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => true, options.signal)) {
     const { keyStarts, keyEnds, bytes } = batch;
     for (let row = 0; row < batch.length; row++) {
       if (!batch.hasKey(row)) continue;
@@ -265,6 +295,7 @@ function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: Rea
     throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
   }
   checkCursor(snapshot, options.after);
+  readEnd(snapshot, options);
   if (mode === 'raw' && options.plan !== undefined && !['auto', 'index', 'scan'].includes(options.plan)) {
     throw new StreamStackError('INVALID_ARGUMENT', `plan must be auto, index or scan, not ${JSON.stringify(options.plan)}`);
   }
@@ -276,7 +307,9 @@ export function readColumns(snapshot: Snapshot, options: ReadOptions, fingerprin
   const { mode, query } = checkReadOptions(snapshot, options);
   const reads =
     mode === 'raw' && query ? plannedColumns(snapshot, query, options) : mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints);
-  return snapshot.headDamage && !(mode === 'raw' && query) ? endingAtDamage(snapshot, reads) : reads;
+  // A read that stops before the head never reaches the damage, so it ends as any read does.
+  const toHead = readEnd(snapshot, options) === snapshot.watermark.commit;
+  return snapshot.headDamage && toHead && !(mode === 'raw' && query) ? endingAtDamage(snapshot, reads) : reads;
 }
 
 /** The batch form of a feed read: arrays of records, each from one commit, in position order. */

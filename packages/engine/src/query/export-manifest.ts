@@ -1,0 +1,101 @@
+/**
+ * An export's manifest (docs/formats.md, Export manifest): `manifest.json` beside the files,
+ * written last, saying what range of which feed the files hold, in which mode and format, how
+ * many records, each file's SHA-256, the columns, and the StreamStack version that wrote them.
+ * It holds no clock time, so the same export gives the same manifest, byte for byte; and its
+ * `upTo` is where the next export of the feed continues (`after: manifest.upTo`).
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import type { ReadMode } from './read.js';
+
+export type ExportFormat = 'ndjson' | 'arrow' | 'parquet';
+
+/** The manifest's file name, and its format version (a change to its fields needs a new one). */
+export const manifestName = 'manifest.json';
+export const manifestVersion = 1;
+
+export interface ExportedFile {
+  /** The file's name, inside the export's directory. */
+  readonly name: string;
+  readonly records: number;
+  readonly bytes: number;
+  readonly sha256: string;
+  /** The first and last commit with records in this file. */
+  readonly firstCommit: number;
+  readonly lastCommit: number;
+  /** True when every payload of the file is UTF-8 text, which then also has a text payload column. */
+  readonly payloadText: boolean;
+}
+
+export interface ExportManifest {
+  readonly manifestVersion: number;
+  readonly streamstackVersion: string;
+  readonly feed: string;
+  readonly mode: ReadMode;
+  readonly format: ExportFormat;
+  /** The range exported: the commits after `after`, up to and including `upTo`. */
+  readonly after: number;
+  readonly upTo: number;
+  readonly records: number;
+  /** The columns of Arrow and Parquet files (`payloadText` only in files whose `payloadText` is true). */
+  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
+  readonly files: readonly ExportedFile[];
+}
+
+let version: string | undefined;
+
+/** The engine's version, from its package.json (the same file in the sources and the build). */
+export function streamstackVersion(): string {
+  version ??= (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  return version;
+}
+
+/** The manifest as its file holds it: fields in a fixed order, two-space indented, one newline. */
+export function manifestBytes(manifest: ExportManifest): Uint8Array {
+  return new TextEncoder().encode(`${JSON.stringify(manifest, null, 2)}\n`);
+}
+
+/** Reads the manifest of the export in `directory`; `INVALID_ARGUMENT` when there is none. */
+export async function readExportManifest(directory: string): Promise<ExportManifest> {
+  let text: string;
+  try {
+    text = await fsp.readFile(path.join(directory, manifestName), 'utf8');
+  } catch (error) {
+    throw new StreamStackError('INVALID_ARGUMENT', `${directory} holds no export manifest (${manifestName})`, { cause: error, details: { directory } });
+  }
+  let manifest: ExportManifest;
+  try {
+    manifest = JSON.parse(text) as ExportManifest;
+  } catch (error) {
+    throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not valid JSON`, { cause: error, details: { directory } });
+  }
+  if (manifest.manifestVersion !== manifestVersion || !Array.isArray(manifest.files) || !Number.isSafeInteger(manifest.upTo)) {
+    throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not a version ${manifestVersion} manifest`, { details: { directory } });
+  }
+  return manifest;
+}
+
+/**
+ * Checks every file the manifest in `directory` names against its size and SHA-256: the problems
+ * found (empty when the export is whole).
+ */
+export async function verifyExport(directory: string): Promise<{ manifest: ExportManifest; problems: string[] }> {
+  const manifest = await readExportManifest(directory);
+  const problems: string[] = [];
+  for (const file of manifest.files) {
+    let bytes: Buffer;
+    try {
+      bytes = await fsp.readFile(path.join(directory, file.name));
+    } catch {
+      problems.push(`${file.name} is missing`);
+      continue;
+    }
+    if (bytes.length !== file.bytes) problems.push(`${file.name} has ${bytes.length} bytes, the manifest says ${file.bytes}`);
+    else if (crypto.createHash('sha256').update(bytes).digest('hex') !== file.sha256) problems.push(`${file.name} does not match its SHA-256`);
+  }
+  return { manifest, problems };
+}

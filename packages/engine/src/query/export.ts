@@ -1,0 +1,208 @@
+/**
+ * Export (docs/history.md, Export): a range of a feed's history, read as column batches in RAW,
+ * dedup or latest mode, written to a directory as NDJSON, Arrow IPC or Parquet files, then a
+ * manifest naming them. Files are cut at batch boundaries once they pass
+ * `exportFileBytesTarget`; every file is synced, then the directory, and only then is the
+ * manifest written (temporary name, sync, rename), so a manifest never names a file that is not
+ * whole. Nothing in the files or the manifest depends on the clock or the machine: the same
+ * range and options give the same bytes.
+ */
+import { isUtf8 } from 'node:buffer';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { ioError, StreamStackError } from '../errors.js';
+import { exportFileBytesTarget, exportRowGroupBytesMax, exportRowGroupRowsMax } from '../limits.js';
+import { syncDirectory, writeFileDurably } from '../storage/segment.js';
+import type { ColumnBatch } from './column-batch.js';
+import { describeSchema } from './export-arrow.js';
+import { writeArrowIpc } from './export-ipc.js';
+import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
+import { writeNdjson } from './export-ndjson.js';
+import { writeParquet } from './export-parquet.js';
+import { FileSink } from './export-sink.js';
+import type { ReadMode } from './read.js';
+import type { Snapshot } from './snapshot.js';
+
+export interface ExportOptions {
+  /** The range: the commits after `after` (default: the start of the history kept) up to `upTo` (default: the head). */
+  readonly after?: number;
+  readonly upTo?: number;
+  /** Which records: every one (`raw`, the default), first occurrences (`dedup`), or key winners (`latest`). */
+  readonly mode?: ReadMode;
+  readonly format: ExportFormat;
+  /** The directory the files and the manifest go to; created when missing. */
+  readonly to: string;
+  readonly signal?: AbortSignal;
+  /** Called as the export advances (after each batch of records read), for a progress display. */
+  readonly onProgress?: (progress: ExportProgress) => void;
+}
+
+export interface ExportProgress {
+  readonly after: number;
+  readonly upTo: number;
+  /** The last commit reached, from `after` to `upTo`. */
+  readonly commit: number;
+  /** Records written so far. */
+  readonly records: number;
+}
+
+const formats: readonly ExportFormat[] = ['ndjson', 'arrow', 'parquet'];
+const extensions: Record<ExportFormat, string> = { ndjson: 'ndjson', arrow: 'arrow', parquet: 'parquet' };
+/** The files an unfinished export may have left: they are replaced by the next one. */
+const ownFile = /^part-\d{6}\.(ndjson|arrow|parquet)$|^manifest\.json\.tmp$/;
+
+/** Checks the options that need no snapshot: `INVALID_ARGUMENT` before any I/O. */
+export function checkExportOptions(options: ExportOptions): { format: ExportFormat; mode: ReadMode; to: string } {
+  const { format, to } = options;
+  const mode = options.mode ?? 'raw';
+  if (!formats.includes(format)) {
+    throw new StreamStackError('INVALID_ARGUMENT', `format must be ndjson, arrow or parquet, not ${JSON.stringify(format)}`, { details: { format } });
+  }
+  if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
+    throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`, { details: { mode } });
+  }
+  if (typeof to !== 'string' || to.length === 0) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'to must name the directory the export is written to');
+  }
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
+    throw new StreamStackError('INVALID_ARGUMENT', 'onProgress must be a function');
+  }
+  return { format, mode, to };
+}
+
+/**
+ * Makes `to` ready for an export: created when missing, refused when it is not a directory or
+ * already holds a finished export (its manifest), and cleared of files an unfinished one left.
+ */
+async function prepareDirectory(to: string): Promise<void> {
+  let stat: fs.Stats | undefined;
+  try {
+    stat = await fsp.stat(to);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw ioError(error, `checking export directory ${to}`);
+  }
+  if (stat && !stat.isDirectory()) {
+    throw new StreamStackError('INVALID_ARGUMENT', `to ${to} is not a directory`, { details: { to } });
+  }
+  if (stat) {
+    const names = await fsp.readdir(to);
+    if (names.includes(manifestName)) {
+      throw new StreamStackError('INVALID_ARGUMENT', `${to} already holds an export (${manifestName}); export to a new directory`, { details: { to } });
+    }
+    for (const name of names.filter((candidate) => ownFile.test(candidate))) await fsp.rm(path.join(to, name));
+    return;
+  }
+  try {
+    await fsp.mkdir(to, { recursive: true });
+  } catch (error) {
+    throw ioError(error, `creating export directory ${to}`);
+  }
+  // The new directory's entry in its parent is made durable like any file's.
+  await syncDirectory(path.dirname(path.resolve(to)));
+}
+
+/** About how many bytes of record data a batch holds: what a file's size target counts. */
+function batchBytes(batch: ColumnBatch): number {
+  let bytes = 0;
+  for (let row = 0; row < batch.length; row++) {
+    bytes += batch.payloadEnds[row] - batch.payloadStarts[row] + batch.fingerprintEnds[row] - batch.fingerprintStarts[row] + (batch.keyEnds[row] - batch.keyStarts[row]);
+  }
+  return bytes + (batch.tagStarts.length > 0 ? batch.tagEnds[batch.tagEnds.length - 1] - batch.tagStarts[0] : 0);
+}
+
+function allText(batch: ColumnBatch): boolean {
+  for (let row = 0; row < batch.length; row++) {
+    if (!isUtf8(batch.payloadSource(row).subarray(batch.payloadStarts[row], batch.payloadEnds[row]))) return false;
+  }
+  return true;
+}
+
+/** A file's batches in groups of at most `exportRowGroupRowsMax` rows (and about `exportRowGroupBytesMax` bytes). */
+function groupsOf(batches: readonly ColumnBatch[]): ColumnBatch[][] {
+  const groups: ColumnBatch[][] = [];
+  let group: ColumnBatch[] = [];
+  let rows = 0;
+  let bytes = 0;
+  for (const batch of batches) {
+    const size = batchBytes(batch);
+    if (group.length > 0 && (rows + batch.length > exportRowGroupRowsMax || bytes + size > exportRowGroupBytesMax)) {
+      groups.push(group);
+      group = [];
+      rows = 0;
+      bytes = 0;
+    }
+    group.push(batch);
+    rows += batch.length;
+    bytes += size;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups;
+}
+
+/**
+ * Writes the batches of the range `(after, upTo]` of `snapshot`'s feed to `options.to`, then the
+ * manifest, and returns it. `batches` is the read of that range in the export's mode, already
+ * checked (a bad cursor failed before this was called, with nothing written).
+ */
+export async function writeExport(
+  snapshot: Snapshot,
+  range: { after: number; upTo: number },
+  options: ExportOptions,
+  batches: AsyncIterable<ColumnBatch>,
+): Promise<ExportManifest> {
+  const { format, mode, to } = checkExportOptions(options);
+  await prepareDirectory(to);
+  const createdBy = `streamstack ${streamstackVersion()}`;
+  const files: ExportedFile[] = [];
+  let records = 0;
+  let part: ColumnBatch[] = [];
+  let partBytes = 0;
+  let partText = true;
+  const flush = async () => {
+    if (part.length === 0) return;
+    const name = `part-${String(files.length).padStart(6, '0')}.${extensions[format]}`;
+    const sink = await FileSink.create(path.join(to, name));
+    try {
+      if (format === 'ndjson') await writeNdjson(part, partText, sink, options.signal);
+      else if (format === 'arrow') await writeArrowIpc(groupsOf(part), partText, sink, options.signal);
+      else await writeParquet(groupsOf(part), partText, sink, createdBy, options.signal);
+    } catch (error) {
+      await sink.abandon();
+      throw error;
+    }
+    const written = await sink.finish();
+    let count = 0;
+    for (const batch of part) count += batch.length;
+    files.push({ name, records: count, ...written, firstCommit: part[0].commit, lastCommit: part.at(-1)!.commit, payloadText: partText });
+    part = [];
+    partBytes = 0;
+    partText = true;
+  };
+  for await (const batch of batches) {
+    part.push(batch);
+    partBytes += batchBytes(batch);
+    partText &&= allText(batch);
+    records += batch.length;
+    options.onProgress?.({ after: range.after, upTo: range.upTo, commit: batch.commit, records });
+    if (partBytes >= exportFileBytesTarget) await flush();
+  }
+  await flush();
+  options.signal?.throwIfAborted();
+  await syncDirectory(to);
+  const manifest: ExportManifest = {
+    manifestVersion,
+    streamstackVersion: streamstackVersion(),
+    feed: snapshot.feed,
+    mode,
+    format,
+    after: range.after,
+    upTo: range.upTo,
+    records,
+    columns: describeSchema(true),
+    files,
+  };
+  await writeFileDurably(snapshot.kernels, path.join(to, manifestName), manifestBytes(manifest));
+  options.onProgress?.({ after: range.after, upTo: range.upTo, commit: range.upTo, records });
+  return manifest;
+}
