@@ -194,7 +194,7 @@ describe('trim', () => {
     const { store, feed } = await filledFeed(clock, 200);
     const info = feed.info();
     expect(info.retention).toMatchObject({ policy: {}, lowMark: 1, pinnedBy: null });
-    expect(info.disk.historySegments).toBe(historySegmentBases(store.path).length);
+    expect(feed.diskUse().historySegments).toBe(historySegmentBases(store.path).length);
 
     // By records: at least the newest 300 stay, and no whole segment beyond them.
     await feed.setRetention({ maxRecords: 300 });
@@ -223,7 +223,7 @@ describe('trim', () => {
     await feed.retention();
     expect(feed.info().retention.lastError).toBeNull();
     expect(feed.info().lowMark).toBeGreaterThan(low);
-    expect(feed.info().disk.historySegments).toBeLessThanOrEqual(4);
+    expect(feed.diskUse().historySegments).toBeLessThanOrEqual(4);
 
     // A bad policy is refused and changes nothing.
     const policy = feed.info().retention.policy;

@@ -1,4 +1,4 @@
-/** The history-management commands: retention policy, trim. */
+/** The history-management commands: retention policy, trim, compact. */
 import { CommanderError, type Command } from 'commander';
 import type { RetentionPolicy } from '@streamstack/engine';
 import { emit } from './io.js';
@@ -30,6 +30,17 @@ export function addHistoryCommands(program: Command): void {
     .command('show <feed>')
     .description('the policy, the low mark, and the subscription holding retention back')
     .action((feedName: string) => withStore(program, async (store) => emit({ feed: feedName, ...(await (await openFeed(store, feedName)).retention()) }), 'read')());
+
+  program
+    .command('compact <feed>')
+    .description('merge adjacent sealed history segments into larger ones (every read stays as it was)')
+    .option('--merge', 'merging compaction (the default, and for now the only kind)')
+    .action((feedName: string) =>
+      withStore(program, async (store) => {
+        const result = await (await openFeed(store, feedName)).compact();
+        await emit({ feed: feedName, ...result });
+      })(),
+    );
 
   program
     .command('trim <feed>')

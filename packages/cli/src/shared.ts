@@ -74,7 +74,7 @@ export function commitLine(commit: Commit) {
 
 export function feedLine(feed: Feed) {
   const { name, ...info } = feed.info();
-  return { feed: name, ...info, head: info.head ? commitLine(info.head) : null };
+  return { feed: name, ...info, head: info.head ? commitLine(info.head) : null, disk: feed.diskUse() };
 }
 
 

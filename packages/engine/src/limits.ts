@@ -297,3 +297,31 @@ export const exportRowGroupBytesMax = 64 * 1024 * 1024;
 
 /** NDJSON export lines are gathered into writes of about this many bytes (one system call each). */
 export const exportNdjsonWriteBytes = 1024 * 1024;
+
+/**
+ * A merge writes the merged segment in groups of about this many bytes: a group is the unit
+ * recovery walks, and one of a few MiB keeps the walk short without holding much in memory.
+ */
+export const mergeGroupBytesTarget = 4 * 1024 * 1024;
+
+/**
+ * A merge joins adjacent sealed segments while the merged one stays at most this size: large
+ * enough that a feed of billions of records has a few thousand files, small enough that one
+ * merge (which rewrites its segments) takes seconds, and that a merged segment's index files and
+ * dictionaries stay a size their builds handle.
+ */
+export const mergedSegmentBytesMax = 512 * 1024 * 1024;
+
+/**
+ * Merging starts on its own when a feed has more sealed segments than this that could be joined
+ * (adjacent ones whose sizes add up to at most `mergedSegmentBytesMax`): few files are cheap,
+ * and each merge rewrites data, so it waits until there are enough to be worth it.
+ */
+export const mergeSegmentsTrigger = 16;
+
+/**
+ * How long a merge's switch-over waits for reads holding the read gate before it is put off:
+ * a read that holds an iteration open (a slow consumer) must not be broken, nor new reads kept
+ * waiting behind it for long.
+ */
+export const mergeSwitchWaitMs = 2_000;

@@ -17,6 +17,7 @@ import type { GroupCommitStats } from '../coordinator/group-commit.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import type { RetentionInfo, TrimResult } from '../coordinator/history-trim.js';
+import type { MergeResult } from '../coordinator/history-merge.js';
 import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/retention-state.js';
 import { feedDiskUse, type FeedDiskUse } from '../coordinator/disk-use.js';
 import {
@@ -67,8 +68,6 @@ export interface FeedInfo {
   readonly lowPosition: number;
   /** The retention policy, and what holds it back. */
   readonly retention: RetentionInfo;
-  /** Segments, files and bytes on disk. */
-  readonly disk: FeedDiskUse;
 }
 
 export class Feed {
@@ -361,10 +360,41 @@ export class Feed {
     return this.retention();
   }
 
+  /**
+   * Merging compaction: joins adjacent sealed history segments into larger ones (up to 512 MiB,
+   * `mergedSegmentBytesMax`), so a long-lived feed keeps few files. Nothing is dropped: every
+   * commit, position and record stays as it was, and every read at every cursor is unchanged.
+   * Each merged segment is written beside the live ones (reads and writes go on) and switched in
+   * while no read is in progress; a read that holds an iteration open for longer than
+   * `mergeSwitchWaitMs` puts the switch off (`putOff`), never breaks. It also runs on its own
+   * once a feed has more than `mergeSegmentsTrigger` sealed segments.
+   *
+   * @example
+   * const { merges, segments } = await feed.compact();
+   */
+  async compact(options: { signal?: AbortSignal } = {}): Promise<MergeResult> {
+    options = optionsOf(options, 'feed.compact');
+    this.writer.assertOpen();
+    for (const name of Object.keys(options)) {
+      if (name !== 'signal') throw new StreamStackError('INVALID_ARGUMENT', `feed.compact takes { signal }, not ${JSON.stringify(name)}`, { details: { field: name } });
+    }
+    return this.writer.merges().merge(options.signal);
+  }
+
   /** The retention policy, the low mark, and the subscription holding it back, if one does. */
   async retention(): Promise<RetentionInfo> {
     this.writer.assertOpen();
     return this.writer.retentionKeeper().info();
+  }
+
+  /**
+   * What the feed takes on disk: its history segments, and every file and allocated byte under
+   * its directory (index files and dictionaries included, which background builds write, so
+   * this moves without a write of the caller's).
+   */
+  diskUse(): FeedDiskUse {
+    this.writer.assertOpen();
+    return feedDiskUse(this.writer.directory);
   }
 
   /** The latest commit, or undefined when the feed has none. */
@@ -390,7 +420,6 @@ export class Feed {
       lowMark: this.writer.lowMark,
       lowPosition: this.writer.published.commits.lowPosition,
       retention: this.writer.retentionKeeper().info(),
-      disk: feedDiskUse(this.writer.directory),
     };
   }
 }

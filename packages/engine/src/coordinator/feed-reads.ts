@@ -41,17 +41,20 @@ export class FeedReads {
     return writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches));
   }
 
-  /** Runs `reads` once the indexes hold every commit its snapshot holds. */
+  /**
+   * Runs `reads` once the indexes hold every commit its snapshot holds, inside the read gate:
+   * no merge switches files under it (see `read-gate.ts`).
+   */
   private async *afterIndexing<T>(reads: AsyncGenerator<T>): AsyncGenerator<T> {
     await this.writer.indexed();
-    yield* reads;
+    yield* this.writer.readGate.holdAll(reads);
   }
 
   /** The live winner of `key` as of commit `asOf` (default: the head), through the key index. */
   get(key: string, asOf?: number): Promise<StoredRecord | undefined> {
     const snapshot = this.writer.snapshot();
     const at = checkCursor(snapshot, asOf ?? snapshot.watermark.commit, 'asOf');
-    return this.writer.indexed().then(() => getByKey(snapshot, this.writer.keys, key, at));
+    return this.writer.indexed().then(() => this.writer.readGate.hold(() => getByKey(snapshot, this.writer.keys, key, at)));
   }
 
   /** The records of one published commit. */
@@ -66,7 +69,7 @@ export class FeedReads {
         details: { commit, head: snapshot.watermark.commit },
       });
     }
-    return readCommitRecords(snapshot, snapshot.commits.at(commit));
+    return this.writer.readGate.hold(() => readCommitRecords(snapshot, snapshot.commits.at(commit)));
   }
 
   /** Catch-up then live tail from `after`, until `signal` aborts. */
@@ -76,7 +79,8 @@ export class FeedReads {
 
   /** Whole commits after `after` up to the head, at most `maxRecords` (but at least one commit). */
   poll(after: number, maxRecords: number): Promise<{ batches: CommitBatch[]; cursor: number }> {
-    return pollCommits(this.writer.snapshot(), after, maxRecords);
+    const snapshot = this.writer.snapshot();
+    return this.writer.readGate.hold(() => pollCommits(snapshot, after, maxRecords));
   }
 
   /** How far `cursor` is behind the head: commits, records, and bytes of their runs. */

@@ -10,6 +10,7 @@ import type { PayloadLocation } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
 import { RetentionLog } from './retention-state.js';
+import { leftoverBases, MergeLog, removeReplacedFiles } from './merge-state.js';
 import { Subscriptions } from './subscriptions.js';
 
 /** A stream that is open: acknowledged records in the WAL, not yet sealed or aborted. */
@@ -34,6 +35,8 @@ export interface RecoveredLogs {
   readonly subscriptions: Subscriptions;
   /** The retention policy and floor; the floor is where the history was opened from. */
   readonly retention: RetentionLog;
+  /** The record of the last merge's switch-over (finished here when a crash interrupted it). */
+  readonly merges: MergeLog;
   /** The payloads stored in the active history segment (runs reference only their own segment's). */
   readonly payloads: { crc: number; location: PayloadLocation }[];
   readonly events: WalEvent[];
@@ -44,6 +47,15 @@ export interface RecoveredLogs {
 export async function recoverLogs(kernels: Kernels, directory: string, clock: () => number, readOnly: boolean): Promise<RecoveredLogs> {
   const payloads: { crc: number; location: PayloadLocation }[] = [];
   const retention = await RetentionLog.open(kernels, directory, readOnly);
+  const merges = await MergeLog.open(kernels, directory, readOnly);
+  // A merge that switched its segment in and stopped before deleting the segments it replaced:
+  // their files are skipped (read-only) or deleted now, and the merge marked done.
+  const leftovers = leftoverBases(kernels, directory, merges.record);
+  const mergePending = merges.record?.pending === true;
+  if (mergePending && !readOnly) {
+    if (leftovers.size > 0) await removeReplacedFiles(directory, merges.record!.replaced, true);
+    await merges.write({ ...merges.record!, pending: false });
+  }
   let history: History;
   try {
     history = await History.open(
@@ -53,9 +65,11 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
       readOnly,
       true,
       retention.state.floor,
+      leftovers,
     );
   } catch (error) {
     retention.close();
+    merges.close();
     throw error;
   }
   const events: WalEvent[] = [];
@@ -73,6 +87,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
       leaseLog,
       subscriptions,
       retention,
+      merges,
       payloads: payloads.filter(({ location }) => location.segment === active),
       events,
       epochFloor,
@@ -80,6 +95,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   } catch (error) {
     history.close();
     retention.close();
+    merges.close();
     throw error;
   }
 }

@@ -31,6 +31,9 @@ import { layRun } from './run-layout.js';
 import type { Subscriptions } from './subscriptions.js';
 import { WalRetention } from './wal-retention.js';
 import { HistoryRetention } from './history-trim.js';
+import { ReadGate } from './read-gate.js';
+import { HistoryMerges } from './history-merge.js';
+import type { MergeLog } from './merge-state.js';
 import type { RetentionLog } from './retention-state.js';
 
 export interface WriterOptions {
@@ -97,6 +100,8 @@ export class FeedWriter {
   private derived!: DerivedIndexes;
   /** The retention policy and trims of the history (see `history-trim.ts`). */
   historyRetention: HistoryRetention | undefined;
+  /** Merging compaction of the history (see `history-merge.ts`). */
+  historyMerges: HistoryMerges | undefined;
   private readonly frameDataBytesMax: number;
 
   /** The tag and type index: sealed segments from their files, the active one in memory. */
@@ -128,6 +133,7 @@ export class FeedWriter {
     readonly subscriptions: Subscriptions,
     readonly tornTails: readonly TornTail[],
     private readonly retentionLog: RetentionLog,
+    private readonly mergeLog: MergeLog,
   ) {
     this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
     this.published = new PublishedState(history.commits);
@@ -165,6 +171,7 @@ export class FeedWriter {
       logs.subscriptions,
       [...history.segments.tornTails, ...wal.segments.tornTails],
       logs.retention,
+      logs.merges,
     );
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
@@ -173,7 +180,7 @@ export class FeedWriter {
       // The history and the indexes were opened from the floor, and what lay below it deleted:
       // the interrupted trim is finished.
       if (trimPending && !readOnly) await logs.retention.write({ ...logs.retention.state, pending: false });
-      writer.historyRetention = new HistoryRetention(
+      const retention = new HistoryRetention(
         logs.retention,
         history,
         () => writer.derived,
@@ -182,6 +189,19 @@ export class FeedWriter {
         options.clock,
         readOnly,
       );
+      writer.historyRetention = retention;
+      writer.historyMerges = new HistoryMerges({
+        kernels,
+        feed: options.feed,
+        directory,
+        history,
+        derived: () => writer.derived,
+        gate: writer.readGate,
+        log: logs.merges,
+        frameDataBytesMax: writer.frameDataBytesMax,
+        serial: (work) => retention.serial(work),
+        readOnly,
+      });
     } catch (error) {
       await writer.close();
       throw error;
@@ -218,6 +238,20 @@ export class FeedWriter {
   commitAt(commit: number): CommitRecord {
     assert(commit >= 1 && commit <= this.watermark.commit, `commit ${commit} is published`);
     return this.published.commits.at(commit);
+  }
+
+  /** Reads of sealed history hold it; a merge switches files only while none does. */
+  readonly readGate = new ReadGate();
+
+  /** Runs a read of sealed history inside the read gate (live tails, one commit at a time). */
+  holdReads<T>(read: () => Promise<T>): Promise<T> {
+    return this.readGate.hold(read);
+  }
+
+  /** Merging compaction of the history; set once the feed is open. */
+  merges(): HistoryMerges {
+    assert(this.historyMerges !== undefined, 'an open feed has its merges');
+    return this.historyMerges;
   }
 
   /** The retention of the history; set once the feed is open. */
@@ -265,6 +299,7 @@ export class FeedWriter {
       ...this.leaseLog.corruptions,
       ...this.subscriptions.corruptions,
       ...this.retentionLog.corruptions,
+      ...this.mergeLog.corruptions,
     ];
   }
 
@@ -558,7 +593,8 @@ export class FeedWriter {
       if (this.conditions.stagedMatch(condition.query, earlier.scratch)) await earlier.settled;
     }
     await this.indexed();
-    await this.conditions.checkDurable(condition.query, condition.after, this.snapshot(), this.index);
+    const snapshot = this.snapshot();
+    await this.readGate.hold(() => this.conditions.checkDurable(condition.query, condition.after, snapshot, this.index));
   }
 
   private async prepareRun(
@@ -611,7 +647,10 @@ export class FeedWriter {
       const finishedSegment = this.history.commits.length > 0 && this.history.commits.at(this.history.commits.length).segment !== commit.segment;
       this.history.published(commit);
       this.publish(commit);
-      if (finishedSegment) this.historyRetention?.segmentFinished();
+      if (finishedSegment) {
+        this.historyRetention?.segmentFinished();
+        this.historyMerges?.segmentFinished();
+      }
       return commit;
     };
   }
@@ -672,8 +711,10 @@ export class FeedWriter {
     await this.idle();
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();
+    this.historyMerges?.close();
     if (this.historyRetention) await this.historyRetention.close();
     else this.retentionLog.close();
+    this.mergeLog.close();
     this.derived?.close();
     this.history.close();
     this.wal.close();

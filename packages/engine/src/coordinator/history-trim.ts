@@ -239,7 +239,8 @@ export class HistoryRetention {
     }
   }
 
-  private serial<T>(change: () => Promise<T>): Promise<T> {
+  /** Runs history maintenance (trims, merges) one at a time, in call order. */
+  serial<T>(change: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new StreamStackError('CLOSED', 'the feed is closed'));
     const result = this.chain.then(change);
     this.chain = result.catch(() => undefined);

@@ -6,7 +6,7 @@
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
 import { segmentFile } from '../storage/segment-set.js';
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import { buildIndexDataOffThread } from './index-builder.js';
@@ -416,6 +416,29 @@ export class FeedIndex {
       this.cache.delete(cachedBase);
       this.cachedBytes -= entry.bytes;
     }
+  }
+
+  /**
+   * Replaces the slots of consecutive segments `bases` by one for the merged segment at
+   * `bases[0]` holding `count` records, and builds its index file in the background (a query
+   * before then builds it itself). Builds under way finish first.
+   */
+  async replaceSegments(bases: readonly number[], count: number): Promise<void> {
+    await this.pending;
+    const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
+    assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive index segments');
+    const slot: SealedSlot = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), gaps: false };
+    this.sealed.splice(at, bases.length, slot);
+    for (const base of bases) {
+      const cached = this.cache.get(base);
+      if (!cached) continue;
+      this.cache.delete(base);
+      this.cachedBytes -= cached.bytes;
+    }
+    this.pending = this.pending.then(() => this.load(slot)).then(
+      () => undefined,
+      () => undefined,
+    );
   }
 
   get cacheUse(): { segments: number; bytes: number } {

@@ -16,6 +16,8 @@ export interface CommitBatch {
 export interface FollowSource {
   snapshot(): Snapshot;
   waitForCommitAfter(after: number, signal?: AbortSignal): Promise<void>;
+  /** Runs a read of sealed history so that no file is switched under it (the read gate). */
+  holdReads<T>(read: () => Promise<T>): Promise<T>;
 }
 
 /** Every commit after `after`, then each new one as it is published, until `signal` aborts. */
@@ -26,8 +28,12 @@ export async function* follow(source: FollowSource, after: number | undefined, s
     const snapshot = source.snapshot();
     for (let commit = cursor + 1; commit <= snapshot.watermark.commit; commit++) {
       signal?.throwIfAborted();
-      const record = snapshot.commits.at(commit);
-      yield { commit: record, records: await readCommitRecords(snapshot, record) };
+      // The gate is held while one commit is read, not while the consumer handles it.
+      const batch = await source.holdReads(async () => {
+        const record = snapshot.commits.at(commit);
+        return { commit: record, records: await readCommitRecords(snapshot, record) };
+      });
+      yield batch;
       cursor = commit;
     }
     // Past the head lies corruption: a live reader cannot go on, and must not wait forever.

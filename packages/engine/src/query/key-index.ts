@@ -19,6 +19,7 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import { assert } from '../errors.js';
 import { segmentFile } from '../storage/segment-set.js';
 import { syncDirectory } from '../storage/segment.js';
 import type { Kernels } from '../kernels/kernels.js';
@@ -601,6 +602,34 @@ export class KeyIndex {
       if (this.rebasing === done) this.rebasing = undefined;
     });
     return { removed, rebuilt };
+  }
+
+  /**
+   * Replaces the dictionaries of consecutive segments `bases` by one for the merged segment at
+   * `bases[0]` holding `count` records: its keys are the union of theirs, with the winners the
+   * last of them held (over the history up to the merged segment's end). Built in the
+   * background, in order with the other builds; lookups wait for it.
+   */
+  replaceSegments(bases: readonly number[], count: number): Promise<void> {
+    const replaced = this.pending.then(async () => {
+      const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
+      assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive dictionaries');
+      for (const slot of this.sealed.slice(at, at + bases.length)) {
+        slot.winners?.close();
+        this.forget(slot);
+        if (!this.readOnly) await fsp.rm(this.fileFor(slot.base), { force: true });
+      }
+      const slot: SealedKeys = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), sections: [], pinned: false };
+      this.sealed.splice(at, bases.length, slot);
+      await this.rebuild(slot, 'its segment was merged');
+    });
+    const done = replaced.catch(() => undefined);
+    this.pending = done;
+    this.rebasing = done;
+    void done.then(() => {
+      if (this.rebasing === done) this.rebasing = undefined;
+    });
+    return replaced;
   }
 
   /** Set while dictionaries are rebuilt after a trim: lookups wait for it. */

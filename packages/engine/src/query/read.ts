@@ -11,6 +11,7 @@ import { ByteKeyTable } from './key-table.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import { History } from '../storage/history-log.js';
 import { winsOver } from '../storage/key-file.js';
+import type { ManifestEntry } from '../storage/records.js';
 import { columnMatcher, markedRows } from './column-filter.js';
 import { ColumnBatch } from './column-batch.js';
 import { fetchByPosition, fetchColumnsByPosition } from './fetch.js';
@@ -354,8 +355,22 @@ export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, 
   assert(commit !== undefined && commit.firstPosition <= winner.position, 'a key winner lies in a published commit');
   // A point lookup reads one small entry and payload: a positional read straight from the page
   // cache costs a few microseconds, a trip through the thread pool several times that.
-  const entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
-  if (entry.key !== key || (entry.version ?? 0) !== winner.version || commit.firstPosition + entry.seq - 1 !== winner.position) {
+  const matches = (found: ManifestEntry | undefined): found is ManifestEntry =>
+    found !== undefined && found.key === key && (found.version ?? 0) === winner.version && commit.firstPosition + found.seq - 1 === winner.position;
+  let entry: ManifestEntry | undefined;
+  try {
+    entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
+  } catch {
+    entry = undefined;
+  }
+  if (!matches(entry)) {
+    // The locator is where the entry lay when the dictionary was built; a merge since then lays
+    // the segment out anew (dictionaries after it keep their winners' old locators), so the
+    // entry is looked for by its position in its commit's run.
+    const run = await snapshot.history.readRun(commit);
+    entry = run.entries[winner.position - commit.firstPosition];
+  }
+  if (!matches(entry)) {
     // Checked after reading, as every derived answer is: a key index that names another record
     // is damaged, and the answer would be wrong.
     throw new StreamStackError('CORRUPT', `the key index names position ${winner.position} for ${JSON.stringify(key)}, but the record there does not match`, {

@@ -309,6 +309,27 @@ export class CommitList {
     return commits;
   }
 
+  /**
+   * Replaces the commits of consecutive segments `bases` by those of the merged segment that
+   * holds them now, read from its summary: the same commits, laid out anew.
+   */
+  replaceSegments(bases: readonly number[], head: SummaryHead): void {
+    const at = this.parts.findIndex((part) => part.segment === bases[0]);
+    const replaced = this.parts.slice(at, at + bases.length);
+    assert(
+      at >= 0 && replaced.length === bases.length && replaced.every((part, index) => part.segment === bases[index]),
+      'a merge replaces the parts of consecutive segments',
+    );
+    const last = replaced[replaced.length - 1];
+    assert(
+      replaced[0].firstCommit === head.baseCommit && last.firstCommit + last.count - 1 === head.baseCommit + head.commitCount - 1 && last.lastPosition === head.lastPosition,
+      'a merged segment holds exactly the commits it replaces',
+    );
+    this.parts.splice(at, bases.length, this.summaryPart(head));
+    // Pages are keyed by commit number: the replaced parts' pages would be found for the merged one's.
+    this.pages.clear();
+  }
+
   /** Commit `commit`'s record (low ≤ commit ≤ length); `TRIMMED` for a commit before `low`. */
   at(commit: number): CommitRecord {
     if (commit < this.first && commit >= 1) throw trimmedError(commit, this.first);

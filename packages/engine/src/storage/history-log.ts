@@ -121,6 +121,8 @@ export class History {
     useSummaries = true,
     /** Where the retained history starts (a trim removed what lies before it). */
     floor: { readonly commit: number; readonly position: number } = { commit: 1, position: 1 },
+    /** Segments a finished merge replaced, whose files a crash left (see `SegmentSet.open`). */
+    replacedBases: ReadonlySet<number> = new Set(),
   ): Promise<History> {
     let expectedCommit = floor.commit;
     let expectedPosition = floor.position;
@@ -271,6 +273,7 @@ export class History {
           }
         : undefined,
       floor.position,
+      replacedBases,
     );
     const history = new History(kernels, segments, list, floor);
     segments.corruptions.push(...extraCorruptions);
@@ -342,6 +345,19 @@ export class History {
     this.floor = floor;
     await this.segments.trimBefore(floor.position);
     await removeSegmentFilesBelow(this.segments.directory, floor.position);
+  }
+
+  /**
+   * Switches the merged segment in for the consecutive sealed segments `replaced`, whose
+   * commits it holds (described by `summary`, on disk already): the segment set and the commit
+   * list change in one synchronous step. The caller made sure no read holds the old ones.
+   */
+  switchMerged(replaced: readonly SegmentFile[], merged: SegmentFile, summary: SummaryHead): void {
+    this.segments.swapIn(replaced, merged);
+    this.commits.replaceSegments(
+      replaced.map((segment) => segment.header.base),
+      summary,
+    );
   }
 
   /** Resolves once summaries being written in the background are on disk. */

@@ -119,6 +119,11 @@ export class SegmentSet {
      * it are what an interrupted trim left, deleted now (unless read-only), never read.
      */
     floorBase = 0,
+    /**
+     * Bases of segments a finished merge replaced (their commits are in the merged segment now)
+     * whose files a crash left: deleted now (unless read-only), never read.
+     */
+    replacedBases: ReadonlySet<number> = new Set(),
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     set.floorBase = floorBase;
@@ -129,7 +134,11 @@ export class SegmentSet {
       // segment only gets its name once it is whole.
       for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith('.tmp'))) fs.rmSync(path.join(directory, name), { force: true });
     }
-    const trimmed = (name: string) => /^\d+$/.test(name.slice(0, -extension.length)) && Number(name.slice(0, -extension.length)) < floorBase;
+    const trimmed = (name: string) => {
+      if (!/^\d+$/.test(name.slice(0, -extension.length))) return false;
+      const base = Number(name.slice(0, -extension.length));
+      return base < floorBase || replacedBases.has(base);
+    };
     const listed = fs.readdirSync(directory).filter((name) => name.endsWith(extension));
     if (!readOnly && listed.some(trimmed)) {
       for (const name of listed.filter(trimmed)) await fsp.rm(path.join(directory, name), { force: true });
@@ -413,6 +422,24 @@ export class SegmentSet {
       await fsp.rm(segment.file, { force: true });
     }
     await syncDirectory(this.directory);
+  }
+
+  /**
+   * Puts `merged` (already renamed into place under the first replaced segment's name) where
+   * the consecutive sealed segments `replaced` were. They leave the set at once; their
+   * descriptors close a moment later (the caller made sure no read holds them). Synchronous,
+   * so no lookup sees part of the change.
+   */
+  swapIn(replaced: readonly SegmentFile[], merged: SegmentFile): void {
+    const at = this.segments.indexOf(replaced[0]);
+    assert(at >= 0 && replaced.every((segment, index) => this.segments[at + index] === segment), 'a merge replaces consecutive segments');
+    assert(at + replaced.length < this.segments.length, 'the active segment is never merged');
+    this.segments.splice(at, replaced.length, merged);
+    for (const segment of replaced) {
+      const retiring = { segment, timer: setTimeout(() => this.retire(retiring), trimmedSegmentCloseDelayMs) };
+      retiring.timer.unref();
+      this.retiring.add(retiring);
+    }
   }
 
   private retire(retiring: { segment: SegmentFile; timer: NodeJS.Timeout }): void {

@@ -1,0 +1,202 @@
+/**
+ * Merging compaction: adjacent sealed history segments become one, so a long-lived feed keeps
+ * few files. Nothing is dropped and nothing moves in the history's order: every commit keeps
+ * its number and every record its position, so every read, at every cursor, is unchanged. The
+ * merged segment is written beside the live ones (reads and writes go on), then switched in
+ * while no read holds the read gate, after its switch-over was recorded (`merge-state.ts`).
+ */
+import path from 'node:path';
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { mergedSegmentBytesMax, mergeSegmentsTrigger, mergeSwitchWaitMs } from '../limits.js';
+import type { History } from '../storage/history-log.js';
+import { removeMergedFile, writeMergedSegment } from '../storage/segment-merge.js';
+import { SegmentFile, syncDirectory } from '../storage/segment.js';
+import { readSummaryHead, summaryFileOf, writeSummary } from '../storage/segment-summary.js';
+import type { SegmentFile as Segment } from '../storage/segment.js';
+import type { DerivedIndexes } from './derived-indexes.js';
+import { removeReplacedFiles, type MergeLog } from './merge-state.js';
+import type { ReadGate } from './read-gate.js';
+import fs from 'node:fs';
+
+/** One merge: where the merged segment starts, how many it replaced, and their bytes. */
+export interface SegmentMerge {
+  readonly base: number;
+  readonly segments: number;
+  readonly commits: number;
+  readonly records: number;
+  /** Bytes of the replaced segments' files, and of the merged one. */
+  readonly bytesBefore: number;
+  readonly bytesAfter: number;
+}
+
+export interface MergeResult {
+  readonly merges: readonly SegmentMerge[];
+  /** History segments after the merges. */
+  readonly segments: number;
+  /** Set when a switch-over was put off: reads held the read gate too long (try again later). */
+  readonly putOff: boolean;
+}
+
+export interface MergeContext {
+  readonly kernels: Kernels;
+  readonly feed: string;
+  readonly directory: string;
+  readonly history: History;
+  readonly derived: () => DerivedIndexes;
+  readonly gate: ReadGate;
+  readonly log: MergeLog;
+  readonly frameDataBytesMax: number;
+  /** Runs maintenance one at a time (merges and trims share it). */
+  readonly serial: <T>(work: () => Promise<T>) => Promise<T>;
+  readonly readOnly: boolean;
+}
+
+export class HistoryMerges {
+  private checkQueued = false;
+  private closed = false;
+
+  constructor(private readonly context: MergeContext) {}
+
+  /**
+   * Merges every run of adjacent sealed segments that fits in `mergedSegmentBytesMax` (two or
+   * more; the active segment and the one before it, whose derived files may still be being
+   * built, are left alone).
+   */
+  merge(signal?: AbortSignal): Promise<MergeResult> {
+    if (this.context.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', `feed ${this.context.feed} was opened read-only`));
+    return this.context.serial(async () => {
+      const merges: SegmentMerge[] = [];
+      for (;;) {
+        signal?.throwIfAborted();
+        const run = this.nextRun();
+        if (!run) break;
+        const merged = await this.mergeRun(run, signal);
+        if (!merged) return { merges, segments: this.context.history.segments.segments.length, putOff: true };
+        merges.push(merged);
+      }
+      return { merges, segments: this.context.history.segments.segments.length, putOff: false };
+    });
+  }
+
+  /** The first run of adjacent sealed segments worth merging, or undefined. */
+  private nextRun(): Segment[] | undefined {
+    const { history } = this.context;
+    const segments = history.segments.segments;
+    const lostSegments = new Set(history.commits.lost.map((commit) => commit.firstPosition));
+    // The two newest are left: the active one, and the last finished one (its summary, index
+    // file and dictionaries may be being built).
+    const candidates = segments.slice(0, Math.max(0, segments.length - 2));
+    // Only segments well below the merged size join a merge: a merged one is not rewritten
+    // again and again as the feed grows, so each byte is rewritten a bounded number of times.
+    const small = (segment: Segment) => segment.durableEnd <= mergedSegmentBytesMax / 4;
+    for (let start = 0; start < candidates.length; start++) {
+      let bytes = 0;
+      let end = start;
+      while (
+        end < candidates.length &&
+        small(candidates[end]) &&
+        bytes + candidates[end].durableEnd <= mergedSegmentBytesMax &&
+        !this.damaged(candidates[end], lostSegments)
+      ) {
+        bytes += candidates[end].durableEnd;
+        end++;
+      }
+      if (end - start >= 2) return candidates.slice(start, end);
+    }
+    return undefined;
+  }
+
+  /** A segment whose commits corruption broke is never rewritten (its damage stays where it is). */
+  private damaged(segment: Segment, lostStarts: ReadonlySet<number>): boolean {
+    const extent = this.context.history.commits.segments().find((candidate) => candidate.segment === segment.header.base);
+    if (!extent || !extent.summarized) return true;
+    for (const start of lostStarts) if (start >= segment.header.base && start <= extent.lastPosition + 1) return true;
+    return false;
+  }
+
+  private async mergeRun(replaced: Segment[], signal: AbortSignal | undefined): Promise<SegmentMerge | undefined> {
+    const { kernels, history, feed, directory, gate, log } = this.context;
+    const bases = replaced.map((segment) => segment.header.base);
+    const first = replaced[0];
+    const successor = history.segments.segments[history.segments.segments.indexOf(replaced[replaced.length - 1]) + 1].header;
+    const commits = bases.flatMap((base) => history.commits.commitsInSegment(base));
+    const temporary = `${first.file}.merge.tmp`;
+    const summaryFile = summaryFileOf(first.file);
+    const summaryTemporary = `${summaryFile}.merge.tmp`;
+    // Index builds under way finish first, so the switch-over keeps reads out only briefly.
+    await this.context.derived().index.flushed();
+    const merged = await writeMergedSegment(kernels, history, feed, temporary, commits, successor, this.context.frameDataBytesMax, first.header.capacity, signal);
+    try {
+      await writeSummary(
+        kernels,
+        summaryTemporary,
+        { base: merged.header.base, baseCommit: merged.header.baseCommit, capacity: merged.header.capacity, end: merged.end, commits: merged.commits },
+        merged.header,
+      );
+      await log.write({ replaced: bases, capacity: merged.header.capacity, pending: true });
+    } catch (error) {
+      await removeMergedFile(temporary);
+      await removeMergedFile(summaryTemporary);
+      throw error;
+    }
+    const records = commits.reduce((sum, commit) => sum + commit.records, 0);
+    const count = commits[commits.length - 1].lastPosition - first.header.base + 1;
+    let dictionaries: Promise<void>[] = [];
+    const switched = await gate.exclusive(async () => {
+      fs.renameSync(temporary, first.file);
+      fs.renameSync(summaryTemporary, summaryFile);
+      await syncDirectory(path.dirname(first.file));
+      const segment = SegmentFile.open(kernels, first.file);
+      segment.writeOffset = merged.end;
+      segment.durableEnd = merged.end;
+      const summary = readSummaryHead(kernels, summaryFile, merged.header);
+      if (!summary) throw new StreamStackError('INTERNAL', `the merged summary ${summaryFile} did not read back`);
+      // One synchronous step: the history, then the dictionaries (whose lookups wait from now
+      // on for the merged segment's), before any read gets in again.
+      history.switchMerged(replaced, segment, summary);
+      const derived = this.context.derived();
+      dictionaries = [derived.keys.replaceSegments(bases, count), derived.fingerprints.replaceSegments(bases, count)];
+      await derived.index.replaceSegments(bases, count);
+    }, mergeSwitchWaitMs);
+    if (!switched) {
+      // Nothing was switched: the record says pending, and recovery would find the first
+      // segment unchanged; it is marked done now.
+      await removeMergedFile(temporary);
+      await removeMergedFile(summaryTemporary);
+      await log.write({ replaced: bases, capacity: merged.header.capacity, pending: false });
+      return undefined;
+    }
+    // The replaced segments' descriptors close a moment after the switch; their files go now.
+    await removeReplacedFiles(directory, bases, false, false);
+    await log.write({ replaced: bases, capacity: merged.header.capacity, pending: false });
+    // Rebuilt in the background (lookups wait); a failure only means the next open rebuilds.
+    for (const rebuild of dictionaries) rebuild.catch(() => undefined);
+    return {
+      base: first.header.base,
+      segments: replaced.length,
+      commits: commits.length,
+      records,
+      bytesBefore: replaced.reduce((sum, segment) => sum + segment.header.capacity, 0),
+      bytesAfter: merged.header.capacity,
+    };
+  }
+
+  /** A history segment was finished: merge on its own once enough segments could be joined. */
+  segmentFinished(): void {
+    if (this.context.readOnly || this.closed || this.checkQueued) return;
+    const sealed = this.context.history.segments.segments.length - 2;
+    if (sealed <= mergeSegmentsTrigger) return;
+    this.checkQueued = true;
+    setImmediate(() => {
+      this.checkQueued = false;
+      if (this.closed) return;
+      // A merge on its own has no caller to tell: a failure is retried after the next segment.
+      this.merge().catch(() => undefined);
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+}
