@@ -117,7 +117,7 @@ export function requireNative(): NativeModule {
   } catch (error) {
     throw new StreamStackError(
       'NATIVE_UNAVAILABLE',
-      `the native kernels (@streamstack/native) could not be loaded: ${describe(error)}; ${unavailableHint}`,
+      `the native kernels (@streamstack/native) could not be loaded (${describe(error).replace(/\.$/, '')}); ${unavailableHint}`,
       { cause: error },
     );
   }
