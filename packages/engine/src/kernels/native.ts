@@ -91,8 +91,23 @@ function translate(error: unknown): StreamStackError {
 }
 
 /**
+ * What to do when the binary cannot be found. Installed from the registry, the binary comes in a
+ * platform package (`@streamstack/native-linux-x64-gnu`, the one prebuilt), an optional dependency
+ * that the package manager skips on other platforms or when told to omit optional dependencies;
+ * in the repository it is built next to native/index.js.
+ */
+const unavailableHint =
+  'installed packages need the platform package @streamstack/native-linux-x64-gnu (x64 Linux with ' +
+  `glibc only; this is ${process.platform}-${process.arch}), and the repository needs \`pnpm build\` ` +
+  'at its root; without it, `auto` uses the TypeScript kernels';
+
+/**
  * Loads `@streamstack/native`, checking that it has every kernel; throws `NATIVE_UNAVAILABLE` if
  * it cannot. Also used by `storage/platform.ts`, which checks the platform functions itself.
+ *
+ * The package's generated napi-rs loader (native/index.js) looks for the binary twice: first next
+ * to itself, where `napi build` puts it in the repository, then in the platform package for this
+ * machine, which is where an install from the registry or from tarballs has it.
  */
 export function requireNative(): NativeModule {
   const require = createRequire(import.meta.url);
@@ -102,8 +117,7 @@ export function requireNative(): NativeModule {
   } catch (error) {
     throw new StreamStackError(
       'NATIVE_UNAVAILABLE',
-      `the native kernels (@streamstack/native) could not be loaded: ${describe(error)}; ` +
-        'run `pnpm build` at the repository root to build them',
+      `the native kernels (@streamstack/native) could not be loaded (${describe(error).replace(/\.$/, '')}); ${unavailableHint}`,
       { cause: error },
     );
   }
