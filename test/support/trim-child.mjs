@@ -46,6 +46,11 @@ try {
   }
 }
 
+// The lease is renewed well before it expires, so a short one (the power-loss test's) lasts.
+setInterval(() => {
+  feed.renewLease({ token, ttlMs: leaseTtlMs }).then((renewed) => emit({ kind: 'lease', token, epoch: renewed.epoch }));
+}, leaseTtlMs / 4);
+
 const pin = feed.subscription('pin');
 /** After a forced trim the subscription may be below the low mark: it is put back at it. */
 async function repairPin() {
