@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
 import { RetentionLog } from '../../packages/engine/src/coordinator/retention-state.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
+import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
 import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 
 const hourMs = 3_600_000;
@@ -242,6 +243,45 @@ describe('trim', () => {
     expect(reopened.feedNames()).toEqual(['f']);
     const created = await reopened.createFeed('g', { retention: { maxRecords: 10 } });
     expect((await created.retention()).policy).toEqual({ maxRecords: 10 });
+    await reopened.close();
+  });
+
+  it('waits for the indexes to take the commits it removes, so none of their files or winners outlives the trim', async () => {
+    // Writes that resolve at once (nothing is synced; this test never loses power): the trim's
+    // floor is recorded before the publish indexer, which takes published commits a slice at a
+    // time in later turns, has taken the last commits of the segments the trim removes.
+    const directory = temporaryDirectory();
+    const unsynced: Kernels = {
+      ...tsKernels,
+      writeDurable(fd, position, buffers) {
+        let at = position;
+        for (const buffer of buffers) at += fs.writeSync(fd, buffer, 0, buffer.length, at);
+        return Promise.resolve();
+      },
+    };
+    const store = await openStore(directory, { kernels: unsynced, clock: new ManualClock().read });
+    const feed = await store.createFeed('f');
+    for (let index = 1; index <= 60; index++) {
+      await feed.append(Array.from({ length: 20 }, (_, at) => ({ payload: `c${index}.${at}|${'z'.repeat(200)}`, key: `k${at}`, version: index % 7 })));
+    }
+    const result = await feed.trim({ before: feed.head()!.commit });
+    expect(result.segmentsRemoved).toBeGreaterThan(1);
+    await feed.writer.idle();
+    const belowFloor = () =>
+      fs.readdirSync(path.join(directory, 'feeds', 'f', 'index')).filter((name) => /^\d{16}\./.test(name) && Number(name.slice(0, 16)) < result.lowPosition);
+    expect(belowFloor()).toEqual([]);
+    const kept = await collect(feed.read());
+    for (let at = 0; at < 20; at++) {
+      const winner = kept
+        .filter((record) => record.key === `k${at}`)
+        .sort((a, b) => (b.version ?? 0) - (a.version ?? 0) || b.position - a.position)[0];
+      expect((await feed.get(`k${at}`))?.position).toBe(winner.position);
+    }
+    expect((await collect(feed.read({ mode: 'dedup' }))).length).toBe(kept.length);
+    await store.close();
+    const reopened = await openStore(directory, { kernels: tsKernels });
+    expect((await reopened.verify('f'))[0].problems).toEqual([]);
+    expect(belowFloor()).toEqual([]);
     await reopened.close();
   });
 

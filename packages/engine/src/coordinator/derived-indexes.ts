@@ -95,6 +95,11 @@ export class DerivedIndexes {
     return this.indexer.caughtUp();
   }
 
+  /** Whether the indexes hold every run pushed so far now, in this turn. */
+  get indexedAll(): boolean {
+    return this.indexer.idle;
+  }
+
   /** Resolves once every run pushed is folded in and the files built meanwhile are on disk. */
   async flushed(): Promise<void> {
     await this.indexer.caughtUp();

@@ -106,6 +106,13 @@ export class HistoryRetention {
   }
 
   private async trimNow(request: TrimRequest): Promise<TrimResult> {
+    // The indexes take a published commit a slice at a time after it is published. Were a trim
+    // planned while some of the commits it removes were still queued for them, the indexes would
+    // take those commits after the trim: index files and dictionaries named for a segment that
+    // is gone (left below the floor for good) and key winners in trimmed commits. So the plan is
+    // made in the same turn as the check that every published commit is in the indexes; commits
+    // published later lie in segments this plan keeps.
+    while (!this.derived().indexedAll) await this.derived().caughtUp();
     const commits = this.history.commits;
     const plan = this.plan(request);
     const unchanged = {

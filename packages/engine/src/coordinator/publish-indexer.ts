@@ -44,6 +44,11 @@ export class PublishIndexer<R> {
     this.done = this.drain();
   }
 
+  /** Whether every record queued so far is in the indexes already (nothing is left to fold in). */
+  get idle(): boolean {
+    return !this.running;
+  }
+
   /** Resolves once every record queued so far is in the indexes. */
   caughtUp(): Promise<void> {
     return this.running ? this.done : Promise.resolve();
