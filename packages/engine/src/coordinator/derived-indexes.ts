@@ -64,10 +64,9 @@ export class DerivedIndexes {
   ): Promise<DerivedIndexes> {
     const indexDirectory = path.join(directory, 'index');
     const rebuilt: IndexRebuild[] = [];
-    if (trimPending && !readOnly) {
-      await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
-      await removeDictionaryFiles(indexDirectory);
-    }
+    // Nothing below the floor is ever read again; whatever a trim left there goes (one listing).
+    if (!readOnly) await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
+    if (trimPending && !readOnly) await removeDictionaryFiles(indexDirectory);
     const stale = trimPending && readOnly;
     const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale);
     const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale);

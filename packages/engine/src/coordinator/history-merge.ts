@@ -5,6 +5,7 @@
  * merged segment is written beside the live ones (reads and writes go on), then switched in
  * while no read holds the read gate, after its switch-over was recorded (`merge-state.ts`).
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
@@ -13,11 +14,9 @@ import type { History } from '../storage/history-log.js';
 import { removeMergedFile, writeMergedSegment } from '../storage/segment-merge.js';
 import { SegmentFile, syncDirectory } from '../storage/segment.js';
 import { readSummaryHead, summaryFileOf, writeSummary } from '../storage/segment-summary.js';
-import type { SegmentFile as Segment } from '../storage/segment.js';
 import type { DerivedIndexes } from './derived-indexes.js';
 import { removeReplacedFiles, type MergeLog } from './merge-state.js';
 import type { ReadGate } from './read-gate.js';
-import fs from 'node:fs';
 
 /** One merge: where the merged segment starts, how many it replaced, and their bytes. */
 export interface SegmentMerge {
@@ -80,7 +79,7 @@ export class HistoryMerges {
   }
 
   /** The first run of adjacent sealed segments worth merging, or undefined. */
-  private nextRun(): Segment[] | undefined {
+  private nextRun(): SegmentFile[] | undefined {
     const { history } = this.context;
     const segments = history.segments.segments;
     const lostSegments = new Set(history.commits.lost.map((commit) => commit.firstPosition));
@@ -89,7 +88,7 @@ export class HistoryMerges {
     const candidates = segments.slice(0, Math.max(0, segments.length - 2));
     // Only segments well below the merged size join a merge: a merged one is not rewritten
     // again and again as the feed grows, so each byte is rewritten a bounded number of times.
-    const small = (segment: Segment) => segment.durableEnd <= mergedSegmentBytesMax / 4;
+    const small = (segment: SegmentFile) => segment.durableEnd <= mergedSegmentBytesMax / 4;
     for (let start = 0; start < candidates.length; start++) {
       let bytes = 0;
       let end = start;
@@ -108,14 +107,14 @@ export class HistoryMerges {
   }
 
   /** A segment whose commits corruption broke is never rewritten (its damage stays where it is). */
-  private damaged(segment: Segment, lostStarts: ReadonlySet<number>): boolean {
+  private damaged(segment: SegmentFile, lostStarts: ReadonlySet<number>): boolean {
     const extent = this.context.history.commits.segments().find((candidate) => candidate.segment === segment.header.base);
     if (!extent || !extent.summarized) return true;
     for (const start of lostStarts) if (start >= segment.header.base && start <= extent.lastPosition + 1) return true;
     return false;
   }
 
-  private async mergeRun(replaced: Segment[], signal: AbortSignal | undefined): Promise<SegmentMerge | undefined> {
+  private async mergeRun(replaced: SegmentFile[], signal: AbortSignal | undefined): Promise<SegmentMerge | undefined> {
     const { kernels, history, feed, directory, gate, log } = this.context;
     const bases = replaced.map((segment) => segment.header.base);
     const first = replaced[0];
