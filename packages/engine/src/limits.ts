@@ -297,3 +297,10 @@ export const exportRowGroupBytesMax = 64 * 1024 * 1024;
 
 /** NDJSON export lines are gathered into writes of about this many bytes (one system call each). */
 export const exportNdjsonWriteBytes = 1024 * 1024;
+
+/**
+ * An export file's writes run behind its conversion: up to this many bytes may wait to be
+ * written while the next are made, so the disk and the CPU work at once rather than in turns.
+ * A few NDJSON buffers or Arrow record batches' worth: enough to cover a write's latency.
+ */
+export const exportWritesPendingBytesMax = 8 * 1024 * 1024;

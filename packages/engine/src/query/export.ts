@@ -14,7 +14,7 @@ import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
 import { exportFileBytesTarget, exportRowGroupBytesMax, exportRowGroupRowsMax } from '../limits.js';
 import { syncDirectory, writeFileDurably } from '../storage/segment.js';
-import type { ColumnBatch } from './column-batch.js';
+import { ColumnBatch } from './column-batch.js';
 import { describeSchema } from './export-arrow.js';
 import { writeArrowIpc } from './export-ipc.js';
 import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
@@ -111,9 +111,25 @@ function batchBytes(batch: ColumnBatch): number {
   return bytes + (batch.tagStarts.length > 0 ? batch.tagEnds[batch.tagEnds.length - 1] - batch.tagStarts[0] : 0);
 }
 
+/**
+ * Whether every payload of the batch is UTF-8 text. Payloads lying back to back (a pack's) are
+ * checked as one range: joined valid texts are valid, and a valid range splits into valid texts
+ * wherever no piece starts inside a character (with a continuation byte, 0b10xxxxxx). The rest
+ * are checked one by one.
+ */
 function allText(batch: ColumnBatch): boolean {
-  for (let row = 0; row < batch.length; row++) {
-    if (!isUtf8(batch.payloadSource(row).subarray(batch.payloadStarts[row], batch.payloadEnds[row]))) return false;
+  const { payloadStarts: starts, payloadEnds: ends, flags } = batch;
+  let row = 0;
+  while (row < batch.length) {
+    const source = batch.payloadSource(row);
+    const elsewhere = flags[row] & ColumnBatch.payloadElsewhere;
+    let last = row;
+    while (last + 1 < batch.length && starts[last + 1] === ends[last] && (flags[last + 1] & ColumnBatch.payloadElsewhere) === elsewhere) last++;
+    if (!isUtf8(source.subarray(starts[row], ends[last]))) return false;
+    for (let piece = row + 1; piece <= last; piece++) {
+      if (starts[piece] < ends[last] && (source[starts[piece]] & 0xc0) === 0x80) return false;
+    }
+    row = last + 1;
   }
   return true;
 }
