@@ -278,7 +278,8 @@ export const retentionAgeMsMax = 100 * 365 * 24 * 60 * 60 * 1000;
  * An export closes a file at the first batch boundary past this many bytes of records read
  * (payloads, keys, tags, fingerprints). A file's records are held until it is written, because
  * whether its payloads are all text (and so whether it gets a text payload column) is known
- * only at its end: this bounds that memory, and keeps each file a size tools handle whole.
+ * only at its end: this bounds that memory (twice over: one file is written on the export
+ * worker while the next is read), and keeps each file a size tools handle whole.
  */
 export const exportFileBytesTarget = 128 * 1024 * 1024;
 
