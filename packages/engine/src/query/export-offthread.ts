@@ -69,7 +69,10 @@ class ExportWorker {
 
 const worker = new ExportWorker();
 
-/** Writes one export file, off the event loop when a worker can run. */
+/**
+ * Writes one export file, off the event loop when a worker can run. A file on the worker is
+ * written whole even when `signal` aborts meanwhile; the export stops after it, with no manifest.
+ */
 export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<WrittenFile> {
   return worker.run(job, batches) ?? writeExportFile(job, batches, signal);
 }
