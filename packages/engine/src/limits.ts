@@ -278,7 +278,8 @@ export const retentionAgeMsMax = 100 * 365 * 24 * 60 * 60 * 1000;
  * An export closes a file at the first batch boundary past this many bytes of records read
  * (payloads, keys, tags, fingerprints). A file's records are held until it is written, because
  * whether its payloads are all text (and so whether it gets a text payload column) is known
- * only at its end: this bounds that memory, and keeps each file a size tools handle whole.
+ * only at its end: this bounds that memory (twice over: one file is written on the export
+ * worker while the next is read), and keeps each file a size tools handle whole.
  */
 export const exportFileBytesTarget = 128 * 1024 * 1024;
 
@@ -325,3 +326,10 @@ export const mergeSegmentsTrigger = 16;
  * waiting behind it for long.
  */
 export const mergeSwitchWaitMs = 2_000;
+
+/**
+ * An export file's writes run behind its conversion: up to this many bytes may wait to be
+ * written while the next are made, so the disk and the CPU work at once rather than in turns.
+ * A few NDJSON buffers or Arrow record batches' worth: enough to cover a write's latency.
+ */
+export const exportWritesPendingBytesMax = 8 * 1024 * 1024;

@@ -4,61 +4,145 @@
  * such as DuckDB infer one schema). JSON has no bytes, so binary columns are base64 text under a
  * `Base64` suffix: `fingerprintBase64`, and `payloadBase64` — or, in a file where every payload
  * is UTF-8 text, `payload` as that text (the text payload column of the other formats).
+ *
+ * Lines are written as bytes straight from the batch's columns into a buffer (`json-bytes.ts`),
+ * exactly the bytes `JSON.stringify` would give: no string or object is made per record.
  */
+import { isUtf8 } from 'node:buffer';
+import { StreamStackError } from '../errors.js';
 import { exportNdjsonWriteBytes } from '../limits.js';
+import { recordFlags } from '../storage/records.js';
+import { payloadElsewhere } from '../storage/run-columns.js';
 import type { ColumnBatch } from './column-batch.js';
 import type { ExportSink } from './export-sink.js';
+import { base64Bytes, jsonStringBytesMax, writeAscii, writeBase64, writeInteger, writeJsonString } from './json-bytes.js';
 
-// Fatal: the caller has checked the payloads are UTF-8, so a failure here is a bug, not data.
-// The byte-order mark is kept: it belongs to the stored payload.
-const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const encoder = new TextEncoder();
+const ascii = (text: string) => encoder.encode(text);
+const positionField = ascii(',"position":');
+const timestampField = ascii(',"timestamp":');
+const keyField = ascii(',"key":');
+const versionField = ascii(',"version":');
+const tombstoneTrue = ascii(',"tombstone":true');
+const tombstoneFalse = ascii(',"tombstone":false');
+const typeField = ascii(',"type":');
+const tagsField = ascii(',"tags":[');
+const fingerprintField = ascii('],"fingerprintBase64":"');
+const payloadTextField = ascii('","payload":');
+const payloadBase64Field = ascii('","payloadBase64":"');
+const lineEnd = ascii('}\n');
+const base64LineEnd = ascii('"}\n');
+const nullValue = ascii('null');
+/** The most bytes of a line besides its strings: field names, punctuation and four integers. */
+const lineFixedBytesMax = 256;
 
-function base64(bytes: Uint8Array, start: number, end: number): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('base64');
+/** Checks a key or tag (text with bytes above 0x7f) is UTF-8, as reading it as a string does. */
+function checkText(batch: ColumnBatch, start: number, end: number, what: string): void {
+  if (!isUtf8(batch.bytes.subarray(start, end))) {
+    throw new StreamStackError('CORRUPT', `a record's ${what} in commit ${batch.commit} is not valid UTF-8`);
+  }
 }
 
-/** The lines of one batch, each ending in a newline. */
-function batchLines(batch: ColumnBatch, withText: boolean): string {
-  // Strings that are the same for the whole batch are encoded once.
-  const head = `{"feed":${JSON.stringify(batch.feed)},"commit":${batch.commit},"stream":${JSON.stringify(batch.stream)},"seq":`;
-  const types = batch.types.map((type) => JSON.stringify(type));
-  let out = '';
-  for (let row = 0; row < batch.length; row++) {
-    const key = batch.key(row);
-    const typeId = batch.typeIds[row];
-    const tags = batch.tags(row);
-    const payload = batch.payloadSource(row);
-    const start = batch.payloadStarts[row];
-    const end = batch.payloadEnds[row];
-    out +=
-      `${head}${batch.seqs[row]},"position":${batch.positions[row]},"timestamp":${batch.timestamps[row]}` +
-      `,"key":${key === undefined ? 'null' : JSON.stringify(key)}` +
-      `,"version":${batch.hasVersion(row) ? batch.versions[row] : 'null'}` +
-      `,"tombstone":${batch.isTombstone(row)}` +
-      `,"type":${typeId < 0 ? 'null' : types[typeId]}` +
-      `,"tags":${tags.length === 0 ? '[]' : JSON.stringify(tags)}` +
-      `,"fingerprintBase64":"${base64(batch.bytes, batch.fingerprintStarts[row], batch.fingerprintEnds[row])}"` +
-      (withText
-        ? `,"payload":${JSON.stringify(decoder.decode(payload.subarray(start, end)))}}\n`
-        : `,"payloadBase64":"${base64(payload, start, end)}"}\n`);
+/** Writes NDJSON lines into buffers of about `exportNdjsonWriteBytes`, each handed to the sink whole. */
+class LineBuffer {
+  out = Buffer.allocUnsafe(exportNdjsonWriteBytes);
+  at = 0;
+
+  constructor(private readonly sink: ExportSink) {}
+
+  /** Whether `bytes` more fit. */
+  fits(bytes: number): boolean {
+    return this.at + bytes <= this.out.length;
   }
-  return out;
+
+  /** Makes room for `bytes` more: what the buffer holds goes to the sink, and a new one follows. */
+  async makeRoom(bytes: number): Promise<void> {
+    await this.flush();
+    // The sink may hold on to a buffer it was given until it is written: the next one is new.
+    this.out = Buffer.allocUnsafe(Math.max(exportNdjsonWriteBytes, bytes));
+  }
+
+  async flush(): Promise<void> {
+    if (this.at > 0) await this.sink.write(this.out.subarray(0, this.at));
+    this.at = 0;
+  }
+}
+
+/** The most bytes row `row`'s line can take. */
+function lineBytesMax(batch: ColumnBatch, row: number, withText: boolean, headBytes: number, typeBytes: number): number {
+  let bytes = lineFixedBytesMax + headBytes + typeBytes + jsonStringBytesMax(batch.keyEnds[row] - batch.keyStarts[row]);
+  for (let tag = batch.tagRows[row]; tag < batch.tagRows[row + 1]; tag++) bytes += jsonStringBytesMax(batch.tagEnds[tag] - batch.tagStarts[tag]) + 1;
+  bytes += base64Bytes(batch.fingerprintEnds[row] - batch.fingerprintStarts[row]);
+  const payload = batch.payloadEnds[row] - batch.payloadStarts[row];
+  return bytes + (withText ? jsonStringBytesMax(payload) : base64Bytes(payload));
+}
+
+/** Writes one batch's lines to `lines`. */
+async function writeBatch(batch: ColumnBatch, withText: boolean, lines: LineBuffer): Promise<void> {
+  // What is the same for the whole batch is encoded once.
+  const head = ascii(`{"feed":${JSON.stringify(batch.feed)},"commit":${batch.commit},"stream":${JSON.stringify(batch.stream)},"seq":`);
+  const types = batch.types.map((type) => ascii(JSON.stringify(type)));
+  const typeBytes = types.reduce((most, type) => Math.max(most, type.length), nullValue.length);
+  const { bytes, flags, seqs, positions, timestamps, versions, typeIds, keyStarts, keyEnds, tagRows, tagStarts, tagEnds, fingerprintStarts, fingerprintEnds, payloadStarts, payloadEnds } = batch;
+  for (let row = 0; row < batch.length; row++) {
+    const lineBytes = lineBytesMax(batch, row, withText, head.length, typeBytes);
+    // Awaited only when the buffer is full: an await per line would cost more than the line.
+    if (!lines.fits(lineBytes)) await lines.makeRoom(lineBytes);
+    const out = lines.out;
+    let at = writeAscii(out, lines.at, head);
+    at = writeInteger(out, at, seqs[row]);
+    at = writeAscii(out, at, positionField);
+    at = writeInteger(out, at, positions[row]);
+    at = writeAscii(out, at, timestampField);
+    at = writeInteger(out, at, timestamps[row]);
+    at = writeAscii(out, at, keyField);
+    const flag = flags[row];
+    if ((flag & recordFlags.hasKey) !== 0) {
+      at = writeJsonString(out, at, bytes, keyStarts[row], keyEnds[row]);
+      if (at < 0) {
+        checkText(batch, keyStarts[row], keyEnds[row], 'key');
+        at = -at;
+      }
+    } else {
+      at = writeAscii(out, at, nullValue);
+    }
+    at = writeAscii(out, at, versionField);
+    at = (flag & recordFlags.hasVersion) !== 0 ? writeInteger(out, at, versions[row]) : writeAscii(out, at, nullValue);
+    at = writeAscii(out, at, (flag & recordFlags.isTombstone) !== 0 ? tombstoneTrue : tombstoneFalse);
+    at = writeAscii(out, at, typeField);
+    at = writeAscii(out, at, typeIds[row] < 0 ? nullValue : types[typeIds[row]]);
+    at = writeAscii(out, at, tagsField);
+    for (let tag = tagRows[row]; tag < tagRows[row + 1]; tag++) {
+      if (tag > tagRows[row]) out[at++] = 0x2c;
+      at = writeJsonString(out, at, bytes, tagStarts[tag], tagEnds[tag]);
+      if (at < 0) {
+        checkText(batch, tagStarts[tag], tagEnds[tag], 'tag');
+        at = -at;
+      }
+    }
+    at = writeAscii(out, at, fingerprintField);
+    at = writeBase64(out, at, bytes, fingerprintStarts[row], fingerprintEnds[row]);
+    const payload = (flag & payloadElsewhere) !== 0 ? batch.externalBytes! : bytes;
+    if (withText) {
+      // The caller has checked every payload is UTF-8: high bytes need no second look.
+      at = writeAscii(out, at, payloadTextField);
+      at = Math.abs(writeJsonString(out, at, payload, payloadStarts[row], payloadEnds[row]));
+      at = writeAscii(out, at, lineEnd);
+    } else {
+      at = writeAscii(out, at, payloadBase64Field);
+      at = writeBase64(out, at, payload, payloadStarts[row], payloadEnds[row]);
+      at = writeAscii(out, at, base64LineEnd);
+    }
+    lines.at = at;
+  }
 }
 
 /** Writes the batches (in order) as NDJSON lines to `sink`. */
 export async function writeNdjson(batches: readonly ColumnBatch[], withText: boolean, sink: ExportSink, signal: AbortSignal | undefined): Promise<void> {
-  let pending: string[] = [];
-  let pendingLength = 0;
+  const lines = new LineBuffer(sink);
   for (const batch of batches) {
     signal?.throwIfAborted();
-    const lines = batchLines(batch, withText);
-    pending.push(lines);
-    pendingLength += lines.length;
-    if (pendingLength >= exportNdjsonWriteBytes) {
-      await sink.write(Buffer.from(pending.join('')));
-      pending = [];
-      pendingLength = 0;
-    }
+    await writeBatch(batch, withText, lines);
   }
-  if (pending.length > 0) await sink.write(Buffer.from(pending.join('')));
+  await lines.flush();
 }

@@ -2,12 +2,18 @@
  * Where an export file's bytes go: the file itself, written in order, hashed (SHA-256) as it is
  * written so the manifest's checksum is of exactly the bytes on disk, and synced before it
  * counts as written — the manifest that names it is written only after that.
+ *
+ * Writes are queued, not waited for one by one: `write` returns once fewer than
+ * `exportWritesPendingBytesMax` bytes wait, so the next bytes are made while the last are
+ * written. A failed write fails the next `write` or `finish`.
  */
 import crypto from 'node:crypto';
 import fsp from 'node:fs/promises';
 import { ioError } from '../errors.js';
+import { exportWritesPendingBytesMax } from '../limits.js';
 
 export interface ExportSink {
+  /** Takes `bytes` to write after those before; the caller must not change them afterwards. */
   write(bytes: Uint8Array): Promise<void>;
 }
 
@@ -19,6 +25,12 @@ export interface WrittenFile {
 export class FileSink implements ExportSink {
   private readonly hash = crypto.createHash('sha256');
   private written = 0;
+  /** The writes queued, one after another, and how many bytes they hold. */
+  private queue: Promise<void> = Promise.resolve();
+  private pendingBytes = 0;
+  private failure: unknown;
+  /** Resolves the wait of a `write` that found too much queued. */
+  private wake: (() => void) | undefined;
 
   private constructor(
     private readonly file: string,
@@ -35,8 +47,23 @@ export class FileSink implements ExportSink {
   }
 
   async write(bytes: Uint8Array): Promise<void> {
+    this.check();
     if (bytes.length === 0) return;
     this.hash.update(bytes);
+    this.written += bytes.length;
+    this.pendingBytes += bytes.length;
+    this.queue = this.queue.then(() => this.writeAll(bytes));
+    // Waits only while too much is queued: each write that ends lets the next be made.
+    while (this.pendingBytes >= exportWritesPendingBytesMax && this.failure === undefined) await this.nextWrite();
+    this.check();
+  }
+
+  private nextWrite(): Promise<void> {
+    return new Promise((resolve) => (this.wake = resolve));
+  }
+
+  private async writeAll(bytes: Uint8Array): Promise<void> {
+    if (this.failure !== undefined) return;
     try {
       // A write may take fewer bytes than asked; the rest follows until all are written.
       for (let at = 0; at < bytes.length; ) {
@@ -44,13 +71,25 @@ export class FileSink implements ExportSink {
         at += bytesWritten;
       }
     } catch (error) {
-      throw ioError(error, `writing export file ${this.file}`);
+      this.failure = ioError(error, `writing export file ${this.file}`);
     }
-    this.written += bytes.length;
+    this.pendingBytes -= bytes.length;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  private check(): void {
+    if (this.failure !== undefined) throw this.failure;
   }
 
   /** Syncs and closes the file; what it holds is then on disk. */
   async finish(): Promise<WrittenFile> {
+    await this.queue;
+    if (this.failure !== undefined) {
+      await this.handle.close().catch(() => undefined);
+      throw this.failure;
+    }
     try {
       await this.handle.sync();
     } catch (error) {
@@ -63,6 +102,7 @@ export class FileSink implements ExportSink {
 
   /** Closes the file after a failure (the export stops; no manifest will name it). */
   async abandon(): Promise<void> {
+    await this.queue;
     await this.handle.close().catch(() => undefined);
   }
 }

@@ -12,15 +12,13 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
-import { exportFileBytesTarget, exportRowGroupBytesMax, exportRowGroupRowsMax } from '../limits.js';
+import { exportFileBytesTarget } from '../limits.js';
 import { syncDirectory, writeFileDurably } from '../storage/segment.js';
-import type { ColumnBatch } from './column-batch.js';
+import { ColumnBatch } from './column-batch.js';
 import { describeSchema } from './export-arrow.js';
-import { writeArrowIpc } from './export-ipc.js';
+import { batchBytes } from './export-file.js';
 import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
-import { writeNdjson } from './export-ndjson.js';
-import { writeParquet } from './export-parquet.js';
-import { FileSink } from './export-sink.js';
+import { writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
 
@@ -102,42 +100,27 @@ async function prepareDirectory(to: string): Promise<void> {
   await syncDirectory(path.dirname(path.resolve(to)));
 }
 
-/** About how many bytes of record data a batch holds: what a file's size target counts. */
-function batchBytes(batch: ColumnBatch): number {
-  let bytes = 0;
-  for (let row = 0; row < batch.length; row++) {
-    bytes += batch.payloadEnds[row] - batch.payloadStarts[row] + batch.fingerprintEnds[row] - batch.fingerprintStarts[row] + (batch.keyEnds[row] - batch.keyStarts[row]);
-  }
-  return bytes + (batch.tagStarts.length > 0 ? batch.tagEnds[batch.tagEnds.length - 1] - batch.tagStarts[0] : 0);
-}
-
+/**
+ * Whether every payload of the batch is UTF-8 text. Payloads lying back to back (a pack's) are
+ * checked as one range: joined valid texts are valid, and a valid range splits into valid texts
+ * wherever no piece starts inside a character (with a continuation byte, 0b10xxxxxx). The rest
+ * are checked one by one.
+ */
 function allText(batch: ColumnBatch): boolean {
-  for (let row = 0; row < batch.length; row++) {
-    if (!isUtf8(batch.payloadSource(row).subarray(batch.payloadStarts[row], batch.payloadEnds[row]))) return false;
+  const { payloadStarts: starts, payloadEnds: ends, flags } = batch;
+  let row = 0;
+  while (row < batch.length) {
+    const source = batch.payloadSource(row);
+    const elsewhere = flags[row] & ColumnBatch.payloadElsewhere;
+    let last = row;
+    while (last + 1 < batch.length && starts[last + 1] === ends[last] && (flags[last + 1] & ColumnBatch.payloadElsewhere) === elsewhere) last++;
+    if (!isUtf8(source.subarray(starts[row], ends[last]))) return false;
+    for (let piece = row + 1; piece <= last; piece++) {
+      if (starts[piece] < ends[last] && (source[starts[piece]] & 0xc0) === 0x80) return false;
+    }
+    row = last + 1;
   }
   return true;
-}
-
-/** A file's batches in groups of at most `exportRowGroupRowsMax` rows (and about `exportRowGroupBytesMax` bytes). */
-function groupsOf(batches: readonly ColumnBatch[]): ColumnBatch[][] {
-  const groups: ColumnBatch[][] = [];
-  let group: ColumnBatch[] = [];
-  let rows = 0;
-  let bytes = 0;
-  for (const batch of batches) {
-    const size = batchBytes(batch);
-    if (group.length > 0 && (rows + batch.length > exportRowGroupRowsMax || bytes + size > exportRowGroupBytesMax)) {
-      groups.push(group);
-      group = [];
-      rows = 0;
-      bytes = 0;
-    }
-    group.push(batch);
-    rows += batch.length;
-    bytes += size;
-  }
-  if (group.length > 0) groups.push(group);
-  return groups;
 }
 
 /**
@@ -159,35 +142,45 @@ export async function writeExport(
   let part: ColumnBatch[] = [];
   let partBytes = 0;
   let partText = true;
+  let started = 0;
+  // The file being written (on the export worker) while the next one's batches are read.
+  let writing: Promise<void> = Promise.resolve();
   const flush = async () => {
     if (part.length === 0) return;
-    const name = `part-${String(files.length).padStart(6, '0')}.${extensions[format]}`;
-    const sink = await FileSink.create(path.join(to, name));
-    try {
-      if (format === 'ndjson') await writeNdjson(part, partText, sink, options.signal);
-      else if (format === 'arrow') await writeArrowIpc(groupsOf(part), partText, sink, options.signal);
-      else await writeParquet(groupsOf(part), partText, sink, createdBy, options.signal);
-    } catch (error) {
-      await sink.abandon();
-      throw error;
-    }
-    const written = await sink.finish();
-    let count = 0;
-    for (const batch of part) count += batch.length;
-    files.push({ name, records: count, ...written, firstCommit: part[0].commit, lastCommit: part.at(-1)!.commit, payloadText: partText });
+    const batchesOfFile = part;
+    const payloadText = partText;
     part = [];
     partBytes = 0;
     partText = true;
+    let count = 0;
+    for (const batch of batchesOfFile) count += batch.length;
+    const name = `part-${String(started++).padStart(6, '0')}.${extensions[format]}`;
+    const entry = { name, records: count, firstCommit: batchesOfFile[0].commit, lastCommit: batchesOfFile.at(-1)!.commit, payloadText };
+    // One file at a time is written, so files finish (and are listed) in order, and at most two
+    // files' records are held: the one being written and the one being read.
+    await writing;
+    const job = { file: path.join(to, name), format, withText: payloadText, createdBy };
+    writing = writeExportFileOffThread(job, batchesOfFile, options.signal).then((written) => {
+      files.push({ name: entry.name, records: entry.records, ...written, firstCommit: entry.firstCommit, lastCommit: entry.lastCommit, payloadText });
+    });
+    // A failure is seen where the next file, or the end, waits for this one.
+    writing.catch(() => undefined);
   };
-  for await (const batch of batches) {
-    part.push(batch);
-    partBytes += batchBytes(batch);
-    partText &&= allText(batch);
-    records += batch.length;
-    options.onProgress?.({ after: range.after, upTo: range.upTo, commit: batch.commit, records });
-    if (partBytes >= exportFileBytesTarget) await flush();
+  try {
+    for await (const batch of batches) {
+      part.push(batch);
+      partBytes += batchBytes(batch);
+      partText &&= allText(batch);
+      records += batch.length;
+      options.onProgress?.({ after: range.after, upTo: range.upTo, commit: batch.commit, records });
+      if (partBytes >= exportFileBytesTarget) await flush();
+    }
+    await flush();
+    await writing;
+  } finally {
+    // Whatever failed, no file is still being written when the export returns.
+    await writing.catch(() => undefined);
   }
-  await flush();
   options.signal?.throwIfAborted();
   await syncDirectory(to);
   const manifest: ExportManifest = {

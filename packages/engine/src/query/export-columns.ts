@@ -1,0 +1,232 @@
+/**
+ * The columns of a group of column batches (several commits' worth) gathered into the flat
+ * buffers Apache Arrow's layouts want: 64-bit integers, validity and boolean bitmaps, and
+ * offsets with one data buffer for variable-length values. What `export-arrow.ts` makes its
+ * record batches of.
+ *
+ * Every function here is one tight loop per batch over the batch's typed arrays: an export
+ * converts every record it writes, so a call, a closure or a BigInt per row and column was most
+ * of an export's time. Byte ranges lying back to back in one buffer (the payloads of one pack)
+ * are copied in one piece.
+ */
+import { recordFlags } from '../storage/records.js';
+import { payloadElsewhere } from '../storage/run-columns.js';
+import type { ColumnBatch } from './column-batch.js';
+
+/** Variable-length values as Arrow's offsets and data. */
+export interface Gathered {
+  readonly valueOffsets: Int32Array;
+  readonly data: Uint8Array;
+}
+
+const twoTo32 = 2 ** 32;
+/** Ranges at most this long are copied byte by byte: cheaper than making a view to copy from. */
+const shortCopyBytes = 48;
+const encoder = new TextEncoder();
+
+/** The number of rows of the batches together. */
+export function rowCount(batches: readonly ColumnBatch[]): number {
+  let length = 0;
+  for (const batch of batches) length += batch.length;
+  return length;
+}
+
+/**
+ * A column of safe integers (stored as doubles) as little-endian 64-bit integers, written as
+ * two 32-bit words each: no BigInt is made per value. Every platform Node runs on is
+ * little-endian, as Arrow IPC is.
+ */
+export function int64Column(batches: readonly ColumnBatch[], length: number, column: (batch: ColumnBatch) => Float64Array): BigInt64Array {
+  const out = new BigInt64Array(length);
+  const words = new Int32Array(out.buffer);
+  let word = 0;
+  for (const batch of batches) {
+    const values = column(batch);
+    for (let row = 0; row < batch.length; row++, word += 2) {
+      const value = values[row];
+      const high = Math.floor(value / twoTo32);
+      // Stored into an Int32Array, both halves wrap modulo 2^32: the two's complement words.
+      words[word] = value - high * twoTo32;
+      words[word + 1] = high;
+    }
+  }
+  return out;
+}
+
+/** Each row's commit: one value per batch. */
+export function commitColumn(batches: readonly ColumnBatch[], length: number): BigInt64Array {
+  const out = new BigInt64Array(length);
+  let at = 0;
+  for (const batch of batches) {
+    out.fill(BigInt(batch.commit), at, at + batch.length);
+    at += batch.length;
+  }
+  return out;
+}
+
+/** A bitmap of the rows whose flags carry `bit`, and how many do not. */
+function flagBits(batches: readonly ColumnBatch[], length: number, bit: number): { bits: Uint8Array; unset: number } {
+  const bits = new Uint8Array((length + 7) >> 3);
+  let unset = 0;
+  let at = 0;
+  for (const batch of batches) {
+    const flags = batch.flags;
+    for (let row = 0; row < batch.length; row++, at++) {
+      if ((flags[row] & bit) !== 0) bits[at >> 3] |= 1 << (at & 7);
+      else unset++;
+    }
+  }
+  return { bits, unset };
+}
+
+/** The tombstone column: Arrow's booleans are a bitmap. */
+export function tombstoneBits(batches: readonly ColumnBatch[], length: number): Uint8Array {
+  return flagBits(batches, length, recordFlags.isTombstone).bits;
+}
+
+/** The validity bitmap of rows whose flags carry `bit`, or undefined when every row does. */
+export function validityOfFlag(batches: readonly ColumnBatch[], length: number, bit: number): Uint8Array | undefined {
+  const { bits, unset } = flagBits(batches, length, bit);
+  return unset === 0 ? undefined : bits;
+}
+
+/** The validity bitmap of rows with a type, or undefined when every row has one. */
+export function typeValidity(batches: readonly ColumnBatch[], length: number): Uint8Array | undefined {
+  const bits = new Uint8Array((length + 7) >> 3);
+  let absent = 0;
+  let at = 0;
+  for (const batch of batches) {
+    const typeIds = batch.typeIds;
+    for (let row = 0; row < batch.length; row++, at++) {
+      if (typeIds[row] >= 0) bits[at >> 3] |= 1 << (at & 7);
+      else absent++;
+    }
+  }
+  return absent === 0 ? undefined : bits;
+}
+
+/** Copies `from[start, end)` to `to` at `at`. */
+function copy(from: Uint8Array, start: number, end: number, to: Uint8Array, at: number): void {
+  if (end - start <= shortCopyBytes) {
+    for (let index = start; index < end; index++) to[at++] = from[index];
+  } else {
+    to.set(from.subarray(start, end), at);
+  }
+}
+
+/** One batch's byte ranges of a column: values `starts[i]`…`ends[i]`. */
+export interface BatchRanges {
+  readonly starts: Uint32Array;
+  readonly ends: Uint32Array;
+  readonly bytes: Uint8Array;
+  /** Where given, the rows whose flags carry `payloadElsewhere` index this buffer instead. */
+  readonly external?: Uint8Array;
+}
+
+/**
+ * A variable-length column gathered from every batch's ranges into one buffer. Ranges that
+ * follow each other in the same buffer are copied as one.
+ */
+export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: ColumnBatch) => BatchRanges): Gathered {
+  const all = batches.map(rangesOf);
+  let values = 0;
+  let total = 0;
+  for (const { starts, ends } of all) {
+    values += starts.length;
+    for (let index = 0; index < starts.length; index++) total += ends[index] - starts[index];
+  }
+  const valueOffsets = new Int32Array(values + 1);
+  const data = new Uint8Array(total);
+  let value = 0;
+  let at = 0;
+  for (const [index, { starts, ends, bytes, external }] of all.entries()) {
+    const flags = batches[index].flags;
+    // The run being gathered: [runStart, runEnd) of runSource, to be copied in one piece.
+    let runSource = bytes;
+    let runStart = 0;
+    let runEnd = 0;
+    let runAt = at;
+    for (let row = 0; row < starts.length; row++) {
+      const start = starts[row];
+      const end = ends[row];
+      const source = external !== undefined && (flags[row] & payloadElsewhere) !== 0 ? external : bytes;
+      if (start !== runEnd || source !== runSource) {
+        copy(runSource, runStart, runEnd, data, runAt);
+        runSource = source;
+        runStart = start;
+        runAt = at;
+      }
+      runEnd = end;
+      valueOffsets[value++] = at;
+      at += end - start;
+    }
+    copy(runSource, runStart, runEnd, data, runAt);
+  }
+  valueOffsets[value] = at;
+  return { valueOffsets, data };
+}
+
+/** A string that is the same for every row of a batch (its feed, its stream), per row. */
+export function repeatedStrings(batches: readonly ColumnBatch[], length: number, textOf: (batch: ColumnBatch) => string): Gathered {
+  const encoded = batches.map((batch) => encoder.encode(textOf(batch)));
+  let total = 0;
+  for (const [index, batch] of batches.entries()) total += encoded[index].length * batch.length;
+  const valueOffsets = new Int32Array(length + 1);
+  const data = new Uint8Array(total);
+  let value = 0;
+  let at = 0;
+  for (const [index, batch] of batches.entries()) {
+    const text = encoded[index];
+    const from = at;
+    for (let row = 0; row < batch.length; row++, at += text.length) valueOffsets[value++] = at;
+    // The text once, then the copies made so far doubled until the batch's rows are filled.
+    if (text.length === 0 || batch.length === 0) continue;
+    data.set(text, from);
+    for (let filled = text.length; filled < at - from; filled *= 2) data.copyWithin(from + filled, from, from + Math.min(filled, at - from - filled));
+  }
+  valueOffsets[value] = at;
+  return { valueOffsets, data };
+}
+
+/** Each row's type (one of its batch's few), empty where it has none (a null). */
+export function typeStrings(batches: readonly ColumnBatch[], length: number): Gathered {
+  const encoded = batches.map((batch) => batch.types.map((type) => encoder.encode(type)));
+  let total = 0;
+  for (const [index, batch] of batches.entries()) {
+    const typeIds = batch.typeIds;
+    for (let row = 0; row < batch.length; row++) if (typeIds[row] >= 0) total += encoded[index][typeIds[row]].length;
+  }
+  const valueOffsets = new Int32Array(length + 1);
+  const data = new Uint8Array(total);
+  let value = 0;
+  let at = 0;
+  for (const [index, batch] of batches.entries()) {
+    const typeIds = batch.typeIds;
+    const types = encoded[index];
+    for (let row = 0; row < batch.length; row++) {
+      valueOffsets[value++] = at;
+      const id = typeIds[row];
+      if (id < 0) continue;
+      const text = types[id];
+      copy(text, 0, text.length, data, at);
+      at += text.length;
+    }
+  }
+  valueOffsets[value] = at;
+  return { valueOffsets, data };
+}
+
+/** The tag list's offsets: each row's first tag among the group's. */
+export function tagListOffsets(batches: readonly ColumnBatch[], length: number): { valueOffsets: Int32Array; tags: number } {
+  const valueOffsets = new Int32Array(length + 1);
+  let value = 0;
+  let base = 0;
+  for (const batch of batches) {
+    const tagRows = batch.tagRows;
+    const first = tagRows[0];
+    for (let row = 0; row < batch.length; row++) valueOffsets[value++] = base + tagRows[row] - first;
+    base += tagRows[batch.length] - first;
+  }
+  valueOffsets[value] = base;
+  return { valueOffsets, tags: base };
+}
