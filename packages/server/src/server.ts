@@ -136,9 +136,13 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
       closing ??= (async () => {
         // New requests get 503 from here on; live reads end, so that close does not wait on them.
         ctx.startDraining();
+        // Connections whose last response ends while draining would otherwise idle in
+        // keep-alive until it times out, holding close up: they are closed as they go idle.
+        const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
         try {
           await app.close();
         } finally {
+          clearInterval(sweep);
           await store.close();
         }
       })();

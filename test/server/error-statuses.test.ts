@@ -1,0 +1,35 @@
+import fs from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { errorStatuses, statusOf } from '../../packages/server/src/index.js';
+
+/** Every code the engine declares, read from its source (the union is a type, gone at run time). */
+function declaredCodes(): string[] {
+  const source = fs.readFileSync('packages/engine/src/errors.ts', 'utf8');
+  const union = source.slice(source.indexOf('export type ErrorCode ='), source.indexOf(';', source.indexOf('export type ErrorCode =')));
+  return [...union.matchAll(/\|\s*'([A-Z_]+)'/g)].map((match) => match[1]!);
+}
+
+describe('HTTP statuses of error codes', () => {
+  it('gives every engine error code one status, and names no code the engine lacks', () => {
+    const codes = declaredCodes();
+    expect(codes.length).toBeGreaterThan(30);
+    for (const code of codes) expect(errorStatuses, code).toHaveProperty(code);
+    expect(Object.keys(errorStatuses).sort()).toEqual([...codes].sort());
+    for (const status of Object.values(errorStatuses)) expect([400, 401, 403, 404, 409, 410, 412, 413, 416, 500, 503]).toContain(status);
+  });
+
+  it('maps codes as docs/http.md lists them', () => {
+    const expected: Record<string, number> = {
+      INVALID_ARGUMENT: 400, INVALID_RECORD: 400, INVALID_NAME: 400,
+      UNAUTHENTICATED: 401, FORBIDDEN: 403,
+      FEED_NOT_FOUND: 404, STREAM_NOT_FOUND: 404, SUBSCRIPTION_NOT_FOUND: 404, KEY_NOT_FOUND: 404,
+      LEASE_HELD: 409, STREAM_OPEN: 409, SAME_BATCH: 409, FEED_EXISTS: 409,
+      SEQ_MISMATCH: 412, FENCED: 412, CONDITION_FAILED: 412,
+      RECORD_TOO_LARGE: 413, REQUEST_TOO_LARGE: 413,
+      TRIMMED: 410, CURSOR_OUT_OF_RANGE: 416,
+      UNAVAILABLE: 503, CLOSED: 503,
+      CORRUPT: 500, IO: 500, INTERNAL: 500,
+    };
+    for (const [code, status] of Object.entries(expected)) expect(statusOf(code as never), code).toBe(status);
+  });
+});
