@@ -60,6 +60,13 @@ export function flag(query: QueryParams, name: string): boolean | undefined {
  * type or tag is named.
  */
 export function conditionOf(query: QueryParams): AppendCondition | undefined {
+  const json = jsonParameter(query, 'condition');
+  if (json !== undefined) {
+    if (query.ifNoMatchType !== undefined || query.ifNoMatchTag !== undefined || query.afterPosition !== undefined) {
+      throw new StreamStackError('INVALID_ARGUMENT', 'condition is given as JSON or as ifNoMatchType/ifNoMatchTag/afterPosition, not both', { details: { parameter: 'condition' } });
+    }
+    return json as AppendCondition;
+  }
   const types = many(query, 'ifNoMatchType');
   const tags = many(query, 'ifNoMatchTag');
   const after = integer(query, 'afterPosition');
@@ -71,6 +78,20 @@ export function conditionOf(query: QueryParams): AppendCondition | undefined {
     failIfMatch: { items: [{ ...(types.length > 0 ? { types } : {}), ...(tags.length > 0 ? { tags } : {}) }] },
     after: after ?? 0,
   };
+}
+
+/**
+ * A parameter holding JSON (`filter`, `condition`): for what the flag-like parameters cannot say,
+ * such as a query of several items. The engine checks the value itself.
+ */
+export function jsonParameter(query: QueryParams, name: string): unknown {
+  const text = single(query, name);
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be JSON`, { details: { parameter: name } });
+  }
 }
 
 /** The fencing token header, required. */

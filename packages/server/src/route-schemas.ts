@@ -4,7 +4,7 @@
  * value gets the same typed error with or without the schema.
  */
 
-type ParameterKind = 'integer' | 'string' | 'list' | 'boolean';
+type ParameterKind = 'integer' | 'string' | 'list' | 'boolean' | 'json';
 
 const descriptions: Record<string, string> = {
   after: 'a commit cursor: commits after this one',
@@ -21,6 +21,8 @@ const descriptions: Record<string, string> = {
   ifNoMatchTag: 'condition: … with this tag (repeatable: all of them)',
   afterPosition: 'condition: only records after this position count (default 0)',
   fromSeq: 'from this seq on',
+  filter: 'a RecordFilter as JSON ({"items": [{"types", "tags"}, …]} or one item), instead of type and tag',
+  condition: 'an AppendCondition as JSON ({"failIfMatch", "after"}), instead of the ifNoMatch parameters',
   asOf: 'as of this commit',
   max: 'stop before passing this many records (whole commits)',
 };
@@ -45,4 +47,4 @@ export function describe(tag: string, summary: string, extra: Record<string, unk
   return { tags: [tag], summary, ...extra };
 }
 
-export const conditionParameters = { ifNoMatchType: 'list', ifNoMatchTag: 'list', afterPosition: 'integer' } as const;
+export const conditionParameters = { ifNoMatchType: 'list', ifNoMatchTag: 'list', afterPosition: 'integer', condition: 'json' } as const;

@@ -4,7 +4,7 @@ import { recordLine, StreamStackError, type Feed, type ReadOptions } from '@stre
 import type { ServerContext } from './context.js';
 import { followOverSse, wantsEventStream } from './live-sse.js';
 import { sendLines } from './ndjson.js';
-import { choice, integer, integerText, many, plans, readModes, type QueryParams } from './request-params.js';
+import { choice, integer, integerText, jsonParameter, many, plans, readModes, type QueryParams } from './request-params.js';
 import { describe, querySchema } from './route-schemas.js';
 
 type FeedParams = { feed: string };
@@ -19,7 +19,12 @@ function readOptionsOf(query: QueryParams): ReadOptions {
   const dedupScope = choice(query, 'dedupScope', ['history', 'window'] as const);
   const types = many(query, 'type');
   const tags = many(query, 'tag');
+  const filter = jsonParameter(query, 'filter');
+  if (filter !== undefined && (types.length > 0 || tags.length > 0)) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'filter is given as JSON or as type/tag, not both', { details: { parameter: 'filter' } });
+  }
   return {
+    ...(filter === undefined ? {} : { filter: filter as ReadOptions['filter'] }),
     ...(after === undefined ? {} : { after }),
     ...(upTo === undefined ? {} : { upTo }),
     ...(limit === undefined ? {} : { limit }),
@@ -91,7 +96,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
     {
       config: { operation: 'read' },
       schema: describe('reads', 'records after a cursor (NDJSON), waiting up to `wait` seconds for one; with Accept: text/event-stream, a live read (one event per commit)', {
-        querystring: querySchema({ after: 'integer', upTo: 'integer', mode: 'string', type: 'list', tag: 'list', limit: 'integer', plan: 'string', dedupScope: 'string', wait: 'integer' }),
+        querystring: querySchema({ after: 'integer', upTo: 'integer', mode: 'string', type: 'list', tag: 'list', filter: 'json', limit: 'integer', plan: 'string', dedupScope: 'string', wait: 'integer' }),
       }),
     },
     async (request, reply) => {
