@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { errorStatuses, statusOf } from '../../packages/server/src/index.js';
+import { StreamStackError } from '../../packages/engine/src/index.js';
+import { errorBody, errorHeaders, errorStatuses, statusOf } from '../../packages/server/src/index.js';
 
 /** Every code the engine declares, read from its source (the union is a type, gone at run time). */
 function declaredCodes(): string[] {
@@ -31,5 +32,12 @@ describe('HTTP statuses of error codes', () => {
       CORRUPT: 500, IO: 500, INTERNAL: 500,
     };
     for (const [code, status] of Object.entries(expected)) expect(statusOf(code as never), code).toBe(status);
+  });
+
+  it('tells a SAME_BATCH client to retry at once, and keeps the CLI error shape', () => {
+    const sameBatch = new StreamStackError('SAME_BATCH', 'a matching record is in the same group', { details: { retryable: true } });
+    expect(errorHeaders(sameBatch)).toEqual({ 'retry-after': '0' });
+    expect(errorHeaders(new StreamStackError('CONDITION_FAILED', 'x'))).toEqual({});
+    expect(errorBody(sameBatch)).toEqual({ error: { code: 'SAME_BATCH', message: 'a matching record is in the same group', retryable: true } });
   });
 });

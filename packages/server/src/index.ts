@@ -11,5 +11,5 @@ export { createServer, bodyLimitDefault, isLoopback } from './server.js';
 export type { ServerOptions, StreamStackServer } from './server.js';
 export { Authorizer, hashToken, loadTokenFile, parseTokenFile } from './auth.js';
 export type { Operation, TokenGrant } from './auth.js';
-export { errorStatuses, statusOf } from './http-errors.js';
+export { errorBody, errorHeaders, errorStatuses, statusOf } from './http-errors.js';
 export type { LiveSettings } from './context.js';
