@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
 import { call, ndjson, readEvents, startServer } from '../support/server.js';
@@ -68,5 +69,27 @@ describe('operating the server', () => {
     const store = await Store.open(directory);
     expect((await store.feedInfo('f')).commits).toBe(1);
     await store.close();
+  });
+
+  it('answers 503 UNAVAILABLE to a request that arrives on an open connection while draining', async () => {
+    const { url, server } = await startServer();
+    await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
+    const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk) => (received += String(chunk)));
+    const socketClosed = new Promise((resolve) => socket.on('close', resolve));
+    // An append whose body is half sent keeps the connection busy across the start of the drain;
+    // the request behind it on the same connection then arrives while draining.
+    const body = '{"payload":"last"}\n';
+    socket.write(`POST /v1/feeds/f/records HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const closed = server.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.write(`${body.slice(5)}GET /v1/feeds/f HTTP/1.1\r\nHost: t\r\n\r\n`);
+    await closed;
+    await socketClosed;
+    const statuses = [...received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => match[1]);
+    expect(statuses).toEqual(['201', '503']);
+    expect(received).toContain('{"error":{"code":"UNAVAILABLE","message":"the server is shutting down"}}');
   });
 });

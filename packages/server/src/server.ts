@@ -82,7 +82,9 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   app.setErrorHandler((error, request, reply) => {
     const typed = typedRequestError(error);
     const status = statusOf(typed.code);
-    if (status >= 500) request.log.error({ err: error }, typed.message);
+    if (status >= 500 && typed.code !== 'UNAVAILABLE') request.log.error({ err: error }, typed.message);
+    // While draining, a connection should not be kept for another request that would be refused.
+    if (ctx.draining) reply.header('connection', 'close');
     return reply.code(status).headers(errorHeaders(typed)).type('application/json').send(errorBody(typed));
   });
   app.setNotFoundHandler((request, reply) => {
