@@ -175,6 +175,23 @@ describe('subscriptions, retention and verify over HTTP', () => {
     expect((await call(url, 'GET', '/v1/feeds/f/subscriptions/billing')).status).toBe(404);
   });
 
+  it('answers 410 TRIMMED for a cursor below the low mark, over plain reads and SSE alike', async () => {
+    const { url } = await startServer();
+    await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
+    // The test store's 64 KiB segments roll every few of these commits (distinct payloads: a
+    // payload is stored once per feed).
+    for (let commit = 0; commit < 40; commit++) await call(url, 'POST', '/v1/feeds/f/records', { body: ndjson({ payload: `${commit}:`.padEnd(8000, 'x') }) });
+    const trimmed = await call(url, 'POST', '/v1/feeds/f/trim', { body: { before: 30 } });
+    const lowMark = trimmed.json.lowMark as number;
+    expect(lowMark).toBeGreaterThan(1);
+    const gone = await call(url, 'GET', '/v1/feeds/f/records?after=0');
+    expect([gone.status, gone.json.error.code]).toEqual([410, 'TRIMMED']);
+    expect((await readEvents(url, '/v1/feeds/f/records?after=0', () => true)).status).toBe(410);
+    expect((await call(url, 'GET', '/v1/feeds/f/commits?after=0')).status).toBe(410);
+    const kept = await call(url, 'GET', '/v1/feeds/f/records');
+    expect(kept.lines[0].commit).toBe(lowMark);
+  });
+
   it('sets and shows retention, trims, and verifies', async () => {
     const { url } = await startServer();
     await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });

@@ -107,7 +107,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
       if (wait !== undefined && wait > ctx.live.waitSecondsMax) {
         throw new StreamStackError('INVALID_ARGUMENT', `wait is at most ${ctx.live.waitSecondsMax} seconds`, { details: { parameter: 'wait', max: ctx.live.waitSecondsMax } });
       }
-      const after = options.after ?? (feed.info().lowMark - 1);
+      const after = options.after ?? (await feed.retention()).lowMark - 1;
       // Checks the cursor at once (TRIMMED, beyond the head) before any wait.
       feed.commits({ after, limit: 0 });
       if (wait !== undefined && wait > 0 && (feed.head()?.commit ?? 0) <= after) {
