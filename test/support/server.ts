@@ -20,13 +20,14 @@ export interface TestServer {
 }
 
 /** A server on 127.0.0.1 and a free port, over a store in a fresh directory; closed after the test. */
-export async function startServer(options: Partial<ServerOptions> & { storeOptions?: StoreOptions; directory?: string } = {}): Promise<TestServer> {
+export async function startServer(options: Partial<ServerOptions> & { storeOptions?: StoreOptions; directory?: string; port?: number } = {}): Promise<TestServer> {
   const directory = options.directory ?? temporaryDirectory();
   const store = await openStore(directory, options.storeOptions);
-  const { storeOptions: _unused, directory: _directory, ...serverOptions } = options;
+  const { storeOptions: _unused, directory: _directory, port, ...serverOptions } = options;
   const server = await createServer({ logger: false, ...serverOptions, store });
   running.push(server);
-  const url = await server.listen({ port: 0 });
+  // Port 0 (any free one) unless a test restarts a server where its clients already point.
+  const url = await server.listen({ port: port ?? 0 });
   return { server, url, directory };
 }
 

@@ -35,6 +35,24 @@ import { errorFromBody, type Transport } from './transport.js';
 /** How long `follow` waits before it reconnects a dropped event stream. */
 const reconnectMs = 250;
 
+/** How many failed reconnects in a row `follow` makes before it gives up (about 10 s). */
+const reconnectAttemptsMax = 40;
+
+/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+function abortableDelay(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 export class RemoteFeed {
   /** @internal */
   constructor(
@@ -136,22 +154,32 @@ export class RemoteFeed {
 
   /**
    * Every commit after `after`, then each new one as it is published, until `signal` aborts:
-   * one SSE connection, resumed with `Last-Event-ID` after the last commit received if it
-   * drops, so nothing is skipped or delivered twice across a reconnect.
+   * one SSE connection, resumed with `Last-Event-ID` after the last commit received when it
+   * drops or the server restarts, so nothing is skipped or delivered twice across a reconnect.
+   * A server that stays unreachable for `reconnectAttemptsMax` tries fails it with `UNAVAILABLE`.
    */
   async *follow(options: { after?: number; signal?: AbortSignal } = {}): AsyncGenerator<CommitRecords> {
     const { signal } = options;
     let cursor = options.after;
+    let failures = 0;
     for (let attempt = 0; ; attempt++) {
       // A reconnect waits a moment (the `retry:` the server asks for), so a flapping
       // connection does not become a busy loop.
-      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, reconnectMs));
+      if (attempt > 0) await abortableDelay(reconnectMs, signal);
       signal?.throwIfAborted();
-      const response = await this.transport.send('GET', `${this.path}/records`, {
-        query: { after: cursor },
-        headers: { accept: 'text/event-stream', 'last-event-id': cursor === undefined ? undefined : String(cursor) },
-        ...(signal ? { signal } : {}),
-      });
+      let response: Response;
+      try {
+        response = await this.transport.send('GET', `${this.path}/records`, {
+          query: { after: cursor },
+          headers: { accept: 'text/event-stream', 'last-event-id': cursor === undefined ? undefined : String(cursor) },
+          ...(signal ? { signal } : {}),
+        });
+      } catch (error) {
+        // Unreachable or draining (a restart, most likely): try again, up to a bound.
+        if (error instanceof StreamStackError && error.code === 'UNAVAILABLE' && ++failures < reconnectAttemptsMax) continue;
+        throw error;
+      }
+      failures = 0;
       try {
         for await (const event of serverEvents(response.body as unknown as AsyncIterable<Uint8Array>)) {
           if (event.event === 'error') throw errorFromBody(JSON.parse(event.data), 200);
@@ -164,9 +192,8 @@ export class RemoteFeed {
         if (signal?.aborted) throw signal.reason;
         if (error instanceof StreamStackError) throw error;
         // The connection dropped mid-stream: reconnect after the last commit received.
-        continue;
       }
-      // The server ended the stream (it is draining): reconnect; a server gone for good fails it.
+      // Ended or dropped (the server drains on shutdown): reconnect after the last commit.
     }
   }
 
