@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { StreamStackError } from '../../packages/engine/src/index.js';
 import { errorBody, errorHeaders, errorStatuses, statusOf } from '../../packages/server/src/index.js';
+import { typedRequestError } from '../../packages/server/src/http-errors.js';
 
 /** Every code the engine declares, read from its source (the union is a type, gone at run time). */
 function declaredCodes(): string[] {
@@ -39,5 +40,13 @@ describe('HTTP statuses of error codes', () => {
     expect(errorHeaders(sameBatch)).toEqual({ 'retry-after': '0' });
     expect(errorHeaders(new StreamStackError('CONDITION_FAILED', 'x'))).toEqual({});
     expect(errorBody(sameBatch)).toEqual({ error: { code: 'SAME_BATCH', message: 'a matching record is in the same group', retryable: true } });
+  });
+
+  it('types failures that are not StreamStackErrors: system errors as IO, fastify request errors by status, the rest INTERNAL', () => {
+    const full = Object.assign(new Error('no space'), { code: 'ENOSPC', syscall: 'write' });
+    expect(typedRequestError(full)).toMatchObject({ code: 'IO', details: { errno: 'ENOSPC', syscall: 'write' } });
+    expect(typedRequestError(Object.assign(new Error('too big'), { statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' })).code).toBe('REQUEST_TOO_LARGE');
+    expect(typedRequestError(Object.assign(new Error('bad json'), { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' }))).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'FST_ERR_CTP_INVALID_JSON_BODY' } });
+    expect(typedRequestError(new TypeError('oops')).code).toBe('INTERNAL');
   });
 });

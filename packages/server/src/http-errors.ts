@@ -5,7 +5,7 @@
  * @example
  * statusOf('SEQ_MISMATCH'); // 412
  */
-import { StreamStackError, type ErrorCode } from '@streamstack/engine';
+import { ioError, StreamStackError, type ErrorCode } from '@streamstack/engine';
 
 /**
  * Every code the engine defines has a status here: the type is a Record over ErrorCode, so a new
@@ -83,6 +83,10 @@ export function typedRequestError(error: unknown): StreamStackError {
   const message = failure?.message ?? String(error);
   if (failure?.statusCode === 413) return new StreamStackError('REQUEST_TOO_LARGE', message, { cause: error });
   if (failure?.statusCode === 404) return new StreamStackError('NOT_FOUND', message, { cause: error });
+  // An operating-system failure (its code an errno name, `ENOSPC`) is `IO`, as the CLI reports it.
+  if (error instanceof Error && typeof failure.code === 'string' && /^E[A-Z0-9]+$/.test(failure.code) && failure.statusCode === undefined) {
+    return ioError(error, 'a system call failed');
+  }
   if (typeof failure?.statusCode === 'number' && failure.statusCode >= 400 && failure.statusCode < 500) {
     return new StreamStackError('INVALID_ARGUMENT', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
   }
