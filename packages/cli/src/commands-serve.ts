@@ -9,6 +9,7 @@ interface ServeFlags {
   port: number;
   tokens?: string;
   bodyLimit?: number;
+  exports?: string;
   logLevel: string;
 }
 
@@ -20,6 +21,7 @@ export function addServeCommand(program: Command): void {
     .option('--port <port>', 'port to listen on (0: any free port)', integer('--port'), 4437)
     .option('--tokens <file>', 'bearer tokens file (hashed, scoped); without it the server is local-only and checks nothing')
     .option('--body-limit <bytes>', 'largest request body', integer('--body-limit'))
+    .option('--exports <dir>', 'directory that exports over HTTP are written under (without it, export is refused)')
     .option('--log-level <level>', 'pino log level', 'info')
     .action(async (flags: ServeFlags) => {
       const tokens = flags.tokens === undefined ? undefined : loadTokenFile(flags.tokens);
@@ -31,6 +33,7 @@ export function addServeCommand(program: Command): void {
           store,
           ...(tokens ? { tokens } : {}),
           ...(flags.bodyLimit === undefined ? {} : { bodyLimit: flags.bodyLimit }),
+          ...(flags.exports === undefined ? {} : { exportDirectory: flags.exports }),
           logger: { level: flags.logLevel },
         });
         await server.listen({ host: flags.host, port: flags.port });

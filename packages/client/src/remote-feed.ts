@@ -17,6 +17,8 @@ import {
   type AppendRecord,
   type Commit,
   type CommitRecords,
+  type ExportManifest,
+  type ExportOptions,
   type FeedInfo,
   type LeaseGrant,
   type ReadOptions,
@@ -212,6 +214,16 @@ export class RemoteFeed {
     const list: SubscriptionInfo[] = [];
     for await (const line of this.transport.lines(`${this.path}/subscriptions`)) list.push(line as unknown as SubscriptionInfo);
     return list;
+  }
+
+  /**
+   * Exports a range to files on the server: `to` names a directory under the server's export
+   * directory (`serve --exports DIR`), not a local path. `signal` and `onProgress` stay local
+   * (the request is not cancelled, and no progress is reported). Answers the manifest.
+   */
+  export(options: ExportOptions): Promise<ExportManifest> {
+    const { format, to, after, upTo, mode } = options;
+    return this.transport.json('POST', `${this.path}/export`, { json: { format, to, after, upTo, mode } });
   }
 
   trim(options: { before?: number; force?: boolean } = {}): Promise<TrimResult> {

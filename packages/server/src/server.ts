@@ -10,6 +10,7 @@
  * // … later, or on SIGTERM: stop accepting, finish in-flight requests, close the store.
  * await server.close();
  */
+import path from 'node:path';
 import fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import { readRecordLines, StreamStackError, type Store } from '@streamstack/engine';
@@ -18,6 +19,7 @@ import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from '.
 import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { ServerMetrics } from './metrics.js';
 import { ndjsonType } from './ndjson.js';
+import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
 import { addReadRoutes } from './routes-read.js';
 import { addSubscriptionRoutes } from './routes-subscriptions.js';
@@ -39,6 +41,8 @@ export interface ServerOptions {
   readonly bodyLimit?: number;
   /** fastify's logger option: `true`, `false`, or pino options (a level, a destination stream). */
   readonly logger?: FastifyServerOptions['logger'];
+  /** The directory exports are written under (each export names a directory inside it). */
+  readonly exportDirectory?: string;
   /** SSE heartbeat interval and the longest long-poll. */
   readonly live?: Partial<LiveSettings>;
 }
@@ -117,6 +121,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addWriteRoutes(app, ctx);
   addReadRoutes(app, ctx);
   addSubscriptionRoutes(app, ctx);
+  addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
