@@ -1,7 +1,6 @@
 /** `serve`: the data directory over HTTP (docs/http.md), until SIGTERM or SIGINT. */
 import type { Command } from 'commander';
 import { Store } from '@streamstack/engine';
-import { createServer, loadTokenFile } from '@streamstack/server';
 import { integer } from './shared.js';
 
 interface ServeFlags {
@@ -24,6 +23,8 @@ export function addServeCommand(program: Command): void {
     .option('--exports <dir>', 'directory that exports over HTTP are written under (without it, export is refused)')
     .option('--log-level <level>', 'pino log level', 'info')
     .action(async (flags: ServeFlags) => {
+      // Loaded here, not at the top: fastify and its plugins would add to every command's start.
+      const { createServer, loadTokenFile } = await import('@streamstack/server');
       const tokens = flags.tokens === undefined ? undefined : loadTokenFile(flags.tokens);
       const { data, breakLock } = program.opts<{ data: string; breakLock?: boolean }>();
       const store = await Store.open(data, breakLock ? { breakLock: true } : {});

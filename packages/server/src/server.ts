@@ -66,17 +66,21 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host.startsWith('127.');
 }
 
+/** fastify's logger option with the secret headers redacted, whatever the caller passed. */
+function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['logger'] {
+  if (logger === undefined || logger === false) return false;
+  if (logger === true) return { redact: redactedPaths };
+  return { ...logger, redact: redactedPaths };
+}
+
 /** Builds the server over `options.store` (not yet listening). */
 export async function createServer(options: ServerOptions): Promise<StreamStackServer> {
   const { store } = options;
   const bodyLimit = options.bodyLimit ?? bodyLimitDefault;
-  const logger = options.logger === undefined || options.logger === false || options.logger === true
-    ? options.logger === true ? { redact: redactedPaths } : false
-    : { ...options.logger, redact: redactedPaths };
-  const app = fastify({ logger, bodyLimit, return503OnClosing: false, forceCloseConnections: 'idle' });
-  let context: ServerContext | undefined;
-  const metrics = new ServerMetrics(() => context?.openFeeds() ?? Promise.resolve([]));
-  const ctx = (context = new ServerContext(store, metrics, { heartbeatMs: options.live?.heartbeatMs ?? 15_000, waitSecondsMax: options.live?.waitSecondsMax ?? 300 }));
+  const app = fastify({ logger: loggerOption(options.logger), bodyLimit, return503OnClosing: false, forceCloseConnections: 'idle' });
+  // The metrics read the context's open feeds at scrape time, and the context holds the metrics.
+  const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
+  const ctx = new ServerContext(store, metrics, { heartbeatMs: options.live?.heartbeatMs ?? 15_000, waitSecondsMax: options.live?.waitSecondsMax ?? 300 });
   const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
 
   app.addContentTypeParser(ndjsonType, { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
