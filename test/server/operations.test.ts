@@ -1,7 +1,18 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
+import type { StreamStackServer } from '../../packages/server/src/index.js';
 import { call, ndjson, readEvents, startServer } from '../support/server.js';
+
+/** Waits until the server counts `count` live reads open (long-polls and SSE together). */
+async function liveReadersReach(server: StreamStackServer, count: number): Promise<void> {
+  for (let tries = 0; tries < 500; tries++) {
+    const { values } = await server.metrics.liveReaders.get();
+    if (values.reduce((sum, value) => sum + value.value, 0) >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`the server never had ${count} live reads open`);
+}
 
 describe('operating the server', () => {
   it('exports Prometheus metrics: appends, bytes, commits, request latency and subscription lag', async () => {
@@ -40,7 +51,7 @@ describe('operating the server', () => {
     await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
     const longPoll = call(url, 'GET', '/v1/feeds/f/records?after=0&wait=60');
     const sse = readEvents(url, '/v1/feeds/f/records?after=0', () => false);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await liveReadersReach(server, 2);
     // In flight: the request has begun (its head is read) and its body is still on the way
     // when close starts, so it must be finished rather than cut off.
     let finishBody!: () => void;
@@ -54,7 +65,7 @@ describe('operating the server', () => {
       },
     });
     const inFlight = fetch(`${url}/v1/feeds/f/records`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body, duplex: 'half' } as RequestInit);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await new Promise((resolve) => setTimeout(resolve, 500));
     const started = Date.now();
     const closed = server.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -82,7 +93,7 @@ describe('operating the server', () => {
     // the request behind it on the same connection then arrives while draining.
     const body = '{"payload":"last"}\n';
     socket.write(`POST /v1/feeds/f/records HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await new Promise((resolve) => setTimeout(resolve, 500));
     const closed = server.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
     socket.write(`${body.slice(5)}GET /v1/feeds/f HTTP/1.1\r\nHost: t\r\n\r\n`);

@@ -99,7 +99,9 @@ describe.each(targets)('subscriptions and live reads ($name)', (target) => {
     const reading = (async () => {
       for await (const { commit } of feed.follow({ after: 0, signal: controller.signal })) seen.push(commit.commit);
     })();
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Aborted once the catch-up is delivered, while the follow waits for the next commit.
+    while (seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 100));
     controller.abort();
     await expect(reading).rejects.toMatchObject({ name: 'AbortError' });
     expect(seen).toEqual([1]);
