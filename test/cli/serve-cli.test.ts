@@ -24,13 +24,19 @@ function serve(data: string, args: string[] = []) {
 }
 
 describe('streamstack serve', () => {
-  it('serves the data directory with bearer tokens, logs JSON without them, and drains on SIGTERM', async () => {
+  it('serves the data directory with bearer tokens made by token create, logs JSON without them, and drains on SIGTERM', async () => {
     const data = temporaryDirectory();
     const tokens = path.join(temporaryDirectory(), 'tokens.json');
-    fs.writeFileSync(tokens, JSON.stringify({ tokens: [{ name: 'ops', sha256: hashToken('s3cret'), feeds: ['*'], operations: ['admin', 'read', 'write'] }] }));
+    // `token create` makes the token and the entry that holds only its hash.
+    const created = cli(data, ['token', 'create', '--name', 'ops', '--feed', '*', '--op', 'admin', '--op', 'read', '--op', 'write']);
+    expect(created.status).toBe(0);
+    const { token: secret, entry } = created.lines[0] as { token: string; entry: Record<string, unknown> };
+    expect(entry).toEqual({ name: 'ops', sha256: hashToken(secret), feeds: ['*'], operations: ['admin', 'read', 'write'] });
+    expect(cli(data, ['token', 'create', '--name', 'x', '--feed', 'a', '--op', 'fly']).status).toBe(2);
+    fs.writeFileSync(tokens, JSON.stringify({ tokens: [entry] }));
     const server = serve(data, ['--tokens', tokens]);
     const url = await server.url;
-    const headers = { authorization: 'Bearer s3cret', 'content-type': 'application/json' };
+    const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
     expect((await fetch(`${url}/v1/feeds`, { method: 'POST', headers, body: JSON.stringify({ name: 'f' }) })).status).toBe(201);
     const appended = await fetch(`${url}/v1/feeds/f/records`, { method: 'POST', headers: { ...headers, 'content-type': 'application/x-ndjson' }, body: '{"payload":"over http"}\n' });
     expect(appended.status).toBe(201);
@@ -42,7 +48,7 @@ describe('streamstack serve', () => {
     const lines = server.output().split('\n').filter((line) => line.startsWith('{'));
     expect(lines.length).toBeGreaterThan(2);
     for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
-    expect(server.output()).not.toContain('s3cret');
+    expect(server.output()).not.toContain(secret);
     // Drained and closed: the lock is gone and the append is there.
     expect(cli(data, ['read', 'f']).lines.map((line) => line.payload)).toEqual(['over http']);
   });

@@ -10,6 +10,7 @@ import { addReadCommands } from './commands-read.js';
 import { addWriteCommands } from './commands-write.js';
 import { addHistoryCommands } from './commands-history.js';
 import { addServeCommand } from './commands-serve.js';
+import { addTokenCommand } from './commands-token.js';
 import { guardOutput, note, OutputClosed, printError } from './io.js';
 import { exitSuccess, exitTypedError, exitUsage } from './shared.js';
 
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
   addHistoryCommands(program);
   addExportCommand(program);
   addServeCommand(program);
+  addTokenCommand(program);
   return program;
 }
 
