@@ -95,4 +95,22 @@ describe.each(targets)('reads ($name)', (target) => {
     await expect(feed.get('k', { asOf: 9 })).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
     await expect(collect(feed.read({ after: 2, upTo: 1 }))).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
+
+  it('stops a read and a commit listing when their signal aborts', async () => {
+    const feed = await seeded();
+    const aborted = AbortSignal.abort();
+    await expect(collect(feed.read({ signal: aborted }))).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(collect(feed.commits({ signal: aborted }))).rejects.toMatchObject({ name: 'AbortError' });
+    const controller = new AbortController();
+    const seen: number[] = [];
+    const reading = (async () => {
+      for await (const record of feed.read({ signal: controller.signal })) {
+        seen.push(record.position);
+        controller.abort();
+      }
+    })();
+    await expect(reading).rejects.toMatchObject({ name: 'AbortError' });
+    expect(seen.length).toBeGreaterThanOrEqual(1);
+    expect(seen.length).toBeLessThan(7);
+  });
 });

@@ -187,6 +187,7 @@ export class RemoteFeed {
           if (event.event === 'error') throw errorFromBody(JSON.parse(event.data), 200);
           if (event.event !== 'commit') continue;
           const { commit, records } = JSON.parse(event.data) as { commit: Commit; records: Record<string, unknown>[] };
+          signal?.throwIfAborted();
           yield { commit, records: records.map(storedRecordFromLine) };
           cursor = commit.commit;
         }

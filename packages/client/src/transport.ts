@@ -109,6 +109,8 @@ export class Transport {
         if (bytes.length === 0) continue;
         const line = JSON.parse(decoder.decode(bytes)) as Record<string, unknown>;
         if (line.error !== undefined && Object.keys(line).length === 1) throw errorFromBody(line, response.status);
+        // Lines already received are not handed out after an abort, as the embedded reads stop.
+        options.signal?.throwIfAborted();
         yield line;
       }
     } catch (error) {
