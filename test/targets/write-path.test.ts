@@ -111,6 +111,10 @@ describe.each(targets)('the write path ($name)', (target) => {
     await expect(feed.append([{ payload: 'x', key: '' }])).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 0, field: 'key' } });
     await expect(feed.append([{ payload: 'ok' }, { payload: 'x', tags: [''] }])).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 1 } });
     await expect(feed.append([{ payload: 'x', key: '\ud800' }])).rejects.toMatchObject({ code: 'INVALID_RECORD' });
+    await expect(feed.append('nope' as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(feed.append([{ payload: 'ok' }, 42] as never)).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 1, field: 'record' } });
+    await expect(feed.append([{ payload: { json: true } }] as never)).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 0, field: 'payload' } });
+    await expect(feed.append([{ payload: 'x', fingerprint: 7 }] as never)).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 0, field: 'fingerprint' } });
     expect((await feed.info()).commits).toBe(0);
   });
 

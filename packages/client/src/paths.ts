@@ -1,5 +1,5 @@
 /** URL paths and query encodings shared by the remote classes. */
-import type { AppendCondition, ReadOptions } from '@streamstack/engine';
+import { appendRecordLine, StreamStackError, type AppendCondition, type AppendRecord, type ReadOptions } from '@streamstack/engine';
 import type { QueryInput } from './transport.js';
 
 export function feedPath(feed: string): string {
@@ -22,4 +22,21 @@ export function readQuery(options: ReadOptions): QueryInput {
     limit: options.limit,
     ...(options.filter === undefined ? {} : { filter: JSON.stringify(options.filter) }),
   };
+}
+
+/**
+ * Records as input lines, refusing what the line format cannot carry with the errors the
+ * embedded append gives (a non-array, a record that is not an object, a payload or fingerprint
+ * that is neither a string nor bytes); everything else the server checks, as the engine does.
+ */
+export function recordLines(records: unknown): Record<string, unknown>[] {
+  if (!Array.isArray(records)) throw new StreamStackError('INVALID_ARGUMENT', 'records must be an array');
+  return records.map((record: unknown, index) => {
+    const invalid = (field: string, reason: string) => new StreamStackError('INVALID_RECORD', `record ${index}: ${field} ${reason}`, { details: { index, field } });
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw invalid('record', 'must be an object');
+    const { payload, fingerprint } = record as AppendRecord;
+    if (typeof payload !== 'string' && !(payload instanceof Uint8Array)) throw invalid('payload', 'must be a Uint8Array or a string');
+    if (fingerprint !== undefined && typeof fingerprint !== 'string' && !(fingerprint instanceof Uint8Array)) throw invalid('fingerprint', 'must be a Uint8Array or a string');
+    return appendRecordLine(record as AppendRecord);
+  });
 }

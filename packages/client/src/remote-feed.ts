@@ -10,7 +10,6 @@
  * for await (const { commit, records } of feed.follow({ after: 0, signal })) console.log(commit.commit, records.length);
  */
 import {
-  appendRecordLine,
   StreamStackError,
   storedRecordFromLine,
   type AppendCondition,
@@ -29,7 +28,7 @@ import {
   type TrimResult,
 } from '@streamstack/engine';
 import { serverEvents } from './event-stream.js';
-import { conditionQuery, feedPath, readQuery } from './paths.js';
+import { conditionQuery, feedPath, readQuery, recordLines } from './paths.js';
 import { RemoteStream } from './remote-stream.js';
 import { RemoteSubscription } from './remote-subscription.js';
 import { errorFromBody, type Transport } from './transport.js';
@@ -101,9 +100,14 @@ export class RemoteFeed {
 
   /** One-shot append: the records become one commit of their own, if `condition` holds. */
   append(records: readonly AppendRecord[], options: { token?: string; message?: string; condition?: AppendCondition } = {}): Promise<Commit> {
-    if (!Array.isArray(records)) return Promise.reject(new StreamStackError('INVALID_RECORD', 'records must be an array'));
+    let lines: Record<string, unknown>[];
+    try {
+      lines = recordLines(records);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return this.transport.json('POST', `${this.path}/records`, {
-      lines: records.map(appendRecordLine),
+      lines,
       query: { message: options.message, ...conditionQuery(options.condition) },
       headers: { 'ss-fencing-token': options.token },
     });

@@ -1,7 +1,7 @@
 /** A stream of a remote feed, with the embedded `Stream`'s methods. */
-import { appendRecordLine, recordFromLine, type AppendCondition, type AppendRecord, type Commit, type StreamInfo, type StreamRecord } from '@streamstack/engine';
+import { recordFromLine, type AppendCondition, type AppendRecord, type Commit, type StreamInfo, type StreamRecord } from '@streamstack/engine';
 import type { RemoteFeed } from './remote-feed.js';
-import { conditionQuery, feedPath } from './paths.js';
+import { conditionQuery, feedPath, recordLines } from './paths.js';
 
 export class RemoteStream {
   /** @internal */
@@ -15,9 +15,9 @@ export class RemoteStream {
   }
 
   /** Appends one batch; with `expectedSeq`, `SEQ_MISMATCH` unless it starts at that seq. */
-  append(records: readonly AppendRecord[], options: { token: string; expectedSeq?: number }): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
+  async append(records: readonly AppendRecord[], options: { token: string; expectedSeq?: number }): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
     return this.feed.transport.json('POST', `${this.path}/records`, {
-      lines: records.map(appendRecordLine),
+      lines: recordLines(records),
       headers: { 'ss-fencing-token': options.token, 'ss-expected-seq': options.expectedSeq === undefined ? undefined : String(options.expectedSeq) },
     });
   }
