@@ -94,6 +94,16 @@ describe.each(targets)('reads ($name)', (target) => {
     await expect((async () => feed.readCommit(9))()).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
     await expect(feed.get('k', { asOf: 9 })).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
     await expect(collect(feed.read({ after: 2, upTo: 1 }))).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    // Numbers that are no cursor get the engine's own code over HTTP too.
+    for (const after of [-1, 1.5]) {
+      await expect(collect(feed.read({ after })), String(after)).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
+      await expect((async () => collect(feed.commits({ after })))(), String(after)).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
+    }
+    const limitCodes = [];
+    for (const limit of [-1, 2.5]) limitCodes.push(await collect(feed.read({ limit })).then(() => 'ok', (error: { code: string }) => error.code));
+    expect(limitCodes).toEqual(['INVALID_ARGUMENT', 'INVALID_ARGUMENT']);
+    const subscription = await feed.createSubscription('s');
+    await expect(subscription.poll({ max: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 
   it('stops a read and a commit listing when their signal aborts', async () => {

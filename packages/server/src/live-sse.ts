@@ -16,7 +16,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { recordLine, StreamStackError, type Feed } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { errorBody, typedRequestError } from './http-errors.js';
-import { integerText, single, type QueryParams } from './request-params.js';
+import { integerText, numberText, single, type QueryParams } from './request-params.js';
 
 /** True when the request asks for an event stream. */
 export function wantsEventStream(request: FastifyRequest): boolean {
@@ -27,7 +27,7 @@ export function wantsEventStream(request: FastifyRequest): boolean {
 function startOf(request: FastifyRequest): number | undefined {
   const lastEventId = request.headers['last-event-id'];
   if (typeof lastEventId === 'string' && lastEventId !== '') return integerText(lastEventId, 'Last-Event-ID');
-  return integerText(single(request.query as QueryParams, 'after'), 'after');
+  return numberText(single(request.query as QueryParams, 'after'), 'after');
 }
 
 function watermarkOf(feed: Feed): { commit: number; position: number } {

@@ -21,7 +21,7 @@ export function many(query: QueryParams, name: string): string[] {
   return value === undefined ? [] : Array.isArray(value) ? value : [value];
 }
 
-/** A non-negative integer, as the CLI's integer flags take it. */
+/** A non-negative integer, as the CLI's integer flags take it (`wait`, `Last-Event-ID`). */
 export function integerText(text: string | undefined, name: string): number | undefined {
   if (text === undefined) return undefined;
   const parsed = Number(text);
@@ -31,8 +31,23 @@ export function integerText(text: string | undefined, name: string): number | un
   return parsed;
 }
 
+/**
+ * A number handed to the engine as it is, so that a cursor of -1 or 1.5 fails with the code
+ * the embedded API gives it (`CURSOR_OUT_OF_RANGE`, say); only text that is no number at all is
+ * refused here.
+ */
+export function numberText(text: string | undefined, name: string): number | undefined {
+  if (text === undefined) return undefined;
+  const parsed = Number(text);
+  if (text.trim() === '' || !Number.isFinite(parsed)) {
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be a number`, { details: { parameter: name, value: text } });
+  }
+  return parsed;
+}
+
+/** A numeric parameter, for the engine to check (see `numberText`). */
 export function integer(query: QueryParams, name: string): number | undefined {
-  return integerText(single(query, name), name);
+  return numberText(single(query, name), name);
 }
 
 /** One of `choices`, or undefined when absent. */
@@ -112,5 +127,5 @@ export function optionalFencingToken(headers: Record<string, string | string[] |
 export function expectedSeq(headers: Record<string, string | string[] | undefined>): number | undefined {
   const value = headers['ss-expected-seq'];
   if (Array.isArray(value)) throw new StreamStackError('INVALID_ARGUMENT', 'SS-Expected-Seq is given more than once');
-  return integerText(value, 'SS-Expected-Seq');
+  return numberText(value, 'SS-Expected-Seq');
 }

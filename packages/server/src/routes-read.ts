@@ -4,7 +4,7 @@ import { recordLine, StreamStackError, type Feed, type ReadOptions } from '@stre
 import type { ServerContext } from './context.js';
 import { followOverSse, wantsEventStream } from './live-sse.js';
 import { sendLines } from './ndjson.js';
-import { choice, integer, integerText, jsonParameter, many, plans, readModes, type QueryParams } from './request-params.js';
+import { choice, integer, integerText, jsonParameter, many, numberText, plans, readModes, single, type QueryParams } from './request-params.js';
 import { describe, querySchema } from './route-schemas.js';
 
 type FeedParams = { feed: string };
@@ -75,7 +75,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
   );
 
   app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit', { config: { operation: 'read' }, schema: describe('reads', 'one commit') }, async (request) => {
-    const commit = integerText(request.params.commit, 'commit')!;
+    const commit = numberText(request.params.commit, 'commit')!;
     const feed = await ctx.feed(request.params.feed);
     const head = feed.head()?.commit ?? 0;
     if (commit < 1 || commit > head) {
@@ -86,7 +86,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
   });
 
   app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit/records', { config: { operation: 'read' }, schema: describe('reads', "one commit's records (NDJSON)") }, async (request, reply) => {
-    const commit = integerText(request.params.commit, 'commit')!;
+    const commit = numberText(request.params.commit, 'commit')!;
     const records = await (await ctx.feed(request.params.feed)).readCommit(commit);
     return sendLines(reply, records.map(recordLine));
   });
@@ -103,7 +103,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
       const feed = await ctx.feed(request.params.feed);
       if (wantsEventStream(request)) return followOverSse(request, reply, feed, ctx);
       const options = readOptionsOf(request.query);
-      const wait = integer(request.query, 'wait');
+      const wait = integerText(single(request.query, 'wait'), 'wait');
       if (wait !== undefined && wait > ctx.live.waitSecondsMax) {
         throw new StreamStackError('INVALID_ARGUMENT', `wait is at most ${ctx.live.waitSecondsMax} seconds`, { details: { parameter: 'wait', max: ctx.live.waitSecondsMax } });
       }
