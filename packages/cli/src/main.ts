@@ -9,6 +9,8 @@ import { addExportCommand } from './commands-export.js';
 import { addReadCommands } from './commands-read.js';
 import { addWriteCommands } from './commands-write.js';
 import { addHistoryCommands } from './commands-history.js';
+import { addServeCommand } from './commands-serve.js';
+import { addTokenCommand } from './commands-token.js';
 import { guardOutput, note, OutputClosed, printError } from './io.js';
 import { exitSuccess, exitTypedError, exitUsage } from './shared.js';
 
@@ -26,6 +28,8 @@ export function buildProgram(): Command {
   addReadCommands(program);
   addHistoryCommands(program);
   addExportCommand(program);
+  addServeCommand(program);
+  addTokenCommand(program);
   return program;
 }
 

@@ -48,6 +48,12 @@ export type ErrorCode =
   // Disk.
   | 'CORRUPT'
   | 'IO'
+  // Over the network (the HTTP server and its client).
+  | 'UNAUTHENTICATED'
+  | 'FORBIDDEN'
+  | 'NOT_FOUND'
+  | 'REQUEST_TOO_LARGE'
+  | 'UNAVAILABLE'
   // A broken invariant inside StreamStack itself (a bug): never expected, always reported.
   | 'INTERNAL';
 

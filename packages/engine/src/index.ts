@@ -22,6 +22,18 @@ export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, Re
 export { ColumnBatch, readExportManifest, verifyExport } from './coordinator/feed-writer-types.js';
 export type { ExportFormat, ExportManifest, ExportOptions, ExportProgress, ExportedFile } from './coordinator/feed-writer-types.js';
 export type { AppendRecord, Commit, StoredRecord } from './api/records.js';
+export {
+  appendRecordLine,
+  byteLines,
+  bytesField,
+  nestsDeeperThan,
+  parseLine,
+  parseRecordLine,
+  readRecordLines,
+  recordFromLine,
+  recordLine,
+  storedRecordFromLine,
+} from './api/record-lines.js';
 export type { LeaseGrant } from './coordinator/lease.js';
 export type { RetentionInfo, RetentionPin, TrimResult } from './coordinator/history-trim.js';
 export type { RetentionPolicy } from './coordinator/retention-state.js';

@@ -1,0 +1,94 @@
+/**
+ * One fixed HTTP status per error code (docs/http.md), and the error body: the CLI's error JSON,
+ * `{"error": {"code", "message", …details}}`, so a script reads the same shape from either.
+ *
+ * @example
+ * statusOf('SEQ_MISMATCH'); // 412
+ */
+import { ioError, StreamStackError, type ErrorCode } from '@streamstack/engine';
+
+/**
+ * Every code the engine defines has a status here: the type is a Record over ErrorCode, so a new
+ * code fails to compile until it is given one.
+ */
+export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
+  // Bad input: the request itself is wrong, and sending it again will not help.
+  INVALID_ARGUMENT: 400,
+  INVALID_NAME: 400,
+  INVALID_RECORD: 400,
+  RECORD_TOO_LARGE: 413,
+  REQUEST_TOO_LARGE: 413,
+  // Kernel invariants that only a bug can break.
+  FST_KEY_ORDER: 500,
+  POSTINGS_NOT_SORTED: 500,
+  NATIVE_UNAVAILABLE: 500,
+  // Conflicts with the state of the store, a feed, a lease or a stream.
+  LOCKED: 409,
+  READ_ONLY: 409,
+  FEED_EXISTS: 409,
+  LEASE_HELD: 409,
+  STREAM_OPEN: 409,
+  STREAM_SEALED: 409,
+  SUBSCRIPTION_EXISTS: 409,
+  CURSOR_BEHIND: 409,
+  TYPE_LIMIT: 409,
+  // SAME_BATCH is a conflict that a retry settles at once (sent with `Retry-After: 0`).
+  SAME_BATCH: 409,
+  // Failed preconditions: the fencing token, the expected seq, the append condition.
+  FENCED: 412,
+  LEASE_EXPIRED: 412,
+  SEQ_MISMATCH: 412,
+  CONDITION_FAILED: 412,
+  // Things that are not there.
+  FEED_NOT_FOUND: 404,
+  STREAM_NOT_FOUND: 404,
+  SUBSCRIPTION_NOT_FOUND: 404,
+  KEY_NOT_FOUND: 404,
+  NOT_FOUND: 404,
+  // A cursor past the head names commits that do not exist yet.
+  CURSOR_OUT_OF_RANGE: 416,
+  // A cursor below the low mark names commits that existed and were trimmed for good: 410 Gone.
+  TRIMMED: 410,
+  // Authentication and authorisation.
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  // The server is starting or draining, or the store was closed under the request.
+  UNAVAILABLE: 503,
+  CLOSED: 503,
+  // The disk, or StreamStack itself.
+  CORRUPT: 500,
+  IO: 500,
+  INTERNAL: 500,
+};
+
+/** The HTTP status for `code`. */
+export function statusOf(code: ErrorCode): number {
+  return errorStatuses[code] ?? 500;
+}
+
+/** The body of an error response. */
+export function errorBody(error: StreamStackError): { error: Record<string, unknown> } {
+  return { error: error.toJSON() };
+}
+
+/** Headers an error response carries besides its status: a retry hint for SAME_BATCH. */
+export function errorHeaders(error: StreamStackError): Record<string, string> {
+  return error.code === 'SAME_BATCH' ? { 'retry-after': '0' } : {};
+}
+
+/** Fastify's own request errors (body limits, bad JSON, unknown content types) as typed errors. */
+export function typedRequestError(error: unknown): StreamStackError {
+  if (error instanceof StreamStackError) return error;
+  const failure = error as { statusCode?: number; code?: string; message?: string; validation?: unknown };
+  const message = failure?.message ?? String(error);
+  if (failure?.statusCode === 413) return new StreamStackError('REQUEST_TOO_LARGE', message, { cause: error });
+  if (failure?.statusCode === 404) return new StreamStackError('NOT_FOUND', message, { cause: error });
+  // An operating-system failure (its code an errno name, `ENOSPC`) is `IO`, as the CLI reports it.
+  if (error instanceof Error && typeof failure.code === 'string' && /^E[A-Z0-9]+$/.test(failure.code) && failure.statusCode === undefined) {
+    return ioError(error, 'a system call failed');
+  }
+  if (typeof failure?.statusCode === 'number' && failure.statusCode >= 400 && failure.statusCode < 500) {
+    return new StreamStackError('INVALID_ARGUMENT', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
+  }
+  return new StreamStackError('INTERNAL', `unexpected error (a bug in streamstack): ${message}`, { cause: error });
+}

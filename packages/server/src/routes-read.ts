@@ -1,0 +1,141 @@
+/** The read path: commits, reads after a cursor (long-poll with `wait=`), one commit, `get`. */
+import type { FastifyInstance } from 'fastify';
+import { recordLine, StreamStackError, type Feed, type ReadOptions } from '@streamstack/engine';
+import type { ServerContext } from './context.js';
+import { followOverSse, wantsEventStream } from './live-sse.js';
+import { sendLines } from './ndjson.js';
+import { choice, integer, integerText, jsonParameter, many, numberText, plans, readModes, single, type QueryParams } from './request-params.js';
+import { describe, querySchema } from './route-schemas.js';
+
+type FeedParams = { feed: string };
+
+/** The read options of a request's query, as the CLI's `read` flags give them. */
+function readOptionsOf(query: QueryParams): ReadOptions {
+  const after = integer(query, 'after');
+  const upTo = integer(query, 'upTo');
+  const limit = integer(query, 'limit');
+  const mode = choice(query, 'mode', readModes);
+  const plan = choice(query, 'plan', plans);
+  const dedupScope = choice(query, 'dedupScope', ['history', 'window'] as const);
+  const types = many(query, 'type');
+  const tags = many(query, 'tag');
+  const filter = jsonParameter(query, 'filter');
+  if (filter !== undefined && (types.length > 0 || tags.length > 0)) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'filter is given as JSON or as type/tag, not both', { details: { parameter: 'filter' } });
+  }
+  return {
+    ...(filter === undefined ? {} : { filter: filter as ReadOptions['filter'] }),
+    ...(after === undefined ? {} : { after }),
+    ...(upTo === undefined ? {} : { upTo }),
+    ...(limit === undefined ? {} : { limit }),
+    ...(mode === undefined ? {} : { mode }),
+    ...(plan === undefined ? {} : { plan }),
+    ...(dedupScope === undefined ? {} : { dedupScope }),
+    ...(types.length > 0 || tags.length > 0 ? { filter: { ...(types.length > 0 ? { types } : {}), ...(tags.length > 0 ? { tags } : {}) } } : {}),
+  };
+}
+
+/**
+ * Waits up to `seconds` for a commit after `after`, or until the request or the server goes
+ * away; true when one came. The engine's follow loop does the waiting, so a commit published
+ * between the caller's read and this wait is not missed.
+ */
+async function waitForCommit(feed: Feed, after: number, seconds: number, signals: AbortSignal[]): Promise<boolean> {
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(), seconds * 1000);
+  const signal = AbortSignal.any([timeout.signal, ...signals]);
+  try {
+    for await (const _ of feed.follow({ after, signal })) return true;
+    return false;
+  } catch (error) {
+    if (signal.aborted) return false;
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** An AbortSignal that aborts when the client of `raw` goes away before its response is done. */
+export function closedSignal(raw: import('node:http').ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  raw.once('close', () => controller.abort());
+  return controller.signal;
+}
+
+export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  app.get<{ Params: FeedParams; Querystring: QueryParams }>(
+    '/v1/feeds/:feed/commits',
+    { config: { operation: 'read' }, schema: describe('reads', 'commits after a cursor, oldest first (NDJSON)', { querystring: querySchema({ after: 'integer', limit: 'integer' }) }) },
+    async (request, reply) => {
+      const after = integer(request.query, 'after');
+      const limit = integer(request.query, 'limit');
+      const feed = await ctx.feed(request.params.feed);
+      return sendLines(reply, feed.commits({ ...(after === undefined ? {} : { after }), ...(limit === undefined ? {} : { limit }) }));
+    },
+  );
+
+  app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit', { config: { operation: 'read' }, schema: describe('reads', 'one commit') }, async (request) => {
+    const commit = numberText(request.params.commit, 'commit')!;
+    const feed = await ctx.feed(request.params.feed);
+    const head = feed.head()?.commit ?? 0;
+    if (commit < 1 || commit > head) {
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist (the head is ${head})`, { details: { commit, head } });
+    }
+    for await (const found of feed.commits({ after: commit - 1, limit: 1 })) return found;
+    throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist`, { details: { commit, head } });
+  });
+
+  app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit/records', { config: { operation: 'read' }, schema: describe('reads', "one commit's records (NDJSON)") }, async (request, reply) => {
+    const commit = numberText(request.params.commit, 'commit')!;
+    const records = await (await ctx.feed(request.params.feed)).readCommit(commit);
+    return sendLines(reply, records.map(recordLine));
+  });
+
+  app.get<{ Params: FeedParams; Querystring: QueryParams }>(
+    '/v1/feeds/:feed/records',
+    {
+      config: { operation: 'read' },
+      schema: describe('reads', 'records after a cursor (NDJSON), waiting up to `wait` seconds for one; with Accept: text/event-stream, a live read (one event per commit)', {
+        querystring: querySchema({ after: 'integer', upTo: 'integer', mode: 'string', type: 'list', tag: 'list', filter: 'json', limit: 'integer', plan: 'string', dedupScope: 'string', wait: 'integer' }),
+      }),
+    },
+    async (request, reply) => {
+      const feed = await ctx.feed(request.params.feed);
+      if (wantsEventStream(request)) return followOverSse(request, reply, feed, ctx);
+      const options = readOptionsOf(request.query);
+      const wait = integerText(single(request.query, 'wait'), 'wait');
+      if (wait !== undefined && wait > ctx.live.waitSecondsMax) {
+        throw new StreamStackError('INVALID_ARGUMENT', `wait is at most ${ctx.live.waitSecondsMax} seconds`, { details: { parameter: 'wait', max: ctx.live.waitSecondsMax } });
+      }
+      const after = options.after ?? (await feed.retention()).lowMark - 1;
+      // Checks the cursor at once (TRIMMED, beyond the head) before any wait.
+      feed.commits({ after, limit: 0 });
+      if (wait !== undefined && wait > 0 && (feed.head()?.commit ?? 0) <= after) {
+        ctx.metrics.liveReaders.inc({ kind: 'long-poll' });
+        try {
+          await waitForCommit(feed, after, wait, [ctx.drainSignal, closedSignal(reply.raw)]);
+        } finally {
+          ctx.metrics.liveReaders.dec({ kind: 'long-poll' });
+        }
+      }
+      reply.header('ss-head', String(feed.head()?.commit ?? 0));
+      return sendLines(reply, (async function* () {
+        for await (const batch of feed.readBatches(options)) for (const record of batch) yield recordLine(record);
+      })());
+    },
+  );
+
+  app.get<{ Params: FeedParams & { key: string }; Querystring: QueryParams }>(
+    '/v1/feeds/:feed/keys/:key',
+    { config: { operation: 'read' }, schema: describe('reads', "a key's current record (highest version, then latest), or KEY_NOT_FOUND", { querystring: querySchema({ asOf: 'integer' }) }) },
+    async (request) => {
+      const asOf = integer(request.query, 'asOf');
+      const { key } = request.params;
+      const record = await (await ctx.feed(request.params.feed)).get(key, asOf === undefined ? {} : { asOf });
+      if (!record) {
+        throw new StreamStackError('KEY_NOT_FOUND', `key ${key} has no live record${asOf === undefined ? '' : ` as of commit ${asOf}`}`, { details: { key } });
+      }
+      return recordLine(record);
+    },
+  );
+}

@@ -1,0 +1,93 @@
+/** The write path: streams (open, append a batch, seal, abort, read, info) and one-shot appends. */
+import type { FastifyInstance } from 'fastify';
+import { recordLine, StreamStackError, type AppendRecord } from '@streamstack/engine';
+import type { ServerContext } from './context.js';
+import { sendLines } from './ndjson.js';
+import { conditionOf, expectedSeq, fencingToken, integer, optionalFencingToken, single, type QueryParams } from './request-params.js';
+import { conditionParameters, describe, querySchema } from './route-schemas.js';
+import { bodyObject } from './routes-feeds.js';
+
+type FeedParams = { feed: string };
+type StreamParams = { feed: string; id: string };
+
+/** The records of an NDJSON body; another body type is refused so that nothing is guessed. */
+function recordsOf(body: unknown): AppendRecord[] {
+  if (!Array.isArray(body)) {
+    throw new StreamStackError('INVALID_ARGUMENT', 'records are sent as NDJSON (Content-Type: application/x-ndjson), one record line each');
+  }
+  return body as AppendRecord[];
+}
+
+export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  app.post<{ Params: FeedParams }>('/v1/feeds/:feed/streams', { config: { operation: 'write' }, schema: describe('streams', 'open a stream under SS-Fencing-Token: {"message"?}') }, async (request, reply) => {
+    const { message } = bodyObject(request.body);
+    const stream = await (await ctx.feed(request.params.feed)).openStream({ token: fencingToken(request.headers), ...(message === undefined ? {} : { message: message as string }) });
+    return reply.code(201).send({ stream: stream.id });
+  });
+
+  app.get<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id', { config: { operation: 'read' }, schema: describe('streams', "a stream's state: open (with its records), sealed (with its commit), aborted…") }, async (request) =>
+    (await ctx.feed(request.params.feed)).stream(request.params.id).info(),
+  );
+
+  app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/records', { config: { operation: 'write' }, schema: describe('streams', 'append one batch (NDJSON) under SS-Fencing-Token, at SS-Expected-Seq if given') }, async (request) => {
+    const records = recordsOf(request.body);
+    const seq = expectedSeq(request.headers);
+    const feed = await ctx.feed(request.params.feed);
+    const appended = await feed.stream(request.params.id).append(records, { token: fencingToken(request.headers), ...(seq === undefined ? {} : { expectedSeq: seq }) });
+    ctx.metrics.appended(feed.name, 'batch', records);
+    return appended;
+  });
+
+  app.get<{ Params: StreamParams; Querystring: QueryParams }>(
+    '/v1/feeds/:feed/streams/:id/records',
+    { config: { operation: 'read' }, schema: describe('streams', "one stream's records, sealed or open (NDJSON)", { querystring: querySchema({ fromSeq: 'integer' }) }) },
+    async (request, reply) => {
+      const fromSeq = integer(request.query, 'fromSeq');
+      const records = await (await ctx.feed(request.params.feed)).stream(request.params.id).read(fromSeq === undefined ? {} : { fromSeq });
+      return sendLines(reply, records.map(recordLine));
+    },
+  );
+
+  app.post<{ Params: StreamParams; Querystring: QueryParams }>(
+    '/v1/feeds/:feed/streams/:id/seal',
+    { config: { operation: 'write' }, schema: describe('streams', 'seal the stream into one commit, if the condition holds', { querystring: querySchema({ message: 'string', ...conditionParameters }) }) },
+    async (request) => {
+      const message = single(request.query, 'message');
+      const condition = conditionOf(request.query);
+      const feed = await ctx.feed(request.params.feed);
+      const commit = await feed.stream(request.params.id).seal({
+        token: fencingToken(request.headers),
+        ...(message === undefined ? {} : { message }),
+        ...(condition ? { condition } : {}),
+      });
+      ctx.metrics.commits.inc({ feed: feed.name });
+      return commit;
+    },
+  );
+
+  app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/abort', { config: { operation: 'write' }, schema: describe('streams', 'abort the stream: nothing of it is published') }, async (request) => {
+    await (await ctx.feed(request.params.feed)).stream(request.params.id).abort({ token: fencingToken(request.headers) });
+    return { stream: request.params.id, aborted: true };
+  });
+
+  app.post<{ Params: FeedParams; Querystring: QueryParams }>(
+    '/v1/feeds/:feed/records',
+    {
+      config: { operation: 'write' },
+      schema: describe('appends', 'one-shot append (NDJSON): one commit of its own, if the condition holds; SS-Fencing-Token while a lease is live', {
+        querystring: querySchema({ message: 'string', ...conditionParameters }),
+      }),
+    },
+    async (request, reply) => {
+      const records = recordsOf(request.body);
+      const message = single(request.query, 'message');
+      const condition = conditionOf(request.query);
+      const token = optionalFencingToken(request.headers);
+      const feed = await ctx.feed(request.params.feed);
+      const commit = await feed.append(records, { ...(token === undefined ? {} : { token }), ...(message === undefined ? {} : { message }), ...(condition ? { condition } : {}) });
+      ctx.metrics.appended(feed.name, 'one-shot', records);
+      ctx.metrics.commits.inc({ feed: feed.name });
+      return reply.code(201).send(commit);
+    },
+  );
+}

@@ -1,0 +1,163 @@
+/**
+ * The HTTP server: a fastify app over one opened Store, with the routes of docs/http.md, typed
+ * errors with one status per code, bearer-token auth when a token file is given, structured logs
+ * that never carry a token, Prometheus metrics, an OpenAPI document, and a graceful close.
+ *
+ * @example
+ * const store = await Store.open('./data');
+ * const server = await createServer({ store });
+ * const url = await server.listen({ port: 4437 }); // 127.0.0.1 unless `host` says otherwise
+ * // … later, or on SIGTERM: stop accepting, finish in-flight requests, close the store.
+ * await server.close();
+ */
+import path from 'node:path';
+import fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import swagger from '@fastify/swagger';
+import { readRecordLines, StreamStackError, type Store } from '@streamstack/engine';
+import { Authorizer, type TokenGrant } from './auth.js';
+import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
+import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
+import { ServerMetrics } from './metrics.js';
+import { ndjsonType } from './ndjson.js';
+import { addExportRoutes } from './routes-export.js';
+import { addFeedRoutes } from './routes-feeds.js';
+import { addReadRoutes } from './routes-read.js';
+import { addSubscriptionRoutes } from './routes-subscriptions.js';
+import { addWriteRoutes } from './routes-write.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The token grant of an authenticated request (only when the server has a token file). */
+    grant?: TokenGrant;
+  }
+}
+
+export interface ServerOptions {
+  /** An opened store; the server closes it when it closes. */
+  readonly store: Store;
+  /** Token grants (see auth.ts); without them the server checks nothing and must stay local. */
+  readonly tokens?: readonly TokenGrant[];
+  /** The largest request body, in bytes (default 64 MiB, a batch's worth of large records). */
+  readonly bodyLimit?: number;
+  /** fastify's logger option: `true`, `false`, or pino options (a level, a destination stream). */
+  readonly logger?: FastifyServerOptions['logger'];
+  /** The directory exports are written under (each export names a directory inside it). */
+  readonly exportDirectory?: string;
+  /** SSE heartbeat interval and the longest long-poll. */
+  readonly live?: Partial<LiveSettings>;
+}
+
+export const bodyLimitDefault = 64 * 1024 * 1024;
+
+/** Headers that hold secrets: pino replaces them before a log line is written. */
+const redactedPaths = ['req.headers.authorization', 'req.headers["ss-fencing-token"]', 'headers.authorization', 'headers["ss-fencing-token"]'];
+
+export interface StreamStackServer {
+  readonly app: FastifyInstance;
+  readonly metrics: ServerMetrics;
+  /** Starts listening (127.0.0.1 and port 4437 unless given); resolves with the base URL. */
+  listen(options?: { host?: string; port?: number }): Promise<string>;
+  /** Stops accepting, ends live reads, finishes in-flight requests, closes the store. */
+  close(): Promise<void>;
+}
+
+/** True for a loopback address, where a server without tokens may listen. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}
+
+/** fastify's logger option with the secret headers redacted, whatever the caller passed. */
+function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['logger'] {
+  if (logger === undefined || logger === false) return false;
+  if (logger === true) return { redact: redactedPaths };
+  return { ...logger, redact: redactedPaths };
+}
+
+/** Builds the server over `options.store` (not yet listening). */
+export async function createServer(options: ServerOptions): Promise<StreamStackServer> {
+  const { store } = options;
+  const bodyLimit = options.bodyLimit ?? bodyLimitDefault;
+  const app = fastify({ logger: loggerOption(options.logger), bodyLimit, return503OnClosing: false, forceCloseConnections: 'idle' });
+  // The metrics read the context's open feeds at scrape time, and the context holds the metrics.
+  const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
+  const ctx = new ServerContext(store, metrics, { heartbeatMs: options.live?.heartbeatMs ?? 15_000, waitSecondsMax: options.live?.waitSecondsMax ?? 300 });
+  const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
+
+  app.addContentTypeParser(ndjsonType, { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
+    readRecordLines([body as Buffer]).then((records) => done(null, records), (error: Error) => done(error, undefined));
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const typed = typedRequestError(error);
+    const status = statusOf(typed.code);
+    if (status >= 500 && typed.code !== 'UNAVAILABLE') request.log.error({ err: error }, typed.message);
+    // While draining, a connection should not be kept for another request that would be refused.
+    if (ctx.draining) reply.header('connection', 'close');
+    return reply.code(status).headers(errorHeaders(typed)).type('application/json').send(errorBody(typed));
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const typed = new StreamStackError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
+    return reply.code(404).type('application/json').send(errorBody(typed));
+  });
+
+  app.addHook('onRequest', async (request) => {
+    if (ctx.draining) throw new StreamStackError('UNAVAILABLE', 'the server is shutting down');
+    const config = request.routeOptions.config as Partial<RouteConfig>;
+    if (!auth || config.operation === undefined) return;
+    request.grant = auth.authenticate(request.headers.authorization);
+    if (config.scope === 'any') {
+      if (!request.grant.operations.includes(config.operation)) auth.authorize(request.grant, config.operation, undefined);
+      return;
+    }
+    auth.authorize(request.grant, config.operation, feedParam(request));
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.requestSeconds.observe({ method: request.method, route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'StreamStack', description: 'A durable stream store over HTTP (docs/http.md).', version: '0.1.0' },
+      ...(auth ? { components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } }, security: [{ bearer: [] }] } : {}),
+    },
+  });
+  addFeedRoutes(app, ctx, auth);
+  addWriteRoutes(app, ctx);
+  addReadRoutes(app, ctx);
+  addSubscriptionRoutes(app, ctx);
+  addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (_request, reply) =>
+    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
+  );
+  app.get('/health', { schema: { hide: true } }, async () => ({ ok: true }));
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    metrics,
+    async listen(listenOptions = {}) {
+      const host = listenOptions.host ?? '127.0.0.1';
+      if (!auth && !isLoopback(host)) {
+        throw new StreamStackError('INVALID_ARGUMENT', `without a token file the server listens on loopback only, not ${host} (give --tokens FILE)`, { details: { host } });
+      }
+      return app.listen({ host, port: listenOptions.port ?? 4437 });
+    },
+    close() {
+      closing ??= (async () => {
+        // New requests get 503 from here on; live reads end, so that close does not wait on them.
+        ctx.startDraining();
+        // Connections whose last response ends while draining would otherwise idle in
+        // keep-alive until it times out, holding close up: they are closed as they go idle.
+        const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
+        try {
+          await app.close();
+        } finally {
+          clearInterval(sweep);
+          await store.close();
+        }
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,64 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { hashToken } from '../../packages/server/src/index.js';
+import { cli, cliBinary } from '../support/cli.js';
+import { temporaryDirectory } from '../support/store.js';
+
+/** Starts `streamstack serve` and resolves with its URL once its log says it listens. */
+function serve(data: string, args: string[] = []) {
+  const child = spawn(process.execPath, [cliBinary, '--data', data, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (chunk) => {
+      output += String(chunk);
+      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      if (match) resolve(match[1]!);
+    });
+    child.stderr.on('data', (chunk) => (output += String(chunk)));
+    exited.then(() => reject(new Error(`serve exited early: ${output}`)));
+  });
+  return { child, url, exited, output: () => output };
+}
+
+describe('streamstack serve', () => {
+  it('serves the data directory with bearer tokens made by token create, logs JSON without them, and drains on SIGTERM', async () => {
+    const data = temporaryDirectory();
+    const tokens = path.join(temporaryDirectory(), 'tokens.json');
+    // `token create` makes the token and the entry that holds only its hash.
+    const created = cli(data, ['token', 'create', '--name', 'ops', '--feed', '*', '--op', 'admin', '--op', 'read', '--op', 'write']);
+    expect(created.status).toBe(0);
+    const { token: secret, entry } = created.lines[0] as { token: string; entry: Record<string, unknown> };
+    expect(entry).toEqual({ name: 'ops', sha256: hashToken(secret), feeds: ['*'], operations: ['admin', 'read', 'write'] });
+    expect(cli(data, ['token', 'create', '--name', 'x', '--feed', 'a', '--op', 'fly']).status).toBe(2);
+    fs.writeFileSync(tokens, JSON.stringify({ tokens: [entry] }));
+    const server = serve(data, ['--tokens', tokens]);
+    const url = await server.url;
+    const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+    expect((await fetch(`${url}/v1/feeds`, { method: 'POST', headers, body: JSON.stringify({ name: 'f' }) })).status).toBe(201);
+    const appended = await fetch(`${url}/v1/feeds/f/records`, { method: 'POST', headers: { ...headers, 'content-type': 'application/x-ndjson' }, body: '{"payload":"over http"}\n' });
+    expect(appended.status).toBe(201);
+    expect((await fetch(`${url}/v1/feeds/f`)).status).toBe(401);
+    // The directory is locked while the server runs.
+    expect(cli(data, ['feed', 'create', 'g']).error).toMatchObject({ code: 'LOCKED' });
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    const lines = server.output().split('\n').filter((line) => line.startsWith('{'));
+    expect(lines.length).toBeGreaterThan(2);
+    for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
+    expect(server.output()).not.toContain(secret);
+    // Drained and closed: the lock is gone and the append is there.
+    expect(cli(data, ['read', 'f']).lines.map((line) => line.payload)).toEqual(['over http']);
+  });
+
+  it('refuses to listen beyond loopback without a token file', async () => {
+    const server = spawn(process.execPath, [cliBinary, '--data', temporaryDirectory(), 'serve', '--host', '0.0.0.0', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    server.stderr.on('data', (chunk) => (stderr += String(chunk)));
+    const code = await new Promise((resolve) => server.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(stderr).toContain('"code":"INVALID_ARGUMENT"');
+  });
+});

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { StreamStackError } from '../../packages/engine/src/index.js';
+import { createServer } from '../../packages/server/src/index.js';
+import { sendLines } from '../../packages/server/src/ndjson.js';
+import { openStore, temporaryDirectory } from '../support/store.js';
+
+describe('NDJSON answers', () => {
+  async function answer(lines: () => AsyncGenerator<unknown>) {
+    // The server's own app, with its error handler, and one more route that answers `lines`.
+    const server = await createServer({ store: await openStore(temporaryDirectory()), logger: false });
+    server.app.get('/test-lines', async (_request, reply) => sendLines(reply, lines()));
+    const response = await server.app.inject({ method: 'GET', url: '/test-lines' });
+    await server.close();
+    return response;
+  }
+
+  it('sends each value as one line', async () => {
+    const response = await answer(async function* () {
+      yield { a: 1 };
+      yield { b: 'two\nlines' };
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^application\/x-ndjson/);
+    expect(response.body).toBe('{"a":1}\n{"b":"two\\nlines"}\n');
+  });
+
+  it('gives an error raised before the first line its own status, and ends the body with an error line after it', async () => {
+    const early = await answer(async function* () {
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', 'beyond the head');
+    });
+    expect([early.statusCode, early.json()]).toEqual([416, { error: { code: 'CURSOR_OUT_OF_RANGE', message: 'beyond the head' } }]);
+    const late = await answer(async function* () {
+      yield { a: 1 };
+      throw new StreamStackError('CORRUPT', 'a frame failed its CRC', { details: { file: 'x', offset: 7 } });
+    });
+    expect(late.statusCode).toBe(200);
+    expect(late.body.split('\n').filter(Boolean).map((line) => JSON.parse(line))).toEqual([
+      { a: 1 },
+      { error: { code: 'CORRUPT', message: 'a frame failed its CRC', file: 'x', offset: 7 } },
+    ]);
+  });
+});
