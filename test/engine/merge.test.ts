@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
 import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
+import { mergeSegmentsTrigger } from '../../packages/engine/src/limits.js';
 import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 
 function commitRecords(index: number): AppendRecord[] {
@@ -181,6 +182,29 @@ describe('merging compaction', () => {
     expect(historySegmentBases(second.directory)).toEqual(secondBases);
     expect(await everything(thirdFeed)).toEqual(secondExpected);
     await third.close();
+  });
+
+  it('merges on its own once a feed has more than mergeSegmentsTrigger sealed segments', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory, { kernels: tsKernels });
+    const feed = await store.createFeed('f');
+    // About one commit per 64 KiB segment: four records of 14 KiB each.
+    const big = (index: number, part: number) => ({ payload: `${index}:${part}:${'w'.repeat(14 * 1024)}`, key: `k${index % 9}` });
+    let index = 0;
+    while (historySegmentBases(directory).length <= mergeSegmentsTrigger + 2) {
+      index++;
+      await feed.append([0, 1, 2, 3].map((part) => big(index, part)));
+    }
+    const expected = shape(await collect(feed.read()));
+    // The merge runs after the segment that crossed the threshold was finished.
+    for (let wait = 0; wait < 200 && historySegmentBases(directory).length > mergeSegmentsTrigger; wait++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await feed.writer.idle();
+    }
+    expect(historySegmentBases(directory).length).toBeLessThanOrEqual(mergeSegmentsTrigger);
+    expect(shape(await collect(feed.read()))).toEqual(expected);
+    expect((await feed.get('k3'))?.key).toBe('k3');
+    await store.close();
   });
 
   it('refuses bad options and read-only stores', async () => {
