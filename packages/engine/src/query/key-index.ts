@@ -19,14 +19,15 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { assert } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import { segmentFile } from '../storage/segment-set.js';
 import { syncDirectory } from '../storage/segment.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
-import { utf8Encode } from '../storage/codec.js';
+import { columnBatchRowsMax, keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
+import { utf8DecodeRange, utf8Encode } from '../storage/codec.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
-import type { History } from '../storage/history-log.js';
+import { History } from '../storage/history-log.js';
+import { recordFlags } from '../storage/records.js';
 import {
   encodeKeyFile,
   filterMayHold,
@@ -43,7 +44,6 @@ import {
   type KeyWinner,
   type TermOrder,
 } from '../storage/key-file.js';
-import type { ManifestEntry } from '../storage/records.js';
 import { segmentCommits, segmentsOf, type IndexRebuild } from './feed-index.js';
 import { yieldToEventLoop } from '../event-loop.js';
 import { buildKeyFileOffThread } from './index-builder.js';
@@ -54,13 +54,10 @@ import { winnersOf, type WinnerColumns } from './key-merge.js';
  * occurrences are columns, not objects: a segment holds hundreds of thousands of them, and an
  * object each would cost the collector more than the lookups cost.
  */
-/**
- * What each kind of dictionary is made of: the file's name, and the term, version and tombstone
- * flag of a manifest entry (a fingerprint's occurrences have neither: only positions count).
- */
+/** Each kind of dictionary's file name (a fingerprint's occurrences have no version or tombstone: only positions count). */
 const kinds = {
-  latest: { extension: '.keys', termOf: (entry: ManifestEntry) => entry.key, versionOf: (entry: ManifestEntry) => entry.version ?? 0, tombstoneOf: (entry: ManifestEntry) => entry.tombstone },
-  first: { extension: '.fps', termOf: (entry: ManifestEntry) => fingerprintKey(entry.fingerprint), versionOf: () => 0, tombstoneOf: () => false },
+  latest: { extension: '.keys' },
+  first: { extension: '.fps' },
 } as const;
 
 /**
@@ -241,16 +238,47 @@ export class KeyIndex {
     return index;
   }
 
-  /** Every occurrence of every key in a sealed segment, read from its history. */
+  /**
+   * Every occurrence of every key in a sealed segment, read from its history: consecutive runs
+   * read as stretches, each decoded into columns a batch of `columnBatchRowsMax` rows at a time,
+   * with a turn of the event loop every `keyBuildYieldKeys` records, so a segment of
+   * 100,000-record commits never holds the event loop for a whole commit (as decoding each run
+   * into objects did). Payloads are not read: only keys, versions, flags, fingerprints, places.
+   */
   private async readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
     const keys = new SegmentKeys(slot.base, this.order);
-    const { termOf, versionOf, tombstoneOf } = kinds[this.order];
-    for await (const run of this.history.readRuns(slot.commits())) {
-      const { commit } = run;
-      run.entries.forEach((entry, at) => {
-        const term = termOf(entry);
-        if (term !== undefined) keys.add(term, commit.firstPosition + at, versionOf(entry), tombstoneOf(entry), run.entryOffsets[at]);
-      });
+    const first = this.order === 'first';
+    const commits = slot.commits();
+    let sinceYield = 0;
+    for (let at = 0; at < commits.length; ) {
+      let end = at + 1;
+      while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
+      const stretch = commits.slice(at, end);
+      const runs = await this.history.readRunsBytes(stretch);
+      for (const [index, commit] of stretch.entries()) {
+        for await (const columns of this.history.runColumns(commit, runs[index], columnBatchRowsMax, false)) {
+          const { bytes, flags } = columns;
+          for (let row = 0; row < columns.count; row++) {
+            const locator = commit.runStart + columns.entryStarts[row];
+            if (first) {
+              keys.add(fingerprintKey(bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row])), columns.positions[row], 0, false, locator);
+              continue;
+            }
+            if ((flags[row] & recordFlags.hasKey) === 0) continue;
+            const key = utf8DecodeRange(bytes, columns.keyStarts[row], columns.keyEnds[row]);
+            if (key === undefined) {
+              throw new StreamStackError('CORRUPT', `a key in commit ${commit.commit} is not UTF-8`, { details: { file: this.history.segments.fileFor(commit.segment), offset: locator } });
+            }
+            keys.add(key, columns.positions[row], columns.versions[row], (flags[row] & recordFlags.isTombstone) !== 0, locator);
+          }
+          sinceYield += columns.count;
+          if (sinceYield >= keyBuildYieldKeys) {
+            sinceYield = 0;
+            await yieldToEventLoop();
+          }
+        }
+      }
+      at = end;
     }
     return keys;
   }

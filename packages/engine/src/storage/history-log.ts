@@ -678,7 +678,13 @@ export class History {
    * time (see `RunColumns`). Payloads stored by other runs are read (most from the cache) and
    * gathered into each batch's `externalBytes`; the run's own bytes are never copied.
    */
-  async *runColumns(commit: CommitRecord, bytes: Uint8Array, rowsMax: number): AsyncGenerator<RunColumns> {
+  async *runColumns(
+    commit: CommitRecord,
+    bytes: Uint8Array,
+    rowsMax: number,
+    /** False when the payloads are not wanted (a key dictionary's build): stored elsewhere, they are not read. */
+    payloads = true,
+  ): AsyncGenerator<RunColumns> {
     assertReadable(commit);
     const segment = this.segments.byBase(commit.segment);
     const place = (error: unknown) => withPlace(error, segment.file, commit.runStart);
@@ -699,7 +705,7 @@ export class History {
       let columns: RunColumns;
       try {
         columns = decoder.next(rowsMax, commit.firstPosition);
-        if (columns.external.length > 0) columns = await this.gatherExternal(segment, columns);
+        if (payloads && columns.external.length > 0) columns = await this.gatherExternal(segment, columns);
       } catch (error) {
         throw place(error);
       }

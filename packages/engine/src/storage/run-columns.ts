@@ -53,6 +53,8 @@ export interface RunColumns {
   readonly payloadEnds: Uint32Array;
   readonly external: readonly { readonly row: number; readonly location: PayloadLocation }[];
   readonly externalBytes: Uint8Array | undefined;
+  /** Where each record's manifest entry starts in `bytes` (a key dictionary's locator, from the run's start). */
+  readonly entryStarts: Uint32Array;
 }
 
 /**
@@ -186,7 +188,7 @@ export class RunColumnsDecoder {
     // Every fixed-width column in one buffer: one allocation (and one object for the collector
     // to track) per batch instead of one per column. 8-byte columns first, for alignment.
     const wide = 4 * count * 8;
-    const narrow = (7 * count + count + 1) * 4;
+    const narrow = (8 * count + count + 1) * 4;
     const buffer = new ArrayBuffer(wide + narrow + count);
     const seqs = new Float64Array(buffer, 0, count);
     const timestamps = new Float64Array(buffer, count * 8, count);
@@ -200,7 +202,8 @@ export class RunColumnsDecoder {
     const keyEnds = new Uint32Array(buffer, wide + 4 * count * 4, count);
     const payloadStarts = new Uint32Array(buffer, wide + 5 * count * 4, count);
     const payloadEnds = new Uint32Array(buffer, wide + 6 * count * 4, count);
-    const tagRows = new Uint32Array(buffer, wide + 7 * count * 4, count + 1);
+    const entryStarts = new Uint32Array(buffer, wide + 7 * count * 4, count);
+    const tagRows = new Uint32Array(buffer, wide + 8 * count * 4, count + 1);
     const flagsColumn = new Uint8Array(buffer, wide + narrow, count);
     // Grown on the first tag: most batches of small commits have none.
     let tagStarts = noTagRanges;
@@ -220,6 +223,7 @@ export class RunColumnsDecoder {
       let value = 0;
       for (; row < stop; row++) {
         if (at >= end) throw corrupt(what, at, 'needs 1 more byte');
+        entryStarts[row] = at;
         const flags = bytes[at++];
         if ((flags & recordFlags.hasFingerprint) === 0) throw corrupt(what, at, 'a manifest entry lacks its fingerprint');
         flagsColumn[row] = flags;
@@ -352,6 +356,7 @@ export class RunColumnsDecoder {
       payloadEnds,
       external,
       externalBytes: undefined,
+      entryStarts,
     };
   }
 }
