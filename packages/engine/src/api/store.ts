@@ -26,7 +26,11 @@ export interface StoreOptions {
   readonly clock?: () => number;
   /** Fresh unique ids for streams and lease tokens. Default: random UUIDs. */
   readonly newId?: () => string;
-  /** Capacity new segments are preallocated to; a record may be at most a quarter of it. */
+  /**
+   * Capacity a feed's segments grow to: a log's first segment is preallocated to 64 KiB and each
+   * next one to twice the one before, up to this (default 64 MiB). A record may be at most a
+   * quarter of it.
+   */
   readonly segmentBytes?: number;
   /**
    * Open to read only: take no lock and write nothing (no recovery cuts, no index files), so

@@ -41,7 +41,10 @@ export interface WriterOptions {
   readonly clock: () => number;
   /** Fresh unique ids for streams and tokens; injected for the same reason. */
   readonly newId: () => string;
-  /** Capacity a new WAL or history segment is preallocated to. */
+  /**
+   * Capacity the WAL's and the history's segments grow to (the first ones are smaller, see
+   * `segmentBytesFirst`); a record may be at most a quarter of it.
+   */
   readonly segmentBytes: number;
   /** Open without writing anything: no recovery cuts, no index files, every write refused. */
   readonly readOnly?: boolean;
