@@ -5,13 +5,22 @@ import { emit, readRecords } from './io.js';
 import { addConditionOptions, commitLine, conditionFrom, exitUsage, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
 
 export function addWriteCommands(program: Command): void {
-  const feedCommand = program.command('feed').description('create, list and describe feeds').exitOverride();
+  const feedCommand = program.command('feed').description('create, delete, list and describe feeds').exitOverride();
   feedCommand
     .command('create <name>')
     .description('create a feed')
     .action((name: string) =>
       withStore(program, async (store) => {
         await emit(feedLine(await store.createFeed(name)));
+      })(),
+    );
+  feedCommand
+    .command('delete <name>')
+    .description('delete a feed and everything it holds (durable; the name can be created again)')
+    .action((name: string) =>
+      withStore(program, async (store) => {
+        await store.deleteFeed(name);
+        await emit({ feed: name, deleted: true });
       })(),
     );
   feedCommand
