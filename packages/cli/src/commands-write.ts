@@ -30,7 +30,17 @@ export function addWriteCommands(program: Command): void {
       withStore(
         program,
         async (store) => {
-          for (const name of store.feedNames()) await emit(feedLine(await openFeed(store, name)));
+          for (const name of store.feedNames()) {
+            let feed;
+            try {
+              feed = await openFeed(store, name);
+            } catch (error) {
+              // Deleted by the writer (another process) since the names were listed: not a feed.
+              if (error instanceof StreamStackError && error.code === 'FEED_NOT_FOUND') continue;
+              throw error;
+            }
+            await emit(feedLine(feed));
+          }
         },
         'read',
       ),
