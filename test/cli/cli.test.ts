@@ -13,6 +13,25 @@ function errorOf(stderr: string): { code: string; message: string } {
 }
 
 describe('streamstack command line', () => {
+  it('deletes a feed: it leaves the list, its name can be created again, and an unknown one is FEED_NOT_FOUND', () => {
+    const data = temporaryDirectory();
+    cli(data, ['feed', 'create', 'orders']);
+    cli(data, ['feed', 'create', 'audit']);
+    expect(cli(data, ['append', 'orders'], '{"payload":"a"}\n{"payload":"b"}\n').status).toBe(0);
+    const deleted = cli(data, ['feed', 'delete', 'orders']);
+    expect(deleted.status).toBe(0);
+    expect(deleted.lines).toEqual([{ feed: 'orders', deleted: true }]);
+    expect(cli(data, ['feed', 'list']).lines.map((line) => line.feed)).toEqual(['audit']);
+    const info = cli(data, ['feed', 'info', 'orders']);
+    expect(info.status).toBe(1);
+    expect(info.error).toMatchObject({ code: 'FEED_NOT_FOUND', feed: 'orders' });
+    const again = cli(data, ['feed', 'delete', 'orders']);
+    expect(again.status).toBe(1);
+    expect(again.error).toMatchObject({ code: 'FEED_NOT_FOUND', feed: 'orders' });
+    expect(cli(data, ['feed', 'create', 'orders']).lines[0]).toMatchObject({ feed: 'orders', commits: 0, records: 0 });
+    expect(cli(data, ['read', 'orders']).lines).toEqual([]);
+  });
+
   it('runs a producer session: lease, stream, batches, seal, one-shot append, commits, verify', () => {
     const data = temporaryDirectory();
     expect(cli(data, ['feed', 'create', 'orders']).lines[0]).toMatchObject({ feed: 'orders', commits: 0 });

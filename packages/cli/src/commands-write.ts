@@ -5,7 +5,7 @@ import { emit, readRecords } from './io.js';
 import { addConditionOptions, commitLine, conditionFrom, exitUsage, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
 
 export function addWriteCommands(program: Command): void {
-  const feedCommand = program.command('feed').description('create, list and describe feeds').exitOverride();
+  const feedCommand = program.command('feed').description('create, delete, list and describe feeds').exitOverride();
   feedCommand
     .command('create <name>')
     .description('create a feed')
@@ -15,13 +15,32 @@ export function addWriteCommands(program: Command): void {
       })(),
     );
   feedCommand
+    .command('delete <name>')
+    .description('delete a feed and everything it holds (durable; the name can be created again)')
+    .action((name: string) =>
+      withStore(program, async (store) => {
+        await store.deleteFeed(name);
+        await emit({ feed: name, deleted: true });
+      })(),
+    );
+  feedCommand
     .command('list')
     .description('one line per feed')
     .action(
       withStore(
         program,
         async (store) => {
-          for (const name of store.feedNames()) await emit(feedLine(await openFeed(store, name)));
+          for (const name of store.feedNames()) {
+            let feed;
+            try {
+              feed = await openFeed(store, name);
+            } catch (error) {
+              // Deleted by the writer (another process) since the names were listed: not a feed.
+              if (error instanceof StreamStackError && error.code === 'FEED_NOT_FOUND') continue;
+              throw error;
+            }
+            await emit(feedLine(feed));
+          }
         },
         'read',
       ),

@@ -58,8 +58,23 @@ export const leaseTtlMsMax = 24 * 60 * 60 * 1000;
  */
 export const payloadDedupEntriesMax = 1 << 18;
 
-/** Default capacity of a WAL or history segment. A record may be at most a quarter of it. */
+/**
+ * Default capacity of a WAL or history segment (the `segmentBytes` a store is opened with): the
+ * size a log's segments grow to. A record may be at most a quarter of it, whatever size the
+ * segment it lands in has (see `segmentBytesFirst`).
+ */
 export const segmentBytesDefault = 64 * 1024 * 1024;
+
+/**
+ * Capacity of the first segment of a log; each next segment is twice the one before it, up to
+ * `segmentBytes`. A segment costs its whole capacity on disk from the moment it is created
+ * (it is preallocated with zeros), so with every segment at 64 MiB a feed of one record took
+ * 128 MiB (one WAL and one history segment), and a store of hundreds of small feeds ran out of
+ * disk. Doubling keeps a growing log's unused preallocation below the bytes it already holds,
+ * and reaches full-size segments after ten rolls (the first 64 MiB). Equal to
+ * `segmentBytesMin`, so it is never larger than the segments a store is configured with.
+ */
+export const segmentBytesFirst = 64 * 1024;
 
 /** Smallest segment a store may be configured with (tests use small ones to roll often). */
 export const segmentBytesMin = 64 * 1024;

@@ -120,7 +120,7 @@ export class Feed {
 
   /** The open stream, if there is one (a new lease holder finds its predecessor's here). */
   activeStream(): Stream | undefined {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const id = this.writer.activeStream;
     return id === undefined ? undefined : new Stream(this, id);
   }
@@ -163,7 +163,7 @@ export class Feed {
    */
   commits(options: { after?: number; limit?: number; signal?: AbortSignal } = {}): AsyncGenerator<Commit> {
     options = optionsOf(options, 'feed.commits');
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const after = checkedCursor(options.after, 'after') ?? this.writer.lowMark - 1;
     this.writer.assertNotTrimmed(after, 'after');
     const limit = validateCursor(options.limit, 'limit') ?? Number.POSITIVE_INFINITY;
@@ -178,7 +178,15 @@ export class Feed {
     for (let commit = first; commit <= last; commit++) {
       signal?.throwIfAborted();
       this.writer.assertOpen();
-      yield toCommit(this.name, this.writer.commitAt(commit));
+      let record;
+      try {
+        record = this.writer.commitAt(commit);
+      } catch (error) {
+        // A sealed segment's commits are read from its summary: a read-only reader whose feed
+        // was deleted under it finds the file gone.
+        throw this.writer.orDeleted(error);
+      }
+      yield toCommit(this.name, record);
     }
   }
 
@@ -234,14 +242,14 @@ export class Feed {
    */
   async export(options: ExportOptions): Promise<ExportManifest> {
     options = optionsOf(options, 'feed.export');
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const after = checkedCursor(options.after, 'after');
     const upTo = checkedCursor(options.upTo, 'upTo');
     return this.reads.export({ ...options, ...(after === undefined ? {} : { after }), ...(upTo === undefined ? {} : { upTo }) });
   }
 
   /** The records of commit `commit`, in position order. */
-  readCommit(commit: number): Promise<StoredRecord[]> {
+  async readCommit(commit: number): Promise<StoredRecord[]> {
     return this.reads.commit(commit);
   }
 
@@ -270,7 +278,7 @@ export class Feed {
   /** Creates a named, durable cursor, starting after commit `after` (default 0, the start). */
   async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
     options = optionsOf(options, 'feed.createSubscription');
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const after = checkedCursor(options.after, 'after') ?? this.writer.lowMark - 1;
     this.writer.assertNotTrimmed(after, 'after');
     const head = this.writer.watermark.commit;
@@ -283,14 +291,14 @@ export class Feed {
 
   /** The subscription `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
   subscription(name: string): Subscription {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     this.writer.subscriptions.get(name);
     return new Subscription(this, name);
   }
 
   /** Every subscription with its cursor and lag. */
   subscriptions(): SubscriptionInfo[] {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     return this.writer.subscriptions.list().map((state) => new Subscription(this, state.name).info());
   }
 
@@ -317,7 +325,7 @@ export class Feed {
    * console.log(`${(requests / groups).toFixed(1)} requests per fsync`);
    */
   groupCommitStats(): GroupCommitStats {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     return this.writer.groupCommitStats;
   }
 
@@ -334,7 +342,7 @@ export class Feed {
    */
   async trim(options: { before?: number; force?: boolean } = {}): Promise<TrimResult> {
     options = optionsOf(options, 'feed.trim');
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const before = checkedCursor(options.before, 'before');
     const head = this.writer.watermark.commit;
     if (before !== undefined && before > head + 1) {
@@ -354,7 +362,7 @@ export class Feed {
    * await feed.setRetention({ maxAgeMs: 7 * 24 * 3600_000, maxBytes: 50 * 2 ** 30 });
    */
   async setRetention(policy: RetentionPolicy): Promise<RetentionInfo> {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const checked = validateRetentionPolicy(policy);
     await this.writer.retentionKeeper().setPolicy(checked);
     return this.retention();
@@ -383,7 +391,7 @@ export class Feed {
 
   /** The retention policy, the low mark, and the subscription holding it back, if one does. */
   async retention(): Promise<RetentionInfo> {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     return this.writer.retentionKeeper().info();
   }
 
@@ -399,13 +407,13 @@ export class Feed {
 
   /** The latest commit, or undefined when the feed has none. */
   head(): Commit | undefined {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const head = this.writer.headCommit();
     return head && toCommit(this.name, head);
   }
 
   info(): FeedInfo {
-    this.writer.assertOpen();
+    this.writer.assertPresent();
     const live = this.writer.lease.live();
     const head = this.head();
     return {

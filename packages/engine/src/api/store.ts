@@ -9,7 +9,7 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
-import { DataDirectory, validateFeedName } from '../coordinator/data-directory.js';
+import { DataDirectory, deletedFeedError, validateFeedName } from '../coordinator/data-directory.js';
 import { FeedWriter } from '../coordinator/feed-writer.js';
 import { verifyFeed, type FeedVerification } from '../coordinator/verify.js';
 import { loadKernels, type KernelChoice } from '../kernels/index.js';
@@ -26,7 +26,11 @@ export interface StoreOptions {
   readonly clock?: () => number;
   /** Fresh unique ids for streams and lease tokens. Default: random UUIDs. */
   readonly newId?: () => string;
-  /** Capacity new segments are preallocated to; a record may be at most a quarter of it. */
+  /**
+   * Capacity a feed's segments grow to: a log's first segment is preallocated to 64 KiB and each
+   * next one to twice the one before, up to this (default 64 MiB). A record may be at most a
+   * quarter of it.
+   */
   readonly segmentBytes?: number;
   /**
    * Open to read only: take no lock and write nothing (no recovery cuts, no index files), so
@@ -45,6 +49,8 @@ const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.f
 
 export class Store {
   private readonly feeds = new Map<string, Promise<Feed>>();
+  /** Deletions under way, by feed name: a lookup or a creation of the name waits for its end. */
+  private readonly deletions = new Map<string, Promise<void>>();
   private closed = false;
 
   private constructor(
@@ -62,7 +68,7 @@ export class Store {
     if (!Number.isSafeInteger(segmentBytes) || segmentBytes < segmentBytesMin || segmentBytes > segmentBytesMax) {
       throw new StreamStackError('INVALID_ARGUMENT', `segmentBytes must be from ${segmentBytesMin} to ${segmentBytesMax}`);
     }
-    const data = DataDirectory.open(path.resolve(directory), {
+    const data = await DataDirectory.open(path.resolve(directory), {
       ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
     });
@@ -90,6 +96,7 @@ export class Store {
     options = optionsOf(options, 'store.createFeed');
     // Checked before anything is created: a bad policy leaves no feed behind.
     const retention = options.retention === undefined ? undefined : validateRetentionPolicy(options.retention);
+    await this.deletions.get(name);
     await this.directory.createFeed(name, this.clock());
     const feed = await this.feed(name);
     if (retention) await feed.setRetention(retention);
@@ -99,7 +106,19 @@ export class Store {
   /** The feed `name`; `FEED_NOT_FOUND` if there is none. Its logs are recovered on first use. */
   feed(name: string): Promise<Feed> {
     this.assertOpen();
+    const deleting = this.deletions.get(name);
+    if (deleting) return deleting.then(() => this.feed(name));
     let feed = this.feeds.get(name);
+    if (feed && this.directory.readOnly) {
+      // A feed the writer deleted under this reader is looked up again: the name may be a
+      // new feed now.
+      const cached = feed;
+      return cached.then((open) => {
+        if (!open.writer.deleted) return open;
+        if (this.feeds.get(name) === cached) this.feeds.delete(name);
+        return this.feed(name);
+      });
+    }
     if (!feed) {
       feed = (async () => {
         const metadata = this.directory.readMetadata(name);
@@ -117,6 +136,46 @@ export class Store {
       feed.catch(() => this.feeds.delete(name));
     }
     return feed;
+  }
+
+  /**
+   * Deletes the feed `name` and everything it holds, durably: `FEED_NOT_FOUND` if there is none,
+   * `READ_ONLY` on a read-only store. The feed is closed first: writes already submitted settle
+   * (written, or refused), and from then on every call on its `Feed`, `Stream` and
+   * `Subscription` handles fails with `FEED_NOT_FOUND` (`details.deleted` is true), as a lookup
+   * of the name does. Once this resolves the name is free: `createFeed(name)` makes a new,
+   * empty feed. Crash-safe: a crash leaves the feed whole or deleted, never part of it (see
+   * docs/faults.md). A reader opened read-only beside this store (another process) sees the
+   * feed's calls fail with `FEED_NOT_FOUND` too.
+   *
+   * @example
+   * await store.deleteFeed('ds-session-42');
+   * const fresh = await store.createFeed('ds-session-42'); // empty
+   */
+  async deleteFeed(name: string): Promise<void> {
+    this.assertOpen();
+    validateFeedName(name);
+    if (this.directory.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory.root} was opened read-only`);
+    // One deletion of a name at a time: a second one waits, then finds no feed (or a new one).
+    const earlier = this.deletions.get(name);
+    const deletion = (async () => {
+      await earlier;
+      if (!this.directory.holdsFeed(name)) throw new StreamStackError('FEED_NOT_FOUND', `no feed named ${name}`, { details: { feed: name } });
+      const open = this.feeds.get(name);
+      this.feeds.delete(name);
+      const feed = open && (await open.catch(() => undefined));
+      await feed?.writer.close(deletedFeedError(name));
+      await this.directory.deleteFeed(name);
+    })();
+    const settled = deletion.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.deletions.set(name, settled);
+    void settled.then(() => {
+      if (this.deletions.get(name) === settled) this.deletions.delete(name);
+    });
+    return deletion;
   }
 
   /** The names of every feed, sorted. */
@@ -157,6 +216,8 @@ export class Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // A deletion under way finishes under the lock (its rename must not race another opener).
+    await Promise.all(this.deletions.values());
     const feeds = await Promise.allSettled(this.feeds.values());
     for (const feed of feeds) if (feed.status === 'fulfilled') await feed.value.writer.close();
     this.directory.close();

@@ -83,7 +83,7 @@ export class Stream {
    */
   async read(options: { fromSeq?: number } = {}): Promise<StreamRecord[]> {
     options = optionsOf(options, 'stream.read');
-    this.feed.writer.assertOpen();
+    this.feed.writer.assertPresent();
     const fromSeq = validateCursor(options.fromSeq, 'fromSeq') ?? 1;
     const status = this.feed.writer.streamStatus(this.id);
     if (status.state === 'sealed') {
@@ -108,7 +108,7 @@ export class Stream {
   }
 
   info(): StreamInfo {
-    this.feed.writer.assertOpen();
+    this.feed.writer.assertPresent();
     const status = this.feed.writer.streamStatus(this.id);
     if (status.state === 'sealed') return { id: this.id, state: 'sealed', commit: toCommit(this.feed.name, status.commit) };
     if (status.state === 'open') return { id: this.id, state: 'open', records: status.acknowledged };

@@ -45,12 +45,12 @@ export class Subscription {
 
   /** The saved cursor: the last commit this subscription has handled. */
   get cursor(): number {
-    this.feed.writer.assertOpen();
+    this.feed.writer.assertPresent();
     return this.feed.writer.subscriptions.get(this.name).cursor;
   }
 
   info(): SubscriptionInfo {
-    this.feed.writer.assertOpen();
+    this.feed.writer.assertPresent();
     const state = this.feed.writer.subscriptions.get(this.name);
     return { ...state, lag: this.feed.reads.lag(state.cursor), trimmed: state.cursor < this.feed.writer.lowMark - 1 };
   }
@@ -81,7 +81,7 @@ export class Subscription {
   }
 
   async delete(): Promise<void> {
-    this.feed.writer.assertOpen();
+    this.feed.writer.assertPresent();
     await this.feed.writer.subscriptions.delete(this.name);
   }
 
@@ -99,7 +99,7 @@ export class Subscription {
   }
 
   private checkInRange(cursor: number): void {
-    this.feed.writer.assertOpen();
+    this.feed.writer.assertPresent();
     this.feed.writer.assertNotTrimmed(cursor, 'cursor');
     const head = this.feed.writer.watermark.commit;
     if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > head) {

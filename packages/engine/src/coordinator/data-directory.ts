@@ -1,8 +1,11 @@
 /**
  * The data directory: its LOCK, and the feeds in it (`feeds/<name>/`, each with a `feed.json`
- * written once at creation).
+ * written once at creation). A feed is deleted by renaming its directory to a tombstone
+ * (`feeds/.deleted-<name>-<n>`, a name no feed can have) and removing the tombstone; an opener
+ * that finds tombstones finishes their removal (docs/faults.md, Deleting a feed).
  */
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
 import { feedNameCharactersMax } from '../limits.js';
@@ -10,6 +13,9 @@ import { DirectoryLock, type LockOptions } from '../storage/lock.js';
 import { syncDirectory } from '../storage/segment.js';
 
 const feedNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/** Tombstones start with a '.', which no feed name may: they are never taken for feeds. */
+const tombstonePrefix = '.deleted-';
 
 export interface FeedMetadata {
   readonly name: string;
@@ -28,6 +34,27 @@ export function validateFeedName(name: unknown): string {
   return name;
 }
 
+/**
+ * The identity of the `feed.json` in a feed's directory (device and inode), or undefined when
+ * there is none: a read-only opener compares it to the one it opened, to tell that the writer
+ * (another process) deleted the feed it reads, or deleted it and created another of its name.
+ */
+export function feedIdentity(feedDirectory: string): string | undefined {
+  let stats: fs.Stats | undefined;
+  try {
+    stats = fs.statSync(path.join(feedDirectory, 'feed.json'), { throwIfNoEntry: false });
+  } catch {
+    // ENOTDIR and the like: nothing that is a feed is there.
+    return undefined;
+  }
+  return stats && `${stats.dev}:${stats.ino}`;
+}
+
+/** The error every call on a deleted feed's handles fails with, as a lookup of its name would. */
+export function deletedFeedError(name: string): StreamStackError {
+  return new StreamStackError('FEED_NOT_FOUND', `feed ${name} was deleted`, { details: { feed: name, deleted: true } });
+}
+
 export interface DataDirectoryOptions extends LockOptions {
   /** Take no lock and write nothing: for readers that run beside a writer. */
   readonly readOnly?: boolean;
@@ -39,7 +66,7 @@ export class DataDirectory {
     private readonly lock: DirectoryLock | undefined,
   ) {}
 
-  static open(root: string, options: DataDirectoryOptions = {}): DataDirectory {
+  static async open(root: string, options: DataDirectoryOptions = {}): Promise<DataDirectory> {
     if (options.readOnly) {
       let real: string;
       try {
@@ -56,7 +83,14 @@ export class DataDirectory {
       lock.release();
       throw ioError(error, `cannot prepare the data directory ${root}`);
     }
-    return new DataDirectory(lock.directory, lock);
+    const directory = new DataDirectory(lock.directory, lock);
+    try {
+      await directory.removeTombstones();
+    } catch (error) {
+      lock.release();
+      throw ioError(error, `cannot finish deleting feeds in ${root}`);
+    }
+    return directory;
   }
 
   get readOnly(): boolean {
@@ -73,14 +107,66 @@ export class DataDirectory {
     return ['history', 'wal', 'state'].some((part) => fs.existsSync(path.join(directory, part)));
   }
 
+  /** True when feed `name` exists: its directory has a `feed.json` or logs. */
+  holdsFeed(name: string): boolean {
+    return fs.existsSync(path.join(this.feedDirectory(name), 'feed.json')) || this.holdsFeedData(name);
+  }
+
+  /** The feeds: directories with a feed's name (never a tombstone) that hold one. */
   feedNames(): string[] {
     const feeds = path.join(this.root, 'feeds');
     if (!fs.existsSync(feeds)) return [];
     return fs
       .readdirSync(feeds, { withFileTypes: true })
-      .filter((entry) => entry.isDirectory() && (fs.existsSync(path.join(this.root, 'feeds', entry.name, 'feed.json')) || this.holdsFeedData(entry.name)))
+      .filter(
+        (entry) =>
+          entry.isDirectory() &&
+          feedNamePattern.test(entry.name) &&
+          entry.name.length <= feedNameCharactersMax &&
+          this.holdsFeed(entry.name),
+      )
       .map((entry) => entry.name)
       .sort();
+  }
+
+  /**
+   * Deletes feed `name`, durably; `FEED_NOT_FOUND` if there is none. Its directory is renamed to
+   * a fresh tombstone and the rename made durable (from then on the feed is gone, and its name
+   * free), then the tombstone is removed. A crash leaves the feed whole or a tombstone, which
+   * the next writable open removes; never a feed with part of its files.
+   */
+  async deleteFeed(name: string): Promise<void> {
+    if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.root} was opened read-only`);
+    if (!this.holdsFeed(validateFeedName(name))) {
+      throw new StreamStackError('FEED_NOT_FOUND', `no feed named ${name}`, { details: { feed: name } });
+    }
+    const feeds = path.join(this.root, 'feeds');
+    let tombstone: string;
+    for (let n = 1; ; n++) {
+      tombstone = path.join(feeds, `${tombstonePrefix}${name}-${n}`);
+      if (!fs.existsSync(tombstone)) break;
+    }
+    try {
+      fs.renameSync(this.feedDirectory(name), tombstone);
+      await syncDirectory(feeds);
+    } catch (error) {
+      throw ioError(error, `cannot delete feed ${name}`);
+    }
+    try {
+      await removeTree(tombstone);
+      await syncDirectory(feeds);
+    } catch (error) {
+      // The feed is deleted: its tombstone goes on the next open.
+      throw ioError(error, `feed ${name} is deleted, but its files could not all be removed yet`);
+    }
+  }
+
+  /** Removes the tombstones a deletion left when its process died (or its removal failed). */
+  private async removeTombstones(): Promise<void> {
+    const feeds = path.join(this.root, 'feeds');
+    const tombstones = fs.readdirSync(feeds).filter((entry) => entry.startsWith(tombstonePrefix));
+    for (const entry of tombstones) await removeTree(path.join(feeds, entry));
+    if (tombstones.length > 0) await syncDirectory(feeds);
   }
 
   readMetadata(name: string): FeedMetadata {
@@ -136,4 +222,13 @@ export class DataDirectory {
   close(): void {
     this.lock?.release();
   }
+}
+
+/**
+ * Removes a tombstone and everything in it. Its files go before the directory, so a crash part
+ * way leaves a smaller tombstone, still named as one. Off the event loop: a feed's segments may
+ * free gigabytes of blocks.
+ */
+async function removeTree(directory: string): Promise<void> {
+  await fsp.rm(directory, { recursive: true, force: true });
 }

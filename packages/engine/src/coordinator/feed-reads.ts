@@ -1,6 +1,8 @@
 /**
  * The read side of one feed, as the API sees it: every read takes a fresh snapshot from the
- * writer's published state and runs in the query layer, without waiting for the writer.
+ * writer's published state and runs in the query layer, without waiting for the writer. A read
+ * that fails because the feed was deleted under it (a read-only reader beside the writer) fails
+ * with `FEED_NOT_FOUND`.
  */
 import { StreamStackError } from '../errors.js';
 import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
@@ -19,12 +21,12 @@ export class FeedReads {
   /** The batch form of a feed read: one array per commit. */
   batches(options: ReadOptions): AsyncGenerator<StoredRecord[]> {
     // Options are checked now; the indexes are waited for when the read begins.
-    return this.afterIndexing(readBatches(this.writer.snapshot(), options, this.writer.fingerprints));
+    return this.guarded(this.afterIndexing(readBatches(this.writer.snapshot(), options, this.writer.fingerprints)));
   }
 
   /** The columnar form of a feed read: one batch of columns per commit. */
   columns(options: ReadOptions): AsyncGenerator<ColumnBatch> {
-    return this.afterIndexing(readColumns(this.writer.snapshot(), options, this.writer.fingerprints));
+    return this.guarded(this.afterIndexing(readColumns(this.writer.snapshot(), options, this.writer.fingerprints)));
   }
 
   /**
@@ -38,7 +40,25 @@ export class FeedReads {
     // The range is fixed now, so the manifest names the head the export read up to.
     const upTo = readEnd(snapshot, { after, upTo: options.upTo ?? snapshot.watermark.commit });
     const batches = readColumns(snapshot, { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) }, this.writer.fingerprints);
-    return writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches));
+    return this.settled(writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches)));
+  }
+
+  /** `reads`, failing with `FEED_NOT_FOUND` instead once the feed was deleted. */
+  private async *guarded<T>(reads: AsyncGenerator<T>): AsyncGenerator<T> {
+    try {
+      yield* reads;
+    } catch (error) {
+      throw this.writer.orDeleted(error);
+    }
+  }
+
+  /** `read`, failing with `FEED_NOT_FOUND` instead once the feed was deleted. */
+  private async settled<T>(read: Promise<T>): Promise<T> {
+    try {
+      return await read;
+    } catch (error) {
+      throw this.writer.orDeleted(error);
+    }
   }
 
   /**
@@ -54,7 +74,7 @@ export class FeedReads {
   get(key: string, asOf?: number): Promise<StoredRecord | undefined> {
     const snapshot = this.writer.snapshot();
     const at = checkCursor(snapshot, asOf ?? snapshot.watermark.commit, 'asOf');
-    return this.writer.indexed().then(() => this.writer.readGate.hold(() => getByKey(snapshot, this.writer.keys, key, at)));
+    return this.settled(this.writer.indexed().then(() => this.writer.readGate.hold(() => getByKey(snapshot, this.writer.keys, key, at))));
   }
 
   /** The records of one published commit. */
@@ -69,18 +89,18 @@ export class FeedReads {
         details: { commit, head: snapshot.watermark.commit },
       });
     }
-    return this.writer.readGate.hold(() => readCommitRecords(snapshot, snapshot.commits.at(commit)));
+    return this.settled(this.writer.readGate.hold(async () => readCommitRecords(snapshot, snapshot.commits.at(commit))));
   }
 
   /** Catch-up then live tail from `after`, until `signal` aborts. */
   follow(after: number | undefined, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
-    return follow(this.writer, after, signal);
+    return this.guarded(follow(this.writer, after, signal));
   }
 
   /** Whole commits after `after` up to the head, at most `maxRecords` (but at least one commit). */
   poll(after: number, maxRecords: number): Promise<{ batches: CommitBatch[]; cursor: number }> {
     const snapshot = this.writer.snapshot();
-    return this.writer.readGate.hold(() => pollCommits(snapshot, after, maxRecords));
+    return this.settled(this.writer.readGate.hold(() => pollCommits(snapshot, after, maxRecords)));
   }
 
   /** How far `cursor` is behind the head: commits, records, and bytes of their runs. */

@@ -30,6 +30,7 @@ import { PublishedState, type Watermark } from './published-state.js';
 import { layRun } from './run-layout.js';
 import type { Subscriptions } from './subscriptions.js';
 import { WalRetention } from './wal-retention.js';
+import { deletedFeedError, feedIdentity } from './data-directory.js';
 import { HistoryRetention } from './history-trim.js';
 import { ReadGate } from './read-gate.js';
 import { HistoryMerges } from './history-merge.js';
@@ -44,7 +45,10 @@ export interface WriterOptions {
   readonly clock: () => number;
   /** Fresh unique ids for streams and tokens; injected for the same reason. */
   readonly newId: () => string;
-  /** Capacity a new WAL or history segment is preallocated to. */
+  /**
+   * Capacity the WAL's and the history's segments grow to (the first ones are smaller, see
+   * `segmentBytesFirst`); a record may be at most a quarter of it.
+   */
   readonly segmentBytes: number;
   /** Open without writing anything: no recovery cuts, no index files, every write refused. */
   readonly readOnly?: boolean;
@@ -156,6 +160,24 @@ export class FeedWriter {
 
   /** Opens a feed's logs, recovering them, and rebuilds the state they imply. */
   static async open(directory: string, options: WriterOptions): Promise<FeedWriter> {
+    const readOnly = options.readOnly ?? false;
+    if (!readOnly) return FeedWriter.openLogs(directory, options);
+    // A reader beside the writer: the writer may delete the feed while it is opened here, and
+    // files then vanish under the open. Whatever the open found, the feed is gone.
+    const identity = feedIdentity(directory);
+    let writer: FeedWriter;
+    try {
+      writer = await FeedWriter.openLogs(directory, options);
+    } catch (error) {
+      if (identity === undefined || feedIdentity(directory) !== identity) throw deletedFeedError(options.feed);
+      throw error;
+    }
+    writer.identity = identity;
+    writer.assertPresent();
+    return writer;
+  }
+
+  private static async openLogs(directory: string, options: WriterOptions): Promise<FeedWriter> {
     const { kernels } = options;
     const readOnly = options.readOnly ?? false;
     const logs = await recoverLogs(kernels, directory, options.clock, readOnly);
@@ -316,7 +338,7 @@ export class FeedWriter {
 
   /** The view a read runs over: everything published now, and nothing later. */
   snapshot(): Snapshot {
-    this.assertOpen();
+    this.assertPresent();
     return {
       feed: this.options.feed,
       watermark: this.published.watermark,
@@ -698,14 +720,52 @@ export class FeedWriter {
   /** Set once the feed is closed: every later call is refused with it. */
   closedError: StreamStackError | undefined;
 
-  /** Throws `CLOSED` once the feed (its store) is closed. */
+  /** Read-only: the identity of the feed's `feed.json` when it was opened (see `deleted`). */
+  private identity: string | undefined;
+
+  /**
+   * Throws `CLOSED` once the feed (its store) is closed, `FEED_NOT_FOUND` once it was deleted.
+   * Cheap: for calls made many times in one operation (once per commit of a listing).
+   */
   assertOpen(): void {
     if (this.closedError) throw this.closedError;
   }
 
-  async close(): Promise<void> {
+  /**
+   * True once the feed was deleted. A writer is closed before its feed is deleted; a read-only
+   * reader finds out here, when its `feed.json` is no longer the one it opened (the writer, in
+   * another process, deleted the feed, and may have created another of its name), and closes
+   * the feed with `FEED_NOT_FOUND`.
+   */
+  get deleted(): boolean {
+    if (this.closedError) return this.closedError.code === 'FEED_NOT_FOUND';
+    if (this.identity === undefined || feedIdentity(this.directory) === this.identity) return false;
+    this.close(deletedFeedError(this.options.feed)).catch(() => undefined);
+    return true;
+  }
+
+  /** `assertOpen`, and read-only also that the feed is still there: where an operation starts. */
+  assertPresent(): void {
+    if (this.deleted) throw this.closedError;
+    this.assertOpen();
+  }
+
+  /**
+   * What an operation that failed throws: its error, or `FEED_NOT_FOUND` when the feed was
+   * deleted meanwhile (a read-only reader's files vanish under it, and fail as they may).
+   */
+  orDeleted(error: unknown): unknown {
+    return this.deleted ? this.closedError : error;
+  }
+
+  /**
+   * Closes the feed: requests already submitted settle (written or refused), later ones and
+   * every call on its handles fail with `reason` — `CLOSED` when the store closes, or
+   * `FEED_NOT_FOUND` when the feed is being deleted.
+   */
+  async close(reason?: StreamStackError): Promise<void> {
     if (this.closedError) return;
-    this.closedError = new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
+    this.closedError = reason ?? new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
     this.committer.refuse(this.closedError);
     this.published.close(this.closedError);
     await this.idle();

@@ -369,18 +369,19 @@ export class History {
    * Writes the runs in `builder` (one or more, each ended by its commit record) with one
    * fdatasync. `first` names the first run's position and commit, which base a new segment.
    * `placed` is true when the group went into the active segment, its bytes reserved before this
-   * returned (the next group may be laid out behind it); false when it needs a new segment.
+   * returned (the next group may be laid out behind it); false when it needs a new segment (of
+   * the next size up to `capacityMax`, see `SegmentSet.grownCapacity`).
    */
   commit(
     builder: FrameBuilder,
     first: { position: number; commit: number },
-    capacityDefault: number,
+    capacityMax: number,
   ): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
     const bytes = builder.finish(this.kernels);
-    const active = this.segments.activeWithRoom(bytes.length, capacityDefault);
+    const active = this.segments.activeWithRoom(bytes.length, capacityMax);
     if (active) return { placed: true, durable: this.appendTo(active, bytes) };
     const durable = this.segments
-      .roll(bytes.length, () => ({ base: first.position, baseCommit: first.commit }), capacityDefault)
+      .roll(bytes.length, () => ({ base: first.position, baseCommit: first.commit }), capacityMax)
       .then((segment) => this.appendTo(segment, bytes));
     return { placed: false, durable };
   }

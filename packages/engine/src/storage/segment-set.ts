@@ -10,13 +10,17 @@
  * corruption: a bad header, a name that disagrees with the header, a size other than the
  * capacity, damage with sound groups after it, a finished newest segment (its successor is
  * missing). Corruption is reported, never cut.
+ *
+ * Segments grow as the log fills: the first has `segmentBytesFirst`, each next one twice the
+ * capacity of the one before, up to the log's `capacityMax` (the store's `segmentBytes`). Each is
+ * still created whole, at its capacity, and never grown in place.
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { segmentHeaderBytes, trimmedSegmentCloseDelayMs } from '../limits.js';
+import { segmentBytesFirst, segmentHeaderBytes, trimmedSegmentCloseDelayMs } from '../limits.js';
 import { FrameKind } from './frame-kinds.js';
 import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
 import { scanSegment, type Corruption, type MarkerDecoder, type ScannedSegment, type TornTail } from './runs.js';
@@ -306,18 +310,32 @@ export class SegmentSet {
   }
 
   /**
+   * The capacity of the segment that follows `previous` (none: the log's first): twice the
+   * capacity of `previous`, at least `segmentBytesFirst`, at most `capacityMax`. Only the first
+   * segments of a log are small, so a feed of a few records costs a few hundred KiB of disk,
+   * while a large one soon rolls full-size segments. Derived from the segments on disk, it goes
+   * on where it was after a reopen, and follows a changed `segmentBytes`.
+   */
+  static grownCapacity(previous: SegmentHeader | undefined, capacityMax: number): number {
+    const doubled = previous === undefined ? segmentBytesFirst : previous.capacity * 2;
+    return Math.min(capacityMax, Math.max(segmentBytesFirst, doubled));
+  }
+
+  /**
    * The active segment when it has room for a group of `bytes` and, after it, the segment's
    * `SegmentEnd`; else undefined (the group needs `roll`). Synchronous, so a group placed here
    * reserves its bytes before anything else is laid out.
    */
-  activeWithRoom(bytes: number, capacityDefault: number): SegmentFile | undefined {
+  activeWithRoom(bytes: number, capacityMax: number): SegmentFile | undefined {
     if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`);
     const needed = bytes + segmentEndGroupBytes;
     const active = this.active;
     if (!active || active.free < needed) return undefined;
-    // Past half full, the next segment is zero-filled in the background.
-    if (!this.spare && active.free - needed < active.header.capacity / 2 && active.header.capacity === capacityDefault) {
-      this.startSpare(capacityDefault);
+    // Past half full, the next segment is zero-filled in the background, at the capacity the
+    // roll will ask for. Not behind a segment sized to hold one large group: it is full at once,
+    // and the next group may need another such segment.
+    if (!this.spare && active.free - needed < active.header.capacity / 2 && active.header.capacity <= capacityMax) {
+      this.startSpare(SegmentSet.grownCapacity(active.header, capacityMax));
     }
     return active;
   }
@@ -327,13 +345,14 @@ export class SegmentSet {
    * groups still in flight in the active segment have settled, the new segment is created whole,
    * then the old one is finished with a `SegmentEnd` naming it, then the new segment's
    * `firstGroup` (the WAL's live list), if any, is written. So a roll never overlaps another
-   * write: only the newest segment can hold unconfirmed groups. A new segment is sized to hold
-   * all three when they exceed the usual capacity.
+   * write: only the newest segment can hold unconfirmed groups. The new segment's capacity is
+   * the next of the log's growing sizes (`grownCapacity`), or what holds all three when they
+   * need more.
    */
   async roll(
     bytes: number,
     next: () => Omit<SegmentHeader, 'kind' | 'capacity'>,
-    capacityDefault: number,
+    capacityMax: number,
     firstGroup?: (base: number) => Uint8Array,
   ): Promise<SegmentFile> {
     if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`);
@@ -342,9 +361,12 @@ export class SegmentSet {
     if (active) await active.appendsSettled();
     const header = next();
     const first = firstGroup?.(header.base);
-    const capacity = Math.max(capacityDefault, segmentHeaderBytes + (first?.length ?? 0) + needed);
-    const full = { ...header, kind: this.kind, capacity };
     const replacing = active !== undefined && active.header.base === header.base;
+    // An empty active segment that is replaced does not count as a step of growth.
+    const previous = replacing ? this.segments[this.segments.length - 2] : active;
+    const grown = SegmentSet.grownCapacity(previous?.header, capacityMax);
+    const capacity = Math.max(grown, segmentHeaderBytes + (first?.length ?? 0) + needed);
+    const full = { ...header, kind: this.kind, capacity };
     if (replacing) {
       // The active segment holds no data (a process rolled to it and died before its first
       // group landed, or it was sized for a group that never came). Its successor starts at the
@@ -355,7 +377,7 @@ export class SegmentSet {
     let segment: SegmentFile | undefined;
     const spare = this.spare;
     this.spare = undefined;
-    if (spare && capacity === capacityDefault && (await spare)) {
+    if (spare && capacity === this.spareCapacity && (await spare)) {
       segment = await SegmentFile.fromSpare(this.kernels, this.spareFile, this.fileFor(header.base), full).catch(() => undefined);
     }
     segment ??= await SegmentFile.create(this.kernels, this.fileFor(header.base), full);
@@ -384,12 +406,15 @@ export class SegmentSet {
 
   /** A zero-filled file being prepared for the next segment: resolves true once it is ready. */
   private spare: Promise<boolean> | undefined;
+  /** The size of the spare: a roll to a segment of another capacity does not use it. */
+  private spareCapacity = 0;
 
   private get spareFile(): string {
     return path.join(this.directory, `spare${this.extension}.tmp`);
   }
 
   private startSpare(capacity: number): void {
+    this.spareCapacity = capacity;
     this.spare = SegmentFile.prepareSpare(this.kernels, this.spareFile, capacity).then(
       () => true,
       () => false,

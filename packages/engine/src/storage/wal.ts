@@ -214,18 +214,19 @@ export class Wal {
   /**
    * Ends the group in `builder` with its commit marker, writes it with one fdatasync, and
    * returns where the group starts (segment base and offset). Rolls to a new segment when the
-   * group does not fit; a new segment's first group lists the live segments.
+   * group does not fit (segments grow up to `capacityMax`, see `SegmentSet.grownCapacity`); a new
+   * segment's first group lists the live segments.
    */
-  commit(builder: GroupBuilder, capacityDefault: number): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
+  commit(builder: GroupBuilder, capacityMax: number): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
     const sequence = this.nextSequence++;
     builder.begin(FrameKind.WalMarker, true).varint(sequence).varint(builder.runFrameCount);
     builder.end();
     const bytes = builder.finish(this.kernels);
     const append = async (segment: SegmentFile) => ({ segment: segment.header.base, offset: await this.segments.appendGroup(segment, bytes) });
-    const active = this.segments.activeWithRoom(bytes.length, capacityDefault);
+    const active = this.segments.activeWithRoom(bytes.length, capacityMax);
     if (active) return { placed: true, durable: append(active) };
     const durable = this.segments
-      .roll(bytes.length, () => ({ base: sequence, baseCommit: 0 }), capacityDefault, (base) => this.liveListGroup(base))
+      .roll(bytes.length, () => ({ base: sequence, baseCommit: 0 }), capacityMax, (base) => this.liveListGroup(base))
       .then(append);
     return { placed: false, durable };
   }
