@@ -9,19 +9,13 @@
  */
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { overlappingAtEnd, unacknowledged } from '../support/ingest.mjs';
+import { overlappingAtEnd, unacknowledged, xorshift32 } from '../support/ingest.mjs';
 import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 const cycles = Number(process.env.STREAMSTACK_CRASH_CYCLES ?? 200);
 const seed = Number(process.env.STREAMSTACK_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 /** Kill delays come from this seeded generator (xorshift32), so a run can be replayed. */
-let killRandomState = seed >>> 0 || 1;
-function killRandom(): number {
-  killRandomState ^= killRandomState << 13;
-  killRandomState ^= killRandomState >>> 17;
-  killRandomState ^= killRandomState << 5;
-  return (killRandomState >>> 0) / 2 ** 32;
-}
+const killRandom = xorshift32(seed);
 const childScript = new URL('./ingest-child.mjs', import.meta.url).pathname;
 /** How long a child may ingest before it is killed, at most. */
 const killAfterMsMax = 60;

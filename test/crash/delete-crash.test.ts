@@ -12,17 +12,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
+import { xorshift32 } from '../support/ingest.mjs';
 
 const cycles = Number(process.env.STREAMSTACK_DELETE_CRASH_CYCLES ?? 20);
 const seed = Number(process.env.STREAMSTACK_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 /** Kill delays come from this seeded generator (xorshift32), so a run can be replayed. */
-let killRandomState = seed >>> 0 || 1;
-function killRandom(): number {
-  killRandomState ^= killRandomState << 13;
-  killRandomState ^= killRandomState >>> 17;
-  killRandomState ^= killRandomState << 5;
-  return (killRandomState >>> 0) / 2 ** 32;
-}
+const killRandom = xorshift32(seed);
 const childScript = new URL('./delete-child.mjs', import.meta.url).pathname;
 /** How long a child may run before it is killed, at most: a few feeds' worth. */
 const killAfterMsMax = 400;

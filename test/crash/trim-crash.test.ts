@@ -18,17 +18,12 @@ import { describe, expect, it } from 'vitest';
 import { openStore, temporaryDirectory } from '../support/store.js';
 import { TrimLedger, type TrimChildLine } from '../support/trim-check.js';
 import { trimChildSegmentBytes } from '../support/trim-records.mjs';
+import { xorshift32 } from '../support/ingest.mjs';
 
 const cycles = Number(process.env.STREAMSTACK_TRIM_CRASH_CYCLES ?? process.env.STREAMSTACK_CRASH_CYCLES ?? 20);
 const seed = Number(process.env.STREAMSTACK_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 /** Kill delays and kinds come from this seeded generator (xorshift32), so a run can be replayed. */
-let killRandomState = seed >>> 0 || 1;
-function killRandom(): number {
-  killRandomState ^= killRandomState << 13;
-  killRandomState ^= killRandomState >>> 17;
-  killRandomState ^= killRandomState << 5;
-  return (killRandomState >>> 0) / 2 ** 32;
-}
+const killRandom = xorshift32(seed);
 const childScript = new URL('../support/trim-child.mjs', import.meta.url).pathname;
 /** How long a child may run before it is killed, at most, when the kill is not aimed at a trim. */
 const killAfterMsMax = 400;

@@ -5,7 +5,7 @@
 // two writes to one file are in flight), so the parent knows exactly what the store
 // acknowledged. It runs on the built engine, as a user's process would.
 import { loadKernels, Store } from '../../packages/engine/dist/index.js';
-import { batchRecords, concurrentRound, emit, overlapReporting, seededRandom } from '../support/ingest.mjs';
+import { batchRecords, concurrentRound, emit, overlapReporting, seededRandom, takeLease } from '../support/ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
@@ -21,24 +21,7 @@ const random = seededRandom(cycle, seed);
 const kernels = overlapReporting(loadKernels(process.env.STREAMSTACK_KERNELS ?? 'auto'));
 const store = await Store.open(directory, { segmentBytes, breakLock: true, kernels });
 const feed = await store.feed('power');
-let token = process.env.POWER_TOKEN;
-try {
-  if (!token) throw new Error('no token yet');
-  const renewed = await feed.renewLease({ token, ttlMs: leaseTtlMs });
-  emit({ kind: 'lease', token, epoch: renewed.epoch });
-} catch {
-  for (;;) {
-    try {
-      const granted = await feed.acquireLease({ holder: `child-${cycle}`, ttlMs: leaseTtlMs });
-      token = granted.token;
-      emit({ kind: 'lease', token, epoch: granted.epoch });
-      break;
-    } catch (error) {
-      if (error?.code !== 'LEASE_HELD') throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.max(10, error.details.expiresAt - Date.now())));
-    }
-  }
-}
+const token = await takeLease(feed, process.env.POWER_TOKEN, `child-${cycle}`, leaseTtlMs);
 let subscription;
 try {
   subscription = feed.subscription('reader');

@@ -6,15 +6,44 @@
 /** Writes one JSON line to stdout. */
 export const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 
-/** A xorshift32 generator of numbers in [0, 1), seeded by the run's seed and the child's cycle. */
-export function seededRandom(cycle, seed) {
-  let state = ((cycle * 2654435761) ^ seed) >>> 0 || 1;
+/** A xorshift32 generator of numbers in [0, 1) from `seed` (the crash tests' kill delays too). */
+export function xorshift32(seed) {
+  let state = seed >>> 0 || 1;
   return () => {
     state ^= state << 13;
     state ^= state >>> 17;
     state ^= state << 5;
     return (state >>> 0) / 2 ** 32;
   };
+}
+
+/** A xorshift32 generator of numbers in [0, 1), seeded by the run's seed and the child's cycle. */
+export function seededRandom(cycle, seed) {
+  return xorshift32((cycle * 2654435761) ^ seed);
+}
+
+/**
+ * The child's writer lease: the previous child's token renewed when it is still live, else a
+ * new lease, waiting out one a killed child left until it expires. Each grant is emitted.
+ */
+export async function takeLease(feed, token, holder, ttlMs) {
+  try {
+    if (!token) throw new Error('no token yet');
+    const renewed = await feed.renewLease({ token, ttlMs });
+    emit({ kind: 'lease', token, epoch: renewed.epoch });
+    return token;
+  } catch {
+    for (;;) {
+      try {
+        const granted = await feed.acquireLease({ holder, ttlMs });
+        emit({ kind: 'lease', token: granted.token, epoch: granted.epoch });
+        return granted.token;
+      } catch (error) {
+        if (error?.code !== 'LEASE_HELD') throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(10, error.details.expiresAt - Date.now())));
+      }
+    }
+  }
 }
 
 /** The records of batch `batch`: 1 to `sizeMax` of them, with padding up to `paddingMax` bytes. */

@@ -12,7 +12,7 @@
 // TRIM_TOKEN (the lease token of the child before), TRIM_LEASE_TTL_MS, TRIM_BREAK_LOCK=1 (after
 // a power loss the LOCK file may name a process that is gone).
 import { loadKernels, Store } from '../../packages/engine/dist/index.js';
-import { emit, overlapReporting, seededRandom } from './ingest.mjs';
+import { emit, overlapReporting, seededRandom, takeLease } from './ingest.mjs';
 import { recordsDigest, trimChildSegmentBytes } from './trim-records.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
@@ -27,24 +27,7 @@ const kernels = overlapReporting(loadKernels(process.env.STREAMSTACK_KERNELS ?? 
 const store = await Store.open(directory, { segmentBytes: trimChildSegmentBytes, kernels, breakLock: process.env.TRIM_BREAK_LOCK === '1' });
 const feed = await store.feed('trim');
 
-let token = process.env.TRIM_TOKEN;
-try {
-  if (!token) throw new Error('no token yet');
-  const renewed = await feed.renewLease({ token, ttlMs: leaseTtlMs });
-  emit({ kind: 'lease', token, epoch: renewed.epoch });
-} catch {
-  for (;;) {
-    try {
-      const granted = await feed.acquireLease({ holder: `child-${cycle}`, ttlMs: leaseTtlMs });
-      token = granted.token;
-      emit({ kind: 'lease', token, epoch: granted.epoch });
-      break;
-    } catch (error) {
-      if (error?.code !== 'LEASE_HELD') throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.max(10, error.details.expiresAt - Date.now())));
-    }
-  }
-}
+const token = await takeLease(feed, process.env.TRIM_TOKEN, `child-${cycle}`, leaseTtlMs);
 
 // The lease is renewed well before it expires, so a short one (the power-loss test's) lasts.
 setInterval(() => {
@@ -97,7 +80,7 @@ async function appendOne(batch) {
  * child has whole segments to trim however little the one before it wrote.
  */
 const filledSegments = 8;
-for (let round = 0; feed.info().disk.historySegments < filledSegments; round++) {
+for (let round = 0; feed.diskUse().historySegments < filledSegments; round++) {
   await Promise.all(Array.from({ length: 16 }, (_, index) => appendOne(`${cycle}.fill.${round}.${index}`)));
 }
 emit({ kind: 'ready' });

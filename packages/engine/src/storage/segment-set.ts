@@ -34,9 +34,12 @@ export function segmentFile(directory: string, base: number, extension: string):
   return path.join(directory, `${String(base).padStart(segmentNameDigits, '0')}${extension}`);
 }
 
-/** The base a segment-named file (`<16 digits><extension>`) names, or undefined for another file. */
+/**
+ * The base a segment-named file (`<16 digits>.<extension>`, or a temporary one of it such as
+ * `.fps.tmp`) names, or undefined for another file.
+ */
 export function baseOfSegmentName(name: string): number | undefined {
-  const match = /^(\d{16})\.[a-z]+$/.exec(name);
+  const match = /^(\d{16})\.[a-z]+(\.[a-z]+)*$/.exec(name);
   return match ? Number(match[1]) : undefined;
 }
 
