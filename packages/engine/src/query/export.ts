@@ -15,7 +15,6 @@ import { ioError, StreamStackError } from '../errors.js';
 import { exportFileBytesTarget } from '../limits.js';
 import { syncDirectory, writeFileDurably } from '../storage/segment.js';
 import { ColumnBatch } from './column-batch.js';
-import { describeSchema } from './export-arrow.js';
 import { batchBytes } from './export-file.js';
 import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
 import { writeExportFileOffThread } from './export-offthread.js';
@@ -183,6 +182,9 @@ export async function writeExport(
   }
   options.signal?.throwIfAborted();
   await syncDirectory(to);
+  // Loaded here, not at the top: `export-arrow.ts` imports `apache-arrow`, whose load costs a
+  // quarter of a second, and every process that imports the engine would pay it.
+  const { describeSchema } = await import('./export-arrow.js');
   const manifest: ExportManifest = {
     manifestVersion,
     streamstackVersion: streamstackVersion(),
