@@ -277,5 +277,5 @@ describe('native and ts engines on damaged data directories', () => {
       { numRuns: 100, examples: [[[{ kind: 'feed description', pick: 0, damage: { kind: 'truncate', at: 0 } }]]] },
     );
     tally.expectAllReached();
-  });
+  }, 180_000); // A hundred damaged directories opened twice each: minutes when the suite runs beside it.
 });

@@ -305,6 +305,13 @@ function expectNoFailures(failures: Failure[], rounds: number): void {
   expect(report, `${failures.length} of ${rounds} rounds let two openers hold the directory or lost writes`).toEqual([]);
 }
 
+/**
+ * These tests spawn hundreds of processes; their limits guard against a hang, not a slowdown,
+ * and they run beside the rest of the suite (the export, server and packaging tests among it),
+ * which on two cores makes each spawn several times slower than alone.
+ */
+const underLoad = 3;
+
 describe('the data directory lock under contention between processes', () => {
   it(`lets one opener at a time hold the directory across ${raceRounds} rounds of stale, absent and held LOCKs`, async () => {
     // Three rounds in five race over a stale LOCK, where the issue was seen; one each over an
@@ -317,7 +324,7 @@ describe('the data directory lock under contention between processes', () => {
       return problems.length > 0 ? { round: `${round} (${state})`, problems } : undefined;
     });
     expectNoFailures(failures, raceRounds);
-  }, 90_000);
+  }, 90_000 * underLoad);
 
   it('refuses a new opener while a live process holds the store, even after LOCK is deleted', async () => {
     // With the lock taken on the directory itself, the LOCK file is only a note for people: the
@@ -327,7 +334,7 @@ describe('the data directory lock under contention between processes', () => {
       return problems.length > 0 ? { round: String(round), problems } : undefined;
     });
     expectNoFailures(failures, deletedLockRounds);
-  }, 30_000);
+  }, 30_000 * underLoad);
 
   it(`lets one of two CLI appends over a stale LOCK hold the directory, across ${cliRounds} rounds`, async () => {
     // The same race through the front door: two `streamstack append` processes started together
@@ -354,7 +361,7 @@ describe('the data directory lock under contention between processes', () => {
       return problems.length > 0 ? { round: String(round), problems } : undefined;
     });
     expectNoFailures(failures, cliRounds);
-  }, 60_000);
+  }, 60_000 * underLoad);
 });
 
 /** `streamstack --data <directory> append f` with one record whose payload is `payload`. */
