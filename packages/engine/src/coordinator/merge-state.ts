@@ -16,7 +16,7 @@ import type { Corruption } from '../storage/runs.js';
 import { decodeSegmentHeader } from '../storage/segment.js';
 import { baseOfSegmentName, segmentFile } from '../storage/segment-set.js';
 import { syncDirectory } from '../storage/segment.js';
-import { StateLog, stateLogCopySuffix } from '../storage/state-log.js';
+import { DeferredRecordLog } from '../storage/state-log.js';
 import { segmentHeaderBytes } from '../limits.js';
 
 /** A merge's switch-over: the consecutive segments it replaces, and the merged file's capacity. */
@@ -47,45 +47,28 @@ function decode(bytes: Uint8Array, file: string): MergeRecord {
   return { replaced, capacity, pending };
 }
 
-/** The merge log of one feed. */
+/** The merge log of one feed (made on its first merge, not on every open of every feed). */
 export class MergeLog {
-  private constructor(
-    private readonly kernels: Kernels,
-    private readonly file: string,
-    /** Undefined until the first merge of a feed that never had one. */
-    private log: StateLog | undefined,
-    private current: MergeRecord | undefined,
-  ) {}
+  private constructor(private readonly log: DeferredRecordLog<MergeRecord>) {}
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<MergeLog> {
-    const file = path.join(directory, 'state', 'merge.log');
-    // Made on the first merge, not on every open of every feed.
-    if (!fs.existsSync(file) && !fs.existsSync(`${file}${stateLogCopySuffix}`)) return new MergeLog(kernels, file, undefined, undefined);
-    const log = await StateLog.open(kernels, file, readOnly);
-    try {
-      return new MergeLog(kernels, file, log, log.last ? decode(log.last, file) : undefined);
-    } catch (error) {
-      log.close();
-      throw error;
-    }
+    return new MergeLog(await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'merge.log'), readOnly, { encode, decode }));
   }
 
   get record(): MergeRecord | undefined {
-    return this.current;
+    return this.log.value;
   }
 
   get corruptions(): readonly Corruption[] {
-    return this.log?.corruptions ?? [];
+    return this.log.corruptions;
   }
 
-  async write(record: MergeRecord): Promise<void> {
-    this.log ??= await StateLog.open(this.kernels, this.file);
-    await this.log.write(encode(record));
-    this.current = record;
+  write(record: MergeRecord): Promise<void> {
+    return this.log.write(record);
   }
 
   close(): void {
-    this.log?.close();
+    this.log.close();
   }
 }
 

@@ -5,14 +5,13 @@
  * file below the floor (and every key and fingerprint dictionary built over the history it cut)
  * is gone: recovery finishes a pending trim by deleting the same files again.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { retentionAgeMsMax, safeIntegerMax } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import type { Corruption } from '../storage/runs.js';
-import { StateLog, stateLogCopySuffix } from '../storage/state-log.js';
+import { DeferredRecordLog } from '../storage/state-log.js';
 
 /**
  * What a feed keeps: commits younger than `maxAgeMs`, the newest `maxRecords` records, the
@@ -101,50 +100,32 @@ export function validateRetentionPolicy(policy: unknown): RetentionPolicy {
 
 /** The retention state of one feed, and the durable log behind it. */
 export class RetentionLog {
-  private constructor(
-    private readonly kernels: Kernels,
-    private readonly file: string,
-    /** Undefined until the first write of a feed that never had a policy or a trim. */
-    private log: StateLog | undefined,
-    private current: RetentionState,
-  ) {}
+  private constructor(private readonly log: DeferredRecordLog<RetentionState>) {}
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<RetentionLog> {
-    const file = path.join(directory, 'state', 'retention.log');
-    // Most feeds never set a policy: their log's two files are made on its first write, not on
-    // every open (each is a file created and synced).
-    if (!fs.existsSync(file) && !fs.existsSync(`${file}${stateLogCopySuffix}`)) return new RetentionLog(kernels, file, undefined, untrimmed);
-    const log = await StateLog.open(kernels, file, readOnly);
-    try {
-      return new RetentionLog(kernels, file, log, log.last ? decode(log.last, file) : untrimmed);
-    } catch (error) {
-      log.close();
-      throw error;
-    }
+    return new RetentionLog(await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'retention.log'), readOnly, { encode, decode }));
   }
 
   get state(): RetentionState {
-    return this.current;
+    return this.log.value ?? untrimmed;
   }
 
   /** Damage in the log's files that the newest sound record survived (verify reports it). */
   get corruptions(): readonly Corruption[] {
-    return this.log?.corruptions ?? [];
+    return this.log.corruptions;
   }
 
   /** A torn last write found on open (cut unless read-only). */
   get tornTails(): readonly Corruption[] {
-    return this.log?.tornTails ?? [];
+    return this.log.tornTails;
   }
 
   /** Writes `state` durably (both files synced) before it becomes the current state. */
-  async write(state: RetentionState): Promise<void> {
-    this.log ??= await StateLog.open(this.kernels, this.file);
-    await this.log.write(encode(state));
-    this.current = state;
+  write(state: RetentionState): Promise<void> {
+    return this.log.write(state);
   }
 
   close(): void {
-    this.log?.close();
+    this.log.close();
   }
 }

@@ -285,3 +285,61 @@ export class StateLog {
     for (const open of this.files.splice(0)) fs.closeSync(open.fd);
   }
 }
+
+/**
+ * A state log of one kind of record that most stores never write (a feed's retention policy, its
+ * last merge): its two files are made on the first write, not on every open (each is a file
+ * created and synced), and its newest record is kept decoded.
+ */
+export class DeferredRecordLog<T> {
+  private constructor(
+    private readonly kernels: Kernels,
+    readonly file: string,
+    private readonly encode: (value: T) => Uint8Array,
+    /** Undefined until the first write of a log that has no files yet. */
+    private log: StateLog | undefined,
+    private current: T | undefined,
+  ) {}
+
+  static async open<T>(
+    kernels: Kernels,
+    file: string,
+    readOnly: boolean,
+    codec: { encode: (value: T) => Uint8Array; decode: (bytes: Uint8Array, file: string) => T },
+  ): Promise<DeferredRecordLog<T>> {
+    if (!fs.existsSync(file) && !fs.existsSync(`${file}${stateLogCopySuffix}`)) return new DeferredRecordLog(kernels, file, codec.encode, undefined, undefined);
+    const log = await StateLog.open(kernels, file, readOnly);
+    try {
+      return new DeferredRecordLog(kernels, file, codec.encode, log, log.last ? codec.decode(log.last, file) : undefined);
+    } catch (error) {
+      log.close();
+      throw error;
+    }
+  }
+
+  /** The newest record, if one was ever written. */
+  get value(): T | undefined {
+    return this.current;
+  }
+
+  /** Damage in the log's files that the newest sound record survived (verify reports it). */
+  get corruptions(): readonly Corruption[] {
+    return this.log?.corruptions ?? [];
+  }
+
+  /** A torn last write found on open (cut unless read-only). */
+  get tornTails(): readonly Corruption[] {
+    return this.log?.tornTails ?? [];
+  }
+
+  /** Writes `value` durably (both files synced) before it becomes the newest record. */
+  async write(value: T): Promise<void> {
+    this.log ??= await StateLog.open(this.kernels, this.file);
+    await this.log.write(this.encode(value));
+    this.current = value;
+  }
+
+  close(): void {
+    this.log?.close();
+  }
+}
