@@ -41,6 +41,7 @@ export type ErrorCode =
   | 'KEY_NOT_FOUND'
   // History management.
   | 'TRIMMED'
+  | 'COMPACTED'
   // Index and conditions.
   | 'TYPE_LIMIT'
   | 'CONDITION_FAILED'

@@ -49,6 +49,7 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   CURSOR_OUT_OF_RANGE: 416,
   // A cursor below the low mark names commits that existed and were trimmed for good: 410 Gone.
   TRIMMED: 410,
+  COMPACTED: 410,
   // Authentication and authorisation.
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,

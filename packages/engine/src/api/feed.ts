@@ -18,6 +18,7 @@ import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import type { RetentionInfo, TrimResult } from '../coordinator/history-trim.js';
 import type { MergeResult } from '../coordinator/history-merge.js';
+import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/key-compaction.js';
 import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/retention-state.js';
 import { feedDiskUse, type FeedDiskUse } from '../coordinator/disk-use.js';
 import {
@@ -68,6 +69,11 @@ export interface FeedInfo {
   readonly lowPosition: number;
   /** The retention policy, and what holds it back. */
   readonly retention: RetentionInfo;
+  /**
+   * The key-compaction horizon (0 when never compacted): cursors from `lowMark` to
+   * `horizon - 1` fail with `COMPACTED`; the start (`lowMark - 1`) and `horizon` on are valid.
+   */
+  readonly horizon: number;
 }
 
 export class Feed {
@@ -389,6 +395,38 @@ export class Feed {
     return this.writer.merges().merge(options.signal);
   }
 
+  /**
+   * Key compaction up to commit `horizon`: the sealed history segments wholly at or before it
+   * are rewritten keeping only each key's winner as of the horizon (the highest version, then
+   * the highest position). A key whose winner is a tombstone goes entirely; records without a
+   * key stay, unless `keyless: 'drop'`. Positions and commit numbers never change.
+   *
+   * Afterwards RAW and dedup reads after the horizon, latest reads from the horizon on (or from
+   * the start), and `get(key, { asOf })` with `asOf` from the horizon on answer exactly as
+   * before; cursors from the low mark to `horizon - 1` fail with `COMPACTED`. A read with no
+   * cursor reads what is kept, from the start. The horizon stops at a subscription that has not
+   * reached it (`heldBy`), unless `force`.
+   *
+   * @example
+   * const { recordsBefore, recordsAfter } = await feed.compactKeys({ horizon: (await feed.info()).commits });
+   */
+  async compactKeys(options: KeyCompactionRequest): Promise<KeyCompactionResult> {
+    options = optionsOf(options, 'feed.compactKeys');
+    this.writer.assertOpen();
+    for (const name of Object.keys(options)) {
+      if (!['horizon', 'force', 'keyless', 'signal'].includes(name)) {
+        throw new StreamStackError('INVALID_ARGUMENT', `feed.compactKeys takes { horizon, force, keyless, signal }, not ${JSON.stringify(name)}`, { details: { field: name } });
+      }
+    }
+    if (options.keyless !== undefined && options.keyless !== 'keep' && options.keyless !== 'drop') {
+      throw new StreamStackError('INVALID_ARGUMENT', `keyless must be keep or drop, not ${JSON.stringify(options.keyless)}`, { details: { field: 'keyless' } });
+    }
+    if (options.force !== undefined && typeof options.force !== 'boolean') {
+      throw new StreamStackError('INVALID_ARGUMENT', `force must be a boolean, not ${JSON.stringify(options.force)}`, { details: { field: 'force' } });
+    }
+    return this.writer.compaction().compact(options);
+  }
+
   /** The retention policy, the low mark, and the subscription holding it back, if one does. */
   async retention(): Promise<RetentionInfo> {
     this.writer.assertPresent();
@@ -428,6 +466,7 @@ export class Feed {
       lowMark: this.writer.lowMark,
       lowPosition: this.writer.published.commits.lowPosition,
       retention: this.writer.retentionKeeper().info(),
+      horizon: this.writer.compaction().horizon,
     };
   }
 }

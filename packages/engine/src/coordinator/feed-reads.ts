@@ -12,7 +12,7 @@ import { checkExportOptions, writeExport, type ExportOptions } from '../query/ex
 import type { ExportManifest } from '../query/export-manifest.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import type { CommitRecord } from '../storage/commit-run.js';
-import { trimmedError } from '../storage/commit-list.js';
+import { compactedError, trimmedError } from '../storage/commit-list.js';
 import type { FeedWriter } from './feed-writer.js';
 
 export class FeedReads {
@@ -84,6 +84,10 @@ export class FeedReads {
       throw corruptionError(snapshot.headDamage, `commit ${commit} lies in history that cannot be read`);
     }
     if (Number.isSafeInteger(commit) && commit >= 1 && commit < snapshot.commits.low) throw trimmedError(commit, snapshot.commits.low);
+    // A commit at or before the horizon may have lost records to key compaction.
+    if (Number.isSafeInteger(commit) && commit >= snapshot.commits.low && commit <= snapshot.commits.horizon) {
+      throw compactedError('commit', commit, snapshot.commits.horizon);
+    }
     if (!Number.isSafeInteger(commit) || commit < 1 || commit > snapshot.watermark.commit) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist (the head is ${snapshot.watermark.commit})`, {
         details: { commit, head: snapshot.watermark.commit },

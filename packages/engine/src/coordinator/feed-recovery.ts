@@ -10,7 +10,8 @@ import type { PayloadLocation } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
 import { RetentionLog } from './retention-state.js';
-import { leftoverBases, MergeLog, removeReplacedFiles } from './merge-state.js';
+import { CompactionLog } from './compaction-state.js';
+import { leftoverBases, MergeLog, removeReplacedFiles, switchedOver } from './merge-state.js';
 import { Subscriptions } from './subscriptions.js';
 
 /** A stream that is open: acknowledged records in the WAL, not yet sealed or aborted. */
@@ -37,6 +38,8 @@ export interface RecoveredLogs {
   readonly retention: RetentionLog;
   /** The record of the last merge's switch-over (finished here when a crash interrupted it). */
   readonly merges: MergeLog;
+  /** The key-compaction horizon (cursors below it fail with `COMPACTED`). */
+  readonly compaction: CompactionLog;
   /** The payloads stored in the active history segment (runs reference only their own segment's). */
   readonly payloads: { crc: number; location: PayloadLocation }[];
   readonly events: WalEvent[];
@@ -48,12 +51,13 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   const payloads: { crc: number; location: PayloadLocation }[] = [];
   const retention = await RetentionLog.open(kernels, directory, readOnly);
   const merges = await MergeLog.open(kernels, directory, readOnly);
+  const compaction = await CompactionLog.open(kernels, directory, readOnly);
   // A merge that switched its segment in and stopped before deleting the segments it replaced:
   // their files are skipped (read-only) or deleted now, and the merge marked done.
   const leftovers = leftoverBases(kernels, directory, merges.record);
   const mergePending = merges.record?.pending === true;
   if (mergePending && !readOnly) {
-    if (leftovers.size > 0) await removeReplacedFiles(directory, merges.record!.replaced, true);
+    if (switchedOver(kernels, directory, merges.record!)) await removeReplacedFiles(directory, merges.record!.replaced, true);
     await merges.write({ ...merges.record!, pending: false });
   }
   let history: History;
@@ -70,8 +74,10 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   } catch (error) {
     retention.close();
     merges.close();
+    compaction.close();
     throw error;
   }
+  history.commits.setHorizon(compaction.horizon);
   const events: WalEvent[] = [];
   try {
     const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly);
@@ -88,6 +94,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
       subscriptions,
       retention,
       merges,
+      compaction,
       payloads: payloads.filter(({ location }) => location.segment === active),
       events,
       epochFloor,
@@ -96,6 +103,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
     history.close();
     retention.close();
     merges.close();
+    compaction.close();
     throw error;
   }
 }

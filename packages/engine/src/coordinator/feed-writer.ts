@@ -35,6 +35,8 @@ import { HistoryRetention } from './history-trim.js';
 import { ReadGate } from './read-gate.js';
 import { HistoryMerges } from './history-merge.js';
 import type { MergeLog } from './merge-state.js';
+import type { CompactionLog } from './compaction-state.js';
+import { KeyCompaction } from './key-compaction.js';
 import type { RetentionLog } from './retention-state.js';
 
 export interface WriterOptions {
@@ -106,6 +108,8 @@ export class FeedWriter {
   historyRetention: HistoryRetention | undefined;
   /** Merging compaction of the history (see `history-merge.ts`). */
   historyMerges: HistoryMerges | undefined;
+  /** Key compaction of the history (see `key-compaction.ts`). */
+  keyCompaction: KeyCompaction | undefined;
   private readonly frameDataBytesMax: number;
 
   /** The tag and type index: sealed segments from their files, the active one in memory. */
@@ -138,6 +142,7 @@ export class FeedWriter {
     readonly tornTails: readonly TornTail[],
     private readonly retentionLog: RetentionLog,
     private readonly mergeLog: MergeLog,
+    private readonly compactionLog: CompactionLog,
   ) {
     this.frameDataBytesMax = Math.floor(options.segmentBytes / 4) - frameHeaderBytes;
     this.published = new PublishedState(history.commits);
@@ -194,6 +199,7 @@ export class FeedWriter {
       [...history.segments.tornTails, ...wal.segments.tornTails],
       logs.retention,
       logs.merges,
+      logs.compaction,
     );
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
@@ -223,6 +229,17 @@ export class FeedWriter {
         frameDataBytesMax: writer.frameDataBytesMax,
         serial: (work) => retention.serial(work),
         readOnly,
+      });
+      writer.keyCompaction = new KeyCompaction({
+        history,
+        derived: () => writer.derived,
+        subscriptions: logs.subscriptions,
+        merges: writer.historyMerges,
+        log: logs.compaction,
+        watermark: () => writer.watermark,
+        serial: (work) => retention.serial(work),
+        readOnly,
+        feed: options.feed,
       });
     } catch (error) {
       await writer.close();
@@ -276,6 +293,12 @@ export class FeedWriter {
     return this.historyMerges;
   }
 
+  /** Key compaction of the history; set once the feed is open. */
+  compaction(): KeyCompaction {
+    assert(this.keyCompaction !== undefined, 'an open feed has its key compaction');
+    return this.keyCompaction;
+  }
+
   /** The retention of the history; set once the feed is open. */
   retentionKeeper(): HistoryRetention {
     assert(this.historyRetention !== undefined, 'an open feed has its retention');
@@ -322,6 +345,7 @@ export class FeedWriter {
       ...this.subscriptions.corruptions,
       ...this.retentionLog.corruptions,
       ...this.mergeLog.corruptions,
+      ...this.compactionLog.corruptions,
     ];
   }
 
@@ -610,6 +634,17 @@ export class FeedWriter {
         details: { after: condition.after, lowPosition, lowMark: this.history.commits.low },
       });
     }
+    const horizon = this.history.commits.horizon;
+    if (horizon >= this.history.commits.low) {
+      // Below the horizon only each key's winner is left: a record that matched may be gone,
+      // from the start too, so a condition over it is refused rather than answered wrongly.
+      const horizonPosition = this.history.commits.at(horizon).lastPosition;
+      if (condition.after < horizonPosition) {
+        throw new StreamStackError('COMPACTED', `a condition after position ${condition.after} reaches compacted history: conditions run after position ${horizonPosition} (commit ${horizon})`, {
+          details: { after: condition.after, horizon, horizonPosition },
+        });
+      }
+    }
     this.conditions.checkStaged(condition.query, group);
     for (const earlier of group.earlier) {
       if (this.conditions.stagedMatch(condition.query, earlier.scratch)) await earlier.settled;
@@ -775,6 +810,7 @@ export class FeedWriter {
     if (this.historyRetention) await this.historyRetention.close();
     else this.retentionLog.close();
     this.mergeLog.close();
+    this.compactionLog.close();
     this.derived?.close();
     this.history.close();
     this.wal.close();

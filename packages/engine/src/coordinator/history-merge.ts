@@ -11,7 +11,7 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { mergedSegmentBytesMax, mergeSegmentsTrigger, mergeSwitchWaitMs } from '../limits.js';
 import type { History } from '../storage/history-log.js';
-import { removeMergedFile, writeMergedSegment } from '../storage/segment-merge.js';
+import { removeMergedFile, writeMergedSegment, type RunSelection } from '../storage/segment-merge.js';
 import { SegmentFile, syncDirectory } from '../storage/segment.js';
 import { readSummaryHead, summaryFileOf, writeSummary } from '../storage/segment-summary.js';
 import type { DerivedIndexes } from './derived-indexes.js';
@@ -23,6 +23,7 @@ export interface SegmentMerge {
   readonly base: number;
   readonly segments: number;
   readonly commits: number;
+  /** Records the rewritten segment holds. */
   readonly records: number;
   /** Bytes of the replaced segments' files, and of the merged one. */
   readonly bytesBefore: number;
@@ -70,7 +71,7 @@ export class HistoryMerges {
         signal?.throwIfAborted();
         const run = this.nextRun();
         if (!run) break;
-        const merged = await this.mergeRun(run, signal);
+        const merged = await this.rewrite(run, signal);
         if (!merged) return { merges, segments: this.context.history.segments.segments.length, putOff: true };
         merges.push(merged);
       }
@@ -107,14 +108,19 @@ export class HistoryMerges {
   }
 
   /** A segment whose commits corruption broke is never rewritten (its damage stays where it is). */
-  private damaged(segment: SegmentFile, lostStarts: ReadonlySet<number>): boolean {
+  damaged(segment: SegmentFile, lostStarts: ReadonlySet<number>): boolean {
     const extent = this.context.history.commits.segments().find((candidate) => candidate.segment === segment.header.base);
     if (!extent || !extent.summarized) return true;
     for (const start of lostStarts) if (start >= segment.header.base && start <= extent.lastPosition + 1) return true;
     return false;
   }
 
-  private async mergeRun(replaced: SegmentFile[], signal: AbortSignal | undefined): Promise<SegmentMerge | undefined> {
+  /**
+   * Rewrites consecutive sealed segments `replaced` as one (a merge; with `select`, a key
+   * compaction's choice of records), switches it in, and returns what changed — or undefined
+   * when reads held the gate too long and the switch was put off. Call it through `serial`.
+   */
+  async rewrite(replaced: SegmentFile[], signal: AbortSignal | undefined, select?: RunSelection): Promise<SegmentMerge | undefined> {
     const { kernels, history, feed, directory, gate, log } = this.context;
     const bases = replaced.map((segment) => segment.header.base);
     const first = replaced[0];
@@ -125,7 +131,7 @@ export class HistoryMerges {
     const summaryTemporary = `${summaryFile}.merge.tmp`;
     // Index builds under way finish first, so the switch-over keeps reads out only briefly.
     await this.context.derived().index.flushed();
-    const merged = await writeMergedSegment(kernels, history, feed, temporary, commits, successor, this.context.frameDataBytesMax, first.header.capacity, signal);
+    const merged = await writeMergedSegment(kernels, history, feed, temporary, commits, successor, this.context.frameDataBytesMax, first.header.capacity, signal, select);
     try {
       await writeSummary(
         kernels,
@@ -139,7 +145,7 @@ export class HistoryMerges {
       await removeMergedFile(summaryTemporary);
       throw error;
     }
-    const records = commits.reduce((sum, commit) => sum + commit.records, 0);
+    const records = merged.commits.reduce((sum, commit) => sum + commit.entries, 0);
     const count = commits[commits.length - 1].lastPosition - first.header.base + 1;
     let dictionaries: Promise<void>[] = [];
     const switched = await gate.exclusive(async () => {

@@ -77,7 +77,16 @@ export class MergeLog {
  * done, or never switched): every replaced segment but the first, whose name the merged one took.
  */
 export function leftoverBases(kernels: Kernels, feedDirectory: string, record: MergeRecord | undefined): Set<number> {
-  if (!record?.pending) return new Set();
+  return record && switchedOver(kernels, feedDirectory, record) ? new Set(record.replaced.slice(1)) : new Set();
+}
+
+/**
+ * Whether a pending switch-over happened: the file under the first replaced segment's name has
+ * the rewritten segment's capacity. (A key compaction may replace a single segment: then there
+ * are no leftovers, but the first one's derived files are stale all the same.)
+ */
+export function switchedOver(kernels: Kernels, feedDirectory: string, record: MergeRecord): boolean {
+  if (!record.pending) return false;
   const file = segmentFile(path.join(feedDirectory, 'history'), record.replaced[0], '.hist');
   let capacity: number | undefined;
   try {
@@ -91,9 +100,9 @@ export function leftoverBases(kernels: Kernels, feedDirectory: string, record: M
     }
   } catch {
     // Unreadable: the history's own recovery reports it; nothing here is deleted.
-    return new Set();
+    return false;
   }
-  return capacity === record.capacity ? new Set(record.replaced.slice(1)) : new Set();
+  return capacity === record.capacity;
 }
 
 /**

@@ -5,12 +5,13 @@
  * only ever look at positions up to their snapshot's watermark, so the tail needs no lock: the
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
+import fs from 'node:fs';
 import { segmentFile } from '../storage/segment-set.js';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import { buildIndexDataOffThread } from './index-builder.js';
-import type { CommitRecord } from '../storage/commit-run.js';
+import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
 import type { CommitRun, History } from '../storage/history-log.js';
 import type { ManifestEntry } from '../storage/records.js';
 import {
@@ -317,9 +318,11 @@ export class FeedIndex {
     for await (const run of this.history.readRuns(slot.commits())) {
       const { commit } = run;
       run.entries.forEach((entry, at) => {
-        while (tail.base + tail.count < commit.firstPosition + at) tail.add(undefined, [], unreadableLocator);
+        // Positions no entry holds (corruption took them, or key compaction dropped them).
+        while (tail.base + tail.count < entryPosition(commit, at, entry.seq)) tail.add(undefined, [], unreadableLocator);
         tail.add(entry.type, entry.tags, run.entryOffsets[at]);
       });
+      while (tail.base + tail.count <= commit.lastPosition) tail.add(undefined, [], unreadableLocator);
     }
     const data = buildIndexData(this.kernels, tail.source());
     const file = this.fileFor(slot.base);
@@ -335,8 +338,9 @@ export class FeedIndex {
   private addRun(run: CommitRun): void {
     const { commit } = run;
     run.entries.forEach((entry, at) => {
-      this.add(commit, entry.type, entry.tags, run.entryOffsets[at], commit.firstPosition + at);
-      this.onActiveEntry?.(commit, entry, run.entryOffsets[at], commit.firstPosition + at);
+      const position = entryPosition(commit, at, entry.seq);
+      this.add(commit, entry.type, entry.tags, run.entryOffsets[at], position);
+      this.onActiveEntry?.(commit, entry, run.entryOffsets[at], position);
     });
   }
 
@@ -429,6 +433,9 @@ export class FeedIndex {
     assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive index segments');
     const slot: SealedSlot = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), gaps: false };
     this.sealed.splice(at, bases.length, slot);
+    // The first segment's file describes the segment that was there: gone before any read can
+    // load it (a key-compacted segment covers the same positions, so its count would not tell).
+    if (!this.readOnly) fs.rmSync(this.fileFor(bases[0]), { force: true });
     for (const base of bases) {
       const cached = this.cache.get(base);
       if (!cached) continue;

@@ -11,6 +11,7 @@ import { assert } from '../errors.js';
 import { commitHolding } from './planner.js';
 import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 import { ColumnBatch } from './column-batch.js';
+import { rowsOfPositions } from '../storage/run-columns.js';
 
 /** The records at `positions` (ascending), grouped one array per commit. */
 export function fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]>;
@@ -62,10 +63,10 @@ async function runHits(snapshot: Snapshot, commit: CommitRecord, hits: readonly 
   const parts: ColumnBatch[] = [];
   let next = 0;
   // The run is decoded whole, in one batch: a fetch's dense hits are one commit's answer.
-  for await (const run of snapshot.history.runColumns(commit, await snapshot.history.readRunBytes(commit), commit.records)) {
-    const rows = new Uint32Array(hits.length);
-    for (; next < hits.length; next++) rows[next] = hits[next] - commit.firstPosition - run.firstRow;
-    parts.push(ColumnBatch.ofRun(snapshot.feed, commit, run).take(rows));
+  for await (const run of snapshot.history.runColumns(commit, await snapshot.history.readRunBytes(commit), Math.max(1, commit.entries))) {
+    const found = rowsOfPositions(run, hits, next);
+    next = found.next;
+    parts.push(ColumnBatch.ofRun(snapshot.feed, commit, run).take(found.rows));
   }
   assert(parts.length === 1, 'a run decoded whole is one batch');
   return parts[0];

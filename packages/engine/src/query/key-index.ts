@@ -147,6 +147,12 @@ class SegmentKeys {
   }
 }
 
+/**
+ * The locator of a retired fingerprint's first occurrence: no entry holds it any more. Nothing
+ * reads a fingerprint dictionary's locators (dedup asks positions only).
+ */
+const retiredLocator = 0;
+
 /** What `lookupHeld` answers when it cannot answer from memory. */
 const notHeld = Symbol('not held');
 
@@ -275,6 +281,12 @@ export class KeyIndex {
           if (sinceYield >= keyBuildYieldKeys) {
             sinceYield = 0;
             await yieldToEventLoop();
+          }
+        }
+        // A compacted run's dropped first occurrences still count for whole-history dedup.
+        if (first && commit.retired.length > 0) {
+          for (const retired of await this.history.readRetired(commit, runs[index])) {
+            keys.add(fingerprintKey(retired.fingerprint), commit.firstPosition + retired.seq - 1, 0, false, retiredLocator);
           }
         }
       }

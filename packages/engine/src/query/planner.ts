@@ -9,7 +9,7 @@
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { queryItemsMax, scanEntryCostPostings } from '../limits.js';
-import type { CommitRecord } from '../storage/commit-run.js';
+import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
 import type { ManifestEntry } from '../storage/records.js';
 import type { FeedIndex, SegmentIndex } from './feed-index.js';
 import { assertIntact, type Snapshot } from './snapshot.js';
@@ -135,7 +135,7 @@ async function scanPath(snapshot: Snapshot, query: Query, from: number, to: numb
   for (const commit of commitsInRange(snapshot, from, to)) {
     const run = await snapshot.history.readRun(commit);
     run.entries.forEach((entry: ManifestEntry, index) => {
-      const position = commit.firstPosition + index;
+      const position = entryPosition(commit, index, entry.seq);
       if (position >= from && position <= to && out.length < limit && matches(query, entry)) out.push(position);
     });
     if (out.length >= limit) break;

@@ -8,7 +8,8 @@
 import { assert, StreamStackError } from '../errors.js';
 import { columnBatchRowsMax, keyTableSlotsInitial } from '../limits.js';
 import { ByteKeyTable } from './key-table.js';
-import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
+import { entryPosition, fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
+import { rowsOfPositions } from '../storage/run-columns.js';
 import { History } from '../storage/history-log.js';
 import { winsOver } from '../storage/key-file.js';
 import type { ManifestEntry } from '../storage/records.js';
@@ -267,16 +268,15 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
     if (remaining <= 0) return;
     const commit = snapshot.commits.at(commitNumber);
     options.signal?.throwIfAborted();
-    // The winners as rows of the commit's run.
-    const winners = Uint32Array.from(byCommit.get(commitNumber)!, (position) => position - commit.firstPosition).sort();
+    // The winners' positions in the commit, ascending, found batch by batch.
+    const winners = Float64Array.from(byCommit.get(commitNumber)!).sort();
     let next = 0;
     for await (const run of snapshot.history.runColumns(commit, await snapshot.history.readRunBytes(commit), columnBatchRowsMax)) {
       // The winners among this batch's rows, as rows of the batch.
-      const from = next;
-      while (next < winners.length && winners[next] < run.firstRow + run.count) next++;
-      if (next === from) continue;
-      const rows = winners.slice(from, next);
-      for (let index = 0; index < rows.length; index++) rows[index] -= run.firstRow;
+      const found = rowsOfPositions(run, winners, next);
+      if (found.next === next) continue;
+      next = found.next;
+      const rows = found.rows;
       let batch = ColumnBatch.ofRun(snapshot.feed, commit, run).take(rows);
       const matched = select?.(batch);
       if (matched) batch = batch.take(markedRows(matched));
@@ -368,7 +368,7 @@ export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, 
     // the segment out anew (dictionaries after it keep their winners' old locators), so the
     // entry is looked for by its position in its commit's run.
     const run = await snapshot.history.readRun(commit);
-    entry = run.entries[winner.position - commit.firstPosition];
+    entry = run.entries.find((candidate, index) => entryPosition(commit, index, candidate.seq) === winner.position);
   }
   if (!matches(entry)) {
     // Checked after reading, as every derived answer is: a key index that names another record

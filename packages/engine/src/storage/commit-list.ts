@@ -78,6 +78,8 @@ export function lostCommits(lost: LostCommits): CommitRecord[] {
           runBytes: 0,
           manifests: [],
           packs: [],
+          entries: first ? lost.toPosition - lost.fromPosition + 1 : 0,
+          retired: [],
         },
         -1,
         0,
@@ -91,6 +93,15 @@ export function lostCommits(lost: LostCommits): CommitRecord[] {
 /** The error for commit `commit`, which a trim removed: the feed's history starts at `low`. */
 export function trimmedError(commit: number, low: number): StreamStackError {
   return new StreamStackError('TRIMMED', `commit ${commit} was trimmed: the history starts at commit ${low}`, { details: { commit, lowMark: low } });
+}
+
+/** The error for a cursor below the key-compaction horizon: what it would read was compacted. */
+export function compactedError(name: string, cursor: number, horizon: number): StreamStackError {
+  return new StreamStackError(
+    'COMPACTED',
+    `${name} ${cursor} lies in compacted history: only each key's winner as of commit ${horizon} is kept before it, so cursors run from ${horizon} (or the start)`,
+    { details: { cursor, horizon } },
+  );
 }
 
 export class CommitList {
@@ -120,6 +131,24 @@ export class CommitList {
     this.count = floor.commit - 1;
   }
 
+  /**
+   * The key-compaction horizon H (0: never compacted). Segments wholly at or before H hold only
+   * each key's winner as of H, so a cursor from the low mark up to H − 1 (a read, a
+   * subscription, a condition, `asOf`) fails with `COMPACTED`; the start (`low − 1`) and H on
+   * are kept.
+   */
+  get horizon(): number {
+    return this.compactedTo;
+  }
+
+  /** Moves the horizon (never back): from this call on, cursors below it fail. */
+  setHorizon(horizon: number): void {
+    assert(Number.isSafeInteger(horizon) && horizon >= this.compactedTo, 'the compaction horizon only moves forward');
+    this.compactedTo = horizon;
+  }
+
+  private compactedTo = 0;
+
   /** The first position still held. */
   get lowPosition(): number {
     return this.firstPosition;
@@ -132,6 +161,7 @@ export class CommitList {
    */
   assertCursorKept(cursor: number, name: string): void {
     const low = this.first;
+    if (Number.isSafeInteger(cursor) && cursor >= low && cursor < this.compactedTo) throw compactedError(name, cursor, this.compactedTo);
     if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor >= low - 1) return;
     throw new StreamStackError('TRIMMED', `${name} ${cursor} lies in trimmed history: the history starts at commit ${low}, so cursors run from ${low - 1}`, {
       details: { cursor, lowMark: low },

@@ -9,6 +9,7 @@ import type { Corruption } from './runs.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { yieldEverySlice, yieldToEventLoop } from '../event-loop.js';
 import { eventLoopSliceRecords } from '../limits.js';
+import { assert } from '../errors.js';
 import { ByteReader, type ByteWriter } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
@@ -20,6 +21,9 @@ import {
   type PayloadLocation,
   type RecordData,
 } from './records.js';
+
+/** The retired frames of every run not compacted: one shared empty list. */
+const noOffsets: readonly number[] = Object.freeze([]);
 
 /** A payload location whose segment is 0 lies in the same run, at an offset from its start. */
 const sameRun = 0;
@@ -47,6 +51,18 @@ export interface CommitRecord {
   /** Offsets of the run's manifest and pack frames, from the run's start. */
   readonly manifests: readonly number[];
   readonly packs: readonly number[];
+  /**
+   * Manifest entries the run holds: `records` for every commit key compaction has not
+   * rewritten. A compacted run holds fewer (its positions are sparse: each entry's position is
+   * `firstPosition + seq - 1`), and `records` still counts the positions the commit spans.
+   */
+  readonly entries: number;
+  /**
+   * Offsets (from the run's start) of a compacted run's retired-fingerprint frames: the first
+   * occurrences among the records compaction dropped, so that whole-history dedup after the
+   * horizon is what it was, even when a fingerprint dictionary is rebuilt. Empty otherwise.
+   */
+  readonly retired: readonly number[];
   /**
    * Set on the stand-in for a commit that corruption made unreadable (docs/faults.md): every
    * read of it fails with `CORRUPT` naming this place. Such commits have no run.
@@ -81,6 +97,8 @@ export function commitRecord(fields: CommitFields, segment: number, runStart: nu
     runBytes: fields.runBytes,
     manifests: fields.manifests,
     packs: fields.packs,
+    entries: fields.entries,
+    retired: fields.retired,
     damage,
   };
 }
@@ -96,10 +114,25 @@ export interface CommitRunInput {
   readonly message?: string;
   readonly epoch: number;
   readonly oneShot: boolean;
-  /** The records, in seq order: record i gets seq i + 1. */
-  readonly records: readonly (Omit<RecordData, 'timestamp'> & { readonly timestamp?: number })[];
+  /**
+   * The records, in seq order: record i gets seq i + 1, unless the run is compacted (`span`
+   * given), where each record carries its own seq.
+   */
+  readonly records: readonly (Omit<RecordData, 'timestamp'> & { readonly timestamp?: number; readonly seq?: number })[];
+  /**
+   * For a compacted run only: the positions the commit spans (its `records`), of which
+   * `records` keep some, and the first occurrences of fingerprints among those dropped.
+   */
+  readonly span?: number;
+  readonly retired?: readonly RetiredFingerprint[];
   /** The timestamp of records that came without one. */
   readonly timestampDefault: number;
+}
+
+/** A fingerprint a compacted run no longer holds a record for, at the seq that first had it. */
+export interface RetiredFingerprint {
+  readonly seq: number;
+  readonly fingerprint: Uint8Array;
 }
 
 /** Finds a payload already stored in the feed (verified by its bytes), or undefined. */
@@ -219,6 +252,8 @@ export async function buildCommitRun(
   commit: CommitRecord;
 }> {
   const runStart = builder.byteLength;
+  const compacted = input.span !== undefined;
+  if (compacted) checkCompactedInput(input);
   // Each record's payload is either stored already (a location) or new in this run (an index
   // into `fresh`, whose offset is known once the pack frames are laid out).
   const sources: (PayloadLocation | number)[] = [];
@@ -300,7 +335,7 @@ export async function buildCommitRun(
       writeManifestEntry(
         writer,
         record,
-        end + 1,
+        compacted ? record.seq! : end + 1,
         record.timestamp ?? input.timestampDefault,
         fingerprint,
         typeof source === 'number'
@@ -321,15 +356,17 @@ export async function buildCommitRun(
     start = end;
   }
 
+  const retired = compacted ? writeRetiredFrames(builder, input.retired ?? [], frameDataBytesMax).map((offset) => offset - runStart) : [];
+  const span = input.span ?? input.records.length;
   // Where the run lands is not known yet: the caller makes the placed record once it is.
   const commit = commitRecord(
     {
       commit: input.commit,
       stream: input.stream,
       parent: input.parent,
-      records: input.records.length,
+      records: span,
       firstPosition: input.firstPosition,
-      lastPosition: input.firstPosition + input.records.length - 1,
+      lastPosition: input.firstPosition + span - 1,
       openedAt: input.openedAt,
       sealedAt: input.sealedAt,
       message: input.message,
@@ -340,6 +377,8 @@ export async function buildCommitRun(
       runBytes: builder.byteLength - runStart,
       manifests,
       packs,
+      entries: input.records.length,
+      retired,
     },
     0,
     0,
@@ -347,6 +386,57 @@ export async function buildCommitRun(
   writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
   builder.end();
   return { newPayloads, runStart, fingerprintTerms, entryOffsets, types, commit };
+}
+
+/** A compacted run's records keep their seqs, ascending within the span; so do retired ones. */
+function checkCompactedInput(input: CommitRunInput): void {
+  const span = input.span!;
+  assert(Number.isSafeInteger(span) && span >= input.records.length, 'a compacted run spans at least the records it keeps');
+  for (const list of [input.records, input.retired ?? []]) {
+    let previous = 0;
+    for (const item of list) {
+      assert(item.seq !== undefined && Number.isSafeInteger(item.seq) && item.seq > previous && item.seq <= span, 'a compacted run names ascending seqs within its span');
+      previous = item.seq;
+    }
+  }
+}
+
+/** Bytes a retired-fingerprint frame is filled to before the next one starts. */
+function retiredFrameBytesTarget(frameDataBytesMax: number): number {
+  return Math.floor(frameDataBytesMax / 2);
+}
+
+/**
+ * Lays out retired fingerprints as frames (`varint count`, then per fingerprint `varint seq`,
+ * `varint length` and its bytes); returns each frame's offset in the builder.
+ */
+function writeRetiredFrames(builder: FrameBuilder, retired: readonly RetiredFingerprint[], frameDataBytesMax: number): number[] {
+  const offsets: number[] = [];
+  const target = retiredFrameBytesTarget(frameDataBytesMax);
+  for (let start = 0; start < retired.length; ) {
+    let end = start;
+    let bytes = 6;
+    while (end < retired.length && (end === start || bytes + retired[end].fingerprint.length + 11 <= target)) {
+      bytes += retired[end].fingerprint.length + 11;
+      end++;
+    }
+    const writer = builder.begin(FrameKind.Retired, false).varint(end - start);
+    for (let index = start; index < end; index++) writer.varint(retired[index].seq).bytes(retired[index].fingerprint);
+    offsets.push(builder.end());
+    start = end;
+  }
+  return offsets;
+}
+
+/** Decodes one retired-fingerprint frame into its seqs and fingerprints. */
+export function readRetiredFrame(bytes: Uint8Array, frame: ScannedFrame, what: string): RetiredFingerprint[] {
+  const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, what);
+  const count = reader.varint();
+  if (count > reader.remaining) throw reader.corrupt(`retired count ${count} exceeds the frame`);
+  const out: RetiredFingerprint[] = [];
+  for (let index = 0; index < count; index++) out.push({ seq: reader.varint(), fingerprint: reader.bytes() });
+  reader.expectEnd();
+  return out;
 }
 
 /**
@@ -363,13 +453,33 @@ export function writeCommitFields(writer: ByteWriter, commit: CommitFields): voi
     .varint(commit.firstPosition)
     .varint(commit.openedAt)
     .varint(commit.sealedAt)
-    .u8((commit.message === undefined ? 0 : 1) | (commit.oneShot ? 2 : 0));
+    .u8((commit.message === undefined ? 0 : 1) | (commit.oneShot ? 2 : 0) | (isCompactedRun(commit) ? compactedFlag : 0));
   if (commit.message !== undefined) writer.string(commit.message);
   writer.varint(commit.epoch).varint(commit.runBytes);
   writer.varint(commit.manifests.length);
   for (const offset of commit.manifests) writer.varint(offset);
   writer.varint(commit.packs.length);
   for (const offset of commit.packs) writer.varint(offset);
+  if (!isCompactedRun(commit)) return;
+  writer.varint(commit.entries);
+  writer.varint(commit.retired.length);
+  for (const offset of commit.retired) writer.varint(offset);
+}
+
+/**
+ * The position of a run's `index`-th entry: its index from the commit's first position, or in a
+ * compacted run (fewer entries than positions) its seq from there.
+ */
+export function entryPosition(commit: CommitRecord, index: number, seq: number): number {
+  return commit.entries === commit.records ? commit.firstPosition + index : commit.firstPosition + seq - 1;
+}
+
+/** The commit flag of a run key compaction rewrote: entries and retired frames follow. */
+const compactedFlag = 4;
+
+/** Whether a run holds fewer entries than positions, or retired fingerprints: its seqs place it. */
+export function isCompactedRun(commit: Pick<CommitFields, 'entries' | 'records' | 'retired'>): boolean {
+  return commit.entries !== commit.records || commit.retired.length > 0;
 }
 
 /**
@@ -398,9 +508,30 @@ export function readCommitFields(reader: ByteReader, place: (runBytes: number) =
   };
   const manifests = readOffsets();
   const packs = readOffsets();
+  const compacted = (flags & compactedFlag) !== 0;
+  const entries = compacted ? reader.varint() : records;
+  if (entries > records) throw reader.corrupt(`a compacted run holds ${entries} entries, more than its ${records} positions`);
+  const retired = compacted ? readOffsets() : noOffsets;
   const { segment, runStart } = place(runBytes);
   return commitRecord(
-    { commit, stream, parent, records, firstPosition, lastPosition: firstPosition + records - 1, openedAt, sealedAt, message, epoch, oneShot: (flags & 2) !== 0, runBytes, manifests, packs },
+    {
+      commit,
+      stream,
+      parent,
+      records,
+      firstPosition,
+      lastPosition: firstPosition + records - 1,
+      openedAt,
+      sealedAt,
+      message,
+      epoch,
+      oneShot: (flags & 2) !== 0,
+      runBytes,
+      manifests,
+      packs,
+      entries,
+      retired,
+    },
     segment,
     runStart,
   );

@@ -17,6 +17,11 @@ export const enum FrameKind {
   Pack = 0x11,
   /** History, data: ordered record metadata of one commit, with payload locations. */
   Manifest = 0x12,
+  /**
+   * History, data: fingerprints a key-compacted run dropped the records of, with their seqs
+   * (the first occurrences among them), so whole-history dedup stays what it was.
+   */
+  Retired = 0x14,
   /** History, control: the commit record, last in its run: the run's commit marker. */
   Commit = 0x13,
   /**

@@ -15,7 +15,9 @@ import {
   readManifest,
   readManifestEntryAt,
   readPackDirectory,
+  readRetiredFrame,
   type CommitRecord,
+  type RetiredFingerprint,
 } from './commit-run.js';
 
 /** First read window for a single manifest entry: most entries are a few dozen bytes. */
@@ -182,7 +184,7 @@ export class History {
             return undefined;
           }
           // The run must be exactly the frames the commit record names.
-          const named = new Set([...commit.manifests, ...commit.packs].map((offset) => commit.runStart + offset));
+          const named = new Set([...commit.manifests, ...commit.packs, ...commit.retired].map((offset) => commit.runStart + offset));
           const runOk =
             runFrames.length === named.size &&
             runFrames.every((runFrame) => named.has(runFrame.offset)) &&
@@ -473,8 +475,8 @@ export class History {
         entryOffsets.push(commit.runStart + offset);
       });
     }
-    if (entries.length !== commit.records) {
-      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.records} records but its manifests hold ${entries.length}`, {
+    if (entries.length !== commit.entries) {
+      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.entries} records but its manifests hold ${entries.length}`, {
         details: { file: segment.file, offset: commit.runStart },
       });
     }
@@ -587,6 +589,35 @@ export class History {
   }
 
   /**
+   * The fingerprints a key-compacted run retired (its `retired` frames, see `commit-run.ts`),
+   * from the run's bytes when the caller read them already. Empty for every other run.
+   */
+  async readRetired(commit: CommitRecord, runBytes?: Uint8Array): Promise<RetiredFingerprint[]> {
+    if (commit.retired.length === 0) return [];
+    assertReadable(commit);
+    const segment = this.segments.byBase(commit.segment);
+    const bytes = runBytes ?? (await segment.read(commit.runStart, commit.runBytes));
+    try {
+      const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
+      const out: RetiredFingerprint[] = [];
+      for (const frame of frames) {
+        if (frame.kind !== FrameKind.Retired) continue;
+        out.push(...readRetiredFrame(bytes, frame, `retired fingerprints at ${segment.file}:${commit.runStart + frame.offset}`));
+      }
+      let previous = 0;
+      for (const item of out) {
+        if (item.seq <= previous || item.seq > commit.records) {
+          throw new StreamStackError('CORRUPT', `commit ${commit.commit} retires a fingerprint at seq ${item.seq}, outside ${previous + 1}..${commit.records}`);
+        }
+        previous = item.seq;
+      }
+      return out;
+    } catch (error) {
+      throw withPlace(error, segment.file, commit.runStart);
+    }
+  }
+
+  /**
    * A commit's run as bytes (packs and manifests), for `decodeRunRecords`. The bytes are also
    * held in the payload cache: later records of the segment that repeat a payload stored in
    * this run find it there.
@@ -643,7 +674,8 @@ export class History {
         details: { file: segment.file, offset: commit.runStart + frameEnd },
       });
     }
-    const records = new Array<PublishedRecord>(commit.records);
+    const records = new Array<PublishedRecord>(commit.entries);
+    const sparse = commit.entries !== commit.records;
     const external: { index: number; location: PayloadLocation }[] = [];
     const run = { feed, commit: commit.commit, stream: commit.stream, segment: commit.segment, runStart: commit.runStart };
     let count = 0;
@@ -652,17 +684,23 @@ export class History {
       const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, `manifest at ${segment.file}:${commit.runStart + frame.offset}`);
       reader.u32();
       const entries = reader.u32();
-      if (count + entries > commit.records) break;
+      if (count + entries > commit.entries) break;
       for (let index = 0; index < entries; index++) {
-        records[count] = readPublishedRecord(reader, run, commit.firstPosition + count, bytes, (location) =>
-          external.push({ index: count, location }),
+        records[count] = readPublishedRecord(
+          reader,
+          run,
+          sparse ? undefined : commit.firstPosition + count,
+          bytes,
+          (location) => external.push({ index: count, location }),
+          commit.firstPosition,
         );
+        if (sparse) checkSparsePosition(commit, records[count].position, count === 0 ? commit.firstPosition - 1 : records[count - 1].position, segment.file);
         count++;
       }
       reader.expectEnd();
     }
-    if (count !== commit.records) {
-      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.records} records but its manifests hold ${count}`, {
+    if (count !== commit.entries) {
+      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.entries} records but its manifests hold ${count}`, {
         details: { file: segment.file, offset: commit.runStart },
       });
     }
@@ -698,7 +736,7 @@ export class History {
           details: { file: segment.file, offset: commit.runStart + frameEnd },
         });
       }
-      decoder = new RunColumnsDecoder(bytes, frames, commit.records, `${segment.file}:${commit.runStart}`);
+      decoder = new RunColumnsDecoder(bytes, frames, commit.entries, `${segment.file}:${commit.runStart}`, commit.entries !== commit.records ? commit.lastPosition : undefined);
     } catch (error) {
       throw place(error);
     }
@@ -818,4 +856,15 @@ export class History {
 function withPlace(error: unknown, file: string, offset: number): unknown {
   if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT' || typeof error.details.file === 'string') return error;
   return new StreamStackError('CORRUPT', error.message, { cause: error, details: { ...error.details, file, offset } });
+}
+
+/**
+ * A compacted run's entry is placed by its seq: positions ascend within the commit's span, or
+ * the run is corrupt (checked after reading, as every place a read trusts).
+ */
+export function checkSparsePosition(commit: CommitRecord, position: number, previous: number, file: string): void {
+  if (position > previous && position <= commit.lastPosition) return;
+  throw new StreamStackError('CORRUPT', `commit ${commit.commit} places a record at position ${position}, outside ${previous + 1}..${commit.lastPosition}`, {
+    details: { file, offset: commit.runStart },
+  });
 }

@@ -110,9 +110,11 @@ function readEntryFields(reader: ByteReader): typeof entry {
 export function readPublishedRecord(
   reader: ByteReader,
   run: { readonly feed: string; readonly commit: number; readonly stream: string; readonly segment: number; readonly runStart: number },
-  position: number,
+  /** The record's position; undefined in a compacted run, where its seq places it. */
+  position: number | undefined,
   runBytes: Uint8Array,
   external: (location: PayloadLocation) => void,
+  firstPosition = 0,
 ): PublishedRecord {
   const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } = readEntryFields(reader);
   let payload = noPayload;
@@ -124,7 +126,7 @@ export function readPublishedRecord(
     commit: run.commit,
     stream: run.stream,
     seq,
-    position,
+    position: position ?? firstPosition + seq - 1,
     timestamp,
     fingerprint,
     payload,

@@ -149,7 +149,15 @@ export class RunColumnsDecoder {
     private readonly frames: readonly ScannedFrame[],
     private readonly count: number,
     private readonly place: string,
+    /**
+     * Set for a compacted run (fewer entries than positions): its last position. Positions are
+     * then each entry's seq from the first, checked to ascend within the span.
+     */
+    private readonly sparseLast?: number,
   ) {}
+
+  /** The last position placed so far, in a compacted run. */
+  private lastPlaced = -1;
 
   get done(): boolean {
     return this.row === this.count;
@@ -177,6 +185,19 @@ export class RunColumnsDecoder {
     throw new StreamStackError('CORRUPT', `${this.place}: the commit names ${this.count} records but its manifests hold ${this.row}`);
   }
 
+  private placeBySeq(positions: Float64Array, seqs: Float64Array, firstPosition: number): void {
+    let previous = this.lastPlaced < 0 ? firstPosition - 1 : this.lastPlaced;
+    for (let row = 0; row < positions.length; row++) {
+      const position = firstPosition + seqs[row] - 1;
+      if (position <= previous || position > this.sparseLast!) {
+        throw new StreamStackError('CORRUPT', `${this.place}: a compacted run places a record at position ${position}, outside ${previous + 1}..${this.sparseLast}`);
+      }
+      positions[row] = position;
+      previous = position;
+    }
+    this.lastPlaced = previous;
+  }
+
   /**
    * The next (at most) `rowsMax` rows; `firstRow` says where they start in the run, and
    * `firstPosition` is the position of the run's first record.
@@ -194,7 +215,7 @@ export class RunColumnsDecoder {
     const timestamps = new Float64Array(buffer, count * 8, count);
     const versions = new Float64Array(buffer, 2 * count * 8, count);
     const positions = new Float64Array(buffer, 3 * count * 8, count);
-    for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
+    if (this.sparseLast === undefined) for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
     const typeIds = new Int32Array(buffer, wide, count);
     const fingerprintStarts = new Uint32Array(buffer, wide + count * 4, count);
     const fingerprintEnds = new Uint32Array(buffer, wide + 2 * count * 4, count);
@@ -333,6 +354,7 @@ export class RunColumnsDecoder {
       if (this.left === 0 && at !== end) throw corrupt(what, at, `${end - at} trailing bytes`);
     }
     tagRows[row] = tagCount;
+    if (this.sparseLast !== undefined) this.placeBySeq(positions, seqs, firstPosition);
     this.row += count;
     return {
       count,
@@ -359,4 +381,31 @@ export class RunColumnsDecoder {
       entryStarts,
     };
   }
+}
+
+/**
+ * The rows of `columns` holding `wanted[from…]` (ascending positions), as far as the batch
+ * reaches: each wanted position must be a row of it (the caller found it in the index or the
+ * run). Returns the rows and where in `wanted` the batch's rows ended. Dense runs map a
+ * position to its row by subtraction; a compacted run's sparse rows are walked in step.
+ */
+export function rowsOfPositions(columns: RunColumns, wanted: ArrayLike<number>, from: number): { rows: Uint32Array; next: number } {
+  const { positions, count } = columns;
+  let next = from;
+  const last = count === 0 ? -1 : positions[count - 1];
+  while (next < wanted.length && wanted[next] <= last) next++;
+  const rows = new Uint32Array(next - from);
+  let row = 0;
+  for (let at = from; at < next; at++) {
+    const position = wanted[at];
+    // Dense rows are a subtraction away; otherwise walk forward (both lists ascend).
+    const guess = position - positions[0];
+    if (guess < count && positions[guess] === position) row = guess;
+    else while (row < count && positions[row] < position) row++;
+    if (row >= count || positions[row] !== position) {
+      throw new StreamStackError('INTERNAL', `position ${position} is not a record of the run at row ${columns.firstRow}`);
+    }
+    rows[at - from] = row;
+  }
+  return { rows, next };
 }

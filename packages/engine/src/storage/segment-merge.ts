@@ -14,11 +14,11 @@ import { assert, ioError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { yieldToEventLoop } from '../event-loop.js';
 import { eventLoopSliceRecords, mergeGroupBytesTarget, segmentHeaderBytes } from '../limits.js';
-import { buildCommitRun, commitRecord, equalBytes, type CommitRecord } from './commit-run.js';
+import { buildCommitRun, commitRecord, equalBytes, type CommitRecord, type RetiredFingerprint } from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
 import { GroupBuilder, sealGroup } from './groups.js';
 import type { History } from './history-log.js';
-import type { PayloadLocation } from './records.js';
+import type { PayloadLocation, PublishedRecord } from './records.js';
 import { encodeSegmentHeader, SegmentKind, type SegmentHeader } from './segment.js';
 
 /** What a merge wrote: the temporary file, its header, and its commits as they now lie. */
@@ -36,6 +36,16 @@ export interface MergedSegment {
  * `capacityToAvoid` is the first source segment's capacity: the merged file's differs from it,
  * so recovery can tell which of the two lies under the shared name.
  */
+/**
+ * Chooses what a compacted commit keeps: a subset of its records (in order), and the retired
+ * fingerprints (ascending seqs, including `retired`, those an earlier compaction retired).
+ */
+export type RunSelection = (
+  commit: CommitRecord,
+  records: readonly PublishedRecord[],
+  retired: readonly RetiredFingerprint[],
+) => Promise<{ kept: readonly PublishedRecord[]; retired: readonly RetiredFingerprint[] }>;
+
 export async function writeMergedSegment(
   kernels: Kernels,
   history: History,
@@ -46,6 +56,8 @@ export async function writeMergedSegment(
   frameDataBytesMax: number,
   capacityToAvoid: number,
   signal?: AbortSignal,
+  /** Key compaction: which of each commit's records stay, and the fingerprints retired. */
+  select?: RunSelection,
 ): Promise<MergedSegment> {
   assert(commits.length > 0, 'a merge has commits');
   const base = commits[0].firstPosition;
@@ -81,7 +93,14 @@ export async function writeMergedSegment(
     let sinceYield = 0;
     for (const commit of commits) {
       signal?.throwIfAborted();
-      const records = await history.readRunRecords(commit, feed);
+      const bytes = await history.readRunBytes(commit);
+      const read = await history.decodeRunRecords(commit, feed, bytes);
+      // Fingerprints an earlier compaction retired stay retired; the selection may add more.
+      const earlier = await history.readRetired(commit, bytes);
+      const chosen = select ? await select(commit, read, earlier) : { kept: read, retired: earlier };
+      const records = chosen.kept;
+      // A run that keeps every record and retires nothing is laid out as it was written.
+      const sparse = records.length !== commit.records || chosen.retired.length > 0;
       const run = await buildCommitRun(
         kernels,
         builder,
@@ -95,7 +114,9 @@ export async function writeMergedSegment(
           ...(commit.message === undefined ? {} : { message: commit.message }),
           epoch: commit.epoch,
           oneShot: commit.oneShot,
+          ...(sparse ? { span: commit.records, retired: chosen.retired } : {}),
           records: records.map((record) => ({
+            ...(sparse ? { seq: record.position - commit.firstPosition + 1 } : {}),
             payload: record.payload,
             timestamp: record.timestamp,
             fingerprint: record.fingerprint,
@@ -117,7 +138,7 @@ export async function writeMergedSegment(
         if (same) same.push({ location, bytes: payload.bytes });
         else stored.set(payload.crc, [{ location, bytes: payload.bytes }]);
       }
-      assert(run.commit.commit === commit.commit && run.commit.lastPosition === commit.lastPosition, 'a merged run keeps its commit and positions');
+      assert(run.commit.commit === commit.commit && run.commit.lastPosition === commit.lastPosition, 'a rewritten run keeps its commit and positions');
       laid.push({ commit: run.commit, runStart: run.runStart });
       if (builder.byteLength >= mergeGroupBytesTarget) await flush();
       sinceYield += records.length;

@@ -1,0 +1,218 @@
+/**
+ * Key compaction up to a horizon commit H: the sealed segments wholly at or before H are
+ * rewritten keeping, for each key, only its winner as of H (the highest version, then the
+ * highest position); a key whose winner is a tombstone loses every record, the tombstone too;
+ * records without a key stay unless the caller drops them. Positions and commit numbers never
+ * change: a compacted run keeps each record's seq, so its positions become sparse. The first
+ * occurrences among the dropped records' fingerprints are kept in the run (`retired`), so
+ * whole-history dedup after H is what it was.
+ *
+ * After it, RAW and dedup reads after H, latest reads at any cursor from H on (and from the
+ * start), and `get(key, { asOf ≥ H })` answer exactly as before; cursors from the low mark to
+ * H − 1 fail with `COMPACTED`. The horizon is recorded before any rewrite (`compaction-state.ts`);
+ * each rewrite is switched in as a merge's is (`history-merge.ts`), and survives a crash the
+ * same way.
+ */
+import { StreamStackError } from '../errors.js';
+import { mergedSegmentBytesMax } from '../limits.js';
+import { fingerprintKey, type RetiredFingerprint } from '../storage/commit-run.js';
+import type { History } from '../storage/history-log.js';
+import type { PublishedRecord } from '../storage/records.js';
+import type { RunSelection } from '../storage/segment-merge.js';
+import type { SegmentFile } from '../storage/segment.js';
+import type { CompactionLog } from './compaction-state.js';
+import type { DerivedIndexes } from './derived-indexes.js';
+import type { HistoryMerges } from './history-merge.js';
+import type { RetentionPin } from './history-trim.js';
+import type { Subscriptions } from './subscriptions.js';
+import type { Watermark } from './published-state.js';
+
+export interface KeyCompactionRequest {
+  /** Compact the segments wholly at or before this commit, keeping each key's winner as of it. */
+  readonly horizon: number;
+  /** Move the horizon past subscriptions that have not reached it (they then fail with `COMPACTED`). */
+  readonly force?: boolean;
+  /** Records without a key: kept (the default) or dropped. */
+  readonly keyless?: 'keep' | 'drop';
+  readonly signal?: AbortSignal;
+}
+
+export interface KeyCompactionResult {
+  /** The horizon after the compaction (unchanged when nothing could be compacted). */
+  readonly horizon: number;
+  /** Sealed segments rewritten, and the files they became. */
+  readonly segmentsCompacted: number;
+  readonly segmentsAfter: number;
+  readonly recordsBefore: number;
+  readonly recordsAfter: number;
+  /** Bytes of the rewritten segments' files before, and of the files they became. */
+  readonly bytesBefore: number;
+  readonly bytesAfter: number;
+  /** Set when a subscription held the horizon below the one asked for. */
+  readonly heldBy?: RetentionPin;
+  /** Set when a switch-over was put off (reads held the gate too long): run it again later. */
+  readonly putOff: boolean;
+}
+
+export interface KeyCompactionContext {
+  readonly history: History;
+  readonly derived: () => DerivedIndexes;
+  readonly subscriptions: Subscriptions;
+  readonly merges: HistoryMerges;
+  readonly log: CompactionLog;
+  readonly watermark: () => Watermark;
+  readonly serial: <T>(work: () => Promise<T>) => Promise<T>;
+  readonly readOnly: boolean;
+  readonly feed: string;
+}
+
+export class KeyCompaction {
+  constructor(private readonly context: KeyCompactionContext) {}
+
+  get horizon(): number {
+    return this.context.history.commits.horizon;
+  }
+
+  compact(request: KeyCompactionRequest): Promise<KeyCompactionResult> {
+    const { context } = this;
+    if (context.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', `feed ${context.feed} was opened read-only`));
+    const head = context.watermark().commit;
+    const commits = context.history.commits;
+    if (!Number.isSafeInteger(request.horizon) || request.horizon < commits.low || request.horizon > head) {
+      return Promise.reject(
+        new StreamStackError('CURSOR_OUT_OF_RANGE', `the horizon must be a commit from ${commits.low} (the low mark) to ${head} (the head), not ${String(request.horizon)}`, {
+          details: { horizon: request.horizon, lowMark: commits.low, head },
+        }),
+      );
+    }
+    return context.serial(() => this.compactNow(request));
+  }
+
+  private async compactNow(request: KeyCompactionRequest): Promise<KeyCompactionResult> {
+    const { history, subscriptions, merges, log } = this.context;
+    const derived = this.context.derived();
+    // As for a trim: every published commit is in the indexes before the plan is made.
+    while (!derived.indexedAll) await derived.caughtUp();
+    const commits = history.commits;
+    const pin = this.lowestBelow(request.horizon, subscriptions);
+    const horizon = pin && !request.force ? pin.cursor : request.horizon;
+    const heldBy = pin && !request.force ? { heldBy: pin } : {};
+    const segments = this.segmentsUpTo(horizon);
+    const nothing = { horizon: commits.horizon, segmentsCompacted: 0, segmentsAfter: 0, recordsBefore: 0, recordsAfter: 0, bytesBefore: 0, bytesAfter: 0, putOff: false, ...heldBy };
+    if (segments.length === 0 || horizon <= commits.horizon) return nothing;
+    // The decision is durable, and reads below it refused, before any segment is rewritten.
+    await log.write({ horizon });
+    commits.setHorizon(horizon);
+    const select = this.selection(commits.at(horizon).lastPosition, request.keyless ?? 'keep');
+    let segmentsCompacted = 0;
+    let segmentsAfter = 0;
+    let recordsBefore = 0;
+    let recordsAfter = 0;
+    let bytesBefore = 0;
+    let bytesAfter = 0;
+    for (const run of groupsOf(segments)) {
+      request.signal?.throwIfAborted();
+      recordsBefore += run.reduce((sum, segment) => sum + history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0), 0);
+      const rewritten = await merges.rewrite(run, request.signal, select);
+      if (!rewritten) return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
+      segmentsCompacted += rewritten.segments;
+      segmentsAfter++;
+      recordsAfter += rewritten.records;
+      bytesBefore += rewritten.bytesBefore;
+      bytesAfter += rewritten.bytesAfter;
+    }
+    return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: false, ...heldBy };
+  }
+
+  /**
+   * The subscription with the lowest cursor between the low mark and `horizon − 1`: compacting
+   * past it would take records it has not read. (One at the start reads the compacted history
+   * from its beginning, as any new reader does; one a forced trim left behind is already lost.)
+   */
+  private lowestBelow(horizon: number, subscriptions: Subscriptions): RetentionPin | undefined {
+    const low = this.context.history.commits.low;
+    let lowest: RetentionPin | undefined;
+    for (const state of subscriptions.list()) {
+      if (state.cursor < low || state.cursor >= horizon) continue;
+      if (!lowest || state.cursor < lowest.cursor) lowest = { subscription: state.name, cursor: state.cursor };
+    }
+    return lowest;
+  }
+
+  /**
+   * The sealed segments whose commits all lie at or before `horizon`, oldest first, stopping at
+   * the first that does not (or that corruption damaged). The two newest segments are never
+   * rewritten: the active one, and the last finished one, whose derived files may be in the making.
+   */
+  private segmentsUpTo(horizon: number): SegmentFile[] {
+    const { history, merges } = this.context;
+    const segments = history.segments.segments;
+    const lostStarts = new Set(history.commits.lost.map((commit) => commit.firstPosition));
+    const out: SegmentFile[] = [];
+    for (let at = 0; at + 2 < segments.length; at++) {
+      const lastCommit = segments[at + 1].header.baseCommit - 1;
+      if (lastCommit > horizon || merges.damaged(segments[at], lostStarts)) break;
+      out.push(segments[at]);
+    }
+    return out;
+  }
+
+  /** What each rewritten commit keeps: see the file's comment. */
+  private selection(horizonPosition: number, keyless: 'keep' | 'drop'): RunSelection {
+    const derived = this.context.derived();
+    /** Each key's winner as of the horizon, looked up once: a key is updated many times. */
+    const winners = new Map<string, { position: number; tombstone: boolean } | null>();
+    const winnerOf = async (key: string) => {
+      let winner = winners.get(key);
+      if (winner === undefined) {
+        const found = await derived.keys.winner(key, horizonPosition);
+        winner = found ? { position: found.position, tombstone: found.tombstone } : null;
+        winners.set(key, winner);
+      }
+      return winner;
+    };
+    return async (commit, records, retiredBefore) => {
+      const kept: PublishedRecord[] = [];
+      const dropped: PublishedRecord[] = [];
+      for (const record of records) {
+        if (record.key === undefined) {
+          (keyless === 'keep' ? kept : dropped).push(record);
+          continue;
+        }
+        const winner = await winnerOf(record.key);
+        if (winner && winner.position === record.position && !winner.tombstone) kept.push(record);
+        else dropped.push(record);
+      }
+      if (dropped.length === 0) return { kept, retired: retiredBefore };
+      // Of the dropped records, those holding the first occurrence of their fingerprint.
+      const firsts = await this.context.derived().fingerprints.firstOccurrences(
+        commit.segment,
+        dropped.map((record) => record.position),
+        (index) => fingerprintKey(dropped[index].fingerprint),
+      );
+      const retired: RetiredFingerprint[] = [...retiredBefore];
+      dropped.forEach((record, index) => {
+        if (firsts[index] === 1) retired.push({ seq: record.position - commit.firstPosition + 1, fingerprint: record.fingerprint });
+      });
+      retired.sort((a, b) => a.seq - b.seq);
+      return { kept, retired };
+    };
+  }
+}
+
+/** Consecutive segments in groups a merged segment may hold (`mergedSegmentBytesMax`). */
+function groupsOf(segments: readonly SegmentFile[]): SegmentFile[][] {
+  const groups: SegmentFile[][] = [];
+  let bytes = 0;
+  for (const segment of segments) {
+    const last = groups[groups.length - 1];
+    if (last && bytes + segment.durableEnd <= mergedSegmentBytesMax) {
+      last.push(segment);
+      bytes += segment.durableEnd;
+    } else {
+      groups.push([segment]);
+      bytes = segment.durableEnd;
+    }
+  }
+  return groups;
+}

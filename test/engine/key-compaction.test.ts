@@ -1,0 +1,241 @@
+/**
+ * Key compaction up to a horizon H: the sealed segments wholly at or before H keep each key's
+ * winner as of H (and keyless records, unless dropped), positions never move, and every read the
+ * contract names — RAW and dedup after H, latest from H on and from the start, `get` with
+ * `asOf ≥ H` — answers exactly as before, after a reopen and after every derived file is
+ * rebuilt; cursors below H fail with `COMPACTED`; subscriptions hold H back unless forced.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
+import { loadKernels, tsKernels } from '../../packages/engine/src/kernels/index.js';
+import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
+import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+
+const keys = 13;
+
+/** Each commit updates a few keys (so each key is updated many times), with repeated payloads. */
+function commitRecords(index: number): AppendRecord[] {
+  const records: AppendRecord[] = [
+    { payload: `{"n":${index},"fill":"${'u'.repeat(900)}"}`, key: `k${index % keys}`, version: index, type: 'update', tags: [`group:${index % 3}`] },
+    // The same payload under many keys and commits: dedup decides on its first occurrence.
+    { payload: `state ${index % 5} ${'s'.repeat(400)}`, key: `k${(index * 7) % keys}`, version: index, type: 'state', tags: ['all'] },
+    { payload: `event ${index % 9}`, type: index % 2 === 0 ? 'even' : 'odd', tags: ['all', `n:${index % 4}`] },
+  ];
+  // A payload first written by a record compaction drops (a later version of its key wins)
+  // and written again only after the horizon: dedup after H must still see it as a repeat.
+  if (index <= 20) records.push({ payload: `rare ${index} ${'r'.repeat(80)}`, key: `once${index}`, version: 1, type: 'rare' });
+  if (index > 3 && index <= 23) records.push({ payload: `rare winner ${index}`, key: `once${index - 3}`, version: 2, type: 'rare' });
+  if (index > 400 && index <= 420) records.push({ payload: `rare ${index - 400} ${'r'.repeat(80)}`, type: 'rare' });
+  // Some keys are deleted now and then, and some come back after.
+  if (index % 17 === 0) records.push({ payload: '', key: `k${index % keys}`, version: index + 1, tombstone: true, type: 'delete' });
+  // A lower version written later loses to an earlier higher one.
+  if (index % 10 === 3) records.push({ payload: `stale ${index}`, key: `k${(index + 1) % keys}`, version: 1, type: 'update' });
+  return records;
+}
+
+const shape = (records: readonly StoredRecord[]) =>
+  records.map((record) => ({
+    commit: record.commit,
+    position: record.position,
+    seq: record.seq,
+    key: record.key,
+    version: record.version,
+    tombstone: record.tombstone,
+    type: record.type,
+    tags: record.tags,
+    timestamp: record.timestamp,
+    fingerprint: Buffer.from(record.fingerprint).toString('hex'),
+    payload: text(record.payload),
+  }));
+
+/** Every read the contract keeps unchanged for horizon `horizon`. */
+async function keptReads(feed: Feed, horizon: number) {
+  const head = feed.head()!.commit;
+  const gets: unknown[] = [];
+  for (let key = 0; key < keys; key++) {
+    for (const asOf of [horizon, horizon + 3, head]) {
+      const found = await feed.get(`k${key}`, { asOf });
+      gets.push(found ? shape([found])[0] : null);
+    }
+  }
+  return {
+    raw: shape(await collect(feed.read({ after: horizon }))),
+    dedup: shape(await collect(feed.read({ after: horizon, mode: 'dedup' }))),
+    latestAfter: shape(await collect(feed.read({ after: horizon, mode: 'latest' }))),
+    latestAll: shape(await collect(feed.read({ mode: 'latest' }))),
+    filtered: shape(await collect(feed.read({ after: horizon, filter: { types: ['even', 'state'], tags: ['all'] } }))),
+    scanned: shape(await collect(feed.read({ after: horizon, filter: { types: ['odd'] }, plan: 'scan' }))),
+    commit: shape(await feed.readCommit(horizon + 1)),
+    commits: (await collect(feed.commits())).map((commit) => ({ ...commit })),
+    gets,
+  };
+}
+
+async function filled(directory = temporaryDirectory(), commits = 420, kernels: Kernels = tsKernels) {
+  const clock = new ManualClock();
+  const store = await openStore(directory, { kernels, clock: clock.read, newId: sequentialIds() });
+  const feed = await store.createFeed('f');
+  for (let index = 1; index <= commits; index++) {
+    await feed.append(commitRecords(index));
+    clock.advance(1000);
+  }
+  await feed.writer.idle();
+  return { store, feed, directory, clock };
+}
+
+/** What a RAW read from the start keeps: below `boundary`, only winners as of H (and keyless). */
+function compactedView(all: ReturnType<typeof shape>, horizonPosition: number, boundary: number, keyless: 'keep' | 'drop') {
+  const winners = new Map<string, (typeof all)[number]>();
+  for (const record of all) {
+    if (record.position > horizonPosition || record.key === undefined) continue;
+    const held = winners.get(record.key);
+    const version = record.version ?? 0;
+    if (!held || version > (held.version ?? 0) || (version === (held.version ?? 0) && record.position > held.position)) winners.set(record.key, record);
+  }
+  return all.filter((record) => {
+    if (record.position >= boundary) return true;
+    if (record.key === undefined) return keyless === 'keep';
+    const winner = winners.get(record.key)!;
+    return winner.position === record.position && !winner.tombstone;
+  });
+}
+
+async function expectCode(call: () => Promise<unknown>, code: string) {
+  const error = await call().then(
+    () => undefined,
+    (failure: unknown) => failure,
+  );
+  expect(error).toBeInstanceOf(StreamStackError);
+  expect((error as StreamStackError).code).toBe(code);
+  return error as StreamStackError;
+}
+
+describe('key compaction', () => {
+  it('keeps each key’s winner below the horizon and every read the contract names unchanged', async () => {
+    const { store, feed, directory } = await filled();
+    const bases = historySegmentBases(directory);
+    expect(bases.length).toBeGreaterThan(6);
+    const horizon = Math.floor(feed.head()!.commit * 0.7);
+    const allBefore = shape(await collect(feed.read()));
+    const expected = await keptReads(feed, horizon);
+    const historyBytes = () => historySegmentBases(directory).reduce((sum, base) => sum + fs.statSync(path.join(directory, 'feeds', 'f', 'history', `${String(base).padStart(16, '0')}.hist`)).size, 0);
+    const diskBefore = historyBytes();
+
+    const result = await feed.compactKeys({ horizon });
+    expect(result.putOff).toBe(false);
+    expect(result.horizon).toBe(horizon);
+    expect(result.segmentsCompacted).toBeGreaterThan(2);
+    expect(result.recordsAfter).toBeLessThan(result.recordsBefore / 2);
+    expect(result.bytesAfter).toBeLessThan(result.bytesBefore / 2);
+    expect(historyBytes()).toBeLessThan(diskBefore * 0.75);
+    expect(feed.info().horizon).toBe(horizon);
+
+    expect(await keptReads(feed, horizon)).toEqual(expected);
+    // A read from the start reads what is kept: the winners, keyless records, then everything.
+    const boundary = bases[result.segmentsCompacted];
+    const horizonPosition = (await feed.readCommit(horizon + 1))[0].position - 1;
+    const view = compactedView(allBefore, horizonPosition, boundary, 'keep');
+    expect(view.length).toBeLessThan(allBefore.length);
+    expect(shape(await collect(feed.read()))).toEqual(view);
+    // Filtered reads from the start go through the rebuilt index over the sparse positions.
+    expect(shape(await collect(feed.read({ filter: { types: ['state'] } })))).toEqual(view.filter((record) => record.type === 'state'));
+
+    // Below the horizon: reads, `asOf`, one commit, conditions.
+    const below = await expectCode(() => collect(feed.read({ after: horizon - 1 })), 'COMPACTED');
+    expect(below.details).toMatchObject({ horizon });
+    await expectCode(() => feed.get('k1', { asOf: horizon - 1 }), 'COMPACTED');
+    await expectCode(() => feed.readCommit(horizon - 5), 'COMPACTED');
+    await expectCode(() => feed.append([{ payload: 'x' }], { condition: { after: 1, failIfMatch: { types: ['update'] } } }), 'COMPACTED');
+    await expectCode(() => feed.createSubscription('late', { after: horizon - 1 }), 'COMPACTED');
+
+    // After a reopen, and after every derived file is rebuilt from the compacted segments.
+    await store.close();
+    for (const run of ['reopen', 'rebuild']) {
+      if (run === 'rebuild') {
+        const index = path.join(directory, 'feeds', 'f', 'index');
+        for (const name of fs.readdirSync(index)) fs.rmSync(path.join(index, name));
+      }
+      const again = await openStore(directory, { kernels: tsKernels });
+      const reopened = await again.feed('f');
+      expect(reopened.info().horizon).toBe(horizon);
+      expect(await keptReads(reopened, horizon)).toEqual(expected);
+      expect(shape(await collect(reopened.read()))).toEqual(view);
+      expect((await again.verify('f'))[0].problems).toEqual([]);
+      await again.close();
+    }
+  });
+
+  it('compacts again at a later horizon, keeping what the first one retired', async () => {
+    const { store, feed } = await filled(undefined, 200);
+    await feed.compactKeys({ horizon: 60 });
+    for (let index = 201; index <= 330; index++) await feed.append(commitRecords(index));
+    await feed.writer.idle();
+    const horizon = 250;
+    const expected = await keptReads(feed, horizon);
+    const keylessEarly = async () => (await collect(feed.read())).filter((record) => record.commit <= 60 && record.key === undefined).length;
+    // The first compaction kept the keyless records.
+    expect(await keylessEarly()).toBeGreaterThan(20);
+    const second = await feed.compactKeys({ horizon, keyless: 'drop' });
+    expect(second.segmentsCompacted).toBeGreaterThan(0);
+    expect(await keptReads(feed, horizon)).toEqual(expected);
+    // Keyless records went from the compacted segments.
+    expect(await keylessEarly()).toBe(0);
+    await store.close();
+  });
+
+  it('stops at a subscription that has not reached the horizon, unless forced', async () => {
+    const { store, feed } = await filled(undefined, 200);
+    await feed.createSubscription('slow', { after: 40 });
+    // One at the start reads the compacted history from its beginning: it does not hold H back.
+    await feed.createSubscription('fresh');
+    const held = await feed.compactKeys({ horizon: 150 });
+    expect(held.heldBy).toEqual({ subscription: 'slow', cursor: 40 });
+    expect(held.horizon).toBeLessThanOrEqual(40);
+    const slow = feed.subscription('slow');
+    expect((await slow.poll()).commits.length).toBeGreaterThan(0);
+
+    const forced = await feed.compactKeys({ horizon: 150, force: true });
+    expect(forced.horizon).toBe(150);
+    expect(forced.heldBy).toBeUndefined();
+    await expectCode(() => feed.subscription('slow').poll(), 'COMPACTED');
+    await feed.subscription('slow').reset(150);
+    expect((await feed.subscription('slow').poll()).commits[0].commit.commit).toBe(151);
+    expect((await feed.subscription('fresh').poll()).commits[0].commit.commit).toBe(1);
+    await store.close();
+  });
+
+  it('refuses bad requests and changes nothing', async () => {
+    const { store, feed, directory } = await filled(undefined, 60);
+    const before = historySegmentBases(directory);
+    const head = feed.head()!.commit;
+    await expectCode(() => feed.compactKeys({ horizon: head + 1 }), 'CURSOR_OUT_OF_RANGE');
+    await expectCode(() => feed.compactKeys({ horizon: 0 }), 'CURSOR_OUT_OF_RANGE');
+    await expectCode(() => feed.compactKeys({ horizon: 10, keyless: 'lose' as never }), 'INVALID_ARGUMENT');
+    await expectCode(() => feed.compactKeys({ horizon: 10, horizn: 3 } as never), 'INVALID_ARGUMENT');
+    expect(historySegmentBases(directory)).toEqual(before);
+    expect(feed.info().horizon).toBe(0);
+    expect(await collect(feed.read({ after: 5 }))).not.toHaveLength(0);
+    await store.close();
+  });
+
+  it('writes the same bytes with the native and the TypeScript kernels', async () => {
+    const native = loadKernels('native');
+    const digests: string[] = [];
+    for (const kernels of [tsKernels, native]) {
+      const { store, feed, directory } = await filled(undefined, 150, kernels);
+      await feed.compactKeys({ horizon: 120 });
+      await store.close();
+      const history = path.join(directory, 'feeds', 'f', 'history');
+      digests.push(
+        fs
+          .readdirSync(history)
+          .sort()
+          .map((name) => `${name}:${fs.readFileSync(path.join(history, name)).toString('base64')}`)
+          .join('\n'),
+      );
+    }
+    expect(digests[1]).toBe(digests[0]);
+  });
+});
