@@ -63,4 +63,28 @@ describe('streamstack retention and trim', () => {
     const cleared = cli(directory, ['retention', 'set', 'f', '--keep-all']);
     expect(cleared.lines[0]).toMatchObject({ policy: {} });
   });
+
+  it('key-compacts up to a horizon: feed info shows it, reads below it fail with COMPACTED', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory, { kernels: tsKernels });
+    const feed = await store.createFeed('f');
+    for (let index = 1; index <= 200; index++) await feed.append([{ payload: `${index} ${'x'.repeat(1500)}`, key: `k${index % 7}`, version: index, type: 't' }]);
+    await store.close();
+
+    expect(cli(directory, ['compact', 'f', '--keys']).status).toBe(2);
+    expect(cli(directory, ['compact', 'f', '--horizon', '150']).status).toBe(2);
+    const compacted = cli(directory, ['compact', 'f', '--keys', '--horizon', '150']);
+    expect(compacted.status).toBe(0);
+    expect(compacted.lines[0]).toMatchObject({ feed: 'f', horizon: 150, putOff: false });
+    expect(compacted.lines[0].recordsAfter).toBeLessThan(compacted.lines[0].recordsBefore as number);
+    expect(cli(directory, ['feed', 'info', 'f']).lines[0]).toMatchObject({ feed: 'f', horizon: 150 });
+    const below = cli(directory, ['read', 'f', '--after', '100']);
+    expect(below.status).toBe(1);
+    expect(below.error).toMatchObject({ code: 'COMPACTED', horizon: 150 });
+    // The latest value of every key is what it was: from the start, over the compacted history.
+    const latest = cli(directory, ['read', 'f', '--mode', 'latest']);
+    expect(latest.lines.map((line) => line.key).sort()).toEqual(['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6']);
+    expect(latest.lines.every((line) => (line.version as number) > 193)).toBe(true);
+    expect(cli(directory, ['verify', 'f']).lines[0]).toMatchObject({ ok: true });
+  });
 });

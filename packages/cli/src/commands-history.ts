@@ -33,11 +33,26 @@ export function addHistoryCommands(program: Command): void {
 
   program
     .command('compact <feed>')
-    .description('merge adjacent sealed history segments into larger ones (every read stays as it was)')
-    .option('--merge', 'merging compaction (the default, and for now the only kind)')
-    .action((feedName: string) =>
+    .description('merge adjacent sealed history segments (--merge, the default), or keep only each key\'s winner up to a horizon (--keys --horizon C)')
+    .option('--merge', 'merging compaction: every read stays as it was (the default)')
+    .option('--keys', 'key compaction: below --horizon, only each key\'s winner as of it is kept')
+    .option('--horizon <commit>', 'with --keys: compact the segments wholly at or before this commit', integer('--horizon'))
+    .option('--force', 'with --keys: move the horizon past subscriptions that have not reached it')
+    .option('--drop-keyless', 'with --keys: drop records without a key too')
+    .action((feedName: string, options: { merge?: boolean; keys?: boolean; horizon?: number; force?: boolean; dropKeyless?: boolean }) =>
       withStore(program, async (store) => {
-        const result = await (await openFeed(store, feedName)).compact();
+        const feed = await openFeed(store, feedName);
+        if (!options.keys) {
+          if (options.horizon !== undefined || options.force || options.dropKeyless) {
+            throw new CommanderError(exitUsage, 'streamstack.usage', '--horizon, --force and --drop-keyless go with --keys');
+          }
+          await emit({ feed: feedName, ...(await feed.compact()) });
+          return;
+        }
+        if (options.merge || options.horizon === undefined) {
+          throw new CommanderError(exitUsage, 'streamstack.usage', 'compact --keys takes --horizon <commit> (and not --merge)');
+        }
+        const result = await feed.compactKeys({ horizon: options.horizon, force: options.force === true, keyless: options.dropKeyless ? 'drop' : 'keep' });
         await emit({ feed: feedName, ...result });
       })(),
     );

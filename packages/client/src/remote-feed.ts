@@ -18,8 +18,11 @@ import {
   type CommitRecords,
   type ExportManifest,
   type ExportOptions,
+  type KeyCompactionRequest,
+  type KeyCompactionResult,
   type FeedInfo,
   type LeaseGrant,
+  type MergeResult,
   type ReadOptions,
   type RetentionInfo,
   type RetentionPolicy,
@@ -229,6 +232,17 @@ export class RemoteFeed {
   export(options: ExportOptions): Promise<ExportManifest> {
     const { format, to, after, upTo, mode } = options;
     return this.transport.json('POST', `${this.path}/export`, { json: { format, to, after, upTo, mode } });
+  }
+
+  /** Merging compaction on the server (see the embedded `Feed.compact`). */
+  compact(): Promise<MergeResult> {
+    return this.transport.json('POST', `${this.path}/compact`, { json: {} });
+  }
+
+  /** Key compaction on the server up to `horizon` (see the embedded `Feed.compactKeys`; `signal` stays local). */
+  compactKeys(options: KeyCompactionRequest): Promise<KeyCompactionResult> {
+    const { horizon, force, keyless } = options;
+    return this.transport.json('POST', `${this.path}/compact-keys`, { json: { horizon, force, keyless } });
   }
 
   trim(options: { before?: number; force?: boolean } = {}): Promise<TrimResult> {

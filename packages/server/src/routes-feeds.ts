@@ -65,6 +65,24 @@ export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Au
     return (await ctx.feed(request.params.feed)).trim({ ...(before === undefined ? {} : { before: before as number }), ...(force === undefined ? {} : { force: force as boolean }) });
   });
 
+  app.post<{ Params: FeedParams }>('/v1/feeds/:feed/compact', { config: { operation: 'admin' }, schema: describe('history', 'merge adjacent sealed history segments (every read stays as it was)') }, async (request) => {
+    bodyObject(request.body ?? {});
+    return (await ctx.feed(request.params.feed)).compact();
+  });
+
+  app.post<{ Params: FeedParams }>(
+    '/v1/feeds/:feed/compact-keys',
+    { config: { operation: 'admin' }, schema: describe('history', 'key compaction up to a horizon: {"horizon", "force"?, "keyless"?: "keep" | "drop"}') },
+    async (request) => {
+      const { horizon, force, keyless } = bodyObject(request.body);
+      return (await ctx.feed(request.params.feed)).compactKeys({
+        horizon: horizon as number,
+        ...(force === undefined ? {} : { force: force as boolean }),
+        ...(keyless === undefined ? {} : { keyless: keyless as 'keep' | 'drop' }),
+      });
+    },
+  );
+
   app.get<{ Params: FeedParams }>('/v1/feeds/:feed/verify', { config: { operation: 'admin' }, schema: describe('feeds', "check the feed's CRCs, chain, manifests and WAL; repairs nothing") }, async (request) => {
     await ctx.feed(request.params.feed);
     const [result] = await ctx.store.verify(request.params.feed);
