@@ -61,7 +61,7 @@ describe('trim', () => {
     const head = feed.head()!.commit;
     // What readers see of the kept part, before the trim.
     const raw = shape(await collect(feed.read({ after: before - 1 })));
-    const filtered = shape(await collect(feed.read({ after: before - 1, types: ['even'], tags: ['all'] })));
+    const filtered = shape(await collect(feed.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })));
     const latest = shape(await collect(feed.read({ after: before - 1, mode: 'latest' })));
 
     const result = await feed.trim({ before });
@@ -84,7 +84,7 @@ describe('trim', () => {
     }
 
     expect(shape(await collect(feed.read({ after: before - 1 })))).toEqual(raw);
-    expect(shape(await collect(feed.read({ after: before - 1, types: ['even'], tags: ['all'] })))).toEqual(filtered);
+    expect(shape(await collect(feed.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })))).toEqual(filtered);
     expect(shape(await collect(feed.read({ after: before - 1, mode: 'latest' })))).toEqual(latest);
     // With no cursor a read starts at the low mark.
     const all = await collect(feed.read());
@@ -115,7 +115,7 @@ describe('trim', () => {
     const reopened = await openStore(directory, { kernels: tsKernels });
     const again = await reopened.feed('f');
     expect(again.info().lowMark).toBe(low);
-    expect(shape(await collect(again.read({ after: before - 1, types: ['even'], tags: ['all'] })))).toEqual([
+    expect(shape(await collect(again.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })))).toEqual([
       ...filtered,
       ...shape((await collect(again.read({ after: head }))).filter((record) => record.type === 'even')),
     ]);

@@ -23,6 +23,7 @@ import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/re
 import { feedDiskUse, type FeedDiskUse } from '../coordinator/disk-use.js';
 import {
   optionsOf,
+  readOptionNames,
   toCommit,
   validateCursor,
   validateMessage,
@@ -207,13 +208,13 @@ export class Feed {
    * for await (const record of feed.read({ after: 10, upTo: 20 })) console.log(record.commit); // 11 … 20
    */
   async *read(options: ReadOptions = {}): AsyncGenerator<StoredRecord> {
-    options = optionsOf(options, 'feed.read');
+    options = optionsOf(options, 'feed.read', readOptionNames);
     for await (const batch of this.readBatches(options)) yield* batch;
   }
 
   /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
   readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
-    options = optionsOf(options, 'feed.readBatches');
+    options = optionsOf(options, 'feed.readBatches', readOptionNames);
     return this.reads.batches({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
   }
 
@@ -228,7 +229,7 @@ export class Feed {
    * }
    */
   readColumns(options: ReadOptions = {}): AsyncGenerator<ColumnBatch> {
-    options = optionsOf(options, 'feed.readColumns');
+    options = optionsOf(options, 'feed.readColumns', readOptionNames);
     return this.reads.columns({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
   }
 

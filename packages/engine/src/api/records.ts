@@ -221,10 +221,22 @@ export function validateCursor(value: unknown, name: string): number | undefined
  * A method's options argument: undefined stands for none; anything but a plain object (null, a
  * number, an array) is refused with `INVALID_ARGUMENT` rather than failing later as a TypeError.
  */
-export function optionsOf<T extends object>(value: T | undefined, method: string): T {
+export function optionsOf<T extends object>(value: T | undefined, method: string, known?: readonly string[]): T {
   if (value === undefined) return {} as T;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new StreamStackError('INVALID_ARGUMENT', `${method} takes an options object, not ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
   }
+  // A misspelt or misplaced option (`types` beside `filter`, say) would otherwise be ignored
+  // without a word, and the call would answer something other than what was asked.
+  if (known) {
+    for (const name of Object.keys(value)) {
+      if (!known.includes(name)) {
+        throw new StreamStackError('INVALID_ARGUMENT', `${method} takes { ${known.join(', ')} }, not ${JSON.stringify(name)}`, { details: { field: name } });
+      }
+    }
+  }
   return value;
 }
+
+/** The options a feed read takes (`ReadOptions`). */
+export const readOptionNames = ['after', 'upTo', 'mode', 'dedupScope', 'filter', 'plan', 'limit', 'signal'] as const;
