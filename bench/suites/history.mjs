@@ -25,7 +25,14 @@
 // before and after, and the event loop's largest delay while it runs (limit 50 ms). The merged
 // feed's RAW scan must still count every record kept, and `get` must answer the same.
 //
-// STREAMSTACK_BENCH_HISTORY_CASES (default `export,retention,merge`) runs a part of the suite.
+// Key compaction, on a feed of its own (`keys`) of the same size: each key updated 10 times
+// (records/10 keys, each update a 200-byte JSON state with a type and three tags, the updates of
+// a key spread across the whole history), compacted up to its head. The figures: its rate
+// (records read and rewritten per second), disk bytes after / before (`feed.diskUse().bytes`,
+// target ≤ 15%), records left, and the event loop's largest delay while it runs (limit 50 ms).
+// Every key's latest value must read back the same.
+//
+// STREAMSTACK_BENCH_HISTORY_CASES (default `export,retention,merge,keys`) runs a part of the suite.
 import fs from 'node:fs';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -41,7 +48,7 @@ const samples = Number(process.env.STREAMSTACK_BENCH_HISTORY_SAMPLES ?? 3);
 /** The disk baseline writes in pieces of this many bytes, then fsyncs. */
 const diskWriteBytes = 4 * 1024 * 1024;
 const targets = { ndjson: 0.5, arrow: 0.5, parquet: 0.25 };
-const cases = new Set((process.env.STREAMSTACK_BENCH_HISTORY_CASES ?? 'export,retention,merge').split(','));
+const cases = new Set((process.env.STREAMSTACK_BENCH_HISTORY_CASES ?? 'export,retention,merge,keys').split(','));
 /** The store's clock moves this far between commits, so the history spans a known time range. */
 const commitSpacingMs = 3_600_000;
 /** The issue's limit on the event loop's delay while background history work runs. */
@@ -128,6 +135,7 @@ export async function run() {
   }
   if (cases.has('retention')) await retentionByAge(suite, feed);
   if (cases.has('merge')) await mergeSegments(suite, feed);
+  if (cases.has('keys')) await compactKeys(suite, store);
   suite.ratio('records', recordCount, undefined, 'records');
   await store.close();
   suite.finish();
@@ -226,4 +234,72 @@ async function mergeSegments(suite, feed) {
   suite.ratio('merge: disk bytes after / before', afterDisk.bytes / beforeDisk.bytes);
   suite.ratio('merge: event loop largest delay', delayMaxMs, undefined, 'ms');
   suite.ratio(`merge: ${eventLoopDelayMsMax} ms / event loop's largest delay`, eventLoopDelayMsMax / delayMaxMs, 1);
+}
+
+/** Updates of `keyCount` keys, `updatesPerKey` each, spread over the history: record n updates key n % keyCount. */
+function keyedUpdates(start, count, keyCount) {
+  const records = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const n = start + i;
+    const key = n % keyCount;
+    const head = `{"account":${key},"update":${Math.floor(n / keyCount)},"balance":${(n * 7919) % 100_000},"note":"`;
+    records[i] = {
+      payload: head + 'x'.repeat(Math.max(0, 198 - head.length)) + '"}',
+      key: `account-${key}`,
+      type: types[n % types.length],
+      tags: [`region:${key % 16}`, `tier:${key % 3}`, `batch:${Math.floor(n / streamRecords)}`],
+    };
+  }
+  return records;
+}
+
+const types = ['opened', 'deposit', 'withdrawal', 'transfer', 'fee', 'interest', 'hold', 'release'];
+
+/** Key compaction of a feed where every key was updated 10 times: rate, bytes left, event loop. */
+async function compactKeys(suite, store) {
+  const updatesPerKey = 10;
+  const keyCount = Math.floor(recordCount / updatesPerKey);
+  const feed = await store.createFeed('keys');
+  process.stderr.write(`  writing ${recordCount} keyed updates, ${keyCount} keys (untimed)\n`);
+  for (let start = 0; start < recordCount; start += streamRecords) {
+    const { token } = await feed.acquireLease({ holder: 'bench' });
+    const stream = await feed.openStream({ token });
+    const end = Math.min(recordCount, start + streamRecords);
+    for (let at = start; at < end; at += batchRecords) await stream.append(keyedUpdates(at, Math.min(batchRecords, end - at), keyCount), { token });
+    await stream.seal({ token });
+    await feed.releaseLease({ token });
+  }
+  await feed.writer.idle();
+  const probes = [0, Math.floor(keyCount / 2), keyCount - 1].map((key) => `account-${key}`);
+  const expected = await Promise.all(probes.map((key) => feed.get(key)));
+  const beforeDisk = feed.diskUse();
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  const started = performance.now();
+  const result = await feed.compactKeys({ horizon: feed.info().commits });
+  const seconds = (performance.now() - started) / 1000;
+  await feed.writer.idle();
+  delay.disable();
+  const afterDisk = feed.diskUse();
+  if (result.putOff || result.segmentsCompacted === 0) throw new Error(`the key compaction did nothing: ${JSON.stringify(result)}`);
+  const answers = await Promise.all(probes.map((key) => feed.get(key)));
+  for (const [index, answer] of answers.entries()) {
+    if (answer?.position !== expected[index]?.position) throw new Error(`after key compaction, get(${probes[index]}) answered ${answer?.position}, not ${expected[index]?.position}`);
+  }
+  let latest = 0;
+  for await (const batch of feed.readColumns({ mode: 'latest' })) latest += batch.length;
+  if (latest !== keyCount) throw new Error(`after key compaction, the latest read found ${latest} keys, not ${keyCount}`);
+  let left = 0;
+  for await (const batch of feed.readColumns()) left += batch.length;
+  const delayMaxMs = delay.max / 1e6;
+  process.stderr.write(
+    `  key compaction: ${result.recordsBefore} → ${result.recordsAfter} records in ${result.segmentsCompacted} segments, ${seconds.toFixed(1)} s ` +
+      `(${(result.recordsBefore / seconds / 1e3).toFixed(0)}k records/s); ${beforeDisk.bytes} → ${afterDisk.bytes} bytes on disk ` +
+      `(${((100 * afterDisk.bytes) / beforeDisk.bytes).toFixed(1)}%); ${left} records left in the feed; event loop max delay ${delayMaxMs.toFixed(1)} ms\n`,
+  );
+  suite.ratio('key compaction: records compacted per second', result.recordsBefore / seconds, undefined, 'records/s');
+  suite.ratio('key compaction: records left / written', left / recordCount);
+  suite.ratio('key compaction: 0.15 / (disk bytes after / before)', 0.15 / (afterDisk.bytes / beforeDisk.bytes), 1);
+  suite.ratio('key compaction: event loop largest delay', delayMaxMs, undefined, 'ms');
+  suite.ratio(`key compaction: ${eventLoopDelayMsMax} ms / event loop's largest delay`, eventLoopDelayMsMax / delayMaxMs, 1);
 }
