@@ -55,6 +55,8 @@ export type ErrorCode =
   | 'NOT_FOUND'
   | 'REQUEST_TOO_LARGE'
   | 'UNAVAILABLE'
+  // An append whose Content-Type is not its stream's (the Durable Streams route).
+  | 'CONTENT_TYPE_MISMATCH'
   // A broken invariant inside StreamStack itself (a bug): never expected, always reported.
   | 'INTERNAL';
 

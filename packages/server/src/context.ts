@@ -3,7 +3,7 @@
  * metrics, the drain signal that ends live reads at shutdown, and the live-read settings.
  */
 import type { FastifyRequest } from 'fastify';
-import type { Feed, Store } from '@streamstack/engine';
+import { isStreamStackError, type Feed, type Store } from '@streamstack/engine';
 import type { Operation } from './auth.js';
 import type { ServerMetrics } from './metrics.js';
 
@@ -31,9 +31,23 @@ export class ServerContext {
     return feed;
   }
 
-  /** The feeds this server has opened so far. */
+  /** Forgets feed `name` (it was deleted): the metrics no longer look it up. */
+  forget(name: string): void {
+    this.opened.delete(name);
+  }
+
+  /** The feeds this server has opened so far and that are still there. */
   async openFeeds(): Promise<Feed[]> {
-    return Promise.all([...this.opened].map((name) => this.store.feed(name)));
+    const feeds = await Promise.all(
+      [...this.opened].map((name) =>
+        // A feed deleted since (the Durable Streams route deletes them) is left out, not an error.
+        this.store.feed(name).catch((error: unknown) => {
+          if (isStreamStackError(error, 'FEED_NOT_FOUND')) return undefined;
+          throw error;
+        }),
+      ),
+    );
+    return feeds.filter((feed): feed is Feed => feed !== undefined);
   }
 
   /** Aborts when the server starts draining: live reads end so that close can finish. */

@@ -34,6 +34,8 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   TYPE_LIMIT: 409,
   // SAME_BATCH is a conflict that a retry settles at once (sent with `Retry-After: 0`).
   SAME_BATCH: 409,
+  // A Durable Streams append of another type than its stream's (the protocol answers 409).
+  CONTENT_TYPE_MISMATCH: 409,
   // Failed preconditions: the fencing token, the expected seq, the append condition.
   FENCED: 412,
   LEASE_EXPIRED: 412,

@@ -13,3 +13,6 @@ export { Authorizer, hashToken, loadTokenFile, parseTokenFile } from './auth.js'
 export type { Operation, TokenGrant } from './auth.js';
 export { errorBody, errorHeaders, errorStatuses, statusOf } from './http-errors.js';
 export type { LiveSettings } from './context.js';
+export { durableStreamDefaults } from './routes-durable-streams.js';
+export type { DurableStreamSettings } from './routes-durable-streams.js';
+export { feedStreamName, streamFeedName } from './durable-stream-names.js';

@@ -1,8 +1,9 @@
 /** The read path: commits, reads after a cursor (long-poll with `wait=`), one commit, `get`. */
 import type { FastifyInstance } from 'fastify';
-import { recordLine, StreamStackError, type Feed, type ReadOptions } from '@streamstack/engine';
+import { recordLine, StreamStackError, type ReadOptions } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { followOverSse, wantsEventStream } from './live-sse.js';
+import { closedSignal, waitForCommit } from './live-wait.js';
 import { sendLines } from './ndjson.js';
 import { choice, integer, integerText, jsonParameter, many, numberText, plans, readModes, single, type QueryParams } from './request-params.js';
 import { describe, querySchema } from './route-schemas.js';
@@ -33,33 +34,6 @@ function readOptionsOf(query: QueryParams): ReadOptions {
     ...(dedupScope === undefined ? {} : { dedupScope }),
     ...(types.length > 0 || tags.length > 0 ? { filter: { ...(types.length > 0 ? { types } : {}), ...(tags.length > 0 ? { tags } : {}) } } : {}),
   };
-}
-
-/**
- * Waits up to `seconds` for a commit after `after`, or until the request or the server goes
- * away; true when one came. The engine's follow loop does the waiting, so a commit published
- * between the caller's read and this wait is not missed.
- */
-async function waitForCommit(feed: Feed, after: number, seconds: number, signals: AbortSignal[]): Promise<boolean> {
-  const timeout = new AbortController();
-  const timer = setTimeout(() => timeout.abort(), seconds * 1000);
-  const signal = AbortSignal.any([timeout.signal, ...signals]);
-  try {
-    for await (const _ of feed.follow({ after, signal })) return true;
-    return false;
-  } catch (error) {
-    if (signal.aborted) return false;
-    throw error;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** An AbortSignal that aborts when the client of `raw` goes away before its response is done. */
-export function closedSignal(raw: import('node:http').ServerResponse): AbortSignal {
-  const controller = new AbortController();
-  raw.once('close', () => controller.abort());
-  return controller.signal;
 }
 
 export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
@@ -113,7 +87,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
       if (wait !== undefined && wait > 0 && (feed.head()?.commit ?? 0) <= after) {
         ctx.metrics.liveReaders.inc({ kind: 'long-poll' });
         try {
-          await waitForCommit(feed, after, wait, [ctx.drainSignal, closedSignal(reply.raw)]);
+          await waitForCommit(feed, after, wait * 1000, [ctx.drainSignal, closedSignal(reply.raw)]);
         } finally {
           ctx.metrics.liveReaders.dec({ kind: 'long-poll' });
         }

@@ -19,6 +19,7 @@ import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from '.
 import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { ServerMetrics } from './metrics.js';
 import { ndjsonType } from './ndjson.js';
+import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
 import { addReadRoutes } from './routes-read.js';
@@ -45,6 +46,8 @@ export interface ServerOptions {
   readonly exportDirectory?: string;
   /** SSE heartbeat interval and the longest long-poll. */
   readonly live?: Partial<LiveSettings>;
+  /** The Durable Streams route's long-poll wait, SSE connection length, expiry sweep and read size. */
+  readonly durableStreams?: Partial<DurableStreamSettings>;
 }
 
 export const bodyLimitDefault = 64 * 1024 * 1024;
@@ -126,6 +129,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addReadRoutes(app, ctx);
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
+  await addDurableStreamRoutes(app, ctx, auth, bodyLimit, { ...durableStreamDefaults, ...options.durableStreams });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),

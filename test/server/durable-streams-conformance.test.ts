@@ -1,0 +1,63 @@
+/**
+ * The Durable Streams conformance suite (@durable-streams/server-conformance-tests, pinned at
+ * 0.3.6) against the compatibility route, `/ds/v1/stream/{name}` (docs/http.md): one server
+ * over a fresh store, its long-poll cut to half a second so that the suite's waits are short.
+ *
+ * The suite has no hook to skip or expect failures, so this file decides per test in a
+ * `beforeEach` over the suite's own task tree: the fork groups are skipped (forks are not
+ * served yet), and a test listed in `expectedFailures` is marked to fail, so that it passing
+ * fails the run and the list cannot go stale. Each entry says why it is there.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
+import type { RunnerTask, TestContext } from 'vitest';
+import { runConformanceTests } from '@durable-streams/server-conformance-tests';
+import { Store } from '../../packages/engine/src/index.js';
+import { createServer, type StreamStackServer } from '../../packages/server/src/index.js';
+
+/** Groups the suite runs that this server does not serve yet: forks (issue 14, phase 2). */
+const skippedGroup = /^Fork - /;
+
+/**
+ * Tests expected to fail, by their path in the suite (`Group > … > test`), each with its reason.
+ * None today: every test outside the fork groups passes.
+ */
+const expectedFailures = new Map<string, string>([]);
+
+/** The server's long-poll wait: short, so that the suite's timed-out polls answer quickly. */
+const longPollMs = 500;
+
+const config = { baseUrl: '', longPollTimeoutMs: 4 * longPollMs };
+let server: StreamStackServer | undefined;
+let directory: string | undefined;
+
+beforeAll(async () => {
+  directory = fs.mkdtempSync(path.join(os.tmpdir(), 'streamstack-ds-conformance-'));
+  server = await createServer({ store: await Store.open(directory), logger: false, durableStreams: { longPollMs } });
+  config.baseUrl = `${await server.listen({ port: 0 })}/ds`;
+});
+
+afterAll(async () => {
+  await server?.close();
+  if (directory) fs.rmSync(directory, { recursive: true, force: true });
+});
+
+/** The names of the groups around `task`, outermost first, and its own name last. */
+function pathOf(task: RunnerTask): string[] {
+  const names: string[] = [];
+  for (let at: RunnerTask | undefined = task; at && at !== task.file; at = at.suite) names.unshift(at.name);
+  return names;
+}
+
+beforeEach((context: TestContext) => {
+  const names = pathOf(context.task);
+  // The outermost group is this file's own describe below.
+  if (names.some((name) => skippedGroup.test(name))) context.skip('forks are not served yet (issue 14, phase 2)');
+  if (expectedFailures.has(names.slice(1).join(' > '))) (context.task as { fails?: boolean }).fails = true;
+});
+
+describe('Durable Streams conformance (suite 0.3.6)', () => {
+  runConformanceTests(config);
+});
