@@ -14,6 +14,7 @@
  * same way.
  */
 import { StreamStackError } from '../errors.js';
+import { yieldEverySlice } from '../event-loop.js';
 import { mergedSegmentBytesMax } from '../limits.js';
 import { fingerprintKey, type RetiredFingerprint } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
@@ -93,6 +94,9 @@ export class KeyCompaction {
     const derived = this.context.derived();
     // As for a trim: every published commit is in the indexes before the plan is made.
     while (!derived.indexedAll) await derived.caughtUp();
+    // The last finished segment's index file and dictionaries are built before it is planned for.
+    await derived.flushed();
+    while (!derived.indexedAll) await derived.caughtUp();
     const commits = history.commits;
     const pin = this.lowestBelow(request.horizon, subscriptions);
     const horizon = pin && !request.force ? pin.cursor : request.horizon;
@@ -141,15 +145,16 @@ export class KeyCompaction {
 
   /**
    * The sealed segments whose commits all lie at or before `horizon`, oldest first, stopping at
-   * the first that does not (or that corruption damaged). The two newest segments are never
-   * rewritten: the active one, and the last finished one, whose derived files may be in the making.
+   * the first that does not (or that corruption damaged, or whose summary is not written yet).
+   * The active segment is never rewritten; the last finished one may be, once its derived files
+   * are built (the caller waits for them).
    */
   private segmentsUpTo(horizon: number): SegmentFile[] {
     const { history, merges } = this.context;
     const segments = history.segments.segments;
     const lostStarts = new Set(history.commits.lost.map((commit) => commit.firstPosition));
     const out: SegmentFile[] = [];
-    for (let at = 0; at + 2 < segments.length; at++) {
+    for (let at = 0; at + 1 < segments.length; at++) {
       const lastCommit = segments[at + 1].header.baseCommit - 1;
       if (lastCommit > horizon || merges.damaged(segments[at], lostStarts)) break;
       out.push(segments[at]);
@@ -174,7 +179,10 @@ export class KeyCompaction {
     return async (commit, records, retiredBefore) => {
       const kept: PublishedRecord[] = [];
       const dropped: PublishedRecord[] = [];
-      for (const record of records) {
+      for (const [index, record] of records.entries()) {
+        // Winners found in memory answer in microtasks, which alone never let the event loop turn.
+        const pause = yieldEverySlice(index);
+        if (pause) await pause;
         if (record.key === undefined) {
           (keyless === 'keep' ? kept : dropped).push(record);
           continue;

@@ -9,8 +9,9 @@ import fs from 'node:fs';
 import { segmentFile } from '../storage/segment-set.js';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
+import { eventLoopSliceRecords, indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import { buildIndexDataOffThread } from './index-builder.js';
+import { yieldToEventLoop } from '../event-loop.js';
 import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
 import type { CommitRun, History } from '../storage/history-log.js';
 import type { ManifestEntry } from '../storage/records.js';
@@ -315,7 +316,14 @@ export class FeedIndex {
   /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
   private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
     const tail = new TailIndex(slot.base);
+    let sinceYield = 0;
     for await (const run of this.history.readRuns(slot.commits())) {
+      // A segment of large commits is read run by run, and the event loop turns between them.
+      sinceYield += run.entries.length;
+      if (sinceYield >= eventLoopSliceRecords) {
+        sinceYield = 0;
+        await yieldToEventLoop();
+      }
       const { commit } = run;
       run.entries.forEach((entry, at) => {
         // Positions no entry holds (corruption took them, or key compaction dropped them).
@@ -324,7 +332,9 @@ export class FeedIndex {
       });
       while (tail.base + tail.count <= commit.lastPosition) tail.add(undefined, [], unreadableLocator);
     }
-    const data = buildIndexData(this.kernels, tail.source());
+    // Built on the index worker (as a finished tail's is): a segment's FST and posting lists
+    // take long enough to stall every read and append were they built here.
+    const data = await buildIndexDataOffThread(this.kernels, tail.source());
     const file = this.fileFor(slot.base);
     if (!this.readOnly && !slot.gaps) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
     if (slot.gaps) slot.resident = new SealedIndex(this.kernels, data);
