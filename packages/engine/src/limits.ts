@@ -321,6 +321,13 @@ export const exportNdjsonWriteBytes = 1024 * 1024;
 export const mergeGroupBytesTarget = 4 * 1024 * 1024;
 
 /**
+ * Key compaction turns the event loop every this many records while it decides which to keep:
+ * each decision is a key-index lookup of several microseconds, mostly answered from memory
+ * (microtasks alone never let timers or I/O in), so a slice of 1,024 is a few milliseconds.
+ */
+export const compactionLookupSliceRecords = 1024;
+
+/**
  * A merge joins adjacent sealed segments while the merged one stays at most this size: large
  * enough that a feed of billions of records has a few thousand files, small enough that one
  * merge (which rewrites its segments) takes seconds, and that a merged segment's index files and

@@ -287,6 +287,10 @@ export class KeyIndex {
         if (first && commit.retired.length > 0) {
           for (const retired of await this.history.readRetired(commit, runs[index])) {
             keys.add(fingerprintKey(retired.fingerprint), commit.firstPosition + retired.seq - 1, 0, false, retiredLocator);
+            if (++sinceYield >= keyBuildYieldKeys) {
+              sinceYield = 0;
+              await yieldToEventLoop();
+            }
           }
         }
       }
@@ -596,6 +600,8 @@ export class KeyIndex {
     const file = this.fileFor(slot.base);
     try {
       for (let ordinal = 0; ordinal < slot.head!.keys; ordinal++) {
+        // A segment holds hundreds of thousands of fingerprints: reads go on meanwhile.
+        if (ordinal > 0 && ordinal % keyBuildYieldKeys === 0) await yieldToEventLoop();
         const relative = winnerAt(table, ordinal, file).position - slot.base;
         if (relative >= 0 && relative < slot.count) firsts[relative >>> 3] |= 1 << (relative & 7);
       }

@@ -356,7 +356,7 @@ export async function buildCommitRun(
     start = end;
   }
 
-  const retired = compacted ? writeRetiredFrames(builder, input.retired ?? [], frameDataBytesMax).map((offset) => offset - runStart) : [];
+  const retired = compacted ? (await writeRetiredFrames(builder, input.retired ?? [], frameDataBytesMax)).map((offset) => offset - runStart) : [];
   const span = input.span ?? input.records.length;
   // Where the run lands is not known yet: the caller makes the placed record once it is.
   const commit = commitRecord(
@@ -410,7 +410,7 @@ function retiredFrameBytesTarget(frameDataBytesMax: number): number {
  * Lays out retired fingerprints as frames (`varint count`, then per fingerprint `varint seq`,
  * `varint length` and its bytes); returns each frame's offset in the builder.
  */
-function writeRetiredFrames(builder: FrameBuilder, retired: readonly RetiredFingerprint[], frameDataBytesMax: number): number[] {
+async function writeRetiredFrames(builder: FrameBuilder, retired: readonly RetiredFingerprint[], frameDataBytesMax: number): Promise<number[]> {
   const offsets: number[] = [];
   const target = retiredFrameBytesTarget(frameDataBytesMax);
   for (let start = 0; start < retired.length; ) {
@@ -421,7 +421,12 @@ function writeRetiredFrames(builder: FrameBuilder, retired: readonly RetiredFing
       end++;
     }
     const writer = builder.begin(FrameKind.Retired, false).varint(end - start);
-    for (let index = start; index < end; index++) writer.varint(retired[index].seq).bytes(retired[index].fingerprint);
+    for (let index = start; index < end; index++) {
+      // A compacted run may retire a hundred thousand in one frame: the frame is open in the
+      // builder, and nothing else touches it meanwhile.
+      if (index > start && (index - start) % eventLoopSliceRecords === 0) await yieldToEventLoop();
+      writer.varint(retired[index].seq).bytes(retired[index].fingerprint);
+    }
     offsets.push(builder.end());
     start = end;
   }

@@ -29,6 +29,7 @@ const runsReadBytesMax = 8 * 1024 * 1024;
 import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type PublishedRecord } from './records.js';
 import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
+import { yieldEverySlice, yieldToEventLoop } from '../event-loop.js';
 import type { Corruption } from './runs.js';
 import { removeSegmentFilesBelow, segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
@@ -602,7 +603,9 @@ export class History {
       const out: RetiredFingerprint[] = [];
       for (const frame of frames) {
         if (frame.kind !== FrameKind.Retired) continue;
-        out.push(...readRetiredFrame(bytes, frame, `retired fingerprints at ${segment.file}:${commit.runStart + frame.offset}`));
+        for (const retired of readRetiredFrame(bytes, frame, `retired fingerprints at ${segment.file}:${commit.runStart + frame.offset}`)) out.push(retired);
+        // A frame holds thousands; a compacted segment may hold millions.
+        await yieldToEventLoop();
       }
       let previous = 0;
       for (const item of out) {
@@ -686,6 +689,9 @@ export class History {
       const entries = reader.u32();
       if (count + entries > commit.entries) break;
       for (let index = 0; index < entries; index++) {
+        // A run of 100,000 records is decoded a slice at a time: reads and appends go on.
+        const pause = yieldEverySlice(count);
+        if (pause) await pause;
         records[count] = readPublishedRecord(
           reader,
           run,
