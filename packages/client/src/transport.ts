@@ -4,7 +4,7 @@
  * as the `StreamStackError` the server sent (same code, message and details), so code that
  * catches embedded errors catches remote ones unchanged.
  *
- * Not the global fetch by default: under concurrent appends it costs the client about eight
+ * Not the global fetch by default: under concurrent appends it costs the client four to eight
  * times the CPU of node:http per request (web streams, abort signals, a body stream per request;
  * `pnpm bench server` measures it), and a producer's CPU is what its appends wait on.
  */
