@@ -24,6 +24,43 @@ export function machine() {
   };
 }
 
+/** The value below which `fraction` of the sorted `values` lie. */
+export function quantile(sorted, fraction) {
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))];
+}
+
+/**
+ * Runs `workers` loops of `operation` for `seconds`. Returns operations per second, each
+ * operation's latency (ms, sorted), and the CPU the main thread (event-loop utilization) and the
+ * whole process spent per operation (µs).
+ */
+export async function timedConcurrent(seconds, workers, operation) {
+  const deadline = performance.now() + seconds * 1000;
+  const latencies = [];
+  const loop = performance.eventLoopUtilization();
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: workers }, async (_, worker) => {
+      while (performance.now() < deadline) {
+        const begun = performance.now();
+        await operation(worker);
+        latencies.push(performance.now() - begun);
+      }
+    }),
+  );
+  const elapsedMs = performance.now() - started;
+  const { active } = performance.eventLoopUtilization(loop);
+  const used = process.cpuUsage(cpu);
+  latencies.sort((a, b) => a - b);
+  return {
+    perSecond: latencies.length / (elapsedMs / 1000),
+    latencies,
+    mainThreadMicros: (active * 1000) / latencies.length,
+    processMicros: (used.user + used.system) / latencies.length,
+  };
+}
+
 export class Suite {
   constructor(name) {
     this.name = name;

@@ -38,6 +38,21 @@ export function makeRecords(start, count) {
   return records;
 }
 
+const channels = ['web', 'mobile', 'partner'];
+
+/**
+ * `makeRecords` with the tags an ingest service attaches to its events: one of 5,000 customers,
+ * one of 12 regions and one of 3 channels, so tags repeat across records as real ones do.
+ */
+export function makeTaggedRecords(start, count) {
+  const records = makeRecords(start, count);
+  for (let i = 0; i < count; i++) {
+    const n = start + i;
+    records[i].tags = [`customer:${n % 5000}`, `region:${n % 12}`, `channel:${channels[n % channels.length]}`];
+  }
+  return records;
+}
+
 /** better-sqlite3 in WAL mode with synchronous=FULL: every commit is fsync'd. */
 export function openSqlite(directory) {
   const db = new Database(path.join(directory, 'bench.sqlite'));

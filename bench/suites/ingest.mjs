@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadKernels, Store } from '@streamstack/engine';
-import { Suite } from '../harness.mjs';
+import { quantile, Suite, timedConcurrent } from '../harness.mjs';
 import { makeRecords, openLmdbStore, openSqlite, temporaryDirectory } from '../workload.mjs';
 
 const batchSizes = [1, 10, 100, 1000];
@@ -70,43 +70,6 @@ function preparedFile(directory, mode, bytes) {
     fs.closeSync(fd);
   } else fs.writeFileSync(file, '');
   return fs.openSync(file, 'r+');
-}
-
-/** The value below which `fraction` of the sorted `values` lie. */
-function quantile(sorted, fraction) {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))];
-}
-
-/**
- * Runs `workers` loops of `operation` for `seconds`. Returns operations per second, each
- * operation's latency (ms, sorted), and the CPU the main thread (event-loop utilization) and the
- * whole process spent per operation (µs).
- */
-async function timedConcurrent(seconds, workers, operation) {
-  const deadline = performance.now() + seconds * 1000;
-  const latencies = [];
-  const loop = performance.eventLoopUtilization();
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: workers }, async (_, worker) => {
-      while (performance.now() < deadline) {
-        const begun = performance.now();
-        await operation(worker);
-        latencies.push(performance.now() - begun);
-      }
-    }),
-  );
-  const elapsedMs = performance.now() - started;
-  const { active } = performance.eventLoopUtilization(loop);
-  const used = process.cpuUsage(cpu);
-  latencies.sort((a, b) => a - b);
-  return {
-    perSecond: latencies.length / (elapsedMs / 1000),
-    latencies,
-    mainThreadMicros: (active * 1000) / latencies.length,
-    processMicros: (used.user + used.system) / latencies.length,
-  };
 }
 
 /** The machine's fsync time: single one-page durable writes into a preallocated file (ms, sorted). */

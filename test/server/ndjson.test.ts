@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { StreamStackError } from '../../packages/engine/src/index.js';
+import { readRecordLines, StreamStackError } from '../../packages/engine/src/index.js';
 import { createServer } from '../../packages/server/src/index.js';
-import { sendLines } from '../../packages/server/src/ndjson.js';
+import { recordsOfBody, sendLines } from '../../packages/server/src/ndjson.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
 describe('NDJSON answers', () => {
@@ -38,5 +38,27 @@ describe('NDJSON answers', () => {
       { a: 1 },
       { error: { code: 'CORRUPT', message: 'a frame failed its CRC', file: 'x', offset: 7 } },
     ]);
+  });
+});
+
+describe('NDJSON request bodies', () => {
+  it("read as the engine's line reader reads them: CRLF, byte-order marks, blank lines, bad lines and bad UTF-8", async () => {
+    const text = [
+      '',
+      '\n',
+      '{"payload":"a"}',
+      '\r\n{"payload":"a","key":"k"}\r\n\r\n',
+      '\uFEFF{"payload":"a"}\n\uFEFF{"payload":"b"}',
+      '\uFEFF\uFEFF{"payload":"a"}',
+      '\uFEFF\r\n{"payload":"é","tags":["x"]}\n  \n{"payloadBase64":"AAE="}',
+      '{"payload":"a"}\n{bad',
+      '{"payload":"a"}\n{"pay":1}',
+      '\r',
+    ];
+    const bodies = [...text.map((body) => Buffer.from(body)), Buffer.concat([Buffer.from('{"payload":"a"}\n'), Buffer.from([0xff, 0xfe]), Buffer.from('\n')])];
+    const outcome = (promise: Promise<unknown>) => promise.then((records) => ({ records }), (error: StreamStackError) => ({ code: error.code, message: error.message }));
+    for (const body of bodies) {
+      expect(await outcome(recordsOfBody(body)), JSON.stringify(body.toString())).toEqual(await outcome(readRecordLines([body])));
+    }
   });
 });

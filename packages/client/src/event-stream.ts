@@ -8,7 +8,7 @@ export interface ServerEvent {
   readonly data: string;
 }
 
-export async function* serverEvents(body: AsyncIterable<Uint8Array>): AsyncGenerator<ServerEvent> {
+export async function* serverEvents(body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): AsyncGenerator<ServerEvent> {
   const decoder = new TextDecoder();
   let buffered = '';
   let fields: { id?: string; event?: string; data: string[] } = { data: [] };

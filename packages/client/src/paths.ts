@@ -37,6 +37,9 @@ export function recordLines(records: unknown): Record<string, unknown>[] {
     const { payload, fingerprint } = record as AppendRecord;
     if (typeof payload !== 'string' && !(payload instanceof Uint8Array)) throw invalid('payload', 'must be a Uint8Array or a string');
     if (fingerprint !== undefined && typeof fingerprint !== 'string' && !(fingerprint instanceof Uint8Array)) throw invalid('fingerprint', 'must be a Uint8Array or a string');
+    // A record with no bytes in it is its own line: JSON gives it the same fields, without the
+    // copy that turning bytes into base64 needs.
+    if (typeof payload === 'string' && !(fingerprint instanceof Uint8Array)) return record as Record<string, unknown>;
     return appendRecordLine(record as AppendRecord);
   });
 }

@@ -34,7 +34,7 @@ import { serverEvents } from './event-stream.js';
 import { conditionQuery, feedPath, readQuery, recordLines } from './paths.js';
 import { RemoteStream } from './remote-stream.js';
 import { RemoteSubscription } from './remote-subscription.js';
-import { errorFromBody, type Transport } from './transport.js';
+import { errorFromBody, type Answer, type Transport } from './transport.js';
 
 /** How long `follow` waits before it reconnects a dropped event stream. */
 const reconnectMs = 250;
@@ -176,7 +176,7 @@ export class RemoteFeed {
       // connection does not become a busy loop.
       if (attempt > 0) await abortableDelay(reconnectMs, signal);
       signal?.throwIfAborted();
-      let response: Response;
+      let response: Answer;
       try {
         response = await this.transport.send('GET', `${this.path}/records`, {
           query: { after: cursor },
@@ -190,7 +190,7 @@ export class RemoteFeed {
       }
       failures = 0;
       try {
-        for await (const event of serverEvents(response.body as unknown as AsyncIterable<Uint8Array>)) {
+        for await (const event of serverEvents(response.body ?? [])) {
           if (event.event === 'error') throw errorFromBody(JSON.parse(event.data), 200);
           if (event.event !== 'commit') continue;
           const { commit, records } = JSON.parse(event.data) as { commit: Commit; records: Record<string, unknown>[] };

@@ -71,9 +71,10 @@ export class RemoteStore {
     return results;
   }
 
-  /** Marks the store closed: later calls fail with `CLOSED`. The server and its data stay up. */
+  /** Marks the store closed: later calls fail with `CLOSED`, idle connections close. The server and its data stay up. */
   async close(): Promise<void> {
     this.closed = true;
+    this.transport.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

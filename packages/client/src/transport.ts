@@ -1,8 +1,15 @@
 /**
- * Requests to a StreamStack server over Node's fetch: JSON and NDJSON bodies, query parameters,
- * the bearer token, and failures rebuilt as the `StreamStackError` the server sent (same code,
- * message and details), so code that catches embedded errors catches remote ones unchanged.
+ * Requests to a StreamStack server over node:http with keep-alive connections (or a fetch the
+ * caller gives): JSON and NDJSON bodies, query parameters, the bearer token, and failures rebuilt
+ * as the `StreamStackError` the server sent (same code, message and details), so code that
+ * catches embedded errors catches remote ones unchanged.
+ *
+ * Not the global fetch by default: under concurrent appends it costs the client four to eight
+ * times the CPU of node:http per request (web streams, abort signals, a body stream per request;
+ * `pnpm bench server` measures it), and a producer's CPU is what its appends wait on.
  */
+import http from 'node:http';
+import https from 'node:https';
 import { byteLines, StreamStackError, type ErrorCode } from '@streamstack/engine';
 
 export type QueryInput = Record<string, string | number | boolean | readonly string[] | undefined>;
@@ -20,8 +27,79 @@ export interface RequestOptions {
 export interface TransportOptions {
   /** A bearer token, for a server with a token file. */
   readonly token?: string;
-  /** The fetch to use (default: the global one). */
+  /** A fetch to send requests with, instead of node:http. */
   readonly fetch?: typeof fetch;
+}
+
+/** What the transport reads of an answer: a fetch `Response` has it, and so does `httpAnswer`. */
+export interface Answer {
+  readonly ok: boolean;
+  readonly status: number;
+  /** The body as it arrives, or null when there is none. */
+  readonly body: AsyncIterable<Uint8Array> | null;
+  text(): Promise<string>;
+  json(): Promise<unknown>;
+}
+
+interface SendInit {
+  readonly method: string;
+  readonly headers: Record<string, string>;
+  readonly body?: string;
+  readonly signal?: AbortSignal;
+}
+
+/** The answer of a node:http response: the body read on demand, once. */
+function httpAnswer(response: http.IncomingMessage): Answer {
+  const status = response.statusCode ?? 0;
+  // A reader sees a failed body through its own listener; one that stopped reading (an aborted
+  // read) has nothing to hear, and an 'error' no one listens for would crash the process.
+  response.on('error', () => {});
+  // Events rather than `for await`: a small answer is one chunk, and the async iterator's
+  // machinery would cost more than reading it.
+  const text = () =>
+    new Promise<string>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      response.once('error', reject);
+      response.once('close', () => {
+        if (!response.complete) reject(new StreamStackError('UNAVAILABLE', 'the connection closed before the answer was complete'));
+      });
+    });
+  return { ok: status >= 200 && status < 300, status, body: response, text, json: async () => JSON.parse(await text()) as unknown };
+}
+
+/**
+ * One request over node:http(s) through `agent`; resolves once the response's head arrived. An
+ * abort destroys the request only while its answer is still arriving: node's own `signal`
+ * option also destroys, after the whole answer arrived, the kept-alive socket that went back to
+ * the pool, with no one there to hear the error. A complete answer is in memory, and the reader
+ * stops at the abort itself.
+ */
+function httpSend(agent: http.Agent, url: string, init: SendInit): Promise<Answer> {
+  const headers = init.body === undefined ? init.headers : { ...init.headers, 'content-length': String(Buffer.byteLength(init.body)) };
+  const request = (url.startsWith('https:') ? https.request : http.request)(url, { method: init.method, headers, agent });
+  const { signal } = init;
+  return new Promise((resolve, reject) => {
+    request.on('error', reject);
+    if (signal?.aborted) {
+      request.destroy(signal.reason as Error);
+      return;
+    }
+    let answer: http.IncomingMessage | undefined;
+    if (signal) {
+      const onAbort = () => {
+        if (!answer?.complete) request.destroy(signal.reason as Error);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      request.once('close', () => signal.removeEventListener('abort', onAbort));
+    }
+    request.once('response', (response) => {
+      answer = response;
+      resolve(httpAnswer(response));
+    });
+    request.end(init.body);
+  });
 }
 
 /** The typed error an error body describes. */
@@ -37,13 +115,19 @@ export function errorFromBody(body: unknown, status: number): StreamStackError {
 const decoder = new TextDecoder();
 
 export class Transport {
-  private readonly fetch: typeof fetch;
+  /** Keeps connections open between requests (the server's `Keep-Alive` hint bounds their idle time). */
+  private readonly agent: http.Agent | undefined;
 
   constructor(
     readonly baseUrl: string,
     private readonly options: TransportOptions = {},
   ) {
-    this.fetch = options.fetch ?? globalThis.fetch;
+    if (options.fetch === undefined) this.agent = baseUrl.startsWith('https:') ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
+  }
+
+  /** Closes the idle connections; requests in flight finish. */
+  close(): void {
+    this.agent?.destroy();
   }
 
   /** The URL of `path` with `query` (arrays become repeated parameters). */
@@ -59,7 +143,7 @@ export class Transport {
   }
 
   /** Sends a request; a non-2xx answer throws its typed error, a failed connection `UNAVAILABLE`. */
-  async send(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+  async send(method: string, path: string, options: RequestOptions = {}): Promise<Answer> {
     const headers: Record<string, string> = {};
     if (this.options.token !== undefined) headers.authorization = `Bearer ${this.options.token}`;
     for (const [name, value] of Object.entries(options.headers ?? {})) if (value !== undefined) headers[name] = value;
@@ -71,9 +155,10 @@ export class Transport {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(options.json);
     }
-    let response: Response;
+    const init = { method, headers, ...(body === undefined ? {} : { body }), ...(options.signal ? { signal: options.signal } : {}) };
+    let response: Answer;
     try {
-      response = await this.fetch(this.url(path, options.query), { method, headers, ...(body === undefined ? {} : { body }), ...(options.signal ? { signal: options.signal } : {}) });
+      response = this.agent ? await httpSend(this.agent, this.url(path, options.query), init) : ((await this.options.fetch!(this.url(path, options.query), init)) as unknown as Answer);
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
       throw new StreamStackError('UNAVAILABLE', `cannot reach ${this.baseUrl}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`, { cause: error, details: { url: this.baseUrl } });
@@ -105,7 +190,7 @@ export class Transport {
     const response = await this.send('GET', path, options);
     if (!response.body) return;
     try {
-      for await (const bytes of byteLines(response.body as unknown as AsyncIterable<Uint8Array>)) {
+      for await (const bytes of byteLines(response.body)) {
         if (bytes.length === 0) continue;
         const line = JSON.parse(decoder.decode(bytes)) as Record<string, unknown>;
         if (line.error !== undefined && Object.keys(line).length === 1) throw errorFromBody(line, response.status);

@@ -13,12 +13,12 @@
 import path from 'node:path';
 import fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
-import { readRecordLines, StreamStackError, type Store } from '@streamstack/engine';
+import { StreamStackError, type Store } from '@streamstack/engine';
 import { Authorizer, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
 import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { ServerMetrics } from './metrics.js';
-import { ndjsonType } from './ndjson.js';
+import { ndjsonType, recordsOfBody } from './ndjson.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
@@ -87,7 +87,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
 
   app.addContentTypeParser(ndjsonType, { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
-    readRecordLines([body as Buffer]).then((records) => done(null, records), (error: Error) => done(error, undefined));
+    recordsOfBody(body as Buffer).then((records) => done(null, records), (error: Error) => done(error, undefined));
   });
 
   app.setErrorHandler((error, request, reply) => {
