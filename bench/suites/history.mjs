@@ -86,6 +86,13 @@ export async function run() {
   const directory = temporaryDirectory('history');
   let now = Date.parse('2026-01-01T00:00:00Z');
   const store = await Store.open(path.join(directory, 'data'), { clock: () => now });
+  if (!['export', 'retention', 'merge'].some((name) => cases.has(name))) {
+    // Key compaction writes a feed of its own: the export feed is not needed.
+    if (cases.has('keys')) await compactKeys(suite, store);
+    await store.close();
+    suite.finish();
+    return;
+  }
   const feed = await store.createFeed('bench');
   process.stderr.write(`  writing ${recordCount} records (untimed)\n`);
   for (let start = 0; start < recordCount; start += streamRecords) {

@@ -5,7 +5,8 @@
 // commit, `compact` before a compaction and `compacted` after it, so the parent can aim its
 // kills inside compactions. It runs on the built engine (packages/engine/dist).
 //
-// Arguments: the data directory, the cycle and the run's seed. Environment: STREAMSTACK_KERNELS.
+// Arguments: the data directory, the cycle and the run's seed. Environment: STREAMSTACK_KERNELS,
+// COMPACTION_BREAK_LOCK=1 (after a power loss the LOCK file may name a process that is gone).
 import { loadKernels, Store } from '../../packages/engine/dist/index.js';
 import { emit, seededRandom } from './ingest.mjs';
 import { commitRecords, compactionChildSegmentBytes } from './compaction-records.mjs';
@@ -14,7 +15,7 @@ const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
 const random = seededRandom(cycle, Number(seedText ?? 0));
 const kernels = loadKernels(process.env.STREAMSTACK_KERNELS ?? 'auto');
-const store = await Store.open(directory, { segmentBytes: compactionChildSegmentBytes, kernels });
+const store = await Store.open(directory, { segmentBytes: compactionChildSegmentBytes, kernels, breakLock: process.env.COMPACTION_BREAK_LOCK === '1' });
 const feed = await store.feed('keys');
 
 async function appendNext() {
