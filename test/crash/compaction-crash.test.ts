@@ -13,8 +13,8 @@
  * `STREAMSTACK_COMPACTION_CRASH_CYCLES` sets the number of kills (else `STREAMSTACK_CRASH_CYCLES`,
  * else 12); `STREAMSTACK_CRASH_SEED` replays a run (the seed is printed).
  */
-import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { runChild } from '../support/child-runs.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 import { checkCompactedFeed } from '../support/compaction-check.js';
 import { compactionChildSegmentBytes } from '../support/compaction-records.mjs';
@@ -39,44 +39,12 @@ function runAndKill(directory: string, cycle: number): Promise<ChildLine[]> {
   const aimed = killRandom() < 0.6;
   const delayMs = aimed ? killRandom() * killInCompactionMsMax : killRandom() * killAfterMsMax;
   const compactionsToWait = 1 + Math.floor(killRandom() * 4);
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [childScript, directory, String(cycle), String(seed)], {
-      env: { ...process.env, STREAMSTACK_KERNELS: cycle % 2 === 1 ? 'native' : 'ts' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    let errors = '';
-    let ready = false;
-    let started = 0;
-    let killTimer: NodeJS.Timeout | undefined;
-    const kill = () => {
-      killTimer ??= setTimeout(() => child.kill('SIGKILL'), delayMs);
-    };
-    child.stdout.on('data', (chunk: Buffer) => {
-      const piece = chunk.toString();
-      output += piece;
-      if (!ready && output.includes('"ready"')) {
-        ready = true;
-        if (!aimed) kill();
-        else setTimeout(() => child.kill('SIGKILL'), killAfterMsMax * 5);
-      }
-      if (ready && aimed) {
-        started += piece.split('"kind":"compact"').length - 1;
-        if (started >= compactionsToWait) kill();
-      }
-    });
-    child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      if (signal !== 'SIGKILL') reject(new Error(`child ${cycle} exited with ${code}: ${errors}`));
-      resolve(
-        output
-          .split('\n')
-          .slice(0, -1)
-          .map((line) => JSON.parse(line) as ChildLine),
-      );
-    });
-  });
+  return runChild<ChildLine>(
+    childScript,
+    [directory, String(cycle), String(seed)],
+    { STREAMSTACK_KERNELS: cycle % 2 === 1 ? 'native' : 'ts' },
+    { delayMs, fallbackMs: killAfterMsMax * 5, ...(aimed ? { aimAt: { kind: 'compact', count: compactionsToWait } } : {}) },
+  );
 }
 
 describe('key compaction under SIGKILL', () => {

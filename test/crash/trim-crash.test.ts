@@ -13,8 +13,8 @@
  * else 20, so that a plain test run stays quick); `STREAMSTACK_CRASH_SEED` replays a run (the
  * seed is printed).
  */
-import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { runChild } from '../support/child-runs.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 import { TrimLedger, type TrimChildLine } from '../support/trim-check.js';
 import { trimChildSegmentBytes } from '../support/trim-records.mjs';
@@ -37,46 +37,12 @@ function runAndKill(directory: string, cycle: number, token: string | undefined)
   const aimAtTrim = killRandom() < 0.5;
   const delayMs = aimAtTrim ? killRandom() * killInTrimMsMax : killRandom() * killAfterMsMax;
   const trimsToWait = 1 + Math.floor(killRandom() * trimsBeforeAimedKillMax);
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [childScript, directory, String(cycle), String(seed)], {
-      env: { ...process.env, STREAMSTACK_KERNELS: cycle % 2 === 1 ? 'native' : 'ts', ...(token ? { TRIM_TOKEN: token } : {}) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    let errors = '';
-    let killTimer: NodeJS.Timeout | undefined;
-    let ready = false;
-    let trimsStarted = 0;
-    const kill = () => {
-      killTimer ??= setTimeout(() => child.kill('SIGKILL'), delayMs);
-    };
-    child.stdout.on('data', (chunk: Buffer) => {
-      const text = chunk.toString();
-      output += text;
-      if (!ready && output.includes('"ready"')) {
-        ready = true;
-        if (!aimAtTrim) kill();
-        // Should the aimed-at trims not come, the child still dies.
-        else setTimeout(() => child.kill('SIGKILL'), killAfterMsMax * 5);
-      }
-      if (ready && aimAtTrim) {
-        trimsStarted += text.split('"kind":"trim"').length - 1;
-        if (trimsStarted >= trimsToWait) kill();
-      }
-    });
-    child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      if (signal !== 'SIGKILL') reject(new Error(`child ${cycle} exited with ${code}: ${errors}`));
-      // A line cut by the kill is not an acknowledgement; only whole lines count.
-      resolve(
-        output
-          .split('\n')
-          .slice(0, -1)
-          .map((line) => JSON.parse(line) as TrimChildLine),
-      );
-    });
-  });
+  return runChild<TrimChildLine>(
+    childScript,
+    [directory, String(cycle), String(seed)],
+    { STREAMSTACK_KERNELS: cycle % 2 === 1 ? 'native' : 'ts', ...(token ? { TRIM_TOKEN: token } : {}) },
+    { delayMs, fallbackMs: killAfterMsMax * 5, ...(aimAtTrim ? { aimAt: { kind: 'trim', count: trimsToWait } } : {}) },
+  );
 }
 
 describe('trims under SIGKILL', () => {

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
+import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
 import { loadKernels, tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
 import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
@@ -204,6 +205,43 @@ describe('key compaction', () => {
     expect((await feed.subscription('slow').poll()).commits[0].commit.commit).toBe(151);
     expect((await feed.subscription('fresh').poll()).commits[0].commit.commit).toBe(1);
     await store.close();
+  });
+
+  it('finishes a one-segment rewrite a crash interrupted, and a read-only open does not trust its stale index files', async () => {
+    const { store, feed, directory } = await filled(undefined, 300);
+    const bases = historySegmentBases(directory);
+    // The horizon at the last commit of the first segment: exactly one segment is rewritten,
+    // covering the same positions, so its stale index files have the right size.
+    const horizon = (await collect(feed.read())).find((record) => record.position >= bases[1])!.commit - 1;
+    const expected = await keptReads(feed, horizon);
+    const index = path.join(directory, 'feeds', 'f', 'index');
+    const first = String(bases[0]).padStart(16, '0');
+    const saved = new Map(fs.readdirSync(index).filter((name) => name.startsWith(first)).map((name) => [name, fs.readFileSync(path.join(index, name))]));
+    expect([...saved.keys()].sort()).toEqual([`${first}.fps`, `${first}.idx`, `${first}.keys`]);
+    const result = await feed.compactKeys({ horizon });
+    expect(result).toMatchObject({ segmentsCompacted: 1, segmentsAfter: 1 });
+    const fromStart = shape(await collect(feed.read()));
+    await store.close();
+    // As a crash after the switch leaves it: the rewritten segment, the old derived files, the record pending.
+    for (const [name, bytes] of saved) fs.writeFileSync(path.join(index, name), bytes);
+    const log = await MergeLog.open(tsKernels, path.join(directory, 'feeds', 'f'), false);
+    await log.write({ ...log.record!, pending: true });
+    log.close();
+
+    const readOnly = await openStore(directory, { kernels: tsKernels, readOnly: true });
+    const seen = await readOnly.feed('f');
+    expect(await keptReads(seen, horizon)).toEqual(expected);
+    expect(shape(await collect(seen.read()))).toEqual(fromStart);
+    expect(shape(await collect(seen.read({ filter: { types: ['rare'] } })))).toEqual(fromStart.filter((record) => record.type === 'rare'));
+    await readOnly.close();
+
+    const reopened = await openStore(directory, { kernels: tsKernels });
+    const again = await reopened.feed('f');
+    expect(await keptReads(again, horizon)).toEqual(expected);
+    expect(shape(await collect(again.read({ filter: { types: ['rare'] } })))).toEqual(fromStart.filter((record) => record.type === 'rare'));
+    await again.writer.idle();
+    await reopened.close();
+    for (const [name, bytes] of saved) expect(fs.readFileSync(path.join(index, name)).equals(bytes), name).toBe(false);
   });
 
   it('refuses bad requests and changes nothing', async () => {

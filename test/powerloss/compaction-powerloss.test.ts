@@ -14,9 +14,9 @@
  * `STREAMSTACK_COMPACTION_POWERLOSS_CYCLES` sets the number of cuts (else
  * `STREAMSTACK_POWERLOSS_CYCLES`, else 8); `STREAMSTACK_POWERLOSS_SEED` replays a run.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
+import { runChild } from '../support/child-runs.js';
 import { checkCompactedFeed } from '../support/compaction-check.js';
 import { compactionChildSegmentBytes } from '../support/compaction-records.mjs';
 import { xorshift32 } from '../support/ingest.mjs';
@@ -38,50 +38,16 @@ interface ChildLine {
 }
 
 /** Starts the child on `mount`; resolves the lines it printed before the power was cut. */
-async function runUntilCut(mount: string, cycle: number, cut: () => Promise<unknown>): Promise<ChildLine[]> {
+function runUntilCut(mount: string, cycle: number, cut: () => Promise<unknown>): Promise<ChildLine[]> {
   const aimed = random() < 0.6;
   const delayMs = aimed ? random() * cutInCompactionMsMax : random() * cutAfterMsMax;
   const toWait = 1 + Math.floor(random() * 4);
-  const child: ChildProcess = spawn(process.execPath, [childScript, mount, String(cycle), String(seed)], {
-    env: { ...process.env, STREAMSTACK_KERNELS: cycle % 2 === 0 ? 'native' : 'ts', COMPACTION_BREAK_LOCK: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  let errors = '';
-  child.stderr!.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    let ready = false;
-    let started = 0;
-    let fallback: NodeJS.Timeout | undefined;
-    child.stdout!.on('data', (chunk: Buffer) => {
-      const piece = chunk.toString();
-      output += piece;
-      if (!ready && output.includes('"ready"')) {
-        ready = true;
-        if (!aimed) return resolve();
-        fallback = setTimeout(resolve, cutAfterMsMax * 5);
-      }
-      if (ready && aimed) {
-        started += piece.split('"kind":"compact"').length - 1;
-        if (started >= toWait) {
-          clearTimeout(fallback);
-          resolve();
-        }
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`child ${cycle} exited with ${code} before the cut: ${errors}`)));
-  });
-  await new Promise((resolve) => setTimeout(resolve, delayMs));
-  // What the child printed before the cut is what it was told was durable.
-  const acknowledged = output;
-  await cut();
-  child.kill('SIGKILL');
-  await exited;
-  return acknowledged
-    .split('\n')
-    .slice(0, -1)
-    .map((line) => JSON.parse(line) as ChildLine);
+  return runChild<ChildLine>(
+    childScript,
+    [mount, String(cycle), String(seed)],
+    { STREAMSTACK_KERNELS: cycle % 2 === 0 ? 'native' : 'ts', COMPACTION_BREAK_LOCK: '1' },
+    { delayMs, fallbackMs: cutAfterMsMax * 5, cut, ...(aimed ? { aimAt: { kind: 'compact', count: toWait } } : {}) },
+  );
 }
 
 describe('power loss during key compaction', () => {

@@ -12,7 +12,7 @@
  * `STREAMSTACK_POWERLOSS_CYCLES` sets the number of cuts (100 by default; `pnpm soak` more),
  * `STREAMSTACK_POWERLOSS_SEED` replays a run (the seed is printed).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { runChild } from '../support/child-runs.js';
 import { describe, expect, it } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
 import { startPowerlossFs } from '../support/powerloss.js';
@@ -44,32 +44,13 @@ interface Line {
 }
 
 /** Starts the child on `mount`; resolves its lines once it has run a while and the power is cut. */
-async function ingestUntilCut(mount: string, cycle: number, token: string | undefined, cut: () => Promise<unknown>): Promise<Line[]> {
-  const child: ChildProcess = spawn(process.execPath, [childScript, mount, String(cycle), String(seed)], {
-    env: { ...process.env, STREAMSTACK_KERNELS: cycle % 2 === 0 ? 'native' : 'ts', ...(token ? { POWER_TOKEN: token } : {}) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  let errors = '';
-  child.stderr!.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('"ready"')) resolve();
-    });
-    child.on('exit', (code) => reject(new Error(`child ${cycle} exited with ${code} before it was ready: ${errors}`)));
-  });
-  await new Promise((resolve) => setTimeout(resolve, random() * cutAfterMsMax));
-  // What the child printed before the cut is what it was told was durable.
-  const acknowledged = output;
-  await cut();
-  child.kill('SIGKILL');
-  await exited;
-  return acknowledged
-    .split('\n')
-    .slice(0, -1)
-    .map((line) => JSON.parse(line) as Line);
+function ingestUntilCut(mount: string, cycle: number, token: string | undefined, cut: () => Promise<unknown>): Promise<Line[]> {
+  return runChild<Line>(
+    childScript,
+    [mount, String(cycle), String(seed)],
+    { STREAMSTACK_KERNELS: cycle % 2 === 0 ? 'native' : 'ts', ...(token ? { POWER_TOKEN: token } : {}) },
+    { delayMs: random() * cutAfterMsMax, fallbackMs: cutAfterMsMax, cut },
+  );
 }
 
 describe('power loss', () => {

@@ -13,9 +13,9 @@
  * `STREAMSTACK_POWERLOSS_CYCLES`, else 12, so that a plain test run stays quick);
  * `STREAMSTACK_POWERLOSS_SEED` replays a run (the seed is printed).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
+import { runChild } from '../support/child-runs.js';
 import { startPowerlossFs } from '../support/powerloss.js';
 import { TrimLedger, type TrimChildLine } from '../support/trim-check.js';
 import { trimChildSegmentBytes } from '../support/trim-records.mjs';
@@ -44,57 +44,21 @@ function random(): number {
 }
 
 /** Starts the child on `mount`; resolves the lines it printed before the power was cut. */
-async function runUntilCut(mount: string, cycle: number, token: string | undefined, cut: () => Promise<unknown>): Promise<TrimChildLine[]> {
+function runUntilCut(mount: string, cycle: number, token: string | undefined, cut: () => Promise<unknown>): Promise<TrimChildLine[]> {
   const aimAtTrim = random() < 0.5;
   const delayMs = aimAtTrim ? random() * cutInTrimMsMax : random() * cutAfterMsMax;
   const trimsToWait = 1 + Math.floor(random() * trimsBeforeAimedCutMax);
-  const child: ChildProcess = spawn(process.execPath, [childScript, mount, String(cycle), String(seed)], {
-    env: {
-      ...process.env,
+  return runChild<TrimChildLine>(
+    childScript,
+    [mount, String(cycle), String(seed)],
+    {
       STREAMSTACK_KERNELS: cycle % 2 === 0 ? 'native' : 'ts',
       TRIM_BREAK_LOCK: '1',
       TRIM_LEASE_TTL_MS: String(leaseTtlMs),
       ...(token ? { TRIM_TOKEN: token } : {}),
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  let errors = '';
-  child.stderr!.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    let ready = false;
-    let trimsStarted = 0;
-    // Should the aimed-at trims not come, the power goes anyway.
-    let fallback: NodeJS.Timeout | undefined;
-    child.stdout!.on('data', (chunk: Buffer) => {
-      const text = chunk.toString();
-      output += text;
-      if (!ready && output.includes('"ready"')) {
-        ready = true;
-        if (!aimAtTrim) return resolve();
-        fallback = setTimeout(resolve, cutAfterMsMax * 5);
-      }
-      if (ready && aimAtTrim) {
-        trimsStarted += text.split('"kind":"trim"').length - 1;
-        if (trimsStarted >= trimsToWait) {
-          clearTimeout(fallback);
-          resolve();
-        }
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`child ${cycle} exited with ${code} before the cut: ${errors}`)));
-  });
-  await new Promise((resolve) => setTimeout(resolve, delayMs));
-  // What the child printed before the cut is what it was told was durable.
-  const acknowledged = output;
-  await cut();
-  child.kill('SIGKILL');
-  await exited;
-  return acknowledged
-    .split('\n')
-    .slice(0, -1)
-    .map((line) => JSON.parse(line) as TrimChildLine);
+    { delayMs, fallbackMs: cutAfterMsMax * 5, cut, ...(aimAtTrim ? { aimAt: { kind: 'trim', count: trimsToWait } } : {}) },
+  );
 }
 
 describe('power loss during trims', () => {

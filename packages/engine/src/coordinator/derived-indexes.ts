@@ -61,19 +61,25 @@ export class DerivedIndexes {
     readOnly: boolean,
     /** A trim was recorded and not finished: the dictionaries hold winners over what it removed. */
     trimPending = false,
+    /**
+     * A read-only open found a segment rewritten (a merge, a key compaction) and its switch-over
+     * not finished: that segment's derived files describe what lay there before.
+     */
+    rewrittenBase?: number,
   ): Promise<DerivedIndexes> {
     const indexDirectory = path.join(directory, 'index');
     const rebuilt: IndexRebuild[] = [];
     // Nothing below the floor is ever read again; whatever a trim left there goes (one listing).
     if (!readOnly) await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
     if (trimPending && !readOnly) await removeDictionaryFiles(indexDirectory);
-    const stale = trimPending && readOnly;
+    // A rewrite's stale dictionary would also feed the ones after it: all are rebuilt in memory.
+    const stale = (trimPending && readOnly) || rewrittenBase !== undefined;
     const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale);
     const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale);
     const index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) => {
       keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
       fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
-    });
+    }, new Set(rewrittenBase === undefined ? [] : [rewrittenBase]));
     index.rebuilt.unshift(...rebuilt);
     keys.reportTo(index.rebuilt);
     fingerprints.reportTo(index.rebuilt);

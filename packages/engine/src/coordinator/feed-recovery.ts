@@ -40,6 +40,11 @@ export interface RecoveredLogs {
   readonly merges: MergeLog;
   /** The key-compaction horizon (cursors below it fail with `COMPACTED`). */
   readonly compaction: CompactionLog;
+  /**
+   * Read-only: the segment a rewrite switched in without finishing (its derived files are the
+   * replaced segment's); a read-write open finishes the switch-over instead.
+   */
+  readonly rewrittenBase: number | undefined;
   /** The payloads stored in the active history segment (runs reference only their own segment's). */
   readonly payloads: { crc: number; location: PayloadLocation }[];
   readonly events: WalEvent[];
@@ -56,6 +61,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   // their files are skipped (read-only) or deleted now, and the merge marked done.
   const leftovers = leftoverBases(kernels, directory, merges.record);
   const mergePending = merges.record?.pending === true;
+  const rewrittenBase = readOnly && merges.record && switchedOver(kernels, directory, merges.record) ? merges.record.replaced[0] : undefined;
   if (mergePending && !readOnly) {
     if (switchedOver(kernels, directory, merges.record!)) await removeReplacedFiles(directory, merges.record!.replaced, true);
     await merges.write({ ...merges.record!, pending: false });
@@ -95,6 +101,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
       retention,
       merges,
       compaction,
+      rewrittenBase,
       payloads: payloads.filter(({ location }) => location.segment === active),
       events,
       epochFloor,

@@ -204,7 +204,7 @@ export class FeedWriter {
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
       const trimPending = logs.retention.state.pending;
-      writer.derived = await DerivedIndexes.open(kernels, directory, history, writer.watermark.position, readOnly, trimPending);
+      writer.derived = await DerivedIndexes.open(kernels, directory, history, writer.watermark.position, readOnly, trimPending, logs.rewrittenBase);
       // The history and the indexes were opened from the floor, and what lay below it deleted:
       // the interrupted trim is finished.
       if (trimPending && !readOnly) await logs.retention.write({ ...logs.retention.state, pending: false });

@@ -284,6 +284,11 @@ export class FeedIndex {
     readOnly = false,
     /** Told of every record of the active segment as it is replayed (the key index's tail). */
     onActiveEntry?: (commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void,
+    /**
+     * Segments whose index files describe what lay there before a rewrite whose switch-over
+     * was not finished (a read-only open cannot finish it): rebuilt, whatever their files say.
+     */
+    staleBases: ReadonlySet<number> = new Set(),
   ): Promise<FeedIndex> {
     const index = new FeedIndex(kernels, directory, history, readOnly);
     index.onActiveEntry = onActiveEntry;
@@ -292,10 +297,10 @@ export class FeedIndex {
       const slot: SealedSlot = { ...segment };
       index.sealed.push(slot);
       const file = index.fileFor(segment.base);
-      let reason: string | undefined;
+      let reason: string | undefined = staleBases.has(segment.base) ? 'its segment was rewritten, and the switch-over not finished' : undefined;
       try {
-        const head = segment.gaps ? undefined : readIndexHead(kernels, file);
-        if (!head) reason = 'missing';
+        const head = segment.gaps || reason !== undefined ? undefined : readIndexHead(kernels, file);
+        if (!head) reason ??= 'missing';
         else if (head.base !== segment.base || head.count !== segment.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
         else for (const name of head.typeNames) index.typeNames.add(name);
       } catch (error) {
@@ -337,7 +342,8 @@ export class FeedIndex {
     const data = await buildIndexDataOffThread(this.kernels, tail.source());
     const file = this.fileFor(slot.base);
     if (!this.readOnly && !slot.gaps) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
-    if (slot.gaps) slot.resident = new SealedIndex(this.kernels, data);
+    // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.
+    if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
     else this.remember(slot.base, new SealedIndex(this.kernels, data), data);
     this.rebuilt.push({ segment: slot.base, file, reason });
     return data;
