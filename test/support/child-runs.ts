@@ -71,7 +71,8 @@ export function runChild<Line>(script: string, args: readonly string[], env: Nod
     child.on('error', reject);
     child.on('exit', (code, signal) => {
       clearTimeout(fallback);
-      if (!stopping || signal !== 'SIGKILL') {
+      // After a power cut the child may fail on its own (its files are gone) before the kill.
+      if (!stopping || (!stop.cut && signal !== 'SIGKILL')) {
         reject(new Error(`child ${script} ${args.join(' ')} exited with ${code ?? signal} before it was stopped: ${errors}`));
         return;
       }
