@@ -3,9 +3,11 @@
  * rewritten keeping, for each key, only its winner as of H (the highest version, then the
  * highest position); a key whose winner is a tombstone loses every record, the tombstone too;
  * records without a key stay unless the caller drops them. Positions and commit numbers never
- * change: a compacted run keeps each record's seq, so its positions become sparse. The first
- * occurrences among the dropped records' fingerprints are kept in the run (`retired`), so
- * whole-history dedup after H is what it was.
+ * change: a compacted run keeps each record's seq, so its positions become sparse. A dropped
+ * record holding the first occurrence of a fingerprint that a later record repeats keeps that
+ * fingerprint in the run (`retired`), so whole-history dedup after H is what it was; one no
+ * later record repeats goes (a payload appended after the compaction whose only earlier
+ * occurrences were dropped counts as a first occurrence, as after a trim).
  *
  * After it, RAW and dedup reads after H, latest reads at any cursor from H on (and from the
  * start), and `get(key, { asOf ≥ H })` answer exactly as before; cursors from the low mark to
@@ -15,9 +17,9 @@
  */
 import { StreamStackError } from '../errors.js';
 import { yieldToEventLoop } from '../event-loop.js';
-import { compactionLookupSliceRecords, mergedSegmentBytesMax } from '../limits.js';
+import { columnBatchRowsMax, compactionLookupSliceRecords, eventLoopSliceRecords, mergedSegmentBytesMax } from '../limits.js';
 import { fingerprintKey, type RetiredFingerprint } from '../storage/commit-run.js';
-import type { History } from '../storage/history-log.js';
+import { History } from '../storage/history-log.js';
 import type { PublishedRecord } from '../storage/records.js';
 import type { RunSelection } from '../storage/segment-merge.js';
 import type { SegmentFile } from '../storage/segment.js';
@@ -107,7 +109,7 @@ export class KeyCompaction {
     // The decision is durable, and reads below it refused, before any segment is rewritten.
     await log.write({ horizon });
     commits.setHorizon(horizon);
-    const select = this.selection(commits.at(horizon).lastPosition, request.keyless ?? 'keep');
+    const selection = this.selection(commits.at(horizon).lastPosition, request.keyless ?? 'keep');
     let segmentsCompacted = 0;
     let segmentsAfter = 0;
     let recordsBefore = 0;
@@ -117,7 +119,8 @@ export class KeyCompaction {
     for (const run of groupsOf(segments)) {
       request.signal?.throwIfAborted();
       recordsBefore += run.reduce((sum, segment) => sum + history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0), 0);
-      const rewritten = await merges.rewrite(run, request.signal, select);
+      selection.group(await this.repeatsIn(run, request.signal), run[run.length - 1].header.base);
+      const rewritten = await merges.rewrite(run, request.signal, selection.select);
       if (!rewritten) return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
       segmentsCompacted += rewritten.segments;
       segmentsAfter++;
@@ -162,9 +165,49 @@ export class KeyCompaction {
     return out;
   }
 
+  /**
+   * The fingerprints of the records in segments `run` that repeat an earlier one (they are not
+   * their fingerprint's first occurrence): a first occurrence compaction drops is retired only
+   * when a later record repeats it, here or in a later segment. Read without payloads.
+   */
+  private async repeatsIn(run: readonly SegmentFile[], signal: AbortSignal | undefined): Promise<Set<string>> {
+    const { history } = this.context;
+    const fingerprints = this.context.derived().fingerprints;
+    const repeats = new Set<string>();
+    let sinceYield = 0;
+    for (const segment of run) {
+      const commits = history.commits.commitsInSegment(segment.header.base);
+      for (let at = 0; at < commits.length; ) {
+        signal?.throwIfAborted();
+        let end = at + 1;
+        while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
+        const stretch = commits.slice(at, end);
+        const runs = await history.readRunsBytes(stretch);
+        for (const [index, commit] of stretch.entries()) {
+          for await (const columns of history.runColumns(commit, runs[index], columnBatchRowsMax, false)) {
+            const term = (row: number) => fingerprintKey(columns.bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row]));
+            const firsts = await fingerprints.firstOccurrences(commit.segment, columns.positions, term);
+            for (let row = 0; row < columns.count; row++) if (firsts[row] === 0) repeats.add(term(row));
+            sinceYield += columns.count;
+            if (sinceYield >= eventLoopSliceRecords) {
+              sinceYield = 0;
+              await yieldToEventLoop();
+            }
+          }
+        }
+        at = end;
+      }
+    }
+    return repeats;
+  }
+
   /** What each rewritten commit keeps: see the file's comment. */
-  private selection(horizonPosition: number, keyless: 'keep' | 'drop'): RunSelection {
+  private selection(horizonPosition: number, keyless: 'keep' | 'drop'): { select: RunSelection; group: (repeats: ReadonlySet<string>, lastBase: number) => void } {
     const derived = this.context.derived();
+    let repeats: ReadonlySet<string> = new Set();
+    let lastBase = 0;
+    /** Whether a later record repeats fingerprint `term` of a record in the group being rewritten. */
+    const repeated = async (term: string) => repeats.has(term) || (await derived.fingerprints.occursAfter(term, lastBase));
     /** Each key's winner as of the horizon, looked up once: a key is updated many times. */
     const winners = new Map<string, { position: number; tombstone: boolean } | null>();
     const winnerOf = async (key: string) => {
@@ -176,7 +219,7 @@ export class KeyCompaction {
       }
       return winner;
     };
-    return async (commit, records, retiredBefore) => {
+    const select: RunSelection = async (commit, records, retiredBefore) => {
       const kept: PublishedRecord[] = [];
       const dropped: PublishedRecord[] = [];
       for (const [index, record] of records.entries()) {
@@ -198,12 +241,23 @@ export class KeyCompaction {
         dropped.map((record) => record.position),
         (index) => fingerprintKey(dropped[index].fingerprint),
       );
-      // Both lists ascend by seq already: merged in one pass.
+      // Both lists ascend by seq already: merged in one pass. A first occurrence no later record
+      // repeats is not kept: no read after the horizon could count it.
       const added: RetiredFingerprint[] = [];
       for (let index = 0; index < dropped.length; index++) {
-        if (firsts[index] === 1) added.push({ seq: dropped[index].position - commit.firstPosition + 1, fingerprint: dropped[index].fingerprint });
+        if (index > 0 && index % compactionLookupSliceRecords === 0) await yieldToEventLoop();
+        if (firsts[index] === 1 && (await repeated(fingerprintKey(dropped[index].fingerprint)))) {
+          added.push({ seq: dropped[index].position - commit.firstPosition + 1, fingerprint: dropped[index].fingerprint });
+        }
       }
       return { kept, retired: mergeBySeq(retiredBefore, added) };
+    };
+    return {
+      select,
+      group: (groupRepeats, groupLastBase) => {
+        repeats = groupRepeats;
+        lastBase = groupLastBase;
+      },
     };
   }
 }

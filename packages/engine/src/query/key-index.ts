@@ -365,8 +365,10 @@ export class KeyIndex {
     // The file was replaced: a descriptor held on the one before would read its old bytes.
     slot.winners?.close();
     slot.winners = undefined;
-    // The filter and the FST stay in memory; winners are read one at a time when needed.
-    slot.sections = head.sections.slice(0, 2).map(({ offset, length }) => bytes.slice(offset, offset + length));
+    // The filter and the FST stay in memory; winners are read one at a time when needed — from
+    // the file, so a store that cannot write it (read-only) keeps them in memory too: the file
+    // there, if any, is not this dictionary.
+    slot.sections = head.sections.slice(0, this.readOnly ? 3 : 2).map(({ offset, length }) => bytes.slice(offset, offset + length));
     slot.pinned = this.readOnly;
     slot.resident = undefined;
     slot.firsts = undefined;
@@ -414,6 +416,28 @@ export class KeyIndex {
     const tail = this.tail;
     const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
     return this.walk(key, bytes, keyHashes(bytes), this.sealed.length - 1, asOfPosition, best);
+  }
+
+  /**
+   * Whether `key` occurs in a segment after the one at `base`, the active one included: for a
+   * fingerprint dictionary, whether a later record repeats the fingerprint. Each dictionary's
+   * terms are its own segment's, so each later one is asked (its filter first).
+   */
+  async occursAfter(key: string, base: number): Promise<boolean> {
+    if (this.rebasing) await this.rebasing;
+    if (this.tail && this.tail.base > base && this.tail.winnerUpTo(key, Number.POSITIVE_INFINITY)) return true;
+    const bytes = utf8Encode(key);
+    const hashes = keyHashes(bytes);
+    for (const slot of this.sealed) {
+      if (slot.base <= base || slot.count === 0) continue;
+      if (slot.resident) {
+        if (slot.resident.winnerUpTo(key, Number.POSITIVE_INFINITY)) return true;
+        continue;
+      }
+      const quick = this.lookupHeld(slot, bytes, hashes);
+      if ((quick === notHeld ? await this.lookup(slot, bytes, hashes) : quick) !== undefined) return true;
+    }
+    return false;
   }
 
   /** Walks sealed segments from index `from` down, newest first, improving on `best`. */
