@@ -105,10 +105,14 @@ export class KeyCompaction {
     const heldBy = pin && !request.force ? { heldBy: pin } : {};
     const segments = this.segmentsUpTo(horizon);
     const nothing = { horizon: commits.horizon, segmentsCompacted: 0, segmentsAfter: 0, recordsBefore: 0, recordsAfter: 0, bytesBefore: 0, bytesAfter: 0, putOff: false, ...heldBy };
-    if (segments.length === 0 || horizon <= commits.horizon) return nothing;
-    // The decision is durable, and reads below it refused, before any segment is rewritten.
-    await log.write({ horizon });
-    commits.setHorizon(horizon);
+    // The same horizon again rewrites again: a compaction that failed (a full disk) or was put
+    // off recorded its horizon before it rewrote everything below it.
+    if (segments.length === 0 || horizon < commits.horizon) return nothing;
+    if (horizon > commits.horizon) {
+      // The decision is durable, and reads below it refused, before any segment is rewritten.
+      await log.write({ horizon });
+      commits.setHorizon(horizon);
+    }
     const selection = this.selection(commits.at(horizon).lastPosition, request.keyless ?? 'keep');
     let segmentsCompacted = 0;
     let segmentsAfter = 0;
