@@ -323,9 +323,10 @@ export const mergeGroupBytesTarget = 4 * 1024 * 1024;
 /**
  * Key compaction turns the event loop every this many records while it decides which to keep:
  * each decision is a key-index lookup of several microseconds, mostly answered from memory
- * (microtasks alone never let timers or I/O in), so a slice of 1,024 is a few milliseconds.
+ * (microtasks alone never let timers or I/O in) and walking several dictionaries when the
+ * winner is old, so a slice of 256 is a few milliseconds.
  */
-export const compactionLookupSliceRecords = 1024;
+export const compactionLookupSliceRecords = 256;
 
 /**
  * A merge joins adjacent sealed segments while the merged one stays at most this size: large

@@ -35,7 +35,7 @@ import {
   keyHashes,
   parseKeyFileHead,
   readKeyFileHead,
-  readKeySection,
+  readKeySectionAsync,
   WinnerReader,
   prefers,
   winnerAt,
@@ -521,7 +521,11 @@ export class KeyIndex {
       return held;
     }
     try {
-      slot.sections[which] = readKeySection(this.kernels, this.fileFor(slot.base), slot.head!, which);
+      const head = slot.head!;
+      const bytes = await readKeySectionAsync(this.kernels, this.fileFor(slot.base), head, which);
+      // Rebuilt or replaced while the read was under way: what was read is not its file's now.
+      if (slot.head !== head) return this.section(slot, which);
+      slot.sections[which] = bytes;
     } catch (error) {
       await this.rebuild(slot, (error as Error).message);
       return this.section(slot, which);

@@ -212,6 +212,30 @@ export function readKeySection(kernels: Kernels, file: string, head: KeyFileHead
 }
 
 /**
+ * `readKeySection` with the read off the event loop: a section is megabytes (an FST, a winners
+ * table), and a lookup that loads one mid-compaction or mid-read would stall every other request
+ * for the read. The checks after it are the same.
+ */
+export async function readKeySectionAsync(kernels: Kernels, file: string, head: KeyFileHead, section: 0 | 1 | 2): Promise<Uint8Array> {
+  const { offset, length, crc } = head.sections[section];
+  const bytes = new Uint8Array(length);
+  try {
+    const handle = await fs.promises.open(file, 'r');
+    try {
+      const { bytesRead } = await handle.read(bytes, 0, length, offset);
+      if (bytesRead !== length) throw new Error(`the file is shorter than ${offset + length} bytes`);
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    throw corrupt(file, (error as Error).message, error);
+  }
+  if (kernels.crc32(bytes) !== crc) throw corrupt(file, `section ${section + 1} fails its CRC`);
+  if (section === 1) kernels.fstVerify(bytes);
+  return bytes;
+}
+
+/**
  * The winner stored at `ordinal` of a winners section (or of `table`, that one winner's bytes
  * read on their own at ordinal 0), checked by its own CRC: `CORRUPT` when it fails.
  */
