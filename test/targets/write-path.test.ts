@@ -81,6 +81,7 @@ describe.each(targets)('the write path ($name)', (target) => {
     const stream = await feed.openStream({ token, message: 'hour 1' });
     await expect(feed.openStream({ token })).rejects.toMatchObject({ code: 'STREAM_OPEN' });
     expect((await feed.info()).activeStream).toBe(stream.id);
+    expect((await feed.activeStream())?.id).toBe(stream.id);
     expect(await stream.append([{ payload: 'a' }, { payload: 'b' }], { token, expectedSeq: 1 })).toEqual({ stream: stream.id, firstSeq: 1, lastSeq: 2 });
     const mismatch = await stream.append([{ payload: 'c' }], { token, expectedSeq: 1 }).catch((error: StreamStackError) => error);
     expect(mismatch).toBeInstanceOf(StreamStackError);
@@ -102,6 +103,12 @@ describe.each(targets)('the write path ($name)', (target) => {
     await expect(aborted.append([{ payload: 'z' }], { token })).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
     expect(await collect(feed.commits())).toHaveLength(1);
     expect(await feed.head()).toMatchObject({ commit: 1 });
+
+    // A stream is looked up by id, open, sealed or aborted; an id the feed never had is refused.
+    expect(await (await feed.stream(stream.id)).info()).toMatchObject({ state: 'sealed', commit: { commit: 1 } });
+    expect(await (await feed.stream(aborted.id)).info()).toEqual({ id: aborted.id, state: 'aborted' });
+    await expect(feed.stream('no-such-stream')).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
+    expect(await feed.activeStream()).toBeUndefined();
   });
 
   it('refuses bad input with the same typed errors and writes nothing', async () => {
