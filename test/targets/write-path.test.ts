@@ -109,6 +109,10 @@ describe.each(targets)('the write path ($name)', (target) => {
     expect(await (await feed.stream(aborted.id)).info()).toEqual({ id: aborted.id, state: 'aborted' });
     await expect(feed.stream('no-such-stream')).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
     expect(await feed.activeStream()).toBeUndefined();
+    const disk = await feed.diskUse();
+    expect(disk.historySegments).toBe(1);
+    expect(disk.files).toBeGreaterThan(disk.historySegments);
+    expect(disk.bytes).toBeGreaterThan(0);
   });
 
   it('refuses bad input with the same typed errors and writes nothing', async () => {

@@ -1,7 +1,7 @@
 /**
  * A feed on a StreamStack server, with the embedded `Feed`'s names, arguments, results and
  * errors. Every call that asks the server returns a promise, and so does the embedded one
- * (`info`, `head`, `stream`, `activeStream`, `subscription`, `subscriptions`), so code
+ * (`info`, `head`, `stream`, `activeStream`, `subscription`, `subscriptions`, `diskUse`), so code
  * moves between the two unchanged.
  *
  * @example
@@ -21,6 +21,7 @@ import {
   type ExportOptions,
   type KeyCompactionRequest,
   type KeyCompactionResult,
+  type FeedDiskUse,
   type FeedInfo,
   type LeaseGrant,
   type MergeResult,
@@ -260,6 +261,11 @@ export class RemoteFeed {
 
   retention(): Promise<RetentionInfo> {
     return this.transport.json('GET', `${this.path}/retention`);
+  }
+
+  /** What the feed takes on the server's disk: history segments, files and allocated bytes. */
+  diskUse(): Promise<FeedDiskUse> {
+    return this.transport.json('GET', `${this.path}/disk`);
   }
 
   /** The latest commit, or undefined. */

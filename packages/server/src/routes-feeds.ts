@@ -36,6 +36,10 @@ export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Au
     (await ctx.feed(request.params.feed)).info(),
   );
 
+  app.get<{ Params: FeedParams }>('/v1/feeds/:feed/disk', { config: { operation: 'read' }, schema: describe('feeds', 'what the feed takes on disk: {"historySegments", "files", "bytes"}') }, async (request) =>
+    (await ctx.feed(request.params.feed)).diskUse(),
+  );
+
   app.post<{ Params: FeedParams }>('/v1/feeds/:feed/lease', { config: { operation: 'lease' }, schema: describe('leases', 'acquire the lease: {"holder", "ttlMs"?}') }, async (request, reply) => {
     const { holder, ttlMs } = bodyObject(request.body);
     const grant = await (await ctx.feed(request.params.feed)).acquireLease({ holder: holder as string, ...(ttlMs === undefined ? {} : { ttlMs: ttlMs as number }) });
