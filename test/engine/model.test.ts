@@ -675,14 +675,15 @@ class WriteFinished implements Command {
       ...m.aborted.map((id): [string, string] => [id, 'STREAM_NOT_FOUND']),
     ];
     const [id, code] = candidates[scale(this.pick, candidates.length - 1)];
-    const stream = await r.feed.stream(id);
-    const action =
+    // The lookup is part of the write: after a restart the feed may have forgotten an aborted
+    // stream, and then the lookup itself fails with STREAM_NOT_FOUND.
+    const write = (stream: Stream) =>
       this.action === 'append'
-        ? () => stream.append([{ payload: 'late' }], { token: r.token })
+        ? stream.append([{ payload: 'late' }], { token: r.token })
         : this.action === 'seal'
-          ? () => stream.seal({ token: r.token })
-          : () => stream.abort({ token: r.token });
-    await expectCode(action, code);
+          ? stream.seal({ token: r.token })
+          : stream.abort({ token: r.token });
+    await expectCode(async () => write(await r.feed.stream(id)), code);
     await checkHead(m, r);
   }
   toString = () => `writeFinished(${this.action} @${this.pick}%)`;
