@@ -57,7 +57,7 @@ const firstDedup = await dedup.next();
 const firstDedupBatchMs = performance.now() - started;
 await dedup.return(undefined);
 const rssAfterDedupMb = mb(process.memoryUsage().rss);
-const info = feed.info();
+const info = await feed.info();
 if (scanned !== info.records) throw new Error(`the columnar scan read ${scanned} records of ${info.records}`);
 await store.close();
 

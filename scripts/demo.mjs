@@ -198,7 +198,7 @@ async function demo(store, clock) {
   const started = performance.now();
   for (let h = 0; h < polls; h++) await ingestRun(feed, source, day + h * hour, clock);
   const ingestMs = performance.now() - started;
-  out(`ingested ${polls} hourly polls of an orders API: ${count(feed.info().records)} records in ${Math.round(ingestMs)} ms (real time)`);
+  out(`ingested ${polls} hourly polls of an orders API: ${count((await feed.info()).records)} records in ${Math.round(ingestMs)} ms (real time)`);
 
   // 1. The history: one commit per poll.
   heading(`Commit history: feed.commits() (times UTC on ${iso(day).slice(0, 10)})`);
@@ -260,17 +260,17 @@ async function demo(store, clock) {
   clock.now = day + 23 * hour + 40 * 60_000;
   heading(`Subscription 'warehouse', created at ${clockTime(clock.now)}: catch up, then live`);
   const subscription = await feed.createSubscription('warehouse');
-  const lagLine = () => {
-    const { lag } = subscription.info();
+  const lagLine = async () => {
+    const { lag } = await subscription.info();
     return `lag ${lag.commits} commits, ${count(lag.records)} records`;
   };
-  out(`  created at cursor ${subscription.cursor}: ${lagLine()}`);
+  out(`  created at cursor ${(await subscription.info()).cursor}: ${await lagLine()}`);
   for (;;) {
     const { commits, cursor } = await subscription.poll({ max: 400 });
     if (commits.length === 0) break;
     const records = commits.reduce((sum, { records: list }) => sum + list.length, 0);
     await subscription.advance(cursor);
-    out(`  poll({ max: 400 }) → commits ${commits[0].commit.commit}–${cursor} (${records} records); advance(${cursor}) → ${lagLine()}`);
+    out(`  poll({ max: 400 }) → commits ${commits[0].commit.commit}–${cursor} (${records} records); advance(${cursor}) → ${await lagLine()}`);
   }
 
   const controller = new AbortController();
@@ -282,13 +282,13 @@ async function demo(store, clock) {
       out(`  live ← commit ${commit.commit} (${commit.message}): ${records.length} records, ` +
         `${(arrived - runStarted).toFixed(1)} ms (real time) after its ingest run started`);
       await subscription.advance(commit.commit);
-      out(`  advance(${commit.commit}) → ${lagLine()}; aborting the live read`);
+      out(`  advance(${commit.commit}) → ${await lagLine()}; aborting the live read`);
       controller.abort();
     }
   })().catch((error) => {
     if (error?.name !== 'AbortError') throw error;
   });
-  out(`  live({ signal }) started at cursor ${subscription.cursor}, waiting for the next poll…`);
+  out(`  live({ signal }) started at cursor ${(await subscription.info()).cursor}, waiting for the next poll…`);
   await new Promise((resolve) => setTimeout(resolve, 50));
   const safety = setTimeout(() => controller.abort(), 5_000);
 
@@ -299,8 +299,9 @@ async function demo(store, clock) {
   await consumer;
   clearTimeout(safety);
   if (arrived === undefined) throw new Error('the 25th commit did not arrive on the live subscription');
-  expect('subscription cursor', subscription.cursor, next.commit);
-  out(`  live read ended (aborted); cursor ${subscription.cursor}, head ${feed.head().commit}`);
+  const { cursor } = await subscription.info();
+  expect('subscription cursor', cursor, next.commit);
+  out(`  live read ended (aborted); cursor ${cursor}, head ${(await feed.head()).commit}`);
 }
 
 async function collectByKey(feed) {

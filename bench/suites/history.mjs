@@ -13,7 +13,7 @@
 // Retention by age, on the same feed once the exports are done: the store's clock moves an hour
 // between its commits (one per sealed 100k-record stream), so its history spans a known time
 // range; `setRetention({ maxAgeMs })` of half that range and `trim()` remove the older half. The
-// figures: disk bytes before and after (`feed.diskUse().bytes`, with the rebuilt dictionaries
+// figures: disk bytes before and after (`feed.diskUse()`'s `bytes`, with the rebuilt dictionaries
 // on disk), the trim's wall time, how long after the trim `get` and a dedup read answer again
 // (they wait for the key and fingerprint dictionaries to be rebuilt over the kept history: that
 // rebuild is O(kept history), the known cost of trimming under whole-history dictionaries), and
@@ -28,7 +28,7 @@
 // Key compaction, on a feed of its own (`keys`) of the same size: each key updated 10 times
 // (records/10 keys, each update a 200-byte JSON state with a type and three tags, the updates of
 // a key spread across the whole history), compacted up to its head. The figures: its rate
-// (records read and rewritten per second), disk bytes after / before (`feed.diskUse().bytes`,
+// (records read and rewritten per second), disk bytes after / before (`feed.diskUse()`'s `bytes`,
 // target ≤ 15%), records left, and the event loop's largest delay while it runs (limit 50 ms).
 // Every key's latest value must read back the same.
 //
@@ -156,8 +156,8 @@ async function retentionByAge(suite, feed) {
   // Every derived file is on disk first, so the bytes before are the feed's settled size.
   await feed.writer.idle();
   await feed.get('k1');
-  const before = feed.info();
-  const beforeDisk = feed.diskUse();
+  const before = await feed.info();
+  const beforeDisk = await feed.diskUse();
   const commits = before.commits;
   const maxAgeMs = Math.floor((commits * commitSpacingMs) / 2);
   const delay = monitorEventLoopDelay({ resolution: 10 });
@@ -173,8 +173,8 @@ async function retentionByAge(suite, feed) {
   const dedupAnswered = performance.now();
   await feed.writer.idle();
   delay.disable();
-  const after = feed.info();
-  const afterDisk = feed.diskUse();
+  const after = await feed.info();
+  const afterDisk = await feed.diskUse();
   // A fast wrong answer fails the suite: the older half went, and lookups answer from what is kept.
   if (after.lowMark <= before.lowMark || after.lowMark - 1 > commits / 2 + 1) {
     throw new Error(`retention by age kept commits from ${after.lowMark} of ${commits}, not the younger half`);
@@ -207,13 +207,13 @@ async function retentionByAge(suite, feed) {
 async function mergeSegments(suite, feed) {
   await feed.writer.idle();
   // The two newest segments are never merged: with fewer than four there is nothing to join.
-  if (feed.diskUse().historySegments < 4) {
-    process.stderr.write(`  merge: skipped, ${feed.diskUse().historySegments} history segments (run at a larger size)\n`);
+  if ((await feed.diskUse()).historySegments < 4) {
+    process.stderr.write(`  merge: skipped, ${(await feed.diskUse()).historySegments} history segments (run at a larger size)\n`);
     return;
   }
   const expected = await feed.get('k1');
-  const before = feed.info();
-  const beforeDisk = feed.diskUse();
+  const before = await feed.info();
+  const beforeDisk = await feed.diskUse();
   const kept = before.records - before.lowPosition + 1;
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
@@ -222,7 +222,7 @@ async function mergeSegments(suite, feed) {
   const seconds = (performance.now() - started) / 1000;
   await feed.writer.idle();
   delay.disable();
-  const afterDisk = feed.diskUse();
+  const afterDisk = await feed.diskUse();
   const merged = result.merges.reduce((sum, merge) => sum + merge.records, 0);
   let rows = 0;
   for await (const batch of feed.readColumns()) rows += batch.length;
@@ -279,15 +279,15 @@ async function compactKeys(suite, store) {
   await feed.writer.idle();
   const probes = [0, Math.floor(keyCount / 2), keyCount - 1].map((key) => `account-${key}`);
   const expected = await Promise.all(probes.map((key) => feed.get(key)));
-  const beforeDisk = feed.diskUse();
+  const beforeDisk = await feed.diskUse();
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
   const started = performance.now();
-  const result = await feed.compactKeys({ horizon: feed.info().commits });
+  const result = await feed.compactKeys({ horizon: (await feed.info()).commits });
   const seconds = (performance.now() - started) / 1000;
   await feed.writer.idle();
   delay.disable();
-  const afterDisk = feed.diskUse();
+  const afterDisk = await feed.diskUse();
   if (result.putOff || result.segmentsCompacted === 0) throw new Error(`the key compaction did nothing: ${JSON.stringify(result)}`);
   const answers = await Promise.all(probes.map((key) => feed.get(key)));
   for (const [index, answer] of answers.entries()) {

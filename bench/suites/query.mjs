@@ -82,7 +82,7 @@ async function build() {
     await feed.append(makeBatch(start, Math.min(buildBatch, recordCount - start)));
   }
   const seconds = (performance.now() - started) / 1000;
-  const info = feed.info();
+  const info = await feed.info();
   if (info.records !== recordCount) throw new Error(`the feed holds ${info.records} records, not ${recordCount}`);
   // The index's segments (an internal, read only for the log line: several sealed + the tail).
   const segments = feed.writer?.index?.all?.() ?? [];
@@ -412,7 +412,7 @@ export async function run() {
     }
     throw new Error('a condition that should fail passed');
   }, { async: true, items: 1, seconds: 2 });
-  if (feed.info().records !== appended) throw new Error('a failed conditional append wrote records');
+  if ((await feed.info()).records !== appended) throw new Error('a failed conditional append wrote records');
 
   await store.close();
 

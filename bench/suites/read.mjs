@@ -148,7 +148,7 @@ async function build() {
   }
   if (stream) await stream.seal({ token });
   await feed.releaseLease({ token });
-  const info = feed.info();
+  const info = await feed.info();
   if (info.records !== expected.raw) throw new Error(`the feed holds ${info.records} records, not ${expected.raw}`);
   process.stderr.write(
     `  built ${expected.raw} records (${keyCount} keys, ${expected.repeats} repeats, ${expected.updates} updates, ` +

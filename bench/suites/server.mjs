@@ -313,7 +313,7 @@ export async function run() {
     const readers = [
       { label: 'SSE (client follow)', append: (records) => remoteLive.append(records), subscribe: async () => followReader(remoteLive, (await remoteLive.head()).commit) },
       { label: 'long-poll', append: (records) => remoteLive.append(records), subscribe: async () => longPollReader(server.url, 'live', (await remoteLive.head()).commit) },
-      { label: 'embedded follow', append: (records) => embeddedLive.append(records), subscribe: async () => followReader(embeddedLive, embeddedLive.head().commit) },
+      { label: 'embedded follow', append: (records) => embeddedLive.append(records), subscribe: async () => followReader(embeddedLive, (await embeddedLive.head()).commit) },
     ];
     for (const reader of readers) {
       const latencies = await deliveryLatencies(reader.append, await reader.subscribe());

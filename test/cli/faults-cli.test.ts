@@ -29,7 +29,7 @@ async function reportedFeed(directory: string): Promise<void> {
     );
   }
   await feed.createSubscription('billing', { after: 0 });
-  await feed.subscription('billing').advance(42);
+  await (await feed.subscription('billing')).advance(42);
   await store.close();
 }
 

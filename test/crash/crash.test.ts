@@ -94,7 +94,7 @@ describe('crash safety under SIGKILL', () => {
       for await (const commit of feed.commits()) {
         for (const record of await feed.readCommit(commit.commit)) take(record.payload, record.seq);
       }
-      const open = feed.activeStream();
+      const open = await feed.activeStream();
       if (open) for (const record of await open.read()) take(record.payload, record.seq);
 
       for (const [batch, size] of acknowledged) {

@@ -12,7 +12,7 @@ const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 
 const store = await Store.open(directory, { segmentBytes: 64 * 1024 });
 emit({ kind: 'ready' });
-const left = store.feedNames()[0];
+const left = (await store.feedNames())[0];
 if (left !== undefined) {
   emit({ kind: 'delete', feed: left });
   await store.deleteFeed(left);

@@ -77,7 +77,7 @@ describe('crash safety of deleting feeds under SIGKILL', () => {
 
       const store = await openStore(directory);
       expect(fs.readdirSync(path.join(directory, 'feeds')).filter((name) => name.startsWith('.')), `cycle ${cycle}: tombstones left`).toEqual([]);
-      const names = new Set(store.feedNames());
+      const names = new Set(await store.feedNames());
       for (const [name, feed] of known) {
         const context = `cycle ${cycle}, feed ${name}`;
         if (feed.deleted) {

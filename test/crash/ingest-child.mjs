@@ -27,7 +27,7 @@ try {
   token = (await feed.acquireLease({ holder: `child-${cycle}`, ttlMs: leaseTtlMs })).token;
 }
 emit({ kind: 'lease', token });
-let stream = feed.activeStream();
+let stream = await feed.activeStream();
 emit({ kind: 'ready' });
 
 /** A round of concurrent writes: the group commit pipelines them. */

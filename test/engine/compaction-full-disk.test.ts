@@ -71,7 +71,7 @@ describe('key compaction on a full disk', () => {
     );
     expect(failed).toMatchObject({ code: 'IO', details: { errno: 'ENOSPC' } });
     expect(fs.readdirSync(history).sort()).toEqual(files);
-    expect(feed.info().horizon).toBe(horizon);
+    expect((await feed.info()).horizon).toBe(horizon);
     expect(await reads(feed, horizon)).toEqual(before);
     const merged = await feed.compact().then(
       () => undefined,

@@ -200,14 +200,14 @@ async function runStep(harness: Harness, step: Step): Promise<{ refused: boolean
       return { refused: false };
     }
     const { condition, after } = resolveCondition(lastPosition(harness), step.condition);
-    const before = harness.feed.info();
+    const before = await harness.feed.info();
     let commit: Awaited<ReturnType<Feed['append']>> | undefined;
     const result = await outcome(harness.feed.append(records, { token, condition }).then((written) => (commit = written)));
     if (expectOutcome(harness, result, step.condition, after, 'a conditional append')) {
       publish(harness, commit!, step.records);
       return { refused: false };
     }
-    expect(harness.feed.info(), 'a refused append changes nothing').toEqual(before);
+    expect(await harness.feed.info(), 'a refused append changes nothing').toEqual(before);
     return { refused: true };
   }
   // A stream sealed under a condition: its own (unpublished) records never count.
@@ -215,7 +215,7 @@ async function runStep(harness: Harness, step: Step): Promise<{ refused: boolean
   const specs = step.batches.flat();
   for (const batch of step.batches) await stream.append(batch.map((spec) => toAppend(harness, spec)), { token });
   const { condition, after } = resolveCondition(lastPosition(harness), step.condition);
-  const before = harness.feed.info();
+  const before = await harness.feed.info();
   let commit: Awaited<ReturnType<typeof stream.seal>> | undefined;
   const result = await outcome(stream.seal({ token, condition }).then((sealed) => (commit = sealed)));
   if (expectOutcome(harness, result, step.condition, after, 'a conditional seal')) {
@@ -223,22 +223,22 @@ async function runStep(harness: Harness, step: Step): Promise<{ refused: boolean
     return { refused: false };
   }
   // Refused: nothing published, the stream still open, and it can be sealed later.
-  expect(harness.feed.info(), 'a refused seal publishes nothing').toEqual(before);
-  expect(stream.info()).toEqual({ id: stream.id, state: 'open', records: specs.length });
-  expect(harness.feed.activeStream()?.id).toBe(stream.id);
+  expect(await harness.feed.info(), 'a refused seal publishes nothing').toEqual(before);
+  expect(await stream.info()).toEqual({ id: stream.id, state: 'open', records: specs.length });
+  expect((await harness.feed.activeStream())?.id).toBe(stream.id);
   if (step.then === 'append') {
     const extra = { tags: ['course:1'], type: 'booked', pad: 0 };
     await stream.append([toAppend(harness, extra)], { token });
     specs.push(extra);
   } else if (step.then === 'reopen') {
     await reopen(harness);
-    stream = harness.feed.stream(stream.id);
-    expect(stream.info()).toEqual({ id: stream.id, state: 'open', records: specs.length });
+    stream = await harness.feed.stream(stream.id);
+    expect(await stream.info()).toEqual({ id: stream.id, state: 'open', records: specs.length });
   }
   // The same condition, moved up to the head, now holds.
   const retried = await stream.seal({ token, condition: { ...condition, after: lastPosition(harness) } });
   publish(harness, retried, specs);
-  expect(stream.info().state).toBe('sealed');
+  expect((await stream.info()).state).toBe('sealed');
   return { refused: true };
 }
 
@@ -338,7 +338,7 @@ describe('append conditions against a scan of the history', () => {
           try {
             for (const burst of bursts) {
               // Every request of a burst is submitted at once: they share group commits.
-              const last = feed.info().records;
+              const last = (await feed.info()).records;
               const pending = burst.map(async (request) => {
                 const records = request.records.map((spec) => toAppend(counter, spec));
                 if (!request.condition) return void (await feed.append(records));
@@ -399,7 +399,7 @@ describe('append conditions against a scan of the history', () => {
         code: 'INVALID_ARGUMENT',
       });
     }
-    expect(feed.info().records).toBe(2);
+    expect((await feed.info()).records).toBe(2);
     await expect(feed.append([{ payload: 'c' }], { condition: { failIfMatch: { tags: ['course:2'] }, after: 1 } })).rejects.toMatchObject({
       code: 'CONDITION_FAILED',
       details: { position: 2, after: 1 },
@@ -411,7 +411,7 @@ describe('append conditions against a scan of the history', () => {
         details: { position: 2 },
       });
       // …but nothing lies after the head.
-      await expect(feed.append([{ payload: `c-${JSON.stringify(failIfMatch)}` }], { condition: { failIfMatch, after: feed.info().records } })).resolves.toMatchObject({
+      await expect(feed.append([{ payload: `c-${JSON.stringify(failIfMatch)}` }], { condition: { failIfMatch, after: (await feed.info()).records } })).resolves.toMatchObject({
         records: 1,
       });
     }
@@ -499,7 +499,7 @@ describe('append conditions against a scan of the history', () => {
       const commit = await feed.append(batch);
       if (positionOf0 === 0) positionOf0 = commit.firstPosition;
     }
-    const last = feed.info().records;
+    const last = (await feed.info()).records;
     // `t0` was raised first, so it is long evicted; a condition on it must still see it.
     await expect(feed.append([{ payload: 'x' }], { condition: { failIfMatch: { tags: ['t0'] }, after: 0 } })).rejects.toMatchObject({
       code: 'CONDITION_FAILED',
@@ -547,7 +547,7 @@ async function enrol(feed: Feed, student: number, preferences: readonly number[]
   for (const course of preferences) {
     for (;;) {
       if (++attempts > enrolAttemptsMax) throw new Error(`student ${student}: still refused after ${enrolAttemptsMax} attempts`);
-      const head = feed.info().records;
+      const head = (await feed.info()).records;
       let booked = 0;
       for await (const record of feed.read({ filter: { types: ['booked'], tags: [`course:${course}`] } })) {
         expect(record.type).toBe('booked');

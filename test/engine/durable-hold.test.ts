@@ -92,7 +92,7 @@ describe.each([
     const other: Feed = await store.feed('f');
     expect(await payloads(other.read())).toEqual(['durable']);
     expect(await payloads(feed.read())).toEqual(['durable']);
-    expect(feed.info()).toMatchObject({ commits: 1, records: 1 });
+    expect(await feed.info()).toMatchObject({ commits: 1, records: 1 });
     expect(await collect(feed.commits())).toHaveLength(1);
     expect(append.settled).toBe(false);
 
@@ -122,13 +122,13 @@ describe.each([
     expect(append.settled, 'the stream append resolved while its durable write was held').toBe(false);
     // The open stream, read through the writer's handle and another, holds only the first batch.
     expect((await stream.read()).map((record) => text(record.payload))).toEqual(['first']);
-    expect((await feed.stream(stream.id).read()).map((record) => text(record.payload))).toEqual(['first']);
-    expect(stream.info()).toMatchObject({ state: 'open', records: 1 });
+    expect((await (await feed.stream(stream.id)).read()).map((record) => text(record.payload))).toEqual(['first']);
+    expect(await stream.info()).toMatchObject({ state: 'open', records: 1 });
     expect(append.settled).toBe(false);
 
     holder.release();
     await expect(append.promise).resolves.toMatchObject({ firstSeq: 2, lastSeq: 2 });
-    expect((await feed.stream(stream.id).read()).map((record) => text(record.payload))).toEqual(['first', 'held']);
+    expect((await (await feed.stream(stream.id)).read()).map((record) => text(record.payload))).toEqual(['first', 'held']);
     const commit = await stream.seal({ token });
     expect(commit.records).toBe(2);
     expect(await payloads(feed.read())).toEqual(['first', 'held']);

@@ -362,13 +362,13 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
   // The head and the feed's summary, each of which may fail only with what it depends on.
   let head: number | undefined;
   try {
-    head = feed.head()?.commit ?? 0;
+    head = (await feed.head())?.commit ?? 0;
   } catch (error) {
     const verdict = judgeError(root, rules, 'feed.head()', error, historyDamaged);
     if (verdict) findings.violation(`${step}: ${verdict.message}`);
   }
   try {
-    const info = feed.info();
+    const info = await feed.info();
     if (info.createdAt !== fixture.createdAt) findings.violation(`${step}: feed.info().createdAt is ${info.createdAt}, feed.json said ${fixture.createdAt}`);
     if (rules.restored && info.epoch < fixture.epoch) findings.violation(`${step}: the lease epoch is ${info.epoch}, below the ${fixture.epoch} ever granted`);
     if (!rules.restored && !rules.leaseDamaged && info.epoch !== fixture.epoch) findings.violation(`${step}: the lease epoch is ${info.epoch}, expected ${fixture.epoch}`);
@@ -435,7 +435,7 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
   const open = fixture.openStream;
   const shorter = open.records.slice(0, open.records.length - open.lastBatch);
   try {
-    const stream = feed.stream(open.id);
+    const stream = await feed.stream(open.id);
     const records = await stream.read();
     const difference = listDifference(open.records, records);
     if (difference && rules.tornWal && !listDifference(shorter, records)) {
@@ -443,7 +443,7 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
     } else if (difference) {
       findings.violation(`${step}: the open stream ${open.id}: read ${difference}`);
     }
-    const state = stream.info();
+    const state = await stream.info();
     if (state.state !== 'open' || state.records !== records.length) {
       findings.violation(`${step}: the open stream ${open.id}: info() says ${JSON.stringify({ state: state.state, records: state.records })}, but its read returned ${records.length} records`);
     }
@@ -455,7 +455,7 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
   for (const subscription of fixture.subscriptions) {
     const what = `subscription ${subscription.name}`;
     try {
-      const cursor = feed.subscription(subscription.name).info().cursor;
+      const cursor = (await (await feed.subscription(subscription.name)).info()).cursor;
       if (cursor === subscription.cursor) continue;
       if (rules.tornSubscriptions.has(subscription.file) && cursor === subscription.previousCursor) {
         findings.note(`${what}: its last advance was cut as a torn tail (cursor ${cursor})`);

@@ -126,7 +126,7 @@ describe('a failed fsync', () => {
 
     store = await openStore(directory, { kernels: failing.kernels });
     feed = await store.feed('f');
-    const reopened = feed.stream(stream.id);
+    const reopened = await feed.stream(stream.id);
     const records = (await reopened.read()).map((record) => text(record.payload));
     expect([['a', 'b'], ['a', 'b', 'c', 'd']]).toContainEqual(records);
     const commit = await reopened.seal({ token });
@@ -151,7 +151,7 @@ describe('a failed fsync', () => {
     feed = await store.feed('f');
     // The failed grant may have reached the disk (epoch 2, then live) or not (epoch 1, expired):
     // either way a new grant is strictly newer than anything granted before.
-    const info = feed.info();
+    const info = await feed.info();
     expect([1, 2]).toContain(info.epoch);
     if (info.lease === null) expect((await feed.acquireLease({ holder: 'four', ttlMs: 600_000 })).epoch).toBe(info.epoch + 1);
     else expect(info.lease).toMatchObject({ holder: 'two', epoch: 2 });

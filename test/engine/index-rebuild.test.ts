@@ -69,7 +69,7 @@ const queries: RecordFilter[] = [
  * payloads. `quick`: the index plan from the start only (what a damaged index would get wrong).
  */
 async function readAll(feed: Feed, quick = false): Promise<string[][]> {
-  const head = feed.info().commits;
+  const head = (await feed.info()).commits;
   const out: string[][] = [];
   for (const asOf of quick ? [head] : [head, Math.floor(head / 3), Math.floor(head / 2) + 1]) {
     const got: string[] = [];
@@ -329,7 +329,7 @@ describe('index files', () => {
     let store = await openStore(directory);
     let feed = await store.feed('f');
     expect(feed.indexRebuilds.length).toBe(1);
-    const head = feed.info().records;
+    const head = (await feed.info()).records;
     const added: number[] = [];
     for (let commit = 0; commit < 40; commit++) {
       const batch = Array.from({ length: 10 }, (_, at) => ({ payload: `more-${commit}-${at}|${'+'.repeat(300)}`, type: 'late', tags: ['late', at === 0 ? 'late:first' : 'late:rest'] }));

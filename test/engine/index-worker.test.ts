@@ -16,7 +16,7 @@ const engine = path.resolve('packages/engine/dist/index.js');
 function writerScript(directory: string, kernels: string, commits: number): string {
   return `import(${JSON.stringify(engine)}).then(async ({ Store }) => {
     const store = await Store.open(${JSON.stringify(directory)}, { segmentBytes: 64 * 1024, kernels: ${JSON.stringify(kernels)} });
-    const feed = store.feedNames().includes('f') ? await store.feed('f') : await store.createFeed('f');
+    const feed = (await store.feedNames()).includes('f') ? await store.feed('f') : await store.createFeed('f');
     for (let commit = 0; commit < ${commits}; commit++) {
       await feed.append(Array.from({ length: 30 }, (_, index) => {
         const n = commit * 30 + index;

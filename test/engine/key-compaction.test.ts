@@ -53,7 +53,7 @@ const shape = (records: readonly StoredRecord[]) =>
 
 /** Every read the contract keeps unchanged for horizon `horizon`. */
 async function keptReads(feed: Feed, horizon: number) {
-  const head = feed.head()!.commit;
+  const head = (await feed.head())!.commit;
   const gets: unknown[] = [];
   for (let key = 0; key < keys; key++) {
     for (const asOf of [horizon, horizon + 3, head]) {
@@ -118,7 +118,7 @@ describe('key compaction', () => {
     const { store, feed, directory } = await filled();
     const bases = historySegmentBases(directory);
     expect(bases.length).toBeGreaterThan(6);
-    const horizon = Math.floor(feed.head()!.commit * 0.7);
+    const horizon = Math.floor((await feed.head())!.commit * 0.7);
     const allBefore = shape(await collect(feed.read()));
     const expected = await keptReads(feed, horizon);
     const historyBytes = () => historySegmentBases(directory).reduce((sum, base) => sum + fs.statSync(path.join(directory, 'feeds', 'f', 'history', `${String(base).padStart(16, '0')}.hist`)).size, 0);
@@ -131,7 +131,7 @@ describe('key compaction', () => {
     expect(result.recordsAfter).toBeLessThan(result.recordsBefore / 2);
     expect(result.bytesAfter).toBeLessThan(result.bytesBefore / 2);
     expect(historyBytes()).toBeLessThan(diskBefore * 0.75);
-    expect(feed.info().horizon).toBe(horizon);
+    expect((await feed.info()).horizon).toBe(horizon);
 
     expect(await keptReads(feed, horizon)).toEqual(expected);
     // A read from the start reads what is kept: the winners, keyless records, then everything.
@@ -160,7 +160,7 @@ describe('key compaction', () => {
       }
       const again = await openStore(directory, { kernels: tsKernels });
       const reopened = await again.feed('f');
-      expect(reopened.info().horizon).toBe(horizon);
+      expect((await reopened.info()).horizon).toBe(horizon);
       expect(await keptReads(reopened, horizon)).toEqual(expected);
       expect(shape(await collect(reopened.read()))).toEqual(view);
       expect((await again.verify('f'))[0].problems).toEqual([]);
@@ -194,16 +194,16 @@ describe('key compaction', () => {
     const held = await feed.compactKeys({ horizon: 150 });
     expect(held.heldBy).toEqual({ subscription: 'slow', cursor: 40 });
     expect(held.horizon).toBeLessThanOrEqual(40);
-    const slow = feed.subscription('slow');
+    const slow = await feed.subscription('slow');
     expect((await slow.poll()).commits.length).toBeGreaterThan(0);
 
     const forced = await feed.compactKeys({ horizon: 150, force: true });
     expect(forced.horizon).toBe(150);
     expect(forced.heldBy).toBeUndefined();
-    await expectCode(() => feed.subscription('slow').poll(), 'COMPACTED');
-    await feed.subscription('slow').reset(150);
-    expect((await feed.subscription('slow').poll()).commits[0].commit.commit).toBe(151);
-    expect((await feed.subscription('fresh').poll()).commits[0].commit.commit).toBe(1);
+    await expectCode(async () => (await feed.subscription('slow')).poll(), 'COMPACTED');
+    await (await feed.subscription('slow')).reset(150);
+    expect((await (await feed.subscription('slow')).poll()).commits[0].commit.commit).toBe(151);
+    expect((await (await feed.subscription('fresh')).poll()).commits[0].commit.commit).toBe(1);
     await store.close();
   });
 
@@ -247,13 +247,13 @@ describe('key compaction', () => {
   it('refuses bad requests and changes nothing', async () => {
     const { store, feed, directory } = await filled(undefined, 60);
     const before = historySegmentBases(directory);
-    const head = feed.head()!.commit;
+    const head = (await feed.head())!.commit;
     await expectCode(() => feed.compactKeys({ horizon: head + 1 }), 'CURSOR_OUT_OF_RANGE');
     await expectCode(() => feed.compactKeys({ horizon: 0 }), 'CURSOR_OUT_OF_RANGE');
     await expectCode(() => feed.compactKeys({ horizon: 10, keyless: 'lose' as never }), 'INVALID_ARGUMENT');
     await expectCode(() => feed.compactKeys({ horizon: 10, horizn: 3 } as never), 'INVALID_ARGUMENT');
     expect(historySegmentBases(directory)).toEqual(before);
-    expect(feed.info().horizon).toBe(0);
+    expect((await feed.info()).horizon).toBe(0);
     expect(await collect(feed.read({ after: 5 }))).not.toHaveLength(0);
     await store.close();
   });

@@ -39,7 +39,7 @@ const shape = (records: readonly StoredRecord[]) =>
 
 /** Everything a reader can ask, as comparable values. */
 async function everything(feed: Feed) {
-  const head = feed.head()!.commit;
+  const head = (await feed.head())!.commit;
   const gets: unknown[] = [];
   for (let key = 0; key < 11; key++) {
     for (const asOf of [head, Math.floor(head / 3), Math.floor(head / 2) + 1]) {
@@ -78,7 +78,7 @@ describe('merging compaction', () => {
     const before = historySegmentBases(directory);
     expect(before.length).toBeGreaterThan(5);
     const expected = await everything(feed);
-    const bytesBefore = feed.diskUse().bytes;
+    const bytesBefore = (await feed.diskUse()).bytes;
 
     const result = await feed.compact();
     expect(result.putOff).toBe(false);
@@ -90,7 +90,7 @@ describe('merging compaction', () => {
     expect(result.merges[0]).toMatchObject({ base: before[0], segments: before.length - 2 });
     // Each shared payload is stored once in the merged segment instead of once per segment.
     expect(result.merges[0].bytesAfter).toBeLessThan(result.merges[0].bytesBefore);
-    expect(feed.diskUse().bytes).toBeLessThan(bytesBefore);
+    expect((await feed.diskUse()).bytes).toBeLessThan(bytesBefore);
     // No file is left named for a replaced segment.
     for (const part of ['history', 'index']) {
       for (const name of fs.readdirSync(path.join(directory, 'feeds', 'f', part))) {

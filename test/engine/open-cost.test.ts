@@ -244,9 +244,9 @@ describe('a feed of many small commits', () => {
     expect(pages.map((commit) => commit.commit)).toEqual([5001, 5002, 5003]);
 
     // A stream sealed long ago is found through its summary's stream table; an unknown one is not.
-    expect(feed.stream(streams[17]).info()).toMatchObject({ state: 'sealed', commit: { commit: 18 } });
-    expect(feed.stream(streams[total - 1]).info()).toMatchObject({ state: 'sealed', commit: { commit: total } });
-    expect(feed.stream('no-such-stream').info()).toEqual({ id: 'no-such-stream', state: 'unknown' });
+    expect(await (await feed.stream(streams[17])).info()).toMatchObject({ state: 'sealed', commit: { commit: 18 } });
+    expect(await (await feed.stream(streams[total - 1])).info()).toMatchObject({ state: 'sealed', commit: { commit: total } });
+    await expect(feed.stream('no-such-stream')).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
     // Lag sums run bytes from the summaries' page tables and the held commits.
     const runBytes = (from: number) => {
       let sum = 0;

@@ -316,7 +316,7 @@ function segmentFiles(harness: Harness): { history: string[]; index: string[] } 
 /** Every query case, through every plan, against the oracle. */
 async function checkQueries(harness: Harness, cases: readonly QueryCase[], stage: string): Promise<void> {
   const head = harness.lastPositions.length;
-  expect(harness.feed.info().commits, stage).toBe(head);
+  expect((await harness.feed.info()).commits, stage).toBe(head);
   for (const [number, queryCase] of cases.entries()) {
     const cursor = Math.min(head, Math.floor(queryCase.at * (head + 1)));
     const afterPosition = cursor === 0 ? 0 : harness.lastPositions[cursor - 1];
@@ -452,7 +452,7 @@ describe('the type limit', () => {
     // Known types and untyped records are still welcome; two new ones in one batch are not.
     await expect(feed.append([{ payload: 'known', type: 'type-7' }, { payload: 'untyped' }], { token })).resolves.toMatchObject({ records: 2 });
     await expect(feed.append([{ payload: 'x', type: 'type-8' }, { payload: 'y', type: 'new-a' }], { token })).rejects.toMatchObject({ code: 'TYPE_LIMIT' });
-    expect(feed.info().records).toBe(max + 2);
+    expect((await feed.info()).records).toBe(max + 2);
     await store.close();
 
     const again = await openStore(directory, { segmentBytes: 8 * 1024 * 1024 });
@@ -499,7 +499,7 @@ describe('the type limit', () => {
     // Reopened, the stream's acknowledged batch (and its type, which takes the last slot) is recovered from the WAL.
     const again = await openStore(directory, { segmentBytes: 8 * 1024 * 1024 });
     const reopened = await again.feed('f');
-    const recovered = reopened.stream(stream.id);
+    const recovered = await reopened.stream(stream.id);
     const outcome = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: { code?: string }) => error.code ?? String(error));
     const second = await outcome(recovered.append([{ payload: 'b', type: 'stream-type-b' }], { token }));
     const third = await outcome(recovered.append([{ payload: 'c', type: 'stream-type-c' }], { token }));

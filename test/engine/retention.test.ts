@@ -58,7 +58,7 @@ describe('trim', () => {
     const basesBefore = historySegmentBases(directory);
     expect(basesBefore.length).toBeGreaterThan(4);
     const before = 150;
-    const head = feed.head()!.commit;
+    const head = (await feed.head())!.commit;
     // What readers see of the kept part, before the trim.
     const raw = shape(await collect(feed.read({ after: before - 1 })));
     const filtered = shape(await collect(feed.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })));
@@ -68,7 +68,7 @@ describe('trim', () => {
     expect(result.segmentsRemoved).toBeGreaterThan(0);
     expect(result.lowMark).toBeLessThanOrEqual(before);
     const low = result.lowMark;
-    expect(feed.info().lowMark).toBe(low);
+    expect((await feed.info()).lowMark).toBe(low);
     expect(result.commitsRemoved).toBe(low - 1);
     expect(result.recordsRemoved).toBe(result.lowPosition - 1);
     // Whole segments went, the oldest ones; the rest are untouched.
@@ -90,7 +90,7 @@ describe('trim', () => {
     const all = await collect(feed.read());
     expect(all[0].commit).toBe(low);
     expect(all[0].position).toBe(result.lowPosition);
-    expect(all.length).toBe(feed.info().records - result.lowPosition + 1);
+    expect(all.length).toBe((await feed.info()).records - result.lowPosition + 1);
     expect((await collect(feed.commits()))[0].commit).toBe(low);
     // The commit just before the low mark is a valid cursor; below it is trimmed history.
     expect((await collect(feed.read({ after: low - 1, limit: 1 })))[0].commit).toBe(low);
@@ -104,7 +104,7 @@ describe('trim', () => {
     await expectCode(collect(feed.follow({ after: 0, signal: AbortSignal.abort() })), 'TRIMMED');
     // A condition reaching below the low mark cannot be checked: refused, nothing written.
     await expectCode(feed.append([{ payload: 'x' }], { condition: { failIfMatch: { items: [{ types: ['never'] }] }, after: 0 } }), 'TRIMMED');
-    expect(feed.head()!.commit).toBe(head);
+    expect((await feed.head())!.commit).toBe(head);
     // The feed goes on: appends, and a trim that finds nothing more to remove.
     await feed.append([{ payload: 'after the trim', type: 'even', tags: ['all'] }]);
     expect((await feed.trim({ before })).segmentsRemoved).toBe(0);
@@ -114,7 +114,7 @@ describe('trim', () => {
     // Reopened, the history starts at the low mark, and reads are as they were.
     const reopened = await openStore(directory, { kernels: tsKernels });
     const again = await reopened.feed('f');
-    expect(again.info().lowMark).toBe(low);
+    expect((await again.info()).lowMark).toBe(low);
     expect(shape(await collect(again.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })))).toEqual([
       ...filtered,
       ...shape((await collect(again.read({ after: head }))).filter((record) => record.type === 'even')),
@@ -171,9 +171,9 @@ describe('trim', () => {
     expect(held.heldBy).toEqual({ subscription: 'billing', cursor: 20 });
     // Segments wholly before the subscription's cursor may go; none it has not passed.
     expect(held.lowMark).toBeLessThanOrEqual(21);
-    expect(feed.subscription('billing').info().trimmed).toBe(false);
-    expect((await feed.subscription('billing').poll({ max: 3 })).commits[0].commit.commit).toBe(21);
-    await feed.subscription('billing').advance(90);
+    expect((await (await feed.subscription('billing')).info()).trimmed).toBe(false);
+    expect((await (await feed.subscription('billing')).poll({ max: 3 })).commits[0].commit.commit).toBe(21);
+    await (await feed.subscription('billing')).advance(90);
     const moved = await feed.trim({ before: 150 });
     expect(moved.lowMark).toBeGreaterThan(held.lowMark);
     expect(moved.lowMark).toBeLessThanOrEqual(91);
@@ -182,8 +182,8 @@ describe('trim', () => {
     const forced = await feed.trim({ before: 150, force: true });
     expect(forced.heldBy).toBeUndefined();
     expect(forced.lowMark).toBeGreaterThan(91);
-    const billing = feed.subscription('billing');
-    expect(billing.info().trimmed).toBe(true);
+    const billing = await feed.subscription('billing');
+    expect((await billing.info()).trimmed).toBe(true);
     await expectCode(billing.poll(), 'TRIMMED');
     await billing.reset(forced.lowMark - 1);
     expect((await billing.poll({ max: 1 })).commits[0].commit.commit).toBe(forced.lowMark);
@@ -193,14 +193,14 @@ describe('trim', () => {
   it('applies a policy by age, by records and by bytes, on demand and on its own', async () => {
     const clock = new ManualClock();
     const { store, feed } = await filledFeed(clock, 200);
-    const info = feed.info();
+    const info = await feed.info();
     expect(info.retention).toMatchObject({ policy: {}, lowMark: 1, pinnedBy: null });
-    expect(feed.diskUse().historySegments).toBe(historySegmentBases(store.path).length);
+    expect((await feed.diskUse()).historySegments).toBe(historySegmentBases(store.path).length);
 
     // By records: at least the newest 300 stay, and no whole segment beyond them.
     await feed.setRetention({ maxRecords: 300 });
     const byRecords = await feed.trim();
-    const afterRecords = feed.info();
+    const afterRecords = await feed.info();
     expect(afterRecords.records - afterRecords.lowPosition + 1).toBeGreaterThanOrEqual(300);
     expect(byRecords.segmentsRemoved).toBeGreaterThan(0);
     expect((await feed.trim()).segmentsRemoved).toBe(0);
@@ -217,30 +217,30 @@ describe('trim', () => {
     // By bytes, on its own: the trim after the next finished segment keeps at most one
     // segment more than the limit asks.
     await feed.setRetention({ maxBytes: 128 * 1024 });
-    const low = feed.info().lowMark;
+    const low = (await feed.info()).lowMark;
     for (let index = 201; index <= 260; index++) await feed.append(commitRecords(index));
     await feed.writer.idle();
     await new Promise((resolve) => setTimeout(resolve, 50));
     await feed.retention();
-    expect(feed.info().retention.lastError).toBeNull();
-    expect(feed.info().lowMark).toBeGreaterThan(low);
-    expect(feed.diskUse().historySegments).toBeLessThanOrEqual(4);
+    expect((await feed.info()).retention.lastError).toBeNull();
+    expect((await feed.info()).lowMark).toBeGreaterThan(low);
+    expect((await feed.diskUse()).historySegments).toBeLessThanOrEqual(4);
 
     // A bad policy is refused and changes nothing.
-    const policy = feed.info().retention.policy;
+    const policy = (await feed.info()).retention.policy;
     await expectCode(feed.setRetention({ maxAge: 5 } as never), 'INVALID_ARGUMENT');
     await expectCode(feed.setRetention({ maxRecords: 0 }), 'INVALID_ARGUMENT');
     await expectCode(feed.setRetention({ maxBytes: 1.5 }), 'INVALID_ARGUMENT');
-    expect(feed.info().retention.policy).toEqual(policy);
+    expect((await feed.info()).retention.policy).toEqual(policy);
     await expectCode(feed.trim({ before: -1 }), 'CURSOR_OUT_OF_RANGE');
-    await expectCode(feed.trim({ before: feed.head()!.commit + 2 }), 'CURSOR_OUT_OF_RANGE');
+    await expectCode(feed.trim({ before: (await feed.head())!.commit + 2 }), 'CURSOR_OUT_OF_RANGE');
     await store.close();
 
     // The policy is durable.
     const reopened = await openStore(store.path, { kernels: tsKernels });
     expect((await (await reopened.feed('f')).retention()).policy).toEqual({ maxBytes: 128 * 1024 });
     await expectCode(reopened.createFeed('g', { retention: { maxRecords: -1 } }), 'INVALID_ARGUMENT');
-    expect(reopened.feedNames()).toEqual(['f']);
+    expect(await reopened.feedNames()).toEqual(['f']);
     const created = await reopened.createFeed('g', { retention: { maxRecords: 10 } });
     expect((await created.retention()).policy).toEqual({ maxRecords: 10 });
     await reopened.close();
@@ -264,7 +264,7 @@ describe('trim', () => {
     for (let index = 1; index <= 60; index++) {
       await feed.append(Array.from({ length: 20 }, (_, at) => ({ payload: `c${index}.${at}|${'z'.repeat(200)}`, key: `k${at}`, version: index % 7 })));
     }
-    const result = await feed.trim({ before: feed.head()!.commit });
+    const result = await feed.trim({ before: (await feed.head())!.commit });
     expect(result.segmentsRemoved).toBeGreaterThan(1);
     await feed.writer.idle();
     const belowFloor = () =>
@@ -291,7 +291,7 @@ describe('trim', () => {
     await feed.createSubscription('slow', { after: 5 });
     await feed.setRetention({ maxRecords: 30 });
     await feed.trim();
-    const { retention } = feed.info();
+    const { retention } = await feed.info();
     expect(retention.pinnedBy).toEqual({ subscription: 'slow', cursor: 5 });
     expect(retention.policyLowMark).toBeGreaterThan(retention.lowMark);
     expect(retention.lowMark).toBeLessThanOrEqual(6);
@@ -316,7 +316,7 @@ describe('an interrupted trim', () => {
 
     const reopened = await openStore(directory, { kernels: tsKernels });
     const again = await reopened.feed('f');
-    expect(again.info().lowMark).toBe(firstKept.commit);
+    expect((await again.info()).lowMark).toBe(firstKept.commit);
     expect(historySegmentBases(directory)[0]).toBe(floorBase);
     for (const name of fs.readdirSync(path.join(directory, 'feeds', 'f', 'index'))) {
       if (/^\d{16}\./.test(name)) expect(Number(name.slice(0, 16))).toBeGreaterThanOrEqual(floorBase);
@@ -352,7 +352,7 @@ describe('an interrupted trim', () => {
     const files = fs.readdirSync(path.join(directory, 'feeds', 'f', 'history')).sort();
     const reader = await openStore(directory, { kernels: tsKernels, readOnly: true });
     const readFeed = await reader.feed('f');
-    expect(readFeed.info().lowMark).toBe(firstKept.commit);
+    expect((await readFeed.info()).lowMark).toBe(firstKept.commit);
     const records = await collect(readFeed.read({ mode: 'dedup' }));
     expect(records[0].commit).toBe(firstKept.commit);
     await reader.close();

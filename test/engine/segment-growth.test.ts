@@ -40,7 +40,7 @@ describe('segments that grow as a feed fills', () => {
     await feed.append([{ payload: 'one' }]);
     expect(limits.segmentBytesFirst).toBe(64 * kib);
     expect(segments(directory, 'f', 'history')).toEqual([{ capacity: limits.segmentBytesFirst, size: limits.segmentBytesFirst }]);
-    expect(feed.diskUse().bytes).toBeLessThan(limits.segmentBytesFirst * 2);
+    expect((await feed.diskUse()).bytes).toBeLessThan(limits.segmentBytesFirst * 2);
     await store.close();
   });
 

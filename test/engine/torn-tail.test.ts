@@ -113,8 +113,8 @@ describe('torn tails', () => {
       const store = await openStore(directory);
       const feed = await store.feed('f');
       expectCut(feed.recovery, damage, expected);
-      const stream = feed.stream(streamId);
-      expect(stream.info(), damage).toMatchObject({ state: 'open', records: 2 });
+      const stream = await feed.stream(streamId);
+      expect(await stream.info(), damage).toMatchObject({ state: 'open', records: 2 });
       expect((await stream.read()).map((record) => text(record.payload))).toEqual(['a', 'b']);
       await stream.append([{ payload: 'retried' }], { token, expectedSeq: 3 });
       const commit = await stream.seal({ token });

@@ -24,11 +24,11 @@ const feed = await store.feed('power');
 const token = await takeLease(feed, process.env.POWER_TOKEN, `child-${cycle}`, leaseTtlMs);
 let subscription;
 try {
-  subscription = feed.subscription('reader');
+  subscription = await feed.subscription('reader');
 } catch {
   subscription = await feed.createSubscription('reader');
 }
-let stream = feed.activeStream();
+let stream = await feed.activeStream();
 emit({ kind: 'ready' });
 
 /** A round of concurrent writes: the group commit pipelines them. */
@@ -65,7 +65,7 @@ for (let step = 0; ; step++) {
     emit({ kind: 'sealed', commit: commit.commit });
     stream = undefined;
   } else {
-    const head = feed.info().commits;
+    const head = (await feed.info()).commits;
     const advanced = await subscription.advance(head);
     emit({ kind: 'advanced', cursor: advanced.cursor });
   }

@@ -24,7 +24,7 @@ function syncDirectory(directory: string): void {
 function writeSynced(file: string, content: string | Buffer): void {
   const fd = fs.openSync(file, 'w');
   try {
-    fs.writeSync(fd, content);
+    fs.writeFileSync(fd, content);
     fs.fdatasyncSync(fd);
   } finally {
     fs.closeSync(fd);

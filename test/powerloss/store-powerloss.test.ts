@@ -101,15 +101,15 @@ describe('power loss', () => {
         found.set(batch, entry);
       };
       for await (const commit of feed.commits()) for (const record of await feed.readCommit(commit.commit)) take(record.payload);
-      const open = feed.activeStream();
+      const open = await feed.activeStream();
       if (open) for (const record of await open.read()) take(record.payload);
       const where = `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`;
       for (const [batch, size] of acknowledged) expect(found.get(batch)?.indexes.length, `acknowledged batch ${batch} ${where}`).toBe(size);
       for (const [batch, entry] of found) {
         expect(entry.indexes, `batch ${batch} whole or absent ${where}`).toEqual(Array.from({ length: entry.size }, (_, index) => index));
       }
-      expect(feed.info().epoch, `epoch ${where}`).toBeGreaterThanOrEqual(epoch);
-      expect(feed.subscription('reader').info().cursor, `cursor ${where}`).toBeGreaterThanOrEqual(cursor);
+      expect((await feed.info()).epoch, `epoch ${where}`).toBeGreaterThanOrEqual(epoch);
+      expect((await (await feed.subscription('reader')).info()).cursor, `cursor ${where}`).toBeGreaterThanOrEqual(cursor);
       const [verification] = await store.verify('power');
       expect(verification.problems, `verify ${where}`).toEqual([]);
       await store.close();
@@ -144,10 +144,10 @@ describe('a failed fsync on a real file system', () => {
 
     store = await Store.open(pfs.mount, { segmentBytes });
     feed = await store.feed('f');
-    const records = (await feed.stream(stream.id).read()).map((record) => text(record.payload));
+    const records = (await (await feed.stream(stream.id)).read()).map((record) => text(record.payload));
     expect([['a', 'b'], ['a', 'b', 'c', 'd']]).toContainEqual(records);
     expect((await feed.readCommit(1)).map((record) => text(record.payload))).toEqual(['one-shot']);
-    const sealed = await feed.stream(stream.id).seal({ token });
+    const sealed = await (await feed.stream(stream.id)).seal({ token });
     expect(sealed.records).toBe(records.length);
     expect((await store.verify('f'))[0].problems).toEqual([]);
     await store.close();

@@ -99,7 +99,7 @@ describe('stream names as feed names', () => {
         const feed = await store.createFeed(streamFeedName(name));
         expect(feedStreamName(feed.name)).toBe(name);
       }
-      expect(store.feedNames()).toHaveLength(7);
+      expect(await store.feedNames()).toHaveLength(7);
     } finally {
       await store.close();
     }

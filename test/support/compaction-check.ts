@@ -21,7 +21,7 @@ const stored = (records: readonly StoredRecord[]) => records.map(view);
 
 /** Checks the reopened feed against the history worked out from its head. */
 export async function checkCompactedFeed(feed: Feed, acknowledged: number, where: string): Promise<{ horizon: number }> {
-  const info = feed.info();
+  const info = await feed.info();
   const head = info.commits;
   expect(head, `${where}: every acknowledged commit is there`).toBeGreaterThanOrEqual(acknowledged);
   const history = historyOf(head).map(view);

@@ -19,7 +19,7 @@ const store = await Store.open(directory, { segmentBytes: compactionChildSegment
 const feed = await store.feed('keys');
 
 async function appendNext() {
-  const commit = (feed.head()?.commit ?? 0) + 1;
+  const commit = ((await feed.head())?.commit ?? 0) + 1;
   const written = await feed.append(commitRecords(commit));
   if (written.commit !== commit) throw new Error(`expected commit ${commit}, wrote ${written.commit}`);
   emit({ kind: 'appended', commit });
@@ -27,7 +27,7 @@ async function appendNext() {
 
 /** Before the kills may come, the feed has enough sealed segments above its horizon to compact. */
 const filledSegments = 8;
-while (feed.diskUse().historySegments < filledSegments) await appendNext();
+while ((await feed.diskUse()).historySegments < filledSegments) await appendNext();
 emit({ kind: 'ready' });
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -39,7 +39,7 @@ async function appending() {
 async function maintaining() {
   for (let step = 0; ; step++) {
     await sleep(random() * 10);
-    const { horizon, commits } = feed.info();
+    const { horizon, commits } = await feed.info();
     const id = `${cycle}.${step}`;
     if (random() < 0.8) {
       // Somewhere between the horizon and the head (compaction keeps the two newest segments).

@@ -316,7 +316,7 @@ export async function buildFixture(root: string): Promise<Fixture> {
   let lease = await feed.acquireLease({ holder: 'ingest-1', ttlMs: leaseTtlMs });
   const billing = await feed.createSubscription('billing');
   const audit = await feed.createSubscription('audit');
-  const head = () => feed.info().commits;
+  const head = async () => (await feed.info()).commits;
 
   for (let index = 1; index <= 60; index++) {
     clock.advance(50);
@@ -332,16 +332,16 @@ export async function buildFixture(root: string): Promise<Fixture> {
     clock.advance(5);
     await stream.append(records(10), { token: lease.token });
     await stream.seal({ token: lease.token });
-    if (index === 15) await billing.advance(head());
-    if (index === 30) await audit.advance(head());
-    if (index === 40) await billing.advance(head());
-    if (index === 50) await audit.advance(head());
+    if (index === 15) await billing.advance(await head());
+    if (index === 30) await audit.advance(await head());
+    if (index === 40) await billing.advance(await head());
+    if (index === 50) await audit.advance(await head());
   }
-  const billingCursor = head() - 7;
+  const billingCursor = (await head()) - 7;
 
   // The state a cut of the last history group would go back to, read before that group exists.
   const historyDirectory = path.join(root, 'feeds', 'f', 'history');
-  const beforeLastCommit = { head: head(), get: await readKeys(feed, keys) };
+  const beforeLastCommit = { head: await head(), get: await readKeys(feed, keys) };
   const historyBefore = readDirectory(historyDirectory);
   clock.advance(50);
   await feed.append(
@@ -374,17 +374,17 @@ export async function buildFixture(root: string): Promise<Fixture> {
   const subscriptionDirectory = path.join(root, 'feeds', 'f', 'state', 'subscriptions');
   const subscriptionsBefore = readDirectory(subscriptionDirectory);
   clock.advance(50);
-  const billingPrevious = billing.info().cursor;
-  const auditPrevious = audit.info().cursor;
+  const billingPrevious = (await billing.info()).cursor;
+  const auditPrevious = (await audit.info()).cursor;
   await billing.advance(billingCursor);
-  await audit.advance(head() - 1);
+  await audit.advance((await head()) - 1);
   const leaseFile = path.join(root, 'feeds', 'f', 'state', 'lease.log');
   const leaseBefore = fs.readFileSync(leaseFile);
   clock.advance(50);
   await feed.renewLease({ token: lease.token, ttlMs: leaseTtlMs });
 
   // Everything acknowledged, read back through the API while the store is still open.
-  const count = head();
+  const count = await head();
   const commits: RecordView[][] = [];
   const commitFiles: string[][] = [];
   for (let commit = 1; commit <= count; commit++) {
@@ -421,10 +421,10 @@ export async function buildFixture(root: string): Promise<Fixture> {
     filters,
     openStream: { id: open.id, records: (await open.read()).map(viewOf), lastBatch: lastBatch.lastSeq - lastBatch.firstSeq + 1 },
     subscriptions: [
-      { name: 'billing', file: 'feeds/f/state/subscriptions/billing.log', cursor: billing.info().cursor, previousCursor: billingPrevious },
-      { name: 'audit', file: 'feeds/f/state/subscriptions/audit.log', cursor: audit.info().cursor, previousCursor: auditPrevious },
+      { name: 'billing', file: 'feeds/f/state/subscriptions/billing.log', cursor: (await billing.info()).cursor, previousCursor: billingPrevious },
+      { name: 'audit', file: 'feeds/f/state/subscriptions/audit.log', cursor: (await audit.info()).cursor, previousCursor: auditPrevious },
     ],
-    epoch: feed.info().epoch,
+    epoch: (await feed.info()).epoch,
     beforeLastCommit,
   };
   await store.close();

@@ -60,6 +60,11 @@ export function digestTree(directory: string): string {
   return hash.digest('hex');
 }
 
+/** The saved cursor of subscription `name`, as `subscription.info()` gives it (embedded or remote). */
+export async function cursorOf(feed: { subscription(name: string): Promise<{ info(): Promise<{ cursor: number }> }> }, name: string): Promise<number> {
+  return (await (await feed.subscription(name)).info()).cursor;
+}
+
 /** Every item of an async iterable, in order (Node 20 has no `Array.fromAsync`). */
 export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];

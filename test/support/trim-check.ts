@@ -101,7 +101,7 @@ export class TrimLedger {
     const feed = await store.feed('trim');
     const [verification] = await store.verify('trim');
     expect(verification.problems, `verify ${where}`).toEqual([]);
-    const info = feed.info();
+    const info = await feed.info();
     const low = info.lowMark;
     const lowPosition = info.lowPosition;
     expect(low, `the low mark never goes back, nor below an acknowledged trim ${where}`).toBeGreaterThanOrEqual(this.lowMark);
@@ -122,7 +122,7 @@ export class TrimLedger {
 
     // Every commit from the low mark to the head is there, contiguous in commits and positions,
     // and each acknowledged one reads back exactly.
-    const head = feed.head()?.commit ?? 0;
+    const head = (await feed.head())?.commit ?? 0;
     const raw = await collect(feed.read());
     const byCommit = new Map<number, StoredRecord[]>();
     for (const record of raw) {
@@ -166,7 +166,7 @@ export class TrimLedger {
     }
 
     // The subscription holds retention back unless a forced trim was under way.
-    const pin = feed.subscription('pin').info();
+    const pin = await (await feed.subscription('pin')).info();
     if (!this.forceOutstanding) expect(pin.cursor, `the subscription was not trimmed past ${where}`).toBeGreaterThanOrEqual(low - 1);
 
     // The commit before the low mark is a valid cursor; anything below it is trimmed history.

@@ -34,11 +34,11 @@ setInterval(() => {
   feed.renewLease({ token, ttlMs: leaseTtlMs }).then((renewed) => emit({ kind: 'lease', token, epoch: renewed.epoch }));
 }, leaseTtlMs / 4);
 
-const pin = feed.subscription('pin');
+const pin = await feed.subscription('pin');
 /** After a forced trim the subscription may be below the low mark: it is put back at it. */
 async function repairPin() {
-  if (pin.info().trimmed) {
-    const reset = await pin.reset(feed.info().lowMark - 1);
+  if ((await pin.info()).trimmed) {
+    const reset = await pin.reset((await feed.info()).lowMark - 1);
     emit({ kind: 'reset', cursor: reset.cursor });
   }
   emit({ kind: 'force-done' });
@@ -80,7 +80,7 @@ async function appendOne(batch) {
  * child has whole segments to trim however little the one before it wrote.
  */
 const filledSegments = 8;
-for (let round = 0; feed.diskUse().historySegments < filledSegments; round++) {
+for (let round = 0; (await feed.diskUse()).historySegments < filledSegments; round++) {
   await Promise.all(Array.from({ length: 16 }, (_, index) => appendOne(`${cycle}.fill.${round}.${index}`)));
 }
 emit({ kind: 'ready' });
@@ -102,8 +102,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 async function maintaining() {
   for (let step = 0; ; step++) {
     await sleep(random() * 15);
-    const info = feed.info();
-    const head = feed.head()?.commit ?? 0;
+    const info = await feed.info();
+    const head = (await feed.head())?.commit ?? 0;
     const low = info.lowMark;
     const choice = random();
     const id = `${cycle}.${step}`;
@@ -133,7 +133,7 @@ async function maintaining() {
       emit({ kind: 'trimmed', id, lowMark: result.lowMark, lowPosition: result.lowPosition, segmentsRemoved: result.segmentsRemoved, ms: performance.now() - started });
     } else if (choice < 0.95) {
       // The pin moves forward, part of the way to the head, so it holds some trims back.
-      const cursor = pin.info().cursor;
+      const cursor = (await pin.info()).cursor;
       const to = Math.max(cursor, cursor + Math.floor(random() * (head - cursor + 1)));
       const advanced = await pin.advance(to);
       emit({ kind: 'advanced', cursor: advanced.cursor });

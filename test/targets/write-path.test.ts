@@ -42,7 +42,7 @@ describe.each(targets)('the write path ($name)', (target) => {
     const read = await collect(feed.read());
     // A byte-order mark belongs to the payload, so it is decoded as a character here.
     const exact = new TextDecoder('utf-8', { ignoreBOM: true });
-    expect(read.map((record: any) => exact.decode(record.payload)).slice(0, payloads.length)).toEqual(payloads);
+    expect(read.map((record) => exact.decode(record.payload)).slice(0, payloads.length)).toEqual(payloads);
     expect(read[payloads.length].payload).toEqual(bytes);
     expect(read[payloads.length].fingerprint).toEqual(new Uint8Array([1, 2, 255]));
     expect(text(read[payloads.length + 1].fingerprint)).toBe('text-fp');
@@ -81,6 +81,7 @@ describe.each(targets)('the write path ($name)', (target) => {
     const stream = await feed.openStream({ token, message: 'hour 1' });
     await expect(feed.openStream({ token })).rejects.toMatchObject({ code: 'STREAM_OPEN' });
     expect((await feed.info()).activeStream).toBe(stream.id);
+    expect((await feed.activeStream())?.id).toBe(stream.id);
     expect(await stream.append([{ payload: 'a' }, { payload: 'b' }], { token, expectedSeq: 1 })).toEqual({ stream: stream.id, firstSeq: 1, lastSeq: 2 });
     const mismatch = await stream.append([{ payload: 'c' }], { token, expectedSeq: 1 }).catch((error: StreamStackError) => error);
     expect(mismatch).toBeInstanceOf(StreamStackError);
@@ -92,9 +93,9 @@ describe.each(targets)('the write path ($name)', (target) => {
     expect(await stream.info()).toMatchObject({ state: 'sealed', commit: { commit: 1 } });
     await expect(stream.append([{ payload: 'd' }], { token })).rejects.toMatchObject({ code: 'STREAM_SEALED' });
     const records = await feed.readCommit(1);
-    expect(records.map((record: any) => [record.seq, record.position, text(record.payload)])).toEqual([[1, 1, 'a'], [2, 2, 'b'], [3, 3, 'c']]);
+    expect(records.map((record) => [record.seq, record.position, text(record.payload)])).toEqual([[1, 1, 'a'], [2, 2, 'b'], [3, 3, 'c']]);
     expect(records[2]).toMatchObject({ key: 'k', version: 2, type: 't', tags: ['x', 'y'], tombstone: false });
-    expect((await stream.read({ fromSeq: 2 })).map((record: any) => record.position)).toEqual([2, 3]);
+    expect((await stream.read({ fromSeq: 2 })).map((record) => record.position)).toEqual([2, 3]);
 
     const aborted = await feed.openStream({ token });
     await aborted.append([{ payload: 'never published' }], { token });
@@ -102,6 +103,16 @@ describe.each(targets)('the write path ($name)', (target) => {
     await expect(aborted.append([{ payload: 'z' }], { token })).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
     expect(await collect(feed.commits())).toHaveLength(1);
     expect(await feed.head()).toMatchObject({ commit: 1 });
+
+    // A stream is looked up by id, open, sealed or aborted; an id the feed never had is refused.
+    expect(await (await feed.stream(stream.id)).info()).toMatchObject({ state: 'sealed', commit: { commit: 1 } });
+    expect(await (await feed.stream(aborted.id)).info()).toEqual({ id: aborted.id, state: 'aborted' });
+    await expect(feed.stream('no-such-stream')).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
+    expect(await feed.activeStream()).toBeUndefined();
+    const disk = await feed.diskUse();
+    expect(disk.historySegments).toBe(1);
+    expect(disk.files).toBeGreaterThan(disk.historySegments);
+    expect(disk.bytes).toBeGreaterThan(0);
   });
 
   it('refuses bad input with the same typed errors and writes nothing', async () => {
@@ -122,10 +133,10 @@ describe.each(targets)('the write path ($name)', (target) => {
     const store = await open();
     const feed = await store.createFeed('f');
     const commits = await Promise.all(Array.from({ length: 20 }, (_, index) => feed.append([{ payload: `r${index}` }, { payload: `s${index}` }], { message: `m${index}` })));
-    expect(commits.map((commit: any) => commit.commit).sort((a: number, b: number) => a - b)).toEqual(Array.from({ length: 20 }, (_, index) => index + 1));
+    expect(commits.map((commit) => commit.commit).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, index) => index + 1));
     for (const commit of commits) expect(commit).toMatchObject({ records: 2, oneShot: true, lastPosition: commit.firstPosition + 1 });
     const listed = await collect(feed.commits({ after: 5, limit: 3 }));
-    expect(listed.map((commit: any) => [commit.commit, commit.parent])).toEqual([[6, 5], [7, 6], [8, 7]]);
+    expect(listed.map((commit) => [commit.commit, commit.parent])).toEqual([[6, 5], [7, 6], [8, 7]]);
     // The embedded commits() throws at the call, the client's at the first step: both reject here.
     await expect((async () => collect(feed.commits({ after: 21 })))()).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
   });

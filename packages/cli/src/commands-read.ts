@@ -1,15 +1,14 @@
 /** The read-side commands: read, get, tail, sub. */
 import { Option, type Command } from 'commander';
-import { limits, StreamStackError, type Plan, type ReadMode, type Subscription } from '@streamstack/engine';
+import { limits, StreamStackError, type Plan, type ReadMode, type SubscriptionInfo } from '@streamstack/engine';
 import { emit, note, recordLine } from './io.js';
 import { collect, integer, openFeed, openStore, withStore } from './shared.js';
 
 const { tailPollMsMin } = limits;
 
 
-function subscriptionLine(subscription: Subscription) {
-  const { name, ...info } = subscription.info();
-  return { feed: subscription.feed.name, subscription: name, ...info };
+function subscriptionLine(feed: string, { name, ...info }: SubscriptionInfo) {
+  return { feed, subscription: name, ...info };
 }
 
 export function addReadCommands(program: Command): void {
@@ -47,7 +46,7 @@ export function addReadCommands(program: Command): void {
             return;
           }
           if (options.stream !== undefined) {
-            const records = await feed.stream(options.stream).read({ ...(options.fromSeq === undefined ? {} : { fromSeq: options.fromSeq }) });
+            const records = await (await feed.stream(options.stream)).read({ ...(options.fromSeq === undefined ? {} : { fromSeq: options.fromSeq }) });
             for (const record of records) await emit(recordLine(record));
             return;
           }
@@ -92,7 +91,7 @@ export function addReadCommands(program: Command): void {
     .action((feedName: string, name: string, options: { after?: number }) =>
       withStore(program, async (store) => {
         const subscription = await (await openFeed(store, feedName)).createSubscription(name, options);
-        await emit(subscriptionLine(subscription));
+        await emit(subscriptionLine(feedName, await subscription.info()));
       })(),
     );
   sub
@@ -101,7 +100,7 @@ export function addReadCommands(program: Command): void {
     .option('--max <n>', 'stop before passing this many records (whole commits)', integer('--max'))
     .action((feedName: string, name: string, options: { max?: number }) =>
       withStore(program, async (store) => {
-        const subscription = (await openFeed(store, feedName)).subscription(name);
+        const subscription = await (await openFeed(store, feedName)).subscription(name);
         const polled = await subscription.poll(options);
         let records = 0;
         for (const { records: batch } of polled.commits) {
@@ -119,9 +118,8 @@ export function addReadCommands(program: Command): void {
     .argument('<cursor>', 'a commit number', integer('cursor'))
     .action((feedName: string, name: string, cursor: number) =>
       withStore(program, async (store) => {
-        const subscription = (await openFeed(store, feedName)).subscription(name);
-        await subscription.advance(cursor);
-        await emit(subscriptionLine(subscription));
+        const subscription = await (await openFeed(store, feedName)).subscription(name);
+        await emit(subscriptionLine(feedName, await subscription.advance(cursor)));
       })(),
     );
   sub
@@ -132,16 +130,15 @@ export function addReadCommands(program: Command): void {
     .description('move the cursor anywhere, backwards included')
     .action((feedName: string, name: string, cursor: number) =>
       withStore(program, async (store) => {
-        const subscription = (await openFeed(store, feedName)).subscription(name);
-        await subscription.reset(cursor);
-        await emit(subscriptionLine(subscription));
+        const subscription = await (await openFeed(store, feedName)).subscription(name);
+        await emit(subscriptionLine(feedName, await subscription.reset(cursor)));
       })(),
     );
   sub
     .command('delete <feed> <name>')
     .action((feedName: string, name: string) =>
       withStore(program, async (store) => {
-        await (await openFeed(store, feedName)).subscription(name).delete();
+        await (await (await openFeed(store, feedName)).subscription(name)).delete();
         await emit({ feed: feedName, subscription: name, deleted: true });
       })(),
     );
@@ -151,7 +148,7 @@ export function addReadCommands(program: Command): void {
     .action((feedName: string) =>
       withStore(program, async (store) => {
         const feed = await openFeed(store, feedName);
-        for (const { name, ...info } of feed.subscriptions()) await emit({ feed: feedName, subscription: name, ...info });
+        for (const { name, ...info } of await feed.subscriptions()) await emit({ feed: feedName, subscription: name, ...info });
       }, 'read')(),
     );
 
@@ -177,7 +174,7 @@ async function tail(program: Command, feedName: string, after: number | undefine
       const store = await openStore(program, 'read');
       try {
         const feed = await openFeed(store, feedName);
-        cursor ??= feed.info().commits;
+        cursor ??= (await feed.info()).commits;
         for await (const commit of feed.commits({ after: cursor })) {
           for (const record of await feed.readCommit(commit.commit)) await emit(recordLine(record));
           cursor = commit.commit;

@@ -11,7 +11,7 @@ export function addWriteCommands(program: Command): void {
     .description('create a feed')
     .action((name: string) =>
       withStore(program, async (store) => {
-        await emit(feedLine(await store.createFeed(name)));
+        await emit(await feedLine(await store.createFeed(name)));
       })(),
     );
   feedCommand
@@ -30,7 +30,7 @@ export function addWriteCommands(program: Command): void {
       withStore(
         program,
         async (store) => {
-          for (const name of store.feedNames()) {
+          for (const name of await store.feedNames()) {
             let feed;
             try {
               feed = await openFeed(store, name);
@@ -39,7 +39,7 @@ export function addWriteCommands(program: Command): void {
               if (error instanceof StreamStackError && error.code === 'FEED_NOT_FOUND') continue;
               throw error;
             }
-            await emit(feedLine(feed));
+            await emit(await feedLine(feed));
           }
         },
         'read',
@@ -48,7 +48,7 @@ export function addWriteCommands(program: Command): void {
   feedCommand
     .command('info <name>')
     .description('a feed: head, counts, lease, active stream')
-    .action((name: string) => withStore(program, async (store) => emit(feedLine(await openFeed(store, name))), 'read')());
+    .action((name: string) => withStore(program, async (store) => emit(await feedLine(await openFeed(store, name))), 'read')());
 
   const lease = program.command('lease').description("take, renew and release a feed's writer lease");
   lease
@@ -106,7 +106,7 @@ export function addWriteCommands(program: Command): void {
   ).action((feedName: string, id: string, options: { token: string; message?: string } & ConditionFlags) =>
       withStore(program, async (store) => {
         const condition = conditionFrom(options);
-        const commit = await (await openFeed(store, feedName)).stream(id).seal({
+        const commit = await (await (await openFeed(store, feedName)).stream(id)).seal({
           token: options.token,
           ...(options.message === undefined ? {} : { message: options.message }),
           ...(condition ? { condition } : {}),
@@ -119,7 +119,7 @@ export function addWriteCommands(program: Command): void {
     .requiredOption('--token <token>', 'the lease token')
     .action((feedName: string, id: string, options: { token: string }) =>
       withStore(program, async (store) => {
-        await (await openFeed(store, feedName)).stream(id).abort(options);
+        await (await (await openFeed(store, feedName)).stream(id)).abort(options);
         await emit({ stream: id, aborted: true });
       })(),
     );
@@ -143,7 +143,7 @@ export function addWriteCommands(program: Command): void {
         const records = await readRecords();
         const feed = await openFeed(store, feedName);
         if (options.stream !== undefined) {
-          const appended = await feed.stream(options.stream).append(records, {
+          const appended = await (await feed.stream(options.stream)).append(records, {
             token: options.token!,
             ...(options.expectedSeq === undefined ? {} : { expectedSeq: options.expectedSeq }),
           });

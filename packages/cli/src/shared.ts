@@ -72,9 +72,9 @@ export function commitLine(commit: Commit) {
   };
 }
 
-export function feedLine(feed: Feed) {
-  const { name, ...info } = feed.info();
-  return { feed: name, ...info, head: info.head ? commitLine(info.head) : null, disk: feed.diskUse() };
+export async function feedLine(feed: Feed) {
+  const { name, ...info } = await feed.info();
+  return { feed: name, ...info, head: info.head ? commitLine(info.head) : null, disk: await feed.diskUse() };
 }
 
 

@@ -1,7 +1,8 @@
 /**
  * A feed on a StreamStack server, with the embedded `Feed`'s names, arguments, results and
- * errors. What the embedded feed answers synchronously from memory (`info`, `head`,
- * `subscriptions`, `activeStream`) is a request here, so those return promises.
+ * errors. Every call that asks the server returns a promise, and so does the embedded one
+ * (`info`, `head`, `stream`, `activeStream`, `subscription`, `subscriptions`, `diskUse`), so code
+ * moves between the two unchanged.
  *
  * @example
  * const store = await RemoteStore.open('http://127.0.0.1:4437');
@@ -20,6 +21,7 @@ import {
   type ExportOptions,
   type KeyCompactionRequest,
   type KeyCompactionResult,
+  type FeedDiskUse,
   type FeedInfo,
   type LeaseGrant,
   type MergeResult,
@@ -89,13 +91,15 @@ export class RemoteFeed {
     return new RemoteStream(this, stream);
   }
 
-  /** A handle on stream `id`, open or sealed. */
-  stream(id: string): RemoteStream {
+  /** The stream `id`, open, sealed or aborted; `STREAM_NOT_FOUND` if the feed does not know it. */
+  async stream(id: string): Promise<RemoteStream> {
     if (typeof id !== 'string' || id.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a stream id is a non-empty string');
-    return new RemoteStream(this, id);
+    const stream = new RemoteStream(this, id);
+    await stream.info();
+    return stream;
   }
 
-  /** The open stream, if there is one. Async here, synchronous embedded. */
+  /** The open stream, if there is one. */
   async activeStream(): Promise<RemoteStream | undefined> {
     const { activeStream } = await this.info();
     return activeStream === null ? undefined : new RemoteStream(this, activeStream);
@@ -212,12 +216,14 @@ export class RemoteFeed {
     return new RemoteSubscription(this, name);
   }
 
-  /** A handle on subscription `name`; unlike the embedded one, a missing one fails at first use. */
-  subscription(name: string): RemoteSubscription {
-    return new RemoteSubscription(this, name);
+  /** The subscription `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
+  async subscription(name: string): Promise<RemoteSubscription> {
+    const subscription = new RemoteSubscription(this, name);
+    await subscription.info();
+    return subscription;
   }
 
-  /** Every subscription with its cursor and lag. Async here, synchronous embedded. */
+  /** Every subscription with its cursor and lag, by name. */
   async subscriptions(): Promise<SubscriptionInfo[]> {
     const list: SubscriptionInfo[] = [];
     for await (const line of this.transport.lines(`${this.path}/subscriptions`)) list.push(line as unknown as SubscriptionInfo);
@@ -257,12 +263,17 @@ export class RemoteFeed {
     return this.transport.json('GET', `${this.path}/retention`);
   }
 
-  /** The latest commit, or undefined. Async here, synchronous embedded. */
+  /** What the feed takes on the server's disk: history segments, files and allocated bytes. */
+  diskUse(): Promise<FeedDiskUse> {
+    return this.transport.json('GET', `${this.path}/disk`);
+  }
+
+  /** The latest commit, or undefined. */
   async head(): Promise<Commit | undefined> {
     return (await this.info()).head ?? undefined;
   }
 
-  /** Async here, synchronous embedded. */
+  /** The feed's counts, head, lease, low mark, retention and horizon. */
   info(): Promise<FeedInfo> {
     return this.transport.json('GET', this.path);
   }

@@ -50,7 +50,7 @@ export class RemoteStore {
     return new RemoteFeed(name, this.transport);
   }
 
-  /** The names of every feed the token may read, sorted. Async here, synchronous embedded. */
+  /** The names of every feed the token may read, sorted. */
   async feedNames(): Promise<string[]> {
     this.assertOpen();
     const names: string[] = [];

@@ -41,7 +41,7 @@ export class RemoteStream {
     return records;
   }
 
-  /** Async here, synchronous in the embedded API (docs/http.md, "Differences"). */
+  /** The stream's state: open (with its acknowledged record count), sealed (with its commit) or aborted. */
   info(): Promise<StreamInfo> {
     return this.feed.transport.json('GET', this.path);
   }

@@ -14,7 +14,7 @@ export class RemoteSubscription {
     return `${feedPath(this.feed.name)}/subscriptions/${encodeURIComponent(this.name)}`;
   }
 
-  /** Async here; the embedded `info()` and `cursor` are synchronous. */
+  /** The saved cursor, when it was created and last moved, and its lag behind the head. */
   info(): Promise<SubscriptionInfo> {
     return this.feed.transport.json('GET', this.path);
   }

@@ -41,8 +41,8 @@ export function nextOffsetOf(chunk: Chunk): string {
  * Where a read from `start` begins (a missing offset is the start), checked against the head:
  * an offset past it was never this stream's (`INVALID_ARGUMENT`).
  */
-export function readPointOf(state: StreamState, start: ReadStart | undefined): ReadPoint {
-  const head = state.feed.head()?.commit ?? 0;
+export async function readPointOf(state: StreamState, start: ReadStart | undefined): Promise<ReadPoint> {
+  const head = (await state.feed.head())?.commit ?? 0;
   if (start === undefined || start.kind === 'start') return { from: 0, dataCommit: 0 };
   // `now` skips every commit published, and answers with the tail offset.
   if (start.kind === 'now') return { from: head, dataCommit: Math.min(state.lastDataCommit, head) };
@@ -60,7 +60,7 @@ export function readPointOf(state: StreamState, start: ReadStart | undefined): R
  */
 export async function readChunk(state: StreamState, point: ReadPoint, bytesMax: number): Promise<Chunk> {
   const { feed } = state;
-  const head = feed.head()?.commit ?? 0;
+  const head = (await feed.head())?.commit ?? 0;
   const payloads: Uint8Array[] = [];
   let dataCommit = point.dataCommit;
   let lastCommit = point.from;

@@ -148,7 +148,7 @@ export class DurableStreams {
         await this.ctx.store.deleteFeed(feedName).catch(() => undefined);
         throw error;
       }
-      const state = newState(name, feed, request.config, feed.info().createdAt, this.clock());
+      const state = newState(name, feed, request.config, (await feed.info()).createdAt, this.clock());
       applyCommit(state, commit.commit, meta);
       this.remember(state);
       this.counted(feed, records);
@@ -232,7 +232,7 @@ export class DurableStreams {
         if (isStreamStackError(error, 'FEED_NOT_FOUND')) return { kind: 'absent' };
         throw error;
       }
-      if (feed.head() === undefined) return { kind: 'empty', feed };
+      if ((await feed.head()) === undefined) return { kind: 'empty', feed };
       const state = await replayState(name, feed, this.clock());
       return state ? { kind: 'stream', state } : { kind: 'foreign' };
     })();

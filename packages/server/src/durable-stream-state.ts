@@ -146,7 +146,7 @@ export async function replayState(name: string, feed: Feed, now: number): Promis
     const meta = decodeCommitMeta(commit.message);
     if (!state) {
       if (commit.commit !== 1 || !meta.create) return undefined;
-      state = newState(name, feed, meta.create, feed.info().createdAt, now);
+      state = newState(name, feed, meta.create, (await feed.info()).createdAt, now);
     }
     applyCommit(state, commit.commit, meta);
     lastWrite = commit.sealedAt;

@@ -30,8 +30,8 @@ function startOf(request: FastifyRequest): number | undefined {
   return numberText(single(request.query as QueryParams, 'after'), 'after');
 }
 
-function watermarkOf(feed: Feed): { commit: number; position: number } {
-  const head = feed.head();
+async function watermarkOf(feed: Feed): Promise<{ commit: number; position: number }> {
+  const head = await feed.head();
   return { commit: head?.commit ?? 0, position: head?.lastPosition ?? 0 };
 }
 
@@ -60,11 +60,17 @@ export async function followOverSse(request: FastifyRequest, reply: FastifyReply
   const heartbeat = setInterval(() => {
     if (Date.now() - lastWrite >= ctx.live.heartbeatMs / 2 && !raw.writableEnded) {
       lastWrite = Date.now();
-      raw.write(`event: heartbeat\ndata: ${JSON.stringify(watermarkOf(feed))}\n\n`);
+      watermarkOf(feed).then(
+        (watermark) => {
+          if (!raw.writableEnded) raw.write(`event: heartbeat\ndata: ${JSON.stringify(watermark)}\n\n`);
+        },
+        // The feed went (deleted, or the store closed): the follow loop reports it.
+        () => {},
+      );
     }
   }, ctx.live.heartbeatMs);
   try {
-    await write(`retry: 1000\nevent: heartbeat\ndata: ${JSON.stringify(watermarkOf(feed))}\n\n`);
+    await write(`retry: 1000\nevent: heartbeat\ndata: ${JSON.stringify(await watermarkOf(feed))}\n\n`);
     for await (const { commit, records } of feed.follow({ ...(after === undefined ? {} : { after }), signal })) {
       await write(`id: ${commit.commit}\nevent: commit\ndata: ${JSON.stringify({ commit, records: records.map(recordLine) })}\n\n`);
     }

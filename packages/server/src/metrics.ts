@@ -56,7 +56,7 @@ export class ServerMetrics {
       async collect() {
         this.reset();
         for (const feed of await openFeeds()) {
-          for (const subscription of feed.subscriptions()) lag.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.commits);
+          for (const subscription of await feed.subscriptions()) lag.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.commits);
         }
       },
     });
@@ -68,7 +68,7 @@ export class ServerMetrics {
       async collect() {
         this.reset();
         for (const feed of await openFeeds()) {
-          for (const subscription of feed.subscriptions()) lagRecords.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.records);
+          for (const subscription of await feed.subscriptions()) lagRecords.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.records);
         }
       },
     });

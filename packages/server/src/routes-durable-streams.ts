@@ -224,7 +224,7 @@ export async function addDurableStreamRoutes(
       }
       const cursor = singleText(request.query, 'cursor');
       streams.touch(state);
-      const point = readPointOf(state, start);
+      const point = await readPointOf(state, start);
       if (live === 'sse') {
         ctx.metrics.liveReaders.inc({ kind: 'sse' });
         try {

@@ -21,12 +21,12 @@ export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Au
     const { name, retention } = bodyObject(request.body);
     if (auth) auth.authorize(request.grant!, 'admin', typeof name === 'string' ? name : undefined);
     const feed = await ctx.store.createFeed(name as string, retention === undefined ? {} : { retention: retention as RetentionPolicy });
-    return reply.code(201).send(feed.info());
+    return reply.code(201).send(await feed.info());
   });
 
   app.get('/v1/feeds', { config: { operation: 'read', scope: 'any' }, schema: describe('feeds', 'every feed the token may read, one info line each (NDJSON)') }, async (request, reply) => {
     const grant: TokenGrant | undefined = request.grant;
-    const names = ctx.store.feedNames().filter((name) => !auth || !grant || grantCovers(auth, grant, name));
+    const names = (await ctx.store.feedNames()).filter((name) => !auth || !grant || grantCovers(auth, grant, name));
     return sendLines(reply, (async function* () {
       for (const name of names) yield (await ctx.feed(name)).info();
     })());
@@ -34,6 +34,10 @@ export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Au
 
   app.get<{ Params: FeedParams }>('/v1/feeds/:feed', { config: { operation: 'read' }, schema: describe('feeds', "a feed's info: head, counts, lease, active stream") }, async (request) =>
     (await ctx.feed(request.params.feed)).info(),
+  );
+
+  app.get<{ Params: FeedParams }>('/v1/feeds/:feed/disk', { config: { operation: 'read' }, schema: describe('feeds', 'what the feed takes on disk: {"historySegments", "files", "bytes"}') }, async (request) =>
+    (await ctx.feed(request.params.feed)).diskUse(),
   );
 
   app.post<{ Params: FeedParams }>('/v1/feeds/:feed/lease', { config: { operation: 'lease' }, schema: describe('leases', 'acquire the lease: {"holder", "ttlMs"?}') }, async (request, reply) => {

@@ -51,7 +51,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit', { config: { operation: 'read' }, schema: describe('reads', 'one commit') }, async (request) => {
     const commit = numberText(request.params.commit, 'commit')!;
     const feed = await ctx.feed(request.params.feed);
-    const head = feed.head()?.commit ?? 0;
+    const head = (await feed.head())?.commit ?? 0;
     if (commit < 1 || commit > head) {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist (the head is ${head})`, { details: { commit, head } });
     }
@@ -84,7 +84,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
       const after = options.after ?? (await feed.retention()).lowMark - 1;
       // Checks the cursor at once (TRIMMED, beyond the head) before any wait.
       feed.commits({ after, limit: 0 });
-      if (wait !== undefined && wait > 0 && (feed.head()?.commit ?? 0) <= after) {
+      if (wait !== undefined && wait > 0 && ((await feed.head())?.commit ?? 0) <= after) {
         ctx.metrics.liveReaders.inc({ kind: 'long-poll' });
         try {
           await waitForCommit(feed, after, wait * 1000, [ctx.drainSignal, closedSignal(reply.raw)]);
@@ -92,7 +92,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
           ctx.metrics.liveReaders.dec({ kind: 'long-poll' });
         }
       }
-      reply.header('ss-head', String(feed.head()?.commit ?? 0));
+      reply.header('ss-head', String((await feed.head())?.commit ?? 0));
       return sendLines(reply, (async function* () {
         for await (const batch of feed.readBatches(options)) for (const record of batch) yield recordLine(record);
       })());

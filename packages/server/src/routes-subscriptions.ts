@@ -1,6 +1,6 @@
 /** Subscriptions: create, list, info, delete, poll, advance, reset (the CLI's `sub`). */
 import type { FastifyInstance } from 'fastify';
-import { recordLine } from '@streamstack/engine';
+import { recordLine, type Subscription } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { sendLines } from './ndjson.js';
 import { integer, type QueryParams } from './request-params.js';
@@ -10,24 +10,29 @@ import { bodyObject } from './routes-feeds.js';
 type FeedParams = { feed: string };
 type SubscriptionParams = { feed: string; name: string };
 
+/** The subscription a route names; `FEED_NOT_FOUND` or `SUBSCRIPTION_NOT_FOUND` if it has none. */
+async function subscriptionOf(ctx: ServerContext, params: SubscriptionParams): Promise<Subscription> {
+  return (await ctx.feed(params.feed)).subscription(params.name);
+}
+
 // Subscriptions are a reader's own cursors, so a read token may keep them (docs/http.md).
 export function addSubscriptionRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.post<{ Params: FeedParams }>('/v1/feeds/:feed/subscriptions', { config: { operation: 'read' }, schema: describe('subscriptions', 'create a subscription: {"name", "after"?}') }, async (request, reply) => {
     const { name, after } = bodyObject(request.body);
     const subscription = await (await ctx.feed(request.params.feed)).createSubscription(name as string, after === undefined ? {} : { after: after as number });
-    return reply.code(201).send(subscription.info());
+    return reply.code(201).send(await subscription.info());
   });
 
   app.get<{ Params: FeedParams }>('/v1/feeds/:feed/subscriptions', { config: { operation: 'read' }, schema: describe('subscriptions', 'every subscription with its cursor and lag (NDJSON)') }, async (request, reply) =>
-    sendLines(reply, (await ctx.feed(request.params.feed)).subscriptions()),
+    sendLines(reply, await (await ctx.feed(request.params.feed)).subscriptions()),
   );
 
   app.get<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name', { config: { operation: 'read' }, schema: describe('subscriptions', 'a subscription: cursor, times, lag') }, async (request) =>
-    (await ctx.feed(request.params.feed)).subscription(request.params.name).info(),
+    (await subscriptionOf(ctx, request.params)).info(),
   );
 
   app.delete<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name', { config: { operation: 'read' }, schema: describe('subscriptions', 'delete a subscription') }, async (request) => {
-    await (await ctx.feed(request.params.feed)).subscription(request.params.name).delete();
+    await (await subscriptionOf(ctx, request.params)).delete();
     return { feed: request.params.feed, subscription: request.params.name, deleted: true };
   });
 
@@ -36,16 +41,16 @@ export function addSubscriptionRoutes(app: FastifyInstance, ctx: ServerContext):
     { config: { operation: 'read' }, schema: describe('subscriptions', 'whole commits from the saved cursor: {"cursor", "commits": [{"commit", "records"}]}', { querystring: querySchema({ max: 'integer' }) }) },
     async (request) => {
       const max = integer(request.query, 'max');
-      const polled = await (await ctx.feed(request.params.feed)).subscription(request.params.name).poll(max === undefined ? {} : { max });
+      const polled = await (await subscriptionOf(ctx, request.params)).poll(max === undefined ? {} : { max });
       return { cursor: polled.cursor, commits: polled.commits.map(({ commit, records }) => ({ commit, records: records.map(recordLine) })) };
     },
   );
 
   app.post<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name/advance', { config: { operation: 'read' }, schema: describe('subscriptions', 'save a cursor, forward only: {"cursor"}') }, async (request) =>
-    (await ctx.feed(request.params.feed)).subscription(request.params.name).advance(bodyObject(request.body).cursor as number),
+    (await subscriptionOf(ctx, request.params)).advance(bodyObject(request.body).cursor as number),
   );
 
   app.post<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name/reset', { config: { operation: 'read' }, schema: describe('subscriptions', 'move the cursor anywhere: {"cursor"}') }, async (request) =>
-    (await ctx.feed(request.params.feed)).subscription(request.params.name).reset(bodyObject(request.body).cursor as number),
+    (await subscriptionOf(ctx, request.params)).reset(bodyObject(request.body).cursor as number),
   );
 }

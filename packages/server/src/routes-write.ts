@@ -1,6 +1,6 @@
 /** The write path: streams (open, append a batch, seal, abort, read, info) and one-shot appends. */
 import type { FastifyInstance } from 'fastify';
-import { recordLine, StreamStackError, type AppendRecord } from '@streamstack/engine';
+import { recordLine, StreamStackError, type AppendRecord, type Stream } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { sendLines } from './ndjson.js';
 import { conditionOf, expectedSeq, fencingToken, integer, optionalFencingToken, single, type QueryParams } from './request-params.js';
@@ -9,6 +9,11 @@ import { bodyObject } from './routes-feeds.js';
 
 type FeedParams = { feed: string };
 type StreamParams = { feed: string; id: string };
+
+/** The stream a route names; `FEED_NOT_FOUND` or `STREAM_NOT_FOUND` if it has none. */
+async function streamOf(ctx: ServerContext, params: StreamParams): Promise<Stream> {
+  return (await ctx.feed(params.feed)).stream(params.id);
+}
 
 /** The records of an NDJSON body; another body type is refused so that nothing is guessed. */
 function recordsOf(body: unknown): AppendRecord[] {
@@ -26,14 +31,14 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
   });
 
   app.get<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id', { config: { operation: 'read' }, schema: describe('streams', "a stream's state: open (with its records), sealed (with its commit), aborted…") }, async (request) =>
-    (await ctx.feed(request.params.feed)).stream(request.params.id).info(),
+    (await streamOf(ctx, request.params)).info(),
   );
 
   app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/records', { config: { operation: 'write' }, schema: describe('streams', 'append one batch (NDJSON) under SS-Fencing-Token, at SS-Expected-Seq if given') }, async (request) => {
     const records = recordsOf(request.body);
     const seq = expectedSeq(request.headers);
     const feed = await ctx.feed(request.params.feed);
-    const appended = await feed.stream(request.params.id).append(records, { token: fencingToken(request.headers), ...(seq === undefined ? {} : { expectedSeq: seq }) });
+    const appended = await (await feed.stream(request.params.id)).append(records, { token: fencingToken(request.headers), ...(seq === undefined ? {} : { expectedSeq: seq }) });
     ctx.metrics.appended(feed.name, 'batch', records);
     return appended;
   });
@@ -43,7 +48,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
     { config: { operation: 'read' }, schema: describe('streams', "one stream's records, sealed or open (NDJSON)", { querystring: querySchema({ fromSeq: 'integer' }) }) },
     async (request, reply) => {
       const fromSeq = integer(request.query, 'fromSeq');
-      const records = await (await ctx.feed(request.params.feed)).stream(request.params.id).read(fromSeq === undefined ? {} : { fromSeq });
+      const records = await (await streamOf(ctx, request.params)).read(fromSeq === undefined ? {} : { fromSeq });
       return sendLines(reply, records.map(recordLine));
     },
   );
@@ -55,7 +60,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
       const message = single(request.query, 'message');
       const condition = conditionOf(request.query);
       const feed = await ctx.feed(request.params.feed);
-      const commit = await feed.stream(request.params.id).seal({
+      const commit = await (await feed.stream(request.params.id)).seal({
         token: fencingToken(request.headers),
         ...(message === undefined ? {} : { message }),
         ...(condition ? { condition } : {}),
@@ -66,7 +71,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
   );
 
   app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/abort', { config: { operation: 'write' }, schema: describe('streams', 'abort the stream: nothing of it is published') }, async (request) => {
-    await (await ctx.feed(request.params.feed)).stream(request.params.id).abort({ token: fencingToken(request.headers) });
+    await (await streamOf(ctx, request.params)).abort({ token: fencingToken(request.headers) });
     return { stream: request.params.id, aborted: true };
   });
 

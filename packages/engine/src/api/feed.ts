@@ -119,14 +119,28 @@ export class Feed {
     return new Stream(this, opened.stream);
   }
 
-  /** A handle on stream `id`, open or sealed. */
-  stream(id: string): Stream {
+  /**
+   * The stream `id`, open, sealed or aborted; `STREAM_NOT_FOUND` if the feed does not know it
+   * (as `store.feed` fails for a missing feed). Async, as it is in the client, which asks the
+   * server.
+   *
+   * @example
+   * // A producer that restarted goes on with the stream it had open.
+   * const stream = await feed.stream(savedStreamId);
+   * const { records = 0 } = await stream.info();
+   * await stream.append(batch, { token, expectedSeq: records + 1 });
+   */
+  async stream(id: string): Promise<Stream> {
     if (typeof id !== 'string' || id.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a stream id is a non-empty string');
+    this.writer.assertPresent();
+    if (this.writer.streamStatus(id).state === 'unknown') {
+      throw new StreamStackError('STREAM_NOT_FOUND', `no stream ${id} on feed ${this.name}`, { details: { stream: id } });
+    }
     return new Stream(this, id);
   }
 
   /** The open stream, if there is one (a new lease holder finds its predecessor's here). */
-  activeStream(): Stream | undefined {
+  async activeStream(): Promise<Stream | undefined> {
     this.writer.assertPresent();
     const id = this.writer.activeStream;
     return id === undefined ? undefined : new Stream(this, id);
@@ -297,16 +311,21 @@ export class Feed {
   }
 
   /** The subscription `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
-  subscription(name: string): Subscription {
+  async subscription(name: string): Promise<Subscription> {
     this.writer.assertPresent();
     this.writer.subscriptions.get(name);
     return new Subscription(this, name);
   }
 
-  /** Every subscription with its cursor and lag. */
-  subscriptions(): SubscriptionInfo[] {
+  /**
+   * Every subscription with its cursor and lag, by name.
+   *
+   * @example
+   * for (const { name, lag } of await feed.subscriptions()) console.log(name, lag.commits);
+   */
+  async subscriptions(): Promise<SubscriptionInfo[]> {
     this.writer.assertPresent();
-    return this.writer.subscriptions.list().map((state) => new Subscription(this, state.name).info());
+    return Promise.all(this.writer.subscriptions.list().map((state) => new Subscription(this, state.name).info()));
   }
 
   /**
@@ -437,24 +456,37 @@ export class Feed {
   /**
    * What the feed takes on disk: its history segments, and every file and allocated byte under
    * its directory (index files and dictionaries included, which background builds write, so
-   * this moves without a write of the caller's).
+   * this moves without a write of the caller's). Async: it walks the directory.
+   *
+   * @example
+   * const { historySegments, bytes } = await feed.diskUse();
    */
-  diskUse(): FeedDiskUse {
+  async diskUse(): Promise<FeedDiskUse> {
     this.writer.assertOpen();
     return feedDiskUse(this.writer.directory);
   }
 
   /** The latest commit, or undefined when the feed has none. */
-  head(): Commit | undefined {
+  async head(): Promise<Commit | undefined> {
     this.writer.assertPresent();
+    return this.headNow();
+  }
+
+  private headNow(): Commit | undefined {
     const head = this.writer.headCommit();
     return head && toCommit(this.name, head);
   }
 
-  info(): FeedInfo {
+  /**
+   * The feed's counts, head, lease, low mark, retention and horizon, as they are now.
+   *
+   * @example
+   * const { commits, records, head } = await feed.info();
+   */
+  async info(): Promise<FeedInfo> {
     this.writer.assertPresent();
     const live = this.writer.lease.live();
-    const head = this.head();
+    const head = this.headNow();
     return {
       name: this.name,
       createdAt: this.createdAt,

@@ -179,7 +179,7 @@ export class Store {
   }
 
   /** The names of every feed, sorted. */
-  feedNames(): string[] {
+  async feedNames(): Promise<string[]> {
     this.assertOpen();
     return this.directory.feedNames();
   }
@@ -194,7 +194,7 @@ export class Store {
    */
   async verify(name?: string): Promise<FeedVerification[]> {
     this.assertOpen();
-    const names = name === undefined ? this.feedNames() : [name];
+    const names = name === undefined ? await this.feedNames() : [name];
     const results: FeedVerification[] = [];
     for (const feedName of names) {
       try {

@@ -107,7 +107,14 @@ export class Stream {
     }));
   }
 
-  info(): StreamInfo {
+  /**
+   * The stream's state: open (with its acknowledged record count), sealed (with its commit) or
+   * aborted.
+   *
+   * @example
+   * const { state, commit } = await stream.info();
+   */
+  async info(): Promise<StreamInfo> {
     this.feed.writer.assertPresent();
     const status = this.feed.writer.streamStatus(this.id);
     if (status.state === 'sealed') return { id: this.id, state: 'sealed', commit: toCommit(this.feed.name, status.commit) };

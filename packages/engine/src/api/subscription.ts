@@ -44,12 +44,19 @@ export class Subscription {
   ) {}
 
   /** The saved cursor: the last commit this subscription has handled. */
-  get cursor(): number {
+  private savedCursor(): number {
     this.feed.writer.assertPresent();
     return this.feed.writer.subscriptions.get(this.name).cursor;
   }
 
-  info(): SubscriptionInfo {
+  /**
+   * The saved cursor (the last commit handled), when it was created and last moved, and how far
+   * it is behind the head.
+   *
+   * @example
+   * const { cursor, lag } = await subscription.info();
+   */
+  async info(): Promise<SubscriptionInfo> {
     this.feed.writer.assertPresent();
     const state = this.feed.writer.subscriptions.get(this.name);
     return { ...state, lag: this.feed.reads.lag(state.cursor), trimmed: state.cursor < this.feed.writer.lowMark - 1 };
@@ -62,7 +69,7 @@ export class Subscription {
   async poll(options: { max?: number } = {}): Promise<PollResult> {
     options = optionsOf(options, 'subscription.poll');
     const max = validateCursor(options.max, 'max') ?? subscriptionPollRecordsDefault;
-    const { batches, cursor } = await this.feed.reads.poll(this.cursor, max);
+    const { batches, cursor } = await this.feed.reads.poll(this.savedCursor(), max);
     return { commits: batches.map((batch) => ({ commit: toCommit(this.feed.name, batch.commit), records: batch.records })), cursor };
   }
 
@@ -92,7 +99,7 @@ export class Subscription {
    */
   async *live(options: { signal?: AbortSignal; autoAdvance?: boolean } = {}): AsyncGenerator<CommitRecords> {
     options = optionsOf(options, 'subscription.live');
-    for await (const batch of this.feed.follow({ after: this.cursor, ...(options.signal ? { signal: options.signal } : {}) })) {
+    for await (const batch of this.feed.follow({ after: this.savedCursor(), ...(options.signal ? { signal: options.signal } : {}) })) {
       yield batch;
       if (options.autoAdvance) await this.advance(batch.commit.commit);
     }

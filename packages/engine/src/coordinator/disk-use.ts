@@ -1,5 +1,5 @@
 /**
- * What a feed takes on disk, for `feed.info()`: its history segments, and every file and byte
+ * What a feed takes on disk, for `feed.diskUse()`: its history segments, and every file and byte
  * under its directory (logs, summaries, index files, dictionaries, state).
  */
 import fs from 'node:fs';
@@ -15,26 +15,29 @@ export interface FeedDiskUse {
   readonly bytes: number;
 }
 
-/** Walks the feed's directory once; files that vanish meanwhile (a WAL segment deleted) are skipped. */
-export function feedDiskUse(directory: string): FeedDiskUse {
+/**
+ * Walks the feed's directory once, without blocking the event loop on the file system; files
+ * that vanish meanwhile (a WAL segment deleted) are skipped.
+ */
+export async function feedDiskUse(directory: string): Promise<FeedDiskUse> {
   let historySegments = 0;
   let files = 0;
   let bytes = 0;
-  const walk = (at: string, relative: string) => {
+  const walk = async (at: string, relative: string): Promise<void> => {
     let entries: fs.Dirent[];
     try {
-      entries = fs.readdirSync(at, { withFileTypes: true });
+      entries = await fs.promises.readdir(at, { withFileTypes: true });
     } catch {
       return;
     }
     for (const entry of entries) {
       const file = path.join(at, entry.name);
       if (entry.isDirectory()) {
-        walk(file, path.join(relative, entry.name));
+        await walk(file, path.join(relative, entry.name));
         continue;
       }
       try {
-        bytes += fs.statSync(file).blocks * 512;
+        bytes += (await fs.promises.stat(file)).blocks * 512;
       } catch {
         continue;
       }
@@ -42,6 +45,6 @@ export function feedDiskUse(directory: string): FeedDiskUse {
       if (relative === 'history' && entry.name.endsWith('.hist') && baseOfSegmentName(entry.name) !== undefined) historySegments++;
     }
   };
-  walk(directory, '');
+  await walk(directory, '');
   return { historySegments, files, bytes };
 }
