@@ -29,6 +29,13 @@ try {
   subscription = await feed.createSubscription('reader');
 }
 let stream = await feed.activeStream();
+if (stream && token !== process.env.POWER_TOKEN) {
+  // The lease of the child before expired (a slow machine between cycles) and this one holds a
+  // new epoch: the stream opened under the old one takes no more batches, only its seal.
+  const commit = await stream.seal({ token });
+  emit({ kind: 'sealed', commit: commit.commit });
+  stream = undefined;
+}
 emit({ kind: 'ready' });
 
 /** A round of concurrent writes: the group commit pipelines them. */
