@@ -8,11 +8,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
+import { StreamStackError, type AppendRecord, type Feed } from '../../packages/engine/src/index.js';
 import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
 import { loadKernels, tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
-import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, recordShapes } from '../support/store.js';
 
 const keys = 13;
 
@@ -36,20 +36,7 @@ function commitRecords(index: number): AppendRecord[] {
   return records;
 }
 
-const shape = (records: readonly StoredRecord[]) =>
-  records.map((record) => ({
-    commit: record.commit,
-    position: record.position,
-    seq: record.seq,
-    key: record.key,
-    version: record.version,
-    tombstone: record.tombstone,
-    type: record.type,
-    tags: record.tags,
-    timestamp: record.timestamp,
-    fingerprint: Buffer.from(record.fingerprint).toString('hex'),
-    payload: text(record.payload),
-  }));
+const shape = recordShapes;
 
 /** Every read the contract keeps unchanged for horizon `horizon`. */
 async function keptReads(feed: Feed, horizon: number) {

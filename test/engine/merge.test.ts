@@ -11,7 +11,7 @@ import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } fro
 import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { mergeSegmentsTrigger } from '../../packages/engine/src/limits.js';
-import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, recordShapes } from '../support/store.js';
 
 function commitRecords(index: number): AppendRecord[] {
   return [
@@ -22,20 +22,7 @@ function commitRecords(index: number): AppendRecord[] {
   ];
 }
 
-const shape = (records: readonly StoredRecord[]) =>
-  records.map((record) => ({
-    commit: record.commit,
-    position: record.position,
-    seq: record.seq,
-    key: record.key,
-    version: record.version,
-    tombstone: record.tombstone,
-    type: record.type,
-    tags: record.tags,
-    timestamp: record.timestamp,
-    fingerprint: Buffer.from(record.fingerprint).toString('hex'),
-    payload: text(record.payload),
-  }));
+const shape = recordShapes;
 
 /** Everything a reader can ask, as comparable values. */
 async function everything(feed: Feed) {

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach } from 'vitest';
-import { Store, type StoreOptions } from '../../packages/engine/src/index.js';
+import { Store, type StoreOptions, type StoredRecord } from '../../packages/engine/src/index.js';
 
 const made: string[] = [];
 afterEach(() => {
@@ -79,4 +79,21 @@ export function historySegmentBases(directory: string, feed = 'f'): number[] {
     .filter((name) => name.endsWith('.hist'))
     .map((name) => Number(name.slice(0, -'.hist'.length)))
     .sort((a, b) => a - b);
+}
+
+/** Every field of stored records as comparable values (bytes as hex and text): reads compared before and after. */
+export function recordShapes(records: readonly StoredRecord[]) {
+  return records.map((record) => ({
+    commit: record.commit,
+    position: record.position,
+    seq: record.seq,
+    key: record.key,
+    version: record.version,
+    tombstone: record.tombstone,
+    type: record.type,
+    tags: record.tags,
+    timestamp: record.timestamp,
+    fingerprint: Buffer.from(record.fingerprint).toString('hex'),
+    payload: text(record.payload),
+  }));
 }
