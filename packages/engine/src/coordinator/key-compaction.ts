@@ -138,13 +138,16 @@ export class KeyCompaction {
   /**
    * The subscription with the lowest cursor between the low mark and `horizon − 1`: compacting
    * past it would take records it has not read. (One at the start reads the compacted history
-   * from its beginning, as any new reader does; one a forced trim left behind is already lost.)
+   * from its beginning, as any new reader does; one a forced trim or compaction left behind has
+   * lost them already.)
    */
   private lowestBelow(horizon: number, subscriptions: Subscriptions): RetentionPin | undefined {
-    const low = this.context.history.commits.low;
+    const { low, horizon: current } = this.context.history.commits;
     let lowest: RetentionPin | undefined;
     for (const state of subscriptions.list()) {
-      if (state.cursor < low || state.cursor >= horizon) continue;
+      // One a forced compaction left below the current horizon fails until it is reset: it
+      // holds nothing back any more.
+      if (state.cursor < low || state.cursor < current || state.cursor >= horizon) continue;
       if (!lowest || state.cursor < lowest.cursor) lowest = { subscription: state.name, cursor: state.cursor };
     }
     return lowest;
