@@ -123,7 +123,7 @@ export class KeyCompaction {
     for (const run of groupsOf(segments)) {
       request.signal?.throwIfAborted();
       recordsBefore += run.reduce((sum, segment) => sum + history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0), 0);
-      selection.group(await this.repeatsIn(run, request.signal), run[run.length - 1].header.base);
+      selection.group(await this.repeatsIn(run, request.signal));
       const rewritten = await merges.rewrite(run, request.signal, selection.select);
       if (!rewritten) return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
       segmentsCompacted += rewritten.segments;
@@ -173,14 +173,17 @@ export class KeyCompaction {
   }
 
   /**
-   * The fingerprints of the records in segments `run` that repeat an earlier one (they are not
-   * their fingerprint's first occurrence): a first occurrence compaction drops is retired only
-   * when a later record repeats it, here or in a later segment. Read without payloads.
+   * The fingerprints some later record repeats, of the records in segments `run`: those of the
+   * records here that are not their fingerprint's first occurrence, and the first occurrences
+   * here that a later segment holds again. A first occurrence compaction drops is retired only
+   * when its fingerprint is among them. Read without payloads.
    */
   private async repeatsIn(run: readonly SegmentFile[], signal: AbortSignal | undefined): Promise<Set<string>> {
     const { history } = this.context;
     const fingerprints = this.context.derived().fingerprints;
     const repeats = new Set<string>();
+    /** The group's first occurrences, asked of the later segments all at once at the end. */
+    const firstTerms: string[] = [];
     let sinceYield = 0;
     for (const segment of run) {
       const commits = history.commits.commitsInSegment(segment.header.base);
@@ -194,7 +197,10 @@ export class KeyCompaction {
           for await (const columns of history.runColumns(commit, runs[index], columnBatchRowsMax, false)) {
             const term = (row: number) => fingerprintKey(columns.bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row]));
             const firsts = await fingerprints.firstOccurrences(commit.segment, columns.positions, term);
-            for (let row = 0; row < columns.count; row++) if (firsts[row] === 0) repeats.add(term(row));
+            for (let row = 0; row < columns.count; row++) {
+              if (firsts[row] === 0) repeats.add(term(row));
+              else firstTerms.push(term(row));
+            }
             sinceYield += columns.count;
             if (sinceYield >= eventLoopSliceRecords) {
               sinceYield = 0;
@@ -205,16 +211,15 @@ export class KeyCompaction {
         at = end;
       }
     }
+    // A first occurrence here that a later segment repeats counts as repeated too.
+    for (const term of await fingerprints.occurringAfter(firstTerms, run[run.length - 1].header.base)) repeats.add(term);
     return repeats;
   }
 
   /** What each rewritten commit keeps: see the file's comment. */
-  private selection(horizonPosition: number, keyless: 'keep' | 'drop'): { select: RunSelection; group: (repeats: ReadonlySet<string>, lastBase: number) => void } {
+  private selection(horizonPosition: number, keyless: 'keep' | 'drop'): { select: RunSelection; group: (repeats: ReadonlySet<string>) => void } {
     const derived = this.context.derived();
     let repeats: ReadonlySet<string> = new Set();
-    let lastBase = 0;
-    /** Whether a later record repeats fingerprint `term` of a record in the group being rewritten. */
-    const repeated = async (term: string) => repeats.has(term) || (await derived.fingerprints.occursAfter(term, lastBase));
     /** Each key's winner as of the horizon, looked up once: a key is updated many times. */
     const winners = new Map<string, { position: number; tombstone: boolean } | null>();
     const winnerOf = async (key: string) => {
@@ -253,7 +258,7 @@ export class KeyCompaction {
       const added: RetiredFingerprint[] = [];
       for (let index = 0; index < dropped.length; index++) {
         if (index > 0 && index % compactionLookupSliceRecords === 0) await yieldToEventLoop();
-        if (firsts[index] === 1 && (await repeated(fingerprintKey(dropped[index].fingerprint)))) {
+        if (firsts[index] === 1 && repeats.has(fingerprintKey(dropped[index].fingerprint))) {
           added.push({ seq: dropped[index].position - commit.firstPosition + 1, fingerprint: dropped[index].fingerprint });
         }
       }
@@ -261,9 +266,8 @@ export class KeyCompaction {
     };
     return {
       select,
-      group: (groupRepeats, groupLastBase) => {
+      group: (groupRepeats) => {
         repeats = groupRepeats;
-        lastBase = groupLastBase;
       },
     };
   }

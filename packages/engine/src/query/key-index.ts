@@ -24,7 +24,7 @@ import { segmentFile } from '../storage/segment-set.js';
 import { syncDirectory } from '../storage/segment.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { columnBatchRowsMax, keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
-import { utf8DecodeRange, utf8Encode } from '../storage/codec.js';
+import { utf8Concat, utf8DecodeRange, utf8Encode } from '../storage/codec.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import { History } from '../storage/history-log.js';
 import { recordFlags } from '../storage/records.js';
@@ -33,6 +33,8 @@ import {
   filterMayHold,
   keyFileHeadBytes,
   keyHashes,
+  keyHashesOf,
+  filterMayHoldHashes,
   parseKeyFileHead,
   readKeyFileHead,
   readKeySectionAsync,
@@ -419,25 +421,65 @@ export class KeyIndex {
   }
 
   /**
-   * Whether `key` occurs in a segment after the one at `base`, the active one included: for a
-   * fingerprint dictionary, whether a later record repeats the fingerprint. Each dictionary's
-   * terms are its own segment's, so each later one is asked (its filter first).
+   * Which of `keys` occur in a segment after the one at `base`, the active one included: for a
+   * fingerprint dictionary, the fingerprints a later record repeats. Each dictionary's terms are
+   * its own segment's, so every later one is asked — dictionary by dictionary, over the keys still
+   * unresolved, each filter and FST loaded once and probed for all of them (asking dictionary
+   * after dictionary per key instead reloads sections the cache cannot hold all of).
    */
-  async occursAfter(key: string, base: number): Promise<boolean> {
+  async occurringAfter(keys: readonly string[], base: number): Promise<Set<string>> {
     if (this.rebasing) await this.rebasing;
-    if (this.tail && this.tail.base > base && this.tail.winnerUpTo(key, Number.POSITIVE_INFINITY)) return true;
-    const bytes = utf8Encode(key);
-    const hashes = keyHashes(bytes);
+    const found = new Set<string>();
+    // Keys are encoded and hashed once, a slice at a time (a group holds millions).
+    const pieces: { bytes: Uint8Array; ends: Uint32Array; hashes: Uint32Array }[] = [];
+    for (let first = 0; first < keys.length; first += keyBuildYieldKeys) {
+      const piece = utf8Concat(keys.slice(first, first + keyBuildYieldKeys));
+      pieces.push({ ...piece, hashes: keyHashesOf(this.kernels, piece.bytes, piece.ends) });
+      await yieldToEventLoop();
+    }
+    const pieceOf = (index: number) => pieces[Math.floor(index / keyBuildYieldKeys)];
+    const keyBytes = (index: number) => {
+      const { bytes, ends } = pieceOf(index);
+      const at = index % keyBuildYieldKeys;
+      return bytes.subarray(at === 0 ? 0 : ends[at - 1], ends[at]);
+    };
+    const hashOf = (index: number, which: 0 | 1) => pieceOf(index).hashes[2 * (index % keyBuildYieldKeys) + which];
+    let unresolved = new Uint32Array(keys.length);
+    for (let index = 0; index < keys.length; index++) unresolved[index] = index;
+    let count = keys.length;
+    const keep = (test: (index: number) => boolean) => {
+      let kept = 0;
+      for (let walk = 0; walk < count; walk++) {
+        const index = unresolved[walk];
+        if (test(index)) found.add(keys[index]);
+        else unresolved[kept++] = index;
+      }
+      count = kept;
+    };
+    const tail = this.tail;
+    if (tail && tail.base > base) keep((index) => tail.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
     for (const slot of this.sealed) {
+      if (count === 0) break;
       if (slot.base <= base || slot.count === 0) continue;
-      if (slot.resident) {
-        if (slot.resident.winnerUpTo(key, Number.POSITIVE_INFINITY)) return true;
+      const resident = slot.resident;
+      if (resident) {
+        keep((index) => resident.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
         continue;
       }
-      const quick = this.lookupHeld(slot, bytes, hashes);
-      if ((quick === notHeld ? await this.lookup(slot, bytes, hashes) : quick) !== undefined) return true;
+      const filter = await this.section(slot, 0);
+      const fst = await this.section(slot, 1);
+      const before = unresolved;
+      let kept = 0;
+      for (let walk = 0; walk < count; walk++) {
+        if (walk > 0 && walk % keyBuildYieldKeys === 0) await yieldToEventLoop();
+        const index = before[walk];
+        if (filterMayHoldHashes(filter, hashOf(index, 0), hashOf(index, 1)) && this.kernels.fstGet(fst, keyBytes(index)) !== undefined) found.add(keys[index]);
+        else before[kept++] = index;
+      }
+      unresolved = before;
+      count = kept;
     }
-    return false;
+    return found;
   }
 
   /** Walks sealed segments from index `from` down, newest first, improving on `best`. */
