@@ -447,9 +447,10 @@ export class KeyIndex {
     let unresolved = new Uint32Array(keys.length);
     for (let index = 0; index < keys.length; index++) unresolved[index] = index;
     let count = keys.length;
-    const keep = (test: (index: number) => boolean) => {
+    const keep = async (test: (index: number) => boolean) => {
       let kept = 0;
       for (let walk = 0; walk < count; walk++) {
+        if (walk > 0 && walk % keyBuildYieldKeys === 0) await yieldToEventLoop();
         const index = unresolved[walk];
         if (test(index)) found.add(keys[index]);
         else unresolved[kept++] = index;
@@ -457,13 +458,13 @@ export class KeyIndex {
       count = kept;
     };
     const tail = this.tail;
-    if (tail && tail.base > base) keep((index) => tail.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
+    if (tail && tail.base > base) await keep((index) => tail.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
     for (const slot of this.sealed) {
       if (count === 0) break;
       if (slot.base <= base || slot.count === 0) continue;
       const resident = slot.resident;
       if (resident) {
-        keep((index) => resident.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
+        await keep((index) => resident.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
         continue;
       }
       const filter = await this.section(slot, 0);
