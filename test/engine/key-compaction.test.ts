@@ -233,6 +233,31 @@ describe('key compaction', () => {
     for (const [name, bytes] of saved) expect(fs.readFileSync(path.join(index, name)).equals(bytes), name).toBe(false);
   });
 
+  it('reports a flipped byte in a compacted segment as CORRUPT, and reads elsewhere go on', async () => {
+    const { store, feed, directory } = await filled(undefined, 300);
+    const horizon = 250;
+    const after = recordShapes(await collect(feed.read({ after: horizon })));
+    const result = await feed.compactKeys({ horizon });
+    expect(result.segmentsCompacted).toBeGreaterThan(0);
+    await store.close();
+    // A byte in the middle of the first (compacted) segment's data: a manifest, a pack or a
+    // retired-fingerprint frame, all covered by their frames' CRCs.
+    const file = path.join(directory, 'feeds', 'f', 'history', `${String(historySegmentBases(directory)[0]).padStart(16, '0')}.hist`);
+    const bytes = fs.readFileSync(file);
+    // A rewritten segment is sized to its data, so its middle is data.
+    const at = 48 + Math.floor((bytes.length - 48) / 2);
+    bytes[at] ^= 0x40;
+    fs.writeFileSync(file, bytes);
+    const again = await openStore(directory, { kernels: tsKernels });
+    const reopened = await again.feed('f');
+    await expect(collect(reopened.read())).rejects.toMatchObject({ code: 'CORRUPT' });
+    expect(recordShapes(await collect(reopened.read({ after: horizon })))).toEqual(after);
+    const [verification] = await again.verify('f');
+    expect(verification.ok).toBe(false);
+    expect(verification.problems.length).toBeGreaterThan(0);
+    await again.close();
+  });
+
   it('refuses bad requests and changes nothing', async () => {
     const { store, feed, directory } = await filled(undefined, 60);
     const before = historySegmentBases(directory);
