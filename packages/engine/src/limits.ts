@@ -215,6 +215,23 @@ export const keyBuildYieldKeys = 8192;
 export const eventLoopSliceRecords = 8192;
 
 /**
+ * How long a piece of background work (a merge, a compaction, a derived file's rebuild) runs
+ * before it yields the event loop, checked every `eventLoopCheckRecords` records: records cost
+ * from a microsecond (a key) to tens (a record rewritten), so slices are timed, not counted.
+ * Well under the 50 ms a read or append may wait behind history work.
+ */
+export const eventLoopSliceMs = 8;
+
+/** Records between two looks at the clock by timed slices (a look costs about 50 ns). */
+export const eventLoopCheckRecords = 256;
+
+/**
+ * Rows a derived file's rebuild decodes at a time (a quarter of a read's batch): the clock is
+ * looked at between batches, so a batch must be well within `eventLoopSliceMs`.
+ */
+export const rebuildBatchRowsMax = 1024;
+
+/**
  * Published records folded into the derived indexes and condition maps between yields to the
  * event loop (a few microseconds each: about 10 ms a slice), so that indexing a seal of 100,000
  * records never holds the loop for long.

@@ -2,7 +2,7 @@
  * Pack deduplication across a feed: payloads already stored, found by their CRC-32C and
  * confirmed byte for byte, so a repeated payload is referenced instead of stored again.
  */
-import { yieldEverySlice } from '../event-loop.js';
+import { yieldWhenDue } from '../event-loop.js';
 import { payloadDedupEntriesMax } from '../limits.js';
 import { equalBytes, type NewPayload } from '../storage/commit-run.js';
 import type { PayloadLocation } from '../storage/records.js';
@@ -76,7 +76,7 @@ export class PayloadDedup {
     for (let run = this.pending.shift(); run; run = this.pending.shift()) {
       for (let index = 0; index < run.payloads.length; ) {
         this.rememberLaid(run, run.payloads[index]);
-        const pause = yieldEverySlice(++index);
+        const pause = yieldWhenDue(++index);
         if (pause) await pause;
       }
     }

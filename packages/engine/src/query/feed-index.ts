@@ -9,11 +9,12 @@ import fs from 'node:fs';
 import { segmentFile } from '../storage/segment-set.js';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { eventLoopSliceRecords, indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
+import { eventLoopSliceRecords, indexCacheBytesMax, rebuildBatchRowsMax, typesPerFeedMax } from '../limits.js';
+import { utf8DecodeRange } from '../storage/codec.js';
 import { buildIndexDataOffThread } from './index-builder.js';
-import { yieldToEventLoop } from '../event-loop.js';
+import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
 import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
-import type { CommitRun, History } from '../storage/history-log.js';
+import { History, type CommitRun } from '../storage/history-log.js';
 import type { ManifestEntry } from '../storage/records.js';
 import {
   buildIndexData,
@@ -110,6 +111,22 @@ class SealedIndex implements SegmentIndex {
     if (value === undefined) return emptyPositions;
     if (value % 2 === 1) return Uint32Array.of((value - 1) / 2);
     return this.kernels.postingsDecode(this.list(value / 2));
+  }
+}
+
+/** Tags of the positions no entry holds: none, one array for them all. */
+const noTags: readonly string[] = [];
+
+/**
+ * Adds the positions up to `last` as unreadable: a key-compacted segment may have dropped
+ * millions in a row, so the event loop turns now and then.
+ */
+async function fillUnreadable(tail: TailIndex, last: number): Promise<void> {
+  let added = 0;
+  while (tail.base + tail.count <= last) {
+    tail.add(undefined, noTags, unreadableLocator);
+    const pause = yieldWhenDue(++added);
+    if (pause) await pause;
   }
 }
 
@@ -321,21 +338,38 @@ export class FeedIndex {
   /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
   private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
     const tail = new TailIndex(slot.base);
-    let sinceYield = 0;
-    for await (const run of this.history.readRuns(slot.commits())) {
-      // A segment of large commits is read run by run, and the event loop turns between them.
-      sinceYield += run.entries.length;
-      if (sinceYield >= eventLoopSliceRecords) {
-        sinceYield = 0;
-        await yieldToEventLoop();
+    // Decoded as columns, a batch at a time, with a turn of the event loop between batches: a
+    // merged segment holds millions of records, and decoding a 100,000-record run into objects
+    // at once stalled reads and appends for a tenth of a second each.
+    const commits = slot.commits();
+    for (let at = 0; at < commits.length; ) {
+      let end = at + 1;
+      while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
+      const stretch = commits.slice(at, end);
+      const runs = await this.history.readRunsBytes(stretch);
+      for (const [which, commit] of stretch.entries()) {
+        for await (const columns of this.history.runColumns(commit, runs[which], rebuildBatchRowsMax, false)) {
+          for (let row = 0; row < columns.count; row++) {
+            // Positions no entry holds (corruption took them, or key compaction dropped them).
+            if (tail.base + tail.count < columns.positions[row]) await fillUnreadable(tail, columns.positions[row] - 1);
+            const typeId = columns.typeIds[row];
+            const tags: string[] = [];
+            for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) {
+              const name = utf8DecodeRange(columns.bytes, columns.tagStarts[tag], columns.tagEnds[tag]);
+              if (name === undefined) {
+                throw new StreamStackError('CORRUPT', `a tag in commit ${commit.commit} is not UTF-8`, {
+                  details: { file: this.history.segments.fileFor(commit.segment), offset: commit.runStart + columns.entryStarts[row] },
+                });
+              }
+              tags.push(name);
+            }
+            tail.add(typeId < 0 ? undefined : columns.types[typeId], tags, commit.runStart + columns.entryStarts[row]);
+          }
+          if (sliceDue()) await yieldToEventLoop();
+        }
+        await fillUnreadable(tail, commit.lastPosition);
       }
-      const { commit } = run;
-      run.entries.forEach((entry, at) => {
-        // Positions no entry holds (corruption took them, or key compaction dropped them).
-        while (tail.base + tail.count < entryPosition(commit, at, entry.seq)) tail.add(undefined, [], unreadableLocator);
-        tail.add(entry.type, entry.tags, run.entryOffsets[at]);
-      });
-      while (tail.base + tail.count <= commit.lastPosition) tail.add(undefined, [], unreadableLocator);
+      at = end;
     }
     // Built on the index worker (as a finished tail's is): a segment's FST and posting lists
     // take long enough to stall every read and append were they built here.

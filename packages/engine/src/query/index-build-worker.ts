@@ -10,6 +10,7 @@ import { loadKernels } from '../kernels/index.js';
 import os from 'node:os';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../limits.js';
 import { encodeKeyFile, type TermOrder } from '../storage/key-file.js';
+import { utf8DecodeRange } from '../storage/codec.js';
 import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
 import { DictionarySections, mergeWithEarlier, winnersOf, type DictionaryFile } from './key-merge.js';
 
@@ -22,7 +23,9 @@ export type BuildJob =
       readonly order: TermOrder;
       readonly base: number;
       readonly count: number;
-      readonly terms: string[];
+      /** The terms, UTF-8: term i is `termBytes[termEnds[i - 1], termEnds[i])`. */
+      readonly termBytes: Uint8Array;
+      readonly termEnds: Uint32Array;
       /** Each term's winner in the segment, as columns. */
       readonly positions: Float64Array;
       readonly versions: Float64Array;
@@ -43,6 +46,16 @@ if (process.platform === 'linux') {
   }
 }
 
+function termsOf(bytes: Uint8Array, ends: Uint32Array): string[] {
+  const terms = new Array<string>(ends.length);
+  for (let index = 0; index < ends.length; index++) {
+    const term = utf8DecodeRange(bytes, index === 0 ? 0 : ends[index - 1], ends[index]);
+    if (term === undefined) throw new Error(`term ${index} of a dictionary build is not UTF-8`);
+    terms[index] = term;
+  }
+  return terms;
+}
+
 /** Earlier dictionaries' filters and FSTs, kept between builds (each build reads them all). */
 const sections = new Map<string, DictionarySections>();
 
@@ -53,11 +66,12 @@ parentPort?.on('message', (job: BuildJob) => {
       const data = buildIndexData(kernels, unflattenIndexSource(job.source));
       parentPort!.postMessage({ id: job.id, result: data });
     } else {
+      const terms = termsOf(job.termBytes, job.termEnds);
       const own = winnersOf(job);
       let held = sections.get(job.kernels);
       if (!held) sections.set(job.kernels, (held = new DictionarySections(kernels, keyCacheBytesMax)));
-      const winners = mergeWithEarlier(kernels, job.order, job.terms, own, job.earlier, held);
-      const bytes = encodeKeyFile(kernels, job.base, job.count, job.terms.map((key, at) => ({ key, winner: winners[at] })));
+      const winners = mergeWithEarlier(kernels, job.order, terms, own, job.earlier, held);
+      const bytes = encodeKeyFile(kernels, job.base, job.count, terms.map((key, at) => ({ key, winner: winners[at] })));
       parentPort!.postMessage({ id: job.id, result: bytes }, [bytes.buffer as ArrayBuffer]);
     }
   } catch (error) {

@@ -12,6 +12,9 @@ import { buildIndexData, flattenIndexSource, type IndexData, type IndexSource } 
 import type { BuildJob } from './index-build-worker.js';
 import type { DictionaryFile, WinnerColumns } from './key-merge.js';
 import { WorkerClient } from './worker-client.js';
+import { yieldToEventLoop } from '../event-loop.js';
+import { keyBuildYieldKeys } from '../limits.js';
+import { utf8Concat } from '../storage/codec.js';
 
 type Reply = { id: number; result?: unknown; error?: string };
 /** A job as the caller gives it: the worker's message without its id (kept per kind of job). */
@@ -36,6 +39,28 @@ export async function buildIndexDataOffThread(kernels: Kernels, source: IndexSou
   return pending ? ((await pending) as IndexData) : buildIndexData(kernels, source);
 }
 
+/** `utf8Concat` of many strings, a slice of `keyBuildYieldKeys` at a time, into one buffer of its own. */
+async function utf8ConcatSliced(strings: readonly string[]): Promise<{ bytes: Uint8Array; ends: Uint32Array }> {
+  const pieces: { bytes: Uint8Array; ends: Uint32Array }[] = [];
+  let total = 0;
+  for (let first = 0; first < strings.length; first += keyBuildYieldKeys) {
+    const piece = utf8Concat(strings.slice(first, first + keyBuildYieldKeys));
+    pieces.push(piece);
+    total += piece.bytes.length;
+    await yieldToEventLoop();
+  }
+  const bytes = new Uint8Array(total);
+  const ends = new Uint32Array(strings.length);
+  let at = 0;
+  let index = 0;
+  for (const piece of pieces) {
+    bytes.set(piece.bytes, at);
+    for (const end of piece.ends) ends[index++] = at + end;
+    at += piece.bytes.length;
+  }
+  return { bytes, ends };
+}
+
 /**
  * A key or fingerprint dictionary's bytes, built on the worker: `terms` with their winners in
  * the segment (`own`) merged with the dictionaries before it (`earlier`, newest first), then
@@ -57,9 +82,12 @@ export async function buildKeyFileOffThread(
   const versions = own.versions.slice();
   const locators = own.locators.slice();
   const tombstones = own.tombstones.slice();
+  // Terms go as UTF-8 bytes, encoded a slice at a time: cloning a million strings into the
+  // worker's message held the event loop for a seventh of a second.
+  const { bytes: termBytes, ends: termEnds } = await utf8ConcatSliced(terms);
   const pending = runJob(
-    { kernels: kernels.name, kind: 'keys', order, base, count, terms, positions, versions, locators, tombstones, earlier: [...earlier] },
-    [positions.buffer, versions.buffer, locators.buffer, tombstones.buffer],
+    { kernels: kernels.name, kind: 'keys', order, base, count, termBytes, termEnds, positions, versions, locators, tombstones, earlier: [...earlier] },
+    [termBytes.buffer as ArrayBuffer, termEnds.buffer as ArrayBuffer, positions.buffer, versions.buffer, locators.buffer, tombstones.buffer],
   );
   return pending ? ((await pending) as Uint8Array) : undefined;
 }

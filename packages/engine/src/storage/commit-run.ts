@@ -7,7 +7,7 @@
  */
 import type { Corruption } from './runs.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { yieldEverySlice, yieldToEventLoop } from '../event-loop.js';
+import { yieldWhenDue, yieldToEventLoop } from '../event-loop.js';
 import { eventLoopSliceRecords } from '../limits.js';
 import { assert } from '../errors.js';
 import { ByteReader, type ByteWriter } from './codec.js';
@@ -264,7 +264,7 @@ export async function buildCommitRun(
   const checksums = input.records.length === 1 ? onePayloadChecksums(kernels, input.records[0].payload) : await payloadChecksumsOf(kernels, input.records);
   for (let index = 0; index < input.records.length; index++) {
     const record = input.records[index];
-    const pause = yieldEverySlice(index);
+    const pause = yieldWhenDue(index);
     if (pause) await pause;
     const crc = checksums[2 * index];
     const inRun = freshByCrc?.get(crc);
@@ -321,10 +321,9 @@ export async function buildCommitRun(
     // entries' CRCs in one kernel call, patched in before the frame is closed.
     const entryRanges: number[] = [];
     while (end < input.records.length && (end === start || writer.length - countAt < manifestFrameBytesTarget)) {
-      if (end > start && end % eventLoopSliceRecords === 0) {
-        // The manifest frame is open in the builder; nothing else touches it meanwhile.
-        await yieldToEventLoop();
-      }
+      // The manifest frame is open in the builder; nothing else touches it meanwhile.
+      const pause = end > start ? yieldWhenDue(end) : undefined;
+      if (pause) await pause;
       const record = input.records[end];
       if (record.type !== undefined) types.add(record.type);
       const source = sources[end];
@@ -424,7 +423,8 @@ async function writeRetiredFrames(builder: FrameBuilder, retired: readonly Retir
     for (let index = start; index < end; index++) {
       // A compacted run may retire a hundred thousand in one frame: the frame is open in the
       // builder, and nothing else touches it meanwhile.
-      if (index > start && (index - start) % eventLoopSliceRecords === 0) await yieldToEventLoop();
+      const pause = index > start ? yieldWhenDue(index - start) : undefined;
+      if (pause) await pause;
       writer.varint(retired[index].seq).bytes(retired[index].fingerprint);
     }
     offsets.push(builder.end());

@@ -95,6 +95,18 @@ export class FrameBuilder {
     return bytes;
   }
 
+  /**
+   * As `finish`, without the copy: a view of the builder's own buffer, valid until the next
+   * write or `clear`. For a writer that writes the group before it builds the next (a merge's
+   * groups are tens of megabytes, and copying each held the event loop).
+   */
+  finishInPlace(kernels: Kernels): Uint8Array {
+    if (this.openFrame >= 0) throw new Error('a frame is still open');
+    const bytes = this.writer.peek();
+    kernels.frameChecksumsWrite(bytes, this.offsets.subarray(0, this.count));
+    return bytes;
+  }
+
   clear(): void {
     this.writer.clear();
     this.count = 0;

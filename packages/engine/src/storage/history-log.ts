@@ -29,7 +29,7 @@ const runsReadBytesMax = 8 * 1024 * 1024;
 import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type PublishedRecord } from './records.js';
 import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
-import { yieldEverySlice, yieldToEventLoop } from '../event-loop.js';
+import { yieldWhenDue, yieldToEventLoop } from '../event-loop.js';
 import type { Corruption } from './runs.js';
 import { removeSegmentFilesBelow, segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
@@ -690,7 +690,7 @@ export class History {
       if (count + entries > commit.entries) break;
       for (let index = 0; index < entries; index++) {
         // A run of 100,000 records is decoded a slice at a time: reads and appends go on.
-        const pause = yieldEverySlice(count);
+        const pause = yieldWhenDue(count);
         if (pause) await pause;
         records[count] = readPublishedRecord(
           reader,

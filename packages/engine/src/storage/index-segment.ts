@@ -16,7 +16,7 @@
  */
 import fs from 'node:fs';
 import { StreamStackError } from '../errors.js';
-import { yieldEverySlice } from '../event-loop.js';
+import { yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { writeFileDurably } from './segment.js';
@@ -215,7 +215,7 @@ export async function flattenIndexSource(source: IndexSource): Promise<FlatIndex
   for (const [tag, held] of source.tags) {
     tags[index] = tag;
     ends[index] = total += typeof held === 'number' ? 1 : held.length;
-    const pause = yieldEverySlice(++index);
+    const pause = yieldWhenDue(++index);
     if (pause) await pause;
   }
   const positions = new Uint32Array(total);
@@ -224,7 +224,7 @@ export async function flattenIndexSource(source: IndexSource): Promise<FlatIndex
     const at = index === 0 ? 0 : ends[index - 1];
     if (typeof held === 'number') positions[at] = held;
     else positions.set(held, at);
-    const pause = yieldEverySlice(++index);
+    const pause = yieldWhenDue(++index);
     if (pause) await pause;
   }
   return {

@@ -12,9 +12,9 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { assert, ioError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { yieldToEventLoop } from '../event-loop.js';
-import { eventLoopSliceRecords, mergeGroupBytesTarget, segmentHeaderBytes } from '../limits.js';
-import { buildCommitRun, commitRecord, equalBytes, type CommitRecord, type RetiredFingerprint } from './commit-run.js';
+import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
+import { mergeGroupBytesTarget, segmentHeaderBytes } from '../limits.js';
+import { buildCommitRun, commitRecord, equalBytes, type CommitRecord, type CommitRunInput, type RetiredFingerprint } from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
 import { GroupBuilder, sealGroup } from './groups.js';
 import type { History } from './history-log.js';
@@ -71,26 +71,28 @@ export async function writeMergedSegment(
   try {
     let offset = segmentHeaderBytes;
     const merged: CommitRecord[] = [];
-    /** Payloads stored in the merged file so far, by CRC-32C, with their bytes to compare. */
-    const stored = new Map<number, { location: PayloadLocation; bytes: Uint8Array }[]>();
-    const lookup = (payload: Uint8Array, crc: number): PayloadLocation | undefined =>
-      stored.get(crc)?.find((candidate) => equalBytes(candidate.bytes, payload))?.location;
+    // Payloads stored in the merged file so far: a merge of 2M records keeps 2M of them, so they
+    // are columns, not objects (an object each, holding its run's bytes alive, made the
+    // collector's pauses grow with the merge).
+    const stored = new StoredPayloads(fd, file, base, commits.reduce((sum, commit) => sum + commit.entries, 0));
+    const lookup = (payload: Uint8Array, crc: number): PayloadLocation | undefined => stored.find(payload, crc);
     const builder = new GroupBuilder(frameDataBytesMax);
     /** Runs laid in the builder and not written yet: placed once the group's offset is final. */
     let laid: { commit: CommitRecord; runStart: number }[] = [];
     const flush = async () => {
       if (builder.isEmpty) return;
-      const bytes = builder.finish(kernels);
+      // A view of the builder's buffer: nothing is laid in it until the group is written.
+      const bytes = builder.finishInPlace(kernels);
       // Everything before it is on disk when the file is synced: a sealed segment's groups are
       // all confirmed, so damage in any of them is corruption, never a torn tail.
       sealGroup(kernels, bytes, offset, offset);
       await write(fd, bytes, offset, file);
+      stored.written();
       for (const run of laid) merged.push(commitRecord(run.commit, base, offset + run.runStart));
       offset += bytes.length;
       laid = [];
       builder.clear();
     };
-    let sinceYield = 0;
     for (const commit of commits) {
       signal?.throwIfAborted();
       const bytes = await history.readRunBytes(commit);
@@ -115,37 +117,22 @@ export async function writeMergedSegment(
           epoch: commit.epoch,
           oneShot: commit.oneShot,
           ...(sparse ? { span: commit.records, retired: chosen.retired } : {}),
-          records: records.map((record) => ({
-            ...(sparse ? { seq: record.position - commit.firstPosition + 1 } : {}),
-            payload: record.payload,
-            timestamp: record.timestamp,
-            fingerprint: record.fingerprint,
-            ...(record.key === undefined ? {} : { key: record.key }),
-            ...(record.version === undefined ? {} : { version: record.version }),
-            tombstone: record.tombstone,
-            ...(record.type === undefined ? {} : { type: record.type }),
-            tags: record.tags,
-          })),
+          records: await runInputOf(records, sparse ? commit.firstPosition : undefined),
           timestampDefault: 0,
         },
         lookup,
         frameDataBytesMax,
       );
       // The group's offset is the write offset now: the run's payloads are placed already.
-      for (const payload of run.newPayloads) {
-        const location = { segment: base, offset: offset + run.runStart + payload.offset, length: payload.length, crc: payload.crc };
-        const same = stored.get(payload.crc);
-        if (same) same.push({ location, bytes: payload.bytes });
-        else stored.set(payload.crc, [{ location, bytes: payload.bytes }]);
+      for (const [index, payload] of run.newPayloads.entries()) {
+        stored.add(payload.crc, offset + run.runStart + payload.offset, payload.bytes);
+        const pause = yieldWhenDue(index);
+        if (pause) await pause;
       }
       assert(run.commit.commit === commit.commit && run.commit.lastPosition === commit.lastPosition, 'a rewritten run keeps its commit and positions');
       laid.push({ commit: run.commit, runStart: run.runStart });
       if (builder.byteLength >= mergeGroupBytesTarget) await flush();
-      sinceYield += records.length;
-      if (sinceYield >= eventLoopSliceRecords) {
-        sinceYield = 0;
-        await yieldToEventLoop();
-      }
+      if (sliceDue()) await yieldToEventLoop();
     }
     await flush();
     builder.logControl(FrameKind.SegmentEnd, (writer) => writer.u64(successor.base).u64(successor.baseCommit));
@@ -170,6 +157,136 @@ export async function writeMergedSegment(
     throw error;
   } finally {
     fs.closeSync(fd);
+  }
+}
+
+/**
+ * A rewritten run's records as `buildCommitRun` takes them, a slice at a time: a commit holds
+ * up to 100,000. With `sparseFrom` (the commit's first position) each carries its seq.
+ */
+async function runInputOf(records: readonly PublishedRecord[], sparseFrom: number | undefined): Promise<CommitRunInput['records'][number][]> {
+  const out = new Array<CommitRunInput['records'][number]>(records.length);
+  for (let index = 0; index < records.length; index++) {
+    const pause = yieldWhenDue(index);
+    if (pause) await pause;
+    const record = records[index];
+    out[index] = {
+      seq: sparseFrom === undefined ? undefined : record.position - sparseFrom + 1,
+      payload: record.payload,
+      timestamp: record.timestamp,
+      fingerprint: record.fingerprint,
+      key: record.key,
+      version: record.version,
+      tombstone: record.tombstone,
+      type: record.type,
+      tags: record.tags,
+    };
+  }
+  return out;
+}
+
+/**
+ * The payloads a merge has stored, by CRC-32C, to store each distinct payload once: offsets and
+ * lengths in typed columns, candidates with the same CRC chained by index. A candidate is
+ * compared byte for byte with the bytes it was stored from while its group is not written yet,
+ * and read back from the merged file after that.
+ */
+class StoredPayloads {
+  /**
+   * An open hash table on the CRC (already a hash): each bucket's newest candidate, or -1. A
+   * `Map` keyed by CRCs above 2^30 boxes every key, and rehashing millions of them at once
+   * stalled the event loop; this one rehashes typed columns.
+   */
+  private buckets: Int32Array;
+  private offsets: Float64Array;
+  private lengths: Uint32Array;
+  private crcs: Uint32Array;
+  /** The next candidate in the same bucket, or -1. */
+  private nextInBucket: Int32Array;
+  private count = 0;
+  /** Payloads of the group being laid out, not written to the file yet: from `firstUnwritten` on. */
+  private unwritten: Uint8Array[] = [];
+  private firstUnwritten = 0;
+  private scratch = new Uint8Array(4096);
+
+  constructor(
+    private readonly fd: number,
+    private readonly file: string,
+    private readonly segment: number,
+    /** Records the merge rewrites: at most this many payloads, so the table never grows. */
+    expected: number,
+  ) {
+    const size = Math.max(1024, expected);
+    this.buckets = new Int32Array(2 ** Math.ceil(Math.log2(size))).fill(-1);
+    this.offsets = new Float64Array(size);
+    this.lengths = new Uint32Array(size);
+    this.crcs = new Uint32Array(size);
+    this.nextInBucket = new Int32Array(size);
+  }
+
+  add(crc: number, offset: number, bytes: Uint8Array): void {
+    if (this.count === this.offsets.length) this.grow();
+    const at = this.count++;
+    this.offsets[at] = offset;
+    this.lengths[at] = bytes.length;
+    this.crcs[at] = crc;
+    this.link(at);
+    this.unwritten.push(bytes);
+    // At most one candidate per bucket on average keeps lookups short.
+    if (this.count > this.buckets.length) this.rehash(this.buckets.length * 2);
+  }
+
+  /** The laid-out group was written: its payloads are compared from the file from now on. */
+  written(): void {
+    this.unwritten = [];
+    this.firstUnwritten = this.count;
+  }
+
+  find(payload: Uint8Array, crc: number): PayloadLocation | undefined {
+    for (let at = this.buckets[crc & (this.buckets.length - 1)]; at >= 0; at = this.nextInBucket[at]) {
+      if (this.crcs[at] !== crc || this.lengths[at] !== payload.length || !equalBytes(this.bytesOf(at), payload)) continue;
+      return { segment: this.segment, offset: this.offsets[at], length: this.lengths[at], crc: this.crcs[at] };
+    }
+    return undefined;
+  }
+
+  private link(at: number): void {
+    const bucket = this.crcs[at] & (this.buckets.length - 1);
+    this.nextInBucket[at] = this.buckets[bucket];
+    this.buckets[bucket] = at;
+  }
+
+  private rehash(size: number): void {
+    this.buckets = new Int32Array(size).fill(-1);
+    for (let at = 0; at < this.count; at++) this.link(at);
+  }
+
+  private bytesOf(at: number): Uint8Array {
+    if (at >= this.firstUnwritten) return this.unwritten[at - this.firstUnwritten];
+    const length = this.lengths[at];
+    if (this.scratch.length < length) this.scratch = new Uint8Array(length);
+    const into = this.scratch.subarray(0, length);
+    let read: number;
+    try {
+      read = fs.readSync(this.fd, into, 0, length, this.offsets[at]);
+    } catch (error) {
+      throw ioError(error, `cannot read ${this.file}`);
+    }
+    assert(read === length, 'a payload the merge wrote reads back whole');
+    return into;
+  }
+
+  private grow(): void {
+    const size = this.offsets.length * 2;
+    const grown = <T extends Float64Array | Uint32Array | Int32Array>(from: T, make: (size: number) => T): T => {
+      const to = make(size);
+      to.set(from);
+      return to;
+    };
+    this.offsets = grown(this.offsets, (n) => new Float64Array(n));
+    this.lengths = grown(this.lengths, (n) => new Uint32Array(n));
+    this.crcs = grown(this.crcs, (n) => new Uint32Array(n));
+    this.nextInBucket = grown(this.nextInBucket, (n) => new Int32Array(n));
   }
 }
 

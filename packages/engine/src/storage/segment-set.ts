@@ -472,7 +472,7 @@ export class SegmentSet {
 
   private retire(retiring: { segment: SegmentFile; timer: NodeJS.Timeout }): void {
     clearTimeout(retiring.timer);
-    retiring.segment.close();
+    retiring.segment.closeDeleted();
     this.retiring.delete(retiring);
   }
 

@@ -4,7 +4,7 @@
  * written with one fdatasync. Segments are named and based by their first WAL sequence.
  */
 import { assert, StreamStackError } from '../errors.js';
-import { yieldEverySlice } from '../event-loop.js';
+import { yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import { ByteReader } from './codec.js';
@@ -270,7 +270,7 @@ export class Wal {
         });
       }
       for (let index = start; index < end; index++) {
-        const pause = yieldEverySlice(index);
+        const pause = yieldWhenDue(index);
         if (pause) await pause;
         const location = locations[index];
         const from = location.dataStart - spanStart;
