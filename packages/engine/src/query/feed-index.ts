@@ -14,7 +14,7 @@ import { utf8DecodeRange } from '../storage/codec.js';
 import { buildIndexDataOffThread } from './index-builder.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
 import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
-import { History, type CommitRun } from '../storage/history-log.js';
+import type { CommitRun, History } from '../storage/history-log.js';
 import type { ManifestEntry } from '../storage/records.js';
 import {
   buildIndexData,
@@ -341,14 +341,8 @@ export class FeedIndex {
     // Decoded as columns, a batch at a time, with a turn of the event loop between batches: a
     // merged segment holds millions of records, and decoding a 100,000-record run into objects
     // at once stalled reads and appends for a tenth of a second each.
-    const commits = slot.commits();
-    for (let at = 0; at < commits.length; ) {
-      let end = at + 1;
-      while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
-      const stretch = commits.slice(at, end);
-      const runs = await this.history.readRunsBytes(stretch);
-      for (const [which, commit] of stretch.entries()) {
-        for await (const columns of this.history.runColumns(commit, runs[which], rebuildBatchRowsMax, false)) {
+    for await (const { commit, bytes } of this.history.runsInStretches(slot.commits())) {
+        for await (const columns of this.history.runColumns(commit, bytes, rebuildBatchRowsMax, false)) {
           for (let row = 0; row < columns.count; row++) {
             // Positions no entry holds (corruption took them, or key compaction dropped them).
             if (tail.base + tail.count < columns.positions[row]) await fillUnreadable(tail, columns.positions[row] - 1);
@@ -368,8 +362,6 @@ export class FeedIndex {
           if (sliceDue()) await yieldToEventLoop();
         }
         await fillUnreadable(tail, commit.lastPosition);
-      }
-      at = end;
     }
     // Built on the index worker (as a finished tail's is): a segment's FST and posting lists
     // take long enough to stall every read and append were they built here.

@@ -284,15 +284,9 @@ export class KeyIndex {
   private async readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
     const keys = new SegmentKeys(slot.base, this.order);
     const first = this.order === 'first';
-    const commits = slot.commits();
     let retiredCount = 0;
-    for (let at = 0; at < commits.length; ) {
-      let end = at + 1;
-      while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
-      const stretch = commits.slice(at, end);
-      const runs = await this.history.readRunsBytes(stretch);
-      for (const [index, commit] of stretch.entries()) {
-        for await (const columns of this.history.runColumns(commit, runs[index], rebuildBatchRowsMax, false)) {
+    for await (const { commit, bytes: run } of this.history.runsInStretches(slot.commits())) {
+        for await (const columns of this.history.runColumns(commit, run, rebuildBatchRowsMax, false)) {
           const { bytes, flags } = columns;
           for (let row = 0; row < columns.count; row++) {
             const locator = commit.runStart + columns.entryStarts[row];
@@ -311,14 +305,12 @@ export class KeyIndex {
         }
         // A compacted run's dropped first occurrences still count for whole-history dedup.
         if (first && commit.retired.length > 0) {
-          for (const retired of await this.history.readRetired(commit, runs[index])) {
+          for (const retired of await this.history.readRetired(commit, run)) {
             keys.add(fingerprintKey(retired.fingerprint), commit.firstPosition + retired.seq - 1, 0, false, retiredLocator);
             const pause = yieldWhenDue(++retiredCount);
             if (pause) await pause;
           }
         }
-      }
-      at = end;
     }
     return keys;
   }

@@ -650,6 +650,21 @@ export class History {
     return commits.map((commit) => bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes));
   }
 
+  /**
+   * Each of `commits` (consecutive, readable) with its run's bytes, read a stretch at a time
+   * (`readRunsBytes`): how a derived file's rebuild walks a segment.
+   */
+  async *runsInStretches(commits: readonly CommitRecord[]): AsyncGenerator<{ commit: CommitRecord; bytes: Uint8Array }> {
+    for (let at = 0; at < commits.length; ) {
+      let end = at + 1;
+      while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
+      const stretch = commits.slice(at, end);
+      const runs = await this.readRunsBytes(stretch);
+      for (const [index, commit] of stretch.entries()) yield { commit, bytes: runs[index] };
+      at = end;
+    }
+  }
+
   /** Whether `next` may join a stretch of runs that begins with `first` (see `readRunsBytes`). */
   static joinsStretch(first: CommitRecord, next: CommitRecord): boolean {
     return !first.damage && !next.damage && next.segment === first.segment && next.runStart + next.runBytes - first.runStart <= runsReadBytesMax;
