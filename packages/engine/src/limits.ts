@@ -280,6 +280,13 @@ export const coalescedReadGapBytes = 16 * 1024;
 export const coalescedReadBytesMax = 1024 * 1024;
 
 /**
+ * Bytes of consecutive commit runs read at once when a scan or a derived file's build walks a
+ * segment: a segment of many small commits costs one read (a trip through the thread pool) per
+ * stretch, not one per commit, and no stretch holds more than this in memory.
+ */
+export const runsReadBytesMax = 8 * 1024 * 1024;
+
+/**
  * Small synchronous reads (payloads of index hits and point lookups, up to
  * `readSlabPieceBytesMax`) are carved out of shared slabs of this many bytes.
  */

@@ -11,7 +11,6 @@ import { checkCursor, getByKey, readBatches, readColumns, readEnd, type ReadOpti
 import { checkExportOptions, writeExport, type ExportOptions } from '../query/export.js';
 import type { ExportManifest } from '../query/export-manifest.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
-import type { CommitRecord } from '../storage/commit-run.js';
 import { compactedError, trimmedError } from '../storage/commit-list.js';
 import type { FeedWriter } from './feed-writer.js';
 

@@ -19,7 +19,8 @@ import { StreamStackError } from '../errors.js';
 import { yieldToEventLoop } from '../event-loop.js';
 import { columnBatchRowsMax, compactionLookupSliceRecords, eventLoopSliceRecords, mergedSegmentBytesMax } from '../limits.js';
 import { fingerprintKey, type RetiredFingerprint } from '../storage/commit-run.js';
-import { History } from '../storage/history-log.js';
+import type { History } from '../storage/history-log.js';
+import { joinsStretch } from '../storage/run-reads.js';
 import type { PublishedRecord } from '../storage/records.js';
 import type { RunSelection } from '../storage/segment-merge.js';
 import type { SegmentFile } from '../storage/segment.js';
@@ -190,7 +191,7 @@ export class KeyCompaction {
       for (let at = 0; at < commits.length; ) {
         signal?.throwIfAborted();
         let end = at + 1;
-        while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
+        while (end < commits.length && joinsStretch(commits[at], commits[end])) end++;
         const stretch = commits.slice(at, end);
         const runs = await history.readRunsBytes(stretch);
         for (const [index, commit] of stretch.entries()) {

@@ -19,15 +19,14 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { assert, StreamStackError } from '../errors.js';
+import { assert } from '../errors.js';
 import { segmentFile } from '../storage/segment-set.js';
 import { syncDirectory } from '../storage/segment.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { columnBatchRowsMax, keyBuildYieldKeys, keyCacheBytesMax, rebuildBatchRowsMax } from '../limits.js';
-import { utf8Concat, utf8DecodeRange, utf8Encode } from '../storage/codec.js';
-import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
+import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
+import { utf8Concat, utf8Encode } from '../storage/codec.js';
+import type { CommitRecord } from '../storage/commit-run.js';
 import { History } from '../storage/history-log.js';
-import { recordFlags } from '../storage/records.js';
 import {
   encodeKeyFile,
   filterMayHold,
@@ -47,15 +46,11 @@ import {
   type TermOrder,
 } from '../storage/key-file.js';
 import { segmentCommits, segmentsOf, type IndexRebuild } from './feed-index.js';
-import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
+import { yieldToEventLoop } from '../event-loop.js';
 import { buildKeyFileOffThread } from './index-builder.js';
 import { winnersOf, type WinnerColumns } from './key-merge.js';
+import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
-/**
- * Every occurrence of every key in one segment, in position order (active or just sealed). The
- * occurrences are columns, not objects: a segment holds hundreds of thousands of them, and an
- * object each would cost the collector more than the lookups cost.
- */
 /** Each kind of dictionary's file name (a fingerprint's occurrences have no version or tombstone: only positions count). */
 const kinds = {
   latest: { extension: '.keys' },
@@ -79,109 +74,6 @@ export async function removeDictionaryFiles(directory: string): Promise<void> {
   for (const name of dictionaries) await fsp.rm(path.join(directory, name), { force: true });
   if (dictionaries.length > 0) await syncDirectory(directory);
 }
-
-class SegmentKeys {
-  /**
-   * Each key's occurrences: one column index, or several in ascending order. Split over
-   * `keyMapShards` maps by a hash of the key: a merged segment holds millions of fingerprints,
-   * and one map rehashing millions of entries at once held the event loop a third of a second.
-   */
-  private readonly byKey: Map<string, number | number[]>[] = Array.from({ length: keyMapShards }, () => new Map());
-  private positions = new Float64Array(1024);
-  private versions = new Float64Array(1024);
-  private locators = new Uint32Array(1024);
-  private tombstones = new Uint8Array(1024);
-  private count = 0;
-  /** The last commit whose records are here. */
-  lastCommit: CommitRecord | undefined;
-
-  constructor(
-    readonly base: number,
-    private readonly order: TermOrder,
-  ) {}
-
-  add(key: string, position: number, version: number, tombstone: boolean, locator: number): void {
-    if (this.count === this.positions.length) this.grow();
-    const at = this.count++;
-    this.positions[at] = position;
-    this.versions[at] = version;
-    this.locators[at] = locator;
-    this.tombstones[at] = tombstone ? 1 : 0;
-    const shard = this.byKey[shardOf(key)];
-    const held = shard.get(key);
-    if (held === undefined) shard.set(key, at);
-    else if (typeof held === 'number') shard.set(key, [held, at]);
-    else held.push(at);
-  }
-
-  private grow(): void {
-    const size = this.positions.length * 2;
-    const positions = new Float64Array(size);
-    positions.set(this.positions);
-    this.positions = positions;
-    const versions = new Float64Array(size);
-    versions.set(this.versions);
-    this.versions = versions;
-    const locators = new Uint32Array(size);
-    locators.set(this.locators);
-    this.locators = locators;
-    const tombstones = new Uint8Array(size);
-    tombstones.set(this.tombstones);
-    this.tombstones = tombstones;
-  }
-
-  /**
-   * Every key, in no particular order (a dictionary sorts its terms), gathered a shard at a
-   * time: a merged segment's million fingerprints took a tenth of a second in one go.
-   */
-  async keyList(): Promise<string[]> {
-    const keys: string[] = [];
-    for (const shard of this.byKey) {
-      for (const key of shard.keys()) keys.push(key);
-      await yieldToEventLoop();
-    }
-    return keys;
-  }
-
-  /** The winner of `key` among its occurrences at or before `position`. */
-  winnerUpTo(key: string, position: number): KeyWinner | undefined {
-    const held = this.byKey[shardOf(key)].get(key);
-    if (held === undefined) return undefined;
-    let best = -1;
-    const first = this.order === 'first';
-    const consider = (at: number) => {
-      if (this.positions[at] > position) return;
-      if (best < 0) best = at;
-      else if (first) {
-        if (this.positions[at] < this.positions[best]) best = at;
-      } else if (this.versions[at] > this.versions[best] || (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])) best = at;
-    };
-    if (typeof held === 'number') consider(held);
-    else for (const at of held) consider(at);
-    if (best < 0) return undefined;
-    return { position: this.positions[best], version: this.versions[best], tombstone: this.tombstones[best] === 1, locator: this.locators[best] };
-  }
-}
-
-/** Maps a key's occurrences are split over (a power of two). */
-const keyMapShards = 64;
-
-/**
- * A key's shard: a hash of its length and its last four characters, which differ the most
- * between keys (counters, ids) and are random in fingerprints.
- */
-function shardOf(key: string): number {
-  const length = key.length;
-  let hash = length;
-  for (let at = Math.max(0, length - 4); at < length; at++) hash = (hash * 31 + key.charCodeAt(at)) | 0;
-  return (hash ^ (hash >>> 7)) & (keyMapShards - 1);
-}
-
-/**
- * The locator of a retired fingerprint's first occurrence: no entry holds it any more. Nothing
- * reads a fingerprint dictionary's locators (dedup asks positions only).
- */
-const retiredLocator = 0;
 
 /** What `lookupHeld` answers when it cannot answer from memory. */
 const notHeld = Symbol('not held');
@@ -274,45 +166,9 @@ export class KeyIndex {
     return index;
   }
 
-  /**
-   * Every occurrence of every key in a sealed segment, read from its history: consecutive runs
-   * read as stretches, each decoded into columns a batch of `columnBatchRowsMax` rows at a time,
-   * with a turn of the event loop every `keyBuildYieldKeys` records, so a segment of
-   * 100,000-record commits never holds the event loop for a whole commit (as decoding each run
-   * into objects did). Payloads are not read: only keys, versions, flags, fingerprints, places.
-   */
-  private async readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
-    const keys = new SegmentKeys(slot.base, this.order);
-    const first = this.order === 'first';
-    let retiredCount = 0;
-    for await (const { commit, bytes: run } of this.history.runsInStretches(slot.commits())) {
-        for await (const columns of this.history.runColumns(commit, run, rebuildBatchRowsMax, false)) {
-          const { bytes, flags } = columns;
-          for (let row = 0; row < columns.count; row++) {
-            const locator = commit.runStart + columns.entryStarts[row];
-            if (first) {
-              keys.add(fingerprintKey(bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row])), columns.positions[row], 0, false, locator);
-              continue;
-            }
-            if ((flags[row] & recordFlags.hasKey) === 0) continue;
-            const key = utf8DecodeRange(bytes, columns.keyStarts[row], columns.keyEnds[row]);
-            if (key === undefined) {
-              throw new StreamStackError('CORRUPT', `a key in commit ${commit.commit} is not UTF-8`, { details: { file: this.history.segments.fileFor(commit.segment), offset: locator } });
-            }
-            keys.add(key, columns.positions[row], columns.versions[row], (flags[row] & recordFlags.isTombstone) !== 0, locator);
-          }
-          if (sliceDue()) await yieldToEventLoop();
-        }
-        // A compacted run's dropped first occurrences still count for whole-history dedup.
-        if (first && commit.retired.length > 0) {
-          for (const retired of await this.history.readRetired(commit, run)) {
-            keys.add(fingerprintKey(retired.fingerprint), commit.firstPosition + retired.seq - 1, 0, false, retiredLocator);
-            const pause = yieldWhenDue(++retiredCount);
-            if (pause) await pause;
-          }
-        }
-    }
-    return keys;
+  /** Every occurrence of every key in a sealed segment, read from its history (see `segmentKeysOf`). */
+  private readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
+    return segmentKeysOf(this.history, slot.base, this.order, slot.commits());
   }
 
   /** Builds a sealed segment's dictionary from its history segment, writes it, reports it. */
@@ -348,23 +204,7 @@ export class KeyIndex {
    */
   private async build(slot: SealedKeys, keys: SegmentKeys): Promise<void> {
     const before = this.sealed.indexOf(slot) - 1;
-    const terms = await keys.keyList();
-    // Each term's winner in the segment, as columns, a slice at a time: a segment holds
-    // hundreds of thousands of terms, and appends and reads go on meanwhile.
-    const own: WinnerColumns = {
-      positions: new Float64Array(terms.length),
-      versions: new Float64Array(terms.length),
-      locators: new Uint32Array(terms.length),
-      tombstones: new Uint8Array(terms.length),
-    };
-    for (let index = 0; index < terms.length; index++) {
-      const winner = keys.winnerUpTo(terms[index], Number.POSITIVE_INFINITY)!;
-      own.positions[index] = winner.position;
-      own.versions[index] = winner.version;
-      own.locators[index] = winner.locator;
-      own.tombstones[index] = winner.tombstone ? 1 : 0;
-      if ((index + 1) % keyBuildYieldKeys === 0) await yieldToEventLoop();
-    }
+    const { terms, own } = await winnerColumnsOf(keys);
     // On the worker when every dictionary before is a file it can read: the merge walks them
     // all for each of the segment's hundreds of thousands of terms.
     const earlier = this.sealed.slice(0, before + 1).reverse();

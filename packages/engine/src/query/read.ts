@@ -10,7 +10,7 @@ import { columnBatchRowsMax, keyTableSlotsInitial } from '../limits.js';
 import { ByteKeyTable } from './key-table.js';
 import { entryPosition, fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import { rowsOfPositions } from '../storage/run-columns.js';
-import { History } from '../storage/history-log.js';
+import { joinsStretch } from '../storage/run-reads.js';
 import { winsOver } from '../storage/key-file.js';
 import type { ManifestEntry } from '../storage/records.js';
 import { columnMatcher, markedRows } from './column-filter.js';
@@ -136,7 +136,7 @@ async function* runColumns(snapshot: Snapshot, cursor: number, end: number, more
   let held = commits.next();
   const nextStretch = (): CommitRecord[] => {
     const stretch: CommitRecord[] = [];
-    while (!held.done && (stretch.length === 0 || History.joinsStretch(stretch[0], held.value))) {
+    while (!held.done && (stretch.length === 0 || joinsStretch(stretch[0], held.value))) {
       stretch.push(held.value);
       held = commits.next();
     }

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { FrameKind } from './frame-kinds.js';
-import { payloadElsewhere, RunColumnsDecoder, type RunColumns } from './run-columns.js';
+import { payloadElsewhere, type RunColumns } from './run-columns.js';
+import { assertReadable, nextColumns, retiredOfRun, runColumnsDecoder, stretchesOf, withPlace, type SegmentRunSource } from './run-reads.js';
 import { scanFrames, type FrameBuilder } from './framing.js';
 import { segmentEndGroupBytes } from './groups.js';
 import {
@@ -15,7 +16,6 @@ import {
   readManifest,
   readManifestEntryAt,
   readPackDirectory,
-  readRetiredFrame,
   type CommitRecord,
   type RetiredFingerprint,
 } from './commit-run.js';
@@ -24,12 +24,10 @@ import {
 const entryReadBytesInitial = 1024;
 /** Largest window tried: the largest entry (64 tags of 256 bytes, a 1 KiB key…) fits. */
 const entryReadBytesMax = 64 * 1024;
-/** Bytes of consecutive runs `readRuns` reads at once. */
-const runsReadBytesMax = 8 * 1024 * 1024;
 import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type PublishedRecord } from './records.js';
 import { ByteReader } from './codec.js';
 import { SegmentKind } from './segment.js';
-import { yieldWhenDue, yieldToEventLoop } from '../event-loop.js';
+import { yieldWhenDue } from '../event-loop.js';
 import type { Corruption } from './runs.js';
 import { removeSegmentFilesBelow, segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
@@ -72,14 +70,7 @@ export interface CommitRun {
   readonly bytes: Uint8Array;
 }
 
-/** Fails with `CORRUPT` when `commit` is a stand-in for a commit that corruption took. */
-export function assertReadable(commit: CommitRecord): void {
-  if (!commit.damage) return;
-  const { file, offset, reason } = commit.damage;
-  throw new StreamStackError('CORRUPT', `commit ${commit.commit} cannot be read: ${file} is corrupt at offset ${offset} (${reason})`, {
-    details: { file, offset, commit: commit.commit },
-  });
-}
+export { assertReadable };
 
 /** The history's state after recovery, for the writer. */
 export interface HistoryRecovery {
@@ -90,7 +81,7 @@ export interface HistoryRecovery {
   readonly headDamage?: Corruption;
 }
 
-export class History {
+export class History implements SegmentRunSource {
   /** Set when the head of the history is unknown (see `HistoryRecovery`). */
   headDamage: Corruption | undefined;
 
@@ -426,26 +417,18 @@ export class History {
    * large reads instead of one read each.
    */
   async *readRuns(commits: readonly CommitRecord[]): AsyncGenerator<CommitRun> {
-    for (let start = 0; start < commits.length; ) {
-      const first = commits[start];
-      let end = start + 1;
-      while (
-        end < commits.length &&
-        commits[end].segment === first.segment &&
-        commits[end].runStart + commits[end].runBytes - first.runStart <= runsReadBytesMax
-      ) {
-        end++;
-      }
-      for (const commit of commits.slice(start, end)) assertReadable(commit);
+    for (const stretch of stretchesOf(commits)) {
+      for (const commit of stretch) assertReadable(commit);
+      const first = stretch[0];
+      const last = stretch[stretch.length - 1];
       const segment = this.segments.byBase(first.segment);
-      const last = commits[end - 1];
       let bytes: Uint8Array;
       try {
         bytes = await segment.read(first.runStart, last.runStart + last.runBytes - first.runStart);
       } catch (error) {
         throw withPlace(error, segment.file, first.runStart);
       }
-      for (const commit of commits.slice(start, end)) {
+      for (const commit of stretch) {
         const from = commit.runStart - first.runStart;
         try {
           yield this.decodeRun(commit, segment, bytes.subarray(from, from + commit.runBytes));
@@ -453,7 +436,6 @@ export class History {
           throw withPlace(error, segment.file, commit.runStart);
         }
       }
-      start = end;
     }
   }
 
@@ -597,27 +579,7 @@ export class History {
     if (commit.retired.length === 0) return [];
     assertReadable(commit);
     const segment = this.segments.byBase(commit.segment);
-    const bytes = runBytes ?? (await segment.read(commit.runStart, commit.runBytes));
-    try {
-      const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
-      const out: RetiredFingerprint[] = [];
-      for (const frame of frames) {
-        if (frame.kind !== FrameKind.Retired) continue;
-        for (const retired of readRetiredFrame(bytes, frame, `retired fingerprints at ${segment.file}:${commit.runStart + frame.offset}`)) out.push(retired);
-        // A frame holds thousands; a compacted segment may hold millions.
-        await yieldToEventLoop();
-      }
-      let previous = 0;
-      for (const item of out) {
-        if (item.seq <= previous || item.seq > commit.records) {
-          throw new StreamStackError('CORRUPT', `commit ${commit.commit} retires a fingerprint at seq ${item.seq}, outside ${previous + 1}..${commit.records}`);
-        }
-        previous = item.seq;
-      }
-      return out;
-    } catch (error) {
-      throw withPlace(error, segment.file, commit.runStart);
-    }
+    return retiredOfRun(this.kernels, segment.file, commit, runBytes ?? (await segment.read(commit.runStart, commit.runBytes)));
   }
 
   /**
@@ -655,19 +617,15 @@ export class History {
    * (`readRunsBytes`): how a derived file's rebuild walks a segment.
    */
   async *runsInStretches(commits: readonly CommitRecord[]): AsyncGenerator<{ commit: CommitRecord; bytes: Uint8Array }> {
-    for (let at = 0; at < commits.length; ) {
-      let end = at + 1;
-      while (end < commits.length && History.joinsStretch(commits[at], commits[end])) end++;
-      const stretch = commits.slice(at, end);
+    for (const stretch of stretchesOf(commits)) {
       const runs = await this.readRunsBytes(stretch);
       for (const [index, commit] of stretch.entries()) yield { commit, bytes: runs[index] };
-      at = end;
     }
   }
 
-  /** Whether `next` may join a stretch of runs that begins with `first` (see `readRunsBytes`). */
-  static joinsStretch(first: CommitRecord, next: CommitRecord): boolean {
-    return !first.damage && !next.damage && next.segment === first.segment && next.runStart + next.runBytes - first.runStart <= runsReadBytesMax;
+  /** The file of the segment at `base`. */
+  fileFor(base: number): string {
+    return this.segments.fileFor(base);
   }
 
   /** Recently read segment bytes, for payloads referenced from other runs. */
@@ -747,27 +705,15 @@ export class History {
   ): AsyncGenerator<RunColumns> {
     assertReadable(commit);
     const segment = this.segments.byBase(commit.segment);
-    const place = (error: unknown) => withPlace(error, segment.file, commit.runStart);
-    let decoder: RunColumnsDecoder;
-    try {
-      const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
-      const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
-      if (frameEnd !== bytes.length) {
-        throw new StreamStackError('CORRUPT', `the run of commit ${commit.commit} in ${segment.file} is damaged`, {
-          details: { file: segment.file, offset: commit.runStart + frameEnd },
-        });
-      }
-      decoder = new RunColumnsDecoder(bytes, frames, commit.entries, `${segment.file}:${commit.runStart}`, commit.entries !== commit.records ? commit.lastPosition : undefined);
-    } catch (error) {
-      throw place(error);
-    }
+    const decoder = runColumnsDecoder(this.kernels, segment.file, commit, bytes);
     while (!decoder.done) {
-      let columns: RunColumns;
-      try {
-        columns = decoder.next(rowsMax, commit.firstPosition);
-        if (payloads && columns.external.length > 0) columns = await this.gatherExternal(segment, columns);
-      } catch (error) {
-        throw place(error);
+      let columns = nextColumns(decoder, segment.file, commit, rowsMax);
+      if (payloads && columns.external.length > 0) {
+        try {
+          columns = await this.gatherExternal(segment, columns);
+        } catch (error) {
+          throw withPlace(error, segment.file, commit.runStart);
+        }
       }
       yield columns;
     }
@@ -873,11 +819,6 @@ export class History {
   }
 }
 
-/** A `CORRUPT` error from decoding bytes read at `file:offset`, with that place in its details. */
-function withPlace(error: unknown, file: string, offset: number): unknown {
-  if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT' || typeof error.details.file === 'string') return error;
-  return new StreamStackError('CORRUPT', error.message, { cause: error, details: { ...error.details, file, offset } });
-}
 
 /**
  * A compacted run's entry is placed by its seq: positions ascend within the commit's span, or
