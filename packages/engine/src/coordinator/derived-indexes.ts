@@ -7,13 +7,15 @@
  */
 import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
-import { fingerprintKey } from '../storage/commit-run.js';
+import { entryPosition, fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
 import { removeSegmentFilesBelow } from '../storage/segment-set.js';
-import type { RecordData } from '../storage/records.js';
-import { FeedIndex, type IndexRebuild } from '../query/feed-index.js';
+import type { ManifestEntry, RecordData } from '../storage/records.js';
+import { FeedIndex, segmentsOf, type IndexRebuild } from '../query/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../query/key-index.js';
+import type { KeyIndexes } from './compaction-selection.js';
 import { ConditionChecker } from './conditions.js';
+import { removeRewriteLeftovers } from './segment-rewrite.js';
 import { PublishIndexer, type PublishedRun } from './publish-indexer.js';
 
 /** The fields of a published record the derived indexes take. */
@@ -71,19 +73,44 @@ export class DerivedIndexes {
     const rebuilt: IndexRebuild[] = [];
     // Nothing below the floor is ever read again; whatever a trim left there goes (one listing).
     if (!readOnly) await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
+    // A rewrite's derived files that a crash left before its switch-over (`segment-rewrite.ts`).
+    if (!readOnly) await removeRewriteLeftovers(indexDirectory);
     if (trimPending && !readOnly) await removeDictionaryFiles(indexDirectory);
     // A rewrite's stale dictionary would also feed the ones after it: all are rebuilt in memory.
     const stale = (trimPending && readOnly) || rewrittenBase !== undefined;
     const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale);
     const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale);
-    const index = await FeedIndex.open(kernels, indexDirectory, history, readOnly, (commit, entry, locator, position) => {
-      keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
-      fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
-    }, new Set(rewrittenBase === undefined ? [] : [rewrittenBase]));
+    const index = await FeedIndex.open(
+      kernels,
+      indexDirectory,
+      history,
+      readOnly,
+      (commit, entry, locator, position) => addActiveEntry(keys, fingerprints, commit, entry, locator, position),
+      new Set(rewrittenBase === undefined ? [] : [rewrittenBase]),
+    );
     index.rebuilt.unshift(...rebuilt);
     keys.reportTo(index.rebuilt);
     fingerprints.reportTo(index.rebuilt);
     return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark), indexDirectory, readOnly);
+  }
+
+  /**
+   * The key and fingerprint dictionaries alone, opened read-only over `history` with the active
+   * segment's records replayed into them: what a rewrite worker's snapshot asks a key
+   * compaction's selection of (the tag index is not needed there).
+   */
+  static async openKeyIndexes(kernels: Kernels, directory: string, history: History): Promise<KeyIndexes> {
+    const indexDirectory = path.join(directory, 'index');
+    const rebuilt: IndexRebuild[] = [];
+    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, true, 'latest');
+    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, true, 'first');
+    const { active } = segmentsOf(history);
+    if (active) {
+      for await (const run of history.readRuns(active.commits())) {
+        run.entries.forEach((entry, at) => addActiveEntry(keys, fingerprints, run.commit, entry, run.entryOffsets[at], entryPosition(run.commit, at, entry.seq)));
+      }
+    }
+    return { keys, fingerprints };
   }
 
   /**
@@ -138,4 +165,10 @@ export class DerivedIndexes {
     this.keys.close();
     this.fingerprints.close();
   }
+}
+
+/** Adds a record of the active segment, replayed on open, to the key and fingerprint dictionaries. */
+function addActiveEntry(keys: KeyIndex, fingerprints: KeyIndex, commit: CommitRecord, entry: ManifestEntry, locator: number, position: number): void {
+  keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
+  fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
 }

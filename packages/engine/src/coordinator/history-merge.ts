@@ -11,12 +11,13 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { mergedSegmentBytesMax, mergeSegmentsTrigger, mergeSwitchWaitMs } from '../limits.js';
 import type { History } from '../storage/history-log.js';
-import { removeMergedFile, writeMergedSegment, type RunSelection } from '../storage/segment-merge.js';
 import { SegmentFile, syncDirectory } from '../storage/segment.js';
-import { readSummaryHead, summaryFileOf, writeSummary } from '../storage/segment-summary.js';
+import { readSummaryHead, summaryFileOf } from '../storage/segment-summary.js';
 import type { DerivedIndexes } from './derived-indexes.js';
 import { removeReplacedFiles, type MergeLog } from './merge-state.js';
 import type { ReadGate } from './read-gate.js';
+import { runRewrite } from './rewrite-offthread.js';
+import { removeRewriteFiles, rewriteFiles, type RewriteJob } from './segment-rewrite.js';
 
 /** One merge: where the merged segment starts, how many it replaced, and their bytes. */
 export interface SegmentMerge {
@@ -116,74 +117,84 @@ export class HistoryMerges {
   }
 
   /**
-   * Rewrites consecutive sealed segments `replaced` as one (a merge; with `select`, a key
-   * compaction's choice of records), switches it in, and returns what changed — or undefined
-   * when reads held the gate too long and the switch was put off. Call it through `serial`.
+   * Rewrites consecutive sealed segments `replaced` as one (a merge; with `keep`, a key
+   * compaction's group), switches it in, and returns what changed — or undefined when reads held
+   * the gate too long and the switch was put off. Call it through `serial`. The rewrite runs on a
+   * worker thread over a snapshot of the feed (`rewrite-offthread.ts`), which also builds the
+   * segment's index file and dictionaries; this thread renames them in.
    */
-  async rewrite(replaced: SegmentFile[], signal: AbortSignal | undefined, select?: RunSelection): Promise<SegmentMerge | undefined> {
+  async rewrite(replaced: SegmentFile[], signal: AbortSignal | undefined, keep?: RewriteJob['keep']): Promise<SegmentMerge | undefined> {
     const { kernels, history, feed, directory, gate, log } = this.context;
     const bases = replaced.map((segment) => segment.header.base);
     const first = replaced[0];
     const successor = history.segments.segments[history.segments.segments.indexOf(replaced[replaced.length - 1]) + 1].header;
-    const commits = bases.flatMap((base) => history.commits.commitsInSegment(base));
-    const temporary = `${first.file}.merge.tmp`;
-    const summaryFile = summaryFileOf(first.file);
-    const summaryTemporary = `${summaryFile}.merge.tmp`;
-    // Index builds under way finish first, so the switch-over keeps reads out only briefly.
-    await this.context.derived().index.flushed();
-    const merged = await writeMergedSegment(kernels, history, feed, temporary, commits, successor, this.context.frameDataBytesMax, first.header.capacity, signal, select);
+    const commits = bases.reduce((sum, base) => sum + history.commits.commitsInSegment(base).length, 0);
+    const derived = this.context.derived();
+    // Builds under way finish first: the rewritten segment's dictionaries are merged with the
+    // files before it, and the switch-over then keeps reads out only briefly.
+    await derived.flushed();
+    const job: RewriteJob = {
+      kernels: kernels.name,
+      feed,
+      feedDirectory: directory,
+      floor: history.retainedStart,
+      replaced: bases,
+      successor: { base: successor.base, baseCommit: successor.baseCommit },
+      frameDataBytesMax: this.context.frameDataBytesMax,
+      capacityToAvoid: first.header.capacity,
+      ...(keep ? { keep } : {}),
+      earlier: { latest: derived.keys.earlierFiles(bases[0]), first: derived.fingerprints.earlierFiles(bases[0]) },
+    };
+    const files = rewriteFiles(directory, bases[0]);
+    const written = await runRewrite(kernels, job, () => ({ history, indexes: { keys: derived.keys, fingerprints: derived.fingerprints } }), signal);
     try {
-      await writeSummary(
-        kernels,
-        summaryTemporary,
-        { base: merged.header.base, baseCommit: merged.header.baseCommit, capacity: merged.header.capacity, end: merged.end, commits: merged.commits },
-        merged.header,
-      );
-      await log.write({ replaced: bases, capacity: merged.header.capacity, pending: true });
+      await log.write({ replaced: bases, capacity: written.header.capacity, pending: true });
     } catch (error) {
-      await removeMergedFile(temporary);
-      await removeMergedFile(summaryTemporary);
+      await removeRewriteFiles(files);
       throw error;
     }
-    const records = merged.commits.reduce((sum, commit) => sum + commit.entries, 0);
-    const count = commits[commits.length - 1].lastPosition - first.header.base + 1;
-    let dictionaries: Promise<void>[] = [];
+    const summaryFile = summaryFileOf(first.file);
+    let dictionaries: { swapped: Promise<void>; ready: Promise<void> }[] = [];
     const switched = await gate.exclusive(async () => {
-      fs.renameSync(temporary, first.file);
-      fs.renameSync(summaryTemporary, summaryFile);
+      fs.renameSync(files.segment, first.file);
+      fs.renameSync(files.summary, summaryFile);
       await syncDirectory(path.dirname(first.file));
       const segment = SegmentFile.open(kernels, first.file);
-      segment.writeOffset = merged.end;
-      segment.durableEnd = merged.end;
-      const summary = readSummaryHead(kernels, summaryFile, merged.header);
+      segment.writeOffset = written.end;
+      segment.durableEnd = written.end;
+      const summary = readSummaryHead(kernels, summaryFile, written.header);
       if (!summary) throw new StreamStackError('INTERNAL', `the merged summary ${summaryFile} did not read back`);
       // One synchronous step: the history, then the dictionaries (whose lookups wait from now
-      // on for the merged segment's), before any read gets in again.
+      // on for the rewritten segment's), before any read gets in again.
       history.switchMerged(replaced, segment, summary);
-      const derived = this.context.derived();
-      dictionaries = [derived.keys.replaceSegments(bases, count), derived.fingerprints.replaceSegments(bases, count)];
-      await derived.index.replaceSegments(bases, count);
+      dictionaries = (['latest', 'first'] as const).map((order) =>
+        (order === 'latest' ? derived.keys : derived.fingerprints).replaceSegments(bases, written.count, written.built[order] ? files[order] : undefined),
+      );
+      await derived.index.replaceSegments(bases, written.count, written.built.index ? files.index : undefined);
+      await syncDirectory(path.dirname(files.index));
     }, mergeSwitchWaitMs);
     if (!switched) {
       // Nothing was switched: the record says pending, and recovery would find the first
       // segment unchanged; it is marked done now.
-      await removeMergedFile(temporary);
-      await removeMergedFile(summaryTemporary);
-      await log.write({ replaced: bases, capacity: merged.header.capacity, pending: false });
+      await removeRewriteFiles(files);
+      await log.write({ replaced: bases, capacity: written.header.capacity, pending: false });
       return undefined;
     }
     // The replaced segments' descriptors close a moment after the switch; their files go now.
     await removeReplacedFiles(directory, bases, false, false);
-    await log.write({ replaced: bases, capacity: merged.header.capacity, pending: false });
-    // Rebuilt in the background (lookups wait); a failure only means the next open rebuilds.
-    for (const rebuild of dictionaries) rebuild.catch(() => undefined);
+    // Recovery of a pending switch-over deletes the first segment's derived files, and a done
+    // one trusts them: the dictionaries are in place before it is marked done.
+    await Promise.all(dictionaries.map((dictionary) => dictionary.swapped));
+    await log.write({ replaced: bases, capacity: written.header.capacity, pending: false });
+    // Rebuilt in the background when not prebuilt (lookups wait); a failure only means the next open rebuilds.
+    for (const dictionary of dictionaries) dictionary.ready.catch(() => undefined);
     return {
       base: first.header.base,
       segments: replaced.length,
-      commits: commits.length,
-      records,
+      commits,
+      records: written.records,
       bytesBefore: replaced.reduce((sum, segment) => sum + segment.header.capacity, 0),
-      bytesAfter: merged.header.capacity,
+      bytesAfter: written.header.capacity,
     };
   }
 

@@ -13,16 +13,11 @@
  * start), and `get(key, { asOf ≥ H })` answer exactly as before; cursors from the low mark to
  * H − 1 fail with `COMPACTED`. The horizon is recorded before any rewrite (`compaction-state.ts`);
  * each rewrite is switched in as a merge's is (`history-merge.ts`), and survives a crash the
- * same way.
+ * same way. What each commit keeps is chosen on the rewrite's worker (`compaction-selection.ts`).
  */
 import { StreamStackError } from '../errors.js';
-import { yieldToEventLoop } from '../event-loop.js';
-import { columnBatchRowsMax, compactionLookupSliceRecords, eventLoopSliceRecords, mergedSegmentBytesMax } from '../limits.js';
-import { fingerprintKey, type RetiredFingerprint } from '../storage/commit-run.js';
+import { mergedSegmentBytesMax } from '../limits.js';
 import type { History } from '../storage/history-log.js';
-import { joinsStretch } from '../storage/run-reads.js';
-import type { PublishedRecord } from '../storage/records.js';
-import type { RunSelection } from '../storage/segment-merge.js';
 import type { SegmentFile } from '../storage/segment.js';
 import type { CompactionLog } from './compaction-state.js';
 import type { DerivedIndexes } from './derived-indexes.js';
@@ -114,7 +109,7 @@ export class KeyCompaction {
       await log.write({ horizon });
       commits.setHorizon(horizon);
     }
-    const selection = this.selection(commits.at(horizon).lastPosition, request.keyless ?? 'keep');
+    const keep = { horizonPosition: commits.at(horizon).lastPosition, keyless: request.keyless ?? 'keep' } as const;
     let segmentsCompacted = 0;
     let segmentsAfter = 0;
     let recordsBefore = 0;
@@ -124,8 +119,7 @@ export class KeyCompaction {
     for (const run of groupsOf(segments)) {
       request.signal?.throwIfAborted();
       recordsBefore += run.reduce((sum, segment) => sum + history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0), 0);
-      selection.group(await this.repeatsIn(run, request.signal));
-      const rewritten = await merges.rewrite(run, request.signal, selection.select);
+      const rewritten = await merges.rewrite(run, request.signal, keep);
       if (!rewritten) return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
       segmentsCompacted += rewritten.segments;
       segmentsAfter++;
@@ -172,106 +166,6 @@ export class KeyCompaction {
     }
     return out;
   }
-
-  /**
-   * The fingerprints some later record repeats, of the records in segments `run`: those of the
-   * records here that are not their fingerprint's first occurrence, and the first occurrences
-   * here that a later segment holds again. A first occurrence compaction drops is retired only
-   * when its fingerprint is among them. Read without payloads.
-   */
-  private async repeatsIn(run: readonly SegmentFile[], signal: AbortSignal | undefined): Promise<Set<string>> {
-    const { history } = this.context;
-    const fingerprints = this.context.derived().fingerprints;
-    const repeats = new Set<string>();
-    /** The group's first occurrences, asked of the later segments all at once at the end. */
-    const firstTerms: string[] = [];
-    let sinceYield = 0;
-    for (const segment of run) {
-      const commits = history.commits.commitsInSegment(segment.header.base);
-      for (let at = 0; at < commits.length; ) {
-        signal?.throwIfAborted();
-        let end = at + 1;
-        while (end < commits.length && joinsStretch(commits[at], commits[end])) end++;
-        const stretch = commits.slice(at, end);
-        const runs = await history.readRunsBytes(stretch);
-        for (const [index, commit] of stretch.entries()) {
-          for await (const columns of history.runColumns(commit, runs[index], columnBatchRowsMax, false)) {
-            const term = (row: number) => fingerprintKey(columns.bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row]));
-            const firsts = await fingerprints.firstOccurrences(commit.segment, columns.positions, term);
-            for (let row = 0; row < columns.count; row++) {
-              if (firsts[row] === 0) repeats.add(term(row));
-              else firstTerms.push(term(row));
-            }
-            sinceYield += columns.count;
-            if (sinceYield >= eventLoopSliceRecords) {
-              sinceYield = 0;
-              await yieldToEventLoop();
-            }
-          }
-        }
-        at = end;
-      }
-    }
-    // A first occurrence here that a later segment repeats counts as repeated too.
-    for (const term of await fingerprints.occurringAfter(firstTerms, run[run.length - 1].header.base)) repeats.add(term);
-    return repeats;
-  }
-
-  /** What each rewritten commit keeps: see the file's comment. */
-  private selection(horizonPosition: number, keyless: 'keep' | 'drop'): { select: RunSelection; group: (repeats: ReadonlySet<string>) => void } {
-    const derived = this.context.derived();
-    let repeats: ReadonlySet<string> = new Set();
-    /** Each key's winner as of the horizon, looked up once: a key is updated many times. */
-    const winners = new Map<string, { position: number; tombstone: boolean } | null>();
-    const winnerOf = async (key: string) => {
-      let winner = winners.get(key);
-      if (winner === undefined) {
-        const found = await derived.keys.winner(key, horizonPosition);
-        winner = found ? { position: found.position, tombstone: found.tombstone } : null;
-        winners.set(key, winner);
-      }
-      return winner;
-    };
-    const select: RunSelection = async (commit, records, retiredBefore) => {
-      const kept: PublishedRecord[] = [];
-      const dropped: PublishedRecord[] = [];
-      for (const [index, record] of records.entries()) {
-        // Winners found in memory answer in microtasks, which alone never let the event loop
-        // turn; a lookup costs microseconds, so the turns come more often than a decode's.
-        if (index > 0 && index % compactionLookupSliceRecords === 0) await yieldToEventLoop();
-        if (record.key === undefined) {
-          (keyless === 'keep' ? kept : dropped).push(record);
-          continue;
-        }
-        const winner = await winnerOf(record.key);
-        if (winner && winner.position === record.position && !winner.tombstone) kept.push(record);
-        else dropped.push(record);
-      }
-      if (dropped.length === 0) return { kept, retired: retiredBefore };
-      // Of the dropped records, those holding the first occurrence of their fingerprint.
-      const firsts = await this.context.derived().fingerprints.firstOccurrences(
-        commit.segment,
-        dropped.map((record) => record.position),
-        (index) => fingerprintKey(dropped[index].fingerprint),
-      );
-      // Both lists ascend by seq already: merged in one pass. A first occurrence no later record
-      // repeats is not kept: no read after the horizon could count it.
-      const added: RetiredFingerprint[] = [];
-      for (let index = 0; index < dropped.length; index++) {
-        if (index > 0 && index % compactionLookupSliceRecords === 0) await yieldToEventLoop();
-        if (firsts[index] === 1 && repeats.has(fingerprintKey(dropped[index].fingerprint))) {
-          added.push({ seq: dropped[index].position - commit.firstPosition + 1, fingerprint: dropped[index].fingerprint });
-        }
-      }
-      return { kept, retired: mergeBySeq(retiredBefore, added) };
-    };
-    return {
-      select,
-      group: (groupRepeats) => {
-        repeats = groupRepeats;
-      },
-    };
-  }
 }
 
 /** Consecutive segments in groups a merged segment may hold (`mergedSegmentBytesMax`). */
@@ -289,15 +183,4 @@ function groupsOf(segments: readonly SegmentFile[]): SegmentFile[][] {
     }
   }
   return groups;
-}
-
-/** Two lists of retired fingerprints, each ascending by seq and disjoint, as one. */
-function mergeBySeq(a: readonly RetiredFingerprint[], b: readonly RetiredFingerprint[]): readonly RetiredFingerprint[] {
-  if (a.length === 0) return b;
-  if (b.length === 0) return a;
-  const out: RetiredFingerprint[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < a.length || j < b.length) out.push(j >= b.length || (i < a.length && a[i].seq < b[j].seq) ? a[i++] : b[j++]);
-  return out;
 }

@@ -76,6 +76,11 @@ export function segmentsOf(history: History): { sealed: SealedSegment[]; active?
   return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }) };
 }
 
+/** The index file of the segment at `base` in the index `directory`: named like the history segment it derives from. */
+export function indexFileOf(directory: string, base: number): string {
+  return segmentFile(directory, base, '.idx');
+}
+
 /** An index file that had to be rebuilt, and why. */
 export interface IndexRebuild {
   readonly segment: number;
@@ -111,8 +116,7 @@ export class FeedIndex {
   ) {}
 
   fileFor(base: number): string {
-    // Named like the history segment it derives from.
-    return segmentFile(this.directory, base, '.idx');
+    return indexFileOf(this.directory, base);
   }
 
   /**
@@ -266,25 +270,32 @@ export class FeedIndex {
   }
 
   /**
-   * Replaces the slots of consecutive segments `bases` by one for the merged segment at
-   * `bases[0]` holding `count` records, and builds its index file in the background (a query
-   * before then builds it itself). Builds under way finish first.
+   * Replaces the slots of consecutive segments `bases` by one for the rewritten segment at
+   * `bases[0]` holding `count` records. Its index file is `prebuilt` (the rewrite built it beside
+   * the segment), renamed into place, or else built in the background (a query before then builds
+   * it itself). Builds under way finish first. The caller syncs the directory.
    */
-  async replaceSegments(bases: readonly number[], count: number): Promise<void> {
+  async replaceSegments(bases: readonly number[], count: number, prebuilt?: string): Promise<void> {
     await this.pending;
     const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
     assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive index segments');
     const slot: SealedSlot = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), gaps: false };
     this.sealed.splice(at, bases.length, slot);
-    // The first segment's file describes the segment that was there: gone before any read can
-    // load it (a key-compacted segment covers the same positions, so its count would not tell).
-    if (!this.readOnly) fs.rmSync(this.fileFor(bases[0]), { force: true });
     for (const base of bases) {
       const cached = this.cache.get(base);
       if (!cached) continue;
       this.cache.delete(base);
       this.cachedBytes -= cached.bytes;
     }
+    if (this.readOnly) return;
+    // The first segment's file describes the segment that was there: replaced or gone before
+    // any read can load it (a key-compacted segment covers the same positions, so its count
+    // would not tell).
+    if (prebuilt !== undefined) {
+      fs.renameSync(prebuilt, this.fileFor(bases[0]));
+      return;
+    }
+    fs.rmSync(this.fileFor(bases[0]), { force: true });
     this.pending = this.pending.then(() => this.load(slot)).then(
       () => undefined,
       () => undefined,

@@ -9,10 +9,10 @@ import { parentPort } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
 import os from 'node:os';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../limits.js';
-import { encodeKeyFile, type TermOrder } from '../storage/key-file.js';
+import type { TermOrder } from '../storage/key-file.js';
 import { utf8DecodeRange } from '../storage/codec.js';
 import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
-import { DictionarySections, mergeWithEarlier, winnersOf, type DictionaryFile } from './key-merge.js';
+import { buildKeyFileBytes, DictionarySections, type DictionaryFile } from './key-merge.js';
 
 export type BuildJob =
   | { readonly id: number; readonly kernels: 'native' | 'ts'; readonly kind: 'index'; readonly source: FlatIndexSource }
@@ -67,11 +67,9 @@ parentPort?.on('message', (job: BuildJob) => {
       parentPort!.postMessage({ id: job.id, result: data });
     } else {
       const terms = termsOf(job.termBytes, job.termEnds);
-      const own = winnersOf(job);
       let held = sections.get(job.kernels);
       if (!held) sections.set(job.kernels, (held = new DictionarySections(kernels, keyCacheBytesMax)));
-      const winners = mergeWithEarlier(kernels, job.order, terms, own, job.earlier, held);
-      const bytes = encodeKeyFile(kernels, job.base, job.count, terms.map((key, at) => ({ key, winner: winners[at] })));
+      const bytes = buildKeyFileBytes(kernels, job.order, job.base, job.count, terms, job, job.earlier, held);
       parentPort!.postMessage({ id: job.id, result: bytes }, [bytes.buffer as ArrayBuffer]);
     }
   } catch (error) {

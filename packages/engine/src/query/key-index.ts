@@ -48,7 +48,7 @@ import {
 import { segmentCommits, segmentsOf, type IndexRebuild } from './feed-index.js';
 import { yieldToEventLoop } from '../event-loop.js';
 import { buildKeyFileOffThread } from './index-builder.js';
-import { winnersOf, type WinnerColumns } from './key-merge.js';
+import { winnersOf, type DictionaryFile, type WinnerColumns } from './key-merge.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
 /** Each kind of dictionary's file name (a fingerprint's occurrences have no version or tombstone: only positions count). */
@@ -56,6 +56,11 @@ const kinds = {
   latest: { extension: '.keys' },
   first: { extension: '.fps' },
 } as const;
+
+/** The dictionary of kind `order` of the segment at `base` in the index `directory`: named like the history segment it derives from. */
+export function dictionaryFileOf(directory: string, base: number, order: TermOrder): string {
+  return segmentFile(directory, base, kinds[order].extension);
+}
 
 /**
  * Deletes every key and fingerprint dictionary in `directory`, durably: what recovery does when
@@ -121,8 +126,7 @@ export class KeyIndex {
   }
 
   fileFor(base: number): string {
-    // Named like the history segment it derives from.
-    return segmentFile(this.directory, base, kinds[this.order].extension);
+    return dictionaryFileOf(this.directory, base, this.order);
   }
 
   /**
@@ -207,12 +211,9 @@ export class KeyIndex {
     const { terms, own } = await winnerColumnsOf(keys);
     // On the worker when every dictionary before is a file it can read: the merge walks them
     // all for each of the segment's hundreds of thousands of terms.
-    const earlier = this.sealed.slice(0, before + 1).reverse();
+    const files = this.filesOf(this.sealed.slice(0, before + 1).reverse());
     let bytes: Uint8Array | undefined;
-    if (earlier.every((previous) => previous.head && !previous.resident && !previous.pinned)) {
-      const files = earlier.map((previous) => ({ file: this.fileFor(previous.base), head: previous.head! }));
-      bytes = await buildKeyFileOffThread(this.kernels, this.order, slot.base, slot.count, terms, own, files).catch(() => undefined);
-    }
+    if (files) bytes = await buildKeyFileOffThread(this.kernels, this.order, slot.base, slot.count, terms, own, files).catch(() => undefined);
     bytes ??= await this.buildHere(slot, before, terms, own);
     const file = this.fileFor(slot.base);
     if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
@@ -576,31 +577,70 @@ export class KeyIndex {
   }
 
   /**
-   * Replaces the dictionaries of consecutive segments `bases` by one for the merged segment at
+   * Replaces the dictionaries of consecutive segments `bases` by one for the rewritten segment at
    * `bases[0]` holding `count` records: its keys are the union of theirs, with the winners the
-   * last of them held (over the history up to the merged segment's end). Built in the
-   * background, in order with the other builds; lookups wait for it.
+   * last of them held (over the history up to the rewritten segment's end). It is `prebuilt` (the
+   * rewrite built it beside the segment: renamed into place) or rebuilt in the background, in
+   * order with the other builds; lookups wait for it. `swapped` resolves once the replaced
+   * segments' files are gone and the new one (if prebuilt) is in place, durably; `ready` once the
+   * dictionary answers.
    */
-  replaceSegments(bases: readonly number[], count: number): Promise<void> {
-    const replaced = this.pending.then(async () => {
+  replaceSegments(bases: readonly number[], count: number, prebuilt?: string): { swapped: Promise<void>; ready: Promise<void> } {
+    const swapped = this.pending.then(async () => {
       const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
       assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive dictionaries');
       for (const slot of this.sealed.slice(at, at + bases.length)) {
         slot.winners?.close();
         this.forget(slot);
-        if (!this.readOnly) await fsp.rm(this.fileFor(slot.base), { force: true });
       }
       const slot: SealedKeys = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), sections: [], pinned: false };
       this.sealed.splice(at, bases.length, slot);
+      if (!this.readOnly) {
+        for (const base of bases.slice(1)) await fsp.rm(this.fileFor(base), { force: true });
+        // The first one's file describes the segment that was there: replaced or gone.
+        if (prebuilt !== undefined) await fsp.rename(prebuilt, this.fileFor(bases[0]));
+        else await fsp.rm(this.fileFor(bases[0]), { force: true });
+        await syncDirectory(this.directory);
+      }
+      return slot;
+    });
+    const ready = swapped.then(async (slot) => {
+      if (prebuilt !== undefined && this.adopt(slot)) return;
       await this.rebuild(slot, 'its segment was merged');
     });
-    const done = replaced.catch(() => undefined);
+    const done = ready.catch(() => undefined);
     this.pending = done;
     this.rebasing = done;
     void done.then(() => {
       if (this.rebasing === done) this.rebasing = undefined;
     });
-    return replaced;
+    return { swapped: swapped.then(() => undefined), ready };
+  }
+
+  /** Takes a dictionary file a rewrite built as `slot`'s when its head says it is (else false: rebuild it). */
+  private adopt(slot: SealedKeys): boolean {
+    try {
+      const head = readKeyFileHead(this.fileFor(slot.base));
+      if (!head || head.base !== slot.base || head.count !== slot.count) return false;
+      slot.head = head;
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * The dictionaries of the segments before the one at `base`, newest first, when every one of
+   * them is a file a build elsewhere can read (none held in memory only); else undefined.
+   */
+  earlierFiles(base: number): DictionaryFile[] | undefined {
+    const at = this.sealed.findIndex((slot) => slot.base === base);
+    return at < 0 ? undefined : this.filesOf(this.sealed.slice(0, at).reverse());
+  }
+
+  private filesOf(slots: readonly SealedKeys[]): DictionaryFile[] | undefined {
+    if (!slots.every((slot) => slot.head && !slot.resident && !slot.pinned)) return undefined;
+    return slots.map((slot) => ({ file: this.fileFor(slot.base), head: slot.head! }));
   }
 
   /** Set while dictionaries are rebuilt after a trim: lookups wait for it. */

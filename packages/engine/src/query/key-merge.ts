@@ -10,6 +10,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { utf8Concat } from '../storage/codec.js';
 import { mergeWinnerReadsMax } from '../limits.js';
 import {
+  encodeKeyFile,
   filterMayHoldHashes,
   keyHashesOf,
   prefers,
@@ -134,4 +135,23 @@ export function mergeWithEarlier(
   } finally {
     for (const winners of held) winners.close();
   }
+}
+
+/**
+ * A dictionary file's bytes built on this thread: `terms` with their winners in the segment
+ * (`own`) merged with the dictionaries before it (`earlier`, newest first), then encoded. What the
+ * build worker runs, and a rewrite's worker for the segment it wrote.
+ */
+export function buildKeyFileBytes(
+  kernels: Kernels,
+  order: TermOrder,
+  base: number,
+  count: number,
+  terms: readonly string[],
+  own: WinnerColumns,
+  earlier: readonly DictionaryFile[],
+  sections: DictionarySections,
+): Uint8Array {
+  const winners = mergeWithEarlier(kernels, order, terms, winnersOf(own), earlier, sections);
+  return encodeKeyFile(kernels, base, count, terms.map((key, at) => ({ key, winner: winners[at] })));
 }

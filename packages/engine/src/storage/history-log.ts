@@ -98,6 +98,11 @@ export class History implements SegmentRunSource {
     return this.floor.position;
   }
 
+  /** The first commit and position the retained history holds: where a snapshot of it opens from. */
+  get retainedStart(): { readonly commit: number; readonly position: number } {
+    return this.floor;
+  }
+
   /** Every corruption recovery found (torn tails are not corruption). */
   get corruptions(): readonly Corruption[] {
     return this.segments.corruptions;

@@ -9,7 +9,6 @@
  * room, and its capacity is exactly where its `SegmentEnd` ends.
  */
 import fs from 'node:fs';
-import fsp from 'node:fs/promises';
 import { assert, ioError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
@@ -302,9 +301,4 @@ async function write(fd: number, bytes: Uint8Array, offset: number, file: string
   } catch (error) {
     throw ioError(error, `cannot write ${file}`);
   }
-}
-
-/** Removes a merge's temporary file (after a failure, or when the switch was put off). */
-export async function removeMergedFile(file: string): Promise<void> {
-  await fsp.rm(file, { force: true });
 }
