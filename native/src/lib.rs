@@ -11,6 +11,7 @@ pub mod durable;
 pub mod error;
 pub mod frames;
 pub mod fst_dict;
+pub mod json;
 pub mod platform;
 pub mod postings;
 
@@ -161,6 +162,24 @@ pub fn fst_range(
         bytes: Uint8Array::new(entries.bytes),
         ends: Uint32Array::new(entries.ends),
         values: Float64Array::new(entries.values),
+    })
+}
+
+/// Byte strings laid end to end and where each ends.
+#[napi(object)]
+pub struct PackedStrings {
+    pub bytes: Uint8Array,
+    pub ends: Uint32Array,
+}
+
+/// The JSON string (quotes included, escaped as `JSON.stringify` does) of each range
+/// `[ranges[2i], ranges[2i + 1])` of `bytes`, UTF-8 text, laid end to end.
+#[napi]
+pub fn json_strings(bytes: &[u8], ranges: &[u32]) -> napi::Result<PackedStrings, ErrorCode> {
+    let (out, ends) = json::json_strings(bytes, ranges)?;
+    Ok(PackedStrings {
+        bytes: Uint8Array::new(out),
+        ends: Uint32Array::new(ends),
     })
 }
 

@@ -381,3 +381,23 @@ export const mergeSwitchWaitMs = 2_000;
  * A few NDJSON buffers or Arrow record batches' worth: enough to cover a write's latency.
  */
 export const exportWritesPendingBytesMax = 8 * 1024 * 1024;
+
+/**
+ * Export files converted, hashed, written and synced at once, each on an export worker of its
+ * own, while the event loop's thread reads the next file's batches. A file's conversion costs
+ * several times its read, and its fsync waits on the disk, so one worker left both the reading
+ * thread and the disk idle half the time; two keep a two-core machine busy. Each file in flight
+ * holds its records in memory (about `exportFileBytesTarget`), so more would cost memory for
+ * cores few machines running an export beside a store have spare. Never more than the machine's
+ * cores.
+ */
+export const exportFilesInFlightMax = 2;
+
+/**
+ * An export file's written bytes are flushed to disk (an fdatasync started in the background)
+ * each time this many more were written, while the conversion goes on. Left to the page cache,
+ * nothing reaches the disk until the file's final fsync, which then waits for the whole file
+ * while no CPU work is left to overlap it; flushed as it goes, the final fsync waits for the
+ * last piece only.
+ */
+export const exportFlushEveryBytes = 32 * 1024 * 1024;

@@ -70,6 +70,14 @@ export interface Kernels {
   payloadChecksums(bytes: Uint8Array, ranges: Uint32Array, out?: Uint32Array): Uint32Array;
 
   /**
+   * The JSON string of each range of `bytes` (as `crc32cRanges` takes them), UTF-8 text the
+   * caller has checked: quotes included, `"`, `\\` and control characters escaped exactly as
+   * `JSON.stringify` escapes them, every other byte as it is; laid end to end, with where each
+   * ends. What an NDJSON export writes its text payloads with, one call per batch.
+   */
+  jsonStrings(bytes: Uint8Array, ranges: Uint32Array): PackedBytes;
+
+  /**
    * Fills in the CRC field of every frame that starts at one of `frameOffsets` in `buffer`.
    * A frame is `u32le length` (top bit: control record; the other 31 bits: data length),
    * `u32le crc32(data)`, then the data. Throws `INVALID_ARGUMENT` when a frame does not fit.

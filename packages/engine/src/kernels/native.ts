@@ -28,6 +28,7 @@ export interface NativeModule {
   fstLength(fst: Uint8Array): number;
   fstGet(fst: Uint8Array, key: Uint8Array): number | null;
   fstGetMany(fst: Uint8Array, keys: Uint8Array, ends: Uint32Array): Float64Array;
+  jsonStrings(bytes: Uint8Array, ranges: Uint32Array): PackedBytes;
   fstRange(
     fst: Uint8Array,
     gte: Uint8Array | undefined,
@@ -60,6 +61,7 @@ const nativeFunctionNames: readonly (keyof NativeModule)[] = [
   'fstGet',
   'fstGetMany',
   'fstRange',
+  'jsonStrings',
   'postingsEncode',
   'postingsDecode',
   'intersect',
@@ -181,6 +183,13 @@ export function loadNativeKernels(): Kernels {
         const out = given ?? scratchOutput(ranges.length & ~1);
         native.payloadChecksumsInto(bytes, ranges, out);
         return given ?? out.slice();
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    jsonStrings(bytes: Uint8Array, ranges: Uint32Array): PackedBytes {
+      try {
+        return native.jsonStrings(bytes, ranges);
       } catch (error) {
         throw translate(error);
       }

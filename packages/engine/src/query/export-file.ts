@@ -3,12 +3,15 @@
  * hashed and synced. The same function runs on the export worker (`export-worker.ts`) or, where
  * no worker can run, on the calling thread: the bytes are the same either way.
  */
+import { loadKernels } from '../kernels/index.js';
 import { exportRowGroupBytesMax, exportRowGroupRowsMax } from '../limits.js';
 import type { ColumnBatch } from './column-batch.js';
 import type { ExportFormat } from './export-manifest.js';
 import { FileSink, type WrittenFile } from './export-sink.js';
 
 export interface FileJob {
+  /** The kernel set of the feed's store: a file's bytes are the same with either. */
+  readonly kernels: 'native' | 'ts';
   readonly file: string;
   readonly format: ExportFormat;
   /** Whether every payload of the file is UTF-8 text: it then has the text payload column. */
@@ -54,7 +57,7 @@ export async function writeExportFile(job: FileJob, batches: readonly ColumnBatc
   try {
     if (job.format === 'ndjson') {
       const { writeNdjson } = await import('./export-ndjson.js');
-      await writeNdjson(batches, job.withText, sink, signal);
+      await writeNdjson(loadKernels(job.kernels), batches, job.withText, sink, signal);
     } else if (job.format === 'arrow') {
       const { writeArrowIpc } = await import('./export-ipc.js');
       await writeArrowIpc(groupsOf(batches), job.withText, sink, signal);

@@ -1,29 +1,67 @@
 /**
- * Export files written on a worker thread (`export-worker.ts`), so the event loop's thread reads
- * the next file's batches while the last is converted and written. One worker serves the
- * process; it holds the process open only while a file is in flight. Where the worker cannot
- * run (the engine run from its TypeScript sources, as in tests, or a thread that failed), files
- * are written on the calling thread: the bytes are the same either way.
+ * Export files written on worker threads (`export-worker.ts`), so the event loop's thread reads
+ * the next file's batches while earlier ones are converted, hashed, written and synced — up to
+ * `exportFilesInFlight()` files at once, each on a worker of its own. The workers serve the
+ * process; each holds it open only while a file is in flight on it. Where no worker can run (the
+ * engine run from its TypeScript sources, as in tests, or a thread that failed), files are
+ * written on the calling thread, one at a time: the bytes are the same either way.
  */
+import os from 'node:os';
 import { StreamStackError, type ErrorCode } from '../errors.js';
+import { exportFilesInFlightMax } from '../limits.js';
 import type { ColumnBatch } from './column-batch.js';
 import { writeExportFile, type FileJob } from './export-file.js';
 import type { WrittenFile } from './export-sink.js';
 import { packBatches, type FileMessage, type FileReply } from './export-transfer.js';
 import { WorkerClient } from './worker-client.js';
 
-const worker = new WorkerClient<FileReply>(new URL('./export-worker.js', import.meta.url), 'export worker', (reply) => {
-  if (reply.error === undefined) return { value: reply.written };
+/**
+ * Message buffers the workers handed back, to copy the next files' batches into: at most one
+ * per file in flight, and never past the file size target's worth more than asked.
+ */
+const spareBuffers: ArrayBuffer[] = [];
+
+/** A buffer of at least `bytes`: a spare one that fits, or a new one with some room to spare. */
+function takeBuffer(bytes: number): ArrayBuffer {
+  const fits = spareBuffers.findIndex((buffer) => buffer.byteLength >= bytes);
+  if (fits >= 0) return spareBuffers.splice(fits, 1)[0];
+  spareBuffers.pop();
+  return new ArrayBuffer(Math.ceil(bytes * 1.25));
+}
+
+const settle = (reply: FileReply) => {
+  if (reply.error === undefined) {
+    if (spareBuffers.length < workers.length) spareBuffers.push(reply.buffer);
+    return { value: reply.written };
+  }
   if (reply.error.code !== undefined) return { error: new StreamStackError(reply.error.code as ErrorCode, reply.error.message, { details: reply.error.details }) };
   return { error: new Error(reply.error.message) };
-});
+};
+
+/** The export workers, each with the files in flight on it. */
+const workers = Array.from({ length: Math.max(1, Math.min(exportFilesInFlightMax, os.availableParallelism())) }, () => ({
+  client: new WorkerClient<FileReply>(new URL('./export-worker.js', import.meta.url), 'export worker', settle),
+  inFlight: 0,
+}));
+
+/** How many files an export may have in flight: one per worker, or one when files are written on the calling thread. */
+export function exportFilesInFlight(): number {
+  return workers[0].client.available ? workers.length : 1;
+}
 
 /**
- * Writes one export file, off the event loop when a worker can run. A file on the worker is
- * written whole even when `signal` aborts meanwhile; the export stops after it, with no manifest.
+ * Writes one export file, off the event loop on the least busy worker when one can run. A file
+ * on a worker is written whole even when `signal` aborts meanwhile; the export stops after it,
+ * with no manifest.
  */
 export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<WrittenFile> {
-  // The buffers are copied, not transferred: caches on this thread may share them.
-  const message: Omit<FileMessage, 'id'> = { job, ...packBatches(batches) };
-  return (worker.run(message) as Promise<WrittenFile> | undefined) ?? writeExportFile(job, batches, signal);
+  const worker = workers.reduce((least, candidate) => (candidate.inFlight < least.inFlight ? candidate : least));
+  if (!worker.client.available) return writeExportFile(job, batches, signal);
+  // The batches' buffers are copied into one, which moves to the worker: caches on this thread
+  // may share the buffers themselves.
+  const message: Omit<FileMessage, 'id'> = { job, ...packBatches(batches, takeBuffer) };
+  const written = worker.client.run(message, message.buffers) as Promise<WrittenFile> | undefined;
+  if (!written) return writeExportFile(job, batches, signal);
+  worker.inFlight++;
+  return written.finally(() => worker.inFlight--);
 }

@@ -5,16 +5,30 @@
  *
  * Writes are queued, not waited for one by one: `write` returns once fewer than
  * `exportWritesPendingBytesMax` bytes wait, so the next bytes are made while the last are
- * written. A failed write fails the next `write` or `finish`.
+ * written; every `exportFlushEveryBytes` an fdatasync starts in the background, so the disk
+ * takes the file as it is made. A failed write or sync fails the next `write` or `finish`.
  */
 import crypto from 'node:crypto';
 import fsp from 'node:fs/promises';
 import { ioError } from '../errors.js';
-import { exportWritesPendingBytesMax } from '../limits.js';
+import { exportFlushEveryBytes, exportWritesPendingBytesMax } from '../limits.js';
+
+/** Written buffers kept for `reusable`: as many as the pending writes may hold, and one more. */
+const reusableBuffersMax = 16;
 
 export interface ExportSink {
-  /** Takes `bytes` to write after those before; the caller must not change them afterwards. */
-  write(bytes: Uint8Array): Promise<void>;
+  /**
+   * Takes `bytes` to write after those before; the caller must not change them afterwards.
+   * With `whole` (the buffer `bytes` is a view of), that buffer is handed back by `reusable`
+   * once they are written.
+   */
+  write(bytes: Uint8Array, whole?: Uint8Array): Promise<void>;
+  /**
+   * A buffer given to `write` as `whole` whose bytes are written, for the caller to fill again
+   * (or undefined): a fresh buffer costs a page fault per 4 KiB when first written, which cost
+   * more than making the lines that fill it.
+   */
+  reusable(): Uint8Array | undefined;
 }
 
 export interface WrittenFile {
@@ -46,16 +60,26 @@ export class FileSink implements ExportSink {
     }
   }
 
-  async write(bytes: Uint8Array): Promise<void> {
+  async write(bytes: Uint8Array, whole?: Uint8Array): Promise<void> {
     this.check();
     if (bytes.length === 0) return;
     this.hash.update(bytes);
     this.written += bytes.length;
     this.pendingBytes += bytes.length;
-    this.queue = this.queue.then(() => this.writeAll(bytes));
+    this.queue = this.queue.then(async () => {
+      await this.writeAll(bytes);
+      if (whole && this.writtenBuffers.length < reusableBuffersMax) this.writtenBuffers.push(whole);
+    });
     // Waits only while too much is queued: each write that ends lets the next be made.
     while (this.pendingBytes >= exportWritesPendingBytesMax && this.failure === undefined) await this.nextWrite();
     this.check();
+  }
+
+  /** Buffers handed in as `whole` whose bytes are written: a few, filled again by the caller. */
+  private readonly writtenBuffers: Uint8Array[] = [];
+
+  reusable(): Uint8Array | undefined {
+    return this.writtenBuffers.pop();
   }
 
   private nextWrite(): Promise<void> {
@@ -73,10 +97,35 @@ export class FileSink implements ExportSink {
     } catch (error) {
       this.failure = ioError(error, `writing export file ${this.file}`);
     }
+    this.unflushedBytes += bytes.length;
+    if (this.unflushedBytes >= exportFlushEveryBytes && this.flushing === undefined) this.flushInBackground();
     this.pendingBytes -= bytes.length;
     const wake = this.wake;
     this.wake = undefined;
     wake?.();
+  }
+
+  /** Bytes written since the last background flush started. */
+  private unflushedBytes = 0;
+  /** A background flush in flight (one at a time). */
+  private flushing: Promise<void> | undefined;
+
+  /**
+   * Starts an fdatasync of what is written so far, not waited for: the disk takes the file's
+   * bytes while the next are made (see `exportFlushEveryBytes`). Its failure fails the file, as
+   * the final sync's would: the fsync error is never taken for data on disk.
+   */
+  private flushInBackground(): void {
+    this.unflushedBytes = 0;
+    this.flushing = this.handle.datasync().then(
+      () => {
+        this.flushing = undefined;
+      },
+      (error: unknown) => {
+        this.flushing = undefined;
+        this.failure ??= ioError(error, `syncing export file ${this.file}`);
+      },
+    );
   }
 
   private check(): void {
@@ -86,6 +135,7 @@ export class FileSink implements ExportSink {
   /** Syncs and closes the file; what it holds is then on disk. */
   async finish(): Promise<WrittenFile> {
     await this.queue;
+    await this.flushing;
     if (this.failure !== undefined) {
       await this.handle.close().catch(() => undefined);
       throw this.failure;
@@ -103,6 +153,7 @@ export class FileSink implements ExportSink {
   /** Closes the file after a failure (the export stops; no manifest will name it). */
   async abandon(): Promise<void> {
     await this.queue;
+    await this.flushing;
     await this.handle.close().catch(() => undefined);
   }
 }

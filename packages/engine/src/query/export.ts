@@ -17,7 +17,7 @@ import { syncDirectory, writeFileDurably } from '../storage/segment.js';
 import { ColumnBatch } from './column-batch.js';
 import { batchBytes } from './export-file.js';
 import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
-import { writeExportFileOffThread } from './export-offthread.js';
+import { exportFilesInFlight, writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
 
@@ -142,8 +142,11 @@ export async function writeExport(
   let partBytes = 0;
   let partText = true;
   let started = 0;
-  // The file being written (on the export worker) while the next one's batches are read.
-  let writing: Promise<void> = Promise.resolve();
+  // Files being written (on export workers) while the next one's batches are read, oldest
+  // first, each listed in order once it is done.
+  const filesInFlightMax = exportFilesInFlight();
+  const writing: Promise<ExportedFile>[] = [];
+  const finishOldest = async () => files.push(await writing.shift()!);
   const flush = async () => {
     if (part.length === 0) return;
     const batchesOfFile = part;
@@ -155,15 +158,21 @@ export async function writeExport(
     for (const batch of batchesOfFile) count += batch.length;
     const name = `part-${String(started++).padStart(6, '0')}.${extensions[format]}`;
     const entry = { name, records: count, firstCommit: batchesOfFile[0].commit, lastCommit: batchesOfFile.at(-1)!.commit, payloadText };
-    // One file at a time is written, so files finish (and are listed) in order, and at most two
-    // files' records are held: the one being written and the one being read.
-    await writing;
-    const job = { file: path.join(to, name), format, withText: payloadText, createdBy };
-    writing = writeExportFileOffThread(job, batchesOfFile, options.signal).then((written) => {
-      files.push({ name: entry.name, records: entry.records, ...written, firstCommit: entry.firstCommit, lastCommit: entry.lastCommit, payloadText });
-    });
-    // A failure is seen where the next file, or the end, waits for this one.
-    writing.catch(() => undefined);
+    // At most `filesInFlightMax` files are written at once, so at most one more file's records
+    // are held: the one being read.
+    while (writing.length >= filesInFlightMax) await finishOldest();
+    const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, withText: payloadText, createdBy };
+    const written = writeExportFileOffThread(job, batchesOfFile, options.signal).then((file) => ({
+      name: entry.name,
+      records: entry.records,
+      ...file,
+      firstCommit: entry.firstCommit,
+      lastCommit: entry.lastCommit,
+      payloadText,
+    }));
+    // A failure is seen where a later file, or the end, waits for this one.
+    written.catch(() => undefined);
+    writing.push(written);
   };
   try {
     for await (const batch of batches) {
@@ -175,10 +184,10 @@ export async function writeExport(
       if (partBytes >= exportFileBytesTarget) await flush();
     }
     await flush();
-    await writing;
+    while (writing.length > 0) await finishOldest();
   } finally {
     // Whatever failed, no file is still being written when the export returns.
-    await writing.catch(() => undefined);
+    await Promise.allSettled(writing);
   }
   options.signal?.throwIfAborted();
   await syncDirectory(to);

@@ -27,6 +27,11 @@ export class WorkerClient<Reply extends { readonly id: number }> {
     private readonly settle: (reply: Reply) => Settled,
   ) {}
 
+  /** Whether jobs run on the worker (false once it could not start or failed: they run inline). */
+  get available(): boolean {
+    return !this.unavailable && fs.existsSync(fileURLToPath(this.file));
+  }
+
   /** Runs `message` (given its id here) on the worker, or undefined when there is none. */
   run(message: object, transfer: ArrayBuffer[] = []): Promise<unknown> | undefined {
     const worker = this.start();

@@ -1,0 +1,195 @@
+//! JSON strings from UTF-8 bytes, many at once: what an NDJSON export writes for its text
+//! payloads. Each range of the input becomes a JSON string, quotes included, with exactly the
+//! escapes `JSON.stringify` writes: `\"`, `\\`, the short escapes `\b \t \n \f \r`, and `\u00XX`
+//! for the other control characters; every other byte, multi-byte characters' included, is
+//! copied as it is (the caller has checked the text is UTF-8). The TypeScript twin is
+//! `packages/engine/src/kernels/ts/json.ts`.
+
+use crate::crc::check_ranges;
+use crate::error::KernelResult;
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// The escape of each byte that needs one: 0 for none, `b'u'` for a `\u00XX` one, else the
+/// letter or character written after the backslash.
+const ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = b'u';
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+/// The JSON strings of each range `[ranges[2i], ranges[2i + 1])` of `bytes`, laid end to end,
+/// and where each ends.
+pub fn json_strings(bytes: &[u8], ranges: &[u32]) -> KernelResult<(Vec<u8>, Vec<u32>)> {
+    check_ranges(ranges, bytes.len())?;
+    let text: usize = ranges
+        .chunks_exact(2)
+        .map(|pair| (pair[1] - pair[0]) as usize + 2)
+        .sum();
+    // Most text needs few escapes: room for the text and its quotes, grown when escapes come.
+    let mut out = Vec::with_capacity(text + text / 16);
+    let mut ends = Vec::with_capacity(ranges.len() / 2);
+    for pair in ranges.chunks_exact(2) {
+        write_json_string(&mut out, &bytes[pair[0] as usize..pair[1] as usize]);
+        let end = u32::try_from(out.len()).map_err(|_| {
+            crate::error::KernelError::invalid_argument(
+                "the JSON strings would take more than 4 GiB",
+            )
+        })?;
+        ends.push(end);
+    }
+    Ok((out, ends))
+}
+
+/// Each byte of a word set to the same value.
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any byte of `word` is zero (exact for "any": see Bit Twiddling Hacks, `haszero`).
+#[inline]
+fn has_zero_byte(word: u64) -> bool {
+    word.wrapping_sub(ONES) & !word & HIGH_BITS != 0
+}
+
+/// Whether any of the eight bytes of `word` needs an escape: below 0x20, a quote or a backslash.
+#[inline]
+fn needs_escape(word: u64) -> bool {
+    word.wrapping_sub(ONES * 0x20) & !word & HIGH_BITS != 0
+        || has_zero_byte(word ^ (ONES * b'"' as u64))
+        || has_zero_byte(word ^ (ONES * b'\\' as u64))
+}
+
+/// Appends `text` as a JSON string: stretches that need no escape are copied whole, and eight
+/// bytes are looked at a time until one of them needs an escape.
+fn write_json_string(out: &mut Vec<u8>, text: &[u8]) {
+    out.push(b'"');
+    let mut copied = 0;
+    let mut at = 0;
+    while at < text.len() {
+        if at + 8 <= text.len() {
+            let word = u64::from_le_bytes(text[at..at + 8].try_into().expect("eight bytes"));
+            if !needs_escape(word) {
+                at += 8;
+                continue;
+            }
+        }
+        let byte = text[at];
+        let escape = ESCAPES[byte as usize];
+        if escape != 0 {
+            out.extend_from_slice(&text[copied..at]);
+            if escape == b'u' {
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX_DIGITS[(byte >> 4) as usize],
+                    HEX_DIGITS[(byte & 15) as usize],
+                ]);
+            } else {
+                out.extend_from_slice(&[b'\\', escape]);
+            }
+            copied = at + 1;
+        }
+        at += 1;
+    }
+    out.extend_from_slice(&text[copied..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    fn one(text: &[u8]) -> Vec<u8> {
+        let (out, ends) = json_strings(text, &[0, text.len() as u32]).unwrap();
+        assert_eq!(ends, vec![out.len() as u32]);
+        out
+    }
+
+    #[test]
+    fn copies_plain_text_and_multibyte_characters_between_quotes() {
+        assert_eq!(one(b"hello"), b"\"hello\"");
+        assert_eq!(
+            one("h\u{e9}llo \u{1f600}".as_bytes()),
+            "\"h\u{e9}llo \u{1f600}\"".as_bytes()
+        );
+        assert_eq!(one(b""), b"\"\"");
+    }
+
+    #[test]
+    fn escapes_as_json_stringify_does() {
+        assert_eq!(one(b"a\"b\\c"), b"\"a\\\"b\\\\c\"");
+        assert_eq!(one(b"\x08\t\n\x0c\r"), b"\"\\b\\t\\n\\f\\r\"");
+        assert_eq!(one(b"\x00\x1f\x7f"), b"\"\\u0000\\u001f\x7f\"");
+        // Every control character without a short escape takes the \u form.
+        for byte in 0u8..0x20 {
+            let out = one(&[byte]);
+            let short = matches!(byte, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d);
+            assert_eq!(out.len(), if short { 4 } else { 8 }, "byte {byte:#x}");
+        }
+    }
+
+    /// One byte at a time, as the TypeScript twin writes it: what the word-at-a-time scan must equal.
+    fn one_byte_at_a_time(text: &[u8]) -> Vec<u8> {
+        let mut out = vec![b'"'];
+        for &byte in text {
+            match ESCAPES[byte as usize] {
+                0 => out.push(byte),
+                b'u' => out.extend_from_slice(format!("\\u{:04x}", byte).as_bytes()),
+                escape => out.extend_from_slice(&[b'\\', escape]),
+            }
+        }
+        out.push(b'"');
+        out
+    }
+
+    #[test]
+    fn finds_an_escape_at_any_place_in_a_word() {
+        // Every special byte, and a high byte, at every offset of texts that span several words
+        // and end part-way into one, with more specials sprinkled by a fixed generator.
+        let mut state = 0x2545_f491_u32;
+        for special in [b'"', b'\\', b'\n', 0x00, 0x1f, 0x7f, 0xe9] {
+            for length in [1usize, 7, 8, 9, 23, 24, 64] {
+                for at in 0..length {
+                    let mut text: Vec<u8> = (0..length)
+                        .map(|_| {
+                            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                            if state >> 28 == 0 { (state >> 20) as u8 } else { b'a' + (state >> 27) as u8 }
+                        })
+                        .collect();
+                    text[at] = special;
+                    assert_eq!(one(&text), one_byte_at_a_time(&text), "special {special:#x} at {at} of {length}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lays_many_strings_end_to_end() {
+        let bytes = b"ab\"cdef";
+        let (out, ends) = json_strings(bytes, &[0, 3, 3, 3, 5, 7]).unwrap();
+        assert_eq!(out, b"\"ab\\\"\"\"\"\"ef\"");
+        assert_eq!(ends, vec![6, 8, 12]);
+    }
+
+    #[test]
+    fn refuses_ranges_that_do_not_fit() {
+        for ranges in [&[0u32, 9][..], &[3, 2], &[0]] {
+            let error = json_strings(b"abcdef", ranges).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidArgument);
+        }
+    }
+}
