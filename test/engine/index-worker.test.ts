@@ -1,8 +1,9 @@
 /**
  * Sealed segments' index data and key dictionaries are built on a worker thread when the engine
- * runs from its build (as users run it); run from its sources, as here, it builds them on the
- * calling thread. Both must write the same bytes, with either kernel set, and a feed whose
- * builds were killed mid-way must open and read the same.
+ * runs from its build (as users run it) — and rebuilt there from the segment files themselves —;
+ * run from its sources, as here, it builds them on the calling thread. All must write the same
+ * bytes, with either kernel set, and a feed whose builds were killed mid-way must open and read
+ * the same.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -54,6 +55,19 @@ describe('index builds on the worker thread', () => {
         expect([...built.keys()].filter((name) => name.endsWith(extension)).length, extension).toBe([...built.keys()].filter((name) => name.endsWith('.idx')).length);
       }
       const expected = await readEverything(directory);
+
+      // Rebuilt by the built engine from the segments themselves, read on the worker.
+      fs.rmSync(path.join(directory, 'feeds', 'f', 'index'), { recursive: true });
+      const reopen = `import(${JSON.stringify(engine)}).then(async ({ Store }) => {
+        const store = await Store.open(${JSON.stringify(directory)}, { segmentBytes: 64 * 1024, kernels: ${JSON.stringify(kernels)} });
+        const feed = await store.feed('f');
+        console.log(JSON.stringify(feed.indexRebuilds.length));
+        await store.close();
+      })`;
+      expect(Number(execFileSync(process.execPath, ['-e', reopen], { encoding: 'utf8' }).trim())).toBeGreaterThanOrEqual(3 * 4);
+      const rebuiltOnWorker = derivedFiles(directory);
+      expect([...rebuiltOnWorker.keys()]).toEqual([...built.keys()]);
+      for (const [name, bytes] of built) expect(rebuiltOnWorker.get(name)!.equals(bytes), `rebuilt on the worker: ${name}`).toBe(true);
 
       // Rebuilt here, from the sources: on this thread.
       fs.rmSync(path.join(directory, 'feeds', 'f', 'index'), { recursive: true });

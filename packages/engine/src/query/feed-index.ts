@@ -10,7 +10,7 @@ import { segmentFile } from '../storage/segment-set.js';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
-import { buildIndexDataOffThread } from './index-builder.js';
+import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
 import { indexTailOf, SealedIndex, TailIndex, unreadableLocator, type SegmentIndex } from './segment-index.js';
 import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
 import type { CommitRun, History } from '../storage/history-log.js';
@@ -167,10 +167,13 @@ export class FeedIndex {
 
   /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
   private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
-    const tail = await indexTailOf(this.history, slot.base, slot.commits());
-    // Built on the index worker (as a finished tail's is): a segment's FST and posting lists
-    // take long enough to stall every read and append were they built here.
-    const data = await buildIndexDataOffThread(this.kernels, tail.source());
+    // Read and built on the index worker when it can (the segment has a summary, no gaps): a
+    // segment's FST and posting lists take long enough to stall every read and append were they
+    // built here, and reading its records here stalls them too. Otherwise read here and built there.
+    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count };
+    const data =
+      (slot.gaps ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
+      (await buildIndexDataOffThread(this.kernels, (await indexTailOf(this.history, slot.base, slot.commits())).source()));
     const file = this.fileFor(slot.base);
     if (!this.readOnly && !slot.gaps) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
     // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.

@@ -1,8 +1,9 @@
 /**
  * The worker thread that builds sealed segments' derived files off the event loop: an index
  * segment's data (FST and posting lists) and a key or fingerprint dictionary's bytes (merged
- * with the dictionaries before it). It runs the same
- * functions, with the same kernel set, as a build on the main thread would, so the bytes are
+ * with the dictionaries before it), from what the caller gathered or — a rebuild after a trim or
+ * of a missing file — read from the segment itself (its commits from its summary). It runs the
+ * same functions, with the same kernel set, as a build on the main thread would, so the bytes are
  * the same wherever they were built.
  */
 import { parentPort } from 'node:worker_threads';
@@ -12,7 +13,21 @@ import { buildWorkerNiceness, keyCacheBytesMax } from '../limits.js';
 import type { TermOrder } from '../storage/key-file.js';
 import { utf8DecodeRange } from '../storage/codec.js';
 import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
+import { SegmentRuns } from '../storage/run-reads.js';
+import { SegmentFile } from '../storage/segment.js';
+import { readSummary, summaryFileOf } from '../storage/segment-summary.js';
+import type { CommitRecord } from '../storage/commit-run.js';
+import type { Kernels } from '../kernels/kernels.js';
 import { buildKeyFileBytes, DictionarySections, type DictionaryFile } from './key-merge.js';
+import { indexTailOf } from './segment-index.js';
+import { segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
+
+/** A sealed history segment a build reads itself: its file, first position and positions covered. */
+export interface SegmentToRead {
+  readonly file: string;
+  readonly base: number;
+  readonly count: number;
+}
 
 export type BuildJob =
   | { readonly id: number; readonly kernels: 'native' | 'ts'; readonly kind: 'index'; readonly source: FlatIndexSource }
@@ -32,6 +47,15 @@ export type BuildJob =
       readonly locators: Uint32Array;
       readonly tombstones: Uint8Array;
       /** The dictionaries of the segments before, newest first. */
+      readonly earlier: DictionaryFile[];
+    }
+  | { readonly id: number; readonly kernels: 'native' | 'ts'; readonly kind: 'index-of-segment'; readonly segment: SegmentToRead }
+  | {
+      readonly id: number;
+      readonly kernels: 'native' | 'ts';
+      readonly kind: 'keys-of-segment';
+      readonly order: TermOrder;
+      readonly segment: SegmentToRead;
       readonly earlier: DictionaryFile[];
     };
 
@@ -59,20 +83,56 @@ function termsOf(bytes: Uint8Array, ends: Uint32Array): string[] {
 /** Earlier dictionaries' filters and FSTs, kept between builds (each build reads them all). */
 const sections = new Map<string, DictionarySections>();
 
-parentPort?.on('message', (job: BuildJob) => {
+function sectionsOf(kernels: Kernels): DictionarySections {
+  let held = sections.get(kernels.name);
+  if (!held) sections.set(kernels.name, (held = new DictionarySections(kernels, keyCacheBytesMax)));
+  return held;
+}
+
+/**
+ * Runs `use` over the runs of `source`, its commits read from its summary: what the feed's
+ * history holds for a summarized segment. A segment without a sound summary is not built here
+ * (the caller builds it from its own history).
+ */
+async function withSegment<T>(kernels: Kernels, source: SegmentToRead, use: (runs: SegmentRuns, commits: readonly CommitRecord[]) => Promise<T>): Promise<T> {
+  const segment = SegmentFile.open(kernels, source.file, true);
   try {
-    const kernels = loadKernels(job.kernels);
-    if (job.kind === 'index') {
-      const data = buildIndexData(kernels, unflattenIndexSource(job.source));
-      parentPort!.postMessage({ id: job.id, result: data });
-    } else {
-      const terms = termsOf(job.termBytes, job.termEnds);
-      let held = sections.get(job.kernels);
-      if (!held) sections.set(job.kernels, (held = new DictionarySections(kernels, keyCacheBytesMax)));
-      const bytes = buildKeyFileBytes(kernels, job.order, job.base, job.count, terms, job, job.earlier, held);
-      parentPort!.postMessage({ id: job.id, result: bytes }, [bytes.buffer as ArrayBuffer]);
+    const summary = readSummary(kernels, summaryFileOf(source.file), segment.header);
+    const commits = summary?.commits ?? [];
+    if (commits.length === 0 || commits[0].firstPosition !== source.base || commits[commits.length - 1].lastPosition !== source.base + source.count - 1) {
+      throw new Error(`${source.file} has no summary of its ${source.count} records to read them by`);
     }
-  } catch (error) {
-    parentPort!.postMessage({ id: job.id, error: error instanceof Error ? error.message : String(error) });
+    return await use(new SegmentRuns(kernels, segment), commits);
+  } finally {
+    segment.close();
   }
+}
+
+async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuffer[] }> {
+  const kernels = loadKernels(job.kernels);
+  switch (job.kind) {
+    case 'index':
+      return { result: buildIndexData(kernels, unflattenIndexSource(job.source)), transfer: [] };
+    case 'keys': {
+      const bytes = buildKeyFileBytes(kernels, job.order, job.base, job.count, termsOf(job.termBytes, job.termEnds), job, job.earlier, sectionsOf(kernels));
+      return { result: bytes, transfer: [bytes.buffer as ArrayBuffer] };
+    }
+    case 'index-of-segment': {
+      const tail = await withSegment(kernels, job.segment, (runs, commits) => indexTailOf(runs, job.segment.base, commits));
+      return { result: buildIndexData(kernels, tail.source()), transfer: [] };
+    }
+    case 'keys-of-segment': {
+      const { base, count } = job.segment;
+      const { terms, own } = await withSegment(kernels, job.segment, async (runs, commits) => winnerColumnsOf(await segmentKeysOf(runs, base, job.order, commits)));
+      const bytes = buildKeyFileBytes(kernels, job.order, base, count, terms, own, job.earlier, sectionsOf(kernels));
+      return { result: bytes, transfer: [bytes.buffer as ArrayBuffer] };
+    }
+  }
+}
+
+parentPort?.on('message', (job: BuildJob) => {
+  run(job).then(
+    ({ result, transfer }) => parentPort!.postMessage({ id: job.id, result }, transfer),
+    (error: unknown) => parentPort!.postMessage({ id: job.id, error: error instanceof Error ? error.message : String(error) }),
+  );
 });

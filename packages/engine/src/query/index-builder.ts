@@ -9,7 +9,7 @@
 import type { Kernels } from '../kernels/kernels.js';
 import type { TermOrder } from '../storage/key-file.js';
 import { buildIndexData, flattenIndexSource, type IndexData, type IndexSource } from '../storage/index-segment.js';
-import type { BuildJob } from './index-build-worker.js';
+import type { BuildJob, SegmentToRead } from './index-build-worker.js';
 import type { DictionaryFile, WinnerColumns } from './key-merge.js';
 import { WorkerClient } from './worker-client.js';
 import { yieldToEventLoop } from '../event-loop.js';
@@ -37,6 +37,26 @@ export async function buildIndexDataOffThread(kernels: Kernels, source: IndexSou
     flat.positions.buffer as ArrayBuffer,
   ]);
   return pending ? ((await pending) as IndexData) : buildIndexData(kernels, source);
+}
+
+/**
+ * The index data of a sealed segment, built on the worker from the segment file itself (read
+ * there, its commits from its summary): a rebuild that reads nothing on the event loop.
+ * Undefined when there is no worker, or the worker could not (no summary, a damaged run): the
+ * caller then builds from its own history, which reports any damage where it lies.
+ */
+export async function indexDataOfSegmentOffThread(kernels: Kernels, segment: SegmentToRead): Promise<IndexData | undefined> {
+  const pending = runJob({ kernels: kernels.name, kind: 'index-of-segment', segment });
+  return pending ? ((await pending.catch(() => undefined)) as IndexData | undefined) : undefined;
+}
+
+/**
+ * A key or fingerprint dictionary's bytes, built on the worker from the segment file itself and
+ * merged with `earlier` (see `indexDataOfSegmentOffThread`); undefined when it could not be.
+ */
+export async function keyFileOfSegmentOffThread(kernels: Kernels, order: TermOrder, segment: SegmentToRead, earlier: readonly DictionaryFile[]): Promise<Uint8Array | undefined> {
+  const pending = runJob({ kernels: kernels.name, kind: 'keys-of-segment', order, segment, earlier: [...earlier] });
+  return pending ? ((await pending.catch(() => undefined)) as Uint8Array | undefined) : undefined;
 }
 
 /** `utf8Concat` of many strings, a slice of `keyBuildYieldKeys` at a time, into one buffer of its own. */

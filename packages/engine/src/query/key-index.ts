@@ -47,7 +47,7 @@ import {
 } from '../storage/key-file.js';
 import { segmentCommits, segmentsOf, type IndexRebuild } from './feed-index.js';
 import { yieldToEventLoop } from '../event-loop.js';
-import { buildKeyFileOffThread } from './index-builder.js';
+import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { winnersOf, type DictionaryFile, type WinnerColumns } from './key-merge.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
@@ -177,8 +177,14 @@ export class KeyIndex {
 
   /** Builds a sealed segment's dictionary from its history segment, writes it, reports it. */
   private async rebuild(slot: SealedKeys, reason: string): Promise<void> {
-    const keys = await this.readSegmentKeys(slot);
-    await this.build(slot, keys);
+    // Read and built on the worker when it can (the segment has a summary, and every dictionary
+    // before it is a file): a segment's keys read here are hundreds of thousands of strings in
+    // maps, and their garbage stalled the event loop for a tenth of a second at a time.
+    const files = this.filesOf(this.sealed.slice(0, this.sealed.indexOf(slot)).reverse());
+    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count };
+    const bytes = files ? await keyFileOfSegmentOffThread(this.kernels, this.order, segment, files) : undefined;
+    if (bytes) await this.install(slot, bytes);
+    else await this.build(slot, await this.readSegmentKeys(slot));
     this.rebuilt.push({ segment: slot.base, file: this.fileFor(slot.base), reason });
   }
 
@@ -214,7 +220,11 @@ export class KeyIndex {
     const files = this.filesOf(this.sealed.slice(0, before + 1).reverse());
     let bytes: Uint8Array | undefined;
     if (files) bytes = await buildKeyFileOffThread(this.kernels, this.order, slot.base, slot.count, terms, own, files).catch(() => undefined);
-    bytes ??= await this.buildHere(slot, before, terms, own);
+    await this.install(slot, bytes ?? (await this.buildHere(slot, before, terms, own)));
+  }
+
+  /** Takes `bytes`, built for `slot`, as its dictionary: written to its file (unless read-only), then held. */
+  private async install(slot: SealedKeys, bytes: Uint8Array): Promise<void> {
     const file = this.fileFor(slot.base);
     if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
