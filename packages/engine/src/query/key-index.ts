@@ -46,7 +46,7 @@ import {
   type TermOrder,
 } from '../storage/key-file.js';
 import { segmentCommits, segmentsOf, type IndexRebuild } from './feed-index.js';
-import { yieldToEventLoop } from '../event-loop.js';
+import { yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { winnersOf, type DictionaryFile, type WinnerColumns } from './key-merge.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
@@ -536,8 +536,11 @@ export class KeyIndex {
     const file = this.fileFor(slot.base);
     try {
       for (let ordinal = 0; ordinal < slot.head!.keys; ordinal++) {
-        // A segment holds hundreds of thousands of fingerprints: reads go on meanwhile.
-        if (ordinal > 0 && ordinal % keyBuildYieldKeys === 0) await yieldToEventLoop();
+        // A segment holds hundreds of thousands of fingerprints, each checked by its CRC: reads
+        // go on meanwhile, after every slice of `eventLoopSliceMs` (8,192 at a time held the
+        // event loop 70 ms on a slow machine).
+        const pause = yieldWhenDue(ordinal);
+        if (pause) await pause;
         const relative = winnerAt(table, ordinal, file).position - slot.base;
         if (relative >= 0 && relative < slot.count) firsts[relative >>> 3] |= 1 << (relative & 7);
       }
