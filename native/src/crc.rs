@@ -105,7 +105,7 @@ unsafe fn crc32c_update_sse42(state: u32, bytes: &[u8]) -> u32 {
 }
 
 /// Checks ranges `[ranges[2i], ranges[2i + 1])` against a buffer of `length` bytes.
-pub(crate) fn check_ranges(ranges: &[u32], length: usize) -> KernelResult<()> {
+fn check_ranges(ranges: &[u32], length: usize) -> KernelResult<()> {
     if !ranges.len().is_multiple_of(2) {
         return Err(KernelError::invalid_argument(format!(
             "ranges come in start and end pairs, but {} offsets were given",

@@ -1,12 +1,9 @@
-//! JSON strings from UTF-8 bytes, many at once: what an NDJSON export writes for its text
-//! payloads. Each range of the input becomes a JSON string, quotes included, with exactly the
-//! escapes `JSON.stringify` writes: `\"`, `\\`, the short escapes `\b \t \n \f \r`, and `\u00XX`
+//! JSON strings from UTF-8 bytes, for NDJSON export lines (`ndjson.rs`): a string becomes a JSON
+//! string, quotes included, with exactly the escapes `JSON.stringify` writes: `\"`, `\\`, the short escapes `\b \t \n \f \r`, and `\u00XX`
 //! for the other control characters; every other byte, multi-byte characters' included, is
 //! copied as it is (the caller has checked the text is UTF-8). The TypeScript twin is
-//! `packages/engine/src/kernels/ts/json.ts`.
+//! `packages/engine/src/kernels/ts/json.ts` (`writeJsonString`).
 
-use crate::crc::check_ranges;
-use crate::error::KernelResult;
 
 const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
@@ -29,29 +26,6 @@ const ESCAPES: [u8; 256] = {
     table
 };
 
-/// The JSON strings of each range `[ranges[2i], ranges[2i + 1])` of `bytes`, laid end to end,
-/// and where each ends.
-pub fn json_strings(bytes: &[u8], ranges: &[u32]) -> KernelResult<(Vec<u8>, Vec<u32>)> {
-    check_ranges(ranges, bytes.len())?;
-    let text: usize = ranges
-        .chunks_exact(2)
-        .map(|pair| (pair[1] - pair[0]) as usize + 2)
-        .sum();
-    // Most text needs few escapes: room for the text and its quotes, grown when escapes come.
-    let mut out = Vec::with_capacity(text + text / 16);
-    let mut ends = Vec::with_capacity(ranges.len() / 2);
-    for pair in ranges.chunks_exact(2) {
-        write_json_string(&mut out, &bytes[pair[0] as usize..pair[1] as usize]);
-        let end = u32::try_from(out.len()).map_err(|_| {
-            crate::error::KernelError::invalid_argument(
-                "the JSON strings would take more than 4 GiB",
-            )
-        })?;
-        ends.push(end);
-    }
-    Ok((out, ends))
-}
-
 /// Each byte of a word set to the same value.
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
@@ -70,9 +44,24 @@ fn needs_escape(word: u64) -> bool {
         || has_zero_byte(word ^ (ONES * b'\\' as u64))
 }
 
+/// Where JSON text is appended: a growing vector, or a buffer of fixed size (`ndjson.rs`).
+pub trait ByteSink {
+    fn push(&mut self, byte: u8);
+    fn extend_from_slice(&mut self, bytes: &[u8]);
+}
+
+impl ByteSink for Vec<u8> {
+    fn push(&mut self, byte: u8) {
+        Vec::push(self, byte);
+    }
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        Vec::extend_from_slice(self, bytes);
+    }
+}
+
 /// Appends `text` as a JSON string: stretches that need no escape are copied whole, and eight
 /// bytes are looked at a time until one of them needs an escape.
-fn write_json_string(out: &mut Vec<u8>, text: &[u8]) {
+pub fn write_json_string<W: ByteSink>(out: &mut W, text: &[u8]) {
     out.push(b'"');
     let mut copied = 0;
     let mut at = 0;
@@ -111,11 +100,10 @@ fn write_json_string(out: &mut Vec<u8>, text: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorCode;
 
     fn one(text: &[u8]) -> Vec<u8> {
-        let (out, ends) = json_strings(text, &[0, text.len() as u32]).unwrap();
-        assert_eq!(ends, vec![out.len() as u32]);
+        let mut out = Vec::new();
+        write_json_string(&mut out, text);
         out
     }
 
@@ -167,29 +155,21 @@ mod tests {
                     let mut text: Vec<u8> = (0..length)
                         .map(|_| {
                             state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                            if state >> 28 == 0 { (state >> 20) as u8 } else { b'a' + (state >> 27) as u8 }
+                            if state >> 28 == 0 {
+                                (state >> 20) as u8
+                            } else {
+                                b'a' + (state >> 27) as u8
+                            }
                         })
                         .collect();
                     text[at] = special;
-                    assert_eq!(one(&text), one_byte_at_a_time(&text), "special {special:#x} at {at} of {length}");
+                    assert_eq!(
+                        one(&text),
+                        one_byte_at_a_time(&text),
+                        "special {special:#x} at {at} of {length}"
+                    );
                 }
             }
-        }
-    }
-
-    #[test]
-    fn lays_many_strings_end_to_end() {
-        let bytes = b"ab\"cdef";
-        let (out, ends) = json_strings(bytes, &[0, 3, 3, 3, 5, 7]).unwrap();
-        assert_eq!(out, b"\"ab\\\"\"\"\"\"ef\"");
-        assert_eq!(ends, vec![6, 8, 12]);
-    }
-
-    #[test]
-    fn refuses_ranges_that_do_not_fit() {
-        for ranges in [&[0u32, 9][..], &[3, 2], &[0]] {
-            let error = json_strings(b"abcdef", ranges).unwrap_err();
-            assert_eq!(error.code, ErrorCode::InvalidArgument);
         }
     }
 }

@@ -12,12 +12,13 @@ pub mod error;
 pub mod frames;
 pub mod fst_dict;
 pub mod json;
+pub mod ndjson;
 pub mod platform;
 pub mod postings;
 
 use napi::bindgen_prelude::{
-    AsyncTask, Float64Array, JsObjectValue, JsValue, Status, Task, Uint32Array, Uint32ArraySlice,
-    Uint8Array, Uint8ArraySlice,
+    AsyncTask, Float64Array, Int32Array, JsObjectValue, JsValue, Status, Task, Uint32Array,
+    Uint32ArraySlice, Uint8Array, Uint8ArraySlice,
 };
 use napi::Env;
 use napi_derive::napi;
@@ -165,22 +166,81 @@ pub fn fst_range(
     })
 }
 
-/// Byte strings laid end to end and where each ends.
+/// One batch's columns for `ndjsonLinesInto` (see `ndjson::Columns`).
 #[napi(object)]
-pub struct PackedStrings {
+pub struct NdjsonColumns {
+    pub head: Uint8Array,
+    pub types: Uint8Array,
+    pub type_ends: Uint32Array,
     pub bytes: Uint8Array,
-    pub ends: Uint32Array,
+    pub external: Uint8Array,
+    pub seqs: Float64Array,
+    pub positions: Float64Array,
+    pub timestamps: Float64Array,
+    pub versions: Float64Array,
+    pub flags: Uint8Array,
+    pub type_ids: Int32Array,
+    pub key_starts: Uint32Array,
+    pub key_ends: Uint32Array,
+    pub tag_rows: Uint32Array,
+    pub tag_starts: Uint32Array,
+    pub tag_ends: Uint32Array,
+    pub fingerprint_starts: Uint32Array,
+    pub fingerprint_ends: Uint32Array,
+    pub payload_starts: Uint32Array,
+    pub payload_ends: Uint32Array,
+    pub key_flag: u32,
+    pub version_flag: u32,
+    pub tombstone_flag: u32,
+    pub elsewhere_flag: u32,
+    pub with_text: bool,
 }
 
-/// The JSON string (quotes included, escaped as `JSON.stringify` does) of each range
-/// `[ranges[2i], ranges[2i + 1])` of `bytes`, UTF-8 text, laid end to end.
+/// Writes one batch's NDJSON export lines into `out`: the bytes written, or -1 when they do not fit.
 #[napi]
-pub fn json_strings(bytes: &[u8], ranges: &[u32]) -> napi::Result<PackedStrings, ErrorCode> {
-    let (out, ends) = json::json_strings(bytes, ranges)?;
-    Ok(PackedStrings {
-        bytes: Uint8Array::new(out),
-        ends: Uint32Array::new(ends),
-    })
+pub fn ndjson_lines_into(
+    columns: NdjsonColumns,
+    mut out: Uint8ArraySlice,
+) -> napi::Result<i64, ErrorCode> {
+    let flag = |value: u32, name: &str| {
+        u8::try_from(value).map_err(|_| {
+            KernelError::invalid_argument(format!("{name} {value} is not a flag bit of a byte"))
+        })
+    };
+    let flag_bits = ndjson::FlagBits {
+        key: flag(columns.key_flag, "keyFlag")?,
+        version: flag(columns.version_flag, "versionFlag")?,
+        tombstone: flag(columns.tombstone_flag, "tombstoneFlag")?,
+        elsewhere: flag(columns.elsewhere_flag, "elsewhereFlag")?,
+    };
+    let view = ndjson::Columns {
+        head: &columns.head,
+        types: &columns.types,
+        type_ends: &columns.type_ends,
+        bytes: &columns.bytes,
+        external: &columns.external,
+        seqs: &columns.seqs,
+        positions: &columns.positions,
+        timestamps: &columns.timestamps,
+        versions: &columns.versions,
+        flags: &columns.flags,
+        type_ids: &columns.type_ids,
+        key_starts: &columns.key_starts,
+        key_ends: &columns.key_ends,
+        tag_rows: &columns.tag_rows,
+        tag_starts: &columns.tag_starts,
+        tag_ends: &columns.tag_ends,
+        fingerprint_starts: &columns.fingerprint_starts,
+        fingerprint_ends: &columns.fingerprint_ends,
+        payload_starts: &columns.payload_starts,
+        payload_ends: &columns.payload_ends,
+        flag_bits,
+        with_text: columns.with_text,
+    };
+    // SAFETY: the call is synchronous, so JS, which runs on this same thread, cannot touch the
+    // buffer while Rust holds it mutably.
+    let out = unsafe { out.as_mut() };
+    Ok(ndjson::lines(&view, out)?.map_or(-1, |written| written as i64))
 }
 
 /// Encodes strictly ascending positions as a posting list.

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { base64Bytes, jsonStringBytesMax, writeBase64, writeInteger, writeJsonString } from '../../packages/engine/src/query/json-bytes.js';
+import { base64Bytes, jsonStringBytesMax, writeBase64, writeInteger, writeJsonString } from '../../packages/engine/src/kernels/ts/json.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -335,7 +335,7 @@ export const exportRowGroupRowsMax = 65_536;
  */
 export const exportRowGroupBytesMax = 64 * 1024 * 1024;
 
-/** NDJSON export lines are gathered into writes of about this many bytes (one system call each). */
+/** An NDJSON export writes a batch's lines at a time, into buffers of at least this many bytes (doubled until a batch fits). */
 export const exportNdjsonWriteBytes = 1024 * 1024;
 
 /**

@@ -20,6 +20,44 @@ export interface PackedBytes {
   readonly ends: Uint32Array;
 }
 
+/**
+ * One batch's columns as an NDJSON export line writer takes them: a column batch's, with the
+ * line head the batch's lines share, its type names as JSON strings, and which flag bit says what.
+ */
+export interface NdjsonColumns {
+  /** What every line starts with: `{"feed":…,"commit":…,"stream":…,"seq":`. */
+  readonly head: Uint8Array;
+  /** The batch's type names as JSON strings, end to end, and where each ends. */
+  readonly types: Uint8Array;
+  readonly typeEnds: Uint32Array;
+  /** The run's bytes, and the bytes of payloads stored elsewhere (empty when none). */
+  readonly bytes: Uint8Array;
+  readonly external: Uint8Array;
+  readonly seqs: Float64Array;
+  readonly positions: Float64Array;
+  readonly timestamps: Float64Array;
+  readonly versions: Float64Array;
+  readonly flags: Uint8Array;
+  /** Index into the type names, or -1. */
+  readonly typeIds: Int32Array;
+  readonly keyStarts: Uint32Array;
+  readonly keyEnds: Uint32Array;
+  readonly tagRows: Uint32Array;
+  readonly tagStarts: Uint32Array;
+  readonly tagEnds: Uint32Array;
+  readonly fingerprintStarts: Uint32Array;
+  readonly fingerprintEnds: Uint32Array;
+  readonly payloadStarts: Uint32Array;
+  readonly payloadEnds: Uint32Array;
+  /** The flag bits of a key, a version, a tombstone, and a payload in `external`. */
+  readonly keyFlag: number;
+  readonly versionFlag: number;
+  readonly tombstoneFlag: number;
+  readonly elsewhereFlag: number;
+  /** Payloads as text (the caller checked each is UTF-8), else as base64. */
+  readonly withText: boolean;
+}
+
 /** The result of an FST range or prefix query: matching keys in order and their values. */
 export interface FstEntries extends PackedBytes {
   readonly values: Float64Array;
@@ -70,12 +108,13 @@ export interface Kernels {
   payloadChecksums(bytes: Uint8Array, ranges: Uint32Array, out?: Uint32Array): Uint32Array;
 
   /**
-   * The JSON string of each range of `bytes` (as `crc32cRanges` takes them), UTF-8 text the
-   * caller has checked: quotes included, `"`, `\\` and control characters escaped exactly as
-   * `JSON.stringify` escapes them, every other byte as it is; laid end to end, with where each
-   * ends. What an NDJSON export writes its text payloads with, one call per batch.
+   * Writes one batch's NDJSON export lines into `out` (docs/formats.md, Export) and returns the
+   * bytes written, or -1 when they do not fit (the caller gives a larger buffer). Numbers must be
+   * safe integers and ranges within their bytes (`INVALID_ARGUMENT`); a key or tag that is not
+   * UTF-8 is `CORRUPT`. One call per batch: writing lines a field at a time in JavaScript cost an
+   * NDJSON export most of its time.
    */
-  jsonStrings(bytes: Uint8Array, ranges: Uint32Array): PackedBytes;
+  ndjsonLines(columns: NdjsonColumns, out: Uint8Array): number;
 
   /**
    * Fills in the CRC field of every frame that starts at one of `frameOffsets` in `buffer`.

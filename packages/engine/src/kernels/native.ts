@@ -10,7 +10,7 @@
  */
 import { createRequire } from 'node:module';
 import { type ErrorCode, StreamStackError } from '../errors.js';
-import type { FstEntries, FstRange, Kernels, PackedBytes } from './kernels.js';
+import type { FstEntries, FstRange, Kernels, NdjsonColumns, PackedBytes } from './kernels.js';
 
 /**
  * The functions `@streamstack/native` exports, as this adapter and `storage/platform.ts` call them
@@ -28,7 +28,7 @@ export interface NativeModule {
   fstLength(fst: Uint8Array): number;
   fstGet(fst: Uint8Array, key: Uint8Array): number | null;
   fstGetMany(fst: Uint8Array, keys: Uint8Array, ends: Uint32Array): Float64Array;
-  jsonStrings(bytes: Uint8Array, ranges: Uint32Array): PackedBytes;
+  ndjsonLinesInto(columns: NdjsonColumns, out: Uint8Array): number;
   fstRange(
     fst: Uint8Array,
     gte: Uint8Array | undefined,
@@ -61,7 +61,7 @@ const nativeFunctionNames: readonly (keyof NativeModule)[] = [
   'fstGet',
   'fstGetMany',
   'fstRange',
-  'jsonStrings',
+  'ndjsonLinesInto',
   'postingsEncode',
   'postingsDecode',
   'intersect',
@@ -187,9 +187,9 @@ export function loadNativeKernels(): Kernels {
         throw translate(error);
       }
     },
-    jsonStrings(bytes: Uint8Array, ranges: Uint32Array): PackedBytes {
+    ndjsonLines(columns: NdjsonColumns, out: Uint8Array): number {
       try {
-        return native.jsonStrings(bytes, ranges);
+        return native.ndjsonLinesInto(columns, out);
       } catch (error) {
         throw translate(error);
       }

@@ -83,7 +83,7 @@ export function crc32c(bytes: Uint8Array, seed = 0, start = 0, end = bytes.lengt
 }
 
 /** Checks ranges `[ranges[2i], ranges[2i + 1])` against a buffer of `length` bytes, as the native twin does. */
-export function checkRanges(ranges: Uint32Array, length: number): void {
+function checkRanges(ranges: Uint32Array, length: number): void {
   if (ranges.length % 2 !== 0) {
     throw new StreamStackError('INVALID_ARGUMENT', `ranges come in start and end pairs, but ${ranges.length} offsets were given`);
   }

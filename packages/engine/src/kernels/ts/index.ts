@@ -4,7 +4,7 @@ import { crc32, crc32c, crc32cRanges, payloadChecksums } from './crc.js';
 import { writeDurable } from './durable.js';
 import { frameChecksumsVerify, frameChecksumsWrite } from './frames.js';
 import { fstBuild, fstGet, fstGetMany, fstLength, fstRange, fstVerify } from './fst.js';
-import { jsonStrings } from './json.js';
+import { ndjsonLines } from './ndjson.js';
 import { intersect, postingsDecode, postingsEncode, union } from './postings.js';
 
 export const tsKernels: Kernels = Object.freeze({
@@ -13,7 +13,7 @@ export const tsKernels: Kernels = Object.freeze({
   crc32c: (bytes: Uint8Array, seed?: number) => crc32c(bytes, seed),
   crc32cRanges,
   payloadChecksums,
-  jsonStrings,
+  ndjsonLines,
   frameChecksumsWrite,
   frameChecksumsVerify,
   fstBuild,

@@ -1,11 +1,14 @@
 /**
- * JSON strings from UTF-8 bytes, the TypeScript twin of the native `jsonStrings`
- * (native/src/json.rs): each range becomes a JSON string, quotes included, escaped exactly as
- * `JSON.stringify` escapes it (`\"`, `\\`, the short escapes, `\u00XX` for the other control
- * characters), every other byte copied as it is. NDJSON export writes keys and tags one at a time
- * with `writeJsonString`, and text payloads a batch at a time with `jsonStrings`.
+ * JSON text written straight into a byte buffer, for NDJSON export lines (`ndjson.ts`, the twin
+ * of native/src/ndjson.rs and native/src/json.rs): integers, strings from UTF-8 bytes, and
+ * base64. Each writer takes the buffer and an offset and returns the offset after what it wrote;
+ * the caller has made room (`jsonStringBytesMax`, `base64Bytes`).
+ *
+ * The output is exactly what `JSON.stringify` of the same value, encoded as UTF-8, would be (and
+ * base64 exactly what `Buffer.toString('base64')` gives): an export's bytes must not depend on
+ * which of the two made them. Strings are escaped as `JSON.stringify` escapes them (`\"`, `\\`,
+ * the short escapes, `\u00XX` for the other control characters), every other byte copied as it is.
  */
-import { checkRanges } from './crc.js';
 
 const quote = 0x22;
 const backslash = 0x5c;
@@ -53,26 +56,77 @@ export function writeJsonString(out: Uint8Array, at: number, source: Uint8Array,
   return high >= 0x80 ? -at : at;
 }
 
-/** The JSON string of each range of `bytes`, laid end to end, and where each ends (see `Kernels.jsonStrings`). */
-export function jsonStrings(bytes: Uint8Array, ranges: Uint32Array): { bytes: Uint8Array; ends: Uint32Array } {
-  checkRanges(ranges, bytes.length);
-  let text = 0;
-  for (let index = 0; index < ranges.length; index += 2) text += ranges[index + 1] - ranges[index] + 2;
-  // Most text needs few escapes: room for it and its quotes, grown when a string might not fit.
-  let out = new Uint8Array(text + (text >>> 4));
-  const ends = new Uint32Array(ranges.length / 2);
-  let at = 0;
-  for (let index = 0; index < ends.length; index++) {
-    const start = ranges[2 * index];
-    const end = ranges[2 * index + 1];
-    const most = 6 * (end - start) + 2;
-    if (at + most > out.length) {
-      const grown = new Uint8Array(Math.max(2 * out.length, at + most));
-      grown.set(out.subarray(0, at));
-      out = grown;
-    }
-    at = Math.abs(writeJsonString(out, at, bytes, start, end));
-    ends[index] = at;
+const base64Digits = new TextEncoder().encode('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/');
+const equals = 0x3d;
+
+/** The most bytes a string of `bytes` UTF-8 bytes takes as JSON: six per byte (`\u001f`), and the quotes. */
+export function jsonStringBytesMax(bytes: number): number {
+  return 6 * bytes + 2;
+}
+
+/** The bytes of `count` bytes in base64, padded. */
+export function base64Bytes(count: number): number {
+  return 4 * Math.ceil(count / 3);
+}
+
+/**
+ * Below this many bytes a copy is a loop; from it on, one native copy (`set`): a byte loop costs
+ * a few nanoseconds a byte, a native call a few dozen nanoseconds in all.
+ */
+const nativeCopyBytesMin = 16;
+
+/** Copies `bytes` (ASCII JSON text such as `,"key":`) to `out` at `at`. */
+export function writeAscii(out: Uint8Array, at: number, bytes: Uint8Array): number {
+  if (bytes.length >= nativeCopyBytesMin) {
+    out.set(bytes, at);
+    return at + bytes.length;
   }
-  return { bytes: out.subarray(0, at), ends };
+  for (let index = 0; index < bytes.length; index++) out[at++] = bytes[index];
+  return at;
+}
+
+/**
+ * Writes `value`, an integer, in decimal as `JSON.stringify` would. Every number an export
+ * writes is a safe integer; anything else takes the slow path and still matches.
+ */
+export function writeInteger(out: Uint8Array, at: number, value: number): number {
+  if (!Number.isSafeInteger(value)) return writeAscii(out, at, new TextEncoder().encode(JSON.stringify(value)));
+  if (value < 0) {
+    out[at++] = 0x2d;
+    value = -value;
+  }
+  let digits = 1;
+  for (let power = 10; power <= value; power *= 10) digits++;
+  for (let index = at + digits - 1; index >= at; index--) {
+    const rest = Math.floor(value / 10);
+    out[index] = 0x30 + (value - rest * 10);
+    value = rest;
+  }
+  return at + digits;
+}
+
+/** Writes `source[start, end)` in base64 (the standard alphabet, padded), without quotes. */
+export function writeBase64(out: Uint8Array, at: number, source: Uint8Array, start: number, end: number): number {
+  let index = start;
+  for (; index + 3 <= end; index += 3) {
+    const bits = (source[index] << 16) | (source[index + 1] << 8) | source[index + 2];
+    out[at++] = base64Digits[bits >> 18];
+    out[at++] = base64Digits[(bits >> 12) & 63];
+    out[at++] = base64Digits[(bits >> 6) & 63];
+    out[at++] = base64Digits[bits & 63];
+  }
+  if (end - index === 1) {
+    const bits = source[index] << 16;
+    out[at++] = base64Digits[bits >> 18];
+    out[at++] = base64Digits[(bits >> 12) & 63];
+    out[at++] = equals;
+    out[at++] = equals;
+  } else if (end - index === 2) {
+    const bits = (source[index] << 16) | (source[index + 1] << 8);
+    out[at++] = base64Digits[bits >> 18];
+    out[at++] = base64Digits[(bits >> 12) & 63];
+    out[at++] = base64Digits[(bits >> 6) & 63];
+    out[at++] = equals;
+  }
+  return at;
 }

@@ -1,0 +1,474 @@
+//! NDJSON export lines, a batch of records at a time: one JSON object per record and line, its
+//! fields in a fixed order, written as bytes straight from the batch's columns. The lines are
+//! exactly what the TypeScript twin (`packages/engine/src/kernels/ts/ndjson.ts`) writes, which
+//! are exactly what `JSON.stringify` of the same values would give (docs/formats.md, Export).
+//!
+//! A line: `{"feed":…,"commit":…,"stream":…,"seq":` (the batch's `head`), the seq,
+//! `,"position":`, `,"timestamp":`, `,"key":` (a string or `null`), `,"version":` (an integer or
+//! `null`), `,"tombstone":` `true` or `false`, `,"type":` (a string or `null`), `,"tags":[…]`,
+//! `,"fingerprintBase64":"…"`, then `,"payload":` as text or `,"payloadBase64":"…"`, and `}\n`.
+
+use crate::error::{ErrorCode, KernelError, KernelResult};
+use crate::json::{write_json_string, ByteSink};
+
+const BASE64_DIGITS: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/// The largest integer a JavaScript number holds exactly: every number an export writes is one.
+const SAFE_INTEGER_MAX: f64 = 9_007_199_254_740_991.0;
+
+/// Which bit of a row's flags says what (the record flags of docs/formats.md, and the column
+/// batch's own bit for a payload that lies in `external`).
+#[derive(Clone, Copy)]
+pub struct FlagBits {
+    pub key: u8,
+    pub version: u8,
+    pub tombstone: u8,
+    pub elsewhere: u8,
+}
+
+/// One batch's columns, as a column batch holds them.
+pub struct Columns<'a> {
+    /// What every line of the batch starts with: `{"feed":…,"commit":…,"stream":…,"seq":`.
+    pub head: &'a [u8],
+    /// The batch's type names as JSON strings, end to end, and where each ends.
+    pub types: &'a [u8],
+    pub type_ends: &'a [u32],
+    /// The run's bytes, and those of payloads stored elsewhere.
+    pub bytes: &'a [u8],
+    pub external: &'a [u8],
+    pub seqs: &'a [f64],
+    pub positions: &'a [f64],
+    pub timestamps: &'a [f64],
+    pub versions: &'a [f64],
+    pub flags: &'a [u8],
+    pub type_ids: &'a [i32],
+    pub key_starts: &'a [u32],
+    pub key_ends: &'a [u32],
+    pub tag_rows: &'a [u32],
+    pub tag_starts: &'a [u32],
+    pub tag_ends: &'a [u32],
+    pub fingerprint_starts: &'a [u32],
+    pub fingerprint_ends: &'a [u32],
+    pub payload_starts: &'a [u32],
+    pub payload_ends: &'a [u32],
+    pub flag_bits: FlagBits,
+    /// Payloads as text (the caller checked every one is UTF-8), else as base64.
+    pub with_text: bool,
+}
+
+/// A buffer of fixed size written from the start; past its end nothing more is written, and
+/// `overflowed` says so.
+struct FixedOut<'a> {
+    buffer: &'a mut [u8],
+    at: usize,
+    overflowed: bool,
+}
+
+impl ByteSink for FixedOut<'_> {
+    #[inline]
+    fn push(&mut self, byte: u8) {
+        if self.at < self.buffer.len() {
+            self.buffer[self.at] = byte;
+            self.at += 1;
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    #[inline]
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        let end = self.at + bytes.len();
+        if end <= self.buffer.len() {
+            self.buffer[self.at..end].copy_from_slice(bytes);
+            self.at = end;
+        } else {
+            self.overflowed = true;
+        }
+    }
+}
+
+fn invalid(message: String) -> KernelError {
+    KernelError::invalid_argument(message)
+}
+
+/// Checks every column has a value for each of the batch's rows, and every range lies in its bytes.
+fn check(columns: &Columns) -> KernelResult<usize> {
+    let rows = columns.seqs.len();
+    let per_row: [(&str, usize); 12] = [
+        ("positions", columns.positions.len()),
+        ("timestamps", columns.timestamps.len()),
+        ("versions", columns.versions.len()),
+        ("flags", columns.flags.len()),
+        ("typeIds", columns.type_ids.len()),
+        ("keyStarts", columns.key_starts.len()),
+        ("keyEnds", columns.key_ends.len()),
+        ("fingerprintStarts", columns.fingerprint_starts.len()),
+        ("fingerprintEnds", columns.fingerprint_ends.len()),
+        ("payloadStarts", columns.payload_starts.len()),
+        ("payloadEnds", columns.payload_ends.len()),
+        ("tagRows", columns.tag_rows.len().saturating_sub(1)),
+    ];
+    for (name, length) in per_row {
+        if length < rows {
+            return Err(invalid(format!(
+                "column {name} holds {length} values for {rows} rows"
+            )));
+        }
+    }
+    if columns.tag_starts.len() != columns.tag_ends.len() {
+        return Err(invalid(
+            "tagStarts and tagEnds differ in length".to_string(),
+        ));
+    }
+    let range = |what: &str, start: u32, end: u32, within: usize| -> KernelResult<()> {
+        if start > end || end as usize > within {
+            return Err(invalid(format!(
+                "{what} [{start}, {end}) is reversed or runs past the {within} bytes"
+            )));
+        }
+        Ok(())
+    };
+    let mut previous_end = 0usize;
+    for (index, &end) in columns.type_ends.iter().enumerate() {
+        range(
+            &format!("type {index}"),
+            previous_end as u32,
+            end,
+            columns.types.len(),
+        )?;
+        previous_end = end as usize;
+    }
+    for row in 0..rows {
+        range(
+            "a key",
+            columns.key_starts[row],
+            columns.key_ends[row],
+            columns.bytes.len(),
+        )?;
+        range(
+            "a fingerprint",
+            columns.fingerprint_starts[row],
+            columns.fingerprint_ends[row],
+            columns.bytes.len(),
+        )?;
+        let elsewhere = columns.flags[row] & columns.flag_bits.elsewhere != 0;
+        let payload_bytes = if elsewhere {
+            columns.external.len()
+        } else {
+            columns.bytes.len()
+        };
+        range(
+            "a payload",
+            columns.payload_starts[row],
+            columns.payload_ends[row],
+            payload_bytes,
+        )?;
+        let (first, last) = (columns.tag_rows[row], columns.tag_rows[row + 1]);
+        if first > last || last as usize > columns.tag_starts.len() {
+            return Err(invalid(format!(
+                "row {row}'s tags [{first}, {last}) are reversed or past the {} tags",
+                columns.tag_starts.len()
+            )));
+        }
+        let type_id = columns.type_ids[row];
+        if type_id < -1 || type_id >= columns.type_ends.len() as i32 {
+            return Err(invalid(format!(
+                "row {row}'s type {type_id} is not one of the batch's {}",
+                columns.type_ends.len()
+            )));
+        }
+        for value in [
+            columns.seqs[row],
+            columns.positions[row],
+            columns.timestamps[row],
+            columns.versions[row],
+        ] {
+            if value.fract() != 0.0 || value.abs() > SAFE_INTEGER_MAX {
+                return Err(invalid(format!(
+                    "row {row} holds {value}, not a safe integer"
+                )));
+            }
+        }
+    }
+    for (index, (&start, &end)) in columns.tag_starts.iter().zip(columns.tag_ends).enumerate() {
+        range(&format!("tag {index}"), start, end, columns.bytes.len())?;
+    }
+    Ok(rows)
+}
+
+/// Writes the batch's lines into `out`: the bytes written, or `None` when they do not fit (the
+/// caller gives a larger buffer; what was written is not to be used). A key or tag that is not UTF-8 is `CORRUPT`; columns that do
+/// not fit together are `INVALID_ARGUMENT`.
+pub fn lines(columns: &Columns, out: &mut [u8]) -> KernelResult<Option<usize>> {
+    let rows = check(columns)?;
+    let mut out = FixedOut {
+        buffer: out,
+        at: 0,
+        overflowed: false,
+    };
+    let bits = columns.flag_bits;
+    for row in 0..rows {
+        let flags = columns.flags[row];
+        out.extend_from_slice(columns.head);
+        write_integer(&mut out, columns.seqs[row]);
+        out.extend_from_slice(b",\"position\":");
+        write_integer(&mut out, columns.positions[row]);
+        out.extend_from_slice(b",\"timestamp\":");
+        write_integer(&mut out, columns.timestamps[row]);
+        out.extend_from_slice(b",\"key\":");
+        if flags & bits.key != 0 {
+            write_text(
+                &mut out,
+                &columns.bytes[columns.key_starts[row] as usize..columns.key_ends[row] as usize],
+                "key",
+            )?;
+        } else {
+            out.extend_from_slice(b"null");
+        }
+        out.extend_from_slice(b",\"version\":");
+        if flags & bits.version != 0 {
+            write_integer(&mut out, columns.versions[row]);
+        } else {
+            out.extend_from_slice(b"null");
+        }
+        out.extend_from_slice(if flags & bits.tombstone != 0 {
+            b",\"tombstone\":true"
+        } else {
+            b",\"tombstone\":false"
+        });
+        out.extend_from_slice(b",\"type\":");
+        match columns.type_ids[row] {
+            -1 => out.extend_from_slice(b"null"),
+            id => {
+                let id = id as usize;
+                let start = if id == 0 {
+                    0
+                } else {
+                    columns.type_ends[id - 1] as usize
+                };
+                out.extend_from_slice(&columns.types[start..columns.type_ends[id] as usize]);
+            }
+        }
+        out.extend_from_slice(b",\"tags\":[");
+        for tag in columns.tag_rows[row] as usize..columns.tag_rows[row + 1] as usize {
+            if tag > columns.tag_rows[row] as usize {
+                out.push(b',');
+            }
+            write_text(
+                &mut out,
+                &columns.bytes[columns.tag_starts[tag] as usize..columns.tag_ends[tag] as usize],
+                "tag",
+            )?;
+        }
+        out.extend_from_slice(b"],\"fingerprintBase64\":\"");
+        write_base64(
+            &mut out,
+            &columns.bytes
+                [columns.fingerprint_starts[row] as usize..columns.fingerprint_ends[row] as usize],
+        );
+        let source = if flags & bits.elsewhere != 0 {
+            columns.external
+        } else {
+            columns.bytes
+        };
+        let payload =
+            &source[columns.payload_starts[row] as usize..columns.payload_ends[row] as usize];
+        if columns.with_text {
+            out.extend_from_slice(b"\",\"payload\":");
+            write_json_string(&mut out, payload);
+            out.extend_from_slice(b"}\n");
+        } else {
+            out.extend_from_slice(b"\",\"payloadBase64\":\"");
+            write_base64(&mut out, payload);
+            out.extend_from_slice(b"\"}\n");
+        }
+    }
+    // Every row is looked at even when the lines stopped fitting: a key that is not UTF-8 is
+    // reported whatever the buffer's size.
+    Ok(if out.overflowed { None } else { Some(out.at) })
+}
+
+/// A key or tag as a JSON string, checked to be UTF-8 (as reading it as a string checks it).
+fn write_text<W: ByteSink>(out: &mut W, text: &[u8], what: &str) -> KernelResult<()> {
+    if std::str::from_utf8(text).is_err() {
+        return Err(KernelError::new(
+            ErrorCode::Corrupt,
+            format!("a record's {what} is not valid UTF-8"),
+        ));
+    }
+    write_json_string(out, text);
+    Ok(())
+}
+
+/// A safe integer (checked already) in decimal, as `JSON.stringify` writes it.
+fn write_integer<W: ByteSink>(out: &mut W, value: f64) {
+    let mut digits = [0u8; 20];
+    let mut magnitude = value.abs() as u64;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (magnitude % 10) as u8;
+        magnitude /= 10;
+        if magnitude == 0 {
+            break;
+        }
+    }
+    // JSON.stringify(-0) is "0".
+    if value < 0.0 {
+        at -= 1;
+        digits[at] = b'-';
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Standard base64, padded, as `Buffer.toString('base64')` writes it.
+fn write_base64<W: ByteSink>(out: &mut W, bytes: &[u8]) {
+    let mut chunks = bytes.chunks_exact(3);
+    for chunk in &mut chunks {
+        let bits = (chunk[0] as u32) << 16 | (chunk[1] as u32) << 8 | chunk[2] as u32;
+        out.extend_from_slice(&[
+            BASE64_DIGITS[(bits >> 18) as usize],
+            BASE64_DIGITS[(bits >> 12 & 63) as usize],
+            BASE64_DIGITS[(bits >> 6 & 63) as usize],
+            BASE64_DIGITS[(bits & 63) as usize],
+        ]);
+    }
+    match chunks.remainder() {
+        [a] => {
+            let bits = (*a as u32) << 16;
+            out.extend_from_slice(&[
+                BASE64_DIGITS[(bits >> 18) as usize],
+                BASE64_DIGITS[(bits >> 12 & 63) as usize],
+                b'=',
+                b'=',
+            ]);
+        }
+        [a, b] => {
+            let bits = (*a as u32) << 16 | (*b as u32) << 8;
+            out.extend_from_slice(&[
+                BASE64_DIGITS[(bits >> 18) as usize],
+                BASE64_DIGITS[(bits >> 12 & 63) as usize],
+                BASE64_DIGITS[(bits >> 6 & 63) as usize],
+                b'=',
+            ]);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BITS: FlagBits = FlagBits {
+        key: 2,
+        version: 4,
+        tombstone: 8,
+        elsewhere: 128,
+    };
+
+    /// Two records: one with everything (a key and a tag needing escapes, a payload elsewhere),
+    /// one with nothing optional.
+    fn two_rows(with_text: bool, key: &[u8], out: &mut [u8]) -> KernelResult<Option<usize>> {
+        let mut bytes = key.to_vec();
+        bytes.extend_from_slice(b"t\"1fpAB{\"a\":1}");
+        let k = key.len() as u32;
+        let columns = Columns {
+            head: b"{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":",
+            types: b"\"created\"",
+            type_ends: &[9],
+            bytes: &bytes,
+            external: b"elsewhere\n",
+            seqs: &[1.0, 2.0],
+            positions: &[41.0, 42.0],
+            timestamps: &[1_700_000_000_000.0, 0.0],
+            versions: &[3.0, 0.0],
+            flags: &[2 | 4 | 8 | 128, 0],
+            type_ids: &[0, -1],
+            key_starts: &[0, 0],
+            key_ends: &[k, 0],
+            tag_rows: &[0, 1, 1],
+            tag_starts: &[k],
+            tag_ends: &[k + 3],
+            fingerprint_starts: &[k + 3, k + 4],
+            fingerprint_ends: &[k + 4, k + 6],
+            payload_starts: &[0, k + 6],
+            payload_ends: &[10, k + 14],
+            flag_bits: BITS,
+            with_text,
+        };
+        lines(&columns, out)
+    }
+
+    #[test]
+    fn writes_lines_as_json_stringify_would() {
+        let mut out = vec![0u8; 1024];
+        let written = two_rows(true, b"k\xc3\xa9", &mut out).unwrap().unwrap();
+        let text = std::str::from_utf8(&out[..written]).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":1,\"position\":41,\"timestamp\":1700000000000,\"key\":\"k\u{e9}\",\"version\":3,\"tombstone\":true,\"type\":\"created\",\"tags\":[\"t\\\"1\"],\"fingerprintBase64\":\"Zg==\",\"payload\":\"elsewhere\\n\"}\n",
+                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":2,\"position\":42,\"timestamp\":0,\"key\":null,\"version\":null,\"tombstone\":false,\"type\":null,\"tags\":[],\"fingerprintBase64\":\"cEE=\",\"payload\":\"B{\\\"a\\\":1}\"}\n",
+            )
+        );
+        let written = two_rows(false, b"k", &mut out).unwrap().unwrap();
+        let text = std::str::from_utf8(&out[..written]).unwrap();
+        assert!(
+            text.contains("\"payloadBase64\":\"ZWxzZXdoZXJlCg==\"}\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn says_when_the_lines_do_not_fit() {
+        let mut small = vec![0u8; 100];
+        assert_eq!(two_rows(true, b"k", &mut small).unwrap(), None);
+    }
+
+    #[test]
+    fn refuses_a_key_that_is_not_utf8_and_columns_that_do_not_fit() {
+        let mut out = vec![0u8; 1024];
+        assert_eq!(
+            two_rows(true, b"k\xff", &mut out).unwrap_err().code,
+            ErrorCode::Corrupt
+        );
+        let columns = Columns {
+            head: b"",
+            types: b"",
+            type_ends: &[],
+            bytes: b"",
+            external: b"",
+            seqs: &[1.5],
+            positions: &[1.0],
+            timestamps: &[1.0],
+            versions: &[1.0],
+            flags: &[0],
+            type_ids: &[-1],
+            key_starts: &[0],
+            key_ends: &[0],
+            tag_rows: &[0, 0],
+            tag_starts: &[],
+            tag_ends: &[],
+            fingerprint_starts: &[0],
+            fingerprint_ends: &[0],
+            payload_starts: &[0],
+            payload_ends: &[0],
+            flag_bits: BITS,
+            with_text: true,
+        };
+        assert_eq!(
+            lines(&columns, &mut out).unwrap_err().code,
+            ErrorCode::InvalidArgument
+        );
+        let columns = Columns {
+            seqs: &[1.0],
+            payload_ends: &[5],
+            ..columns
+        };
+        assert_eq!(
+            lines(&columns, &mut out).unwrap_err().code,
+            ErrorCode::InvalidArgument
+        );
+    }
+}

@@ -1,0 +1,167 @@
+/**
+ * NDJSON export lines, a batch of records at a time: the TypeScript twin of
+ * native/src/ndjson.rs (`Kernels.ndjsonLines`). One JSON object per record and line, its fields
+ * in a fixed order, written as bytes straight from the batch's columns: exactly what
+ * `JSON.stringify` of the same values would give.
+ */
+import { isUtf8 } from 'node:buffer';
+import { StreamStackError } from '../../errors.js';
+import type { NdjsonColumns } from '../kernels.js';
+import { base64Bytes, jsonStringBytesMax, writeAscii, writeBase64, writeInteger, writeJsonString } from './json.js';
+
+const encoder = new TextEncoder();
+const ascii = (text: string) => encoder.encode(text);
+const positionField = ascii(',"position":');
+const timestampField = ascii(',"timestamp":');
+const keyField = ascii(',"key":');
+const versionField = ascii(',"version":');
+const tombstoneTrue = ascii(',"tombstone":true');
+const tombstoneFalse = ascii(',"tombstone":false');
+const typeField = ascii(',"type":');
+const tagsField = ascii(',"tags":[');
+const fingerprintField = ascii('],"fingerprintBase64":"');
+const payloadTextField = ascii('","payload":');
+const payloadBase64Field = ascii('","payloadBase64":"');
+const lineEnd = ascii('}\n');
+const base64LineEnd = ascii('"}\n');
+const nullValue = ascii('null');
+/** The most bytes of a line besides its strings and head: field names, punctuation and four integers. */
+const lineFixedBytesMax = 256;
+
+function invalid(message: string): StreamStackError {
+  return new StreamStackError('INVALID_ARGUMENT', message);
+}
+
+/** Checks every column has a value for each row, and every range lies in its bytes (as the native twin does). */
+function check(columns: NdjsonColumns): number {
+  const rows = columns.seqs.length;
+  const perRow: [string, number][] = [
+    ['positions', columns.positions.length],
+    ['timestamps', columns.timestamps.length],
+    ['versions', columns.versions.length],
+    ['flags', columns.flags.length],
+    ['typeIds', columns.typeIds.length],
+    ['keyStarts', columns.keyStarts.length],
+    ['keyEnds', columns.keyEnds.length],
+    ['fingerprintStarts', columns.fingerprintStarts.length],
+    ['fingerprintEnds', columns.fingerprintEnds.length],
+    ['payloadStarts', columns.payloadStarts.length],
+    ['payloadEnds', columns.payloadEnds.length],
+    ['tagRows', Math.max(0, columns.tagRows.length - 1)],
+  ];
+  for (const [name, length] of perRow) if (length < rows) throw invalid(`column ${name} holds ${length} values for ${rows} rows`);
+  if (columns.tagStarts.length !== columns.tagEnds.length) throw invalid('tagStarts and tagEnds differ in length');
+  for (const [name, value] of [
+    ['keyFlag', columns.keyFlag],
+    ['versionFlag', columns.versionFlag],
+    ['tombstoneFlag', columns.tombstoneFlag],
+    ['elsewhereFlag', columns.elsewhereFlag],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 0 || value > 0xff) throw invalid(`${name} ${value} is not a flag bit of a byte`);
+  }
+  const range = (what: string, start: number, end: number, within: number) => {
+    if (start > end || end > within) throw invalid(`${what} [${start}, ${end}) is reversed or runs past the ${within} bytes`);
+  };
+  let previousEnd = 0;
+  columns.typeEnds.forEach((end, index) => {
+    range(`type ${index}`, previousEnd, end, columns.types.length);
+    previousEnd = end;
+  });
+  for (let row = 0; row < rows; row++) {
+    range('a key', columns.keyStarts[row], columns.keyEnds[row], columns.bytes.length);
+    range('a fingerprint', columns.fingerprintStarts[row], columns.fingerprintEnds[row], columns.bytes.length);
+    const elsewhere = (columns.flags[row] & columns.elsewhereFlag) !== 0;
+    range('a payload', columns.payloadStarts[row], columns.payloadEnds[row], elsewhere ? columns.external.length : columns.bytes.length);
+    const first = columns.tagRows[row];
+    const last = columns.tagRows[row + 1];
+    if (first > last || last > columns.tagStarts.length) throw invalid(`row ${row}'s tags [${first}, ${last}) are reversed or past the ${columns.tagStarts.length} tags`);
+    const typeId = columns.typeIds[row];
+    if (typeId < -1 || typeId >= columns.typeEnds.length) throw invalid(`row ${row}'s type ${typeId} is not one of the batch's ${columns.typeEnds.length}`);
+    for (const value of [columns.seqs[row], columns.positions[row], columns.timestamps[row], columns.versions[row]]) {
+      if (!Number.isSafeInteger(value)) throw invalid(`row ${row} holds ${value}, not a safe integer`);
+    }
+  }
+  for (let tag = 0; tag < columns.tagStarts.length; tag++) range(`tag ${tag}`, columns.tagStarts[tag], columns.tagEnds[tag], columns.bytes.length);
+  return rows;
+}
+
+/** Writes `bytes[start, end)`, a key or tag, as a JSON string, checked to be UTF-8. */
+function writeText(out: Uint8Array, at: number, bytes: Uint8Array, start: number, end: number, what: string): number {
+  const after = writeJsonString(out, at, bytes, start, end);
+  if (after >= 0) return after;
+  if (!isUtf8(bytes.subarray(start, end))) throw new StreamStackError('CORRUPT', `a record's ${what} is not valid UTF-8`);
+  return -after;
+}
+
+/** The most bytes row `row`'s line can take. */
+function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): number {
+  let bytes = lineFixedBytesMax + columns.head.length + typeBytes + jsonStringBytesMax(columns.keyEnds[row] - columns.keyStarts[row]);
+  for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) bytes += jsonStringBytesMax(columns.tagEnds[tag] - columns.tagStarts[tag]) + 1;
+  bytes += base64Bytes(columns.fingerprintEnds[row] - columns.fingerprintStarts[row]);
+  const payload = columns.payloadEnds[row] - columns.payloadStarts[row];
+  return bytes + (columns.withText ? jsonStringBytesMax(payload) : base64Bytes(payload));
+}
+
+/**
+ * Writes the batch's lines into `out` and returns the bytes written, or -1 when they do not
+ * fit (see `Kernels.ndjsonLines`).
+ */
+export function ndjsonLines(columns: NdjsonColumns, into: Uint8Array): number {
+  const rows = check(columns);
+  const { head, types, typeEnds, bytes, flags, keyFlag, versionFlag, tombstoneFlag, elsewhereFlag } = columns;
+  let typeBytes = nullValue.length;
+  typeEnds.forEach((end, index) => (typeBytes = Math.max(typeBytes, end - (index === 0 ? 0 : typeEnds[index - 1]))));
+  // Written into scratch room for whatever each line's strings hold, then copied when it fits:
+  // whether lines fit is decided by their bytes, as the native twin decides it, and every row is
+  // checked either way.
+  let at = 0;
+  let lines = scratch;
+  for (let row = 0; row < rows; row++) {
+    const most = at + lineBytesMax(columns, row, typeBytes);
+    if (most > lines.length) {
+      const grown = new Uint8Array(Math.max(2 * lines.length, most));
+      grown.set(lines.subarray(0, at));
+      lines = scratch = grown;
+    }
+    const out = lines;
+    const flag = flags[row];
+    at = writeAscii(out, at, head);
+    at = writeInteger(out, at, columns.seqs[row]);
+    at = writeAscii(out, at, positionField);
+    at = writeInteger(out, at, columns.positions[row]);
+    at = writeAscii(out, at, timestampField);
+    at = writeInteger(out, at, columns.timestamps[row]);
+    at = writeAscii(out, at, keyField);
+    at = (flag & keyFlag) !== 0 ? writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key') : writeAscii(out, at, nullValue);
+    at = writeAscii(out, at, versionField);
+    at = (flag & versionFlag) !== 0 ? writeInteger(out, at, columns.versions[row]) : writeAscii(out, at, nullValue);
+    at = writeAscii(out, at, (flag & tombstoneFlag) !== 0 ? tombstoneTrue : tombstoneFalse);
+    at = writeAscii(out, at, typeField);
+    const typeId = columns.typeIds[row];
+    at = typeId < 0 ? writeAscii(out, at, nullValue) : writeAscii(out, at, types.subarray(typeId === 0 ? 0 : typeEnds[typeId - 1], typeEnds[typeId]));
+    at = writeAscii(out, at, tagsField);
+    for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) {
+      if (tag > columns.tagRows[row]) out[at++] = 0x2c;
+      at = writeText(out, at, bytes, columns.tagStarts[tag], columns.tagEnds[tag], 'tag');
+    }
+    at = writeAscii(out, at, fingerprintField);
+    at = writeBase64(out, at, bytes, columns.fingerprintStarts[row], columns.fingerprintEnds[row]);
+    const payload = (flag & elsewhereFlag) !== 0 ? columns.external : bytes;
+    if (columns.withText) {
+      // The caller has checked every payload is UTF-8: high bytes need no second look.
+      at = writeAscii(out, at, payloadTextField);
+      at = Math.abs(writeJsonString(out, at, payload, columns.payloadStarts[row], columns.payloadEnds[row]));
+      at = writeAscii(out, at, lineEnd);
+    } else {
+      at = writeAscii(out, at, payloadBase64Field);
+      at = writeBase64(out, at, payload, columns.payloadStarts[row], columns.payloadEnds[row]);
+      at = writeAscii(out, at, base64LineEnd);
+    }
+  }
+  if (at > into.length) return -1;
+  into.set(lines.subarray(0, at));
+  return at;
+}
+
+/** Room the lines are written in before they are copied out, kept between calls. */
+let scratch = new Uint8Array(64 * 1024);

@@ -1,0 +1,199 @@
+/**
+ * `ndjsonLines`, native and ts: a batch's NDJSON export lines are byte for byte the same from
+ * both kernel sets, every line is what `JSON.stringify` writes for the record, both say -1 when
+ * the lines do not fit, and both refuse the same bad columns with the same code.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { NdjsonColumns } from '../../packages/engine/src/kernels/kernels.js';
+import { branchTally, expectSameOutcome, native, ts } from './both.js';
+
+const encoder = new TextEncoder();
+const flags = { key: 2, version: 4, tombstone: 8, elsewhere: 128 };
+
+/** Text with what JSON escapes and multi-byte characters. */
+const textArb = fc.string({
+  unit: fc.oneof(
+    { weight: 8, arbitrary: fc.constantFrom('a', 'Z', '0', ' ', '{', '}', ':', 'x') },
+    { weight: 2, arbitrary: fc.constantFrom('"', '\\', '\n', '\t', '\u0001', '\u001f', '\u007f') },
+    { weight: 1, arbitrary: fc.constantFrom('é', '€', '\u{1f600}', '\u2028') },
+  ),
+  maxLength: 120,
+});
+
+interface TestRecord {
+  key?: string;
+  version?: number;
+  tombstone: boolean;
+  typeId: number;
+  tags: string[];
+  fingerprint: Uint8Array;
+  payload: Uint8Array;
+  elsewhere: boolean;
+  seq: number;
+  position: number;
+  timestamp: number;
+}
+
+const recordArb = (types: number, text: boolean) =>
+  fc.record({
+    key: fc.option(textArb, { nil: undefined }),
+    version: fc.option(fc.maxSafeNat(), { nil: undefined }),
+    tombstone: fc.boolean(),
+    typeId: fc.integer({ min: -1, max: types - 1 }),
+    tags: fc.array(textArb, { maxLength: 4 }),
+    fingerprint: fc.uint8Array({ minLength: 1, maxLength: 32 }),
+    payload: text ? textArb.map((value) => encoder.encode(value)) : fc.uint8Array({ maxLength: 200 }),
+    elsewhere: fc.boolean(),
+    seq: fc.maxSafeNat(),
+    position: fc.maxSafeNat(),
+    timestamp: fc.maxSafeNat(),
+  });
+
+/** The records as a batch's columns: strings and payloads laid out in one buffer (or the external one). */
+function columnsOf(records: readonly TestRecord[], types: readonly string[], withText: boolean): NdjsonColumns {
+  const parts: Uint8Array[] = [];
+  const external: Uint8Array[] = [];
+  let at = 0;
+  let externalAt = 0;
+  const place = (bytes: Uint8Array, into: 'bytes' | 'external'): [number, number] => {
+    if (into === 'external') {
+      external.push(bytes);
+      return [externalAt, (externalAt += bytes.length)];
+    }
+    parts.push(bytes);
+    return [at, (at += bytes.length)];
+  };
+  const rows = records.length;
+  const columns = {
+    seqs: new Float64Array(rows),
+    positions: new Float64Array(rows),
+    timestamps: new Float64Array(rows),
+    versions: new Float64Array(rows),
+    flags: new Uint8Array(rows),
+    typeIds: new Int32Array(rows),
+    keyStarts: new Uint32Array(rows),
+    keyEnds: new Uint32Array(rows),
+    tagRows: new Uint32Array(rows + 1),
+    fingerprintStarts: new Uint32Array(rows),
+    fingerprintEnds: new Uint32Array(rows),
+    payloadStarts: new Uint32Array(rows),
+    payloadEnds: new Uint32Array(rows),
+  };
+  const tagStarts: number[] = [];
+  const tagEnds: number[] = [];
+  records.forEach((record, row) => {
+    columns.seqs[row] = record.seq;
+    columns.positions[row] = record.position;
+    columns.timestamps[row] = record.timestamp;
+    columns.versions[row] = record.version ?? 0;
+    columns.typeIds[row] = record.typeId;
+    columns.flags[row] = (record.key !== undefined ? flags.key : 0) | (record.version !== undefined ? flags.version : 0) | (record.tombstone ? flags.tombstone : 0) | (record.elsewhere ? flags.elsewhere : 0);
+    [columns.keyStarts[row], columns.keyEnds[row]] = record.key !== undefined ? place(encoder.encode(record.key), 'bytes') : [at, at];
+    columns.tagRows[row] = tagStarts.length;
+    for (const tag of record.tags) {
+      const [start, end] = place(encoder.encode(tag), 'bytes');
+      tagStarts.push(start);
+      tagEnds.push(end);
+    }
+    [columns.fingerprintStarts[row], columns.fingerprintEnds[row]] = place(record.fingerprint, 'bytes');
+    [columns.payloadStarts[row], columns.payloadEnds[row]] = place(record.payload, record.elsewhere ? 'external' : 'bytes');
+  });
+  columns.tagRows[rows] = tagStarts.length;
+  const typeBytes = types.map((type) => encoder.encode(JSON.stringify(type)));
+  let typeAt = 0;
+  return {
+    head: encoder.encode('{"feed":"f","commit":7,"stream":"s-1","seq":'),
+    types: Buffer.concat(typeBytes),
+    typeEnds: Uint32Array.from(typeBytes, (bytes) => (typeAt += bytes.length)),
+    bytes: Buffer.concat(parts),
+    external: Buffer.concat(external),
+    ...columns,
+    tagStarts: Uint32Array.from(tagStarts),
+    tagEnds: Uint32Array.from(tagEnds),
+    keyFlag: flags.key,
+    versionFlag: flags.version,
+    tombstoneFlag: flags.tombstone,
+    elsewhereFlag: flags.elsewhere,
+    withText,
+  };
+}
+
+/** What `JSON.stringify` writes for a record's line. */
+function expectedLine(record: TestRecord, types: readonly string[], withText: boolean): string {
+  const value: Record<string, unknown> = {
+    feed: 'f',
+    commit: 7,
+    stream: 's-1',
+    seq: record.seq,
+    position: record.position,
+    timestamp: record.timestamp,
+    key: record.key ?? null,
+    version: record.version ?? null,
+    tombstone: record.tombstone,
+    type: record.typeId < 0 ? null : types[record.typeId],
+    tags: record.tags,
+    fingerprintBase64: Buffer.from(record.fingerprint).toString('base64'),
+  };
+  if (withText) value.payload = new TextDecoder().decode(record.payload);
+  else value.payloadBase64 = Buffer.from(record.payload).toString('base64');
+  return `${JSON.stringify(value)}\n`;
+}
+
+describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
+  it('write every record as JSON.stringify does, and both say when the lines do not fit', () => {
+    const tally = branchTally('ndjsonLines', ['payloads as text', 'payloads as base64', 'a key', 'no key', 'a payload elsewhere', 'no type', 'tags', 'over 50 records', 'out too small']);
+    // Batches of up to 80 records (size 'max', so long ones come often), each with up to 4 tags
+    // and strings up to 120 characters, text or binary payloads; the out buffer is sometimes cut
+    // a byte short of the lines.
+    const batchArb = fc
+      .record({ types: fc.array(textArb, { minLength: 1, maxLength: 4 }), withText: fc.boolean() })
+      .chain(({ types, withText }) => fc.record({ types: fc.constant(types), withText: fc.constant(withText), records: fc.array(recordArb(types.length, withText), { maxLength: 80, size: 'max' }), short: fc.boolean() }));
+    fc.assert(
+      fc.property(batchArb, ({ types, withText, records, short }) => {
+        const columns = columnsOf(records, types, withText);
+        const expected = records.map((record) => expectedLine(record, types, withText)).join('');
+        const bytes = encoder.encode(expected);
+        tally.hit(withText ? 'payloads as text' : 'payloads as base64');
+        tally.hit('over 50 records', records.length > 50);
+        for (const record of records) {
+          tally.hit(record.key === undefined ? 'no key' : 'a key');
+          tally.hit('a payload elsewhere', record.elsewhere);
+          tally.hit('no type', record.typeId < 0);
+          tally.hit('tags', record.tags.length > 0);
+        }
+        const size = short && bytes.length > 0 ? bytes.length - 1 : bytes.length + 16;
+        tally.hit('out too small', size < bytes.length);
+        const written = expectSameOutcome((kernels) => {
+          const out = new Uint8Array(size);
+          const length = kernels.ndjsonLines(columns, out);
+          return length < 0 ? length : out.slice(0, length);
+        });
+        expect(written).toEqual({ ok: true, value: size < bytes.length ? -1 : new Uint8Array(bytes) });
+      }),
+      { numRuns: 200 },
+    );
+    tally.expectAllReached();
+  });
+
+  it('refuse keys that are not UTF-8 and columns that do not fit, with the same codes', () => {
+    const base = (): TestRecord => ({ key: 'k', tombstone: false, typeId: 0, tags: ['t'], fingerprint: Uint8Array.of(1), payload: encoder.encode('p'), elsewhere: false, seq: 1, position: 1, timestamp: 1 });
+    const good = columnsOf([base(), base()], ['created'], true);
+    const out = new Uint8Array(4096);
+    expect(native.ndjsonLines(good, out)).toBe(ts.ndjsonLines(good, out));
+    const badKey = { ...good, bytes: Uint8Array.from(good.bytes, (byte, at) => (at === good.keyStarts[1] ? 0xff : byte)) };
+    const cases: [string, NdjsonColumns, string][] = [
+      ['a key that is not UTF-8', badKey, 'CORRUPT'],
+      ['a seq that is not a safe integer', { ...good, seqs: Float64Array.of(1, 1.5) }, 'INVALID_ARGUMENT'],
+      ['a position past 2^53', { ...good, positions: Float64Array.of(1, 2 ** 60) }, 'INVALID_ARGUMENT'],
+      ['a column short of the rows', { ...good, keyEnds: good.keyEnds.subarray(0, 1) }, 'INVALID_ARGUMENT'],
+      ['a payload past its bytes', { ...good, payloadEnds: Uint32Array.of(good.payloadEnds[0], good.bytes.length + 1) }, 'INVALID_ARGUMENT'],
+      ['a type that is not the batch’s', { ...good, typeIds: Int32Array.of(0, 1) }, 'INVALID_ARGUMENT'],
+      ['tags past the tag columns', { ...good, tagRows: Uint32Array.of(0, 1, 5) }, 'INVALID_ARGUMENT'],
+    ];
+    for (const [what, columns, code] of cases) {
+      // Also into a buffer too small: the columns are refused whatever the room.
+      for (const room of [4096, 8]) expect(expectSameOutcome((kernels) => kernels.ndjsonLines(columns, new Uint8Array(room))), what).toEqual({ ok: false, code });
+    }
+  });
+});
