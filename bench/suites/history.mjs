@@ -21,8 +21,10 @@
 // issue's limit of 50 ms for background history work.
 //
 // Merging compaction, on the feed retention left: `compact()` joins its sealed segments; the
-// figures are its rate (records rewritten per second), segments before and after, bytes on disk
-// before and after, and the event loop's largest delay while it runs (limit 50 ms). The merged
+// figures are its rate (records rewritten per second, the merged segments' index files and
+// dictionaries built included: the rewrite's worker builds them before the switch-over), segments
+// before and after, bytes on disk before and after, and the event loop's largest delay while it
+// runs (limit 50 ms). The merged
 // feed's RAW scan must still count every record kept, and `get` must answer the same.
 //
 // Key compaction, on a feed of its own (`keys`) of the same size: each key updated 10 times
