@@ -51,8 +51,8 @@ export const leaseTtlMsMin = 10;
 export const leaseTtlMsMax = 24 * 60 * 60 * 1000;
 
 /**
- * Payloads remembered for deduplication per feed (about 60 bytes each in memory): the recent
- * quarter million, which catches the repeats of consecutive polls. Past it the map starts over,
+ * Payloads remembered for deduplication per feed (about 40 bytes each in memory, none of it
+ * objects): the recent quarter million, which catches the repeats of consecutive polls. Past it the map starts over,
  * so an old payload may be stored again; that costs disk, never correctness. A larger map costs
  * every append a slower, cache-missing lookup.
  */

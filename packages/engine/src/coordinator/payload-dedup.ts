@@ -47,7 +47,18 @@ export class GroupPayloads {
 }
 
 export class PayloadDedup {
-  private readonly stored = new Map<number, PayloadLocation>();
+  /**
+   * The stored payloads of one history segment, the newest remembered: a run only references
+   * payloads of the segment it lands in, so those of earlier segments are never found again.
+   * The map goes from key to a slot of the columns below, small integers both: a quarter
+   * million location objects lived on the heap for good, and every full collection marked them
+   * all (40 ms at a time on the event loop).
+   */
+  private readonly slots = new Map<number, number>();
+  private segment = -1;
+  private offsets = new Float64Array(1024);
+  private lengths = new Uint32Array(1024);
+  private crcs = new Uint32Array(1024);
   /**
    * Durable runs whose payloads are not in the map yet: a seal stores up to hundreds of thousands,
    * and mapping them in the turn that acknowledges it stalled the event loop. `fold` maps them a
@@ -60,10 +71,37 @@ export class PayloadDedup {
 
   /** Remembers a durable payload. */
   remember(crc: number, location: PayloadLocation): void {
-    // Bounded: past the bound the map starts over, so a payload first stored long ago may be
-    // stored again. That costs bytes, never correctness.
-    if (this.stored.size >= payloadDedupEntriesMax) this.stored.clear();
-    this.stored.set(keyOf(crc), location);
+    // A payload of an earlier segment than the one remembered could never be found again.
+    if (location.segment < this.segment) return;
+    // Bounded: past the bound (or on to a new segment) the map starts over, so a payload first
+    // stored long ago may be stored again. That costs bytes, never correctness.
+    if (location.segment > this.segment || this.slots.size >= payloadDedupEntriesMax) {
+      this.slots.clear();
+      this.segment = location.segment;
+    }
+    const key = keyOf(crc);
+    let slot = this.slots.get(key);
+    if (slot === undefined) {
+      slot = this.slots.size;
+      if (slot === this.offsets.length) this.grow();
+      this.slots.set(key, slot);
+    }
+    this.offsets[slot] = location.offset;
+    this.lengths[slot] = location.length;
+    this.crcs[slot] = crc;
+  }
+
+  private grow(): void {
+    const size = this.offsets.length * 2;
+    const offsets = new Float64Array(size);
+    offsets.set(this.offsets);
+    this.offsets = offsets;
+    const lengths = new Uint32Array(size);
+    lengths.set(this.lengths);
+    this.lengths = lengths;
+    const crcs = new Uint32Array(size);
+    crcs.set(this.crcs);
+    this.crcs = crcs;
   }
 
   /** Remembers the new payloads of a durable run that starts at `runStart` of segment `segment`. */
@@ -96,8 +134,9 @@ export class PayloadDedup {
     for (let run = this.pending.shift(); run; run = this.pending.shift()) {
       for (const laid of run.payloads) this.rememberLaid(run, laid);
     }
-    const candidate = this.stored.get(keyOf(crc));
-    if (!candidate || candidate.segment !== segment || candidate.length !== payload.length) return undefined;
+    const slot = segment === this.segment ? this.slots.get(keyOf(crc)) : undefined;
+    if (slot === undefined || this.lengths[slot] !== payload.length || this.crcs[slot] !== crc >>> 0) return undefined;
+    const candidate: PayloadLocation = { segment, offset: this.offsets[slot], length: this.lengths[slot], crc: this.crcs[slot] };
     return this.equalsStored(candidate, payload) ? candidate : undefined;
   }
 }
