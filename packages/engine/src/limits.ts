@@ -52,9 +52,9 @@ export const leaseTtlMsMax = 24 * 60 * 60 * 1000;
 
 /**
  * Payloads remembered for deduplication per feed (about 40 bytes each in memory, none of it
- * objects): the recent quarter million, which catches the repeats of consecutive polls. Past it the map starts over,
- * so an old payload may be stored again; that costs disk, never correctness. A larger map costs
- * every append a slower, cache-missing lookup.
+ * objects): the recent quarter million, which catches the repeats of consecutive polls. Past it
+ * the map starts over, so an old payload may be stored again; that costs disk, never correctness.
+ * A larger map costs every append a slower, cache-missing lookup.
  */
 export const payloadDedupEntriesMax = 1 << 18;
 
