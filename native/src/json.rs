@@ -30,18 +30,17 @@ const ESCAPES: [u8; 256] = {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
 
-/// Whether any byte of `word` is zero (exact for "any": see Bit Twiddling Hacks, `haszero`).
+/// The bytes of `word` that need an escape (below 0x20, a quote or a backslash), as the high bit
+/// of each: exact up to and including the lowest one, which is all the scan uses (a borrow may
+/// mark bytes above it; see Bit Twiddling Hacks, `haszero` and `hasless`).
 #[inline]
-fn has_zero_byte(word: u64) -> bool {
-    word.wrapping_sub(ONES) & !word & HIGH_BITS != 0
-}
-
-/// Whether any of the eight bytes of `word` needs an escape: below 0x20, a quote or a backslash.
-#[inline]
-fn needs_escape(word: u64) -> bool {
-    word.wrapping_sub(ONES * 0x20) & !word & HIGH_BITS != 0
-        || has_zero_byte(word ^ (ONES * b'"' as u64))
-        || has_zero_byte(word ^ (ONES * b'\\' as u64))
+fn escape_mask(word: u64) -> u64 {
+    let quotes = word ^ (ONES * b'"' as u64);
+    let backslashes = word ^ (ONES * b'\\' as u64);
+    (word.wrapping_sub(ONES * 0x20) & !word
+        | quotes.wrapping_sub(ONES) & !quotes
+        | backslashes.wrapping_sub(ONES) & !backslashes)
+        & HIGH_BITS
 }
 
 /// Where JSON text is appended: a growing vector, or a buffer of fixed size (`ndjson.rs`).
@@ -59,42 +58,51 @@ impl ByteSink for Vec<u8> {
     }
 }
 
-/// Appends `text` as a JSON string: stretches that need no escape are copied whole, and eight
-/// bytes are looked at a time until one of them needs an escape.
+/// Appends `text` as a JSON string: stretches that need no escape are copied whole, found eight
+/// bytes at a time, the word's mask giving where in it the next escape is.
 pub fn write_json_string<W: ByteSink>(out: &mut W, text: &[u8]) {
     out.push(b'"');
     let mut copied = 0;
     let mut at = 0;
-    while at < text.len() {
-        if at + 8 <= text.len() {
-            let word = u64::from_le_bytes(text[at..at + 8].try_into().expect("eight bytes"));
-            if !needs_escape(word) {
-                at += 8;
-                continue;
-            }
+    while at + 8 <= text.len() {
+        let word = u64::from_le_bytes(text[at..at + 8].try_into().expect("eight bytes"));
+        let mask = escape_mask(word);
+        if mask == 0 {
+            at += 8;
+            continue;
         }
-        let byte = text[at];
-        let escape = ESCAPES[byte as usize];
-        if escape != 0 {
+        at += (mask.trailing_zeros() / 8) as usize;
+        out.extend_from_slice(&text[copied..at]);
+        write_escape(out, text[at]);
+        at += 1;
+        copied = at;
+    }
+    while at < text.len() {
+        if ESCAPES[text[at] as usize] != 0 {
             out.extend_from_slice(&text[copied..at]);
-            if escape == b'u' {
-                out.extend_from_slice(&[
-                    b'\\',
-                    b'u',
-                    b'0',
-                    b'0',
-                    HEX_DIGITS[(byte >> 4) as usize],
-                    HEX_DIGITS[(byte & 15) as usize],
-                ]);
-            } else {
-                out.extend_from_slice(&[b'\\', escape]);
-            }
+            write_escape(out, text[at]);
             copied = at + 1;
         }
         at += 1;
     }
     out.extend_from_slice(&text[copied..]);
     out.push(b'"');
+}
+
+/// The escape of a byte that needs one.
+#[inline]
+fn write_escape<W: ByteSink>(out: &mut W, byte: u8) {
+    match ESCAPES[byte as usize] {
+        b'u' => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX_DIGITS[(byte >> 4) as usize],
+            HEX_DIGITS[(byte & 15) as usize],
+        ]),
+        escape => out.extend_from_slice(&[b'\\', escape]),
+    }
 }
 
 #[cfg(test)]
