@@ -181,6 +181,31 @@ describe('feed.export', () => {
     }
   });
 
+  it('gives Parquet row groups the statistics range queries use: least and greatest position, commit and timestamp', async () => {
+    const directory = temporaryDirectory();
+    const { feed, close } = await feedWith(directory, false);
+    try {
+      const manifest = await feed.export({ format: 'parquet', after: 5, upTo: 22, to: path.join(directory, 'out') });
+      const records = await collect(feed.read({ after: 5, upTo: 22 }));
+      const file = path.join(directory, 'out', manifest.files[0].name);
+      // DuckDB reads the statistics from the file's footer, as a query planner would.
+      const script = [
+        'import sys, json, duckdb',
+        "rows = duckdb.sql(\"select path_in_schema, stats_min_value, stats_max_value from parquet_metadata('\" + sys.argv[1] + \"')\").fetchall()",
+        'print(json.dumps({name: [low, high] for name, low, high in rows}))',
+      ].join('\n');
+      const statistics = JSON.parse(execFileSync('python3', ['-c', script, file], { encoding: 'utf8' })) as Record<string, [string | null, string | null]>;
+      const span = (values: number[]) => [String(Math.min(...values)), String(Math.max(...values))];
+      expect(statistics.position).toEqual(span(records.map((record) => record.position)));
+      expect(statistics.commit).toEqual(span(records.map((record) => record.commit)));
+      expect(statistics.timestamp?.every((value) => value !== null)).toBe(true);
+      // Columns no range query filters by carry none: computing them cost a fifth of the writer.
+      expect(statistics.payload).toEqual([null, null]);
+    } finally {
+      await close();
+    }
+  });
+
   it('splits a large export into files of about the target size, every file named in the manifest', async () => {
     const directory = temporaryDirectory();
     const store = await openStore(directory, { segmentBytes: 8 * 1024 * 1024 });
