@@ -4,6 +4,8 @@
  * as dedup and latest keep) compacted first, every batch reads back record for record the same.
  */
 import { describe, expect, it } from 'vitest';
+import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
+import { ColumnArena } from '../../packages/engine/src/query/export-columns.js';
 import { compactBatch, packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
 import type { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
@@ -42,4 +44,40 @@ describe('export transfer', () => {
     }
     await store.close();
   });
+
+  it('converts groups in a reused arena exactly as in new arrays, whatever the group before left there', async () => {
+    const store = await openStore(temporaryDirectory());
+    const feed = await store.createFeed('f');
+    // The first commit is large, so the arena's buffer holds every later group. Then commits
+    // alternate between records with every optional field and records with none, payloads of one
+    // length: a group converted after the other kind finds that kind's values and bitmaps where
+    // its own go.
+    for (let commit = 0; commit < 9; commit++) {
+      const full = commit % 2 === 0;
+      await feed.append(
+        Array.from({ length: commit === 0 ? 300 : 40 }, (_, n) =>
+          full
+            ? { payload: `full ${String(n).padStart(3, '0')}`, key: `key-${n % 7}`, version: commit, tombstone: n % 4 === 1, type: `t${n % 3}`, tags: [`a${n}`, `b${commit}`] }
+            : { payload: `bare ${String(n).padStart(3, '0')}` },
+        ),
+      );
+    }
+    const batches = await collect(feed.readColumns());
+    expect(batches.length).toBeGreaterThan(4);
+    // Every cell as plain data: values, not the buffers and offsets Arrow's objects hold them in.
+    const rows = (group: ColumnBatch[], arena?: ColumnArena) =>
+      exportArrowBatch(group, true, arena)
+        .toArray()
+        .map((row) => JSON.stringify(row.toJSON(), (_, value: unknown) => (typeof value === 'bigint' ? `${value}n` : value instanceof Uint8Array ? Buffer.from(value).toString('hex') : typeof value === 'object' && value !== null && 'toArray' in value ? [...(value as Iterable<unknown>)] : value)));
+    const arena = new ColumnArena();
+    const groups = [batches.slice(0, 1), ...batches.slice(1).map((batch) => [batch]), batches.slice(3, 5), batches.slice(4, 6)];
+    for (const group of groups) {
+      arena.reset();
+      const reused = rows(group, arena);
+      expect(reused).toEqual(rows(group));
+      expect(reused.some((row) => row.includes('"tombstone":true')) || reused.every((row) => row.includes('"key":null'))).toBe(true);
+    }
+    await store.close();
+  });
 });
+

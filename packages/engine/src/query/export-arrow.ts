@@ -11,7 +11,7 @@
 import * as arrow from 'apache-arrow';
 import { recordFlags } from '../storage/records.js';
 import type { ColumnBatch } from './column-batch.js';
-import { commitColumn, gatherRanges, int64Column, repeatedStrings, rowCount, tagListOffsets, tombstoneBits, typeStrings, typeValidity, validityOfFlag } from './export-columns.js';
+import { commitColumn, gatherRanges, int64Column, newArrays, repeatedStrings, rowCount, tagListOffsets, tombstoneBits, typeStrings, typeValidity, validityOfFlag, type ColumnAllocator } from './export-columns.js';
 
 /** The name of the column holding payloads as UTF-8 text, present where every payload is text. */
 export const payloadTextColumn = 'payloadText';
@@ -44,35 +44,36 @@ export function describeSchema(withText: boolean): { name: string; type: string;
 /**
  * The batches (in order) as one Arrow record batch of the export schema; with `withText`, the
  * payloads also as a UTF-8 column, which shares the binary column's buffers (the caller has
- * checked that every payload is valid UTF-8).
+ * checked that every payload is valid UTF-8). Its arrays come from `alloc`: an arena's are
+ * handed out again by the next conversion, so the batch must be done with by then.
  */
-export function exportArrowBatch(batches: readonly ColumnBatch[], withText: boolean): arrow.RecordBatch {
+export function exportArrowBatch(batches: readonly ColumnBatch[], withText: boolean, alloc: ColumnAllocator = newArrays): arrow.RecordBatch {
   const length = rowCount(batches);
-  const { valueOffsets: tagOffsets, tags } = tagListOffsets(batches, length);
-  const payloads = gatherRanges(batches, (batch) => ({ starts: batch.payloadStarts, ends: batch.payloadEnds, bytes: batch.bytes, external: batch.externalBytes }));
+  const { valueOffsets: tagOffsets, tags } = tagListOffsets(batches, length, alloc);
+  const payloads = gatherRanges(batches, (batch) => ({ starts: batch.payloadStarts, ends: batch.payloadEnds, bytes: batch.bytes, external: batch.externalBytes }), alloc);
   const children: arrow.Data[] = [
-    arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.feed) }),
-    arrow.makeData({ type: new arrow.Int64(), length, data: commitColumn(batches, length) }),
-    arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.stream) }),
-    arrow.makeData({ type: new arrow.Int64(), length, data: int64Column(batches, length, (batch) => batch.seqs) }),
-    arrow.makeData({ type: new arrow.Int64(), length, data: int64Column(batches, length, (batch) => batch.positions) }),
-    arrow.makeData({ type: new arrow.TimestampMillisecond('UTC'), length, data: int64Column(batches, length, (batch) => batch.timestamps) }),
+    arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.feed, alloc) }),
+    arrow.makeData({ type: new arrow.Int64(), length, data: commitColumn(batches, length, alloc) }),
+    arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.stream, alloc) }),
+    arrow.makeData({ type: new arrow.Int64(), length, data: int64Column(batches, length, (batch) => batch.seqs, alloc) }),
+    arrow.makeData({ type: new arrow.Int64(), length, data: int64Column(batches, length, (batch) => batch.positions, alloc) }),
+    arrow.makeData({ type: new arrow.TimestampMillisecond('UTC'), length, data: int64Column(batches, length, (batch) => batch.timestamps, alloc) }),
     arrow.makeData({
       type: new arrow.Utf8(),
       length,
       // A record without a key has an empty range: its value is empty, and null by the bitmap.
-      ...gatherRanges(batches, (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes })),
-      nullBitmap: validityOfFlag(batches, length, recordFlags.hasKey),
+      ...gatherRanges(batches, (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes }), alloc),
+      nullBitmap: validityOfFlag(batches, length, recordFlags.hasKey, alloc),
     }),
     arrow.makeData({
       type: new arrow.Int64(),
       length,
       // A record without a version holds 0 there (`RunColumns.versions`).
-      data: int64Column(batches, length, (batch) => batch.versions),
-      nullBitmap: validityOfFlag(batches, length, recordFlags.hasVersion),
+      data: int64Column(batches, length, (batch) => batch.versions, alloc),
+      nullBitmap: validityOfFlag(batches, length, recordFlags.hasVersion, alloc),
     }),
-    arrow.makeData({ type: new arrow.Bool(), length, data: tombstoneBits(batches, length) }),
-    arrow.makeData({ type: new arrow.Utf8(), length, ...typeStrings(batches, length), nullBitmap: typeValidity(batches, length) }),
+    arrow.makeData({ type: new arrow.Bool(), length, data: tombstoneBits(batches, length, alloc) }),
+    arrow.makeData({ type: new arrow.Utf8(), length, ...typeStrings(batches, length, alloc), nullBitmap: typeValidity(batches, length, alloc) }),
     arrow.makeData({
       type: exportSchema.fields[10].type as arrow.List<arrow.Utf8>,
       length,
@@ -84,10 +85,10 @@ export function exportArrowBatch(batches: readonly ColumnBatch[], withText: bool
           const first = batch.tagRows[0];
           const last = batch.tagRows[batch.length];
           return { starts: batch.tagStarts.subarray(first, last), ends: batch.tagEnds.subarray(first, last), bytes: batch.bytes };
-        }),
+        }, alloc),
       }),
     }),
-    arrow.makeData({ type: new arrow.Binary(), length, ...gatherRanges(batches, (batch) => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes })) }),
+    arrow.makeData({ type: new arrow.Binary(), length, ...gatherRanges(batches, (batch) => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes }), alloc) }),
     arrow.makeData({ type: new arrow.Binary(), length, ...payloads }),
   ];
   // The text column is the same bytes and offsets as the binary one: the same buffers, not a copy.

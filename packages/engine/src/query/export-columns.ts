@@ -19,6 +19,73 @@ export interface Gathered {
   readonly data: Uint8Array;
 }
 
+/**
+ * Where the functions here take the arrays they fill. Their contents are unspecified (an
+ * arena's are its last conversion's); every function writes each element it returns, and
+ * clears the bitmaps it sets bits in.
+ */
+export interface ColumnAllocator {
+  bytes(length: number): Uint8Array;
+  int32(length: number): Int32Array;
+  bigInt64(length: number): BigInt64Array;
+}
+
+/** New arrays for every column: what a conversion whose result is kept uses. */
+export const newArrays: ColumnAllocator = {
+  bytes: (length) => new Uint8Array(length),
+  int32: (length) => new Int32Array(length),
+  bigInt64: (length) => new BigInt64Array(length),
+};
+
+/**
+ * Arrays carved one after another from a buffer kept from one conversion to the next, for a
+ * caller that is done with a conversion's columns before it asks for the next (the Parquet
+ * writer copies each group into WebAssembly at once). A new buffer per column per group made
+ * the system fault in and zero a group's size of pages every time, and the garbage collector
+ * run a full collection every few groups for the external memory.
+ */
+export class ColumnArena implements ColumnAllocator {
+  private buffer = new ArrayBuffer(0);
+  private used = 0;
+  /** Bytes the last conversion asked for: the next starts with a buffer that holds them. */
+  private asked = 0;
+
+  /** Starts a conversion: the arrays of the previous one are handed out again. */
+  reset(): void {
+    if (this.asked > this.buffer.byteLength) this.buffer = new ArrayBuffer(Math.ceil(this.asked * 1.25));
+    this.used = 0;
+    this.asked = 0;
+  }
+
+  private take(bytes: number): { buffer: ArrayBuffer; byteOffset: number } {
+    // Eight-byte aligned, for the 64-bit columns.
+    const size = Math.ceil(bytes / 8) * 8;
+    this.asked += size;
+    if (this.used + size > this.buffer.byteLength) {
+      // Past the buffer: a buffer of its own, and the next conversion's buffer holds it too.
+      return { buffer: new ArrayBuffer(size), byteOffset: 0 };
+    }
+    const byteOffset = this.used;
+    this.used += size;
+    return { buffer: this.buffer, byteOffset };
+  }
+
+  bytes(length: number): Uint8Array {
+    const { buffer, byteOffset } = this.take(length);
+    return new Uint8Array(buffer, byteOffset, length);
+  }
+
+  int32(length: number): Int32Array {
+    const { buffer, byteOffset } = this.take(length * 4);
+    return new Int32Array(buffer, byteOffset, length);
+  }
+
+  bigInt64(length: number): BigInt64Array {
+    const { buffer, byteOffset } = this.take(length * 8);
+    return new BigInt64Array(buffer, byteOffset, length);
+  }
+}
+
 const twoTo32 = 2 ** 32;
 /** Ranges at most this long are copied byte by byte: cheaper than making a view to copy from. */
 const shortCopyBytes = 48;
@@ -36,9 +103,9 @@ export function rowCount(batches: readonly ColumnBatch[]): number {
  * two 32-bit words each: no BigInt is made per value. Every platform Node runs on is
  * little-endian, as Arrow IPC is.
  */
-export function int64Column(batches: readonly ColumnBatch[], length: number, column: (batch: ColumnBatch) => Float64Array): BigInt64Array {
-  const out = new BigInt64Array(length);
-  const words = new Int32Array(out.buffer);
+export function int64Column(batches: readonly ColumnBatch[], length: number, column: (batch: ColumnBatch) => Float64Array, alloc: ColumnAllocator = newArrays): BigInt64Array {
+  const out = alloc.bigInt64(length);
+  const words = new Int32Array(out.buffer, out.byteOffset, length * 2);
   let word = 0;
   for (const batch of batches) {
     const values = column(batch);
@@ -54,8 +121,8 @@ export function int64Column(batches: readonly ColumnBatch[], length: number, col
 }
 
 /** Each row's commit: one value per batch. */
-export function commitColumn(batches: readonly ColumnBatch[], length: number): BigInt64Array {
-  const out = new BigInt64Array(length);
+export function commitColumn(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): BigInt64Array {
+  const out = alloc.bigInt64(length);
   let at = 0;
   for (const batch of batches) {
     out.fill(BigInt(batch.commit), at, at + batch.length);
@@ -65,8 +132,8 @@ export function commitColumn(batches: readonly ColumnBatch[], length: number): B
 }
 
 /** A bitmap of the rows whose flags carry `bit`, and how many do not. */
-function flagBits(batches: readonly ColumnBatch[], length: number, bit: number): { bits: Uint8Array; unset: number } {
-  const bits = new Uint8Array((length + 7) >> 3);
+function flagBits(batches: readonly ColumnBatch[], length: number, bit: number, alloc: ColumnAllocator): { bits: Uint8Array; unset: number } {
+  const bits = alloc.bytes((length + 7) >> 3).fill(0);
   let unset = 0;
   let at = 0;
   for (const batch of batches) {
@@ -80,19 +147,19 @@ function flagBits(batches: readonly ColumnBatch[], length: number, bit: number):
 }
 
 /** The tombstone column: Arrow's booleans are a bitmap. */
-export function tombstoneBits(batches: readonly ColumnBatch[], length: number): Uint8Array {
-  return flagBits(batches, length, recordFlags.isTombstone).bits;
+export function tombstoneBits(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): Uint8Array {
+  return flagBits(batches, length, recordFlags.isTombstone, alloc).bits;
 }
 
 /** The validity bitmap of rows whose flags carry `bit`, or undefined when every row does. */
-export function validityOfFlag(batches: readonly ColumnBatch[], length: number, bit: number): Uint8Array | undefined {
-  const { bits, unset } = flagBits(batches, length, bit);
+export function validityOfFlag(batches: readonly ColumnBatch[], length: number, bit: number, alloc: ColumnAllocator = newArrays): Uint8Array | undefined {
+  const { bits, unset } = flagBits(batches, length, bit, alloc);
   return unset === 0 ? undefined : bits;
 }
 
 /** The validity bitmap of rows with a type, or undefined when every row has one. */
-export function typeValidity(batches: readonly ColumnBatch[], length: number): Uint8Array | undefined {
-  const bits = new Uint8Array((length + 7) >> 3);
+export function typeValidity(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): Uint8Array | undefined {
+  const bits = alloc.bytes((length + 7) >> 3).fill(0);
   let absent = 0;
   let at = 0;
   for (const batch of batches) {
@@ -127,7 +194,7 @@ export interface BatchRanges {
  * A variable-length column gathered from every batch's ranges into one buffer. Ranges that
  * follow each other in the same buffer are copied as one.
  */
-export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: ColumnBatch) => BatchRanges): Gathered {
+export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: ColumnBatch) => BatchRanges, alloc: ColumnAllocator = newArrays): Gathered {
   const all = batches.map(rangesOf);
   let values = 0;
   let total = 0;
@@ -135,8 +202,8 @@ export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: 
     values += starts.length;
     for (let index = 0; index < starts.length; index++) total += ends[index] - starts[index];
   }
-  const valueOffsets = new Int32Array(values + 1);
-  const data = new Uint8Array(total);
+  const valueOffsets = alloc.int32(values + 1);
+  const data = alloc.bytes(total);
   let value = 0;
   let at = 0;
   for (const [index, { starts, ends, bytes, external }] of all.entries()) {
@@ -167,12 +234,12 @@ export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: 
 }
 
 /** A string that is the same for every row of a batch (its feed, its stream), per row. */
-export function repeatedStrings(batches: readonly ColumnBatch[], length: number, textOf: (batch: ColumnBatch) => string): Gathered {
+export function repeatedStrings(batches: readonly ColumnBatch[], length: number, textOf: (batch: ColumnBatch) => string, alloc: ColumnAllocator = newArrays): Gathered {
   const encoded = batches.map((batch) => encoder.encode(textOf(batch)));
   let total = 0;
   for (const [index, batch] of batches.entries()) total += encoded[index].length * batch.length;
-  const valueOffsets = new Int32Array(length + 1);
-  const data = new Uint8Array(total);
+  const valueOffsets = alloc.int32(length + 1);
+  const data = alloc.bytes(total);
   let value = 0;
   let at = 0;
   for (const [index, batch] of batches.entries()) {
@@ -189,15 +256,15 @@ export function repeatedStrings(batches: readonly ColumnBatch[], length: number,
 }
 
 /** Each row's type (one of its batch's few), empty where it has none (a null). */
-export function typeStrings(batches: readonly ColumnBatch[], length: number): Gathered {
+export function typeStrings(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): Gathered {
   const encoded = batches.map((batch) => batch.types.map((type) => encoder.encode(type)));
   let total = 0;
   for (const [index, batch] of batches.entries()) {
     const typeIds = batch.typeIds;
     for (let row = 0; row < batch.length; row++) if (typeIds[row] >= 0) total += encoded[index][typeIds[row]].length;
   }
-  const valueOffsets = new Int32Array(length + 1);
-  const data = new Uint8Array(total);
+  const valueOffsets = alloc.int32(length + 1);
+  const data = alloc.bytes(total);
   let value = 0;
   let at = 0;
   for (const [index, batch] of batches.entries()) {
@@ -217,8 +284,8 @@ export function typeStrings(batches: readonly ColumnBatch[], length: number): Ga
 }
 
 /** The tag list's offsets: each row's first tag among the group's. */
-export function tagListOffsets(batches: readonly ColumnBatch[], length: number): { valueOffsets: Int32Array; tags: number } {
-  const valueOffsets = new Int32Array(length + 1);
+export function tagListOffsets(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): { valueOffsets: Int32Array; tags: number } {
+  const valueOffsets = alloc.int32(length + 1);
   let value = 0;
   let base = 0;
   for (const batch of batches) {
