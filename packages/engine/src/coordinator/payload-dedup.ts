@@ -4,6 +4,7 @@
  */
 import { yieldWhenDue } from '../event-loop.js';
 import { payloadDedupEntriesMax } from '../limits.js';
+import { grown } from '../typed-arrays.js';
 import { equalBytes, type NewPayload } from '../storage/commit-run.js';
 import type { PayloadLocation } from '../storage/records.js';
 
@@ -93,15 +94,9 @@ export class PayloadDedup {
 
   private grow(): void {
     const size = this.offsets.length * 2;
-    const offsets = new Float64Array(size);
-    offsets.set(this.offsets);
-    this.offsets = offsets;
-    const lengths = new Uint32Array(size);
-    lengths.set(this.lengths);
-    this.lengths = lengths;
-    const crcs = new Uint32Array(size);
-    crcs.set(this.crcs);
-    this.crcs = crcs;
+    this.offsets = grown(this.offsets, size);
+    this.lengths = grown(this.lengths, size);
+    this.crcs = grown(this.crcs, size);
   }
 
   /** Remembers the new payloads of a durable run that starts at `runStart` of segment `segment`. */

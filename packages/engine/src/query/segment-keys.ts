@@ -12,6 +12,7 @@ import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import type { KeyWinner, TermOrder } from '../storage/key-file.js';
 import { recordFlags } from '../storage/records.js';
 import type { SegmentRunSource } from '../storage/run-reads.js';
+import { grown } from '../typed-arrays.js';
 import type { WinnerColumns } from './key-merge.js';
 
 /**
@@ -55,18 +56,10 @@ export class SegmentKeys {
 
   private grow(): void {
     const size = this.positions.length * 2;
-    const positions = new Float64Array(size);
-    positions.set(this.positions);
-    this.positions = positions;
-    const versions = new Float64Array(size);
-    versions.set(this.versions);
-    this.versions = versions;
-    const locators = new Uint32Array(size);
-    locators.set(this.locators);
-    this.locators = locators;
-    const tombstones = new Uint8Array(size);
-    tombstones.set(this.tombstones);
-    this.tombstones = tombstones;
+    this.positions = grown(this.positions, size);
+    this.versions = grown(this.versions, size);
+    this.locators = grown(this.locators, size);
+    this.tombstones = grown(this.tombstones, size);
   }
 
   /**
