@@ -7,6 +7,7 @@
 //! `packages/engine/src/kernels/native.ts` wraps these into `StreamStackError`s.
 
 pub mod crc;
+pub mod direct;
 pub mod durable;
 pub mod error;
 pub mod frames;
@@ -358,6 +359,58 @@ pub fn write_durable(
         descriptor: fd,
         position,
         data,
+    }))
+}
+
+/// A write to a file opened with `O_DIRECT`, run on libuv's thread pool from an aligned copy.
+pub struct DirectWrite {
+    descriptor: i32,
+    position: u64,
+    buffer: Option<direct::AlignedBuffer>,
+}
+
+impl Task for DirectWrite {
+    type Output = Result<(), DurableWriteError>;
+    type JsValue = ();
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let buffer = self.buffer.take().expect("a direct write runs once");
+        let written = direct::write_at(self.descriptor, self.position, &buffer);
+        direct::release(buffer);
+        Ok(written)
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<()> {
+        output.map_err(|failure| {
+            io_error(
+                &env,
+                OsFailure {
+                    message: failure.message(),
+                    syscall: failure.syscall.as_str(),
+                    errno: failure.errno(),
+                    errno_name: failure.errno_name(),
+                },
+            )
+        })
+    }
+}
+
+/// Writes `bytes` at byte `position` (a multiple of 4096) of `fd`, a file opened with
+/// `O_DIRECT`, its last block padded with zeros, off the main thread; no sync. The bytes are
+/// copied here, on the calling thread, into aligned memory, so the caller may reuse its buffer
+/// as soon as this returns.
+#[napi(ts_return_type = "Promise<void>")]
+pub fn write_direct(
+    fd: i32,
+    position: f64,
+    bytes: &[u8],
+) -> napi::Result<AsyncTask<DirectWrite>, ErrorCode> {
+    let position = safe_integer_from_number(position, "position")?;
+    let buffer = direct::aligned_copy(position, bytes)?;
+    Ok(AsyncTask::new(DirectWrite {
+        descriptor: fd,
+        position,
+        buffer: Some(buffer),
     }))
 }
 

@@ -221,3 +221,92 @@ describe('durable batch write: native and ts agree', () => {
     expect(fs.readFileSync(file, 'utf8')).toBe('x');
   });
 });
+
+/** The direct write alignment (`directWriteAlignmentBytes`): positions are multiples of it. */
+const block = 4096;
+
+/** A file opened for direct writes: with `O_DIRECT` for the native kernels, buffered for the twin. */
+function openForDirect(file: string, kernels: typeof native): number {
+  const direct = kernels.directWrites ? fs.constants.O_DIRECT : 0;
+  return fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | direct);
+}
+
+describe('direct write: native and ts agree', () => {
+  it('write generated pieces, each padded to a block, to the same file', async () => {
+    expect(native.directWrites).toBe(true);
+    expect(ts.directWrites).toBe(false);
+    const tally = branchTally('direct writes', ['a piece of whole blocks', 'a piece ending mid-block (padded)', 'an empty piece', 'a piece of a megabyte or more', 'an overwrite of an earlier block', 'three or more pieces']);
+    // Files of 1–6 pieces (0 to 1.5 MiB each), each at a block boundary at or before the end.
+    const pieceArb = fc.oneof(
+      fc.constant(0),
+      fc.integer({ min: 1, max: 10 }).map((blocks) => blocks * block),
+      fc.integer({ min: 1, max: 3 * block }),
+      fc.integer({ min: 1024 * 1024, max: 1536 * 1024 }),
+    );
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.tuple(pieceArb, fc.boolean()), { minLength: 1, maxLength: 6, size: 'max' }), async (pieces) => {
+        run++;
+        tally.hit('three or more pieces', pieces.length >= 3);
+        let model = new Uint8Array(0);
+        const files = [native, ts].map((kernels) => ({ kernels, file: path.join(directory, `direct-${run}-${kernels.name}.bin`) }));
+        const descriptors = files.map(({ file, kernels }) => openForDirect(file, kernels));
+        try {
+          for (const [index, [length, back]] of pieces.entries()) {
+            // At the end of the file (rounded up to a block), or one block before it.
+            const end = Math.ceil(model.length / block) * block;
+            const position = back && end >= block ? end - block : end;
+            const bytes = new Uint8Array(length).map((_, at) => (at * 7 + index + run) % 251);
+            tally.hit('a piece of whole blocks', length > 0 && length % block === 0);
+            tally.hit('a piece ending mid-block (padded)', length % block !== 0);
+            tally.hit('an empty piece', length === 0);
+            tally.hit('a piece of a megabyte or more', length >= 1024 * 1024);
+            tally.hit('an overwrite of an earlier block', length > 0 && position < model.length);
+            const writes = files.map(({ kernels }, which) => kernels.writeDirect(descriptors[which], position, bytes));
+            // The bytes were copied when the call returned: changing them now changes nothing.
+            bytes.fill(0xee);
+            await Promise.all(writes);
+            const padded = Math.ceil(length / block) * block;
+            const grown = new Uint8Array(Math.max(model.length, position + padded));
+            grown.set(model);
+            grown.set(new Uint8Array(padded).map((_, at) => (at < length ? (at * 7 + index + run) % 251 : 0)), position);
+            model = grown;
+          }
+        } finally {
+          for (const fd of descriptors) fs.closeSync(fd);
+        }
+        const [fromNative, fromTs] = files.map(({ file }) => fs.readFileSync(file));
+        for (const { file } of files) fs.rmSync(file);
+        expectSame(new Uint8Array(fromNative), model);
+        expectSame(new Uint8Array(fromTs), model);
+      }),
+      { numRuns: 60 },
+    );
+    tally.expectAllReached();
+  });
+
+  it('refuse a position off the block, or a descriptor that cannot be written, with the same code', async () => {
+    const file = path.join(directory, 'direct-bad.bin');
+    for (const kernels of [native, ts]) {
+      const fd = openForDirect(file, kernels);
+      try {
+        for (const position of [1, block - 1, block + 512, -block, 0.5, Number.NaN]) {
+          await expect(kernels.writeDirect(fd, position, Uint8Array.of(1)), `${kernels.name} at ${position}`).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+        }
+      } finally {
+        fs.closeSync(fd);
+      }
+      // Nothing was written by the refused calls.
+      expect(fs.statSync(file).size).toBe(0);
+      const full = fs.openSync('/dev/full', 'w');
+      try {
+        const attempt = kernels.writeDirect(full, 0, Uint8Array.of(1));
+        await expect(attempt).rejects.toBeInstanceOf(StreamStackError);
+        await expect(attempt).rejects.toMatchObject({ code: 'IO', details: { errno: 'ENOSPC' } });
+      } finally {
+        fs.closeSync(full);
+      }
+      await expect(kernels.writeDirect(-1, 0, Uint8Array.of(1))).rejects.toMatchObject({ code: 'IO' });
+    }
+  });
+});

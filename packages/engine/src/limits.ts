@@ -401,3 +401,18 @@ export const exportFilesInFlightMax = 2;
  * last piece only.
  */
 export const exportFlushEveryBytes = 32 * 1024 * 1024;
+
+/**
+ * Export files are written with `O_DIRECT` (where the kernels and the file system allow it) in
+ * pieces of this many bytes, gathered from the converter's smaller writes (an Arrow file's
+ * buffers come a few kilobytes at a time). Each direct write waits for the device, so pieces too
+ * small would pay that wait per kilobyte; a megabyte keeps the device streaming.
+ */
+export const exportDirectWriteBytes = 1024 * 1024;
+
+/**
+ * What a direct write's memory, file offset and length must be multiples of (`O_DIRECT` asks
+ * for the device's logical block size): a multiple of every common one, 512 and 4096 bytes.
+ * The native kernel's `DIRECT_ALIGNMENT_BYTES` (native/src/direct.rs) is the same number.
+ */
+export const directWriteAlignmentBytes = 4096;

@@ -178,4 +178,21 @@ export interface Kernels {
    * pages, and a retry that "succeeds" would report data durable that is not.
    */
   writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
+
+  /**
+   * Whether `writeDirect` may be given a file opened with `O_DIRECT`: the native set copies the
+   * bytes into aligned memory first, as `O_DIRECT` asks; JavaScript cannot align a buffer, so the
+   * TypeScript set writes through the page cache.
+   */
+  readonly directWrites: boolean;
+
+  /**
+   * Writes `bytes` at byte `position` of the open file `fd`, the last block padded with zeros to
+   * a multiple of `directWriteAlignmentBytes` (the caller truncates the file to its length when it
+   * is whole), off the main thread; no sync. `position` must be a multiple of that alignment
+   * (`INVALID_ARGUMENT` if not, before any I/O). The caller may reuse `bytes` once the call
+   * returns, before the promise settles. A failed write rejects with `IO` (the errno in
+   * `details.errno`).
+   */
+  writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void>;
 }

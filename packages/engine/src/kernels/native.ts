@@ -42,6 +42,7 @@ export interface NativeModule {
   postingsDecode(encoded: Uint8Array): Uint32Array;
   intersect(a: Uint32Array, b: Uint32Array): Uint32Array;
   union(a: Uint32Array, b: Uint32Array): Uint32Array;
+  writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void>;
   writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
   // Platform support, not kernels: `storage/platform.ts` calls these whatever the kernel choice.
   lockExclusive(fd: number): boolean;
@@ -67,6 +68,7 @@ const nativeFunctionNames: readonly (keyof NativeModule)[] = [
   'intersect',
   'union',
   'writeDurable',
+  'writeDirect',
 ];
 
 /** The codes the native module raises itself; anything else is napi rejecting an argument. */
@@ -90,6 +92,28 @@ function translate(error: unknown): StreamStackError {
   const code = (error as { code?: unknown } | null)?.code;
   const resolved: ErrorCode = typeof code === 'string' && nativeCodes.has(code) ? (code as ErrorCode) : 'INVALID_ARGUMENT';
   return new StreamStackError(resolved, describe(error), { cause: error });
+}
+
+/**
+ * A native write started by `start`, its errors as `StreamStackError`s: argument errors (a
+ * position that is not a byte offset) are thrown before any I/O; every rejection is a failed
+ * system call, whose errno's name (`errnoName`) is offered in `details.errno` as the TypeScript
+ * twins do with Node's code.
+ */
+function settleWrite(start: () => Promise<void>): Promise<void> {
+  let pending: Promise<void>;
+  try {
+    pending = start();
+  } catch (error) {
+    return Promise.reject(translate(error));
+  }
+  return pending.then(undefined, (error: unknown) => {
+    const errno = (error as { errnoName?: unknown } | null)?.errnoName;
+    throw new StreamStackError('IO', describe(error), {
+      cause: error,
+      details: typeof errno === 'string' ? { errno } : {},
+    });
+  });
 }
 
 /**
@@ -279,22 +303,11 @@ export function loadNativeKernels(): Kernels {
       }
     },
     writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void> {
-      let pending: Promise<void>;
-      try {
-        // Argument errors (a position that is not a byte offset) are thrown before any I/O.
-        pending = native.writeDurable(fd, position, buffers);
-      } catch (error) {
-        return Promise.reject(translate(error));
-      }
-      // Every rejection is a failed write or sync. The native error carries the errno's name
-      // (`errnoName`), offered in `details.errno` as the TypeScript twin does with Node's code.
-      return pending.then(undefined, (error: unknown) => {
-        const errno = (error as { errnoName?: unknown } | null)?.errnoName;
-        throw new StreamStackError('IO', describe(error), {
-          cause: error,
-          details: typeof errno === 'string' ? { errno } : {},
-        });
-      });
+      return settleWrite(() => native.writeDurable(fd, position, buffers));
+    },
+    directWrites: true,
+    writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void> {
+      return settleWrite(() => native.writeDirect(fd, position, bytes));
     },
   });
 }

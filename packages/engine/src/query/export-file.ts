@@ -53,11 +53,12 @@ function groupsOf(batches: readonly ColumnBatch[]): ColumnBatch[][] {
 
 /** Writes `batches` as the file `job.file`; the formats' modules load on first use. */
 export async function writeExportFile(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<WrittenFile> {
-  const sink = await FileSink.create(job.file);
+  const kernels = loadKernels(job.kernels);
+  const sink = await FileSink.create(job.file, kernels);
   try {
     if (job.format === 'ndjson') {
       const { writeNdjson } = await import('./export-ndjson.js');
-      await writeNdjson(loadKernels(job.kernels), batches, job.withText, sink, signal);
+      await writeNdjson(kernels, batches, job.withText, sink, signal);
     } else if (job.format === 'arrow') {
       const { writeArrowIpc } = await import('./export-ipc.js');
       await writeArrowIpc(groupsOf(batches), job.withText, sink, signal);

@@ -1,10 +1,13 @@
 /**
  * Durable batch write, the TypeScript twin of the native kernel: positional writes of every
  * buffer, then one fdatasync, both on libuv's thread pool so the event loop never blocks on the
- * disk. The promise resolves only after the fdatasync returned success.
+ * disk. The promise resolves only after the fdatasync returned success. And the twin of the
+ * native direct write: the same bytes at the same place, written through the page cache, since
+ * JavaScript cannot give `O_DIRECT` the aligned memory it asks for.
  */
 import fs from 'node:fs';
 import { StreamStackError } from '../../errors.js';
+import { directWriteAlignmentBytes } from '../../limits.js';
 
 function ioError(operation: string, fd: number, cause: NodeJS.ErrnoException): StreamStackError {
   return new StreamStackError(
@@ -62,4 +65,19 @@ export async function writeDurable(
       reject(ioError('fdatasync', fd, error as NodeJS.ErrnoException));
     }
   });
+}
+
+/** `bytes` at `position`, the last block padded with zeros to the direct write alignment; no sync. */
+export async function writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void> {
+  if (!Number.isSafeInteger(position) || position < 0) {
+    throw new StreamStackError('INVALID_ARGUMENT', `position ${position} is not a byte offset`);
+  }
+  if (position % directWriteAlignmentBytes !== 0) {
+    throw new StreamStackError('INVALID_ARGUMENT', `a direct write's position ${position} is not a multiple of ${directWriteAlignmentBytes} bytes`);
+  }
+  const padding = (directWriteAlignmentBytes - (bytes.length % directWriteAlignmentBytes)) % directWriteAlignmentBytes;
+  // The caller may reuse `bytes` once this returns, before the write is done: they are copied.
+  const padded = new Uint8Array(bytes.length + padding);
+  padded.set(bytes);
+  await writeAll(fd, position, [padded]);
 }

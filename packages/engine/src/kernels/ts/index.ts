@@ -1,7 +1,7 @@
 /** The pure-TypeScript kernel set: no native code, the reference the native set is held to. */
 import type { Kernels } from '../kernels.js';
 import { crc32, crc32c, crc32cRanges, payloadChecksums } from './crc.js';
-import { writeDurable } from './durable.js';
+import { writeDirect, writeDurable } from './durable.js';
 import { frameChecksumsVerify, frameChecksumsWrite } from './frames.js';
 import { fstBuild, fstGet, fstGetMany, fstLength, fstRange, fstVerify } from './fst.js';
 import { ndjsonLines } from './ndjson.js';
@@ -27,4 +27,6 @@ export const tsKernels: Kernels = Object.freeze({
   intersect,
   union,
   writeDurable,
+  directWrites: false,
+  writeDirect,
 });
