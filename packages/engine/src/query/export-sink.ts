@@ -101,14 +101,25 @@ export class FileSink implements ExportSink {
     if (bytes.length === 0) return;
     this.hash.update(bytes);
     this.written += bytes.length;
+    if (this.direct) {
+      // The kernel copies what it writes before the call returns: the buffer is free at once.
+      this.gatherDirect(bytes);
+      if (whole && this.writtenBuffers.length < reusableBuffersMax) this.writtenBuffers.push(whole);
+    } else {
+      this.writeBuffered(bytes, whole);
+    }
+    // Waits only while too much is queued: each write that ends lets the next be made.
+    while (this.pendingBytes >= exportWritesPendingBytesMax && this.failure === undefined) await this.nextWrite();
+    this.check();
+  }
+
+  /** Queues a buffered write after those before: a file through the page cache is written in order. */
+  private writeBuffered(bytes: Uint8Array, whole: Uint8Array | undefined): void {
     this.pendingBytes += bytes.length;
     this.queue = this.queue.then(async () => {
       await this.writeAll(bytes);
       if (whole && this.writtenBuffers.length < reusableBuffersMax) this.writtenBuffers.push(whole);
     });
-    // Waits only while too much is queued: each write that ends lets the next be made.
-    while (this.pendingBytes >= exportWritesPendingBytesMax && this.failure === undefined) await this.nextWrite();
-    this.check();
   }
 
   /** Buffers handed in as `whole` whose bytes are written: a few, filled again by the caller. */
@@ -125,37 +136,29 @@ export class FileSink implements ExportSink {
   private async writeAll(bytes: Uint8Array): Promise<void> {
     if (this.failure !== undefined) return;
     try {
-      if (this.direct) {
-        await this.gatherDirect(bytes);
-      } else {
-        // A write may take fewer bytes than asked; the rest follows until all are written.
-        for (let at = 0; at < bytes.length; ) {
-          const { bytesWritten } = await this.handle.write(bytes, at, bytes.length - at);
-          at += bytesWritten;
-        }
-        this.unflushedBytes += bytes.length;
-        if (this.unflushedBytes >= exportFlushEveryBytes && this.flushing === undefined) this.flushInBackground();
+      // A write may take fewer bytes than asked; the rest follows until all are written.
+      for (let at = 0; at < bytes.length; ) {
+        const { bytesWritten } = await this.handle.write(bytes, at, bytes.length - at);
+        at += bytesWritten;
       }
     } catch (error) {
-      this.failure = this.writeFailure(error);
+      this.failure = ioError(error, `writing export file ${this.file}`);
     }
-    this.pendingBytes -= bytes.length;
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
+    this.unflushedBytes += bytes.length;
+    if (this.unflushedBytes >= exportFlushEveryBytes && this.flushing === undefined) this.flushInBackground();
+    this.ended(bytes.length);
   }
 
   /**
    * Direct writes of `bytes`: whole pieces straight from the caller's buffer when nothing is
-   * gathered (the kernel copies them into aligned memory anyway), the rest gathered into the
-   * staging piece and written when it is full.
+   * gathered, the rest gathered into the staging piece and written when it is full.
    */
-  private async gatherDirect(bytes: Uint8Array): Promise<void> {
+  private gatherDirect(bytes: Uint8Array): void {
     const staging = this.staging!;
     for (let at = 0; at < bytes.length; ) {
       if (this.staged === 0 && bytes.length - at >= staging.length) {
         const whole = Math.floor((bytes.length - at) / directWriteAlignmentBytes) * directWriteAlignmentBytes;
-        await this.writeDirect(bytes.subarray(at, at + whole));
+        this.startDirect(bytes.subarray(at, at + whole));
         at += whole;
         continue;
       }
@@ -164,16 +167,45 @@ export class FileSink implements ExportSink {
       this.staged += taken;
       at += taken;
       if (this.staged === staging.length) {
-        await this.writeDirect(staging);
+        this.startDirect(staging);
         this.staged = 0;
       }
     }
   }
 
-  /** One direct write at the end of what is written; the last one (only) may end mid-block. */
-  private async writeDirect(bytes: Uint8Array): Promise<void> {
-    await this.direct!.writeDirect(this.handle.fd, this.directPosition, bytes);
-    this.directPosition += bytes.length;
+  /** Direct writes in flight; each has its own place in the file, so several run at once. */
+  private readonly directWrites = new Set<Promise<void>>();
+
+  /**
+   * Starts a direct write at the end of what is written (the last one, only, may end
+   * mid-block). It is not waited for: the disk takes it while the next bytes are made, and
+   * writes to their own offsets need no order, where one write at a time left the disk idle
+   * whenever the thread was busy making the next.
+   */
+  private startDirect(bytes: Uint8Array): void {
+    const length = bytes.length;
+    this.pendingBytes += length;
+    // The kernel copies the bytes before returning: `bytes` (the staging piece) is free again.
+    // It never rejects: a failure is kept, and fails the next `write` or `finish`.
+    const write: Promise<void> = this.direct!.writeDirect(this.handle.fd, this.directPosition, bytes).then(
+      () => undefined,
+      (error: unknown) => {
+        this.failure ??= this.writeFailure(error);
+      },
+    ).finally(() => {
+      this.directWrites.delete(write);
+      this.ended(length);
+    });
+    this.directWrites.add(write);
+    this.directPosition += length;
+  }
+
+  /** A write of `length` bytes ended: the one waiting for room may go on. */
+  private ended(length: number): void {
+    this.pendingBytes -= length;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
   }
 
   /** The error of a failed write, naming the file. */
@@ -213,15 +245,10 @@ export class FileSink implements ExportSink {
   async finish(): Promise<WrittenFile> {
     await this.queue;
     await this.flushing;
+    if (this.direct) await this.finishDirect();
     if (this.failure !== undefined) {
       await this.handle.close().catch(() => undefined);
       throw this.failure;
-    }
-    try {
-      if (this.direct) await this.finishDirect();
-    } catch (error) {
-      await this.handle.close().catch(() => undefined);
-      throw this.writeFailure(error);
     }
     try {
       await this.handle.sync();
@@ -233,20 +260,31 @@ export class FileSink implements ExportSink {
     return { bytes: this.written, sha256: this.hash.digest('hex') };
   }
 
-  /** Writes the last gathered bytes, padded to a block, and cuts the file to its length. */
+  /**
+   * Writes the last gathered bytes, padded to a block, waits for every direct write, and cuts
+   * the file to its length. It never throws: a failure is kept for `finish`.
+   */
   private async finishDirect(): Promise<void> {
-    if (this.staged > 0) {
-      await this.writeDirect(this.staging!.subarray(0, this.staged));
+    if (this.staged > 0 && this.failure === undefined) {
+      this.startDirect(this.staging!.subarray(0, this.staged));
       this.staged = 0;
     }
+    await Promise.all(this.directWrites);
     // The last write's padding lies past the file's length.
-    if (this.written % directWriteAlignmentBytes !== 0) await this.handle.truncate(this.written);
+    if (this.failure !== undefined || this.written % directWriteAlignmentBytes === 0) return;
+    try {
+      await this.handle.truncate(this.written);
+    } catch (error) {
+      this.failure = ioError(error, `truncating export file ${this.file} to its length`);
+    }
   }
 
   /** Closes the file after a failure (the export stops; no manifest will name it). */
   async abandon(): Promise<void> {
     await this.queue;
     await this.flushing;
+    // No write may still be running when its descriptor is closed (and perhaps reused).
+    await Promise.all(this.directWrites);
     await this.handle.close().catch(() => undefined);
   }
 }
