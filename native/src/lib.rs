@@ -288,18 +288,21 @@ impl Task for DurableWrite {
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<()> {
-        output.map_err(|failure| {
-            io_error(
-                &env,
-                OsFailure {
-                    message: failure.message(),
-                    syscall: failure.syscall.as_str(),
-                    errno: failure.errno(),
-                    errno_name: failure.errno_name(),
-                },
-            )
-        })
+        output.map_err(|failure| write_error(&env, &failure))
     }
+}
+
+/// The JS error of a failed write or sync: an `IO` error carrying the errno.
+fn write_error(env: &Env, failure: &DurableWriteError) -> napi::Error {
+    io_error(
+        env,
+        OsFailure {
+            message: failure.message(),
+            syscall: failure.syscall.as_str(),
+            errno: failure.errno(),
+            errno_name: failure.errno_name(),
+        },
+    )
 }
 
 /// What the JS error of a failed system call says: a message for people, the call, and the OS
@@ -381,17 +384,7 @@ impl Task for DirectWrite {
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<()> {
-        output.map_err(|failure| {
-            io_error(
-                &env,
-                OsFailure {
-                    message: failure.message(),
-                    syscall: failure.syscall.as_str(),
-                    errno: failure.errno(),
-                    errno_name: failure.errno_name(),
-                },
-            )
-        })
+        output.map_err(|failure| write_error(&env, &failure))
     }
 }
 
