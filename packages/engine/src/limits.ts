@@ -379,6 +379,8 @@ export const mergeSwitchWaitMs = 2_000;
  * An export file's writes run behind its conversion: up to this many bytes may wait to be
  * written while the next are made, so the disk and the CPU work at once rather than in turns.
  * A few NDJSON buffers or Arrow record batches' worth: enough to cover a write's latency.
+ * Direct writes may pass it by one write (an Arrow group's payload buffer is larger than the
+ * bound), so that the disk is never left with no write while the next bytes are made.
  */
 export const exportWritesPendingBytesMax = 8 * 1024 * 1024;
 
