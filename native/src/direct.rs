@@ -28,6 +28,11 @@ pub const DIRECT_ALIGNMENT_BYTES: usize = 4096;
 /// (two export files, each with a few writes queued), so that steady writing allocates nothing.
 const POOLED_BUFFERS_MAX: usize = 16;
 
+/// … and no more bytes than this in all: the pool lives as long as the process, and an Arrow
+/// export's largest writes (a group's payload buffer, 10 MB and more) must not stay held by a
+/// process that exported once.
+const POOLED_BYTES_MAX: usize = 64 * 1024 * 1024;
+
 /// Bytes at an aligned address, their length a multiple of `DIRECT_ALIGNMENT_BYTES`.
 pub struct AlignedBuffer {
     pointer: NonNull<u8>,
@@ -109,12 +114,19 @@ pub fn aligned_copy(position: u64, data: &[u8]) -> KernelResult<AlignedBuffer> {
     Ok(buffer)
 }
 
-/// Gives a buffer back for the next write, unless the pool is full.
+/// Gives a buffer back for the next write, unless the pool is full (in buffers or in bytes).
 pub fn release(buffer: AlignedBuffer) {
     let mut pool = POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if pool.len() < POOLED_BUFFERS_MAX {
+    let pooled_bytes: usize = pool.iter().map(|kept| kept.capacity).sum();
+    if pool.len() < POOLED_BUFFERS_MAX && pooled_bytes + buffer.capacity <= POOLED_BYTES_MAX {
         pool.push(buffer);
     }
+}
+
+/// How many buffers the pool holds, and their bytes.
+pub fn pooled() -> (usize, usize) {
+    let pool = POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    (pool.len(), pool.iter().map(|kept| kept.capacity).sum())
 }
 
 /// Writes the buffer at byte `position` of the open file `descriptor` (looping over short writes
@@ -174,6 +186,26 @@ mod tests {
             padded_length(DIRECT_ALIGNMENT_BYTES),
             DIRECT_ALIGNMENT_BYTES
         );
+    }
+
+    #[test]
+    fn keeps_no_more_than_its_bound_of_buffers_and_bytes() {
+        // Buffers of 40 MiB: one fits the byte bound, two do not. The pool is shared by the
+        // tests, which run at once, so only its bounds are checked, not its exact contents.
+        let large = 40 * 1024 * 1024;
+        let first = AlignedBuffer::with_capacity(large);
+        let second = AlignedBuffer::with_capacity(large);
+        release(first);
+        release(second);
+        let (buffers, bytes) = pooled();
+        assert!(buffers <= POOLED_BUFFERS_MAX);
+        assert!(bytes <= POOLED_BYTES_MAX, "{bytes} bytes pooled");
+        for _ in 0..POOLED_BUFFERS_MAX * 2 {
+            release(AlignedBuffer::with_capacity(DIRECT_ALIGNMENT_BYTES));
+        }
+        let (buffers, bytes) = pooled();
+        assert!(buffers <= POOLED_BUFFERS_MAX, "{buffers} buffers pooled");
+        assert!(bytes <= POOLED_BYTES_MAX);
     }
 
     #[test]
