@@ -10,14 +10,10 @@
 //! last block padded with zeros; the caller truncates the file to its length at the end.
 
 use std::alloc::{self, Layout};
-use std::fs::File;
-use std::mem::ManuallyDrop;
-use std::os::unix::fs::FileExt;
-use std::os::unix::io::FromRawFd;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use crate::durable::{DurableWriteError, Syscall};
+use crate::durable::{self, DurableWriteError};
 use crate::error::{KernelError, KernelResult};
 
 /// The alignment of every direct write's memory, offset and length: a multiple of every common
@@ -137,20 +133,7 @@ pub fn write_at(
     position: u64,
     buffer: &AlignedBuffer,
 ) -> Result<(), DurableWriteError> {
-    if descriptor < 0 {
-        return Err(DurableWriteError {
-            syscall: Syscall::Pwrite,
-            error: std::io::Error::from_raw_os_error(libc::EBADF),
-        });
-    }
-    // SAFETY: the descriptor is non-negative; ManuallyDrop keeps the File from closing it, so the
-    // caller's ownership is untouched. A descriptor that is not open fails the call with EBADF.
-    let file = ManuallyDrop::new(unsafe { File::from_raw_fd(descriptor) });
-    file.write_all_at(buffer.as_slice(), position)
-        .map_err(|error| DurableWriteError {
-            syscall: Syscall::Pwrite,
-            error,
-        })
+    durable::write_at(descriptor, position, buffer.as_slice()).map(drop)
 }
 
 #[cfg(test)]

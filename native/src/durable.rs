@@ -106,9 +106,14 @@ pub fn errno_name(errno: i32) -> Option<&'static str> {
     })
 }
 
-/// Writes `data` at byte `position` of the open file `descriptor` (looping over short writes and
-/// interruptions), then fdatasyncs it. The descriptor stays open: it belongs to the caller.
-pub fn write_durable(descriptor: i32, position: u64, data: &[u8]) -> Result<(), DurableWriteError> {
+/// Writes `data` at byte `position` of the open file `descriptor`, looping over short writes and
+/// interruptions; no sync. Returns the descriptor as a `File` that never closes it, for a sync
+/// to follow. The descriptor stays open: it belongs to the caller.
+pub fn write_at(
+    descriptor: i32,
+    position: u64,
+    data: &[u8],
+) -> Result<ManuallyDrop<File>, DurableWriteError> {
     if descriptor < 0 {
         return Err(DurableWriteError {
             syscall: Syscall::Pwrite,
@@ -123,6 +128,13 @@ pub fn write_durable(descriptor: i32, position: u64, data: &[u8]) -> Result<(), 
             syscall: Syscall::Pwrite,
             error,
         })?;
+    Ok(file)
+}
+
+/// Writes `data` at byte `position` of the open file `descriptor` (looping over short writes and
+/// interruptions), then fdatasyncs it. The descriptor stays open: it belongs to the caller.
+pub fn write_durable(descriptor: i32, position: u64, data: &[u8]) -> Result<(), DurableWriteError> {
+    let file = write_at(descriptor, position, data)?;
     file.sync_data().map_err(|error| DurableWriteError {
         syscall: Syscall::Fdatasync,
         error,
