@@ -21,6 +21,10 @@ function countingSink(): ExportSink & { bytes: number } {
       this.bytes += bytes.length;
     },
     reusable: () => undefined,
+    writeCopy(bytes: Uint8Array) {
+      this.bytes += bytes.length;
+    },
+    room: async () => undefined,
   };
 }
 

@@ -40,7 +40,8 @@ export const newArrays: ColumnAllocator = {
 /**
  * Arrays carved one after another from a buffer kept from one conversion to the next, for a
  * caller that is done with a conversion's columns before it asks for the next (the Parquet
- * writer copies each group into WebAssembly at once). A new buffer per column per group made
+ * writer copies each group into WebAssembly at once; the Arrow IPC writer's sink copies each
+ * piece as it is handed over). A new buffer per column per group made
  * the system fault in and zero a group's size of pages every time, and the garbage collector
  * run a full collection every few groups for the external memory.
  */

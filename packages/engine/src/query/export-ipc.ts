@@ -6,25 +6,43 @@
 import * as arrow from 'apache-arrow';
 import { exportArrowBatch, exportSchema, exportSchemaWithText } from './export-arrow.js';
 import type { ColumnBatch } from './column-batch.js';
+import { ColumnArena } from './export-columns.js';
 import type { ExportSink } from './export-sink.js';
+
+/**
+ * The writer's output queue, handing each piece to the sink as it is written: the sink takes a
+ * copy before `write` returns, so once the writer has written a record batch, none of the
+ * batch's arrays is still read and the arena may hand them out again for the next group.
+ * (The writer takes an `AsyncByteQueue` of the caller's as where it writes.)
+ */
+class SinkQueue extends arrow.AsyncByteQueue {
+  constructor(private readonly sink: ExportSink) {
+    super();
+  }
+
+  override write(value: Parameters<arrow.AsyncByteQueue['write']>[0]): void {
+    // The writer writes typed arrays only (its pieces, its padding, the columns' buffers).
+    const view = value as ArrayBufferView;
+    this.sink.writeCopy(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
+  }
+}
 
 /** Writes the groups of batches (one Arrow record batch each) as one Arrow IPC file to `sink`. */
 export async function writeArrowIpc(groups: readonly (readonly ColumnBatch[])[], withText: boolean, sink: ExportSink, signal: AbortSignal | undefined): Promise<void> {
   const writer = new arrow.RecordBatchFileWriter();
-  // The writer queues its output; it is taken and written while batches are still converted.
-  const draining = (async () => {
-    for await (const chunk of writer) await sink.write(chunk);
-  })();
-  try {
-    writer.reset(undefined, withText ? exportSchemaWithText : exportSchema);
-    for (const group of groups) {
-      signal?.throwIfAborted();
-      writer.write(exportArrowBatch(group, withText));
-      // Lets the drain keep up, so at most about one batch's bytes wait in the queue.
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
-  } finally {
-    writer.finish();
-    await draining;
+  // Every group's columns are carved from one buffer, kept for the next group: a new array per
+  // column and group made the system fault in and zero a group's size of pages each time, and
+  // the garbage collector run a full collection every few groups for the external memory.
+  const columns = new ColumnArena();
+  writer.reset(new SinkQueue(sink), withText ? exportSchemaWithText : exportSchema);
+  for (const group of groups) {
+    signal?.throwIfAborted();
+    columns.reset();
+    writer.write(exportArrowBatch(group, withText, columns));
+    // The group's bytes are the sink's now; the next is made once the disk has room for it.
+    await sink.room();
   }
+  // The footer, written as the writer closes.
+  writer.finish();
+  await sink.room();
 }

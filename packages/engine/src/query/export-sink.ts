@@ -38,6 +38,14 @@ export interface ExportSink {
    * more than making the lines that fill it.
    */
   reusable(): Uint8Array | undefined;
+  /**
+   * Takes `bytes` before it returns (hashed, and copied into memory of the sink's or the
+   * kernel's), so the caller may fill the same memory again at once; `room` then waits while
+   * too much is pending. For a caller whose bytes are views of memory it reuses.
+   */
+  writeCopy(bytes: Uint8Array): void;
+  /** Waits while too much is pending (see `write`); a failed write fails it. */
+  room(): Promise<void>;
 }
 
 export interface WrittenFile {
@@ -97,20 +105,38 @@ export class FileSink implements ExportSink {
   }
 
   async write(bytes: Uint8Array, whole?: Uint8Array): Promise<void> {
-    this.check();
-    if (bytes.length === 0) return;
-    this.hash.update(bytes);
-    this.written += bytes.length;
-    if (this.direct) {
-      // The kernel copies what it writes before the call returns: the buffer is free at once.
-      this.gatherDirect(bytes);
-      if (whole && this.writtenBuffers.length < reusableBuffersMax) this.writtenBuffers.push(whole);
-    } else {
-      this.writeBuffered(bytes, whole);
+    if (this.accept(bytes)) {
+      if (this.direct) {
+        // The kernel copies what it writes before the call returns: the buffer is free at once.
+        this.gatherDirect(bytes);
+        if (whole && this.writtenBuffers.length < reusableBuffersMax) this.writtenBuffers.push(whole);
+      } else {
+        this.writeBuffered(bytes, whole);
+      }
     }
+    await this.room();
+  }
+
+  writeCopy(bytes: Uint8Array): void {
+    if (!this.accept(bytes)) return;
+    // Direct writes copy as they gather; a buffered write holds its bytes until it runs.
+    if (this.direct) this.gatherDirect(bytes);
+    else this.writeBuffered(bytes.slice(), undefined);
+  }
+
+  async room(): Promise<void> {
     // Waits only while too much is queued: each write that ends lets the next be made.
     while (this.tooMuchPending() && this.failure === undefined) await this.nextWrite();
     this.check();
+  }
+
+  /** Hashes and counts `bytes`, after the check that no write failed; false when they are none. */
+  private accept(bytes: Uint8Array): boolean {
+    this.check();
+    if (bytes.length === 0) return false;
+    this.hash.update(bytes);
+    this.written += bytes.length;
+    return true;
   }
 
   /**

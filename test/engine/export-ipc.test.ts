@@ -1,0 +1,70 @@
+/**
+ * Arrow IPC export files: written group by group from columns carved out of one reused arena,
+ * through a sink that copies each piece as the writer hands it over, a file is byte for byte
+ * the file Apache Arrow's writer makes of the same groups converted into new arrays — written
+ * directly or through the page cache.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import * as arrow from 'apache-arrow';
+import { describe, expect, it } from 'vitest';
+import { loadKernels } from '../../packages/engine/src/kernels/index.js';
+import type { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
+import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
+import { writeArrowIpc } from '../../packages/engine/src/query/export-ipc.js';
+import { FileSink } from '../../packages/engine/src/query/export-sink.js';
+import { collect, openStore, temporaryDirectory } from '../support/store.js';
+
+/** The file Apache Arrow's own writer makes of the groups, each converted into new arrays. */
+function expectedFile(groups: readonly (readonly ColumnBatch[])[], withText: boolean): Uint8Array {
+  return arrow.RecordBatchFileWriter.writeAll(groups.map((group) => exportArrowBatch(group, withText))).toUint8Array(true);
+}
+
+describe('Arrow IPC export files', () => {
+  it('are the bytes Apache Arrow writes of new arrays, though each group reuses the last one’s memory', async () => {
+    const directory = temporaryDirectory();
+    const store = await openStore(directory);
+    const feed = await store.createFeed('f');
+    // The first commit is the largest, so the arena's buffer holds every later group and each
+    // is carved over the one before: a sink that kept the writer's pieces without copying them
+    // would write the later group's values in the earlier one's place. Commits alternate between
+    // records with every optional field and records with none.
+    for (let commit = 0; commit < 9; commit++) {
+      const full = commit % 2 === 0;
+      await feed.append(
+        Array.from({ length: commit === 0 ? 500 : 60 + commit }, (_, n) =>
+          full
+            ? { payload: `full ${commit} ${'x'.repeat(n % 50)}`, key: `key-${n % 7}`, version: commit, tombstone: n % 4 === 1, type: `t${n % 3}`, tags: [`a${n}`, `b${commit}`] }
+            : { payload: commit === 5 && n === 3 ? new Uint8Array([0xff, 0xfe, n]) : `bare ${commit}-${n}` },
+        ),
+      );
+    }
+    const batches = await collect(feed.readColumns());
+    expect(batches.length).toBeGreaterThan(6);
+    const groups = [batches.slice(0, 1), ...batches.slice(1).map((batch) => [batch]), batches.slice(2, 5)];
+    // With text: a file whose payloads are all text; without: one of them is not.
+    const cases = [
+      { withText: true, groups: groups.filter((group) => group.every((batch) => batch.commit !== 6)) },
+      { withText: false, groups },
+    ];
+    for (const { withText, groups: fileGroups } of cases) {
+      const expected = expectedFile(fileGroups, withText);
+      for (const kernels of [loadKernels('native'), undefined]) {
+        const file = path.join(directory, `part-${withText}-${kernels?.name ?? 'buffered'}.arrow`);
+        const sink = await FileSink.create(file, kernels);
+        // Both ways of reaching the disk are taken: the sink's copies differ between them.
+        expect(sink.writesDirectly).toBe(kernels !== undefined);
+        await writeArrowIpc(fileGroups, withText, sink, undefined);
+        const written = await sink.finish();
+        const bytes = fs.readFileSync(file);
+        expect(Buffer.compare(bytes, Buffer.from(expected))).toBe(0);
+        expect(written).toEqual({ bytes: expected.length, sha256: crypto.createHash('sha256').update(bytes).digest('hex') });
+        const table = arrow.tableFromIPC(bytes);
+        expect(table.batches.length).toBe(fileGroups.length);
+        expect(table.numRows).toBe(fileGroups.flat().reduce((rows, batch) => rows + batch.length, 0));
+      }
+    }
+    await store.close();
+  });
+});
