@@ -16,24 +16,29 @@ import { packBatches, type FileMessage, type FileReply } from './export-transfer
 import { WorkerClient } from './worker-client.js';
 
 /**
- * Message buffers the workers handed back, to copy the next files' batches into: at most one
- * per file in flight, and never past the file size target's worth more than asked.
+ * Shared buffers that files' batches were copied into for the workers, kept for the next files:
+ * at most one spare per worker. They are shared with the worker, not moved to it: a buffer
+ * moved there and back was new external memory to this thread's garbage collector every time
+ * it came back (a file's worth, about 160 MB), so each file started a full collection here,
+ * and a full collection costs as much as the process's heap holds, whatever the export's size.
  */
-const spareBuffers: ArrayBuffer[] = [];
+const spareBuffers: SharedArrayBuffer[] = [];
 
 /** A buffer of at least `bytes`: a spare one that fits, or a new one with some room to spare. */
-function takeBuffer(bytes: number): ArrayBuffer {
+function takeBuffer(bytes: number): SharedArrayBuffer {
   const fits = spareBuffers.findIndex((buffer) => buffer.byteLength >= bytes);
   if (fits >= 0) return spareBuffers.splice(fits, 1)[0];
   spareBuffers.pop();
-  return new ArrayBuffer(Math.ceil(bytes * 1.25));
+  return new SharedArrayBuffer(Math.ceil(bytes * 1.25));
+}
+
+/** Keeps `buffer` for a later file once its worker no longer reads it (it answered, or died). */
+function giveBack(buffer: SharedArrayBuffer): void {
+  if (spareBuffers.length < workers.length) spareBuffers.push(buffer);
 }
 
 const settle = (reply: FileReply) => {
-  if (reply.error === undefined) {
-    if (spareBuffers.length < workers.length) spareBuffers.push(reply.buffer);
-    return { value: reply.written };
-  }
+  if (reply.error === undefined) return { value: reply.written };
   if (reply.error.code !== undefined) return { error: new StreamStackError(reply.error.code as ErrorCode, reply.error.message, { details: reply.error.details }) };
   return { error: new Error(reply.error.message) };
 };
@@ -57,11 +62,19 @@ export function exportFilesInFlight(): number {
 export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<WrittenFile> {
   const worker = workers.reduce((least, candidate) => (candidate.inFlight < least.inFlight ? candidate : least));
   if (!worker.client.available) return writeExportFile(job, batches, signal);
-  // The batches' buffers are copied into one, which moves to the worker: caches on this thread
-  // may share the buffers themselves.
+  // The batches' buffers are copied into one shared with the worker: caches on this thread may
+  // share the buffers themselves, and a moved buffer would be lost to this thread.
   const message: Omit<FileMessage, 'id'> = { job, ...packBatches(batches, takeBuffer) };
-  const written = worker.client.run(message, message.buffers) as Promise<WrittenFile> | undefined;
-  if (!written) return writeExportFile(job, batches, signal);
+  const shared = message.buffers[0] as SharedArrayBuffer;
+  const written = worker.client.run(message) as Promise<WrittenFile> | undefined;
+  if (!written) {
+    giveBack(shared);
+    return writeExportFile(job, batches, signal);
+  }
   worker.inFlight++;
-  return written.finally(() => worker.inFlight--);
+  // The worker answers once the file is written whole, or failed: it reads the buffer no more.
+  return written.finally(() => {
+    worker.inFlight--;
+    giveBack(shared);
+  });
 }

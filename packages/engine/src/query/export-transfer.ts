@@ -46,11 +46,11 @@ export interface FileMessage {
   readonly id: number;
   readonly job: FileJob;
   readonly batches: PackedBatch[];
-  readonly buffers: ArrayBuffer[];
+  readonly buffers: ArrayBufferLike[];
 }
 
 export type FileReply =
-  | { readonly id: number; readonly written: WrittenFile; readonly buffer: ArrayBuffer; readonly error?: undefined }
+  | { readonly id: number; readonly written: WrittenFile; readonly error?: undefined }
   | { readonly id: number; readonly written?: undefined; readonly error: { code?: string; message: string; details?: Record<string, unknown> } };
 
 /** The batch with its variable-length values gathered into bytes of its own: for a sparse batch. */
@@ -116,12 +116,15 @@ function compactSparse(batches: readonly ColumnBatch[]): ColumnBatch[] {
 /**
  * The batches as references into one buffer holding a copy of every distinct buffer they are
  * views of, laid end to end (each at a multiple of 8 bytes, for the float columns). The copy is
- * one native copy per buffer here, and the buffer is then moved to the worker, not copied again:
- * cloning the buffers into the message and out of it again on the other side cost the reading
- * thread a fifth of an export's time. `take` gives the buffer: one the worker handed back after
- * an earlier file, so its pages are not faulted in anew for every file.
+ * one native copy per buffer here, and the buffer is then shared with the worker, not copied
+ * again: cloning the buffers into the message and out of it again on the other side cost the
+ * reading thread a fifth of an export's time. `take` gives the buffer: one an earlier file used
+ * (a `SharedArrayBuffer`, for the worker), so its pages are not faulted in anew for every file.
  */
-export function packBatches(batches: readonly ColumnBatch[], take: (bytes: number) => ArrayBuffer = (bytes) => new ArrayBuffer(bytes)): { batches: PackedBatch[]; buffers: ArrayBuffer[] } {
+export function packBatches(
+  batches: readonly ColumnBatch[],
+  take: (bytes: number) => ArrayBufferLike = (bytes) => new ArrayBuffer(bytes),
+): { batches: PackedBatch[]; buffers: ArrayBufferLike[] } {
   const packed = referBatches(batches);
   const starts: number[] = [];
   let total = 0;
@@ -176,8 +179,8 @@ function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]
 }
 
 /** The batches again, over the buffers received. */
-export function unpackBatches(packed: readonly PackedBatch[], buffers: readonly ArrayBuffer[]): ColumnBatch[] {
-  const view = <T>(make: new (buffer: ArrayBuffer, byteOffset: number, length: number) => T, { buffer, byteOffset, length }: ArrayRef): T =>
+export function unpackBatches(packed: readonly PackedBatch[], buffers: readonly ArrayBufferLike[]): ColumnBatch[] {
+  const view = <T>(make: new (buffer: ArrayBufferLike, byteOffset: number, length: number) => T, { buffer, byteOffset, length }: ArrayRef): T =>
     new make(buffers[buffer], byteOffset, length);
   return packed.map((batch) => {
     const columns = {

@@ -13,14 +13,14 @@ parentPort?.on('message', (message: FileMessage) => {
   void (async () => {
     let reply: FileReply;
     try {
-      // The message's buffer goes back for the next file once this one no longer reads it.
-      reply = { id: message.id, written: await writeExportFile(message.job, unpackBatches(message.batches, message.buffers)), buffer: message.buffers[0] };
+      // The message's buffer is shared: the reply tells that this file no longer reads it.
+      reply = { id: message.id, written: await writeExportFile(message.job, unpackBatches(message.batches, message.buffers)) };
     } catch (error) {
       reply =
         error instanceof StreamStackError
           ? { id: message.id, error: { code: error.code, message: error.message, details: { ...error.details } } }
           : { id: message.id, error: { message: error instanceof Error ? error.message : String(error) } };
     }
-    parentPort!.postMessage(reply, reply.error === undefined ? [reply.buffer] : []);
+    parentPort!.postMessage(reply);
   })();
 });
