@@ -1,7 +1,8 @@
 /**
  * Export files are written on export workers, two at once, when the engine runs from its build
- * (as users run it): the batches are copied into a buffer that moves to the worker and comes
- * back for a later file. Run from its sources, as here, files are written on the calling thread.
+ * (as users run it): the batches are copied into a buffer shared with the worker, reused by a
+ * later file and dropped a while after the last. Run from its sources, as here, files are
+ * written on the calling thread.
  * Both must write the same bytes in every format, also when the buffers are reused by a second
  * export in the same process.
  */
@@ -43,10 +44,16 @@ describe('export files on the export workers', () => {
         }
       }
       await store.close();
-      console.log(JSON.stringify({ offThread: (await import(${JSON.stringify(path.resolve('packages/engine/dist/query/export-offthread.js'))})).exportFilesInFlight(), counts }));
+      const offthread = await import(${JSON.stringify(path.resolve('packages/engine/dist/query/export-offthread.js'))});
+      // The buffers shared with the workers are kept a while for a next export, then dropped.
+      const sparesAfter = offthread.spareExportBuffers();
+      await new Promise((resolve) => setTimeout(resolve, ${limits.exportSpareBuffersKeepMs} + 500));
+      console.log(JSON.stringify({ offThread: offthread.exportFilesInFlight(), counts, sparesAfter, sparesLater: offthread.spareExportBuffers() }));
     })`;
     const child = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', maxBuffer: 1 << 20 }).trim().split('\n').pop()!);
     expect(child.offThread).toBeGreaterThanOrEqual(1);
+    expect(child.sparesAfter).toBeGreaterThanOrEqual(1);
+    expect(child.sparesLater).toBe(0);
     // Every export was split into at least two files, written at once where there are two cores.
     for (const count of child.counts) expect(count).toBeGreaterThanOrEqual(2);
 

@@ -396,6 +396,14 @@ export const exportWritesPendingBytesMax = 8 * 1024 * 1024;
 export const exportFilesInFlightMax = 2;
 
 /**
+ * How long the buffers export files were copied into for the workers (a file's records each,
+ * about `exportFileBytesTarget`) are kept after the last file is written. An export's files
+ * follow each other far closer than this, so each reuses the last one's pages rather than
+ * faulting in new ones; a process that exported once does not hold them for good.
+ */
+export const exportSpareBuffersKeepMs = 1000;
+
+/**
  * An export file's written bytes are flushed to disk (an fdatasync started in the background)
  * each time this many more were written, while the conversion goes on. Left to the page cache,
  * nothing reaches the disk until the file's final fsync, which then waits for the whole file

@@ -8,7 +8,7 @@
  */
 import os from 'node:os';
 import { StreamStackError, type ErrorCode } from '../errors.js';
-import { exportFilesInFlightMax } from '../limits.js';
+import { exportFilesInFlightMax, exportSpareBuffersKeepMs } from '../limits.js';
 import type { ColumnBatch } from './column-batch.js';
 import { writeExportFile, type FileJob } from './export-file.js';
 import type { WrittenFile } from './export-sink.js';
@@ -17,15 +17,25 @@ import { WorkerClient } from './worker-client.js';
 
 /**
  * Shared buffers that files' batches were copied into for the workers, kept for the next files:
- * at most one spare per worker. They are shared with the worker, not moved to it: a buffer
- * moved there and back was new external memory to this thread's garbage collector every time
- * it came back (a file's worth, about 160 MB), so each file started a full collection here,
- * and a full collection costs as much as the process's heap holds, whatever the export's size.
+ * at most one spare per worker, for `exportSpareBuffersKeepMs` after the last file. They are
+ * shared with the worker, not moved to it: a buffer moved there and back was new external
+ * memory to this thread's garbage collector every time it came back (a file's worth, about
+ * 160 MB), so each file started a full collection here, and a full collection costs as much as
+ * the process's heap holds, whatever the export's size.
  */
 const spareBuffers: SharedArrayBuffer[] = [];
 
+/** Drops the spare buffers once no file has been written for `exportSpareBuffersKeepMs`. */
+let releaseSpares: NodeJS.Timeout | undefined;
+
+/** How many spare buffers are kept now (for tests). */
+export function spareExportBuffers(): number {
+  return spareBuffers.length;
+}
+
 /** A buffer of at least `bytes`: a spare one that fits, or a new one with some room to spare. */
 function takeBuffer(bytes: number): SharedArrayBuffer {
+  clearTimeout(releaseSpares);
   const fits = spareBuffers.findIndex((buffer) => buffer.byteLength >= bytes);
   if (fits >= 0) return spareBuffers.splice(fits, 1)[0];
   spareBuffers.pop();
@@ -35,6 +45,9 @@ function takeBuffer(bytes: number): SharedArrayBuffer {
 /** Keeps `buffer` for a later file once its worker no longer reads it (it answered, or died). */
 function giveBack(buffer: SharedArrayBuffer): void {
   if (spareBuffers.length < workers.length) spareBuffers.push(buffer);
+  if (workers.some((worker) => worker.inFlight > 0)) return;
+  clearTimeout(releaseSpares);
+  releaseSpares = setTimeout(() => spareBuffers.splice(0), exportSpareBuffersKeepMs).unref();
 }
 
 const settle = (reply: FileReply) => {
