@@ -27,10 +27,22 @@ afterAll(() => {
 });
 afterEach(() => vi.restoreAllMocks());
 
-/** Writes `pieces` through a sink made with `kernels`, some as reusable wholes, and finishes it. */
+/**
+ * Writes `pieces` through a sink made with `kernels` and finishes it: some as reusable wholes,
+ * and every third handed over by `writeCopy` from a buffer overwritten as soon as it returns.
+ */
 async function writeThrough(file: string, kernels: typeof native | undefined, pieces: readonly Uint8Array[]) {
   const sink = await FileSink.create(file, kernels);
-  for (const [index, piece] of pieces.entries()) await sink.write(piece, index % 2 === 0 ? piece : undefined);
+  for (const [index, piece] of pieces.entries()) {
+    if (index % 3 === 2) {
+      const reused = piece.slice();
+      sink.writeCopy(reused);
+      reused.fill(0xee);
+      await sink.room();
+    } else {
+      await sink.write(piece, index % 2 === 0 ? piece : undefined);
+    }
+  }
   return { direct: sink.writesDirectly, written: await sink.finish() };
 }
 
@@ -46,6 +58,7 @@ describe('export file sink', () => {
       'a file ending mid-block (padded, then truncated)',
       'a file of whole blocks',
       'an empty piece',
+      'a piece handed over by writeCopy',
     ]);
     // Files of 1–12 pieces: empty, a few bytes, a few blocks (some whole), or 1–2.5 MiB each.
     const pieceArb = fc.oneof(
@@ -68,6 +81,7 @@ describe('export file sink', () => {
         tally.hit('a file ending mid-block (padded, then truncated)', total % directWriteAlignmentBytes !== 0);
         tally.hit('a file of whole blocks', total > 0 && total % directWriteAlignmentBytes === 0);
         tally.hit('an empty piece', lengths.includes(0));
+        tally.hit('a piece handed over by writeCopy', lengths.length >= 3 && lengths[2] > 0);
         const expected = concat(pieces);
         const sha256 = crypto.createHash('sha256').update(expected).digest('hex');
         for (const kernels of [native, ts]) {
@@ -110,19 +124,31 @@ describe('export file sink', () => {
     const result = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', mount]);
     expect(result.status, `mount tmpfs: ${result.stderr}`).toBe(0);
     mounted.push(mount);
+    // Both ways of handing bytes over: `write`, and `writeCopy` then `room` (as Arrow files do).
     for (const kernels of [native, ts]) {
-      const sink = await FileSink.create(path.join(mount, `full-${kernels.name}.bin`), kernels);
-      let failure: unknown;
-      try {
-        for (let piece = 0; piece < 8; piece++) await sink.write(new Uint8Array(exportDirectWriteBytes / 2).fill(piece));
-        await sink.finish();
-      } catch (error) {
-        failure = error;
+      for (const copying of [false, true]) {
+        const name = `full-${kernels.name}-${copying ? 'copy' : 'write'}.bin`;
+        const sink = await FileSink.create(path.join(mount, name), kernels);
+        let failure: unknown;
+        try {
+          for (let piece = 0; piece < 8; piece++) {
+            const bytes = new Uint8Array(exportDirectWriteBytes / 2).fill(piece);
+            if (copying) {
+              sink.writeCopy(bytes);
+              await sink.room();
+            } else {
+              await sink.write(bytes);
+            }
+          }
+          await sink.finish();
+        } catch (error) {
+          failure = error;
+        }
+        expect(failure, name).toMatchObject({ code: 'IO', details: { errno: 'ENOSPC' } });
+        expect((failure as Error).message).toContain(name);
+        await sink.abandon();
+        fs.rmSync(path.join(mount, name));
       }
-      expect(failure, kernels.name).toMatchObject({ code: 'IO', details: { errno: 'ENOSPC' } });
-      expect((failure as Error).message).toContain(`full-${kernels.name}.bin`);
-      await sink.abandon();
-      fs.rmSync(path.join(mount, `full-${kernels.name}.bin`));
     }
     spawnSync('umount', ['-l', mounted.pop()!]);
   });
