@@ -38,7 +38,9 @@
 // window: the machine's own stalls (stolen time on a virtual machine, the kernel's writeback),
 // which the store's figure includes but no code in the store causes.
 //
-// STREAMSTACK_BENCH_HISTORY_CASES (default `export,retention,merge,keys`) runs a part of the suite.
+// STREAMSTACK_BENCH_HISTORY_CASES (default `export,retention,merge,keys`) runs a part of the suite;
+// its figures go to a results file of their own (`history-export.json`), so a partial run never
+// replaces a full run's `history.json`.
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -55,7 +57,10 @@ const samples = Number(process.env.STREAMSTACK_BENCH_HISTORY_SAMPLES ?? 3);
 /** The disk baseline writes in pieces of this many bytes, then fsyncs. */
 const diskWriteBytes = 4 * 1024 * 1024;
 const targets = { ndjson: 0.5, arrow: 0.5, parquet: 0.25 };
-const cases = new Set((process.env.STREAMSTACK_BENCH_HISTORY_CASES ?? 'export,retention,merge,keys').split(','));
+const allCases = ['export', 'retention', 'merge', 'keys'];
+const cases = new Set((process.env.STREAMSTACK_BENCH_HISTORY_CASES ?? allCases.join(',')).split(','));
+/** The suite's name, and its results file's: a partial run's names the cases it ran. */
+const suiteName = allCases.every((name) => cases.has(name)) ? 'history' : `history-${allCases.filter((name) => cases.has(name)).join('-')}`;
 /** The store's clock moves this far between commits, so the history spans a known time range. */
 const commitSpacingMs = 3_600_000;
 /** The issue's limit on the event loop's delay while background history work runs. */
@@ -129,7 +134,7 @@ function watchDelays() {
 }
 
 export async function run() {
-  const suite = new Suite('history');
+  const suite = new Suite(suiteName);
   const directory = temporaryDirectory('history');
   let now = Date.parse('2026-01-01T00:00:00Z');
   const store = await Store.open(path.join(directory, 'data'), { clock: () => now });
