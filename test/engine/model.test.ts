@@ -87,10 +87,14 @@ interface RecordSpec {
   readonly timestamp?: number;
 }
 
-/** Keys, types and tags from small pools, so that they repeat; one of each long and not ASCII. */
-const keys = ['k1', 'k2', 'k3', `ключ-${'ü'.repeat(60)}`] as const;
-const types = ['t1', 't2', `тип-${'é'.repeat(50)}`] as const;
-const tags = ['red', 'green', `blue-${'ß'.repeat(50)}`] as const;
+/**
+ * Keys, types and tags from small pools, so that they repeat; one of each long and not ASCII,
+ * and one of each starting with a byte-order mark, which is a character of the name and must
+ * not be dropped as a decoder drops a leading BOM by default.
+ */
+const keys = ['k1', 'k2', 'k3', `ключ-${'ü'.repeat(60)}`, '\ufeffk1'] as const;
+const types = ['t1', 't2', `тип-${'é'.repeat(50)}`, '\ufefft1'] as const;
+const tags = ['red', 'green', `blue-${'ß'.repeat(50)}`, '\ufeffred'] as const;
 const smallPayloads = ['alpha', 'beta', 'gamma', 'delta', '', 'héllo ✓', 'm'.repeat(1500)];
 
 /**

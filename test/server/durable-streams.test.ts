@@ -44,7 +44,8 @@ describe('stream names as feed names', () => {
         expect(feed.length).toBeLessThanOrEqual(limits.feedNameCharactersMax);
         expect(feedStreamName(feed)).toBe(name);
       }),
-      { numRuns: 2000 },
+      // A leading byte-order mark is a character of the name (a random run found it once).
+      { numRuns: 2000, examples: [['\ufeff'], ['\ufeff\u0000'], ['\ufeffa/b']] },
     );
   });
 

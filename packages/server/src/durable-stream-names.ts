@@ -31,7 +31,8 @@ export const streamNameBytesAlwaysFit = Math.floor(streamNameEncodedMax / 3);
 
 const escape = '_';
 const encoder = new TextEncoder();
-const strictDecoder = new TextDecoder('utf-8', { fatal: true });
+/** Keeps a leading byte-order mark: it is part of the name, and dropping it would merge two streams. */
+const strictDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Bytes written as themselves: `A-Z a-z 0-9 . -`. */
 function isPlain(byte: number): boolean {

@@ -7,7 +7,12 @@
 import { StreamStackError } from '../errors.js';
 
 const textEncoder = new TextEncoder();
-const textDecoder = new TextDecoder('utf-8', { fatal: true });
+/**
+ * Fatal, because a replacement character would silently change a stored string, and keeping a
+ * leading byte-order mark, because it is the string's first character (a key `\uFEFFk` is not
+ * the key `k`); by default a decoder drops one.
+ */
+const textDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Strings up to this many bytes take the ASCII fast path when they are ASCII. */
 const shortStringBytesMax = 64;
