@@ -6,6 +6,7 @@
 //! code, and `ErrorCode` is that status). The TypeScript adapter in
 //! `packages/engine/src/kernels/native.ts` wraps these into `StreamStackError`s.
 
+pub mod copy;
 pub mod crc;
 pub mod direct;
 pub mod durable;
@@ -72,6 +73,23 @@ pub fn payload_checksums_into(
     // SAFETY: as above.
     let out = unsafe { out.as_mut() };
     Ok(crc::payload_checksums_into(bytes, ranges, out)?)
+}
+
+/// Copies `source[start..end]` into `target` at `target_at` with `memcpy`. The two must be views
+/// of different buffers (the TypeScript adapter copies views of one buffer itself): Rust may not
+/// hold a shared and a mutable reference to the same bytes.
+#[napi]
+pub fn copy_range(
+    mut target: Uint8ArraySlice,
+    target_at: u32,
+    source: &[u8],
+    start: u32,
+    end: u32,
+) -> napi::Result<(), ErrorCode> {
+    // SAFETY: the call is synchronous, so JS, which runs on this same thread, cannot touch the
+    // buffer while Rust holds it mutably, and the adapter never passes two views of one buffer.
+    let target = unsafe { target.as_mut() };
+    Ok(copy::copy_range(target, target_at as usize, source, start as usize, end as usize)?)
 }
 
 /// Fills in the CRC field of every frame that starts at one of `frameOffsets`, in place.

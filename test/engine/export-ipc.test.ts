@@ -12,7 +12,8 @@ import { describe, expect, it } from 'vitest';
 import { loadKernels } from '../../packages/engine/src/kernels/index.js';
 import type { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
 import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
-import { writeArrowIpc } from '../../packages/engine/src/query/export-ipc.js';
+import { ipcArenas, writeArrowIpc } from '../../packages/engine/src/query/export-ipc.js';
+import { packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
 import { FileSink } from '../../packages/engine/src/query/export-sink.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
@@ -22,7 +23,7 @@ function expectedFile(groups: readonly (readonly ColumnBatch[])[], withText: boo
 }
 
 describe('Arrow IPC export files', () => {
-  it('are the bytes Apache Arrow writes of new arrays, though each group reuses the last one’s memory', async () => {
+  it('are the bytes Apache Arrow writes of new arrays, though each group and file reuses the last one’s memory', async () => {
     const directory = temporaryDirectory();
     const store = await openStore(directory);
     const feed = await store.createFeed('f');
@@ -35,13 +36,19 @@ describe('Arrow IPC export files', () => {
       await feed.append(
         Array.from({ length: commit === 0 ? 500 : 60 + commit }, (_, n) =>
           full
-            ? { payload: `full ${commit} ${'x'.repeat(n % 50)}`, key: `key-${n % 7}`, version: commit, tombstone: n % 4 === 1, type: `t${n % 3}`, tags: [`a${n}`, `b${commit}`] }
+            ? { payload: `full ${commit}-${n} ${'x'.repeat(n % 50)}`, key: `key-${n % 7}`, version: commit, tombstone: n % 4 === 1, type: `t${n % 3}`, tags: [`a${n}`, `b${commit}`] }
             : { payload: commit === 5 && n === 3 ? new Uint8Array([0xff, 0xfe, n]) : `bare ${commit}-${n}` },
         ),
       );
     }
-    const batches = await collect(feed.readColumns());
-    expect(batches.length).toBeGreaterThan(6);
+    const read = await collect(feed.readColumns());
+    expect(read.length).toBeGreaterThan(6);
+    // As an export worker has them: views of one shared buffer, which V8 copies from byte by
+    // byte where the kernel's copy does not (the first commit's payloads, back to back, are
+    // longer than copyRangeKernelBytesMin, so they take the kernel).
+    const packed = packBatches(read, (bytes) => new SharedArrayBuffer(bytes));
+    const batches = unpackBatches(packed.batches, packed.buffers);
+    expect(batches[0].bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
     const groups = [batches.slice(0, 1), ...batches.slice(1).map((batch) => [batch]), batches.slice(2, 5)];
     // With text: a file whose payloads are all text; without: one of them is not.
     const cases = [
@@ -50,12 +57,17 @@ describe('Arrow IPC export files', () => {
     ];
     for (const { withText, groups: fileGroups } of cases) {
       const expected = expectedFile(fileGroups, withText);
-      for (const kernels of [loadKernels('native'), undefined]) {
-        const file = path.join(directory, `part-${withText}-${kernels?.name ?? 'buffered'}.arrow`);
-        const sink = await FileSink.create(file, kernels);
+      for (const [loaded, direct] of [[loadKernels('native'), true], [loadKernels('native'), false], [loadKernels('ts'), false]] as const) {
+        let longCopies = 0;
+        const kernels = { ...loaded, copyRange: (...args: Parameters<typeof loaded.copyRange>) => (longCopies++, loaded.copyRange(...args)) };
+        const file = path.join(directory, `part-${withText}-${kernels.name}-${direct}.arrow`);
+        const sink = await FileSink.create(file, direct ? kernels : undefined);
         // Both ways of reaching the disk are taken: the sink's copies differ between them.
-        expect(sink.writesDirectly).toBe(kernels !== undefined);
-        await writeArrowIpc(fileGroups, withText, sink, undefined);
+        expect(sink.writesDirectly).toBe(direct);
+        await writeArrowIpc(kernels, fileGroups, withText, sink, undefined);
+        // The arena is kept for the next file, which converts its groups over this one's.
+        expect(ipcArenas.size).toBe(1);
+        expect(longCopies).toBeGreaterThan(0);
         const written = await sink.finish();
         const bytes = fs.readFileSync(file);
         expect(Buffer.compare(bytes, Buffer.from(expected))).toBe(0);

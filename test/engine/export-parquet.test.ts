@@ -6,7 +6,8 @@
  */
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { writeParquet } from '../../packages/engine/src/query/export-parquet.js';
+import { loadKernels } from '../../packages/engine/src/kernels/index.js';
+import { groupScratches, writeParquet } from '../../packages/engine/src/query/export-parquet.js';
 import type { ExportSink } from '../../packages/engine/src/query/export-sink.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
@@ -39,11 +40,15 @@ describe('Parquet export memory', () => {
     // One group is every batch: 4,000 records, 8 MB of payloads once as bytes and once as text.
     const groupBytes = 4000 * 2 * 2000;
     const groups = Array.from({ length: 40 }, () => batches);
+    const kernels = loadKernels('auto');
     const first = countingSink();
-    await writeParquet(groups, true, first, 'test', undefined);
+    await writeParquet(kernels, groups, true, first, 'test', undefined);
+    // The file's scratch is kept for the next file on this thread, and taken by it.
+    expect(groupScratches.size).toBe(1);
     const afterFirst = parquetWasm.wasmMemory().buffer.byteLength;
     const second = countingSink();
-    await writeParquet(groups, true, second, 'test', undefined);
+    await writeParquet(kernels, groups, true, second, 'test', undefined);
+    expect(groupScratches.size).toBe(1);
     const afterSecond = parquetWasm.wasmMemory().buffer.byteLength;
     expect(second.bytes).toBe(first.bytes);
     expect(first.bytes).toBeGreaterThan(0);

@@ -11,6 +11,7 @@
 import { createRequire } from 'node:module';
 import { type ErrorCode, StreamStackError } from '../errors.js';
 import type { FstEntries, FstRange, Kernels, NdjsonColumns, PackedBytes } from './kernels.js';
+import { checkCopyRange } from './ts/copy.js';
 
 /**
  * The functions `@streamstack/native` exports, as this adapter and `storage/platform.ts` call them
@@ -21,6 +22,7 @@ export interface NativeModule {
   crc32c(bytes: Uint8Array, seed?: number): number;
   crc32cRangesInto(bytes: Uint8Array, ranges: Uint32Array, out: Uint32Array): void;
   payloadChecksumsInto(bytes: Uint8Array, ranges: Uint32Array, out: Uint32Array): void;
+  copyRange(target: Uint8Array, targetAt: number, source: Uint8Array, start: number, end: number): void;
   frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void;
   frameChecksumsVerify(buffer: Uint8Array, frameOffsets: Uint32Array): number;
   fstBuild(keys: Uint8Array, ends: Uint32Array, values: Float64Array): Uint8Array;
@@ -54,6 +56,7 @@ const nativeFunctionNames: readonly (keyof NativeModule)[] = [
   'crc32c',
   'crc32cRangesInto',
   'payloadChecksumsInto',
+  'copyRange',
   'frameChecksumsWrite',
   'frameChecksumsVerify',
   'fstBuild',
@@ -207,6 +210,21 @@ export function loadNativeKernels(): Kernels {
         const out = given ?? scratchOutput(ranges.length & ~1);
         native.payloadChecksumsInto(bytes, ranges, out);
         return given ?? out.slice();
+      } catch (error) {
+        throw translate(error);
+      }
+    },
+    copyRange(target: Uint8Array, targetAt: number, source: Uint8Array, start: number, end: number): void {
+      // Checked here, as the twin checks, because napi would wrap a negative or fractional
+      // number into a u32 rather than refuse it.
+      checkCopyRange(target, targetAt, source, start, end);
+      // Two views of one buffer may overlap, and Rust may not hold both; `set` copies them right.
+      if (target.buffer === source.buffer) {
+        target.set(source.subarray(start, end), targetAt);
+        return;
+      }
+      try {
+        native.copyRange(target, targetAt, source, start, end);
       } catch (error) {
         throw translate(error);
       }

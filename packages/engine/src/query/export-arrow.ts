@@ -11,7 +11,7 @@
 import * as arrow from 'apache-arrow';
 import { recordFlags } from '../storage/records.js';
 import type { ColumnBatch } from './column-batch.js';
-import { commitColumn, gatherRanges, int64Column, newArrays, repeatedStrings, rowCount, tagListOffsets, tombstoneBits, typeStrings, typeValidity, validityOfFlag, type ColumnAllocator } from './export-columns.js';
+import { commitColumn, gatherRanges, int64Column, newArrays, repeatedStrings, rowCount, tagListOffsets, tombstoneBits, typeStrings, typeValidity, validityOfFlag, type ColumnAllocator, type RangeCopy } from './export-columns.js';
 
 /** The name of the column holding payloads as UTF-8 text, present where every payload is text. */
 export const payloadTextColumn = 'payloadText';
@@ -45,12 +45,13 @@ export function describeSchema(withText: boolean): { name: string; type: string;
  * The batches (in order) as one Arrow record batch of the export schema; with `withText`, the
  * payloads also as a UTF-8 column, which shares the binary column's buffers (the caller has
  * checked that every payload is valid UTF-8). Its arrays come from `alloc`: an arena's are
- * handed out again by the next conversion, so the batch must be done with by then.
+ * handed out again by the next conversion, so the batch must be done with by then. Long ranges
+ * (a pack's payloads lie end to end) are copied by `copyLong`, a kernel set's `copyRange`, when given.
  */
-export function exportArrowBatch(batches: readonly ColumnBatch[], withText: boolean, alloc: ColumnAllocator = newArrays): arrow.RecordBatch {
+export function exportArrowBatch(batches: readonly ColumnBatch[], withText: boolean, alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): arrow.RecordBatch {
   const length = rowCount(batches);
   const { valueOffsets: tagOffsets, tags } = tagListOffsets(batches, length, alloc);
-  const payloads = gatherRanges(batches, (batch) => ({ starts: batch.payloadStarts, ends: batch.payloadEnds, bytes: batch.bytes, external: batch.externalBytes }), alloc);
+  const payloads = gatherRanges(batches, (batch) => ({ starts: batch.payloadStarts, ends: batch.payloadEnds, bytes: batch.bytes, external: batch.externalBytes }), alloc, copyLong);
   const children: arrow.Data[] = [
     arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.feed, alloc) }),
     arrow.makeData({ type: new arrow.Int64(), length, data: commitColumn(batches, length, alloc) }),
@@ -62,7 +63,7 @@ export function exportArrowBatch(batches: readonly ColumnBatch[], withText: bool
       type: new arrow.Utf8(),
       length,
       // A record without a key has an empty range: its value is empty, and null by the bitmap.
-      ...gatherRanges(batches, (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes }), alloc),
+      ...gatherRanges(batches, (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes }), alloc, copyLong),
       nullBitmap: validityOfFlag(batches, length, recordFlags.hasKey, alloc),
     }),
     arrow.makeData({
@@ -85,10 +86,10 @@ export function exportArrowBatch(batches: readonly ColumnBatch[], withText: bool
           const first = batch.tagRows[0];
           const last = batch.tagRows[batch.length];
           return { starts: batch.tagStarts.subarray(first, last), ends: batch.tagEnds.subarray(first, last), bytes: batch.bytes };
-        }, alloc),
+        }, alloc, copyLong),
       }),
     }),
-    arrow.makeData({ type: new arrow.Binary(), length, ...gatherRanges(batches, (batch) => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes }), alloc) }),
+    arrow.makeData({ type: new arrow.Binary(), length, ...gatherRanges(batches, (batch) => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes }), alloc, copyLong) }),
     arrow.makeData({ type: new arrow.Binary(), length, ...payloads }),
   ];
   // The text column is the same bytes and offsets as the binary one: the same buffers, not a copy.

@@ -61,10 +61,10 @@ export async function writeExportFile(job: FileJob, batches: readonly ColumnBatc
       await writeNdjson(kernels, batches, job.withText, sink, signal);
     } else if (job.format === 'arrow') {
       const { writeArrowIpc } = await import('./export-ipc.js');
-      await writeArrowIpc(groupsOf(batches), job.withText, sink, signal);
+      await writeArrowIpc(kernels, groupsOf(batches), job.withText, sink, signal);
     } else {
       const { writeParquet } = await import('./export-parquet.js');
-      await writeParquet(groupsOf(batches), job.withText, sink, job.createdBy, signal);
+      await writeParquet(kernels, groupsOf(batches), job.withText, sink, job.createdBy, signal);
     }
   } catch (error) {
     await sink.abandon();

@@ -4,10 +4,22 @@
  * of at most `exportRowGroupRowsMax` rows.
  */
 import * as arrow from 'apache-arrow';
+import type { Kernels } from '../kernels/index.js';
+import { exportFilesInFlightMax } from '../limits.js';
 import { exportArrowBatch, exportSchema, exportSchemaWithText } from './export-arrow.js';
 import type { ColumnBatch } from './column-batch.js';
 import { ColumnArena } from './export-columns.js';
 import type { ExportSink } from './export-sink.js';
+import { SparePool } from './spare-pool.js';
+
+/**
+ * The arenas of files written on this thread, kept for the next file. Within a file, every
+ * group's columns are carved from one arena's buffer: a new array per column and group made the
+ * system fault in and zero a group's size of pages each time, and the garbage collector run a
+ * full collection every few groups for the external memory. Across files, the same held for
+ * each file's new arena.
+ */
+export const ipcArenas = new SparePool<ColumnArena>(exportFilesInFlightMax);
 
 /**
  * The writer's output queue, handing each piece to the sink as it is written: the sink takes a
@@ -27,22 +39,33 @@ class SinkQueue extends arrow.AsyncByteQueue {
   }
 }
 
-/** Writes the groups of batches (one Arrow record batch each) as one Arrow IPC file to `sink`. */
-export async function writeArrowIpc(groups: readonly (readonly ColumnBatch[])[], withText: boolean, sink: ExportSink, signal: AbortSignal | undefined): Promise<void> {
+/**
+ * Writes the groups of batches (one Arrow record batch each) as one Arrow IPC file to `sink`;
+ * `kernels` copy the long ranges of the columns.
+ */
+export async function writeArrowIpc(
+  kernels: Kernels,
+  groups: readonly (readonly ColumnBatch[])[],
+  withText: boolean,
+  sink: ExportSink,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   const writer = new arrow.RecordBatchFileWriter();
-  // Every group's columns are carved from one buffer, kept for the next group: a new array per
-  // column and group made the system fault in and zero a group's size of pages each time, and
-  // the garbage collector run a full collection every few groups for the external memory.
-  const columns = new ColumnArena();
-  writer.reset(new SinkQueue(sink), withText ? exportSchemaWithText : exportSchema);
-  for (const group of groups) {
-    signal?.throwIfAborted();
-    columns.reset();
-    writer.write(exportArrowBatch(group, withText, columns));
-    // The group's bytes are the sink's now; the next is made once the disk has room for it.
+  const columns = ipcArenas.take(() => new ColumnArena());
+  try {
+    writer.reset(new SinkQueue(sink), withText ? exportSchemaWithText : exportSchema);
+    for (const group of groups) {
+      signal?.throwIfAborted();
+      columns.reset();
+      writer.write(exportArrowBatch(group, withText, columns, kernels.copyRange));
+      // The group's bytes are the sink's now; the next is made once the disk has room for it.
+      await sink.room();
+    }
+    // The footer, written as the writer closes.
+    writer.finish();
     await sink.room();
+  } finally {
+    // The sink copied every piece as it was handed over: nothing reads the arena's arrays now.
+    ipcArenas.give(columns);
   }
-  // The footer, written as the writer closes.
-  writer.finish();
-  await sink.room();
 }

@@ -14,11 +14,13 @@
  * and keys, mostly distinct, it cost time and saved nothing.
  */
 import * as arrow from 'apache-arrow';
-import { exportRowGroupBytesMax, exportRowGroupRowsMax } from '../limits.js';
+import type { Kernels } from '../kernels/index.js';
+import { exportFilesInFlightMax, exportRowGroupBytesMax, exportRowGroupRowsMax } from '../limits.js';
 import { exportArrowBatch } from './export-arrow.js';
 import { ColumnArena } from './export-columns.js';
 import type { ColumnBatch } from './column-batch.js';
 import type { ExportSink } from './export-sink.js';
+import { SparePool } from './spare-pool.js';
 
 type ParquetWasm = typeof import('parquet-wasm/node');
 
@@ -54,8 +56,8 @@ function writerProperties(wasm: ParquetWasm, createdBy: string) {
  * WebAssembly before the next is converted: buffers kept from group to group, not new ones per
  * group and column, whose pages the system would fault in and zero anew every time and whose
  * external memory made the garbage collector run a full collection every few groups (with the
- * two, a third of a Parquet export's time). Per file, not per thread: two exports writing
- * files on one thread interleave their groups.
+ * two, a third of a Parquet export's time). One per file, as two exports writing files on one
+ * thread interleave their groups; kept for the thread's next file (`groupScratches`).
  */
 class GroupScratch {
   /** The group's columns. */
@@ -84,11 +86,16 @@ class GroupScratch {
   }
 }
 
+/** The scratch of files written on this thread, kept for the next file. */
+export const groupScratches = new SparePool<GroupScratch>(exportFilesInFlightMax);
+
 /**
  * Writes the groups of batches as one Parquet file to `sink`. `createdBy` names the writer in
- * the file's footer; nothing else in the file depends on when or where it was written.
+ * the file's footer; nothing else in the file depends on when or where it was written. `kernels`
+ * copy the long ranges of the columns.
  */
 export async function writeParquet(
+  kernels: Kernels,
   groups: readonly (readonly ColumnBatch[])[],
   withText: boolean,
   sink: ExportSink,
@@ -97,7 +104,7 @@ export async function writeParquet(
 ): Promise<void> {
   const wasm = await parquetWasm();
   let next = 0;
-  const scratch = new GroupScratch();
+  const scratch = groupScratches.take(() => new GroupScratch());
   // Each group crosses into WebAssembly as an Arrow IPC stream, converted only when the writer
   // asks for it, so one group at a time is in memory on either side.
   const batches = new ReadableStream({
@@ -111,7 +118,7 @@ export async function writeParquet(
         return;
       }
       scratch.columns.reset();
-      const table = wasm.Table.fromIPCStream(await scratch.ipcStream(exportArrowBatch(groups[next++], withText, scratch.columns)));
+      const table = wasm.Table.fromIPCStream(await scratch.ipcStream(exportArrowBatch(groups[next++], withText, scratch.columns, kernels.copyRange)));
       try {
         for (const recordBatch of table.recordBatches()) controller.enqueue(recordBatch);
       } finally {
@@ -125,5 +132,8 @@ export async function writeParquet(
   });
   const output = await wasm.transformParquetStream(batches, writerProperties(wasm, createdBy));
   for await (const chunk of output as unknown as AsyncIterable<Uint8Array>) await sink.write(chunk);
+  // The output ended, so the writer took every group and asks for no more: the scratch is free.
+  // After a failure it is dropped instead, as the writer might still be converting into it.
+  groupScratches.give(scratch);
   signal?.throwIfAborted();
 }

@@ -1,5 +1,6 @@
 /** The pure-TypeScript kernel set: no native code, the reference the native set is held to. */
 import type { Kernels } from '../kernels.js';
+import { copyRange } from './copy.js';
 import { crc32, crc32c, crc32cRanges, payloadChecksums } from './crc.js';
 import { writeDirect, writeDurable } from './durable.js';
 import { frameChecksumsVerify, frameChecksumsWrite } from './frames.js';
@@ -13,6 +14,7 @@ export const tsKernels: Kernels = Object.freeze({
   crc32c: (bytes: Uint8Array, seed?: number) => crc32c(bytes, seed),
   crc32cRanges,
   payloadChecksums,
+  copyRange,
   ndjsonLines,
   frameChecksumsWrite,
   frameChecksumsVerify,
