@@ -45,10 +45,11 @@ describe('export files on the export workers', () => {
       }
       await store.close();
       const offthread = await import(${JSON.stringify(path.resolve('packages/engine/dist/query/export-offthread.js'))});
+      const { runBufferReuses } = await import(${JSON.stringify(path.resolve('packages/engine/dist/storage/run-buffers.js'))});
       // The buffers shared with the workers are kept a while for a next export, then dropped.
       const sparesAfter = offthread.spareExportBuffers();
       await new Promise((resolve) => setTimeout(resolve, ${limits.exportSpareBuffersKeepMs} + 500));
-      console.log(JSON.stringify({ offThread: offthread.exportFilesInFlight(), counts, sparesAfter, sparesLater: offthread.spareExportBuffers() }));
+      console.log(JSON.stringify({ offThread: offthread.exportFilesInFlight(), counts, sparesAfter, sparesLater: offthread.spareExportBuffers(), runBufferReuses: runBufferReuses() }));
     })`;
     const child = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', maxBuffer: 1 << 20 }).trim().split('\n').pop()!);
     expect(child.offThread).toBeGreaterThanOrEqual(1);
@@ -56,12 +57,16 @@ describe('export files on the export workers', () => {
     expect(child.sparesLater).toBe(0);
     // Every export was split into at least two files, written at once where there are two cores.
     for (const count of child.counts) expect(count).toBeGreaterThanOrEqual(2);
+    // Later files' runs were read into buffers of earlier ones, released once packed for a worker.
+    expect(child.runBufferReuses).toBeGreaterThan(0);
 
     const here = temporaryDirectory();
     const store = await Store.open(path.join(here, 'data'), exportStoreOptions());
     try {
       await fillExportFeed(store, limits.exportFileBytesTarget);
       const feed = await store.feed('f');
+      // On the calling thread a file's run buffers are released only once it is written: the
+      // next file, read meanwhile, must not read into them (the files would differ below).
       for (const format of formats) await feed.export({ format, to: path.join(here, 'out', format) });
     } finally {
       await store.close();

@@ -12,6 +12,7 @@ import { checkExportOptions, writeExport, type ExportOptions } from '../query/ex
 import type { ExportManifest } from '../query/export-manifest.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import { compactedError, trimmedError } from '../storage/commit-list.js';
+import { RunBufferPool } from '../storage/run-buffers.js';
 import type { FeedWriter } from './feed-writer.js';
 
 export class FeedReads {
@@ -38,8 +39,11 @@ export class FeedReads {
     const after = checkCursor(snapshot, options.after);
     // The range is fixed now, so the manifest names the head the export read up to.
     const upTo = readEnd(snapshot, { after, upTo: options.upTo ?? snapshot.watermark.commit });
-    const batches = readColumns(snapshot, { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) }, this.writer.fingerprints);
-    return this.settled(writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches)));
+    // The export copies or writes each file's batches before it lets their run buffers go, so
+    // the runs are read into buffers used again rather than new ones (see `RunBufferPool`).
+    const runBuffers = new RunBufferPool();
+    const batches = readColumns(snapshot, { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) }, this.writer.fingerprints, runBuffers);
+    return this.settled(writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches), runBuffers));
   }
 
   /** `reads`, failing with `FEED_NOT_FOUND` instead once the feed was deleted. */

@@ -67,14 +67,29 @@ export function exportFilesInFlight(): number {
   return workers[0].client.available ? workers.length : 1;
 }
 
+/** A file being written: `written` once it is whole; `released` once its batches are no longer read. */
+export interface FileInFlight {
+  readonly written: Promise<WrittenFile>;
+  /** Settles (never rejects) once nothing reads the batches given: at once when they were copied for a worker. */
+  readonly released: Promise<void>;
+}
+
+const ignore = () => undefined;
+
+/** A file written on the calling thread: its batches are read until it is written. */
+function onThisThread(job: FileJob, batches: readonly ColumnBatch[], signal: AbortSignal | undefined): FileInFlight {
+  const written = writeExportFile(job, batches, signal);
+  return { written, released: written.then(ignore, ignore) };
+}
+
 /**
  * Writes one export file, off the event loop on the least busy worker when one can run. A file
  * on a worker is written whole even when `signal` aborts meanwhile; the export stops after it,
  * with no manifest.
  */
-export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<WrittenFile> {
+export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): FileInFlight {
   const worker = workers.reduce((least, candidate) => (candidate.inFlight < least.inFlight ? candidate : least));
-  if (!worker.client.available) return writeExportFile(job, batches, signal);
+  if (!worker.client.available) return onThisThread(job, batches, signal);
   // The batches' buffers are copied into one shared with the worker: caches on this thread may
   // share the buffers themselves, and a moved buffer would be lost to this thread.
   const message: Omit<FileMessage, 'id'> = { job, ...packBatches(batches, takeBuffer) };
@@ -82,12 +97,16 @@ export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnB
   const written = worker.client.run(message) as Promise<WrittenFile> | undefined;
   if (!written) {
     giveBack(shared);
-    return writeExportFile(job, batches, signal);
+    return onThisThread(job, batches, signal);
   }
   worker.inFlight++;
   // The worker answers once the file is written whole, or failed: it reads the buffer no more.
-  return written.finally(() => {
-    worker.inFlight--;
-    giveBack(shared);
-  });
+  return {
+    written: written.finally(() => {
+      worker.inFlight--;
+      giveBack(shared);
+    }),
+    // The worker reads the copies: the batches themselves are free now.
+    released: Promise.resolve(),
+  };
 }

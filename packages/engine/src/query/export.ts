@@ -17,6 +17,7 @@ import { syncDirectory, writeFileDurably } from '../storage/segment.js';
 import { ColumnBatch } from './column-batch.js';
 import { batchBytes } from './export-file.js';
 import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
+import type { RunBufferPool } from '../storage/run-buffers.js';
 import { exportFilesInFlight, writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
@@ -132,6 +133,8 @@ export async function writeExport(
   range: { after: number; upTo: number },
   options: ExportOptions,
   batches: AsyncIterable<ColumnBatch>,
+  /** The buffers `batches` were read into, if any: given back as each file's batches are released. */
+  runBuffers?: RunBufferPool,
 ): Promise<ExportManifest> {
   const { format, mode, to } = checkExportOptions(options);
   await prepareDirectory(to);
@@ -162,7 +165,12 @@ export async function writeExport(
     // are held: the one being read.
     while (writing.length >= filesInFlightMax) await finishOldest();
     const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, withText: payloadText, createdBy };
-    const written = writeExportFileOffThread(job, batchesOfFile, options.signal).then((file) => ({
+    // Every batch read so far is this file's or an earlier one's, so the run buffers the reader
+    // is done with are free once this file's batches are released (earlier files' are by then).
+    const retired = runBuffers?.retire();
+    const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal);
+    if (runBuffers && retired) void released.then(() => runBuffers.recycle(retired));
+    const written = writtenFile.then((file) => ({
       name: entry.name,
       records: entry.records,
       ...file,

@@ -9,6 +9,7 @@ import { assert, StreamStackError } from '../errors.js';
 import { columnBatchRowsMax, keyTableSlotsInitial } from '../limits.js';
 import { ByteKeyTable } from './key-table.js';
 import { entryPosition, fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
+import type { RunBufferPool } from '../storage/run-buffers.js';
 import { rowsOfPositions } from '../storage/run-columns.js';
 import { joinsStretch } from '../storage/run-reads.js';
 import { winsOver } from '../storage/key-file.js';
@@ -131,7 +132,14 @@ function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<Co
  * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
  * reads no further.
  */
-async function* runColumns(snapshot: Snapshot, cursor: number, end: number, more: () => boolean, signal: AbortSignal | undefined): AsyncGenerator<ColumnBatch> {
+async function* runColumns(
+  snapshot: Snapshot,
+  cursor: number,
+  end: number,
+  more: () => boolean,
+  signal: AbortSignal | undefined,
+  runBuffers: RunBufferPool | undefined,
+): AsyncGenerator<ColumnBatch> {
   const commits = windowOf(snapshot, cursor, end);
   let held = commits.next();
   const nextStretch = (): CommitRecord[] => {
@@ -143,12 +151,12 @@ async function* runColumns(snapshot: Snapshot, cursor: number, end: number, more
     return stretch;
   };
   let upcoming = nextStretch();
-  let next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming) : undefined;
+  let next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming, runBuffers) : undefined;
   while (upcoming.length > 0) {
     const stretch = upcoming;
     const current = next!;
     upcoming = more() ? nextStretch() : [];
-    next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming) : undefined;
+    next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming, runBuffers) : undefined;
     // A prefetch that is never awaited must not turn into an unhandled rejection.
     next?.catch(() => undefined);
     const runs = await current;
@@ -158,6 +166,8 @@ async function* runColumns(snapshot: Snapshot, cursor: number, end: number, more
         yield ColumnBatch.ofRun(snapshot.feed, commit, run);
       }
     }
+    // Every batch of the stretch was handed out: the consumer says when it holds none.
+    runBuffers?.readerDone(runs[0]);
   }
 }
 
@@ -171,14 +181,14 @@ function fingerprintTerm(batch: ColumnBatch, row: number): string {
   return fingerprintKey(batch.fingerprint(row));
 }
 
-/** Reads records in RAW or dedup mode, one commit's worth at a time. */
-async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<ColumnBatch> {
+/** Reads records in RAW or dedup mode, one commit's worth at a time; runs are read into `runBuffers` when given. */
+async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex, runBuffers?: RunBufferPool): AsyncGenerator<ColumnBatch> {
   const cursor = checkCursor(snapshot, options.after);
   const mode = options.mode ?? 'raw';
   const select = columnMatcher(normalizeQuery(options.filter));
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
-  for await (let batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => remaining > 0, options.signal)) {
+  for await (let batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => remaining > 0, options.signal, runBuffers)) {
     if (remaining <= 0) return;
     if (mode === 'dedup' || select) {
       // Whole-history dedup: first occurrences were decided per sealed segment when its
@@ -225,7 +235,7 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
   let positions = new Float64Array(keyTableSlotsInitial);
   let versions = new Float64Array(keyTableSlotsInitial);
   let tombstones = new Uint8Array(keyTableSlotsInitial);
-  for await (const batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => true, options.signal)) {
+  for await (const batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => true, options.signal, undefined)) {
     const { keyStarts, keyEnds, bytes } = batch;
     for (let row = 0; row < batch.length; row++) {
       if (!batch.hasKey(row)) continue;
@@ -304,10 +314,11 @@ function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: Rea
 }
 
 /** The columnar form of a feed read: batches, each of one commit's records, in position order. */
-export function readColumns(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<ColumnBatch> {
+export function readColumns(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex, runBuffers?: RunBufferPool): AsyncGenerator<ColumnBatch> {
   const { mode, query } = checkReadOptions(snapshot, options);
+  // Only a scan in RAW or dedup mode reads through `runBuffers`: the others read few runs.
   const reads =
-    mode === 'raw' && query ? plannedColumns(snapshot, query, options) : mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints);
+    mode === 'raw' && query ? plannedColumns(snapshot, query, options) : mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints, runBuffers);
   // A read that stops before the head never reaches the damage, so it ends as any read does.
   const toHead = readEnd(snapshot, options) === snapshot.watermark.commit;
   return snapshot.headDamage && toHead && !(mode === 'raw' && query) ? endingAtDamage(snapshot, reads) : reads;

@@ -7,6 +7,7 @@ import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { FrameKind } from './frame-kinds.js';
 import { payloadElsewhere, type RunColumns } from './run-columns.js';
+import type { RunBufferPool } from './run-buffers.js';
 import { assertReadable, nextColumns, retiredOfRun, runColumnsDecoder, stretchesOf, withPlace, type SegmentRunSource } from './run-reads.js';
 import { scanFrames, type FrameBuilder } from './framing.js';
 import { segmentEndGroupBytes } from './groups.js';
@@ -590,11 +591,13 @@ export class History implements SegmentRunSource {
   /**
    * A commit's run as bytes (packs and manifests), for `decodeRunRecords`. The bytes are also
    * held in the payload cache: later records of the segment that repeat a payload stored in
-   * this run find it there.
+   * this run find it there. Read into a buffer of `pool` when given, and then not cached: the
+   * buffer is read into again once its reader and consumer are done with it.
    */
-  async readRunBytes(commit: CommitRecord): Promise<Uint8Array> {
+  async readRunBytes(commit: CommitRecord, pool?: RunBufferPool): Promise<Uint8Array> {
     assertReadable(commit);
     const segment = this.segments.byBase(commit.segment);
+    if (pool) return segment.readInto(pool.take(commit.runBytes), commit.runStart);
     const bytes = await segment.read(commit.runStart, commit.runBytes);
     if (commit.packs.length > 0) this.cache.add(segment, commit.runStart, bytes);
     return bytes;
@@ -603,17 +606,19 @@ export class History implements SegmentRunSource {
   /**
    * The runs of `commits` (consecutive, readable, of one segment, spanning at most
    * `runsReadBytesMax`) with one read: a scan of many small commits costs one read per stretch,
-   * not one (a trip through the thread pool) per commit. Each run is a view of the stretch.
+   * not one (a trip through the thread pool) per commit. Each run is a view of the stretch,
+   * which is read into a buffer of `pool` when given (see `readRunBytes`).
    */
-  async readRunsBytes(commits: readonly CommitRecord[]): Promise<Uint8Array[]> {
+  async readRunsBytes(commits: readonly CommitRecord[], pool?: RunBufferPool): Promise<Uint8Array[]> {
     for (const commit of commits) assertReadable(commit);
     const first = commits[0];
     const last = commits[commits.length - 1];
     assert(commits.every((commit) => commit.segment === first.segment), 'a stretch of runs lies in one segment');
-    if (commits.length === 1) return [await this.readRunBytes(first)];
+    if (commits.length === 1) return [await this.readRunBytes(first, pool)];
     const segment = this.segments.byBase(first.segment);
-    const bytes = await segment.read(first.runStart, last.runStart + last.runBytes - first.runStart);
-    this.cache.add(segment, first.runStart, bytes);
+    const length = last.runStart + last.runBytes - first.runStart;
+    const bytes = pool ? await segment.readInto(pool.take(length), first.runStart) : await segment.read(first.runStart, length);
+    if (!pool) this.cache.add(segment, first.runStart, bytes);
     return commits.map((commit) => bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes));
   }
 

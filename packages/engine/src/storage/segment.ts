@@ -270,18 +270,23 @@ export class SegmentFile {
    * could hand its number to another file, and the read would return that file's bytes.
    */
   async read(offset: number, length: number): Promise<Uint8Array> {
+    return this.readInto(new Uint8Array(length), offset);
+  }
+
+  /** Reads `into.length` bytes at `offset` into `into` (a buffer read into again), as `read` does. */
+  async readInto(into: Uint8Array, offset: number): Promise<Uint8Array> {
     if (this.closing) throw new StreamStackError('CLOSED', `${this.file} is closed`);
     this.readsInFlight++;
     try {
-      return await this.readOpen(offset, length);
+      return await this.readOpen(into, offset);
     } finally {
       this.readsInFlight--;
       if (this.closing && this.readsInFlight === 0) this.closeFile();
     }
   }
 
-  private async readOpen(offset: number, length: number): Promise<Uint8Array> {
-    const bytes = new Uint8Array(length);
+  private async readOpen(bytes: Uint8Array, offset: number): Promise<Uint8Array> {
+    const length = bytes.length;
     let at = 0;
     while (at < length) {
       const { bytesRead } = await new Promise<{ bytesRead: number }>((resolve, reject) =>
