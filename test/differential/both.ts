@@ -100,3 +100,17 @@ export function pack(items: readonly Uint8Array[]): { bytes: Uint8Array; ends: U
 }
 
 export const encoder = new TextEncoder();
+
+/**
+ * `length` bytes from a linear congruential generator seeded with `seed`: large inputs made
+ * cheaply and the same on every run. `into` gives the buffer (a `SharedArrayBuffer`, say).
+ */
+export function pseudoRandomBytes(length: number, seed: number, into: ArrayBufferLike = new ArrayBuffer(length)): Uint8Array {
+  const bytes = new Uint8Array(into, 0, length);
+  let state = seed >>> 0;
+  for (let i = 0; i < length; i++) {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    bytes[i] = state >>> 24;
+  }
+  return bytes;
+}

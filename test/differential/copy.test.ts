@@ -7,18 +7,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { limits } from '../../packages/engine/src/index.js';
-import { branchTally, expectSameOutcomes, native, ts } from './both.js';
+import { branchTally, expectSameOutcomes, native, pseudoRandomBytes, ts } from './both.js';
 
 /** A buffer of `length` pseudo-random bytes, in an ordinary or a shared buffer. */
-function filled(length: number, seed: number, shared: boolean): Uint8Array {
-  const bytes = new Uint8Array(shared ? new SharedArrayBuffer(length) : new ArrayBuffer(length));
-  let state = seed >>> 0;
-  for (let i = 0; i < length; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    bytes[i] = state >>> 24;
-  }
-  return bytes;
-}
+const filled = (length: number, seed: number, shared: boolean): Uint8Array => pseudoRandomBytes(length, seed, shared ? new SharedArrayBuffer(length) : undefined);
 
 describe('copyRange: native and ts agree', () => {
   it('copy the same bytes at any alignment, from shared buffers too, and refuse the same ranges', () => {

@@ -1,17 +1,9 @@
 import zlib from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { branchTally, expectSame, expectSameOutcome, native, sameValue, ts } from './both.js';
+import { branchTally, expectSame, expectSameOutcome, native, pseudoRandomBytes, sameValue, ts } from './both.js';
 
-const bigBytes = (length: number, seed: number): Uint8Array => {
-  const bytes = new Uint8Array(length);
-  let state = seed >>> 0;
-  for (let i = 0; i < length; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    bytes[i] = state >>> 24;
-  }
-  return bytes;
-};
+const bigBytes = (length: number, seed: number): Uint8Array => pseudoRandomBytes(length, seed);
 
 describe('crc32 and crc32c: native and ts agree', () => {
   it('matches zlib.crc32 and known check values', () => {
