@@ -165,11 +165,13 @@ export async function writeExport(
     // are held: the one being read.
     while (writing.length >= filesInFlightMax) await finishOldest();
     const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, withText: payloadText, createdBy };
-    // Every batch read so far is this file's or an earlier one's, so the run buffers the reader
-    // is done with are free once this file's batches are released (earlier files' are by then).
-    const retired = runBuffers?.retire();
     const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal);
-    if (runBuffers && retired) void released.then(() => runBuffers.recycle(retired));
+    if (runBuffers) {
+      // Every batch read so far is this file's or an earlier one's, so the run buffers the reader
+      // is done with are free once this file's batches are released (earlier files' are by then).
+      const retired = runBuffers.retire();
+      void released.then(() => runBuffers.recycle(retired));
+    }
     const written = writtenFile.then((file) => ({
       name: entry.name,
       records: entry.records,
