@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ByteKeyTable } from '../../packages/engine/src/query/key-table.js';
+import { ByteKeyTable, StringKeyTable } from '../../packages/engine/src/query/key-table.js';
 import { limits } from '../../packages/engine/src/index.js';
 import { branchTally } from '../support/branches.js';
 
@@ -72,6 +72,79 @@ describe('ByteKeyTable', () => {
     });
     expect(slots).toEqual([0, 1]);
     expect(colliding.map((key) => table.slotOf(encoder.encode(key), 0, encoder.encode(key).length))).toEqual([0, 1]);
+    tally.expectAllReached();
+  });
+});
+
+describe('StringKeyTable', () => {
+  it('agrees with a Map of strings on every key, gives each back exactly, and finds no key it was not given', () => {
+    const tally = branchTally('string key table', [
+      'grew past its first slots',
+      'a repeated key',
+      'an empty key',
+      'a key with a lone surrogate',
+      'a key longer than one fromCharCode chunk',
+      'a key never given',
+      'a hash shared by two keys',
+    ]);
+    fc.assert(
+      fc.property(
+        // 100 to 400 keys (fast-check's default would stay near 10) in a table of 16 first
+        // slots, so it grows several times; many from a small alphabet (repeats are common),
+        // some with lone surrogates, a few of 9,000 code units or more.
+        fc.array(
+          fc.oneof(
+            { weight: 6, arbitrary: fc.stringMatching(/^[ab]{0,6}$/) },
+            { weight: 6, arbitrary: fc.string({ unit: 'binary', minLength: 0, maxLength: 8 }) },
+            { weight: 6, arbitrary: fc.integer({ min: 0, max: 300 }).map((n) => `account-${n}`) },
+            { weight: 4, arbitrary: fc.constantFrom('\uD800', 'x\uDFFFy', '\uDBFF\uDBFF') },
+            { weight: 1, arbitrary: fc.integer({ min: 9_000, max: 17_000 }).map((length) => 'L'.repeat(length)) },
+          ),
+          { minLength: 100, maxLength: 400 },
+        ),
+        fc.array(fc.string({ unit: 'binary', minLength: 0, maxLength: 9 }), { minLength: 5, maxLength: 20 }),
+        (keys, probes) => {
+          const table = new StringKeyTable(16);
+          const model = new Map<string, number>();
+          for (const key of keys) {
+            const known = model.get(key);
+            tally.hit('a repeated key', known !== undefined);
+            tally.hit('an empty key', key.length === 0);
+            tally.hit('a key with a lone surrogate', !key.isWellFormed());
+            tally.hit('a key longer than one fromCharCode chunk', key.length > 8192);
+            const slot = table.slotOf(key);
+            if (known === undefined) {
+              expect(slot).toBe(model.size);
+              model.set(key, slot);
+            } else {
+              expect(slot).toBe(known);
+            }
+            expect(table.size).toBe(model.size);
+          }
+          tally.hit('grew past its first slots', model.size > 16);
+          for (const [key, slot] of model) {
+            expect(table.find(key)).toBe(slot);
+            expect(table.keyAt(slot)).toBe(key);
+          }
+          for (const probe of probes) {
+            tally.hit('a key never given', !model.has(probe));
+            expect(table.find(probe)).toBe(model.get(probe) ?? -1);
+          }
+          // Finding changes nothing: a key never given is still not there.
+          expect(table.size).toBe(model.size);
+        },
+      ),
+      { numRuns: 60 },
+    );
+    // Over ASCII keys the table hashes code units as the byte table hashes bytes, so the byte
+    // table's colliding pair collides here too.
+    const colliding = findCollision();
+    expect(StringKeyTable.hash(colliding[0])).toBe(StringKeyTable.hash(colliding[1]));
+    tally.hit('a hash shared by two keys');
+    const table = new StringKeyTable(16);
+    expect(colliding.map((key) => table.slotOf(key))).toEqual([0, 1]);
+    expect(colliding.map((key) => table.find(key))).toEqual([0, 1]);
+    expect(colliding.map((key, slot) => table.keyAt(slot) === key)).toEqual([true, true]);
     tally.expectAllReached();
   });
 });

@@ -1,5 +1,5 @@
 /** The typed arrays a growable column can be. */
-type GrowableArray = Float64Array | Uint32Array | Uint8Array | Int32Array;
+type GrowableArray = Float64Array | Uint32Array | Uint16Array | Uint8Array | Int32Array;
 
 /**
  * A copy of `array` with room for `length` elements: what a column held in a typed array (one

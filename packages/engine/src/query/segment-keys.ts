@@ -14,6 +14,7 @@ import { recordFlags } from '../storage/records.js';
 import type { SegmentRunSource } from '../storage/run-reads.js';
 import { grown } from '../typed-arrays.js';
 import type { WinnerColumns } from './key-merge.js';
+import { StringKeyTable } from './key-table.js';
 
 /**
  * Every occurrence of every key in one segment, in position order (active or just sealed). The
@@ -22,11 +23,15 @@ import type { WinnerColumns } from './key-merge.js';
  */
 export class SegmentKeys {
   /**
-   * Each key's occurrences: one column index, or several in ascending order. Split over
-   * `keyMapShards` maps by a hash of the key: a merged segment holds millions of fingerprints,
-   * and one map rehashing millions of entries at once held the event loop a third of a second.
+   * Each key's slot, and per slot its newest occurrence (a column index); each occurrence
+   * links to the key's one before it (`previous`, -1 for none). Split over `keyMapShards`
+   * tables by a hash of the key: a merged segment holds millions of fingerprints, and one
+   * table rehashing millions of entries at once would hold the event loop. Strings in a Map
+   * held the event loop's thread for tens of milliseconds at every full collection, to mark
+   * and move a few hundred thousand of them; the tables keep them in typed arrays.
    */
-  private readonly byKey: Map<string, number | number[]>[] = Array.from({ length: keyMapShards }, () => new Map());
+  private readonly shards = Array.from({ length: keyMapShards }, () => ({ keys: new StringKeyTable(keyShardSlotsInitial), newest: new Int32Array(keyShardSlotsInitial) }));
+  private previous = new Int32Array(1024);
   private positions = new Float64Array(1024);
   private versions = new Float64Array(1024);
   private locators = new Uint32Array(1024);
@@ -47,11 +52,16 @@ export class SegmentKeys {
     this.versions[at] = version;
     this.locators[at] = locator;
     this.tombstones[at] = tombstone ? 1 : 0;
-    const shard = this.byKey[shardOf(key)];
-    const held = shard.get(key);
-    if (held === undefined) shard.set(key, at);
-    else if (typeof held === 'number') shard.set(key, [held, at]);
-    else held.push(at);
+    const shard = this.shards[shardOf(key)];
+    const known = shard.keys.size;
+    const slot = shard.keys.slotOf(key);
+    if (slot === known) {
+      if (slot === shard.newest.length) shard.newest = grown(shard.newest, slot * 2);
+      this.previous[at] = -1;
+    } else {
+      this.previous[at] = shard.newest[slot];
+    }
+    shard.newest[slot] = at;
   }
 
   private grow(): void {
@@ -60,6 +70,7 @@ export class SegmentKeys {
     this.versions = grown(this.versions, size);
     this.locators = grown(this.locators, size);
     this.tombstones = grown(this.tombstones, size);
+    this.previous = grown(this.previous, size);
   }
 
   /**
@@ -68,8 +79,8 @@ export class SegmentKeys {
    */
   async keyList(): Promise<string[]> {
     const keys: string[] = [];
-    for (const shard of this.byKey) {
-      for (const key of shard.keys()) keys.push(key);
+    for (const { keys: shard } of this.shards) {
+      for (let slot = 0; slot < shard.size; slot++) keys.push(shard.keyAt(slot));
       await yieldToEventLoop();
     }
     return keys;
@@ -77,26 +88,33 @@ export class SegmentKeys {
 
   /** The winner of `key` among its occurrences at or before `position`. */
   winnerUpTo(key: string, position: number): KeyWinner | undefined {
-    const held = this.byKey[shardOf(key)].get(key);
-    if (held === undefined) return undefined;
+    const shard = this.shards[shardOf(key)];
+    const slot = shard.keys.find(key);
+    if (slot < 0) return undefined;
     let best = -1;
     const first = this.order === 'first';
-    const consider = (at: number) => {
-      if (this.positions[at] > position) return;
+    // Positions in a segment are distinct, so the order the occurrences are met in (newest
+    // first) cannot change the winner.
+    for (let at = shard.newest[slot]; at >= 0; at = this.previous[at]) {
+      if (this.positions[at] > position) continue;
       if (best < 0) best = at;
       else if (first) {
         if (this.positions[at] < this.positions[best]) best = at;
       } else if (this.versions[at] > this.versions[best] || (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])) best = at;
-    };
-    if (typeof held === 'number') consider(held);
-    else for (const at of held) consider(at);
+    }
     if (best < 0) return undefined;
     return { position: this.positions[best], version: this.versions[best], tombstone: this.tombstones[best] === 1, locator: this.locators[best] };
   }
 }
 
-/** Maps a key's occurrences are split over (a power of two). */
+/** Tables a key's occurrences are split over (a power of two). */
 const keyMapShards = 64;
+
+/**
+ * Slots each shard's table starts with: few, because every segment's keys are held in all the
+ * shards from its first record, and doubling is cheap.
+ */
+const keyShardSlotsInitial = 16;
 
 /**
  * A key's shard: a hash of its length and its last four characters, which differ the most
