@@ -47,11 +47,13 @@ describe('PayloadDedup', () => {
 
   it('does not confuse payloads whose keys collide, nor different bytes under the same CRC', () => {
     const { dedup, store } = dedupOverDisk();
-    // The key keeps 30 bits of the CRC: these two share it.
+    // These two CRCs share their low 30 bits, so they start probing at the same place.
     store('first', 0x4000_0001, { segment: 1, offset: 0, length: 5, crc: 0x4000_0001 });
     expect(dedup.find(encoder.encode('first'), 0x0000_0001, 1)).toBeUndefined();
     store('other', 0x0000_0001, { segment: 1, offset: 10, length: 5, crc: 0x0000_0001 });
     expect(dedup.find(encoder.encode('other'), 0x0000_0001, 1)?.offset).toBe(10);
+    // Each keeps its own slot: the second did not take the first's.
+    expect(dedup.find(encoder.encode('first'), 0x4000_0001, 1)?.offset).toBe(0);
     // Same CRC and length, other bytes: the byte comparison refuses it.
     expect(dedup.find(encoder.encode('OTHER'), 0x0000_0001, 1)).toBeUndefined();
   });
@@ -70,16 +72,20 @@ describe('PayloadDedup', () => {
   it('folds remembered runs before a lookup, and starts over at its bound', async () => {
     const { dedup, put, store } = dedupOverDisk();
     const count = limits.payloadDedupEntriesMax;
-    const payloads = Array.from({ length: count }, (_, index) => ({ bytes: encoder.encode(`p${index}`), crc: index, offset: index * 16, length: `p${index}`.length }));
-    for (const payload of payloads) store(`p${payload.crc}`, payload.crc, { segment: 5, offset: payload.offset, length: payload.length, crc: payload.crc });
+    // CRCs spread over all 32 bits, as real ones are (an odd multiplier maps distinct indexes
+    // to distinct CRCs), so the probe table's growth places them anew each time.
+    const crcOf = (index: number) => Math.imul(index, 0x9e37_79b1) >>> 0;
+    for (let index = 0; index < count; index++) store(`p${index}`, crcOf(index), { segment: 5, offset: index * 16, length: `p${index}`.length, crc: crcOf(index) });
+    // Up to the bound, through every growth of its table, each is found where it was stored.
+    for (let index = 0; index < count; index += 997) expect(dedup.find(encoder.encode(`p${index}`), crcOf(index), 5)?.offset).toBe(index * 16);
     // A run folded lazily: the first find maps it.
     put('late', 5, 1008);
-    dedup.rememberRun([{ bytes: encoder.encode('late'), crc: count + 1, offset: 8, length: 4 }], 5, 1000);
+    dedup.rememberRun([{ bytes: encoder.encode('late'), crc: crcOf(count + 1), offset: 8, length: 4 }], 5, 1000);
     await dedup.fold();
-    expect(dedup.find(encoder.encode('late'), count + 1, 5)).toEqual({ segment: 5, offset: 1008, length: 4, crc: count + 1 });
+    expect(dedup.find(encoder.encode('late'), crcOf(count + 1), 5)).toEqual({ segment: 5, offset: 1008, length: 4, crc: crcOf(count + 1) });
     // At the bound the memory starts over: the old payloads are gone, the newest kept.
-    expect(dedup.find(encoder.encode('p0'), 0, 5)).toBeUndefined();
-    expect(dedup.find(encoder.encode(`p${count - 1}`), count - 1, 5)).toBeUndefined();
+    expect(dedup.find(encoder.encode('p0'), crcOf(0), 5)).toBeUndefined();
+    expect(dedup.find(encoder.encode(`p${count - 1}`), crcOf(count - 1), 5)).toBeUndefined();
     store('again', 3, { segment: 5, offset: 1_000_000, length: 5, crc: 3 });
     expect(dedup.find(encoder.encode('again'), 3, 5)?.offset).toBe(1_000_000);
   });

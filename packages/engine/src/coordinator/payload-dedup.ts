@@ -51,11 +51,13 @@ export class PayloadDedup {
   /**
    * The stored payloads of one history segment, the newest remembered: a run only references
    * payloads of the segment it lands in, so those of earlier segments are never found again.
-   * The map goes from key to a slot of the columns below, small integers both: a quarter
-   * million location objects lived on the heap for good, and every full collection marked them
-   * all (40 ms at a time on the event loop).
+   * Each payload's CRC leads to a slot of the columns below through `table`, a probe table in a
+   * typed array (slot + 1, or 0 for empty; at most half full). Location objects, and then a Map
+   * of a quarter million entries, lived on the collector's heap for good, and every full
+   * collection marked and moved them (tens of milliseconds at a time on the event loop).
    */
-  private readonly slots = new Map<number, number>();
+  private table = new Int32Array(2048);
+  private size = 0;
   private segment = -1;
   private offsets = new Float64Array(1024);
   private lengths = new Uint32Array(1024);
@@ -76,20 +78,48 @@ export class PayloadDedup {
     if (location.segment < this.segment) return;
     // Bounded: past the bound (or on to a new segment) the map starts over, so a payload first
     // stored long ago may be stored again. That costs bytes, never correctness.
-    if (location.segment > this.segment || this.slots.size >= payloadDedupEntriesMax) {
-      this.slots.clear();
+    if (location.segment > this.segment || this.size >= payloadDedupEntriesMax) {
+      this.table.fill(0);
+      this.size = 0;
       this.segment = location.segment;
     }
-    const key = keyOf(crc);
-    let slot = this.slots.get(key);
-    if (slot === undefined) {
-      slot = this.slots.size;
+    const probe = this.probeFor(crc);
+    let slot: number;
+    if (probe < 0) {
+      slot = -probe - 1;
+    } else {
+      slot = this.size++;
       if (slot === this.offsets.length) this.grow();
-      this.slots.set(key, slot);
+      this.table[probe] = slot + 1;
+      // Its CRC is what the probe table finds it by, so it is set before any rehash.
+      this.crcs[slot] = crc;
+      if (this.size * 2 > this.table.length) this.rehash();
     }
     this.offsets[slot] = location.offset;
     this.lengths[slot] = location.length;
-    this.crcs[slot] = crc;
+  }
+
+  /** `-(slot + 1)` when a payload with CRC `crc` holds a slot, else the empty probe where it would go. */
+  private probeFor(crc: number): number {
+    const unsigned = crc >>> 0;
+    const mask = this.table.length - 1;
+    // A CRC is already spread evenly over its bits: it is its own hash.
+    for (let probe = unsigned & mask; ; probe = (probe + 1) & mask) {
+      const held = this.table[probe];
+      if (held === 0) return probe;
+      if (this.crcs[held - 1] === unsigned) return -held;
+    }
+  }
+
+  private rehash(): void {
+    const table = new Int32Array(this.table.length * 2);
+    const mask = table.length - 1;
+    for (let slot = 0; slot < this.size; slot++) {
+      let probe = this.crcs[slot] & mask;
+      while (table[probe] !== 0) probe = (probe + 1) & mask;
+      table[probe] = slot + 1;
+    }
+    this.table = table;
   }
 
   private grow(): void {
@@ -129,8 +159,10 @@ export class PayloadDedup {
     for (let run = this.pending.shift(); run; run = this.pending.shift()) {
       for (const laid of run.payloads) this.rememberLaid(run, laid);
     }
-    const slot = segment === this.segment ? this.slots.get(keyOf(crc)) : undefined;
-    if (slot === undefined || this.lengths[slot] !== payload.length || this.crcs[slot] !== crc >>> 0) return undefined;
+    const probe = segment === this.segment ? this.probeFor(crc) : 0;
+    if (probe >= 0) return undefined;
+    const slot = -probe - 1;
+    if (this.lengths[slot] !== payload.length) return undefined;
     const candidate: PayloadLocation = { segment, offset: this.offsets[slot], length: this.lengths[slot], crc: this.crcs[slot] };
     return this.equalsStored(candidate, payload) ? candidate : undefined;
   }
