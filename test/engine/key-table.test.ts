@@ -11,6 +11,21 @@ import { branchTally } from '../support/branches.js';
 
 const encoder = new TextEncoder();
 
+/**
+ * Checks a table's answer for `key` against a Map from each key to its slot: a key seen before
+ * keeps its slot, a new one gets the next, and the table holds as many keys as the Map.
+ */
+function expectSlotAsModel(model: Map<string, number>, key: string, slot: number, size: number): void {
+  const known = model.get(key);
+  if (known === undefined) {
+    expect(slot).toBe(model.size);
+    model.set(key, slot);
+  } else {
+    expect(slot).toBe(known);
+  }
+  expect(size).toBe(model.size);
+}
+
 describe('ByteKeyTable', () => {
   it('agrees with a Map of strings on every key, across growth', () => {
     const tally = branchTally('key table', ['grew past its first slots', 'a repeated key', 'an empty key', 'a key of 100 bytes or more', 'a hash shared by two keys']);
@@ -40,22 +55,14 @@ describe('ByteKeyTable', () => {
           }
           for (const [index, key] of keys.entries()) {
             const [start, end] = ranges[index];
-            const known = model.get(key);
-            tally.hit('a repeated key', known !== undefined);
+            tally.hit('a repeated key', model.has(key));
             tally.hit('an empty key', key.length === 0);
             tally.hit('a key of 100 bytes or more', end - start >= 100);
             const hash = ByteKeyTable.hash(bytes, start, end);
             const other = hashes.get(hash);
             tally.hit('a hash shared by two keys', other !== undefined && other !== key);
             hashes.set(hash, key);
-            const slot = table.slotOf(bytes, start, end);
-            if (known === undefined) {
-              expect(slot).toBe(model.size);
-              model.set(key, slot);
-            } else {
-              expect(slot).toBe(known);
-            }
-            expect(table.size).toBe(model.size);
+            expectSlotAsModel(model, key, table.slotOf(bytes, start, end), table.size);
           }
           tally.hit('grew past its first slots', model.size > limits.keyTableSlotsInitial);
         },
@@ -107,19 +114,11 @@ describe('StringKeyTable', () => {
           const table = new StringKeyTable(16);
           const model = new Map<string, number>();
           for (const key of keys) {
-            const known = model.get(key);
-            tally.hit('a repeated key', known !== undefined);
+            tally.hit('a repeated key', model.has(key));
             tally.hit('an empty key', key.length === 0);
             tally.hit('a key with a lone surrogate', !key.isWellFormed());
             tally.hit('a key longer than one fromCharCode chunk', key.length > 8192);
-            const slot = table.slotOf(key);
-            if (known === undefined) {
-              expect(slot).toBe(model.size);
-              model.set(key, slot);
-            } else {
-              expect(slot).toBe(known);
-            }
-            expect(table.size).toBe(model.size);
+            expectSlotAsModel(model, key, table.slotOf(key), table.size);
           }
           tally.hit('grew past its first slots', model.size > 16);
           for (const [key, slot] of model) {

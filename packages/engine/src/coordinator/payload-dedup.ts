@@ -4,6 +4,7 @@
  */
 import { yieldWhenDue } from '../event-loop.js';
 import { payloadDedupEntriesMax } from '../limits.js';
+import { probeTableOf } from '../query/key-table.js';
 import { grown } from '../typed-arrays.js';
 import { equalBytes, type NewPayload } from '../storage/commit-run.js';
 import type { PayloadLocation } from '../storage/records.js';
@@ -112,14 +113,8 @@ export class PayloadDedup {
   }
 
   private rehash(): void {
-    const table = new Int32Array(this.table.length * 2);
-    const mask = table.length - 1;
-    for (let slot = 0; slot < this.size; slot++) {
-      let probe = this.crcs[slot] & mask;
-      while (table[probe] !== 0) probe = (probe + 1) & mask;
-      table[probe] = slot + 1;
-    }
-    this.table = table;
+    // A CRC is its own hash (see probeFor).
+    this.table = probeTableOf(this.crcs, this.size, this.table.length * 2);
   }
 
   private grow(): void {

@@ -47,15 +47,24 @@ class KeySlots {
   }
 
   private rehash(): void {
-    const table = new Int32Array(this.table.length * 2);
-    const mask = table.length - 1;
-    for (let slot = 0; slot < this.size; slot++) {
-      let probe = this.hashes[slot] & mask;
-      while (table[probe] !== 0) probe = (probe + 1) & mask;
-      table[probe] = slot + 1;
-    }
-    this.table = table;
+    this.table = probeTableOf(this.hashes, this.size, this.table.length * 2);
   }
+}
+
+/**
+ * A probe table of `length` entries (a power of two, more than `count`) over the slots
+ * `0 … count - 1` whose hashes are `hashes`: each slot + 1 at the first empty entry from its
+ * hash on, 0 where none is. What a table grown past half full is rebuilt as.
+ */
+export function probeTableOf(hashes: Uint32Array, count: number, length: number): Int32Array<ArrayBuffer> {
+  const table = new Int32Array(length);
+  const mask = length - 1;
+  for (let slot = 0; slot < count; slot++) {
+    let probe = hashes[slot] & mask;
+    while (table[probe] !== 0) probe = (probe + 1) & mask;
+    table[probe] = slot + 1;
+  }
+  return table;
 }
 
 export class ByteKeyTable {
