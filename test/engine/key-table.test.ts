@@ -117,7 +117,7 @@ describe('StringKeyTable', () => {
             tally.hit('a repeated key', model.has(key));
             tally.hit('an empty key', key.length === 0);
             tally.hit('a key with a lone surrogate', !key.isWellFormed());
-            tally.hit('a key longer than one fromCharCode chunk', key.length > 8192);
+            tally.hit('a key longer than one fromCharCode chunk', key.length > limits.keyTableDecodeChunkUnits);
             expectSlotAsModel(model, key, table.slotOf(key), table.size);
           }
           tally.hit('grew past its first slots', model.size > 16);

@@ -5,6 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { limits } from '../../packages/engine/src/index.js';
 import { SegmentKeys } from '../../packages/engine/src/query/segment-keys.js';
 import type { KeyWinner, TermOrder } from '../../packages/engine/src/storage/key-file.js';
 import { branchTally } from '../support/branches.js';
@@ -63,7 +64,7 @@ describe('SegmentKeys', () => {
             keys.add(key, position, version, draw.tombstone, occurrence.locator);
           }
           const distinct = [...versions.keys()];
-          tally.hit('more keys than a shard’s first slots', distinct.length > 64 * 16);
+          tally.hit('more keys than a shard’s first slots', distinct.length > limits.segmentKeyShards * limits.segmentKeyShardSlotsInitial);
           expect((await keys.keyList()).sort()).toEqual([...distinct].sort());
           const last = position;
           for (const key of [...distinct, 'never-added']) {

@@ -297,6 +297,25 @@ export const readSlabPieceBytesMax = 4 * 1024;
 export const keyTableSlotsInitial = 1024;
 
 /**
+ * Tables a segment's key occurrences are split over (a power of two), by a hash of the key: a
+ * merged segment holds millions of fingerprints, and one table rehashing millions of entries at
+ * once would hold the event loop.
+ */
+export const segmentKeyShards = 64;
+
+/**
+ * Slots each of those tables starts with: few, because every segment's keys are held in all the
+ * shards from its first record, and doubling is cheap.
+ */
+export const segmentKeyShardSlotsInitial = 16;
+
+/**
+ * Code units a string key table passes to `String.fromCharCode` at once when it gives a key
+ * back: far below the engine's limit on a call's arguments, for keys however long.
+ */
+export const keyTableDecodeChunkUnits = 8192;
+
+/**
  * How often a feed with a retention policy checks it on its own, besides after each history
  * segment it finishes: an age limit is crossed by the clock, not by a write. A minute keeps the
  * check (a walk over the segments' extents) negligible and trims at most a minute late.

@@ -7,7 +7,7 @@
  * their keys off the collector's heap: a Map of a few hundred thousand strings held the event
  * loop's thread for tens of milliseconds at every full collection, to mark and move them.
  */
-import { keyTableSlotsInitial } from '../limits.js';
+import { keyTableDecodeChunkUnits, keyTableSlotsInitial } from '../limits.js';
 import { grown } from '../typed-arrays.js';
 
 /**
@@ -116,12 +116,6 @@ export class ByteKeyTable {
 }
 
 /**
- * Code units `StringKeyTable.keyAt` passes to `String.fromCharCode` at once: far below the
- * engine's limit on a call's arguments, for keys however long.
- */
-const keyAtChunkUnits = 8192;
-
-/**
  * A table from strings to dense slots that keeps its keys as UTF-16 code units, so any string
  * (a fingerprint's bytes as characters, a key with a lone surrogate) comes back exactly.
  *
@@ -177,8 +171,8 @@ export class StringKeyTable {
     const start = this.slots.starts[slot];
     const end = start + this.slots.lengths[slot];
     let key = '';
-    for (let at = start; at < end; at += keyAtChunkUnits) {
-      key += String.fromCharCode.apply(null, this.arena.subarray(at, Math.min(end, at + keyAtChunkUnits)) as unknown as number[]);
+    for (let at = start; at < end; at += keyTableDecodeChunkUnits) {
+      key += String.fromCharCode.apply(null, this.arena.subarray(at, Math.min(end, at + keyTableDecodeChunkUnits)) as unknown as number[]);
     }
     return key;
   }

@@ -6,7 +6,7 @@
  */
 import { StreamStackError } from '../errors.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
-import { keyBuildYieldKeys, rebuildBatchRowsMax } from '../limits.js';
+import { keyBuildYieldKeys, rebuildBatchRowsMax, segmentKeyShards, segmentKeyShardSlotsInitial } from '../limits.js';
 import { utf8DecodeRange } from '../storage/codec.js';
 import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
 import type { KeyWinner, TermOrder } from '../storage/key-file.js';
@@ -23,14 +23,13 @@ import { StringKeyTable } from './key-table.js';
  */
 export class SegmentKeys {
   /**
-   * Each key's slot, and per slot its newest occurrence (a column index); each occurrence
-   * links to the key's one before it (`previous`, -1 for none). Split over `keyMapShards`
-   * tables by a hash of the key: a merged segment holds millions of fingerprints, and one
-   * table rehashing millions of entries at once would hold the event loop. Strings in a Map
-   * held the event loop's thread for tens of milliseconds at every full collection, to mark
-   * and move a few hundred thousand of them; the tables keep them in typed arrays.
+   * Each key's slot, in one of `segmentKeyShards` tables chosen by a hash of the key, and per
+   * slot its newest occurrence (a column index); each occurrence links to the key's one before
+   * it (`previous`, -1 for none). Strings in a Map held the event loop's thread for tens of
+   * milliseconds at every full collection, to mark and move a few hundred thousand of them; the
+   * tables keep them in typed arrays.
    */
-  private readonly shards = Array.from({ length: keyMapShards }, () => ({ keys: new StringKeyTable(keyShardSlotsInitial), newest: new Int32Array(keyShardSlotsInitial) }));
+  private readonly shards = Array.from({ length: segmentKeyShards }, () => ({ keys: new StringKeyTable(segmentKeyShardSlotsInitial), newest: new Int32Array(segmentKeyShardSlotsInitial) }));
   private previous = new Int32Array(1024);
   private positions = new Float64Array(1024);
   private versions = new Float64Array(1024);
@@ -107,15 +106,6 @@ export class SegmentKeys {
   }
 }
 
-/** Tables a key's occurrences are split over (a power of two). */
-const keyMapShards = 64;
-
-/**
- * Slots each shard's table starts with: few, because every segment's keys are held in all the
- * shards from its first record, and doubling is cheap.
- */
-const keyShardSlotsInitial = 16;
-
 /**
  * A key's shard: a hash of its length and its last four characters, which differ the most
  * between keys (counters, ids) and are random in fingerprints.
@@ -124,7 +114,7 @@ function shardOf(key: string): number {
   const length = key.length;
   let hash = length;
   for (let at = Math.max(0, length - 4); at < length; at++) hash = (hash * 31 + key.charCodeAt(at)) | 0;
-  return (hash ^ (hash >>> 7)) & (keyMapShards - 1);
+  return (hash ^ (hash >>> 7)) & (segmentKeyShards - 1);
 }
 
 /**
