@@ -69,6 +69,30 @@ describe('PayloadDedup', () => {
     expect(dedup.find(encoder.encode('two'), 8, 2)?.segment).toBe(2);
   });
 
+  it('keeps what a run needs, not its payloads: changing them after the run is remembered changes nothing', async () => {
+    const { dedup, put } = dedupOverDisk();
+    put('kept', 2, 4_000_016);
+    put('also', 2, 4_000_020);
+    const payloads = [
+      { bytes: encoder.encode('kept'), crc: 0xfeed_0001, offset: 16, length: 4 },
+      { bytes: encoder.encode('also'), crc: 0xfeed_0002, offset: 20, length: 4 },
+    ];
+    dedup.rememberRun(payloads.slice(0, 1), 2, 4_000_000);
+    dedup.rememberRun(payloads.slice(1), 2, 4_000_000);
+    // The writer's payload objects (and the records' bytes they point into) are free to go or to
+    // be reused the moment the run is remembered: the run waits as columns of its own.
+    for (const payload of payloads) Object.assign(payload, { bytes: new Uint8Array(0), crc: 0, offset: 0, length: 0 });
+    // Both ways a waiting run is mapped: by `fold` in slices, and by a lookup, in one piece.
+    await dedup.fold();
+    expect(dedup.find(encoder.encode('kept'), 0xfeed_0001, 2)).toEqual({ segment: 2, offset: 4_000_016, length: 4, crc: 0xfeed_0001 });
+    expect(dedup.find(encoder.encode('also'), 0xfeed_0002, 2)?.offset).toBe(4_000_020);
+    put('late', 2, 4_000_024);
+    const late = { bytes: encoder.encode('late'), crc: 0xfeed_0003, offset: 24, length: 4 };
+    dedup.rememberRun([late], 2, 4_000_000);
+    Object.assign(late, { crc: 0, offset: 0, length: 0 });
+    expect(dedup.find(encoder.encode('late'), 0xfeed_0003, 2)).toEqual({ segment: 2, offset: 4_000_024, length: 4, crc: 0xfeed_0003 });
+  });
+
   it('folds remembered runs before a lookup, and starts over at its bound', async () => {
     const { dedup, put, store } = dedupOverDisk();
     const count = limits.payloadDedupEntriesMax;

@@ -48,6 +48,15 @@ export class GroupPayloads {
   }
 }
 
+/** A durable run's new payloads, waiting to be mapped: each one's CRC, offset in the run and length. */
+interface PendingRun {
+  readonly segment: number;
+  readonly runStart: number;
+  readonly crcs: Uint32Array;
+  readonly offsets: Float64Array;
+  readonly lengths: Uint32Array;
+}
+
 export class PayloadDedup {
   /**
    * The stored payloads of one history segment, the newest remembered: a run only references
@@ -66,23 +75,30 @@ export class PayloadDedup {
   /**
    * Durable runs whose payloads are not in the map yet: a seal stores up to hundreds of thousands,
    * and mapping them in the turn that acknowledges it stalled the event loop. `fold` maps them a
-   * slice at a time before the next run looks anything up.
+   * slice at a time before the next run looks anything up. A run waits here as three columns,
+   * not as its payloads: after the last seal it may wait for minutes, and 100,000 payload objects
+   * and the bytes they hold on to, kept that long, were most of the feed's heap — marked, moved
+   * and counted as external memory by every full collection of the event loop's thread.
    */
-  private readonly pending: { payloads: readonly NewPayload[]; segment: number; runStart: number }[] = [];
+  private readonly pending: PendingRun[] = [];
 
   /** `equalsStored` confirms a candidate against the stored bytes. */
   constructor(private readonly equalsStored: (location: PayloadLocation, payload: Uint8Array) => boolean) {}
 
   /** Remembers a durable payload. */
   remember(crc: number, location: PayloadLocation): void {
+    this.rememberAt(crc, location.segment, location.offset, location.length);
+  }
+
+  private rememberAt(crc: number, segment: number, offset: number, length: number): void {
     // A payload of an earlier segment than the one remembered could never be found again.
-    if (location.segment < this.segment) return;
+    if (segment < this.segment) return;
     // Bounded: past the bound (or on to a new segment) the map starts over, so a payload first
     // stored long ago may be stored again. That costs bytes, never correctness.
-    if (location.segment > this.segment || this.size >= payloadDedupEntriesMax) {
+    if (segment > this.segment || this.size >= payloadDedupEntriesMax) {
       this.table.fill(0);
       this.size = 0;
-      this.segment = location.segment;
+      this.segment = segment;
     }
     const probe = this.probeFor(crc);
     let slot: number;
@@ -96,8 +112,8 @@ export class PayloadDedup {
       this.crcs[slot] = crc;
       if (this.size * 2 > this.table.length) this.rehash();
     }
-    this.offsets[slot] = location.offset;
-    this.lengths[slot] = location.length;
+    this.offsets[slot] = offset;
+    this.lengths[slot] = length;
   }
 
   /** `-(slot + 1)` when a payload with CRC `crc` holds a slot, else the empty probe where it would go. */
@@ -124,24 +140,36 @@ export class PayloadDedup {
     this.crcs = grown(this.crcs, size);
   }
 
-  /** Remembers the new payloads of a durable run that starts at `runStart` of segment `segment`. */
+  /**
+   * Remembers the new payloads of a durable run that starts at `runStart` of segment `segment`.
+   * Only their CRCs, offsets and lengths are copied (see `pending`); the payloads are not kept.
+   */
   rememberRun(payloads: readonly NewPayload[], segment: number, runStart: number): void {
-    if (payloads.length > 0) this.pending.push({ payloads, segment, runStart });
+    const count = payloads.length;
+    if (count === 0) return;
+    const run: PendingRun = { segment, runStart, crcs: new Uint32Array(count), offsets: new Float64Array(count), lengths: new Uint32Array(count) };
+    for (let index = 0; index < count; index++) {
+      const payload = payloads[index];
+      run.crcs[index] = payload.crc;
+      run.offsets[index] = payload.offset;
+      run.lengths[index] = payload.length;
+    }
+    this.pending.push(run);
   }
 
   /** Maps the runs remembered so far, yielding to the event loop between slices. */
   async fold(): Promise<void> {
     for (let run = this.pending.shift(); run; run = this.pending.shift()) {
-      for (let index = 0; index < run.payloads.length; ) {
-        this.rememberLaid(run, run.payloads[index]);
+      for (let index = 0; index < run.crcs.length; ) {
+        this.rememberLaid(run, index);
         const pause = yieldWhenDue(++index);
         if (pause) await pause;
       }
     }
   }
 
-  private rememberLaid(run: { segment: number; runStart: number }, payload: NewPayload): void {
-    this.remember(payload.crc, { segment: run.segment, offset: run.runStart + payload.offset, length: payload.length, crc: payload.crc });
+  private rememberLaid(run: PendingRun, index: number): void {
+    this.rememberAt(run.crcs[index], run.segment, run.runStart + run.offsets[index], run.lengths[index]);
   }
 
   /**
@@ -152,7 +180,7 @@ export class PayloadDedup {
    */
   find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
     for (let run = this.pending.shift(); run; run = this.pending.shift()) {
-      for (const laid of run.payloads) this.rememberLaid(run, laid);
+      for (let index = 0; index < run.crcs.length; index++) this.rememberLaid(run, index);
     }
     const probe = segment === this.segment ? this.probeFor(crc) : 0;
     if (probe >= 0) return undefined;
