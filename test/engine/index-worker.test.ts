@@ -12,6 +12,8 @@ import { describe, expect, it } from 'vitest';
 import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 const engine = path.resolve('packages/engine/dist/index.js');
+/** The built key index module: the same instance the built engine uses. */
+const keyIndexModule = path.resolve('packages/engine/dist/query/key-index.js');
 
 /** A child process (the built engine: builds on the worker) that writes a feed of many segments. */
 function writerScript(directory: string, kernels: string, commits: number): string {
@@ -26,6 +28,8 @@ function writerScript(directory: string, kernels: string, commits: number): stri
       console.log('commit ' + commit);
     }
     await store.close();
+    const { dictionariesBuiltFromHeldKeys } = await import(${JSON.stringify(keyIndexModule)});
+    console.log('built from held keys ' + dictionariesBuiltFromHeldKeys());
   })`;
 }
 
@@ -48,7 +52,10 @@ describe('index builds on the worker thread', () => {
   for (const kernels of ['native', 'ts'] as const) {
     it(`write the bytes a build on the calling thread writes (${kernels} kernels)`, async () => {
       const directory = temporaryDirectory();
-      execFileSync(process.execPath, ['-e', writerScript(directory, kernels, 120)], { encoding: 'utf8' });
+      const output = execFileSync(process.execPath, ['-e', writerScript(directory, kernels, 120)], { encoding: 'utf8' });
+      // Each sealed segment's dictionaries were read from its file on the worker: building them
+      // from the keys the event loop's thread held left it garbage that stalled it.
+      expect(output).toContain('built from held keys 0\n');
       const built = derivedFiles(directory);
       expect([...built.keys()].filter((name) => name.endsWith('.idx')).length).toBeGreaterThanOrEqual(4);
       for (const extension of ['.keys', '.fps']) {

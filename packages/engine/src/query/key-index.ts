@@ -102,6 +102,17 @@ interface SealedKeys {
   winners?: WinnerReader;
 }
 
+/**
+ * Dictionaries of just-sealed segments built on this thread from the keys it held, since the
+ * process started: none where the index build worker runs (see `KeyIndex.buildSealed`).
+ */
+let sealedBuildsFromHeldKeys = 0;
+
+/** How many dictionaries of just-sealed segments were built from keys held on this thread (for tests). */
+export function dictionariesBuiltFromHeldKeys(): number {
+  return sealedBuildsFromHeldKeys;
+}
+
 export class KeyIndex {
   private readonly sealed: SealedKeys[] = [];
   private tail: SegmentKeys | undefined;
@@ -177,15 +188,37 @@ export class KeyIndex {
 
   /** Builds a sealed segment's dictionary from its history segment, writes it, reports it. */
   private async rebuild(slot: SealedKeys, reason: string): Promise<void> {
-    // Read and built on the worker when it can (the segment has a summary, and every dictionary
-    // before it is a file): a segment's keys read here are hundreds of thousands of strings in
-    // maps, and their garbage stalled the event loop for a tenth of a second at a time.
-    const files = this.filesOf(this.sealed.slice(0, this.sealed.indexOf(slot)).reverse());
-    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count };
-    const bytes = files ? await keyFileOfSegmentOffThread(this.kernels, this.order, segment, files) : undefined;
+    const bytes = await this.buildFromSegmentOffThread(slot);
     if (bytes) await this.install(slot, bytes);
     else await this.build(slot, await this.readSegmentKeys(slot));
     this.rebuilt.push({ segment: slot.base, file: this.fileFor(slot.base), reason });
+  }
+
+  /**
+   * The dictionary of `slot`, read from its history segment and built on the worker, when it
+   * can be (the segment has a summary, and every dictionary before it is a file); undefined
+   * otherwise. A segment's terms listed and encoded here are hundreds of thousands of strings:
+   * even made a slice at a time, their garbage was left for this thread's collector, whose
+   * next full collection (a memory-reducing one, once the thread went quiet) held the event
+   * loop for 50–100 ms.
+   */
+  private async buildFromSegmentOffThread(slot: SealedKeys): Promise<Uint8Array | undefined> {
+    const files = this.filesOf(this.sealed.slice(0, this.sealed.indexOf(slot)).reverse());
+    if (!files) return undefined;
+    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count };
+    return keyFileOfSegmentOffThread(this.kernels, this.order, segment, files);
+  }
+
+  /**
+   * Builds the dictionary of a segment just sealed: on the worker from the segment's file once
+   * its summary is written (see `buildFromSegmentOffThread`), or else from its keys held here.
+   */
+  private async buildSealed(slot: SealedKeys, keys: SegmentKeys): Promise<void> {
+    await this.history.summariesWritten();
+    const bytes = await this.buildFromSegmentOffThread(slot);
+    if (bytes) return this.install(slot, bytes);
+    sealedBuildsFromHeldKeys++;
+    await this.build(slot, keys);
   }
 
   /**
@@ -269,7 +302,7 @@ export class KeyIndex {
     // a crash or failure before it lands only means it is rebuilt on the next open.
     this.pending = this.pending
       .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
-      .then(() => this.build(slot, previous))
+      .then(() => this.buildSealed(slot, previous))
       .catch(() => undefined);
   }
 
