@@ -102,7 +102,7 @@ async function diskWrite(file, bytes, way) {
   try {
     for (let written = 0; written < bytes; written += piece.length) {
       const length = Math.min(piece.length, bytes - written);
-      if (direct) await kernels.writeDirect(fd, written, piece.subarray(0, length));
+      if (direct) await kernels.writeDirect(fd, written, [piece.subarray(0, length)]);
       else fs.writeSync(fd, piece, 0, length);
     }
     if (direct) fs.ftruncateSync(fd, bytes);

@@ -24,6 +24,12 @@ pub const DIRECT_ALIGNMENT_BYTES: usize = 4096;
 /// (two export files, each with a few writes queued), so that steady writing allocates nothing.
 const POOLED_BUFFERS_MAX: usize = 16;
 
+/// Buffers are made in whole multiples of this size, so that writes of nearby sizes (an NDJSON
+/// export's come a batch's lines at a time, each a little longer or shorter) reuse the same
+/// buffers: made to each write's own size, a slightly longer write found none that fit, and a
+/// fresh allocation cost a page fault and a zeroed page per 4 KiB, more than the copy into it.
+const BUFFER_GRANULE_BYTES: usize = 1024 * 1024;
+
 /// … and no more bytes than this in all: the pool lives as long as the process, and an Arrow
 /// export's largest writes (a group's payload buffer, 10 MB and more) must not stay held by a
 /// process that exported once.
@@ -62,17 +68,23 @@ impl AlignedBuffer {
         unsafe { std::slice::from_raw_parts(self.pointer.as_ptr(), self.length) }
     }
 
-    /// Sets the contents to `data` followed by zeros up to the next multiple of the alignment.
-    fn fill(&mut self, data: &[u8]) {
-        let length = padded_length(data.len());
+    /// Sets the contents to the `pieces` one after another, followed by zeros up to the next
+    /// multiple of the alignment.
+    fn fill(&mut self, pieces: &[&[u8]]) {
+        let data_length: usize = pieces.iter().map(|piece| piece.len()).sum();
+        let length = padded_length(data_length);
         assert!(
             length <= self.capacity,
             "an aligned buffer too small for its data"
         );
         // SAFETY: `length` bytes fit in the allocation, which nothing else borrows.
         let whole = unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr(), length) };
-        whole[..data.len()].copy_from_slice(data);
-        whole[data.len()..].fill(0);
+        let mut at = 0;
+        for piece in pieces {
+            whole[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        whole[at..].fill(0);
         self.length = length;
     }
 }
@@ -91,23 +103,30 @@ pub fn padded_length(length: usize) -> usize {
 
 static POOL: Mutex<Vec<AlignedBuffer>> = Mutex::new(Vec::new());
 
-/// `data` in an aligned buffer, padded with zeros to a whole number of blocks, ready to write at
-/// `position`, which must itself be a multiple of the alignment (`INVALID_ARGUMENT` if not).
-pub fn aligned_copy(position: u64, data: &[u8]) -> KernelResult<AlignedBuffer> {
+/// The `pieces`, one after another, in an aligned buffer, padded with zeros to a whole number of
+/// blocks, ready to write at `position`, which must itself be a multiple of the alignment
+/// (`INVALID_ARGUMENT` if not). Pieces let a caller that gathers a block's start of its own
+/// hand it over with the bytes that follow, copied once, here.
+pub fn aligned_copy(position: u64, pieces: &[&[u8]]) -> KernelResult<AlignedBuffer> {
     if !position.is_multiple_of(DIRECT_ALIGNMENT_BYTES as u64) {
         return Err(KernelError::invalid_argument(format!(
             "a direct write's position {position} is not a multiple of {DIRECT_ALIGNMENT_BYTES} bytes"
         )));
     }
-    let needed = padded_length(data.len());
+    let needed = padded_length(pieces.iter().map(|piece| piece.len()).sum());
     let pooled = {
         let mut pool = POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let fits = pool.iter().position(|buffer| buffer.capacity >= needed);
         fits.map(|index| pool.swap_remove(index))
     };
-    let mut buffer = pooled.unwrap_or_else(|| AlignedBuffer::with_capacity(needed));
-    buffer.fill(data);
+    let mut buffer = pooled.unwrap_or_else(|| AlignedBuffer::with_capacity(capacity_for(needed)));
+    buffer.fill(pieces);
     Ok(buffer)
+}
+
+/// The capacity of a buffer made for `needed` bytes: whole granules (see `BUFFER_GRANULE_BYTES`).
+fn capacity_for(needed: usize) -> usize {
+    needed.max(1).next_multiple_of(BUFFER_GRANULE_BYTES)
 }
 
 /// Gives a buffer back for the next write, unless the pool is full (in buffers or in bytes).
@@ -149,7 +168,7 @@ mod tests {
     #[test]
     fn copies_into_aligned_memory_padded_with_zeros() {
         let data: Vec<u8> = (0..5000u32).map(|index| (index % 251) as u8 + 1).collect();
-        let buffer = aligned_copy(8192, &data).unwrap();
+        let buffer = aligned_copy(8192, &[&data[..]]).unwrap();
         assert_eq!(
             buffer.as_slice().as_ptr() as usize % DIRECT_ALIGNMENT_BYTES,
             0
@@ -159,7 +178,7 @@ mod tests {
         assert!(buffer.as_slice()[5000..].iter().all(|&byte| byte == 0));
         // A pooled buffer that held longer data is padded anew, not left with the old bytes.
         release(buffer);
-        let again = aligned_copy(0, &[7u8; 10]).unwrap();
+        let again = aligned_copy(0, &[&[7u8; 10]]).unwrap();
         assert_eq!(again.as_slice().len(), DIRECT_ALIGNMENT_BYTES);
         assert_eq!(&again.as_slice()[..10], &[7u8; 10]);
         assert!(again.as_slice()[10..].iter().all(|&byte| byte == 0));
@@ -169,6 +188,32 @@ mod tests {
             padded_length(DIRECT_ALIGNMENT_BYTES),
             DIRECT_ALIGNMENT_BYTES
         );
+    }
+
+    #[test]
+    fn makes_buffers_in_whole_granules_so_nearby_sizes_share_them() {
+        assert_eq!(capacity_for(0), BUFFER_GRANULE_BYTES);
+        assert_eq!(capacity_for(10), BUFFER_GRANULE_BYTES);
+        assert_eq!(capacity_for(1_870_000), 2 * BUFFER_GRANULE_BYTES);
+        assert_eq!(capacity_for(1_900_000), capacity_for(1_870_000));
+        assert_eq!(
+            capacity_for(2 * BUFFER_GRANULE_BYTES),
+            2 * BUFFER_GRANULE_BYTES
+        );
+        assert_eq!(BUFFER_GRANULE_BYTES % DIRECT_ALIGNMENT_BYTES, 0);
+    }
+
+    #[test]
+    fn copies_several_pieces_one_after_another() {
+        let head: Vec<u8> = (0..3000u32).map(|index| (index % 13) as u8 + 1).collect();
+        let body: Vec<u8> = (0..6000u32).map(|index| (index % 17) as u8 + 100).collect();
+        let buffer = aligned_copy(0, &[&head, &[], &body]).unwrap();
+        assert_eq!(buffer.as_slice().len(), 3 * DIRECT_ALIGNMENT_BYTES);
+        assert_eq!(&buffer.as_slice()[..3000], &head[..]);
+        assert_eq!(&buffer.as_slice()[3000..9000], &body[..]);
+        assert!(buffer.as_slice()[9000..].iter().all(|&byte| byte == 0));
+        let none = aligned_copy(0, &[]).unwrap();
+        assert_eq!(none.as_slice().len(), 0);
     }
 
     #[test]
@@ -193,7 +238,7 @@ mod tests {
 
     #[test]
     fn refuses_a_position_off_the_alignment() {
-        let error = aligned_copy(100, b"x")
+        let error = aligned_copy(100, &[b"x"])
             .err()
             .expect("an unaligned position is refused");
         assert!(
@@ -219,9 +264,9 @@ mod tests {
         let file = open(true).or_else(|_| open(false)).unwrap();
         let first: Vec<u8> = vec![1; DIRECT_ALIGNMENT_BYTES * 2];
         let second = b"the end".to_vec();
-        write_at(file.as_raw_fd(), 0, &aligned_copy(0, &first).unwrap()).unwrap();
+        write_at(file.as_raw_fd(), 0, &aligned_copy(0, &[&first]).unwrap()).unwrap();
         let at = first.len() as u64;
-        write_at(file.as_raw_fd(), at, &aligned_copy(at, &second).unwrap()).unwrap();
+        write_at(file.as_raw_fd(), at, &aligned_copy(at, &[&second]).unwrap()).unwrap();
         file.set_len(at + second.len() as u64).unwrap();
         drop(file);
         let written = std::fs::read(&path).unwrap();
@@ -230,12 +275,13 @@ mod tests {
         assert_eq!(&written[first.len()..], &second[..]);
         std::fs::remove_file(&path).unwrap();
 
-        let error = write_at(-1, 0, &aligned_copy(0, b"x").unwrap()).unwrap_err();
+        let error = write_at(-1, 0, &aligned_copy(0, &[b"x"]).unwrap()).unwrap_err();
         assert_eq!(error.errno_name(), Some("EBADF"));
         let full = std::path::Path::new("/dev/full");
         if full.exists() {
             let file = std::fs::OpenOptions::new().write(true).open(full).unwrap();
-            let error = write_at(file.as_raw_fd(), 0, &aligned_copy(0, b"x").unwrap()).unwrap_err();
+            let error =
+                write_at(file.as_raw_fd(), 0, &aligned_copy(0, &[b"x"]).unwrap()).unwrap_err();
             assert_eq!(error.errno_name(), Some("ENOSPC"));
         }
     }

@@ -406,18 +406,18 @@ impl Task for DirectWrite {
     }
 }
 
-/// Writes `bytes` at byte `position` (a multiple of 4096) of `fd`, a file opened with
-/// `O_DIRECT`, its last block padded with zeros, off the main thread; no sync. The bytes are
-/// copied here, on the calling thread, into aligned memory, so the caller may reuse its buffer
-/// as soon as this returns.
+/// Writes `buffers`, one after another, at byte `position` (a multiple of 4096) of `fd`, a file
+/// opened with `O_DIRECT`, the last block padded with zeros, off the main thread; no sync. The
+/// bytes are copied here, on the calling thread, into aligned memory, so the caller may reuse its
+/// buffers as soon as this returns.
 #[napi(ts_return_type = "Promise<void>")]
 pub fn write_direct(
     fd: i32,
     position: f64,
-    bytes: &[u8],
+    buffers: Vec<&[u8]>,
 ) -> napi::Result<AsyncTask<DirectWrite>, ErrorCode> {
     let position = safe_integer_from_number(position, "position")?;
-    let buffer = direct::aligned_copy(position, bytes)?;
+    let buffer = direct::aligned_copy(position, &buffers)?;
     Ok(AsyncTask::new(DirectWrite {
         descriptor: fd,
         position,

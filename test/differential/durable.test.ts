@@ -238,10 +238,10 @@ function openForDirect(file: string, kernels: typeof native): number {
 }
 
 describe('direct write: native and ts agree', () => {
-  it('write generated pieces, each padded to a block, to the same file', async () => {
+  it('write generated pieces, each padded to a block and given whole or in several buffers, to the same file', async () => {
     expect(native.directWrites).toBe(true);
     expect(ts.directWrites).toBe(false);
-    const tally = branchTally('direct writes', ['a piece of whole blocks', 'a piece ending mid-block (padded)', 'an empty piece', 'a piece of a megabyte or more', 'an overwrite of an earlier block', 'three or more pieces']);
+    const tally = branchTally('direct writes', ['a piece of whole blocks', 'a piece ending mid-block (padded)', 'an empty piece', 'a piece of a megabyte or more', 'an overwrite of an earlier block', 'three or more pieces', 'a piece in several buffers']);
     // Files of 1–6 pieces (0 to 1.5 MiB each), each at a block boundary at or before the end.
     const pieceArb = fc.oneof(
       fc.constant(0),
@@ -268,7 +268,11 @@ describe('direct write: native and ts agree', () => {
             tally.hit('an empty piece', length === 0);
             tally.hit('a piece of a megabyte or more', length >= 1024 * 1024);
             tally.hit('an overwrite of an earlier block', length > 0 && position < model.length);
-            const writes = files.map(({ kernels }, which) => kernels.writeDirect(descriptors[which], position, bytes));
+            // Handed over whole, or split into two or three buffers written one after another.
+            const cuts = [Math.floor(length / 3), Math.floor(length / 2)].slice(0, (index + run) % 3);
+            const buffers = [0, ...cuts, length].slice(1).map((end, at, ends) => bytes.subarray(at === 0 ? 0 : ends[at - 1], end));
+            tally.hit('a piece in several buffers', buffers.length > 1 && length > 0);
+            const writes = files.map(({ kernels }, which) => kernels.writeDirect(descriptors[which], position, buffers));
             // The bytes were copied when the call returned: changing them now changes nothing.
             bytes.fill(0xee);
             await Promise.all(writes);
@@ -294,7 +298,7 @@ describe('direct write: native and ts agree', () => {
       const fd = openForDirect(file, kernels);
       try {
         for (const position of [1, block - 1, block + 512, -block, 0.5, Number.NaN]) {
-          await expect(kernels.writeDirect(fd, position, Uint8Array.of(1)), `${kernels.name} at ${position}`).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+          await expect(kernels.writeDirect(fd, position, [Uint8Array.of(1)]), `${kernels.name} at ${position}`).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
         }
       } finally {
         fs.closeSync(fd);
@@ -303,13 +307,13 @@ describe('direct write: native and ts agree', () => {
       expect(fs.statSync(file).size).toBe(0);
       const full = fs.openSync('/dev/full', 'w');
       try {
-        const attempt = kernels.writeDirect(full, 0, Uint8Array.of(1));
+        const attempt = kernels.writeDirect(full, 0, [Uint8Array.of(1)]);
         await expect(attempt).rejects.toBeInstanceOf(StreamStackError);
         await expect(attempt).rejects.toMatchObject({ code: 'IO', details: { errno: 'ENOSPC' } });
       } finally {
         fs.closeSync(full);
       }
-      await expect(kernels.writeDirect(-1, 0, Uint8Array.of(1))).rejects.toMatchObject({ code: 'IO' });
+      await expect(kernels.writeDirect(-1, 0, [Uint8Array.of(1)])).rejects.toMatchObject({ code: 'IO' });
     }
   });
 });

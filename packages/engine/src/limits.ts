@@ -441,9 +441,10 @@ export const exportFlushEveryBytes = 32 * 1024 * 1024;
 
 /**
  * Export files are written with `O_DIRECT` (where the kernels and the file system allow it) in
- * pieces of this many bytes, gathered from the converter's smaller writes (an Arrow file's
- * buffers come a few kilobytes at a time). Each direct write waits for the device, so pieces too
- * small would pay that wait per kilobyte; a megabyte keeps the device streaming.
+ * pieces of at least this many bytes (a multiple of the direct write alignment): a converter's
+ * smaller writes (an Arrow file's buffers come a few kilobytes at a time) are gathered to this
+ * size, larger ones go as they come. Each direct write waits for the device, so pieces too small
+ * would pay that wait per kilobyte; a megabyte keeps the device streaming.
  */
 export const exportDirectWriteBytes = 1024 * 1024;
 

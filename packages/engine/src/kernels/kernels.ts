@@ -196,12 +196,15 @@ export interface Kernels {
   readonly directWrites: boolean;
 
   /**
-   * Writes `bytes` at byte `position` of the open file `fd`, the last block padded with zeros to
-   * a multiple of `directWriteAlignmentBytes` (the caller truncates the file to its length when it
-   * is whole), off the main thread; no sync. `position` must be a multiple of that alignment
-   * (`INVALID_ARGUMENT` if not, before any I/O). The caller may reuse `bytes` once the call
-   * returns, before the promise settles. A failed write rejects with `IO` (the errno in
-   * `details.errno`).
+   * Writes `buffers`, one after another, at byte `position` of the open file `fd`, the last
+   * block padded with zeros to a multiple of `directWriteAlignmentBytes` (the caller truncates
+   * the file to its length when it is whole), off the main thread; no sync. `position` must be a
+   * multiple of that alignment (`INVALID_ARGUMENT` if not, before any I/O). The caller may reuse
+   * the buffers once the call returns, before the promise settles. A failed write rejects with
+   * `IO` (the errno in `details.errno`).
+   *
+   * Several buffers let a caller hand over the unaligned end of its last write with the bytes
+   * that follow it, copied once into aligned memory, instead of gathering both first.
    */
-  writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void>;
+  writeDirect(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
 }

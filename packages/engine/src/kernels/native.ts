@@ -44,7 +44,7 @@ export interface NativeModule {
   postingsDecode(encoded: Uint8Array): Uint32Array;
   intersect(a: Uint32Array, b: Uint32Array): Uint32Array;
   union(a: Uint32Array, b: Uint32Array): Uint32Array;
-  writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void>;
+  writeDirect(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
   writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void>;
   // Platform support, not kernels: `storage/platform.ts` calls these whatever the kernel choice.
   lockExclusive(fd: number): boolean;
@@ -324,8 +324,8 @@ export function loadNativeKernels(): Kernels {
       return settleWrite(() => native.writeDurable(fd, position, buffers));
     },
     directWrites: true,
-    writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void> {
-      return settleWrite(() => native.writeDirect(fd, position, bytes));
+    writeDirect(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void> {
+      return settleWrite(() => native.writeDirect(fd, position, buffers));
     },
   });
 }

@@ -18,7 +18,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import { ioError, StreamStackError } from '../errors.js';
+import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { directWriteAlignmentBytes, exportDirectWriteBytes, exportFlushEveryBytes, exportWritesPendingBytesMax } from '../limits.js';
 
@@ -74,6 +74,7 @@ export class FileSink implements ExportSink {
     /** The kernels that write the file with `O_DIRECT`, or undefined for buffered writes. */
     private readonly direct: Kernels | undefined,
   ) {
+    assert(exportDirectWriteBytes % directWriteAlignmentBytes === 0, 'a direct write gathers whole blocks');
     this.staging = direct ? new Uint8Array(exportDirectWriteBytes) : undefined;
   }
 
@@ -186,27 +187,29 @@ export class FileSink implements ExportSink {
   }
 
   /**
-   * Direct writes of `bytes`: whole pieces straight from the caller's buffer when nothing is
-   * gathered, the rest gathered into the staging piece and written when it is full.
+   * Direct writes of `bytes`: once the bytes gathered and `bytes` make a piece
+   * (`exportDirectWriteBytes` or more), their whole blocks go in one write — the gathered bytes
+   * and `bytes` handed to the kernels together, which copy them once into aligned memory — and
+   * the rest, less than a block, is gathered for the next write. Smaller writes are gathered.
+   * Gathering every byte before writing it copied each twice: a tenth of an NDJSON export's CPU.
    */
   private gatherDirect(bytes: Uint8Array): void {
     const staging = this.staging!;
-    for (let at = 0; at < bytes.length; ) {
-      if (this.staged === 0 && bytes.length - at >= staging.length) {
-        const whole = Math.floor((bytes.length - at) / directWriteAlignmentBytes) * directWriteAlignmentBytes;
-        this.startDirect(bytes.subarray(at, at + whole));
-        at += whole;
-        continue;
-      }
-      const taken = Math.min(staging.length - this.staged, bytes.length - at);
-      staging.set(bytes.subarray(at, at + taken), this.staged);
-      this.staged += taken;
-      at += taken;
-      if (this.staged === staging.length) {
-        this.startDirect(staging);
-        this.staged = 0;
-      }
+    const total = this.staged + bytes.length;
+    if (total < staging.length) {
+      staging.set(bytes, this.staged);
+      this.staged = total;
+      return;
     }
+    // The staging piece is whole blocks, and holds less than itself: the blocks written take
+    // all of it, and some of `bytes`.
+    const whole = Math.floor(total / directWriteAlignmentBytes) * directWriteAlignmentBytes;
+    const taken = whole - this.staged;
+    assert(taken >= 0 && bytes.length - taken < directWriteAlignmentBytes, 'a direct write takes every whole block gathered and given');
+    this.startDirect([staging.subarray(0, this.staged), bytes.subarray(0, taken)], whole);
+    // The kernels copied the bytes before returning: the staging piece is free again.
+    staging.set(bytes.subarray(taken), 0);
+    this.staged = bytes.length - taken;
   }
 
   /** Direct writes in flight; each has its own place in the file, so several run at once. */
@@ -218,12 +221,11 @@ export class FileSink implements ExportSink {
    * writes to their own offsets need no order, where one write at a time left the disk idle
    * whenever the thread was busy making the next.
    */
-  private startDirect(bytes: Uint8Array): void {
-    const length = bytes.length;
+  private startDirect(pieces: readonly Uint8Array[], length: number): void {
     this.pendingBytes += length;
-    // The kernel copies the bytes before returning: `bytes` (the staging piece) is free again.
-    // It never rejects: a failure is kept, and fails the next `write` or `finish`.
-    const write: Promise<void> = this.direct!.writeDirect(this.handle.fd, this.directPosition, bytes).then(
+    // The kernel copies the bytes before returning: the pieces (the staging piece among them)
+    // are free again. It never rejects: a failure is kept, and fails the next `write` or `finish`.
+    const write: Promise<void> = this.direct!.writeDirect(this.handle.fd, this.directPosition, pieces).then(
       () => undefined,
       (error: unknown) => {
         this.failure ??= this.writeFailure(error);
@@ -302,7 +304,7 @@ export class FileSink implements ExportSink {
    */
   private async finishDirect(): Promise<void> {
     if (this.staged > 0 && this.failure === undefined) {
-      this.startDirect(this.staging!.subarray(0, this.staged));
+      this.startDirect([this.staging!.subarray(0, this.staged)], this.staged);
       this.staged = 0;
     }
     await Promise.all(this.directWrites);

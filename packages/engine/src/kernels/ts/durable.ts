@@ -67,17 +67,22 @@ export async function writeDurable(
   });
 }
 
-/** `bytes` at `position`, the last block padded with zeros to the direct write alignment; no sync. */
-export async function writeDirect(fd: number, position: number, bytes: Uint8Array): Promise<void> {
+/** `buffers` one after another at `position`, the last block padded with zeros to the direct write alignment; no sync. */
+export async function writeDirect(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void> {
   if (!Number.isSafeInteger(position) || position < 0) {
     throw new StreamStackError('INVALID_ARGUMENT', `position ${position} is not a byte offset`);
   }
   if (position % directWriteAlignmentBytes !== 0) {
     throw new StreamStackError('INVALID_ARGUMENT', `a direct write's position ${position} is not a multiple of ${directWriteAlignmentBytes} bytes`);
   }
-  const padding = (directWriteAlignmentBytes - (bytes.length % directWriteAlignmentBytes)) % directWriteAlignmentBytes;
-  // The caller may reuse `bytes` once this returns, before the write is done: they are copied.
-  const padded = new Uint8Array(bytes.length + padding);
-  padded.set(bytes);
+  const length = buffers.reduce((sum, buffer) => sum + buffer.length, 0);
+  const padding = (directWriteAlignmentBytes - (length % directWriteAlignmentBytes)) % directWriteAlignmentBytes;
+  // The caller may reuse the buffers once this returns, before the write is done: they are copied.
+  const padded = new Uint8Array(length + padding);
+  let at = 0;
+  for (const buffer of buffers) {
+    padded.set(buffer, at);
+    at += buffer.length;
+  }
   await writeAll(fd, position, [padded]);
 }
