@@ -4,7 +4,6 @@
 //! copied as it is (the caller has checked the text is UTF-8). The TypeScript twin is
 //! `packages/engine/src/kernels/ts/json.ts` (`writeJsonString`).
 
-
 const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// The escape of each byte that needs one: 0 for none, `b'u'` for a `\u00XX` one, else the
@@ -43,6 +42,56 @@ fn escape_mask(word: u64) -> u64 {
         & HIGH_BITS
 }
 
+/// Where the first byte that needs an escape is among the eight at `text[at..]`, or 8 for none:
+/// a word at a time, on any machine.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[inline]
+fn first_escape_in_word(text: &[u8], at: usize) -> usize {
+    let word = u64::from_le_bytes(text[at..at + 8].try_into().expect("eight bytes"));
+    match escape_mask(word) {
+        0 => 8,
+        mask => (mask.trailing_zeros() / 8) as usize,
+    }
+}
+
+/// Where the first byte that needs an escape is among the sixteen at `text[at..]`, or 16 for
+/// none: SSE2, which every x86-64 processor has, compares all sixteen at once. A payload is
+/// mostly long stretches without escapes, which this crosses twice as fast as words.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn first_escape_in_16(text: &[u8], at: usize) -> usize {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    let chunk: &[u8; 16] = text[at..at + 16].try_into().expect("sixteen bytes");
+    // SAFETY: SSE2 is part of x86-64; the load reads the sixteen bytes of `chunk`, unaligned.
+    let mask = unsafe {
+        let bytes = _mm_loadu_si128(chunk.as_ptr().cast());
+        let quotes = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'"' as i8));
+        let backslashes = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'\\' as i8));
+        // A byte is at most 0x1f exactly when the larger of it and 0x1f (unsigned) is 0x1f.
+        let limit = _mm_set1_epi8(0x1f);
+        let controls = _mm_cmpeq_epi8(_mm_max_epu8(bytes, limit), limit);
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quotes, backslashes), controls)) as u32
+    };
+    if mask == 0 {
+        16
+    } else {
+        mask.trailing_zeros() as usize
+    }
+}
+
+/// Bytes the scan looks at in one step, and where the first escape among them is.
+#[cfg(target_arch = "x86_64")]
+const SCAN_STEP_BYTES: usize = 16;
+#[cfg(target_arch = "x86_64")]
+use first_escape_in_16 as first_escape;
+#[cfg(not(target_arch = "x86_64"))]
+const SCAN_STEP_BYTES: usize = 8;
+#[cfg(not(target_arch = "x86_64"))]
+use first_escape_in_word as first_escape;
+
 /// Where JSON text is appended: a growing vector, or a buffer of fixed size (`ndjson.rs`).
 pub trait ByteSink {
     fn push(&mut self, byte: u8);
@@ -58,20 +107,19 @@ impl ByteSink for Vec<u8> {
     }
 }
 
-/// Appends `text` as a JSON string: stretches that need no escape are copied whole, found eight
-/// bytes at a time, the word's mask giving where in it the next escape is.
+/// Appends `text` as a JSON string: stretches that need no escape are copied whole, found a
+/// step of `SCAN_STEP_BYTES` at a time, the step's mask giving where in it the next escape is.
 pub fn write_json_string<W: ByteSink>(out: &mut W, text: &[u8]) {
     out.push(b'"');
     let mut copied = 0;
     let mut at = 0;
-    while at + 8 <= text.len() {
-        let word = u64::from_le_bytes(text[at..at + 8].try_into().expect("eight bytes"));
-        let mask = escape_mask(word);
-        if mask == 0 {
-            at += 8;
+    while at + SCAN_STEP_BYTES <= text.len() {
+        let found = first_escape(text, at);
+        if found == SCAN_STEP_BYTES {
+            at += SCAN_STEP_BYTES;
             continue;
         }
-        at += (mask.trailing_zeros() / 8) as usize;
+        at += found;
         out.extend_from_slice(&text[copied..at]);
         write_escape(out, text[at]);
         at += 1;
@@ -158,7 +206,7 @@ mod tests {
         // and end part-way into one, with more specials sprinkled by a fixed generator.
         let mut state = 0x2545_f491_u32;
         for special in [b'"', b'\\', b'\n', 0x00, 0x1f, 0x7f, 0xe9] {
-            for length in [1usize, 7, 8, 9, 23, 24, 64] {
+            for length in [1usize, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 64] {
                 for at in 0..length {
                     let mut text: Vec<u8> = (0..length)
                         .map(|_| {
@@ -176,6 +224,13 @@ mod tests {
                         one_byte_at_a_time(&text),
                         "special {special:#x} at {at} of {length}"
                     );
+                    // The word scan, the one other machines use, finds the same first escape.
+                    for start in (0..length.saturating_sub(7)).step_by(3) {
+                        let first = (start..start + 8)
+                            .find(|&place| ESCAPES[text[place] as usize] != 0)
+                            .map_or(8, |place| place - start);
+                        assert_eq!(first_escape_in_word(&text, start), first, "word at {start}");
+                    }
                 }
             }
         }

@@ -300,25 +300,16 @@ fn write_text<W: ByteSink>(out: &mut W, text: &[u8], what: &str) -> KernelResult
     Ok(())
 }
 
-/// A safe integer (checked already) in decimal, as `JSON.stringify` writes it.
+/// A safe integer (checked already) in decimal, as `JSON.stringify` writes it. `itoa` writes
+/// two digits a step: a line's five integers (a timestamp has thirteen digits) took a tenth of
+/// the time spent making lines a digit at a time.
 fn write_integer<W: ByteSink>(out: &mut W, value: f64) {
-    let mut digits = [0u8; 20];
-    let mut magnitude = value.abs() as u64;
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (magnitude % 10) as u8;
-        magnitude /= 10;
-        if magnitude == 0 {
-            break;
-        }
-    }
-    // JSON.stringify(-0) is "0".
+    // JSON.stringify(-0) is "0": -0 is not below zero.
     if value < 0.0 {
-        at -= 1;
-        digits[at] = b'-';
+        out.push(b'-');
     }
-    out.extend_from_slice(&digits[at..]);
+    let mut digits = itoa::Buffer::new();
+    out.extend_from_slice(digits.format(value.abs() as u64).as_bytes());
 }
 
 /// Standard base64, padded, as `Buffer.toString('base64')` writes it.
@@ -398,6 +389,26 @@ mod tests {
             with_text,
         };
         lines(&columns, out)
+    }
+
+    #[test]
+    fn writes_integers_as_json_stringify_does() {
+        let cases: [(f64, &str); 9] = [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (9.0, "9"),
+            (10.0, "10"),
+            (99.0, "99"),
+            (1_733_270_400_000.0, "1733270400000"),
+            (9_007_199_254_740_991.0, "9007199254740991"),
+            (-7.0, "-7"),
+            (-9_007_199_254_740_991.0, "-9007199254740991"),
+        ];
+        for (value, expected) in cases {
+            let mut out = Vec::new();
+            write_integer(&mut out, value);
+            assert_eq!(std::str::from_utf8(&out).unwrap(), expected, "{value}");
+        }
     }
 
     #[test]
