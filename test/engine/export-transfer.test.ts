@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
 import { ColumnArena } from '../../packages/engine/src/query/export-columns.js';
 import { compactBatch, packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
-import type { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
+import { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 /** A cell of an Arrow row as JSON can hold it: 64-bit integers as text, bytes as hex, a list (an Arrow vector) as an array. */
@@ -52,6 +52,26 @@ describe('export transfer', () => {
       }
     }
     await store.close();
+  });
+
+  it('copies of each buffer only the span the batches view', async () => {
+    const store = await openStore(temporaryDirectory());
+    const feed = await store.createFeed('f');
+    await feed.append(Array.from({ length: 50 }, (_, n) => ({ payload: `payload ${n}`, key: `k${n}`, tags: [`t${n % 3}`] })));
+    const [batch] = await collect(feed.readColumns());
+    await store.close();
+    // The batch's bytes part-way into a larger buffer, as a file's first batch lies in a long
+    // run read into a pooled buffer with room to spare (at an odd offset, as bytes may be).
+    const room = 512 * 1024;
+    const roomy = new Uint8Array(room);
+    const offset = 200 * 1024 + 3;
+    roomy.set(batch.bytes, offset);
+    const inRoomyBuffer = new ColumnBatch(batch.feed, batch.commit, batch.stream, batch.types, roomy.subarray(offset, offset + batch.bytes.length), batch, batch.externalBytes);
+    let taken = 0;
+    const { batches: packed, buffers } = packBatches([inRoomyBuffer], (bytes) => new ArrayBuffer((taken = bytes)));
+    expect(taken).toBeGreaterThan(batch.bytes.length);
+    expect(taken).toBeLessThan(room / 4);
+    expect(unpackBatches(packed, buffers).map((unpacked) => unpacked.records())).toEqual([batch.records()]);
   });
 
   it('converts groups in a reused arena exactly as in new arrays, whatever the group before left there', async () => {

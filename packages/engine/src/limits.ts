@@ -287,6 +287,14 @@ export const coalescedReadBytesMax = 1024 * 1024;
 export const runsReadBytesMax = 8 * 1024 * 1024;
 
 /**
+ * A run longer than `runsReadBytesMax`, read into a buffer of its own, gets this fraction more
+ * room than it needs. Commits of one size make runs of nearly one length: a buffer of exactly
+ * one run's length fitted no run a byte longer, so an export read most of its large runs into
+ * new memory, faulting in and zeroing every page of it (a tenth of its page faults).
+ */
+export const runBufferHeadroomFraction = 1 / 8;
+
+/**
  * Small synchronous reads (payloads of index hits and point lookups, up to
  * `readSlabPieceBytesMax`) are carved out of shared slabs of this many bytes.
  */

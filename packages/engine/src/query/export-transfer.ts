@@ -126,16 +126,21 @@ export function packBatches(
   take: (bytes: number) => ArrayBufferLike = (bytes) => new ArrayBuffer(bytes),
 ): { batches: PackedBatch[]; buffers: ArrayBufferLike[] } {
   const packed = referBatches(batches);
+  // Each buffer's viewed span lands at a multiple of 8 bytes, from a multiple of 8 in its
+  // buffer, so float columns stay aligned.
   const starts: number[] = [];
   let total = 0;
-  for (const buffer of packed.buffers) {
+  for (const { low, high } of packed.spans) {
     starts.push(total);
-    total += Math.ceil(buffer.byteLength / 8) * 8;
+    total += Math.ceil((high - low) / 8) * 8;
   }
   // `take` may hand back a buffer an earlier file used: only the ranges copied here are read.
   const combined = new Uint8Array(take(total), 0, total);
-  packed.buffers.forEach((buffer, index) => combined.set(new Uint8Array(buffer), starts[index]));
-  const rebase = (ref: ArrayRef): ArrayRef => ({ buffer: 0, byteOffset: starts[ref.buffer] + ref.byteOffset, length: ref.length });
+  packed.buffers.forEach((buffer, index) => {
+    const { low, high } = packed.spans[index];
+    combined.set(new Uint8Array(buffer, low, high - low), starts[index]);
+  });
+  const rebase = (ref: ArrayRef): ArrayRef => ({ buffer: 0, byteOffset: starts[ref.buffer] + ref.byteOffset - packed.spans[ref.buffer].low, length: ref.length });
   return {
     batches: packed.batches.map((batch) => ({
       ...batch,
@@ -150,17 +155,28 @@ export function packBatches(
   };
 }
 
-/** The batches as references into the distinct buffers they are views of. */
-function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]; buffers: ArrayBuffer[] } {
+/**
+ * The batches as references into the distinct buffers they are views of, and the span of each
+ * buffer they view (from a multiple of 8 bytes): only that is copied. A buffer runs were read
+ * into has room past them (a stretch's 8 MiB, or room for a longer run), and a file whose
+ * batches start or end part-way into a long run views only part of it: copied whole, a file's
+ * buffer held half as much again as its batches.
+ */
+function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]; buffers: ArrayBuffer[]; spans: { low: number; high: number }[] } {
   batches = compactSparse(batches);
   const buffers: ArrayBuffer[] = [];
+  const spans: { low: number; high: number }[] = [];
   const ids = new Map<ArrayBufferLike, number>();
   const ref = (array: Float64Array | Uint32Array | Int32Array | Uint8Array): ArrayRef => {
     let buffer = ids.get(array.buffer);
     if (buffer === undefined) {
       buffer = buffers.push(array.buffer as ArrayBuffer) - 1;
+      spans.push({ low: Number.POSITIVE_INFINITY, high: 0 });
       ids.set(array.buffer, buffer);
     }
+    const span = spans[buffer];
+    span.low = Math.min(span.low, Math.floor(array.byteOffset / 8) * 8);
+    span.high = Math.max(span.high, array.byteOffset + array.byteLength);
     return { buffer, byteOffset: array.byteOffset, length: array.length };
   };
   const packed = batches.map((batch) => ({
@@ -175,7 +191,7 @@ function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]
     float64: float64Columns.map((column) => ref(batch[column])),
     uint32: uint32Columns.map((column) => ref(batch[column])),
   }));
-  return { batches: packed, buffers };
+  return { batches: packed, buffers, spans };
 }
 
 /** The batches again, over the buffers received. */

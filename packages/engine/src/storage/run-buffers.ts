@@ -25,7 +25,7 @@
  * pool.recycle(retired);
  */
 import { assert } from '../errors.js';
-import { runsReadBytesMax } from '../limits.js';
+import { runBufferHeadroomFraction, runsReadBytesMax } from '../limits.js';
 
 /** For tests: how many reads went into a buffer read into before, in this process. */
 let reusedReads = 0;
@@ -52,8 +52,9 @@ export class RunBufferPool {
       reusedReads++;
       return this.free.splice(best, 1)[0].subarray(0, length);
     }
-    // A stretch holds at most `runsReadBytesMax`; a single run may hold more.
-    const whole = new Uint8Array(Math.max(length, runsReadBytesMax));
+    // A stretch holds at most `runsReadBytesMax`; a single run may hold more, and gets room for
+    // a longer one (see `runBufferHeadroomFraction`).
+    const whole = new Uint8Array(length <= runsReadBytesMax ? runsReadBytesMax : Math.ceil(length * (1 + runBufferHeadroomFraction)));
     this.owned.add(whole.buffer);
     return whole.subarray(0, length);
   }
