@@ -35,6 +35,13 @@ export function runBufferReuses(): number {
 }
 
 export class RunBufferPool {
+  /**
+   * `shared`: the buffers are `SharedArrayBuffer`s, which an export hands to its workers as they
+   * are instead of copying the runs into a buffer of the worker's (the consumer then gives them
+   * back only once the worker is done with them).
+   */
+  constructor(private readonly shared = false) {}
+
   /** Buffers nothing uses, whole. */
   private readonly free: Uint8Array[] = [];
   /** Buffers the reader is done with whose batches may still be held, whole. */
@@ -54,7 +61,8 @@ export class RunBufferPool {
     }
     // A stretch holds at most `runsReadBytesMax`; a single run may hold more, and gets room for
     // a longer one (see `runBufferHeadroomFraction`).
-    const whole = new Uint8Array(length <= runsReadBytesMax ? runsReadBytesMax : Math.ceil(length * (1 + runBufferHeadroomFraction)));
+    const bytes = length <= runsReadBytesMax ? runsReadBytesMax : Math.ceil(length * (1 + runBufferHeadroomFraction));
+    const whole = new Uint8Array(this.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
     this.owned.add(whole.buffer);
     return whole.subarray(0, length);
   }
