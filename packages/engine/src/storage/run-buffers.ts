@@ -10,8 +10,9 @@
  * 2. once the reader has handed out every batch made from it, `readerDone` retires it: the
  *    batches may still be held;
  * 3. the consumer, once it holds none of the batches it was given so far (the export: a file's
- *    batches were copied for its worker, or the file was written), takes the retired buffers
- *    (`retire`, at that moment) and later gives them back (`recycle`): they are free again.
+ *    batches were copied for its worker, or the file was written — the worker reads shared
+ *    buffers until then), takes the retired buffers (`retire`, at that moment) and later gives
+ *    them back (`recycle`): they are free again.
  *
  * Bytes read into a buffer of the pool never enter the payload cache, which would hand them out
  * after the buffer was read into again.
