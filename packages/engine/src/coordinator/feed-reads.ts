@@ -9,7 +9,6 @@ import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
 import type { ColumnBatch } from '../query/column-batch.js';
 import { checkCursor, getByKey, readBatches, readColumns, readEnd, type ReadOptions } from '../query/read.js';
 import { checkExportOptions, writeExport, type ExportOptions } from '../query/export.js';
-import { exportFilesInFlight } from '../query/export-offthread.js';
 import type { ExportManifest } from '../query/export-manifest.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import { compactedError, trimmedError } from '../storage/commit-list.js';
@@ -40,11 +39,9 @@ export class FeedReads {
     const after = checkCursor(snapshot, options.after);
     // The range is fixed now, so the manifest names the head the export read up to.
     const upTo = readEnd(snapshot, { after, upTo: options.upTo ?? snapshot.watermark.commit });
-    // The export lets each file's run buffers go once the file's batches are copied or written,
-    // so the runs are read into buffers used again rather than new ones (see `RunBufferPool`):
-    // buffers shared with the export workers where files are written there, which read the runs
-    // where they lie instead of a copy.
-    const runBuffers = new RunBufferPool(exportFilesInFlight() > 1);
+    // The export copies or writes each file's batches before it lets their run buffers go, so
+    // the runs are read into buffers used again rather than new ones (see `RunBufferPool`).
+    const runBuffers = new RunBufferPool();
     const batches = readColumns(snapshot, { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) }, this.writer.fingerprints, runBuffers);
     return this.settled(writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches), runBuffers));
   }

@@ -28,14 +28,6 @@ const spareBuffers: SharedArrayBuffer[] = [];
 /** Drops the spare buffers once no file has been written for `exportSpareBuffersKeepMs`. */
 let releaseSpares: NodeJS.Timeout | undefined;
 
-/** Files whose worker read runs where they were read, in buffers shared already (for tests). */
-let filesOnSharedRuns = 0;
-
-/** How many files' workers read runs in buffers shared already, in this process (for tests). */
-export function exportFilesOnSharedRuns(): number {
-  return filesOnSharedRuns;
-}
-
 /** How many spare buffers are kept now (for tests). */
 export function spareExportBuffers(): number {
   return spareBuffers.length;
@@ -78,10 +70,7 @@ export function exportFilesInFlight(): number {
 /** A file being written: `written` once it is whole; `released` once its batches are no longer read. */
 export interface FileInFlight {
   readonly written: Promise<WrittenFile>;
-  /**
-   * Settles (never rejects) once nothing reads the batches given: at once when they were copied
-   * for a worker, once it answers when it reads buffers of theirs that were shared already.
-   */
+  /** Settles (never rejects) once nothing reads the batches given: at once when they were copied for a worker. */
   readonly released: Promise<void>;
 }
 
@@ -101,27 +90,23 @@ function onThisThread(job: FileJob, batches: readonly ColumnBatch[], signal: Abo
 export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): FileInFlight {
   const worker = workers.reduce((least, candidate) => (candidate.inFlight < least.inFlight ? candidate : least));
   if (!worker.client.available) return onThisThread(job, batches, signal);
-  // The batches' buffers are copied into one shared with the worker (caches on this thread may
-  // share the buffers themselves, and a moved buffer would be lost to this thread), but for
-  // those shared already: runs read into an export's shared buffers, read by the worker there.
-  const { batches: packed, buffers, sharesBuffers } = packBatches(batches, takeBuffer);
-  const message: Omit<FileMessage, 'id'> = { job, batches: packed, buffers };
-  const shared = buffers[0] as SharedArrayBuffer;
+  // The batches' buffers are copied into one shared with the worker: caches on this thread may
+  // share the buffers themselves, and a moved buffer would be lost to this thread.
+  const message: Omit<FileMessage, 'id'> = { job, ...packBatches(batches, takeBuffer) };
+  const shared = message.buffers[0] as SharedArrayBuffer;
   const written = worker.client.run(message) as Promise<WrittenFile> | undefined;
   if (!written) {
     giveBack(shared);
     return onThisThread(job, batches, signal);
   }
   worker.inFlight++;
-  if (sharesBuffers) filesOnSharedRuns++;
   // The worker answers once the file is written whole, or failed: it reads the buffer no more.
   return {
     written: written.finally(() => {
       worker.inFlight--;
       giveBack(shared);
     }),
-    // The worker reads the copies, and the shared buffers until it answers: the batches are
-    // free once it has, or at once when every buffer was copied.
-    released: sharesBuffers ? written.then(ignore, ignore) : Promise.resolve(),
+    // The worker reads the copies: the batches themselves are free now.
+    released: Promise.resolve(),
   };
 }

@@ -114,48 +114,33 @@ function compactSparse(batches: readonly ColumnBatch[]): ColumnBatch[] {
 }
 
 /**
- * The batches as references into buffers for the worker: the `SharedArrayBuffer`s they view
- * (runs read into an export's shared pool) as they are, and one buffer holding a copy of the
- * span of every other buffer they view, laid end to end (each at a multiple of 8 bytes, for the
- * float columns). Shared buffers go uncopied: copying a file's runs cost the reading thread a
- * twentieth of an export's CPU, with a page fault per 4 KiB whenever the copy's buffer was new.
- * The copy is one native copy per buffer here, and the buffer is then shared with the worker,
- * not copied again: cloning the buffers into the message and out of it again on the other side
- * cost the reading thread a fifth of an export's time. `take` gives the buffer: one an earlier
- * file used (a `SharedArrayBuffer`, for the worker), so its pages are not faulted in anew for
- * every file. `sharesBuffers` says whether any buffer the batches view went uncopied: the
- * caller must not reuse it while the worker reads it.
+ * The batches as references into one buffer holding a copy of every distinct buffer they are
+ * views of, laid end to end (each at a multiple of 8 bytes, for the float columns). The copy is
+ * one native copy per buffer here, and the buffer is then shared with the worker, not copied
+ * again: cloning the buffers into the message and out of it again on the other side cost the
+ * reading thread a fifth of an export's time. `take` gives the buffer: one an earlier file used
+ * (a `SharedArrayBuffer`, for the worker), so its pages are not faulted in anew for every file.
  */
 export function packBatches(
   batches: readonly ColumnBatch[],
   take: (bytes: number) => ArrayBufferLike = (bytes) => new ArrayBuffer(bytes),
-): { batches: PackedBatch[]; buffers: ArrayBufferLike[]; sharesBuffers: boolean } {
+): { batches: PackedBatch[]; buffers: ArrayBufferLike[] } {
   const packed = referBatches(batches);
-  const buffers: ArrayBufferLike[] = [];
-  // Where each buffer's references go: an index into `buffers` for a shared one (its offsets
-  // kept), or the copy's (0) at `starts[index]`, its offsets moved by the span's start.
-  const places: { buffer: number; shift: number }[] = [];
+  // Each buffer's viewed span lands at a multiple of 8 bytes, from a multiple of 8 in its
+  // buffer, so float columns stay aligned.
+  const starts: number[] = [];
   let total = 0;
-  for (const [index, buffer] of packed.buffers.entries()) {
-    const { low, high } = packed.spans[index];
-    if (buffer instanceof SharedArrayBuffer) {
-      // Its index in the message's buffers, after the copy's.
-      places.push({ buffer: buffers.push(buffer), shift: 0 });
-      continue;
-    }
-    // Each span lands at a multiple of 8 bytes, from a multiple of 8 in its buffer, so float
-    // columns stay aligned.
-    places.push({ buffer: 0, shift: total - low });
+  for (const { low, high } of packed.spans) {
+    starts.push(total);
     total += Math.ceil((high - low) / 8) * 8;
   }
   // `take` may hand back a buffer an earlier file used: only the ranges copied here are read.
   const combined = new Uint8Array(take(total), 0, total);
   packed.buffers.forEach((buffer, index) => {
-    if (places[index].buffer !== 0) return;
     const { low, high } = packed.spans[index];
-    combined.set(new Uint8Array(buffer, low, high - low), low + places[index].shift);
+    combined.set(new Uint8Array(buffer, low, high - low), starts[index]);
   });
-  const rebase = (ref: ArrayRef): ArrayRef => ({ buffer: places[ref.buffer].buffer, byteOffset: ref.byteOffset + places[ref.buffer].shift, length: ref.length });
+  const rebase = (ref: ArrayRef): ArrayRef => ({ buffer: 0, byteOffset: starts[ref.buffer] + ref.byteOffset - packed.spans[ref.buffer].low, length: ref.length });
   return {
     batches: packed.batches.map((batch) => ({
       ...batch,
@@ -166,8 +151,7 @@ export function packBatches(
       float64: batch.float64.map(rebase),
       uint32: batch.uint32.map(rebase),
     })),
-    buffers: [combined.buffer, ...buffers],
-    sharesBuffers: buffers.length > 0,
+    buffers: [combined.buffer],
   };
 }
 
@@ -178,15 +162,15 @@ export function packBatches(
  * batches start or end part-way into a long run views only part of it: copied whole, a file's
  * buffer held half as much again as its batches.
  */
-function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]; buffers: ArrayBufferLike[]; spans: { low: number; high: number }[] } {
+function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]; buffers: ArrayBuffer[]; spans: { low: number; high: number }[] } {
   batches = compactSparse(batches);
-  const buffers: ArrayBufferLike[] = [];
+  const buffers: ArrayBuffer[] = [];
   const spans: { low: number; high: number }[] = [];
   const ids = new Map<ArrayBufferLike, number>();
   const ref = (array: Float64Array | Uint32Array | Int32Array | Uint8Array): ArrayRef => {
     let buffer = ids.get(array.buffer);
     if (buffer === undefined) {
-      buffer = buffers.push(array.buffer) - 1;
+      buffer = buffers.push(array.buffer as ArrayBuffer) - 1;
       spans.push({ low: Number.POSITIVE_INFINITY, high: 0 });
       ids.set(array.buffer, buffer);
     }

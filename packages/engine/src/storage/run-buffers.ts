@@ -10,9 +10,8 @@
  * 2. once the reader has handed out every batch made from it, `readerDone` retires it: the
  *    batches may still be held;
  * 3. the consumer, once it holds none of the batches it was given so far (the export: a file's
- *    batches were copied for its worker, or the file was written — the worker reads shared
- *    buffers until then), takes the retired buffers (`retire`, at that moment) and later gives
- *    them back (`recycle`): they are free again.
+ *    batches were copied for its worker, or the file was written), takes the retired buffers
+ *    (`retire`, at that moment) and later gives them back (`recycle`): they are free again.
  *
  * Bytes read into a buffer of the pool never enter the payload cache, which would hand them out
  * after the buffer was read into again.
@@ -36,13 +35,6 @@ export function runBufferReuses(): number {
 }
 
 export class RunBufferPool {
-  /**
-   * `shared`: the buffers are `SharedArrayBuffer`s, which an export hands to its workers as they
-   * are instead of copying the runs into a buffer of the worker's (the consumer then gives them
-   * back only once the worker is done with them).
-   */
-  constructor(private readonly shared = false) {}
-
   /** Buffers nothing uses, whole. */
   private readonly free: Uint8Array[] = [];
   /** Buffers the reader is done with whose batches may still be held, whole. */
@@ -62,8 +54,7 @@ export class RunBufferPool {
     }
     // A stretch holds at most `runsReadBytesMax`; a single run may hold more, and gets room for
     // a longer one (see `runBufferHeadroomFraction`).
-    const bytes = length <= runsReadBytesMax ? runsReadBytesMax : Math.ceil(length * (1 + runBufferHeadroomFraction));
-    const whole = new Uint8Array(this.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
+    const whole = new Uint8Array(length <= runsReadBytesMax ? runsReadBytesMax : Math.ceil(length * (1 + runBufferHeadroomFraction)));
     this.owned.add(whole.buffer);
     return whole.subarray(0, length);
   }
