@@ -59,6 +59,7 @@ describe('export file sink', () => {
       'a file of whole blocks',
       'an empty piece',
       'a piece handed over by writeCopy',
+      'a large piece written in one write with a partial block gathered before it',
     ]);
     // Files of 1–12 pieces: empty, a few bytes, a few blocks (some whole), or 1–2.5 MiB each.
     const pieceArb = fc.oneof(
@@ -82,6 +83,13 @@ describe('export file sink', () => {
         tally.hit('a file of whole blocks', total > 0 && total % directWriteAlignmentBytes === 0);
         tally.hit('an empty piece', lengths.includes(0));
         tally.hit('a piece handed over by writeCopy', lengths.length >= 3 && lengths[2] > 0);
+        // The bytes gathered when a piece arrives are what came before it past the last whole
+        // block, whatever was written meanwhile: every direct write but the last is whole blocks.
+        let before = 0;
+        for (const length of lengths) {
+          tally.hit('a large piece written in one write with a partial block gathered before it', length >= exportDirectWriteBytes && before % directWriteAlignmentBytes !== 0);
+          before += length;
+        }
         const expected = concat(pieces);
         const sha256 = crypto.createHash('sha256').update(expected).digest('hex');
         for (const kernels of [native, ts]) {
