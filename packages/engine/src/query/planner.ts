@@ -30,6 +30,8 @@ export interface FindOptions {
   readonly plan?: Plan;
   /** Stop after this many positions. */
   readonly limit?: number;
+  /** The last position to look at (default: the snapshot's watermark). */
+  readonly until?: number;
 }
 
 /** Checks a query's shape; returns undefined for "matches everything". */
@@ -155,9 +157,9 @@ export async function findPositions(
   after: number,
   options: FindOptions = {},
 ): Promise<number[]> {
-  const until = snapshot.watermark.position;
+  const until = Math.min(options.until ?? snapshot.watermark.position, snapshot.watermark.position);
   // An index knows nothing of records corruption took: an answer over them could be wrong.
-  assertIntact(snapshot, after + 1, until);
+  assertIntact(snapshot, after + 1, until, until === snapshot.watermark.position);
   let limit = options.limit ?? Number.POSITIVE_INFINITY;
   const out: number[] = [];
   for (const segment of await index.segmentsFor(after + 1, until)) {

@@ -19,7 +19,7 @@ import { ColumnBatch } from './column-batch.js';
 import { fetchByPosition, fetchColumnsByPosition } from './fetch.js';
 import type { KeyIndex } from './key-index.js';
 import { commitHolding, findPositions, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
-import { assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
+import { assertCommitsIntact, assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
 
 export type ReadMode = 'raw' | 'dedup' | 'latest';
 
@@ -91,19 +91,17 @@ export function readEnd(snapshot: Snapshot, options: { after?: number; upTo?: nu
 /** A filtered RAW read: the planner finds the positions, then the records are fetched. */
 async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadOptions): Promise<number[]> {
   const cursor = checkCursor(snapshot, options.after);
+  const end = readEnd(snapshot, options);
+  // The commits the read covers must all be there: the index answers by position, and a cursor
+  // inside a run of lost commits lies past their positions (see `assertCommitsIntact`).
+  assertCommitsIntact(snapshot, cursor, end);
   const afterPosition = snapshot.commits.positionAfter(cursor);
-  const positions = await findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
+  const until = end === snapshot.watermark.commit ? snapshot.watermark.position : snapshot.commits.positionAfter(end);
+  return findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
     plan: options.plan ?? 'auto',
+    until,
     ...(options.limit === undefined ? {} : { limit: options.limit }),
   });
-  const end = readEnd(snapshot, options);
-  if (end === snapshot.watermark.commit) return positions;
-  // Positions are ascending, so cutting the limited list at the bound keeps exactly the first
-  // `limit` matches of the range.
-  const lastPosition = end === 0 ? 0 : snapshot.commits.at(end).lastPosition;
-  let kept = positions.length;
-  while (kept > 0 && positions[kept - 1] > lastPosition) kept--;
-  return positions.slice(0, kept);
 }
 
 async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {

@@ -52,6 +52,20 @@ export function assertIntact(snapshot: Snapshot, from: number, to: number, toHea
   if (toHead && snapshot.headDamage) throw corruptionError(snapshot.headDamage, 'the history after the last readable commit is lost');
 }
 
+/**
+ * Fails with `CORRUPT` when a read of the commits after `cursor` up to `end` would cover a
+ * commit that corruption took. Positions cannot say it: where several consecutive commits are
+ * lost, only the first stand-in carries their positions (what each held is unknown), so a
+ * cursor inside the run lies past all of them by position while the commits after it are still
+ * lost. A read that answers from the index rather than from the commits (whose stand-ins fail as
+ * they are reached) must check by commit number.
+ */
+export function assertCommitsIntact(snapshot: Snapshot, cursor: number, end: number): void {
+  for (const lost of snapshot.lost) {
+    if (lost.commit > cursor && lost.commit <= end) assertReadable(lost);
+  }
+}
+
 /** A published record, as reads return it. */
 export type StoredRecord = PublishedRecord;
 
