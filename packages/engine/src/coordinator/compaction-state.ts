@@ -52,6 +52,11 @@ export class CompactionLog {
     return this.log.corruptions;
   }
 
+  /** A torn last write found on open (cut unless read-only). */
+  get tornTails(): readonly Corruption[] {
+    return this.log.tornTails;
+  }
+
   write(record: CompactionRecord): Promise<void> {
     return this.log.write(record);
   }

@@ -11,6 +11,7 @@ import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
 import { RetentionLog } from './retention-state.js';
 import { CompactionLog } from './compaction-state.js';
+import { horizonWithFloor, retainedFloor } from './history-floors.js';
 import { leftoverBases, MergeLog, removeReplacedFiles, switchedOver } from './merge-state.js';
 import { Subscriptions } from './subscriptions.js';
 
@@ -66,6 +67,9 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
     if (switchedOver(kernels, directory, merges.record!)) await removeReplacedFiles(directory, merges.record!.replaced, true);
     await merges.write({ ...merges.record!, pending: false });
   }
+  // Where the history opens from: the retention log's floor, or the oldest segment's start when
+  // the log was lost (the low mark never goes back to a trimmed range).
+  const retained = retainedFloor(kernels, directory, retention);
   let history: History;
   try {
     history = await History.open(
@@ -74,7 +78,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
       { onPayload: (crc, location) => payloads.push({ crc, location }) },
       readOnly,
       true,
-      retention.state.floor,
+      retained.floor,
       leftovers,
     );
   } catch (error) {
@@ -83,7 +87,8 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
     compaction.close();
     throw error;
   }
-  history.commits.setHorizon(compaction.horizon);
+  // The horizon never goes back below the compacted history, even with the compaction log lost.
+  history.commits.setHorizon(horizonWithFloor(history.commits, compaction.horizon, directory).horizon);
   const events: WalEvent[] = [];
   try {
     const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly);

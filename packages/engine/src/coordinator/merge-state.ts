@@ -10,6 +10,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import type { Corruption } from '../storage/runs.js';
@@ -43,7 +44,7 @@ function decode(bytes: Uint8Array, file: string): MergeRecord {
   const replaced: number[] = [];
   for (let index = 0; index < count; index++) replaced.push(reader.varint());
   reader.expectEnd();
-  if (version !== recordVersion) throw new Error(`${file} holds a merge record of an unknown form`);
+  if (version !== recordVersion) throw new StreamStackError('CORRUPT', `${file} holds a merge record of an unknown form`, { details: { file, offset: 0 } });
   return { replaced, capacity, pending };
 }
 
@@ -61,6 +62,11 @@ export class MergeLog {
 
   get corruptions(): readonly Corruption[] {
     return this.log.corruptions;
+  }
+
+  /** A torn last write found on open (cut unless read-only). */
+  get tornTails(): readonly Corruption[] {
+    return this.log.tornTails;
   }
 
   write(record: MergeRecord): Promise<void> {

@@ -6,7 +6,7 @@
  * is gone: recovery finishes a pending trim by deleting the same files again.
  */
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { retentionAgeMsMax, safeIntegerMax } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
@@ -107,7 +107,24 @@ export class RetentionLog {
   }
 
   get state(): RetentionState {
-    return this.log.value ?? untrimmed;
+    return this.log.value ?? (this.floorFromHistory ? { ...untrimmed, floor: this.floorFromHistory } : untrimmed);
+  }
+
+  /** The floor taken from the history when the log holds no record (see `history-floors.ts`). */
+  private floorFromHistory: RetentionFloor | undefined;
+
+  /**
+   * Takes `floor` (where the oldest history segment starts) as the floor of a log that holds no
+   * record, so that the next record written keeps it instead of going back to commit 1.
+   */
+  adoptFloor(floor: RetentionFloor): void {
+    assert(!this.recorded, 'only a log without a record takes its floor from the history');
+    this.floorFromHistory = floor;
+  }
+
+  /** Whether the log holds a record (a feed never trimmed and given no policy has none). */
+  get recorded(): boolean {
+    return this.log.value !== undefined;
   }
 
   /** Damage in the log's files that the newest sound record survived (verify reports it). */

@@ -12,6 +12,10 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import type { CommitRecord } from '../storage/commit-run.js';
 import { RetentionLog, untrimmed } from './retention-state.js';
+import { CompactionLog } from './compaction-state.js';
+import { MergeLog } from './merge-state.js';
+import { horizonWithFloor, retainedFloor } from './history-floors.js';
+import type { Corruption } from '../storage/runs.js';
 import { History, type CommitRun } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { Wal, type WalEvent } from '../storage/wal.js';
@@ -158,10 +162,11 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
   let floor = untrimmed.floor;
   try {
     const retention = await RetentionLog.open(kernels, directory, true);
-    floor = retention.state.floor;
+    const retained = retainedFloor(kernels, directory, retention);
+    floor = retained.floor;
     retention.close();
-    for (const corruption of retention.corruptions) report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
-    for (const tail of retention.tornTails) report('TORN_TAIL', `${tail.file}: a write that never completed at offset ${tail.offset} (cut on the next open)`, tail);
+    if (retained.problem) report('CORRUPT', `${retained.problem.file}: ${retained.problem.reason}`, retained.problem);
+    reportLogDamage(retention, report);
     history = await History.open(
       kernels,
       path.join(directory, 'history'),
@@ -189,6 +194,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
     if (history.headDamage) {
       report('CORRUPT', `the history after commit ${commits.length} is lost (${history.headDamage.reason})`, history.headDamage);
     }
+    await verifyHorizon(kernels, directory, history, report);
     const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor);
     verifyWal(wal, events, runs, report);
     await verifyStateLogs(kernels, directory, report);
@@ -229,9 +235,27 @@ async function verifyStateLogs(kernels: Kernels, directory: string, report: Repo
   }
   for (const log of logs) {
     log.close();
-    for (const tail of log.tornTails) report('TORN_TAIL', `${tail.file}: a write that never completed at offset ${tail.offset} (cut on the next open)`, tail);
-    for (const corruption of log.corruptions) report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+    reportLogDamage(log, report);
   }
+  // The merge log: damage to one of its two files, which the newest record survived.
+  const merges = await MergeLog.open(kernels, directory, true);
+  merges.close();
+  reportLogDamage(merges, report);
+}
+
+/** Damage to one file of a state log that the newest record survived, and a torn last write. */
+function reportLogDamage(log: { readonly corruptions: readonly Corruption[]; readonly tornTails: readonly Corruption[] }, report: Report): void {
+  for (const tail of log.tornTails) report('TORN_TAIL', `${tail.file}: a write that never completed at offset ${tail.offset} (cut on the next open)`, tail);
+  for (const corruption of log.corruptions) report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+}
+
+/** The compaction log: damage to one of its files, and a horizon below the compacted history. */
+async function verifyHorizon(kernels: Kernels, directory: string, history: History, report: Report): Promise<void> {
+  const compaction = await CompactionLog.open(kernels, directory, true);
+  compaction.close();
+  reportLogDamage(compaction, report);
+  const { problem } = horizonWithFloor(history.commits, compaction.horizon, directory);
+  if (problem) report('CORRUPT', `${problem.file}: ${problem.reason}`, problem);
 }
 
 /** Every index file, key and fingerprint dictionary that exists must load (a missing one is rebuilt on the next open). */

@@ -12,7 +12,7 @@
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
-import { commitRecord, type CommitRecord } from './commit-run.js';
+import { commitRecord, isCompactedRun, type CommitRecord } from './commit-run.js';
 import type { LostCommits } from './history-log.js';
 import { decodeCommitPage, encodeCommitPage, readSummaryPage, summaryStreamCandidates, type SummaryHead } from './segment-summary.js';
 
@@ -224,6 +224,21 @@ export class CommitList {
     return this.epochHighest;
   }
 
+  /**
+   * The last commit of the newest segment holding a run key compaction thinned, or 0: key
+   * compaction rewrites only segments wholly at or before its horizon, so the horizon is at least
+   * this, whatever the compaction log says.
+   */
+  get compactedFloor(): number {
+    if (this.compactedSegment === undefined) return 0;
+    let last = 0;
+    for (const part of this.parts) if (part.segment === this.compactedSegment) last = part.firstCommit + part.count - 1;
+    return last;
+  }
+
+  /** The segment of the newest compacted run seen (see `compactedFloor`). */
+  private compactedSegment: number | undefined;
+
   /** Adds the next commit (a stand-in for a lost one included), held as a record. */
   push(commit: CommitRecord): void {
     assert(commit.commit === this.count + 1, 'commits join the list in chain order');
@@ -251,6 +266,7 @@ export class CommitList {
     }
     this.count++;
     this.epochHighest = Math.max(this.epochHighest, commit.epoch);
+    if (!commit.damage && isCompactedRun(commit)) this.compactedSegment = commit.segment;
   }
 
   /**
@@ -271,6 +287,7 @@ export class CommitList {
     this.parts.push(this.summaryPart(head));
     this.count += head.commitCount;
     this.epochHighest = Math.max(this.epochHighest, head.epochMax);
+    if (head.compactedMax > 0) this.compactedSegment = head.base;
   }
 
   private summaryPart(head: SummaryHead): Part {
@@ -356,6 +373,11 @@ export class CommitList {
       'a merged segment holds exactly the commits it replaces',
     );
     this.parts.splice(at, bases.length, this.summaryPart(head));
+    // The merged segment holds the compacted runs of those it replaces, and a rewrite's new ones.
+    const compacted = this.compactedSegment;
+    if ((compacted !== undefined && bases.includes(compacted)) || (head.compactedMax > 0 && (compacted === undefined || head.base > compacted))) {
+      this.compactedSegment = head.base;
+    }
     // Pages are keyed by commit number: the replaced parts' pages would be found for the merged one's.
     this.pages.clear();
   }

@@ -12,7 +12,8 @@
  *
  * Layout, little-endian: magic "SSSUMRY2" (8) · u32 format version · u64 base · u64 base commit
  * · u64 capacity · u64 end (just past the segment's last group, its `SegmentEnd`) · u32 commit
- * count · u64 last position · u64 highest epoch · u64 run bytes (all commits') · u32 commits per
+ * count · u64 last position · u64 highest epoch · u64 highest compacted commit (0: none; a run key
+ * compaction thinned) · u64 run bytes (all commits') · u32 commits per
  * page · u32 page count · u32 stream table offset · the page table (per page: u32 offset · u32
  * length · u64 last position · u64 run bytes) · the pages (per page: its commit records, then
  * u32 crc32 of them) · the stream table (per commit, ascending: u32 crc32 of its stream id · u32
@@ -25,14 +26,14 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { summaryPageCommits } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
-import { readCommitFields, writeCommitFields, type CommitRecord } from './commit-run.js';
+import { isCompactedRun, readCommitFields, writeCommitFields, type CommitRecord } from './commit-run.js';
 import { readFileRangeSync, writeFileDurably, type SegmentHeader } from './segment.js';
 
 const magic = 'SSSUMRY2';
-export const summaryFormatVersion = 2;
+export const summaryFormatVersion = 3;
 /** Summary files end with this, beside their segment. */
 export const summaryExtension = '.sum';
-const headBytes = 84;
+const headBytes = 92;
 const pageEntryBytes = 24;
 const streamEntryBytes = 8;
 
@@ -66,6 +67,8 @@ export interface SummaryHead {
   /** The last position of the segment's last commit (base − 1 when it holds none). */
   readonly lastPosition: number;
   readonly epochMax: number;
+  /** The highest commit whose run key compaction thinned, or 0 (the horizon's floor comes from it). */
+  readonly compactedMax: number;
   readonly runBytes: number;
   readonly pageCommits: number;
   readonly pages: readonly SummaryPage[];
@@ -162,6 +165,7 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCom
     .u32(commits.length)
     .u64(last ? last.lastPosition : summary.base - 1)
     .u64(commits.reduce((most, commit) => Math.max(most, commit.epoch), 0))
+    .u64(commits.reduce((most, commit) => (isCompactedRun(commit) ? commit.commit : most), 0))
     .u64(commits.reduce((sum, commit) => sum + commit.runBytes, 0))
     .u32(pageCommits)
     .u32(pageCount)
@@ -201,6 +205,8 @@ export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: S
   const commitCount = reader.u32();
   const lastPosition = reader.u64();
   const epochMax = reader.u64();
+  const compactedMax = reader.u64();
+  if (compactedMax !== 0 && (compactedMax < baseCommit || compactedMax >= baseCommit + commitCount)) throw reader.corrupt(`compacted commit ${compactedMax} is not one of its commits`);
   const runBytes = reader.u64();
   const pageCommits = reader.u32();
   const pageCount = reader.u32();
@@ -223,7 +229,7 @@ export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: S
   if (streamTableOffset !== expected || expected + commitCount * streamEntryBytes !== bytes.length - 4) {
     throw reader.corrupt('the stream table is misplaced');
   }
-  return { file, base, baseCommit, capacity, end, commitCount, lastPosition, epochMax, runBytes, pageCommits, pages, streamTableOffset };
+  return { file, base, baseCommit, capacity, end, commitCount, lastPosition, epochMax, compactedMax, runBytes, pageCommits, pages, streamTableOffset };
 }
 
 /**
