@@ -208,6 +208,8 @@ export interface Fixture {
   readonly epoch: number;
   /** The state before the last history group write, which a torn-tail cut may go back to. */
   readonly beforeLastCommit: { readonly head: number; readonly get: ReadonlyMap<string, RecordView | undefined> };
+  /** Older copies of history segments (relative file → bytes), as they were while still being written. */
+  readonly olderCopies: ReadonlyMap<string, Buffer>;
 }
 
 /** Every file under `root`, relative, with forward slashes, sorted. */
@@ -318,7 +320,15 @@ export async function buildFixture(root: string): Promise<Fixture> {
   const audit = await feed.createSubscription('audit');
   const head = async () => (await feed.info()).commits;
 
+  // The newest history segment every few commits: older copies of segments, for the cases that
+  // put one back in place of the finished segment.
+  const snapshots = new Map<string, Buffer[]>();
+  const historyDirectoryOf = path.join(root, 'feeds', 'f', 'history');
   for (let index = 1; index <= 60; index++) {
+    if (index % 3 === 0) {
+      const newest = fs.readdirSync(historyDirectoryOf).filter((name) => name.endsWith('.hist')).sort().at(-1);
+      if (newest) snapshots.set(newest, [...(snapshots.get(newest) ?? []), fs.readFileSync(path.join(historyDirectoryOf, newest))]);
+    }
     clock.advance(50);
     if (index === 31) {
       // A second epoch, so the lease log holds more than one grant and a release between them.
@@ -472,7 +482,15 @@ export async function buildFixture(root: string): Promise<Fixture> {
     };
   });
   if (history.length < 3) throw new Error(`fixture: ${history.length} history segments; the cases need at least 3`);
+  const olderCopies = new Map<string, Buffer>();
+  for (const name of history) {
+    const final = fs.readFileSync(path.join(historyDirectory, name));
+    const older = (snapshots.get(name) ?? []).filter((bytes) => !bytes.equals(final));
+    // One from the middle of the segment's life: it holds some of its commits, not all.
+    if (older.length > 0) olderCopies.set(`feeds/f/history/${name}`, older[Math.floor(older.length / 2)]);
+  }
   return {
+    olderCopies,
     root,
     files,
     history: history.map((name) => `feeds/f/history/${name}`),
@@ -525,7 +543,11 @@ export type Damage =
   | { readonly kind: 'truncate'; readonly offset: number }
   | { readonly kind: 'extend'; readonly bytes: Buffer }
   | { readonly kind: 'delete' }
-  | { readonly kind: 'swap'; readonly with: string };
+  | { readonly kind: 'swap'; readonly with: string }
+  /** The file replaced whole by other bytes: an older copy of it, say. */
+  | { readonly kind: 'replace'; readonly bytes: Buffer; readonly label: string }
+  /** A state log and its copy, both deleted. */
+  | { readonly kind: 'delete-both' };
 
 export function describeDamage(damage: Damage): string {
   switch (damage.kind) {
@@ -541,6 +563,10 @@ export function describeDamage(damage: Damage): string {
       return 'delete';
     case 'swap':
       return `swap contents with ${damage.with}`;
+    case 'replace':
+      return `replace with ${damage.label}`;
+    case 'delete-both':
+      return 'delete both copies';
   }
 }
 
@@ -589,6 +615,20 @@ export function applyDamage(root: string, pristine: string, file: string, damage
     case 'delete':
       fs.rmSync(target);
       return [{ file, bytes: undefined, firstChanged: 0 }];
+    case 'replace': {
+      if (damage.bytes.equals(original)) return undefined;
+      fs.writeFileSync(target, damage.bytes);
+      return [{ file, bytes: damage.bytes, firstChanged: firstDifference(original, damage.bytes, 0)! }];
+    }
+    case 'delete-both': {
+      const copy = `${file}.copy`;
+      fs.rmSync(target);
+      fs.rmSync(path.join(root, copy));
+      return [
+        { file, bytes: undefined, firstChanged: 0 },
+        { file: copy, bytes: undefined, firstChanged: 0 },
+      ];
+    }
     case 'swap': {
       const other = fs.readFileSync(path.join(pristine, damage.with));
       if (other.equals(original)) return undefined;

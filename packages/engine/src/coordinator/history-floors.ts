@@ -6,8 +6,8 @@
  *
  * - The **low mark's floor** is where the oldest history segment starts: its header names its
  *   first commit and position. A feed whose retention log has no record but whose history starts
- *   after commit 1 was trimmed (or lost its oldest segments, which nothing can tell apart once
- *   the log is gone); either way nothing below it can be read, and it reads as trimmed.
+ *   after commit 1 was trimmed, unless files derived from the segments before it remain (a trim
+ *   deletes those with their segment): then they were lost, and recovery reports it.
  * - The **horizon's floor** is the last commit of the newest segment holding a compacted run:
  *   key compaction only rewrites segments wholly at or before its horizon, and marks each run
  *   it thinned in its commit record (and the segment's summary counts them).
@@ -42,7 +42,19 @@ export function oldestSegmentStart(kernels: Kernels, directory: string): Retenti
   // Segments are named by their first position: a history starting at position 1 was never
   // trimmed, and opening it reads no header twice.
   if (bases.length === 0 || Math.min(...bases) <= 1) return bases.length === 0 ? undefined : { commit: 1, position: 1 };
-  const oldest = names.find((name) => name.endsWith(historyExtension) && baseOfSegmentName(name) === Math.min(...bases))!;
+  const oldestBase = Math.min(...bases);
+  // A trim deletes a segment with its summary, index and dictionaries; damage that took the
+  // oldest segments leaves theirs. Where any remain below the oldest segment, its commits were
+  // lost, not trimmed, and recovery reports them as lost.
+  const indexNames = (() => {
+    try {
+      return fs.readdirSync(path.join(directory, 'index'));
+    } catch {
+      return [];
+    }
+  })();
+  if ([...names, ...indexNames].some((name) => (baseOfSegmentName(name) ?? oldestBase) < oldestBase)) return undefined;
+  const oldest = names.find((name) => name.endsWith(historyExtension) && baseOfSegmentName(name) === oldestBase)!;
   const file = path.join(history, oldest);
   try {
     const header = decodeSegmentHeader(kernels, readFileRangeSync(file, 0, segmentHeaderBytes), file);

@@ -197,7 +197,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
     await verifyHorizon(kernels, directory, history, report);
     const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor);
     verifyWal(wal, events, runs, report);
-    await verifyStateLogs(kernels, directory, report);
+    await verifyStateLogs(kernels, directory, report, history.commits.epochMax);
     verifyIndexFiles(kernels, directory, report);
     verifySummaries(kernels, history, commits, report);
   } catch (error) {
@@ -223,9 +223,17 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
   };
 }
 
-/** The lease log and every subscription log: damage that is not a torn last write. */
-async function verifyStateLogs(kernels: Kernels, directory: string, report: Report): Promise<void> {
-  const logs = [await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), true)];
+/**
+ * The lease log and every subscription log: damage that is not a torn last write. A lease log with
+ * no record under a history written with leases (`epochMax` above 0) lost both its files: fencing
+ * still holds (the epoch floor comes from the history), but the log is gone.
+ */
+async function verifyStateLogs(kernels: Kernels, directory: string, report: Report, epochMax: number): Promise<void> {
+  const lease = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), true);
+  if (lease.last === undefined && epochMax > 0) {
+    report('CORRUPT', `${lease.file}: both files are missing, though commits were written under lease epoch ${epochMax}`, { file: lease.file, offset: 0 });
+  }
+  const logs = [lease];
   const subscriptions = path.join(directory, 'state', 'subscriptions');
   if (fs.existsSync(subscriptions)) {
     const names = new Set(fs.readdirSync(subscriptions).map((name) => name.replace(/\.copy$/, '')).filter((name) => name.endsWith('.log')));

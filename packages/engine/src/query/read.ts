@@ -319,7 +319,11 @@ export function readColumns(snapshot: Snapshot, options: ReadOptions, fingerprin
     mode === 'raw' && query ? plannedColumns(snapshot, query, options) : mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints, runBuffers);
   // A read that stops before the head never reaches the damage, so it ends as any read does.
   const toHead = readEnd(snapshot, options) === snapshot.watermark.commit;
-  return snapshot.headDamage && toHead && !(mode === 'raw' && query) ? endingAtDamage(snapshot, reads) : reads;
+  if (!snapshot.headDamage || !toHead || (mode === 'raw' && query)) return reads;
+  // A key's winner may lie in the history past the damage: latest cannot name one winner before
+  // it has seen everything, so it fails before it yields any. RAW and dedup records are exact up
+  // to the damage, and the read ends there.
+  return mode === 'latest' ? failingAtDamage(snapshot) : endingAtDamage(snapshot, reads);
 }
 
 /** The batch form of a feed read: arrays of records, each from one commit, in position order. */
@@ -349,6 +353,11 @@ async function* asRecords(batches: AsyncGenerator<ColumnBatch>): AsyncGenerator<
 /** A read that reaches the head of a history whose head corruption took ends with `CORRUPT`. */
 async function* endingAtDamage<T>(snapshot: Snapshot, reads: AsyncGenerator<T>): AsyncGenerator<T> {
   yield* reads;
+  assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
+}
+
+/** A read whose every answer depends on history corruption took: it fails when first read. */
+async function* failingAtDamage<T>(snapshot: Snapshot): AsyncGenerator<T> {
   assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
 }
 
