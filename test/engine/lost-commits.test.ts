@@ -188,8 +188,28 @@ describe('reads over lost commits', () => {
         for (const commit of [lost.from, lost.from + 1, lost.to]) await expect(feed.readCommit(commit)).rejects.toMatchObject({ code: 'CORRUPT' });
         expect(await feed.readCommit(lost.from - 1)).toHaveLength(recordsPerCommit);
         expect(await feed.readCommit(lost.to + 1)).toHaveLength(recordsPerCommit);
+        // The segment's summary survived it: each lost commit keeps its own positions.
+        const listed = await collect(feed.commits({ after: lost.from - 1, limit: lost.to - lost.from + 1 }));
+        expect(listed.map((commit) => [commit.commit, commit.stream, commit.firstPosition, commit.lastPosition])).toEqual(
+          listed.map((commit) => {
+            const first = written.find((record) => record.commit === commit.commit)!.position;
+            return [commit.commit, '', first, first + recordsPerCommit - 1];
+          }),
+        );
       } finally {
         await store.close();
+      }
+      // Without the summary, the first lost commit stands for all their positions, the others for none.
+      fs.rmSync(victim.replace(/\.hist$/, '.sum'));
+      const bare = await Store.open(directory, { readOnly: true, kernels });
+      try {
+        const feed = await bare.feed('f');
+        await checkReads(feed, written, lost);
+        const listed = await collect(feed.commits({ after: lost.from - 1, limit: lost.to - lost.from + 1 }));
+        expect(listed[0]).toMatchObject({ commit: lost.from, firstPosition: base, lastPosition: next - 1 });
+        expect(listed.slice(1).every((commit) => commit.records === 0)).toBe(true);
+      } finally {
+        await bare.close();
       }
     }, 120_000);
 

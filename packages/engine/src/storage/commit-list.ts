@@ -54,40 +54,52 @@ export interface SegmentExtent {
 }
 
 /**
- * Stand-ins for commits corruption took: the first carries all their positions (so position
- * searches land on it), the others none; every read of any of them fails with `CORRUPT`.
+ * Stand-ins for commits corruption took. Those a surviving summary names (`known`, the first of
+ * them, in order) keep their own positions and epochs; of the rest, the first carries all the
+ * remaining positions (so position searches land on it), the others none. Every read of any of
+ * them fails with `CORRUPT`.
  */
-export function lostCommits(lost: LostCommits): CommitRecord[] {
+export function lostCommits(lost: LostCommits, known: readonly CommitRecord[] = []): CommitRecord[] {
   const standIns: CommitRecord[] = [];
-  for (let commit = lost.from; commit <= lost.to; commit++) {
-    const first = commit === lost.from;
-    standIns.push(
-      commitRecord(
-        {
-          commit,
-          stream: '',
-          parent: commit - 1,
-          records: first ? lost.toPosition - lost.fromPosition + 1 : 0,
-          firstPosition: first ? lost.fromPosition : lost.toPosition + 1,
-          lastPosition: lost.toPosition,
-          openedAt: 0,
-          sealedAt: 0,
-          message: undefined,
-          epoch: 0,
-          oneShot: false,
-          runBytes: 0,
-          manifests: [],
-          packs: [],
-          entries: first ? lost.toPosition - lost.fromPosition + 1 : 0,
-          retired: [],
-        },
-        -1,
-        0,
-        lost.damage,
-      ),
-    );
+  let next = { commit: lost.from, position: lost.fromPosition };
+  for (const commit of known) {
+    assert(commit.commit === next.commit && commit.firstPosition === next.position && commit.commit <= lost.to && commit.lastPosition <= lost.toPosition, 'known lost commits follow the chain');
+    standIns.push(standIn(commit.commit, commit.firstPosition, commit.lastPosition, commit.epoch, lost.damage));
+    next = { commit: commit.commit + 1, position: commit.lastPosition + 1 };
+  }
+  for (let commit = next.commit; commit <= lost.to; commit++) {
+    const first = commit === next.commit;
+    standIns.push(standIn(commit, first ? next.position : lost.toPosition + 1, lost.toPosition, 0, lost.damage));
   }
   return standIns;
+}
+
+/** The stand-in for lost commit `commit` at positions `firstPosition`..`lastPosition` (none when first > last). */
+function standIn(commit: number, firstPosition: number, lastPosition: number, epoch: number, damage: LostCommits['damage']): CommitRecord {
+  const records = lastPosition - firstPosition + 1;
+  return commitRecord(
+    {
+      commit,
+      stream: '',
+      parent: commit - 1,
+      records,
+      firstPosition,
+      lastPosition,
+      openedAt: 0,
+      sealedAt: 0,
+      message: undefined,
+      epoch,
+      oneShot: false,
+      runBytes: 0,
+      manifests: [],
+      packs: [],
+      entries: records,
+      retired: [],
+    },
+    -1,
+    0,
+    damage,
+  );
 }
 
 /** The error for commit `commit`, which a trim removed: the feed's history starts at `low`. */

@@ -33,7 +33,7 @@ import type { Corruption } from './runs.js';
 import { removeSegmentFilesBelow, segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
 import { PayloadCache } from './payload-cache.js';
-import { readSummaryHead, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
+import { orphanSummaryCommits, readSummaryHead, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
 import { CommitList, lostCommits } from './commit-list.js';
 import { coalescedReadBytesMax, coalescedReadGapBytes, payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
 
@@ -155,7 +155,11 @@ export class History implements SegmentRunSource {
           damage: pending ?? where,
         };
         visitor.onLost?.(lost);
-        for (const standIn of lostCommits(lost)) list.push(standIn);
+        // A lost segment's summary may have survived it: its commits keep their own positions.
+        const known = (orphanSummaryCommits(kernels, summaryFileOf(segmentFile(directory, expectedPosition, historyExtension)), expectedPosition, expectedCommit) ?? []).filter(
+          (commit) => commit.commit <= lost.to && commit.lastPosition <= lost.toPosition,
+        );
+        for (const standIn of lostCommits(lost, known)) list.push(standIn);
       }
       pending = undefined;
       expectedCommit = last.commit + 1;

@@ -27,7 +27,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { summaryPageCommits } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
 import { isCompactedRun, readCommitFields, writeCommitFields, type CommitRecord } from './commit-run.js';
-import { readFileRangeSync, writeFileDurably, type SegmentHeader } from './segment.js';
+import { readFileRangeSync, SegmentKind, writeFileDurably, type SegmentHeader } from './segment.js';
 
 const magic = 'SSSUMRY2';
 export const summaryFormatVersion = 3;
@@ -294,6 +294,32 @@ export function readSummaryHead(kernels: Kernels, file: string, header: SegmentH
 export function readSummary(kernels: Kernels, file: string, header: SegmentHeader): SegmentSummary | undefined {
   const bytes = readSummaryFile(file);
   return bytes && decodeSummary(kernels, bytes, header, file);
+}
+
+/** Where a summary's capacity lies: after the magic, the version, the base and the base commit. */
+const capacityOffset = 28;
+
+/**
+ * The commits named by the summary a lost segment left behind (its segment file is gone, its
+ * summary is not), so that each lost commit keeps its own positions. Undefined when there is no
+ * such summary, when it is damaged, or when it does not start at `base` and `baseCommit`.
+ */
+export function orphanSummaryCommits(kernels: Kernels, file: string, base: number, baseCommit: number): readonly CommitRecord[] | undefined {
+  let bytes: Uint8Array | undefined;
+  try {
+    bytes = readSummaryFile(file);
+  } catch {
+    return undefined;
+  }
+  if (!bytes || bytes.length < headBytes + 4) return undefined;
+  // The segment's header is lost with it: the summary's own capacity stands in for the header's,
+  // and the base and first commit, which the chain expects, are what must match.
+  const capacity = Number(new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getBigUint64(capacityOffset, true));
+  try {
+    return decodeSummary(kernels, bytes, { kind: SegmentKind.History, base, baseCommit, capacity }, file).commits;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Reads one page of commit records, checked as `decodeSummaryPage` checks it. */
