@@ -1,7 +1,7 @@
-/** The write-side commands: feed, lease, stream, append, commits, verify. */
+/** The write-side commands: feed, lease, stream, commits, verify (append is `commands-append.ts`). */
 import { CommanderError, type Command } from 'commander';
 import { StreamStackError } from '@streamstack/engine';
-import { emit, readRecords } from './io.js';
+import { emit } from './io.js';
 import { addConditionOptions, commitLine, conditionFrom, exitUsage, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
 
 export function addWriteCommands(program: Command): void {
@@ -121,42 +121,6 @@ export function addWriteCommands(program: Command): void {
       withStore(program, async (store) => {
         await (await (await openFeed(store, feedName)).stream(id)).abort(options);
         await emit({ stream: id, aborted: true });
-      })(),
-    );
-
-  addConditionOptions(
-    program
-      .command('append <feed>')
-      .description('append NDJSON records from stdin: one batch into --stream, or one one-shot commit')
-      .option('--stream <id>', 'append one batch to this open stream')
-      .option('--token <token>', 'the lease token (required with --stream, and while a lease is live)')
-      .option('--expected-seq <n>', 'fail with SEQ_MISMATCH unless the batch starts at this seq', integer('--expected-seq'))
-      .option('--message <message>', 'commit message (one-shot appends)'),
-  ).action((feedName: string, options: { stream?: string; token?: string; expectedSeq?: number; message?: string } & ConditionFlags) =>
-      withStore(program, async (store) => {
-        if (options.stream !== undefined && options.token === undefined) {
-          throw new CommanderError(exitUsage, 'streamstack.usage', 'append --stream needs --token');
-        }
-        if (options.stream !== undefined && conditionFrom(options)) {
-          throw new CommanderError(exitUsage, 'streamstack.usage', 'conditions apply to one-shot appends and to stream seal, not to stream batches');
-        }
-        const records = await readRecords();
-        const feed = await openFeed(store, feedName);
-        if (options.stream !== undefined) {
-          const appended = await (await feed.stream(options.stream)).append(records, {
-            token: options.token!,
-            ...(options.expectedSeq === undefined ? {} : { expectedSeq: options.expectedSeq }),
-          });
-          await emit(appended);
-        } else {
-          const condition = conditionFrom(options);
-          const commit = await feed.append(records, {
-            ...(options.token === undefined ? {} : { token: options.token }),
-            ...(options.message === undefined ? {} : { message: options.message }),
-            ...(condition ? { condition } : {}),
-          });
-          await emit(commitLine(commit));
-        }
       })(),
     );
 

@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { StreamStackError, ioError } from '@streamstack/engine';
+import { addAppendCommand } from './commands-append.js';
 import { addExportCommand } from './commands-export.js';
 import { addReadCommands } from './commands-read.js';
 import { addWriteCommands } from './commands-write.js';
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   addWriteCommands(program);
+  addAppendCommand(program);
   addReadCommands(program);
   addHistoryCommands(program);
   addExportCommand(program);

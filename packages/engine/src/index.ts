@@ -30,6 +30,7 @@ export {
   parseLine,
   parseRecordLine,
   readRecordLines,
+  recordLines,
   recordFromLine,
   recordLine,
   storedRecordFromLine,

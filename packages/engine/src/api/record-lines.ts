@@ -149,15 +149,23 @@ export function parseLine(text: string, line: number): AppendRecord | undefined 
   return parseRecordLine(value, line);
 }
 
-/** Reads NDJSON records from `input`; blank lines are skipped. */
-export async function readRecordLines(input: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<AppendRecord[]> {
-  const records: AppendRecord[] = [];
+/**
+ * NDJSON records from `input` as they arrive, each with the bytes of its line (blank lines are
+ * skipped), so that a reader of any amount of input holds only what it has not handed on yet.
+ */
+export async function* recordLines(input: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): AsyncGenerator<{ record: AppendRecord; bytes: number }> {
   let number = 0;
   for await (const bytes of byteLines(input)) {
     number++;
     const record = parseLine(decodeLine(bytes, number), number);
-    if (record) records.push(record);
+    if (record) yield { record, bytes: bytes.length };
   }
+}
+
+/** Reads NDJSON records from `input`; blank lines are skipped. */
+export async function readRecordLines(input: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<AppendRecord[]> {
+  const records: AppendRecord[] = [];
+  for await (const { record } of recordLines(input)) records.push(record);
   return records;
 }
 
