@@ -11,6 +11,7 @@ import { ioError, StreamStackError } from '../errors.js';
 import { feedNameCharactersMax } from '../limits.js';
 import { DirectoryLock, type LockOptions } from '../storage/lock.js';
 import { syncDirectory } from '../storage/segment.js';
+import { checkDataDirectory, writeStoreMarker } from './store-marker.js';
 
 const feedNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
@@ -67,6 +68,8 @@ export class DataDirectory {
   ) {}
 
   static async open(root: string, options: DataDirectoryOptions = {}): Promise<DataDirectory> {
+    // Refused before the lock is taken: a path that is not a store is left as it was.
+    const { markerMissing } = checkDataDirectory(root);
     if (options.readOnly) {
       let real: string;
       try {
@@ -78,6 +81,7 @@ export class DataDirectory {
     }
     const lock = DirectoryLock.acquire(root, options);
     try {
+      if (markerMissing) writeStoreMarker(lock.directory);
       fs.mkdirSync(path.join(lock.directory, 'feeds'), { recursive: true });
     } catch (error) {
       lock.release();

@@ -1,0 +1,77 @@
+/**
+ * A data directory is a StreamStack store or nothing (docs/formats.md, The data directory): a
+ * marker names the store's format; a path that is a file, or a directory holding other things
+ * and no marker, is refused with a typed error and left exactly as it was, through the engine and
+ * the command line; a store of an unknown format is refused; a store made before markers opens
+ * and gets one.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Store } from '../../packages/engine/src/index.js';
+import { storeFormatVersion, storeMarkerName } from '../../packages/engine/src/coordinator/store-marker.js';
+import { cli } from '../support/cli.js';
+import { digestTree, openStore, temporaryDirectory } from '../support/store.js';
+
+describe('the data directory', () => {
+  it('refuses a directory of other files, for reads and writes, and changes nothing in it', async () => {
+    const root = temporaryDirectory();
+    fs.writeFileSync(path.join(root, 'passwd'), 'root:x:0:0::/root:/bin/bash\n');
+    fs.mkdirSync(path.join(root, 'ssh'));
+    const before = digestTree(root);
+    for (const readOnly of [false, true]) {
+      await expect(Store.open(root, { readOnly })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { path: path.resolve(root) } });
+    }
+    const result = cli(root, ['feed', 'create', 'x']);
+    expect(result.status).toBe(1);
+    expect(result.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(String(result.error?.message)).toContain('not a StreamStack data directory');
+    expect(digestTree(root)).toBe(before);
+    expect(fs.readdirSync(root).sort()).toEqual(['passwd', 'ssh']);
+  });
+
+  it('refuses a path that is a file, and leaves it as it was', async () => {
+    const root = temporaryDirectory();
+    const file = path.join(root, 'data');
+    fs.writeFileSync(file, 'not a store');
+    await expect(Store.open(file)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(Store.open(file, { readOnly: true })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    const listed = cli(file, ['feed', 'list']);
+    expect(listed.status).toBe(1);
+    expect(listed.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(fs.readFileSync(file, 'utf8')).toBe('not a store');
+    expect(fs.readdirSync(root)).toEqual(['data']);
+  });
+
+  it('marks a new store with its format, and refuses a store of a format it does not know', async () => {
+    const root = path.join(temporaryDirectory(), 'new');
+    const store = await openStore(root);
+    await store.createFeed('f');
+    await store.close();
+    expect(JSON.parse(fs.readFileSync(path.join(root, storeMarkerName), 'utf8'))).toEqual({ format: storeFormatVersion });
+
+    fs.writeFileSync(path.join(root, storeMarkerName), JSON.stringify({ format: storeFormatVersion + 1 }));
+    const before = digestTree(root);
+    await expect(Store.open(root)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { format: storeFormatVersion + 1, supported: storeFormatVersion } });
+    await expect(Store.open(root, { readOnly: true })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(digestTree(root)).toBe(before);
+    fs.writeFileSync(path.join(root, storeMarkerName), 'garbage');
+    await expect(Store.open(root)).rejects.toMatchObject({ code: 'CORRUPT' });
+  });
+
+  it('opens a store made before markers, and writes its marker on a read-write open only', async () => {
+    const root = temporaryDirectory();
+    const store = await openStore(root);
+    await (await store.createFeed('f')).append([{ payload: 'kept' }]);
+    await store.close();
+    fs.rmSync(path.join(root, storeMarkerName));
+    const readOnly = await Store.open(root, { readOnly: true });
+    expect(await readOnly.feedNames()).toEqual(['f']);
+    await readOnly.close();
+    expect(fs.existsSync(path.join(root, storeMarkerName))).toBe(false);
+    const writer = await openStore(root);
+    expect((await (await writer.feed('f')).readCommit(1)).map((record) => new TextDecoder().decode(record.payload))).toEqual(['kept']);
+    await writer.close();
+    expect(fs.existsSync(path.join(root, storeMarkerName))).toBe(true);
+  });
+});
