@@ -3,7 +3,10 @@
  * exit code 1, exit code 2 for bad usage. Runs the built `streamstack` binary.
  */
 import { describe, expect, it } from 'vitest';
-import { cli } from '../support/cli.js';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { storeFormatVersion } from '../../packages/engine/src/index.js';
+import { cli, cliBinary } from '../support/cli.js';
 import { temporaryDirectory } from '../support/store.js';
 
 function errorOf(stderr: string): { code: string; message: string } {
@@ -141,5 +144,20 @@ describe('streamstack command line', () => {
     expect(behind.status).toBe(1);
     expect(errorOf(behind.stderr).code).toBe('CURSOR_BEHIND');
     expect(cli(data, ['sub', 'list', 'f']).lines).toEqual([expect.objectContaining({ feed: 'f', subscription: 'billing', cursor: 1 })]);
+  });
+
+  it('prints its version, and says which kernels load here and the store format it reads', () => {
+    const data = temporaryDirectory();
+    const version = (JSON.parse(fs.readFileSync('packages/cli/package.json', 'utf8')) as { version: string }).version;
+    for (const flag of ['--version', '-V']) {
+      const printed = spawnSync(process.execPath, [cliBinary, flag], { encoding: 'utf8' });
+      expect(printed.status).toBe(0);
+      expect(printed.stdout.trim()).toBe(version);
+    }
+    for (const kernels of ['native', 'ts']) {
+      const info = cli(data, ['info'], '', { STREAMSTACK_KERNELS: kernels });
+      expect(info.status).toBe(0);
+      expect(info.lines).toEqual([{ version, node: process.versions.node, kernels, storeFormat: storeFormatVersion, data: fs.realpathSync(data) }]);
+    }
   });
 });

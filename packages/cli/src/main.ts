@@ -14,10 +14,12 @@ import { addServeCommand } from './commands-serve.js';
 import { addTokenCommand } from './commands-token.js';
 import { guardOutput, note, OutputClosed, printError } from './io.js';
 import { exitSuccess, exitTypedError, exitUsage } from './shared.js';
+import { addInfoCommand, cliVersion } from './commands-info.js';
 
 export function buildProgram(): Command {
   const program = new Command('streamstack')
     .description('StreamStack: a durable stream store. NDJSON out; errors as JSON on stderr.')
+    .version(cliVersion, '-V, --version', 'print the version and exit')
     .addOption(new Option('--data <dir>', 'data directory').env('STREAMSTACK_DATA').default('./data'))
     .option(
       '--break-lock',
@@ -32,6 +34,7 @@ export function buildProgram(): Command {
   addExportCommand(program);
   addServeCommand(program);
   addTokenCommand(program);
+  addInfoCommand(program);
   return program;
 }
 

@@ -44,3 +44,4 @@ export type { FeedDiskUse } from './coordinator/disk-use.js';
 export type { GroupCommitStats } from './coordinator/group-commit.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/verify.js';
 export type { TornTail } from './coordinator/feed-writer-types.js';
+export { storeFormatVersion } from './coordinator/store-marker.js';
