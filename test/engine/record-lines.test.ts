@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { appendRecordLine, parseRecordLine, recordFromLine, recordLine, storedRecordFromLine, type StoredRecord } from '../../packages/engine/src/index.js';
+import { appendRecordLine, bytesField, parseRecordLine, recordFromLine, recordLine, storedRecordFromLine, type StoredRecord } from '../../packages/engine/src/index.js';
 
 const bytes = fc.uint8Array({ maxLength: 64 });
 const text = fc.string({ unit: 'grapheme', maxLength: 32 });
@@ -47,5 +47,37 @@ describe('record lines', () => {
     expect(record.commit).toBeUndefined();
     expect(record.position).toBeUndefined();
     expect(() => storedRecordFromLine(line)).toThrow(/commit/);
+  });
+
+  it('give bytes as text exactly when a fatal UTF-8 decode accepts them, else as base64', () => {
+    const fatal = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+    const reached = { text: 0, textWithReplacement: 0, base64: 0 };
+    const encoder = new TextEncoder();
+    // Up to 300 bytes: random bytes, valid text (with U+FFFD and a BOM among its characters), and
+    // valid text with one byte changed, so that every branch of the check is reached.
+    const candidates = fc.oneof(
+      fc.uint8Array({ maxLength: 300 }),
+      fc.string({ unit: fc.constantFrom('a', 'é', '\uFFFD', '\uFEFF', '😀', '\u0000'), maxLength: 100 }).map((value) => encoder.encode(value)),
+      fc.tuple(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 100 }), fc.nat(), fc.integer({ min: 0x80, max: 0xff })).map(([value, at, byte]) => {
+        const encoded = encoder.encode(value);
+        encoded[at % encoded.length] = byte;
+        return encoded;
+      }),
+    );
+    fc.assert(
+      fc.property(candidates, (candidate) => {
+        let expected: Record<string, string>;
+        try {
+          expected = { payload: fatal.decode(candidate) };
+          reached[expected.payload.includes('\uFFFD') ? 'textWithReplacement' : 'text']++;
+        } catch {
+          expected = { payloadBase64: Buffer.from(candidate).toString('base64') };
+          reached.base64++;
+        }
+        expect(bytesField('payload', candidate)).toEqual(expected);
+      }),
+      { numRuns: 3000 },
+    );
+    expect(Math.min(reached.text, reached.textWithReplacement, reached.base64)).toBeGreaterThan(50);
   });
 });

@@ -10,6 +10,7 @@
  * const record = parseLine('{"payload":"hi","type":"greeting"}', 1); // an AppendRecord
  * const line = JSON.stringify(recordLine(stored)); // and back: recordFromLine(JSON.parse(line))
  */
+import { isUtf8 } from 'node:buffer';
 import { StreamStackError } from '../errors.js';
 import { jsonNestingDepthMax } from '../limits.js';
 import type { AppendRecord, StoredRecord } from './records.js';
@@ -21,7 +22,9 @@ import type { StreamRecord } from './stream.js';
  * to the stored payload; the input decoder drops one before a line's JSON, where it means nothing.
  */
 const inputDecoder = new TextDecoder('utf-8', { fatal: true });
-const outputDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const lenientDecoder = new TextDecoder('utf-8', { ignoreBOM: true });
+/** What a lenient decode puts where bytes are not UTF-8. */
+const replacementCharacter = '\uFFFD';
 
 /** The fields an input record line may have; anything else is most likely a typo (`tag`). */
 const recordFields = new Set(['payload', 'payloadBase64', 'key', 'version', 'tombstone', 'type', 'tags', 'fingerprint', 'fingerprintBase64', 'timestamp']);
@@ -169,13 +172,16 @@ export async function readRecordLines(input: AsyncIterable<Uint8Array> | Iterabl
   return records;
 }
 
-/** Bytes for output under `name`: UTF-8 text when valid, else base64 under `<name>Base64`. */
+/**
+ * Bytes for output under `name`: UTF-8 text when valid, else base64 under `<name>Base64`.
+ * A lenient decode gives text at once; only text holding U+FFFD, which invalid bytes decode to
+ * (and which valid text may hold too), is checked with `isUtf8`. A fatal decode per payload
+ * threw and caught an exception for every binary one, most of a read's time.
+ */
 export function bytesField(name: string, bytes: Uint8Array): Record<string, string> {
-  try {
-    return { [name]: outputDecoder.decode(bytes) };
-  } catch {
-    return { [`${name}Base64`]: Buffer.from(bytes).toString('base64') };
-  }
+  const text = lenientDecoder.decode(bytes);
+  if (!text.includes(replacementCharacter) || isUtf8(bytes)) return { [name]: text };
+  return { [`${name}Base64`]: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64') };
 }
 
 /** An output record line (docs/cli.md): the record's fields, the payload as text or base64. */
