@@ -2,7 +2,7 @@
  * What every command shares: the exit codes, option parsers, opening the data directory around
  * an action, and the shapes of output lines.
  */
-import { InvalidArgumentError, type Command } from 'commander';
+import { CommanderError, InvalidArgumentError, type Command } from 'commander';
 import { Store, type Commit, type Feed } from '@streamstack/engine';
 import { note } from './io.js';
 
@@ -31,6 +31,8 @@ export type Access = 'write' | 'read';
 /** Opens the data directory named by the global `--data` option. */
 export function openStore(program: Command, access: Access): Promise<Store> {
   const { data, breakLock } = program.opts<{ data: string; breakLock?: boolean }>();
+  // An empty STREAMSTACK_DATA would name the current directory: a mistake, never a choice.
+  if (data === '') throw new CommanderError(exitUsage, 'streamstack.usage', '--data (or STREAMSTACK_DATA) is empty: name the data directory');
   return Store.open(data, { readOnly: access === 'read', ...(breakLock ? { breakLock: true } : {}) });
 }
 

@@ -1,0 +1,142 @@
+/**
+ * The README's examples run as written, so that they cannot drift from the API: every code
+ * block is either run here or named below with the reason it is not. TypeScript blocks are
+ * type-checked as TypeScript and run as plain `.mjs` on this Node (20 in CI); the command-line
+ * block runs in bash with `streamstack` on the PATH; the client block runs against a server
+ * started on the address it names.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { temporaryDirectory } from '../support/store.js';
+
+const root = path.resolve('.');
+const cliBin = path.join(root, 'packages/cli/bin/streamstack.js');
+
+interface Block {
+  readonly language: string;
+  readonly code: string;
+  /** The README line the block starts on, for messages. */
+  readonly line: number;
+}
+
+const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+const blocks: Block[] = [...readme.matchAll(/^```(\w+)\n([\s\S]*?)^```$/gm)].map((match) => ({
+  language: match[1]!,
+  code: match[2]!,
+  line: readme.slice(0, match.index).split('\n').length,
+}));
+
+/** Blocks not run here, each found by a line it holds, and why. */
+const notRun = [
+  { holds: 'bash scripts/setup.sh && pnpm demo', why: 'the set-up is what CI runs before this suite, and the demo writes ./data in the repository' },
+  { holds: 'pnpm test', why: 'it is the run this test is part of' },
+  { holds: 'pnpm -r --filter', why: 'test/packaging/install.test.ts packs and installs the tarballs this way' },
+];
+
+/** A scratch folder where `@streamstack/engine` and `@streamstack/client` resolve to the built packages. */
+function workspace(): string {
+  const directory = fs.realpathSync(temporaryDirectory('streamstack-readme-'));
+  fs.mkdirSync(path.join(directory, 'node_modules', '@streamstack'), { recursive: true });
+  for (const name of ['engine', 'client']) fs.symlinkSync(path.join(root, 'packages', name), path.join(directory, 'node_modules', '@streamstack', name));
+  fs.writeFileSync(path.join(directory, 'package.json'), JSON.stringify({ type: 'module' }));
+  fs.writeFileSync(
+    path.join(directory, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        target: 'es2022',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        types: ['node'],
+        typeRoots: [path.join(root, 'node_modules', '@types')],
+      },
+      files: ['example.ts'],
+    }),
+  );
+  return directory;
+}
+
+/** Type-checks `code` as TypeScript, then runs it as plain JavaScript; returns what it printed. */
+function runTypeScript(block: Block, directory: string): string {
+  fs.writeFileSync(path.join(directory, 'example.ts'), block.code);
+  const checked = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', directory], { encoding: 'utf8' });
+  expect(checked.status, `README line ${block.line} does not type-check:\n${checked.stdout}${checked.stderr}`).toBe(0);
+  fs.writeFileSync(path.join(directory, 'example.mjs'), block.code);
+  const ran = spawnSync(process.execPath, ['example.mjs'], { cwd: directory, encoding: 'utf8', env: withoutDataVariable() });
+  expect(ran.status, `README line ${block.line} failed as .mjs:\n${ran.stderr}`).toBe(0);
+  return ran.stdout;
+}
+
+/** This process's environment without STREAMSTACK_DATA, so the examples use ./data as a user's would. */
+function withoutDataVariable(): NodeJS.ProcessEnv {
+  const { STREAMSTACK_DATA: _ignored, ...rest } = process.env;
+  return rest;
+}
+
+const blockHolding = (text: string): Block => {
+  const found = blocks.filter((block) => block.code.includes(text));
+  expect(found, `one README block holds ${JSON.stringify(text)}`).toHaveLength(1);
+  return found[0]!;
+};
+
+describe('README examples', () => {
+  it('every code block is run below or named as not run, with a reason', () => {
+    const run = [blockHolding("from '@streamstack/engine'"), blockHolding("from '@streamstack/client'"), blockHolding('streamstack feed create orders')];
+    const skipped = notRun.map((entry) => blockHolding(entry.holds));
+    expect(new Set([...run, ...skipped]).size).toBe(blocks.length);
+  });
+
+  it('the embedded example type-checks and runs on this Node as plain JavaScript', () => {
+    const directory = workspace();
+    const printed = runTypeScript(blockHolding("from '@streamstack/engine'"), directory);
+    expect(printed).toContain('sealed commit 1');
+    expect(printed).toContain('billing handles');
+    const exported = JSON.parse(fs.readFileSync(path.join(directory, 'exports', '2026-12', 'manifest.json'), 'utf8')) as { files: unknown[] };
+    expect(exported.files.length).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('the command-line example runs in bash, each command succeeding', () => {
+    const directory = workspace();
+    const bin = path.join(directory, 'bin');
+    fs.mkdirSync(bin);
+    fs.symlinkSync(cliBin, path.join(bin, 'streamstack'));
+    const block = blockHolding('streamstack feed create orders');
+    const ran = spawnSync('bash', ['-euo', 'pipefail', '-c', block.code], {
+      cwd: directory,
+      encoding: 'utf8',
+      env: { ...withoutDataVariable(), PATH: `${bin}:${process.env.PATH}` },
+    });
+    expect(ran.status, `README line ${block.line}:\n${ran.stderr}`).toBe(0);
+    const lines = ran.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.some((line) => line.feed === 'orders' && line.ok === true)).toBe(true);
+    expect(fs.existsSync(path.join(directory, 'exports', 'orders', 'manifest.json'))).toBe(true);
+  }, 120_000);
+
+  it('the client example runs against a new server at the address it names', async () => {
+    const directory = workspace();
+    const block = blockHolding("from '@streamstack/client'");
+    const address = /http:\/\/127\.0\.0\.1:(\d+)/.exec(block.code);
+    expect(address).not.toBeNull();
+    const server = spawn(process.execPath, [cliBin, '--data', path.join(directory, 'served'), 'serve', '--port', address![1]!], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    server.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
+    server.stderr!.on('data', (chunk: Buffer) => (log += chunk.toString()));
+    try {
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const up = await fetch(`${address![0]}/health`).then((response) => response.ok, () => false);
+        if (up) break;
+        expect(Date.now() < deadline, `the server did not start on port ${address![1]} (is it taken?):\n${log}`).toBe(true);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(runTypeScript(block, directory).trim()).toBe('en');
+    } finally {
+      server.kill('SIGTERM');
+      await new Promise((resolve) => server.on('close', resolve));
+    }
+  }, 120_000);
+});
