@@ -1,5 +1,5 @@
 /**
- * powerloss-fs for tests (tools/powerloss-fs, built by scripts/setup.sh): a FUSE mount over a
+ * powerloss-fs for tests (tools/powerloss-fs, built by scripts/test-tools.sh, which `pnpm test` runs first): a FUSE mount over a
  * backing directory that holds unsynced writes and unsynced names in memory until an fsync makes
  * them durable, and a simulated power loss that drops them.
  *
@@ -166,7 +166,7 @@ function send(control: string, line: string, timeoutMs = 60_000): Promise<string
 /** Starts the daemon on a fresh mount point (and a fresh backing directory unless one is given). */
 export async function startPowerlossFs(options: PowerlossFsOptions = {}): Promise<PowerlossFs> {
   if (!fs.existsSync(powerlossFsBinary)) {
-    throw new Error(`${powerlossFsBinary} is missing: run scripts/setup.sh (it builds tools/powerloss-fs)`);
+    throw new Error(`${powerlossFsBinary} is missing: run scripts/test-tools.sh (it builds tools/powerloss-fs)`);
   }
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'powerloss-fs-'));
   temporary.push(root);
