@@ -8,9 +8,9 @@
  *   first commit and position. A feed whose retention log has no record but whose history starts
  *   after commit 1 was trimmed, unless files derived from the segments before it remain (a trim
  *   deletes those with their segment): then they were lost, and recovery reports it.
- * - The **horizon's floor** is the last commit of the newest segment holding a compacted run:
- *   key compaction only rewrites segments wholly at or before its horizon, and marks each run
- *   it thinned in its commit record (and the segment's summary counts them).
+ * - The **horizon's floor** is the newest commit whose run key compaction thinned: it thins
+ *   only runs at or before its horizon, and marks each in its commit record (and the segment's
+ *   summary names the newest).
  *
  * Each floor raises what the log says, and a log below its floor is reported by `verify`.
  */
@@ -92,8 +92,8 @@ export function retainedFloor(kernels: Kernels, directory: string, retention: Re
 }
 
 /**
- * The horizon as recovery sets it: at least the last commit of the newest segment that holds a
- * compacted run, and the problem with the log when it said less.
+ * The horizon as recovery sets it: at least the newest commit whose run key compaction thinned,
+ * and the problem with the log when it said less.
  */
 export function horizonWithFloor(commits: CommitList, recorded: number, directory: string): { horizon: number; problem?: Corruption } {
   const floor = commits.compactedFloor;

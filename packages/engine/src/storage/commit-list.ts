@@ -237,19 +237,15 @@ export class CommitList {
   }
 
   /**
-   * The last commit of the newest segment holding a run key compaction thinned, or 0: key
-   * compaction rewrites only segments wholly at or before its horizon, so the horizon is at least
-   * this, whatever the compaction log says.
+   * The newest commit whose run key compaction thinned, or 0: key compaction thins only runs at
+   * or before its horizon, so the horizon is at least this, whatever the compaction log says.
+   * (Not the end of that run's segment: a merge may join a compacted segment to later ones.)
    */
   get compactedFloor(): number {
-    if (this.compactedSegment === undefined) return 0;
-    let last = 0;
-    for (const part of this.parts) if (part.segment === this.compactedSegment) last = part.firstCommit + part.count - 1;
-    return last;
+    return this.compactedNewest;
   }
 
-  /** The segment of the newest compacted run seen (see `compactedFloor`). */
-  private compactedSegment: number | undefined;
+  private compactedNewest = 0;
 
   /** Adds the next commit (a stand-in for a lost one included), held as a record. */
   push(commit: CommitRecord): void {
@@ -278,7 +274,7 @@ export class CommitList {
     }
     this.count++;
     this.epochHighest = Math.max(this.epochHighest, commit.epoch);
-    if (!commit.damage && isCompactedRun(commit)) this.compactedSegment = commit.segment;
+    if (!commit.damage && isCompactedRun(commit)) this.compactedNewest = Math.max(this.compactedNewest, commit.commit);
   }
 
   /**
@@ -299,7 +295,7 @@ export class CommitList {
     this.parts.push(this.summaryPart(head));
     this.count += head.commitCount;
     this.epochHighest = Math.max(this.epochHighest, head.epochMax);
-    if (head.compactedMax > 0) this.compactedSegment = head.base;
+    this.compactedNewest = Math.max(this.compactedNewest, head.compactedMax);
   }
 
   private summaryPart(head: SummaryHead): Part {
@@ -385,11 +381,8 @@ export class CommitList {
       'a merged segment holds exactly the commits it replaces',
     );
     this.parts.splice(at, bases.length, this.summaryPart(head));
-    // The merged segment holds the compacted runs of those it replaces, and a rewrite's new ones.
-    const compacted = this.compactedSegment;
-    if ((compacted !== undefined && bases.includes(compacted)) || (head.compactedMax > 0 && (compacted === undefined || head.base > compacted))) {
-      this.compactedSegment = head.base;
-    }
+    // A key compaction's rewrite brings the runs it thinned.
+    this.compactedNewest = Math.max(this.compactedNewest, head.compactedMax);
     // Pages are keyed by commit number: the replaced parts' pages would be found for the merged one's.
     this.pages.clear();
   }
