@@ -54,8 +54,6 @@ export interface NdjsonColumns {
   readonly versionFlag: number;
   readonly tombstoneFlag: number;
   readonly elsewhereFlag: number;
-  /** Payloads as text (the caller checked each is UTF-8), else as base64. */
-  readonly withText: boolean;
 }
 
 /** The result of an FST range or prefix query: matching keys in order and their values. */
