@@ -12,7 +12,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isStreamStackError, limits, verifyExport, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type ReadMode, type StoredRecord } from '../../packages/engine/src/index.js';
+import { isStreamStackError, limits, readExportManifest, verifyExport, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type ReadMode, type StoredRecord } from '../../packages/engine/src/index.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 const reader = new URL('../support/export_reader.py', import.meta.url).pathname;
@@ -160,6 +160,29 @@ describe('feed.export', () => {
       expect((await verifyExport(path.join(directory, 'a'))).problems).toEqual([]);
       fs.appendFileSync(path.join(directory, 'b', first.files[0].name), 'x');
       expect((await verifyExport(path.join(directory, 'b'))).problems).toHaveLength(1);
+    } finally {
+      await close();
+    }
+  });
+
+  it('reads back manifests of version 1 (before the fixed schema) and 2, and refuses others as CORRUPT', async () => {
+    const directory = temporaryDirectory();
+    const { feed, close } = await feedWith(directory, false);
+    try {
+      const to = path.join(directory, 'out');
+      const manifest = await feed.export({ format: 'arrow', upTo: 4, to });
+      expect(manifest.manifestVersion).toBe(2);
+      const file = path.join(to, 'manifest.json');
+      const text = fs.readFileSync(file, 'utf8');
+      for (const version of [1, 2]) {
+        fs.writeFileSync(file, text.replace('"manifestVersion": 2', `"manifestVersion": ${version}`));
+        // What continuing an export needs (its upTo, mode and format), and verifying its files.
+        expect(await readExportManifest(to)).toMatchObject({ manifestVersion: version, upTo: 4, mode: 'raw', format: 'arrow' });
+        expect((await verifyExport(to)).problems).toEqual([]);
+      }
+      fs.writeFileSync(file, text.replace('"manifestVersion": 2', '"manifestVersion": 3'));
+      const error = await readExportManifest(to).then(() => undefined, (caught: unknown) => caught);
+      expect(isStreamStackError(error, 'CORRUPT'), String(error)).toBe(true);
     } finally {
       await close();
     }
