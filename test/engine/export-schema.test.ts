@@ -1,9 +1,9 @@
 /**
- * The export schema is fixed (docs/formats.md, Export manifest): every file of every export of a
+ * The export schema is fixed (docs/formats.md, Export schema): every file of every export of a
  * format has the same columns whatever its payloads are, the manifest's `columns` is exactly each
  * file's schema (names, types, nullability), and the values are those `read` gives. Checked by
  * readers that share no code with StreamStack (test/support/export_schema.py): pyarrow and DuckDB
- * for Arrow IPC and Parquet, Python's json module and DuckDB for NDJSON, on feeds of text
+ * for Arrow IPC and Parquet, Python's json module, pyarrow and DuckDB for NDJSON, on feeds of text
  * payloads only, binary payloads only, and mixed ones (1 in 1,000 binary), and on ranges of the
  * mixed feed whose records are all text or all binary.
  */

@@ -3,7 +3,7 @@ StreamStack, to check the export schema: what schema each reader sees in each fi
 of one fixed query that names every column. Arrow IPC files are read by pyarrow, and queried by
 DuckDB over pyarrow's table; Parquet files by pyarrow and by DuckDB's own reader; NDJSON files
 line by line with Python's json module (the field names and JSON types of every line, which are
-an NDJSON file's schema), and by DuckDB's read_json with the columns the manifest names.
+an NDJSON file's schema), and by pyarrow and DuckDB told the columns the manifest names.
 
 Prints one JSON object: {"files": [{"path", "schemas": {reader: ...}, "rows": {reader: [...]},
 "error"}]} (`error` where a reader refused the file, with the schemas read before it),
@@ -18,6 +18,7 @@ import sys
 import duckdb
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 # The columns of every format besides the payload's, which the query also names.
@@ -126,6 +127,7 @@ def json_type(value):
     return type(value).__name__
 
 
+PYARROW_JSON_TYPES = {"Utf8": pa.string(), "Int64": pa.int64(), "Bool": pa.bool_(), "List<Utf8>": pa.list_(pa.string())}
 DUCKDB_TYPES = {"Utf8": "VARCHAR", "Int64": "BIGINT", "Bool": "BOOLEAN", "List<Utf8>": "VARCHAR[]"}
 
 
@@ -147,11 +149,16 @@ def read_ndjson(path, columns):
     schemas = {"lines": {"names": names or [], "types": {name: sorted(seen) for name, seen in types.items()}}}
 
     def all_rows():
+        # pyarrow told the manifest's fields, refusing any other a line has.
+        schema = pa.schema([pa.field(column["name"], PYARROW_JSON_TYPES[column["type"]], column["nullable"]) for column in columns])
+        options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+        table = pa_json.read_json(path, parse_options=options)
+        table.validate(full=True)
         con = duckdb.connect()
         spec = "{" + ", ".join(f"{column['name']}: '{DUCKDB_TYPES[column['type']]}'" for column in columns) + "}"
         relation = con.execute(f"select * from read_json(?, format = 'newline_delimited', columns = {spec}) order by position", [path])
         described = [column[0] for column in relation.description]
-        return {"json": rows, "duckdb": [dict(zip(described, values)) for values in relation.fetchall()]}
+        return {"json": rows, "pyarrow": table.to_pylist(), "duckdb": [dict(zip(described, values)) for values in relation.fetchall()]}
 
     return schemas, all_rows
 
