@@ -65,11 +65,10 @@ export function describeSchema(format: ExportFormat): { name: string; type: stri
 
 /**
  * The batches (in order) as one Arrow record batch of the export schema, the text payload
- * column null in the rows whose payload is not UTF-8. Its
+ * column null in the rows whose payload is not UTF-8; `textless` is how many those are. Its
  * arrays come from `alloc`: an arena's are handed out again by the next conversion, so the
  * batch must be done with by then. Long ranges (a pack's payloads lie end to end) are copied by
- * `copyLong`, a kernel set's `copyRange`, when given. `textless` is how many payloads are not
- * UTF-8 (the text column's nulls).
+ * `copyLong`, a kernel set's `copyRange`, when given.
  */
 export function exportArrowBatch(batches: readonly ColumnBatch[], alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): { batch: arrow.RecordBatch; textless: number } {
   const length = rowCount(batches);
