@@ -212,7 +212,6 @@ pub struct NdjsonColumns {
     pub version_flag: u32,
     pub tombstone_flag: u32,
     pub elsewhere_flag: u32,
-    pub with_text: bool,
 }
 
 /// Writes one batch's NDJSON export lines into `out`: the bytes written, or -1 when they do not fit.
@@ -254,7 +253,6 @@ pub fn ndjson_lines_into(
         payload_starts: &columns.payload_starts,
         payload_ends: &columns.payload_ends,
         flag_bits,
-        with_text: columns.with_text,
     };
     // SAFETY: the call is synchronous, so JS, which runs on this same thread, cannot touch the
     // buffer while Rust holds it mutably.

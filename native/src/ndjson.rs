@@ -6,7 +6,9 @@
 //! A line: `{"feed":…,"commit":…,"stream":…,"seq":` (the batch's `head`), the seq,
 //! `,"position":`, `,"timestamp":`, `,"key":` (a string or `null`), `,"version":` (an integer or
 //! `null`), `,"tombstone":` `true` or `false`, `,"type":` (a string or `null`), `,"tags":[…]`,
-//! `,"fingerprintBase64":"…"`, then `,"payload":` as text or `,"payloadBase64":"…"`, and `}\n`.
+//! `,"fingerprintBase64":"…"`, then `,"payload":` and `,"payloadBase64":`: the payload as text
+//! and `null` where it is valid UTF-8, else `null` and the payload in base64 (as `read` writes a
+//! record, one or the other per record); and `}\n`.
 
 use crate::error::{ErrorCode, KernelError, KernelResult};
 use crate::json::{write_json_string, ByteSink};
@@ -52,8 +54,6 @@ pub struct Columns<'a> {
     pub payload_starts: &'a [u32],
     pub payload_ends: &'a [u32],
     pub flag_bits: FlagBits,
-    /// Payloads as text (the caller checked every one is UTF-8), else as base64.
-    pub with_text: bool,
 }
 
 /// A buffer of fixed size written from the start; past its end nothing more is written, and
@@ -273,12 +273,14 @@ pub fn lines(columns: &Columns, out: &mut [u8]) -> KernelResult<Option<usize>> {
         };
         let payload =
             &source[columns.payload_starts[row] as usize..columns.payload_ends[row] as usize];
-        if columns.with_text {
+        // Each payload as `read` writes it: text where it is UTF-8, else base64, and the other
+        // field null, so that every line has the same fields.
+        if std::str::from_utf8(payload).is_ok() {
             out.extend_from_slice(b"\",\"payload\":");
             write_json_string(&mut out, payload);
-            out.extend_from_slice(b"}\n");
+            out.extend_from_slice(b",\"payloadBase64\":null}\n");
         } else {
-            out.extend_from_slice(b"\",\"payloadBase64\":\"");
+            out.extend_from_slice(b"\",\"payload\":null,\"payloadBase64\":\"");
             write_base64(&mut out, payload);
             out.extend_from_slice(b"\"}\n");
         }
@@ -358,9 +360,9 @@ mod tests {
         elsewhere: 128,
     };
 
-    /// Two records: one with everything (a key and a tag needing escapes, a payload elsewhere),
-    /// one with nothing optional.
-    fn two_rows(with_text: bool, key: &[u8], out: &mut [u8]) -> KernelResult<Option<usize>> {
+    /// Two records: one with everything (a key and a tag needing escapes, the payload
+    /// `elsewhere`, which lies in the external bytes), one with nothing optional and a text payload.
+    fn two_rows(elsewhere: &[u8], key: &[u8], out: &mut [u8]) -> KernelResult<Option<usize>> {
         let mut bytes = key.to_vec();
         bytes.extend_from_slice(b"t\"1fpAB{\"a\":1}");
         let k = key.len() as u32;
@@ -369,7 +371,7 @@ mod tests {
             types: b"\"created\"",
             type_ends: &[9],
             bytes: &bytes,
-            external: b"elsewhere\n",
+            external: elsewhere,
             seqs: &[1.0, 2.0],
             positions: &[41.0, 42.0],
             timestamps: &[1_700_000_000_000.0, 0.0],
@@ -384,9 +386,8 @@ mod tests {
             fingerprint_starts: &[k + 3, k + 4],
             fingerprint_ends: &[k + 4, k + 6],
             payload_starts: &[0, k + 6],
-            payload_ends: &[10, k + 14],
+            payload_ends: &[elsewhere.len() as u32, k + 14],
             flag_bits: BITS,
-            with_text,
         };
         lines(&columns, out)
     }
@@ -414,19 +415,27 @@ mod tests {
     #[test]
     fn writes_lines_as_json_stringify_would() {
         let mut out = vec![0u8; 1024];
-        let written = two_rows(true, b"k\xc3\xa9", &mut out).unwrap().unwrap();
+        let written = two_rows(b"elsewhere\n", b"k\xc3\xa9", &mut out)
+            .unwrap()
+            .unwrap();
         let text = std::str::from_utf8(&out[..written]).unwrap();
         assert_eq!(
             text,
             concat!(
-                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":1,\"position\":41,\"timestamp\":1700000000000,\"key\":\"k\u{e9}\",\"version\":3,\"tombstone\":true,\"type\":\"created\",\"tags\":[\"t\\\"1\"],\"fingerprintBase64\":\"Zg==\",\"payload\":\"elsewhere\\n\"}\n",
-                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":2,\"position\":42,\"timestamp\":0,\"key\":null,\"version\":null,\"tombstone\":false,\"type\":null,\"tags\":[],\"fingerprintBase64\":\"cEE=\",\"payload\":\"B{\\\"a\\\":1}\"}\n",
+                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":1,\"position\":41,\"timestamp\":1700000000000,\"key\":\"k\u{e9}\",\"version\":3,\"tombstone\":true,\"type\":\"created\",\"tags\":[\"t\\\"1\"],\"fingerprintBase64\":\"Zg==\",\"payload\":\"elsewhere\\n\",\"payloadBase64\":null}\n",
+                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":2,\"position\":42,\"timestamp\":0,\"key\":null,\"version\":null,\"tombstone\":false,\"type\":null,\"tags\":[],\"fingerprintBase64\":\"cEE=\",\"payload\":\"B{\\\"a\\\":1}\",\"payloadBase64\":null}\n",
             )
         );
-        let written = two_rows(false, b"k", &mut out).unwrap().unwrap();
+        // A payload that is not UTF-8 (a cut character) is base64, its line's text null; the
+        // next line's text payload is text again: the choice is per record.
+        let written = two_rows(b"elsewhere\xc3", b"k", &mut out).unwrap().unwrap();
         let text = std::str::from_utf8(&out[..written]).unwrap();
         assert!(
-            text.contains("\"payloadBase64\":\"ZWxzZXdoZXJlCg==\"}\n"),
+            text.contains("\"payload\":null,\"payloadBase64\":\"ZWxzZXdoZXJlww==\"}\n{"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\"payload\":\"B{\\\"a\\\":1}\",\"payloadBase64\":null}\n"),
             "{text}"
         );
     }
@@ -434,14 +443,16 @@ mod tests {
     #[test]
     fn says_when_the_lines_do_not_fit() {
         let mut small = vec![0u8; 100];
-        assert_eq!(two_rows(true, b"k", &mut small).unwrap(), None);
+        assert_eq!(two_rows(b"elsewhere\n", b"k", &mut small).unwrap(), None);
     }
 
     #[test]
     fn refuses_a_key_that_is_not_utf8_and_columns_that_do_not_fit() {
         let mut out = vec![0u8; 1024];
         assert_eq!(
-            two_rows(true, b"k\xff", &mut out).unwrap_err().code,
+            two_rows(b"elsewhere\n", b"k\xff", &mut out)
+                .unwrap_err()
+                .code,
             ErrorCode::Corrupt
         );
         let columns = Columns {
@@ -466,7 +477,6 @@ mod tests {
             payload_starts: &[0],
             payload_ends: &[0],
             flag_bits: BITS,
-            with_text: true,
         };
         assert_eq!(
             lines(&columns, &mut out).unwrap_err().code,

@@ -42,12 +42,12 @@ describe('Parquet export memory', () => {
     const groups = Array.from({ length: 40 }, () => batches);
     const kernels = loadKernels('auto');
     const first = countingSink();
-    await writeParquet(kernels, groups, true, first, 'test', undefined);
+    await writeParquet(kernels, groups, first, 'test', undefined);
     // The file's scratch is kept for the next file on this thread, and taken by it.
     expect(groupScratches.size).toBe(1);
     const afterFirst = parquetWasm.wasmMemory().buffer.byteLength;
     const second = countingSink();
-    await writeParquet(kernels, groups, true, second, 'test', undefined);
+    await writeParquet(kernels, groups, second, 'test', undefined);
     expect(groupScratches.size).toBe(1);
     const afterSecond = parquetWasm.wasmMemory().buffer.byteLength;
     expect(second.bytes).toBe(first.bytes);

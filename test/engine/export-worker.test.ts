@@ -4,7 +4,8 @@
  * later file and dropped a while after the last. Run from its sources, as here, files are
  * written on the calling thread.
  * Both must write the same bytes in every format, also when the buffers are reused by a second
- * export in the same process.
+ * export in the same process, and the same manifests (in which each file's `payloadText` comes
+ * from the thread that wrote it).
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,7 +20,7 @@ const engine = path.resolve('packages/engine/dist/index.js');
 const workload = path.resolve('test/support/export-workload.mjs');
 const formats = ['ndjson', 'arrow', 'parquet'] as const;
 
-/** The files of every export under `directory`, by export and name. */
+/** The files of every export under `directory` (its manifest too), by export and name. */
 function exportedFiles(directory: string): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
   for (const format of formats) {
@@ -67,7 +68,11 @@ describe('export files on the export workers', () => {
       const feed = await store.feed('f');
       // On the calling thread a file's run buffers are released only once it is written: the
       // next file, read meanwhile, must not read into them (the files would differ below).
-      for (const format of formats) await feed.export({ format, to: path.join(here, 'out', format) });
+      for (const format of formats) {
+        const manifest = await feed.export({ format, to: path.join(here, 'out', format) });
+        // The workload's first file holds text payloads only, a later one some binary ones.
+        expect(manifest.files.map((file) => file.payloadText)).toEqual(manifest.files.map((_, index) => index === 0));
+      }
     } finally {
       await store.close();
     }

@@ -1,8 +1,8 @@
 /**
  * Export, read back by readers that share no code with StreamStack (DuckDB for Parquet and
  * NDJSON, pyarrow for Arrow IPC, through test/support/export_reader.py): every row and field of
- * every mode × format equals `feed.read` of the same range; the text payload column is there
- * exactly when every payload of a file is text; two exports are byte-identical and the manifest's
+ * every mode × format equals `feed.read` of the same range; the text payload column holds each
+ * payload that is text and null for the others; two exports are byte-identical and the manifest's
  * checksums are the files'; an export up to C and one after C hold exactly one export of all;
  * bad input fails typed with nothing written. Also the read bound `upTo` the export rests on.
  */
@@ -12,7 +12,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isStreamStackError, limits, verifyExport, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type ReadMode, type StoredRecord } from '../../packages/engine/src/index.js';
+import { isStreamStackError, limits, readExportManifest, verifyExport, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type ReadMode, type StoredRecord } from '../../packages/engine/src/index.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 const reader = new URL('../support/export_reader.py', import.meta.url).pathname;
@@ -33,7 +33,7 @@ interface Row {
   tags: string[];
   fingerprint: string;
   payload: string;
-  payloadText?: string;
+  payloadText?: string | null;
 }
 
 function readBack(format: ExportFormat, directory: string, manifest: ExportManifest): { rows: Row[]; files: { sha256: string; rows: Row[] }[] } {
@@ -105,7 +105,7 @@ function sha256(file: string): string {
 }
 
 describe('feed.export', () => {
-  it.each(formats)('writes %s files whose every row equals feed.read of the range, in all three modes, text payloads as a column only where all are text', async (format) => {
+  it.each(formats)('writes %s files whose every row equals feed.read of the range, in all three modes, each text payload also as text and the others null there', async (format) => {
     let binaryFiles = 0;
     for (const binary of [false, true]) {
       const directory = temporaryDirectory();
@@ -119,14 +119,16 @@ describe('feed.export', () => {
             expect(expected.length).toBeGreaterThan(0);
             expect(manifest).toMatchObject({ feed: 'f', mode, format, after, upTo, records: expected.length });
             const { rows, files } = readBack(format, to, manifest);
-            // One file here: the text column is there exactly when every payload is UTF-8.
+            // One file here: every file has the text column, whatever its payloads; the manifest
+            // says whether every payload of the file is text.
             expect(manifest.files).toHaveLength(1);
             const allText = expected.every((row) => isUtf8(Buffer.from(row.payload, 'hex')));
             if (!allText) binaryFiles++;
             expect(manifest.files[0].payloadText).toBe(allText);
             for (const row of rows) {
-              if (!allText) expect(row.payloadText, 'a file with a binary payload has no text column').toBeUndefined();
-              else expect(Buffer.from(row.payloadText!, 'utf8').toString('hex')).toBe(row.payload);
+              const bytes = Buffer.from(row.payload, 'hex');
+              expect(row.payloadText, 'the text column is in every file').toBeDefined();
+              expect(row.payloadText).toBe(isUtf8(bytes) ? bytes.toString('utf8') : null);
               delete row.payloadText;
             }
             expect(rows, `${format} ${mode} (${after}, ${upTo}] binary=${binary}`).toEqual(expected);
@@ -143,7 +145,8 @@ describe('feed.export', () => {
 
   it.each(formats)('is deterministic (%s): the same range twice gives byte-identical files and manifests, which verify', async (format) => {
     const directory = temporaryDirectory();
-    const { feed, close } = await feedWith(directory, false);
+    // With binary payloads among the text ones: their rows' text is null, in a column of its own.
+    const { feed, close } = await feedWith(directory, true);
     try {
       const first = await feed.export({ format, mode: 'dedup', to: path.join(directory, 'a') });
       const second = await feed.export({ format, mode: 'dedup', to: path.join(directory, 'b') });
@@ -157,6 +160,29 @@ describe('feed.export', () => {
       expect((await verifyExport(path.join(directory, 'a'))).problems).toEqual([]);
       fs.appendFileSync(path.join(directory, 'b', first.files[0].name), 'x');
       expect((await verifyExport(path.join(directory, 'b'))).problems).toHaveLength(1);
+    } finally {
+      await close();
+    }
+  });
+
+  it('reads back manifests of version 1 (before the fixed schema) and 2, and refuses others as CORRUPT', async () => {
+    const directory = temporaryDirectory();
+    const { feed, close } = await feedWith(directory, false);
+    try {
+      const to = path.join(directory, 'out');
+      const manifest = await feed.export({ format: 'arrow', upTo: 4, to });
+      expect(manifest.manifestVersion).toBe(2);
+      const file = path.join(to, 'manifest.json');
+      const text = fs.readFileSync(file, 'utf8');
+      for (const version of [1, 2]) {
+        fs.writeFileSync(file, text.replace('"manifestVersion": 2', `"manifestVersion": ${version}`));
+        // What continuing an export needs (its upTo, mode and format), and verifying its files.
+        expect(await readExportManifest(to)).toMatchObject({ manifestVersion: version, upTo: 4, mode: 'raw', format: 'arrow' });
+        expect((await verifyExport(to)).problems).toEqual([]);
+      }
+      fs.writeFileSync(file, text.replace('"manifestVersion": 2', '"manifestVersion": 3'));
+      const error = await readExportManifest(to).then(() => undefined, (caught: unknown) => caught);
+      expect(isStreamStackError(error, 'CORRUPT'), String(error)).toBe(true);
     } finally {
       await close();
     }
@@ -206,7 +232,7 @@ describe('feed.export', () => {
     }
   });
 
-  it('splits a large export into files of about the target size, every file named in the manifest', async () => {
+  it('splits a large export into files of about the target size, every file named in the manifest and of the manifest’s columns', async () => {
     const directory = temporaryDirectory();
     const store = await openStore(directory, { segmentBytes: 8 * 1024 * 1024 });
     try {
@@ -215,20 +241,21 @@ describe('feed.export', () => {
       const payload = 'x'.repeat(64 * 1024);
       const perCommit = 32;
       const commits = Math.ceil((limits.exportFileBytesTarget * 1.5) / (payload.length * perCommit));
-      for (let commit = 0; commit < commits; commit++) await feed.append(Array.from({ length: perCommit }, (_, n) => ({ payload: `${commit}-${n}-${payload}` })));
+      // The last commit's first payload is not UTF-8: the second file holds a binary payload, the
+      // first none, and both have the same columns.
+      const payloadOf = (commit: number, n: number) => (commit === commits - 1 && n === 0 ? Uint8Array.of(0xff, ...encoder.encode(payload)) : `${commit}-${n}-${payload}`);
+      for (let commit = 0; commit < commits; commit++) await feed.append(Array.from({ length: perCommit }, (_, n) => ({ payload: payloadOf(commit, n) })));
       const manifest = await feed.export({ format: 'arrow', to: path.join(directory, 'out') });
       expect(manifest.files.length).toBe(2);
+      expect(manifest.files.map((file) => file.payloadText)).toEqual([true, false]);
       expect(manifest.files.reduce((total, file) => total + file.records, 0)).toBe(commits * perCommit);
       expect(manifest.files[1].firstCommit).toBe(manifest.files[0].lastCommit + 1);
-      // The rows are too many bytes to pass through JSON: pyarrow reads just the positions.
-      const positions = manifest.files.flatMap((file) =>
-        JSON.parse(
-          execFileSync('python3', ['-c', 'import sys, json, pyarrow.ipc as ipc; print(json.dumps(ipc.open_file(sys.argv[1]).read_all().column("position").to_pylist()))', path.join(directory, 'out', file.name)], {
-            encoding: 'utf8',
-          }),
-        ) as number[],
-      );
-      expect(positions).toEqual(Array.from({ length: commits * perCommit }, (_, n) => n + 1));
+      // The rows are too many bytes to pass through JSON: pyarrow reads just the positions, and
+      // each file's schema.
+      const script = 'import sys, json, pyarrow.ipc as ipc; t = ipc.open_file(sys.argv[1]).read_all(); print(json.dumps({"positions": t.column("position").to_pylist(), "columns": [[f.name, f.nullable] for f in t.schema]}))';
+      const files = manifest.files.map((file) => JSON.parse(execFileSync('python3', ['-c', script, path.join(directory, 'out', file.name)], { encoding: 'utf8' })) as { positions: number[]; columns: [string, boolean][] });
+      expect(files.flatMap((file) => file.positions)).toEqual(Array.from({ length: commits * perCommit }, (_, n) => n + 1));
+      for (const file of files) expect(file.columns).toEqual(manifest.columns.map((column) => [column.name, column.nullable]));
     } finally {
       await store.close();
     }

@@ -18,11 +18,9 @@ FIELDS = ["feed", "commit", "stream", "seq", "position", "timestamp", "key", "ve
 
 def parquet_rows(path):
     con = duckdb.connect()
-    columns = [row[0] for row in con.execute("select name from parquet_schema(?)", [path]).fetchall()]
-    text = ", payloadText" if "payloadText" in columns else ""
     result = con.execute(
         "select feed, commit, stream, seq, position, epoch_ms(timestamp), key, version, tombstone, type, tags, "
-        f"hex(fingerprint), hex(payload){text} from read_parquet(?) order by position",
+        "hex(fingerprint), hex(payload), payloadText from read_parquet(?) order by position",
         [path],
     ).fetchall()
     rows = []
@@ -30,8 +28,7 @@ def parquet_rows(path):
         row = dict(zip(FIELDS, values[:11]))
         row["fingerprint"] = values[11].lower()
         row["payload"] = values[12].lower()
-        if text:
-            row["payloadText"] = values[13]
+        row["payloadText"] = values[13]
         rows.append(row)
     return rows
 
@@ -48,11 +45,12 @@ def ndjson_rows(path):
         record = dict(zip(names, values))
         row = {field: record[field] for field in FIELDS}
         row["fingerprint"] = base64.b64decode(record["fingerprintBase64"]).hex()
+        # Each payload as text or as base64, the other null: as the other formats' payloadText.
         if record["payloadBase64"] is not None:
             row["payload"] = base64.b64decode(record["payloadBase64"]).hex()
         else:
             row["payload"] = record["payload"].encode("utf-8").hex()
-            row["payloadText"] = record["payload"]
+        row["payloadText"] = record["payload"]
         rows.append(row)
     return rows
 
@@ -65,8 +63,7 @@ def arrow_rows(path):
         row = {field: record[field] for field in FIELDS}
         row["fingerprint"] = record["fingerprint"].hex()
         row["payload"] = record["payload"].hex()
-        if "payloadText" in record:
-            row["payloadText"] = record["payloadText"]
+        row["payloadText"] = record["payloadText"]
         rows.append(row)
     return rows
 

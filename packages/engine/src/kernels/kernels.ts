@@ -54,8 +54,6 @@ export interface NdjsonColumns {
   readonly versionFlag: number;
   readonly tombstoneFlag: number;
   readonly elsewhereFlag: number;
-  /** Payloads as text (the caller checked each is UTF-8), else as base64. */
-  readonly withText: boolean;
 }
 
 /** The result of an FST range or prefix query: matching keys in order and their values. */
@@ -118,7 +116,9 @@ export interface Kernels {
 
   /**
    * Writes one batch's NDJSON export lines into `out` (docs/formats.md, Export) and returns the
-   * bytes written, or -1 when they do not fit (the caller gives a larger buffer). Numbers must be
+   * bytes written, or -1 when they do not fit (the caller gives a larger buffer). Each payload is
+   * written as `read` writes it, decided per record: as text under `payload` where it is valid
+   * UTF-8, else as base64 under `payloadBase64`, the other null. Numbers must be
    * safe integers and ranges within their bytes (`INVALID_ARGUMENT`); a key or tag that is not
    * UTF-8 is `CORRUPT`. One call per batch: writing lines a field at a time in JavaScript cost an
    * NDJSON export most of its time.

@@ -1,8 +1,14 @@
 /**
- * The columns of an export, as Apache Arrow: the schema every Arrow and Parquet export file has,
- * and the conversion of a group of column batches (several commits' worth) into one Arrow record
- * batch of that schema. Several batches become one because a feed of one-record commits would
- * otherwise give one Arrow batch (and one Parquet row group) per record.
+ * The columns of an export, as Apache Arrow: the schema every Arrow and Parquet export file has
+ * (and the fields of every NDJSON line, described alike for the manifest), and the conversion of
+ * a group of column batches (several commits' worth) into one Arrow record batch of that schema.
+ * Several batches become one because a feed of one-record commits would otherwise give one Arrow
+ * batch (and one Parquet row group) per record.
+ *
+ * The schema is the same whatever the payloads: `payload` holds every payload's bytes, and
+ * `payloadText` the same payload as text where it is valid UTF-8, null where it is not. A file's
+ * columns once depended on whether all its payloads were text, so one binary payload in a file
+ * dropped the text column and a query naming it failed on that file alone.
  *
  * Unlike `column-arrow.ts` (one batch, handed over without copies where layouts agree), strings
  * here are plain UTF-8 columns rather than dictionaries: an Arrow IPC file may not replace a
@@ -11,9 +17,10 @@
 import * as arrow from 'apache-arrow';
 import { recordFlags } from '../storage/records.js';
 import type { ColumnBatch } from './column-batch.js';
-import { commitColumn, gatherRanges, int64Column, newArrays, repeatedStrings, rowCount, tagListOffsets, tombstoneBits, typeStrings, typeValidity, validityOfFlag, type ColumnAllocator, type RangeCopy } from './export-columns.js';
+import { commitColumn, gatherRanges, int64Column, newArrays, repeatedStrings, rowCount, tagListOffsets, tombstoneBits, typeStrings, textValues, typeValidity, utf8Validity, validityOfFlag, type ColumnAllocator, type RangeCopy } from './export-columns.js';
+import type { ExportFormat } from './export-manifest.js';
 
-/** The name of the column holding payloads as UTF-8 text, present where every payload is text. */
+/** The name of the column holding payloads as UTF-8 text (null where a payload is not). */
 export const payloadTextColumn = 'payloadText';
 
 const exportFields = [
@@ -30,28 +37,44 @@ const exportFields = [
   new arrow.Field('tags', new arrow.List(new arrow.Field('tag', new arrow.Utf8(), false)), false),
   new arrow.Field('fingerprint', new arrow.Binary(), false),
   new arrow.Field('payload', new arrow.Binary(), false),
+  new arrow.Field(payloadTextColumn, new arrow.Utf8(), true),
 ];
 
-/** The schema of export files without, and with, the text payload column. */
+/** The schema of every Arrow and Parquet export file. */
 export const exportSchema = new arrow.Schema(exportFields);
-export const exportSchemaWithText = new arrow.Schema([...exportFields, new arrow.Field(payloadTextColumn, new arrow.Utf8(), false)]);
 
-/** The schema as the manifest describes it: names, Arrow types and nullability. */
-export function describeSchema(withText: boolean): { name: string; type: string; nullable: boolean }[] {
-  return (withText ? exportSchemaWithText : exportSchema).fields.map((field) => ({ name: field.name, type: String(field.type), nullable: field.nullable }));
+/**
+ * The fields of every NDJSON export line, as the Arrow types of their JSON values: the binary
+ * columns as base64 text (`fingerprintBase64`), the timestamp as the integer it is written as,
+ * and the payload as `read` writes it, as text (`payload`) where it is valid UTF-8 and as base64
+ * (`payloadBase64`) where it is not, the other null.
+ */
+export const ndjsonSchema = new arrow.Schema([
+  ...exportFields.slice(0, 5),
+  new arrow.Field('timestamp', new arrow.Int64(), false),
+  ...exportFields.slice(6, 11),
+  new arrow.Field('fingerprintBase64', new arrow.Utf8(), false),
+  new arrow.Field('payload', new arrow.Utf8(), true),
+  new arrow.Field('payloadBase64', new arrow.Utf8(), true),
+]);
+
+/** The schema of a format's files as the manifest describes it: names, Arrow types and nullability. */
+export function describeSchema(format: ExportFormat): { name: string; type: string; nullable: boolean }[] {
+  return (format === 'ndjson' ? ndjsonSchema : exportSchema).fields.map((field) => ({ name: field.name, type: String(field.type), nullable: field.nullable }));
 }
 
 /**
- * The batches (in order) as one Arrow record batch of the export schema; with `withText`, the
- * payloads also as a UTF-8 column, which shares the binary column's buffers (the caller has
- * checked that every payload is valid UTF-8). Its arrays come from `alloc`: an arena's are
- * handed out again by the next conversion, so the batch must be done with by then. Long ranges
- * (a pack's payloads lie end to end) are copied by `copyLong`, a kernel set's `copyRange`, when given.
+ * The batches (in order) as one Arrow record batch of the export schema, the text payload
+ * column null in the rows whose payload is not UTF-8; `textless` is how many those are. Its
+ * arrays come from `alloc`: an arena's are handed out again by the next conversion, so the
+ * batch must be done with by then. Long ranges (a pack's payloads lie end to end) are copied by
+ * `copyLong`, a kernel set's `copyRange`, when given.
  */
-export function exportArrowBatch(batches: readonly ColumnBatch[], withText: boolean, alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): arrow.RecordBatch {
+export function exportArrowBatch(batches: readonly ColumnBatch[], alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): { batch: arrow.RecordBatch; textless: number } {
   const length = rowCount(batches);
   const { valueOffsets: tagOffsets, tags } = tagListOffsets(batches, length, alloc);
   const payloads = gatherRanges(batches, (batch) => ({ starts: batch.payloadStarts, ends: batch.payloadEnds, bytes: batch.bytes, external: batch.externalBytes }), alloc, copyLong);
+  const text = utf8Validity(payloads, alloc);
   const children: arrow.Data[] = [
     arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.feed, alloc) }),
     arrow.makeData({ type: new arrow.Int64(), length, data: commitColumn(batches, length, alloc) }),
@@ -91,10 +114,10 @@ export function exportArrowBatch(batches: readonly ColumnBatch[], withText: bool
     }),
     arrow.makeData({ type: new arrow.Binary(), length, ...gatherRanges(batches, (batch) => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes }), alloc, copyLong) }),
     arrow.makeData({ type: new arrow.Binary(), length, ...payloads }),
+    // Where every payload is text, the text column is the same bytes and offsets as the binary
+    // one: the same buffers, not a copy.
+    arrow.makeData({ type: new arrow.Utf8(), length, ...textValues(payloads, text.bits, alloc, copyLong), nullBitmap: text.bits, nullCount: text.invalid }),
   ];
-  // The text column is the same bytes and offsets as the binary one: the same buffers, not a copy.
-  if (withText) children.push(arrow.makeData({ type: new arrow.Utf8(), length, ...payloads }));
-  const schema = withText ? exportSchemaWithText : exportSchema;
-  const struct = arrow.makeData({ type: new arrow.Struct(schema.fields), length, nullCount: 0, children });
-  return new arrow.RecordBatch(schema, struct);
+  const struct = arrow.makeData({ type: new arrow.Struct(exportSchema.fields), length, nullCount: 0, children });
+  return { batch: new arrow.RecordBatch(exportSchema, struct), textless: text.invalid };
 }

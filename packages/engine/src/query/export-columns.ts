@@ -9,8 +9,9 @@
  * of an export's time. Byte ranges lying back to back in one buffer (the payloads of one pack)
  * are copied in one piece.
  */
+import { isUtf8 } from 'node:buffer';
 import type { Kernels } from '../kernels/index.js';
-import { copyRangeKernelBytesMin } from '../limits.js';
+import { copyRangeKernelBytesMin, exportTextCheckRows } from '../limits.js';
 import { recordFlags } from '../storage/records.js';
 import { payloadElsewhere } from '../storage/run-columns.js';
 import type { ColumnBatch } from './column-batch.js';
@@ -240,6 +241,73 @@ export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: 
     copy(runSource, runStart, runEnd, data, runAt, copyLong);
   }
   valueOffsets[value] = at;
+  return { valueOffsets, data };
+}
+
+/**
+ * The validity bitmap of the gathered values that are valid UTF-8, or undefined when every one
+ * is, and how many are not. Values are checked `exportTextCheckRows` at a time as one range:
+ * joined valid texts are valid, and a valid range splits into valid texts wherever no value
+ * starts inside a character (with a continuation byte, 0b10xxxxxx). Only a chunk that fails is
+ * checked value by value.
+ */
+export function utf8Validity({ valueOffsets, data }: Gathered, alloc: ColumnAllocator = newArrays): { bits: Uint8Array | undefined; invalid: number } {
+  const length = valueOffsets.length - 1;
+  const bits = alloc.bytes((length + 7) >> 3).fill(0);
+  let invalid = 0;
+  for (let first = 0; first < length; first += exportTextCheckRows) {
+    const last = Math.min(length, first + exportTextCheckRows);
+    const end = valueOffsets[last];
+    let whole = isUtf8(data.subarray(valueOffsets[first], end));
+    for (let row = first + 1; whole && row < last; row++) {
+      const start = valueOffsets[row];
+      if (start < end && (data[start] & 0xc0) === 0x80) whole = false;
+    }
+    for (let row = first; row < last; row++) {
+      if (whole || isUtf8(data.subarray(valueOffsets[row], valueOffsets[row + 1]))) bits[row >> 3] |= 1 << (row & 7);
+      else invalid++;
+    }
+  }
+  return { bits: invalid === 0 ? undefined : bits, invalid };
+}
+
+/**
+ * The text column of gathered values whose valid UTF-8 ones `valid` marks: the values
+ * themselves (the same buffers) when every one is valid, else the valid ones copied into a
+ * buffer of their own, the others empty (their rows are null). The others' bytes may not stay
+ * under the nulls, though Arrow leaves what a null slot holds unspecified: the Arrow library the
+ * Parquet writer is built on (Rust's `arrow`) checks that a string column's whole data buffer is
+ * UTF-8, and so would refuse the column, as would readers built on it. Runs of valid values lie
+ * back to back, and are copied as one, by `copyLong` when long.
+ */
+export function textValues(values: Gathered, valid: Uint8Array | undefined, alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): Gathered {
+  if (valid === undefined) return values;
+  const { valueOffsets: from, data: source } = values;
+  const length = from.length - 1;
+  let total = 0;
+  for (let row = 0; row < length; row++) if ((valid[row >> 3] & (1 << (row & 7))) !== 0) total += from[row + 1] - from[row];
+  const valueOffsets = alloc.int32(length + 1);
+  const data = alloc.bytes(total);
+  // The run being gathered: source[runStart, runEnd), copied to data at runAt in one piece.
+  let runStart = 0;
+  let runEnd = 0;
+  let runAt = 0;
+  let at = 0;
+  for (let row = 0; row < length; row++) {
+    valueOffsets[row] = at;
+    if ((valid[row >> 3] & (1 << (row & 7))) === 0) continue;
+    const start = from[row];
+    const end = from[row + 1];
+    if (start !== runEnd) {
+      copy(source, runStart, runEnd, data, runAt, copyLong);
+      runStart = start;
+      runAt = at;
+    }
+    runEnd = end;
+    at += end - start;
+  }
+  copy(source, runStart, runEnd, data, runAt, copyLong);
+  valueOffsets[length] = at;
   return { valueOffsets, data };
 }
 

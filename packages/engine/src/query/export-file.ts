@@ -14,8 +14,6 @@ export interface FileJob {
   readonly kernels: 'native' | 'ts';
   readonly file: string;
   readonly format: ExportFormat;
-  /** Whether every payload of the file is UTF-8 text: it then has the text payload column. */
-  readonly withText: boolean;
   /** The writer named in a Parquet file's footer. */
   readonly createdBy: string;
 }
@@ -51,24 +49,34 @@ function groupsOf(batches: readonly ColumnBatch[]): ColumnBatch[][] {
   return groups;
 }
 
-/** Writes `batches` as the file `job.file`; the formats' modules load on first use. */
-export async function writeExportFile(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<WrittenFile> {
+/** A file written: its size and hash, and whether every payload in it is UTF-8 text (the manifest's `payloadText`). */
+export interface ExportFileWritten extends WrittenFile {
+  readonly payloadText: boolean;
+}
+
+/**
+ * Writes `batches` as the file `job.file`; the formats' modules load on first use. Which
+ * payloads are text is found here, on the export worker where there is one, as the file is
+ * converted: not on the event loop's thread, which reads the next file meanwhile.
+ */
+export async function writeExportFile(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<ExportFileWritten> {
   const kernels = loadKernels(job.kernels);
   const sink = await FileSink.create(job.file, kernels);
+  let payloadText: boolean;
   try {
     if (job.format === 'ndjson') {
       const { writeNdjson } = await import('./export-ndjson.js');
-      await writeNdjson(kernels, batches, job.withText, sink, signal);
+      payloadText = await writeNdjson(kernels, batches, sink, signal);
     } else if (job.format === 'arrow') {
       const { writeArrowIpc } = await import('./export-ipc.js');
-      await writeArrowIpc(kernels, groupsOf(batches), job.withText, sink, signal);
+      payloadText = await writeArrowIpc(kernels, groupsOf(batches), sink, signal);
     } else {
       const { writeParquet } = await import('./export-parquet.js');
-      await writeParquet(kernels, groupsOf(batches), job.withText, sink, job.createdBy, signal);
+      payloadText = await writeParquet(kernels, groupsOf(batches), sink, job.createdBy, signal);
     }
   } catch (error) {
     await sink.abandon();
     throw error;
   }
-  return sink.finish();
+  return { ...(await sink.finish()), payloadText };
 }

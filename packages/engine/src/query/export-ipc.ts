@@ -6,7 +6,7 @@
 import * as arrow from 'apache-arrow';
 import type { Kernels } from '../kernels/index.js';
 import { exportFilesInFlightMax } from '../limits.js';
-import { exportArrowBatch, exportSchema, exportSchemaWithText } from './export-arrow.js';
+import { exportArrowBatch, exportSchema } from './export-arrow.js';
 import type { ColumnBatch } from './column-batch.js';
 import { ColumnArena } from './export-columns.js';
 import type { ExportSink } from './export-sink.js';
@@ -41,29 +41,27 @@ class SinkQueue extends arrow.AsyncByteQueue {
 
 /**
  * Writes the groups of batches (one Arrow record batch each) as one Arrow IPC file to `sink`;
- * `kernels` copy the long ranges of the columns.
+ * `kernels` copy the long ranges of the columns. Says whether every payload was UTF-8 text.
  */
-export async function writeArrowIpc(
-  kernels: Kernels,
-  groups: readonly (readonly ColumnBatch[])[],
-  withText: boolean,
-  sink: ExportSink,
-  signal: AbortSignal | undefined,
-): Promise<void> {
+export async function writeArrowIpc(kernels: Kernels, groups: readonly (readonly ColumnBatch[])[], sink: ExportSink, signal: AbortSignal | undefined): Promise<boolean> {
   const writer = new arrow.RecordBatchFileWriter();
   const columns = ipcArenas.take(() => new ColumnArena());
+  let textless = 0;
   try {
-    writer.reset(new SinkQueue(sink), withText ? exportSchemaWithText : exportSchema);
+    writer.reset(new SinkQueue(sink), exportSchema);
     for (const group of groups) {
       signal?.throwIfAborted();
       columns.reset();
-      writer.write(exportArrowBatch(group, withText, columns, kernels.copyRange));
+      const converted = exportArrowBatch(group, columns, kernels.copyRange);
+      textless += converted.textless;
+      writer.write(converted.batch);
       // The group's bytes are the sink's now; the next is made once the disk has room for it.
       await sink.room();
     }
     // The footer, written as the writer closes.
     writer.finish();
     await sink.room();
+    return textless === 0;
   } finally {
     // The sink copied every piece as it was handed over: nothing reads the arena's arrays now.
     ipcArenas.give(columns);

@@ -14,9 +14,21 @@ import type { ReadMode } from './read.js';
 
 export type ExportFormat = 'ndjson' | 'arrow' | 'parquet';
 
-/** The manifest's file name, and its format version (a change to its fields needs a new one). */
+/**
+ * The manifest's file name, and its format version: a change to its fields, or to the columns
+ * of the files it describes, needs a new one. Version 2 gave every file of a format the same
+ * columns (a nullable `payloadText` in Arrow and Parquet files, `payload` and `payloadBase64` per
+ * record in NDJSON lines) and `columns` each format's own; in version 1, files whose payloads
+ * were not all text had no text payload column.
+ */
 export const manifestName = 'manifest.json';
-export const manifestVersion = 1;
+export const manifestVersion = 2;
+
+/**
+ * The manifest versions read back (to continue an export, or verify one): what those use
+ * (`upTo`, `mode`, `format`, `files`' sizes and hashes) is the same in both.
+ */
+const manifestVersionsRead: readonly number[] = [1, 2];
 
 export interface ExportedFile {
   /** The file's name, inside the export's directory. */
@@ -27,7 +39,7 @@ export interface ExportedFile {
   /** The first and last commit with records in this file. */
   readonly firstCommit: number;
   readonly lastCommit: number;
-  /** True when every payload of the file is UTF-8 text, which then also has a text payload column. */
+  /** True when every payload of the file is UTF-8 text: its `payloadText` column has no null (NDJSON: no `payloadBase64`). */
   readonly payloadText: boolean;
 }
 
@@ -41,7 +53,7 @@ export interface ExportManifest {
   readonly after: number;
   readonly upTo: number;
   readonly records: number;
-  /** The columns of Arrow and Parquet files (`payloadText` only in files whose `payloadText` is true). */
+  /** The columns of every file: the Arrow schema of Arrow and Parquet files, the fields of NDJSON lines. */
   readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
   readonly files: readonly ExportedFile[];
 }
@@ -73,8 +85,8 @@ export async function readExportManifest(directory: string): Promise<ExportManif
   } catch (error) {
     throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not valid JSON`, { cause: error, details: { directory } });
   }
-  if (manifest.manifestVersion !== manifestVersion || !Array.isArray(manifest.files) || !Number.isSafeInteger(manifest.upTo)) {
-    throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not a version ${manifestVersion} manifest`, { details: { directory } });
+  if (!manifestVersionsRead.includes(manifest.manifestVersion) || !Array.isArray(manifest.files) || !Number.isSafeInteger(manifest.upTo)) {
+    throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not a version ${manifestVersionsRead.join(' or ')} manifest`, { details: { directory } });
   }
   return manifest;
 }

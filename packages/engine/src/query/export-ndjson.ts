@@ -1,14 +1,15 @@
 /**
  * NDJSON export files: one JSON object per record and line, with the export's columns as
  * fields in a fixed order, absent values as `null` (so every line has every field, and readers
- * such as DuckDB infer one schema). JSON has no bytes, so binary columns are base64 text under a
- * `Base64` suffix: `fingerprintBase64`, and `payloadBase64` — or, in a file where every payload
- * is UTF-8 text, `payload` as that text (the text payload column of the other formats).
+ * such as DuckDB infer one schema). JSON has no bytes, so the fingerprint is base64 text under
+ * `fingerprintBase64`; each payload is written as `read` writes it, as text under `payload` where
+ * it is valid UTF-8, else as base64 under `payloadBase64`, the other of the two null.
  *
  * Lines are written as bytes straight from the batch's columns, a batch per kernel call
  * (`Kernels.ndjsonLines`), exactly the bytes `JSON.stringify` would give: no string or object is
  * made per record, and the buffers written are the sink's own, filled again.
  */
+import { isUtf8 } from 'node:buffer';
 import { StreamStackError } from '../errors.js';
 import type { Kernels, NdjsonColumns } from '../kernels/kernels.js';
 import { exportNdjsonWriteBytes } from '../limits.js';
@@ -21,8 +22,31 @@ import type { ExportSink } from './export-sink.js';
 const encoder = new TextEncoder();
 const noBytes = new Uint8Array(0);
 
+/**
+ * Whether every payload of the batch is UTF-8 text. Payloads lying back to back (a pack's) are
+ * checked as one range: joined valid texts are valid, and a valid range splits into valid texts
+ * wherever no piece starts inside a character (with a continuation byte, 0b10xxxxxx). The rest
+ * are checked one by one.
+ */
+function allText(batch: ColumnBatch): boolean {
+  const { payloadStarts: starts, payloadEnds: ends, flags } = batch;
+  let row = 0;
+  while (row < batch.length) {
+    const source = batch.payloadSource(row);
+    const elsewhere = flags[row] & payloadElsewhere;
+    let last = row;
+    while (last + 1 < batch.length && starts[last + 1] === ends[last] && (flags[last + 1] & payloadElsewhere) === elsewhere) last++;
+    if (!isUtf8(source.subarray(starts[row], ends[last]))) return false;
+    for (let piece = row + 1; piece <= last; piece++) {
+      if (starts[piece] < ends[last] && (source[starts[piece]] & 0xc0) === 0x80) return false;
+    }
+    row = last + 1;
+  }
+  return true;
+}
+
 /** The batch's columns as the kernels write lines from them. */
-function columnsOf(batch: ColumnBatch, withText: boolean): NdjsonColumns {
+function columnsOf(batch: ColumnBatch): NdjsonColumns {
   // What is the same for the whole batch is encoded once.
   const types = utf8Concat(batch.types.map((type) => JSON.stringify(type)));
   return {
@@ -50,19 +74,19 @@ function columnsOf(batch: ColumnBatch, withText: boolean): NdjsonColumns {
     versionFlag: recordFlags.hasVersion,
     tombstoneFlag: recordFlags.isTombstone,
     elsewhereFlag: payloadElsewhere,
-    withText,
   };
 }
 
 /**
  * Writes the batches (in order) as NDJSON lines to `sink`, a batch per write, into buffers the
  * sink has written already where it has one large enough (a fresh one costs a page fault every
- * 4 KiB). `withText`: every payload is UTF-8 text (the caller checked), written as a string.
+ * 4 KiB). Says whether every payload was UTF-8 text.
  */
-export async function writeNdjson(kernels: Kernels, batches: readonly ColumnBatch[], withText: boolean, sink: ExportSink, signal: AbortSignal | undefined): Promise<void> {
+export async function writeNdjson(kernels: Kernels, batches: readonly ColumnBatch[], sink: ExportSink, signal: AbortSignal | undefined): Promise<boolean> {
+  let payloadText = true;
   for (const batch of batches) {
     signal?.throwIfAborted();
-    const columns = columnsOf(batch, withText);
+    const columns = columnsOf(batch);
     let out = sink.reusable() ?? new Uint8Array(exportNdjsonWriteBytes);
     let written: number;
     try {
@@ -72,5 +96,9 @@ export async function writeNdjson(kernels: Kernels, batches: readonly ColumnBatc
       throw new StreamStackError('CORRUPT', `${error.message} (commit ${batch.commit})`, { cause: error, details: { commit: batch.commit } });
     }
     await sink.write(out.subarray(0, written), out);
+    // The kernels chose text or base64 per payload; whether the file holds any base64 is one
+    // check more, of batches only until the first binary payload.
+    payloadText &&= allText(batch);
   }
+  return payloadText;
 }

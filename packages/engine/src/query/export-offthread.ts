@@ -10,8 +10,7 @@ import os from 'node:os';
 import { StreamStackError, type ErrorCode } from '../errors.js';
 import { exportFilesInFlightMax, exportSpareBuffersKeepMs } from '../limits.js';
 import type { ColumnBatch } from './column-batch.js';
-import { writeExportFile, type FileJob } from './export-file.js';
-import type { WrittenFile } from './export-sink.js';
+import { writeExportFile, type ExportFileWritten, type FileJob } from './export-file.js';
 import { packBatches, type FileMessage, type FileReply } from './export-transfer.js';
 import { WorkerClient } from './worker-client.js';
 
@@ -69,7 +68,7 @@ export function exportFilesInFlight(): number {
 
 /** A file being written: `written` once it is whole; `released` once its batches are no longer read. */
 export interface FileInFlight {
-  readonly written: Promise<WrittenFile>;
+  readonly written: Promise<ExportFileWritten>;
   /** Settles (never rejects) once nothing reads the batches given: at once when they were copied for a worker. */
   readonly released: Promise<void>;
 }
@@ -94,7 +93,7 @@ export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnB
   // share the buffers themselves, and a moved buffer would be lost to this thread.
   const message: Omit<FileMessage, 'id'> = { job, ...packBatches(batches, takeBuffer) };
   const shared = message.buffers[0] as SharedArrayBuffer;
-  const written = worker.client.run(message) as Promise<WrittenFile> | undefined;
+  const written = worker.client.run(message) as Promise<ExportFileWritten> | undefined;
   if (!written) {
     giveBack(shared);
     return onThisThread(job, batches, signal);

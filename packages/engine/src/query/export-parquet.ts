@@ -92,18 +92,12 @@ export const groupScratches = new SparePool<GroupScratch>(exportFilesInFlightMax
 /**
  * Writes the groups of batches as one Parquet file to `sink`. `createdBy` names the writer in
  * the file's footer; nothing else in the file depends on when or where it was written. `kernels`
- * copy the long ranges of the columns.
+ * copy the long ranges of the columns. Says whether every payload was UTF-8 text.
  */
-export async function writeParquet(
-  kernels: Kernels,
-  groups: readonly (readonly ColumnBatch[])[],
-  withText: boolean,
-  sink: ExportSink,
-  createdBy: string,
-  signal: AbortSignal | undefined,
-): Promise<void> {
+export async function writeParquet(kernels: Kernels, groups: readonly (readonly ColumnBatch[])[], sink: ExportSink, createdBy: string, signal: AbortSignal | undefined): Promise<boolean> {
   const wasm = await parquetWasm();
   let next = 0;
+  let textless = 0;
   const scratch = groupScratches.take(() => new GroupScratch());
   // Each group crosses into WebAssembly as an Arrow IPC stream, converted only when the writer
   // asks for it, so one group at a time is in memory on either side.
@@ -118,7 +112,9 @@ export async function writeParquet(
         return;
       }
       scratch.columns.reset();
-      const table = wasm.Table.fromIPCStream(await scratch.ipcStream(exportArrowBatch(groups[next++], withText, scratch.columns, kernels.copyRange)));
+      const converted = exportArrowBatch(groups[next++], scratch.columns, kernels.copyRange);
+      textless += converted.textless;
+      const table = wasm.Table.fromIPCStream(await scratch.ipcStream(converted.batch));
       try {
         for (const recordBatch of table.recordBatches()) controller.enqueue(recordBatch);
       } finally {
@@ -136,4 +132,5 @@ export async function writeParquet(
   // After a failure it is dropped instead, as the writer might still be converting into it.
   groupScratches.give(scratch);
   signal?.throwIfAborted();
+  return textless === 0;
 }

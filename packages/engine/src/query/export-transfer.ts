@@ -7,8 +7,7 @@
 import { payloadElsewhere } from '../storage/run-columns.js';
 import { ColumnBatch } from './column-batch.js';
 import { gatherRanges } from './export-columns.js';
-import { batchBytes, type FileJob } from './export-file.js';
-import type { WrittenFile } from './export-sink.js';
+import { batchBytes, type ExportFileWritten, type FileJob } from './export-file.js';
 
 /**
  * A run's bytes are sent whole only while the file's batches use at least this share of them
@@ -50,7 +49,7 @@ export interface FileMessage {
 }
 
 export type FileReply =
-  | { readonly id: number; readonly written: WrittenFile; readonly error?: undefined }
+  | { readonly id: number; readonly written: ExportFileWritten; readonly error?: undefined }
   | { readonly id: number; readonly written?: undefined; readonly error: { code?: string; message: string; details?: Record<string, unknown> } };
 
 /** The batch with its variable-length values gathered into bytes of its own: for a sparse batch. */

@@ -7,14 +7,13 @@
  * whole. Nothing in the files or the manifest depends on the clock or the machine: the same
  * range and options give the same bytes.
  */
-import { isUtf8 } from 'node:buffer';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
 import { exportFileBytesTarget } from '../limits.js';
 import { syncDirectory, writeFileDurably } from '../storage/segment.js';
-import { ColumnBatch } from './column-batch.js';
+import type { ColumnBatch } from './column-batch.js';
 import { batchBytes } from './export-file.js';
 import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
 import type { RunBufferPool } from '../storage/run-buffers.js';
@@ -101,29 +100,6 @@ async function prepareDirectory(to: string): Promise<void> {
 }
 
 /**
- * Whether every payload of the batch is UTF-8 text. Payloads lying back to back (a pack's) are
- * checked as one range: joined valid texts are valid, and a valid range splits into valid texts
- * wherever no piece starts inside a character (with a continuation byte, 0b10xxxxxx). The rest
- * are checked one by one.
- */
-function allText(batch: ColumnBatch): boolean {
-  const { payloadStarts: starts, payloadEnds: ends, flags } = batch;
-  let row = 0;
-  while (row < batch.length) {
-    const source = batch.payloadSource(row);
-    const elsewhere = flags[row] & ColumnBatch.payloadElsewhere;
-    let last = row;
-    while (last + 1 < batch.length && starts[last + 1] === ends[last] && (flags[last + 1] & ColumnBatch.payloadElsewhere) === elsewhere) last++;
-    if (!isUtf8(source.subarray(starts[row], ends[last]))) return false;
-    for (let piece = row + 1; piece <= last; piece++) {
-      if (starts[piece] < ends[last] && (source[starts[piece]] & 0xc0) === 0x80) return false;
-    }
-    row = last + 1;
-  }
-  return true;
-}
-
-/**
  * Writes the batches of the range `(after, upTo]` of `snapshot`'s feed to `options.to`, then the
  * manifest, and returns it. `batches` is the read of that range in the export's mode, already
  * checked (a bad cursor failed before this was called, with nothing written).
@@ -143,7 +119,6 @@ export async function writeExport(
   let records = 0;
   let part: ColumnBatch[] = [];
   let partBytes = 0;
-  let partText = true;
   let started = 0;
   // Files being written (on export workers) while the next one's batches are read, oldest
   // first, each listed in order once it is done.
@@ -153,18 +128,16 @@ export async function writeExport(
   const flush = async () => {
     if (part.length === 0) return;
     const batchesOfFile = part;
-    const payloadText = partText;
     part = [];
     partBytes = 0;
-    partText = true;
     let count = 0;
     for (const batch of batchesOfFile) count += batch.length;
     const name = `part-${String(started++).padStart(6, '0')}.${extensions[format]}`;
-    const entry = { name, records: count, firstCommit: batchesOfFile[0].commit, lastCommit: batchesOfFile.at(-1)!.commit, payloadText };
+    const entry = { name, records: count, firstCommit: batchesOfFile[0].commit, lastCommit: batchesOfFile.at(-1)!.commit };
     // At most `filesInFlightMax` files are written at once, so at most one more file's records
     // are held: the one being read.
     while (writing.length >= filesInFlightMax) await finishOldest();
-    const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, withText: payloadText, createdBy };
+    const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, createdBy };
     const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal);
     if (runBuffers) {
       // Every batch read so far is this file's or an earlier one's, so the run buffers the reader
@@ -175,10 +148,11 @@ export async function writeExport(
     const written = writtenFile.then((file) => ({
       name: entry.name,
       records: entry.records,
-      ...file,
+      bytes: file.bytes,
+      sha256: file.sha256,
       firstCommit: entry.firstCommit,
       lastCommit: entry.lastCommit,
-      payloadText,
+      payloadText: file.payloadText,
     }));
     // A failure is seen where a later file, or the end, waits for this one.
     written.catch(() => undefined);
@@ -188,7 +162,6 @@ export async function writeExport(
     for await (const batch of batches) {
       part.push(batch);
       partBytes += batchBytes(batch);
-      partText &&= allText(batch);
       records += batch.length;
       options.onProgress?.({ after: range.after, upTo: range.upTo, commit: batch.commit, records });
       if (partBytes >= exportFileBytesTarget) await flush();
@@ -213,7 +186,8 @@ export async function writeExport(
     after: range.after,
     upTo: range.upTo,
     records,
-    columns: describeSchema(true),
+    // The same columns for every file of the format, whatever its payloads.
+    columns: describeSchema(format),
     files,
   };
   await writeFileDurably(snapshot.kernels, path.join(to, manifestName), manifestBytes(manifest));

@@ -2,7 +2,8 @@
  * NDJSON export lines, a batch of records at a time: the TypeScript twin of
  * native/src/ndjson.rs (`Kernels.ndjsonLines`). One JSON object per record and line, its fields
  * in a fixed order, written as bytes straight from the batch's columns: exactly what
- * `JSON.stringify` of the same values would give.
+ * `JSON.stringify` of the same values would give. Each payload is written as `read` writes it:
+ * under `payload` as text where it is valid UTF-8, else under `payloadBase64`, the other null.
  */
 import { isUtf8 } from 'node:buffer';
 import { StreamStackError } from '../../errors.js';
@@ -21,8 +22,8 @@ const typeField = ascii(',"type":');
 const tagsField = ascii(',"tags":[');
 const fingerprintField = ascii('],"fingerprintBase64":"');
 const payloadTextField = ascii('","payload":');
-const payloadBase64Field = ascii('","payloadBase64":"');
-const lineEnd = ascii('}\n');
+const textLineEnd = ascii(',"payloadBase64":null}\n');
+const payloadBase64Field = ascii('","payload":null,"payloadBase64":"');
 const base64LineEnd = ascii('"}\n');
 const nullValue = ascii('null');
 /** The most bytes of a line besides its strings and head: field names, punctuation and four integers. */
@@ -98,8 +99,9 @@ function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): n
   let bytes = lineFixedBytesMax + columns.head.length + typeBytes + jsonStringBytesMax(columns.keyEnds[row] - columns.keyStarts[row]);
   for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) bytes += jsonStringBytesMax(columns.tagEnds[tag] - columns.tagStarts[tag]) + 1;
   bytes += base64Bytes(columns.fingerprintEnds[row] - columns.fingerprintStarts[row]);
+  // As text or as base64, whichever it is written as: text can take more.
   const payload = columns.payloadEnds[row] - columns.payloadStarts[row];
-  return bytes + (columns.withText ? jsonStringBytesMax(payload) : base64Bytes(payload));
+  return bytes + Math.max(jsonStringBytesMax(payload), base64Bytes(payload));
 }
 
 /**
@@ -147,14 +149,17 @@ export function ndjsonLines(columns: NdjsonColumns, into: Uint8Array): number {
     at = writeAscii(out, at, fingerprintField);
     at = writeBase64(out, at, bytes, columns.fingerprintStarts[row], columns.fingerprintEnds[row]);
     const payload = (flag & elsewhereFlag) !== 0 ? columns.external : bytes;
-    if (columns.withText) {
-      // The caller has checked every payload is UTF-8: high bytes need no second look.
-      at = writeAscii(out, at, payloadTextField);
-      at = Math.abs(writeJsonString(out, at, payload, columns.payloadStarts[row], columns.payloadEnds[row]));
-      at = writeAscii(out, at, lineEnd);
+    const payloadStart = columns.payloadStarts[row];
+    const payloadEnd = columns.payloadEnds[row];
+    // Written as text first; only a payload with bytes above 0x7f needs checking, and one that is
+    // not UTF-8 is written again, over it, as base64.
+    const textAt = writeAscii(out, at, payloadTextField);
+    const afterText = writeJsonString(out, textAt, payload, payloadStart, payloadEnd);
+    if (afterText >= 0 || isUtf8(payload.subarray(payloadStart, payloadEnd))) {
+      at = writeAscii(out, Math.abs(afterText), textLineEnd);
     } else {
       at = writeAscii(out, at, payloadBase64Field);
-      at = writeBase64(out, at, payload, columns.payloadStarts[row], columns.payloadEnds[row]);
+      at = writeBase64(out, at, payload, payloadStart, payloadEnd);
       at = writeAscii(out, at, base64LineEnd);
     }
   }
