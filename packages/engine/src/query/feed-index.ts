@@ -197,7 +197,10 @@ export class FeedIndex {
       (slot.gaps ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
       (await buildIndexDataOffThread(this.kernels, (await indexTailOf(this.history, slot.base, slot.commits())).source()));
     const file = this.fileFor(slot.base);
-    if (!this.readOnly && !slot.gaps) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, source));
+    const written = !this.readOnly && !slot.gaps;
+    // Checked before writing as `load` checks it after reading: the index covers its segment.
+    assert(!written || (data.base === slot.base && data.count === slot.count), 'an index written is built over its own segment');
+    if (written) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, source));
     // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.
     if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
     else this.remember(slot.base, new SealedIndex(this.kernels, data), data);

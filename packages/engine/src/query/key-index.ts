@@ -311,10 +311,11 @@ export class KeyIndex {
   /** Takes `bytes`, built for `slot`, as its dictionary: written to its file (unless read-only), then held. */
   private async install(slot: SealedKeys, bytes: Uint8Array): Promise<void> {
     const file = this.fileFor(slot.base);
-    if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
+    // Checked before writing as an open checks the file it finds after reading: a dictionary
+    // names the range and the source of its own segment.
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
-    // Checked as an open checks a file it finds: what was written is what the segment's is.
     assert(derivedMismatch(head, slot) === undefined, 'a dictionary is built from its own segment');
+    if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
     slot.head = head;
     // The file was replaced: a descriptor held on the one before would read its old bytes.
     slot.winners?.close();
