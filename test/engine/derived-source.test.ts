@@ -4,10 +4,12 @@
  * count but built from another segment — another feed's, or a copy from before a key compaction
  * rewrote the segment — is not used: reads stay exact, a read-write open rebuilds it and reports
  * it, and `verify` reports it before then. `verify` also checks every derived head against its
- * segment, and what it says is rebuilt on the next read-write open is rebuilt there.
+ * segment, and what it says is rebuilt on the next read-write open is rebuilt there. Files of the
+ * format before the source fingerprint are derived too: rebuilt on open, not migrated.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { Store, type Feed } from '../../packages/engine/src/index.js';
 import { collect, openStore, temporaryDirectory, text } from '../support/store.js';
@@ -286,5 +288,49 @@ describe('verify and derived heads', () => {
     await store.close();
     expect(fs.readFileSync(file).equals(original)).toBe(true);
     expect(await verifyReadOnly(directory)).toEqual([]);
+  }, 120_000);
+});
+
+/**
+ * A derived file as the previous format wrote it, made from the current one: version 1 index
+ * files and dictionaries had no source field (4 bytes after the record count); version 2
+ * summaries had neither the source nor the last commit frame (20 bytes after the run bytes), so
+ * their page and stream table offsets were 20 lower, and their CRC covers what is left.
+ */
+function previousFormat(file: string, bytes: Buffer): Buffer {
+  if (!file.endsWith('.sum')) {
+    const old = Buffer.concat([bytes.subarray(0, 28), bytes.subarray(32)]);
+    old.writeUInt32LE(1, 8);
+    return old;
+  }
+  const body = Buffer.concat([bytes.subarray(0, 72), bytes.subarray(92, bytes.length - 4)]);
+  body.write('SSSUMRY2', 0, 'latin1');
+  body.writeUInt32LE(2, 8);
+  const pageCount = body.readUInt32LE(76);
+  for (let page = 0; page < pageCount; page++) body.writeUInt32LE(body.readUInt32LE(84 + page * 24) - 20, 84 + page * 24);
+  body.writeUInt32LE(body.readUInt32LE(80) - 20, 80);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(zlib.crc32(body), 0);
+  return Buffer.concat([body, crc]);
+}
+
+describe('derived files of the previous format version', () => {
+  it('are rebuilt on open like damaged ones, byte for byte, and reads are exact', async () => {
+    const directory = temporaryDirectory();
+    const written = await buildFeed(directory, 'a');
+    const stem = middleSegment(directory);
+    const derived = [...['.idx', '.keys', '.fps'].map((extension) => path.join(indexDirectory(directory), stem + extension)), path.join(historyDirectory(directory), `${stem}.sum`)];
+    const current = new Map(derived.map((file) => [file, fs.readFileSync(file)]));
+    for (const [file, bytes] of current) fs.writeFileSync(file, previousFormat(file, bytes));
+
+    const store = await openStore(directory);
+    const feed = await store.feed('f');
+    expect(feed.indexRebuilds.map((rebuild) => rebuild.file).sort()).toEqual(derived.filter((file) => !file.endsWith('.sum')).sort());
+    expect(feed.indexRebuilds.every((rebuild) => /unknown format version 1/.test(rebuild.reason))).toBe(true);
+    expect(feed.summaryRebuilds.map((rebuild) => [rebuild.file, rebuild.reason])).toEqual([[derived[3], expect.stringMatching(/bad magic|unknown format version 2/)]]);
+    expect(await dedupRead(feed)).toEqual(dedupModel(written));
+    expect(await getAll(feed, getModel(written).keys(), written)).toEqual(getModel(written));
+    await store.close();
+    for (const [file, bytes] of current) expect(fs.readFileSync(file).equals(bytes), file).toBe(true);
   }, 120_000);
 });
