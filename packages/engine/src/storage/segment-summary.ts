@@ -429,6 +429,10 @@ export function summaryStreamCandidates(kernels: Kernels, head: SummaryHead, str
 
 /** Writes a summary durably (see `writeFileDurably`); returns its head. */
 export async function writeSummary(kernels: Kernels, file: string, summary: SegmentSummary, header: SegmentHeader): Promise<SummaryHead> {
+  const last = summary.commits[summary.commits.length - 1];
+  // Checked before writing as opening checks it after reading: the last commit frame the summary
+  // names lies inside the segment's written part.
+  assert(!last || last.runStart + last.runBytes + frameHeaderBytes <= summary.end, 'a summary names a last commit frame inside its segment');
   const bytes = encodeSummary(kernels, summary);
   await writeFileDurably(kernels, file, bytes);
   return decodeSummaryHead(kernels, bytes, header, file);
