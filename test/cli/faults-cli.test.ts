@@ -13,18 +13,24 @@ import { openStore, temporaryDirectory } from '../support/store.js';
 
 const binary = cliBinary;
 
-/** The feed of the report: 60 sealed commits of 20 records over 64 KiB segments, keyed. */
-async function reportedFeed(directory: string): Promise<void> {
+/**
+ * The feed of the report: 60 sealed commits of 20 records over 64 KiB segments, keyed. `other`:
+ * another feed of the same shape (its segments have the same bases and record counts) whose
+ * keys differ and whose fingerprints repeat, as the feed a restore mixed files up with.
+ */
+async function reportedFeed(directory: string, other = false): Promise<void> {
   const store = await openStore(directory);
   const feed = await store.createFeed('f');
   for (let commit = 0; commit < 60; commit++) {
     await feed.append(
       Array.from({ length: 20 }, (_, index) => ({
-        payload: `commit ${commit} record ${index} ${'x'.repeat(120)}`,
-        key: `k${index}`,
+        payload: `${other ? 'COMMIT' : 'commit'} ${commit} record ${index} ${'x'.repeat(120)}`,
+        key: `${other ? 'j' : 'k'}${index}`,
         version: commit,
         type: 'event',
         tags: [`t${index % 4}`],
+        // As long as the default fingerprint (8 bytes), so the segments lay out the same.
+        ...(other ? { fingerprint: `f${String((commit * 20 + index) % 500).padStart(7, '0')}` } : {}),
       })),
     );
   }
@@ -122,6 +128,39 @@ describe('damage reported from the field', () => {
     const append = cli(data, ['append', 'f'], '{"payload":"x"}\n');
     expect(append.status).toBe(1);
     expect(append.error).toMatchObject({ code: 'CORRUPT' });
+  });
+
+  it("another feed's key and fingerprint dictionaries restored over a segment's: verify fails naming them, reads stay exact, a writer's open rebuilds them", async () => {
+    const data = temporaryDirectory();
+    const other = temporaryDirectory();
+    await reportedFeed(data);
+    await reportedFeed(other, true);
+    // The last sealed segment: what `get` as of its last commit and dedup read from.
+    const files = historyFiles(data);
+    const sealed = path.basename(files[files.length - 2], '.hist');
+    const asOf = (Number(path.basename(files[files.length - 1], '.hist')) - 1) / 20;
+    const index = (directory: string) => path.join(fs.realpathSync(directory), 'feeds', 'f', 'index');
+    const restored = ['.keys', '.fps'].map((extension) => path.join(index(data), sealed + extension));
+    for (const file of restored) {
+      const theirs = fs.readFileSync(path.join(index(other), path.basename(file)));
+      // The same range in the head (base and record count at bytes 12 to 28), other contents.
+      expect(theirs.subarray(12, 28).equals(fs.readFileSync(file).subarray(12, 28))).toBe(true);
+      fs.writeFileSync(file, theirs);
+    }
+
+    const verify = cli(data, ['verify', 'f']);
+    expect(verify.status).toBe(1);
+    for (const file of restored) expect(verify.lines[0]!.problems).toContainEqual(expect.objectContaining({ code: 'INDEX', file }));
+    // Read-only commands do not trust them: every record is a first occurrence, and a key's
+    // winner as of the segment's last commit is that commit's record.
+    expect(cli(data, ['read', 'f', '--mode', 'dedup']).lines).toHaveLength(1200);
+    const got = cli(data, ['get', 'f', 'k1', '--as-of', String(asOf)]);
+    expect(got.lines.map((line) => line.payload)).toEqual([`commit ${asOf - 1} record 1 ${'x'.repeat(120)}`]);
+
+    // A writer's open rebuilds them; then nothing is left to report.
+    expect(cli(data, ['append', 'f'], '{"payload":"after"}\n').status).toBe(0);
+    for (const file of restored) expect(fs.readFileSync(file).equals(fs.readFileSync(path.join(index(other), path.basename(file))))).toBe(false);
+    expect(cli(data, ['verify', 'f']).status).toBe(0);
   });
 
   it('a flipped byte in a subscription log or in lease.log sends neither the cursor nor the epoch back', async () => {

@@ -189,8 +189,14 @@ async function readAll(directory: string, kernels: Kernels) {
       const record = await events.get('key-3');
       return record && view(record);
     });
-    const rebuilt = events.indexRebuilds.map(({ segment, reason }) => ({ segment, reason: reason.replace(directory, '') }));
-    return { opened: { ok: true }, verification, feed: { ok: true }, records, commits, perCommit, byIndex, latest, rebuilt, closed: await outcome(() => store.close()), files: digest(directory) };
+    // Taken once the store is closed, in a fixed order: a read-write open checks dictionaries
+    // whole in the background, and how far that got before a read rebuilt something else
+    // depends on timing, not on the kernels.
+    const closed = await outcome(() => store.close());
+    const rebuilt = events.indexRebuilds
+      .map(({ segment, reason }) => ({ segment, reason: reason.replace(directory, '') }))
+      .sort((a, b) => a.segment - b.segment || (a.reason < b.reason ? -1 : a.reason > b.reason ? 1 : 0));
+    return { opened: { ok: true }, verification, feed: { ok: true }, records, commits, perCommit, byIndex, latest, rebuilt, closed, files: digest(directory) };
   } finally {
     await store.close().catch(() => undefined);
   }

@@ -146,7 +146,7 @@ function offsetsOf(file: FixtureFile, random: Random): number[] {
   return [...new Set(offsets)].sort((a, b) => a - b);
 }
 
-function casesOf(fixture: Fixture, random: Random): Case[] {
+function casesOf(fixture: Fixture, random: Random, foreignRoot?: string): Case[] {
   const cases: Case[] = [];
   for (const target of targetsOf(fixture)) {
     const damages: Damage[] = [];
@@ -169,6 +169,9 @@ function casesOf(fixture: Fixture, random: Random): Case[] {
     }
     // Both files of a state log lost at once.
     if (target.group === 'state') damages.push({ kind: 'delete-both' });
+    // A derived file of another feed, for the same segment range (same base and count): it must
+    // not be trusted for what it says it covers.
+    if (target.file.derived && foreignRoot) damages.push({ kind: 'foreign', from: foreignRoot });
     for (const damage of damages) cases.push({ name: `${target.kind} ${target.file.file}: ${describeDamage(damage)}`, target, damage });
   }
   return cases;
@@ -178,7 +181,7 @@ function casesOf(fixture: Fixture, random: Random): Case[] {
 
 /** Where in its file a damage starts, for case names. */
 function regionOf(file: FixtureFile, damage: Damage, firstChanged: number): string {
-  if (damage.kind === 'delete' || damage.kind === 'swap' || damage.kind === 'replace' || damage.kind === 'delete-both') return 'whole file';
+  if (damage.kind === 'delete' || damage.kind === 'swap' || damage.kind === 'replace' || damage.kind === 'delete-both' || damage.kind === 'foreign') return 'whole file';
   if (file.segment && firstChanged < headerBytes) return 'header';
   if (firstChanged >= file.size) return 'past the end';
   if (firstChanged >= file.writtenEnd) return 'zero-filled tail';
@@ -212,7 +215,7 @@ interface Rules {
 function rulesFor(target: Target | undefined, damage: Damage | undefined, damaged: readonly DamagedFile[]): Rules {
   const file = target?.file;
   const first = damaged[0]?.firstChanged ?? 0;
-  const whole = damage?.kind === 'delete' || damage?.kind === 'swap' || damage?.kind === 'replace' || damage?.kind === 'delete-both';
+  const whole = damage?.kind === 'delete' || damage?.kind === 'swap' || damage?.kind === 'replace' || damage?.kind === 'delete-both' || damage?.kind === 'foreign';
   // Past the last write of a newest segment or a state log is where a torn write would land:
   // nothing acknowledged is there, so reads stay exact even if it is cut.
   const pastLastWrite = !!file && !whole && first >= file.writtenEnd && (file.segment || !!file.torn);
@@ -703,7 +706,9 @@ async function verdictOf(root: string): Promise<Verdict> {
 /** What verify must say: damaged logs and metadata are not ok; the LOCK does not matter. */
 function expectedVerdict(target: Target | undefined, damage: Damage | undefined): 'ok' | 'not ok' | 'either' {
   if (!target || target.file.role === 'LOCK') return 'ok';
-  if (target.file.derived) return 'either';
+  // Another feed's derived file is sound in itself: only its head's source tells, and verify
+  // must see it (an undamaged-looking file is otherwise trusted, and answers for another feed).
+  if (target.file.derived) return damage?.kind === 'foreign' ? 'not ok' : 'either';
   if ((damage?.kind === 'delete' || damage?.kind === 'delete-both') && target.file.role === 'subscription') return 'either';
   return 'not ok';
 }
@@ -784,7 +789,7 @@ function report(title: string, outcomes: readonly Outcome[]): { text: string; fa
   const failing = ran.filter((outcome) => outcome.violations.length > 0);
   const lines = [`${title}: ${failing.length} of ${ran.length} cases violate the fault model (seed ${seed}; ${outcomes.length - ran.length} skipped: no byte changed)`];
   const kinds = [...new Set(ran.map((outcome) => outcome.kind))];
-  const damages = ['none', 'flip', 'zero', 'truncate', 'extend', 'delete', 'swap', 'replace', 'delete-both'].filter((kind) => ran.some((outcome) => outcome.damage === kind));
+  const damages = ['none', 'flip', 'zero', 'truncate', 'extend', 'delete', 'swap', 'replace', 'delete-both', 'foreign'].filter((kind) => ran.some((outcome) => outcome.damage === kind));
   const cell = (kind: string, damage: string) => {
     const these = ran.filter((outcome) => outcome.kind === kind && outcome.damage === damage);
     return these.length === 0 ? '-' : `${these.filter((outcome) => outcome.violations.length > 0).length}/${these.length}`;
@@ -822,7 +827,10 @@ beforeAll(async () => {
   const root = path.join(pristineParent, 'data');
   fs.mkdirSync(root);
   fixture = await buildFixture(fs.realpathSync(root));
-  cases = casesOf(fixture, prng(seed));
+  const foreign = path.join(pristineParent, 'foreign');
+  fs.mkdirSync(foreign);
+  await buildFixture(fs.realpathSync(foreign), true);
+  cases = casesOf(fixture, prng(seed), fs.realpathSync(foreign));
   console.log(
     `fault-injection seed ${seed} (replay with STREAMSTACK_FAULT_SEED=${seed}): ${cases.length} cases over ` +
       `${fixture.history.length} history segments, ${fixture.wal.length} WAL segments, ${fixture.index.length} index files, ` +

@@ -105,7 +105,7 @@ function indexFiles(directory: string, all = false): Map<string, Buffer> {
 const indexPath = (store: Store, name: string): string => path.join(store.path, 'feeds', 'f', 'index', name);
 const baseOf = (name: string): number => Number(name.slice(0, -'.idx'.length));
 
-/** Where the fields of an index file lie (docs: magic, version, base, count, section count, 5 × (length, crc, bytes)). */
+/** Where the fields of an index file lie (docs: magic, version, base, count, source, section count, 5 × (length, crc, bytes)). */
 function layout(bytes: Buffer): { name: string; offset: number }[] {
   const fields = [
     { name: 'magic', offset: 0 },
@@ -113,9 +113,10 @@ function layout(bytes: Buffer): { name: string; offset: number }[] {
     { name: 'version', offset: 8 },
     { name: 'base', offset: 12 },
     { name: 'count', offset: 20 },
-    { name: 'section count', offset: 28 },
+    { name: 'source', offset: 28 },
+    { name: 'section count', offset: 32 },
   ];
-  let at = 32;
+  let at = 36;
   for (let section = 1; section <= 5; section++) {
     const length = bytes.readUInt32LE(at);
     fields.push({ name: `section ${section} length`, offset: at }, { name: `section ${section} crc`, offset: at + 4 });

@@ -37,7 +37,7 @@ function writeDictionaries(directory: string, order: TermOrder, segments: readon
     const upTo = keep(order, history);
     const entries = [...new Set(segment.map((occurrence) => occurrence.term))].map((key) => ({ key, winner: upTo.get(key)! }));
     const file = path.join(directory, `${at}.keys`);
-    fs.writeFileSync(file, encodeKeyFile(kernels, at * 10_000, 10_000, entries));
+    fs.writeFileSync(file, encodeKeyFile(kernels, at * 10_000, 10_000, 0, entries));
     files.push({ file, head: readKeyFileHead(file)! });
   });
   return files.reverse();
@@ -92,7 +92,7 @@ describe('merging a new segment with the dictionaries before it', () => {
     const directory = temporaryDirectory();
     const entries = Array.from({ length: 10 }, (_, at) => ({ key: `k${at}`, winner: { position: at + 1, version: 1, locator: at, tombstone: false } }));
     const file = path.join(directory, 'damaged.keys');
-    const bytes = encodeKeyFile(kernels, 0, 10, entries);
+    const bytes = encodeKeyFile(kernels, 0, 10, 0, entries);
     const head = readKeyFileHead((fs.writeFileSync(file, bytes), file))!;
     // Flip a byte of winner 4's position (entries are sorted by key: k4 has ordinal 4).
     bytes[head.sections[2].offset + 4 * 28] ^= 0x40;

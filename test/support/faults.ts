@@ -283,22 +283,27 @@ const leaseTtlMs = 60_000;
  * three acknowledged batches spanning WAL segments, and two subscriptions. Returns what every
  * read of it must give back.
  */
-export async function buildFixture(root: string): Promise<Fixture> {
+export async function buildFixture(root: string, other = false): Promise<Fixture> {
   const random = prng(fixtureSeed);
   const clock = new ManualClock();
-  const store = await openStore(root, { clock: clock.read, newId: sequentialIds('fx') });
+  // `other`: another feed of the same shape. Every string has the same length as in the fixture,
+  // so its segments have the same bases and record counts, but its stream ids, keys, types, tags
+  // and payloads differ, and with them every derived file: what a derived file of another feed
+  // put in the fixture's place looks like.
+  const text = (fixture: string, instead: string) => (other ? instead : fixture);
+  const store = await openStore(root, { clock: clock.read, newId: sequentialIds(text('fx', 'fy')) });
   const feed = await store.createFeed('f');
   const createdAt = clock.now;
 
-  const keys = ['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7'];
-  const types = ['order', 'refund', 'note'];
-  const tagPool = ['region:eu', 'region:us', 'vip', 'late'];
+  const keys = other ? ['j0', 'j1', 'j2', 'j3', 'j4', 'j5', 'j6', 'j7'] : ['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7'];
+  const types = other ? ['ORDER', 'REFUND', 'NOTE'] : ['order', 'refund', 'note'];
+  const tagPool = other ? ['region:EU', 'region:US', 'VIP', 'LATE'] : ['region:eu', 'region:us', 'vip', 'late'];
   // Repeated payloads, so that runs share stored bytes (deduplicated) instead of storing copies.
-  const repeated = Array.from({ length: 24 }, (_, index) => `{"template":${index},"body":"${'t'.repeat(random.int(120, 320))}"}`);
+  const repeated = Array.from({ length: 24 }, (_, index) => `{"template":${index},"body":"${text('t', 'u').repeat(random.int(120, 320))}"}`);
   let made = 0;
   const record = () => {
     const n = made++;
-    const payload = random.next() < 0.35 ? random.pick(repeated) : `{"n":${n},"body":"${'b'.repeat(random.int(60, 360))}"}`;
+    const payload = random.next() < 0.35 ? random.pick(repeated) : `{"n":${n},"body":"${text('b', 'c').repeat(random.int(60, 360))}"}`;
     const key = random.next() < 0.5 ? random.pick(keys) : undefined;
     const tags = tagPool.filter(() => random.next() < 0.3).slice(0, 2);
     const type = random.next() < 0.9 ? random.pick(types) : undefined;
@@ -547,7 +552,9 @@ export type Damage =
   /** The file replaced whole by other bytes: an older copy of it, say. */
   | { readonly kind: 'replace'; readonly bytes: Buffer; readonly label: string }
   /** A state log and its copy, both deleted. */
-  | { readonly kind: 'delete-both' };
+  | { readonly kind: 'delete-both' }
+  /** The same file of another feed of the same shape (`buildFixture(…, true)`), in `from`. */
+  | { readonly kind: 'foreign'; readonly from: string };
 
 export function describeDamage(damage: Damage): string {
   switch (damage.kind) {
@@ -567,6 +574,8 @@ export function describeDamage(damage: Damage): string {
       return `replace with ${damage.label}`;
     case 'delete-both':
       return 'delete both copies';
+    case 'foreign':
+      return "replace with another feed's file of the same segment range";
   }
 }
 
@@ -638,6 +647,14 @@ export function applyDamage(root: string, pristine: string, file: string, damage
         { file, bytes: other, firstChanged: firstDifference(original, other, 0)! },
         { file: damage.with, bytes: original, firstChanged: firstDifference(other, original, 0)! },
       ];
+    }
+    case 'foreign': {
+      const source = path.join(damage.from, file);
+      if (!fs.existsSync(source)) return undefined;
+      const foreign = fs.readFileSync(source);
+      if (foreign.equals(original)) return undefined;
+      fs.writeFileSync(target, foreign);
+      return [{ file, bytes: foreign, firstChanged: firstDifference(original, foreign, 0)! }];
     }
   }
 }

@@ -91,6 +91,8 @@ export class DerivedIndexes {
     index.rebuilt.unshift(...rebuilt);
     keys.reportTo(index.rebuilt);
     fingerprints.reportTo(index.rebuilt);
+    keys.checkWholeLater();
+    fingerprints.checkWholeLater();
     return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark), indexDirectory, readOnly);
   }
 

@@ -32,7 +32,7 @@ import { SegmentRuns } from '../storage/run-reads.js';
 import { writeMergedSegment, type MergedSegment } from '../storage/segment-merge.js';
 import { segmentFile } from '../storage/segment-set.js';
 import { SegmentFile, type SegmentHeader } from '../storage/segment.js';
-import { summaryFileOf, writeSummary } from '../storage/segment-summary.js';
+import { segmentSource, summaryFileOf, writeSummary } from '../storage/segment-summary.js';
 import { keyCompactionSelection, type KeyIndexes } from './compaction-selection.js';
 
 /** What a rewrite is to do, as plain data: it crosses to a worker thread. */
@@ -182,7 +182,9 @@ async function buildDerivedFiles(
     const tail = await indexTailOf(runs, base, commits);
     assert(tail.count === count, 'a rewritten segment is indexed at every position it covers');
     const data = offThread ? await buildIndexDataOffThread(kernels, tail.source()) : buildIndexData(kernels, tail.source());
-    await writeIndexFile(kernels, files.index, encodeIndexFile(kernels, data));
+    // The fingerprint the feed will know the segment by once it is switched in: its summary's.
+    const source = segmentSource(kernels, commits);
+    await writeIndexFile(kernels, files.index, encodeIndexFile(kernels, data, source));
     const built = { index: true, latest: false, first: false };
     for (const order of ['latest', 'first'] as const) {
       signal?.throwIfAborted();
@@ -192,7 +194,7 @@ async function buildDerivedFiles(
       let bytes: Uint8Array;
       try {
         const sections = () => new DictionarySections(kernels, keyCacheBytesMax);
-        bytes = (offThread ? await buildKeyFileOffThread(kernels, order, base, count, terms, own, earlier) : undefined) ?? buildKeyFileBytes(kernels, order, base, count, terms, own, earlier, sections());
+        bytes = (offThread ? await buildKeyFileOffThread(kernels, order, base, count, source, terms, own, earlier) : undefined) ?? buildKeyFileBytes(kernels, order, base, count, source, terms, own, earlier, sections());
       } catch {
         // A dictionary before it failed a check: the feed rebuilds this one after the switch,
         // on its own thread, where damaged dictionaries are rebuilt too.

@@ -21,15 +21,16 @@ import type { PayloadLocation } from '../storage/records.js';
 import { Wal, type WalEvent } from '../storage/wal.js';
 import { StateLog } from '../storage/state-log.js';
 import { openSubscriptionLog } from './subscriptions.js';
-import { readIndexFile } from '../storage/index-segment.js';
+import { readIndexFile, readIndexHead } from '../storage/index-segment.js';
 import { readSummary, summaryFileOf, type SegmentSummary } from '../storage/segment-summary.js';
-import { readKeyFileHead, readKeySection } from '../storage/key-file.js';
+import { readKeyFileHead, readKeySection, type KeyFileHead } from '../storage/key-file.js';
+import { derivedMismatch, segmentsOf } from '../query/feed-index.js';
 
 /**
  * What a problem is: `CORRUPT` damage to a log (file and offset), `TORN_TAIL` a torn last write
  * that recovery cuts on the next read-write open, `CHAIN` a break in the commit chain,
  * `MANIFEST` a record pointing at bytes no pack holds, `WAL` the WAL disagreeing with history,
- * `INDEX` a damaged index file, key dictionary or summary (derived: rebuilt on the next open), `ERROR` anything else.
+ * `INDEX` a damaged index file, key dictionary or summary, or one of another segment (derived: each report says when it is rebuilt), `ERROR` anything else.
  */
 export type VerificationCode = 'CORRUPT' | 'TORN_TAIL' | 'CHAIN' | 'MANIFEST' | 'WAL' | 'INDEX' | 'ERROR';
 
@@ -198,7 +199,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
     const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor);
     verifyWal(wal, events, runs, report);
     await verifyStateLogs(kernels, directory, report, history.commits.epochMax);
-    verifyIndexFiles(kernels, directory, report);
+    verifyIndexFiles(kernels, directory, history, report);
     verifySummaries(kernels, history, commits, report);
   } catch (error) {
     const details = error instanceof StreamStackError ? error.details : {};
@@ -266,20 +267,37 @@ async function verifyHorizon(kernels: Kernels, directory: string, history: Histo
   if (problem) report('CORRUPT', `${problem.file}: ${problem.reason}`, problem);
 }
 
-/** Every index file, key and fingerprint dictionary that exists must load (a missing one is rebuilt on the next open). */
-function verifyIndexFiles(kernels: Kernels, directory: string, report: Report): void {
+/**
+ * Every index file, key and fingerprint dictionary that exists must load, and its head must
+ * describe its sealed segment — the same base, record count and source fingerprint — as a
+ * read-write open checks it (a missing one is rebuilt on the next open). Each problem says what
+ * really happens to the file: an open rebuilds one whose head fails, and checks dictionaries
+ * whole in the background; an index file's sections are checked when a query first loads it.
+ */
+function verifyIndexFiles(kernels: Kernels, directory: string, history: History, report: Report): void {
   const indexDirectory = path.join(directory, 'index');
   if (!fs.existsSync(indexDirectory)) return;
+  const sealed = new Map(segmentsOf(history).sealed.map((segment) => [segment.base, segment]));
   for (const name of fs.readdirSync(indexDirectory).filter((entry) => entry.endsWith('.idx') || entry.endsWith('.keys') || entry.endsWith('.fps'))) {
     const file = path.join(indexDirectory, name);
+    const segment = sealed.get(Number(name.slice(0, name.lastIndexOf('.'))));
+    const index = name.endsWith('.idx');
+    let whole = false;
     try {
-      if (name.endsWith('.idx')) readIndexFile(kernels, file);
-      else {
-        const head = readKeyFileHead(file)!;
-        for (const section of [0, 1, 2] as const) readKeySection(kernels, file, head, section);
+      const head = index ? readIndexHead(kernels, file)! : readKeyFileHead(file)!;
+      // A segment with gaps from corruption gets no files: opening ignores whatever is there.
+      const mismatch = segment && !segment.gaps ? derivedMismatch(head, segment) : undefined;
+      if (mismatch !== undefined) {
+        report('INDEX', `${file} is not the file of its segment (it is rebuilt on the next read-write open): ${mismatch}`, { file, offset: 0 });
+        continue;
       }
+      whole = true;
+      if (index) readIndexFile(kernels, file);
+      else for (const section of [0, 1, 2] as const) readKeySection(kernels, file, head as KeyFileHead, section);
     } catch (error) {
-      report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${(error as Error).message}`, { file });
+      const when = whole && index ? 'it is rebuilt when a query first loads it' : 'it is rebuilt on the next read-write open';
+      const details = error instanceof StreamStackError ? error.details : {};
+      report('INDEX', `${file} is damaged (${when}): ${(error as Error).message}`, { file, ...(typeof details.offset === 'number' ? { offset: details.offset } : {}) });
     }
   }
 }

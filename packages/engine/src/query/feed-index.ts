@@ -44,6 +44,27 @@ export interface SealedSegment {
   readonly commits: () => readonly CommitRecord[];
   /** Corruption took records of it (see `damagedSegment`). */
   readonly gaps: boolean;
+  /** Its source fingerprint (`History.sourceOf`), which its derived files must carry. */
+  readonly source: () => number;
+}
+
+/**
+ * A function that gives segment `base`'s source fingerprint when called: made here, apart from
+ * the caller's scope, for the reason `segmentCommits` is.
+ */
+export function segmentSourceOf(history: History, base: number): () => number {
+  return () => history.sourceOf(base);
+}
+
+/**
+ * Why a derived file whose head says it covers `count` records from `base`, built from the
+ * segment whose fingerprint is `source`, is not the file of `segment`; undefined when it is.
+ */
+export function derivedMismatch(head: { base: number; count: number; source: number }, segment: { base: number; count: number; source: () => number }): string | undefined {
+  if (head.base !== segment.base || head.count !== segment.count) return `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
+  const source = segment.source();
+  if (head.source !== source) return `it was built from another segment (source fingerprint ${head.source}, the segment's ${source})`;
+  return undefined;
 }
 
 /**
@@ -65,12 +86,12 @@ export function segmentsOf(history: History): { sealed: SealedSegment[]; active?
     const count = extent ? extent.lastPosition - base + 1 : 0;
     // A summary's commits follow each other, so only lost commits can leave gaps in it.
     if (!extent || extent.summarized) {
-      return { base, count, commits: () => list.commitsInSegment(base), gaps: damagedSegment(list.lost, [], base, bases[at + 1]) };
+      return { base, count, commits: () => list.commitsInSegment(base), gaps: damagedSegment(list.lost, [], base, bases[at + 1]), source: segmentSourceOf(history, base) };
     }
     // Held commits are checked for gaps now and read again when needed: a slot must not keep
     // a segment's commits as objects for the life of the feed.
     const gaps = damagedSegment(list.lost, list.commitsInSegment(base), base, bases[at + 1]);
-    return { base, count, commits: () => list.commitsInSegment(base), gaps };
+    return { base, count, commits: () => list.commitsInSegment(base), gaps, source: segmentSourceOf(history, base) };
   });
   const activeBase = bases[bases.length - 1];
   return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }) };
@@ -148,8 +169,8 @@ export class FeedIndex {
       try {
         const head = segment.gaps || reason !== undefined ? undefined : readIndexHead(kernels, file);
         if (!head) reason ??= 'missing';
-        else if (head.base !== segment.base || head.count !== segment.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
-        else for (const name of head.typeNames) index.typeNames.add(name);
+        else reason = derivedMismatch(head, segment);
+        if (head && reason === undefined) for (const name of head.typeNames) index.typeNames.add(name);
       } catch (error) {
         reason = (error as Error).message;
       }
@@ -170,12 +191,16 @@ export class FeedIndex {
     // Read and built on the index worker when it can (the segment has a summary, no gaps): a
     // segment's FST and posting lists take long enough to stall every read and append were they
     // built here, and reading its records here stalls them too. Otherwise read here and built there.
-    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count };
+    const source = slot.source();
+    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count, source };
     const data =
       (slot.gaps ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
       (await buildIndexDataOffThread(this.kernels, (await indexTailOf(this.history, slot.base, slot.commits())).source()));
     const file = this.fileFor(slot.base);
-    if (!this.readOnly && !slot.gaps) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
+    const written = !this.readOnly && !slot.gaps;
+    // Checked before writing as `load` checks it after reading: the index covers its segment.
+    assert(!written || (data.base === slot.base && data.count === slot.count), 'an index written is built over its own segment');
+    if (written) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, source));
     // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.
     if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
     else this.remember(slot.base, new SealedIndex(this.kernels, data), data);
@@ -224,11 +249,10 @@ export class FeedIndex {
     let data: IndexData | undefined;
     let reason = 'missing';
     try {
-      data = readIndexFile(this.kernels, this.fileFor(slot.base));
-      if (data && (data.base !== slot.base || data.count !== slot.count)) {
-        reason = `it covers ${data.count} records from ${data.base}, the segment ${slot.count} from ${slot.base}`;
-        data = undefined;
-      }
+      const read = readIndexFile(this.kernels, this.fileFor(slot.base));
+      const mismatch = read && derivedMismatch(read, slot);
+      if (mismatch !== undefined) reason = mismatch;
+      else data = read;
     } catch (error) {
       reason = (error as Error).message;
     }
@@ -282,7 +306,7 @@ export class FeedIndex {
     await this.pending;
     const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
     assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive index segments');
-    const slot: SealedSlot = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), gaps: false };
+    const slot: SealedSlot = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), gaps: false, source: segmentSourceOf(this.history, bases[0]) };
     this.sealed.splice(at, bases.length, slot);
     for (const base of bases) {
       const cached = this.cache.get(base);
@@ -329,14 +353,21 @@ export class FeedIndex {
       // The finished tail keeps serving reads as it is; its compact form (FST and posting
       // lists) is built and written in the background, then it joins the others: read from its
       // file when needed, so the append that rolled the segment does not wait for it.
-      const slot: SealedSlot = { base: previous.base, count: previous.count, commits: segmentCommits(this.history, previous.base), gaps: false, resident: previous };
+      const slot: SealedSlot = {
+        base: previous.base,
+        count: previous.count,
+        commits: segmentCommits(this.history, previous.base),
+        gaps: false,
+        source: segmentSourceOf(this.history, previous.base),
+        resident: previous,
+      };
       this.sealed.push(slot);
       const file = this.fileFor(previous.base);
       this.pending = this.pending
         .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
         .then(async () => {
           const data = await buildIndexDataOffThread(this.kernels, previous.source());
-          if (!this.readOnly) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data));
+          if (!this.readOnly) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, slot.source()));
           this.remember(slot.base, new SealedIndex(this.kernels, data), data);
           if (!this.readOnly) slot.resident = undefined;
         })

@@ -15,18 +15,22 @@ import { utf8DecodeRange } from '../storage/codec.js';
 import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
 import { SegmentRuns } from '../storage/run-reads.js';
 import { SegmentFile } from '../storage/segment.js';
-import { readSummary, summaryFileOf } from '../storage/segment-summary.js';
+import { checkSummaryAgainstSegment, readSummary, readSummaryHead, summaryFileOf } from '../storage/segment-summary.js';
 import type { CommitRecord } from '../storage/commit-run.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { buildKeyFileBytes, DictionarySections, type DictionaryFile } from './key-merge.js';
 import { indexTailOf } from './segment-index.js';
 import { segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
-/** A sealed history segment a build reads itself: its file, first position and positions covered. */
+/**
+ * A sealed history segment a build reads itself: its file, first position, positions covered,
+ * and the source fingerprint the feed knows it by (its summary must carry the same).
+ */
 export interface SegmentToRead {
   readonly file: string;
   readonly base: number;
   readonly count: number;
+  readonly source: number;
 }
 
 export type BuildJob =
@@ -38,6 +42,8 @@ export type BuildJob =
       readonly order: TermOrder;
       readonly base: number;
       readonly count: number;
+      /** The fingerprint of the segment the dictionary is built from. */
+      readonly source: number;
       /** The terms, UTF-8: term i is `termBytes[termEnds[i - 1], termEnds[i])`. */
       readonly termBytes: Uint8Array;
       readonly termEnds: Uint32Array;
@@ -97,8 +103,13 @@ function sectionsOf(kernels: Kernels): DictionarySections {
 async function withSegment<T>(kernels: Kernels, source: SegmentToRead, use: (runs: SegmentRuns, commits: readonly CommitRecord[]) => Promise<T>): Promise<T> {
   const segment = SegmentFile.open(kernels, source.file, true);
   try {
-    const summary = readSummary(kernels, summaryFileOf(source.file), segment.header);
+    const summaryFile = summaryFileOf(source.file);
+    const head = readSummaryHead(kernels, summaryFile, segment.header);
+    // A summary of another segment would build another segment's files.
+    if (head) checkSummaryAgainstSegment(head, source.file);
+    const summary = head && readSummary(kernels, summaryFile, segment.header);
     const commits = summary?.commits ?? [];
+    if (summary && head!.source !== source.source) throw new Error(`${source.file} is not the segment its feed knows (its summary's source fingerprint differs)`);
     if (commits.length === 0 || commits[0].firstPosition !== source.base || commits[commits.length - 1].lastPosition !== source.base + source.count - 1) {
       throw new Error(`${source.file} has no summary of its ${source.count} records to read them by`);
     }
@@ -114,7 +125,7 @@ async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuf
     case 'index':
       return { result: buildIndexData(kernels, unflattenIndexSource(job.source)), transfer: [] };
     case 'keys': {
-      const bytes = buildKeyFileBytes(kernels, job.order, job.base, job.count, termsOf(job.termBytes, job.termEnds), job, job.earlier, sectionsOf(kernels));
+      const bytes = buildKeyFileBytes(kernels, job.order, job.base, job.count, job.source, termsOf(job.termBytes, job.termEnds), job, job.earlier, sectionsOf(kernels));
       return { result: bytes, transfer: [bytes.buffer as ArrayBuffer] };
     }
     case 'index-of-segment': {
@@ -122,9 +133,9 @@ async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuf
       return { result: buildIndexData(kernels, tail.source()), transfer: [] };
     }
     case 'keys-of-segment': {
-      const { base, count } = job.segment;
+      const { base, count, source } = job.segment;
       const { terms, own } = await withSegment(kernels, job.segment, async (runs, commits) => winnerColumnsOf(await segmentKeysOf(runs, base, job.order, commits)));
-      const bytes = buildKeyFileBytes(kernels, job.order, base, count, terms, own, job.earlier, sectionsOf(kernels));
+      const bytes = buildKeyFileBytes(kernels, job.order, base, count, source, terms, own, job.earlier, sectionsOf(kernels));
       return { result: bytes, transfer: [bytes.buffer as ArrayBuffer] };
     }
   }

@@ -92,6 +92,7 @@ export async function buildKeyFileOffThread(
   order: TermOrder,
   base: number,
   count: number,
+  source: number,
   terms: string[],
   own: WinnerColumns,
   earlier: readonly DictionaryFile[],
@@ -106,7 +107,7 @@ export async function buildKeyFileOffThread(
   // worker's message held the event loop for a seventh of a second.
   const { bytes: termBytes, ends: termEnds } = await utf8ConcatSliced(terms);
   const pending = runJob(
-    { kernels: kernels.name, kind: 'keys', order, base, count, termBytes, termEnds, positions, versions, locators, tombstones, earlier: [...earlier] },
+    { kernels: kernels.name, kind: 'keys', order, base, count, source, termBytes, termEnds, positions, versions, locators, tombstones, earlier: [...earlier] },
     [termBytes.buffer as ArrayBuffer, termEnds.buffer as ArrayBuffer, positions.buffer, versions.buffer, locators.buffer, tombstones.buffer],
   );
   return pending ? ((await pending) as Uint8Array) : undefined;

@@ -45,7 +45,7 @@ import {
   type KeyWinner,
   type TermOrder,
 } from '../storage/key-file.js';
-import { segmentCommits, segmentsOf, type IndexRebuild } from './feed-index.js';
+import { derivedMismatch, segmentCommits, segmentSourceOf, segmentsOf, type IndexRebuild } from './feed-index.js';
 import { yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { winnersOf, type DictionaryFile, type WinnerColumns } from './key-merge.js';
@@ -89,6 +89,8 @@ interface SealedKeys {
   /** Records the segment covers (its last readable position − base + 1). */
   readonly count: number;
   readonly commits: () => readonly CommitRecord[];
+  /** Its source fingerprint (`History.sourceOf`), which its dictionary file must carry. */
+  readonly source: () => number;
   /** Until its dictionary is built (or, with gaps from corruption, for good): its keys in memory. */
   resident?: SegmentKeys;
   head?: KeyFileHead;
@@ -100,6 +102,8 @@ interface SealedKeys {
   firsts?: Uint8Array;
   /** Its winners, read one at a time through a descriptor held while the slot is cached. */
   winners?: WinnerReader;
+  /** Set while its dictionary is rebuilt (see `KeyIndex.rebuild`). */
+  rebuilding?: Promise<void>;
 }
 
 /**
@@ -158,7 +162,7 @@ export class KeyIndex {
     const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt, order);
     const { sealed, active } = segmentsOf(history);
     for (const segment of sealed) {
-      const slot: SealedKeys = { base: segment.base, count: segment.count, commits: segment.commits, sections: [], pinned: false };
+      const slot: SealedKeys = { base: segment.base, count: segment.count, commits: segment.commits, source: segment.source, sections: [], pinned: false };
       index.sealed.push(slot);
       if (segment.gaps) {
         // Records corruption took: the dictionary would be wrong once repaired, so it is
@@ -170,8 +174,8 @@ export class KeyIndex {
       try {
         const head = stale ? undefined : readKeyFileHead(index.fileFor(segment.base));
         if (!head) reason ??= 'missing';
-        else if (head.base !== segment.base || head.count !== segment.count) reason = `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
-        else slot.head = head;
+        else reason = derivedMismatch(head, segment);
+        if (head && reason === undefined) slot.head = head;
       } catch (error) {
         reason = (error as Error).message;
       }
@@ -181,13 +185,61 @@ export class KeyIndex {
     return index;
   }
 
+  /**
+   * Opening read only the heads. A section is checked by its CRC when a read loads it, but a
+   * point lookup reads one winner, so damage elsewhere in a winners section would stay for good
+   * (and `verify` report it for good): a read-write open calls this, once its rebuilds are
+   * reported where the feed's are, to check every dictionary whole in the background (after the
+   * builds already queued) and rebuild one that fails, as `verify` says it will.
+   */
+  checkWholeLater(): void {
+    if (this.readOnly) return;
+    this.pending = this.pending.then(() => this.checkWhole()).catch(() => undefined);
+  }
+
+  /**
+   * Reads every sealed dictionary's sections, each checked by its CRC (the FST by its own
+   * checksum too), and rebuilds one that fails. A dictionary held in memory has no file to check.
+   */
+  private async checkWhole(): Promise<void> {
+    for (const slot of [...this.sealed]) {
+      const head = slot.head;
+      if (!head || slot.resident || slot.pinned) continue;
+      let reason: string | undefined;
+      for (const section of [0, 1, 2] as const) {
+        try {
+          await readKeySectionAsync(this.kernels, this.fileFor(slot.base), head, section);
+        } catch (error) {
+          reason = (error as Error).message;
+          break;
+        }
+      }
+      // Replaced or rebuilt meanwhile (a lookup met the damage first): the new file is sound.
+      if (reason !== undefined && slot.head === head && this.sealed.includes(slot)) await this.rebuild(slot, reason);
+    }
+  }
+
   /** Every occurrence of every key in a sealed segment, read from its history (see `segmentKeysOf`). */
   private readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
     return segmentKeysOf(this.history, slot.base, this.order, slot.commits());
   }
 
-  /** Builds a sealed segment's dictionary from its history segment, writes it, reports it. */
-  private async rebuild(slot: SealedKeys, reason: string): Promise<void> {
+  /**
+   * Builds a sealed segment's dictionary from its history segment, writes it, reports it. A
+   * rebuild asked for while one of the same dictionary is under way (a lookup meeting damage
+   * while the open's whole check rebuilds it) waits for that one: two would write the same
+   * temporary file at once.
+   */
+  private rebuild(slot: SealedKeys, reason: string): Promise<void> {
+    if (slot.rebuilding) return slot.rebuilding;
+    const done = this.rebuildNow(slot, reason).finally(() => {
+      if (slot.rebuilding === done) slot.rebuilding = undefined;
+    });
+    slot.rebuilding = done;
+    return done;
+  }
+
+  private async rebuildNow(slot: SealedKeys, reason: string): Promise<void> {
     const bytes = await this.buildFromSegmentOffThread(slot);
     if (bytes) await this.install(slot, bytes);
     else await this.build(slot, await this.readSegmentKeys(slot));
@@ -205,7 +257,7 @@ export class KeyIndex {
   private async buildFromSegmentOffThread(slot: SealedKeys): Promise<Uint8Array | undefined> {
     const files = this.filesOf(this.sealed.slice(0, this.sealed.indexOf(slot)).reverse());
     if (!files) return undefined;
-    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count };
+    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count, source: slot.source() };
     return keyFileOfSegmentOffThread(this.kernels, this.order, segment, files);
   }
 
@@ -238,7 +290,7 @@ export class KeyIndex {
       // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
       if ((index + 1) % keyBuildYieldKeys === 0) await yieldToEventLoop();
     }
-    return encodeKeyFile(this.kernels, slot.base, slot.count, entries);
+    return encodeKeyFile(this.kernels, slot.base, slot.count, slot.source(), entries);
   }
 
   /**
@@ -252,15 +304,18 @@ export class KeyIndex {
     // all for each of the segment's hundreds of thousands of terms.
     const files = this.filesOf(this.sealed.slice(0, before + 1).reverse());
     let bytes: Uint8Array | undefined;
-    if (files) bytes = await buildKeyFileOffThread(this.kernels, this.order, slot.base, slot.count, terms, own, files).catch(() => undefined);
+    if (files) bytes = await buildKeyFileOffThread(this.kernels, this.order, slot.base, slot.count, slot.source(), terms, own, files).catch(() => undefined);
     await this.install(slot, bytes ?? (await this.buildHere(slot, before, terms, own)));
   }
 
   /** Takes `bytes`, built for `slot`, as its dictionary: written to its file (unless read-only), then held. */
   private async install(slot: SealedKeys, bytes: Uint8Array): Promise<void> {
     const file = this.fileFor(slot.base);
-    if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
+    // Checked before writing as an open checks the file it finds after reading: a dictionary
+    // names the range and the source of its own segment.
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
+    assert(derivedMismatch(head, slot) === undefined, 'a dictionary is built from its own segment');
+    if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
     slot.head = head;
     // The file was replaced: a descriptor held on the one before would read its old bytes.
     slot.winners?.close();
@@ -292,6 +347,7 @@ export class KeyIndex {
       base: previous.base,
       count: last.lastPosition - previous.base + 1,
       commits: segmentCommits(this.history, previous.base),
+      source: segmentSourceOf(this.history, previous.base),
       resident: previous,
       sections: [],
       pinned: false,
@@ -639,7 +695,7 @@ export class KeyIndex {
         slot.winners?.close();
         this.forget(slot);
       }
-      const slot: SealedKeys = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), sections: [], pinned: false };
+      const slot: SealedKeys = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), source: segmentSourceOf(this.history, bases[0]), sections: [], pinned: false };
       this.sealed.splice(at, bases.length, slot);
       if (!this.readOnly) {
         for (const base of bases.slice(1)) await fsp.rm(this.fileFor(base), { force: true });
@@ -667,7 +723,7 @@ export class KeyIndex {
   private adopt(slot: SealedKeys): boolean {
     try {
       const head = readKeyFileHead(this.fileFor(slot.base));
-      if (!head || head.base !== slot.base || head.count !== slot.count) return false;
+      if (!head || derivedMismatch(head, slot) !== undefined) return false;
       slot.head = head;
       return true;
     } catch {

@@ -147,11 +147,12 @@ export function buildKeyFileBytes(
   order: TermOrder,
   base: number,
   count: number,
+  source: number,
   terms: readonly string[],
   own: WinnerColumns,
   earlier: readonly DictionaryFile[],
   sections: DictionarySections,
 ): Uint8Array {
   const winners = mergeWithEarlier(kernels, order, terms, winnersOf(own), earlier, sections);
-  return encodeKeyFile(kernels, base, count, terms.map((key, at) => ({ key, winner: winners[at] })));
+  return encodeKeyFile(kernels, base, count, source, terms.map((key, at) => ({ key, winner: winners[at] })));
 }

@@ -486,6 +486,11 @@ export class CommitList {
     return out;
   }
 
+  /** The head of segment `segment`'s summary when its commits are read from it; else undefined. */
+  summaryOf(segment: number): SummaryHead | undefined {
+    return this.parts.find((part) => part.segment === segment && part.summary)?.summary;
+  }
+
   /** The readable commits of history segment `segment`, in order (a summarized one's are read). */
   commitsInSegment(segment: number): CommitRecord[] {
     const out: CommitRecord[] = [];

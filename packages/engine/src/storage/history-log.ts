@@ -33,7 +33,7 @@ import type { Corruption } from './runs.js';
 import { removeSegmentFilesBelow, segmentFile, SegmentSet } from './segment-set.js';
 import type { SegmentFile } from './segment.js';
 import { PayloadCache } from './payload-cache.js';
-import { orphanSummaryCommits, readSummaryHead, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
+import { checkSummaryAgainstSegment, orphanSummaryCommits, readSummaryHead, segmentSource, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
 import { CommitList, lostCommits } from './commit-list.js';
 import { coalescedReadBytesMax, coalescedReadGapBytes, payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
 
@@ -269,7 +269,9 @@ export class History implements SegmentRunSource {
         ? (segment) => {
             const file = summaryFileOf(segment.file);
             try {
-              return readSummaryHead(kernels, file, segment.header);
+              const head = readSummaryHead(kernels, file, segment.header);
+              if (head) checkSummaryAgainstSegment(head, segment.file);
+              return head;
             } catch (error) {
               summaryProblems.set(file, (error as Error).message);
               return undefined;
@@ -635,6 +637,15 @@ export class History implements SegmentRunSource {
       const runs = await this.readRunsBytes(stretch);
       for (const [index, commit] of stretch.entries()) yield { commit, bytes: runs[index] };
     }
+  }
+
+  /**
+   * The source fingerprint of the finished segment at `base` (`segmentSource`), which its derived
+   * files must carry: from its summary's head when its commits are read from one, else computed
+   * from the commits held.
+   */
+  sourceOf(base: number): number {
+    return this.commits.summaryOf(base)?.source ?? segmentSource(this.kernels, this.commits.commitsInSegment(base));
   }
 
   /** The file of the segment at `base`. */

@@ -3,7 +3,9 @@
  * memory whole (never mmap'd) and rebuilt from the history segment when missing or corrupt.
  *
  * Layout, little-endian: magic "SSINDEX1" (8) · u32 format version · u64 base position · u64
- * record count · u32 section count, then five sections, each `u32 length · u32 crc32 · bytes`:
+ * record count · u32 source (the fingerprint of the segment it was built from, `segmentSource`,
+ * so a file of another segment with the same base and count is told apart) · u32 section count,
+ * then five sections, each `u32 length · u32 crc32 · bytes`:
  * 1. type names: varint count, then the names; a type's id is its index + 1 (0: no type);
  * 2. type column: u16 per position, the dense type id of each record;
  * 3. locator column: u32 per position, where the record's manifest entry starts in the history
@@ -22,7 +24,8 @@ import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } fro
 import { writeFileDurably } from './segment.js';
 
 const magic = 'SSINDEX1';
-export const indexFormatVersion = 1;
+/** 2: the head carries the source fingerprint; files of version 1 are rebuilt. */
+export const indexFormatVersion = 2;
 const sectionCount = 5;
 
 /** The data an index segment holds, in memory. */
@@ -76,7 +79,8 @@ export function buildIndexData(kernels: Kernels, source: IndexSource): IndexData
   };
 }
 
-export function encodeIndexFile(kernels: Kernels, data: IndexData): Uint8Array {
+/** The index file of `data`, built from the segment whose fingerprint is `source`. */
+export function encodeIndexFile(kernels: Kernels, data: IndexData, source: number): Uint8Array {
   const names = new ByteWriter().varint(data.typeNames.length);
   for (const name of data.typeNames) names.string(name);
   const sections = [
@@ -86,26 +90,27 @@ export function encodeIndexFile(kernels: Kernels, data: IndexData): Uint8Array {
     data.fst,
     data.postings,
   ];
-  const writer = new ByteWriter(64).raw(utf8Encode(magic)).u32(indexFormatVersion).u64(data.base).u64(data.count).u32(sectionCount);
+  const writer = new ByteWriter(64).raw(utf8Encode(magic)).u32(indexFormatVersion).u64(data.base).u64(data.count).u32(source).u32(sectionCount);
   for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section)).raw(section);
   return writer.finish();
 }
 
-/** Reads and checks the fields before an index file's sections: magic, version, base, count. */
-function readIndexHeader(reader: ByteReader): { base: number; count: number } {
+/** Reads and checks the fields before an index file's sections: magic, version, base, count, source. */
+function readIndexHeader(reader: ByteReader): { base: number; count: number; source: number } {
   if (new TextDecoder().decode(reader.raw(magic.length)) !== magic) throw reader.corrupt('bad magic');
   const version = reader.u32();
   if (version !== indexFormatVersion) throw reader.corrupt(`unknown format version ${version}`);
   const base = reader.u64();
   const count = reader.u64();
+  const source = reader.u32();
   if (reader.u32() !== sectionCount) throw reader.corrupt('wrong section count');
-  return { base, count };
+  return { base, count, source };
 }
 
 /** Parses and verifies an index file: every section's CRC, the FST's own checksum, the shape. */
-export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: string): IndexData {
+export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: string): IndexData & { readonly source: number } {
   const reader = new ByteReader(bytes, 0, bytes.length, `index ${file}`);
-  const { base, count } = readIndexHeader(reader);
+  const { base, count, source } = readIndexHeader(reader);
   const sections: Uint8Array[] = [];
   for (let index = 0; index < sectionCount; index++) {
     const length = reader.u32();
@@ -123,6 +128,7 @@ export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: strin
   return {
     base,
     count,
+    source,
     typeNames,
     typeColumn: new Uint16Array(sections[1].buffer, sections[1].byteOffset, count),
     locators: new Uint32Array(sections[2].buffer, sections[2].byteOffset, count),
@@ -137,7 +143,7 @@ export async function writeIndexFile(kernels: Kernels, file: string, bytes: Uint
 }
 
 /** Reads and verifies an index file; undefined when it is missing, `CORRUPT` when it is bad. */
-export function readIndexFile(kernels: Kernels, file: string): IndexData | undefined {
+export function readIndexFile(kernels: Kernels, file: string): (IndexData & { readonly source: number }) | undefined {
   if (!fs.existsSync(file)) return undefined;
   try {
     return decodeIndexFile(kernels, new Uint8Array(fs.readFileSync(file)), file);
@@ -150,15 +156,15 @@ export function readIndexFile(kernels: Kernels, file: string): IndexData | undef
   }
 }
 
-/** Bytes before the first section: magic, version, base, count, section count. */
-const indexHeadBytes = 8 + 4 + 8 + 8 + 4;
+/** Bytes before the first section: magic, version, base, count, source, section count. */
+const indexHeadBytes = 8 + 4 + 8 + 8 + 4 + 4;
 
 /**
  * Reads only an index file's header and its type names (its first section), checked by their
  * CRC: what opening a feed needs from every sealed segment's index, in one small read each. The
  * rest is read and verified when a query first needs it. Undefined when the file is missing.
  */
-export function readIndexHead(kernels: Kernels, file: string): { base: number; count: number; typeNames: string[] } | undefined {
+export function readIndexHead(kernels: Kernels, file: string): { base: number; count: number; source: number; typeNames: string[] } | undefined {
   let fd: number;
   try {
     fd = fs.openSync(file, 'r');
@@ -170,7 +176,7 @@ export function readIndexHead(kernels: Kernels, file: string): { base: number; c
     const head = new Uint8Array(indexHeadBytes + 8);
     const read = fs.readSync(fd, head, 0, head.length, 0);
     const reader = new ByteReader(head, 0, read, `index ${file}`);
-    const { base, count } = readIndexHeader(reader);
+    const { base, count, source } = readIndexHeader(reader);
     const length = reader.u32();
     const crc = reader.u32();
     const section = new Uint8Array(length);
@@ -179,7 +185,7 @@ export function readIndexHead(kernels: Kernels, file: string): { base: number; c
     const names = new ByteReader(section, 0, section.length, `type names of ${file}`);
     const typeNames = Array.from({ length: names.varint() }, () => names.string());
     names.expectEnd();
-    return { base, count, typeNames };
+    return { base, count, source, typeNames };
   } catch (error) {
     if (error instanceof StreamStackError && error.code === 'CORRUPT') throw error;
     throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset: 0 } });

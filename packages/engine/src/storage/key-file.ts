@@ -6,7 +6,10 @@
  * key. A Bloom filter lets a lookup pass a segment that lacks the key without touching its FST.
  *
  * Layout, little-endian: magic "SSKEYS01" (8) · u32 format version · u64 base position · u64
- * record count · u32 key count, then three section descriptors (`u32` length, `u32` CRC-32)
+ * record count · u32 source (the fingerprint of the segment it was built from, `segmentSource`:
+ * a file of another segment with the same base and count — another feed's, a copy from before a
+ * merge or key compaction rewrote the segment — is told apart by it) · u32 key count, then three
+ * section descriptors (`u32` length, `u32` CRC-32)
  * and the three sections in order:
  * 1. the Bloom filter: `keyFilterHashes` probes per key, at `(h1 + i·h2) mod bits` where h1 is
  *    the key's CRC-32C and h2 its CRC-32 with the low bit set; bit `b` is bit `b % 8` of byte
@@ -25,10 +28,11 @@ import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } fro
 import { readFileRangeSync, writeFileDurably } from './segment.js';
 
 const magic = 'SSKEYS01';
-export const keyFileFormatVersion = 1;
+/** 2: the head carries the source fingerprint; files of version 1 are rebuilt. */
+export const keyFileFormatVersion = 2;
 const sectionCount = 3;
 /** Bytes before the sections: the fixed fields and the section descriptors. */
-export const keyFileHeadBytes = 8 + 4 + 8 + 8 + 4 + sectionCount * 8;
+export const keyFileHeadBytes = 8 + 4 + 8 + 8 + 4 + 4 + sectionCount * 8;
 /** Bytes of one winner in section 3: 24 of fields, then their CRC-32. */
 const winnerBytes = 28;
 
@@ -84,6 +88,8 @@ export function filterMayHoldHashes(filter: Uint8Array, h1: number, h2: number):
 export interface KeyFileHead {
   readonly base: number;
   readonly count: number;
+  /** The fingerprint of the segment it was built from (`segmentSource`). */
+  readonly source: number;
   readonly keys: number;
   /** Each section's offset in the file, length and CRC-32. */
   readonly sections: readonly { readonly offset: number; readonly length: number; readonly crc: number }[];
@@ -110,6 +116,7 @@ export function encodeKeyFile(
   kernels: Kernels,
   base: number,
   count: number,
+  source: number,
   entries: readonly { readonly key: string; readonly winner: KeyWinner }[],
 ): Uint8Array {
   const winnerOf = new Map(entries.map((entry) => [entry.key, entry.winner]));
@@ -146,6 +153,7 @@ export function encodeKeyFile(
     .u32(keyFileFormatVersion)
     .u64(base)
     .u64(count)
+    .u32(source)
     .u32(entries.length);
   for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section));
   for (const section of sections) writer.raw(section);
@@ -184,6 +192,7 @@ export function parseKeyFileHead(bytes: Uint8Array, size: number, file: string):
   if (version !== keyFileFormatVersion) throw reader.corrupt(`unknown format version ${version}`);
   const base = reader.u64();
   const count = reader.u64();
+  const source = reader.u32();
   const keys = reader.u32();
   const sections: { offset: number; length: number; crc: number }[] = [];
   let offset = keyFileHeadBytes;
@@ -194,7 +203,7 @@ export function parseKeyFileHead(bytes: Uint8Array, size: number, file: string):
   }
   if (offset !== size) throw reader.corrupt(`the sections end at ${offset}, the file at ${size}`);
   if (sections[2].length !== keys * winnerBytes) throw reader.corrupt('the winners disagree with the key count');
-  return { base, count, keys, sections };
+  return { base, count, source, keys, sections };
 }
 
 /** Reads one section (0 filter, 1 FST, 2 winners), checked by its CRC (and the FST by its own). */

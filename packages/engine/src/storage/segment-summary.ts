@@ -10,30 +10,42 @@
  * only the summary's head in memory and reads a page when a commit of it is needed. A table of
  * stream ids (by hash) finds the commit a stream was sealed into without reading the pages.
  *
- * Layout, little-endian: magic "SSSUMRY2" (8) · u32 format version · u64 base · u64 base commit
+ * Layout, little-endian: magic "SSSUMRY3" (8) · u32 format version · u64 base · u64 base commit
  * · u64 capacity · u64 end (just past the segment's last group, its `SegmentEnd`) · u32 commit
  * count · u64 last position · u64 highest epoch · u64 highest compacted commit (0: none; a run key
- * compaction thinned) · u64 run bytes (all commits') · u32 commits per
- * page · u32 page count · u32 stream table offset · the page table (per page: u32 offset · u32
+ * compaction thinned) · u64 run bytes (all commits') · u32 source (the segment's fingerprint,
+ * `segmentSource`) · u64 offset of the last commit's frame in the segment and the 8 bytes of that
+ * frame's header (length word, CRC-32) · u32 commits per page · u32 page count · u32 stream table
+ * offset · the page table (per page: u32 offset · u32
  * length · u64 last position · u64 run bytes) · the pages (per page: its commit records, then
  * u32 crc32 of them) · the stream table (per commit, ascending: u32 crc32 of its stream id · u32
  * its index in the segment) · u32 crc32 of every byte before it. A commit record is the fields of
  * its commit frame, as that frame holds them (`writeCommitFields`), then a varint: where its run
  * starts in the segment.
+ *
+ * A summary from another segment with the same base, base commit and capacity (another feed's, a
+ * copy from before a merge or key compaction rewrote the segment) would pass those checks, so
+ * opening also reads the last commit frame's header from the segment itself (8 bytes) and
+ * compares it with the summary's: its CRC covers the commit's stream id, times and run layout.
  */
 import fs from 'node:fs';
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { summaryPageCommits } from '../limits.js';
+import { FrameKind } from './frame-kinds.js';
+import { frameControlBit, frameHeaderBytes, summaryPageCommits } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
 import { isCompactedRun, readCommitFields, writeCommitFields, type CommitRecord } from './commit-run.js';
 import { readFileRangeSync, SegmentKind, writeFileDurably, type SegmentHeader } from './segment.js';
 
-const magic = 'SSSUMRY2';
+const magic = 'SSSUMRY3';
+/**
+ * 3: the head carries the newest compacted commit, the segment's source fingerprint and its last
+ * commit frame's header.
+ */
 export const summaryFormatVersion = 3;
 /** Summary files end with this, beside their segment. */
 export const summaryExtension = '.sum';
-const headBytes = 92;
+const headBytes = 112;
 const pageEntryBytes = 24;
 const streamEntryBytes = 8;
 
@@ -70,6 +82,12 @@ export interface SummaryHead {
   /** The highest commit whose run key compaction thinned, or 0 (the horizon's floor comes from it). */
   readonly compactedMax: number;
   readonly runBytes: number;
+  /** The segment's fingerprint (`segmentSource`): what its derived files say they were built from. */
+  readonly source: number;
+  /** Where the last commit's frame starts in the segment (0 when there is none). */
+  readonly lastFrameOffset: number;
+  /** That frame's header as the segment holds it: its length word, then its CRC-32. */
+  readonly lastFrameHeader: Uint8Array;
   readonly pageCommits: number;
   readonly pages: readonly SummaryPage[];
   readonly streamTableOffset: number;
@@ -78,6 +96,45 @@ export interface SummaryHead {
 /** The hash a stream id is found by in the stream table. */
 function streamHash(kernels: Kernels, stream: string): number {
   return kernels.crc32(utf8Encode(stream));
+}
+
+/**
+ * The fingerprint of a finished segment that its derived files (index file, key and fingerprint
+ * dictionaries) carry: the CRC-32 of its commit records as a summary's pages hold them (each
+ * commit's fields, then where its run starts), in order, without the pages' own CRCs. It differs
+ * between two segments of the same base and record count unless every commit — stream ids,
+ * times, epochs, run layout — is the same; it is known at open from the summary's head, or from
+ * the commit records when the segment was read whole, without reading the segment again.
+ */
+export function segmentSource(kernels: Kernels, commits: readonly CommitRecord[]): number {
+  let crc = 0;
+  // A page at a time: a segment may hold a million commits, and one buffer of all their records
+  // would be tens of megabytes.
+  for (let first = 0; first < commits.length; first += summaryPageCommits) {
+    const writer = new ByteWriter(summaryPageCommits * 64);
+    for (const commit of commits.slice(first, first + summaryPageCommits)) {
+      writeCommitFields(writer, commit);
+      writer.varint(commit.runStart);
+    }
+    crc = kernels.crc32(writer.finish(), crc);
+  }
+  return crc;
+}
+
+/**
+ * The header of `commit`'s frame as its segment holds it — the length word (control bit set) and
+ * the CRC-32 of the frame's data (its kind, then its fields) — and where the frame starts: right
+ * after the run's other frames.
+ */
+export function commitFrameHeader(kernels: Kernels, commit: CommitRecord): { offset: number; header: Uint8Array } {
+  const data = new ByteWriter(64).u8(FrameKind.Commit);
+  writeCommitFields(data, commit);
+  const bytes = data.finish();
+  const header = new Uint8Array(frameHeaderBytes);
+  const view = new DataView(header.buffer);
+  view.setUint32(0, (bytes.length | frameControlBit) >>> 0, true);
+  view.setUint32(4, kernels.crc32(bytes), true);
+  return { offset: commit.runStart + commit.runBytes, header };
 }
 
 /**
@@ -155,6 +212,7 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCom
   const streams = commits.map((commit, index) => ({ hash: streamHash(kernels, commit.stream), index }));
   streams.sort((a, b) => a.hash - b.hash || a.index - b.index);
   const last = commits[commits.length - 1];
+  const lastFrame = last ? commitFrameHeader(kernels, last) : { offset: 0, header: new Uint8Array(frameHeaderBytes) };
   const writer = new ByteWriter(offset + streams.length * streamEntryBytes + 4)
     .raw(utf8Encode(magic))
     .u32(summaryFormatVersion)
@@ -167,6 +225,9 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCom
     .u64(commits.reduce((most, commit) => Math.max(most, commit.epoch), 0))
     .u64(commits.reduce((most, commit) => (isCompactedRun(commit) ? commit.commit : most), 0))
     .u64(commits.reduce((sum, commit) => sum + commit.runBytes, 0))
+    .u32(segmentSource(kernels, commits))
+    .u64(lastFrame.offset)
+    .raw(lastFrame.header)
     .u32(pageCommits)
     .u32(pageCount)
     .u32(offset);
@@ -208,6 +269,10 @@ export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: S
   const compactedMax = reader.u64();
   if (compactedMax !== 0 && (compactedMax < baseCommit || compactedMax >= baseCommit + commitCount)) throw reader.corrupt(`compacted commit ${compactedMax} is not one of its commits`);
   const runBytes = reader.u64();
+  const source = reader.u32();
+  const lastFrameOffset = reader.u64();
+  const lastFrameHeader = reader.raw(frameHeaderBytes).slice();
+  if ((commitCount === 0) !== (lastFrameOffset === 0) || lastFrameOffset + frameHeaderBytes > end) throw reader.corrupt(`the last commit frame at ${lastFrameOffset} does not fit the segment`);
   const pageCommits = reader.u32();
   const pageCount = reader.u32();
   const streamTableOffset = reader.u32();
@@ -229,7 +294,7 @@ export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: S
   if (streamTableOffset !== expected || expected + commitCount * streamEntryBytes !== bytes.length - 4) {
     throw reader.corrupt('the stream table is misplaced');
   }
-  return { file, base, baseCommit, capacity, end, commitCount, lastPosition, epochMax, compactedMax, runBytes, pageCommits, pages, streamTableOffset };
+  return { file, base, baseCommit, capacity, end, commitCount, lastPosition, epochMax, compactedMax, runBytes, source, lastFrameOffset, lastFrameHeader, pageCommits, pages, streamTableOffset };
 }
 
 /**
@@ -260,7 +325,40 @@ export function decodeSummaryPage(kernels: Kernels, head: SummaryHead, page: num
 export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: SegmentHeader, file: string): SegmentSummary {
   const head = decodeSummaryHead(kernels, bytes, header, file);
   const commits = head.pages.flatMap((page, index) => decodeSummaryPage(kernels, head, index, bytes.subarray(page.offset, page.offset + page.length)));
+  const what = new ByteReader(bytes, 0, 0, `summary ${file}`);
+  if (segmentSource(kernels, commits) !== head.source) throw what.corrupt('its source fingerprint disagrees with its commits');
+  const last = commits[commits.length - 1];
+  if (last) {
+    const frame = commitFrameHeader(kernels, last);
+    if (frame.offset !== head.lastFrameOffset || !sameBytes(frame.header, head.lastFrameHeader)) throw what.corrupt('its last commit frame disagrees with its commits');
+  }
   return { base: head.base, baseCommit: head.baseCommit, capacity: head.capacity, end: head.end, commits };
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, index) => byte === b[index]);
+}
+
+/**
+ * Checks a summary's head against its segment's own bytes: the last commit frame's header at the
+ * place the summary names must be the one it holds. One read of 8 bytes, so a summary of another
+ * segment with the same header fields (another feed's, a copy from before a rewrite) is not
+ * trusted. `CORRUPT` (naming the summary) when it differs.
+ */
+export function checkSummaryAgainstSegment(head: SummaryHead, segmentFile: string): void {
+  if (head.commitCount === 0) return;
+  let held: Uint8Array;
+  try {
+    held = readFileRangeSync(segmentFile, head.lastFrameOffset, frameHeaderBytes);
+  } catch (error) {
+    throw unreadable(head.file, 0, error);
+  }
+  assert(head.lastFrameHeader.length === frameHeaderBytes, 'a summary head holds a whole frame header');
+  if (!sameBytes(held, head.lastFrameHeader)) {
+    throw new StreamStackError('CORRUPT', `summary ${head.file} describes another segment: its last commit frame is not at ${head.lastFrameOffset} of ${segmentFile}`, {
+      details: { file: head.file, offset: 0 },
+    });
+  }
 }
 
 /** The summary file of the segment file `segmentFile`. */
@@ -366,6 +464,10 @@ export function summaryStreamCandidates(kernels: Kernels, head: SummaryHead, str
 
 /** Writes a summary durably (see `writeFileDurably`); returns its head. */
 export async function writeSummary(kernels: Kernels, file: string, summary: SegmentSummary, header: SegmentHeader): Promise<SummaryHead> {
+  const last = summary.commits[summary.commits.length - 1];
+  // Checked before writing as opening checks it after reading: the last commit frame the summary
+  // names lies inside the segment's written part.
+  assert(!last || last.runStart + last.runBytes + frameHeaderBytes <= summary.end, 'a summary names a last commit frame inside its segment');
   const bytes = encodeSummary(kernels, summary);
   await writeFileDurably(kernels, file, bytes);
   return decodeSummaryHead(kernels, bytes, header, file);
