@@ -294,8 +294,9 @@ describe('verify and derived heads', () => {
 /**
  * A derived file as the previous format wrote it, made from the current one: version 1 index
  * files and dictionaries had no source field (4 bytes after the record count); version 2
- * summaries had neither the source nor the last commit frame (20 bytes after the run bytes), so
- * their page and stream table offsets were 20 lower, and their CRC covers what is left.
+ * summaries had no newest compacted commit (8 bytes after the highest epoch), nor the source and
+ * the last commit frame (20 bytes after the run bytes), so their page and stream table offsets
+ * were 28 lower, and their CRC covers what is left.
  */
 function previousFormat(file: string, bytes: Buffer): Buffer {
   if (!file.endsWith('.sum')) {
@@ -303,12 +304,12 @@ function previousFormat(file: string, bytes: Buffer): Buffer {
     old.writeUInt32LE(1, 8);
     return old;
   }
-  const body = Buffer.concat([bytes.subarray(0, 72), bytes.subarray(92, bytes.length - 4)]);
+  const body = Buffer.concat([bytes.subarray(0, 64), bytes.subarray(72, 80), bytes.subarray(100, bytes.length - 4)]);
   body.write('SSSUMRY2', 0, 'latin1');
   body.writeUInt32LE(2, 8);
   const pageCount = body.readUInt32LE(76);
-  for (let page = 0; page < pageCount; page++) body.writeUInt32LE(body.readUInt32LE(84 + page * 24) - 20, 84 + page * 24);
-  body.writeUInt32LE(body.readUInt32LE(80) - 20, 80);
+  for (let page = 0; page < pageCount; page++) body.writeUInt32LE(body.readUInt32LE(84 + page * 24) - 28, 84 + page * 24);
+  body.writeUInt32LE(body.readUInt32LE(80) - 28, 80);
   const crc = Buffer.alloc(4);
   crc.writeUInt32LE(zlib.crc32(body), 0);
   return Buffer.concat([body, crc]);

@@ -131,6 +131,8 @@ export class History implements SegmentRunSource {
     let pending: Corruption | undefined;
     /** Where the previous segment's sound bytes ended (for a break between segments). */
     let previousEnd: Corruption | undefined;
+    /** Where the segment before, read whole, ended when it had no segment end (not finished). */
+    let previousUnfinished: Corruption | undefined;
     const extraCorruptions: Corruption[] = [];
     const list = new CommitList(kernels, floor);
     // An interrupted trim may have left the summaries of segments it removed.
@@ -205,12 +207,19 @@ export class History implements SegmentRunSource {
         const segment = event.kind === 'segment' ? event.opened.segment : event.segment;
         const { header } = segment;
         if (header.baseCommit !== expectedCommit || header.base !== expectedPosition) {
-          // Segments are named by their first position, so the lost segment's name is known.
-          const missing = {
-            file: segmentFile(directory, expectedPosition, historyExtension),
-            offset: 0,
-            reason: `the segment holding commits from ${expectedCommit} (position ${expectedPosition}) is missing: ${path.basename(segment.file)} starts at commit ${header.baseCommit}`,
-          };
+          // Segments are named by their first position, so the lost segment's name is known; but
+          // where the segment before ended without its segment end (an older copy of it, say),
+          // the commits it lacks were lost from it.
+          const missing = previousUnfinished
+            ? {
+                ...previousUnfinished,
+                reason: `${path.basename(previousUnfinished.file)} ends at offset ${previousUnfinished.offset} without its segment end: the commits from ${expectedCommit} (position ${expectedPosition}) that ${path.basename(segment.file)} follows are missing from it`,
+              }
+            : {
+                file: segmentFile(directory, expectedPosition, historyExtension),
+                offset: 0,
+                reason: `the segment holding commits from ${expectedCommit} (position ${expectedPosition}) is missing: ${path.basename(segment.file)} starts at commit ${header.baseCommit}`,
+              };
           if (header.baseCommit > expectedCommit && header.base > expectedPosition) {
             // Damage just before this segment may be what took the commits; else it is the gap.
             if (!pending) extraCorruptions.push(missing);
@@ -231,6 +240,7 @@ export class History implements SegmentRunSource {
             list.pushSummary(head);
           }
           previousEnd = { file: segment.file, offset: event.summary.end, reason: `the history breaks after ${path.basename(segment.file)}` };
+          previousUnfinished = undefined;
           return;
         }
         const { bytes, scanned } = event.opened;
@@ -263,6 +273,7 @@ export class History implements SegmentRunSource {
           unsummarized.push({ segment, end: scanned.end, commits: segmentCommits, reason: summaryProblems.get(file) ?? 'missing' });
         }
         previousEnd = { file: segment.file, offset: scanned.end, reason: `the history breaks after ${path.basename(segment.file)}` };
+        previousUnfinished = scanned.trailer ? undefined : { file: segment.file, offset: scanned.end, reason: '' };
       },
       readOnly,
       useSummaries
