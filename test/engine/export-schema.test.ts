@@ -11,6 +11,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { recordLine, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
+import { hex, sharedRowFields } from '../support/export-rows.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 const reader = new URL('../support/export_schema.py', import.meta.url).pathname;
@@ -56,7 +57,6 @@ function readBack(format: ExportFormat, directory: string, manifest: ExportManif
   return out.files;
 }
 
-const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
 
 /** The payload as `streamstack read` writes it: text where it is valid UTF-8, else base64. */
 function asRead(record: StoredRecord): { text: string | null; base64: string | null } {
@@ -66,19 +66,7 @@ function asRead(record: StoredRecord): { text: string | null; base64: string | n
 
 /** The row a file of `format` holds for `record`, as the reader script normalises it. */
 function expectedRow(format: ExportFormat, record: StoredRecord): Record<string, unknown> {
-  const common = {
-    feed: record.feed,
-    commit: record.commit,
-    stream: record.stream,
-    seq: record.seq,
-    position: record.position,
-    timestamp: record.timestamp,
-    key: record.key ?? null,
-    version: record.version ?? null,
-    tombstone: record.tombstone,
-    type: record.type ?? null,
-    tags: [...record.tags],
-  };
+  const common = sharedRowFields(record);
   const { text, base64 } = asRead(record);
   if (format === 'ndjson') return { ...common, fingerprintBase64: Buffer.from(record.fingerprint).toString('base64'), payload: text, payloadBase64: base64 };
   return { ...common, fingerprint: hex(record.fingerprint), payload: hex(record.payload), payloadText: text };

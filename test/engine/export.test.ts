@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isStreamStackError, limits, readExportManifest, verifyExport, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type ReadMode, type StoredRecord } from '../../packages/engine/src/index.js';
+import { hex, sharedRowFields } from '../support/export-rows.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 const reader = new URL('../support/export_reader.py', import.meta.url).pathname;
@@ -43,21 +44,9 @@ function readBack(format: ExportFormat, directory: string, manifest: ExportManif
   return { rows: out.files.flatMap((file) => file.rows), files: out.files };
 }
 
-const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
-
 function expectedRow(record: StoredRecord): Row {
   return {
-    feed: record.feed,
-    commit: record.commit,
-    stream: record.stream,
-    seq: record.seq,
-    position: record.position,
-    timestamp: record.timestamp,
-    key: record.key ?? null,
-    version: record.version ?? null,
-    tombstone: record.tombstone,
-    type: record.type ?? null,
-    tags: [...record.tags],
+    ...sharedRowFields(record),
     fingerprint: hex(record.fingerprint),
     payload: hex(record.payload),
   };

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
 import { feedNameCharactersMax } from '../limits.js';
 import { DirectoryLock, type LockOptions } from '../storage/lock.js';
-import { syncDirectory } from '../storage/segment.js';
+import { syncDirectory, writeSmallFileSync } from '../storage/segment.js';
 import { checkDataDirectory, writeStoreMarker } from './store-marker.js';
 
 const feedNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -81,7 +81,7 @@ export class DataDirectory {
     }
     const lock = DirectoryLock.acquire(root, options);
     try {
-      if (markerMissing) writeStoreMarker(lock.directory);
+      if (markerMissing) await writeStoreMarker(lock.directory);
       fs.mkdirSync(path.join(lock.directory, 'feeds'), { recursive: true });
     } catch (error) {
       lock.release();
@@ -209,15 +209,7 @@ export class DataDirectory {
     const metadata: FeedMetadata = { name, createdAt, formatVersion: 1 };
     // Written to a temporary name, synced, then renamed: a crash leaves either no feed or a
     // whole one, never a feed.json half written.
-    const temporary = `${file}.tmp`;
-    const fd = fs.openSync(temporary, 'w');
-    try {
-      fs.writeSync(fd, `${JSON.stringify(metadata)}\n`);
-      fs.fdatasyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(temporary, file);
+    writeSmallFileSync(file, `${JSON.stringify(metadata)}\n`);
     await syncDirectory(directory);
     await syncDirectory(path.dirname(directory));
     return metadata;

@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
-import { syncDirectory } from '../storage/segment.js';
+import { syncDirectory, writeSmallFileSync } from '../storage/segment.js';
 
 /** The marker's name in the data directory. */
 export const storeMarkerName = 'streamstack.json';
@@ -93,21 +93,13 @@ export function checkDataDirectory(root: string): { markerMissing: boolean } {
  * Writes the marker of the store at `root`, once the directory is locked: under a temporary name,
  * synced, renamed, and the directory synced, so a crash leaves the marker whole or absent.
  */
-export function writeStoreMarker(root: string): void {
+export async function writeStoreMarker(root: string): Promise<void> {
   const file = path.join(root, storeMarkerName);
-  const temporary = `${file}.tmp`;
   const marker: StoreMarker = { format: storeFormatVersion };
   try {
-    const fd = fs.openSync(temporary, 'w');
-    try {
-      fs.writeSync(fd, `${JSON.stringify(marker)}\n`);
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(temporary, file);
+    writeSmallFileSync(file, `${JSON.stringify(marker)}\n`);
+    await syncDirectory(root);
   } catch (error) {
     throw ioError(error, `cannot write ${file}`);
   }
-  syncDirectory(root);
 }

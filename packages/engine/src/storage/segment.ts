@@ -78,6 +78,23 @@ export async function syncDirectory(directory: string): Promise<void> {
 }
 
 /**
+ * Writes a small text file (a feed's `feed.json`, the store's marker) whole: under a temporary
+ * name, fdatasync'd, then renamed over `file`, so a crash leaves none or all of it. The caller
+ * syncs the directory, which makes the rename durable.
+ */
+export function writeSmallFileSync(file: string, text: string): void {
+  const temporary = `${file}.tmp`;
+  const fd = fs.openSync(temporary, 'w');
+  try {
+    fs.writeSync(fd, text);
+    fs.fdatasyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(temporary, file);
+}
+
+/**
  * Writes a whole file durably, for derived files (index files, key dictionaries, summaries): a
  * temporary name, fdatasync, rename, directory fsync. A crash leaves the old file or the new
  * one, never a mix; a temporary file left behind is overwritten by the next write.
