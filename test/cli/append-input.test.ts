@@ -135,4 +135,21 @@ describe('append of any amount of input', () => {
     expect(cli(data, ['commits', 'f']).lines).toEqual([]);
     expect(cli(data, ['read', 'f']).lines).toEqual([]);
   }, 120_000);
+
+  it('on a terminal with nothing piped in, says how to use it before it waits, and types the empty input', async () => {
+    const data = temporaryDirectory();
+    cli(data, ['feed', 'create', 'f']);
+    // `script` gives the command a pseudo-terminal for stdin; Ctrl-D then ends its input.
+    const child = spawn('script', ['-qec', `${process.execPath} ${cliBinary} --data ${data} append f`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const deadline = Date.now() + 20_000;
+    while (!output.includes('reading NDJSON records from stdin') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(output).toContain('end with Ctrl-D');
+    child.stdin.write('\u0004');
+    const status = await new Promise((resolve) => child.on('close', resolve));
+    expect(status).toBe(1);
+    expect(output).toContain('"code":"INVALID_ARGUMENT"');
+    expect(cli(data, ['commits', 'f']).lines).toEqual([]);
+  }, 60_000);
 });
