@@ -14,10 +14,10 @@ import path from 'node:path';
 import fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import { StreamStackError, type Store } from '@streamstack/engine';
-import { Authorizer, type TokenGrant } from './auth.js';
+import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
 import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
-import { ServerMetrics } from './metrics.js';
+import { filterMetricsText, ServerMetrics } from './metrics.js';
 import { ndjsonType, recordsOfBody } from './ndjson.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
@@ -131,9 +131,13 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
   await addDurableStreamRoutes(app, ctx, auth, bodyLimit, { ...durableStreamDefaults, ...options.durableStreams });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (_request, reply) =>
-    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
-  );
+  app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
+    const text = await metrics.registry.metrics();
+    const grant = request.grant;
+    // Without tokens the server is local-only and everything is shown; a token sees its feeds.
+    const visible = grant === undefined ? text : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
+    return reply.type(metrics.registry.contentType).send(visible);
+  });
   app.get('/health', { schema: { hide: true } }, async () => ({ ok: true }));
 
   let closing: Promise<void> | undefined;
