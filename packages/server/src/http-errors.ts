@@ -18,6 +18,10 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   INVALID_RECORD: 400,
   RECORD_TOO_LARGE: 413,
   REQUEST_TOO_LARGE: 413,
+  // A body of a type the route does not take (a cross-site page's text/plain or form POST).
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  // Request headers past the HTTP parser's bound (answered by the clientError handler).
+  HEADERS_TOO_LARGE: 431,
   // Kernel invariants that only a bug can break.
   FST_KEY_ORDER: 500,
   POSTINGS_NOT_SORTED: 500,
@@ -86,6 +90,7 @@ export function typedRequestError(error: unknown): StreamStackError {
   const message = failure?.message ?? String(error);
   if (failure?.statusCode === 413) return new StreamStackError('REQUEST_TOO_LARGE', message, { cause: error });
   if (failure?.statusCode === 404) return new StreamStackError('NOT_FOUND', message, { cause: error });
+  if (failure?.statusCode === 415) return new StreamStackError('UNSUPPORTED_MEDIA_TYPE', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
   // An operating-system failure (its code an errno name, `ENOSPC`) is `IO`, as the CLI reports it.
   if (error instanceof Error && typeof failure.code === 'string' && /^E[A-Z0-9]+$/.test(failure.code) && failure.statusCode === undefined) {
     return ioError(error, 'a system call failed');

@@ -12,6 +12,9 @@ import { errorBody, typedRequestError } from './http-errors.js';
 
 export const ndjsonType = 'application/x-ndjson';
 
+/** The types an NDJSON request body may come as: NDJSON's own, and JSON Lines' (the same lines). */
+export const ndjsonTypes = [ndjsonType, 'application/jsonl'];
+
 /**
  * Fatal, as the engine's line reader decodes: a replacement character would change the bytes.
  * Byte-order marks are kept here and dropped line by line below, as the engine does.

@@ -66,16 +66,14 @@ const protocolStatuses: Partial<Record<ErrorCode, number>> = {
   FENCED: 403,
 };
 
-/** Headers every answer of the route carries: the protocol's browser-security headers and CORS. */
-const routeHeaders: Record<string, string> = {
-  'x-content-type-options': 'nosniff',
-  'cross-origin-resource-policy': 'cross-origin',
-  'access-control-allow-origin': '*',
-  'access-control-expose-headers': [
-    'Stream-Next-Offset', 'Stream-Cursor', 'Stream-Up-To-Date', 'Stream-Closed', 'Stream-TTL', 'Stream-Expires-At',
-    'Producer-Epoch', 'Producer-Seq', 'Producer-Expected-Seq', 'Producer-Received-Seq', 'Stream-SSE-Data-Encoding', 'ETag', 'Location',
-  ].join(', '),
-};
+/**
+ * Headers every answer of the route carries: the protocol's browser-security headers. CORS
+ * headers are the server's (request-guards.ts), sent only to configured origins; without any,
+ * a stream is not to be embedded cross-origin either (a `<script src>` of a text stream).
+ */
+function routeHeadersOf(corsEnabled: boolean): Record<string, string> {
+  return { 'x-content-type-options': 'nosniff', 'cross-origin-resource-policy': corsEnabled ? 'cross-origin' : 'same-origin' };
+}
 
 const preflightHeaders: Record<string, string> = {
   'access-control-allow-methods': 'GET, HEAD, PUT, POST, DELETE, OPTIONS',
@@ -130,7 +128,9 @@ export async function addDurableStreamRoutes(
   auth: Authorizer | undefined,
   bodyLimit: number,
   settings: DurableStreamSettings,
+  corsEnabled: boolean,
 ): Promise<void> {
+  const routeHeaders = routeHeadersOf(corsEnabled);
   await app.register(async (scope) => {
     const streams = new DurableStreams(ctx, settings.expirySweepMs, (error) => scope.log.warn({ err: error }, 'durable streams expiry sweep failed'));
     scope.addHook('onClose', async () => streams.close());
@@ -164,6 +164,8 @@ export async function addDurableStreamRoutes(
     /** A route's auth settings and OpenAPI summary. */
     const options = (operation: Operation, summary: string) => ({ config: { operation, scope: 'any' as const }, schema: describe(tag, summary) });
 
+    // Preflights with an Origin are answered by the server's CORS check before routing; this
+    // answers an OPTIONS without one (what the route allows), which grants a page nothing.
     scope.options(route, { schema: describe(tag, 'CORS preflight') }, async (_request, reply) => reply.code(204).headers(preflightHeaders).send());
 
     const create = 'create a stream (or find it as asked): Content-Type, Stream-TTL or Stream-Expires-At, Stream-Closed; the body is its first data';

@@ -18,7 +18,8 @@ import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
 import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { filterMetricsText, ServerMetrics } from './metrics.js';
-import { ndjsonType, recordsOfBody } from './ndjson.js';
+import { ndjsonTypes, recordsOfBody } from './ndjson.js';
+import { RequestGuards } from './request-guards.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
@@ -48,6 +49,18 @@ export interface ServerOptions {
   readonly live?: Partial<LiveSettings>;
   /** The Durable Streams route's long-poll wait, SSE connection length, expiry sweep and read size. */
   readonly durableStreams?: Partial<DurableStreamSettings>;
+  /**
+   * `Host` names the server answers besides loopback names, IP literals and the name it listens
+   * on (`name` or `name:port`; `*` turns the check off, for a proxy that rewrites `Host`). Any
+   * other `Host` is refused with 403 `FORBIDDEN`, which is what defeats DNS rebinding.
+   */
+  readonly allowedHosts?: readonly string[];
+  /**
+   * Origins a web page may call the server from (`https://app.example`), with CORS headers; `*`
+   * allows every origin. None by default: a request from any other origin that changes
+   * something is refused with 403 `FORBIDDEN`, and no answer carries CORS headers.
+   */
+  readonly corsOrigins?: readonly string[];
 }
 
 export const bodyLimitDefault = 64 * 1024 * 1024;
@@ -85,8 +98,13 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
   const ctx = new ServerContext(store, metrics, { heartbeatMs: options.live?.heartbeatMs ?? 15_000, waitSecondsMax: options.live?.waitSecondsMax ?? 300 });
   const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
+  const guards = new RequestGuards({ allowedHosts: options.allowedHosts ?? [], corsOrigins: options.corsOrigins ?? [] });
 
-  app.addContentTypeParser(ndjsonType, { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
+  // Writes take only their documented types: NDJSON for records, JSON for the rest. fastify's
+  // own text/plain parser goes, since text/plain is what a cross-site page can POST without a
+  // preflight; such a body now gets 415 UNSUPPORTED_MEDIA_TYPE like any other unknown type.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser(ndjsonTypes, { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
     recordsOfBody(body as Buffer).then((records) => done(null, records), (error: Error) => done(error, undefined));
   });
 
@@ -103,8 +121,11 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     return reply.code(404).type('application/json').send(errorBody(typed));
   });
 
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     if (ctx.draining) throw new StreamStackError('UNAVAILABLE', 'the server is shutting down');
+    // Before auth: a page's request is refused whatever token it might carry.
+    guards.checkHost(request);
+    if (guards.checkOrigin(request, reply)) return reply;
     const config = request.routeOptions.config as Partial<RouteConfig>;
     if (!auth || config.operation === undefined) return;
     request.grant = auth.authenticate(request.headers.authorization);
@@ -129,7 +150,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addReadRoutes(app, ctx);
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
-  await addDurableStreamRoutes(app, ctx, auth, bodyLimit, { ...durableStreamDefaults, ...options.durableStreams });
+  await addDurableStreamRoutes(app, ctx, auth, bodyLimit, { ...durableStreamDefaults, ...options.durableStreams }, guards.corsEnabled);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
     const text = await metrics.registry.metrics();
@@ -149,6 +170,8 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
       if (!auth && !isLoopback(host)) {
         throw new StreamStackError('INVALID_ARGUMENT', `without a token file the server listens on loopback only, not ${host} (give --tokens FILE)`, { details: { host } });
       }
+      // A server listening on a name answers requests that name it.
+      guards.allowHost(host);
       return app.listen({ host, port: listenOptions.port ?? 4437 });
     },
     close() {
