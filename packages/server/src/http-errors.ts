@@ -5,6 +5,8 @@
  * @example
  * statusOf('SEQ_MISMATCH'); // 412
  */
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import { ioError, StreamStackError, type ErrorCode } from '@streamstack/engine';
 
 /**
@@ -99,4 +101,36 @@ export function typedRequestError(error: unknown): StreamStackError {
     return new StreamStackError('INVALID_ARGUMENT', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
   }
   return new StreamStackError('INTERNAL', `unexpected error (a bug in streamstack): ${message}`, { cause: error });
+}
+
+/** What Node's HTTP parser refused, as a typed error (the parser's reason in `details.reason`). */
+export function typedClientError(error: Error & { code?: string }): StreamStackError {
+  const reason = error.code ?? 'HPE_UNKNOWN';
+  if (reason === 'HPE_HEADER_OVERFLOW') {
+    return new StreamStackError('HEADERS_TOO_LARGE', 'the request headers are larger than the server reads', { details: { reason } });
+  }
+  if (reason === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return new StreamStackError('UNAVAILABLE', 'the request did not arrive in time; send it again', { details: { reason } });
+  }
+  return new StreamStackError('INVALID_ARGUMENT', `the request is not valid HTTP/1.1: ${error.message}`, { details: { reason } });
+}
+
+/**
+ * fastify's clientErrorHandler: a request Node's HTTP parser refused (headers too large, broken
+ * chunked encoding, an unknown method) gets the error shape, written raw since no request
+ * object exists, then the connection closes (the parser cannot find the next request on it).
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  // A reset connection, or one whose answer has started, has nobody to read another answer.
+  const started = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (error.code === 'ECONNRESET' || !socket.writable || started) {
+    socket.destroy();
+    return;
+  }
+  const typed = typedClientError(error);
+  const status = statusOf(typed.code);
+  const body = JSON.stringify(errorBody(typed));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

@@ -11,12 +11,12 @@
  * await server.close();
  */
 import path from 'node:path';
-import fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import { StreamStackError, type Store } from '@streamstack/engine';
 import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
-import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
+import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { filterMetricsText, ServerMetrics } from './metrics.js';
 import { ndjsonTypes, recordsOfBody } from './ndjson.js';
 import { RequestGuards } from './request-guards.js';
@@ -93,7 +93,19 @@ function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['lo
 export async function createServer(options: ServerOptions): Promise<StreamStackServer> {
   const { store } = options;
   const bodyLimit = options.bodyLimit ?? bodyLimitDefault;
-  const app = fastify({ logger: loggerOption(options.logger), bodyLimit, return503OnClosing: false, forceCloseConnections: 'idle' });
+  const app = fastify({
+    logger: loggerOption(options.logger),
+    bodyLimit,
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    // Node's parser refusing a request, and fastify failing to route one (a bad % escape),
+    // would otherwise answer bodies of their own: both get the error shape and a stable code.
+    clientErrorHandler: answerClientError,
+    frameworkErrors: (error, _request, reply: FastifyReply) => {
+      const typed = new StreamStackError('INVALID_ARGUMENT', `the request URL cannot be decoded: ${error.message}`, { details: { reason: error.code } });
+      return reply.code(statusOf(typed.code)).type('application/json').send(errorBody(typed));
+    },
+  });
   // The metrics read the context's open feeds at scrape time, and the context holds the metrics.
   const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
   const ctx = new ServerContext(store, metrics, { heartbeatMs: options.live?.heartbeatMs ?? 15_000, waitSecondsMax: options.live?.waitSecondsMax ?? 300 });
