@@ -80,9 +80,14 @@ export function errorBody(error: StreamStackError): { error: Record<string, unkn
   return { error: error.toJSON() };
 }
 
-/** Headers an error response carries besides its status: a retry hint for SAME_BATCH. */
+/**
+ * Headers an error response carries besides its status: a retry hint for SAME_BATCH (at once),
+ * and for an error that names one in `details.retryAfterSeconds` (a server busy with bodies).
+ */
 export function errorHeaders(error: StreamStackError): Record<string, string> {
-  return error.code === 'SAME_BATCH' ? { 'retry-after': '0' } : {};
+  if (error.code === 'SAME_BATCH') return { 'retry-after': '0' };
+  const seconds = (error.details as { retryAfterSeconds?: unknown }).retryAfterSeconds;
+  return typeof seconds === 'number' ? { 'retry-after': String(seconds) } : {};
 }
 
 /** Fastify's own request errors (body limits, bad JSON, unknown content types) as typed errors. */

@@ -16,3 +16,21 @@ export const exportSegmentCharactersMax = 255;
  * directory's own path is in front of it.
  */
 export const exportNameCharactersMax = 1024;
+
+/**
+ * NDJSON request-body bytes parsed at once across all requests, at least one body limit: each
+ * body in flight holds its parsed records (about its own size for large records, bounded by the
+ * batch limit for tiny ones), so this bounds what concurrent large bodies cost together, where
+ * four 60 MB bodies of tiny lines took 750 MB before bodies were parsed as streams.
+ */
+export const ndjsonBodyBytesInFlightMax = 256 * 1024 * 1024;
+
+/**
+ * Longest wait for room among the bodies in flight, in milliseconds, before a request is
+ * answered 503 `UNAVAILABLE` with `Retry-After`: long enough for a large body or two ahead of
+ * it to be parsed, short enough that a client hears back before its own timeouts.
+ */
+export const ndjsonBodyWaitMsMax = 10_000;
+
+/** Seconds a request refused for want of room among the bodies in flight is told to wait. */
+export const ndjsonBodyRetryAfterSeconds = 1;

@@ -11,14 +11,17 @@
  * await server.close();
  */
 import path from 'node:path';
-import fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import type { Readable } from 'node:stream';
+import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
-import { StreamStackError, type Store } from '@streamstack/engine';
+import { limits, StreamStackError, type Store } from '@streamstack/engine';
 import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
 import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { filterMetricsText, ServerMetrics } from './metrics.js';
-import { ndjsonTypes, recordsOfBody } from './ndjson.js';
+import { ndjsonTypes, recordsOfStream } from './ndjson.js';
+import { BodyGate } from './body-gate.js';
+import { ndjsonBodyBytesInFlightMax, ndjsonBodyRetryAfterSeconds, ndjsonBodyWaitMsMax } from './limits.js';
 import { RequestGuards } from './request-guards.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
@@ -61,6 +64,13 @@ export interface ServerOptions {
    * something is refused with 403 `FORBIDDEN`, and no answer carries CORS headers.
    */
   readonly corsOrigins?: readonly string[];
+  /**
+   * NDJSON body bytes parsed at once across requests (default 256 MiB, at least `bodyLimit`): a
+   * body reserves its Content-Length (or the body limit) before it is read, and waits for room.
+   */
+  readonly bodyBytesInFlightMax?: number;
+  /** How long a body waits for that room, in milliseconds, before 503 `UNAVAILABLE` with `Retry-After` (default 10 s). */
+  readonly bodyWaitMs?: number;
 }
 
 export const bodyLimitDefault = 64 * 1024 * 1024;
@@ -116,8 +126,21 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   // own text/plain parser goes, since text/plain is what a cross-site page can POST without a
   // preflight; such a body now gets 415 UNSUPPORTED_MEDIA_TYPE like any other unknown type.
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser(ndjsonTypes, { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
-    recordsOfBody(body as Buffer).then((records) => done(null, records), (error: Error) => done(error, undefined));
+  // NDJSON bodies are parsed as they arrive, within the body limit and the batch limit (so a
+  // body of a million tiny lines stops at the limit, holding a batch's records and one chunk),
+  // and only as many bytes of them at once as the gate allows.
+  const gate = new BodyGate(Math.max(options.bodyBytesInFlightMax ?? ndjsonBodyBytesInFlightMax, bodyLimit), options.bodyWaitMs ?? ndjsonBodyWaitMsMax, ndjsonBodyRetryAfterSeconds);
+  app.addContentTypeParser(ndjsonTypes, async (request: FastifyRequest, payload: Readable) => {
+    const declared = Number(request.headers['content-length']);
+    if (Number.isFinite(declared) && declared > bodyLimit) {
+      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bodyLimit} bytes`, { details: { bytesMax: bodyLimit } });
+    }
+    const release = await gate.acquire(Number.isFinite(declared) ? declared : bodyLimit);
+    try {
+      return await recordsOfStream(payload, { recordsMax: limits.batchRecordsMax, bytesMax: bodyLimit });
+    } finally {
+      release();
+    }
   });
 
   app.setErrorHandler((error, request, reply) => {
