@@ -1,7 +1,8 @@
 /**
  * What an NDJSON request body costs the server: it is parsed as it arrives, so a body of more
  * records than a batch holds is refused as soon as the count passes the limit, holding a batch's
- * records at most; and only so many body bytes are parsed at once, the rest wait or get 503.
+ * records at most; and only so many body bytes (NDJSON or a Durable Stream's) are read at once,
+ * the rest wait or get 503.
  *
  * Memory is measured on a `streamstack serve` process of its own (the built CLI), as the growth
  * of its peak resident set (VmHWM in /proc) over the request, so nothing else in the test
@@ -106,6 +107,9 @@ describe('NDJSON request bodies', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const busy = await call(url, 'POST', '/v1/feeds/f/records', { body: record.repeat(10) });
     expect([busy.status, busy.json?.error?.code, busy.headers.get('retry-after')]).toEqual([503, 'UNAVAILABLE', '1']);
+    // A Durable Stream's body takes its room in the same gate.
+    const streamBusy = await call(url, 'PUT', '/ds/v1/stream/s', { body: 'y'.repeat(1000), headers: { 'content-type': 'text/plain' } });
+    expect([streamBusy.status, streamBusy.json?.error?.code, streamBusy.headers.get('retry-after')]).toEqual([503, 'UNAVAILABLE', '1']);
     // Connection: close: the server ends the connection after its answer (a client's half-close
     // would abort the request instead, so the socket is not ended here).
     const closed = new Promise((resolve) => slow.on('close', resolve));
@@ -115,5 +119,6 @@ describe('NDJSON request bodies', () => {
     // The room is free again, and a body within the limit is never refused for it alone.
     expect((await call(url, 'POST', '/v1/feeds/f/records', { body: record.repeat(10) })).status).toBe(201);
     expect((await call(url, 'GET', '/v1/feeds/f')).json.head.commit).toBe(2);
+    expect((await call(url, 'GET', '/ds/v1/stream/s?offset=-1')).status).toBe(404);
   });
 });

@@ -32,6 +32,24 @@ export class BodyGate {
     return this.inFlight;
   }
 
+  /**
+   * Runs `read` (which reads a request body) with room reserved for it: its `Content-Length`, or
+   * `bodyLimit` when it has none. A declared length over `bodyLimit` is refused at once with
+   * `REQUEST_TOO_LARGE`, before anything is read or reserved.
+   */
+  async reading<T>(contentLength: string | undefined, bodyLimit: number, read: () => Promise<T>): Promise<T> {
+    const declared = contentLength === undefined ? Number.NaN : Number(contentLength);
+    if (Number.isFinite(declared) && declared > bodyLimit) {
+      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bodyLimit} bytes`, { details: { bytesMax: bodyLimit } });
+    }
+    const release = await this.acquire(Number.isFinite(declared) ? declared : bodyLimit);
+    try {
+      return await read();
+    } finally {
+      release();
+    }
+  }
+
   /** Reserves `bytes`; resolves with the release (call it once, when the body is parsed or failed). */
   async acquire(bytes: number): Promise<() => void> {
     if (this.waiters.length === 0 && this.fits(bytes)) return this.take(bytes);

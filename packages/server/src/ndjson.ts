@@ -133,8 +133,37 @@ export async function recordsOfBody(body: Uint8Array, bounds: BodyBounds = unbou
  */
 export async function recordsOfStream(input: Readable, bounds: BodyBounds): Promise<AppendRecord[]> {
   const parser = new RecordLineParser(bounds);
-  for await (const chunk of input.iterator({ destroyOnReturn: false })) parser.push(chunk as Uint8Array);
+  for await (const chunk of readBody(input)) parser.push(chunk);
   return parser.end();
+}
+
+/**
+ * The chunks of a request body, without destroying the request when the reader stops early (the
+ * answer still has to go out on its socket). A body cut short by its client is bad input (400
+ * `INVALID_ARGUMENT`), not an I/O failure of the server's.
+ */
+export async function* readBody(input: Readable): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of input.iterator({ destroyOnReturn: false })) yield chunk as Uint8Array;
+  } catch (error) {
+    if (error instanceof StreamStackError) throw error;
+    throw new StreamStackError('INVALID_ARGUMENT', 'the request body ended before its length', { cause: error, details: { reason: 'body-aborted' } });
+  }
+}
+
+/**
+ * A whole body as one buffer (a Durable Stream's bytes), failing with `REQUEST_TOO_LARGE` as
+ * soon as it passes `bytesMax`.
+ */
+export async function bytesOfStream(input: Readable, bytesMax: number): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  for await (const chunk of readBody(input)) {
+    bytes += chunk.length;
+    if (bytes > bytesMax) throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bytesMax} bytes`, { details: { bytesMax } });
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, bytes);
 }
 
 /** Sends each value of `lines` as one line, after its first value (or its first error). */

@@ -10,6 +10,7 @@
  * // curl -X PUT -H 'Content-Type: text/plain' --data 'hello' http://127.0.0.1:4437/ds/v1/stream/chat-1
  * // curl 'http://127.0.0.1:4437/ds/v1/stream/chat-1?offset=-1'
  */
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StreamStackError, type ErrorCode } from '@streamstack/engine';
 import type { Authorizer, Operation } from './auth.js';
@@ -126,7 +127,7 @@ export async function addDurableStreamRoutes(
   app: FastifyInstance,
   ctx: ServerContext,
   auth: Authorizer | undefined,
-  bodyLimit: number,
+  readBodyBytes: (request: FastifyRequest, payload: Readable) => Promise<Buffer>,
   settings: DurableStreamSettings,
   corsEnabled: boolean,
 ): Promise<void> {
@@ -137,7 +138,8 @@ export async function addDurableStreamRoutes(
 
     // A stream's body is its own bytes, of any type: every body is taken as it is.
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
+    // Read within the body limit and the server's gate on bodies in flight (server.ts).
+    scope.addContentTypeParser('*', readBodyBytes);
 
     scope.addHook('onSend', async (_request, reply, payload) => {
       reply.headers(routeHeaders);

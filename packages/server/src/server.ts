@@ -19,7 +19,7 @@ import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
 import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { filterMetricsText, ServerMetrics } from './metrics.js';
-import { ndjsonTypes, recordsOfStream } from './ndjson.js';
+import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
 import { BodyGate } from './body-gate.js';
 import { ndjsonBodyBytesInFlightMax, ndjsonBodyRetryAfterSeconds, ndjsonBodyWaitMsMax } from './limits.js';
 import { RequestGuards } from './request-guards.js';
@@ -130,18 +130,11 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   // body of a million tiny lines stops at the limit, holding a batch's records and one chunk),
   // and only as many bytes of them at once as the gate allows.
   const gate = new BodyGate(Math.max(options.bodyBytesInFlightMax ?? ndjsonBodyBytesInFlightMax, bodyLimit), options.bodyWaitMs ?? ndjsonBodyWaitMsMax, ndjsonBodyRetryAfterSeconds);
-  app.addContentTypeParser(ndjsonTypes, async (request: FastifyRequest, payload: Readable) => {
-    const declared = Number(request.headers['content-length']);
-    if (Number.isFinite(declared) && declared > bodyLimit) {
-      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bodyLimit} bytes`, { details: { bytesMax: bodyLimit } });
-    }
-    const release = await gate.acquire(Number.isFinite(declared) ? declared : bodyLimit);
-    try {
-      return await recordsOfStream(payload, { recordsMax: limits.batchRecordsMax, bytesMax: bodyLimit });
-    } finally {
-      release();
-    }
-  });
+  app.addContentTypeParser(ndjsonTypes, async (request: FastifyRequest, payload: Readable) =>
+    gate.reading(request.headers['content-length'], bodyLimit, () => recordsOfStream(payload, { recordsMax: limits.batchRecordsMax, bytesMax: bodyLimit })),
+  );
+  // A Durable Stream's body is its own bytes, kept whole: it takes its room in the same gate.
+  const streamBody = (request: FastifyRequest, payload: Readable) => gate.reading(request.headers['content-length'], bodyLimit, () => bytesOfStream(payload, bodyLimit));
 
   app.setErrorHandler((error, request, reply) => {
     const typed = typedRequestError(error);
@@ -185,7 +178,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addReadRoutes(app, ctx);
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
-  await addDurableStreamRoutes(app, ctx, auth, bodyLimit, { ...durableStreamDefaults, ...options.durableStreams }, guards.corsEnabled);
+  await addDurableStreamRoutes(app, ctx, auth, streamBody, { ...durableStreamDefaults, ...options.durableStreams }, guards.corsEnabled);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
     const text = await metrics.registry.metrics();
