@@ -18,19 +18,21 @@ export const exportSegmentCharactersMax = 255;
 export const exportNameCharactersMax = 1024;
 
 /**
- * NDJSON request-body bytes parsed at once across all requests, at least one body limit: each
- * body in flight holds its parsed records (about its own size for large records, bounded by the
- * batch limit for tiny ones), so this bounds what concurrent large bodies cost together, where
- * four 60 MB bodies of tiny lines took 750 MB before bodies were parsed as streams.
+ * Request-body bytes read at once across all requests (NDJSON and Durable Stream bodies), at
+ * least one body limit; the default of ServerOptions.bodyBytesInFlightMax. Each body in flight
+ * holds its parsed records or its bytes (about its own size, bounded by the batch limit for
+ * tiny records), so this bounds what concurrent large bodies cost together, where four 60 MB
+ * bodies of tiny lines took 750 MB before bodies were parsed as streams.
  */
-export const ndjsonBodyBytesInFlightMax = 256 * 1024 * 1024;
+export const bodyBytesInFlightMaxDefault = 256 * 1024 * 1024;
 
 /**
- * Longest wait for room among the bodies in flight, in milliseconds, before a request is
- * answered 503 `UNAVAILABLE` with `Retry-After`: long enough for a large body or two ahead of
- * it to be parsed, short enough that a client hears back before its own timeouts.
+ * Longest wait for room among the bodies in flight, in milliseconds (the default of
+ * ServerOptions.bodyWaitMs), before a request is answered 503 `UNAVAILABLE` with `Retry-After`:
+ * long enough for a large body or two ahead of it to be read, short enough that a client hears
+ * back before its own timeouts.
  */
-export const ndjsonBodyWaitMsMax = 10_000;
+export const bodyWaitMsMaxDefault = 10_000;
 
 /** Seconds a request refused for want of room among the bodies in flight is told to wait. */
-export const ndjsonBodyRetryAfterSeconds = 1;
+export const bodyRetryAfterSeconds = 1;

@@ -21,7 +21,7 @@ import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError
 import { filterMetricsText, ServerMetrics } from './metrics.js';
 import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
 import { BodyGate } from './body-gate.js';
-import { ndjsonBodyBytesInFlightMax, ndjsonBodyRetryAfterSeconds, ndjsonBodyWaitMsMax } from './limits.js';
+import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
 import { RequestGuards } from './request-guards.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
@@ -129,7 +129,11 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   // NDJSON bodies are parsed as they arrive, within the body limit and the batch limit (so a
   // body of a million tiny lines stops at the limit, holding a batch's records and one chunk),
   // and only as many bytes of them at once as the gate allows.
-  const gate = new BodyGate(Math.max(options.bodyBytesInFlightMax ?? ndjsonBodyBytesInFlightMax, bodyLimit), options.bodyWaitMs ?? ndjsonBodyWaitMsMax, ndjsonBodyRetryAfterSeconds);
+  const gate = new BodyGate(
+    Math.max(options.bodyBytesInFlightMax ?? bodyBytesInFlightMaxDefault, bodyLimit),
+    options.bodyWaitMs ?? bodyWaitMsMaxDefault,
+    bodyRetryAfterSeconds,
+  );
   app.addContentTypeParser(ndjsonTypes, async (request: FastifyRequest, payload: Readable) =>
     gate.reading(request.headers['content-length'], bodyLimit, () => recordsOfStream(payload, { recordsMax: limits.batchRecordsMax, bytesMax: bodyLimit })),
   );
