@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { hashToken } from '../../packages/server/src/index.js';
@@ -60,5 +61,26 @@ describe('streamstack serve', () => {
     const code = await new Promise((resolve) => server.once('exit', resolve));
     expect(code).toBe(1);
     expect(stderr).toContain('"code":"INVALID_ARGUMENT"');
+  });
+
+  it('answers only Host names it is given (--allow-host) and sends CORS headers only to --cors origins', async () => {
+    const server = serve(temporaryDirectory(), ['--allow-host', 'streams.internal', '--cors', 'https://app.example']);
+    const url = await server.url;
+    const port = new URL(url).port;
+    const get = (host: string, origin?: string) =>
+      new Promise<{ status: number; allowOrigin: string | undefined; body: string }>((resolve, reject) => {
+        const request = http.get({ hostname: '127.0.0.1', port, path: '/health', headers: { host, ...(origin ? { origin } : {}) } }, (response) => {
+          let body = '';
+          response.on('data', (chunk) => (body += String(chunk)));
+          response.on('end', () => resolve({ status: response.statusCode!, allowOrigin: response.headers['access-control-allow-origin'] as string | undefined, body }));
+        });
+        request.on('error', reject);
+      });
+    expect(await get(`streams.internal:${port}`, 'https://app.example')).toMatchObject({ status: 200, allowOrigin: 'https://app.example' });
+    expect(await get(`127.0.0.1:${port}`, 'https://elsewhere.example')).toMatchObject({ status: 200, allowOrigin: undefined });
+    const refused = await get(`evil.example:${port}`);
+    expect([refused.status, JSON.parse(refused.body).error.code]).toEqual([403, 'FORBIDDEN']);
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
   });
 });

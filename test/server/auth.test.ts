@@ -60,4 +60,33 @@ describe('bearer tokens', () => {
     const { server } = await startServer();
     await expect(server.listen({ host: '0.0.0.0', port: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
+
+  it('shows a token on /metrics only the feeds it covers, and process-wide series only to an unscoped admin', async () => {
+    const scoped: TokenGrant[] = [
+      ...grants,
+      { name: 'audit-ops', sha256: hashToken('audit-ops-secret'), feeds: ['audit.*'], operations: ['admin', 'write'] },
+      { name: 'orders-ops', sha256: hashToken('orders-ops-secret'), feeds: ['orders'], operations: ['admin'] },
+    ];
+    const { url } = await startServer({ tokens: scoped });
+    for (const name of ['orders', 'audit.eu', 'payroll']) {
+      await call(url, 'POST', '/v1/feeds', { body: { name }, headers: bearer('ops-secret') });
+      await call(url, 'POST', `/v1/feeds/${name}/records`, { body: ndjson({ payload: 'a' }), headers: bearer('ingest-secret') });
+      await call(url, 'POST', `/v1/feeds/${name}/subscriptions`, { body: { name: 's' }, headers: bearer('ops-secret') });
+    }
+    await call(url, 'POST', '/v1/feeds/payroll/records', { body: ndjson({ payload: 'b' }), headers: bearer('ops-secret') });
+    const all = await call(url, 'GET', '/metrics', { headers: bearer('ops-secret') });
+    expect(all.text).toContain('feed="payroll"');
+    expect(all.text).toContain('process_cpu_user_seconds_total');
+    const audit = await call(url, 'GET', '/metrics', { headers: bearer('audit-ops-secret') });
+    expect(audit.status).toBe(200);
+    expect(audit.text).toContain('streamstack_subscription_lag_commits{feed="audit.eu",subscription="s"}');
+    expect(audit.text).not.toContain('feed="orders"');
+    expect(audit.text).not.toContain('feed="payroll"');
+    // Process-wide series (latency by route, Node's own) say what every token's requests did.
+    expect(audit.text).not.toContain('process_cpu_user_seconds_total');
+    expect(audit.text).not.toContain('streamstack_http_request_duration_seconds');
+    const orders = await call(url, 'GET', '/metrics', { headers: bearer('orders-ops-secret') });
+    expect(orders.text).toContain('feed="orders"');
+    expect(orders.text).not.toMatch(/feed="(audit\.eu|payroll)"/);
+  });
 });

@@ -35,7 +35,9 @@ let directory: string | undefined;
 
 beforeAll(async () => {
   directory = fs.mkdtempSync(path.join(os.tmpdir(), 'streamstack-ds-conformance-'));
-  server = await createServer({ store: await Store.open(directory), logger: false, durableStreams: { longPollMs } });
+  // The suite sends one CORS preflight from https://example.com (If-None-Match must be allowed):
+  // the server sends CORS headers only to origins it is configured with, so this one is.
+  server = await createServer({ store: await Store.open(directory), logger: false, durableStreams: { longPollMs }, corsOrigins: ['https://example.com'] });
   config.baseUrl = `${await server.listen({ port: 0 })}/ds`;
 });
 

@@ -17,7 +17,7 @@ describe('HTTP statuses of error codes', () => {
     expect(codes.length).toBeGreaterThan(30);
     for (const code of codes) expect(errorStatuses, code).toHaveProperty(code);
     expect(Object.keys(errorStatuses).sort()).toEqual([...codes].sort());
-    for (const status of Object.values(errorStatuses)) expect([400, 401, 403, 404, 409, 410, 412, 413, 416, 500, 503]).toContain(status);
+    for (const status of Object.values(errorStatuses)) expect([400, 401, 403, 404, 409, 410, 412, 413, 415, 416, 431, 500, 503]).toContain(status);
   });
 
   it('maps codes as docs/http.md lists them', () => {
@@ -27,7 +27,7 @@ describe('HTTP statuses of error codes', () => {
       FEED_NOT_FOUND: 404, STREAM_NOT_FOUND: 404, SUBSCRIPTION_NOT_FOUND: 404, KEY_NOT_FOUND: 404,
       LEASE_HELD: 409, STREAM_OPEN: 409, SAME_BATCH: 409, FEED_EXISTS: 409,
       SEQ_MISMATCH: 412, FENCED: 412, CONDITION_FAILED: 412,
-      RECORD_TOO_LARGE: 413, REQUEST_TOO_LARGE: 413,
+      RECORD_TOO_LARGE: 413, REQUEST_TOO_LARGE: 413, UNSUPPORTED_MEDIA_TYPE: 415, HEADERS_TOO_LARGE: 431,
       TRIMMED: 410, CURSOR_OUT_OF_RANGE: 416,
       UNAVAILABLE: 503, CLOSED: 503,
       CORRUPT: 500, IO: 500, INTERNAL: 500,

@@ -33,4 +33,32 @@ describe('export over HTTP', () => {
     const refused = await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to: 'x' } });
     expect([refused.status, refused.json.error.code]).toEqual([400, 'INVALID_ARGUMENT']);
   });
+
+  it('refuses a name that passes through a symbolic link, writing nothing outside the export directory', async () => {
+    const exports = temporaryDirectory();
+    const outside = temporaryDirectory();
+    fs.symlinkSync(outside, path.join(exports, 'link'));
+    const { url } = await startServer({ exportDirectory: exports });
+    await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
+    await call(url, 'POST', '/v1/feeds/f/records', { body: ndjson({ payload: 'a' }) });
+    for (const to of ['link', 'link/x', 'link/x/y']) {
+      const refused = await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to } });
+      expect([refused.status, refused.json.error.code, refused.json.error.reason], to).toEqual([400, 'INVALID_ARGUMENT', 'symlink']);
+    }
+    expect(fs.readdirSync(outside)).toEqual([]);
+    // A real directory beside the link still works.
+    expect((await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to: 'real/x' } })).status).toBe(200);
+  });
+
+  it('refuses a name too long for the file system with 400, not 500', async () => {
+    const exports = temporaryDirectory();
+    const { url } = await startServer({ exportDirectory: exports });
+    await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
+    await call(url, 'POST', '/v1/feeds/f/records', { body: ndjson({ payload: 'a' }) });
+    for (const to of ['a'.repeat(300), `x/${'b'.repeat(256)}`, Array.from({ length: 8 }, () => 'c'.repeat(200)).join('/')]) {
+      const refused = await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to } });
+      expect([refused.status, refused.json.error.code], to.slice(0, 20)).toEqual([400, 'INVALID_ARGUMENT']);
+    }
+    expect(fs.readdirSync(exports)).toEqual([]);
+  });
 });

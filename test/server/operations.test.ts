@@ -92,11 +92,11 @@ describe('operating the server', () => {
     // An append whose body is half sent keeps the connection busy across the start of the drain;
     // the request behind it on the same connection then arrives while draining.
     const body = '{"payload":"last"}\n';
-    socket.write(`POST /v1/feeds/f/records HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    socket.write(`POST /v1/feeds/f/records HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
     await new Promise((resolve) => setTimeout(resolve, 500));
     const closed = server.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
-    socket.write(`${body.slice(5)}GET /v1/feeds/f HTTP/1.1\r\nHost: t\r\n\r\n`);
+    socket.write(`${body.slice(5)}GET /v1/feeds/f HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
     await closed;
     await socketClosed;
     const statuses = [...received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => match[1]);

@@ -9,8 +9,13 @@ interface ServeFlags {
   tokens?: string;
   bodyLimit?: number;
   exports?: string;
+  allowHost: string[];
+  cors: string[];
   logLevel: string;
 }
+
+/** Collects a repeatable option's values. */
+const repeated = (value: string, previous: string[]): string[] => [...previous, value];
 
 export function addServeCommand(program: Command): void {
   program
@@ -21,6 +26,8 @@ export function addServeCommand(program: Command): void {
     .option('--tokens <file>', 'bearer tokens file (hashed, scoped); without it the server is local-only and checks nothing')
     .option('--body-limit <bytes>', 'largest request body', integer('--body-limit'))
     .option('--exports <dir>', 'directory that exports over HTTP are written under (without it, export is refused)')
+    .option('--allow-host <name>', 'a Host name the server answers besides loopback names, IP literals and --host (repeatable; * accepts any)', repeated, [])
+    .option('--cors <origin>', 'an origin web pages may call from, with CORS headers (repeatable; * allows any); none by default', repeated, [])
     .option('--log-level <level>', 'pino log level', 'info')
     .action(async (flags: ServeFlags) => {
       // Loaded here, not at the top: fastify and its plugins would add to every command's start.
@@ -35,6 +42,8 @@ export function addServeCommand(program: Command): void {
           ...(tokens ? { tokens } : {}),
           ...(flags.bodyLimit === undefined ? {} : { bodyLimit: flags.bodyLimit }),
           ...(flags.exports === undefined ? {} : { exportDirectory: flags.exports }),
+          allowedHosts: flags.allowHost,
+          corsOrigins: flags.cors,
           logger: { level: flags.logLevel },
         });
         await server.listen({ host: flags.host, port: flags.port });

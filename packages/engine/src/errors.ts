@@ -55,6 +55,10 @@ export type ErrorCode =
   | 'NOT_FOUND'
   | 'REQUEST_TOO_LARGE'
   | 'UNAVAILABLE'
+  // A request body of a type its route does not take (415), and request headers past the HTTP
+  // parser's bound (431): both are answered before any route runs, so no other code says them.
+  | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'HEADERS_TOO_LARGE'
   // An append whose Content-Type is not its stream's (the Durable Streams route).
   | 'CONTENT_TYPE_MISMATCH'
   // A broken invariant inside StreamStack itself (a bug): never expected, always reported.

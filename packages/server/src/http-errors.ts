@@ -5,6 +5,8 @@
  * @example
  * statusOf('SEQ_MISMATCH'); // 412
  */
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import { ioError, StreamStackError, type ErrorCode } from '@streamstack/engine';
 
 /**
@@ -18,6 +20,10 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   INVALID_RECORD: 400,
   RECORD_TOO_LARGE: 413,
   REQUEST_TOO_LARGE: 413,
+  // A body of a type the route does not take (a cross-site page's text/plain or form POST).
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  // Request headers past the HTTP parser's bound (answered by the clientError handler).
+  HEADERS_TOO_LARGE: 431,
   // Kernel invariants that only a bug can break.
   FST_KEY_ORDER: 500,
   POSTINGS_NOT_SORTED: 500,
@@ -74,9 +80,14 @@ export function errorBody(error: StreamStackError): { error: Record<string, unkn
   return { error: error.toJSON() };
 }
 
-/** Headers an error response carries besides its status: a retry hint for SAME_BATCH. */
+/**
+ * Headers an error response carries besides its status: a retry hint for SAME_BATCH (at once),
+ * and for an error that names one in `details.retryAfterSeconds` (a server busy with bodies).
+ */
 export function errorHeaders(error: StreamStackError): Record<string, string> {
-  return error.code === 'SAME_BATCH' ? { 'retry-after': '0' } : {};
+  if (error.code === 'SAME_BATCH') return { 'retry-after': '0' };
+  const seconds = (error.details as { retryAfterSeconds?: unknown }).retryAfterSeconds;
+  return typeof seconds === 'number' ? { 'retry-after': String(seconds) } : {};
 }
 
 /** Fastify's own request errors (body limits, bad JSON, unknown content types) as typed errors. */
@@ -86,6 +97,7 @@ export function typedRequestError(error: unknown): StreamStackError {
   const message = failure?.message ?? String(error);
   if (failure?.statusCode === 413) return new StreamStackError('REQUEST_TOO_LARGE', message, { cause: error });
   if (failure?.statusCode === 404) return new StreamStackError('NOT_FOUND', message, { cause: error });
+  if (failure?.statusCode === 415) return new StreamStackError('UNSUPPORTED_MEDIA_TYPE', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
   // An operating-system failure (its code an errno name, `ENOSPC`) is `IO`, as the CLI reports it.
   if (error instanceof Error && typeof failure.code === 'string' && /^E[A-Z0-9]+$/.test(failure.code) && failure.statusCode === undefined) {
     return ioError(error, 'a system call failed');
@@ -94,4 +106,36 @@ export function typedRequestError(error: unknown): StreamStackError {
     return new StreamStackError('INVALID_ARGUMENT', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
   }
   return new StreamStackError('INTERNAL', `unexpected error (a bug in streamstack): ${message}`, { cause: error });
+}
+
+/** What Node's HTTP parser refused, as a typed error (the parser's reason in `details.reason`). */
+export function typedClientError(error: Error & { code?: string }): StreamStackError {
+  const reason = error.code ?? 'HPE_UNKNOWN';
+  if (reason === 'HPE_HEADER_OVERFLOW') {
+    return new StreamStackError('HEADERS_TOO_LARGE', 'the request headers are larger than the server reads', { details: { reason } });
+  }
+  if (reason === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return new StreamStackError('UNAVAILABLE', 'the request did not arrive in time; send it again', { details: { reason } });
+  }
+  return new StreamStackError('INVALID_ARGUMENT', `the request is not valid HTTP/1.1: ${error.message}`, { details: { reason } });
+}
+
+/**
+ * fastify's clientErrorHandler: a request Node's HTTP parser refused (headers too large, broken
+ * chunked encoding, an unknown method) gets the error shape, written raw since no request
+ * object exists, then the connection closes (the parser cannot find the next request on it).
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  // A reset connection, or one whose answer has started, has nobody to read another answer.
+  const started = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (error.code === 'ECONNRESET' || !socket.writable || started) {
+    socket.destroy();
+    return;
+  }
+  const typed = typedClientError(error);
+  const status = statusOf(typed.code);
+  const body = JSON.stringify(errorBody(typed));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

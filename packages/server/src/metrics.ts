@@ -3,6 +3,10 @@
  * commits, live connections, and, at scrape time, each opened feed's group commits and each of
  * its subscriptions' lag. Each server has its own registry, so two servers in one process (as
  * in tests) never share or clash over metric names.
+ *
+ * A token sees only what it may read: series labelled with a feed only for the feeds its scope
+ * covers, and process-wide series (request latency by route, Node's own metrics) only when it
+ * covers every feed, since those sum what every token's requests did.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppendRecord, Feed } from '@streamstack/engine';
@@ -95,4 +99,40 @@ export class ServerMetrics {
     this.appendedRecords.inc({ feed, kind }, records.length);
     this.appendedBytes.inc({ feed }, bytes);
   }
+}
+
+/** The `feed` label of one sample line of the Prometheus text format, unescaped; undefined without one. */
+function feedLabelOf(line: string): string | undefined {
+  const match = /[{,]feed="((?:[^"\\]|\\.)*)"/.exec(line);
+  if (!match) return undefined;
+  return match[1]!.replace(/\\(["\\n])/g, (_all, escaped: string) => (escaped === 'n' ? '\n' : escaped));
+}
+
+/**
+ * The Prometheus text `text` with only the series a reader may see: a sample labelled with a
+ * feed when `feedVisible` says so, a sample without one when `globalVisible`. A family left
+ * without samples loses its `# HELP` and `# TYPE` lines too, so no feed's name leaks through them.
+ */
+export function filterMetricsText(text: string, feedVisible: (feed: string) => boolean, globalVisible: boolean): string {
+  const out: string[] = [];
+  let header: string[] = [];
+  let samples: string[] = [];
+  const flush = () => {
+    if (samples.length > 0) out.push(...header, ...samples);
+    header = [];
+    samples = [];
+  };
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    if (line.startsWith('#')) {
+      // A new family starts at its HELP line (or a TYPE line after samples).
+      if (line.startsWith('# HELP') || samples.length > 0) flush();
+      header.push(line);
+      continue;
+    }
+    const feed = feedLabelOf(line);
+    if (feed === undefined ? globalVisible : feedVisible(feed)) samples.push(line);
+  }
+  flush();
+  return out.length === 0 ? '' : `${out.join('\n')}\n`;
 }

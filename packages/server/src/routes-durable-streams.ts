@@ -10,6 +10,7 @@
  * // curl -X PUT -H 'Content-Type: text/plain' --data 'hello' http://127.0.0.1:4437/ds/v1/stream/chat-1
  * // curl 'http://127.0.0.1:4437/ds/v1/stream/chat-1?offset=-1'
  */
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StreamStackError, type ErrorCode } from '@streamstack/engine';
 import type { Authorizer, Operation } from './auth.js';
@@ -66,16 +67,14 @@ const protocolStatuses: Partial<Record<ErrorCode, number>> = {
   FENCED: 403,
 };
 
-/** Headers every answer of the route carries: the protocol's browser-security headers and CORS. */
-const routeHeaders: Record<string, string> = {
-  'x-content-type-options': 'nosniff',
-  'cross-origin-resource-policy': 'cross-origin',
-  'access-control-allow-origin': '*',
-  'access-control-expose-headers': [
-    'Stream-Next-Offset', 'Stream-Cursor', 'Stream-Up-To-Date', 'Stream-Closed', 'Stream-TTL', 'Stream-Expires-At',
-    'Producer-Epoch', 'Producer-Seq', 'Producer-Expected-Seq', 'Producer-Received-Seq', 'Stream-SSE-Data-Encoding', 'ETag', 'Location',
-  ].join(', '),
-};
+/**
+ * Headers every answer of the route carries: the protocol's browser-security headers. CORS
+ * headers are the server's (request-guards.ts), sent only to configured origins; without any,
+ * a stream is not to be embedded cross-origin either (a `<script src>` of a text stream).
+ */
+function routeHeadersOf(corsEnabled: boolean): Record<string, string> {
+  return { 'x-content-type-options': 'nosniff', 'cross-origin-resource-policy': corsEnabled ? 'cross-origin' : 'same-origin' };
+}
 
 const preflightHeaders: Record<string, string> = {
   'access-control-allow-methods': 'GET, HEAD, PUT, POST, DELETE, OPTIONS',
@@ -128,16 +127,19 @@ export async function addDurableStreamRoutes(
   app: FastifyInstance,
   ctx: ServerContext,
   auth: Authorizer | undefined,
-  bodyLimit: number,
+  readBodyBytes: (request: FastifyRequest, payload: Readable) => Promise<Buffer>,
   settings: DurableStreamSettings,
+  corsEnabled: boolean,
 ): Promise<void> {
+  const routeHeaders = routeHeadersOf(corsEnabled);
   await app.register(async (scope) => {
     const streams = new DurableStreams(ctx, settings.expirySweepMs, (error) => scope.log.warn({ err: error }, 'durable streams expiry sweep failed'));
     scope.addHook('onClose', async () => streams.close());
 
     // A stream's body is its own bytes, of any type: every body is taken as it is.
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
+    // Read within the body limit and the server's gate on bodies in flight (server.ts).
+    scope.addContentTypeParser('*', readBodyBytes);
 
     scope.addHook('onSend', async (_request, reply, payload) => {
       reply.headers(routeHeaders);
@@ -164,6 +166,8 @@ export async function addDurableStreamRoutes(
     /** A route's auth settings and OpenAPI summary. */
     const options = (operation: Operation, summary: string) => ({ config: { operation, scope: 'any' as const }, schema: describe(tag, summary) });
 
+    // Preflights with an Origin are answered by the server's CORS check before routing; this
+    // answers an OPTIONS without one (what the route allows), which grants a page nothing.
     scope.options(route, { schema: describe(tag, 'CORS preflight') }, async (_request, reply) => reply.code(204).headers(preflightHeaders).send());
 
     const create = 'create a stream (or find it as asked): Content-Type, Stream-TTL or Stream-Expires-At, Stream-Closed; the body is its first data';

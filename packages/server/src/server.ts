@@ -11,14 +11,18 @@
  * await server.close();
  */
 import path from 'node:path';
-import fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Readable } from 'node:stream';
+import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
-import { StreamStackError, type Store } from '@streamstack/engine';
-import { Authorizer, type TokenGrant } from './auth.js';
+import { limits, StreamStackError, type Store } from '@streamstack/engine';
+import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
-import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
-import { ServerMetrics } from './metrics.js';
-import { ndjsonType, recordsOfBody } from './ndjson.js';
+import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
+import { filterMetricsText, ServerMetrics } from './metrics.js';
+import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
+import { BodyGate } from './body-gate.js';
+import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
+import { RequestGuards } from './request-guards.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
@@ -48,6 +52,25 @@ export interface ServerOptions {
   readonly live?: Partial<LiveSettings>;
   /** The Durable Streams route's long-poll wait, SSE connection length, expiry sweep and read size. */
   readonly durableStreams?: Partial<DurableStreamSettings>;
+  /**
+   * `Host` names the server answers besides loopback names, IP literals and the name it listens
+   * on (`name` or `name:port`; `*` turns the check off, for a proxy that rewrites `Host`). Any
+   * other `Host` is refused with 403 `FORBIDDEN`, which is what defeats DNS rebinding.
+   */
+  readonly allowedHosts?: readonly string[];
+  /**
+   * Origins a web page may call the server from (`https://app.example`), with CORS headers; `*`
+   * allows every origin. None by default: a request from any other origin that changes
+   * something is refused with 403 `FORBIDDEN`, and no answer carries CORS headers.
+   */
+  readonly corsOrigins?: readonly string[];
+  /**
+   * NDJSON body bytes parsed at once across requests (default 256 MiB, at least `bodyLimit`): a
+   * body reserves its Content-Length (or the body limit) before it is read, and waits for room.
+   */
+  readonly bodyBytesInFlightMax?: number;
+  /** How long a body waits for that room, in milliseconds, before 503 `UNAVAILABLE` with `Retry-After` (default 10 s). */
+  readonly bodyWaitMs?: number;
 }
 
 export const bodyLimitDefault = 64 * 1024 * 1024;
@@ -80,15 +103,42 @@ function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['lo
 export async function createServer(options: ServerOptions): Promise<StreamStackServer> {
   const { store } = options;
   const bodyLimit = options.bodyLimit ?? bodyLimitDefault;
-  const app = fastify({ logger: loggerOption(options.logger), bodyLimit, return503OnClosing: false, forceCloseConnections: 'idle' });
+  const app = fastify({
+    logger: loggerOption(options.logger),
+    bodyLimit,
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    // Node's parser refusing a request, and fastify failing to route one (a bad % escape),
+    // would otherwise answer bodies of their own: both get the error shape and a stable code.
+    clientErrorHandler: answerClientError,
+    frameworkErrors: (error, _request, reply: FastifyReply) => {
+      const typed = new StreamStackError('INVALID_ARGUMENT', `the request URL cannot be decoded: ${error.message}`, { details: { reason: error.code } });
+      return reply.code(statusOf(typed.code)).type('application/json').send(errorBody(typed));
+    },
+  });
   // The metrics read the context's open feeds at scrape time, and the context holds the metrics.
   const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
   const ctx = new ServerContext(store, metrics, { heartbeatMs: options.live?.heartbeatMs ?? 15_000, waitSecondsMax: options.live?.waitSecondsMax ?? 300 });
   const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
+  const guards = new RequestGuards({ allowedHosts: options.allowedHosts ?? [], corsOrigins: options.corsOrigins ?? [] });
 
-  app.addContentTypeParser(ndjsonType, { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
-    recordsOfBody(body as Buffer).then((records) => done(null, records), (error: Error) => done(error, undefined));
-  });
+  // Writes take only their documented types: NDJSON for records, JSON for the rest. fastify's
+  // own text/plain parser goes, since text/plain is what a cross-site page can POST without a
+  // preflight; such a body now gets 415 UNSUPPORTED_MEDIA_TYPE like any other unknown type.
+  app.removeContentTypeParser('text/plain');
+  // NDJSON bodies are parsed as they arrive, within the body limit and the batch limit (so a
+  // body of a million tiny lines stops at the limit, holding a batch's records and one chunk),
+  // and only as many bytes of them at once as the gate allows.
+  const gate = new BodyGate(
+    Math.max(options.bodyBytesInFlightMax ?? bodyBytesInFlightMaxDefault, bodyLimit),
+    options.bodyWaitMs ?? bodyWaitMsMaxDefault,
+    bodyRetryAfterSeconds,
+  );
+  app.addContentTypeParser(ndjsonTypes, async (request: FastifyRequest, payload: Readable) =>
+    gate.reading(request.headers['content-length'], bodyLimit, () => recordsOfStream(payload, { recordsMax: limits.batchRecordsMax, bytesMax: bodyLimit })),
+  );
+  // A Durable Stream's body is its own bytes, kept whole: it takes its room in the same gate.
+  const streamBody = (request: FastifyRequest, payload: Readable) => gate.reading(request.headers['content-length'], bodyLimit, () => bytesOfStream(payload, bodyLimit));
 
   app.setErrorHandler((error, request, reply) => {
     const typed = typedRequestError(error);
@@ -103,8 +153,11 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     return reply.code(404).type('application/json').send(errorBody(typed));
   });
 
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     if (ctx.draining) throw new StreamStackError('UNAVAILABLE', 'the server is shutting down');
+    // Before auth: a page's request is refused whatever token it might carry.
+    guards.checkHost(request);
+    if (guards.checkOrigin(request, reply)) return reply;
     const config = request.routeOptions.config as Partial<RouteConfig>;
     if (!auth || config.operation === undefined) return;
     request.grant = auth.authenticate(request.headers.authorization);
@@ -129,11 +182,15 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addReadRoutes(app, ctx);
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
-  await addDurableStreamRoutes(app, ctx, auth, bodyLimit, { ...durableStreamDefaults, ...options.durableStreams });
+  await addDurableStreamRoutes(app, ctx, auth, streamBody, { ...durableStreamDefaults, ...options.durableStreams }, guards.corsEnabled);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (_request, reply) =>
-    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
-  );
+  app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
+    const text = await metrics.registry.metrics();
+    const grant = request.grant;
+    // Without tokens the server is local-only and everything is shown; a token sees its feeds.
+    const visible = grant === undefined ? text : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
+    return reply.type(metrics.registry.contentType).send(visible);
+  });
   app.get('/health', { schema: { hide: true } }, async () => ({ ok: true }));
 
   let closing: Promise<void> | undefined;
@@ -145,6 +202,8 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
       if (!auth && !isLoopback(host)) {
         throw new StreamStackError('INVALID_ARGUMENT', `without a token file the server listens on loopback only, not ${host} (give --tokens FILE)`, { details: { host } });
       }
+      // A server listening on a name answers requests that name it.
+      guards.allowHost(host);
       return app.listen({ host, port: listenOptions.port ?? 4437 });
     },
     close() {

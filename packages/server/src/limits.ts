@@ -1,0 +1,38 @@
+/**
+ * The bounds the HTTP server enforces on its own, beside the engine's (`limits.ts` there), each
+ * with its unit last and the reason for it.
+ */
+
+/**
+ * Longest segment of an export name, in characters: most file systems refuse a name past 255
+ * bytes (NAME_MAX), and the name's characters are ASCII, so one character is one byte. A longer
+ * segment is refused as bad input before the file system answers it with an I/O error.
+ */
+export const exportSegmentCharactersMax = 255;
+
+/**
+ * Longest export name, in characters: the directory is created under the export directory, and
+ * a path past 1,024 bytes nears PATH_MAX (4,096 on Linux, 1,024 on macOS) once the export
+ * directory's own path is in front of it.
+ */
+export const exportNameCharactersMax = 1024;
+
+/**
+ * Request-body bytes read at once across all requests (NDJSON and Durable Stream bodies), at
+ * least one body limit; the default of ServerOptions.bodyBytesInFlightMax. Each body in flight
+ * holds its parsed records or its bytes (about its own size, bounded by the batch limit for
+ * tiny records), so this bounds what concurrent large bodies cost together, where four 60 MB
+ * bodies of tiny lines took 750 MB before bodies were parsed as streams.
+ */
+export const bodyBytesInFlightMaxDefault = 256 * 1024 * 1024;
+
+/**
+ * Longest wait for room among the bodies in flight, in milliseconds (the default of
+ * ServerOptions.bodyWaitMs), before a request is answered 503 `UNAVAILABLE` with `Retry-After`:
+ * long enough for a large body or two ahead of it to be read, short enough that a client hears
+ * back before its own timeouts.
+ */
+export const bodyWaitMsMaxDefault = 10_000;
+
+/** Seconds a request refused for want of room among the bodies in flight is told to wait. */
+export const bodyRetryAfterSeconds = 1;
