@@ -74,4 +74,32 @@ describe('the data directory', () => {
     await writer.close();
     expect(fs.existsSync(path.join(root, storeMarkerName))).toBe(true);
   });
+
+  it('tags a new feed and its segments, and opens a feed made before tags as it was', async () => {
+    const root = temporaryDirectory();
+    const store = await openStore(root);
+    const feed = await store.createFeed('f');
+    for (let commit = 0; commit < 40; commit++) await feed.append([{ payload: `record ${commit} ${'x'.repeat(2000)}` }]);
+    await store.close();
+    const feedJson = path.join(root, 'feeds', 'f', 'feed.json');
+    const metadata = JSON.parse(fs.readFileSync(feedJson, 'utf8')) as { tag: number };
+    expect(metadata.tag).toBeGreaterThanOrEqual(1);
+    const history = path.join(root, 'feeds', 'f', 'history');
+    const segments = fs.readdirSync(history).filter((name) => name.endsWith('.hist'));
+    expect(segments.length).toBeGreaterThan(1);
+    // The tag is the header's u32 at offset 40, before its CRC.
+    for (const name of segments) expect(fs.readFileSync(path.join(history, name)).readUInt32LE(40)).toBe(metadata.tag);
+
+    // A feed made before tags: feed.json without one, and segments carrying 0.
+    const { tag: _tag, ...untagged } = metadata as { tag: number } & Record<string, unknown>;
+    fs.writeFileSync(feedJson, `${JSON.stringify(untagged)}\n`);
+    const reopened = await openStore(root);
+    const legacy = await reopened.feed('f');
+    await legacy.append([{ payload: 'after' }]);
+    expect((await legacy.info()).commits).toBe(41);
+    await reopened.close();
+    const check = await Store.open(root, { readOnly: true });
+    expect((await check.verify('f'))[0].problems).toEqual([]);
+    await check.close();
+  });
 });

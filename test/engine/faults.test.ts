@@ -169,9 +169,10 @@ function casesOf(fixture: Fixture, random: Random, foreignRoot?: string): Case[]
     }
     // Both files of a state log lost at once.
     if (target.group === 'state') damages.push({ kind: 'delete-both' });
-    // A derived file of another feed, for the same segment range (same base and count): it must
-    // not be trusted for what it says it covers.
-    if (target.file.derived && foreignRoot) damages.push({ kind: 'foreign', from: foreignRoot });
+    // A file of another feed for the same segment range (same base and count): a derived one
+    // must not be trusted for what it says it covers, and a history or WAL segment, whose header
+    // and chain match, is told apart by the feed tag in its header.
+    if ((target.file.derived || target.group === 'history' || target.group === 'wal') && foreignRoot) damages.push({ kind: 'foreign', from: foreignRoot });
     for (const damage of damages) cases.push({ name: `${target.kind} ${target.file.file}: ${describeDamage(damage)}`, target, damage });
   }
   return cases;

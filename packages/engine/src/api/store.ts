@@ -9,7 +9,7 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
-import { DataDirectory, deletedFeedError, validateFeedName } from '../coordinator/data-directory.js';
+import { DataDirectory, deletedFeedError, feedTagFrom, validateFeedName } from '../coordinator/data-directory.js';
 import { FeedWriter } from '../coordinator/feed-writer.js';
 import { verifyFeed, type FeedVerification } from '../coordinator/verify.js';
 import { loadKernels, type KernelChoice } from '../kernels/index.js';
@@ -97,7 +97,7 @@ export class Store {
     // Checked before anything is created: a bad policy leaves no feed behind.
     const retention = options.retention === undefined ? undefined : validateRetentionPolicy(options.retention);
     await this.deletions.get(name);
-    await this.directory.createFeed(name, this.clock());
+    await this.directory.createFeed(name, this.clock(), feedTagFrom(this.newId()));
     const feed = await this.feed(name);
     if (retention) await feed.setRetention(retention);
     return feed;

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { ioError, StreamStackError } from '../errors.js';
+import { assert, ioError, StreamStackError } from '../errors.js';
 import { feedNameCharactersMax } from '../limits.js';
 import { DirectoryLock, type LockOptions } from '../storage/lock.js';
 import { syncDirectory, writeSmallFileSync } from '../storage/segment.js';
@@ -22,6 +22,35 @@ export interface FeedMetadata {
   readonly name: string;
   readonly createdAt: number;
   readonly formatVersion: number;
+  /**
+   * The tag every segment of the feed carries (1 to 2^32 − 1), so that another feed's segment put
+   * in place of one of its own is told apart; absent in feeds made before tags (their segments
+   * carry 0 and are not checked).
+   */
+  readonly tag?: number;
+}
+
+/** The largest feed tag: it fills the segment header's u32. */
+const feedTagMax = 0xffff_ffff;
+
+/** A feed's tag from a fresh unique id (FNV-1a over its characters; never 0, which means none). */
+export function feedTagFrom(id: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < id.length; index++) hash = Math.imul(hash ^ id.charCodeAt(index), 0x01000193);
+  return hash >>> 0 || 1;
+}
+
+/**
+ * The tag of the feed whose directory is `feedDirectory`, from its `feed.json`; 0 when it has
+ * none (a feed made before tags) or the file cannot be read (opening the feed reports that).
+ */
+export function feedTagOf(feedDirectory: string): number {
+  try {
+    const tag = (JSON.parse(fs.readFileSync(path.join(feedDirectory, 'feed.json'), 'utf8')) as { tag?: unknown }).tag;
+    return Number.isSafeInteger(tag) && (tag as number) >= 1 && (tag as number) <= feedTagMax ? (tag as number) : 0;
+  } catch {
+    return 0;
+  }
 }
 
 export function validateFeedName(name: unknown): string {
@@ -190,15 +219,17 @@ export class DataDirectory {
       throw new StreamStackError('CORRUPT', `${file} is not valid JSON`, { cause: error, details: { file, offset: 0 } });
     }
     // Written once, in one exact form: any other bytes are damage, even ones that still parse.
-    const exact = `${JSON.stringify({ name: metadata?.name, createdAt: metadata?.createdAt, formatVersion: metadata?.formatVersion })}\n`;
-    if (metadata?.name !== name || !Number.isSafeInteger(metadata.createdAt) || metadata.formatVersion !== 1 || text !== exact) {
+    const tag = metadata?.tag;
+    const exact = `${JSON.stringify({ name: metadata?.name, createdAt: metadata?.createdAt, formatVersion: metadata?.formatVersion, ...(tag === undefined ? {} : { tag }) })}\n`;
+    const tagSound = tag === undefined || (Number.isSafeInteger(tag) && tag >= 1 && tag <= feedTagMax);
+    if (metadata?.name !== name || !Number.isSafeInteger(metadata.createdAt) || metadata.formatVersion !== 1 || !tagSound || text !== exact) {
       throw new StreamStackError('CORRUPT', `${file} does not describe feed ${name}`, { details: { file, offset: 0 } });
     }
     return metadata as FeedMetadata;
   }
 
   /** Creates a feed's directory and its `feed.json`, durably; `FEED_EXISTS` if it is there. */
-  async createFeed(name: string, createdAt: number): Promise<FeedMetadata> {
+  async createFeed(name: string, createdAt: number, tag: number): Promise<FeedMetadata> {
     if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.root} was opened read-only`);
     const directory = this.feedDirectory(name);
     const file = path.join(directory, 'feed.json');
@@ -206,7 +237,8 @@ export class DataDirectory {
       throw new StreamStackError('FEED_EXISTS', `a feed named ${name} exists already`, { details: { feed: name } });
     }
     fs.mkdirSync(directory, { recursive: true });
-    const metadata: FeedMetadata = { name, createdAt, formatVersion: 1 };
+    assert(Number.isSafeInteger(tag) && tag >= 1 && tag <= feedTagMax, 'a feed tag fits a segment header');
+    const metadata: FeedMetadata = { name, createdAt, formatVersion: 1, tag };
     // Written to a temporary name, synced, then renamed: a crash leaves either no feed or a
     // whole one, never a feed.json half written.
     writeSmallFileSync(file, `${JSON.stringify(metadata)}\n`);

@@ -11,6 +11,7 @@ import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
 import { RetentionLog } from './retention-state.js';
 import { CompactionLog } from './compaction-state.js';
+import { feedTagOf } from './data-directory.js';
 import { horizonWithFloor, retainedFloor } from './history-floors.js';
 import { leftoverBases, MergeLog, removeReplacedFiles, switchedOver } from './merge-state.js';
 import { Subscriptions } from './subscriptions.js';
@@ -70,6 +71,8 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   // Where the history opens from: the retention log's floor, or the oldest segment's start when
   // the log was lost (the low mark never goes back to a trimmed range).
   const retained = retainedFloor(kernels, directory, retention);
+  // Segments carry their feed's tag: one written for another feed is corruption, never read as ours.
+  const feedTag = feedTagOf(directory);
   let history: History;
   try {
     history = await History.open(
@@ -80,6 +83,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
       true,
       retained.floor,
       leftovers,
+      feedTag,
     );
   } catch (error) {
     retention.close();
@@ -91,7 +95,7 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   history.commits.setHorizon(horizonWithFloor(history.commits, compaction.horizon, directory).horizon);
   const events: WalEvent[] = [];
   try {
-    const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly);
+    const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly, feedTag);
     const leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), readOnly);
     const subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), clock, readOnly);
     const active = history.room()?.segment;

@@ -14,6 +14,7 @@ import type { CommitRecord } from '../storage/commit-run.js';
 import { RetentionLog, untrimmed } from './retention-state.js';
 import { CompactionLog } from './compaction-state.js';
 import { MergeLog } from './merge-state.js';
+import { feedTagOf } from './data-directory.js';
 import { horizonWithFloor, retainedFloor } from './history-floors.js';
 import type { Corruption } from '../storage/runs.js';
 import { History, type CommitRun } from '../storage/history-log.js';
@@ -183,8 +184,10 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
       true,
       false,
       floor,
+      new Set(),
+      feedTagOf(directory),
     );
-    wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), true);
+    wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), true, feedTagOf(directory));
     segments = history.segments.segments.length + wal.segments.segments.length;
     for (const tail of [...history.segments.tornTails, ...wal.segments.tornTails]) {
       report('TORN_TAIL', `${tail.bytes} bytes of a write that never completed (recovery cuts them on the next open)`, tail);

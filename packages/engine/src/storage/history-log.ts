@@ -123,6 +123,8 @@ export class History implements SegmentRunSource {
     floor: { readonly commit: number; readonly position: number } = { commit: 1, position: 1 },
     /** Segments a finished merge replaced, whose files a crash left (see `SegmentSet.open`). */
     replacedBases: ReadonlySet<number> = new Set(),
+    /** The feed's tag (`feedTagOf`): a segment written for another feed is corruption. */
+    feedTag = 0,
   ): Promise<History> {
     let expectedCommit = floor.commit;
     let expectedPosition = floor.position;
@@ -291,6 +293,7 @@ export class History implements SegmentRunSource {
         : undefined,
       floor.position,
       replacedBases,
+      feedTag,
     );
     const history = new History(kernels, segments, list, floor);
     segments.corruptions.push(...extraCorruptions);

@@ -141,7 +141,9 @@ export async function writeMergedSegment(
       // Zeros after the `SegmentEnd` are what any segment holds after its last group.
       capacity += 4096;
     }
-    const header: SegmentHeader = { kind: SegmentKind.History, base, baseCommit, capacity };
+    // The merged segment is the same feed's as the first it replaces.
+    const feedTag = history.segments.segments.find((segment) => segment.header.base === base)?.header.feedTag ?? 0;
+    const header: SegmentHeader = { kind: SegmentKind.History, base, baseCommit, capacity, feedTag };
     try {
       fs.ftruncateSync(fd, capacity);
     } catch (error) {

@@ -102,6 +102,9 @@ export class SegmentSet {
     private readonly readOnly: boolean,
   ) {}
 
+  /** The feed's tag, which new segments carry (0: none, for feeds made before tags). */
+  private feedTag = 0;
+
   /**
    * Opens every segment in `directory` (creating the directory if needed, unless read-only),
    * reporting each segment and each corruption to `onEvent` in log order. Read-only, it changes
@@ -131,8 +134,11 @@ export class SegmentSet {
      * whose files a crash left: deleted now (unless read-only), never read.
      */
     replacedBases: ReadonlySet<number> = new Set(),
+    /** The feed's tag (`feedTagOf`): new segments carry it, and one with another is not this feed's. */
+    feedTag = 0,
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
+    set.feedTag = feedTag;
     set.floorBase = floorBase;
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
     else if (!fs.existsSync(directory)) return set;
@@ -226,6 +232,13 @@ export class SegmentSet {
     if (segment.header.kind !== this.kind || segment.header.base !== base || name.length !== segmentNameDigits + this.extension.length) {
       segment.close();
       return { corruption: { file, offset: 0, reason: `${name} does not hold the segment its name says (kind ${segment.header.kind}, base ${segment.header.base})` } };
+    }
+    const tag = segment.header.feedTag ?? 0;
+    if (tag !== 0 && this.feedTag !== 0 && tag !== this.feedTag) {
+      // Another feed's segment of the same layout would pass every other check, and its records
+      // would be read as this feed's.
+      segment.close();
+      return { corruption: { file, offset: 0, reason: `${name} was written for another feed (tag ${tag}; this feed's is ${this.feedTag})` } };
     }
     const summary = summarized?.(segment);
     if (summary && segment.size() === segment.header.capacity) {
@@ -369,7 +382,7 @@ export class SegmentSet {
     const previous = replacing ? this.segments[this.segments.length - 2] : active;
     const grown = SegmentSet.grownCapacity(previous?.header, capacityMax);
     const capacity = Math.max(grown, segmentHeaderBytes + (first?.length ?? 0) + needed);
-    const full = { ...header, kind: this.kind, capacity };
+    const full = { ...header, kind: this.kind, capacity, feedTag: this.feedTag };
     if (replacing) {
       // The active segment holds no data (a process rolled to it and died before its first
       // group landed, or it was sized for a group that never came). Its successor starts at the

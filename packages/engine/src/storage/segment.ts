@@ -3,7 +3,9 @@
  * an fdatasync after an append does not also have to grow the file (and journal its new size).
  *
  * Header, little-endian: magic "STRMSTAK" (8) · kind u32 · format version u32 · base u64 ·
- * base commit u64 · capacity u64 · reserved u32 · crc32 of the 44 bytes before u32.
+ * base commit u64 · capacity u64 · feed tag u32 · crc32 of the 44 bytes before u32. The feed tag
+ * names the feed the segment was written for (0 in segments written before feeds had one): a
+ * segment of another feed, put in place of one of this feed's, is told from it by its tag.
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -33,6 +35,8 @@ export interface SegmentHeader {
   readonly baseCommit: number;
   /** Bytes the file was preallocated to; frames never pass it. */
   readonly capacity: number;
+  /** The feed it was written for (`feedTagOf`); 0 when it was written before feeds had tags. */
+  readonly feedTag?: number;
 }
 
 export function encodeSegmentHeader(kernels: Kernels, header: SegmentHeader): Uint8Array {
@@ -43,7 +47,7 @@ export function encodeSegmentHeader(kernels: Kernels, header: SegmentHeader): Ui
     .u64(header.base)
     .u64(header.baseCommit)
     .u64(header.capacity)
-    .u32(0);
+    .u32(header.feedTag ?? 0);
   const bytes = writer.finish();
   const out = new Uint8Array(segmentHeaderBytes);
   out.set(bytes);
@@ -64,7 +68,7 @@ export function decodeSegmentHeader(kernels: Kernels, bytes: Uint8Array, file: s
   const kind = reader.u32();
   const version = reader.u32();
   if (version !== segmentFormatVersion) throw corrupt(`unknown format version ${version}`);
-  return { kind, base: reader.u64(), baseCommit: reader.u64(), capacity: reader.u64() };
+  return { kind, base: reader.u64(), baseCommit: reader.u64(), capacity: reader.u64(), feedTag: reader.u32() };
 }
 
 /** Makes a directory entry (a created or deleted file) durable: fsync the directory itself. */

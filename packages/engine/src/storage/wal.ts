@@ -135,6 +135,8 @@ export class Wal {
     directory: string,
     onEvent: (event: WalEvent) => void,
     readOnly = false,
+    /** The feed's tag (`feedTagOf`): a segment written for another feed is corruption. */
+    feedTag = 0,
   ): Promise<Wal> {
     let expected = 1;
     let afterDamage = true;
@@ -194,6 +196,10 @@ export class Wal {
         if (scanned.liveSegments) live = { listedIn: segment.header.base, bases: scanned.liveSegments };
       },
       readOnly,
+      undefined,
+      0,
+      new Set(),
+      feedTag,
     );
     const present = new Set(segments.segments.map((segment) => segment.header.base));
     const isLive = (base: number) => !live || base >= live.listedIn || live.bases.includes(base);
