@@ -9,7 +9,11 @@
 // 2. Live delivery: one record at a time, the time from the append being sent to a live reader
 //    receiving it, over SSE (the client's `follow`), over long-poll (raw `GET …/records?wait=`),
 //    and embedded (`feed.follow`) for reference.
-// 3. The slowest operation of each case, and of the suite.
+// 3. Full reads: a feed of 1M records of 200 random bytes (as UmaDB's comparison used), read
+//    whole over HTTP (`GET …/records`, drained as raw bytes and its lines counted) and embedded
+//    (`feed.readColumns`, the engine's fastest form, and `feed.read`, records as objects), in
+//    alternating rounds; the ratio is HTTP over embedded columns, with the server's CPU per record.
+// 4. The slowest operation of each case, and of the suite.
 //
 // Why one shared feed: a feed has one writer lease, and an ingest service's producers (its
 // request handlers, its devices) append events to the feed of their kind, not to one feed each;
@@ -22,7 +26,7 @@
 // in reality. The two share the machine's cores either way, as they would on one small host.
 //
 // Sizes: STREAMSTACK_BENCH_SERVER_PRODUCERS (64), _BATCHES (1,100), _SECONDS per run (3), _ROUNDS
-// (4), _LIVE_SAMPLES (300) per live reader; STREAMSTACK_BENCH_SERVER_CPU_PROF=DIR writes a CPU
+// (4), _LIVE_SAMPLES (300) per live reader, _READ_RECORDS (1,000,000) and _READ_ROUNDS (3); STREAMSTACK_BENCH_SERVER_CPU_PROF=DIR writes a CPU
 // profile of the server process into DIR.
 import { fork } from 'node:child_process';
 import http from 'node:http';
@@ -31,7 +35,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Store } from '@streamstack/engine';
 import { RemoteStore } from '@streamstack/client';
 import { quantile, Suite, timedConcurrent } from '../harness.mjs';
-import { makeTaggedRecords, temporaryDirectory } from '../workload.mjs';
+import { prng } from '../prng.mjs';
+import { makeTaggedRecords, payloadBytes, temporaryDirectory } from '../workload.mjs';
 
 function envNumber(name, fallback) {
   const text = process.env[name];
@@ -57,6 +62,15 @@ const liveWarmup = 20;
  * asked again) and measures delivery rather than the previous round trip.
  */
 const liveGapMs = 5;
+/** Records of the full-read feed, written on both sides before the reads are timed. */
+const readRecords = envNumber('STREAMSTACK_BENCH_SERVER_READ_RECORDS', 1_000_000);
+/** Timed full reads of each kind. */
+const readRounds = envNumber('STREAMSTACK_BENCH_SERVER_READ_ROUNDS', 3);
+/** Records per append while the read feed is written (one-shot commits of this many). */
+const readFillBatch = 10_000;
+/** HTTP full-read records/s against embedded columnar reads (issue 36: reads over HTTP at the engine's speed; the client shares the two cores). */
+const readTarget = 0.5;
+
 /** A live record that has not arrived by then is lost: the suite fails rather than hangs. */
 const liveTimeoutMs = 10_000;
 /** HTTP records/s against embedded, by batch size (the issue's targets; the cores are shared). */
@@ -248,6 +262,86 @@ function longPollReader(url, feedName, after) {
   };
 }
 
+/** `count` records of `payloadBytes` random bytes each (binary: the server writes them in base64), with a key. */
+function randomRecords(random, start, count) {
+  const records = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const payload = new Uint8Array(payloadBytes);
+    const view = new DataView(payload.buffer);
+    for (let at = 0; at < payloadBytes; at += 4) view.setUint32(at, Math.floor(random() * 2 ** 32));
+    records[i] = { payload, key: `k${(start + i) % 10_000}` };
+  }
+  return records;
+}
+
+/** One full read over HTTP: records/s, and the server's CPU per record (µs). */
+async function httpFullRead(server, feedName) {
+  const before = await server.usage();
+  const started = performance.now();
+  const lines = await new Promise((resolve, reject) => {
+    http
+      .get(`${server.url}/v1/feeds/${encodeURIComponent(feedName)}/records`, (response) => {
+        if (response.statusCode !== 200) reject(new Error(`a full read answered ${response.statusCode}`));
+        let count = 0;
+        response.on('data', (chunk) => {
+          for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) count++;
+        });
+        response.once('end', () => resolve(count));
+        response.once('error', reject);
+      })
+      .once('error', reject);
+  });
+  const seconds = (performance.now() - started) / 1000;
+  const after = await server.usage();
+  if (lines !== readRecords) throw new Error(`a full read over HTTP gave ${lines} lines, not ${readRecords}`);
+  return { recordsPerSecond: lines / seconds, serverMicros: (after.cpuMicros - before.cpuMicros) / lines, ms: seconds * 1000 };
+}
+
+/** One full embedded read, as columns or as records: records/s. */
+async function embeddedFullRead(feed, form) {
+  const started = performance.now();
+  let count = 0;
+  if (form === 'columns') for await (const batch of feed.readColumns()) count += batch.length;
+  else for await (const record of feed.read()) count += record.position > 0 ? 1 : 0;
+  const seconds = (performance.now() - started) / 1000;
+  if (count !== readRecords) throw new Error(`a full ${form} read gave ${count} records, not ${readRecords}`);
+  return { recordsPerSecond: count / seconds, ms: seconds * 1000 };
+}
+
+/** Case 3: full reads over HTTP against embedded ones, on the same records on both sides. */
+async function fullReads(suite, slowest, server, remote, store) {
+  const embeddedFeed = await store.createFeed('full-read');
+  const remoteFeed = await remote.createFeed('full-read');
+  const random = prng(36);
+  for (let start = 0; start < readRecords; start += readFillBatch) {
+    const records = randomRecords(random, start, Math.min(readFillBatch, readRecords - start));
+    await embeddedFeed.append(records);
+    await remoteFeed.append(records);
+  }
+  // One untimed read of each kind: the JIT, the page cache, the server's indexes caught up.
+  await httpFullRead(server, 'full-read');
+  await embeddedFullRead(embeddedFeed, 'columns');
+  const runs = { http: [], columns: [], records: [] };
+  for (let round = 0; round < readRounds; round++) {
+    const order = round % 2 === 0 ? ['columns', 'records', 'http'] : ['http', 'records', 'columns'];
+    for (const kind of order) runs[kind].push(kind === 'http' ? await httpFullRead(server, 'full-read') : await embeddedFullRead(embeddedFeed, kind));
+    process.stderr.write(
+      `  full read of ${readRecords} records, round ${round + 1}: embedded columns ${Math.round(runs.columns[round].recordsPerSecond)}/s, ` +
+        `records ${Math.round(runs.records[round].recordsPerSecond)}/s, HTTP ${Math.round(runs.http[round].recordsPerSecond)}/s ` +
+        `(server ${runs.http[round].serverMicros.toFixed(2)} µs CPU per record)\n`,
+    );
+  }
+  const labels = { http: 'HTTP GET …/records', columns: 'embedded readColumns', records: 'embedded read (objects)' };
+  for (const [kind, label] of Object.entries(labels)) {
+    const rates = runs[kind].map((entry) => entry.recordsPerSecond);
+    suite.cases.push({ name: `full read, ${readRecords} records of ${payloadBytes} random bytes: ${label}`, opsPerSecond: median(rates), itemsPerSecond: median(rates), relativeMarginPercent: relativeMargin(rates), samples: rates.length });
+    slowest.push({ name: `full read (${label})`, ms: Math.max(...runs[kind].map((entry) => entry.ms)) });
+  }
+  suite.ratio('full read: HTTP server CPU per record', median(runs.http.map((entry) => entry.serverMicros)), undefined, 'µs');
+  suite.ratio('full read: HTTP / embedded read (objects) records/s', median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.records[round].recordsPerSecond)));
+  suite.ratio('full read: HTTP / embedded readColumns records/s', median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.columns[round].recordsPerSecond)), readTarget);
+}
+
 export async function run() {
   const suite = new Suite('server');
   const slowest = [];
@@ -323,6 +417,8 @@ export async function run() {
       suite.ratio(`${reader.label}: slowest delivery`, latencies[latencies.length - 1], undefined, 'ms');
       slowest.push({ name: `${reader.label} delivery`, ms: latencies[latencies.length - 1] });
     }
+
+    await fullReads(suite, slowest, server, remote, store);
   } finally {
     await remote.close();
     await server.close();

@@ -89,7 +89,13 @@ pub fn copy_range(
     // SAFETY: the call is synchronous, so JS, which runs on this same thread, cannot touch the
     // buffer while Rust holds it mutably, and the adapter never passes two views of one buffer.
     let target = unsafe { target.as_mut() };
-    Ok(copy::copy_range(target, target_at as usize, source, start as usize, end as usize)?)
+    Ok(copy::copy_range(
+        target,
+        target_at as usize,
+        source,
+        start as usize,
+        end as usize,
+    )?)
 }
 
 /// Fills in the CRC field of every frame that starts at one of `frameOffsets`, in place.
@@ -212,9 +218,12 @@ pub struct NdjsonColumns {
     pub version_flag: u32,
     pub tombstone_flag: u32,
     pub elsewhere_flag: u32,
+    /// Read lines (`read`'s record line format) rather than export lines.
+    pub read_lines: bool,
 }
 
-/// Writes one batch's NDJSON export lines into `out`: the bytes written, or -1 when they do not fit.
+/// Writes one batch's NDJSON lines (export or read lines) into `out`: the bytes written, or -1
+/// when they do not fit.
 #[napi]
 pub fn ndjson_lines_into(
     columns: NdjsonColumns,
@@ -253,6 +262,7 @@ pub fn ndjson_lines_into(
         payload_starts: &columns.payload_starts,
         payload_ends: &columns.payload_ends,
         flag_bits,
+        read_lines: columns.read_lines,
     };
     // SAFETY: the call is synchronous, so JS, which runs on this same thread, cannot touch the
     // buffer while Rust holds it mutably.

@@ -1,9 +1,11 @@
-//! NDJSON export lines, a batch of records at a time: one JSON object per record and line, its
-//! fields in a fixed order, written as bytes straight from the batch's columns. The lines are
-//! exactly what the TypeScript twin (`packages/engine/src/kernels/ts/ndjson.ts`) writes, which
-//! are exactly what `JSON.stringify` of the same values would give (docs/formats.md, Export).
+//! NDJSON lines, a batch of records at a time: one JSON object per record and line, written as
+//! bytes straight from the batch's columns. The lines are exactly what the TypeScript twin
+//! (`packages/engine/src/kernels/ts/ndjson.ts`) writes, which are exactly what `JSON.stringify`
+//! of the same values would give. Two forms: export lines (docs/formats.md, Export) and, with
+//! `read_lines`, the record lines `read` writes (docs/cli.md), which leave out the fields a
+//! record does not have and write the fingerprint, too, as text where it is UTF-8.
 //!
-//! A line: `{"feed":…,"commit":…,"stream":…,"seq":` (the batch's `head`), the seq,
+//! An export line: `{"feed":…,"commit":…,"stream":…,"seq":` (the batch's `head`), the seq,
 //! `,"position":`, `,"timestamp":`, `,"key":` (a string or `null`), `,"version":` (an integer or
 //! `null`), `,"tombstone":` `true` or `false`, `,"type":` (a string or `null`), `,"tags":[…]`,
 //! `,"fingerprintBase64":"…"`, then `,"payload":` and `,"payloadBase64":`: the payload as text
@@ -54,6 +56,8 @@ pub struct Columns<'a> {
     pub payload_starts: &'a [u32],
     pub payload_ends: &'a [u32],
     pub flag_bits: FlagBits,
+    /// Read lines rather than export lines.
+    pub read_lines: bool,
 }
 
 /// A buffer of fixed size written from the start; past its end nothing more is written, and
@@ -206,88 +210,191 @@ pub fn lines(columns: &Columns, out: &mut [u8]) -> KernelResult<Option<usize>> {
         at: 0,
         overflowed: false,
     };
-    let bits = columns.flag_bits;
     for row in 0..rows {
-        let flags = columns.flags[row];
-        out.extend_from_slice(columns.head);
-        write_integer(&mut out, columns.seqs[row]);
-        out.extend_from_slice(b",\"position\":");
-        write_integer(&mut out, columns.positions[row]);
-        out.extend_from_slice(b",\"timestamp\":");
-        write_integer(&mut out, columns.timestamps[row]);
-        out.extend_from_slice(b",\"key\":");
-        if flags & bits.key != 0 {
-            write_text(
-                &mut out,
-                &columns.bytes[columns.key_starts[row] as usize..columns.key_ends[row] as usize],
-                "key",
-            )?;
+        if columns.read_lines {
+            write_read_line(&mut out, columns, row)?;
         } else {
-            out.extend_from_slice(b"null");
-        }
-        out.extend_from_slice(b",\"version\":");
-        if flags & bits.version != 0 {
-            write_integer(&mut out, columns.versions[row]);
-        } else {
-            out.extend_from_slice(b"null");
-        }
-        out.extend_from_slice(if flags & bits.tombstone != 0 {
-            b",\"tombstone\":true"
-        } else {
-            b",\"tombstone\":false"
-        });
-        out.extend_from_slice(b",\"type\":");
-        match columns.type_ids[row] {
-            -1 => out.extend_from_slice(b"null"),
-            id => {
-                let id = id as usize;
-                let start = if id == 0 {
-                    0
-                } else {
-                    columns.type_ends[id - 1] as usize
-                };
-                out.extend_from_slice(&columns.types[start..columns.type_ends[id] as usize]);
-            }
-        }
-        out.extend_from_slice(b",\"tags\":[");
-        for tag in columns.tag_rows[row] as usize..columns.tag_rows[row + 1] as usize {
-            if tag > columns.tag_rows[row] as usize {
-                out.push(b',');
-            }
-            write_text(
-                &mut out,
-                &columns.bytes[columns.tag_starts[tag] as usize..columns.tag_ends[tag] as usize],
-                "tag",
-            )?;
-        }
-        out.extend_from_slice(b"],\"fingerprintBase64\":\"");
-        write_base64(
-            &mut out,
-            &columns.bytes
-                [columns.fingerprint_starts[row] as usize..columns.fingerprint_ends[row] as usize],
-        );
-        let source = if flags & bits.elsewhere != 0 {
-            columns.external
-        } else {
-            columns.bytes
-        };
-        let payload =
-            &source[columns.payload_starts[row] as usize..columns.payload_ends[row] as usize];
-        // Each payload as `read` writes it: text where it is UTF-8, else base64, and the other
-        // field null, so that every line has the same fields.
-        if std::str::from_utf8(payload).is_ok() {
-            out.extend_from_slice(b"\",\"payload\":");
-            write_json_string(&mut out, payload);
-            out.extend_from_slice(b",\"payloadBase64\":null}\n");
-        } else {
-            out.extend_from_slice(b"\",\"payload\":null,\"payloadBase64\":\"");
-            write_base64(&mut out, payload);
-            out.extend_from_slice(b"\"}\n");
+            write_export_line(&mut out, columns, row)?;
         }
     }
     // Every row is looked at even when the lines stopped fitting: a key that is not UTF-8 is
     // reported whatever the buffer's size.
     Ok(if out.overflowed { None } else { Some(out.at) })
+}
+
+/// Row `row`'s export line: every field, `null` where the record has no value.
+fn write_export_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> KernelResult<()> {
+    let bits = columns.flag_bits;
+    let flags = columns.flags[row];
+    out.extend_from_slice(columns.head);
+    write_integer(out, columns.seqs[row]);
+    out.extend_from_slice(b",\"position\":");
+    write_integer(out, columns.positions[row]);
+    out.extend_from_slice(b",\"timestamp\":");
+    write_integer(out, columns.timestamps[row]);
+    out.extend_from_slice(b",\"key\":");
+    if flags & bits.key != 0 {
+        write_text(
+            out,
+            &columns.bytes[columns.key_starts[row] as usize..columns.key_ends[row] as usize],
+            "key",
+        )?;
+    } else {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b",\"version\":");
+    if flags & bits.version != 0 {
+        write_integer(out, columns.versions[row]);
+    } else {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(if flags & bits.tombstone != 0 {
+        b",\"tombstone\":true"
+    } else {
+        b",\"tombstone\":false"
+    });
+    out.extend_from_slice(b",\"type\":");
+    match columns.type_ids[row] {
+        -1 => out.extend_from_slice(b"null"),
+        id => {
+            let id = id as usize;
+            let start = if id == 0 {
+                0
+            } else {
+                columns.type_ends[id - 1] as usize
+            };
+            out.extend_from_slice(&columns.types[start..columns.type_ends[id] as usize]);
+        }
+    }
+    out.extend_from_slice(b",\"tags\":[");
+    for tag in columns.tag_rows[row] as usize..columns.tag_rows[row + 1] as usize {
+        if tag > columns.tag_rows[row] as usize {
+            out.push(b',');
+        }
+        write_text(
+            out,
+            &columns.bytes[columns.tag_starts[tag] as usize..columns.tag_ends[tag] as usize],
+            "tag",
+        )?;
+    }
+    out.extend_from_slice(b"],\"fingerprintBase64\":\"");
+    write_base64(
+        out,
+        &columns.bytes
+            [columns.fingerprint_starts[row] as usize..columns.fingerprint_ends[row] as usize],
+    );
+    let source = if flags & bits.elsewhere != 0 {
+        columns.external
+    } else {
+        columns.bytes
+    };
+    let payload = &source[columns.payload_starts[row] as usize..columns.payload_ends[row] as usize];
+    // Each payload as `read` writes it: text where it is UTF-8, else base64, and the other
+    // field null, so that every line has the same fields.
+    if std::str::from_utf8(payload).is_ok() {
+        out.extend_from_slice(b"\",\"payload\":");
+        write_json_string(out, payload);
+        out.extend_from_slice(b",\"payloadBase64\":null}\n");
+    } else {
+        out.extend_from_slice(b"\",\"payload\":null,\"payloadBase64\":\"");
+        write_base64(out, payload);
+        out.extend_from_slice(b"\"}\n");
+    }
+    Ok(())
+}
+
+/// Row `row`'s read line: the fields of `recordLine`, in its order, each only where the record
+/// has it; the payload and the fingerprint as text where they are UTF-8, else base64.
+fn write_read_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> KernelResult<()> {
+    let bits = columns.flag_bits;
+    let flags = columns.flags[row];
+    out.extend_from_slice(columns.head);
+    write_integer(out, columns.seqs[row]);
+    out.extend_from_slice(b",\"position\":");
+    write_integer(out, columns.positions[row]);
+    out.extend_from_slice(b",\"timestamp\":");
+    write_integer(out, columns.timestamps[row]);
+    let source = if flags & bits.elsewhere != 0 {
+        columns.external
+    } else {
+        columns.bytes
+    };
+    write_bytes_field(
+        out,
+        &source[columns.payload_starts[row] as usize..columns.payload_ends[row] as usize],
+        b",\"payload\":",
+        b",\"payloadBase64\":\"",
+    );
+    if flags & bits.key != 0 {
+        out.extend_from_slice(b",\"key\":");
+        write_text(
+            out,
+            &columns.bytes[columns.key_starts[row] as usize..columns.key_ends[row] as usize],
+            "key",
+        )?;
+    }
+    if flags & bits.version != 0 {
+        out.extend_from_slice(b",\"version\":");
+        write_integer(out, columns.versions[row]);
+    }
+    if flags & bits.tombstone != 0 {
+        out.extend_from_slice(b",\"tombstone\":true");
+    }
+    if columns.type_ids[row] >= 0 {
+        let id = columns.type_ids[row] as usize;
+        let start = if id == 0 {
+            0
+        } else {
+            columns.type_ends[id - 1] as usize
+        };
+        out.extend_from_slice(b",\"type\":");
+        out.extend_from_slice(&columns.types[start..columns.type_ends[id] as usize]);
+    }
+    let (first_tag, end_tag) = (
+        columns.tag_rows[row] as usize,
+        columns.tag_rows[row + 1] as usize,
+    );
+    if end_tag > first_tag {
+        out.extend_from_slice(b",\"tags\":[");
+        for tag in first_tag..end_tag {
+            if tag > first_tag {
+                out.push(b',');
+            }
+            write_text(
+                out,
+                &columns.bytes[columns.tag_starts[tag] as usize..columns.tag_ends[tag] as usize],
+                "tag",
+            )?;
+        }
+        out.push(b']');
+    }
+    write_bytes_field(
+        out,
+        &columns.bytes
+            [columns.fingerprint_starts[row] as usize..columns.fingerprint_ends[row] as usize],
+        b",\"fingerprint\":",
+        b",\"fingerprintBase64\":\"",
+    );
+    out.extend_from_slice(b"}\n");
+    Ok(())
+}
+
+/// Bytes as `bytesField` writes them: a JSON string after `text_field` when they are UTF-8, else
+/// base64 after `base64_field` (which opens the string).
+fn write_bytes_field<W: ByteSink>(
+    out: &mut W,
+    bytes: &[u8],
+    text_field: &[u8],
+    base64_field: &[u8],
+) {
+    if std::str::from_utf8(bytes).is_ok() {
+        out.extend_from_slice(text_field);
+        write_json_string(out, bytes);
+    } else {
+        out.extend_from_slice(base64_field);
+        write_base64(out, bytes);
+        out.push(b'"');
+    }
 }
 
 /// A key or tag as a JSON string, checked to be UTF-8 (as reading it as a string checks it).
@@ -314,38 +421,45 @@ fn write_integer<W: ByteSink>(out: &mut W, value: f64) {
     out.extend_from_slice(digits.format(value.abs() as u64).as_bytes());
 }
 
-/// Standard base64, padded, as `Buffer.toString('base64')` writes it.
+/// Input bytes base64 encodes a block at a time (a multiple of 3, so only the last block pads).
+const BASE64_BLOCK_BYTES: usize = 192;
+
+/// Standard base64, padded, as `Buffer.toString('base64')` writes it. Encoded a block at a time
+/// into a buffer on the stack and copied out in one call: a call per four characters made
+/// base64 most of a binary feed's read time.
 fn write_base64<W: ByteSink>(out: &mut W, bytes: &[u8]) {
-    let mut chunks = bytes.chunks_exact(3);
-    for chunk in &mut chunks {
-        let bits = (chunk[0] as u32) << 16 | (chunk[1] as u32) << 8 | chunk[2] as u32;
-        out.extend_from_slice(&[
-            BASE64_DIGITS[(bits >> 18) as usize],
-            BASE64_DIGITS[(bits >> 12 & 63) as usize],
-            BASE64_DIGITS[(bits >> 6 & 63) as usize],
-            BASE64_DIGITS[(bits & 63) as usize],
-        ]);
-    }
-    match chunks.remainder() {
-        [a] => {
-            let bits = (*a as u32) << 16;
-            out.extend_from_slice(&[
-                BASE64_DIGITS[(bits >> 18) as usize],
-                BASE64_DIGITS[(bits >> 12 & 63) as usize],
-                b'=',
-                b'=',
-            ]);
+    let mut encoded = [0u8; BASE64_BLOCK_BYTES / 3 * 4];
+    for block in bytes.chunks(BASE64_BLOCK_BYTES) {
+        let mut at = 0;
+        let mut triples = block.chunks_exact(3);
+        for triple in &mut triples {
+            let bits = (triple[0] as u32) << 16 | (triple[1] as u32) << 8 | triple[2] as u32;
+            encoded[at] = BASE64_DIGITS[(bits >> 18) as usize];
+            encoded[at + 1] = BASE64_DIGITS[(bits >> 12 & 63) as usize];
+            encoded[at + 2] = BASE64_DIGITS[(bits >> 6 & 63) as usize];
+            encoded[at + 3] = BASE64_DIGITS[(bits & 63) as usize];
+            at += 4;
         }
-        [a, b] => {
-            let bits = (*a as u32) << 16 | (*b as u32) << 8;
-            out.extend_from_slice(&[
-                BASE64_DIGITS[(bits >> 18) as usize],
-                BASE64_DIGITS[(bits >> 12 & 63) as usize],
-                BASE64_DIGITS[(bits >> 6 & 63) as usize],
-                b'=',
-            ]);
+        match *triples.remainder() {
+            [a] => {
+                let bits = (a as u32) << 16;
+                encoded[at] = BASE64_DIGITS[(bits >> 18) as usize];
+                encoded[at + 1] = BASE64_DIGITS[(bits >> 12 & 63) as usize];
+                encoded[at + 2] = b'=';
+                encoded[at + 3] = b'=';
+                at += 4;
+            }
+            [a, b] => {
+                let bits = (a as u32) << 16 | (b as u32) << 8;
+                encoded[at] = BASE64_DIGITS[(bits >> 18) as usize];
+                encoded[at + 1] = BASE64_DIGITS[(bits >> 12 & 63) as usize];
+                encoded[at + 2] = BASE64_DIGITS[(bits >> 6 & 63) as usize];
+                encoded[at + 3] = b'=';
+                at += 4;
+            }
+            _ => {}
         }
-        _ => {}
+        out.extend_from_slice(&encoded[..at]);
     }
 }
 
@@ -362,7 +476,12 @@ mod tests {
 
     /// Two records: one with everything (a key and a tag needing escapes, the payload
     /// `elsewhere`, which lies in the external bytes), one with nothing optional and a text payload.
-    fn two_rows(elsewhere: &[u8], key: &[u8], out: &mut [u8]) -> KernelResult<Option<usize>> {
+    fn two_rows(
+        elsewhere: &[u8],
+        key: &[u8],
+        read_lines: bool,
+        out: &mut [u8],
+    ) -> KernelResult<Option<usize>> {
         let mut bytes = key.to_vec();
         bytes.extend_from_slice(b"t\"1fpAB{\"a\":1}");
         let k = key.len() as u32;
@@ -388,6 +507,7 @@ mod tests {
             payload_starts: &[0, k + 6],
             payload_ends: &[elsewhere.len() as u32, k + 14],
             flag_bits: BITS,
+            read_lines,
         };
         lines(&columns, out)
     }
@@ -415,7 +535,7 @@ mod tests {
     #[test]
     fn writes_lines_as_json_stringify_would() {
         let mut out = vec![0u8; 1024];
-        let written = two_rows(b"elsewhere\n", b"k\xc3\xa9", &mut out)
+        let written = two_rows(b"elsewhere\n", b"k\xc3\xa9", false, &mut out)
             .unwrap()
             .unwrap();
         let text = std::str::from_utf8(&out[..written]).unwrap();
@@ -428,7 +548,9 @@ mod tests {
         );
         // A payload that is not UTF-8 (a cut character) is base64, its line's text null; the
         // next line's text payload is text again: the choice is per record.
-        let written = two_rows(b"elsewhere\xc3", b"k", &mut out).unwrap().unwrap();
+        let written = two_rows(b"elsewhere\xc3", b"k", false, &mut out)
+            .unwrap()
+            .unwrap();
         let text = std::str::from_utf8(&out[..written]).unwrap();
         assert!(
             text.contains("\"payload\":null,\"payloadBase64\":\"ZWxzZXdoZXJlww==\"}\n{"),
@@ -441,16 +563,70 @@ mod tests {
     }
 
     #[test]
+    fn writes_read_lines_as_record_line_would() {
+        let mut out = vec![0u8; 1024];
+        let written = two_rows(b"elsewhere\n", b"k\xc3\xa9", true, &mut out)
+            .unwrap()
+            .unwrap();
+        let text = std::str::from_utf8(&out[..written]).unwrap();
+        // Only the fields a record has, the payload before the key, and a fingerprint that is
+        // UTF-8 as text (`f`, `pA`).
+        assert_eq!(
+            text,
+            concat!(
+                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":1,\"position\":41,\"timestamp\":1700000000000,\"payload\":\"elsewhere\\n\",\"key\":\"k\u{e9}\",\"version\":3,\"tombstone\":true,\"type\":\"created\",\"tags\":[\"t\\\"1\"],\"fingerprint\":\"f\"}\n",
+                "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":2,\"position\":42,\"timestamp\":0,\"payload\":\"B{\\\"a\\\":1}\",\"fingerprint\":\"pA\"}\n",
+            )
+        );
+        let written = two_rows(b"elsewhere\xc3", b"k", true, &mut out)
+            .unwrap()
+            .unwrap();
+        let text = std::str::from_utf8(&out[..written]).unwrap();
+        assert!(
+            text.contains(",\"payloadBase64\":\"ZWxzZXdoZXJlww==\",\"key\":\"k\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn writes_base64_as_buffer_to_string_does_across_blocks() {
+        // Lengths around the block size, with each remainder: the blocks join seamlessly.
+        let bytes: Vec<u8> = (0..=600u32).map(|n| (n * 7 + n / 3) as u8).collect();
+        for length in [0, 1, 2, 3, 191, 192, 193, 194, 384, 385, 600] {
+            let mut out = Vec::new();
+            write_base64(&mut out, &bytes[..length]);
+            let mut expected = Vec::new();
+            for triple in bytes[..length].chunks(3) {
+                let mut one = Vec::new();
+                let mut padded = [0u8; 3];
+                padded[..triple.len()].copy_from_slice(triple);
+                let bits = (padded[0] as u32) << 16 | (padded[1] as u32) << 8 | padded[2] as u32;
+                for shift in [18, 12, 6, 0] {
+                    one.push(BASE64_DIGITS[(bits >> shift & 63) as usize]);
+                }
+                for pad in one.iter_mut().skip(triple.len() + 1) {
+                    *pad = b'=';
+                }
+                expected.extend_from_slice(&one);
+            }
+            assert_eq!(out, expected, "{length} bytes");
+        }
+    }
+
+    #[test]
     fn says_when_the_lines_do_not_fit() {
         let mut small = vec![0u8; 100];
-        assert_eq!(two_rows(b"elsewhere\n", b"k", &mut small).unwrap(), None);
+        assert_eq!(
+            two_rows(b"elsewhere\n", b"k", false, &mut small).unwrap(),
+            None
+        );
     }
 
     #[test]
     fn refuses_a_key_that_is_not_utf8_and_columns_that_do_not_fit() {
         let mut out = vec![0u8; 1024];
         assert_eq!(
-            two_rows(b"elsewhere\n", b"k\xff", &mut out)
+            two_rows(b"elsewhere\n", b"k\xff", false, &mut out)
                 .unwrap_err()
                 .code,
             ErrorCode::Corrupt
@@ -477,6 +653,7 @@ mod tests {
             payload_starts: &[0],
             payload_ends: &[0],
             flag_bits: BITS,
+            read_lines: false,
         };
         assert_eq!(
             lines(&columns, &mut out).unwrap_err().code,

@@ -1,11 +1,13 @@
 /**
- * `ndjsonLines`, native and ts: a batch's NDJSON export lines are byte for byte the same from
- * both kernel sets, every line is what `JSON.stringify` writes for the record, both say -1 when
- * the lines do not fit, and both refuse the same bad columns with the same code.
+ * `ndjsonLines`, native and ts: a batch's NDJSON lines, export lines and read lines, are byte
+ * for byte the same from both kernel sets; every export line is what `JSON.stringify` writes for
+ * the record, every read line what it writes for `recordLine(record)`; both say -1 when the lines
+ * do not fit, and both refuse the same bad columns with the same code.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bytesField } from '../../packages/engine/src/api/record-lines.js';
+import { bytesField, recordLine } from '../../packages/engine/src/api/record-lines.js';
+import type { StreamRecord } from '../../packages/engine/src/api/stream.js';
 import type { NdjsonColumns } from '../../packages/engine/src/kernels/kernels.js';
 import { branchTally, expectSameOutcome, native, ts } from './both.js';
 
@@ -56,7 +58,8 @@ const recordArb = (types: number) =>
     tombstone: fc.boolean(),
     typeId: fc.integer({ min: -1, max: types - 1 }),
     tags: fc.array(textArb, { maxLength: 4 }),
-    fingerprint: fc.uint8Array({ minLength: 1, maxLength: 32 }),
+    // Bytes (rarely UTF-8) or text: a read line writes a fingerprint as text where it is UTF-8.
+    fingerprint: fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 32 }), textArb.filter((text) => text.length > 0).map((text) => encoder.encode(text))),
     payload: payloadArb,
     elsewhere: fc.boolean(),
     seq: fc.maxSafeNat(),
@@ -65,7 +68,7 @@ const recordArb = (types: number) =>
   });
 
 /** The records as a batch's columns: strings and payloads laid out in one buffer (or the external one). */
-function columnsOf(records: readonly TestRecord[], types: readonly string[]): NdjsonColumns {
+function columnsOf(records: readonly TestRecord[], types: readonly string[], readLines = false): NdjsonColumns {
   const parts: Uint8Array[] = [];
   const external: Uint8Array[] = [];
   let at = 0;
@@ -129,6 +132,7 @@ function columnsOf(records: readonly TestRecord[], types: readonly string[]): Nd
     versionFlag: flags.version,
     tombstoneFlag: flags.tombstone,
     elsewhereFlag: flags.elsewhere,
+    readLines,
   };
 }
 
@@ -154,20 +158,41 @@ function expectedLine(record: TestRecord, types: readonly string[]): string {
   return `${JSON.stringify(value)}\n`;
 }
 
+/** The read line of a record: what `recordLine` makes of it, as `JSON.stringify` writes it. */
+function expectedReadLine(record: TestRecord, types: readonly string[]): string {
+  const stored: StreamRecord = {
+    feed: 'f',
+    commit: 7,
+    stream: 's-1',
+    seq: record.seq,
+    position: record.position,
+    timestamp: record.timestamp,
+    payload: record.payload,
+    fingerprint: record.fingerprint,
+    key: record.key,
+    version: record.version,
+    tombstone: record.tombstone,
+    type: record.typeId < 0 ? undefined : types[record.typeId],
+    tags: record.tags,
+  } as StreamRecord;
+  return `${JSON.stringify(recordLine(stored))}\n`;
+}
+
 describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
   it('write every record as JSON.stringify does, and both say when the lines do not fit', () => {
-    const tally = branchTally('ndjsonLines', ['a payload as text', 'a payload as base64', 'text and base64 in one batch', 'a key', 'no key', 'a payload elsewhere', 'no type', 'tags', 'over 50 records', 'out too small']);
+    const tally = branchTally('ndjsonLines', ['export lines', 'read lines', 'a payload as text', 'a payload as base64', 'text and base64 in one batch', 'a fingerprint as text', 'a key', 'no key', 'a payload elsewhere', 'no type', 'tags', 'over 50 records', 'out too small']);
     // Batches of up to 80 records (size 'max', so long ones come often), each with up to 4 tags
     // and strings up to 120 characters; payloads text or not, mixed in a batch (up to 200 random
     // bytes, or texts of up to 120 characters, twice over around a stray byte); the out buffer is
     // sometimes cut a byte short of the lines.
     const batchArb = fc
       .array(textArb, { minLength: 1, maxLength: 4 })
-      .chain((types) => fc.record({ types: fc.constant(types), records: fc.array(recordArb(types.length), { maxLength: 80, size: 'max' }), short: fc.boolean() }));
+      .chain((types) => fc.record({ types: fc.constant(types), records: fc.array(recordArb(types.length), { maxLength: 80, size: 'max' }), short: fc.boolean(), readLines: fc.boolean() }));
     fc.assert(
-      fc.property(batchArb, ({ types, records, short }) => {
-        const columns = columnsOf(records, types);
-        const expected = records.map((record) => expectedLine(record, types)).join('');
+      fc.property(batchArb, ({ types, records, short, readLines }) => {
+        const columns = columnsOf(records, types, readLines);
+        const expected = records.map((record) => (readLines ? expectedReadLine : expectedLine)(record, types)).join('');
+        tally.hit(readLines ? 'read lines' : 'export lines');
         const bytes = encoder.encode(expected);
         const texts = records.filter((record) => isText(record.payload)).length;
         tally.hit('a payload as text', texts > 0);
@@ -179,6 +204,7 @@ describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
           tally.hit('a payload elsewhere', record.elsewhere);
           tally.hit('no type', record.typeId < 0);
           tally.hit('tags', record.tags.length > 0);
+          tally.hit('a fingerprint as text', readLines && isText(record.fingerprint));
         }
         const size = short && bytes.length > 0 ? bytes.length - 1 : bytes.length + 16;
         tally.hit('out too small', size < bytes.length);
@@ -189,7 +215,7 @@ describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
         });
         expect(written).toEqual({ ok: true, value: size < bytes.length ? -1 : new Uint8Array(bytes) });
       }),
-      { numRuns: 200 },
+      { numRuns: 300 },
     );
     tally.expectAllReached();
   });
@@ -210,8 +236,8 @@ describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
       ['tags past the tag columns', { ...good, tagRows: Uint32Array.of(0, 1, 5) }, 'INVALID_ARGUMENT'],
     ];
     for (const [what, columns, code] of cases) {
-      // Also into a buffer too small: the columns are refused whatever the room.
-      for (const room of [4096, 8]) expect(expectSameOutcome((kernels) => kernels.ndjsonLines(columns, new Uint8Array(room))), what).toEqual({ ok: false, code });
+      // Also into a buffer too small, and as read lines: the columns are refused whatever the room and the form.
+      for (const room of [4096, 8]) for (const readLines of [false, true]) expect(expectSameOutcome((kernels) => kernels.ndjsonLines({ ...columns, readLines }, new Uint8Array(room))), what).toEqual({ ok: false, code });
     }
   });
 });

@@ -1,7 +1,7 @@
 /** The read-side commands: read, get, tail, sub. */
 import { Option, type Command } from 'commander';
 import { limits, StreamStackError, type Plan, type ReadMode, type SubscriptionInfo } from '@streamstack/engine';
-import { emit, note, recordLine } from './io.js';
+import { emit, emitBytes, note, recordLine } from './io.js';
 import { collect, integer, openFeed, openStore, withStore } from './shared.js';
 
 const { tailPollMsMin } = limits;
@@ -50,14 +50,15 @@ export function addReadCommands(program: Command): void {
             for (const record of records) await emit(recordLine(record));
             return;
           }
-          for await (const batch of feed.readBatches({
+          // Lines made by the engine straight from the columns, in chunks: the fastest way out.
+          for await (const chunk of feed.readLines({
             ...(options.after === undefined ? {} : { after: options.after }),
             mode: options.mode,
             filter: { types: options.type ?? [], tags: options.tag ?? [] },
             plan: options.plan,
             ...(options.limit === undefined ? {} : { limit: options.limit }),
           })) {
-            for (const record of batch) await emit(recordLine(record));
+            await emitBytes(chunk);
           }
         }, 'read')(),
     );

@@ -68,9 +68,14 @@ function drained(): Promise<void> {
 }
 
 /** Writes one NDJSON line to stdout, waiting when the pipe is full; see `OutputClosed`. */
-export async function emit(value: unknown): Promise<void> {
+export function emit(value: unknown): Promise<void> {
+  return emitBytes(`${JSON.stringify(value)}\n`);
+}
+
+/** Writes lines already made (a read's chunks of record lines) to stdout, as `emit` writes one. */
+export async function emitBytes(lines: string | Uint8Array): Promise<void> {
   checkOutput();
-  const flowing = process.stdout.write(`${JSON.stringify(value)}\n`);
+  const flowing = process.stdout.write(lines);
   // A write to a pipe whose reader is gone fails at once, so there is no need to wait for it.
   checkOutput();
   if (!flowing) {

@@ -371,6 +371,14 @@ export const exportRowGroupRowsMax = 65_536;
  */
 export const exportRowGroupBytesMax = 64 * 1024 * 1024;
 
+/**
+ * A read as NDJSON (`feed.readLines`: the CLI's `read`, the server's record reads) hands out
+ * lines in chunks of about this many bytes: many small commits' lines go out in one write (a
+ * write per one-record commit was most of the cost of streaming such a feed), and a chunk is
+ * small enough that a slow reader holds little and the first lines leave at once.
+ */
+export const readLinesChunkBytes = 256 * 1024;
+
 /** An NDJSON export writes a batch's lines at a time, into buffers of at least this many bytes (doubled until a batch fits). */
 export const exportNdjsonWriteBytes = 1024 * 1024;
 

@@ -167,12 +167,29 @@ export async function bytesOfStream(input: Readable, bytesMax: number): Promise<
 }
 
 /** Sends each value of `lines` as one line, after its first value (or its first error). */
-export async function sendLines(reply: FastifyReply, lines: AsyncIterable<unknown> | Iterable<unknown>): Promise<FastifyReply> {
-  const iterator = (Symbol.asyncIterator in lines ? lines[Symbol.asyncIterator]() : (lines as Iterable<unknown>)[Symbol.iterator]()) as AsyncIterator<unknown>;
+export function sendLines(reply: FastifyReply, lines: AsyncIterable<unknown> | Iterable<unknown>): Promise<FastifyReply> {
+  return sendBody(reply, lines, (value) => `${JSON.stringify(value)}\n`);
+}
+
+/**
+ * Sends chunks of NDJSON lines as they are (a read's lines, made by the engine straight from its
+ * columns: `feed.readLines`), after the first chunk (or the first error).
+ */
+export function sendLineChunks(reply: FastifyReply, chunks: AsyncIterable<Uint8Array>): Promise<FastifyReply> {
+  return sendBody(reply, chunks, (chunk) => chunk);
+}
+
+/**
+ * Sends what `encode` makes of each value of `values`. The first value is pulled before any byte
+ * is sent, so an error the engine raises at once still gets its status; a later one ends the
+ * body with an error line.
+ */
+async function sendBody<T>(reply: FastifyReply, values: AsyncIterable<T> | Iterable<T>, encode: (value: T) => string | Uint8Array): Promise<FastifyReply> {
+  const iterator = (Symbol.asyncIterator in values ? values[Symbol.asyncIterator]() : (values as Iterable<T>)[Symbol.iterator]()) as AsyncIterator<T>;
   const first = await iterator.next();
-  async function* text(): AsyncGenerator<string> {
+  async function* body(): AsyncGenerator<string | Uint8Array> {
     try {
-      for (let next = first; !next.done; next = await iterator.next()) yield `${JSON.stringify(next.value)}\n`;
+      for (let next = first; !next.done; next = await iterator.next()) yield encode(next.value);
     } catch (error) {
       const typed = error instanceof StreamStackError ? error : typedRequestError(error);
       yield `${JSON.stringify(errorBody(typed))}\n`;
@@ -180,5 +197,5 @@ export async function sendLines(reply: FastifyReply, lines: AsyncIterable<unknow
       await iterator.return?.();
     }
   }
-  return reply.type(ndjsonType).send(Readable.from(text(), { objectMode: false }));
+  return reply.type(ndjsonType).send(Readable.from(body(), { objectMode: false }));
 }

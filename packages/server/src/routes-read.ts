@@ -4,7 +4,7 @@ import { recordLine, StreamStackError, type ReadOptions } from '@streamstack/eng
 import type { ServerContext } from './context.js';
 import { followOverSse, wantsEventStream } from './live-sse.js';
 import { closedSignal, waitForCommit } from './live-wait.js';
-import { sendLines } from './ndjson.js';
+import { sendLineChunks, sendLines } from './ndjson.js';
 import { choice, integer, integerText, jsonParameter, many, numberText, plans, readModes, single, type QueryParams } from './request-params.js';
 import { describe, querySchema } from './route-schemas.js';
 
@@ -93,9 +93,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
         }
       }
       reply.header('ss-head', String((await feed.head())?.commit ?? 0));
-      return sendLines(reply, (async function* () {
-        for await (const batch of feed.readBatches(options)) for (const record of batch) yield recordLine(record);
-      })());
+      return sendLineChunks(reply, feed.readLines(options));
     },
   );
 

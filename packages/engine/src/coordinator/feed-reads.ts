@@ -8,6 +8,7 @@ import { StreamStackError } from '../errors.js';
 import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
 import type { ColumnBatch } from '../query/column-batch.js';
 import { checkCursor, getByKey, readBatches, readColumns, readEnd, type ReadOptions } from '../query/read.js';
+import { readLineChunks } from '../query/read-lines.js';
 import { checkExportOptions, writeExport, type ExportOptions } from '../query/export.js';
 import type { ExportManifest } from '../query/export-manifest.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
@@ -27,6 +28,17 @@ export class FeedReads {
   /** The columnar form of a feed read: one batch of columns per commit. */
   columns(options: ReadOptions): AsyncGenerator<ColumnBatch> {
     return this.guarded(this.afterIndexing(readColumns(this.writer.snapshot(), options, this.writer.fingerprints)));
+  }
+
+  /**
+   * A read as NDJSON record lines, in chunks. The runs are read into buffers used again, for a
+   * batch's lines are written (copied) before the next batch is read.
+   */
+  lines(options: ReadOptions): AsyncGenerator<Uint8Array> {
+    const snapshot = this.writer.snapshot();
+    const runBuffers = new RunBufferPool();
+    const batches = readColumns(snapshot, options, this.writer.fingerprints, runBuffers);
+    return this.guarded(readLineChunks(snapshot.kernels, this.afterIndexing(batches), runBuffers));
   }
 
   /**

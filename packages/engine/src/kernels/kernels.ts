@@ -54,6 +54,12 @@ export interface NdjsonColumns {
   readonly versionFlag: number;
   readonly tombstoneFlag: number;
   readonly elsewhereFlag: number;
+  /**
+   * Which lines: false for export lines (every field, `null` where absent); true for the record
+   * line format `read` writes (`recordLine`: only the fields a record has, the payload and the
+   * fingerprint each as text where UTF-8, else base64), which the CLI and the server stream.
+   */
+  readonly readLines: boolean;
 }
 
 /** The result of an FST range or prefix query: matching keys in order and their values. */
@@ -115,10 +121,11 @@ export interface Kernels {
   copyRange(target: Uint8Array, targetAt: number, source: Uint8Array, start: number, end: number): void;
 
   /**
-   * Writes one batch's NDJSON export lines into `out` (docs/formats.md, Export) and returns the
-   * bytes written, or -1 when they do not fit (the caller gives a larger buffer). Each payload is
-   * written as `read` writes it, decided per record: as text under `payload` where it is valid
-   * UTF-8, else as base64 under `payloadBase64`, the other null. Numbers must be
+   * Writes one batch's NDJSON lines into `out` and returns the bytes written, or -1 when they do
+   * not fit (the caller gives a larger buffer): export lines (docs/formats.md, Export) or, with
+   * `columns.readLines`, the record lines `read` writes (docs/cli.md). Each payload is written as
+   * `read` writes it, decided per record: as text under `payload` where it is valid UTF-8, else
+   * as base64 under `payloadBase64` (in export lines, the other null). Numbers must be
    * safe integers and ranges within their bytes (`INVALID_ARGUMENT`); a key or tag that is not
    * UTF-8 is `CORRUPT`. One call per batch: writing lines a field at a time in JavaScript cost an
    * NDJSON export most of its time.

@@ -45,8 +45,8 @@ function allText(batch: ColumnBatch): boolean {
   return true;
 }
 
-/** The batch's columns as the kernels write lines from them. */
-function columnsOf(batch: ColumnBatch): NdjsonColumns {
+/** The batch's columns as the kernels write lines from them: export lines, or read lines. */
+export function ndjsonColumnsOf(batch: ColumnBatch, readLines: boolean): NdjsonColumns {
   // What is the same for the whole batch is encoded once.
   const types = utf8Concat(batch.types.map((type) => JSON.stringify(type)));
   return {
@@ -74,6 +74,7 @@ function columnsOf(batch: ColumnBatch): NdjsonColumns {
     versionFlag: recordFlags.hasVersion,
     tombstoneFlag: recordFlags.isTombstone,
     elsewhereFlag: payloadElsewhere,
+    readLines,
   };
 }
 
@@ -86,7 +87,7 @@ export async function writeNdjson(kernels: Kernels, batches: readonly ColumnBatc
   let payloadText = true;
   for (const batch of batches) {
     signal?.throwIfAborted();
-    const columns = columnsOf(batch);
+    const columns = ndjsonColumnsOf(batch, false);
     let out = sink.reusable() ?? new Uint8Array(exportNdjsonWriteBytes);
     let written: number;
     try {

@@ -1,9 +1,11 @@
 /**
- * NDJSON export lines, a batch of records at a time: the TypeScript twin of
- * native/src/ndjson.rs (`Kernels.ndjsonLines`). One JSON object per record and line, its fields
- * in a fixed order, written as bytes straight from the batch's columns: exactly what
- * `JSON.stringify` of the same values would give. Each payload is written as `read` writes it:
- * under `payload` as text where it is valid UTF-8, else under `payloadBase64`, the other null.
+ * NDJSON lines, a batch of records at a time: the TypeScript twin of native/src/ndjson.rs
+ * (`Kernels.ndjsonLines`). One JSON object per record and line, written as bytes straight from
+ * the batch's columns: exactly what `JSON.stringify` of the same values would give. Two forms:
+ * export lines have every field, in a fixed order, `null` where a record has no value, and the
+ * payload under `payload` as text where it is valid UTF-8, else under `payloadBase64`, the other
+ * null; read lines (`readLines`) are the record line format of `read` (`recordLine`), which
+ * leaves out what a record does not have and writes the fingerprint as text or base64 too.
  */
 import { isUtf8 } from 'node:buffer';
 import { StreamStackError } from '../../errors.js';
@@ -26,6 +28,12 @@ const textLineEnd = ascii(',"payloadBase64":null}\n');
 const payloadBase64Field = ascii('","payload":null,"payloadBase64":"');
 const base64LineEnd = ascii('"}\n');
 const nullValue = ascii('null');
+const readPayloadText = ascii(',"payload":');
+const readPayloadBase64 = ascii(',"payloadBase64":"');
+const readFingerprintText = ascii(',"fingerprint":');
+const readFingerprintBase64 = ascii(',"fingerprintBase64":"');
+const quoteOnly = ascii('"');
+const readLineEnd = ascii('}\n');
 /** The most bytes of a line besides its strings and head: field names, punctuation and four integers. */
 const lineFixedBytesMax = 256;
 
@@ -98,10 +106,109 @@ function writeText(out: Uint8Array, at: number, bytes: Uint8Array, start: number
 function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): number {
   let bytes = lineFixedBytesMax + columns.head.length + typeBytes + jsonStringBytesMax(columns.keyEnds[row] - columns.keyStarts[row]);
   for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) bytes += jsonStringBytesMax(columns.tagEnds[tag] - columns.tagStarts[tag]) + 1;
-  bytes += base64Bytes(columns.fingerprintEnds[row] - columns.fingerprintStarts[row]);
-  // As text or as base64, whichever it is written as: text can take more.
+  // As text or as base64, whichever each is written as: text can take more.
+  const fingerprint = columns.fingerprintEnds[row] - columns.fingerprintStarts[row];
+  bytes += Math.max(jsonStringBytesMax(fingerprint), base64Bytes(fingerprint));
   const payload = columns.payloadEnds[row] - columns.payloadStarts[row];
   return bytes + Math.max(jsonStringBytesMax(payload), base64Bytes(payload));
+}
+
+/** Writes row `row`'s export line at `at` (room is made): every field, `null` where absent. */
+function writeExportLine(out: Uint8Array, at: number, columns: NdjsonColumns, row: number): number {
+  const { head, types, typeEnds, bytes, flags, keyFlag, versionFlag, tombstoneFlag, elsewhereFlag } = columns;
+  const flag = flags[row];
+  at = writeAscii(out, at, head);
+  at = writeInteger(out, at, columns.seqs[row]);
+  at = writeAscii(out, at, positionField);
+  at = writeInteger(out, at, columns.positions[row]);
+  at = writeAscii(out, at, timestampField);
+  at = writeInteger(out, at, columns.timestamps[row]);
+  at = writeAscii(out, at, keyField);
+  at = (flag & keyFlag) !== 0 ? writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key') : writeAscii(out, at, nullValue);
+  at = writeAscii(out, at, versionField);
+  at = (flag & versionFlag) !== 0 ? writeInteger(out, at, columns.versions[row]) : writeAscii(out, at, nullValue);
+  at = writeAscii(out, at, (flag & tombstoneFlag) !== 0 ? tombstoneTrue : tombstoneFalse);
+  at = writeAscii(out, at, typeField);
+  const typeId = columns.typeIds[row];
+  at = typeId < 0 ? writeAscii(out, at, nullValue) : writeAscii(out, at, types.subarray(typeId === 0 ? 0 : typeEnds[typeId - 1], typeEnds[typeId]));
+  at = writeAscii(out, at, tagsField);
+  for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) {
+    if (tag > columns.tagRows[row]) out[at++] = 0x2c;
+    at = writeText(out, at, bytes, columns.tagStarts[tag], columns.tagEnds[tag], 'tag');
+  }
+  at = writeAscii(out, at, fingerprintField);
+  at = writeBase64(out, at, bytes, columns.fingerprintStarts[row], columns.fingerprintEnds[row]);
+  const payload = (flag & elsewhereFlag) !== 0 ? columns.external : bytes;
+  const payloadStart = columns.payloadStarts[row];
+  const payloadEnd = columns.payloadEnds[row];
+  // Written as text first; only a payload with bytes above 0x7f needs checking, and one that is
+  // not UTF-8 is written again, over it, as base64.
+  const textAt = writeAscii(out, at, payloadTextField);
+  const afterText = writeJsonString(out, textAt, payload, payloadStart, payloadEnd);
+  if (afterText >= 0 || isUtf8(payload.subarray(payloadStart, payloadEnd))) {
+    at = writeAscii(out, Math.abs(afterText), textLineEnd);
+  } else {
+    at = writeAscii(out, at, payloadBase64Field);
+    at = writeBase64(out, at, payload, payloadStart, payloadEnd);
+    at = writeAscii(out, at, base64LineEnd);
+  }
+  return at;
+}
+
+/**
+ * Writes row `row`'s read line at `at` (room is made): the fields of `recordLine`, in its order,
+ * each only where the record has it; payload and fingerprint as text where they are UTF-8.
+ */
+function writeReadLine(out: Uint8Array, at: number, columns: NdjsonColumns, row: number): number {
+  const { bytes, flags, typeEnds } = columns;
+  const flag = flags[row];
+  at = writeAscii(out, at, columns.head);
+  at = writeInteger(out, at, columns.seqs[row]);
+  at = writeAscii(out, at, positionField);
+  at = writeInteger(out, at, columns.positions[row]);
+  at = writeAscii(out, at, timestampField);
+  at = writeInteger(out, at, columns.timestamps[row]);
+  const payload = (flag & columns.elsewhereFlag) !== 0 ? columns.external : bytes;
+  at = writeBytesField(out, at, payload, columns.payloadStarts[row], columns.payloadEnds[row], readPayloadText, readPayloadBase64);
+  if ((flag & columns.keyFlag) !== 0) {
+    at = writeAscii(out, at, keyField);
+    at = writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key');
+  }
+  if ((flag & columns.versionFlag) !== 0) {
+    at = writeAscii(out, at, versionField);
+    at = writeInteger(out, at, columns.versions[row]);
+  }
+  if ((flag & columns.tombstoneFlag) !== 0) at = writeAscii(out, at, tombstoneTrue);
+  const typeId = columns.typeIds[row];
+  if (typeId >= 0) {
+    at = writeAscii(out, at, typeField);
+    at = writeAscii(out, at, columns.types.subarray(typeId === 0 ? 0 : typeEnds[typeId - 1], typeEnds[typeId]));
+  }
+  const firstTag = columns.tagRows[row];
+  const endTag = columns.tagRows[row + 1];
+  if (endTag > firstTag) {
+    at = writeAscii(out, at, tagsField);
+    for (let tag = firstTag; tag < endTag; tag++) {
+      if (tag > firstTag) out[at++] = 0x2c;
+      at = writeText(out, at, bytes, columns.tagStarts[tag], columns.tagEnds[tag], 'tag');
+    }
+    out[at++] = 0x5d;
+  }
+  at = writeBytesField(out, at, bytes, columns.fingerprintStarts[row], columns.fingerprintEnds[row], readFingerprintText, readFingerprintBase64);
+  return writeAscii(out, at, readLineEnd);
+}
+
+/**
+ * Writes `source[start, end)` as `bytesField` does: under `textField` as a JSON string when it is
+ * UTF-8, else as base64 under `base64Field` (which opens the string). Written as text first; only
+ * bytes above 0x7f need checking, and bytes that are not UTF-8 are written again, over it.
+ */
+function writeBytesField(out: Uint8Array, at: number, source: Uint8Array, start: number, end: number, textField: Uint8Array, base64Field: Uint8Array): number {
+  const afterText = writeJsonString(out, writeAscii(out, at, textField), source, start, end);
+  if (afterText >= 0 || isUtf8(source.subarray(start, end))) return Math.abs(afterText);
+  at = writeAscii(out, at, base64Field);
+  at = writeBase64(out, at, source, start, end);
+  return writeAscii(out, at, quoteOnly);
 }
 
 /**
@@ -110,7 +217,7 @@ function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): n
  */
 export function ndjsonLines(columns: NdjsonColumns, into: Uint8Array): number {
   const rows = check(columns);
-  const { head, types, typeEnds, bytes, flags, keyFlag, versionFlag, tombstoneFlag, elsewhereFlag } = columns;
+  const { typeEnds, readLines } = columns;
   let typeBytes = nullValue.length;
   typeEnds.forEach((end, index) => (typeBytes = Math.max(typeBytes, end - (index === 0 ? 0 : typeEnds[index - 1]))));
   // Written into scratch room for whatever each line's strings hold, then copied when it fits:
@@ -125,43 +232,7 @@ export function ndjsonLines(columns: NdjsonColumns, into: Uint8Array): number {
       grown.set(lines.subarray(0, at));
       lines = scratch = grown;
     }
-    const out = lines;
-    const flag = flags[row];
-    at = writeAscii(out, at, head);
-    at = writeInteger(out, at, columns.seqs[row]);
-    at = writeAscii(out, at, positionField);
-    at = writeInteger(out, at, columns.positions[row]);
-    at = writeAscii(out, at, timestampField);
-    at = writeInteger(out, at, columns.timestamps[row]);
-    at = writeAscii(out, at, keyField);
-    at = (flag & keyFlag) !== 0 ? writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key') : writeAscii(out, at, nullValue);
-    at = writeAscii(out, at, versionField);
-    at = (flag & versionFlag) !== 0 ? writeInteger(out, at, columns.versions[row]) : writeAscii(out, at, nullValue);
-    at = writeAscii(out, at, (flag & tombstoneFlag) !== 0 ? tombstoneTrue : tombstoneFalse);
-    at = writeAscii(out, at, typeField);
-    const typeId = columns.typeIds[row];
-    at = typeId < 0 ? writeAscii(out, at, nullValue) : writeAscii(out, at, types.subarray(typeId === 0 ? 0 : typeEnds[typeId - 1], typeEnds[typeId]));
-    at = writeAscii(out, at, tagsField);
-    for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) {
-      if (tag > columns.tagRows[row]) out[at++] = 0x2c;
-      at = writeText(out, at, bytes, columns.tagStarts[tag], columns.tagEnds[tag], 'tag');
-    }
-    at = writeAscii(out, at, fingerprintField);
-    at = writeBase64(out, at, bytes, columns.fingerprintStarts[row], columns.fingerprintEnds[row]);
-    const payload = (flag & elsewhereFlag) !== 0 ? columns.external : bytes;
-    const payloadStart = columns.payloadStarts[row];
-    const payloadEnd = columns.payloadEnds[row];
-    // Written as text first; only a payload with bytes above 0x7f needs checking, and one that is
-    // not UTF-8 is written again, over it, as base64.
-    const textAt = writeAscii(out, at, payloadTextField);
-    const afterText = writeJsonString(out, textAt, payload, payloadStart, payloadEnd);
-    if (afterText >= 0 || isUtf8(payload.subarray(payloadStart, payloadEnd))) {
-      at = writeAscii(out, Math.abs(afterText), textLineEnd);
-    } else {
-      at = writeAscii(out, at, payloadBase64Field);
-      at = writeBase64(out, at, payload, payloadStart, payloadEnd);
-      at = writeAscii(out, at, base64LineEnd);
-    }
+    at = (readLines ? writeReadLine : writeExportLine)(lines, at, columns, row);
   }
   if (at > into.length) return -1;
   into.set(lines.subarray(0, at));
