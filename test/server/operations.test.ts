@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { Store } from '../../packages/engine/src/index.js';
+import { Store, storeFormatVersion } from '../../packages/engine/src/index.js';
 import type { StreamStackServer } from '../../packages/server/src/index.js';
 import { call, ndjson, readEvents, startServer } from '../support/server.js';
 
@@ -29,6 +29,15 @@ describe('operating the server', () => {
     expect(metrics.text).toContain('streamstack_subscription_lag_commits{feed="f",subscription="s"} 2');
     expect(metrics.text).toMatch(/streamstack_http_request_duration_seconds_count\{method="POST",route="\/v1\/feeds\/:feed\/records",status="201"\} 2/);
     expect(metrics.text).toMatch(/streamstack_group_commits\{feed="f",count="groups"\} [1-9]/);
+  });
+
+  it('says on /health which kernels it runs on and the store format it reads', async () => {
+    for (const kernels of ['native', 'ts'] as const) {
+      const { url } = await startServer({ storeOptions: { kernels } });
+      const health = await call(url, 'GET', '/health');
+      expect(health.status).toBe(200);
+      expect(health.json).toEqual({ ok: true, version: expect.stringMatching(/^\d+\.\d+\.\d+/), kernels, storeFormat: storeFormatVersion });
+    }
   });
 
   it('serves an OpenAPI document naming the routes', async () => {

@@ -10,11 +10,12 @@
  * // … later, or on SIGTERM: stop accepting, finish in-flight requests, close the store.
  * await server.close();
  */
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
-import { limits, StreamStackError, type Store } from '@streamstack/engine';
+import { limits, storeFormatVersion, StreamStackError, type Store } from '@streamstack/engine';
 import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
 import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
 import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
@@ -98,6 +99,9 @@ function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['lo
   if (logger === true) return { redact: redactedPaths };
   return { ...logger, redact: redactedPaths };
 }
+
+/** The version of this package, from its package.json (shipped beside `dist`). */
+const serverVersion: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
 /** Builds the server over `options.store` (not yet listening). */
 export async function createServer(options: ServerOptions): Promise<StreamStackServer> {
@@ -191,7 +195,9 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     const visible = grant === undefined ? text : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
     return reply.type(metrics.registry.contentType).send(visible);
   });
-  app.get('/health', { schema: { hide: true } }, async () => ({ ok: true }));
+  // What an operator checks first: that the server answers, which kernels it runs on (the native
+  // ones, or the TypeScript twins after the native module failed to load) and which store format.
+  app.get('/health', { schema: { hide: true } }, async () => ({ ok: true, version: serverVersion, kernels: store.kernels.name, storeFormat: storeFormatVersion }));
 
   let closing: Promise<void> | undefined;
   return {
