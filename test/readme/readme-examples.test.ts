@@ -4,6 +4,15 @@
  * type-checked as TypeScript and run as plain `.mjs` on this Node (20 in CI); the command-line
  * block runs in bash with `streamstack` on the PATH; the client block runs against a server
  * started on the address it names.
+ *
+ * So do the quick examples of `docs/`. A docs example is a fragment: it names a `feed` (or a
+ * `signal` and a `handle`) that its page's text has introduced. Each runs after the setting its
+ * page describes, given below as a prelude: for `docs/history.md`, a feed `orders` of 120 commits
+ * in small segments (so trims and key compactions have whole segments to work on); for
+ * `docs/http.md`, a server at the address the example names, with the feed it opens, and a
+ * `handle` that stops the follow after its first commit. Every JavaScript or TypeScript block of
+ * `docs/` runs here: a new one fails the suite until it is given a setting. (One file, so that
+ * the README's and the docs' servers never race for the one port both name.)
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -77,6 +86,53 @@ function withoutDataVariable(): NodeJS.ProcessEnv {
   return rest;
 }
 
+interface DocsBlock extends Block {
+  /** The file under docs/. */
+  readonly page: string;
+}
+
+const pages = fs.readdirSync(path.join(root, 'docs')).filter((name) => name.endsWith('.md'));
+const docsBlocks: DocsBlock[] = pages.flatMap((page) => {
+  const text = fs.readFileSync(path.join(root, 'docs', page), 'utf8');
+  return [...text.matchAll(/^```(js|ts|javascript|typescript|mjs)\n([\s\S]*?)^```$/gm)].map((match) => ({
+    page,
+    language: match[1]!,
+    code: match[2]!,
+    line: text.slice(0, match.index).split('\n').length,
+  }));
+});
+
+/** What each page's examples assume: code run before them (JavaScript), and its types for the check. */
+const settings: Record<string, { readonly prelude: string; readonly declarations: string; readonly after: string }> = {
+  'history.md': {
+    prelude: [
+      "import { Store } from '@streamstack/engine';",
+      "const store = await Store.open('./data', { segmentBytes: 64 * 1024 });",
+      "const feed = await store.createFeed('orders');",
+      'for (let commit = 1; commit <= 120; commit++) {',
+      '  await feed.append(Array.from({ length: 20 }, (_, i) => ({ payload: JSON.stringify({ commit, i, note: "x".repeat(200) }), key: `order-${i}` })));',
+      '}',
+      '',
+    ].join('\n'),
+    declarations: "import { Store } from '@streamstack/engine';\nconst store = await Store.open('./data');\nconst feed = await store.createFeed('orders');\n",
+    after: '\nawait store.close();\n',
+  },
+  'http.md': {
+    prelude: [
+      'const stop = new AbortController();',
+      'const signal = stop.signal;',
+      'let handled = 0;',
+      'function handle(commit, records) {',
+      '  console.log(JSON.stringify({ commit: commit.commit, records: records.length }));',
+      '  if (++handled === 1) stop.abort();',
+      '}',
+      '',
+    ].join('\n'),
+    declarations: 'declare const signal: AbortSignal;\ndeclare function handle(commit: { readonly commit: number }, records: readonly unknown[]): void;\n',
+    after: '',
+  },
+};
+
 const blockHolding = (text: string): Block => {
   const found = blocks.filter((block) => block.code.includes(text));
   expect(found, `one README block holds ${JSON.stringify(text)}`).toHaveLength(1);
@@ -139,4 +195,64 @@ describe('README examples', () => {
       await new Promise((resolve) => server.on('close', resolve));
     }
   }, 120_000);
+});
+
+/** Type-checks the block after its page's declarations, then runs it after its prelude as `.mjs`; returns what it printed. */
+function runDocsBlock(block: DocsBlock, directory: string): string {
+  const setting = settings[block.page]!;
+  const where = `docs/${block.page} line ${block.line}`;
+  fs.writeFileSync(path.join(directory, 'example.ts'), `${setting.declarations}${block.code}${setting.after}`);
+  const checked = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', directory], { encoding: 'utf8' });
+  expect(checked.status, `${where} does not type-check:\n${checked.stdout}${checked.stderr}`).toBe(0);
+  fs.writeFileSync(path.join(directory, 'example.mjs'), `${setting.prelude}${block.code}${setting.after}`);
+  const ran = spawnSync(process.execPath, ['example.mjs'], { cwd: directory, encoding: 'utf8', timeout: 60_000 });
+  expect(ran.status, `${where} failed as .mjs:\n${ran.stderr}`).toBe(0);
+  return ran.stdout;
+}
+
+describe('docs/ examples', () => {
+  it('every JavaScript and TypeScript block of docs/ has a setting to run in', () => {
+    expect(docsBlocks.length).toBeGreaterThanOrEqual(4);
+    for (const block of docsBlocks) expect(Object.keys(settings), `docs/${block.page} line ${block.line}`).toContain(block.page);
+  });
+
+  for (const block of docsBlocks.filter((candidate) => candidate.page === 'history.md')) {
+    it(`docs/history.md line ${block.line} runs on a feed of 120 commits`, () => {
+      const directory = workspace();
+      runDocsBlock(block, directory);
+      if (block.code.includes('feed.export')) {
+        for (const month of ['2024-06', '2024-07']) expect(fs.existsSync(path.join(directory, 'exports', month, 'manifest.json')), month).toBe(true);
+      }
+    }, 120_000);
+  }
+
+  for (const block of docsBlocks.filter((candidate) => candidate.page === 'http.md')) {
+    it(`docs/http.md line ${block.line} runs against a server at the address it names`, async () => {
+      const directory = workspace();
+      const address = /http:\/\/127\.0\.0\.1:(\d+)/.exec(block.code);
+      expect(address).not.toBeNull();
+      const data = path.join(directory, 'served');
+      const feedName = /store\.feed\('([^']+)'\)/.exec(block.code)?.[1];
+      if (feedName) expect(spawnSync(process.execPath, [cliBin, '--data', data, 'feed', 'create', feedName], { encoding: 'utf8' }).status).toBe(0);
+      const server = spawn(process.execPath, [cliBin, '--data', data, 'serve', '--port', address![1]!], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let log = '';
+      server.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
+      server.stderr!.on('data', (chunk: Buffer) => (log += chunk.toString()));
+      try {
+        const deadline = Date.now() + 20_000;
+        for (;;) {
+          const up = await fetch(`${address![0]}/health`).then((response) => response.ok, () => false);
+          if (up) break;
+          expect(Date.now() < deadline, `the server did not start on port ${address![1]} (is it taken?):\n${log}`).toBe(true);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        const printed = runDocsBlock(block, directory);
+        // The follow handed the example's own append to `handle`, then ended when it aborted.
+        expect(printed.trim().split('\n').map((line) => JSON.parse(line))).toEqual([{ commit: 1, records: 1 }]);
+      } finally {
+        server.kill('SIGTERM');
+        await new Promise((resolve) => server.on('close', resolve));
+      }
+    }, 120_000);
+  }
 });
