@@ -379,6 +379,13 @@ export const exportRowGroupBytesMax = 64 * 1024 * 1024;
  */
 export const readLinesChunkBytes = 256 * 1024;
 
+/**
+ * The first chunk of a read as NDJSON takes this many bytes (or what its first batch needs);
+ * each next one twice the last, up to `readLinesChunkBytes`: a read of one small commit, as a
+ * long-poll makes, allocates little.
+ */
+export const readLinesFirstChunkBytes = 8 * 1024;
+
 /** An NDJSON export writes a batch's lines at a time, into buffers of at least this many bytes (doubled until a batch fits). */
 export const exportNdjsonWriteBytes = 1024 * 1024;
 
