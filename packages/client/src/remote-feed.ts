@@ -31,7 +31,7 @@ import {
   type StoredRecord,
   type SubscriptionInfo,
   type TrimResult,
-} from '@streamstack/engine';
+} from '@streamstack/protocol';
 import { serverEvents } from './event-stream.js';
 import { conditionQuery, feedPath, readQuery, recordLines } from './paths.js';
 import { RemoteStream } from './remote-stream.js';

@@ -10,7 +10,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { byteLines, StreamStackError, type ErrorCode } from '@streamstack/engine';
+import { byteLines, StreamStackError, type ErrorCode } from '@streamstack/protocol';
 
 export type QueryInput = Record<string, string | number | boolean | readonly string[] | undefined>;
 

@@ -102,12 +102,10 @@ export const fingerprintBytesMax = 64;
 export const messageBytesMax = 4096;
 
 /**
- * Deepest nesting of arrays and objects in a JSON payload on the command line, in levels. The
- * payload is stored as its JSON text, and JSON.stringify recurses once per level: it runs out of
- * stack at a few thousand levels on Node's default stack, so a bound well below that turns an
- * abusive document into a typed refusal instead of a crash. Real documents stay far shallower.
+ * Deepest nesting of arrays and objects in a JSON payload, in levels: a bound of the record line
+ * format, so it lives with that format in @streamstack/protocol and is listed here with the rest.
  */
-export const jsonNestingDepthMax = 512;
+export { jsonNestingDepthMax } from '@streamstack/protocol';
 
 /**
  * Shortest wait between a command-line tail's looks for new commits, in milliseconds: a tail

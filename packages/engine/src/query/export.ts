@@ -20,29 +20,9 @@ import type { RunBufferPool } from '../storage/run-buffers.js';
 import { exportFilesInFlight, writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
-
-export interface ExportOptions {
-  /** The range: the commits after `after` (default: the start of the history kept) up to `upTo` (default: the head). */
-  readonly after?: number;
-  readonly upTo?: number;
-  /** Which records: every one (`raw`, the default), first occurrences (`dedup`), or key winners (`latest`). */
-  readonly mode?: ReadMode;
-  readonly format: ExportFormat;
-  /** The directory the files and the manifest go to; created when missing. */
-  readonly to: string;
-  readonly signal?: AbortSignal;
-  /** Called as the export advances (after each batch of records read), for a progress display. */
-  readonly onProgress?: (progress: ExportProgress) => void;
-}
-
-export interface ExportProgress {
-  readonly after: number;
-  readonly upTo: number;
-  /** The last commit reached, from `after` to `upTo`. */
-  readonly commit: number;
-  /** Records written so far. */
-  readonly records: number;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { ExportOptions, ExportProgress } from '@streamstack/protocol';
+export type { ExportOptions, ExportProgress };
 
 const formats: readonly ExportFormat[] = ['ndjson', 'arrow', 'parquet'];
 const extensions: Record<ExportFormat, string> = { ndjson: 'ndjson', arrow: 'arrow', parquet: 'parquet' };
