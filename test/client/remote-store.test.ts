@@ -1,11 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { StreamStackError } from '../../packages/engine/src/index.js';
-import { RemoteStore } from '../../packages/client/src/index.js';
+import { RemoteStore, StreamStackError as ClientStreamStackError } from '../../packages/client/src/index.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { startServer } from '../support/server.js';
 import { openStore, text } from '../support/store.js';
 
 describe('the client', () => {
+  it('throws the engine StreamStackError class itself, which it re-exports from the protocol', async () => {
+    // The client depends on @streamstack/protocol, not on the engine; one class for both is what
+    // lets code written against the embedded store catch the remote store's errors unchanged.
+    expect(ClientStreamStackError).toBe(StreamStackError);
+    const { url } = await startServer();
+    const store = await RemoteStore.open(url);
+    const missing = await store.feed('absent').catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(StreamStackError);
+    expect(missing).toMatchObject({ code: 'FEED_NOT_FOUND' });
+    await store.close();
+  });
+
   it('sends its bearer token, and rebuilds 401 and 403 as typed errors with their details', async () => {
     const { url } = await startServer({
       tokens: [

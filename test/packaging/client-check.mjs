@@ -3,8 +3,8 @@
 // node_modules. It talks to the server whose URL is its argument (started from the full install),
 // and prints one JSON line for the test to check.
 import { createRequire } from 'node:module';
-import { RemoteStore } from '@streamstack/client';
-import { StreamStackError } from '@streamstack/protocol';
+import { RemoteStore, StreamStackError } from '@streamstack/client';
+import { StreamStackError as ProtocolError } from '@streamstack/protocol';
 
 const require = createRequire(import.meta.url);
 
@@ -30,9 +30,14 @@ try {
   for await (const record of feed.read({ after: 0 })) {
     result.records.push({ key: record.key, position: record.position, payload: [...record.payload] });
   }
-  // An error from the server is rebuilt as the protocol's class, the one users import.
+  // An error from the server is rebuilt as the protocol's class, which the client re-exports.
   const missing = await store.feed('no-such-feed').catch((error) => error);
-  result.missing = { instance: missing instanceof StreamStackError, name: missing?.name, code: missing?.code };
+  result.missing = {
+    instance: missing instanceof StreamStackError,
+    oneClass: StreamStackError === ProtocolError,
+    name: missing?.name,
+    code: missing?.code,
+  };
 } finally {
   await store.close();
 }

@@ -68,7 +68,7 @@ interface Manifest {
 interface ClientCheckResult {
   readonly commit: { commit: number; records: number };
   readonly records: { key: string; position: number; payload: number[] }[];
-  readonly missing: { instance: boolean; name?: string; code?: string };
+  readonly missing: { instance: boolean; oneClass: boolean; name?: string; code?: string };
   readonly engine: string | null;
   readonly addons: string[];
 }
@@ -293,7 +293,7 @@ describe('installable packages', () => {
       { key: 'order-1', position: 1, payload: [...Buffer.from('{"id":1}')] },
       { key: 'bytes', position: 2, payload: [0xff, 0x00, 0x7f] },
     ]);
-    expect(result?.missing).toEqual({ instance: true, name: 'StreamStackError', code: 'FEED_NOT_FOUND' });
+    expect(result?.missing).toEqual({ instance: true, oneClass: true, name: 'StreamStackError', code: 'FEED_NOT_FOUND' });
     expect(result?.engine).toBeNull();
     expect(result?.addons).toEqual([]);
   });
