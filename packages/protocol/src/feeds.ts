@@ -29,6 +29,11 @@ export interface FeedInfo {
 
 export interface StreamInfo {
   readonly id: string;
+  /**
+   * The states of the engine's `StreamStatus`, spelled out because the protocol cannot import the
+   * engine; `Stream.info` passes the engine's state through, so a state added there does not
+   * compile until it is added here too.
+   */
   readonly state: 'open' | 'sealed' | 'aborted' | 'unknown';
   /** The commit a sealed stream became. */
   readonly commit?: Commit;
