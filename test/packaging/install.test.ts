@@ -32,6 +32,8 @@ const run = promisify(execFile);
 const repository = fileURLToPath(new URL('../..', import.meta.url));
 const checkScript = fileURLToPath(new URL('./install-check.mjs', import.meta.url));
 const clientCheckScript = fileURLToPath(new URL('./client-check.mjs', import.meta.url));
+const typesCheck = fileURLToPath(new URL('./types-check.ts', import.meta.url));
+const tsc = path.join(repository, 'node_modules', 'typescript', 'bin', 'tsc');
 
 const platformPackage = '@streamstack/native-linux-x64-gnu';
 const binaryName = 'streamstack-native.linux-x64-gnu.node';
@@ -147,6 +149,7 @@ async function install(tarballs: readonly string[], extraArguments: readonly str
   );
   fs.copyFileSync(checkScript, path.join(folder, 'install-check.mjs'));
   fs.copyFileSync(clientCheckScript, path.join(folder, 'client-check.mjs'));
+  fs.copyFileSync(typesCheck, path.join(folder, 'types-check.ts'));
   return { folder, output: `${stdout}${stderr}` };
 }
 
@@ -296,6 +299,19 @@ describe('installable packages', () => {
     expect(result?.missing).toEqual({ instance: true, oneClass: true, name: 'StreamStackError', code: 'FEED_NOT_FOUND' });
     expect(result?.engine).toBeNull();
     expect(result?.addons).toEqual([]);
+  });
+
+  it('type-checks the embedded and the remote store as one against the shipped declarations', async () => {
+    // skipLibCheck stays off: with it on, a declaration that imports a package not installed
+    // (the client's reaching for the engine) would turn its types into `any` without an error.
+    // @types/node comes with apache-arrow's dependencies.
+    const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--skipLibCheck', 'false'];
+    // tsc prints its errors on stdout: the failure shows them.
+    const errors = await run(process.execPath, [tsc, ...args, 'types-check.ts'], { cwd: withBinary, env: environment }).then(
+      () => '',
+      (error: { stdout?: string; message: string }) => error.stdout || error.message,
+    );
+    expect(errors).toBe('');
   });
 
   it('replaces workspace: ranges with the exact versions of the packages packed with them', () => {
