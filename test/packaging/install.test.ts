@@ -10,12 +10,14 @@
  * client alone (the client's and the protocol's tarballs): it must stay small, hold nothing
  * native, and talk to a server run by the first folder's installed CLI (client-check.mjs). No
  * install may warn EBADENGINE: every package claims Node 20.15, so on Node 20 a dependency that
- * wants a later Node shows here.
+ * wants a later Node shows here. A program that uses the embedded and the remote store as one
+ * (types-check.ts) is type-checked against the first folder's shipped declarations.
  *
  * Third-party dependencies (commander, cli-progress, apache-arrow, parquet-wasm and theirs) come
  * from npm's cache when it has them and from the registry otherwise (`--prefer-offline`). With a
- * warm cache the whole file takes about 40 seconds on two cores, most of it the two installs and
- * the CLI's process starts; with an empty cache (about 18 MB from the registry) about 50.
+ * warm cache the whole file takes about 40 seconds on two cores, most of it the installs, the
+ * type check and the CLI's process starts; with an empty cache (about 18 MB from the registry)
+ * about 50.
  *
  * Packages are found by asking pnpm for the workspace's public packages, so a new one (a server,
  * a client) is packed and installed here as soon as it drops `private`.
