@@ -384,6 +384,14 @@ export const readLinesChunkBytes = 256 * 1024;
  */
 export const readLinesFirstChunkBytes = 8 * 1024;
 
+/**
+ * A read as NDJSON writes the lines of a batch of fewer rows than this in JavaScript, the same
+ * bytes, rather than through the kernels: handing a batch's columns to the native kernel costs
+ * about as much as making a dozen lines one record at a time (a tag query's batches hold a
+ * record or a few each, one per commit it hits).
+ */
+export const readLinesKernelRowsMin = 16;
+
 /** An NDJSON export writes a batch's lines at a time, into buffers of at least this many bytes (doubled until a batch fits). */
 export const exportNdjsonWriteBytes = 1024 * 1024;
 

@@ -273,7 +273,7 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
 }
 
 /** Checks a read's options: `INVALID_ARGUMENT` or `CURSOR_OUT_OF_RANGE`, before any I/O. */
-function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: ReadMode; query: Query | undefined } {
+export function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: ReadMode; query: Query | undefined } {
   const mode = options.mode ?? 'raw';
   if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
     throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
