@@ -134,6 +134,17 @@ export class RemoteFeed {
     }
   }
 
+  /**
+   * `read` as NDJSON bytes, in chunks of whole lines: the server's record lines as they arrive,
+   * the same bytes the embedded `readLines` gives, with nothing decoded on the way.
+   *
+   * @example
+   * for await (const chunk of feed.readLines({ mode: 'latest' })) process.stdout.write(chunk);
+   */
+  async *readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+    yield* this.transport.lineChunks(`${this.path}/records`, { query: readQuery(options), ...(options.signal ? { signal: options.signal } : {}) });
+  }
+
   /** The batch form of `read`: one commit's records per batch. */
   async *readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
     let batch: StoredRecord[] = [];

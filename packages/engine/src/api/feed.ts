@@ -229,9 +229,10 @@ export class Feed {
    * @example
    * for await (const chunk of feed.readLines({ after: 0, mode: 'latest' })) process.stdout.write(chunk);
    */
-  readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+  async *readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+    // Bad options fail the first step, as `read`'s do (and as over HTTP), not the call.
     options = optionsOf(options, 'feed.readLines', readOptionNames);
-    return this.reads.lines({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
+    yield* this.reads.lines({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
   }
 
   /**
