@@ -237,6 +237,15 @@ export const rebuildBatchRowsMax = 1024;
 export const publishIndexSliceRecords = 2048;
 
 /**
+ * Published records waiting to be folded into the derived indexes, at most, before a one-shot
+ * append or a seal waits for them to catch up: a bulk load of one-shot commits publishes faster
+ * than the indexes take records, and every queued record is held in memory (a few hundred bytes
+ * each, its payload included). Two seconds or so of indexing; a single commit larger than this
+ * is queued whole, and the next write waits for it.
+ */
+export const publishIndexBacklogRecordsMax = 250_000;
+
+/**
  * Commits per page of a segment summary. A page is the unit a sealed segment's commit records
  * are read, decoded and cached in: a point lookup (a `get` in a feed of millions of one-record
  * commits) decodes the page holding its commit, and 128 commits (about 6 KiB) decode in tens of
