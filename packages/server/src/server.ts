@@ -23,6 +23,9 @@ import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
 import { BodyGate } from './body-gate.js';
 import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
 import { RequestGuards } from './request-guards.js';
+import { bearerScheme } from './route-schemas.js';
+import { useRouteSchemaCompilers } from './schema-validation.js';
+import * as serviceSchemas from './schemas-reads.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
@@ -78,8 +81,16 @@ export const bodyLimitDefault = 64 * 1024 * 1024;
 /** Headers that hold secrets: pino replaces them before a log line is written. */
 const redactedPaths = ['req.headers.authorization', 'req.headers["ss-fencing-token"]', 'headers.authorization', 'headers["ss-fencing-token"]'];
 
+/** A route fastify serves: its method and its path as fastify writes it (`/v1/feeds/:feed`). */
+export interface ServedRoute {
+  readonly method: string;
+  readonly url: string;
+}
+
 export interface StreamStackServer {
   readonly app: FastifyInstance;
+  /** Every route added, without the HEAD routes fastify adds for GET ones (what /openapi.json must cover). */
+  servedRoutes(): ServedRoute[];
   readonly metrics: ServerMetrics;
   /** Starts listening (127.0.0.1 and port 4437 unless given); resolves with the base URL. */
   listen(options?: { host?: string; port?: number }): Promise<string>;
@@ -97,6 +108,33 @@ function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['lo
   if (logger === undefined || logger === false) return false;
   if (logger === true) return { redact: redactedPaths };
   return { ...logger, redact: redactedPaths };
+}
+
+/**
+ * Records every route added from here on. fastify adds a HEAD route for each GET with the GET's
+ * handler; those are left out, as the document leaves them out.
+ */
+function collectRoutes(app: FastifyInstance): () => ServedRoute[] {
+  const routes: (ServedRoute & { handler: unknown })[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url, handler: route.handler });
+  });
+  // Read when asked, after every route is in: a GET's HEAD twin is known by its handler.
+  return () =>
+    routes
+      .filter((route) => !(route.method === 'HEAD' && routes.some((other) => other.method === 'GET' && other.url === route.url && other.handler === route.handler)))
+      .map(({ method, url }) => ({ method, url }));
+}
+
+/**
+ * The Durable Streams route's wildcard (fastify's `*`) as the path parameter `name` in the
+ * document, which a generator cannot make an identifier of otherwise.
+ */
+function nameWildcard({ schema, url }: { schema: Record<string, unknown> | undefined; url: string }) {
+  if (!url.endsWith('*') || !schema) return { schema, url };
+  const params = schema.params as { properties: Record<string, unknown>; required: string[] } | undefined;
+  const renamed = params ? { ...params, required: ['name'], properties: { name: params.properties['*'] } } : undefined;
+  return { schema: { ...schema, ...(renamed ? { params: renamed } : {}) }, url: `${url.slice(0, -1)}:name` };
 }
 
 /** Builds the server over `options.store` (not yet listening). */
@@ -171,11 +209,17 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     metrics.requestSeconds.observe({ method: request.method, route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
   });
 
+  useRouteSchemaCompilers(app);
+  const routes = collectRoutes(app);
   await app.register(swagger, {
     openapi: {
+      // 3.1: bearer security requirements name the operation a token needs as their scope.
+      openapi: '3.1.0',
       info: { title: 'StreamStack', description: 'A durable stream store over HTTP (docs/http.md).', version: '0.1.0' },
-      ...(auth ? { components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } }, security: [{ bearer: [] }] } : {}),
+      components: { securitySchemes: { bearer: bearerScheme } },
     },
+    // The option's type is a union over swagger and openapi modes that a plain function does not satisfy.
+    transform: nameWildcard as never,
   });
   addFeedRoutes(app, ctx, auth);
   addWriteRoutes(app, ctx);
@@ -183,19 +227,21 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
   await addDurableStreamRoutes(app, ctx, auth, streamBody, { ...durableStreamDefaults, ...options.durableStreams }, guards.corsEnabled);
+  // The document leaves itself out: it is what a client is generated from, not a call it makes.
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
+  app.get('/metrics', { schema: serviceSchemas.metrics, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
     const text = await metrics.registry.metrics();
     const grant = request.grant;
     // Without tokens the server is local-only and everything is shown; a token sees its feeds.
     const visible = grant === undefined ? text : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
     return reply.type(metrics.registry.contentType).send(visible);
   });
-  app.get('/health', { schema: { hide: true } }, async () => ({ ok: true }));
+  app.get('/health', { schema: serviceSchemas.health }, async () => ({ ok: true }));
 
   let closing: Promise<void> | undefined;
   return {
     app,
+    servedRoutes: routes,
     metrics,
     async listen(listenOptions = {}) {
       const host = listenOptions.host ?? '127.0.0.1';
