@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { ErrorCode } from '../../packages/engine/src/index.js';
 import { errorStatuses } from '../../packages/server/src/http-errors.js';
 import { protocolStatusOf } from '../../packages/server/src/schemas-durable-streams.js';
-import { startServer } from '../support/server.js';
+import { call, startServer } from '../support/server.js';
 import { temporaryDirectory } from '../support/store.js';
 
 const run = promisify(execFile);
@@ -119,6 +119,10 @@ describe('the OpenAPI document at /openapi.json', () => {
 
     // Bodies and answers with their content types: JSON, NDJSON, event streams, text.
     expect(Object.keys(document.paths['/v1/feeds']!.post!.requestBody!.content)).toEqual(['application/json']);
+    // A body the route also takes absent is optional; records and bodies with required fields are not.
+    expect(document.paths['/v1/feeds/{feed}/lease']!.put!.requestBody).toMatchObject({ required: false });
+    expect(document.paths['/v1/feeds/{feed}/lease']!.post!.requestBody).toMatchObject({ required: true });
+    expect(document.paths['/v1/feeds/{feed}/streams/{id}/records']!.post!.requestBody).toMatchObject({ required: true });
     expect(Object.keys(document.paths['/v1/feeds/{feed}/records']!.post!.requestBody!.content)).toContain('application/x-ndjson');
     expect(Object.keys(document.paths['/v1/feeds/{feed}/records']!.get!.responses['200']!.content!)).toEqual(['application/x-ndjson', 'text/event-stream']);
     expect(document.paths['/v1/feeds/{feed}/records']!.get!.responses['200']!.headers).toHaveProperty('SS-Head');
@@ -126,6 +130,34 @@ describe('the OpenAPI document at /openapi.json', () => {
     expect(document.paths['/health']!.get!.responses['200']!.content!['application/json']!.schema).toMatchObject({ required: ['ok'] });
     const query = document.paths['/v1/feeds/{feed}/records']!.get!.parameters!.filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name);
     expect(query).toEqual(expect.arrayContaining(['after', 'upTo', 'mode', 'type', 'tag', 'filter', 'limit', 'plan', 'dedupScope', 'wait']));
+  });
+
+  it('refuses input the schemas refuse with the codes the routes gave before they had schemas, and coerces no JSON body', async () => {
+    const { url } = await startServer();
+    expect((await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } })).status).toBe(201);
+    const badName = await call(url, 'POST', '/v1/feeds', { body: { name: 5 } });
+    expect([badName.status, badName.json.error.code]).toEqual([400, 'INVALID_NAME']);
+    const noName = await call(url, 'POST', '/v1/feeds', { body: {} });
+    expect([noName.status, noName.json.error.code]).toEqual([400, 'INVALID_NAME']);
+    const badHolder = await call(url, 'POST', '/v1/feeds/f/lease', { body: { holder: 5 } });
+    expect([badHolder.status, badHolder.json.error]).toEqual([400, expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'holder' })]);
+    // Text is not a number, however it reads: the body gets no coercion.
+    const textTtl = await call(url, 'POST', '/v1/feeds/f/lease', { body: { holder: 'a', ttlMs: '60000' } });
+    expect([textTtl.status, textTtl.json.error]).toEqual([400, expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'ttlMs' })]);
+    const lease = await call(url, 'POST', '/v1/feeds/f/lease', { body: { holder: 'a', ttlMs: null } });
+    expect(lease.status).toBe(201);
+    const noToken = await call(url, 'POST', '/v1/feeds/f/streams', { body: {} });
+    expect([noToken.status, noToken.json.error]).toEqual([400, { code: 'INVALID_ARGUMENT', message: 'this request needs the SS-Fencing-Token header', header: 'SS-Fencing-Token' }]);
+    expect((await call(url, 'POST', '/v1/feeds/f/subscriptions', { body: { name: 's' } })).status).toBe(201);
+    for (const cursor of ['x', 1.5, null]) {
+      const moved = await call(url, 'POST', '/v1/feeds/f/subscriptions/s/advance', { body: { cursor } });
+      expect([moved.status, moved.json.error.code], String(cursor)).toEqual([416, 'CURSOR_OUT_OF_RANGE']);
+    }
+    const notObject = await call(url, 'PUT', '/v1/feeds/f/retention', { body: [] });
+    expect([notObject.status, notObject.json.error.code]).toEqual([400, 'INVALID_ARGUMENT']);
+    // A feed's info keeps every property the engine gives it.
+    const info = await call(url, 'GET', '/v1/feeds/f');
+    expect(Object.keys(info.json).sort()).toEqual(['activeStream', 'commits', 'createdAt', 'epoch', 'head', 'horizon', 'lease', 'lowMark', 'lowPosition', 'name', 'records', 'retention'].sort());
   });
 
   it('generates a typed client that creates a feed, takes the lease, appends and reads the records back', async () => {

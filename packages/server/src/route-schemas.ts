@@ -200,3 +200,25 @@ export const bearerScheme = {
   description:
     'A token of the token file (streamstack serve --tokens FILE). Its scopes are operations: read, write, lease, admin, each on some feeds. A server without a token file checks nothing (and listens on loopback only).',
 };
+
+type DocumentOperation = { requestBody?: { required?: boolean; content: Record<string, { schema?: { required?: unknown[] } }> } };
+
+/**
+ * Marks request bodies a route also takes absent as optional: `@fastify/swagger` marks every
+ * body required. A body is required when it holds records (NDJSON) or names fields the route
+ * cannot go without; JSON bodies without required fields and a Durable Stream's bytes (an empty
+ * create, a close alone) may be left out.
+ */
+export function markOptionalBodies<T extends { paths?: object }>(document: T): T {
+  for (const methods of Object.values(document.paths ?? {}) as Record<string, unknown>[]) {
+    for (const operation of Object.values(methods ?? {}) as DocumentOperation[]) {
+      const body = operation.requestBody;
+      if (!body) continue;
+      const required = Object.entries(body.content).some(
+        ([type, media]) => type === ndjsonType || (type === 'application/json' && (media.schema?.required?.length ?? 0) > 0),
+      );
+      body.required = required;
+    }
+  }
+  return document;
+}
