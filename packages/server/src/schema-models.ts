@@ -8,7 +8,6 @@
 type Schema = Record<string, unknown>;
 
 const integer = { type: 'integer' };
-const number = { type: 'number' };
 const string = { type: 'string' };
 const boolean = { type: 'boolean' };
 
@@ -159,6 +158,3 @@ export const exportManifest = object({
 export const verifyReport = { type: 'object', additionalProperties: true, description: "a feed's verify report: what was checked and any damage found" };
 
 export const health = object({ ok: { const: true } });
-
-/** Integers in request bodies that the engine checks itself (a cursor of -1 fails with its own code). */
-export const numberField = number;

@@ -1,4 +1,4 @@
-/** Schemas of the read path (routes-read.ts) and of the routes outside /v1 (server.ts). */
+/** Schemas of the read path (routes-read.ts). */
 import * as models from './schema-models.js';
 import { feedParams, headerSchema, json, ndjson, pathSchema, querySchema, routeSchema } from './route-schemas.js';
 
@@ -63,18 +63,4 @@ export const key = routeSchema({
   query: querySchema({ asOf: 'integer' }),
   responses: { 200: json('the record line', models.recordLine) },
   errors: [...cursorErrors, 'KEY_NOT_FOUND'],
-});
-
-export const health = routeSchema({
-  tag: 'service',
-  summary: 'the server is up',
-  responses: { 200: json('up', models.health) },
-});
-
-export const metrics = routeSchema({
-  tag: 'service',
-  summary: 'Prometheus metrics',
-  description: 'With a token file, only the series of the feeds the token covers; the process-wide ones only for a token over every feed (*).',
-  operation: 'admin',
-  responses: { 200: { description: 'the Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } } },
 });

@@ -25,7 +25,7 @@ import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefaul
 import { RequestGuards } from './request-guards.js';
 import { bearerScheme, markOptionalBodies } from './route-schemas.js';
 import { useRouteSchemaCompilers } from './schema-validation.js';
-import * as serviceSchemas from './schemas-reads.js';
+import * as serviceSchemas from './schemas-service.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
