@@ -155,6 +155,13 @@ describe('the OpenAPI document at /openapi.json', () => {
     }
     const notObject = await call(url, 'PUT', '/v1/feeds/f/retention', { body: [] });
     expect([notObject.status, notObject.json.error.code]).toEqual([400, 'INVALID_ARGUMENT']);
+    // What the route names is looked up first, as before the schemas: a missing feed or stream wins over a bad body or header.
+    const missingFeed = await call(url, 'POST', '/v1/feeds/nothing/lease', { body: { holder: 5 } });
+    expect([missingFeed.status, missingFeed.json.error.code]).toEqual([404, 'FEED_NOT_FOUND']);
+    const missingStream = await call(url, 'POST', '/v1/feeds/f/streams/nothing/seal');
+    expect([missingStream.status, missingStream.json.error.code]).toEqual([404, 'STREAM_NOT_FOUND']);
+    const missingSubscription = await call(url, 'POST', '/v1/feeds/f/subscriptions/nothing/advance', { body: { cursor: 'x' } });
+    expect([missingSubscription.status, missingSubscription.json.error.code]).toEqual([404, 'SUBSCRIPTION_NOT_FOUND']);
     // A feed's info keeps every property the engine gives it.
     const info = await call(url, 'GET', '/v1/feeds/f');
     expect(Object.keys(info.json).sort()).toEqual(['activeStream', 'commits', 'createdAt', 'epoch', 'head', 'horizon', 'lease', 'lowMark', 'lowPosition', 'name', 'records', 'retention'].sort());

@@ -64,12 +64,23 @@ export async function checkNoLinks(root: string, to: string): Promise<void> {
   }
 }
 
+function noExportDirectory(): StreamStackError {
+  return new StreamStackError('INVALID_ARGUMENT', 'this server has no export directory (streamstack serve --exports DIR)');
+}
+
 export function addExportRoutes(app: FastifyInstance, ctx: ServerContext, exportRoot: string | undefined): void {
   app.post<{ Params: { feed: string } }>(
     '/v1/feeds/:feed/export',
-    { config: { operation: 'admin' }, schema: exportRange },
+    {
+      config: { operation: 'admin' },
+      schema: exportRange,
+      // Before the body is validated: a server without exports refuses every export the same way.
+      preValidation: async () => {
+        if (exportRoot === undefined) throw noExportDirectory();
+      },
+    },
     async (request) => {
-      if (exportRoot === undefined) throw new StreamStackError('INVALID_ARGUMENT', 'this server has no export directory (streamstack serve --exports DIR)');
+      if (exportRoot === undefined) throw noExportDirectory();
       const { format, to, after, upTo, mode } = bodyObject(request.body);
       const directory = exportDirectoryOf(exportRoot, to);
       const feed = await ctx.feed(request.params.feed);

@@ -9,12 +9,15 @@
  * - A property may name the code its bad value gets (`x-error-code`), so that a type the schema
  *   refuses gets the code the engine gave it before the schema existed (a feed name `INVALID_NAME`,
  *   a cursor `CURSOR_OUT_OF_RANGE`); see http-errors.ts.
+ * - A refused request still looks up the feed its route names first, as every handler does, so
+ *   that a request to a missing feed is `FEED_NOT_FOUND` (an invalid name `INVALID_NAME`)
+ *   whatever else is wrong with it, as before the schemas.
  * - Answers are serialized with JSON.stringify, as they were before routes had response
  *   schemas: fast-json-stringify would drop properties a schema does not list and turn a value
  *   of another type into the listed one, so the schemas could change what a client reads.
  */
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 /** The keyword a schema names a bad value's error code with. */
 export const errorCodeKeyword = 'x-error-code';
@@ -39,8 +42,11 @@ function lowerCaseHeaders(schema: Record<string, unknown>): Record<string, unkno
 
 const accept: ValidateFunction = Object.assign(() => true, { errors: null }) as unknown as ValidateFunction;
 
-/** Sets the server's validator and serializer compilers (before any route is added). */
-export function useRouteSchemaCompilers(app: FastifyInstance): void {
+/**
+ * Sets the server's validator and serializer compilers (before any route is added);
+ * `lookUpFeed` looks up the feed a request names, if it names one.
+ */
+export function useRouteSchemaCompilers(app: FastifyInstance, lookUpFeed: (request: FastifyRequest) => Promise<unknown>): void {
   const bodies = ajvWith({ coerceTypes: false });
   const parameters = ajvWith({ coerceTypes: 'array' });
   app.setValidatorCompiler((definition) => {
@@ -50,4 +56,14 @@ export function useRouteSchemaCompilers(app: FastifyInstance): void {
     return parameters.compile(part === 'headers' ? lowerCaseHeaders(schema as Record<string, unknown>) : schema);
   });
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  // A validation failure waits for the feed lookup: the route gets it as its own error after that.
+  app.addHook('onRoute', (route) => {
+    route.attachValidation = true;
+  });
+  app.addHook('preHandler', async (request) => {
+    const failure = request.validationError;
+    if (!failure) return;
+    await lookUpFeed(request);
+    throw failure;
+  });
 }

@@ -209,7 +209,15 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     metrics.requestSeconds.observe({ method: request.method, route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
   });
 
-  useRouteSchemaCompilers(app);
+  // What the handlers look up before they read a body or a header: the feed, then the stream
+  // or the subscription the route names (a `name` parameter only subscription routes have).
+  useRouteSchemaCompilers(app, async (request) => {
+    const { feed, id, name } = request.params as { feed?: string; id?: string; name?: string };
+    if (feed === undefined) return;
+    const opened = await ctx.feed(feed);
+    if (id !== undefined) await opened.stream(id);
+    else if (name !== undefined) await opened.subscription(name);
+  });
   const routes = collectRoutes(app);
   await app.register(swagger, {
     openapi: {
