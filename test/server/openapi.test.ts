@@ -15,6 +15,7 @@ const run = promisify(execFile);
 const repository = path.resolve(import.meta.dirname, '../..');
 
 type Operation = {
+  operationId?: string;
   security?: Record<string, string[]>[];
   parameters?: { in: string; name: string; required?: boolean }[];
   requestBody?: { content: Record<string, unknown> };
@@ -77,6 +78,10 @@ describe('the OpenAPI document at /openapi.json', () => {
       }
     }
     expect(document.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+    // Every operation has an operationId a generator can name a call with, each its own.
+    const ids = operations.map(({ operation }) => operation.operationId);
+    for (const id of ids) expect(id).toMatch(/^[a-z][A-Za-z]+$/);
+    expect(new Set(ids).size).toBe(ids.length);
 
     // Creates answer 201; deletes of the protocol and empty answers have no body.
     const success = (at: string, method: string) => Object.keys(document.paths[at]![method]!.responses).filter((status) => /^[23]/.test(status));

@@ -156,6 +156,8 @@ export function errorResponses(codes: readonly ErrorCode[], statusOf: (code: Err
 }
 
 export interface RouteDoc {
+  /** The operationId: what a generated client names the call. */
+  readonly id: string;
   readonly tag: string;
   readonly summary: string;
   readonly description?: string;
@@ -179,6 +181,7 @@ export function routeSchema(doc: RouteDoc): Schema {
   if (doc.operation) codes.push('UNAUTHENTICATED', 'FORBIDDEN');
   if (doc.body) codes.push(...bodyCodes);
   return {
+    operationId: doc.id,
     tags: [doc.tag],
     summary: doc.summary,
     ...(doc.description ? { description: doc.description } : {}),
@@ -201,17 +204,21 @@ export const bearerScheme = {
     'A token of the token file (streamstack serve --tokens FILE). Its scopes are operations: read, write, lease, admin, each on some feeds. A server without a token file checks nothing (and listens on loopback only).',
 };
 
-type DocumentOperation = { requestBody?: { required?: boolean; content: Record<string, { schema?: { required?: unknown[] } }> } };
+type DocumentOperation = { operationId?: string; requestBody?: { required?: boolean; content: Record<string, { schema?: { required?: unknown[] } }> } };
 
 /**
- * Marks request bodies a route also takes absent as optional: `@fastify/swagger` marks every
- * body required. A body is required when it holds records (NDJSON) or names fields the route
- * cannot go without; JSON bodies without required fields and a Durable Stream's bytes (an empty
- * create, a close alone) may be left out.
+ * What `@fastify/swagger` gets wrong for this server, put right: it marks every request body
+ * required, and suffixes the operationId of a HEAD route with `-head` (for a HEAD it adds to a
+ * GET, which the document leaves out here; the Durable Streams HEAD is a call of its own).
+ *
+ * A body is required when it holds records (NDJSON) or names fields the route cannot go without;
+ * JSON bodies without required fields and a Durable Stream's bytes (an empty create, a close
+ * alone) may be left out.
  */
-export function markOptionalBodies<T extends { paths?: object }>(document: T): T {
+export function finishDocument<T extends { paths?: object }>(document: T): T {
   for (const methods of Object.values(document.paths ?? {}) as Record<string, unknown>[]) {
-    for (const operation of Object.values(methods ?? {}) as DocumentOperation[]) {
+    for (const [method, operation] of Object.entries(methods ?? {}) as [string, DocumentOperation][]) {
+      if (method === 'head' && operation.operationId?.endsWith('-head')) operation.operationId = operation.operationId.slice(0, -'-head'.length);
       const body = operation.requestBody;
       if (!body) continue;
       const required = Object.entries(body.content).some(

@@ -32,6 +32,7 @@ const cursor = { 'Stream-Cursor': text('echo it as cursor= on the next live read
 const lookupErrors: ErrorCode[] = ['INVALID_NAME', 'FEED_NOT_FOUND', 'FEED_EXISTS'];
 
 export const preflight = routeSchema({
+  id: 'durableStreamPreflight',
   tag,
   summary: 'CORS preflight (without an Origin: what the route allows)',
   params,
@@ -40,6 +41,7 @@ export const preflight = routeSchema({
 });
 
 export const create = routeSchema({
+  id: 'createDurableStream',
   tag,
   summary: 'create a stream (or find it as asked); the body is its first data',
   operation: 'admin',
@@ -55,6 +57,7 @@ export const create = routeSchema({
 });
 
 export const append = routeSchema({
+  id: 'appendDurableStream',
   tag,
   summary: 'append the body (one commit); Stream-Closed: true closes',
   operation: 'write',
@@ -70,6 +73,7 @@ export const append = routeSchema({
 });
 
 export const head = routeSchema({
+  id: 'durableStreamMetadata',
   tag,
   summary: "a stream's metadata: Content-Type, tail offset, TTL or expiry, closure (does not reset a TTL)",
   operation: 'read',
@@ -82,6 +86,7 @@ export const head = routeSchema({
 });
 
 export const read = routeSchema({
+  id: 'readDurableStream',
   tag,
   summary: 'read from offset: catch-up, live=long-poll or live=sse',
   description:
@@ -104,6 +109,7 @@ export const read = routeSchema({
 });
 
 export const remove = routeSchema({
+  id: 'deleteDurableStream',
   tag,
   summary: 'delete a stream and its data',
   operation: 'admin',

@@ -18,6 +18,7 @@ const ttlMs = { type: ['integer', 'null'], description: 'how long the lease last
 const fencing = headerSchema(['SS-Fencing-Token'], ['SS-Fencing-Token']);
 
 export const createFeed = routeSchema({
+  id: 'createFeed',
   tag: 'feeds',
   summary: 'create a feed',
   operation: 'admin',
@@ -27,6 +28,7 @@ export const createFeed = routeSchema({
 });
 
 export const listFeeds = routeSchema({
+  id: 'listFeeds',
   tag: 'feeds',
   summary: 'every feed the token may read',
   operation: 'read',
@@ -34,6 +36,7 @@ export const listFeeds = routeSchema({
 });
 
 export const feedInfo = routeSchema({
+  id: 'getFeed',
   tag: 'feeds',
   summary: "a feed's info: head, counts, lease, active stream, low mark, retention, horizon",
   operation: 'read',
@@ -43,6 +46,7 @@ export const feedInfo = routeSchema({
 });
 
 export const diskUse = routeSchema({
+  id: 'getFeedDiskUse',
   tag: 'feeds',
   summary: 'what the feed takes on disk',
   operation: 'read',
@@ -52,6 +56,7 @@ export const diskUse = routeSchema({
 });
 
 export const acquireLease = routeSchema({
+  id: 'acquireLease',
   tag: 'leases',
   summary: 'acquire the lease',
   operation: 'lease',
@@ -62,6 +67,7 @@ export const acquireLease = routeSchema({
 });
 
 export const renewLease = routeSchema({
+  id: 'renewLease',
   tag: 'leases',
   summary: 'renew the lease of SS-Fencing-Token',
   operation: 'lease',
@@ -73,6 +79,7 @@ export const renewLease = routeSchema({
 });
 
 export const releaseLease = routeSchema({
+  id: 'releaseLease',
   tag: 'leases',
   summary: 'release the lease of SS-Fencing-Token',
   operation: 'lease',
@@ -83,6 +90,7 @@ export const releaseLease = routeSchema({
 });
 
 export const retention = routeSchema({
+  id: 'getRetention',
   tag: 'history',
   summary: 'the retention policy, low mark and what holds it back',
   operation: 'read',
@@ -92,6 +100,7 @@ export const retention = routeSchema({
 });
 
 export const setRetention = routeSchema({
+  id: 'setRetention',
   tag: 'history',
   summary: 'set the retention policy ({} keeps all)',
   operation: 'admin',
@@ -102,6 +111,7 @@ export const setRetention = routeSchema({
 });
 
 export const trim = routeSchema({
+  id: 'trimHistory',
   tag: 'history',
   summary: 'trim whole history segments',
   operation: 'admin',
@@ -112,6 +122,7 @@ export const trim = routeSchema({
 });
 
 export const compact = routeSchema({
+  id: 'compactHistory',
   tag: 'history',
   summary: 'merge adjacent sealed history segments (every read stays as it was)',
   operation: 'admin',
@@ -122,6 +133,7 @@ export const compact = routeSchema({
 });
 
 export const compactKeys = routeSchema({
+  id: 'compactKeys',
   tag: 'history',
   summary: 'key compaction up to a horizon commit',
   operation: 'admin',
@@ -135,6 +147,7 @@ export const compactKeys = routeSchema({
 });
 
 export const exportRange = routeSchema({
+  id: 'exportRange',
   tag: 'history',
   summary: 'export a range as NDJSON, Arrow IPC or Parquet files with a manifest, into a directory under the export directory',
   operation: 'admin',
@@ -154,6 +167,7 @@ export const exportRange = routeSchema({
 });
 
 export const verifyFeed = routeSchema({
+  id: 'verifyFeed',
   tag: 'feeds',
   summary: "check the feed's CRCs, chain, manifests and WAL; repairs nothing",
   operation: 'admin',
@@ -163,6 +177,7 @@ export const verifyFeed = routeSchema({
 });
 
 export const verifyAll = routeSchema({
+  id: 'verifyAllFeeds',
   tag: 'feeds',
   summary: 'verify every feed',
   operation: 'admin',

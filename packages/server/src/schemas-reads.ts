@@ -5,6 +5,7 @@ import { feedParams, headerSchema, json, ndjson, pathSchema, querySchema, routeS
 const cursorErrors = ['INVALID_NAME', 'FEED_NOT_FOUND', 'CURSOR_OUT_OF_RANGE', 'TRIMMED', 'COMPACTED'] as const;
 
 export const commits = routeSchema({
+  id: 'listCommits',
   tag: 'reads',
   summary: 'commits after a cursor, oldest first',
   operation: 'read',
@@ -17,6 +18,7 @@ export const commits = routeSchema({
 const commitParams = pathSchema({ feed: 'the feed name', commit: 'the commit number' });
 
 export const commit = routeSchema({
+  id: 'getCommit',
   tag: 'reads',
   summary: 'one commit',
   operation: 'read',
@@ -26,6 +28,7 @@ export const commit = routeSchema({
 });
 
 export const commitRecords = routeSchema({
+  id: 'readCommitRecords',
   tag: 'reads',
   summary: "one commit's records",
   operation: 'read',
@@ -37,6 +40,7 @@ export const commitRecords = routeSchema({
 const ssHead = { 'SS-Head': { type: 'string', description: 'the head commit when the answer was made' } };
 
 export const records = routeSchema({
+  id: 'readRecords',
   tag: 'reads',
   summary: 'records after a cursor, waiting up to `wait` seconds for one; with Accept: text/event-stream, a live read',
   description:
@@ -56,6 +60,7 @@ export const records = routeSchema({
 });
 
 export const key = routeSchema({
+  id: 'getKey',
   tag: 'reads',
   summary: "a key's current record (highest version, then latest)",
   operation: 'read',

@@ -6,6 +6,7 @@ const fencing = headerSchema(['SS-Fencing-Token'], ['SS-Fencing-Token']);
 const writeErrors = ['INVALID_NAME', 'FEED_NOT_FOUND', 'STREAM_NOT_FOUND', 'FENCED', 'LEASE_EXPIRED', 'STREAM_SEALED', 'READ_ONLY'] as const;
 
 export const openStream = routeSchema({
+  id: 'openStream',
   tag: 'streams',
   summary: 'open a stream under SS-Fencing-Token',
   operation: 'write',
@@ -17,6 +18,7 @@ export const openStream = routeSchema({
 });
 
 export const streamInfo = routeSchema({
+  id: 'getStream',
   tag: 'streams',
   summary: "a stream's state: open (with its records), sealed (with its commit), aborted…",
   operation: 'read',
@@ -26,6 +28,7 @@ export const streamInfo = routeSchema({
 });
 
 export const appendBatch = routeSchema({
+  id: 'appendBatch',
   tag: 'streams',
   summary: 'append one batch under SS-Fencing-Token, at SS-Expected-Seq if given',
   operation: 'write',
@@ -37,6 +40,7 @@ export const appendBatch = routeSchema({
 });
 
 export const streamRecords = routeSchema({
+  id: 'readStreamRecords',
   tag: 'streams',
   summary: "one stream's records, sealed or open",
   operation: 'read',
@@ -47,6 +51,7 @@ export const streamRecords = routeSchema({
 });
 
 export const seal = routeSchema({
+  id: 'sealStream',
   tag: 'streams',
   summary: 'seal the stream into one commit, if the condition holds',
   operation: 'write',
@@ -58,6 +63,7 @@ export const seal = routeSchema({
 });
 
 export const abort = routeSchema({
+  id: 'abortStream',
   tag: 'streams',
   summary: 'abort the stream: nothing of it is published',
   operation: 'write',
@@ -68,6 +74,7 @@ export const abort = routeSchema({
 });
 
 export const appendOneShot = routeSchema({
+  id: 'appendRecords',
   tag: 'appends',
   summary: 'one-shot append: one commit of its own, if the condition holds',
   description: 'SS-Fencing-Token is needed while a lease is live.',

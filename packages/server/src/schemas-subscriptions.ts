@@ -7,6 +7,7 @@ const errors = ['INVALID_NAME', 'FEED_NOT_FOUND', 'SUBSCRIPTION_NOT_FOUND'] as c
 const cursorBody = jsonBody({ required: ['cursor'], properties: { cursor: cursorField } });
 
 export const create = routeSchema({
+  id: 'createSubscription',
   tag: 'subscriptions',
   summary: 'create a subscription',
   operation: 'read',
@@ -20,6 +21,7 @@ export const create = routeSchema({
 });
 
 export const list = routeSchema({
+  id: 'listSubscriptions',
   tag: 'subscriptions',
   summary: 'every subscription with its cursor and lag',
   operation: 'read',
@@ -29,6 +31,7 @@ export const list = routeSchema({
 });
 
 export const info = routeSchema({
+  id: 'getSubscription',
   tag: 'subscriptions',
   summary: 'a subscription: cursor, times, lag',
   operation: 'read',
@@ -38,6 +41,7 @@ export const info = routeSchema({
 });
 
 export const remove = routeSchema({
+  id: 'deleteSubscription',
   tag: 'subscriptions',
   summary: 'delete a subscription',
   operation: 'read',
@@ -47,6 +51,7 @@ export const remove = routeSchema({
 });
 
 export const poll = routeSchema({
+  id: 'pollSubscription',
   tag: 'subscriptions',
   summary: 'whole commits from the saved cursor',
   operation: 'read',
@@ -57,6 +62,7 @@ export const poll = routeSchema({
 });
 
 export const advance = routeSchema({
+  id: 'advanceSubscription',
   tag: 'subscriptions',
   summary: 'save a cursor, forward only',
   operation: 'read',
@@ -67,6 +73,7 @@ export const advance = routeSchema({
 });
 
 export const reset = routeSchema({
+  id: 'resetSubscription',
   tag: 'subscriptions',
   summary: 'move the cursor anywhere',
   operation: 'read',

@@ -23,7 +23,7 @@ import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
 import { BodyGate } from './body-gate.js';
 import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
 import { RequestGuards } from './request-guards.js';
-import { bearerScheme, markOptionalBodies } from './route-schemas.js';
+import { bearerScheme, finishDocument } from './route-schemas.js';
 import { useRouteSchemaCompilers } from './schema-validation.js';
 import * as serviceSchemas from './schemas-service.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
@@ -228,7 +228,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     },
     // The option's type is a union over swagger and openapi modes that a plain function does not satisfy.
     transform: nameWildcard as never,
-    transformObject: (document) => ('openapiObject' in document ? markOptionalBodies(document.openapiObject) : document.swaggerObject),
+    transformObject: (document) => ('openapiObject' in document ? finishDocument(document.openapiObject) : document.swaggerObject),
   });
   addFeedRoutes(app, ctx, auth);
   addWriteRoutes(app, ctx);
