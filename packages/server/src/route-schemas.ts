@@ -6,7 +6,7 @@
  * request-params.ts, so a bad value gets the same typed error with or without the schema.
  *
  * @example
- * schema: routeSchema({ tag: 'feeds', summary: 'a feed', operation: 'read', params: feedParams,
+ * schema: routeSchema({ id: 'getFeed', tag: 'feeds', summary: 'a feed', operation: 'read', params: feedParams,
  *   responses: { 200: json('the feed', feedInfo) }, errors: ['FEED_NOT_FOUND'] })
  */
 import type { ErrorCode } from '@streamstack/engine';
