@@ -383,8 +383,12 @@ describe('installable packages', () => {
       ['a', '{"n":1}'],
       ['b', 'two'],
     ]);
+    // More lines than one batch of the CLI's go through a stream of its own: still one commit.
+    const many = Array.from({ length: 25_000 }, (_, index) => `{"payload":"line ${index}"}\n`).join('');
+    expect(cli(['append', 'events', '--message', 'bulk'], many)).toEqual([expect.objectContaining({ commit: 2, records: 25_000, message: 'bulk' })]);
+    expect(cli(['info'])[0]).toMatchObject({ kernels: 'native', storeFormat: 1 });
     const out = path.join(withBinary, 'parquet');
-    expect(cli(['export', 'events', '--format', 'parquet', '--out', out])[0]).toMatchObject({ records: 2, files: 1 });
+    expect(cli(['export', 'events', '--format', 'parquet', '--out', out])[0]).toMatchObject({ records: 25_002, files: 1 });
     expect(fs.readFileSync(path.join(out, 'part-000000.parquet')).subarray(0, 4).toString()).toBe('PAR1');
   });
 
