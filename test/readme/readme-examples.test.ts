@@ -133,6 +133,30 @@ const settings: Record<string, { readonly prelude: string; readonly declarations
   },
 };
 
+/**
+ * Runs `run` while `streamstack serve` serves `data` on the port `address` names (the one an
+ * example connects to), once /health answers; stops the server after.
+ */
+async function withServer(address: RegExpExecArray, data: string, run: () => void): Promise<void> {
+  const server = spawn(process.execPath, [cliBin, '--data', data, 'serve', '--port', address[1]!], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  server.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
+  server.stderr!.on('data', (chunk: Buffer) => (log += chunk.toString()));
+  try {
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const up = await fetch(`${address[0]}/health`).then((response) => response.ok, () => false);
+      if (up) break;
+      expect(Date.now() < deadline, `the server did not start on port ${address[1]} (is it taken?):\n${log}`).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    run();
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.on('close', resolve));
+  }
+}
+
 const blockHolding = (text: string): Block => {
   const found = blocks.filter((block) => block.code.includes(text));
   expect(found, `one README block holds ${JSON.stringify(text)}`).toHaveLength(1);
@@ -177,23 +201,9 @@ describe('README examples', () => {
     const block = blockHolding("from '@streamstack/client'");
     const address = /http:\/\/127\.0\.0\.1:(\d+)/.exec(block.code);
     expect(address).not.toBeNull();
-    const server = spawn(process.execPath, [cliBin, '--data', path.join(directory, 'served'), 'serve', '--port', address![1]!], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    server.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
-    server.stderr!.on('data', (chunk: Buffer) => (log += chunk.toString()));
-    try {
-      const deadline = Date.now() + 20_000;
-      for (;;) {
-        const up = await fetch(`${address![0]}/health`).then((response) => response.ok, () => false);
-        if (up) break;
-        expect(Date.now() < deadline, `the server did not start on port ${address![1]} (is it taken?):\n${log}`).toBe(true);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+    await withServer(address!, path.join(directory, 'served'), () => {
       expect(runTypeScript(block, directory).trim()).toBe('en');
-    } finally {
-      server.kill('SIGTERM');
-      await new Promise((resolve) => server.on('close', resolve));
-    }
+    });
   }, 120_000);
 });
 
@@ -234,25 +244,11 @@ describe('docs/ examples', () => {
       const data = path.join(directory, 'served');
       const feedName = /store\.feed\('([^']+)'\)/.exec(block.code)?.[1];
       if (feedName) expect(spawnSync(process.execPath, [cliBin, '--data', data, 'feed', 'create', feedName], { encoding: 'utf8' }).status).toBe(0);
-      const server = spawn(process.execPath, [cliBin, '--data', data, 'serve', '--port', address![1]!], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let log = '';
-      server.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
-      server.stderr!.on('data', (chunk: Buffer) => (log += chunk.toString()));
-      try {
-        const deadline = Date.now() + 20_000;
-        for (;;) {
-          const up = await fetch(`${address![0]}/health`).then((response) => response.ok, () => false);
-          if (up) break;
-          expect(Date.now() < deadline, `the server did not start on port ${address![1]} (is it taken?):\n${log}`).toBe(true);
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
+      await withServer(address!, data, () => {
         const printed = runDocsBlock(block, directory);
         // The follow handed the example's own append to `handle`, then ended when it aborted.
         expect(printed.trim().split('\n').map((line) => JSON.parse(line))).toEqual([{ commit: 1, records: 1 }]);
-      } finally {
-        server.kill('SIGTERM');
-        await new Promise((resolve) => server.on('close', resolve));
-      }
+      });
     }, 120_000);
   }
 });
