@@ -20,6 +20,7 @@ import type { RunBufferPool } from '../storage/run-buffers.js';
 import { exportFilesInFlight, writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
+import { checkOnProgress, ProgressReporter, type Progress } from '../progress.js';
 
 export interface ExportOptions {
   /** The range: the commits after `after` (default: the start of the history kept) up to `upTo` (default: the head). */
@@ -31,16 +32,25 @@ export interface ExportOptions {
   /** The directory the files and the manifest go to; created when missing. */
   readonly to: string;
   readonly signal?: AbortSignal;
-  /** Called as the export advances (after each batch of records read), for a progress display. */
+  /**
+   * Called as the export advances (after each batch of records read, and as files are written),
+   * for a progress display; the last call, once the manifest is written, has `done === total`.
+   */
   readonly onProgress?: (progress: ExportProgress) => void;
 }
 
-export interface ExportProgress {
+/**
+ * An export's progress. `done` and `total` count the positions of the range (the records it
+ * was committed with): each counts half once it is read and half once the file holding it is
+ * written, so that converting, hashing and syncing the files — about half of an export's time —
+ * moves the bar too, and `done` reaches `total` only when the manifest is written.
+ */
+export interface ExportProgress extends Progress {
   readonly after: number;
   readonly upTo: number;
   /** The last commit reached, from `after` to `upTo`. */
   readonly commit: number;
-  /** Records written so far. */
+  /** Records read so far (the files may still be being written). */
   readonly records: number;
 }
 
@@ -62,9 +72,7 @@ export function checkExportOptions(options: ExportOptions): { format: ExportForm
   if (typeof to !== 'string' || to.length === 0) {
     throw new StreamStackError('INVALID_ARGUMENT', 'to must name the directory the export is written to');
   }
-  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
-    throw new StreamStackError('INVALID_ARGUMENT', 'onProgress must be a function');
-  }
+  checkOnProgress(options.onProgress);
   return { format, mode, to };
 }
 
@@ -116,6 +124,7 @@ export async function writeExport(
   await prepareDirectory(to);
   const createdBy = `streamstack ${streamstackVersion()}`;
   const files: ExportedFile[] = [];
+  const progress = exportProgress(snapshot, range, options);
   let records = 0;
   let part: ColumnBatch[] = [];
   let partBytes = 0;
@@ -132,11 +141,13 @@ export async function writeExport(
     partBytes = 0;
     let count = 0;
     for (const batch of batchesOfFile) count += batch.length;
-    const name = `part-${String(started++).padStart(6, '0')}.${extensions[format]}`;
+    const number = started++;
+    const name = `part-${String(number).padStart(6, '0')}.${extensions[format]}`;
     const entry = { name, records: count, firstCommit: batchesOfFile[0].commit, lastCommit: batchesOfFile.at(-1)!.commit };
     // At most `filesInFlightMax` files are written at once, so at most one more file's records
     // are held: the one being read.
     while (writing.length >= filesInFlightMax) await finishOldest();
+    progress.fileStarted();
     const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, createdBy };
     const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal);
     if (runBuffers) {
@@ -145,15 +156,18 @@ export async function writeExport(
       const retired = runBuffers.retire();
       void released.then(() => runBuffers.recycle(retired));
     }
-    const written = writtenFile.then((file) => ({
-      name: entry.name,
-      records: entry.records,
-      bytes: file.bytes,
-      sha256: file.sha256,
-      firstCommit: entry.firstCommit,
-      lastCommit: entry.lastCommit,
-      payloadText: file.payloadText,
-    }));
+    const written = writtenFile.then((file) => {
+      progress.fileWritten(number, entry.lastCommit);
+      return {
+        name: entry.name,
+        records: entry.records,
+        bytes: file.bytes,
+        sha256: file.sha256,
+        firstCommit: entry.firstCommit,
+        lastCommit: entry.lastCommit,
+        payloadText: file.payloadText,
+      };
+    });
     // A failure is seen where a later file, or the end, waits for this one.
     written.catch(() => undefined);
     writing.push(written);
@@ -163,7 +177,7 @@ export async function writeExport(
       part.push(batch);
       partBytes += batchBytes(batch);
       records += batch.length;
-      options.onProgress?.({ after: range.after, upTo: range.upTo, commit: batch.commit, records });
+      progress.read(batch.commit, records);
       if (partBytes >= exportFileBytesTarget) await flush();
     }
     await flush();
@@ -191,6 +205,59 @@ export async function writeExport(
     files,
   };
   await writeFileDurably(snapshot.kernels, path.join(to, manifestName), manifestBytes(manifest));
-  options.onProgress?.({ after: range.after, upTo: range.upTo, commit: range.upTo, records });
+  progress.finish(records);
   return manifest;
+}
+
+/**
+ * The progress of one export (see `ExportProgress`): positions read, and positions in files
+ * written — counted only up to the first file not written yet, as files may finish out of order.
+ */
+function exportProgress(snapshot: Snapshot, range: { after: number; upTo: number }, options: ExportOptions) {
+  const { commits } = snapshot;
+  /** The last position of commit `commit` (of the one before the range's first, for `after`). */
+  const lastPosition = (commit: number, fallback: number): number => {
+    if (commit < commits.low) return commits.lowPosition - 1;
+    try {
+      return commits.at(commit).lastPosition;
+    } catch {
+      // A commit corruption made unreadable: progress stays where it was.
+      return fallback;
+    }
+  };
+  const start = lastPosition(range.after, 0);
+  const positions = Math.max(0, lastPosition(range.upTo, start) - start);
+  const reporter = new ProgressReporter(
+    checkOnProgress<ExportProgress>(options.onProgress),
+    'records',
+    positions,
+    { after: range.after, upTo: range.upTo, commit: range.after, records: 0 },
+    0,
+  );
+  let read = 0;
+  let written = 0;
+  /** Each file's last commit once it is written, by the file's number. */
+  const writtenFiles: (number | undefined)[] = [];
+  let prefix = 0;
+  const report = () => reporter.advance(Math.floor((read + written) / 2));
+  return {
+    read(commit: number, records: number) {
+      read = Math.max(read, lastPosition(commit, start + read) - start);
+      reporter.advance(Math.floor((read + written) / 2), { commit, records });
+    },
+    fileStarted() {
+      writtenFiles.push(undefined);
+    },
+    fileWritten(file: number, lastCommit: number) {
+      writtenFiles[file] = lastCommit;
+      while (prefix < writtenFiles.length && writtenFiles[prefix] !== undefined) {
+        written = Math.max(written, lastPosition(writtenFiles[prefix]!, start + written) - start);
+        prefix++;
+      }
+      report();
+    },
+    finish(records: number) {
+      reporter.finish({ commit: range.upTo, records });
+    },
+  };
 }
