@@ -119,6 +119,22 @@ describe('onProgress', () => {
     await store.close();
   });
 
+  it('goes on when the callback throws, and calls it no more', async () => {
+    const { store, feed } = await filled();
+    let calls = 0;
+    const result = await feed.trim({
+      before: 100,
+      onProgress: () => {
+        calls++;
+        throw new Error('the display broke');
+      },
+    });
+    expect(calls).toBe(1);
+    expect(result.segmentsRemoved).toBeGreaterThan(0);
+    expect((await feed.info()).lowMark).toBe(result.lowMark);
+    await store.close();
+  });
+
   for (const format of ['ndjson', 'parquet'] as const) {
     it(`follows feed.export (${format}) until its manifest is written`, async () => {
       const { store, feed, directory } = await filled(150);

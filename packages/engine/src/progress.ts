@@ -3,6 +3,7 @@
  * its `onProgress` option in one shape: `done` of `total` in a unit. A reporter keeps the calls
  * cheap and honest: at most one every `progressIntervalMs` (the first and the last always),
  * `done` never goes back, and it reaches `total` only in the last call, made when the work ends.
+ * A callback that throws is not called again, and the work goes on.
  */
 import { StreamStackError } from './errors.js';
 import { progressIntervalMs } from './limits.js';
@@ -80,6 +81,12 @@ export class ProgressReporter<Extra extends object = object> {
   }
 
   private call(): void {
-    this.callback!({ ...this.extra, done: Math.max(0, this.done), total: this.total, unit: this.unit });
+    try {
+      this.callback!({ ...this.extra, done: Math.max(0, this.done), total: this.total, unit: this.unit });
+    } catch {
+      // A display that fails must not stop a trim or a merge half-way (nor, called from a rewrite
+      // worker's message, become an uncaught exception): the callback is not called again.
+      this.finished = true;
+    }
   }
 }
