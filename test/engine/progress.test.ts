@@ -157,12 +157,16 @@ describe('onProgress', () => {
       expect(calls[calls.length - 1].records).toBe(manifest.records);
       // Only the last call comes once the manifest is there.
       expect(manifestSeen.slice(0, -1).every((seen) => !seen)).toBe(true);
+      // The range is one file, read whole before it is written: calls past half way, short of
+      // the end, are the file's rows being written (NDJSON reports them per batch; this small
+      // Parquet file is one row group, reported whole).
+      if (format === 'ndjson') expect(calls.some((call) => call.done > call.total / 2 && call.done < call.total - 1)).toBe(true);
       expect(manifestSeen[manifestSeen.length - 1]).toBe(true);
       await store.close();
     });
   }
 
-  it('comes back from the rewrite worker when the engine runs from its build', () => {
+  it('comes back from the rewrite and export workers when the engine runs from its build', () => {
     const directory = temporaryDirectory();
     const engine = path.resolve('packages/engine/dist/index.js');
     const offthread = path.resolve('packages/engine/dist/coordinator/rewrite-offthread.js');
@@ -172,8 +176,10 @@ describe('onProgress', () => {
       for (let index = 1; index <= 200; index++) await feed.append([{ payload: 'x'.repeat(900) + index, key: 'k' + (index % 13), version: index }, { payload: 'event ' + index }]);
       const calls = [];
       const result = await feed.compact({ onProgress: (progress) => calls.push(progress) });
+      const exportCalls = [];
+      await feed.export({ format: 'ndjson', to: ${JSON.stringify(path.join(directory, 'export'))}, onProgress: (progress) => exportCalls.push(progress) });
       await store.close();
-      console.log(JSON.stringify({ worker: rewritesOffThread(), merges: result.merges.length, calls }));
+      console.log(JSON.stringify({ worker: rewritesOffThread(), merges: result.merges.length, calls, exportCalls }));
     })`;
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim().split('\n').pop()!);
     expect(out.worker).toBe(true);
@@ -181,5 +187,8 @@ describe('onProgress', () => {
     expectHonest(out.calls, 'records');
     // Before the first merge was switched in, only the worker's messages can have moved the count.
     expect(out.calls.some((call: Progress & { merges: number }) => call.merges === 0 && call.done > 0)).toBe(true);
+    // The export's one file is written on an export worker, whose messages move the second half.
+    expectHonest(out.exportCalls, 'records');
+    expect(out.exportCalls.some((call: Progress) => call.done > call.total / 2 && call.done < call.total - 1)).toBe(true);
   });
 });

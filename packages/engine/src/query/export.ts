@@ -147,9 +147,10 @@ export async function writeExport(
     // At most `filesInFlightMax` files are written at once, so at most one more file's records
     // are held: the one being read.
     while (writing.length >= filesInFlightMax) await finishOldest();
-    progress.fileStarted();
+    progress.fileStarted(number, count, entry.lastCommit);
     const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, createdBy };
-    const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal);
+    const onRows = (rows: number) => progress.fileRows(number, rows);
+    const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal, onRows);
     if (runBuffers) {
       // Every batch read so far is this file's or an earlier one's, so the run buffers the reader
       // is done with are free once this file's batches are released (earlier files' are by then).
@@ -157,7 +158,7 @@ export async function writeExport(
       void released.then(() => runBuffers.recycle(retired));
     }
     const written = writtenFile.then((file) => {
-      progress.fileWritten(number, entry.lastCommit);
+      progress.fileWritten(number);
       return {
         name: entry.name,
         records: entry.records,
@@ -210,8 +211,9 @@ export async function writeExport(
 }
 
 /**
- * The progress of one export (see `ExportProgress`): positions read, and positions in files
- * written — counted only up to the first file not written yet, as files may finish out of order.
+ * The progress of one export (see `ExportProgress`): positions read, and positions written —
+ * every file's up to the first not written yet (files may finish out of order), and of that
+ * one, the share of its rows its writer reported.
  */
 function exportProgress(snapshot: Snapshot, range: { after: number; upTo: number }, options: ExportOptions) {
   const { commits } = snapshot;
@@ -235,25 +237,32 @@ function exportProgress(snapshot: Snapshot, range: { after: number; upTo: number
     0,
   );
   let read = 0;
-  let written = 0;
-  /** Each file's last commit once it is written, by the file's number. */
-  const writtenFiles: (number | undefined)[] = [];
-  let prefix = 0;
-  const report = () => reporter.advance(Math.floor((read + written) / 2));
+  /** Each file by number: where its positions end (from the range's start), its rows, and how many are written. */
+  const files: { end: number; count: number; rows: number; whole: boolean }[] = [];
+  const written = () => {
+    let whole = 0;
+    for (const file of files) {
+      if (!file.whole) return whole + (file.count > 0 ? Math.floor(((file.end - whole) * file.rows) / file.count) : 0);
+      whole = file.end;
+    }
+    return whole;
+  };
+  const report = () => reporter.advance(Math.floor((read + written()) / 2));
   return {
     read(commit: number, records: number) {
       read = Math.max(read, lastPosition(commit, start + read) - start);
-      reporter.advance(Math.floor((read + written) / 2), { commit, records });
+      reporter.advance(Math.floor((read + written()) / 2), { commit, records });
     },
-    fileStarted() {
-      writtenFiles.push(undefined);
+    fileStarted(file: number, count: number, lastCommit: number) {
+      files[file] = { end: Math.max(files[file - 1]?.end ?? 0, lastPosition(lastCommit, start) - start), count, rows: 0, whole: false };
     },
-    fileWritten(file: number, lastCommit: number) {
-      writtenFiles[file] = lastCommit;
-      while (prefix < writtenFiles.length && writtenFiles[prefix] !== undefined) {
-        written = Math.max(written, lastPosition(writtenFiles[prefix]!, start + written) - start);
-        prefix++;
-      }
+    fileRows(file: number, rows: number) {
+      files[file].rows = Math.min(files[file].count, Math.max(files[file].rows, rows));
+      report();
+    },
+    fileWritten(file: number) {
+      files[file].whole = true;
+      files[file].rows = files[file].count;
       report();
     },
     finish(records: number) {
