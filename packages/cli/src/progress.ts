@@ -65,9 +65,20 @@ export function progressBar(label: string, quiet: boolean | undefined): Progress
       doneText: amount(done, unit),
       totalText: total === undefined ? '' : amount(total, unit),
       rate: `${amount(Math.round(rate), unit)}/s`,
-      left: total === undefined ? '' : duration(rate > 0 ? (total - done) / rate : Number.POSITIVE_INFINITY),
+      left: total === undefined ? '' : duration(done >= total ? 0 : rate > 0 ? (total - done) / rate : Number.POSITIVE_INFINITY),
     };
   };
+  // The bar hides the cursor and turns line wrapping off while it draws: a Ctrl-C or a kill
+  // stops it first, restoring both, and is then raised again to end the command as it would have.
+  const onSignal = (signal: NodeJS.Signals) => {
+    stop();
+    process.kill(process.pid, signal);
+  };
+  function stop() {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    bar?.stop();
+  }
   return {
     update(progress) {
       const total = progress.total;
@@ -86,15 +97,15 @@ export function progressBar(label: string, quiet: boolean | undefined): Progress
           },
           cliProgress.Presets.shades_classic,
         );
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
         // A total of 0 (nothing to do) is shown as done, not as 0 of 0.
         bar.start(Math.max(1, total ?? 1), total === 0 ? 1 : progress.done, payload());
       }
       if (total !== undefined) bar.setTotal(Math.max(1, total));
       bar.update(total === 0 ? 1 : progress.done, payload());
     },
-    stop() {
-      bar?.stop();
-    },
+    stop,
   };
 }
 
