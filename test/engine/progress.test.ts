@@ -95,6 +95,24 @@ describe('onProgress', () => {
     await store.close();
   });
 
+  it('ends feed.compact at what was done when a read in progress puts the switch off', async () => {
+    const { store, feed } = await filled();
+    // A read that holds its iteration open across the merge keeps the switch out.
+    const iterator = feed.read()[Symbol.asyncIterator]();
+    await iterator.next();
+    const { calls, onProgress } = recorder<Progress & { merges: number }>();
+    const result = await feed.compact({ onProgress });
+    expect(result).toMatchObject({ putOff: true, merges: [] });
+    // The last call ends at what was done (the rewrite put off), short of the total planned.
+    const last = calls[calls.length - 1];
+    expect(last.merges).toBe(0);
+    expect(last.done).toBe(last.total);
+    expect(last.total).toBeLessThan(calls[0].total);
+    expect(calls.every((call, at) => at === 0 || call.done >= calls[at - 1].done)).toBe(true);
+    await iterator.return?.(undefined);
+    await store.close();
+  });
+
   it('follows feed.compactKeys in records of the segments rewritten', async () => {
     const { store, feed } = await filled();
     const { calls, onProgress } = recorder<Progress & { segmentsCompacted: number }>();

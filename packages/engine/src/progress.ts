@@ -71,10 +71,14 @@ export class ProgressReporter<Extra extends object = object> {
     this.call();
   }
 
-  /** The last call: the work is done, so `done` is the total. */
-  finish(extra?: Partial<Extra>): void {
+  /**
+   * The last call: the work is done, so `done` is the total. With `total`, the work ended short
+   * of what was planned (a merge put off): the total becomes what was done.
+   */
+  finish(extra?: Partial<Extra>, total?: number): void {
     if (!this.active) return;
     if (extra) this.extra = { ...this.extra, ...extra };
+    if (total !== undefined) this.total = Math.max(this.done, total);
     this.done = this.total;
     this.call();
     this.finished = true;

@@ -76,8 +76,9 @@ export class HistoryMerges {
       const merges: SegmentMerge[] = [];
       // The total is the records of every run there is to merge now; a segment finished while
       // the merges run may add a run, and its records then raise the total.
+      // (A merge that runs on its own has no callback, and skips the planning.)
       let planned = 0;
-      for (let run = this.nextRun(); run; run = this.nextRun(run[run.length - 1])) planned += this.recordsOf(run);
+      if (onProgress) for (let run = this.nextRun(); run; run = this.nextRun(run[run.length - 1])) planned += this.recordsOf(run);
       const progress = new ProgressReporter(onProgress, 'records', planned, { merges: 0 });
       progress.advance(0, undefined, true);
       let finished = 0;
@@ -88,7 +89,10 @@ export class HistoryMerges {
         const records = this.recordsOf(run);
         progress.grow(finished + records);
         const merged = await this.rewrite(run, signal, undefined, (done) => progress.advance(finished + done));
-        if (!merged) return { merges, segments: this.context.history.segments.segments.length, putOff: true };
+        if (!merged) {
+          progress.finish({ merges: merges.length }, finished);
+          return { merges, segments: this.context.history.segments.segments.length, putOff: true };
+        }
         merges.push(merged);
         finished += records;
         progress.advance(finished, { merges: merges.length }, true);

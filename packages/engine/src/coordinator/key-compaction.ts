@@ -137,7 +137,10 @@ export class KeyCompaction {
       const before = recordsBefore;
       recordsBefore += recordsIn(run);
       const rewritten = await merges.rewrite(run, request.signal, keep, (done) => progress.advance(before + done));
-      if (!rewritten) return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
+      if (!rewritten) {
+        progress.finish({ segmentsCompacted }, before);
+        return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
+      }
       segmentsCompacted += rewritten.segments;
       segmentsAfter++;
       recordsAfter += rewritten.records;
