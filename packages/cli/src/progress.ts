@@ -92,7 +92,8 @@ export function progressBar(label: string, quiet: boolean | undefined): Progress
             format: total === undefined ? '{label} {doneText} | {rate}' : '{label} [{bar}] {percentage}% | {doneText} of {totalText} | {rate} | {left} left',
             hideCursor: true,
             fps: progressFps,
-            // Every bar a command draws ends drawn at its last value (`stop` renders it).
+            // Redrawn on every tick, not only when the count moves: the time shown changes while
+            // one long step (a large segment being rewritten) holds the count still.
             forceRedraw: true,
           },
           cliProgress.Presets.shades_classic,
