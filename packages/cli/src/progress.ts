@@ -91,10 +91,9 @@ export function progressBar(label: string, quiet: boolean | undefined): Progress
             stream: process.stderr,
             format: total === undefined ? '{label} {doneText} | {rate}' : '{label} [{bar}] {percentage}% | {doneText} of {totalText} | {rate} | {left} left',
             hideCursor: true,
+            // The bar is drawn when it starts and when it stops, so even a run shorter than a
+            // frame shows it, ending at its last value.
             fps: progressFps,
-            // Redrawn on every tick, not only when the count moves: the time shown changes while
-            // one long step (a large segment being rewritten) holds the count still.
-            forceRedraw: true,
           },
           cliProgress.Presets.shades_classic,
         );
