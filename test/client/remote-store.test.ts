@@ -1,11 +1,71 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { StreamStackError } from '../../packages/engine/src/index.js';
-import { RemoteStore } from '../../packages/client/src/index.js';
+import { RemoteStore, StreamStackError as ClientStreamStackError } from '../../packages/client/src/index.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { startServer } from '../support/server.js';
 import { openStore, text } from '../support/store.js';
 
+/**
+ * A server that answers /health, /v1/feeds/f, and a records read whose body breaks off with an
+ * error line after two records, the way the real server ends a body it cannot finish (the
+ * status was sent with the first line), split into chunks that cut lines apart.
+ */
+async function serverEndingWithAnErrorLine(): Promise<{ url: string; close(): Promise<void> }> {
+  const record = (position: number) => JSON.stringify({ feed: 'f', commit: position, stream: 's', seq: 1, position, timestamp: 1, payload: `p${position}`, fingerprint: 'x' });
+  const body = `${record(1)}\n${record(2)}\n${JSON.stringify({ error: { code: 'CORRUPT', message: 'segment 3 is corrupt', file: 'x.hist', offset: 9 } })}\n`;
+  const server = http.createServer((request, response) => {
+    if (request.url === '/health' || request.url === '/v1/feeds/f') {
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      return;
+    }
+    response.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    for (let at = 0; at < body.length; at += 37) response.write(body.slice(at, at + 37));
+    response.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
 describe('the client', () => {
+  it('throws the error line that ends a body, from read and from readLines, after the lines before it', async () => {
+    const fake = await serverEndingWithAnErrorLine();
+    const store = await RemoteStore.open(fake.url);
+    try {
+      const feed = await store.feed('f');
+      const decoder = new TextDecoder();
+      let lines = '';
+      const fromLines = await (async () => {
+        for await (const chunk of feed.readLines()) lines += decoder.decode(chunk);
+      })().catch((error: unknown) => error);
+      expect(fromLines).toMatchObject({ code: 'CORRUPT', details: { file: 'x.hist', offset: 9 } });
+      expect(lines.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line).position)).toEqual([1, 2]);
+      const positions: number[] = [];
+      const fromRead = await (async () => {
+        for await (const record of feed.read()) positions.push(record.position);
+      })().catch((error: unknown) => error);
+      expect(fromRead).toMatchObject({ code: 'CORRUPT' });
+      expect(positions).toEqual([1, 2]);
+    } finally {
+      await store.close();
+      await fake.close();
+    }
+  });
+
+  it('throws the engine StreamStackError class itself, which it re-exports from the protocol', async () => {
+    // The client depends on @streamstack/protocol, not on the engine; one class for both is what
+    // lets code written against the embedded store catch the remote store's errors unchanged.
+    expect(ClientStreamStackError).toBe(StreamStackError);
+    const { url } = await startServer();
+    const store = await RemoteStore.open(url);
+    const missing = await store.feed('absent').catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(StreamStackError);
+    expect(missing).toMatchObject({ code: 'FEED_NOT_FOUND' });
+    await store.close();
+  });
+
   it('sends its bearer token, and rebuilds 401 and 403 as typed errors with their details', async () => {
     const { url } = await startServer({
       tokens: [

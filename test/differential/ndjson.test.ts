@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bytesField, recordLine } from '../../packages/engine/src/api/record-lines.js';
+import { bytesField, recordLine } from '../../packages/protocol/src/record-lines.js';
 import type { StreamRecord } from '../../packages/engine/src/api/stream.js';
 import type { NdjsonColumns } from '../../packages/engine/src/kernels/kernels.js';
 import { branchTally, expectSameOutcome, native, ts } from './both.js';

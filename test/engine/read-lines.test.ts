@@ -5,7 +5,7 @@
  * as `read` refuses them. The CLI's `read` and the server's `GET …/records` print these lines.
  */
 import { describe, expect, it } from 'vitest';
-import { recordLine } from '../../packages/engine/src/api/record-lines.js';
+import { recordLine } from '../../packages/protocol/src/record-lines.js';
 import { isStreamStackError, type Feed, type ReadOptions } from '../../packages/engine/src/index.js';
 import { readLinesChunkBytes } from '../../packages/engine/src/limits.js';
 import { openStore, smallSegmentBytes, temporaryDirectory } from '../support/store.js';

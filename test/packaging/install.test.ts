@@ -6,17 +6,23 @@
  * optional dependency to a local file), as the registry would supply it on x64 Linux; the other
  * omits optional dependencies, as on a platform with no prebuilt binary. A script run in each
  * folder (install-check.mjs) uses the store end to end and reports which kernels load and from
- * where; the CLI is run from the first folder's node_modules/.bin.
+ * where; the CLI is run from the first folder's node_modules/.bin. A third folder gets the light
+ * client alone (the client's and the protocol's tarballs): it must stay small, hold nothing
+ * native, and talk to a server run by the first folder's installed CLI (client-check.mjs). No
+ * install may warn EBADENGINE: every package claims Node 20.15, so on Node 20 a dependency that
+ * wants a later Node shows here. A program that uses the embedded and the remote store as one
+ * (types-check.ts) is type-checked against the first folder's shipped declarations.
  *
  * Third-party dependencies (commander, cli-progress, apache-arrow, parquet-wasm and theirs) come
  * from npm's cache when it has them and from the registry otherwise (`--prefer-offline`). With a
- * warm cache the whole file takes about 40 seconds on two cores, most of it the two installs and
- * the CLI's process starts; with an empty cache (about 18 MB from the registry) about 50.
+ * warm cache the whole file takes about 40 seconds on two cores, most of it the installs, the
+ * type check and the CLI's process starts; with an empty cache (about 18 MB from the registry)
+ * about 50.
  *
  * Packages are found by asking pnpm for the workspace's public packages, so a new one (a server,
  * a client) is packed and installed here as soon as it drops `private`.
  */
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,11 +33,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const run = promisify(execFile);
 const repository = fileURLToPath(new URL('../..', import.meta.url));
 const checkScript = fileURLToPath(new URL('./install-check.mjs', import.meta.url));
+const clientCheckScript = fileURLToPath(new URL('./client-check.mjs', import.meta.url));
+const typesCheck = fileURLToPath(new URL('./types-check.ts', import.meta.url));
+const tsc = path.join(repository, 'node_modules', 'typescript', 'bin', 'tsc');
 
 const platformPackage = '@streamstack/native-linux-x64-gnu';
 const binaryName = 'streamstack-native.linux-x64-gnu.node';
 /** A cold npm cache downloads the dependencies from the registry; that must not time out. */
 const installTimeoutMs = 600_000;
+/**
+ * The most the light client may take installed (its node_modules, client and dependencies), in
+ * bytes: the budget of issue 36, a tenth of the engine's install (about 27 MB with Arrow, Parquet
+ * WebAssembly and the binary). The client and the protocol take about 110 KB today; a dependency
+ * that brings in the engine or anything like it breaks the budget at once.
+ */
+const lightClientBytesMax = 3 * 1024 * 1024;
 
 interface WorkspacePackage {
   readonly name: string;
@@ -51,6 +67,14 @@ interface Manifest {
   readonly name: string;
   readonly version: string;
   readonly [field: string]: unknown;
+}
+
+interface ClientCheckResult {
+  readonly commit: { commit: number; records: number };
+  readonly records: { key: string; position: number; payload: number[] }[];
+  readonly missing: { instance: boolean; oneClass: boolean; name?: string; code?: string };
+  readonly engine: string | null;
+  readonly addons: string[];
 }
 
 interface CheckResult {
@@ -110,17 +134,60 @@ function readManifest(tarball: string): Manifest {
   return JSON.parse(extracted.stdout) as Manifest;
 }
 
-/** An empty project folder with the given tarballs installed by npm, and the check script. */
-async function install(tarballs: readonly string[], extraArguments: readonly string[], environment: NodeJS.ProcessEnv): Promise<string> {
+interface Installed {
+  readonly folder: string;
+  /** What npm printed, warnings included (`EBADENGINE` is a warning). */
+  readonly output: string;
+}
+
+/** An empty project folder with the given tarballs installed by npm, and the check scripts. */
+async function install(tarballs: readonly string[], extraArguments: readonly string[], environment: NodeJS.ProcessEnv): Promise<Installed> {
   const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'streamstack-install-'));
   fs.writeFileSync(path.join(folder, 'package.json'), `${JSON.stringify({ name: 'install-check', private: true, type: 'module' })}\n`);
-  await run(
+  const { stdout, stderr } = await run(
     'npm',
-    ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...extraArguments, ...tarballs],
+    ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=warn', ...extraArguments, ...tarballs],
     { cwd: folder, env: environment, timeout: installTimeoutMs, maxBuffer: 16 << 20 },
   );
   fs.copyFileSync(checkScript, path.join(folder, 'install-check.mjs'));
-  return folder;
+  fs.copyFileSync(clientCheckScript, path.join(folder, 'client-check.mjs'));
+  fs.copyFileSync(typesCheck, path.join(folder, 'types-check.ts'));
+  return { folder, output: `${stdout}${stderr}` };
+}
+
+/** Every file under `directory` (symbolic links not followed), with its size in bytes. */
+function filesUnder(directory: string): { file: string; bytes: number }[] {
+  return fs.readdirSync(directory, { recursive: true, encoding: 'utf8' }).flatMap((name) => {
+    const file = path.join(directory, name);
+    const stat = fs.lstatSync(file);
+    return stat.isFile() ? [{ file, bytes: stat.size }] : [];
+  });
+}
+
+/**
+ * Runs the installed `streamstack serve` from `folder` on a free port over a new data directory,
+ * calls `use` with its URL, then stops it with SIGTERM and expects a clean exit.
+ */
+async function withInstalledServer(folder: string, environment: NodeJS.ProcessEnv, use: (url: string) => Promise<void>): Promise<void> {
+  const bin = path.join(folder, 'node_modules', '.bin', 'streamstack');
+  const child = spawn(bin, ['--data', path.join(folder, 'served-data'), 'serve', '--port', '0'], { cwd: folder, env: environment, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk) => {
+        output += String(chunk);
+        const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+        if (match) resolve(match[1]!);
+      });
+      child.stderr.on('data', (chunk) => (output += String(chunk)));
+      void exited.then(() => reject(new Error(`serve exited early: ${output}`)));
+    });
+    await use(url);
+  } finally {
+    child.kill('SIGTERM');
+    expect(await exited, output).toBe(0);
+  }
 }
 
 function check(folder: string, environment: NodeJS.ProcessEnv): CheckResult {
@@ -136,6 +203,8 @@ describe('installable packages', () => {
   let manifests = new Map<string, Manifest>();
   let withBinary = '';
   let withoutBinary = '';
+  let lightClient = '';
+  let npmOutputs: string[] = [];
 
   beforeAll(async () => {
     // The native build copies its binary into the platform package (napi artifacts); a stale or
@@ -160,12 +229,17 @@ describe('installable packages', () => {
     const platformTarball = packed.find((pkg) => pkg.name === platformPackage)?.filename;
     if (platformTarball === undefined) throw new Error(`${platformPackage} was not packed`);
     const others = packed.filter((pkg) => pkg.name !== platformPackage).map((pkg) => pkg.filename);
-    // Both installs at once: they share npm's cache, which is safe for concurrent use.
-    [withBinary, withoutBinary] = await Promise.all([
+    const light = packed.filter((pkg) => pkg.name === '@streamstack/client' || pkg.name === '@streamstack/protocol').map((pkg) => pkg.filename);
+    if (light.length !== 2) throw new Error('@streamstack/client and @streamstack/protocol were not both packed');
+    // All three installs at once: they share npm's cache, which is safe for concurrent use.
+    const installs = await Promise.all([
       install([...others, platformTarball], [], environment),
       install(others, ['--omit=optional'], environment),
+      install(light, [], environment),
     ]);
-    scratch.push(withBinary, withoutBinary);
+    [withBinary, withoutBinary, lightClient] = installs.map((installed) => installed.folder);
+    npmOutputs = installs.map((installed) => installed.output);
+    scratch.push(withBinary, withoutBinary, lightClient);
   }, installTimeoutMs + 60_000);
 
   afterAll(() => {
@@ -178,10 +252,68 @@ describe('installable packages', () => {
     expect(commandFound('rustc', environment)).toBe(false);
   });
 
-  it('packs the engine, the CLI, the native loader and its platform package', () => {
+  it('packs the engine, the CLI, the server, the client, the protocol, the native loader and its platform package', () => {
     expect([...manifests.keys()]).toEqual(
-      expect.arrayContaining(['@streamstack/engine', '@streamstack/cli', '@streamstack/native', platformPackage]),
+      expect.arrayContaining([
+        '@streamstack/engine',
+        '@streamstack/cli',
+        '@streamstack/server',
+        '@streamstack/client',
+        '@streamstack/protocol',
+        '@streamstack/native',
+        platformPackage,
+      ]),
     );
+  });
+
+  it('warns of no unsupported engine: no dependency wants a later Node than the packages claim', () => {
+    expect(npmOutputs).toHaveLength(3);
+    for (const output of npmOutputs) expect(output).not.toMatch(/EBADENGINE|Unsupported engine/i);
+  });
+
+  it('gives the client the protocol as its one dependency, and the protocol none', () => {
+    expect(manifests.get('@streamstack/client')?.dependencies).toEqual({ '@streamstack/protocol': '0.1.0' });
+    expect(manifests.get('@streamstack/protocol')?.dependencies ?? {}).toEqual({});
+    expect(manifests.get('@streamstack/engine')?.dependencies).toMatchObject({ '@streamstack/protocol': '0.1.0' });
+  });
+
+  it('installs the light client small and without anything native or WebAssembly', () => {
+    const modules = path.join(lightClient, 'node_modules');
+    const files = filesUnder(modules);
+    const bytes = files.reduce((sum, { bytes }) => sum + bytes, 0);
+    expect(bytes).toBeLessThanOrEqual(lightClientBytesMax);
+    expect(files.filter(({ file }) => /\.(node|wasm)$/.test(file))).toEqual([]);
+    expect(fs.readdirSync(modules).filter((name) => !name.startsWith('.'))).toEqual(['@streamstack']);
+    expect(fs.readdirSync(path.join(modules, '@streamstack')).sort()).toEqual(['client', 'protocol']);
+  });
+
+  it('runs the light client against a server from the full install', async () => {
+    let result: ClientCheckResult | undefined;
+    await withInstalledServer(withBinary, environment, async (url) => {
+      const { stdout } = await run(process.execPath, ['client-check.mjs', url], { cwd: lightClient, env: environment });
+      result = JSON.parse(stdout) as ClientCheckResult;
+    });
+    expect(result?.commit).toEqual({ commit: 1, records: 2 });
+    expect(result?.records).toEqual([
+      { key: 'order-1', position: 1, payload: [...Buffer.from('{"id":1}')] },
+      { key: 'bytes', position: 2, payload: [0xff, 0x00, 0x7f] },
+    ]);
+    expect(result?.missing).toEqual({ instance: true, oneClass: true, name: 'StreamStackError', code: 'FEED_NOT_FOUND' });
+    expect(result?.engine).toBeNull();
+    expect(result?.addons).toEqual([]);
+  });
+
+  it('type-checks the embedded and the remote store as one against the shipped declarations', async () => {
+    // skipLibCheck stays off: with it on, a declaration that imports a package not installed
+    // (the client's reaching for the engine) would turn its types into `any` without an error.
+    // @types/node comes with apache-arrow's dependencies.
+    const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--skipLibCheck', 'false'];
+    // tsc prints its errors on stdout: the failure shows them.
+    const errors = await run(process.execPath, [tsc, ...args, 'types-check.ts'], { cwd: withBinary, env: environment }).then(
+      () => '',
+      (error: { stdout?: string; message: string }) => error.stdout || error.message,
+    );
+    expect(errors).toBe('');
   });
 
   it('replaces workspace: ranges with the exact versions of the packages packed with them', () => {
@@ -251,8 +383,12 @@ describe('installable packages', () => {
       ['a', '{"n":1}'],
       ['b', 'two'],
     ]);
+    // More lines than one batch of the CLI's go through a stream of its own: still one commit.
+    const many = Array.from({ length: 25_000 }, (_, index) => `{"payload":"line ${index}"}\n`).join('');
+    expect(cli(['append', 'events', '--message', 'bulk'], many)).toEqual([expect.objectContaining({ commit: 2, records: 25_000, message: 'bulk' })]);
+    expect(cli(['info'])[0]).toMatchObject({ kernels: 'native', storeFormat: 1 });
     const out = path.join(withBinary, 'parquet');
-    expect(cli(['export', 'events', '--format', 'parquet', '--out', out])[0]).toMatchObject({ records: 2, files: 1 });
+    expect(cli(['export', 'events', '--format', 'parquet', '--out', out])[0]).toMatchObject({ records: 25_002, files: 1 });
     expect(fs.readFileSync(path.join(out, 'part-000000.parquet')).subarray(0, 4).toString()).toBe('PAR1');
   });
 

@@ -4,9 +4,9 @@ import { StreamStackError } from '../../packages/engine/src/index.js';
 import { errorBody, errorHeaders, errorStatuses, statusOf } from '../../packages/server/src/index.js';
 import { typedRequestError } from '../../packages/server/src/http-errors.js';
 
-/** Every code the engine declares, read from its source (the union is a type, gone at run time). */
+/** Every code StreamStack declares, read from its source in the protocol package (the union is a type, gone at run time). */
 function declaredCodes(): string[] {
-  const source = fs.readFileSync('packages/engine/src/errors.ts', 'utf8');
+  const source = fs.readFileSync('packages/protocol/src/errors.ts', 'utf8');
   const union = source.slice(source.indexOf('export type ErrorCode ='), source.indexOf(';', source.indexOf('export type ErrorCode =')));
   return [...union.matchAll(/\|\s*'([A-Z_]+)'/g)].map((match) => match[1]!);
 }

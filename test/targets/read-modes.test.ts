@@ -48,6 +48,19 @@ describe.each(targets)('reads ($name)', (target) => {
     expect(first.fingerprint).toBeInstanceOf(Uint8Array);
   });
 
+  it('reads as NDJSON bytes (readLines): the record lines of read, in chunks of whole lines', async () => {
+    const feed = await seeded();
+    const decoder = new TextDecoder();
+    for (const options of [{}, { mode: 'latest' as const }, { after: 1, limit: 2 }, { filter: { tags: ['eu'] } }]) {
+      const chunks = await collect(feed.readLines(options));
+      for (const chunk of chunks) expect(chunk.at(-1)).toBe(0x0a);
+      const lines = chunks.map((chunk) => decoder.decode(chunk)).join('').split('\n').filter((line) => line !== '').map((line) => JSON.parse(line));
+      const records = await collect(feed.read(options));
+      expect(lines.map((line) => [line.position, line.payload]), JSON.stringify(options)).toEqual(records.map((record) => [record.position, text(record.payload)]));
+    }
+    await expect(collect(feed.readLines({ after: 9 }))).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
+  });
+
   it('reads in dedup and latest modes', async () => {
     const feed = await seeded();
     // Dedup drops the repeated payloads (same fingerprint), wherever they lie in the history.

@@ -14,3 +14,44 @@ export { RemoteStream } from './remote-stream.js';
 export { RemoteSubscription } from './remote-subscription.js';
 export { errorFromBody } from './transport.js';
 export type { TransportOptions } from './transport.js';
+// The error class and the API's types come from the protocol package the client is built on.
+// They are re-exported here because a program that depends on the client alone may not import
+// a dependency of a dependency (pnpm's strict node_modules refuses it): `instanceof
+// StreamStackError` and `StoredRecord` must work from '@streamstack/client' itself.
+export { StreamStackError, isStreamStackError } from '@streamstack/protocol';
+export type {
+  AppendCondition,
+  AppendRecord,
+  Commit,
+  CommitRecords,
+  ErrorCode,
+  ExportFormat,
+  ExportManifest,
+  ExportOptions,
+  ExportedFile,
+  FeedDiskUse,
+  FeedInfo,
+  FeedVerification,
+  KeyCompactionRequest,
+  KeyCompactionResult,
+  LeaseGrant,
+  MergeResult,
+  Plan,
+  PollResult,
+  Query,
+  QueryItem,
+  ReadMode,
+  ReadOptions,
+  RecordFilter,
+  RetentionInfo,
+  RetentionPin,
+  RetentionPolicy,
+  SegmentMerge,
+  StoredRecord,
+  StreamInfo,
+  StreamRecord,
+  SubscriptionInfo,
+  TrimResult,
+  VerificationCode,
+  VerificationProblem,
+} from '@streamstack/protocol';

@@ -1,5 +1,5 @@
 /** URL paths and query encodings shared by the remote classes. */
-import { appendRecordLine, StreamStackError, type AppendCondition, type AppendRecord, type ReadOptions } from '@streamstack/engine';
+import { appendRecordLine, StreamStackError, type AppendCondition, type AppendRecord, type ReadOptions } from '@streamstack/protocol';
 import type { QueryInput } from './transport.js';
 
 export function feedPath(feed: string): string {

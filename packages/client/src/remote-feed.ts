@@ -31,7 +31,7 @@ import {
   type StoredRecord,
   type SubscriptionInfo,
   type TrimResult,
-} from '@streamstack/engine';
+} from '@streamstack/protocol';
 import { serverEvents } from './event-stream.js';
 import { conditionQuery, feedPath, readQuery, recordLines } from './paths.js';
 import { RemoteStream } from './remote-stream.js';
@@ -132,6 +132,17 @@ export class RemoteFeed {
     for await (const line of this.transport.lines(`${this.path}/records`, { query: readQuery(options), ...(options.signal ? { signal: options.signal } : {}) })) {
       yield storedRecordFromLine(line);
     }
+  }
+
+  /**
+   * `read` as NDJSON bytes, in chunks of whole lines: the server's record lines as they arrive,
+   * the same bytes the embedded `readLines` gives, with nothing decoded on the way.
+   *
+   * @example
+   * for await (const chunk of feed.readLines({ mode: 'latest' })) process.stdout.write(chunk);
+   */
+  async *readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+    yield* this.transport.lineChunks(`${this.path}/records`, { query: readQuery(options), ...(options.signal ? { signal: options.signal } : {}) });
   }
 
   /** The batch form of `read`: one commit's records per batch. */

@@ -9,7 +9,7 @@
  * const feed = await store.createFeed('events');
  * await feed.append([{ payload: 'hello', type: 'greeting', tags: ['user:1'] }]);
  */
-import { StreamStackError, type FeedInfo, type FeedVerification, type RetentionPolicy } from '@streamstack/engine';
+import { StreamStackError, type FeedInfo, type FeedVerification, type RetentionPolicy } from '@streamstack/protocol';
 import { RemoteFeed } from './remote-feed.js';
 import { feedPath } from './paths.js';
 import { Transport, type TransportOptions } from './transport.js';

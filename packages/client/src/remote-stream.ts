@@ -1,5 +1,5 @@
 /** A stream of a remote feed, with the embedded `Stream`'s methods. */
-import { recordFromLine, type AppendCondition, type AppendRecord, type Commit, type StreamInfo, type StreamRecord } from '@streamstack/engine';
+import { recordFromLine, type AppendCondition, type AppendRecord, type Commit, type StreamInfo, type StreamRecord } from '@streamstack/protocol';
 import type { RemoteFeed } from './remote-feed.js';
 import { conditionQuery, feedPath, recordLines } from './paths.js';
 

@@ -1,5 +1,5 @@
 /** A subscription of a remote feed, with the embedded `Subscription`'s methods. */
-import { storedRecordFromLine, type CommitRecords, type PollResult, type SubscriptionInfo } from '@streamstack/engine';
+import { storedRecordFromLine, type CommitRecords, type PollResult, type SubscriptionInfo } from '@streamstack/protocol';
 import type { RemoteFeed } from './remote-feed.js';
 import { feedPath } from './paths.js';
 

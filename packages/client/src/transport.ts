@@ -10,7 +10,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { byteLines, StreamStackError, type ErrorCode } from '@streamstack/engine';
+import { byteLines, StreamStackError, type ErrorCode } from '@streamstack/protocol';
 
 export type QueryInput = Record<string, string | number | boolean | readonly string[] | undefined>;
 
@@ -113,6 +113,23 @@ export function errorFromBody(body: unknown, status: number): StreamStackError {
 }
 
 const decoder = new TextDecoder();
+const newline = 0x0a;
+/** How an error line starts; a record line starts with its feed (`{"feed":`). */
+const errorLineStart = Buffer.from('{"error":');
+
+/**
+ * Where the error line among whole `lines` starts, and its typed error; undefined when there is
+ * none. The server ends a body it cannot finish with one, so it can only be the last line, and
+ * a record line never holds a raw newline.
+ */
+function errorLineOf(lines: Uint8Array, status: number): { start: number; error: StreamStackError } | undefined {
+  const bytes = Buffer.from(lines.buffer, lines.byteOffset, lines.byteLength);
+  const start = bytes.lastIndexOf(newline, bytes.length - 2) + 1;
+  if (!bytes.subarray(start, start + errorLineStart.length).equals(errorLineStart)) return undefined;
+  const line = JSON.parse(decoder.decode(bytes.subarray(start))) as Record<string, unknown>;
+  if (line.error === undefined || Object.keys(line).length !== 1) return undefined;
+  return { start, error: errorFromBody(line, status) };
+}
 
 export class Transport {
   /** Keeps connections open between requests (the server's `Keep-Alive` hint bounds their idle time). */
@@ -180,6 +197,39 @@ export class Transport {
   async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const response = await this.send(method, path, options);
     return (await response.json()) as T;
+  }
+
+  /**
+   * A request whose answer is NDJSON, as its bytes arrive, in chunks of whole lines. An error
+   * line (the server's way to fail after the status was sent) throws its typed error.
+   */
+  async *lineChunks(path: string, options: RequestOptions = {}): AsyncGenerator<Uint8Array> {
+    const response = await this.send('GET', path, options);
+    if (!response.body) return;
+    let pending: Uint8Array = new Uint8Array(0);
+    try {
+      for await (const chunk of response.body) {
+        const bytes = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+        const end = bytes.lastIndexOf(newline) + 1;
+        pending = bytes.subarray(end);
+        if (end === 0) continue;
+        yield* this.linesBefore(bytes.subarray(0, end), response.status, options.signal);
+      }
+      // The body ended without a newline after its last line: it is handed out with one.
+      if (pending.length > 0) yield* this.linesBefore(Buffer.concat([pending, Uint8Array.of(newline)]), response.status, options.signal);
+    } catch (error) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      throw error;
+    }
+  }
+
+  /** Whole `lines`, then the error of an error line among them, which ends them. */
+  private *linesBefore(lines: Uint8Array, status: number, signal: AbortSignal | undefined): Generator<Uint8Array> {
+    const failed = errorLineOf(lines, status);
+    const records = failed ? lines.subarray(0, failed.start) : lines;
+    signal?.throwIfAborted();
+    if (records.length > 0) yield records;
+    if (failed) throw failed.error;
   }
 
   /**

@@ -34,7 +34,7 @@ export {
   recordFromLine,
   recordLine,
   storedRecordFromLine,
-} from './api/record-lines.js';
+} from '@streamstack/protocol';
 export type { LeaseGrant } from './coordinator/lease.js';
 export type { RetentionInfo, RetentionPin, TrimResult } from './coordinator/history-trim.js';
 export type { RetentionPolicy } from './coordinator/retention-state.js';

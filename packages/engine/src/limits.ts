@@ -102,12 +102,10 @@ export const fingerprintBytesMax = 64;
 export const messageBytesMax = 4096;
 
 /**
- * Deepest nesting of arrays and objects in a JSON payload on the command line, in levels. The
- * payload is stored as its JSON text, and JSON.stringify recurses once per level: it runs out of
- * stack at a few thousand levels on Node's default stack, so a bound well below that turns an
- * abusive document into a typed refusal instead of a crash. Real documents stay far shallower.
+ * Deepest nesting of arrays and objects in a JSON payload, in levels: a bound of the record line
+ * format, so it lives with that format in @streamstack/protocol and is listed here with the rest.
  */
-export const jsonNestingDepthMax = 512;
+export { jsonNestingDepthMax } from '@streamstack/protocol';
 
 /**
  * Shortest wait between a command-line tail's looks for new commits, in milliseconds: a tail
@@ -237,6 +235,15 @@ export const rebuildBatchRowsMax = 1024;
  * records never holds the loop for long.
  */
 export const publishIndexSliceRecords = 2048;
+
+/**
+ * Published records waiting to be folded into the derived indexes, at most, before a one-shot
+ * append or a seal waits for them to catch up: a bulk load of one-shot commits publishes faster
+ * than the indexes take records, and every queued record is held in memory (a few hundred bytes
+ * each, its payload included). Two seconds or so of indexing; a single commit larger than this
+ * is queued whole, and the next write waits for it.
+ */
+export const publishIndexBacklogRecordsMax = 250_000;
 
 /**
  * Commits per page of a segment summary. A page is the unit a sealed segment's commit records
@@ -378,6 +385,21 @@ export const exportRowGroupBytesMax = 64 * 1024 * 1024;
  * small enough that a slow reader holds little and the first lines leave at once.
  */
 export const readLinesChunkBytes = 256 * 1024;
+
+/**
+ * The first chunk of a read as NDJSON takes this many bytes (or what its first batch needs);
+ * each next one twice the last, up to `readLinesChunkBytes`: a read of one small commit, as a
+ * long-poll makes, allocates little.
+ */
+export const readLinesFirstChunkBytes = 8 * 1024;
+
+/**
+ * A read as NDJSON writes the lines of a batch of fewer rows than this in JavaScript, the same
+ * bytes, rather than through the kernels: handing a batch's columns to the native kernel costs
+ * about as much as making a dozen lines one record at a time (a tag query's batches hold a
+ * record or a few each, one per commit it hits).
+ */
+export const readLinesKernelRowsMin = 16;
 
 /** An NDJSON export writes a batch's lines at a time, into buffers of at least this many bytes (doubled until a batch fits). */
 export const exportNdjsonWriteBytes = 1024 * 1024;

@@ -5,20 +5,12 @@
  * `done` never goes back, and it reaches `total` only in the last call, made when the work ends.
  * A callback that throws is not called again, and the work goes on.
  */
+// The shape is public and shared with the client, so it is defined in @streamstack/protocol.
+import type { OnProgress, Progress, ProgressUnit } from '@streamstack/protocol';
 import { StreamStackError } from './errors.js';
 import { progressIntervalMs } from './limits.js';
 
-/** What `done` and `total` count. */
-export type ProgressUnit = 'records' | 'bytes';
-
-/** How far an operation is: `done` of `total` (in `unit`); the last call has `done === total`. */
-export interface Progress {
-  readonly done: number;
-  readonly total: number;
-  readonly unit: ProgressUnit;
-}
-
-export type OnProgress<P extends Progress = Progress> = (progress: P) => void;
+export type { OnProgress, Progress, ProgressUnit };
 
 /** `value` as a progress callback: undefined when absent, `INVALID_ARGUMENT` when not a function. */
 export function checkOnProgress<P extends Progress>(value: unknown): OnProgress<P> | undefined {

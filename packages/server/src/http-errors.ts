@@ -8,6 +8,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { ioError, StreamStackError, type ErrorCode } from '@streamstack/engine';
+import { canonicalHeaderName } from './route-headers.js';
 
 /**
  * Every code the engine defines has a status here: the type is a Record over ErrorCode, so a new
@@ -95,6 +96,7 @@ export function typedRequestError(error: unknown): StreamStackError {
   if (error instanceof StreamStackError) return error;
   const failure = error as { statusCode?: number; code?: string; message?: string; validation?: unknown };
   const message = failure?.message ?? String(error);
+  if (Array.isArray(failure?.validation)) return validationError(error as ValidationFailure);
   if (failure?.statusCode === 413) return new StreamStackError('REQUEST_TOO_LARGE', message, { cause: error });
   if (failure?.statusCode === 404) return new StreamStackError('NOT_FOUND', message, { cause: error });
   if (failure?.statusCode === 415) return new StreamStackError('UNSUPPORTED_MEDIA_TYPE', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
@@ -106,6 +108,35 @@ export function typedRequestError(error: unknown): StreamStackError {
     return new StreamStackError('INVALID_ARGUMENT', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
   }
   return new StreamStackError('INTERNAL', `unexpected error (a bug in streamstack): ${message}`, { cause: error });
+}
+
+interface SchemaError {
+  readonly keyword: string;
+  readonly instancePath: string;
+  readonly params: { missingProperty?: string };
+  readonly parentSchema?: { properties?: Record<string, Record<string, unknown>> } & Record<string, unknown>;
+}
+
+type ValidationFailure = Error & { validation: SchemaError[]; validationContext?: string; code?: string };
+
+/**
+ * A request the route schema refused, with the code the schema names for the property
+ * (`x-error-code`, schema-validation.ts), else `INVALID_ARGUMENT`; a missing header has the
+ * message and details the route's own check gave it before the schema did.
+ */
+function validationError(failure: ValidationFailure): StreamStackError {
+  const [first] = failure.validation;
+  const part = failure.validationContext ?? 'request';
+  const property = first?.params.missingProperty ?? first?.instancePath.split('/').filter(Boolean).join('.');
+  const propertySchema = first?.params.missingProperty === undefined ? first?.parentSchema : first.parentSchema?.properties?.[first.params.missingProperty];
+  const named = propertySchema?.['x-error-code'];
+  const code = typeof named === 'string' && named in errorStatuses ? (named as ErrorCode) : 'INVALID_ARGUMENT';
+  if (part === 'headers' && first?.params.missingProperty !== undefined) {
+    const header = canonicalHeaderName(first.params.missingProperty);
+    return new StreamStackError(code, `this request needs the ${header} header`, { cause: failure, details: { header } });
+  }
+  const where = part === 'body' ? 'field' : part === 'headers' ? 'header' : 'parameter';
+  return new StreamStackError(code, failure.message, { cause: failure, details: { reason: failure.code ?? 'FST_ERR_VALIDATION', ...(property ? { [where]: property } : {}) } });
 }
 
 /** What Node's HTTP parser refused, as a typed error (the parser's reason in `details.reason`). */

@@ -12,7 +12,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { StreamStackError, type ErrorCode } from '@streamstack/engine';
+import { StreamStackError } from '@streamstack/engine';
 import type { Authorizer, Operation } from './auth.js';
 import type { ServerContext } from './context.js';
 import { producerOf } from './durable-producers.js';
@@ -32,10 +32,10 @@ import {
 import { followOverSse, nextOffsetOf, readChunk, readPointOf, waitForData, type Chunk, type ReadPoint } from './durable-stream-reads.js';
 import { DurableStreams } from './durable-stream-registry.js';
 import type { StreamState } from './durable-stream-state.js';
-import { errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
+import { errorBody, errorHeaders, typedRequestError } from './http-errors.js';
 import { closedSignal } from './live-wait.js';
 import type { QueryParams } from './request-params.js';
-import { describe } from './route-schemas.js';
+import * as schemas from './schemas-durable-streams.js';
 
 /** Settings of the compatibility route. */
 export interface DurableStreamSettings {
@@ -57,15 +57,6 @@ export const durableStreamDefaults: DurableStreamSettings = {
 };
 
 const route = '/ds/v1/stream/*';
-const tag = 'durable-streams';
-
-/** Where the protocol's statuses differ from the server's (http-errors.ts). */
-const protocolStatuses: Partial<Record<ErrorCode, number>> = {
-  // A Stream-Seq that does not grow, and a producer's seq gap, are conflicts (409), not failed preconditions.
-  SEQ_MISMATCH: 409,
-  // A producer epoch that another has taken over is fenced with 403.
-  FENCED: 403,
-};
 
 /**
  * Headers every answer of the route carries: the protocol's browser-security headers. CORS
@@ -148,7 +139,7 @@ export async function addDurableStreamRoutes(
 
     scope.setErrorHandler((error, request, reply) => {
       const typed = typedRequestError(error);
-      const status = protocolStatuses[typed.code] ?? statusOf(typed.code);
+      const status = schemas.protocolStatusOf(typed.code);
       if (status >= 500 && typed.code !== 'UNAVAILABLE') request.log.error({ err: error }, typed.message);
       if (ctx.draining) reply.header('connection', 'close');
       reply.code(status).headers({ ...errorHeaders(typed), ...protocolErrorHeaders(typed) });
@@ -163,15 +154,14 @@ export async function addDurableStreamRoutes(
       return name;
     };
 
-    /** A route's auth settings and OpenAPI summary. */
-    const options = (operation: Operation, summary: string) => ({ config: { operation, scope: 'any' as const }, schema: describe(tag, summary) });
+    /** A route's auth settings and schema. */
+    const options = (operation: Operation, schema: Record<string, unknown>) => ({ config: { operation, scope: 'any' as const }, schema });
 
     // Preflights with an Origin are answered by the server's CORS check before routing; this
     // answers an OPTIONS without one (what the route allows), which grants a page nothing.
-    scope.options(route, { schema: describe(tag, 'CORS preflight') }, async (_request, reply) => reply.code(204).headers(preflightHeaders).send());
+    scope.options(route, { schema: schemas.preflight }, async (_request, reply) => reply.code(204).headers(preflightHeaders).send());
 
-    const create = 'create a stream (or find it as asked): Content-Type, Stream-TTL or Stream-Expires-At, Stream-Closed; the body is its first data';
-    scope.put(route, options('admin', create), async (request, reply) => {
+    scope.put(route, options('admin', schemas.create), async (request, reply) => {
       const name = authorize(request, 'admin');
       if (request.headers['stream-forked-from'] !== undefined) {
         throw new StreamStackError('INVALID_ARGUMENT', 'forks (Stream-Forked-From) are not supported yet', {
@@ -186,8 +176,7 @@ export async function addDurableStreamRoutes(
       return reply.code(created ? 201 : 200).send();
     });
 
-    const append = 'append the body (one commit), with Stream-Seq and producer headers; Stream-Closed: true closes';
-    scope.post(route, options('write', append), async (request, reply) => {
+    scope.post(route, options('write', schemas.append), async (request, reply) => {
       const name = authorize(request, 'write');
       const body = bodyOf(request);
       const producer = producerOf(request.headers);
@@ -205,7 +194,8 @@ export async function addDurableStreamRoutes(
       return reply.code(outcome.kind === 'appended' && producer && body.length > 0 ? 200 : 204).send();
     });
 
-    scope.head(route, options('read', "a stream's metadata: Content-Type, tail offset, TTL or expiry, closure"), async (request, reply) => {
+    // HEAD is the protocol's metadata request, not fastify's HEAD of a GET: the document shows it.
+    scope.head(route, { ...options('read', schemas.head), config: { operation: 'read', scope: 'any', swagger: { exposeHeadRoute: true } } }, async (request, reply) => {
       // HEAD neither reads nor writes: it does not reset the TTL.
       const state = await streams.stream(authorize(request, 'read'));
       reply.header('content-type', state.config.contentType).header(dsHeader.nextOffset, offsetOf(state.lastDataCommit));
@@ -216,8 +206,7 @@ export async function addDurableStreamRoutes(
       return reply.code(200).send();
     });
 
-    const read = 'read from offset (-1, now, or an offset): catch-up, live=long-poll or live=sse';
-    scope.get<{ Querystring: QueryParams }>(route, options('read', read), async (request, reply) => {
+    scope.get<{ Querystring: QueryParams }>(route, options('read', schemas.read), async (request, reply) => {
       const state = await streams.stream(authorize(request, 'read'));
       const start = readStartOf(request.query);
       const live = liveModeOf(request.query);
@@ -269,7 +258,7 @@ export async function addDurableStreamRoutes(
       return answerChunk(request, reply, state, point, chunk);
     });
 
-    scope.delete(route, options('admin', 'delete a stream and its data'), async (request, reply) => {
+    scope.delete(route, options('admin', schemas.remove), async (request, reply) => {
       await streams.delete(authorize(request, 'admin'));
       return reply.code(204).send();
     });

@@ -13,9 +13,9 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { StreamStackError, type ExportFormat, type ReadMode } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
-import { describe } from './route-schemas.js';
 import { exportNameCharactersMax, exportSegmentCharactersMax } from './limits.js';
 import { bodyObject } from './routes-feeds.js';
+import { exportRange } from './schemas-feeds.js';
 
 /** One to eight path segments of letters, digits, `.`, `_` and `-`, none of them `.` or `..`. */
 const exportName = /^(?!.*(?:^|\/)\.\.?(?:\/|$))[A-Za-z0-9._-]+(?:\/[A-Za-z0-9._-]+){0,7}$/;
@@ -64,12 +64,23 @@ export async function checkNoLinks(root: string, to: string): Promise<void> {
   }
 }
 
+function noExportDirectory(): StreamStackError {
+  return new StreamStackError('INVALID_ARGUMENT', 'this server has no export directory (streamstack serve --exports DIR)');
+}
+
 export function addExportRoutes(app: FastifyInstance, ctx: ServerContext, exportRoot: string | undefined): void {
   app.post<{ Params: { feed: string } }>(
     '/v1/feeds/:feed/export',
-    { config: { operation: 'admin' }, schema: describe('history', 'export a range to files under the export directory: {"format", "to", "after"?, "upTo"?, "mode"?}; answers the manifest') },
+    {
+      config: { operation: 'admin' },
+      schema: exportRange,
+      // Before the body is validated: a server without exports refuses every export the same way.
+      preValidation: async () => {
+        if (exportRoot === undefined) throw noExportDirectory();
+      },
+    },
     async (request) => {
-      if (exportRoot === undefined) throw new StreamStackError('INVALID_ARGUMENT', 'this server has no export directory (streamstack serve --exports DIR)');
+      if (exportRoot === undefined) throw noExportDirectory();
       const { format, to, after, upTo, mode } = bodyObject(request.body);
       const directory = exportDirectoryOf(exportRoot, to);
       const feed = await ctx.feed(request.params.feed);

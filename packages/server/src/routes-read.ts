@@ -6,7 +6,7 @@ import { followOverSse, wantsEventStream } from './live-sse.js';
 import { closedSignal, waitForCommit } from './live-wait.js';
 import { sendLineChunks, sendLines } from './ndjson.js';
 import { choice, integer, integerText, jsonParameter, many, numberText, plans, readModes, single, type QueryParams } from './request-params.js';
-import { describe, querySchema } from './route-schemas.js';
+import * as schemas from './schemas-reads.js';
 
 type FeedParams = { feed: string };
 
@@ -39,7 +39,7 @@ function readOptionsOf(query: QueryParams): ReadOptions {
 export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.get<{ Params: FeedParams; Querystring: QueryParams }>(
     '/v1/feeds/:feed/commits',
-    { config: { operation: 'read' }, schema: describe('reads', 'commits after a cursor, oldest first (NDJSON)', { querystring: querySchema({ after: 'integer', limit: 'integer' }) }) },
+    { config: { operation: 'read' }, schema: schemas.commits },
     async (request, reply) => {
       const after = integer(request.query, 'after');
       const limit = integer(request.query, 'limit');
@@ -48,7 +48,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
     },
   );
 
-  app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit', { config: { operation: 'read' }, schema: describe('reads', 'one commit') }, async (request) => {
+  app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit', { config: { operation: 'read' }, schema: schemas.commit }, async (request) => {
     const commit = numberText(request.params.commit, 'commit')!;
     const feed = await ctx.feed(request.params.feed);
     const head = (await feed.head())?.commit ?? 0;
@@ -59,7 +59,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
     throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist`, { details: { commit, head } });
   });
 
-  app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit/records', { config: { operation: 'read' }, schema: describe('reads', "one commit's records (NDJSON)") }, async (request, reply) => {
+  app.get<{ Params: FeedParams & { commit: string } }>('/v1/feeds/:feed/commits/:commit/records', { config: { operation: 'read' }, schema: schemas.commitRecords }, async (request, reply) => {
     const commit = numberText(request.params.commit, 'commit')!;
     const records = await (await ctx.feed(request.params.feed)).readCommit(commit);
     return sendLines(reply, records.map(recordLine));
@@ -69,9 +69,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
     '/v1/feeds/:feed/records',
     {
       config: { operation: 'read' },
-      schema: describe('reads', 'records after a cursor (NDJSON), waiting up to `wait` seconds for one; with Accept: text/event-stream, a live read (one event per commit)', {
-        querystring: querySchema({ after: 'integer', upTo: 'integer', mode: 'string', type: 'list', tag: 'list', filter: 'json', limit: 'integer', plan: 'string', dedupScope: 'string', wait: 'integer' }),
-      }),
+      schema: schemas.records,
     },
     async (request, reply) => {
       const feed = await ctx.feed(request.params.feed);
@@ -99,7 +97,7 @@ export function addReadRoutes(app: FastifyInstance, ctx: ServerContext): void {
 
   app.get<{ Params: FeedParams & { key: string }; Querystring: QueryParams }>(
     '/v1/feeds/:feed/keys/:key',
-    { config: { operation: 'read' }, schema: describe('reads', "a key's current record (highest version, then latest), or KEY_NOT_FOUND", { querystring: querySchema({ asOf: 'integer' }) }) },
+    { config: { operation: 'read' }, schema: schemas.key },
     async (request) => {
       const asOf = integer(request.query, 'asOf');
       const { key } = request.params;

@@ -4,7 +4,7 @@ import { recordLine, type Subscription } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { sendLines } from './ndjson.js';
 import { integer, type QueryParams } from './request-params.js';
-import { describe, querySchema } from './route-schemas.js';
+import * as schemas from './schemas-subscriptions.js';
 import { bodyObject } from './routes-feeds.js';
 
 type FeedParams = { feed: string };
@@ -17,28 +17,28 @@ async function subscriptionOf(ctx: ServerContext, params: SubscriptionParams): P
 
 // Subscriptions are a reader's own cursors, so a read token may keep them (docs/http.md).
 export function addSubscriptionRoutes(app: FastifyInstance, ctx: ServerContext): void {
-  app.post<{ Params: FeedParams }>('/v1/feeds/:feed/subscriptions', { config: { operation: 'read' }, schema: describe('subscriptions', 'create a subscription: {"name", "after"?}') }, async (request, reply) => {
+  app.post<{ Params: FeedParams }>('/v1/feeds/:feed/subscriptions', { config: { operation: 'read' }, schema: schemas.create }, async (request, reply) => {
     const { name, after } = bodyObject(request.body);
     const subscription = await (await ctx.feed(request.params.feed)).createSubscription(name as string, after === undefined ? {} : { after: after as number });
     return reply.code(201).send(await subscription.info());
   });
 
-  app.get<{ Params: FeedParams }>('/v1/feeds/:feed/subscriptions', { config: { operation: 'read' }, schema: describe('subscriptions', 'every subscription with its cursor and lag (NDJSON)') }, async (request, reply) =>
+  app.get<{ Params: FeedParams }>('/v1/feeds/:feed/subscriptions', { config: { operation: 'read' }, schema: schemas.list }, async (request, reply) =>
     sendLines(reply, await (await ctx.feed(request.params.feed)).subscriptions()),
   );
 
-  app.get<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name', { config: { operation: 'read' }, schema: describe('subscriptions', 'a subscription: cursor, times, lag') }, async (request) =>
+  app.get<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name', { config: { operation: 'read' }, schema: schemas.info }, async (request) =>
     (await subscriptionOf(ctx, request.params)).info(),
   );
 
-  app.delete<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name', { config: { operation: 'read' }, schema: describe('subscriptions', 'delete a subscription') }, async (request) => {
+  app.delete<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name', { config: { operation: 'read' }, schema: schemas.remove }, async (request) => {
     await (await subscriptionOf(ctx, request.params)).delete();
     return { feed: request.params.feed, subscription: request.params.name, deleted: true };
   });
 
   app.get<{ Params: SubscriptionParams; Querystring: QueryParams }>(
     '/v1/feeds/:feed/subscriptions/:name/poll',
-    { config: { operation: 'read' }, schema: describe('subscriptions', 'whole commits from the saved cursor: {"cursor", "commits": [{"commit", "records"}]}', { querystring: querySchema({ max: 'integer' }) }) },
+    { config: { operation: 'read' }, schema: schemas.poll },
     async (request) => {
       const max = integer(request.query, 'max');
       const polled = await (await subscriptionOf(ctx, request.params)).poll(max === undefined ? {} : { max });
@@ -46,11 +46,11 @@ export function addSubscriptionRoutes(app: FastifyInstance, ctx: ServerContext):
     },
   );
 
-  app.post<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name/advance', { config: { operation: 'read' }, schema: describe('subscriptions', 'save a cursor, forward only: {"cursor"}') }, async (request) =>
+  app.post<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name/advance', { config: { operation: 'read' }, schema: schemas.advance }, async (request) =>
     (await subscriptionOf(ctx, request.params)).advance(bodyObject(request.body).cursor as number),
   );
 
-  app.post<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name/reset', { config: { operation: 'read' }, schema: describe('subscriptions', 'move the cursor anywhere: {"cursor"}') }, async (request) =>
+  app.post<{ Params: SubscriptionParams }>('/v1/feeds/:feed/subscriptions/:name/reset', { config: { operation: 'read' }, schema: schemas.reset }, async (request) =>
     (await subscriptionOf(ctx, request.params)).reset(bodyObject(request.body).cursor as number),
   );
 }

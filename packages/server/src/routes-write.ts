@@ -4,7 +4,7 @@ import { recordLine, StreamStackError, type AppendRecord, type Stream } from '@s
 import type { ServerContext } from './context.js';
 import { sendLines } from './ndjson.js';
 import { conditionOf, expectedSeq, fencingToken, integer, optionalFencingToken, single, type QueryParams } from './request-params.js';
-import { conditionParameters, describe, querySchema } from './route-schemas.js';
+import * as schemas from './schemas-streams.js';
 import { bodyObject } from './routes-feeds.js';
 
 type FeedParams = { feed: string };
@@ -24,17 +24,17 @@ function recordsOf(body: unknown): AppendRecord[] {
 }
 
 export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
-  app.post<{ Params: FeedParams }>('/v1/feeds/:feed/streams', { config: { operation: 'write' }, schema: describe('streams', 'open a stream under SS-Fencing-Token: {"message"?}') }, async (request, reply) => {
+  app.post<{ Params: FeedParams }>('/v1/feeds/:feed/streams', { config: { operation: 'write' }, schema: schemas.openStream }, async (request, reply) => {
     const { message } = bodyObject(request.body);
     const stream = await (await ctx.feed(request.params.feed)).openStream({ token: fencingToken(request.headers), ...(message === undefined ? {} : { message: message as string }) });
     return reply.code(201).send({ stream: stream.id });
   });
 
-  app.get<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id', { config: { operation: 'read' }, schema: describe('streams', "a stream's state: open (with its records), sealed (with its commit), aborted…") }, async (request) =>
+  app.get<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id', { config: { operation: 'read' }, schema: schemas.streamInfo }, async (request) =>
     (await streamOf(ctx, request.params)).info(),
   );
 
-  app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/records', { config: { operation: 'write' }, schema: describe('streams', 'append one batch (NDJSON) under SS-Fencing-Token, at SS-Expected-Seq if given') }, async (request) => {
+  app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/records', { config: { operation: 'write' }, schema: schemas.appendBatch }, async (request) => {
     const records = recordsOf(request.body);
     const seq = expectedSeq(request.headers);
     const feed = await ctx.feed(request.params.feed);
@@ -45,7 +45,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
 
   app.get<{ Params: StreamParams; Querystring: QueryParams }>(
     '/v1/feeds/:feed/streams/:id/records',
-    { config: { operation: 'read' }, schema: describe('streams', "one stream's records, sealed or open (NDJSON)", { querystring: querySchema({ fromSeq: 'integer' }) }) },
+    { config: { operation: 'read' }, schema: schemas.streamRecords },
     async (request, reply) => {
       const fromSeq = integer(request.query, 'fromSeq');
       const records = await (await streamOf(ctx, request.params)).read(fromSeq === undefined ? {} : { fromSeq });
@@ -55,7 +55,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
 
   app.post<{ Params: StreamParams; Querystring: QueryParams }>(
     '/v1/feeds/:feed/streams/:id/seal',
-    { config: { operation: 'write' }, schema: describe('streams', 'seal the stream into one commit, if the condition holds', { querystring: querySchema({ message: 'string', ...conditionParameters }) }) },
+    { config: { operation: 'write' }, schema: schemas.seal },
     async (request) => {
       const message = single(request.query, 'message');
       const condition = conditionOf(request.query);
@@ -70,7 +70,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
     },
   );
 
-  app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/abort', { config: { operation: 'write' }, schema: describe('streams', 'abort the stream: nothing of it is published') }, async (request) => {
+  app.post<{ Params: StreamParams }>('/v1/feeds/:feed/streams/:id/abort', { config: { operation: 'write' }, schema: schemas.abort }, async (request) => {
     await (await streamOf(ctx, request.params)).abort({ token: fencingToken(request.headers) });
     return { stream: request.params.id, aborted: true };
   });
@@ -79,9 +79,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
     '/v1/feeds/:feed/records',
     {
       config: { operation: 'write' },
-      schema: describe('appends', 'one-shot append (NDJSON): one commit of its own, if the condition holds; SS-Fencing-Token while a lease is live', {
-        querystring: querySchema({ message: 'string', ...conditionParameters }),
-      }),
+      schema: schemas.appendOneShot,
     },
     async (request, reply) => {
       const records = recordsOf(request.body);

@@ -24,6 +24,9 @@ import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
 import { BodyGate } from './body-gate.js';
 import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
 import { RequestGuards } from './request-guards.js';
+import { bearerScheme, finishDocument } from './route-schemas.js';
+import { useRouteSchemaCompilers } from './schema-validation.js';
+import * as serviceSchemas from './schemas-service.js';
 import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
@@ -79,8 +82,16 @@ export const bodyLimitDefault = 64 * 1024 * 1024;
 /** Headers that hold secrets: pino replaces them before a log line is written. */
 const redactedPaths = ['req.headers.authorization', 'req.headers["ss-fencing-token"]', 'headers.authorization', 'headers["ss-fencing-token"]'];
 
+/** A route fastify serves: its method and its path as fastify writes it (`/v1/feeds/:feed`). */
+export interface ServedRoute {
+  readonly method: string;
+  readonly url: string;
+}
+
 export interface StreamStackServer {
   readonly app: FastifyInstance;
+  /** Every route added, without the HEAD routes fastify adds for GET ones (what /openapi.json must cover). */
+  servedRoutes(): ServedRoute[];
   readonly metrics: ServerMetrics;
   /** Starts listening (127.0.0.1 and port 4437 unless given); resolves with the base URL. */
   listen(options?: { host?: string; port?: number }): Promise<string>;
@@ -102,6 +113,33 @@ function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['lo
 
 /** The version of this package, from its package.json (shipped beside `dist`). */
 const serverVersion: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
+/**
+ * Records every route added from here on. fastify adds a HEAD route for each GET with the GET's
+ * handler; those are left out, as the document leaves them out.
+ */
+function collectRoutes(app: FastifyInstance): () => ServedRoute[] {
+  const routes: (ServedRoute & { handler: unknown })[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url, handler: route.handler });
+  });
+  // Read when asked, after every route is in: a GET's HEAD twin is known by its handler.
+  return () =>
+    routes
+      .filter((route) => !(route.method === 'HEAD' && routes.some((other) => other.method === 'GET' && other.url === route.url && other.handler === route.handler)))
+      .map(({ method, url }) => ({ method, url }));
+}
+
+/**
+ * The Durable Streams route's wildcard (fastify's `*`) as the path parameter `name` in the
+ * document, which a generator cannot make an identifier of otherwise.
+ */
+function nameWildcard({ schema, url }: { schema: Record<string, unknown> | undefined; url: string }) {
+  if (!url.endsWith('*') || !schema) return { schema, url };
+  const params = schema.params as { properties: Record<string, unknown>; required: string[] } | undefined;
+  const renamed = params ? { ...params, required: ['name'], properties: { name: params.properties['*'] } } : undefined;
+  return { schema: { ...schema, ...(renamed ? { params: renamed } : {}) }, url: `${url.slice(0, -1)}:name` };
+}
 
 /** Builds the server over `options.store` (not yet listening). */
 export async function createServer(options: ServerOptions): Promise<StreamStackServer> {
@@ -175,11 +213,26 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     metrics.requestSeconds.observe({ method: request.method, route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
   });
 
+  // What the handlers look up before they read a body or a header: the feed, then the stream
+  // or the subscription the route names (a `name` parameter only subscription routes have).
+  useRouteSchemaCompilers(app, async (request) => {
+    const { feed, id, name } = request.params as { feed?: string; id?: string; name?: string };
+    if (feed === undefined) return;
+    const opened = await ctx.feed(feed);
+    if (id !== undefined) await opened.stream(id);
+    else if (name !== undefined) await opened.subscription(name);
+  });
+  const routes = collectRoutes(app);
   await app.register(swagger, {
     openapi: {
+      // 3.1: bearer security requirements name the operation a token needs as their scope.
+      openapi: '3.1.0',
       info: { title: 'StreamStack', description: 'A durable stream store over HTTP (docs/http.md).', version: '0.1.0' },
-      ...(auth ? { components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } }, security: [{ bearer: [] }] } : {}),
+      components: { securitySchemes: { bearer: bearerScheme } },
     },
+    // The option's type is a union over swagger and openapi modes that a plain function does not satisfy.
+    transform: nameWildcard as never,
+    transformObject: (document) => ('openapiObject' in document ? finishDocument(document.openapiObject) : document.swaggerObject),
   });
   addFeedRoutes(app, ctx, auth);
   addWriteRoutes(app, ctx);
@@ -187,8 +240,9 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
   await addDurableStreamRoutes(app, ctx, auth, streamBody, { ...durableStreamDefaults, ...options.durableStreams }, guards.corsEnabled);
+  // The document leaves itself out: it is what a client is generated from, not a call it makes.
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/metrics', { schema: { hide: true }, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
+  app.get('/metrics', { schema: serviceSchemas.metrics, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
     const text = await metrics.registry.metrics();
     const grant = request.grant;
     // Without tokens the server is local-only and everything is shown; a token sees its feeds.
@@ -197,11 +251,12 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   });
   // What an operator checks first: that the server answers, which kernels it runs on (the native
   // ones, or the TypeScript twins after the native module failed to load) and which store format.
-  app.get('/health', { schema: { hide: true } }, async () => ({ ok: true, version: serverVersion, kernels: store.kernels.name, storeFormat: storeFormatVersion }));
+  app.get('/health', { schema: serviceSchemas.health }, async () => ({ ok: true, version: serverVersion, kernels: store.kernels.name, storeFormat: storeFormatVersion }));
 
   let closing: Promise<void> | undefined;
   return {
     app,
+    servedRoutes: routes,
     metrics,
     async listen(listenOptions = {}) {
       const host = listenOptions.host ?? '127.0.0.1';

@@ -36,12 +36,9 @@ import {
 } from './records.js';
 import { Stream } from './stream.js';
 import { Subscription, type SubscriptionInfo } from './subscription.js';
-
-/** One commit and its records, as a live read delivers them. */
-export interface CommitRecords {
-  readonly commit: Commit;
-  readonly records: StoredRecord[];
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { CommitRecords, FeedInfo } from '@streamstack/protocol';
+export type { CommitRecords, FeedInfo };
 
 /** A cursor option: a non-negative integer, checked against the head where it is used. */
 function checkedCursor(value: unknown, name: string): number | undefined {
@@ -52,30 +49,6 @@ function checkedCursor(value: unknown, name: string): number | undefined {
     });
   }
   return value as number;
-}
-
-export interface FeedInfo {
-  readonly name: string;
-  readonly createdAt: number;
-  readonly commits: number;
-  /** Published records (the last position). */
-  readonly records: number;
-  readonly head: Commit | null;
-  readonly activeStream: string | null;
-  readonly lease: { readonly epoch: number; readonly holder: string; readonly expiresAt: number } | null;
-  /** The highest epoch ever granted. */
-  readonly epoch: number;
-  /** The first commit the history keeps (1 until a trim); cursors from `lowMark - 1` are valid. */
-  readonly lowMark: number;
-  /** The first position the history keeps. */
-  readonly lowPosition: number;
-  /** The retention policy, and what holds it back. */
-  readonly retention: RetentionInfo;
-  /**
-   * The key-compaction horizon (0 when never compacted): cursors from `lowMark` to
-   * `horizon - 1` fail with `COMPACTED`; the start (`lowMark - 1`) and `horizon` on are valid.
-   */
-  readonly horizon: number;
 }
 
 export class Feed {
@@ -257,9 +230,10 @@ export class Feed {
    * @example
    * for await (const chunk of feed.readLines({ after: 0, mode: 'latest' })) process.stdout.write(chunk);
    */
-  readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+  async *readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+    // Bad options fail the first step, as `read`'s do (and as over HTTP), not the call.
     options = optionsOf(options, 'feed.readLines', readOptionNames);
-    return this.reads.lines({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
+    yield* this.reads.lines({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
   }
 
   /**

@@ -16,40 +16,11 @@ import {
 } from '../limits.js';
 import type { RecordInput } from '../coordinator/feed-writer.js';
 import type { CommitRecord } from '../coordinator/feed-writer-types.js';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { AppendRecord, Commit } from '@streamstack/protocol';
+export type { AppendRecord, Commit };
 
 const encoder = new TextEncoder();
-
-/** A record to append. A string payload is stored as its UTF-8 bytes. */
-export interface AppendRecord {
-  readonly payload: Uint8Array | string;
-  readonly key?: string;
-  readonly version?: number;
-  readonly tombstone?: boolean;
-  readonly type?: string;
-  readonly tags?: readonly string[];
-  /** Identifies the record for deduplicated reads; defaults to a hash of the payload. */
-  readonly fingerprint?: Uint8Array | string;
-  /** Milliseconds since the epoch; defaults to the time of the append. */
-  readonly timestamp?: number;
-}
-
-/** A published commit. */
-export interface Commit {
-  readonly feed: string;
-  readonly commit: number;
-  readonly stream: string;
-  /** The commit before this one, or null for the first. */
-  readonly parent: number | null;
-  readonly records: number;
-  readonly firstPosition: number;
-  readonly lastPosition: number;
-  readonly openedAt: number;
-  readonly sealedAt: number;
-  readonly message: string | null;
-  readonly epoch: number;
-  /** True for a commit written by a one-shot append. */
-  readonly oneShot: boolean;
-}
 
 export type { StoredRecord } from '../coordinator/feed-writer-types.js';
 

@@ -3,7 +3,6 @@
  * or open.
  */
 import { StreamStackError } from '../errors.js';
-import type { StreamStatus } from '../coordinator/feed-writer.js';
 import { validateCondition, type AppendCondition } from '../coordinator/conditions.js';
 import type { Feed } from './feed.js';
 import {
@@ -15,26 +14,10 @@ import {
   validateToken,
   type AppendRecord,
   type Commit,
-  type StoredRecord,
 } from './records.js';
-
-/**
- * A record read at stream scope. Sealed streams give published records (with `commit` and
- * `position`); an open stream's records have no position yet, and a fingerprint only when the
- * producer gave one (the default is computed when the stream is sealed).
- */
-export type StreamRecord =
-  | StoredRecord
-  | (Omit<StoredRecord, 'commit' | 'position' | 'fingerprint'> & { readonly fingerprint?: Uint8Array; readonly commit?: undefined; readonly position?: undefined });
-
-export interface StreamInfo {
-  readonly id: string;
-  readonly state: StreamStatus['state'];
-  /** The commit a sealed stream became. */
-  readonly commit?: Commit;
-  /** Acknowledged records of an open stream. */
-  readonly records?: number;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { StreamRecord, StreamInfo } from '@streamstack/protocol';
+export type { StreamRecord, StreamInfo };
 
 /** One stream of a feed: append batches while it is open, then seal or abort it. */
 export class Stream {

@@ -14,27 +14,9 @@ import { StreamStackError } from '../errors.js';
 import { subscriptionPollRecordsDefault } from '../limits.js';
 import type { CommitRecords, Feed } from './feed.js';
 import { optionsOf, toCommit, validateCursor } from './records.js';
-
-export interface SubscriptionInfo {
-  readonly name: string;
-  readonly cursor: number;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-  /** How far the cursor is behind the head. */
-  readonly lag: { readonly commits: number; readonly records: number; readonly bytes: number };
-  /**
-   * True when a forced trim removed commits this subscription had not passed: its next poll
-   * fails with `TRIMMED` until it is reset to the low mark or later.
-   */
-  readonly trimmed: boolean;
-}
-
-export interface PollResult {
-  /** Whole commits after the saved cursor, oldest first. */
-  readonly commits: CommitRecords[];
-  /** The cursor to advance to once these are handled (the last commit returned). */
-  readonly cursor: number;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { SubscriptionInfo, PollResult } from '@streamstack/protocol';
+export type { SubscriptionInfo, PollResult };
 
 export class Subscription {
   /** @internal */

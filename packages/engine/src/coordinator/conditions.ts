@@ -21,13 +21,9 @@ import { tagHighWaterEntriesMax } from '../limits.js';
 import type { FeedIndex } from '../query/feed-index.js';
 import { findPositions, matches, normalizeQuery, type Query, type QueryItem } from '../query/planner.js';
 import type { Snapshot } from '../query/snapshot.js';
-
-export interface AppendCondition {
-  /** The query no record after `after` may match. */
-  readonly failIfMatch: unknown;
-  /** A position: only records after it count. 0 (the default) means the whole history. */
-  readonly after?: number;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { AppendCondition } from '@streamstack/protocol';
+export type { AppendCondition };
 
 /** A staged record as the staged arm sees it. */
 type StagedRecord = { readonly type?: string; readonly tags: readonly string[] };

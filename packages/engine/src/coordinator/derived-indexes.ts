@@ -124,6 +124,11 @@ export class DerivedIndexes {
     this.indexer.push(run);
   }
 
+  /** Undefined, or a promise to await before writing more records: see `PublishIndexer.roomInBacklog`. */
+  roomInBacklog(): Promise<void> | undefined {
+    return this.indexer.roomInBacklog();
+  }
+
   /** Resolves once the indexes and condition maps hold every run pushed so far. */
   caughtUp(): Promise<void> {
     return this.indexer.caughtUp();

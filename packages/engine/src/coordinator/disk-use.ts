@@ -5,15 +5,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { baseOfSegmentName } from '../storage/segment-set.js';
-
-export interface FeedDiskUse {
-  /** History segment files (`history/*.hist`). */
-  readonly historySegments: number;
-  /** Every file under the feed's directory. */
-  readonly files: number;
-  /** Bytes the files take on disk (allocated blocks: preallocated segments count whole). */
-  readonly bytes: number;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { FeedDiskUse } from '@streamstack/protocol';
+export type { FeedDiskUse };
 
 /**
  * Walks the feed's directory once, without blocking the event loop on the file system; files

@@ -7,8 +7,8 @@
 import { StreamStackError } from '../errors.js';
 import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
 import type { ColumnBatch } from '../query/column-batch.js';
-import { checkCursor, getByKey, readBatches, readColumns, readEnd, type ReadOptions } from '../query/read.js';
-import { readLineChunks } from '../query/read-lines.js';
+import { checkCursor, checkReadOptions, getByKey, readBatches, readColumns, readEnd, type ReadOptions } from '../query/read.js';
+import { readLineChunks, readsThroughPool, recordLineChunks } from '../query/read-lines.js';
 import { checkExportOptions, writeExport, type ExportOptions } from '../query/export.js';
 import type { ExportManifest } from '../query/export-manifest.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
@@ -31,12 +31,15 @@ export class FeedReads {
   }
 
   /**
-   * A read as NDJSON record lines, in chunks. The runs are read into buffers used again, for a
-   * batch's lines are written (copied) before the next batch is read.
+   * A read as NDJSON record lines, in chunks. A long read's runs are read into buffers used
+   * again, for a batch's lines are written (copied) before the next batch is read.
    */
   lines(options: ReadOptions): AsyncGenerator<Uint8Array> {
     const snapshot = this.writer.snapshot();
-    const runBuffers = new RunBufferPool();
+    const { mode, query } = checkReadOptions(snapshot, options);
+    // A filtered RAW read fetches its records one by one as objects, as `read` does.
+    if (mode === 'raw' && query) return this.guarded(recordLineChunks(this.afterIndexing(readBatches(snapshot, options, this.writer.fingerprints))));
+    const runBuffers = readsThroughPool(snapshot, options) ? new RunBufferPool() : undefined;
     const batches = readColumns(snapshot, options, this.writer.fingerprints, runBuffers);
     return this.guarded(readLineChunks(snapshot.kernels, this.afterIndexing(batches), runBuffers));
   }

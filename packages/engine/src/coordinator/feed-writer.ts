@@ -565,6 +565,9 @@ export class FeedWriter {
   seal(id: string, token: string, message?: string, condition?: { query: Query | undefined; after: number }): Promise<CommitRecord> {
     this.assertWritable();
     this.assertStreamsKnown();
+    // A writer never runs ahead of the derived indexes by more than their backlog's bound.
+    const room = this.derived?.roomInBacklog();
+    if (room) return room.then(() => this.seal(id, token, message, condition));
     return this.committer.submit('history', async (builder, group) => {
       const open = this.writableStream(id, token, 'seal');
       if (condition) await this.checkCondition(condition, group);
@@ -595,6 +598,8 @@ export class FeedWriter {
     condition?: { query: Query | undefined; after: number },
   ): Promise<CommitRecord> {
     this.assertWritable();
+    const room = this.derived?.roomInBacklog();
+    if (room) return room.then(() => this.appendOneShot(records, token, message, condition));
     return this.committer.submit('history', async (builder, group) => {
       const epoch = this.lease.checkOptional(token);
       if (condition) await this.checkCondition(condition, group);

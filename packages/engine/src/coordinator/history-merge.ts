@@ -25,25 +25,9 @@ export interface MergeProgress extends Progress {
   readonly merges: number;
 }
 
-/** One merge: where the merged segment starts, how many it replaced, and their bytes. */
-export interface SegmentMerge {
-  readonly base: number;
-  readonly segments: number;
-  readonly commits: number;
-  /** Records the rewritten segment holds. */
-  readonly records: number;
-  /** Bytes of the replaced segments' files, and of the merged one. */
-  readonly bytesBefore: number;
-  readonly bytesAfter: number;
-}
-
-export interface MergeResult {
-  readonly merges: readonly SegmentMerge[];
-  /** History segments after the merges. */
-  readonly segments: number;
-  /** Set when a switch-over was put off: reads held the read gate too long (try again later). */
-  readonly putOff: boolean;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { SegmentMerge, MergeResult } from '@streamstack/protocol';
+export type { SegmentMerge, MergeResult };
 
 export interface MergeContext {
   readonly kernels: Kernels;

@@ -13,6 +13,9 @@ import type { RetentionLog, RetentionPolicy } from './retention-state.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { Watermark } from './published-state.js';
 import { ProgressReporter, type OnProgress, type Progress } from '../progress.js';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { RetentionPin, TrimResult, RetentionInfo } from '@streamstack/protocol';
+export type { RetentionPin, TrimResult, RetentionInfo };
 
 /** What a trim is asked to remove: the commits before `before`, what the policy allows, or both. */
 export interface TrimRequest {
@@ -27,39 +30,6 @@ export interface TrimRequest {
    * gone, and last when the new floor is recorded as done.
    */
   readonly onProgress?: OnProgress<Progress>;
-}
-
-/** The subscription whose cursor holds retention back, and where it is. */
-export interface RetentionPin {
-  readonly subscription: string;
-  readonly cursor: number;
-}
-
-export interface TrimResult {
-  /** The low mark after the trim: the first commit kept. */
-  readonly lowMark: number;
-  /** The first position kept. */
-  readonly lowPosition: number;
-  readonly segmentsRemoved: number;
-  readonly commitsRemoved: number;
-  readonly recordsRemoved: number;
-  /** Bytes of history segment files deleted (their preallocated size). */
-  readonly bytesRemoved: number;
-  /** Set when a subscription kept segments the request would have removed. */
-  readonly heldBy?: RetentionPin;
-}
-
-/** How retention stands: the policy, the low mark, and what holds it back. */
-export interface RetentionInfo {
-  readonly policy: RetentionPolicy;
-  readonly lowMark: number;
-  readonly lowPosition: number;
-  /** The low mark the policy alone would give now (equal to `lowMark` when nothing is due). */
-  readonly policyLowMark: number;
-  /** The subscription keeping the low mark below `policyLowMark`, if one does. */
-  readonly pinnedBy: RetentionPin | null;
-  /** The last failure of a trim run on its own, if the last one failed. */
-  readonly lastError: { readonly code: string; readonly message: string } | null;
 }
 
 /** One trim's plan: how many leading segments go, and what held it back. */

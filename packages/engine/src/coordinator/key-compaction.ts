@@ -32,33 +32,14 @@ export interface KeyCompactionProgress extends Progress {
   readonly segmentsCompacted: number;
 }
 
-export interface KeyCompactionRequest {
-  /** Compact the segments wholly at or before this commit, keeping each key's winner as of it. */
-  readonly horizon: number;
-  /** Move the horizon past subscriptions that have not reached it (they then fail with `COMPACTED`). */
-  readonly force?: boolean;
-  /** Records without a key: kept (the default) or dropped. */
-  readonly keyless?: 'keep' | 'drop';
-  readonly signal?: AbortSignal;
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { KeyCompactionRequest as KeyCompactionFields, KeyCompactionResult } from '@streamstack/protocol';
+export type { KeyCompactionResult };
+
+/** What `feed.compactKeys` takes: the fields the client sends too, and a progress callback, which stays in this process. */
+export interface KeyCompactionRequest extends KeyCompactionFields {
   /** Called as the segments are rewritten; the last call, when it ends, has `done === total`. */
   readonly onProgress?: OnProgress<KeyCompactionProgress>;
-}
-
-export interface KeyCompactionResult {
-  /** The horizon after the compaction (unchanged when nothing could be compacted). */
-  readonly horizon: number;
-  /** Sealed segments rewritten, and the files they became. */
-  readonly segmentsCompacted: number;
-  readonly segmentsAfter: number;
-  readonly recordsBefore: number;
-  readonly recordsAfter: number;
-  /** Bytes of the rewritten segments' files before, and of the files they became. */
-  readonly bytesBefore: number;
-  readonly bytesAfter: number;
-  /** Set when a subscription held the horizon below the one asked for. */
-  readonly heldBy?: RetentionPin;
-  /** Set when a switch-over was put off (reads held the gate too long): run it again later. */
-  readonly putOff: boolean;
 }
 
 export interface KeyCompactionContext {

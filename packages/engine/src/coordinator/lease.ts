@@ -8,6 +8,9 @@ import { StreamStackError } from '../errors.js';
 import { leaseTtlMsDefault, leaseTtlMsMax, leaseTtlMsMin } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import type { StateLog } from '../storage/state-log.js';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { LeaseGrant } from '@streamstack/protocol';
+export type { LeaseGrant };
 
 export interface LeaseState {
   readonly epoch: number;
@@ -15,14 +18,6 @@ export interface LeaseState {
   readonly token: string;
   readonly expiresAt: number;
   readonly released: boolean;
-}
-
-/** What a caller holding the lease gets back. */
-export interface LeaseGrant {
-  readonly epoch: number;
-  readonly token: string;
-  readonly expiresAt: number;
-  readonly holder: string;
 }
 
 function encodeLease(lease: LeaseState): Uint8Array {

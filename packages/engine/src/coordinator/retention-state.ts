@@ -12,17 +12,9 @@ import { retentionAgeMsMax, safeIntegerMax } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import type { Corruption } from '../storage/runs.js';
 import { DeferredRecordLog } from '../storage/state-log.js';
-
-/**
- * What a feed keeps: commits younger than `maxAgeMs`, the newest `maxRecords` records, the
- * newest `maxBytes` bytes of history segments. Each limit is optional; past any of them, whole
- * segments go, oldest first.
- */
-export interface RetentionPolicy {
-  readonly maxAgeMs?: number;
-  readonly maxRecords?: number;
-  readonly maxBytes?: number;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { RetentionPolicy } from '@streamstack/protocol';
+export type { RetentionPolicy };
 
 /** The first retained commit and its first position: a history segment's first ones. */
 export interface RetentionFloor {

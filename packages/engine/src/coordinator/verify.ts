@@ -29,33 +29,9 @@ import { derivedMismatch, segmentsOf } from '../query/feed-index.js';
 import { baseOfSegmentName } from '../storage/segment-set.js';
 import type { ProgressReporter } from '../progress.js';
 
-/**
- * What a problem is: `CORRUPT` damage to a log (file and offset), `TORN_TAIL` a torn last write
- * that recovery cuts on the next read-write open, `CHAIN` a break in the commit chain,
- * `MANIFEST` a record pointing at bytes no pack holds, `WAL` the WAL disagreeing with history,
- * `INDEX` a damaged index file, key dictionary or summary, or one of another segment (derived: each report says when it is rebuilt), `ERROR` anything else.
- */
-export type VerificationCode = 'CORRUPT' | 'TORN_TAIL' | 'CHAIN' | 'MANIFEST' | 'WAL' | 'INDEX' | 'ERROR';
-
-export interface VerificationProblem {
-  readonly code: VerificationCode;
-  readonly message: string;
-  readonly file?: string;
-  readonly offset?: number;
-}
-
-export interface FeedVerification {
-  readonly feed: string;
-  readonly ok: boolean;
-  /** The first commit the history keeps (1 unless trimmed). */
-  readonly lowMark: number;
-  /** Commits kept (from the low mark to the head). */
-  readonly commits: number;
-  readonly records: number;
-  readonly segments: number;
-  readonly walEvents: number;
-  readonly problems: VerificationProblem[];
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { VerificationCode, VerificationProblem, FeedVerification } from '@streamstack/protocol';
+export type { VerificationCode, VerificationProblem, FeedVerification };
 
 /**
  * Where each history segment's bytes start if the segments were laid end to end, and their sum:

@@ -10,9 +10,9 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
-import type { ReadMode } from './read.js';
-
-export type ExportFormat = 'ndjson' | 'arrow' | 'parquet';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { ExportFormat, ExportedFile, ExportManifest } from '@streamstack/protocol';
+export type { ExportFormat, ExportedFile, ExportManifest };
 
 /**
  * The manifest's file name, and its format version: a change to its fields, or to the columns
@@ -29,34 +29,6 @@ export const manifestVersion = 2;
  * (`upTo`, `mode`, `format`, `files`' sizes and hashes) is the same in both.
  */
 const manifestVersionsRead: readonly number[] = [1, 2];
-
-export interface ExportedFile {
-  /** The file's name, inside the export's directory. */
-  readonly name: string;
-  readonly records: number;
-  readonly bytes: number;
-  readonly sha256: string;
-  /** The first and last commit with records in this file. */
-  readonly firstCommit: number;
-  readonly lastCommit: number;
-  /** True when every payload of the file is UTF-8 text: its `payloadText` column has no null (NDJSON: no `payloadBase64`). */
-  readonly payloadText: boolean;
-}
-
-export interface ExportManifest {
-  readonly manifestVersion: number;
-  readonly streamstackVersion: string;
-  readonly feed: string;
-  readonly mode: ReadMode;
-  readonly format: ExportFormat;
-  /** The range exported: the commits after `after`, up to and including `upTo`. */
-  readonly after: number;
-  readonly upTo: number;
-  readonly records: number;
-  /** The columns of every file: the Arrow schema of Arrow and Parquet files, the fields of NDJSON lines. */
-  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
-  readonly files: readonly ExportedFile[];
-}
 
 let version: string | undefined;
 

@@ -20,39 +20,10 @@ import type { RunBufferPool } from '../storage/run-buffers.js';
 import { exportFilesInFlight, writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
-import { checkOnProgress, ProgressReporter, type Progress } from '../progress.js';
-
-export interface ExportOptions {
-  /** The range: the commits after `after` (default: the start of the history kept) up to `upTo` (default: the head). */
-  readonly after?: number;
-  readonly upTo?: number;
-  /** Which records: every one (`raw`, the default), first occurrences (`dedup`), or key winners (`latest`). */
-  readonly mode?: ReadMode;
-  readonly format: ExportFormat;
-  /** The directory the files and the manifest go to; created when missing. */
-  readonly to: string;
-  readonly signal?: AbortSignal;
-  /**
-   * Called as the export advances (after each batch of records read, and as files are written),
-   * for a progress display; the last call, once the manifest is written, has `done === total`.
-   */
-  readonly onProgress?: (progress: ExportProgress) => void;
-}
-
-/**
- * An export's progress. `done` and `total` count the positions of the range (the records it
- * was committed with): each counts half once it is read and half once the file holding it is
- * written, so that converting, hashing and syncing the files — about half of an export's time —
- * moves the bar too, and `done` reaches `total` only when the manifest is written.
- */
-export interface ExportProgress extends Progress {
-  readonly after: number;
-  readonly upTo: number;
-  /** The last commit reached, from `after` to `upTo`. */
-  readonly commit: number;
-  /** Records read so far (the files may still be being written). */
-  readonly records: number;
-}
+import { checkOnProgress, ProgressReporter } from '../progress.js';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { ExportOptions, ExportProgress } from '@streamstack/protocol';
+export type { ExportOptions, ExportProgress };
 
 const formats: readonly ExportFormat[] = ['ndjson', 'arrow', 'parquet'];
 const extensions: Record<ExportFormat, string> = { ndjson: 'ndjson', arrow: 'arrow', parquet: 'parquet' };

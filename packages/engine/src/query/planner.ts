@@ -13,18 +13,9 @@ import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
 import type { ManifestEntry } from '../storage/records.js';
 import type { FeedIndex, SegmentIndex } from './feed-index.js';
 import { assertIntact, type Snapshot } from './snapshot.js';
-
-export interface QueryItem {
-  readonly types?: readonly string[];
-  readonly tags?: readonly string[];
-}
-
-export interface Query {
-  readonly items: readonly QueryItem[];
-}
-
-/** Which path evaluates a query: the planner's choice (`auto`), or forced (for tests and tools). */
-export type Plan = 'auto' | 'index' | 'scan';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { QueryItem, Query, Plan } from '@streamstack/protocol';
+export type { QueryItem, Query, Plan };
 
 export interface FindOptions {
   readonly plan?: Plan;

@@ -18,36 +18,11 @@ import { columnMatcher, markedRows } from './column-filter.js';
 import { ColumnBatch } from './column-batch.js';
 import { fetchByPosition, fetchColumnsByPosition } from './fetch.js';
 import type { KeyIndex } from './key-index.js';
-import { commitHolding, findPositions, normalizeQuery, type Plan, type Query, type QueryItem } from './planner.js';
+import { commitHolding, findPositions, normalizeQuery, type Query } from './planner.js';
 import { assertCommitsIntact, assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
-
-export type ReadMode = 'raw' | 'dedup' | 'latest';
-
-/**
- * Which records a read returns: a query (an OR of items), or a single item — any of its `types`
- * (when given) and all of its `tags` (when given).
- */
-export type RecordFilter = QueryItem | Query;
-
-export interface ReadOptions {
-  /** A commit cursor: records of later commits are read. 0 (the default) is the start. */
-  readonly after?: number;
-  /**
-   * The last commit read (default: the head of the snapshot), at least `after`: a read of a
-   * range `(after, upTo]`, so that an export or a batch job can stop at a commit of its choosing
-   * and the next one continue exactly there.
-   */
-  readonly upTo?: number;
-  readonly mode?: ReadMode;
-  /** For dedup: compare against the whole history (default) or only the read window. */
-  readonly dedupScope?: 'history' | 'window';
-  readonly filter?: RecordFilter;
-  /** How a filtered RAW read finds its records: the planner's choice, or forced. */
-  readonly plan?: Plan;
-  /** At most this many records. */
-  readonly limit?: number;
-  readonly signal?: AbortSignal;
-}
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { ReadMode, RecordFilter, ReadOptions } from '@streamstack/protocol';
+export type { ReadMode, RecordFilter, ReadOptions };
 
 /**
  * Checks a cursor against a snapshot: `TRIMMED` before the commit just before the low mark,
@@ -298,7 +273,7 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
 }
 
 /** Checks a read's options: `INVALID_ARGUMENT` or `CURSOR_OUT_OF_RANGE`, before any I/O. */
-function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: ReadMode; query: Query | undefined } {
+export function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: ReadMode; query: Query | undefined } {
   const mode = options.mode ?? 'raw';
   if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
     throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);

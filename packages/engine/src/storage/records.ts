@@ -4,6 +4,10 @@
  */
 import { StreamStackError } from '../errors.js';
 import { ByteReader, type ByteWriter } from './codec.js';
+import type { StoredRecord } from '@streamstack/protocol';
+
+/** A published record, as reads return it: the protocol's `StoredRecord`, which the client shares. */
+export type PublishedRecord = StoredRecord;
 
 /** A record as the coordinator stores it: validated and normalised by the API layer. */
 export interface RecordData {
@@ -41,23 +45,6 @@ export interface ManifestEntry {
   readonly type?: string;
   readonly tags: readonly string[];
   readonly payload: PayloadLocation;
-}
-
-/** A published record, as reads return it. */
-export interface PublishedRecord {
-  readonly feed: string;
-  readonly commit: number;
-  readonly stream: string;
-  readonly seq: number;
-  readonly position: number;
-  readonly timestamp: number;
-  readonly fingerprint: Uint8Array;
-  payload: Uint8Array;
-  readonly key: string | undefined;
-  readonly version: number | undefined;
-  readonly tombstone: boolean;
-  readonly type: string | undefined;
-  readonly tags: readonly string[];
 }
 
 const noPayload: Uint8Array = new Uint8Array(0);

@@ -6,15 +6,14 @@
  * that crosses a pipe or a socket comes back byte for byte.
  *
  * @example
- * import { parseLine, recordLine, recordFromLine } from '@streamstack/engine';
+ * import { parseLine, recordLine, recordFromLine } from '@streamstack/protocol'; // or '@streamstack/engine'
  * const record = parseLine('{"payload":"hi","type":"greeting"}', 1); // an AppendRecord
  * const line = JSON.stringify(recordLine(stored)); // and back: recordFromLine(JSON.parse(line))
  */
 import { isUtf8 } from 'node:buffer';
-import { StreamStackError } from '../errors.js';
-import { jsonNestingDepthMax } from '../limits.js';
-import type { AppendRecord, StoredRecord } from './records.js';
-import type { StreamRecord } from './stream.js';
+import { StreamStackError } from './errors.js';
+import { jsonNestingDepthMax } from './limits.js';
+import type { AppendRecord, StoredRecord, StreamRecord } from './records.js';
 
 /**
  * Input lines and output fields are decoded fatally, because a replacement character would

@@ -1,0 +1,108 @@
+/** What a feed, a stream and a subscription report about themselves, embedded or over HTTP. */
+
+import type { Commit, CommitRecords } from './records.js';
+import type { RetentionInfo } from './maintenance.js';
+
+export interface FeedInfo {
+  readonly name: string;
+  readonly createdAt: number;
+  readonly commits: number;
+  /** Published records (the last position). */
+  readonly records: number;
+  readonly head: Commit | null;
+  readonly activeStream: string | null;
+  readonly lease: { readonly epoch: number; readonly holder: string; readonly expiresAt: number } | null;
+  /** The highest epoch ever granted. */
+  readonly epoch: number;
+  /** The first commit the history keeps (1 until a trim); cursors from `lowMark - 1` are valid. */
+  readonly lowMark: number;
+  /** The first position the history keeps. */
+  readonly lowPosition: number;
+  /** The retention policy, and what holds it back. */
+  readonly retention: RetentionInfo;
+  /**
+   * The key-compaction horizon (0 when never compacted): cursors from `lowMark` to
+   * `horizon - 1` fail with `COMPACTED`; the start (`lowMark - 1`) and `horizon` on are valid.
+   */
+  readonly horizon: number;
+}
+
+export interface StreamInfo {
+  readonly id: string;
+  /**
+   * The states of the engine's `StreamStatus`, spelled out because the protocol cannot import the
+   * engine; `Stream.info` passes the engine's state through, so a state added there does not
+   * compile until it is added here too.
+   */
+  readonly state: 'open' | 'sealed' | 'aborted' | 'unknown';
+  /** The commit a sealed stream became. */
+  readonly commit?: Commit;
+  /** Acknowledged records of an open stream. */
+  readonly records?: number;
+}
+
+export interface SubscriptionInfo {
+  readonly name: string;
+  readonly cursor: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** How far the cursor is behind the head. */
+  readonly lag: { readonly commits: number; readonly records: number; readonly bytes: number };
+  /**
+   * True when a forced trim removed commits this subscription had not passed: its next poll
+   * fails with `TRIMMED` until it is reset to the low mark or later.
+   */
+  readonly trimmed: boolean;
+}
+
+export interface PollResult {
+  /** Whole commits after the saved cursor, oldest first. */
+  readonly commits: CommitRecords[];
+  /** The cursor to advance to once these are handled (the last commit returned). */
+  readonly cursor: number;
+}
+
+/** What a caller holding the lease gets back. */
+export interface LeaseGrant {
+  readonly epoch: number;
+  readonly token: string;
+  readonly expiresAt: number;
+  readonly holder: string;
+}
+
+export interface FeedDiskUse {
+  /** History segment files (`history/*.hist`). */
+  readonly historySegments: number;
+  /** Every file under the feed's directory. */
+  readonly files: number;
+  /** Bytes the files take on disk (allocated blocks: preallocated segments count whole). */
+  readonly bytes: number;
+}
+
+/**
+ * What a problem is: `CORRUPT` damage to a log (file and offset), `TORN_TAIL` a torn last write
+ * that recovery cuts on the next read-write open, `CHAIN` a break in the commit chain,
+ * `MANIFEST` a record pointing at bytes no pack holds, `WAL` the WAL disagreeing with history,
+ * `INDEX` a damaged index file, key dictionary or summary, or one of another segment (derived: each report says when it is rebuilt), `ERROR` anything else.
+ */
+export type VerificationCode = 'CORRUPT' | 'TORN_TAIL' | 'CHAIN' | 'MANIFEST' | 'WAL' | 'INDEX' | 'ERROR';
+
+export interface VerificationProblem {
+  readonly code: VerificationCode;
+  readonly message: string;
+  readonly file?: string;
+  readonly offset?: number;
+}
+
+export interface FeedVerification {
+  readonly feed: string;
+  readonly ok: boolean;
+  /** The first commit the history keeps (1 unless trimmed). */
+  readonly lowMark: number;
+  /** Commits kept (from the low mark to the head). */
+  readonly commits: number;
+  readonly records: number;
+  readonly segments: number;
+  readonly walEvents: number;
+  readonly problems: VerificationProblem[];
+}

@@ -1,0 +1,57 @@
+/**
+ * @streamstack/protocol: what the engine and its HTTP client share, with no dependencies and
+ * nothing native: the `StreamStackError` class and its codes, the NDJSON record line format
+ * (docs/cli.md), and the public types of records, options and reports. The engine re-exports
+ * all of it, so there is one class and one set of types whichever package a program imports.
+ *
+ * @example
+ * import { StreamStackError, recordFromLine } from '@streamstack/protocol';
+ * const record = recordFromLine(JSON.parse(line)); // a StreamRecord, its payload as bytes
+ */
+export { StreamStackError, isStreamStackError } from './errors.js';
+export type { ErrorCode } from './errors.js';
+export { jsonNestingDepthMax } from './limits.js';
+export {
+  appendRecordLine,
+  byteLines,
+  bytesField,
+  nestsDeeperThan,
+  parseLine,
+  parseRecordLine,
+  readRecordLines,
+  recordLines,
+  recordFromLine,
+  recordLine,
+  storedRecordFromLine,
+} from './record-lines.js';
+export type { AppendRecord, Commit, CommitRecords, StoredRecord, StreamRecord } from './records.js';
+export type {
+  FeedDiskUse,
+  FeedInfo,
+  FeedVerification,
+  LeaseGrant,
+  PollResult,
+  StreamInfo,
+  SubscriptionInfo,
+  VerificationCode,
+  VerificationProblem,
+} from './feeds.js';
+export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, RecordFilter } from './reads.js';
+export type {
+  ExportFormat,
+  ExportManifest,
+  ExportOptions,
+  ExportProgress,
+  ExportedFile,
+  KeyCompactionRequest,
+  KeyCompactionResult,
+  MergeResult,
+  OnProgress,
+  Progress,
+  ProgressUnit,
+  RetentionInfo,
+  RetentionPin,
+  RetentionPolicy,
+  SegmentMerge,
+  TrimResult,
+} from './maintenance.js';

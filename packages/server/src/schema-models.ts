@@ -1,0 +1,165 @@
+/**
+ * JSON Schemas of what the routes answer: the engine's results as JSON (FeedInfo, Commit,
+ * LeaseGrant…), for the OpenAPI document. Responses are serialized with JSON.stringify as they
+ * were before they had schemas (server.ts), so these describe the answers and never cut them:
+ * every object allows properties beyond those listed, which a newer engine may add.
+ */
+
+type Schema = Record<string, unknown>;
+
+const integer = { type: 'integer' };
+const string = { type: 'string' };
+const boolean = { type: 'boolean' };
+
+/** An object with `required` properties (all listed ones when not given), open to more. */
+function object(properties: Record<string, Schema>, required: readonly string[] = Object.keys(properties), description?: string): Schema {
+  return { type: 'object', ...(description ? { description } : {}), required: [...required], properties, additionalProperties: true };
+}
+
+function nullable(schema: Schema): Schema {
+  return { ...schema, type: [schema.type as string, 'null'] };
+}
+
+export const commit = object(
+  {
+    feed: string,
+    commit: integer,
+    stream: string,
+    parent: nullable(integer),
+    records: integer,
+    firstPosition: integer,
+    lastPosition: integer,
+    openedAt: { ...integer, description: 'milliseconds since the epoch' },
+    sealedAt: { ...integer, description: 'milliseconds since the epoch' },
+    message: nullable(string),
+    epoch: integer,
+    oneShot: boolean,
+  },
+  undefined,
+  'a commit: one sealed stream or one one-shot append',
+);
+
+/** An output record line (docs/cli.md): the payload as text, or base64 when it is not UTF-8. */
+export const recordLine = object(
+  {
+    feed: string,
+    commit: { type: ['integer', 'null'], description: 'null for a record of an open stream' },
+    stream: string,
+    seq: integer,
+    position: { type: ['integer', 'null'], description: 'null for a record of an open stream' },
+    timestamp: integer,
+    payload: string,
+    payloadBase64: string,
+    key: string,
+    version: integer,
+    tombstone: boolean,
+    type: string,
+    tags: { type: 'array', items: string },
+    fingerprint: string,
+    fingerprintBase64: string,
+  },
+  ['feed', 'commit', 'stream', 'seq', 'position', 'timestamp'],
+  'a record line: payload as text, or payloadBase64 when it is not UTF-8',
+);
+
+export const retentionPolicy = object({ maxAgeMs: integer, maxRecords: integer, maxBytes: integer }, [], 'what history to keep ({} keeps all)');
+
+const retentionPin = object({ subscription: string, cursor: integer }, []);
+
+export const retentionInfo = object({
+  policy: retentionPolicy,
+  lowMark: integer,
+  lowPosition: integer,
+  policyLowMark: integer,
+  pinnedBy: nullable(retentionPin),
+  lastError: nullable(object({ code: string, message: string })),
+});
+
+export const feedInfo = object({
+  name: string,
+  createdAt: integer,
+  commits: integer,
+  records: integer,
+  head: nullable(commit),
+  activeStream: nullable(string),
+  lease: nullable(object({ epoch: integer, holder: string, expiresAt: integer })),
+  epoch: integer,
+  lowMark: integer,
+  lowPosition: integer,
+  retention: retentionInfo,
+  horizon: integer,
+});
+
+export const diskUse = object({ historySegments: integer, files: integer, bytes: integer });
+
+export const leaseGrant = object({ epoch: integer, token: { ...string, description: 'the fencing token: send it as SS-Fencing-Token' }, expiresAt: integer, holder: string });
+
+export const released = object({ feed: string, released: { const: true } });
+
+export const openedStream = object({ stream: string });
+
+export const streamInfo = object({ id: string, state: { type: 'string', description: 'open, sealed, aborted…' }, commit, records: integer }, ['id', 'state']);
+
+export const appended = object({ stream: string, firstSeq: integer, lastSeq: integer });
+
+export const aborted = object({ stream: string, aborted: { const: true } });
+
+export const subscriptionInfo = object({
+  name: string,
+  cursor: integer,
+  createdAt: integer,
+  updatedAt: integer,
+  lag: object({ commits: integer, records: integer, bytes: integer }),
+  trimmed: boolean,
+});
+
+export const subscriptionDeleted = object({ feed: string, subscription: string, deleted: { const: true } });
+
+export const polled = object({
+  cursor: integer,
+  commits: { type: 'array', items: object({ commit, records: { type: 'array', items: recordLine } }) },
+});
+
+export const trimResult = object(
+  { lowMark: integer, lowPosition: integer, segmentsRemoved: integer, commitsRemoved: integer, recordsRemoved: integer, bytesRemoved: integer, heldBy: retentionPin },
+  ['lowMark', 'lowPosition', 'segmentsRemoved', 'commitsRemoved', 'recordsRemoved', 'bytesRemoved'],
+);
+
+export const mergeResult = object({ merges: { type: 'array', items: { type: 'object', additionalProperties: true } }, segments: integer, putOff: boolean });
+
+export const keyCompactionResult = object(
+  {
+    horizon: integer,
+    segmentsCompacted: integer,
+    segmentsAfter: integer,
+    recordsBefore: integer,
+    recordsAfter: integer,
+    bytesBefore: integer,
+    bytesAfter: integer,
+    heldBy: retentionPin,
+    putOff: boolean,
+  },
+  ['horizon', 'segmentsCompacted', 'segmentsAfter', 'recordsBefore', 'recordsAfter', 'bytesBefore', 'bytesAfter', 'putOff'],
+);
+
+export const exportManifest = object({
+  manifestVersion: integer,
+  streamstackVersion: string,
+  feed: string,
+  mode: string,
+  format: string,
+  after: integer,
+  upTo: integer,
+  records: integer,
+  columns: { type: 'array', items: object({ name: string, type: string, nullable: boolean }) },
+  files: { type: 'array', items: { type: 'object', additionalProperties: true } },
+});
+
+export const verifyReport = { type: 'object', additionalProperties: true, description: "a feed's verify report: what was checked and any damage found" };
+
+export const health = object({
+  ok: { const: true },
+  version: { type: 'string', description: "the server package's version" },
+  kernels: { type: 'string', enum: ['native', 'ts'], description: 'the kernels the store runs on: the native module, or the TypeScript twins when it did not load' },
+  storeFormat: { type: 'integer', description: "the data directory format this server reads and writes (the store marker's)" },
+});
