@@ -1,7 +1,7 @@
 /** The `export` command: a range of a feed to NDJSON, Arrow IPC or Parquet files with a manifest. */
 import { Option, type Command } from 'commander';
-import cliProgress from 'cli-progress';
-import { readExportManifest, StreamStackError, type ExportFormat, type ExportProgress, type ReadMode } from '@streamstack/engine';
+import { readExportManifest, StreamStackError, type ExportFormat, type ReadMode } from '@streamstack/engine';
+import { quietOption, withProgress } from './progress.js';
 import { emit } from './io.js';
 import { integer, openFeed, withStore } from './shared.js';
 
@@ -12,31 +12,7 @@ interface ExportFlags {
   upTo?: number;
   mode?: ReadMode;
   continue?: string;
-}
-
-/**
- * A progress bar on stderr over the export's commit range, only when stderr is a terminal: in a
- * pipe or a log it would be noise, so the command then stays quiet.
- */
-function progressBar(): { update: (progress: ExportProgress) => void; stop: () => void } | undefined {
-  if (!process.stderr.isTTY) return undefined;
-  const bar = new cliProgress.SingleBar(
-    { stream: process.stderr, format: 'export [{bar}] {percentage}% | commit {commit}/{upTo} | {records} records', hideCursor: true },
-    cliProgress.Presets.shades_classic,
-  );
-  let started = false;
-  return {
-    update(progress) {
-      if (!started) {
-        bar.start(Math.max(1, progress.upTo - progress.after), 0, { commit: progress.commit, upTo: progress.upTo, records: 0 });
-        started = true;
-      }
-      bar.update(progress.commit - progress.after, { commit: progress.commit, upTo: progress.upTo, records: progress.records });
-    },
-    stop() {
-      if (started) bar.stop();
-    },
-  };
+  quiet?: boolean;
 }
 
 export function addExportCommand(program: Command): void {
@@ -49,6 +25,7 @@ export function addExportCommand(program: Command): void {
     .option('--up-to <commit>', 'export up to this commit (default: the head)', integer('--up-to'))
     .addOption(new Option('--mode <mode>', 'read mode (default raw)').choices(['raw', 'dedup', 'latest']))
     .option('--continue <dir>', "continue the export in this directory: after its manifest's upTo, in its mode and format")
+    .addOption(quietOption())
     .action((feedName: string, flags: ExportFlags) =>
       withStore(program, async (store) => {
         const feed = await openFeed(store, feedName);
@@ -67,20 +44,18 @@ export function addExportCommand(program: Command): void {
           ({ upTo: after, mode, format } = previous);
         }
         if (format === undefined) throw new StreamStackError('INVALID_ARGUMENT', 'export needs --format ndjson, arrow or parquet (or --continue DIR)');
-        const bar = progressBar();
-        let manifest;
-        try {
-          manifest = await feed.export({
+        // The bar counts each record half when it is read and half once its file is written,
+        // so it reaches 100% with the manifest, not when the reading ends.
+        const manifest = await withProgress('export', flags.quiet, (onProgress) =>
+          feed.export({
             format,
             to: flags.out,
             mode: mode ?? 'raw',
             ...(after === undefined ? {} : { after }),
             ...(flags.upTo === undefined ? {} : { upTo: flags.upTo }),
-            ...(bar ? { onProgress: bar.update } : {}),
-          });
-        } finally {
-          bar?.stop();
-        }
+            ...(onProgress ? { onProgress } : {}),
+          }),
+        );
         await emit({
           feed: manifest.feed,
           out: flags.out,

@@ -2,6 +2,7 @@
 import { CommanderError, type Command } from 'commander';
 import type { RetentionPolicy } from '@streamstack/engine';
 import { emit } from './io.js';
+import { quietOption, withProgress } from './progress.js';
 import { exitUsage, integer, openFeed, withStore } from './shared.js';
 
 export function addHistoryCommands(program: Command): void {
@@ -39,20 +40,22 @@ export function addHistoryCommands(program: Command): void {
     .option('--horizon <commit>', 'with --keys: compact the segments wholly at or before this commit', integer('--horizon'))
     .option('--force', 'with --keys: move the horizon past subscriptions that have not reached it')
     .option('--drop-keyless', 'with --keys: drop records without a key too')
-    .action((feedName: string, options: { merge?: boolean; keys?: boolean; horizon?: number; force?: boolean; dropKeyless?: boolean }) =>
+    .addOption(quietOption())
+    .action((feedName: string, options: { merge?: boolean; keys?: boolean; horizon?: number; force?: boolean; dropKeyless?: boolean; quiet?: boolean }) =>
       withStore(program, async (store) => {
         const feed = await openFeed(store, feedName);
         if (!options.keys) {
           if (options.horizon !== undefined || options.force || options.dropKeyless) {
             throw new CommanderError(exitUsage, 'streamstack.usage', '--horizon, --force and --drop-keyless go with --keys');
           }
-          await emit({ feed: feedName, ...(await feed.compact()) });
+          await emit({ feed: feedName, ...(await withProgress('compact', options.quiet, (onProgress) => feed.compact(onProgress ? { onProgress } : {}))) });
           return;
         }
         if (options.merge || options.horizon === undefined) {
           throw new CommanderError(exitUsage, 'streamstack.usage', 'compact --keys takes --horizon <commit> (and not --merge)');
         }
-        const result = await feed.compactKeys({ horizon: options.horizon, force: options.force === true, keyless: options.dropKeyless ? 'drop' : 'keep' });
+        const request = { horizon: options.horizon, force: options.force === true, keyless: options.dropKeyless ? 'drop' : 'keep' } as const;
+        const result = await withProgress('compact --keys', options.quiet, (onProgress) => feed.compactKeys({ ...request, ...(onProgress ? { onProgress } : {}) }));
         await emit({ feed: feedName, ...result });
       })(),
     );
@@ -62,10 +65,13 @@ export function addHistoryCommands(program: Command): void {
     .description('remove whole history segments: those before --before, or what the policy allows now')
     .option('--before <commit>', 'remove the segments whose commits all lie before this commit', integer('--before'))
     .option('--force', 'remove them even if a subscription has not passed them')
-    .action((feedName: string, options: { before?: number; force?: boolean }) =>
+    .addOption(quietOption())
+    .action((feedName: string, options: { before?: number; force?: boolean; quiet?: boolean }) =>
       withStore(program, async (store) => {
         const feed = await openFeed(store, feedName);
-        await emit({ feed: feedName, ...(await feed.trim({ ...(options.before === undefined ? {} : { before: options.before }), force: options.force === true })) });
+        const request = { ...(options.before === undefined ? {} : { before: options.before }), force: options.force === true };
+        const result = await withProgress('trim', options.quiet, (onProgress) => feed.trim({ ...request, ...(onProgress ? { onProgress } : {}) }));
+        await emit({ feed: feedName, ...result });
       })(),
     );
 }

@@ -2,6 +2,7 @@
 import { CommanderError, type Command } from 'commander';
 import { StreamStackError } from '@streamstack/engine';
 import { emit } from './io.js';
+import { quietOption, withProgress } from './progress.js';
 import { addConditionOptions, commitLine, conditionFrom, exitUsage, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
 
 export function addWriteCommands(program: Command): void {
@@ -142,9 +143,10 @@ export function addWriteCommands(program: Command): void {
   program
     .command('verify [feed]')
     .description('check every CRC, the commit chain, manifests against packs, WAL against history; repairs nothing')
-    .action((feedName: string | undefined) =>
+    .addOption(quietOption())
+    .action((feedName: string | undefined, options: { quiet?: boolean }) =>
       withStore(program, async (store) => {
-        const results = await store.verify(feedName);
+        const results = await withProgress('verify', options.quiet, (onProgress) => store.verify(feedName, onProgress ? { onProgress } : {}));
         for (const result of results) await emit(result);
         const unsound = results.filter((result) => !result.ok);
         if (unsound.length > 0) {

@@ -23,3 +23,9 @@ export const appendBatchBytesMax = 16 * 1024 * 1024;
  * the feed for seconds, not the engine's default half minute.
  */
 export const implicitLeaseTtlMs = 10_000;
+
+/**
+ * Redraws per second of a progress bar at most: enough for the numbers to look alive, few enough
+ * that drawing costs the command nothing it would notice.
+ */
+export const progressFps = 5;

@@ -38,8 +38,10 @@ export {
 export type { LeaseGrant } from './coordinator/lease.js';
 export type { RetentionInfo, RetentionPin, TrimResult } from './coordinator/history-trim.js';
 export type { RetentionPolicy } from './coordinator/retention-state.js';
-export type { MergeResult, SegmentMerge } from './coordinator/history-merge.js';
-export type { KeyCompactionRequest, KeyCompactionResult } from './coordinator/key-compaction.js';
+export type { MergeProgress, MergeResult, SegmentMerge } from './coordinator/history-merge.js';
+export type { KeyCompactionProgress, KeyCompactionRequest, KeyCompactionResult } from './coordinator/key-compaction.js';
+export type { OnProgress, Progress, ProgressUnit } from './progress.js';
+export type { VerifyProgress } from './api/store.js';
 export type { FeedDiskUse } from './coordinator/disk-use.js';
 export type { GroupCommitStats } from './coordinator/group-commit.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/verify.js';

@@ -501,3 +501,10 @@ export const exportDirectWriteBytes = 1024 * 1024;
  * The native kernel's `DIRECT_ALIGNMENT_BYTES` (native/src/direct.rs) is the same number.
  */
 export const directWriteAlignmentBytes = 4096;
+
+/**
+ * The shortest time between two `onProgress` calls of one operation (verify, compact, trim,
+ * export), except the first and the last: a display redraws a few times a second at most, so
+ * calling more often would only cost the operation time.
+ */
+export const progressIntervalMs = 100;

@@ -133,15 +133,38 @@ export interface ExportOptions {
   /** The directory the files and the manifest go to; created when missing. */
   readonly to: string;
   readonly signal?: AbortSignal;
-  /** Called as the export advances (after each batch of records read), for a progress display. */
+  /**
+   * Called as the export advances (after each batch of records read, and as files are written),
+   * for a progress display; the last call, once the manifest is written, has `done === total`.
+   * It stays in the calling process: a remote export does not send it.
+   */
   readonly onProgress?: (progress: ExportProgress) => void;
 }
 
-export interface ExportProgress {
+/** What a progress report's `done` and `total` count. */
+export type ProgressUnit = 'records' | 'bytes';
+
+/** How far a long operation is: `done` of `total` (in `unit`); the last call has `done === total`. */
+export interface Progress {
+  readonly done: number;
+  readonly total: number;
+  readonly unit: ProgressUnit;
+}
+
+/** A long operation's progress callback (`onProgress`). */
+export type OnProgress<P extends Progress = Progress> = (progress: P) => void;
+
+/**
+ * An export's progress. `done` and `total` count the positions of the range (the records it
+ * was committed with): each counts half once it is read and half once the file holding it is
+ * written, so that converting, hashing and syncing the files — about half of an export's time —
+ * moves the bar too, and `done` reaches `total` only when the manifest is written.
+ */
+export interface ExportProgress extends Progress {
   readonly after: number;
   readonly upTo: number;
   /** The last commit reached, from `after` to `upTo`. */
   readonly commit: number;
-  /** Records written so far. */
+  /** Records read so far (the files may still be being written). */
   readonly records: number;
 }

@@ -17,7 +17,8 @@ import type { GroupCommitStats } from '../coordinator/group-commit.js';
 import type { LeaseGrant } from '../coordinator/lease.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import type { RetentionInfo, TrimResult } from '../coordinator/history-trim.js';
-import type { MergeResult } from '../coordinator/history-merge.js';
+import type { MergeProgress, MergeResult } from '../coordinator/history-merge.js';
+import { checkOnProgress, type OnProgress, type Progress } from '../progress.js';
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/key-compaction.js';
 import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/retention-state.js';
 import { feedDiskUse, type FeedDiskUse } from '../coordinator/disk-use.js';
@@ -354,7 +355,7 @@ export class Feed {
    * @example
    * const { lowMark, segmentsRemoved, heldBy } = await feed.trim({ before: 5000 });
    */
-  async trim(options: { before?: number; force?: boolean } = {}): Promise<TrimResult> {
+  async trim(options: { before?: number; force?: boolean; onProgress?: OnProgress<Progress> } = {}): Promise<TrimResult> {
     options = optionsOf(options, 'feed.trim');
     this.writer.assertPresent();
     const before = checkedCursor(options.before, 'before');
@@ -363,7 +364,8 @@ export class Feed {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', `before ${before} is beyond the next commit (${head + 1})`, { details: { cursor: before, head } });
     }
     if (options.force !== undefined && typeof options.force !== 'boolean') throw new StreamStackError('INVALID_ARGUMENT', 'force is a boolean');
-    return this.writer.retentionKeeper().trim({ ...(before === undefined ? { policy: true } : { before }), force: options.force === true });
+    const onProgress = checkOnProgress(options.onProgress);
+    return this.writer.retentionKeeper().trim({ ...(before === undefined ? { policy: true } : { before }), force: options.force === true, ...(onProgress ? { onProgress } : {}) });
   }
 
   /**
@@ -394,13 +396,15 @@ export class Feed {
    * @example
    * const { merges, segments } = await feed.compact();
    */
-  async compact(options: { signal?: AbortSignal } = {}): Promise<MergeResult> {
+  async compact(options: { signal?: AbortSignal; onProgress?: OnProgress<MergeProgress> } = {}): Promise<MergeResult> {
     options = optionsOf(options, 'feed.compact');
     this.writer.assertOpen();
     for (const name of Object.keys(options)) {
-      if (name !== 'signal') throw new StreamStackError('INVALID_ARGUMENT', `feed.compact takes { signal }, not ${JSON.stringify(name)}`, { details: { field: name } });
+      if (name !== 'signal' && name !== 'onProgress') {
+        throw new StreamStackError('INVALID_ARGUMENT', `feed.compact takes { signal, onProgress }, not ${JSON.stringify(name)}`, { details: { field: name } });
+      }
     }
-    return this.writer.merges().merge(options.signal);
+    return this.writer.merges().merge(options.signal, checkOnProgress(options.onProgress));
   }
 
   /**
@@ -422,8 +426,8 @@ export class Feed {
     options = optionsOf(options, 'feed.compactKeys');
     this.writer.assertOpen();
     for (const name of Object.keys(options)) {
-      if (!['horizon', 'force', 'keyless', 'signal'].includes(name)) {
-        throw new StreamStackError('INVALID_ARGUMENT', `feed.compactKeys takes { horizon, force, keyless, signal }, not ${JSON.stringify(name)}`, { details: { field: name } });
+      if (!['horizon', 'force', 'keyless', 'signal', 'onProgress'].includes(name)) {
+        throw new StreamStackError('INVALID_ARGUMENT', `feed.compactKeys takes { horizon, force, keyless, signal, onProgress }, not ${JSON.stringify(name)}`, { details: { field: name } });
       }
     }
     if (options.keyless !== undefined && options.keyless !== 'keep' && options.keyless !== 'drop') {
@@ -432,6 +436,7 @@ export class Feed {
     if (options.force !== undefined && typeof options.force !== 'boolean') {
       throw new StreamStackError('INVALID_ARGUMENT', `force must be a boolean, not ${JSON.stringify(options.force)}`, { details: { field: 'force' } });
     }
+    checkOnProgress(options.onProgress);
     return this.writer.compaction().compact(options);
   }
 

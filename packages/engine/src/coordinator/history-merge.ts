@@ -18,6 +18,13 @@ import { removeReplacedFiles, type MergeLog } from './merge-state.js';
 import type { ReadGate } from './read-gate.js';
 import { runRewrite } from './rewrite-offthread.js';
 import { removeRewriteFiles, rewriteFiles, type RewriteJob } from './segment-rewrite.js';
+import { ProgressReporter, type OnProgress, type Progress } from '../progress.js';
+
+/** `feed.compact`'s progress: records of the segments being merged that are rewritten, and the merges done. */
+export interface MergeProgress extends Progress {
+  readonly merges: number;
+}
+
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { SegmentMerge, MergeResult } from '@streamstack/protocol';
 export type { SegmentMerge, MergeResult };
@@ -47,24 +54,48 @@ export class HistoryMerges {
    * more; the active segment and the one before it, whose derived files may still be being
    * built, are left alone).
    */
-  merge(signal?: AbortSignal): Promise<MergeResult> {
+  merge(signal?: AbortSignal, onProgress?: OnProgress<MergeProgress>): Promise<MergeResult> {
     if (this.context.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', `feed ${this.context.feed} was opened read-only`));
     return this.context.serial(async () => {
       const merges: SegmentMerge[] = [];
+      // The total is the records of every run there is to merge now; a segment finished while
+      // the merges run may add a run, and its records then raise the total.
+      // (A merge that runs on its own has no callback, and skips the planning.)
+      let planned = 0;
+      if (onProgress) for (let run = this.nextRun(); run; run = this.nextRun(run[run.length - 1])) planned += this.recordsOf(run);
+      const progress = new ProgressReporter(onProgress, 'records', planned, { merges: 0 });
+      progress.advance(0, undefined, true);
+      let finished = 0;
       for (;;) {
         signal?.throwIfAborted();
         const run = this.nextRun();
         if (!run) break;
-        const merged = await this.rewrite(run, signal);
-        if (!merged) return { merges, segments: this.context.history.segments.segments.length, putOff: true };
+        const records = this.recordsOf(run);
+        progress.grow(finished + records);
+        const merged = await this.rewrite(run, signal, undefined, (done) => progress.advance(finished + done));
+        if (!merged) {
+          progress.finish({ merges: merges.length }, finished);
+          return { merges, segments: this.context.history.segments.segments.length, putOff: true };
+        }
         merges.push(merged);
+        finished += records;
+        progress.advance(finished, { merges: merges.length }, true);
       }
+      progress.finish({ merges: merges.length });
       return { merges, segments: this.context.history.segments.segments.length, putOff: false };
     });
   }
 
-  /** The first run of adjacent sealed segments worth merging, or undefined. */
-  private nextRun(): SegmentFile[] | undefined {
+  /** The records (entries) the segments of `run` hold. */
+  private recordsOf(run: readonly SegmentFile[]): number {
+    const { commits } = this.context.history;
+    let records = 0;
+    for (const segment of run) for (const commit of commits.commitsInSegment(segment.header.base)) records += commit.entries;
+    return records;
+  }
+
+  /** The first run of adjacent sealed segments worth merging (after the segment `past`, when given), or undefined. */
+  private nextRun(past?: SegmentFile): SegmentFile[] | undefined {
     const { history } = this.context;
     const segments = history.segments.segments;
     const lostSegments = new Set(history.commits.lost.map((commit) => commit.firstPosition));
@@ -74,7 +105,7 @@ export class HistoryMerges {
     // Only segments well below the merged size join a merge: a merged one is not rewritten
     // again and again as the feed grows, so each byte is rewritten a bounded number of times.
     const small = (segment: SegmentFile) => segment.durableEnd <= mergedSegmentBytesMax / 4;
-    for (let start = 0; start < candidates.length; start++) {
+    for (let start = past ? candidates.indexOf(past) + 1 : 0; start < candidates.length; start++) {
       let bytes = 0;
       let end = start;
       while (
@@ -106,7 +137,13 @@ export class HistoryMerges {
    * worker thread over a snapshot of the feed (`rewrite-offthread.ts`), which also builds the
    * segment's index file and dictionaries; this thread renames them in.
    */
-  async rewrite(replaced: SegmentFile[], signal: AbortSignal | undefined, keep?: RewriteJob['keep']): Promise<SegmentMerge | undefined> {
+  async rewrite(
+    replaced: SegmentFile[],
+    signal: AbortSignal | undefined,
+    keep?: RewriteJob['keep'],
+    /** Called as the rewrite goes, with the records of `replaced` rewritten so far. */
+    onRecords?: (records: number) => void,
+  ): Promise<SegmentMerge | undefined> {
     const { kernels, history, feed, directory, gate, log } = this.context;
     const bases = replaced.map((segment) => segment.header.base);
     const first = replaced[0];
@@ -129,7 +166,7 @@ export class HistoryMerges {
       earlier: { latest: derived.keys.earlierFiles(bases[0]), first: derived.fingerprints.earlierFiles(bases[0]) },
     };
     const files = rewriteFiles(directory, bases[0]);
-    const written = await runRewrite(kernels, job, () => ({ history, indexes: { keys: derived.keys, fingerprints: derived.fingerprints } }), signal);
+    const written = await runRewrite(kernels, job, () => ({ history, indexes: { keys: derived.keys, fingerprints: derived.fingerprints } }), signal, onRecords);
     try {
       await log.write({ replaced: bases, capacity: written.header.capacity, pending: true });
     } catch (error) {

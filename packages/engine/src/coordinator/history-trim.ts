@@ -12,6 +12,7 @@ import type { DerivedIndexes } from './derived-indexes.js';
 import type { RetentionLog, RetentionPolicy } from './retention-state.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { Watermark } from './published-state.js';
+import { ProgressReporter, type OnProgress, type Progress } from '../progress.js';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { RetentionPin, TrimResult, RetentionInfo } from '@streamstack/protocol';
 export type { RetentionPin, TrimResult, RetentionInfo };
@@ -24,6 +25,11 @@ export interface TrimRequest {
   readonly policy?: boolean;
   /** Remove what subscriptions have not passed yet, too. */
   readonly force?: boolean;
+  /**
+   * Called in records removed: once when the plan is made, once after the segments' files are
+   * gone, and last when the new floor is recorded as done.
+   */
+  readonly onProgress?: OnProgress<Progress>;
 }
 
 /** One trim's plan: how many leading segments go, and what held it back. */
@@ -94,12 +100,17 @@ export class HistoryRetention {
       bytesRemoved: 0,
       ...(plan.pin ? { heldBy: plan.pin } : {}),
     };
-    if (plan.removable === 0) return unchanged;
+    if (plan.removable === 0) {
+      new ProgressReporter(request.onProgress, 'records', 0).finish();
+      return unchanged;
+    }
     const segments = this.history.segments.segments;
     const kept = segments[plan.removable].header;
     const floor = { commit: kept.baseCommit, position: kept.base };
     const bytesRemoved = segments.slice(0, plan.removable).reduce((sum, segment) => sum + segment.header.capacity, 0);
     const before = { commit: commits.low, position: commits.lowPosition };
+    const progress = new ProgressReporter(request.onProgress, 'records', floor.position - before.position);
+    progress.advance(0, undefined, true);
     // The floor is durable before any file goes: recovery deletes the rest if this stops.
     await this.log.write({ policy: this.log.state.policy, floor, pending: true });
     // The indexes first: from here on, key lookups and dedup wait for dictionaries rebuilt over
@@ -107,9 +118,12 @@ export class HistoryRetention {
     const derived = this.derived().trimBefore(floor.position);
     await this.history.trimBefore(floor);
     await derived.removed;
+    // The files are gone; only the record that the trim is done remains (done stops short of the total until then).
+    progress.advance(floor.position - before.position, undefined, true);
     await this.log.write({ policy: this.log.state.policy, floor, pending: false });
     // Rebuilt in the background; a failure there only means the next open rebuilds them.
     derived.rebuilt.catch(() => undefined);
+    progress.finish();
     return {
       lowMark: floor.commit,
       lowPosition: floor.position,

@@ -25,9 +25,22 @@ import type { HistoryMerges } from './history-merge.js';
 import type { RetentionPin } from './history-trim.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { Watermark } from './published-state.js';
+import { ProgressReporter, type OnProgress, type Progress } from '../progress.js';
+
+/** `feed.compactKeys`' progress: records of the segments below the horizon rewritten, and segments done. */
+export interface KeyCompactionProgress extends Progress {
+  readonly segmentsCompacted: number;
+}
+
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { KeyCompactionRequest, KeyCompactionResult } from '@streamstack/protocol';
-export type { KeyCompactionRequest, KeyCompactionResult };
+import type { KeyCompactionRequest as KeyCompactionFields, KeyCompactionResult } from '@streamstack/protocol';
+export type { KeyCompactionResult };
+
+/** What `feed.compactKeys` takes: the fields the client sends too, and a progress callback, which stays in this process. */
+export interface KeyCompactionRequest extends KeyCompactionFields {
+  /** Called as the segments are rewritten; the last call, when it ends, has `done === total`. */
+  readonly onProgress?: OnProgress<KeyCompactionProgress>;
+}
 
 export interface KeyCompactionContext {
   readonly history: History;
@@ -76,10 +89,18 @@ export class KeyCompaction {
     const horizon = pin && !request.force ? pin.cursor : request.horizon;
     const heldBy = pin && !request.force ? { heldBy: pin } : {};
     const segments = this.segmentsUpTo(horizon);
+    const groups = groupsOf(segments);
+    const recordsIn = (run: readonly SegmentFile[]) =>
+      run.reduce((sum, segment) => sum + history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0), 0);
+    const progress = new ProgressReporter(request.onProgress, 'records', horizon < commits.horizon ? 0 : groups.reduce((sum, run) => sum + recordsIn(run), 0), { segmentsCompacted: 0 });
+    progress.advance(0, undefined, true);
     const nothing = { horizon: commits.horizon, segmentsCompacted: 0, segmentsAfter: 0, recordsBefore: 0, recordsAfter: 0, bytesBefore: 0, bytesAfter: 0, putOff: false, ...heldBy };
     // The same horizon again rewrites again: a compaction that failed (a full disk) or was put
     // off recorded its horizon before it rewrote everything below it.
-    if (segments.length === 0 || horizon < commits.horizon) return nothing;
+    if (segments.length === 0 || horizon < commits.horizon) {
+      progress.finish();
+      return nothing;
+    }
     if (horizon > commits.horizon) {
       // The decision is durable, and reads below it refused, before any segment is rewritten.
       await log.write({ horizon });
@@ -92,17 +113,23 @@ export class KeyCompaction {
     let recordsAfter = 0;
     let bytesBefore = 0;
     let bytesAfter = 0;
-    for (const run of groupsOf(segments)) {
+    for (const run of groups) {
       request.signal?.throwIfAborted();
-      recordsBefore += run.reduce((sum, segment) => sum + history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0), 0);
-      const rewritten = await merges.rewrite(run, request.signal, keep);
-      if (!rewritten) return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
+      const before = recordsBefore;
+      recordsBefore += recordsIn(run);
+      const rewritten = await merges.rewrite(run, request.signal, keep, (done) => progress.advance(before + done));
+      if (!rewritten) {
+        progress.finish({ segmentsCompacted }, before);
+        return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
+      }
       segmentsCompacted += rewritten.segments;
       segmentsAfter++;
       recordsAfter += rewritten.records;
       bytesBefore += rewritten.bytesBefore;
       bytesAfter += rewritten.bytesAfter;
+      progress.advance(recordsBefore, { segmentsCompacted }, true);
     }
+    progress.finish({ segmentsCompacted });
     return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: false, ...heldBy };
   }
 

@@ -36,9 +36,16 @@ export function rewritesOffThread(): boolean {
  * Runs `job` on a worker thread, or on this one over `inline()` when no worker can run. Rejects
  * with the rewrite's own error (its files removed), or with `signal`'s reason once it aborts.
  */
-export async function runRewrite(kernels: Kernels, job: RewriteJob, inline: () => RewriteSource, signal?: AbortSignal): Promise<RewriteResult> {
+export async function runRewrite(
+  kernels: Kernels,
+  job: RewriteJob,
+  inline: () => RewriteSource,
+  signal?: AbortSignal,
+  /** Called as commits are rewritten, with their records so far (on a worker, through its messages). */
+  onRecords?: (records: number) => void,
+): Promise<RewriteResult> {
   signal?.throwIfAborted();
-  if (!rewritesOffThread()) return rewriteSegments(kernels, job, inline(), true, signal);
+  if (!rewritesOffThread()) return rewriteSegments(kernels, job, inline(), true, signal, onRecords);
   try {
     return await new Promise<RewriteResult>((resolve, reject) => {
       const worker = new Worker(workerFile, { workerData: job });
@@ -54,11 +61,16 @@ export async function runRewrite(kernels: Kernels, job: RewriteJob, inline: () =
         void worker.terminate();
       };
       signal?.addEventListener('abort', abort, { once: true });
-      worker.on('message', (reply: { result?: RewriteResult; error?: ErrorMessage }) =>
+      worker.on('message', (reply: { result?: RewriteResult; error?: ErrorMessage; progress?: number }) => {
+        // A progress message is not an answer: the worker goes on.
+        if (reply.progress !== undefined) {
+          if (!settled) onRecords?.(reply.progress);
+          return;
+        }
         settle(() =>
           reply.error ? reject(new StreamStackError(reply.error.code, reply.error.message, { details: reply.error.details })) : resolve(reply.result!),
-        ),
-      );
+        );
+      });
       worker.on('error', (error) => settle(() => reject(new StreamStackError('INTERNAL', `the rewrite worker failed: ${error.message}`, { cause: error }))));
       worker.on('exit', (code) => settle(() => reject(new StreamStackError('INTERNAL', `the rewrite worker exited with code ${code} before it answered`))));
     });

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
-import { buildWorkerNiceness } from '../limits.js';
+import { buildWorkerNiceness, progressIntervalMs } from '../limits.js';
 import { History } from '../storage/history-log.js';
 import { DerivedIndexes } from './derived-indexes.js';
 import type { KeyIndexes } from './compaction-selection.js';
@@ -33,7 +33,15 @@ async function run(job: RewriteJob): Promise<void> {
   let indexes: KeyIndexes | undefined;
   try {
     if (job.keep) indexes = await DerivedIndexes.openKeyIndexes(kernels, job.feedDirectory, history);
-    const result = await rewriteSegments(kernels, job, { history, ...(indexes ? { indexes } : {}) }, false);
+    // Progress crosses to the feed's thread as messages, no more often than a display redraws.
+    let posted = Number.NEGATIVE_INFINITY;
+    const onRecords = (records: number) => {
+      const now = performance.now();
+      if (now - posted < progressIntervalMs) return;
+      posted = now;
+      parentPort!.postMessage({ progress: records });
+    };
+    const result = await rewriteSegments(kernels, job, { history, ...(indexes ? { indexes } : {}) }, false, undefined, onRecords);
     parentPort!.postMessage({ result });
   } finally {
     indexes?.keys.close();

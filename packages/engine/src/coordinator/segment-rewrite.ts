@@ -129,7 +129,15 @@ export interface RewriteSource {
  * Runs `job` over `source`, writing every file of `rewriteFiles` (removed again if it fails).
  * `offThread` says whether builds may go to the index build worker (not from a worker).
  */
-export async function rewriteSegments(kernels: Kernels, job: RewriteJob, source: RewriteSource, offThread: boolean, signal?: AbortSignal): Promise<RewriteResult> {
+export async function rewriteSegments(
+  kernels: Kernels,
+  job: RewriteJob,
+  source: RewriteSource,
+  offThread: boolean,
+  signal?: AbortSignal,
+  /** Called as the replaced segments' commits are rewritten, with their records so far (entries). */
+  onRecords?: (records: number) => void,
+): Promise<RewriteResult> {
   const { history } = source;
   const base = job.replaced[0];
   const files = rewriteFiles(job.feedDirectory, base);
@@ -141,7 +149,7 @@ export async function rewriteSegments(kernels: Kernels, job: RewriteJob, source:
       assert(source.indexes !== undefined, 'a key compaction asks the key dictionaries');
       select = await keyCompactionSelection(history, source.indexes, job.replaced, job.keep.horizonPosition, job.keep.keyless, signal);
     }
-    const merged = await writeMergedSegment(kernels, history, job.feed, files.segment, commits, job.successor, job.frameDataBytesMax, job.capacityToAvoid, signal, select);
+    const merged = await writeMergedSegment(kernels, history, job.feed, files.segment, commits, job.successor, job.frameDataBytesMax, job.capacityToAvoid, signal, select, onRecords);
     await writeSummary(
       kernels,
       files.summary,

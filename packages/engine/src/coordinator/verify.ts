@@ -26,9 +26,52 @@ import { readIndexFile, readIndexHead } from '../storage/index-segment.js';
 import { readSummary, summaryFileOf, type SegmentSummary } from '../storage/segment-summary.js';
 import { readKeyFileHead, readKeySection, type KeyFileHead } from '../storage/key-file.js';
 import { derivedMismatch, segmentsOf } from '../query/feed-index.js';
+import { baseOfSegmentName } from '../storage/segment-set.js';
+import type { ProgressReporter } from '../progress.js';
+
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { VerificationCode, VerificationProblem, FeedVerification } from '@streamstack/protocol';
 export type { VerificationCode, VerificationProblem, FeedVerification };
+
+/**
+ * Where each history segment's bytes start if the segments were laid end to end, and their sum:
+ * verify counts its progress in bytes of history read, and reads every segment twice (its frames
+ * scanned, then its records checked against their packs).
+ */
+export interface HistoryLayout {
+  readonly bytes: number;
+  readonly startOf: ReadonlyMap<number, number>;
+}
+
+/** The layout of the history segment files in the feed `directory` (empty when it has none). */
+export function historyLayout(directory: string): HistoryLayout {
+  const history = path.join(directory, 'history');
+  const startOf = new Map<number, number>();
+  let bytes = 0;
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(history).filter((name) => name.endsWith('.hist'));
+  } catch {
+    // No history directory: the verification reports what is missing; there is nothing to count.
+  }
+  const bases = names.map((name) => ({ name, base: baseOfSegmentName(name) })).filter((entry) => entry.base !== undefined);
+  for (const { name, base } of bases.sort((a, b) => a.base! - b.base!)) {
+    startOf.set(base!, bytes);
+    try {
+      bytes += fs.statSync(path.join(history, name)).size;
+    } catch {
+      // Gone since it was listed (a trim of the writer's): it counts as empty.
+    }
+  }
+  return { bytes, startOf };
+}
+
+/** How one feed's verification reports progress: into the store's reporter, from `offset` on. */
+export interface FeedProgress {
+  readonly reporter: ProgressReporter<{ feed: string }>;
+  readonly offset: number;
+  readonly layout: HistoryLayout;
+}
 
 type Report = (code: VerificationCode, message: string, where?: { file?: string; offset?: number }) => void;
 
@@ -43,10 +86,13 @@ async function verifyHistory(
   report: Report,
   /** Where the retained history starts: the first commit's parent and first position follow from it. */
   floor: { readonly commit: number; readonly position: number },
+  /** Called as each commit is reached, for progress. */
+  reached: (commit: CommitRecord) => void = () => undefined,
 ): Promise<Map<string, CommitRun>> {
   const runs = new Map<string, CommitRun>();
   let previous: CommitRecord | undefined;
   for (const commit of commits) {
+    reached(commit);
     if (commit.damage) {
       // Reported with the corruption that took it.
       previous = commit;
@@ -127,7 +173,13 @@ function verifyWal(wal: Wal, events: readonly WalEvent[], runs: ReadonlyMap<stri
   }
 }
 
-export async function verifyFeed(kernels: Kernels, feed: string, directory: string): Promise<FeedVerification> {
+export async function verifyFeed(kernels: Kernels, feed: string, directory: string, progress?: FeedProgress): Promise<FeedVerification> {
+  // Bytes of history read so far in a pass: up to where the commit reached starts.
+  const bytesAt = (pass: 0 | 1, commit: CommitRecord) => {
+    if (!progress || commit.damage) return;
+    const start = progress.layout.startOf.get(commit.segment);
+    if (start !== undefined) progress.reporter.advance(progress.offset + pass * progress.layout.bytes + start + commit.runStart, { feed });
+  };
   const problems: VerificationProblem[] = [];
   const report: Report = (code, message, where = {}) => problems.push({ code, message, ...where });
   const commits: CommitRecord[] = [];
@@ -148,7 +200,10 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
       kernels,
       path.join(directory, 'history'),
       {
-        onCommit: (commit) => commits.push(commit),
+        onCommit: (commit) => {
+          commits.push(commit);
+          bytesAt(0, commit);
+        },
         onPayload: (crc, location) => payloadCrcs.set(locationKey(location), crc),
         onLost: (lost) => {
           for (let commit = lost.from; commit <= lost.to; commit++) {
@@ -174,7 +229,7 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
       report('CORRUPT', `the history after commit ${commits.length} is lost (${history.headDamage.reason})`, history.headDamage);
     }
     await verifyHorizon(kernels, directory, history, report);
-    const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor);
+    const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor, (commit) => bytesAt(1, commit));
     verifyWal(wal, events, runs, report);
     await verifyStateLogs(kernels, directory, report, history.commits.epochMax);
     verifyIndexFiles(kernels, directory, history, report);

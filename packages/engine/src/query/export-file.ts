@@ -59,20 +59,26 @@ export interface ExportFileWritten extends WrittenFile {
  * payloads are text is found here, on the export worker where there is one, as the file is
  * converted: not on the event loop's thread, which reads the next file meanwhile.
  */
-export async function writeExportFile(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): Promise<ExportFileWritten> {
+export async function writeExportFile(
+  job: FileJob,
+  batches: readonly ColumnBatch[],
+  signal?: AbortSignal,
+  /** Called as rows are converted and written, with the rows so far, for progress. */
+  onRows?: (rows: number) => void,
+): Promise<ExportFileWritten> {
   const kernels = loadKernels(job.kernels);
   const sink = await FileSink.create(job.file, kernels);
   let payloadText: boolean;
   try {
     if (job.format === 'ndjson') {
       const { writeNdjson } = await import('./export-ndjson.js');
-      payloadText = await writeNdjson(kernels, batches, sink, signal);
+      payloadText = await writeNdjson(kernels, batches, sink, signal, onRows);
     } else if (job.format === 'arrow') {
       const { writeArrowIpc } = await import('./export-ipc.js');
-      payloadText = await writeArrowIpc(kernels, groupsOf(batches), sink, signal);
+      payloadText = await writeArrowIpc(kernels, groupsOf(batches), sink, signal, onRows);
     } else {
       const { writeParquet } = await import('./export-parquet.js');
-      payloadText = await writeParquet(kernels, groupsOf(batches), sink, job.createdBy, signal);
+      payloadText = await writeParquet(kernels, groupsOf(batches), sink, job.createdBy, signal, onRows);
     }
   } catch (error) {
     await sink.abandon();

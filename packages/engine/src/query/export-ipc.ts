@@ -43,8 +43,16 @@ class SinkQueue extends arrow.AsyncByteQueue {
  * Writes the groups of batches (one Arrow record batch each) as one Arrow IPC file to `sink`;
  * `kernels` copy the long ranges of the columns. Says whether every payload was UTF-8 text.
  */
-export async function writeArrowIpc(kernels: Kernels, groups: readonly (readonly ColumnBatch[])[], sink: ExportSink, signal: AbortSignal | undefined): Promise<boolean> {
+export async function writeArrowIpc(
+  kernels: Kernels,
+  groups: readonly (readonly ColumnBatch[])[],
+  sink: ExportSink,
+  signal: AbortSignal | undefined,
+  /** Called after each row group with the rows written so far, for progress. */
+  onRows?: (rows: number) => void,
+): Promise<boolean> {
   const writer = new arrow.RecordBatchFileWriter();
+  let rows = 0;
   const columns = ipcArenas.take(() => new ColumnArena());
   let textless = 0;
   try {
@@ -57,6 +65,8 @@ export async function writeArrowIpc(kernels: Kernels, groups: readonly (readonly
       writer.write(converted.batch);
       // The group's bytes are the sink's now; the next is made once the disk has room for it.
       await sink.room();
+      rows += converted.batch.numRows;
+      onRows?.(rows);
     }
     // The footer, written as the writer closes.
     writer.finish();

@@ -83,8 +83,16 @@ export function ndjsonColumnsOf(batch: ColumnBatch, readLines: boolean): NdjsonC
  * sink has written already where it has one large enough (a fresh one costs a page fault every
  * 4 KiB). Says whether every payload was UTF-8 text.
  */
-export async function writeNdjson(kernels: Kernels, batches: readonly ColumnBatch[], sink: ExportSink, signal: AbortSignal | undefined): Promise<boolean> {
+export async function writeNdjson(
+  kernels: Kernels,
+  batches: readonly ColumnBatch[],
+  sink: ExportSink,
+  signal: AbortSignal | undefined,
+  /** Called after each batch with the rows written so far, for progress. */
+  onRows?: (rows: number) => void,
+): Promise<boolean> {
   let payloadText = true;
+  let rows = 0;
   for (const batch of batches) {
     signal?.throwIfAborted();
     const columns = ndjsonColumnsOf(batch, false);
@@ -100,6 +108,8 @@ export async function writeNdjson(kernels: Kernels, batches: readonly ColumnBatc
     // The kernels chose text or base64 per payload; whether the file holds any base64 is one
     // check more, of batches only until the first binary payload.
     payloadText &&= allText(batch);
+    rows += batch.length;
+    onRows?.(rows);
   }
   return payloadText;
 }

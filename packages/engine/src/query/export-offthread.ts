@@ -76,8 +76,8 @@ export interface FileInFlight {
 const ignore = () => undefined;
 
 /** A file written on the calling thread: its batches are read until it is written. */
-function onThisThread(job: FileJob, batches: readonly ColumnBatch[], signal: AbortSignal | undefined): FileInFlight {
-  const written = writeExportFile(job, batches, signal);
+function onThisThread(job: FileJob, batches: readonly ColumnBatch[], signal: AbortSignal | undefined, onRows: ((rows: number) => void) | undefined): FileInFlight {
+  const written = writeExportFile(job, batches, signal, onRows);
   return { written, released: written.then(ignore, ignore) };
 }
 
@@ -86,17 +86,23 @@ function onThisThread(job: FileJob, batches: readonly ColumnBatch[], signal: Abo
  * on a worker is written whole even when `signal` aborts meanwhile; the export stops after it,
  * with no manifest.
  */
-export function writeExportFileOffThread(job: FileJob, batches: readonly ColumnBatch[], signal?: AbortSignal): FileInFlight {
+export function writeExportFileOffThread(
+  job: FileJob,
+  batches: readonly ColumnBatch[],
+  signal?: AbortSignal,
+  /** Called as rows are written, with the rows so far (from a worker, through its messages). */
+  onRows?: (rows: number) => void,
+): FileInFlight {
   const worker = workers.reduce((least, candidate) => (candidate.inFlight < least.inFlight ? candidate : least));
-  if (!worker.client.available) return onThisThread(job, batches, signal);
+  if (!worker.client.available) return onThisThread(job, batches, signal, onRows);
   // The batches' buffers are copied into one shared with the worker: caches on this thread may
   // share the buffers themselves, and a moved buffer would be lost to this thread.
   const message: Omit<FileMessage, 'id'> = { job, ...packBatches(batches, takeBuffer) };
   const shared = message.buffers[0] as SharedArrayBuffer;
-  const written = worker.client.run(message) as Promise<ExportFileWritten> | undefined;
+  const written = worker.client.run(message, [], onRows) as Promise<ExportFileWritten> | undefined;
   if (!written) {
     giveBack(shared);
-    return onThisThread(job, batches, signal);
+    return onThisThread(job, batches, signal, onRows);
   }
   worker.inFlight++;
   // The worker answers once the file is written whole, or failed: it reads the buffer no more.

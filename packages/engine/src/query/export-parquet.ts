@@ -94,9 +94,18 @@ export const groupScratches = new SparePool<GroupScratch>(exportFilesInFlightMax
  * the file's footer; nothing else in the file depends on when or where it was written. `kernels`
  * copy the long ranges of the columns. Says whether every payload was UTF-8 text.
  */
-export async function writeParquet(kernels: Kernels, groups: readonly (readonly ColumnBatch[])[], sink: ExportSink, createdBy: string, signal: AbortSignal | undefined): Promise<boolean> {
+export async function writeParquet(
+  kernels: Kernels,
+  groups: readonly (readonly ColumnBatch[])[],
+  sink: ExportSink,
+  createdBy: string,
+  signal: AbortSignal | undefined,
+  /** Called as the writer takes each row group, with the rows of the groups before it, for progress. */
+  onRows?: (rows: number) => void,
+): Promise<boolean> {
   const wasm = await parquetWasm();
   let next = 0;
+  let rowsTaken = 0;
   let textless = 0;
   const scratch = groupScratches.take(() => new GroupScratch());
   // Each group crosses into WebAssembly as an Arrow IPC stream, converted only when the writer
@@ -107,10 +116,13 @@ export async function writeParquet(kernels: Kernels, groups: readonly (readonly 
         controller.error(signal.reason);
         return;
       }
+      // The writer asks for a group once it has taken the one before: those rows are encoded.
+      onRows?.(rowsTaken);
       if (next === groups.length) {
         controller.close();
         return;
       }
+      for (const batch of groups[next]) rowsTaken += batch.length;
       scratch.columns.reset();
       const converted = exportArrowBatch(groups[next++], scratch.columns, kernels.copyRange);
       textless += converted.textless;

@@ -49,8 +49,10 @@ export interface FileMessage {
 }
 
 export type FileReply =
-  | { readonly id: number; readonly written: ExportFileWritten; readonly error?: undefined }
-  | { readonly id: number; readonly written?: undefined; readonly error: { code?: string; message: string; details?: Record<string, unknown> } };
+  | { readonly id: number; readonly written: ExportFileWritten; readonly error?: undefined; readonly progress?: undefined }
+  | { readonly id: number; readonly written?: undefined; readonly error: { code?: string; message: string; details?: Record<string, unknown> }; readonly progress?: undefined }
+  /** Not an answer: the rows written so far, while the file is being written. */
+  | { readonly id: number; readonly written?: undefined; readonly error?: undefined; readonly progress: number };
 
 /** The batch with its variable-length values gathered into bytes of its own: for a sparse batch. */
 export function compactBatch(batch: ColumnBatch): ColumnBatch {

@@ -6,6 +6,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { StreamStackError } from '../errors.js';
+import { progressIntervalMs } from '../limits.js';
 import { writeExportFile } from './export-file.js';
 import { unpackBatches, type FileMessage, type FileReply } from './export-transfer.js';
 
@@ -14,7 +15,15 @@ parentPort?.on('message', (message: FileMessage) => {
     let reply: FileReply;
     try {
       // The message's buffer is shared: the reply tells that this file no longer reads it.
-      reply = { id: message.id, written: await writeExportFile(message.job, unpackBatches(message.batches, message.buffers)) };
+      // Rows written cross to the export's thread as messages, no more often than a display redraws.
+      let posted = Number.NEGATIVE_INFINITY;
+      const onRows = (rows: number) => {
+        const now = performance.now();
+        if (now - posted < progressIntervalMs) return;
+        posted = now;
+        parentPort!.postMessage({ id: message.id, progress: rows } satisfies FileReply);
+      };
+      reply = { id: message.id, written: await writeExportFile(message.job, unpackBatches(message.batches, message.buffers), undefined, onRows) };
     } catch (error) {
       reply =
         error instanceof StreamStackError

@@ -20,6 +20,7 @@ import type { RunBufferPool } from '../storage/run-buffers.js';
 import { exportFilesInFlight, writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
+import { checkOnProgress, ProgressReporter } from '../progress.js';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { ExportOptions, ExportProgress } from '@streamstack/protocol';
 export type { ExportOptions, ExportProgress };
@@ -42,9 +43,7 @@ export function checkExportOptions(options: ExportOptions): { format: ExportForm
   if (typeof to !== 'string' || to.length === 0) {
     throw new StreamStackError('INVALID_ARGUMENT', 'to must name the directory the export is written to');
   }
-  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
-    throw new StreamStackError('INVALID_ARGUMENT', 'onProgress must be a function');
-  }
+  checkOnProgress(options.onProgress);
   return { format, mode, to };
 }
 
@@ -96,6 +95,7 @@ export async function writeExport(
   await prepareDirectory(to);
   const createdBy = `streamstack ${streamstackVersion()}`;
   const files: ExportedFile[] = [];
+  const progress = exportProgress(snapshot, range, options);
   let records = 0;
   let part: ColumnBatch[] = [];
   let partBytes = 0;
@@ -112,28 +112,34 @@ export async function writeExport(
     partBytes = 0;
     let count = 0;
     for (const batch of batchesOfFile) count += batch.length;
-    const name = `part-${String(started++).padStart(6, '0')}.${extensions[format]}`;
+    const number = started++;
+    const name = `part-${String(number).padStart(6, '0')}.${extensions[format]}`;
     const entry = { name, records: count, firstCommit: batchesOfFile[0].commit, lastCommit: batchesOfFile.at(-1)!.commit };
     // At most `filesInFlightMax` files are written at once, so at most one more file's records
     // are held: the one being read.
     while (writing.length >= filesInFlightMax) await finishOldest();
+    progress.fileStarted(number, count, entry.lastCommit);
     const job = { kernels: snapshot.kernels.name, file: path.join(to, name), format, createdBy };
-    const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal);
+    const onRows = (rows: number) => progress.fileRows(number, rows);
+    const { written: writtenFile, released } = writeExportFileOffThread(job, batchesOfFile, options.signal, onRows);
     if (runBuffers) {
       // Every batch read so far is this file's or an earlier one's, so the run buffers the reader
       // is done with are free once this file's batches are released (earlier files' are by then).
       const retired = runBuffers.retire();
       void released.then(() => runBuffers.recycle(retired));
     }
-    const written = writtenFile.then((file) => ({
-      name: entry.name,
-      records: entry.records,
-      bytes: file.bytes,
-      sha256: file.sha256,
-      firstCommit: entry.firstCommit,
-      lastCommit: entry.lastCommit,
-      payloadText: file.payloadText,
-    }));
+    const written = writtenFile.then((file) => {
+      progress.fileWritten(number);
+      return {
+        name: entry.name,
+        records: entry.records,
+        bytes: file.bytes,
+        sha256: file.sha256,
+        firstCommit: entry.firstCommit,
+        lastCommit: entry.lastCommit,
+        payloadText: file.payloadText,
+      };
+    });
     // A failure is seen where a later file, or the end, waits for this one.
     written.catch(() => undefined);
     writing.push(written);
@@ -143,7 +149,7 @@ export async function writeExport(
       part.push(batch);
       partBytes += batchBytes(batch);
       records += batch.length;
-      options.onProgress?.({ after: range.after, upTo: range.upTo, commit: batch.commit, records });
+      progress.read(batch.commit, records);
       if (partBytes >= exportFileBytesTarget) await flush();
     }
     await flush();
@@ -171,6 +177,67 @@ export async function writeExport(
     files,
   };
   await writeFileDurably(snapshot.kernels, path.join(to, manifestName), manifestBytes(manifest));
-  options.onProgress?.({ after: range.after, upTo: range.upTo, commit: range.upTo, records });
+  progress.finish(records);
   return manifest;
+}
+
+/**
+ * The progress of one export (see `ExportProgress`): positions read, and positions written —
+ * every file's up to the first not written yet (files may finish out of order), and of that
+ * one, the share of its rows its writer reported.
+ */
+function exportProgress(snapshot: Snapshot, range: { after: number; upTo: number }, options: ExportOptions) {
+  const { commits } = snapshot;
+  /** The last position of commit `commit` (of the one before the range's first, for `after`). */
+  const lastPosition = (commit: number, fallback: number): number => {
+    if (commit < commits.low) return commits.lowPosition - 1;
+    try {
+      return commits.at(commit).lastPosition;
+    } catch {
+      // A commit corruption made unreadable: progress stays where it was.
+      return fallback;
+    }
+  };
+  const start = lastPosition(range.after, 0);
+  const positions = Math.max(0, lastPosition(range.upTo, start) - start);
+  const reporter = new ProgressReporter(
+    checkOnProgress<ExportProgress>(options.onProgress),
+    'records',
+    positions,
+    { after: range.after, upTo: range.upTo, commit: range.after, records: 0 },
+    0,
+  );
+  let read = 0;
+  /** Each file by number: where its positions end (from the range's start), its rows, and how many are written. */
+  const files: { end: number; count: number; rows: number; whole: boolean }[] = [];
+  const written = () => {
+    let whole = 0;
+    for (const file of files) {
+      if (!file.whole) return whole + (file.count > 0 ? Math.floor(((file.end - whole) * file.rows) / file.count) : 0);
+      whole = file.end;
+    }
+    return whole;
+  };
+  const report = () => reporter.advance(Math.floor((read + written()) / 2));
+  return {
+    read(commit: number, records: number) {
+      read = Math.max(read, lastPosition(commit, start + read) - start);
+      reporter.advance(Math.floor((read + written()) / 2), { commit, records });
+    },
+    fileStarted(file: number, count: number, lastCommit: number) {
+      files[file] = { end: Math.max(files[file - 1]?.end ?? 0, lastPosition(lastCommit, start) - start), count, rows: 0, whole: false };
+    },
+    fileRows(file: number, rows: number) {
+      files[file].rows = Math.min(files[file].count, Math.max(files[file].rows, rows));
+      report();
+    },
+    fileWritten(file: number) {
+      files[file].whole = true;
+      files[file].rows = files[file].count;
+      report();
+    },
+    finish(records: number) {
+      reporter.finish({ commit: range.upTo, records });
+    },
+  };
 }

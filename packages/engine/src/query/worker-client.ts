@@ -16,7 +16,7 @@ export class WorkerClient<Reply extends { readonly id: number }> {
   private worker: Worker | undefined;
   private unavailable = false;
   private nextId = 1;
-  private readonly waiting = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private readonly waiting = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; onProgress?: ((progress: number) => void) | undefined }>();
 
   constructor(
     /** The worker's compiled script, beside the module that makes this client. */
@@ -32,13 +32,16 @@ export class WorkerClient<Reply extends { readonly id: number }> {
     return !this.unavailable && fs.existsSync(fileURLToPath(this.file));
   }
 
-  /** Runs `message` (given its id here) on the worker, or undefined when there is none. */
-  run(message: object, transfer: ArrayBuffer[] = []): Promise<unknown> | undefined {
+  /**
+   * Runs `message` (given its id here) on the worker, or undefined when there is none. A reply
+   * with a `progress` number is not the answer: it goes to `onProgress`, and the job goes on.
+   */
+  run(message: object, transfer: ArrayBuffer[] = [], onProgress?: (progress: number) => void): Promise<unknown> | undefined {
     const worker = this.start();
     if (!worker) return undefined;
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
+      this.waiting.set(id, { resolve, reject, onProgress });
       worker.ref();
       worker.postMessage({ ...message, id }, transfer);
     });
@@ -53,6 +56,11 @@ export class WorkerClient<Reply extends { readonly id: number }> {
     const worker = new Worker(this.file);
     worker.unref();
     worker.on('message', (reply: Reply) => {
+      const progress = (reply as { readonly progress?: unknown }).progress;
+      if (typeof progress === 'number') {
+        this.waiting.get(reply.id)?.onProgress?.(progress);
+        return;
+      }
       const waiter = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
       if (this.waiting.size === 0) worker.unref();

@@ -57,6 +57,8 @@ export async function writeMergedSegment(
   signal?: AbortSignal,
   /** Key compaction: which of each commit's records stay, and the fingerprints retired. */
   select?: RunSelection,
+  /** Called after each commit with the records (entries) of the commits read so far, for progress. */
+  onRecords?: (records: number) => void,
 ): Promise<MergedSegment> {
   assert(commits.length > 0, 'a merge has commits');
   const base = commits[0].firstPosition;
@@ -76,6 +78,7 @@ export async function writeMergedSegment(
     const stored = new StoredPayloads(fd, file, base, commits.reduce((sum, commit) => sum + commit.entries, 0));
     const lookup = (payload: Uint8Array, crc: number): PayloadLocation | undefined => stored.find(payload, crc);
     const builder = new GroupBuilder(frameDataBytesMax);
+    let recordsRead = 0;
     /** Runs laid in the builder and not written yet: placed once the group's offset is final. */
     let laid: { commit: CommitRecord; runStart: number }[] = [];
     const flush = async () => {
@@ -130,6 +133,8 @@ export async function writeMergedSegment(
       }
       assert(run.commit.commit === commit.commit && run.commit.lastPosition === commit.lastPosition, 'a rewritten run keeps its commit and positions');
       laid.push({ commit: run.commit, runStart: run.runStart });
+      recordsRead += commit.entries;
+      onRecords?.(recordsRead);
       if (builder.byteLength >= mergeGroupBytesTarget) await flush();
       if (sliceDue()) await yieldToEventLoop();
     }
