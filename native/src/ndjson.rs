@@ -267,27 +267,10 @@ fn write_export_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) ->
         }
     }
     out.extend_from_slice(b",\"tags\":[");
-    for tag in columns.tag_rows[row] as usize..columns.tag_rows[row + 1] as usize {
-        if tag > columns.tag_rows[row] as usize {
-            out.push(b',');
-        }
-        write_text(
-            out,
-            &columns.bytes[columns.tag_starts[tag] as usize..columns.tag_ends[tag] as usize],
-            "tag",
-        )?;
-    }
+    write_tags(out, columns, row)?;
     out.extend_from_slice(b"],\"fingerprintBase64\":\"");
-    write_base64(
-        out,
-        &columns.bytes
-            [columns.fingerprint_starts[row] as usize..columns.fingerprint_ends[row] as usize],
-    );
-    let source = if flags & bits.elsewhere != 0 {
-        columns.external
-    } else {
-        columns.bytes
-    };
+    write_base64(out, fingerprint_of(columns, row));
+    let source = payload_source(columns, flags);
     let payload = &source[columns.payload_starts[row] as usize..columns.payload_ends[row] as usize];
     // Each payload as `read` writes it: text where it is UTF-8, else base64, and the other
     // field null, so that every line has the same fields.
@@ -314,11 +297,7 @@ fn write_read_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> K
     write_integer(out, columns.positions[row]);
     out.extend_from_slice(b",\"timestamp\":");
     write_integer(out, columns.timestamps[row]);
-    let source = if flags & bits.elsewhere != 0 {
-        columns.external
-    } else {
-        columns.bytes
-    };
+    let source = payload_source(columns, flags);
     write_bytes_field(
         out,
         &source[columns.payload_starts[row] as usize..columns.payload_ends[row] as usize],
@@ -350,33 +329,52 @@ fn write_read_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> K
         out.extend_from_slice(b",\"type\":");
         out.extend_from_slice(&columns.types[start..columns.type_ends[id] as usize]);
     }
-    let (first_tag, end_tag) = (
-        columns.tag_rows[row] as usize,
-        columns.tag_rows[row + 1] as usize,
-    );
-    if end_tag > first_tag {
+    if columns.tag_rows[row + 1] > columns.tag_rows[row] {
         out.extend_from_slice(b",\"tags\":[");
-        for tag in first_tag..end_tag {
-            if tag > first_tag {
-                out.push(b',');
-            }
-            write_text(
-                out,
-                &columns.bytes[columns.tag_starts[tag] as usize..columns.tag_ends[tag] as usize],
-                "tag",
-            )?;
-        }
+        write_tags(out, columns, row)?;
         out.push(b']');
     }
     write_bytes_field(
         out,
-        &columns.bytes
-            [columns.fingerprint_starts[row] as usize..columns.fingerprint_ends[row] as usize],
+        fingerprint_of(columns, row),
         b",\"fingerprint\":",
         b",\"fingerprintBase64\":\"",
     );
     out.extend_from_slice(b"}\n");
     Ok(())
+}
+
+/// Row `row`'s tags as JSON strings, comma-separated (the caller writes the brackets).
+fn write_tags<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> KernelResult<()> {
+    let (first, end) = (
+        columns.tag_rows[row] as usize,
+        columns.tag_rows[row + 1] as usize,
+    );
+    for tag in first..end {
+        if tag > first {
+            out.push(b',');
+        }
+        write_text(
+            out,
+            &columns.bytes[columns.tag_starts[tag] as usize..columns.tag_ends[tag] as usize],
+            "tag",
+        )?;
+    }
+    Ok(())
+}
+
+/// Row `row`'s fingerprint bytes.
+fn fingerprint_of<'a>(columns: &Columns<'a>, row: usize) -> &'a [u8] {
+    &columns.bytes[columns.fingerprint_starts[row] as usize..columns.fingerprint_ends[row] as usize]
+}
+
+/// The bytes a row's payload range lies in: the run's, or those stored elsewhere.
+fn payload_source<'a>(columns: &Columns<'a>, flags: u8) -> &'a [u8] {
+    if flags & columns.flag_bits.elsewhere != 0 {
+        columns.external
+    } else {
+        columns.bytes
+    }
 }
 
 /// Bytes as `bytesField` writes them: a JSON string after `text_field` when they are UTF-8, else
