@@ -226,12 +226,7 @@ pub fn lines(columns: &Columns, out: &mut [u8]) -> KernelResult<Option<usize>> {
 fn write_export_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> KernelResult<()> {
     let bits = columns.flag_bits;
     let flags = columns.flags[row];
-    out.extend_from_slice(columns.head);
-    write_integer(out, columns.seqs[row]);
-    out.extend_from_slice(b",\"position\":");
-    write_integer(out, columns.positions[row]);
-    out.extend_from_slice(b",\"timestamp\":");
-    write_integer(out, columns.timestamps[row]);
+    write_line_start(out, columns, row);
     out.extend_from_slice(b",\"key\":");
     if flags & bits.key != 0 {
         write_text(
@@ -291,12 +286,7 @@ fn write_export_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) ->
 fn write_read_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> KernelResult<()> {
     let bits = columns.flag_bits;
     let flags = columns.flags[row];
-    out.extend_from_slice(columns.head);
-    write_integer(out, columns.seqs[row]);
-    out.extend_from_slice(b",\"position\":");
-    write_integer(out, columns.positions[row]);
-    out.extend_from_slice(b",\"timestamp\":");
-    write_integer(out, columns.timestamps[row]);
+    write_line_start(out, columns, row);
     let source = payload_source(columns, flags);
     write_bytes_field(
         out,
@@ -342,6 +332,17 @@ fn write_read_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> K
     );
     out.extend_from_slice(b"}\n");
     Ok(())
+}
+
+/// What every line starts with, in both forms: the batch's head, then the seq, position and
+/// timestamp.
+fn write_line_start<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) {
+    out.extend_from_slice(columns.head);
+    write_integer(out, columns.seqs[row]);
+    out.extend_from_slice(b",\"position\":");
+    write_integer(out, columns.positions[row]);
+    out.extend_from_slice(b",\"timestamp\":");
+    write_integer(out, columns.timestamps[row]);
 }
 
 /// Row `row`'s tags as JSON strings, comma-separated (the caller writes the brackets).

@@ -12,7 +12,7 @@ import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { mergeSegmentsTrigger } from '../../packages/engine/src/limits.js';
 import { segmentFile } from '../../packages/engine/src/storage/segment-set.js';
-import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, recordShapes } from '../support/store.js';
+import { collect, filledFeed, historySegmentBases, openStore, temporaryDirectory, recordShapes } from '../support/store.js';
 
 function commitRecords(index: number): AppendRecord[] {
   return [
@@ -48,16 +48,8 @@ async function everything(feed: Feed) {
   };
 }
 
-async function filled(directory = temporaryDirectory(), commits = 240) {
-  const clock = new ManualClock();
-  const store = await openStore(directory, { kernels: tsKernels, clock: clock.read, newId: sequentialIds() });
-  const feed = await store.createFeed('f');
-  for (let index = 1; index <= commits; index++) {
-    await feed.append(commitRecords(index));
-    clock.advance(1000);
-  }
-  await feed.writer.idle();
-  return { store, feed, directory, clock };
+function filled(directory = temporaryDirectory(), commits = 240) {
+  return filledFeed(commitRecords, commits, directory);
 }
 
 describe('merging compaction', () => {

@@ -9,8 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StreamStackError, type AppendRecord, type Progress } from '../../packages/engine/src/index.js';
-import { tsKernels } from '../../packages/engine/src/kernels/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory } from '../support/store.js';
+import { filledFeed, temporaryDirectory } from '../support/store.js';
 
 /** A commit of a few keyed records, large enough that a few hundred fill many small segments. */
 function commitRecords(index: number): AppendRecord[] {
@@ -20,17 +19,8 @@ function commitRecords(index: number): AppendRecord[] {
   ];
 }
 
-async function filled(commits = 200) {
-  const directory = temporaryDirectory();
-  const clock = new ManualClock();
-  const store = await openStore(directory, { kernels: tsKernels, clock: clock.read, newId: sequentialIds() });
-  const feed = await store.createFeed('f');
-  for (let index = 1; index <= commits; index++) {
-    await feed.append(commitRecords(index));
-    clock.advance(1000);
-  }
-  await feed.writer.idle();
-  return { store, feed, directory };
+function filled(commits = 200) {
+  return filledFeed(commitRecords, commits);
 }
 
 /** A callback that keeps every call. */

@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach } from 'vitest';
-import { Store, type StoreOptions, type StoredRecord } from '../../packages/engine/src/index.js';
+import { Store, type AppendRecord, type StoreOptions, type StoredRecord } from '../../packages/engine/src/index.js';
+import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 
 const made: string[] = [];
 afterEach(() => {
@@ -63,6 +64,23 @@ export function digestTree(directory: string): string {
 /** The saved cursor of subscription `name`, as `subscription.info()` gives it (embedded or remote). */
 export async function cursorOf(feed: { subscription(name: string): Promise<{ info(): Promise<{ cursor: number }> }> }, name: string): Promise<number> {
   return (await (await feed.subscription(name)).info()).cursor;
+}
+
+/**
+ * A store in `directory` (ts kernels, a manual clock, sequential ids) with feed `f` of `commits`
+ * one-shot commits, the records of commit n from `recordsOf(n)` a second apart, every write and
+ * its maintenance settled: the history that merge, compaction and progress tests work on.
+ */
+export async function filledFeed(recordsOf: (commit: number) => AppendRecord[], commits: number, directory = temporaryDirectory()) {
+  const clock = new ManualClock();
+  const store = await openStore(directory, { kernels: tsKernels, clock: clock.read, newId: sequentialIds() });
+  const feed = await store.createFeed('f');
+  for (let index = 1; index <= commits; index++) {
+    await feed.append(recordsOf(index));
+    clock.advance(1000);
+  }
+  await feed.writer.idle();
+  return { store, feed, directory, clock };
 }
 
 /** Every item of an async iterable, in order (Node 20 has no `Array.fromAsync`). */

@@ -67,13 +67,18 @@ fn writes_integers_as_json_stringify_does() {
     }
 }
 
-#[test]
-fn writes_lines_as_json_stringify_would() {
+/// The two rows' lines, in a buffer they fit in.
+fn lines_of(elsewhere: &[u8], key: &[u8], read_lines: bool) -> String {
     let mut out = vec![0u8; 1024];
-    let written = two_rows(b"elsewhere\n", b"k\xc3\xa9", false, &mut out)
+    let written = two_rows(elsewhere, key, read_lines, &mut out)
         .unwrap()
         .unwrap();
-    let text = std::str::from_utf8(&out[..written]).unwrap();
+    String::from_utf8(out[..written].to_vec()).unwrap()
+}
+
+#[test]
+fn writes_lines_as_json_stringify_would() {
+    let text = lines_of(b"elsewhere\n", b"k\xc3\xa9", false);
     assert_eq!(
         text,
         concat!(
@@ -83,10 +88,7 @@ fn writes_lines_as_json_stringify_would() {
     );
     // A payload that is not UTF-8 (a cut character) is base64, its line's text null; the
     // next line's text payload is text again: the choice is per record.
-    let written = two_rows(b"elsewhere\xc3", b"k", false, &mut out)
-        .unwrap()
-        .unwrap();
-    let text = std::str::from_utf8(&out[..written]).unwrap();
+    let text = lines_of(b"elsewhere\xc3", b"k", false);
     assert!(
         text.contains("\"payload\":null,\"payloadBase64\":\"ZWxzZXdoZXJlww==\"}\n{"),
         "{text}"
@@ -99,11 +101,7 @@ fn writes_lines_as_json_stringify_would() {
 
 #[test]
 fn writes_read_lines_as_record_line_would() {
-    let mut out = vec![0u8; 1024];
-    let written = two_rows(b"elsewhere\n", b"k\xc3\xa9", true, &mut out)
-        .unwrap()
-        .unwrap();
-    let text = std::str::from_utf8(&out[..written]).unwrap();
+    let text = lines_of(b"elsewhere\n", b"k\xc3\xa9", true);
     // Only the fields a record has, the payload before the key, and a fingerprint that is
     // UTF-8 as text (`f`, `pA`).
     assert_eq!(
@@ -113,10 +111,7 @@ fn writes_read_lines_as_record_line_would() {
             "{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":2,\"position\":42,\"timestamp\":0,\"payload\":\"B{\\\"a\\\":1}\",\"fingerprint\":\"pA\"}\n",
         )
     );
-    let written = two_rows(b"elsewhere\xc3", b"k", true, &mut out)
-        .unwrap()
-        .unwrap();
-    let text = std::str::from_utf8(&out[..written]).unwrap();
+    let text = lines_of(b"elsewhere\xc3", b"k", true);
     assert!(
         text.contains(",\"payloadBase64\":\"ZWxzZXdoZXJlww==\",\"key\":\"k\""),
         "{text}"

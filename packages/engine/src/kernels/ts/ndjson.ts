@@ -113,16 +113,21 @@ function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): n
   return bytes + Math.max(jsonStringBytesMax(payload), base64Bytes(payload));
 }
 
-/** Writes row `row`'s export line at `at` (room is made): every field, `null` where absent. */
-function writeExportLine(out: Uint8Array, at: number, columns: NdjsonColumns, row: number): number {
-  const { head, types, typeEnds, bytes, flags, keyFlag, versionFlag, tombstoneFlag, elsewhereFlag } = columns;
-  const flag = flags[row];
-  at = writeAscii(out, at, head);
+/** Writes what every line starts with, in both forms: the batch's head, the seq, position and timestamp. */
+function writeLineStart(out: Uint8Array, at: number, columns: NdjsonColumns, row: number): number {
+  at = writeAscii(out, at, columns.head);
   at = writeInteger(out, at, columns.seqs[row]);
   at = writeAscii(out, at, positionField);
   at = writeInteger(out, at, columns.positions[row]);
   at = writeAscii(out, at, timestampField);
-  at = writeInteger(out, at, columns.timestamps[row]);
+  return writeInteger(out, at, columns.timestamps[row]);
+}
+
+/** Writes row `row`'s export line at `at` (room is made): every field, `null` where absent. */
+function writeExportLine(out: Uint8Array, at: number, columns: NdjsonColumns, row: number): number {
+  const { types, typeEnds, bytes, flags, keyFlag, versionFlag, tombstoneFlag, elsewhereFlag } = columns;
+  const flag = flags[row];
+  at = writeLineStart(out, at, columns, row);
   at = writeAscii(out, at, keyField);
   at = (flag & keyFlag) !== 0 ? writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key') : writeAscii(out, at, nullValue);
   at = writeAscii(out, at, versionField);
@@ -162,12 +167,7 @@ function writeExportLine(out: Uint8Array, at: number, columns: NdjsonColumns, ro
 function writeReadLine(out: Uint8Array, at: number, columns: NdjsonColumns, row: number): number {
   const { bytes, flags, typeEnds } = columns;
   const flag = flags[row];
-  at = writeAscii(out, at, columns.head);
-  at = writeInteger(out, at, columns.seqs[row]);
-  at = writeAscii(out, at, positionField);
-  at = writeInteger(out, at, columns.positions[row]);
-  at = writeAscii(out, at, timestampField);
-  at = writeInteger(out, at, columns.timestamps[row]);
+  at = writeLineStart(out, at, columns, row);
   const payload = (flag & columns.elsewhereFlag) !== 0 ? columns.external : bytes;
   at = writeBytesField(out, at, payload, columns.payloadStarts[row], columns.payloadEnds[row], readPayloadText, readPayloadBase64);
   if ((flag & columns.keyFlag) !== 0) {
