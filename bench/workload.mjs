@@ -30,7 +30,7 @@ export function makeRecords(start, count) {
     const n = start + i;
     const head = `{"id":${n},"v":"`;
     records[i] = {
-      payload: head + 'x'.repeat(payloadBytes - head.length - 2) + '"}',
+      payload: `${head + 'x'.repeat(payloadBytes - head.length - 2)}"}`,
       key: `k${n % 10_000}`,
       type: types[n % typeCount],
     };

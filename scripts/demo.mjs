@@ -27,17 +27,19 @@ const statuses = ['placed', 'paid', 'packed', 'shipped', 'delivered'];
 class UsageError extends Error {}
 
 function dataDirectoryArgument(argv) {
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--data') {
-      if (!argv[i + 1]) throw new UsageError('--data needs a directory');
-      return argv[i + 1];
-    }
-    if (argv[i].startsWith('--data=')) return argv[i].slice('--data='.length);
-    if (argv[i] === '--help' || argv[i] === '-h') {
-      console.log('usage: node scripts/demo.mjs [--data <directory>]');
-      process.exit(0);
-    }
-    throw new UsageError(`unknown argument ${argv[i]}; usage: node scripts/demo.mjs [--data <directory>]`);
+  // Only the first argument decides: the demo takes one option at most.
+  const [first, second] = argv;
+  if (first === '--data') {
+    if (!second) throw new UsageError('--data needs a directory');
+    return second;
+  }
+  if (first?.startsWith('--data=')) return first.slice('--data='.length);
+  if (first === '--help' || first === '-h') {
+    console.log('usage: node scripts/demo.mjs [--data <directory>]');
+    process.exit(0);
+  }
+  if (first !== undefined) {
+    throw new UsageError(`unknown argument ${first}; usage: node scripts/demo.mjs [--data <directory>]`);
   }
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
   return path.join('data', `demo-${stamp}`);
@@ -62,7 +64,7 @@ class OrdersApi {
 
   event(order, at) {
     const key = `order-${String(order.id).padStart(4, '0')}`;
-    const payload = JSON.stringify({ order: order.id, rev: order.rev, status: order.status, amount: order.amount, at: new Date(at).toISOString().slice(0, 16) + 'Z' });
+    const payload = JSON.stringify({ order: order.id, rev: order.rev, status: order.status, amount: order.amount, at: `${new Date(at).toISOString().slice(0, 16)}Z` });
     if (order.status === 'cancelled') return { key, version: order.rev, tombstone: true, type: 'order.cancelled', payload };
     return { key, version: order.rev, type: order.rev === 1 ? 'order.placed' : 'order.updated', payload };
   }

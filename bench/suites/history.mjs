@@ -338,7 +338,7 @@ function keyedUpdates(start, count, keyCount) {
     const key = n % keyCount;
     const head = `{"account":${key},"update":${Math.floor(n / keyCount)},"balance":${(n * 7919) % 100_000},"note":"`;
     records[i] = {
-      payload: head + 'x'.repeat(Math.max(0, 198 - head.length)) + '"}',
+      payload: `${head + 'x'.repeat(Math.max(0, 198 - head.length))}"}`,
       key: `account-${key}`,
       type: types[n % types.length],
       tags: [`region:${key % 16}`, `tier:${key % 3}`, `batch:${Math.floor(n / streamRecords)}`],

@@ -61,7 +61,7 @@ const padding = 'x'.repeat(payloadBytes);
 /** A unique payload of exactly `payloadBytes` ASCII bytes (the padding string is shared). */
 function payloadOf(n) {
   const head = `{"id":${n},"v":"`;
-  return head + padding.slice(0, payloadBytes - head.length - 2) + '"}';
+  return `${head + padding.slice(0, payloadBytes - head.length - 2)}"}`;
 }
 
 function makeBatch(start, count) {

@@ -47,7 +47,7 @@ function workload(seed, repeatFraction = 0.1) {
       if (recent.length > 0 && random() < repeatFraction) payload = recent[Math.floor(random() * recent.length)];
       else {
         const head = `{"id":${next},"v":"`;
-        payload = head + 'x'.repeat(payloadBytes - head.length - 2) + '"}';
+        payload = `${head + 'x'.repeat(payloadBytes - head.length - 2)}"}`;
         if (recent.length < repeatWindow) recent.push(payload);
         else recent[next % repeatWindow] = payload;
       }

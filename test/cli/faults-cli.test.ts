@@ -60,7 +60,9 @@ describe('damage reported from the field', () => {
     expect(read.error).toMatchObject({ code: 'CORRUPT', file: fs.realpathSync(first), offset: expect.any(Number) });
     // What lies before the damage is returned exactly, and nothing after it pretends to be whole.
     expect(read.lines.length).toBeLessThan(1200);
-    read.lines.forEach((line, index) => expect(line.position).toBe(index + 1));
+    read.lines.forEach((line, index) => {
+      expect(line.position).toBe(index + 1);
+    });
 
     // A key's winner comes from the key dictionaries, built before the damage, and the record
     // it names is checked as it is read: exact, or CORRUPT if that record lies in the damage.

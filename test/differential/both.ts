@@ -45,7 +45,7 @@ export function sameValue(left: unknown, right: unknown): boolean {
   if (leftKeys.length !== rightKeys.length) return false;
   return leftKeys.every(
     (key) =>
-      Object.prototype.hasOwnProperty.call(right, key) &&
+      Object.hasOwn(right, key) &&
       sameValue((left as Record<string, unknown>)[key], (right as Record<string, unknown>)[key]),
   );
 }

@@ -115,14 +115,18 @@ function damageFile(file: string, damage: FileDamage): void {
   switch (damage.kind) {
     case 'flip':
       if (bytes.length > 0) bytes[at(damage.at)] ^= damage.mask;
-      return fs.writeFileSync(file, bytes);
+      fs.writeFileSync(file, bytes);
+      return;
     case 'zero':
       bytes.fill(0, at(damage.at), Math.min(bytes.length, at(damage.at) + damage.length));
-      return fs.writeFileSync(file, bytes);
+      fs.writeFileSync(file, bytes);
+      return;
     case 'truncate':
-      return fs.writeFileSync(file, bytes.subarray(0, damage.at % (bytes.length + 1)));
+      fs.writeFileSync(file, bytes.subarray(0, damage.at % (bytes.length + 1)));
+      return;
     case 'extend':
-      return fs.writeFileSync(file, Buffer.concat([bytes, damage.bytes]));
+      fs.writeFileSync(file, Buffer.concat([bytes, damage.bytes]));
+      return;
   }
 }
 
@@ -253,7 +257,9 @@ describe('native and ts engines on damaged data directories', () => {
         for (const kernels of [native, ts]) {
           const directory = temporaryDirectory(`streamstack-damaged-${kernels.name}-`);
           fs.cpSync(pristine, directory, { recursive: true });
-          damages.forEach(({ damage }, index) => damageFile(path.join(directory, damagedFiles[index]), damage));
+          damages.forEach(({ damage }, index) => {
+            damageFile(path.join(directory, damagedFiles[index]), damage);
+          });
           const before = digest(directory);
           const result = await readAll(directory, kernels);
           results.push({ result, changed: JSON.stringify(before) !== JSON.stringify(result.files) });

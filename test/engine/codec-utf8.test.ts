@@ -27,7 +27,9 @@ describe('UTF-8 term layout', () => {
         const { bytes, ends } = utf8Concat(values);
         const expected = values.map((value) => encoder.encode(value));
         expect(ends.length).toBe(values.length);
-        expected.forEach((encoded, index) => expect(bytes.subarray(index === 0 ? 0 : ends[index - 1], ends[index])).toEqual(encoded));
+        expected.forEach((encoded, index) => {
+          expect(bytes.subarray(index === 0 ? 0 : ends[index - 1], ends[index])).toEqual(encoded);
+        });
         expect(bytes.length).toBe(expected.reduce((sum, encoded) => sum + encoded.length, 0));
 
         const sorted = [...values];

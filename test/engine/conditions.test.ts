@@ -118,6 +118,7 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
       kind: fc.constant('seal' as const),
       batches: fc.array(fc.array(recordArb, { minLength: 1, maxLength: 4, size: 'max' }), { minLength: 1, maxLength: 2, size: 'max' }),
       condition: conditionArb,
+      // biome-ignore lint/suspicious/noThenProperty: a plain record of the property's steps, never awaited.
       then: fc.constantFrom('seal' as const, 'append' as const, 'reopen' as const),
     }),
   },

@@ -85,7 +85,7 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
               ...(input.ownFingerprint === null ? {} : { fingerprint: `fp-${input.ownFingerprint}` }),
             }));
             const result = await feed.append(batch);
-            batch.forEach((input, index) =>
+            for (const [index, input] of batch.entries()) {
               written.push({
                 position: result.firstPosition + index,
                 commit: result.commit,
@@ -94,8 +94,8 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
                 key: input.key,
                 version: input.version,
                 tombstone: input.tombstone,
-              }),
-            );
+              });
+            }
             if (commit.reopen && at % 4 === 3) {
               tally.hit('reopened');
               await store.close();

@@ -638,7 +638,7 @@ function checkBytes(
         // A derived file is checked whole when it is first used: damage in a part no read
         // needed may stay until then, as long as verify reports it.
         const untouched = after !== undefined && mine.bytes !== undefined && after.equals(mine.bytes) && findings.verifyOk === false;
-        if (!untouched && (!after || !after.equals(pristine))) {
+        if (!untouched && (!after?.equals(pristine))) {
           findings.violation(`${step}: the damaged index ${file.file} was not rebuilt to the bytes its segment gives (${after ? `${after.length} bytes, differing` : 'missing'})`);
         }
       }

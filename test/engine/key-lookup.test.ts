@@ -61,7 +61,9 @@ describe('get through the key index', () => {
               tombstone: input.tombstone && input.version > 3,
             }));
             const result = await feed.append(batch);
-            batch.forEach((input, index) => written.push({ ...input, position: result.firstPosition + index }));
+            batch.forEach((input, index) => {
+              written.push({ ...input, position: result.firstPosition + index });
+            });
             commitEnds.push(result.lastPosition);
             if (commit.reopen && at % 5 === 4) {
               tally.hit('reopened');

@@ -486,7 +486,9 @@ class AppendBatches implements Command {
           ...(this.mode === 'plain' ? {} : { expectedSeq: next }),
         });
         expect(result).toEqual({ stream: open.id, firstSeq: next, lastSeq: next + batch.length - 1 });
-        batch.forEach((spec, index) => open.records.push(modelRecord(spec, open.id, next + index, r.clock.now)));
+        batch.forEach((spec, index) => {
+          open.records.push(modelRecord(spec, open.id, next + index, r.clock.now));
+        });
       }
     }
     expect(await stream.info()).toMatchObject({ id: open.id, state: 'open', records: open.records.length });
@@ -603,11 +605,17 @@ class MixedConcurrent implements Command {
     const before = head(m);
     const racing: Promise<{ read: RacingRead; got: unknown }>[] = [];
     const race = (read: RacingRead) => racing.push(runRacingRead(r.feed, read).then((got) => ({ read, got })));
-    racingReads.forEach((read, index) => index % 3 === 0 && race(read));
+    racingReads.forEach((read, index) => {
+      if (index % 3 === 0) race(read);
+    });
     await Promise.race(oneShots);
-    racingReads.forEach((read, index) => index % 3 === 1 && race(read));
+    racingReads.forEach((read, index) => {
+      if (index % 3 === 1) race(read);
+    });
     await new Promise((resolve) => setImmediate(resolve));
-    racingReads.forEach((read, index) => index % 3 === 2 && race(read));
+    racingReads.forEach((read, index) => {
+      if (index % 3 === 2) race(read);
+    });
     const [seqs, commits] = await Promise.all([Promise.all(appends), Promise.all(oneShots)]);
     const bySeq = seqs.map((result, index) => ({ result, index })).sort((a, b) => a.result.firstSeq - b.result.firstSeq);
     let next = open.records.length + 1;

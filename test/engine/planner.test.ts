@@ -239,15 +239,15 @@ function notePublished(harness: Harness, commit: { commit: number; firstPosition
   expect(commit.commit).toBe(harness.lastPositions.length + 1);
   expect(commit.firstPosition).toBe(harness.published.length + 1);
   expect(commit.lastPosition).toBe(harness.published.length + specs.length);
-  specs.forEach((spec, index) =>
+  for (const [index, spec] of specs.entries()) {
     harness.published.push({
       position: commit.firstPosition + index,
       commit: commit.commit,
       payload: payloads[index],
       ...(spec.type === undefined ? {} : { type: spec.type }),
       tags: spec.tags,
-    }),
-  );
+    });
+  }
   harness.lastPositions.push(commit.lastPosition);
 }
 
@@ -294,7 +294,9 @@ async function write(
     const commits = await Promise.all(
       chunks.map(({ specs, payloads }) => harness.feed.append(specs.map((spec, index) => toAppend(spec, payloads[index])), { token: harness.token })),
     );
-    commits.forEach((commit, index) => notePublished(harness, commit, chunks[index].specs, chunks[index].payloads));
+    commits.forEach((commit, index) => {
+      notePublished(harness, commit, chunks[index].specs, chunks[index].payloads);
+    });
   }
 }
 

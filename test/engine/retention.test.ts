@@ -361,4 +361,5 @@ describe('an interrupted trim', () => {
 });
 
 /** Exercised by the type checker: the feed type has the retention methods. */
+// biome-ignore lint/suspicious/noExportsInTest: exported only so the type checker keeps it as used.
 export type RetentionSurface = Pick<Feed, 'trim' | 'setRetention' | 'retention'>;

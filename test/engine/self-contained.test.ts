@@ -59,7 +59,9 @@ describe('self-contained segments', () => {
           // Requests are never reordered, even when a roll cuts their group in two.
           const numbers = results.map((result) => result.commit);
           expect(numbers).toEqual([...numbers].sort((a, b) => a - b));
-          results.forEach((result, index) => (written[result.commit - 1] = records[index].map((record) => record.payload)));
+          results.forEach((result, index) => {
+            written[result.commit - 1] = records[index].map((record) => record.payload);
+          });
         }
         const all: string[] = [];
         for await (const record of feed.read()) all.push(text(record.payload));

@@ -2,8 +2,8 @@
 // shipped declarations (and by `tsc -p test/tsconfig.json` against the sources): one function
 // takes the embedded store or the remote one, and the records, infos and error class of the two
 // are the same types, which holds only while the client and the engine share the protocol's.
-import { Store, StreamStackError as EngineError, type FeedInfo, type StoredRecord as EngineRecord } from '@streamstack/engine';
-import { RemoteStore, StreamStackError, type StoredRecord } from '@streamstack/client';
+import { type Store, StreamStackError as EngineError, type FeedInfo, type StoredRecord as EngineRecord } from '@streamstack/engine';
+import { type RemoteStore, StreamStackError, type StoredRecord } from '@streamstack/client';
 
 const oneClass: typeof EngineError = StreamStackError;
 

@@ -110,6 +110,7 @@ const settings: Record<string, { readonly prelude: string; readonly declarations
       "const store = await Store.open('./data', { segmentBytes: 64 * 1024 });",
       "const feed = await store.createFeed('orders');",
       'for (let commit = 1; commit <= 120; commit++) {',
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a line of the example's source, template literal and all.
       '  await feed.append(Array.from({ length: 20 }, (_, i) => ({ payload: JSON.stringify({ commit, i, note: "x".repeat(200) }), key: `order-${i}` })));',
       '}',
       '',

@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { limits, StreamStackError } from '../../packages/engine/src/index.js';
+import { limits, type StreamStackError } from '../../packages/engine/src/index.js';
 import { feedStreamName, streamFeedName } from '../../packages/server/src/index.js';
 import { streamFeedPrefix, streamNameBytesAlwaysFit, streamNameEncodedMax } from '../../packages/server/src/durable-stream-names.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
@@ -30,7 +30,7 @@ describe('stream names as feed names', () => {
     expect(streamNameEncodedMax).toBe(limits.feedNameCharactersMax - 3);
     expect(streamNameEncodedMax).toBe(125);
     expect(streamNameBytesAlwaysFit).toBe(41);
-    expect(streamFeedName('\u{10ffff}'.repeat(10) + '_')).toHaveLength(3 + 41 * 3);
+    expect(streamFeedName(`${'\u{10ffff}'.repeat(10)}_`)).toHaveLength(3 + 41 * 3);
     expect(streamFeedName('a'.repeat(125))).toHaveLength(128);
     expect(refusal(() => streamFeedName('a'.repeat(126)))?.code).toBe('INVALID_NAME');
     expect(refusal(() => streamFeedName('_'.repeat(42)))?.code).toBe('INVALID_NAME');

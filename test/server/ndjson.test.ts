@@ -25,6 +25,7 @@ describe('NDJSON answers', () => {
   });
 
   it('gives an error raised before the first line its own status, and ends the body with an error line after it', async () => {
+    // biome-ignore lint/correctness/useYield: the body fails before its first line.
     const early = await answer(async function* () {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', 'beyond the head');
     });

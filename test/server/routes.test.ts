@@ -18,8 +18,8 @@ describe('feeds, leases and streams over HTTP', () => {
     const missing = await call(url, 'GET', '/v1/feeds/nothing');
     expect([missing.status, missing.json.error.code]).toEqual([404, 'FEED_NOT_FOUND']);
     // A feed name is checked before it touches the disk, however the URL encodes it.
-    const escape = await call(url, 'GET', `/v1/feeds/${encodeURIComponent('../../etc')}`);
-    expect([escape.status, escape.json.error.code]).toEqual([400, 'INVALID_NAME']);
+    const outside = await call(url, 'GET', `/v1/feeds/${encodeURIComponent('../../etc')}`);
+    expect([outside.status, outside.json.error.code]).toEqual([400, 'INVALID_NAME']);
     const route = await call(url, 'GET', '/v1/nowhere');
     expect([route.status, route.json.error.code]).toEqual([404, 'NOT_FOUND']);
   });

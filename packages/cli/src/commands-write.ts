@@ -1,9 +1,9 @@
 /** The write-side commands: feed, lease, stream, commits, verify (append is `commands-append.ts`). */
-import { CommanderError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { StreamStackError } from '@streamstack/engine';
 import { emit } from './io.js';
 import { quietOption, withProgress } from './progress.js';
-import { addConditionOptions, commitLine, conditionFrom, exitUsage, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
+import { addConditionOptions, commitLine, conditionFrom, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
 
 export function addWriteCommands(program: Command): void {
   const feedCommand = program.command('feed').description('create, delete, list and describe feeds').exitOverride();

@@ -2,7 +2,7 @@
  * The command line's input and output (docs/cli.md): NDJSON on stdout, one object per line;
  * messages on stderr; a typed error as `{"error":{"code","message"}}` on stderr with exit code 1.
  */
-import { readRecordLines, StreamStackError, ioError, type AppendRecord } from '@streamstack/engine';
+import { readRecordLines, type StreamStackError, ioError, type AppendRecord } from '@streamstack/engine';
 
 // The record line format lives in the engine, so that the server and the client share it.
 export { byteLines, bytesField, nestsDeeperThan, parseLine, parseRecordLine, recordLine } from '@streamstack/engine';

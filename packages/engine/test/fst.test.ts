@@ -599,7 +599,6 @@ describe('FST corruption', () => {
   const term = (index: number) => encoder.encode(`term${String(index).padStart(5, '0')}`);
   const model = modelOf(Array.from({ length: 500 }, (_, index) => [term(index), index * 3]));
   const fst = buildModel(model);
-  const probes = pack([term(7), term(499), encoder.encode('nope')]);
 
   /**
    * Every reader on `bytes`: each must succeed or fail with CORRUPT, and none may hang. Readers

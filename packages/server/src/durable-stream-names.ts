@@ -29,7 +29,7 @@ export const streamNameEncodedMax = limits.feedNameCharactersMax - streamFeedPre
 /** Bytes a stream name may always have, whatever they are: each takes at most three characters. */
 export const streamNameBytesAlwaysFit = Math.floor(streamNameEncodedMax / 3);
 
-const escape = '_';
+const escapeMark = '_';
 const encoder = new TextEncoder();
 /** Keeps a leading byte-order mark: it is part of the name, and dropping it would merge two streams. */
 const strictDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -50,7 +50,7 @@ export function streamFeedName(name: string): string {
   }
   let encoded = '';
   for (const byte of encoder.encode(name)) {
-    encoded += isPlain(byte) ? String.fromCharCode(byte) : escape + byte.toString(16).padStart(2, '0');
+    encoded += isPlain(byte) ? String.fromCharCode(byte) : escapeMark + byte.toString(16).padStart(2, '0');
     if (encoded.length > streamNameEncodedMax) {
       throw new StreamStackError(
         'INVALID_NAME',

@@ -109,7 +109,9 @@ export class DerivedIndexes {
     const { active } = segmentsOf(history);
     if (active) {
       for await (const run of history.readRuns(active.commits())) {
-        run.entries.forEach((entry, at) => addActiveEntry(keys, fingerprints, run.commit, entry, run.entryOffsets[at], entryPosition(run.commit, at, entry.seq)));
+        run.entries.forEach((entry, at) => {
+          addActiveEntry(keys, fingerprints, run.commit, entry, run.entryOffsets[at], entryPosition(run.commit, at, entry.seq));
+        });
       }
     }
     return { keys, fingerprints };

@@ -125,7 +125,7 @@ export class HistoryMerges {
   /** A segment whose commits corruption broke is never rewritten (its damage stays where it is). */
   damaged(segment: SegmentFile, lostStarts: ReadonlySet<number>): boolean {
     const extent = this.context.history.commits.segments().find((candidate) => candidate.segment === segment.header.base);
-    if (!extent || !extent.summarized) return true;
+    if (!extent?.summarized) return true;
     for (const start of lostStarts) if (start >= segment.header.base && start <= extent.lastPosition + 1) return true;
     return false;
   }

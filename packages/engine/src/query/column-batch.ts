@@ -50,6 +50,7 @@ const noTags: readonly string[] = Object.freeze([]);
 // where the decoder fills them.
 export interface ColumnBatch extends BatchColumns {}
 
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the interface names the columns the constructor assigns.
 export class ColumnBatch implements Iterable<StoredRecord> {
   readonly length: number;
 
@@ -71,6 +72,7 @@ export class ColumnBatch implements Iterable<StoredRecord> {
   ) {
     this.length = columns.positions.length;
     // Assigned one by one, always in this order: every batch has one hidden class.
+    // biome-ignore lint/complexity/noUselessThisAlias: the alias drops `readonly` for the one assignment of each column.
     const self: { -readonly [Column in keyof BatchColumns]: BatchColumns[Column] } = this;
     self.positions = columns.positions;
     self.seqs = columns.seqs;

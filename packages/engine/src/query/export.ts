@@ -7,7 +7,7 @@
  * whole. Nothing in the files or the manifest depends on the clock or the machine: the same
  * range and options give the same bytes.
  */
-import fs from 'node:fs';
+import type fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';

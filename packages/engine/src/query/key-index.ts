@@ -26,7 +26,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
 import { utf8Concat, utf8Encode } from '../storage/codec.js';
 import type { CommitRecord } from '../storage/commit-run.js';
-import { History } from '../storage/history-log.js';
+import type { History } from '../storage/history-log.js';
 import {
   encodeKeyFile,
   filterMayHold,

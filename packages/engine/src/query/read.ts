@@ -332,6 +332,7 @@ async function* endingAtDamage<T>(snapshot: Snapshot, reads: AsyncGenerator<T>):
 }
 
 /** A read whose every answer depends on history corruption took: it fails when first read. */
+// biome-ignore lint/correctness/useYield: it yields nothing on purpose, failing when first read.
 async function* failingAtDamage<T>(snapshot: Snapshot): AsyncGenerator<T> {
   assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
 }

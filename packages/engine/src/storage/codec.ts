@@ -325,7 +325,9 @@ export function utf8Concat(strings: readonly string[]): { bytes: Uint8Array; end
   const highest = highestCodeUnit(strings);
   if (highest < 0x80) {
     let total = 0;
-    strings.forEach((value, index) => (ends[index] = total += value.length));
+    strings.forEach((value, index) => {
+      ends[index] = total += value.length;
+    });
     return { bytes: new Uint8Array(Buffer.from(strings.join(''), 'latin1')), ends };
   }
   if (highest < 0xd800) {
@@ -359,8 +361,12 @@ export function utf8Concat(strings: readonly string[]): { bytes: Uint8Array; end
   }
   const encoded = strings.map((value) => textEncoder.encode(value));
   let total = 0;
-  encoded.forEach((value, index) => (ends[index] = total += value.length));
+  encoded.forEach((value, index) => {
+    ends[index] = total += value.length;
+  });
   const bytes = new Uint8Array(total);
-  encoded.forEach((value, index) => bytes.set(value, index === 0 ? 0 : ends[index - 1]));
+  encoded.forEach((value, index) => {
+    bytes.set(value, index === 0 ? 0 : ends[index - 1]);
+  });
   return { bytes, ends };
 }

@@ -3,7 +3,7 @@
  * manifest entries (with the payload's pack location) once sealed. docs/formats.md has the bytes.
  */
 import { StreamStackError } from '../errors.js';
-import { ByteReader, type ByteWriter } from './codec.js';
+import type { ByteReader, ByteWriter } from './codec.js';
 import type { StoredRecord } from '@streamstack/protocol';
 
 /** A published record, as reads return it: the protocol's `StoredRecord`, which the client shares. */

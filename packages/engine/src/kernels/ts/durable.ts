@@ -21,9 +21,15 @@ function writeAll(fd: number, position: number, buffers: readonly Uint8Array[]):
   return new Promise((resolve, reject) => {
     let pending = buffers.filter((buffer) => buffer.length > 0);
     const step = (at: number): void => {
-      if (pending.length === 0) return resolve();
+      if (pending.length === 0) {
+        resolve();
+        return;
+      }
       const done = (error: NodeJS.ErrnoException | null, written: number): void => {
-        if (error) return reject(ioError('write', fd, error));
+        if (error) {
+          reject(ioError('write', fd, error));
+          return;
+        }
         // A short write leaves the rest of the batch to write from where it stopped.
         let skipped = written;
         const rest: Uint8Array[] = [];

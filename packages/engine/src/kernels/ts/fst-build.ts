@@ -182,7 +182,7 @@ class FstWriter {
       // how much of the unfinished path the new key keeps.
       const previousLength = previousEnd - previousStart;
       const length = end - start;
-      const sharedMax = previousLength < length ? previousLength : length;
+      const sharedMax = Math.min(previousLength , length);
       let shared = 0;
       while (shared < sharedMax && bytes[previousStart + shared] === bytes[start + shared]) {
         shared++;
@@ -222,7 +222,7 @@ class FstWriter {
     let remaining = values[index];
     for (let level = 0; level < prefixLength; level++) {
       const pendingOutput = nodes.pendingOutput[level];
-      const shared = pendingOutput < remaining ? pendingOutput : remaining;
+      const shared = Math.min(pendingOutput , remaining);
       const excess = pendingOutput - shared;
       remaining -= shared;
       nodes.pendingOutput[level] = shared;

@@ -323,7 +323,7 @@ class RangeScan {
     const upper = this.upper;
     if (upper === null) return false;
     const bound = upper.bytes;
-    const shorter = length < bound.length ? length : bound.length;
+    const shorter = Math.min(length , bound.length);
     for (let index = 0; index < shorter; index++) {
       if (this.key[index] !== bound[index]) return this.key[index] > bound[index];
     }
@@ -342,7 +342,7 @@ class RangeScan {
 
 /** Byte strings compared lexicographically, as the crate (and Rust's slices) compare them. */
 function compareBytes(left: Uint8Array, right: Uint8Array): number {
-  const shorter = left.length < right.length ? left.length : right.length;
+  const shorter = Math.min(left.length , right.length);
   for (let index = 0; index < shorter; index++) {
     if (left[index] !== right[index]) return left[index] - right[index];
   }
@@ -381,7 +381,7 @@ export function fstRange(fst: Uint8Array, range: FstRange): FstEntries {
   // A sound FST has exactly as many keys as its footer counts, so a scan never needs to report
   // more; a corrupt one that holds more is cut off there, as the native twin does.
   const keyCount = footerKeyCount(fst);
-  const limit = requestedLimit < keyCount ? requestedLimit : keyCount;
+  const limit = Math.min(requestedLimit , keyCount);
 
   let lower: Bound | null = null;
   let upper: Bound | null = null;

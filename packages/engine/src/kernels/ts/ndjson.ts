@@ -219,7 +219,9 @@ export function ndjsonLines(columns: NdjsonColumns, into: Uint8Array): number {
   const rows = check(columns);
   const { typeEnds, readLines } = columns;
   let typeBytes = nullValue.length;
-  typeEnds.forEach((end, index) => (typeBytes = Math.max(typeBytes, end - (index === 0 ? 0 : typeEnds[index - 1]))));
+  typeEnds.forEach((end, index) => {
+    typeBytes = Math.max(typeBytes, end - (index === 0 ? 0 : typeEnds[index - 1]));
+  });
   // Written into scratch room for whatever each line's strings hold, then copied when it fits:
   // whether lines fit is decided by their bytes, as the native twin decides it, and every row is
   // checked either way.
