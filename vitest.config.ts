@@ -7,12 +7,8 @@ export default defineConfig({
     // stale build. The engine and the client both import the protocol: one alias makes them share
     // one module, so `instanceof StreamStackError` holds across them as it does when installed.
     alias: {
-      '@streamstack/protocol': fileURLToPath(
-        new URL('./packages/protocol/src/index.ts', import.meta.url),
-      ),
-      '@streamstack/engine': fileURLToPath(
-        new URL('./packages/engine/src/index.ts', import.meta.url),
-      ),
+      '@streamstack/protocol': fileURLToPath(new URL('./packages/protocol/src/index.ts', import.meta.url)),
+      '@streamstack/engine': fileURLToPath(new URL('./packages/engine/src/index.ts', import.meta.url)),
     },
   },
   test: {

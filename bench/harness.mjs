@@ -76,9 +76,7 @@ export class Suite {
     const benchmark = await new Promise((resolve, reject) => {
       const bench = new Benchmark(name, {
         defer: Boolean(options.async),
-        fn: options.async
-          ? (deferred) => fn().then(() => deferred.resolve(), reject)
-          : fn,
+        fn: options.async ? (deferred) => fn().then(() => deferred.resolve(), reject) : fn,
         maxTime: options.seconds ?? caseSecondsMax,
         minSamples: options.minSamples ?? caseSamplesMin,
         onComplete: () => resolve(bench),

@@ -26,7 +26,11 @@ function close() {
 process.on('message', async (message) => {
   if (message.type === 'usage') {
     const cpu = process.cpuUsage();
-    process.send({ type: 'usage', cpuMicros: cpu.user + cpu.system, activeMs: performance.eventLoopUtilization().active });
+    process.send({
+      type: 'usage',
+      cpuMicros: cpu.user + cpu.system,
+      activeMs: performance.eventLoopUtilization().active,
+    });
   } else if (message.type === 'groups') {
     process.send({ type: 'groups', stats: (await store.feed(message.feed)).groupCommitStats() });
   } else if (message.type === 'close') {

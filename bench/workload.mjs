@@ -64,5 +64,10 @@ export function openSqlite(directory) {
 
 /** lmdb with sync on and no overlapping sync: a transaction resolves once it is flushed. */
 export function openLmdbStore(directory) {
-  return openLmdb({ path: path.join(directory, 'bench.lmdb'), noSync: false, overlappingSync: false, compression: false });
+  return openLmdb({
+    path: path.join(directory, 'bench.lmdb'),
+    noSync: false,
+    overlappingSync: false,
+    compression: false,
+  });
 }

@@ -9,8 +9,8 @@
 // (default: ./data/demo-<timestamp>; the directory is kept so it can be inspected afterwards).
 import fs from 'node:fs';
 import path from 'node:path';
-import { Store, isStreamStackError } from '../packages/engine/dist/index.js';
 import { prng } from '../bench/prng.mjs';
+import { isStreamStackError, Store } from '../packages/engine/dist/index.js';
 
 const day = Date.UTC(2026, 10, 30); // 2026-11-30T00:00Z
 const hour = 3600_000;
@@ -41,14 +41,16 @@ function dataDirectoryArgument(argv) {
   if (first !== undefined) {
     throw new UsageError(`unknown argument ${first}; usage: node scripts/demo.mjs [--data <directory>]`);
   }
-  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const stamp = new Date()
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
   return path.join('data', `demo-${stamp}`);
 }
 
 // ---------------------------------------------------------------------------------------------
 // The simulated source: an orders API. Orders are placed, move through their statuses (each
 // change a new version of the order's key), and now and then one is cancelled (a tombstone).
-
 
 class OrdersApi {
   random = prng(20261130);
@@ -64,8 +66,15 @@ class OrdersApi {
 
   event(order, at) {
     const key = `order-${String(order.id).padStart(4, '0')}`;
-    const payload = JSON.stringify({ order: order.id, rev: order.rev, status: order.status, amount: order.amount, at: `${new Date(at).toISOString().slice(0, 16)}Z` });
-    if (order.status === 'cancelled') return { key, version: order.rev, tombstone: true, type: 'order.cancelled', payload };
+    const payload = JSON.stringify({
+      order: order.id,
+      rev: order.rev,
+      status: order.status,
+      amount: order.amount,
+      at: `${new Date(at).toISOString().slice(0, 16)}Z`,
+    });
+    if (order.status === 'cancelled')
+      return { key, version: order.rev, tombstone: true, type: 'order.cancelled', payload };
     return { key, version: order.rev, type: order.rev === 1 ? 'order.placed' : 'order.updated', payload };
   }
 
@@ -79,7 +88,9 @@ class OrdersApi {
       this.orders.set(order.id, order);
       events.push({ at: at(), order: { ...order } });
     }
-    const open = [...this.orders.values()].filter((order) => order.status !== 'cancelled' && order.status !== 'delivered');
+    const open = [...this.orders.values()].filter(
+      (order) => order.status !== 'cancelled' && order.status !== 'delivered',
+    );
     const updates = Math.min(open.length, 10 + this.pick(10));
     for (let i = 0; i < updates; i++) {
       const order = open[this.pick(open.length)];
@@ -129,7 +140,8 @@ const count = (n) => n.toLocaleString('en-US');
 const iso = (ms) => new Date(ms).toISOString();
 const minute = (ms) => `${iso(ms).slice(0, 16)}Z`;
 /** HH:MM:SS, with the date in front when it is not the demo's day. */
-const clockTime = (ms) => (ms >= day && ms < day + 24 * hour ? iso(ms).slice(11, 19) : `${iso(ms).slice(0, 10)} ${iso(ms).slice(11, 19)}`);
+const clockTime = (ms) =>
+  ms >= day && ms < day + 24 * hour ? iso(ms).slice(11, 19) : `${iso(ms).slice(0, 10)} ${iso(ms).slice(11, 19)}`;
 const shortId = (id) => id.slice(0, 8);
 
 function recordLine(record, note = '') {
@@ -200,7 +212,9 @@ async function demo(store, clock) {
   const started = performance.now();
   for (let h = 0; h < polls; h++) await ingestRun(feed, source, day + h * hour, clock);
   const ingestMs = performance.now() - started;
-  out(`ingested ${polls} hourly polls of an orders API: ${count((await feed.info()).records)} records in ${Math.round(ingestMs)} ms (real time)`);
+  out(
+    `ingested ${polls} hourly polls of an orders API: ${count((await feed.info()).records)} records in ${Math.round(ingestMs)} ms (real time)`,
+  );
 
   // 1. The history: one commit per poll.
   heading(`Commit history: feed.commits() (times UTC on ${iso(day).slice(0, 10)})`);
@@ -216,11 +230,15 @@ async function demo(store, clock) {
   out(`  stream ${seven.stream}, opened ${clockTime(seven.openedAt)}, sealed ${clockTime(seven.sealedAt)}`);
   // Which positions are repeats: the ones a dedup read of the whole history leaves out.
   const firsts = new Set();
-  for await (const batch of feed.readBatches({ mode: 'dedup' })) for (const record of batch) firsts.add(record.position);
+  for await (const batch of feed.readBatches({ mode: 'dedup' }))
+    for (const record of batch) firsts.add(record.position);
   const shown = overlapRecords + 3;
-  for (const record of hourRecords.slice(0, shown)) out(recordLine(record, firsts.has(record.position) ? '' : '  ← repeat'));
-  out(`  … ${count(hourRecords.length - shown)} more: ${count(hourRecords.length)} records in this commit (positions ${seven.firstPosition}–${seven.lastPosition}); ` +
-    `the first ${overlapRecords} repeat the end of the ${minute(day + 6 * hour).slice(11)} poll, byte for byte`);
+  for (const record of hourRecords.slice(0, shown))
+    out(recordLine(record, firsts.has(record.position) ? '' : '  ← repeat'));
+  out(
+    `  … ${count(hourRecords.length - shown)} more: ${count(hourRecords.length)} records in this commit (positions ${seven.firstPosition}–${seven.lastPosition}); ` +
+      `the first ${overlapRecords} repeat the end of the ${minute(day + 6 * hour).slice(11)} poll, byte for byte`,
+  );
   expect('records of the hour', hourRecords.length, seven.records);
 
   // 3. The whole day, three ways.
@@ -231,32 +249,47 @@ async function demo(store, clock) {
   const keys = new Set();
   for await (const record of feed.read()) keys.add(record.key);
   out(`  raw     ${count(raw).padStart(6)} records  every record of the 24 commits, in position order`);
-  out(`  dedup   ${count(dedup).padStart(6)} records  first occurrence of each payload: ${count(raw - dedup)} repeats from overlapping polls dropped`);
-  out(`  latest  ${count(latest).padStart(6)} records  one per order at its highest version: ${count(keys.size)} orders, ${count(keys.size - latest)} cancelled (tombstoned) left out`);
+  out(
+    `  dedup   ${count(dedup).padStart(6)} records  first occurrence of each payload: ${count(raw - dedup)} repeats from overlapping polls dropped`,
+  );
+  out(
+    `  latest  ${count(latest).padStart(6)} records  one per order at its highest version: ${count(keys.size)} orders, ${count(keys.size - latest)} cancelled (tombstoned) left out`,
+  );
   expect('raw records', raw, source.sent.events);
   expect('repeats dropped by dedup', raw - dedup, source.sent.repeats);
   expect('orders in latest', latest, keys.size - source.sent.cancelled);
   const afternoon = history[11];
-  out(`  a window, after: ${afternoon.commit} (the ${minute(day + 12 * hour).slice(11)}–${minute(day + 23 * hour).slice(11)} polls): ` +
-    `raw ${count(await countRead(feed, { after: afternoon.commit }))}, ` +
-    `dedup ${count(await countRead(feed, { after: afternoon.commit, mode: 'dedup' }))} ` +
-    `(${count(await countRead(feed, { after: afternoon.commit, mode: 'dedup', dedupScope: 'window' }))} with dedupScope 'window', which keeps repeats of earlier commits), ` +
-    `latest ${count(await countRead(feed, { after: afternoon.commit, mode: 'latest' }))}`);
+  out(
+    `  a window, after: ${afternoon.commit} (the ${minute(day + 12 * hour).slice(11)}–${minute(day + 23 * hour).slice(11)} polls): ` +
+      `raw ${count(await countRead(feed, { after: afternoon.commit }))}, ` +
+      `dedup ${count(await countRead(feed, { after: afternoon.commit, mode: 'dedup' }))} ` +
+      `(${count(await countRead(feed, { after: afternoon.commit, mode: 'dedup', dedupScope: 'window' }))} with dedupScope 'window', which keeps repeats of earlier commits), ` +
+      `latest ${count(await countRead(feed, { after: afternoon.commit, mode: 'latest' }))}`,
+  );
 
   // One order, followed through the views: every event of it in RAW, its winner in latest.
-  const busiest = [...(await collectByKey(feed)).entries()].sort((a, b) => b[1].length - a[1].length || a[0].localeCompare(b[0]))[0];
+  const busiest = [...(await collectByKey(feed)).entries()].sort(
+    (a, b) => b[1].length - a[1].length || a[0].localeCompare(b[0]),
+  )[0];
   const [key, events] = busiest;
   out(`\n  ${key} in RAW: ${events.length} records`);
   for (const record of events) {
     const { status } = JSON.parse(decoder.decode(record.payload));
     const note = firsts.has(record.position) ? '' : `${' '.repeat(9 - status.length)} ← repeat (dropped by dedup)`;
-    out(`    commit ${String(record.commit).padStart(2)}  #${String(record.position).padStart(4)}  v${record.version} ${status}${note}`);
+    out(
+      `    commit ${String(record.commit).padStart(2)}  #${String(record.position).padStart(4)}  v${record.version} ${status}${note}`,
+    );
   }
   const current = await feed.get(key);
-  out(`  feed.get('${key}') → v${current.version} ${JSON.parse(decoder.decode(current.payload)).status}` +
-    ` (as of commit 12: v${(await feed.get(key, { asOf: 12 }))?.version ?? '-'})`);
-  const cancelled = (await lastOfType(feed, 'order.cancelled'));
-  if (cancelled) out(`  feed.get('${cancelled.key}') → ${String(await feed.get(cancelled.key))} (cancelled in commit ${cancelled.commit})`);
+  out(
+    `  feed.get('${key}') → v${current.version} ${JSON.parse(decoder.decode(current.payload)).status}` +
+      ` (as of commit 12: v${(await feed.get(key, { asOf: 12 }))?.version ?? '-'})`,
+  );
+  const cancelled = await lastOfType(feed, 'order.cancelled');
+  if (cancelled)
+    out(
+      `  feed.get('${cancelled.key}') → ${String(await feed.get(cancelled.key))} (cancelled in commit ${cancelled.commit})`,
+    );
 
   // 4. A subscription: catch up with poll + advance, then go live.
   clock.now = day + 23 * hour + 40 * 60_000;
@@ -272,7 +305,9 @@ async function demo(store, clock) {
     if (commits.length === 0) break;
     const records = commits.reduce((sum, { records: list }) => sum + list.length, 0);
     await subscription.advance(cursor);
-    out(`  poll({ max: 400 }) → commits ${commits[0].commit.commit}–${cursor} (${records} records); advance(${cursor}) → ${await lagLine()}`);
+    out(
+      `  poll({ max: 400 }) → commits ${commits[0].commit.commit}–${cursor} (${records} records); advance(${cursor}) → ${await lagLine()}`,
+    );
   }
 
   const controller = new AbortController();
@@ -281,8 +316,10 @@ async function demo(store, clock) {
   const consumer = (async () => {
     for await (const { commit, records } of subscription.live({ signal: controller.signal })) {
       arrived = performance.now();
-      out(`  live ← commit ${commit.commit} (${commit.message}): ${records.length} records, ` +
-        `${(arrived - runStarted).toFixed(1)} ms (real time) after its ingest run started`);
+      out(
+        `  live ← commit ${commit.commit} (${commit.message}): ${records.length} records, ` +
+          `${(arrived - runStarted).toFixed(1)} ms (real time) after its ingest run started`,
+      );
       await subscription.advance(commit.commit);
       out(`  advance(${commit.commit}) → ${await lagLine()}; aborting the live read`);
       controller.abort();

@@ -41,9 +41,10 @@
 // STREAMSTACK_BENCH_HISTORY_CASES (default `export,retention,merge,keys`) runs a part of the suite;
 // its figures go to a results file of their own (`history-export.json`), so a partial run never
 // replaces a full run's `history.json`.
+
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { loadKernels, Store } from '@streamstack/engine';
 import { Suite } from '../harness.mjs';
@@ -60,7 +61,9 @@ const targets = { ndjson: 0.5, arrow: 0.5, parquet: 0.25 };
 const allCases = ['export', 'retention', 'merge', 'keys'];
 const cases = new Set((process.env.STREAMSTACK_BENCH_HISTORY_CASES ?? allCases.join(',')).split(','));
 /** The suite's name, and its results file's: a partial run's names the cases it ran. */
-const suiteName = allCases.every((name) => cases.has(name)) ? 'history' : `history-${allCases.filter((name) => cases.has(name)).join('-')}`;
+const suiteName = allCases.every((name) => cases.has(name))
+  ? 'history'
+  : `history-${allCases.filter((name) => cases.has(name)).join('-')}`;
 /** The store's clock moves this far between commits, so the history spans a known time range. */
 const commitSpacingMs = 3_600_000;
 /** The issue's limit on the event loop's delay while background history work runs. */
@@ -98,7 +101,10 @@ const kernels = loadKernels();
 async function diskWrite(file, bytes, way) {
   const piece = Buffer.alloc(diskWriteBytes, 0x61);
   const direct = way === 'direct';
-  const fd = fs.openSync(file, direct ? fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DIRECT : 'w');
+  const fd = fs.openSync(
+    file,
+    direct ? fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DIRECT : 'w',
+  );
   try {
     for (let written = 0; written < bytes; written += piece.length) {
       const length = Math.min(piece.length, bytes - written);
@@ -171,7 +177,8 @@ export async function run() {
     const { token } = await feed.acquireLease({ holder: 'bench' });
     const stream = await feed.openStream({ token });
     const end = Math.min(recordCount, start + streamRecords);
-    for (let at = start; at < end; at += batchRecords) await stream.append(makeRecords(at, Math.min(batchRecords, end - at)), { token });
+    for (let at = start; at < end; at += batchRecords)
+      await stream.append(makeRecords(at, Math.min(batchRecords, end - at)), { token });
     await stream.seal({ token });
     await feed.releaseLease({ token });
     now += commitSpacingMs;
@@ -199,7 +206,8 @@ export async function run() {
     const exported = await timed(
       async () => {
         const manifest = await feed.export({ format, to: to() });
-        if (manifest.records !== recordCount) throw new Error(`the ${format} export wrote ${manifest.records} records, not ${recordCount}`);
+        if (manifest.records !== recordCount)
+          throw new Error(`the ${format} export wrote ${manifest.records} records, not ${recordCount}`);
         exportBytes = manifest.files.reduce((total, file) => total + file.bytes, 0);
       },
       () => {
@@ -210,7 +218,9 @@ export async function run() {
     const baseline = path.join(directory, 'disk-baseline');
     const removeBaseline = () => fs.rmSync(baseline, { force: true });
     const buffered = await timed(async () => diskWrite(baseline, exportBytes, 'buffered'), removeBaseline);
-    const direct = kernels.directWrites ? await timed(async () => diskWrite(baseline, exportBytes, 'direct'), removeBaseline) : buffered;
+    const direct = kernels.directWrites
+      ? await timed(async () => diskWrite(baseline, exportBytes, 'direct'), removeBaseline)
+      : buffered;
     const disk = direct.seconds < buffered.seconds ? direct : buffered;
     const exportRate = recordCount / exported.seconds;
     const diskRate = exportBytes / disk.seconds;
@@ -224,7 +234,12 @@ export async function run() {
     suite.ratio(`${format} export`, exportRate, undefined, 'records/s');
     suite.ratio(`${format} export bytes per record`, exportBytes / recordCount, undefined, 'B');
     suite.ratio(`disk sequential write (${format}-sized file, the faster way)`, diskRate / 1e6, undefined, 'MB/s');
-    suite.ratio(`disk sequential write through the page cache (${format}-sized file)`, exportBytes / buffered.seconds / 1e6, undefined, 'MB/s');
+    suite.ratio(
+      `disk sequential write through the page cache (${format}-sized file)`,
+      exportBytes / buffered.seconds / 1e6,
+      undefined,
+      'MB/s',
+    );
     suite.ratio(`${format} export / min(RAW scan, disk write in records/s)`, exportRate / limit, targets[format]);
   }
   if (cases.has('retention')) await retentionByAge(suite, feed);
@@ -265,8 +280,10 @@ async function retentionByAge(suite, feed) {
   if (after.lowMark <= before.lowMark || after.lowMark - 1 > commits / 2 + 1) {
     throw new Error(`retention by age kept commits from ${after.lowMark} of ${commits}, not the younger half`);
   }
-  if (!winner || winner.position < after.lowPosition) throw new Error(`get answered ${winner?.position} below the low position ${after.lowPosition}`);
-  if (dedupFirst?.position !== after.lowPosition) throw new Error(`the dedup read began at ${dedupFirst?.position}, not at the low position ${after.lowPosition}`);
+  if (!winner || winner.position < after.lowPosition)
+    throw new Error(`get answered ${winner?.position} below the low position ${after.lowPosition}`);
+  if (dedupFirst?.position !== after.lowPosition)
+    throw new Error(`the dedup read began at ${dedupFirst?.position}, not at the low position ${after.lowPosition}`);
   const kept = after.records - after.lowPosition + 1;
   const trimMs = trimmed - started;
   const getMs = getAnswered - trimmed;
@@ -284,10 +301,24 @@ async function retentionByAge(suite, feed) {
   suite.ratio('retention by age: trim wall time', trimMs, undefined, 'ms');
   suite.ratio('retention by age: get answers again after the trim', getMs, undefined, 'ms');
   suite.ratio('retention by age: dedup answers again after the trim', dedupMs, undefined, 'ms');
-  suite.ratio('retention by age: dictionary rebuild rate (kept records / dedup wait)', kept / (dedupMs / 1000), undefined, 'records/s');
+  suite.ratio(
+    'retention by age: dictionary rebuild rate (kept records / dedup wait)',
+    kept / (dedupMs / 1000),
+    undefined,
+    'records/s',
+  );
   suite.ratio('retention by age: event loop largest delay, trim and rebuild', delayMaxMs, undefined, 'ms');
-  suite.ratio("retention by age: an idle process's largest delay meanwhile (the machine's stalls)", delay.machineMs, undefined, 'ms');
-  suite.ratio(`retention by age: ${eventLoopDelayMsMax} ms / event loop's largest delay`, eventLoopDelayMsMax / delayMaxMs, 1);
+  suite.ratio(
+    "retention by age: an idle process's largest delay meanwhile (the machine's stalls)",
+    delay.machineMs,
+    undefined,
+    'ms',
+  );
+  suite.ratio(
+    `retention by age: ${eventLoopDelayMsMax} ms / event loop's largest delay`,
+    eventLoopDelayMsMax / delayMaxMs,
+    1,
+  );
 }
 
 /** Merging compaction of `feed`'s sealed segments: its rate, what it saves, and the event loop. */
@@ -295,7 +326,9 @@ async function mergeSegments(suite, feed) {
   await feed.writer.idle();
   // The two newest segments are never merged: with fewer than four there is nothing to join.
   if ((await feed.diskUse()).historySegments < 4) {
-    process.stderr.write(`  merge: skipped, ${(await feed.diskUse()).historySegments} history segments (run at a larger size)\n`);
+    process.stderr.write(
+      `  merge: skipped, ${(await feed.diskUse()).historySegments} history segments (run at a larger size)\n`,
+    );
     return;
   }
   const expected = await feed.get('k1');
@@ -314,7 +347,8 @@ async function mergeSegments(suite, feed) {
   for await (const batch of feed.readColumns()) rows += batch.length;
   if (rows !== kept) throw new Error(`after merging, the RAW scan read ${rows} records, not ${kept}`);
   const winner = await feed.get('k1');
-  if (winner?.position !== expected?.position) throw new Error(`after merging, get answered ${winner?.position}, not ${expected?.position}`);
+  if (winner?.position !== expected?.position)
+    throw new Error(`after merging, get answered ${winner?.position}, not ${expected?.position}`);
   if (result.putOff || result.merges.length === 0) throw new Error('the merge did nothing');
   const delayMaxMs = delay.ownMs;
   process.stderr.write(
@@ -326,7 +360,12 @@ async function mergeSegments(suite, feed) {
   suite.ratio('merge: history segments after', afterDisk.historySegments, undefined, 'segments');
   suite.ratio('merge: disk bytes after / before', afterDisk.bytes / beforeDisk.bytes);
   suite.ratio('merge: event loop largest delay', delayMaxMs, undefined, 'ms');
-  suite.ratio("merge: an idle process's largest delay meanwhile (the machine's stalls)", delay.machineMs, undefined, 'ms');
+  suite.ratio(
+    "merge: an idle process's largest delay meanwhile (the machine's stalls)",
+    delay.machineMs,
+    undefined,
+    'ms',
+  );
   suite.ratio(`merge: ${eventLoopDelayMsMax} ms / event loop's largest delay`, eventLoopDelayMsMax / delayMaxMs, 1);
 }
 
@@ -359,7 +398,8 @@ async function compactKeys(suite, store) {
     const { token } = await feed.acquireLease({ holder: 'bench' });
     const stream = await feed.openStream({ token });
     const end = Math.min(recordCount, start + streamRecords);
-    for (let at = start; at < end; at += batchRecords) await stream.append(keyedUpdates(at, Math.min(batchRecords, end - at), keyCount), { token });
+    for (let at = start; at < end; at += batchRecords)
+      await stream.append(keyedUpdates(at, Math.min(batchRecords, end - at), keyCount), { token });
     await stream.seal({ token });
     await feed.releaseLease({ token });
   }
@@ -374,14 +414,19 @@ async function compactKeys(suite, store) {
   await feed.writer.idle();
   const delay = await delays.stop();
   const afterDisk = await feed.diskUse();
-  if (result.putOff || result.segmentsCompacted === 0) throw new Error(`the key compaction did nothing: ${JSON.stringify(result)}`);
+  if (result.putOff || result.segmentsCompacted === 0)
+    throw new Error(`the key compaction did nothing: ${JSON.stringify(result)}`);
   const answers = await Promise.all(probes.map((key) => feed.get(key)));
   for (const [index, answer] of answers.entries()) {
-    if (answer?.position !== expected[index]?.position) throw new Error(`after key compaction, get(${probes[index]}) answered ${answer?.position}, not ${expected[index]?.position}`);
+    if (answer?.position !== expected[index]?.position)
+      throw new Error(
+        `after key compaction, get(${probes[index]}) answered ${answer?.position}, not ${expected[index]?.position}`,
+      );
   }
   let latest = 0;
   for await (const batch of feed.readColumns({ mode: 'latest' })) latest += batch.length;
-  if (latest !== keyCount) throw new Error(`after key compaction, the latest read found ${latest} keys, not ${keyCount}`);
+  if (latest !== keyCount)
+    throw new Error(`after key compaction, the latest read found ${latest} keys, not ${keyCount}`);
   let left = 0;
   for await (const batch of feed.readColumns()) left += batch.length;
   const delayMaxMs = delay.ownMs;
@@ -394,6 +439,15 @@ async function compactKeys(suite, store) {
   suite.ratio('key compaction: records left / written', left / recordCount);
   suite.ratio('key compaction: 0.15 / (disk bytes after / before)', 0.15 / (afterDisk.bytes / beforeDisk.bytes), 1);
   suite.ratio('key compaction: event loop largest delay', delayMaxMs, undefined, 'ms');
-  suite.ratio("key compaction: an idle process's largest delay meanwhile (the machine's stalls)", delay.machineMs, undefined, 'ms');
-  suite.ratio(`key compaction: ${eventLoopDelayMsMax} ms / event loop's largest delay`, eventLoopDelayMsMax / delayMaxMs, 1);
+  suite.ratio(
+    "key compaction: an idle process's largest delay meanwhile (the machine's stalls)",
+    delay.machineMs,
+    undefined,
+    'ms',
+  );
+  suite.ratio(
+    `key compaction: ${eventLoopDelayMsMax} ms / event loop's largest delay`,
+    eventLoopDelayMsMax / delayMaxMs,
+    1,
+  );
 }

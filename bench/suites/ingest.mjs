@@ -36,7 +36,10 @@ function frameBatch(kernels, records) {
     type: encoder.encode(record.type),
     payload: encoder.encode(record.payload),
   }));
-  const total = encoded.reduce((sum, record) => sum + 8 + 2 + record.key.length + record.type.length + record.payload.length, 8);
+  const total = encoded.reduce(
+    (sum, record) => sum + 8 + 2 + record.key.length + record.type.length + record.payload.length,
+    8,
+  );
   const buffer = new Uint8Array(total);
   const view = new DataView(buffer.buffer);
   const offsets = new Uint32Array(encoded.length + 1);
@@ -100,10 +103,14 @@ export async function run() {
   for (const mode of ['none', 'fallocate', 'zeros']) {
     const fd = preparedFile(preallocationDirectory, mode, preallocationBytes);
     let offset = 0;
-    const entry = await suite.measure(`preallocation ${mode}, 10-record batches`, async () => {
-      await kernels.writeDurable(fd, offset, [preallocationBatch]);
-      offset = (offset + preallocationBatch.length) % (preallocationBytes - preallocationBatch.length);
-    }, { async: true, items: 10 });
+    const entry = await suite.measure(
+      `preallocation ${mode}, 10-record batches`,
+      async () => {
+        await kernels.writeDurable(fd, offset, [preallocationBatch]);
+        offset = (offset + preallocationBatch.length) % (preallocationBytes - preallocationBatch.length);
+      },
+      { async: true, items: 10 },
+    );
     rates[`prealloc-${mode}`] = entry.itemsPerSecond;
   }
   suite.ratio('zero-filled / plain appends', rates['prealloc-zeros'] / rates['prealloc-none']);
@@ -118,12 +125,18 @@ export async function run() {
     const rawDirectory = temporaryDirectory('raw');
     const rawFd = preparedFile(rawDirectory, 'zeros', rawFileBytes);
     let rawOffset = 0;
-    rates[`raw-${size}`] = (await suite.measure(`raw baseline, batch ${size}`, async () => {
-      const framed = frameBatch(kernels, nextBatch());
-      if (rawOffset + framed.length > rawFileBytes) rawOffset = 0;
-      await kernels.writeDurable(rawFd, rawOffset, [framed]);
-      rawOffset += framed.length;
-    }, { async: true, items: size })).itemsPerSecond;
+    rates[`raw-${size}`] = (
+      await suite.measure(
+        `raw baseline, batch ${size}`,
+        async () => {
+          const framed = frameBatch(kernels, nextBatch());
+          if (rawOffset + framed.length > rawFileBytes) rawOffset = 0;
+          await kernels.writeDurable(rawFd, rawOffset, [framed]);
+          rawOffset += framed.length;
+        },
+        { async: true, items: size },
+      )
+    ).itemsPerSecond;
     fs.closeSync(rawFd);
 
     const store = await Store.open(temporaryDirectory('streamstack'));
@@ -135,15 +148,21 @@ export async function run() {
     const sealEvery = Math.min(streamRecordsMax, streamBatchesMax * size);
     let stream = await feed.openStream({ token });
     let inStream = 0;
-    rates[`stream-${size}`] = (await suite.measure(`streamstack stream append, batch ${size}, seals included`, async () => {
-      await stream.append(nextBatch(), { token });
-      inStream += size;
-      if (inStream >= sealEvery) {
-        await stream.seal({ token });
-        stream = await feed.openStream({ token });
-        inStream = 0;
-      }
-    }, { async: true, items: size })).itemsPerSecond;
+    rates[`stream-${size}`] = (
+      await suite.measure(
+        `streamstack stream append, batch ${size}, seals included`,
+        async () => {
+          await stream.append(nextBatch(), { token });
+          inStream += size;
+          if (inStream >= sealEvery) {
+            await stream.seal({ token });
+            stream = await feed.openStream({ token });
+            inStream = 0;
+          }
+        },
+        { async: true, items: size },
+      )
+    ).itemsPerSecond;
     await stream.seal({ token });
     // Closing waits for the seals' index work; the one-shot case gets a store of its own, as each
     // peer does, so that it measures its own work only.
@@ -153,9 +172,15 @@ export async function run() {
     // The first append creates the feed's first segment; the stream case paid that before its
     // timing too (its lease and stream).
     await oneShotFeed.append(nextBatch());
-    rates[`oneshot-${size}`] = (await suite.measure(`streamstack one-shot append, batch ${size}`, async () => {
-      await oneShotFeed.append(nextBatch());
-    }, { async: true, items: size })).itemsPerSecond;
+    rates[`oneshot-${size}`] = (
+      await suite.measure(
+        `streamstack one-shot append, batch ${size}`,
+        async () => {
+          await oneShotFeed.append(nextBatch());
+        },
+        { async: true, items: size },
+      )
+    ).itemsPerSecond;
     await oneShotStore.close();
 
     const sqlite = openSqlite(temporaryDirectory('sqlite'));
@@ -163,19 +188,31 @@ export async function run() {
     const insertBatch = sqlite.transaction((records) => {
       for (const record of records) insert.run(record.key, record.type, Buffer.from(record.payload));
     });
-    rates[`sqlite-${size}`] = (await suite.measure(`better-sqlite3, batch ${size}`, async () => {
-      insertBatch(nextBatch());
-    }, { async: true, items: size })).itemsPerSecond;
+    rates[`sqlite-${size}`] = (
+      await suite.measure(
+        `better-sqlite3, batch ${size}`,
+        async () => {
+          insertBatch(nextBatch());
+        },
+        { async: true, items: size },
+      )
+    ).itemsPerSecond;
     sqlite.close();
 
     const lmdb = openLmdbStore(temporaryDirectory('lmdb'));
     let lmdbKey = 0;
-    rates[`lmdb-${size}`] = (await suite.measure(`lmdb, batch ${size}`, async () => {
-      const records = nextBatch();
-      await lmdb.transaction(() => {
-        for (const record of records) lmdb.put(++lmdbKey, record);
-      });
-    }, { async: true, items: size })).itemsPerSecond;
+    rates[`lmdb-${size}`] = (
+      await suite.measure(
+        `lmdb, batch ${size}`,
+        async () => {
+          const records = nextBatch();
+          await lmdb.transaction(() => {
+            for (const record of records) lmdb.put(++lmdbKey, record);
+          });
+        },
+        { async: true, items: size },
+      )
+    ).itemsPerSecond;
     await lmdb.close();
 
     for (const mode of ['stream', 'oneshot']) {
@@ -229,17 +266,32 @@ export async function run() {
       samples: run.latencies.length,
     });
     const label = `${count} appender${count === 1 ? '' : 's'}`;
-    suite.ratio(`${label}: commits per fsync (group size)`, (after.requests - before.requests) / groups, undefined, 'commits');
-    suite.ratio(`${label}: groups written behind one in flight`, (100 * (after.pipelined - before.pipelined)) / groups, undefined, '%');
+    suite.ratio(
+      `${label}: commits per fsync (group size)`,
+      (after.requests - before.requests) / groups,
+      undefined,
+      'commits',
+    );
+    suite.ratio(
+      `${label}: groups written behind one in flight`,
+      (100 * (after.pipelined - before.pipelined)) / groups,
+      undefined,
+      '%',
+    );
     suite.ratio(`${label}: main-thread CPU per commit`, run.mainThreadMicros, undefined, 'µs');
     suite.ratio(`${label}: process CPU per commit`, run.processMicros, undefined, 'µs');
     suite.ratio(`${label}: latency p50`, quantile(run.latencies, 0.5), undefined, 'ms');
     suite.ratio(`${label}: latency p99`, quantile(run.latencies, 0.99), undefined, 'ms');
     suite.ratio(`${label}: slowest append`, run.latencies[run.latencies.length - 1], undefined, 'ms');
-    if (count > 1) suite.ratio(`${label} / 1 appender`, run.perSecond / runs[1].perSecond, count === appenders ? 20 : undefined);
+    if (count > 1)
+      suite.ratio(`${label} / 1 appender`, run.perSecond / runs[1].perSecond, count === appenders ? 20 : undefined);
   }
   await store.close();
-  suite.ratio(`3 × fsync time / p99 latency at ${appenders} appenders`, (3 * fsyncMs) / quantile(runs[appenders].latencies, 0.99), 1);
+  suite.ratio(
+    `3 × fsync time / p99 latency at ${appenders} appenders`,
+    (3 * fsyncMs) / quantile(runs[appenders].latencies, 0.99),
+    1,
+  );
 
   return suite.finish();
 }

@@ -28,8 +28,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Store } from '@streamstack/engine';
 import { Suite } from '../harness.mjs';
-import { payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
 import { prng } from '../prng.mjs';
+import { payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
 
 /** Records in the feed; the issue's figure is 10^6. */
 const recordCount = Number(process.env.STREAMSTACK_BENCH_QUERY_RECORDS ?? 1_000_000);
@@ -48,7 +48,6 @@ const appendSeconds = Number(process.env.STREAMSTACK_BENCH_QUERY_APPEND_SECONDS 
 /** Appends of each kind per round. */
 const appendsPerRound = 5;
 const appendBatchSizes = [1, 100];
-
 
 /**
  * The tag of record n (0-based): tag ids are a permutation of n mod tagCount, so each tag's
@@ -115,7 +114,10 @@ function pushCase(suite, entry) {
   suite.cases.push({ relativeMarginPercent: 0, samples: 1, ...entry });
   const extra = Object.entries(entry)
     .filter(([field]) => !['name', 'relativeMarginPercent', 'samples'].includes(field))
-    .map(([field, value]) => `${field} ${typeof value === 'number' && !Number.isInteger(value) ? value.toFixed(2) : value}`);
+    .map(
+      ([field, value]) =>
+        `${field} ${typeof value === 'number' && !Number.isInteger(value) ? value.toFixed(2) : value}`,
+    );
   process.stderr.write(`  ${entry.name}: ${extra.join('  ')}\n`);
 }
 
@@ -196,31 +198,43 @@ export async function run() {
   rates.scanMeanMs = scan.mean;
 
   // 3. Tag-query throughput through the default planner: many different tags, one after another.
-  rates.tagBatch = (await suite.measure(`tag queries, default plan, batch form (${tagsPerOperation} tags/op)`, async () => {
-    let count = 0;
-    let expected = 0;
-    for (let i = 0; i < tagsPerOperation; i++) {
-      const id = randomTagId();
-      count += await tagQuery(feed, tagName(id));
-      expected += expectedOfTag(id);
-    }
-    check('tag queries', count, expected);
-  }, { async: true, items: tagsPerOperation * (recordCount / tagCount), seconds: 3 })).itemsPerSecond;
+  rates.tagBatch = (
+    await suite.measure(
+      `tag queries, default plan, batch form (${tagsPerOperation} tags/op)`,
+      async () => {
+        let count = 0;
+        let expected = 0;
+        for (let i = 0; i < tagsPerOperation; i++) {
+          const id = randomTagId();
+          count += await tagQuery(feed, tagName(id));
+          expected += expectedOfTag(id);
+        }
+        check('tag queries', count, expected);
+      },
+      { async: true, items: tagsPerOperation * (recordCount / tagCount), seconds: 3 },
+    )
+  ).itemsPerSecond;
 
-  rates.tagObject = (await suite.measure(`tag queries, default plan, object form (${tagsPerOperation} tags/op)`, async () => {
-    let count = 0;
-    let expected = 0;
-    for (let i = 0; i < tagsPerOperation; i++) {
-      const id = randomTagId();
-      const tag = tagName(id);
-      for await (const record of feed.read({ after: 0, filter: { tags: [tag] } })) {
-        if (record.tags[0] !== tag) throw new Error(`a query for ${tag} returned a record tagged ${record.tags}`);
-        count++;
-      }
-      expected += expectedOfTag(id);
-    }
-    check('tag queries', count, expected);
-  }, { async: true, items: tagsPerOperation * (recordCount / tagCount), seconds: 3 })).itemsPerSecond;
+  rates.tagObject = (
+    await suite.measure(
+      `tag queries, default plan, object form (${tagsPerOperation} tags/op)`,
+      async () => {
+        let count = 0;
+        let expected = 0;
+        for (let i = 0; i < tagsPerOperation; i++) {
+          const id = randomTagId();
+          const tag = tagName(id);
+          for await (const record of feed.read({ after: 0, filter: { tags: [tag] } })) {
+            if (record.tags[0] !== tag) throw new Error(`a query for ${tag} returned a record tagged ${record.tags}`);
+            count++;
+          }
+          expected += expectedOfTag(id);
+        }
+        check('tag queries', count, expected);
+      },
+      { async: true, items: tagsPerOperation * (recordCount / tagCount), seconds: 3 },
+    )
+  ).itemsPerSecond;
 
   // 3b. The machine's limit for those queries: each hit's bytes (a manifest entry and its
   // payload lie apart, so about payloadBytes + 64) fetched with one positional read, at the place
@@ -238,19 +252,31 @@ export async function run() {
     let offset = Math.floor((position / recordCount) * (historyBytes - hitBuffer.length));
     let file = 0;
     while (offset >= sizes[file] - hitBuffer.length && file < sizes.length - 1) offset -= sizes[file++];
-    return fs.readSync(fds[file], hitBuffer, 0, hitBuffer.length, Math.max(0, Math.min(offset, sizes[file] - hitBuffer.length)));
+    return fs.readSync(
+      fds[file],
+      hitBuffer,
+      0,
+      hitBuffer.length,
+      Math.max(0, Math.min(offset, sizes[file] - hitBuffer.length)),
+    );
   };
-  rates.hitBaseline = (await suite.measure(`baseline: one positional read per hit (${tagsPerOperation} tags/op)`, async () => {
-    let count = 0;
-    let expected = 0;
-    for (let i = 0; i < tagsPerOperation; i++) {
-      const id = randomTagId();
-      // The tag's records lie tagCount positions apart, from its residue on.
-      for (let n = residueOf[id]; n < recordCount; n += tagCount) if (readHitAt(n) > 0) count++;
-      expected += expectedOfTag(id);
-    }
-    check('baseline hits', count, expected);
-  }, { async: true, items: tagsPerOperation * (recordCount / tagCount), seconds: 3 })).itemsPerSecond;
+  rates.hitBaseline = (
+    await suite.measure(
+      `baseline: one positional read per hit (${tagsPerOperation} tags/op)`,
+      async () => {
+        let count = 0;
+        let expected = 0;
+        for (let i = 0; i < tagsPerOperation; i++) {
+          const id = randomTagId();
+          // The tag's records lie tagCount positions apart, from its residue on.
+          for (let n = residueOf[id]; n < recordCount; n += tagCount) if (readHitAt(n) > 0) count++;
+          expected += expectedOfTag(id);
+        }
+        check('baseline hits', count, expected);
+      },
+      { async: true, items: tagsPerOperation * (recordCount / tagCount), seconds: 3 },
+    )
+  ).itemsPerSecond;
   for (const fd of fds) fs.closeSync(fd);
 
   // 4. Type-query throughput: every record of one type (1/8 of the feed).
@@ -259,7 +285,8 @@ export async function run() {
     const startedAt = performance.now();
     let count = 0;
     for await (const batch of feed.readBatches({ after: 0, filter: { types: ['type-3'] }, plan })) {
-      for (let j = 0; j < batch.length; j++) if (batch[j].type !== 'type-3') throw new Error(`a type-3 query returned ${batch[j].type}`);
+      for (let j = 0; j < batch.length; j++)
+        if (batch[j].type !== 'type-3') throw new Error(`a type-3 query returned ${batch[j].type}`);
       count += batch.length;
     }
     check(`type query (plan ${plan})`, count, typeExpected);
@@ -269,7 +296,8 @@ export async function run() {
   // plan ran first would pay for it. Then the plans alternate, run by run.
   await typeQuery('index');
   const typeSeconds = { auto: [], index: [] };
-  for (let i = 0; i < typeRuns; i++) for (const plan of ['auto', 'index']) typeSeconds[plan].push(await typeQuery(plan));
+  for (let i = 0; i < typeRuns; i++)
+    for (const plan of ['auto', 'index']) typeSeconds[plan].push(await typeQuery(plan));
   for (const plan of ['auto', 'index']) {
     const seconds = typeSeconds[plan];
     const rate = summary(seconds.map((value) => typeExpected / value));
@@ -303,7 +331,11 @@ export async function run() {
     const records = new Array(size);
     for (let i = 0; i < size; i++) {
       const n = appended + i;
-      records[i] = { payload: payloadOf(n), type: types[n % typeCount], tags: [tagName(half + (tagIdOf(n) % (tagCount - half)))] };
+      records[i] = {
+        payload: payloadOf(n),
+        type: types[n % typeCount],
+        tags: [tagName(half + (tagIdOf(n) % (tagCount - half)))],
+      };
     }
     appended += size;
     return records;
@@ -374,7 +406,9 @@ export async function run() {
         maxMs: sorted[sorted.length - 1],
       });
       if (kind !== 'plain') {
-        const ratios = roundSeconds.plain.map((seconds, round) => seconds / roundSeconds[kind][round]).sort((a, b) => a - b);
+        const ratios = roundSeconds.plain
+          .map((seconds, round) => seconds / roundSeconds[kind][round])
+          .sort((a, b) => a - b);
         rates[`${kind}-${size}`] = ratios[Math.floor(ratios.length / 2)];
       }
     }
@@ -383,59 +417,85 @@ export async function run() {
   // 6. Condition checks per second: appends whose condition fails. `after` is random; each tag
   // has a record within every tagCount positions, so one always lies after it.
   let failures = 0;
-  await suite.measure('condition check that fails (CONDITION_FAILED), tag via index', async () => {
-    const after = Math.floor(random() * (recordCount - tagCount));
-    try {
-      await feed.append([{ payload: '{"never":"written"}', type: 'type-0', tags: ['never'] }], {
-        condition: { failIfMatch: { items: [{ tags: [tagName(randomTagId())] }] }, after },
-      });
-    } catch (error) {
-      if (error.code !== 'CONDITION_FAILED') throw error;
-      if (!(error.details.position > after)) throw new Error(`CONDITION_FAILED named position ${error.details.position}, after ${after}`);
-      failures++;
-      return;
-    }
-    throw new Error('a condition that should fail passed');
-  }, { async: true, items: 1, seconds: 2 });
+  await suite.measure(
+    'condition check that fails (CONDITION_FAILED), tag via index',
+    async () => {
+      const after = Math.floor(random() * (recordCount - tagCount));
+      try {
+        await feed.append([{ payload: '{"never":"written"}', type: 'type-0', tags: ['never'] }], {
+          condition: { failIfMatch: { items: [{ tags: [tagName(randomTagId())] }] }, after },
+        });
+      } catch (error) {
+        if (error.code !== 'CONDITION_FAILED') throw error;
+        if (!(error.details.position > after))
+          throw new Error(`CONDITION_FAILED named position ${error.details.position}, after ${after}`);
+        failures++;
+        return;
+      }
+      throw new Error('a condition that should fail passed');
+    },
+    { async: true, items: 1, seconds: 2 },
+  );
   // The same, on a type. The map cannot rule the type out (every type is written everywhere), so
   // the planner decides: for a type item its estimate is the whole range, so it takes a scan of
   // the log, which reads the first commit after `after` whole to find one match.
-  await suite.measure('condition check that fails (CONDITION_FAILED), type via index', async () => {
-    const after = Math.floor(random() * (recordCount - 100));
-    try {
-      await feed.append([{ payload: '{"never":"written"}', type: 'type-0', tags: ['never'] }], {
-        condition: { failIfMatch: { items: [{ types: [types[Math.floor(random() * typeCount)]] }] }, after },
-      });
-    } catch (error) {
-      if (error.code !== 'CONDITION_FAILED') throw error;
-      return;
-    }
-    throw new Error('a condition that should fail passed');
-  }, { async: true, items: 1, seconds: 2 });
+  await suite.measure(
+    'condition check that fails (CONDITION_FAILED), type via index',
+    async () => {
+      const after = Math.floor(random() * (recordCount - 100));
+      try {
+        await feed.append([{ payload: '{"never":"written"}', type: 'type-0', tags: ['never'] }], {
+          condition: { failIfMatch: { items: [{ types: [types[Math.floor(random() * typeCount)]] }] }, after },
+        });
+      } catch (error) {
+        if (error.code !== 'CONDITION_FAILED') throw error;
+        return;
+      }
+      throw new Error('a condition that should fail passed');
+    },
+    { async: true, items: 1, seconds: 2 },
+  );
   if ((await feed.info()).records !== appended) throw new Error('a failed conditional append wrote records');
 
   await store.close();
 
-  const checks = suite.cases.find((entry) => entry.name.startsWith('condition check that fails (CONDITION_FAILED), tag'));
+  const checks = suite.cases.find((entry) =>
+    entry.name.startsWith('condition check that fails (CONDITION_FAILED), tag'),
+  );
   suite.ratio('single-tag: scan latency / index latency (mean)', rates.scanMeanMs / rates.indexMeanMs, 100);
   suite.ratio('single-tag index latency, mean', rates.indexMeanMs * 1000, undefined, 'µs');
   suite.ratio('single-tag scan latency, mean', rates.scanMeanMs, undefined, 'ms');
   suite.ratio('tag queries, default plan, batch form', rates.tagBatch, 500_000, 'records/s');
   suite.ratio('tag queries, default plan, object form', rates.tagObject, undefined, 'records/s');
-  suite.ratio('tag queries, batch form / baseline (one positional read per hit)', rates.tagBatch / rates.hitBaseline, 0.6);
+  suite.ratio(
+    'tag queries, batch form / baseline (one positional read per hit)',
+    rates.tagBatch / rates.hitBaseline,
+    0.6,
+  );
   suite.ratio('type query, default plan', rates['type-auto'], undefined, 'records/s');
   // The default within 10% of the faster path: index / default at most 1.1.
   suite.ratio('type query, default plan / plan index', rates['type-auto'] / rates['type-index'], 1 / 1.1);
   for (const size of appendBatchSizes) {
-    suite.ratio(`conditional (high-water) / unconditional append, batch ${size} (median of rounds)`, rates[`highWater-${size}`], 0.9);
-    suite.ratio(`conditional (index-checked) / unconditional append, batch ${size} (median of rounds)`, rates[`indexed-${size}`], 0.9);
+    suite.ratio(
+      `conditional (high-water) / unconditional append, batch ${size} (median of rounds)`,
+      rates[`highWater-${size}`],
+      0.9,
+    );
+    suite.ratio(
+      `conditional (index-checked) / unconditional append, batch ${size} (median of rounds)`,
+      rates[`indexed-${size}`],
+      0.9,
+    );
   }
   for (const size of appendBatchSizes) {
     suite.ratio(`slowest one-shot append at batch ${size} (${slowest[size].kind})`, slowest[size].ms, undefined, 'ms');
   }
   suite.ratio('condition checks (failing, tag)', checks.opsPerSecond, undefined, 'checks/s');
   process.stderr.write(
-    `  (feed: ${segments} index segments; ${failures} failed checks counted; load average at the end ${os.loadavg().map((value) => value.toFixed(1)).join(' ')})\n`,
+    `  (feed: ${segments} index segments; ${failures} failed checks counted; load average at the end ${os
+      .loadavg()
+      .map((value) => value.toFixed(1))
+      .join(' ')})\n`,
   );
 
   return suite.finish();

@@ -14,10 +14,10 @@
 // Every scan checks its record count (and payload bytes), so a fast wrong answer fails the suite.
 import fs from 'node:fs';
 import path from 'node:path';
-import { Store, loadKernels } from '@streamstack/engine';
+import { loadKernels, Store } from '@streamstack/engine';
 import { Suite } from '../harness.mjs';
-import { openLmdbStore, openSqlite, payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
 import { prng } from '../prng.mjs';
+import { openLmdbStore, openSqlite, payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
 
 /** Distinct keys (each written once at version 1); the issue's figure is 10^6. */
 const keyCount = Number(process.env.STREAMSTACK_BENCH_READ_KEYS ?? 1_000_000);
@@ -45,7 +45,6 @@ const scanSeconds = 2;
 const scanBudgetSeconds = 30;
 /** The RAW scans and the peers run in interleaved rounds: at least 2, 3 when they take under this. */
 const roundsBudgetSeconds = 40;
-
 
 /** A payload of exactly `payloadBytes` ASCII bytes that starts with `head`. */
 function padded(head) {
@@ -88,13 +87,30 @@ function* workload(expected) {
     if (n % updateEvery === 0) {
       const target = Math.floor(random() * n);
       expected.updates++;
-      if ((full = push({ payload: padded(`{"id":${target},"update":${n},`), key: keyOf(target), version: 2, type: types[target % typeCount] }))) yield full;
+      if (
+        (full = push({
+          payload: padded(`{"id":${target},"update":${n},`),
+          key: keyOf(target),
+          version: 2,
+          type: types[target % typeCount],
+        }))
+      )
+        yield full;
     }
     if (n % tombstoneEvery === 0) {
       const target = Math.floor(random() * n);
       tombstoned.add(target);
       expected.tombstones++;
-      if ((full = push({ payload: `{"id":${target},"deleted":${n}}`, key: keyOf(target), version: 3, tombstone: true, type: types[target % typeCount] }))) yield full;
+      if (
+        (full = push({
+          payload: `{"id":${target},"deleted":${n}}`,
+          key: keyOf(target),
+          version: 3,
+          tombstone: true,
+          type: types[target % typeCount],
+        }))
+      )
+        yield full;
     }
   }
   if (batch.length > 0) yield batch;
@@ -107,7 +123,16 @@ function* workload(expected) {
 
 /** Writes the workload into a StreamStack feed, the better-sqlite3 table and lmdb (untimed). */
 async function build() {
-  const expected = { raw: 0, dedup: 0, latest: 0, bytes: 0, repeats: 0, updates: 0, tombstones: 0, tombstoned: new Set() };
+  const expected = {
+    raw: 0,
+    dedup: 0,
+    latest: 0,
+    bytes: 0,
+    repeats: 0,
+    updates: 0,
+    tombstones: 0,
+    tombstoned: new Set(),
+  };
 
   const directory = temporaryDirectory('read');
   const store = await Store.open(directory);
@@ -117,7 +142,8 @@ async function build() {
   const sqlite = openSqlite(temporaryDirectory('read-sqlite'));
   const insert = sqlite.prepare('INSERT INTO records (position, key, type, payload) VALUES (?, ?, ?, ?)');
   const insertBatch = sqlite.transaction((records, first) => {
-    for (let i = 0; i < records.length; i++) insert.run(first + i, records[i].key, records[i].type, Buffer.from(records[i].payload));
+    for (let i = 0; i < records.length; i++)
+      insert.run(first + i, records[i].key, records[i].type, Buffer.from(records[i].payload));
   });
 
   const lmdb = openLmdbStore(temporaryDirectory('read-lmdb'));
@@ -159,7 +185,10 @@ async function build() {
 }
 
 function listFiles(directory) {
-  return fs.readdirSync(directory, { recursive: true }).map((name) => path.join(directory, name)).filter((file) => fs.statSync(file).isFile());
+  return fs
+    .readdirSync(directory, { recursive: true })
+    .map((name) => path.join(directory, name))
+    .filter((file) => fs.statSync(file).isFile());
 }
 
 function check(what, count, expected) {
@@ -173,8 +202,10 @@ const tTable = [Infinity, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.30
 function scanCase(name, seconds, items, bytes) {
   const middle = median(seconds);
   const mean = seconds.reduce((sum, value) => sum + value, 0) / seconds.length;
-  const variance = seconds.length > 1 ? seconds.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (seconds.length - 1) : 0;
-  const relativeMarginPercent = seconds.length > 1 ? ((tTable[seconds.length - 1] ?? 1.96) * Math.sqrt(variance / seconds.length) * 100) / mean : 0;
+  const variance =
+    seconds.length > 1 ? seconds.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (seconds.length - 1) : 0;
+  const relativeMarginPercent =
+    seconds.length > 1 ? ((tTable[seconds.length - 1] ?? 1.96) * Math.sqrt(variance / seconds.length) * 100) / mean : 0;
   return {
     name,
     opsPerSecond: 1 / middle,
@@ -253,7 +284,9 @@ export async function run() {
   const { store, feed, sqlite, lmdb, expected, directory } = await build();
   // Segments are preallocated: the baseline reads them in order up to the bytes the commits'
   // runs take (within one read's worth), not their unused tails.
-  const historyFiles = listFiles(directory).filter((file) => file.endsWith('.hist')).sort();
+  const historyFiles = listFiles(directory)
+    .filter((file) => file.endsWith('.hist'))
+    .sort();
   // (An internal, read only for this count: the bytes of every commit's run.)
   const historyBytes = feed.reads.lag(0).bytes;
   const native = await loadKernels('native');
@@ -302,17 +335,27 @@ export async function run() {
         check('lmdb payload bytes', bytes, expected.bytes);
       },
     },
-    rawBatch: rawScan('streamstack RAW scan, batch form (readBatches)', 'RAW batch', () => feed.readBatches(), (batch) => {
-      let bytes = 0;
-      for (let i = 0; i < batch.length; i++) bytes += batch[i].payload.length;
-      return bytes;
-    }),
-    rawColumns: rawScan('streamstack RAW scan, columnar form (readColumns)', 'RAW columnar', () => feed.readColumns(), (batch) => {
-      let bytes = 0;
-      const { payloadStarts, payloadEnds } = batch;
-      for (let i = 0; i < batch.length; i++) bytes += payloadEnds[i] - payloadStarts[i];
-      return bytes;
-    }),
+    rawBatch: rawScan(
+      'streamstack RAW scan, batch form (readBatches)',
+      'RAW batch',
+      () => feed.readBatches(),
+      (batch) => {
+        let bytes = 0;
+        for (let i = 0; i < batch.length; i++) bytes += batch[i].payload.length;
+        return bytes;
+      },
+    ),
+    rawColumns: rawScan(
+      'streamstack RAW scan, columnar form (readColumns)',
+      'RAW columnar',
+      () => feed.readColumns(),
+      (batch) => {
+        let bytes = 0;
+        const { payloadStarts, payloadEnds } = batch;
+        for (let i = 0; i < batch.length; i++) bytes += payloadEnds[i] - payloadStarts[i];
+        return bytes;
+      },
+    ),
     diskBaseline: {
       // The machine's limit for a scan: the same history segment bytes, read with large
       // positional reads and their CRC-32C computed natively, and nothing else.
@@ -358,7 +401,8 @@ export async function run() {
   for await (const batch of feed.readBatches({ limit: 100_000 })) warm += batch.length;
   for await (const batch of feed.readColumns({ limit: 100_000 })) warm += batch.length;
   for await (const record of feed.read({ limit: 100_000 })) warm += record.payload.length > 0 ? 1 : 0;
-  for (const row of sqlite.prepare('SELECT position, key, type, payload FROM records LIMIT 100000').iterate()) warm += row.payload.length > 0 ? 1 : 0;
+  for (const row of sqlite.prepare('SELECT position, key, type, payload FROM records LIMIT 100000').iterate())
+    warm += row.payload.length > 0 ? 1 : 0;
   for (const { value } of lmdb.getRange({ limit: 100_000 })) warm += value.payload.length > 0 ? 1 : 0;
   check('warm-up scans', warm, 5 * Math.min(100_000, expected.raw));
 
@@ -370,7 +414,12 @@ export async function run() {
   const roundsStarted = performance.now();
   for (let round = 0; ; round++) {
     const elapsed = (performance.now() - roundsStarted) / 1000;
-    if (round >= scanSamplesMax || (round >= 3 && elapsed >= scanSeconds) || (round >= 2 && elapsed >= roundsBudgetSeconds)) break;
+    if (
+      round >= scanSamplesMax ||
+      (round >= 3 && elapsed >= scanSeconds) ||
+      (round >= 2 && elapsed >= roundsBudgetSeconds)
+    )
+      break;
     for (const [id, scan] of Object.entries(scans)) seconds[id].push(await timed(scan.fn));
   }
   for (const [id, scan] of Object.entries(scans)) {
@@ -384,38 +433,62 @@ export async function run() {
   // The key and fingerprint indexes are built on the first read that needs them; timed once,
   // apart, so the dedup and get figures are the steady state.
   const indexSeconds = await timed(() => feed.get(keyOf(0)));
-  pushCase(suite, {
-    name: 'streamstack key + fingerprint index build (first get)',
-    opsPerSecond: 1 / indexSeconds,
-    itemsPerSecond: expected.raw / indexSeconds,
-    relativeMarginPercent: 0,
-    samples: 1,
-    seconds: indexSeconds,
-  }, `${indexSeconds.toFixed(2)} s`);
+  pushCase(
+    suite,
+    {
+      name: 'streamstack key + fingerprint index build (first get)',
+      opsPerSecond: 1 / indexSeconds,
+      itemsPerSecond: expected.raw / indexSeconds,
+      relativeMarginPercent: 0,
+      samples: 1,
+      seconds: indexSeconds,
+    },
+    `${indexSeconds.toFixed(2)} s`,
+  );
 
-  rates.dedup = await sampleScan(suite, 'streamstack dedup scan, batch form', async () => {
-    let count = 0;
-    for await (const batch of feed.readBatches({ mode: 'dedup' })) count += batch.length;
-    check('dedup scan', count, expected.dedup);
-  }, expected.dedup);
+  rates.dedup = await sampleScan(
+    suite,
+    'streamstack dedup scan, batch form',
+    async () => {
+      let count = 0;
+      for await (const batch of feed.readBatches({ mode: 'dedup' })) count += batch.length;
+      check('dedup scan', count, expected.dedup);
+    },
+    expected.dedup,
+  );
 
-  rates.dedupColumns = await sampleScan(suite, 'streamstack dedup scan, columnar form', async () => {
-    let count = 0;
-    for await (const batch of feed.readColumns({ mode: 'dedup' })) count += batch.length;
-    check('dedup columnar scan', count, expected.dedup);
-  }, expected.dedup);
+  rates.dedupColumns = await sampleScan(
+    suite,
+    'streamstack dedup scan, columnar form',
+    async () => {
+      let count = 0;
+      for await (const batch of feed.readColumns({ mode: 'dedup' })) count += batch.length;
+      check('dedup columnar scan', count, expected.dedup);
+    },
+    expected.dedup,
+  );
 
-  rates.latestColumns = await sampleScan(suite, 'streamstack latest scan, columnar form', async () => {
-    let count = 0;
-    for await (const batch of feed.readColumns({ mode: 'latest' })) count += batch.length;
-    check('latest columnar scan', count, expected.latest);
-  }, expected.latest);
+  rates.latestColumns = await sampleScan(
+    suite,
+    'streamstack latest scan, columnar form',
+    async () => {
+      let count = 0;
+      for await (const batch of feed.readColumns({ mode: 'latest' })) count += batch.length;
+      check('latest columnar scan', count, expected.latest);
+    },
+    expected.latest,
+  );
 
-  rates.latest = await sampleScan(suite, 'streamstack latest scan, batch form', async () => {
-    let count = 0;
-    for await (const batch of feed.readBatches({ mode: 'latest' })) count += batch.length;
-    check('latest scan', count, expected.latest);
-  }, expected.latest);
+  rates.latest = await sampleScan(
+    suite,
+    'streamstack latest scan, batch form',
+    async () => {
+      let count = 0;
+      for await (const batch of feed.readBatches({ mode: 'latest' })) count += batch.length;
+      check('latest scan', count, expected.latest);
+    },
+    expected.latest,
+  );
 
   // get(key): random keys over all 10^6, each call timed on its own.
   const random = prng(0x6e7);
@@ -438,18 +511,22 @@ export async function run() {
   const medianMicros = percentile(latencies, 0.5) * 1000;
   const p99Micros = percentile(latencies, 0.99) * 1000;
   const meanMicros = (latencies.reduce((sum, value) => sum + value, 0) / getCount) * 1000;
-  pushCase(suite, {
-    name: `streamstack get(key), ${getCount / 1000}k random of ${keyCount / 1e6}M keys`,
-    opsPerSecond: 1e6 / meanMicros,
-    itemsPerSecond: 1e6 / meanMicros,
-    relativeMarginPercent: 0,
-    samples: getCount,
-    hits,
-    medianMicros,
-    p99Micros,
-    meanMicros,
-    maxMicros: latencies[getCount - 1] * 1000,
-  }, `median ${medianMicros.toFixed(1)} µs  p99 ${p99Micros.toFixed(1)} µs  mean ${meanMicros.toFixed(1)} µs`);
+  pushCase(
+    suite,
+    {
+      name: `streamstack get(key), ${getCount / 1000}k random of ${keyCount / 1e6}M keys`,
+      opsPerSecond: 1e6 / meanMicros,
+      itemsPerSecond: 1e6 / meanMicros,
+      relativeMarginPercent: 0,
+      samples: getCount,
+      hits,
+      medianMicros,
+      p99Micros,
+      meanMicros,
+      maxMicros: latencies[getCount - 1] * 1000,
+    },
+    `median ${medianMicros.toFixed(1)} µs  p99 ${p99Micros.toFixed(1)} µs  mean ${meanMicros.toFixed(1)} µs`,
+  );
 
   await store.close();
 
@@ -457,7 +534,12 @@ export async function run() {
   suite.ratio('RAW columnar form / better-sqlite3 iterate', speedup('rawColumns', 'sqlite'), 5);
   // The baseline's rate in records/s: the history's records over the time to read its bytes.
   suite.ratio('RAW columnar form / baseline (read + CRC the same bytes)', speedup('rawColumns', 'diskBaseline'), 0.5);
-  suite.ratio('baseline, history bytes read + CRC', historyBytes / median(seconds.diskBaseline) / 1e6, undefined, 'MB/s');
+  suite.ratio(
+    'baseline, history bytes read + CRC',
+    historyBytes / median(seconds.diskBaseline) / 1e6,
+    undefined,
+    'MB/s',
+  );
   suite.ratio('RAW object form / columnar form', speedup('rawObject', 'rawColumns'), 0.4);
   suite.ratio('RAW batch form', rates.rawBatch, undefined, 'records/s');
   suite.ratio('RAW batch form / better-sqlite3 iterate', speedup('rawBatch', 'sqlite'));

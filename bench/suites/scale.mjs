@@ -51,7 +51,12 @@ function workload(seed, repeatFraction = 0.1) {
         if (recent.length < repeatWindow) recent.push(payload);
         else recent[next % repeatWindow] = payload;
       }
-      batch[at] = { payload, key: `k${Math.floor(random() * keyCount)}`, type: types[next % typeCount], tags: [`tag-${Math.floor(random() * tagCount)}`] };
+      batch[at] = {
+        payload,
+        key: `k${Math.floor(random() * keyCount)}`,
+        type: types[next % typeCount],
+        tags: [`tag-${Math.floor(random() * tagCount)}`],
+      };
     }
     return batch;
   };
@@ -63,12 +68,20 @@ function percentile(sorted, fraction) {
 
 function latencySummary(values) {
   const sorted = Float64Array.from(values).sort();
-  return { p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99), maxMs: sorted[sorted.length - 1] ?? 0, count: sorted.length };
+  return {
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+    maxMs: sorted[sorted.length - 1] ?? 0,
+    count: sorted.length,
+  };
 }
 
 /** The probe, in a fresh process, of the feed in `directory` as it is now. */
 function probeFeed(directory, feed) {
-  const out = execFileSync(process.execPath, [probe, directory, feed, String(keyCount), String(probeGets)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const out = execFileSync(process.execPath, [probe, directory, feed, String(keyCount), String(probeGets)], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+  });
   const result = JSON.parse(out.trim().split('\n').pop());
   // Each figure is printed as it comes, so a long run that is stopped still tells something.
   process.stderr.write(`  probe: ${JSON.stringify(result)}\n`);
@@ -79,7 +92,11 @@ const encoder = new TextEncoder();
 
 /** The raw baseline's framing: per record a frame header, key, type and payload. */
 function frame(kernels, records) {
-  const parts = records.map((record) => [encoder.encode(record.key), encoder.encode(record.type), encoder.encode(record.payload)]);
+  const parts = records.map((record) => [
+    encoder.encode(record.key),
+    encoder.encode(record.type),
+    encoder.encode(record.payload),
+  ]);
   const total = parts.reduce((sum, [key, type, payload]) => sum + 10 + key.length + type.length + payload.length, 0);
   const buffer = new Uint8Array(total);
   const view = new DataView(buffer.buffer);
@@ -133,7 +150,8 @@ async function ingest(mode) {
   const next = workload(mode === 'stream' ? 0x5ca1e : 0x0e5);
   let store = await Store.open(directory);
   let feed = await store.createFeed('scale');
-  let token = mode === 'stream' ? (await feed.acquireLease({ holder: 'scale', ttlMs: 24 * 3600 * 1000 })).token : undefined;
+  let token =
+    mode === 'stream' ? (await feed.acquireLease({ holder: 'scale', ttlMs: 24 * 3600 * 1000 })).token : undefined;
   const appendMs = [];
   const sealMs = [];
   const sealRecords = [];
@@ -171,7 +189,9 @@ async function ingest(mode) {
     written += batch.length;
     if (written % 1_000_000 === 0) {
       perMillion.push(1_000_000 / ((performance.now() - millionStarted) / 1000));
-      process.stderr.write(`  ${mode}: ${written / 1e6}M records, ${Math.round(perMillion[perMillion.length - 1])} rec/s\n`);
+      process.stderr.write(
+        `  ${mode}: ${written / 1e6}M records, ${Math.round(perMillion[perMillion.length - 1])} rec/s\n`,
+      );
       if (written === 1_000_000 && totalRecords > 1_000_000) {
         // The fresh-process figures at 1M, on the feed exactly as it stands.
         delay.disable();
@@ -198,7 +218,14 @@ async function ingest(mode) {
   );
   probes.atEnd = probeFeed(directory, 'scale');
   fs.rmSync(directory, { recursive: true, force: true });
-  return { perMillion, append: latencySummary(appendMs), seal: latencySummary(sealMs), sealRecords, eventLoopMaxDelayMs: delayMaxMs, probes };
+  return {
+    perMillion,
+    append: latencySummary(appendMs),
+    seal: latencySummary(sealMs),
+    sealRecords,
+    eventLoopMaxDelayMs: delayMaxMs,
+    probes,
+  };
 }
 
 /** RAW scan rate (records per second, the best of 3) of a feed whose payloads repeat this often. */
@@ -259,15 +286,30 @@ export async function run() {
     const label = mode === 'stream' ? 'streams of 100k (seals included)' : 'one-shot appends of 1,000';
     const curve = result.perMillion;
     const total = curve.length / curve.reduce((sum, rate) => sum + 1 / rate, 0);
-    suite.cases.push({ name: `${label}: ingest`, opsPerSecond: total / batchRecords, itemsPerSecond: total, relativeMarginPercent: 0, samples: curve.length });
-    if (curve.length > 1) suite.ratio(`${label}: last million / first million`, curve[curve.length - 1] / curve[0], 0.9);
-    suite.ratio(`${label}: ingest / raw baseline at batch 1,000`, total / report.raw.recordsPerSecond, mode === 'stream' ? 0.25 : 0.4);
+    suite.cases.push({
+      name: `${label}: ingest`,
+      opsPerSecond: total / batchRecords,
+      itemsPerSecond: total,
+      relativeMarginPercent: 0,
+      samples: curve.length,
+    });
+    if (curve.length > 1)
+      suite.ratio(`${label}: last million / first million`, curve[curve.length - 1] / curve[0], 0.9);
+    suite.ratio(
+      `${label}: ingest / raw baseline at batch 1,000`,
+      total / report.raw.recordsPerSecond,
+      mode === 'stream' ? 0.25 : 0.4,
+    );
     suite.ratio(`${label}: slowest append`, result.append.maxMs, undefined, 'ms (target ≤ 50)');
     suite.ratio(`${label}: 50 ms / slowest append`, 50 / result.append.maxMs, 1);
     suite.ratio(`${label}: 50 ms / event loop's largest delay`, 50 / result.eventLoopMaxDelayMs, 1);
     if (result.seal.count > 0) {
       const slowest = result.seal.maxMs;
-      suite.ratio(`${label}: twice the raw time of a seal's bytes / slowest seal`, (2 * rawSealMs(streamRecords)) / slowest, 1);
+      suite.ratio(
+        `${label}: twice the raw time of a seal's bytes / slowest seal`,
+        (2 * rawSealMs(streamRecords)) / slowest,
+        1,
+      );
     }
     const { at1M, atEnd } = result.probes;
     if (at1M && atEnd) {
@@ -275,22 +317,65 @@ export async function run() {
       suite.ratio(`${label}: 500 ms / open at ${totalRecords / 1e6}M`, 500 / atEnd.openMs, 1);
       suite.ratio(`${label}: 10 ms / first get at ${totalRecords / 1e6}M`, 10 / atEnd.firstGetMs, 1);
       suite.ratio(`${label}: 5 µs / warm get median at ${totalRecords / 1e6}M`, 5 / atEnd.getMedianUs, 1);
-      suite.ratio(`${label}: columnar RAW scan at ${totalRecords / 1e6}M`, atEnd.columnsScanRecordsPerSecond, undefined, 'records/s');
-      suite.ratio(`${label}: columnar RAW scan rate at ${totalRecords / 1e6}M / at 1M`, atEnd.columnsScanRecordsPerSecond / at1M.columnsScanRecordsPerSecond, 0.9);
-      suite.ratio(`${label}: 1.5 × RSS at 1M / RSS at ${totalRecords / 1e6}M (after open and gets)`, (1.5 * at1M.rssAfterGetsMb) / atEnd.rssAfterGetsMb, 1);
-      suite.ratio(`${label}: 400 MB / RSS at ${totalRecords / 1e6}M (after open and gets)`, 400 / atEnd.rssAfterGetsMb, 1);
+      suite.ratio(
+        `${label}: columnar RAW scan at ${totalRecords / 1e6}M`,
+        atEnd.columnsScanRecordsPerSecond,
+        undefined,
+        'records/s',
+      );
+      suite.ratio(
+        `${label}: columnar RAW scan rate at ${totalRecords / 1e6}M / at 1M`,
+        atEnd.columnsScanRecordsPerSecond / at1M.columnsScanRecordsPerSecond,
+        0.9,
+      );
+      suite.ratio(
+        `${label}: 1.5 × RSS at 1M / RSS at ${totalRecords / 1e6}M (after open and gets)`,
+        (1.5 * at1M.rssAfterGetsMb) / atEnd.rssAfterGetsMb,
+        1,
+      );
+      suite.ratio(
+        `${label}: 400 MB / RSS at ${totalRecords / 1e6}M (after open and gets)`,
+        400 / atEnd.rssAfterGetsMb,
+        1,
+      );
     }
   }
   suite.cases.push(
-    { name: 'RAW scan, unique payloads', opsPerSecond: report.scan.unique, itemsPerSecond: report.scan.unique, relativeMarginPercent: 0, samples: 3 },
-    { name: 'RAW scan, 10% repeated payloads', opsPerSecond: report.scan.repeated10, itemsPerSecond: report.scan.repeated10, relativeMarginPercent: 0, samples: 3 },
-    { name: 'RAW scan, 90% repeated payloads', opsPerSecond: report.scan.repeated90, itemsPerSecond: report.scan.repeated90, relativeMarginPercent: 0, samples: 3 },
+    {
+      name: 'RAW scan, unique payloads',
+      opsPerSecond: report.scan.unique,
+      itemsPerSecond: report.scan.unique,
+      relativeMarginPercent: 0,
+      samples: 3,
+    },
+    {
+      name: 'RAW scan, 10% repeated payloads',
+      opsPerSecond: report.scan.repeated10,
+      itemsPerSecond: report.scan.repeated10,
+      relativeMarginPercent: 0,
+      samples: 3,
+    },
+    {
+      name: 'RAW scan, 90% repeated payloads',
+      opsPerSecond: report.scan.repeated90,
+      itemsPerSecond: report.scan.repeated90,
+      relativeMarginPercent: 0,
+      samples: 3,
+    },
   );
   suite.ratio('RAW scan: 10% repeated / unique', report.scan.repeated10 / report.scan.unique);
   suite.ratio('RAW scan: 90% repeated / unique', report.scan.repeated90 / report.scan.unique, 0.5);
   const { few, many } = report.commits;
-  suite.ratio(`one-record commits: 1.5 × RSS at ${commitsFew} / RSS at ${commitsMany}`, (1.5 * few.rssAfterGetsMb) / many.rssAfterGetsMb, 1);
-  suite.ratio(`one-record commits: 1.5 × open at ${commitsFew} / open at ${commitsMany}`, (1.5 * few.openMs) / many.openMs, 1);
+  suite.ratio(
+    `one-record commits: 1.5 × RSS at ${commitsFew} / RSS at ${commitsMany}`,
+    (1.5 * few.rssAfterGetsMb) / many.rssAfterGetsMb,
+    1,
+  );
+  suite.ratio(
+    `one-record commits: 1.5 × open at ${commitsFew} / open at ${commitsMany}`,
+    (1.5 * few.openMs) / many.openMs,
+    1,
+  );
 
   const result = suite.finish();
   // The raw figures behind the ratios, for the closing notes and for comparing runs.

@@ -33,8 +33,8 @@ import { fork } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Store } from '@streamstack/engine';
 import { RemoteStore } from '@streamstack/client';
+import { Store } from '@streamstack/engine';
 import { quantile, Suite, timedConcurrent } from '../harness.mjs';
 import { prng } from '../prng.mjs';
 import { makeTaggedRecords, payloadBytes, temporaryDirectory } from '../workload.mjs';
@@ -159,7 +159,9 @@ async function ingestRun(side, size, seconds) {
   let next = 0;
   const groupsBefore = await side.groupCommitStats();
   const serverBefore = side.server ? await side.server.usage() : undefined;
-  const run = await timedConcurrent(seconds, producers, () => side.append(makeTaggedRecords((next += size) + side.offset, size)));
+  const run = await timedConcurrent(seconds, producers, () =>
+    side.append(makeTaggedRecords((next += size) + side.offset, size)),
+  );
   side.offset += next;
   const serverAfter = side.server ? await side.server.usage() : undefined;
   const groupsAfter = await side.groupCommitStats();
@@ -169,7 +171,9 @@ async function ingestRun(side, size, seconds) {
     latencies: run.latencies,
     processMicros: run.processMicros,
     serverMicros: serverAfter ? (serverAfter.cpuMicros - serverBefore.cpuMicros) / run.latencies.length : undefined,
-    serverLoopMicros: serverAfter ? ((serverAfter.activeMs - serverBefore.activeMs) * 1000) / run.latencies.length : undefined,
+    serverLoopMicros: serverAfter
+      ? ((serverAfter.activeMs - serverBefore.activeMs) * 1000) / run.latencies.length
+      : undefined,
     commitsPerFsync: (groupsAfter.requests - groupsBefore.requests) / (groupsAfter.groups - groupsBefore.groups),
   };
 }
@@ -196,7 +200,9 @@ async function deliveryLatencies(append, subscribe) {
       const begun = performance.now();
       await append([{ ...makeTaggedRecords(i + liveWarmup, 1)[0], key }]);
       // Unreferenced: a timer of a delivered record must not keep the process alive.
-      const timeout = delay(liveTimeoutMs, undefined, { ref: false }).then(() => Promise.reject(new Error(`record ${key} was not delivered within ${liveTimeoutMs} ms`)));
+      const timeout = delay(liveTimeoutMs, undefined, { ref: false }).then(() =>
+        Promise.reject(new Error(`record ${key} was not delivered within ${liveTimeoutMs} ms`)),
+      );
       const at = await Promise.race([received, timeout]);
       if (i >= 0) latencies.push(at - begun);
       await delay(liveGapMs);
@@ -212,7 +218,8 @@ function followReader(feed, after) {
   return async (received) => {
     const stop = new AbortController();
     const reading = (async () => {
-      for await (const { records } of feed.follow({ after, signal: stop.signal })) for (const record of records) received(record.key);
+      for await (const { records } of feed.follow({ after, signal: stop.signal }))
+        for (const record of records) received(record.key);
     })().catch((error) => {
       if (!stop.signal.aborted) throw error;
     });
@@ -235,12 +242,18 @@ function longPollReader(url, feedName, after) {
     let request;
     const poll = (cursor) =>
       new Promise((resolve, reject) => {
-        request = http.get(`${url}/v1/feeds/${encodeURIComponent(feedName)}/records?after=${cursor}&wait=30`, { agent }, (response) => {
-          const chunks = [];
-          response.on('data', (chunk) => chunks.push(chunk));
-          response.once('end', () => resolve({ status: response.statusCode, text: Buffer.concat(chunks).toString('utf8') }));
-          response.once('error', reject);
-        });
+        request = http.get(
+          `${url}/v1/feeds/${encodeURIComponent(feedName)}/records?after=${cursor}&wait=30`,
+          { agent },
+          (response) => {
+            const chunks = [];
+            response.on('data', (chunk) => chunks.push(chunk));
+            response.once('end', () =>
+              resolve({ status: response.statusCode, text: Buffer.concat(chunks).toString('utf8') }),
+            );
+            response.once('error', reject);
+          },
+        );
         request.once('error', reject);
       });
     const reading = (async () => {
@@ -298,7 +311,11 @@ async function httpFullRead(server, feedName) {
   const seconds = (performance.now() - started) / 1000;
   const after = await server.usage();
   if (lines !== readRecords) throw new Error(`a full read over HTTP gave ${lines} lines, not ${readRecords}`);
-  return { recordsPerSecond: lines / seconds, serverMicros: (after.cpuMicros - before.cpuMicros) / lines, ms: seconds * 1000 };
+  return {
+    recordsPerSecond: lines / seconds,
+    serverMicros: (after.cpuMicros - before.cpuMicros) / lines,
+    ms: seconds * 1000,
+  };
 }
 
 /** One full embedded read, as columns or as records: records/s. */
@@ -308,7 +325,8 @@ async function embeddedFullRead(feed, form) {
   if (form === 'columns') for await (const batch of feed.readColumns()) count += batch.length;
   else if (form === 'lines') {
     // The bytes the server sends, made in this process: their lines counted as the HTTP reader counts them.
-    for await (const chunk of feed.readLines()) for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) count++;
+    for await (const chunk of feed.readLines())
+      for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) count++;
   } else for await (const record of feed.read()) count += record.position > 0 ? 1 : 0;
   const seconds = (performance.now() - started) / 1000;
   if (count !== readRecords) throw new Error(`a full ${form} read gave ${count} records, not ${readRecords}`);
@@ -331,23 +349,52 @@ async function fullReads(suite, slowest, server, remote, store) {
   const runs = { http: [], lines: [], columns: [], records: [] };
   for (let round = 0; round < readRounds; round++) {
     const order = round % 2 === 0 ? ['lines', 'columns', 'records', 'http'] : ['http', 'records', 'columns', 'lines'];
-    for (const kind of order) runs[kind].push(kind === 'http' ? await httpFullRead(server, 'full-read') : await embeddedFullRead(embeddedFeed, kind));
+    for (const kind of order)
+      runs[kind].push(
+        kind === 'http' ? await httpFullRead(server, 'full-read') : await embeddedFullRead(embeddedFeed, kind),
+      );
     process.stderr.write(
       `  full read of ${readRecords} records, round ${round + 1}: embedded lines ${Math.round(runs.lines[round].recordsPerSecond)}/s, columns ${Math.round(runs.columns[round].recordsPerSecond)}/s, ` +
         `records ${Math.round(runs.records[round].recordsPerSecond)}/s, HTTP ${Math.round(runs.http[round].recordsPerSecond)}/s ` +
         `(server ${runs.http[round].serverMicros.toFixed(2)} µs CPU per record)\n`,
     );
   }
-  const labels = { http: 'HTTP GET …/records', lines: 'embedded readLines (the same bytes)', columns: 'embedded readColumns', records: 'embedded read (objects)' };
+  const labels = {
+    http: 'HTTP GET …/records',
+    lines: 'embedded readLines (the same bytes)',
+    columns: 'embedded readColumns',
+    records: 'embedded read (objects)',
+  };
   for (const [kind, label] of Object.entries(labels)) {
     const rates = runs[kind].map((entry) => entry.recordsPerSecond);
-    suite.cases.push({ name: `full read, ${readRecords} records of ${payloadBytes} random bytes: ${label}`, opsPerSecond: median(rates), itemsPerSecond: median(rates), relativeMarginPercent: relativeMargin(rates), samples: rates.length });
+    suite.cases.push({
+      name: `full read, ${readRecords} records of ${payloadBytes} random bytes: ${label}`,
+      opsPerSecond: median(rates),
+      itemsPerSecond: median(rates),
+      relativeMarginPercent: relativeMargin(rates),
+      samples: rates.length,
+    });
     slowest.push({ name: `full read (${label})`, ms: Math.max(...runs[kind].map((entry) => entry.ms)) });
   }
-  suite.ratio('full read: HTTP server CPU per record', median(runs.http.map((entry) => entry.serverMicros)), undefined, 'µs');
-  suite.ratio('full read: HTTP / embedded read (objects) records/s', median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.records[round].recordsPerSecond)));
-  suite.ratio('full read: HTTP / embedded readColumns records/s', median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.columns[round].recordsPerSecond)));
-  suite.ratio('full read: HTTP / embedded readLines records/s', median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.lines[round].recordsPerSecond)), readTarget);
+  suite.ratio(
+    'full read: HTTP server CPU per record',
+    median(runs.http.map((entry) => entry.serverMicros)),
+    undefined,
+    'µs',
+  );
+  suite.ratio(
+    'full read: HTTP / embedded read (objects) records/s',
+    median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.records[round].recordsPerSecond)),
+  );
+  suite.ratio(
+    'full read: HTTP / embedded readColumns records/s',
+    median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.columns[round].recordsPerSecond)),
+  );
+  suite.ratio(
+    'full read: HTTP / embedded readLines records/s',
+    median(runs.http.map((entry, round) => entry.recordsPerSecond / runs.lines[round].recordsPerSecond)),
+    readTarget,
+  );
 }
 
 export async function run() {
@@ -356,7 +403,9 @@ export async function run() {
   const server = await ServerProcess.start();
   const remote = await RemoteStore.open(server.url);
   const store = await Store.open(temporaryDirectory('embedded'));
-  process.stderr.write(`  server process at ${server.url}; ${producers} producers, ${rounds} rounds of ${runSeconds} s per case\n`);
+  process.stderr.write(
+    `  server process at ${server.url}; ${producers} producers, ${rounds} rounds of ${runSeconds} s per case\n`,
+  );
 
   try {
     for (const size of batchSizes) {
@@ -364,8 +413,17 @@ export async function run() {
       const embeddedFeed = await store.createFeed(name);
       const remoteFeed = await remote.createFeed(name);
       const sides = {
-        embedded: { offset: 0, append: (records) => embeddedFeed.append(records), groupCommitStats: async () => embeddedFeed.groupCommitStats() },
-        http: { offset: 0, server, append: (records) => remoteFeed.append(records), groupCommitStats: () => server.groupCommitStats(name) },
+        embedded: {
+          offset: 0,
+          append: (records) => embeddedFeed.append(records),
+          groupCommitStats: async () => embeddedFeed.groupCommitStats(),
+        },
+        http: {
+          offset: 0,
+          server,
+          append: (records) => remoteFeed.append(records),
+          groupCommitStats: () => server.groupCommitStats(name),
+        },
       };
       // A new feed's first append creates its first segment; it and the warm-up stay untimed.
       for (const side of Object.values(sides)) {
@@ -398,12 +456,37 @@ export async function run() {
         suite.ratio(`batch ${size}, ${label}: append latency p99`, quantile(latencies, 0.99), undefined, 'ms');
         suite.ratio(`batch ${size}, ${label}: slowest append`, latencies[latencies.length - 1], undefined, 'ms');
         slowest.push({ name: `${label} append, batch ${size}`, ms: latencies[latencies.length - 1] });
-        suite.ratio(`batch ${size}, ${label}: commits per fsync`, median(runs[mode].map((entry) => entry.commitsPerFsync)), undefined, 'commits');
+        suite.ratio(
+          `batch ${size}, ${label}: commits per fsync`,
+          median(runs[mode].map((entry) => entry.commitsPerFsync)),
+          undefined,
+          'commits',
+        );
       }
-      suite.ratio(`batch ${size}: embedded CPU per append`, median(runs.embedded.map((entry) => entry.processMicros)), undefined, 'µs');
-      suite.ratio(`batch ${size}: HTTP client CPU per append`, median(runs.http.map((entry) => entry.processMicros)), undefined, 'µs');
-      suite.ratio(`batch ${size}: HTTP server CPU per append`, median(runs.http.map((entry) => entry.serverMicros)), undefined, 'µs');
-      suite.ratio(`batch ${size}: HTTP server event-loop time per append`, median(runs.http.map((entry) => entry.serverLoopMicros)), undefined, 'µs');
+      suite.ratio(
+        `batch ${size}: embedded CPU per append`,
+        median(runs.embedded.map((entry) => entry.processMicros)),
+        undefined,
+        'µs',
+      );
+      suite.ratio(
+        `batch ${size}: HTTP client CPU per append`,
+        median(runs.http.map((entry) => entry.processMicros)),
+        undefined,
+        'µs',
+      );
+      suite.ratio(
+        `batch ${size}: HTTP server CPU per append`,
+        median(runs.http.map((entry) => entry.serverMicros)),
+        undefined,
+        'µs',
+      );
+      suite.ratio(
+        `batch ${size}: HTTP server event-loop time per append`,
+        median(runs.http.map((entry) => entry.serverLoopMicros)),
+        undefined,
+        'µs',
+      );
       suite.ratio(`HTTP / embedded records/s at batch ${size}`, median(ratios), targets[size]);
     }
 
@@ -413,13 +496,27 @@ export async function run() {
     await embeddedLive.append(makeTaggedRecords(0, 1));
     await remoteLive.append(makeTaggedRecords(0, 1));
     const readers = [
-      { label: 'SSE (client follow)', append: (records) => remoteLive.append(records), subscribe: async () => followReader(remoteLive, (await remoteLive.head()).commit) },
-      { label: 'long-poll', append: (records) => remoteLive.append(records), subscribe: async () => longPollReader(server.url, 'live', (await remoteLive.head()).commit) },
-      { label: 'embedded follow', append: (records) => embeddedLive.append(records), subscribe: async () => followReader(embeddedLive, (await embeddedLive.head()).commit) },
+      {
+        label: 'SSE (client follow)',
+        append: (records) => remoteLive.append(records),
+        subscribe: async () => followReader(remoteLive, (await remoteLive.head()).commit),
+      },
+      {
+        label: 'long-poll',
+        append: (records) => remoteLive.append(records),
+        subscribe: async () => longPollReader(server.url, 'live', (await remoteLive.head()).commit),
+      },
+      {
+        label: 'embedded follow',
+        append: (records) => embeddedLive.append(records),
+        subscribe: async () => followReader(embeddedLive, (await embeddedLive.head()).commit),
+      },
     ];
     for (const reader of readers) {
       const latencies = await deliveryLatencies(reader.append, await reader.subscribe());
-      process.stderr.write(`  ${reader.label}: delivery p50 ${quantile(latencies, 0.5).toFixed(2)} ms, p99 ${quantile(latencies, 0.99).toFixed(2)} ms\n`);
+      process.stderr.write(
+        `  ${reader.label}: delivery p50 ${quantile(latencies, 0.5).toFixed(2)} ms, p99 ${quantile(latencies, 0.99).toFixed(2)} ms\n`,
+      );
       suite.ratio(`${reader.label}: append → receipt p50`, quantile(latencies, 0.5), undefined, 'ms');
       suite.ratio(`${reader.label}: append → receipt p99`, quantile(latencies, 0.99), undefined, 'ms');
       suite.ratio(`${reader.label}: slowest delivery`, latencies[latencies.length - 1], undefined, 'ms');

@@ -184,7 +184,10 @@ mod tests {
         let bytes = b"hello, world123456789";
         let ranges = [0u32, 5, 5, 12, 12, 21, 3, 3];
         let crcs = crc32c_ranges(bytes, &ranges).unwrap();
-        assert_eq!(crcs, vec![crc32c(b"hello", 0), crc32c(b", world", 0), 0xE306_9283, 0]);
+        assert_eq!(
+            crcs,
+            vec![crc32c(b"hello", 0), crc32c(b", world", 0), 0xE306_9283, 0]
+        );
         let both = payload_checksums(bytes, &ranges).unwrap();
         assert_eq!(both.len(), 8);
         assert_eq!(&both[4..6], &[0xE306_9283, 0xCBF4_3926]);
@@ -214,7 +217,12 @@ mod tests {
         for ranges in [&[0u32, 5, 1][..], &[4, 2], &[0, 22]] {
             let error = crc32c_ranges(b"hello, world123456789", ranges).unwrap_err();
             assert_eq!(error.code, crate::error::ErrorCode::InvalidArgument);
-            assert_eq!(payload_checksums(b"hello, world123456789", ranges).unwrap_err().code, crate::error::ErrorCode::InvalidArgument);
+            assert_eq!(
+                payload_checksums(b"hello, world123456789", ranges)
+                    .unwrap_err()
+                    .code,
+                crate::error::ErrorCode::InvalidArgument
+            );
         }
         assert_eq!(crc32c_ranges(b"", &[]).unwrap(), Vec::<u32>::new());
     }

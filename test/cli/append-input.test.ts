@@ -18,7 +18,11 @@ function linesFile(directory: string, count: number, bad?: number): string {
   const out = fs.createWriteStream(file);
   const chunk: string[] = [];
   for (let index = 0; index < count; index++) {
-    chunk.push(index === bad ? '{"payload": not json}' : `{"payload":"record ${index}","key":"k${index % 1000}","type":"t${index % 3}"}`);
+    chunk.push(
+      index === bad
+        ? '{"payload": not json}'
+        : `{"payload":"record ${index}","key":"k${index % 1000}","type":"t${index % 3}"}`,
+    );
     if (chunk.length === 10_000) {
       out.write(`${chunk.join('\n')}\n`);
       chunk.length = 0;
@@ -39,9 +43,15 @@ async function written(file: string): Promise<void> {
 }
 
 /** Runs the CLI with `file` as stdin; returns its exit code, stdout lines, stderr and peak RSS (KB, from /proc). */
-function run(data: string, args: readonly string[], file: string): Promise<{ status: number | null; lines: Record<string, unknown>[]; stderr: string; peakKb: number }> {
+function run(
+  data: string,
+  args: readonly string[],
+  file: string,
+): Promise<{ status: number | null; lines: Record<string, unknown>[]; stderr: string; peakKb: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliBinary, '--data', data, ...args], { stdio: [fs.openSync(file, 'r'), 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cliBinary, '--data', data, ...args], {
+      stdio: [fs.openSync(file, 'r'), 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     let peakKb = 0;
@@ -58,7 +68,15 @@ function run(data: string, args: readonly string[], file: string): Promise<{ sta
     child.on('error', reject);
     child.on('close', (status) => {
       clearInterval(sample);
-      resolve({ status, lines: stdout.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line)), stderr, peakKb });
+      resolve({
+        status,
+        lines: stdout
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line)),
+        stderr,
+        peakKb,
+      });
     });
   });
 }
@@ -71,12 +89,23 @@ describe('append of any amount of input', () => {
     await written(file);
     const result = await run(data, ['append', 'f', '--message', 'bulk load'], file);
     expect(result.status, result.stderr).toBe(0);
-    expect(result.lines).toEqual([expect.objectContaining({ commit: 1, records: 1_500_000, firstPosition: 1, lastPosition: 1_500_000, message: 'bulk load' })]);
+    expect(result.lines).toEqual([
+      expect.objectContaining({
+        commit: 1,
+        records: 1_500_000,
+        firstPosition: 1,
+        lastPosition: 1_500_000,
+        message: 'bulk load',
+      }),
+    ]);
     console.log(`append of 1.5M lines: peak RSS ${Math.round(result.peakKb / 1024)} MB`);
     const commits = cli(data, ['commits', 'f']);
     expect(commits.lines).toHaveLength(1);
     // The last record is the last line, and the lease the command took for its stream is gone.
-    expect(cli(data, ['read', 'f', '--after', '0', '--type', 't0', '--limit', '1']).lines[0]).toMatchObject({ payload: 'record 0', position: 1 });
+    expect(cli(data, ['read', 'f', '--after', '0', '--type', 't0', '--limit', '1']).lines[0]).toMatchObject({
+      payload: 'record 0',
+      position: 1,
+    });
     expect(cli(data, ['get', 'f', 'k999']).lines[0]).toMatchObject({ payload: 'record 1499999', position: 1_500_000 });
     expect(cli(data, ['append', 'f'], '{"payload":"after"}\n').status).toBe(0);
   }, 180_000);
@@ -89,12 +118,20 @@ describe('append of any amount of input', () => {
     await written(file);
     const token = cli(data, ['lease', 'acquire', 'f', '--holder', 'me', '--ttl-ms', '600000']).lines[0].token as string;
     const stream = cli(data, ['stream', 'open', 'f', '--token', token]).lines[0].stream as string;
-    const appended = await run(data, ['append', 'f', '--stream', stream, '--token', token, '--expected-seq', '1'], file);
+    const appended = await run(
+      data,
+      ['append', 'f', '--stream', stream, '--token', token, '--expected-seq', '1'],
+      file,
+    );
     expect(appended.status, appended.stderr).toBe(0);
     expect(appended.lines).toEqual([{ stream, firstSeq: 1, lastSeq: count }]);
     expect(cli(data, ['stream', 'seal', 'f', stream, '--token', token]).lines[0]).toMatchObject({ records: count });
 
-    const every = await run(data, ['append', 'f', '--token', token, '--commit-every', String(limits.batchRecordsMax)], file);
+    const every = await run(
+      data,
+      ['append', 'f', '--token', token, '--commit-every', String(limits.batchRecordsMax)],
+      file,
+    );
     expect(every.status, every.stderr).toBe(0);
     expect(every.lines.map((line) => line.records)).toEqual([limits.batchRecordsMax, limits.batchRecordsMax, 7]);
     const usage = cli(data, ['append', 'f', '--commit-every', String(limits.batchRecordsMax + 1)], '{"payload":"x"}\n');
@@ -108,7 +145,10 @@ describe('append of any amount of input', () => {
     await written(file);
     const result = await run(data, ['append', 'f'], file);
     expect(result.status).toBe(1);
-    expect(JSON.parse(result.stderr.trim().split('\n').at(-1)!).error).toMatchObject({ code: 'INVALID_RECORD', line: 150_001 });
+    expect(JSON.parse(result.stderr.trim().split('\n').at(-1)!).error).toMatchObject({
+      code: 'INVALID_RECORD',
+      line: 150_001,
+    });
     expect(cli(data, ['commits', 'f']).lines).toEqual([]);
     // Its stream was aborted and its lease released: the next append needs no token.
     const next = cli(data, ['append', 'f'], '{"payload":"next"}\n');
@@ -119,14 +159,22 @@ describe('append of any amount of input', () => {
   it('a kill in the middle of a large append leaves no commit', async () => {
     const data = temporaryDirectory();
     cli(data, ['feed', 'create', 'f']);
-    const child = spawn(process.execPath, [cliBinary, '--data', data, 'append', 'f'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cliBinary, '--data', data, 'append', 'f'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     // Enough batches to open the implicit stream and append to it, then the input stalls.
     // Writing to a killed process's stdin fails with EPIPE, which is expected here.
     child.stdin.on('error', () => undefined);
-    const lines = Array.from({ length: limits.batchRecordsMax / 2 }, (_, index) => `{"payload":"record ${index}"}`).join('\n');
+    const lines = Array.from(
+      { length: limits.batchRecordsMax / 2 },
+      (_, index) => `{"payload":"record ${index}"}`,
+    ).join('\n');
     for (let batch = 0; batch < 6; batch++) child.stdin.write(`${lines}\n`);
     const wal = path.join(data, 'feeds', 'f', 'wal');
-    const walBytes = () => (fs.existsSync(wal) ? fs.readdirSync(wal).reduce((sum, name) => sum + fs.statSync(path.join(wal, name)).size, 0) : 0);
+    const walBytes = () =>
+      fs.existsSync(wal)
+        ? fs.readdirSync(wal).reduce((sum, name) => sum + fs.statSync(path.join(wal, name)).size, 0)
+        : 0;
     const deadline = Date.now() + 30_000;
     while (walBytes() < 1_000_000 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(walBytes()).toBeGreaterThanOrEqual(1_000_000);
@@ -140,11 +188,14 @@ describe('append of any amount of input', () => {
     const data = temporaryDirectory();
     cli(data, ['feed', 'create', 'f']);
     // `script` gives the command a pseudo-terminal for stdin; Ctrl-D then ends its input.
-    const child = spawn('script', ['-qec', `${process.execPath} ${cliBinary} --data ${data} append f`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('script', ['-qec', `${process.execPath} ${cliBinary} --data ${data} append f`, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const deadline = Date.now() + 20_000;
-    while (!output.includes('reading NDJSON records from stdin') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    while (!output.includes('reading NDJSON records from stdin') && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     expect(output).toContain('end with Ctrl-D');
     child.stdin.write('\u0004');
     const status = await new Promise((resolve) => child.on('close', resolve));

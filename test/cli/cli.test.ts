@@ -2,9 +2,10 @@
  * The command line as scripts use it (docs/cli.md): NDJSON on stdout, a JSON error on stderr with
  * exit code 1, exit code 2 for bad usage. Runs the built `streamstack` binary.
  */
-import { describe, expect, it } from 'vitest';
+
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import { storeFormatVersion } from '../../packages/engine/src/index.js';
 import { cli, cliBinary } from '../support/cli.js';
 import { temporaryDirectory } from '../support/store.js';
@@ -41,12 +42,18 @@ describe('streamstack command line', () => {
     const lease = cli(data, ['lease', 'acquire', 'orders', '--holder', 'me', '--ttl-ms', '600000']).lines[0];
     expect(lease).toMatchObject({ epoch: 1 });
     const token = lease.token as string;
-    const stream = cli(data, ['stream', 'open', 'orders', '--token', token, '--message', 'hour 1']).lines[0].stream as string;
-    const input = '{"payload":"a","key":"k1","type":"t","tags":["x"]}\n\n{"payload":{"n":2}}\n{"payloadBase64":"AP8="}\n';
+    const stream = cli(data, ['stream', 'open', 'orders', '--token', token, '--message', 'hour 1']).lines[0]
+      .stream as string;
+    const input =
+      '{"payload":"a","key":"k1","type":"t","tags":["x"]}\n\n{"payload":{"n":2}}\n{"payloadBase64":"AP8="}\n';
     expect(cli(data, ['append', 'orders', '--stream', stream, '--token', token], input).lines).toEqual([
       { stream, firstSeq: 1, lastSeq: 3 },
     ]);
-    const mismatch = cli(data, ['append', 'orders', '--stream', stream, '--token', token, '--expected-seq', '1'], '{"payload":"b"}\n');
+    const mismatch = cli(
+      data,
+      ['append', 'orders', '--stream', stream, '--token', token, '--expected-seq', '1'],
+      '{"payload":"b"}\n',
+    );
     expect(mismatch.status).toBe(1);
     expect(errorOf(mismatch.stderr)).toMatchObject({ code: 'SEQ_MISMATCH' });
     const sealed = cli(data, ['stream', 'seal', 'orders', stream, '--token', token]);
@@ -65,18 +72,26 @@ describe('streamstack command line', () => {
     const withoutToken = cli(data, ['append', 'orders'], '{"payload":"c"}\n');
     expect(withoutToken.status).toBe(1);
     expect(errorOf(withoutToken.stderr).code).toBe('LEASE_HELD');
-    expect(cli(data, ['append', 'orders', '--token', token, '--message', 'one-shot'], '{"payload":"c"}\n').lines[0]).toMatchObject({
+    expect(
+      cli(data, ['append', 'orders', '--token', token, '--message', 'one-shot'], '{"payload":"c"}\n').lines[0],
+    ).toMatchObject({
       commit: 2,
       parent: 1,
       firstPosition: 4,
       message: 'one-shot',
     });
     expect(cli(data, ['commits', 'orders']).lines.map((line) => line.commit)).toEqual([1, 2]);
-    expect(cli(data, ['commits', 'orders', '--after', '1', '--limit', '5']).lines.map((line) => line.commit)).toEqual([2]);
+    expect(cli(data, ['commits', 'orders', '--after', '1', '--limit', '5']).lines.map((line) => line.commit)).toEqual([
+      2,
+    ]);
     const verified = cli(data, ['verify']);
     expect(verified.status).toBe(0);
     expect(verified.lines[0]).toMatchObject({ feed: 'orders', ok: true, commits: 2, records: 4 });
-    expect(cli(data, ['feed', 'info', 'orders']).lines[0]).toMatchObject({ feed: 'orders', commits: 2, lease: { epoch: 1 } });
+    expect(cli(data, ['feed', 'info', 'orders']).lines[0]).toMatchObject({
+      feed: 'orders',
+      commits: 2,
+      lease: { epoch: 1 },
+    });
     expect(cli(data, ['lease', 'release', 'orders', '--token', token]).status).toBe(0);
   });
 
@@ -115,9 +130,14 @@ describe('streamstack command line', () => {
   it('reads in every mode and scope, looks keys up, and keeps subscriptions', () => {
     const data = temporaryDirectory();
     cli(data, ['feed', 'create', 'f']);
-    const first = '{"payload":"a","key":"k","version":1,"type":"t","tags":["x","y"]}\n{"payload":"b","key":"k","version":2}\n{"payload":"a"}\n';
+    const first =
+      '{"payload":"a","key":"k","version":1,"type":"t","tags":["x","y"]}\n{"payload":"b","key":"k","version":2}\n{"payload":"a"}\n';
     cli(data, ['append', 'f'], first);
-    cli(data, ['append', 'f'], '{"payload":"gone","key":"k2"}\n{"payload":"x","key":"k2","tombstone":true,"version":1}\n');
+    cli(
+      data,
+      ['append', 'f'],
+      '{"payload":"gone","key":"k2"}\n{"payload":"x","key":"k2","tombstone":true,"version":1}\n',
+    );
     const payloads = (args: string[]) => cli(data, ['read', 'f', ...args]).lines.map((line) => line.payload);
     expect(payloads([])).toEqual(['a', 'b', 'a', 'gone', 'x']);
     expect(payloads(['--mode', 'dedup'])).toEqual(['a', 'b', 'gone', 'x']);
@@ -128,22 +148,45 @@ describe('streamstack command line', () => {
     expect(payloads(['--limit', '2'])).toEqual(['a', 'b']);
     expect(payloads(['--commit', '2'])).toEqual(['gone', 'x']);
     const line = cli(data, ['read', 'f', '--commit', '1']).lines[0];
-    expect(line).toMatchObject({ feed: 'f', commit: 1, seq: 1, position: 1, payload: 'a', key: 'k', version: 1, type: 't', tags: ['x', 'y'] });
+    expect(line).toMatchObject({
+      feed: 'f',
+      commit: 1,
+      seq: 1,
+      position: 1,
+      payload: 'a',
+      key: 'k',
+      version: 1,
+      type: 't',
+      tags: ['x', 'y'],
+    });
     expect(cli(data, ['get', 'f', 'k']).lines[0]).toMatchObject({ payload: 'b', version: 2, position: 2 });
     expect(cli(data, ['get', 'f', 'k2', '--as-of', '2']).status).toBe(1);
     const outOfRange = cli(data, ['read', 'f', '--after', '3']);
     expect(outOfRange.status).toBe(1);
     expect(errorOf(outOfRange.stderr).code).toBe('CURSOR_OUT_OF_RANGE');
 
-    expect(cli(data, ['sub', 'create', 'f', 'billing']).lines[0]).toMatchObject({ subscription: 'billing', cursor: 0, lag: { commits: 2, records: 5 } });
+    expect(cli(data, ['sub', 'create', 'f', 'billing']).lines[0]).toMatchObject({
+      subscription: 'billing',
+      cursor: 0,
+      lag: { commits: 2, records: 5 },
+    });
     const polled = cli(data, ['sub', 'poll', 'f', 'billing', '--max', '3']).lines;
     expect(polled.map((entry) => entry.payload ?? entry.cursor)).toEqual(['a', 'b', 'a', 1]);
-    expect(cli(data, ['sub', 'advance', 'f', 'billing', '1']).lines[0]).toMatchObject({ cursor: 1, lag: { commits: 1 } });
-    expect(cli(data, ['sub', 'poll', 'f', 'billing']).lines.map((entry) => entry.payload ?? entry.cursor)).toEqual(['gone', 'x', 2]);
+    expect(cli(data, ['sub', 'advance', 'f', 'billing', '1']).lines[0]).toMatchObject({
+      cursor: 1,
+      lag: { commits: 1 },
+    });
+    expect(cli(data, ['sub', 'poll', 'f', 'billing']).lines.map((entry) => entry.payload ?? entry.cursor)).toEqual([
+      'gone',
+      'x',
+      2,
+    ]);
     const behind = cli(data, ['sub', 'advance', 'f', 'billing', '0']);
     expect(behind.status).toBe(1);
     expect(errorOf(behind.stderr).code).toBe('CURSOR_BEHIND');
-    expect(cli(data, ['sub', 'list', 'f']).lines).toEqual([expect.objectContaining({ feed: 'f', subscription: 'billing', cursor: 1 })]);
+    expect(cli(data, ['sub', 'list', 'f']).lines).toEqual([
+      expect.objectContaining({ feed: 'f', subscription: 'billing', cursor: 1 }),
+    ]);
   });
 
   it('prints its version, and says which kernels load here and the store format it reads', () => {
@@ -157,7 +200,9 @@ describe('streamstack command line', () => {
     for (const kernels of ['native', 'ts']) {
       const info = cli(data, ['info'], '', { STREAMSTACK_KERNELS: kernels });
       expect(info.status).toBe(0);
-      expect(info.lines).toEqual([{ version, node: process.versions.node, kernels, storeFormat: storeFormatVersion, data: fs.realpathSync(data) }]);
+      expect(info.lines).toEqual([
+        { version, node: process.versions.node, kernels, storeFormat: storeFormatVersion, data: fs.realpathSync(data) },
+      ]);
     }
   });
 });

@@ -10,27 +10,65 @@ import { cli } from '../support/cli.js';
 import { temporaryDirectory } from '../support/store.js';
 
 function lines(count: number, from: number): string {
-  return Array.from({ length: count }, (_, n) => JSON.stringify({ payload: `record ${from + n}`, key: `k${(from + n) % 7}` })).join('\n');
+  return Array.from({ length: count }, (_, n) =>
+    JSON.stringify({ payload: `record ${from + n}`, key: `k${(from + n) % 7}` }),
+  ).join('\n');
 }
 
 describe('streamstack export', () => {
   it('exports a range, prints the manifest summary as one line, stays quiet on a non-terminal stderr, and continues from a manifest', () => {
     const data = temporaryDirectory();
     expect(cli(data, ['feed', 'create', 'f']).status).toBe(0);
-    for (let commit = 0; commit < 6; commit++) expect(cli(data, ['append', 'f'], lines(10, commit * 10)).status).toBe(0);
+    for (let commit = 0; commit < 6; commit++)
+      expect(cli(data, ['append', 'f'], lines(10, commit * 10)).status).toBe(0);
     const first = path.join(data, 'export-1');
     const result = cli(data, ['export', 'f', '--format', 'parquet', '--out', first, '--up-to', '4']);
     expect(result.status).toBe(0);
     // Not a terminal: no progress bar, nothing at all on stderr.
     expect(result.stderr).toBe('');
-    expect(result.lines).toEqual([{ feed: 'f', out: first, format: 'parquet', mode: 'raw', after: 0, upTo: 4, records: 40, files: 1, bytes: expect.any(Number) }]);
-    const manifest = JSON.parse(fs.readFileSync(path.join(first, 'manifest.json'), 'utf8')) as { files: { name: string; bytes: number }[] };
+    expect(result.lines).toEqual([
+      {
+        feed: 'f',
+        out: first,
+        format: 'parquet',
+        mode: 'raw',
+        after: 0,
+        upTo: 4,
+        records: 40,
+        files: 1,
+        bytes: expect.any(Number),
+      },
+    ]);
+    const manifest = JSON.parse(fs.readFileSync(path.join(first, 'manifest.json'), 'utf8')) as {
+      files: { name: string; bytes: number }[];
+    };
     expect(result.lines[0].bytes).toBe(fs.statSync(path.join(first, manifest.files[0].name)).size);
 
     const second = path.join(data, 'export-2');
     const continued = cli(data, ['export', 'f', '--continue', first, '--out', second]);
-    expect(continued.lines).toEqual([{ feed: 'f', out: second, format: 'parquet', mode: 'raw', after: 4, upTo: 6, records: 20, files: 1, bytes: expect.any(Number) }]);
-    const clash = cli(data, ['export', 'f', '--continue', first, '--format', 'arrow', '--out', path.join(data, 'export-3')]);
+    expect(continued.lines).toEqual([
+      {
+        feed: 'f',
+        out: second,
+        format: 'parquet',
+        mode: 'raw',
+        after: 4,
+        upTo: 6,
+        records: 20,
+        files: 1,
+        bytes: expect.any(Number),
+      },
+    ]);
+    const clash = cli(data, [
+      'export',
+      'f',
+      '--continue',
+      first,
+      '--format',
+      'arrow',
+      '--out',
+      path.join(data, 'export-3'),
+    ]);
     expect(clash.status).toBe(1);
     expect(clash.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(fs.existsSync(path.join(data, 'export-3'))).toBe(false);

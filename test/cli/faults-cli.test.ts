@@ -67,9 +67,13 @@ describe('damage reported from the field', () => {
     // A key's winner comes from the key dictionaries, built before the damage, and the record
     // it names is checked as it is read: exact, or CORRUPT if that record lies in the damage.
     const got = cli(data, ['get', 'f', 'k1']);
-    if (got.status === 0) expect(got.lines.map((line) => line.payload)).toEqual([`commit 59 record 1 ${'x'.repeat(120)}`]);
+    if (got.status === 0)
+      expect(got.lines.map((line) => line.payload)).toEqual([`commit 59 record 1 ${'x'.repeat(120)}`]);
     else expect(got.error).toMatchObject({ code: 'CORRUPT', file: fs.realpathSync(first) });
-    for (const args of [['read', 'f', '--mode', 'latest'], ['read', 'f', '--mode', 'dedup']]) {
+    for (const args of [
+      ['read', 'f', '--mode', 'latest'],
+      ['read', 'f', '--mode', 'dedup'],
+    ]) {
       const result = cli(data, args);
       expect(result.status, args.join(' ')).toBe(1);
       expect(result.error, args.join(' ')).toMatchObject({ code: 'CORRUPT' });
@@ -80,7 +84,10 @@ describe('damage reported from the field', () => {
     const indexed = cli(data, ['read', 'f', '--tag', 't1', '--plan', 'index']);
     if (indexed.status === 0) {
       expect(indexed.lines.map((line) => line.payload)).toEqual(
-        Array.from({ length: 60 * 5 }, (_, at) => `commit ${Math.floor(at / 5)} record ${(at % 5) * 4 + 1} ${'x'.repeat(120)}`),
+        Array.from(
+          { length: 60 * 5 },
+          (_, at) => `commit ${Math.floor(at / 5)} record ${(at % 5) * 4 + 1} ${'x'.repeat(120)}`,
+        ),
       );
     } else {
       expect(indexed.error).toMatchObject({ code: 'CORRUPT', file: fs.realpathSync(first) });
@@ -88,13 +95,18 @@ describe('damage reported from the field', () => {
     // The last commit lies in a later segment and reads whole.
     const last = cli(data, ['read', 'f', '--commit', '60']);
     expect(last.status).toBe(0);
-    expect(last.lines.map((line) => line.payload)).toEqual(Array.from({ length: 20 }, (_, index) => `commit 59 record ${index} ${'x'.repeat(120)}`));
+    expect(last.lines.map((line) => line.payload)).toEqual(
+      Array.from({ length: 20 }, (_, index) => `commit 59 record ${index} ${'x'.repeat(120)}`),
+    );
     // A writer's open cuts nothing: the damaged bytes are still there, and verify says so.
     expect(cli(data, ['append', 'f'], '{"payload":"after"}\n').status).toBe(0);
     expect(fs.readFileSync(first).equals(bytes)).toBe(true);
     const verify = cli(data, ['verify', 'f']);
     expect(verify.status).toBe(1);
-    expect(verify.lines[0]).toMatchObject({ ok: false, problems: expect.arrayContaining([expect.objectContaining({ code: 'CORRUPT', file: fs.realpathSync(first) })]) });
+    expect(verify.lines[0]).toMatchObject({
+      ok: false,
+      problems: expect.arrayContaining([expect.objectContaining({ code: 'CORRUPT', file: fs.realpathSync(first) })]),
+    });
   });
 
   it('a deleted sealed segment: reads of its commits fail CORRUPT naming it; every mode and plan is typed', async () => {
@@ -111,7 +123,12 @@ describe('damage reported from the field', () => {
     const one = cli(data, ['read', 'f', '--commit', String(lost!.commit)]);
     expect(one.status).toBe(1);
     expect(one.error).toMatchObject({ code: 'CORRUPT', file: missing });
-    for (const args of [['get', 'f', 'k3'], ['read', 'f', '--tag', 't1', '--plan', 'index'], ['read', 'f', '--tag', 't1', '--plan', 'scan'], ['read', 'f', '--mode', 'dedup']]) {
+    for (const args of [
+      ['get', 'f', 'k3'],
+      ['read', 'f', '--tag', 't1', '--plan', 'index'],
+      ['read', 'f', '--tag', 't1', '--plan', 'scan'],
+      ['read', 'f', '--mode', 'dedup'],
+    ]) {
       const result = cli(data, args);
       expect(result.status, args.join(' ')).toBe(1);
       expect(result.error, args.join(' ')).toMatchObject({ code: 'CORRUPT' });
@@ -152,7 +169,8 @@ describe('damage reported from the field', () => {
 
     const verify = cli(data, ['verify', 'f']);
     expect(verify.status).toBe(1);
-    for (const file of restored) expect(verify.lines[0]!.problems).toContainEqual(expect.objectContaining({ code: 'INDEX', file }));
+    for (const file of restored)
+      expect(verify.lines[0]!.problems).toContainEqual(expect.objectContaining({ code: 'INDEX', file }));
     // Read-only commands do not trust them: every record is a first occurrence, and a key's
     // winner as of the segment's last commit is that commit's record.
     expect(cli(data, ['read', 'f', '--mode', 'dedup']).lines).toHaveLength(1200);
@@ -161,7 +179,8 @@ describe('damage reported from the field', () => {
 
     // A writer's open rebuilds them; then nothing is left to report.
     expect(cli(data, ['append', 'f'], '{"payload":"after"}\n').status).toBe(0);
-    for (const file of restored) expect(fs.readFileSync(file).equals(fs.readFileSync(path.join(index(other), path.basename(file))))).toBe(false);
+    for (const file of restored)
+      expect(fs.readFileSync(file).equals(fs.readFileSync(path.join(index(other), path.basename(file))))).toBe(false);
     expect(cli(data, ['verify', 'f']).status).toBe(0);
   });
 
@@ -190,11 +209,17 @@ describe('tail', () => {
     const data = temporaryDirectory();
     expect(cli(data, ['feed', 'create', 'f']).status).toBe(0);
     expect(cli(data, ['append', 'f'], '{"payload":"one"}\n').status).toBe(0);
-    const tail = spawn(process.execPath, [binary, '--data', data, 'tail', 'f', '--after', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const tail = spawn(process.execPath, [binary, '--data', data, 'tail', 'f', '--after', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     tail.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => tail.on('exit', (code) => resolve(code)));
-    const payloads = () => out.split('\n').filter(Boolean).map((line) => JSON.parse(line).payload as string);
+    const payloads = () =>
+      out
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line).payload as string);
     await waitFor(() => payloads().length === 1);
     // The tail holds no lock: a writer appends beside it.
     expect(cli(data, ['append', 'f'], '{"payload":"two"}\n').status).toBe(0);
@@ -227,7 +252,6 @@ function tmpfs(bytes: number): string | undefined {
   mounted.push(mount);
   return mount;
 }
-
 
 describe('disks that refuse writes', () => {
   it('read, verify and tail work on a read-only mount; writes fail with a typed IO error', async () => {

@@ -5,12 +5,12 @@
  * stack trace. The engine API refuses strings that UTF-8 cannot carry unchanged.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { limits, StreamStackError } from '@streamstack/engine';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { limits, StreamStackError } from '@streamstack/engine';
-import { validateMessage, validateRecords } from '../../packages/engine/src/api/records.js';
 import { byteLines, nestsDeeperThan, parseRecordLine, readRecords } from '../../packages/cli/src/io.js';
 import { typedErrorOf } from '../../packages/cli/src/main.js';
+import { validateMessage, validateRecords } from '../../packages/engine/src/api/records.js';
 import { digestTree, temporaryDirectory } from '../support/store.js';
 
 const binary = new URL('../../packages/cli/bin/streamstack.js', import.meta.url).pathname;
@@ -81,7 +81,10 @@ describe('append input lines', () => {
   });
 
   it('splits on LF and CRLF alike, and keeps characters split across chunks whole', async () => {
-    const records = await readRecords([utf8('{"payload":"a"}\r\n{"payload":"\u00e9'), utf8('"}\r\n\r\n{"payload":"c"}')]);
+    const records = await readRecords([
+      utf8('{"payload":"a"}\r\n{"payload":"\u00e9'),
+      utf8('"}\r\n\r\n{"payload":"c"}'),
+    ]);
     expect(records.map((record) => record.payload)).toEqual(['a', '\u00e9', 'c']);
     const split = await readRecords([utf8('{"payload":"'), Buffer.from([0xc3]), Buffer.from([0xa9]), utf8('"}')]);
     expect(split.map((record) => record.payload)).toEqual(['\u00e9']);
@@ -99,7 +102,9 @@ describe('append input lines', () => {
           for await (const line of byteLines([bytes])) whole.push(line);
           const chunked: Uint8Array[] = [];
           for await (const line of byteLines(chunks)) chunked.push(line);
-          expect(chunked.map((line) => Buffer.from(line).toString('hex'))).toEqual(whole.map((line) => Buffer.from(line).toString('hex')));
+          expect(chunked.map((line) => Buffer.from(line).toString('hex'))).toEqual(
+            whole.map((line) => Buffer.from(line).toString('hex')),
+          );
           // Lines end at '\n' (a last line without one still counts, a trailing '\n' opens none),
           // and each loses one '\r' before its end: a lone '\r' is an empty line.
           const pieces = Buffer.from(bytes).toString('latin1').split('\n');
@@ -109,7 +114,13 @@ describe('append input lines', () => {
         },
       ),
       // A lone '\r', which once tripped this property's own oracle, is always among the inputs.
-      { numRuns: 300, examples: [[Uint8Array.from([13]), []], [Uint8Array.from([13, 10, 13]), [1]]] },
+      {
+        numRuns: 300,
+        examples: [
+          [Uint8Array.from([13]), []],
+          [Uint8Array.from([13, 10, 13]), [1]],
+        ],
+      },
     );
   });
 
@@ -128,26 +139,45 @@ describe('append input lines', () => {
       }),
     );
     const data = feedDirectory();
-    expect(refusedAppend(data, '{"payloadBase64":"Q"}\n')).toMatchObject({ code: 'INVALID_RECORD', line: 1, field: 'payloadBase64' });
+    expect(refusedAppend(data, '{"payloadBase64":"Q"}\n')).toMatchObject({
+      code: 'INVALID_RECORD',
+      line: 1,
+      field: 'payloadBase64',
+    });
   });
 
   it('refuses unknown fields by name, and a line with both payload and payloadBase64', () => {
     for (const field of ['tag', 'paylod', 'Payload', '__proto__']) {
       const line = JSON.parse(`{"payload":"x",${JSON.stringify(field)}:["a"]}`) as unknown;
       expect(() => parseRecordLine(line, 2)).toThrow(
-        expect.objectContaining({ code: 'INVALID_RECORD', details: { line: 2, field }, message: expect.stringContaining(JSON.stringify(field)) }),
+        expect.objectContaining({
+          code: 'INVALID_RECORD',
+          details: { line: 2, field },
+          message: expect.stringContaining(JSON.stringify(field)),
+        }),
       );
     }
-    expect(() => parseRecordLine({ payload: 'x', payloadBase64: 'eA==' }, 1)).toThrow(expect.objectContaining({ code: 'INVALID_RECORD' }));
+    expect(() => parseRecordLine({ payload: 'x', payloadBase64: 'eA==' }, 1)).toThrow(
+      expect.objectContaining({ code: 'INVALID_RECORD' }),
+    );
     const data = feedDirectory();
-    expect(refusedAppend(data, '{"payload":"x","tag":["a"]}\n')).toMatchObject({ code: 'INVALID_RECORD', line: 1, field: 'tag' });
-    expect(refusedAppend(data, '{"payload":"x","payloadBase64":"eA=="}\n')).toMatchObject({ code: 'INVALID_RECORD', line: 1 });
+    expect(refusedAppend(data, '{"payload":"x","tag":["a"]}\n')).toMatchObject({
+      code: 'INVALID_RECORD',
+      line: 1,
+      field: 'tag',
+    });
+    expect(refusedAppend(data, '{"payload":"x","payloadBase64":"eA=="}\n')).toMatchObject({
+      code: 'INVALID_RECORD',
+      line: 1,
+    });
   });
 
   it(`refuses a payload nested deeper than ${limits.jsonNestingDepthMax} levels, at exactly the limit`, () => {
     const depthMax = limits.jsonNestingDepthMax;
     expect(parseRecordLine(JSON.parse(`{"payload":${nested(depthMax)}}`), 1).payload).toBe(nested(depthMax));
-    expect(parseRecordLine(JSON.parse(`{"payload":${nested(depthMax, '{"a":', '}').replace(/:}/, ':0}')}}`), 1)).toBeDefined();
+    expect(
+      parseRecordLine(JSON.parse(`{"payload":${nested(depthMax, '{"a":', '}').replace(/:}/, ':0}')}}`), 1),
+    ).toBeDefined();
     expect(() => parseRecordLine(JSON.parse(`{"payload":${nested(depthMax + 1)}}`), 1)).toThrow(
       expect.objectContaining({ code: 'INVALID_RECORD', details: { line: 1, field: 'payload' } }),
     );
@@ -155,7 +185,10 @@ describe('append input lines', () => {
     expect(nestsDeeperThan([[1], { a: [2] }, 'x'], 3)).toBe(false);
     expect(nestsDeeperThan([[1], { a: [2] }, 'x'], 2)).toBe(true);
     const data = feedDirectory();
-    expect(refusedAppend(data, `{"payload":${nested(10_000)}}\n`)).toMatchObject({ code: 'INVALID_RECORD', field: 'payload' });
+    expect(refusedAppend(data, `{"payload":${nested(10_000)}}\n`)).toMatchObject({
+      code: 'INVALID_RECORD',
+      field: 'payload',
+    });
     expect(refusedAppend(data, `{"payload":${nested(10_000, '{"a":', '}').replace(/:}/, ':0}')}}\n`)).toMatchObject({
       code: 'INVALID_RECORD',
       field: 'payload',
@@ -165,7 +198,10 @@ describe('append input lines', () => {
   it('refuses lone surrogates written as JSON escapes, and keeps a leading byte-order mark on the way out', () => {
     const data = feedDirectory();
     expect(refusedAppend(data, '{"payload":"a\\ud800"}\n')).toMatchObject({ code: 'INVALID_RECORD', field: 'payload' });
-    expect(refusedAppend(data, '{"payload":"a","tags":["\\udfff"]}\n')).toMatchObject({ code: 'INVALID_RECORD', field: 'tags' });
+    expect(refusedAppend(data, '{"payload":"a","tags":["\\udfff"]}\n')).toMatchObject({
+      code: 'INVALID_RECORD',
+      field: 'tags',
+    });
     expect(cli(data, ['append', 'f'], '{"payload":"\\ufeffbom \\ud83d\\ude00"}\n').status).toBe(0);
     const read = cli(data, ['read', 'f']);
     expect(JSON.parse(read.stdout).payload).toBe('\ufeffbom \u{1f600}');
@@ -174,7 +210,10 @@ describe('append input lines', () => {
 
 /** Strings of any code points, lone surrogates among them. */
 const anyText = fc.string({
-  unit: fc.oneof({ weight: 6, arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }) }, { weight: 1, arbitrary: fc.constantFrom('\ud800', '\udbff', '\udc00', '\udfff') }),
+  unit: fc.oneof(
+    { weight: 6, arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }) },
+    { weight: 1, arbitrary: fc.constantFrom('\ud800', '\udbff', '\udc00', '\udfff') },
+  ),
   maxLength: 12,
   size: 'max',
 });
@@ -198,18 +237,48 @@ const validRecord = fc
   )
   // A tombstone deletes a key, so it needs one.
   .map((record) => (record.tombstone && record.key === undefined ? { ...record, tombstone: undefined } : record));
-const validBinaryRecord = fc.uint8Array({ maxLength: 40, size: 'max' }).map((bytes) => ({ payloadBase64: Buffer.from(bytes).toString('base64') }));
-const validLine = fc.oneof({ weight: 3, arbitrary: validRecord }, { weight: 1, arbitrary: validBinaryRecord }).map((record) => JSON.stringify(record));
+const validBinaryRecord = fc
+  .uint8Array({ maxLength: 40, size: 'max' })
+  .map((bytes) => ({ payloadBase64: Buffer.from(bytes).toString('base64') }));
+const validLine = fc
+  .oneof({ weight: 3, arbitrary: validRecord }, { weight: 1, arbitrary: validBinaryRecord })
+  .map((record) => JSON.stringify(record));
 
 /** Known and misspelt field names, and anything at all. */
 const anyField = fc.oneof(
-  fc.constantFrom('payload', 'payloadBase64', 'key', 'version', 'tombstone', 'type', 'tags', 'fingerprint', 'timestamp', 'tag', 'paylod'),
+  fc.constantFrom(
+    'payload',
+    'payloadBase64',
+    'key',
+    'version',
+    'tombstone',
+    'type',
+    'tags',
+    'fingerprint',
+    'timestamp',
+    'tag',
+    'paylod',
+  ),
   fc.string({ maxLength: 8 }),
 );
-const anyValue = fc.oneof(anyJson, anyText, fc.base64String({ maxLength: 12 }), fc.array(anyText, { maxLength: 3 }), fc.integer());
+const anyValue = fc.oneof(
+  anyJson,
+  anyText,
+  fc.base64String({ maxLength: 12 }),
+  fc.array(anyText, { maxLength: 3 }),
+  fc.integer(),
+);
 const wildLine = fc.oneof(
-  { weight: 4, arbitrary: fc.dictionary(anyField, anyValue, { maxKeys: 5, size: 'max' }).map((record) => JSON.stringify(record)) },
-  { weight: 1, arbitrary: fc.integer({ min: 1, max: 3 * limits.jsonNestingDepthMax }).map((levels) => `{"payload":${nested(levels)}}`) },
+  {
+    weight: 4,
+    arbitrary: fc.dictionary(anyField, anyValue, { maxKeys: 5, size: 'max' }).map((record) => JSON.stringify(record)),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .integer({ min: 1, max: 3 * limits.jsonNestingDepthMax })
+      .map((levels) => `{"payload":${nested(levels)}}`),
+  },
   { weight: 1, arbitrary: anyJson.map((value) => JSON.stringify(value)) },
 );
 
@@ -236,7 +305,11 @@ class Appender {
       expect(result.stderr).toBe('');
       const lines = result.stdout.split('\n').filter((line) => line !== '');
       expect(lines).toHaveLength(1);
-      expect(JSON.parse(lines[0])).toMatchObject({ feed: 'f', commit: expect.any(Number), records: expect.any(Number) });
+      expect(JSON.parse(lines[0])).toMatchObject({
+        feed: 'f',
+        commit: expect.any(Number),
+        records: expect.any(Number),
+      });
       this.accepted++;
       return true;
     }
@@ -254,18 +327,22 @@ class Appender {
 }
 
 describe('append, fuzzed', () => {
-  it('takes arbitrary bytes: a commit or a typed refusal that changes nothing', { timeout: cliPropertyTimeoutMs }, () => {
+  it('takes arbitrary bytes: a commit or a typed refusal that changes nothing', {
+    timeout: cliPropertyTimeoutMs,
+  }, () => {
     const appender = new Appender();
     const junkLine = fc.uint8Array({ maxLength: 48, size: 'max' });
     // A valid line with one byte put in somewhere: often invalid JSON or UTF-8, sometimes harmless.
-    const damagedLine = fc
-      .tuple(validLine, fc.nat(), fc.integer({ min: 0, max: 255 }))
-      .map(([line, at, byte]) => {
-        const bytes = utf8(line);
-        const cut = at % (bytes.length + 1);
-        return Buffer.concat([bytes.subarray(0, cut), Buffer.from([byte]), bytes.subarray(cut)]);
-      });
-    const line = fc.oneof({ weight: 6, arbitrary: validLine.map(utf8) }, { weight: 1, arbitrary: junkLine }, { weight: 1, arbitrary: damagedLine });
+    const damagedLine = fc.tuple(validLine, fc.nat(), fc.integer({ min: 0, max: 255 })).map(([line, at, byte]) => {
+      const bytes = utf8(line);
+      const cut = at % (bytes.length + 1);
+      return Buffer.concat([bytes.subarray(0, cut), Buffer.from([byte]), bytes.subarray(cut)]);
+    });
+    const line = fc.oneof(
+      { weight: 6, arbitrary: validLine.map(utf8) },
+      { weight: 1, arbitrary: junkLine },
+      { weight: 1, arbitrary: damagedLine },
+    );
     const input = fc
       .tuple(fc.array(line, { maxLength: 6, size: 'max' }), fc.constantFrom('\n', '\r\n'), fc.boolean())
       .map(([lines, separator, trailing]) =>
@@ -280,7 +357,9 @@ describe('append, fuzzed', () => {
     appender.check();
   });
 
-  it('takes arbitrary JSON lines: valid batches commit, anything else is refused and changes nothing', { timeout: cliPropertyTimeoutMs }, () => {
+  it('takes arbitrary JSON lines: valid batches commit, anything else is refused and changes nothing', {
+    timeout: cliPropertyTimeoutMs,
+  }, () => {
     const appender = new Appender();
     const batch = fc.oneof(
       fc.record({ valid: fc.constant(true), lines: fc.array(validLine, { minLength: 1, maxLength: 4, size: 'max' }) }),
@@ -304,7 +383,9 @@ describe('output and failures', () => {
   it('stops quietly with exit 0 when the reader closes stdout early', async () => {
     const data = feedDirectory();
     const records = 5_000;
-    const input = Array.from({ length: records }, (_, at) => JSON.stringify({ payload: `record ${at} `.repeat(8) })).join('\n');
+    const input = Array.from({ length: records }, (_, at) =>
+      JSON.stringify({ payload: `record ${at} `.repeat(8) }),
+    ).join('\n');
     expect(cli(data, ['append', 'f'], input).status).toBe(0);
     // About a megabyte of output: far more than a pipe holds, so writing goes on past the close.
     const child = spawn(process.execPath, [binary, '--data', data, 'read', 'f'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -339,8 +420,13 @@ describe('output and failures', () => {
     const typed = new StreamStackError('FENCED', 'fenced');
     expect(typedErrorOf(typed)).toBe(typed);
     expect(typedErrorOf(new TypeError('x is undefined'))).toMatchObject({ code: 'INTERNAL' });
-    expect(typedErrorOf(Object.assign(new TypeError('bad'), { code: 'ERR_INVALID_ARG_TYPE' }))).toMatchObject({ code: 'INTERNAL' });
-    expect(typedErrorOf('a thrown string')).toMatchObject({ code: 'INTERNAL', message: expect.stringContaining('a thrown string') });
+    expect(typedErrorOf(Object.assign(new TypeError('bad'), { code: 'ERR_INVALID_ARG_TYPE' }))).toMatchObject({
+      code: 'INTERNAL',
+    });
+    expect(typedErrorOf('a thrown string')).toMatchObject({
+      code: 'INTERNAL',
+      message: expect.stringContaining('a thrown string'),
+    });
   });
 });
 
@@ -360,7 +446,9 @@ describe('engine API strings', () => {
         expect.objectContaining({ code: 'INVALID_RECORD', details: { index: 1, field } }),
       );
     }
-    expect(() => validateMessage(lone)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', details: { field: 'message' } }));
+    expect(() => validateMessage(lone)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', details: { field: 'message' } }),
+    );
   });
 
   it('accepts well-formed strings, surrogate pairs included', () => {

@@ -12,7 +12,8 @@ async function filledDirectory(): Promise<string> {
   const directory = temporaryDirectory();
   const store = await openStore(directory, { kernels: tsKernels });
   const feed = await store.createFeed('f');
-  for (let index = 1; index <= 200; index++) await feed.append([{ payload: `${index} ${'x'.repeat(1500)}`, type: 't' }]);
+  for (let index = 1; index <= 200; index++)
+    await feed.append([{ payload: `${index} ${'x'.repeat(1500)}`, type: 't' }]);
   await store.close();
   return directory;
 }
@@ -40,7 +41,9 @@ describe('streamstack retention and trim', () => {
 
     const info = cli(directory, ['feed', 'info', 'f']);
     expect(info.lines[0]).toMatchObject({ feed: 'f', lowMark: low });
-    expect((info.lines[0].disk as { historySegments: number }).historySegments).toBe(historySegmentBases(directory).length);
+    expect((info.lines[0].disk as { historySegments: number }).historySegments).toBe(
+      historySegmentBases(directory).length,
+    );
     const read = cli(directory, ['read', 'f', '--after', '0']);
     expect(read.status).toBe(1);
     expect(read.error).toMatchObject({ code: 'TRIMMED', lowMark: low });
@@ -68,7 +71,8 @@ describe('streamstack retention and trim', () => {
     const directory = temporaryDirectory();
     const store = await openStore(directory, { kernels: tsKernels });
     const feed = await store.createFeed('f');
-    for (let index = 1; index <= 200; index++) await feed.append([{ payload: `${index} ${'x'.repeat(1500)}`, key: `k${index % 7}`, version: index, type: 't' }]);
+    for (let index = 1; index <= 200; index++)
+      await feed.append([{ payload: `${index} ${'x'.repeat(1500)}`, key: `k${index % 7}`, version: index, type: 't' }]);
     await store.close();
 
     expect(cli(directory, ['compact', 'f', '--keys']).status).toBe(2);

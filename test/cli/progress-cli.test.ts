@@ -14,7 +14,11 @@ const records = 3000;
 
 /** NDJSON input of `count` keyed records, about 300 bytes each. */
 function inputLines(count: number): string {
-  return Array.from({ length: count }, (_, index) => `${JSON.stringify({ payload: `${'p'.repeat(250)} ${index}`, key: `k${index % 40}`, version: index })}\n`).join('');
+  return Array.from(
+    { length: count },
+    (_, index) =>
+      `${JSON.stringify({ payload: `${'p'.repeat(250)} ${index}`, key: `k${index % 40}`, version: index })}\n`,
+  ).join('');
 }
 
 /**
@@ -27,14 +31,20 @@ async function dataWithSegments(): Promise<string> {
   const feed = await store.createFeed('f');
   const lines = inputLines(records).trimEnd().split('\n');
   for (let at = 0; at < lines.length; at += 50) {
-    await feed.append(lines.slice(at, at + 50).map((line) => JSON.parse(line) as { payload: string; key: string; version: number }));
+    await feed.append(
+      lines.slice(at, at + 50).map((line) => JSON.parse(line) as { payload: string; key: string; version: number }),
+    );
   }
   await store.close();
   return data;
 }
 
 /** Runs `streamstack --data DATA ARGS` under a pseudo-terminal; returns what the terminal showed (stderr: stdout goes to a file). */
-function onTerminal(data: string, args: string, stdin = ''): { status: number | null; terminal: string; stdout: string } {
+function onTerminal(
+  data: string,
+  args: string,
+  stdin = '',
+): { status: number | null; terminal: string; stdout: string } {
   const out = path.join(temporaryDirectory(), 'stdout');
   const command = `${process.execPath} ${cliBinary} --data ${data} ${args}${stdin} > ${out}`;
   const result = spawnSync('script', ['-qfec', command, '/dev/null'], { input: '', encoding: 'utf8', timeout: 60_000 });
@@ -89,7 +99,11 @@ describe('progress bars', () => {
 
     // From a pipe there is no total: what is done, and the rate.
     const out = path.join(temporaryDirectory(), 'stdout');
-    const piped = spawnSync('script', ['-qfec', `cat ${input} | ${process.execPath} ${cliBinary} --data ${data} append f > ${out}`, '/dev/null'], { input: '', encoding: 'utf8', timeout: 60_000 });
+    const piped = spawnSync(
+      'script',
+      ['-qfec', `cat ${input} | ${process.execPath} ${cliBinary} --data ${data} append f > ${out}`, '/dev/null'],
+      { input: '', encoding: 'utf8', timeout: 60_000 },
+    );
     expect(piped.status, piped.stdout).toBe(0);
     expect(piped.stdout).toContain(`append ${records} records | `);
     expect(piped.stdout).not.toContain('%');

@@ -9,7 +9,9 @@ import { temporaryDirectory } from '../support/store.js';
 
 /** Starts `streamstack serve` and resolves with its URL once its log says it listens. */
 function serve(data: string, args: string[] = []) {
-  const child = spawn(process.execPath, [cliBinary, '--data', data, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cliBinary, '--data', data, 'serve', '--port', '0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = new Promise<string>((resolve, reject) => {
@@ -29,24 +31,51 @@ describe('streamstack serve', () => {
     const data = temporaryDirectory();
     const tokens = path.join(temporaryDirectory(), 'tokens.json');
     // `token create` makes the token and the entry that holds only its hash.
-    const created = cli(data, ['token', 'create', '--name', 'ops', '--feed', '*', '--op', 'admin', '--op', 'read', '--op', 'write']);
+    const created = cli(data, [
+      'token',
+      'create',
+      '--name',
+      'ops',
+      '--feed',
+      '*',
+      '--op',
+      'admin',
+      '--op',
+      'read',
+      '--op',
+      'write',
+    ]);
     expect(created.status).toBe(0);
     const { token: secret, entry } = created.lines[0] as { token: string; entry: Record<string, unknown> };
-    expect(entry).toEqual({ name: 'ops', sha256: hashToken(secret), feeds: ['*'], operations: ['admin', 'read', 'write'] });
+    expect(entry).toEqual({
+      name: 'ops',
+      sha256: hashToken(secret),
+      feeds: ['*'],
+      operations: ['admin', 'read', 'write'],
+    });
     expect(cli(data, ['token', 'create', '--name', 'x', '--feed', 'a', '--op', 'fly']).status).toBe(2);
     fs.writeFileSync(tokens, JSON.stringify({ tokens: [entry] }));
     const server = serve(data, ['--tokens', tokens]);
     const url = await server.url;
     const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
-    expect((await fetch(`${url}/v1/feeds`, { method: 'POST', headers, body: JSON.stringify({ name: 'f' }) })).status).toBe(201);
-    const appended = await fetch(`${url}/v1/feeds/f/records`, { method: 'POST', headers: { ...headers, 'content-type': 'application/x-ndjson' }, body: '{"payload":"over http"}\n' });
+    expect(
+      (await fetch(`${url}/v1/feeds`, { method: 'POST', headers, body: JSON.stringify({ name: 'f' }) })).status,
+    ).toBe(201);
+    const appended = await fetch(`${url}/v1/feeds/f/records`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/x-ndjson' },
+      body: '{"payload":"over http"}\n',
+    });
     expect(appended.status).toBe(201);
     expect((await fetch(`${url}/v1/feeds/f`)).status).toBe(401);
     // The directory is locked while the server runs.
     expect(cli(data, ['feed', 'create', 'g']).error).toMatchObject({ code: 'LOCKED' });
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
-    const lines = server.output().split('\n').filter((line) => line.startsWith('{'));
+    const lines = server
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'));
     expect(lines.length).toBeGreaterThan(2);
     for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
     expect(server.output()).not.toContain(secret);
@@ -55,7 +84,11 @@ describe('streamstack serve', () => {
   });
 
   it('refuses to listen beyond loopback without a token file', async () => {
-    const server = spawn(process.execPath, [cliBinary, '--data', temporaryDirectory(), 'serve', '--host', '0.0.0.0', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const server = spawn(
+      process.execPath,
+      [cliBinary, '--data', temporaryDirectory(), 'serve', '--host', '0.0.0.0', '--port', '0'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let stderr = '';
     server.stderr.on('data', (chunk) => (stderr += String(chunk)));
     const code = await new Promise((resolve) => server.once('exit', resolve));
@@ -69,15 +102,30 @@ describe('streamstack serve', () => {
     const port = new URL(url).port;
     const get = (host: string, origin?: string) =>
       new Promise<{ status: number; allowOrigin: string | undefined; body: string }>((resolve, reject) => {
-        const request = http.get({ hostname: '127.0.0.1', port, path: '/health', headers: { host, ...(origin ? { origin } : {}) } }, (response) => {
-          let body = '';
-          response.on('data', (chunk) => (body += String(chunk)));
-          response.on('end', () => resolve({ status: response.statusCode!, allowOrigin: response.headers['access-control-allow-origin'] as string | undefined, body }));
-        });
+        const request = http.get(
+          { hostname: '127.0.0.1', port, path: '/health', headers: { host, ...(origin ? { origin } : {}) } },
+          (response) => {
+            let body = '';
+            response.on('data', (chunk) => (body += String(chunk)));
+            response.on('end', () =>
+              resolve({
+                status: response.statusCode!,
+                allowOrigin: response.headers['access-control-allow-origin'] as string | undefined,
+                body,
+              }),
+            );
+          },
+        );
         request.on('error', reject);
       });
-    expect(await get(`streams.internal:${port}`, 'https://app.example')).toMatchObject({ status: 200, allowOrigin: 'https://app.example' });
-    expect(await get(`127.0.0.1:${port}`, 'https://elsewhere.example')).toMatchObject({ status: 200, allowOrigin: undefined });
+    expect(await get(`streams.internal:${port}`, 'https://app.example')).toMatchObject({
+      status: 200,
+      allowOrigin: 'https://app.example',
+    });
+    expect(await get(`127.0.0.1:${port}`, 'https://elsewhere.example')).toMatchObject({
+      status: 200,
+      allowOrigin: undefined,
+    });
     const refused = await get(`evil.example:${port}`);
     expect([refused.status, JSON.parse(refused.body).error.code]).toEqual([403, 'FORBIDDEN']);
     server.child.kill('SIGTERM');

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { StreamStackError as ClientStreamStackError, RemoteStore } from '../../packages/client/src/index.js';
 import { StreamStackError } from '../../packages/engine/src/index.js';
-import { RemoteStore, StreamStackError as ClientStreamStackError } from '../../packages/client/src/index.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { startServer } from '../support/server.js';
 import { openStore, text } from '../support/store.js';
@@ -13,7 +13,17 @@ import { openStore, text } from '../support/store.js';
  * status was sent with the first line), split into chunks that cut lines apart.
  */
 async function serverEndingWithAnErrorLine(): Promise<{ url: string; close(): Promise<void> }> {
-  const record = (position: number) => JSON.stringify({ feed: 'f', commit: position, stream: 's', seq: 1, position, timestamp: 1, payload: `p${position}`, fingerprint: 'x' });
+  const record = (position: number) =>
+    JSON.stringify({
+      feed: 'f',
+      commit: position,
+      stream: 's',
+      seq: 1,
+      position,
+      timestamp: 1,
+      payload: `p${position}`,
+      fingerprint: 'x',
+    });
   const body = `${record(1)}\n${record(2)}\n${JSON.stringify({ error: { code: 'CORRUPT', message: 'segment 3 is corrupt', file: 'x.hist', offset: 9 } })}\n`;
   const server = http.createServer((request, response) => {
     if (request.url === '/health' || request.url === '/v1/feeds/f') {
@@ -41,7 +51,12 @@ describe('the client', () => {
         for await (const chunk of feed.readLines()) lines += decoder.decode(chunk);
       })().catch((error: unknown) => error);
       expect(fromLines).toMatchObject({ code: 'CORRUPT', details: { file: 'x.hist', offset: 9 } });
-      expect(lines.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line).position)).toEqual([1, 2]);
+      expect(
+        lines
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line).position),
+      ).toEqual([1, 2]);
       const positions: number[] = [];
       const fromRead = await (async () => {
         for await (const record of feed.read()) positions.push(record.position);
@@ -82,7 +97,10 @@ describe('the client', () => {
     expect(refused).toMatchObject({ code: 'UNAUTHENTICATED' });
     const reader = await (await RemoteStore.open(url, { token: 'reader' })).feed('orders');
     expect((await reader.readCommit(1)).map((record) => text(record.payload))).toEqual(['a']);
-    await expect(reader.append([{ payload: 'b' }])).rejects.toMatchObject({ code: 'FORBIDDEN', details: { operation: 'write', feed: 'orders' } });
+    await expect(reader.append([{ payload: 'b' }])).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+      details: { operation: 'write', feed: 'orders' },
+    });
   });
 
   it('fails with UNAVAILABLE when the server cannot be reached, and with CLOSED once closed', async () => {

@@ -15,10 +15,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { runChild } from '../support/child-runs.js';
-import { openStore, temporaryDirectory } from '../support/store.js';
 import { checkCompactedFeed } from '../support/compaction-check.js';
 import { compactionChildSegmentBytes } from '../support/compaction-records.mjs';
 import { xorshift32 } from '../support/ingest.mjs';
+import { openStore, temporaryDirectory } from '../support/store.js';
 
 const cycles = Number(process.env.STREAMSTACK_COMPACTION_CRASH_CYCLES ?? process.env.STREAMSTACK_CRASH_CYCLES ?? 12);
 const seed = Number(process.env.STREAMSTACK_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -43,46 +43,57 @@ function runAndKill(directory: string, cycle: number): Promise<ChildLine[]> {
     childScript,
     [directory, String(cycle), String(seed)],
     { STREAMSTACK_KERNELS: cycle % 2 === 1 ? 'native' : 'ts' },
-    { delayMs, fallbackMs: killAfterMsMax * 5, ...(aimed ? { aimAt: { kind: 'compact', count: compactionsToWait } } : {}) },
+    {
+      delayMs,
+      fallbackMs: killAfterMsMax * 5,
+      ...(aimed ? { aimAt: { kind: 'compact', count: compactionsToWait } } : {}),
+    },
   );
 }
 
 describe('key compaction under SIGKILL', () => {
-  it(`keeps every read after the horizon and every key's latest value, across ${cycles} kills`, async () => {
-    const directory = temporaryDirectory('streamstack-compaction-crash-');
-    const setup = await openStore(directory, { segmentBytes: compactionChildSegmentBytes });
-    await setup.createFeed('keys');
-    await setup.close();
-    console.log(`compaction crash test: ${cycles} kills, seed ${seed} (STREAMSTACK_CRASH_SEED=${seed} replays it)`);
-    let acknowledged = 0;
-    let compactionsStarted = 0;
-    let compactionsDone = 0;
-    let killedInCompaction = 0;
-    let horizon = 0;
-    let horizonAcknowledged = 0;
-    for (let cycle = 1; cycle <= cycles; cycle++) {
-      const lines = await runAndKill(directory, cycle);
-      for (const line of lines) {
-        if (line.kind === 'appended') acknowledged = Math.max(acknowledged, line.commit!);
-        if (line.kind === 'compacted' && line.horizon !== undefined) horizonAcknowledged = Math.max(horizonAcknowledged, line.horizon);
+  it(
+    `keeps every read after the horizon and every key's latest value, across ${cycles} kills`,
+    async () => {
+      const directory = temporaryDirectory('streamstack-compaction-crash-');
+      const setup = await openStore(directory, { segmentBytes: compactionChildSegmentBytes });
+      await setup.createFeed('keys');
+      await setup.close();
+      console.log(`compaction crash test: ${cycles} kills, seed ${seed} (STREAMSTACK_CRASH_SEED=${seed} replays it)`);
+      let acknowledged = 0;
+      let compactionsStarted = 0;
+      let compactionsDone = 0;
+      let killedInCompaction = 0;
+      let horizon = 0;
+      let horizonAcknowledged = 0;
+      for (let cycle = 1; cycle <= cycles; cycle++) {
+        const lines = await runAndKill(directory, cycle);
+        for (const line of lines) {
+          if (line.kind === 'appended') acknowledged = Math.max(acknowledged, line.commit!);
+          if (line.kind === 'compacted' && line.horizon !== undefined)
+            horizonAcknowledged = Math.max(horizonAcknowledged, line.horizon);
+        }
+        const started = lines.filter((line) => line.kind === 'compact').length;
+        const done = lines.filter((line) => line.kind === 'compacted').length;
+        compactionsStarted += started;
+        compactionsDone += done;
+        if (started > done) killedInCompaction++;
+        const store = await openStore(directory, { segmentBytes: compactionChildSegmentBytes });
+        const feed = await store.feed('keys');
+        ({ horizon } = await checkCompactedFeed(feed, acknowledged, `after kill ${cycle} (seed ${seed})`));
+        expect(horizon, `after kill ${cycle}: an acknowledged horizon stays`).toBeGreaterThanOrEqual(
+          horizonAcknowledged,
+        );
+        expect((await store.verify('keys'))[0].problems, `after kill ${cycle}: verify`).toEqual([]);
+        await store.close();
       }
-      const started = lines.filter((line) => line.kind === 'compact').length;
-      const done = lines.filter((line) => line.kind === 'compacted').length;
-      compactionsStarted += started;
-      compactionsDone += done;
-      if (started > done) killedInCompaction++;
-      const store = await openStore(directory, { segmentBytes: compactionChildSegmentBytes });
-      const feed = await store.feed('keys');
-      ({ horizon } = await checkCompactedFeed(feed, acknowledged, `after kill ${cycle} (seed ${seed})`));
-      expect(horizon, `after kill ${cycle}: an acknowledged horizon stays`).toBeGreaterThanOrEqual(horizonAcknowledged);
-      expect((await store.verify('keys'))[0].problems, `after kill ${cycle}: verify`).toEqual([]);
-      await store.close();
-    }
-    console.log(
-      `compaction crash test: ${acknowledged} acknowledged commits, ${compactionsDone} of ${compactionsStarted} compactions finished, ` +
-        `${killedInCompaction} of ${cycles} kills inside one; final horizon ${horizon}`,
-    );
-    expect(killedInCompaction, 'kills that landed inside a compaction').toBeGreaterThan(0);
-    expect(horizon, 'the history was key-compacted').toBeGreaterThan(1);
-  }, Math.max(600_000, cycles * 8_000));
+      console.log(
+        `compaction crash test: ${acknowledged} acknowledged commits, ${compactionsDone} of ${compactionsStarted} compactions finished, ` +
+          `${killedInCompaction} of ${cycles} kills inside one; final horizon ${horizon}`,
+      );
+      expect(killedInCompaction, 'kills that landed inside a compaction').toBeGreaterThan(0);
+      expect(horizon, 'the history was key-compacted').toBeGreaterThan(1);
+    },
+    Math.max(600_000, cycles * 8_000),
+  );
 });

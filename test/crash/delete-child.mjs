@@ -25,7 +25,9 @@ for (let index = 0; ; index++) {
   let records = 0;
   // About 300 KiB: several history segments, with their summaries, index files and dictionaries.
   for (let batch = 0; batch < 6; batch++) {
-    await feed.append(Array.from({ length: 50 }, (_, at) => ({ payload: crypto.randomBytes(500).toString('hex'), key: `k${at}` })));
+    await feed.append(
+      Array.from({ length: 50 }, (_, at) => ({ payload: crypto.randomBytes(500).toString('hex'), key: `k${at}` })),
+    );
     records += 50;
   }
   emit({ kind: 'created', feed: name, records });

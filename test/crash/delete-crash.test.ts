@@ -11,8 +11,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { collect, openStore, temporaryDirectory } from '../support/store.js';
 import { xorshift32 } from '../support/ingest.mjs';
+import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 const cycles = Number(process.env.STREAMSTACK_DELETE_CRASH_CYCLES ?? 20);
 const seed = Number(process.env.STREAMSTACK_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -38,20 +38,28 @@ interface Known {
 
 function runAndKill(directory: string, cycle: number): Promise<Line[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [childScript, directory, String(cycle)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [childScript, directory, String(cycle)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     let errors = '';
     let killTimer: NodeJS.Timeout | undefined;
     child.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
-      if (!killTimer && output.includes('"ready"')) killTimer = setTimeout(() => child.kill('SIGKILL'), killRandom() * killAfterMsMax);
+      if (!killTimer && output.includes('"ready"'))
+        killTimer = setTimeout(() => child.kill('SIGKILL'), killRandom() * killAfterMsMax);
     });
     child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
     child.on('error', reject);
     child.on('exit', (code, signal) => {
       if (signal !== 'SIGKILL') reject(new Error(`child ${cycle} exited with ${code}: ${errors}`));
       // A line cut by the kill is not an acknowledgement; only whole lines count.
-      resolve(output.split('\n').slice(0, -1).map((line) => JSON.parse(line) as Line));
+      resolve(
+        output
+          .split('\n')
+          .slice(0, -1)
+          .map((line) => JSON.parse(line) as Line),
+      );
     });
   });
 }
@@ -76,7 +84,10 @@ describe('crash safety of deleting feeds under SIGKILL', () => {
       if (last?.kind === 'delete') killsMidDelete++;
 
       const store = await openStore(directory);
-      expect(fs.readdirSync(path.join(directory, 'feeds')).filter((name) => name.startsWith('.')), `cycle ${cycle}: tombstones left`).toEqual([]);
+      expect(
+        fs.readdirSync(path.join(directory, 'feeds')).filter((name) => name.startsWith('.')),
+        `cycle ${cycle}: tombstones left`,
+      ).toEqual([]);
       const names = new Set(await store.feedNames());
       for (const [name, feed] of known) {
         const context = `cycle ${cycle}, feed ${name}`;

@@ -39,13 +39,17 @@ for (let step = 0; ; step++) {
   const { size, records } = batchRecords(random, batch, 20, 300, 50);
   const choice = random();
   if (choice < 0.2) {
-    await concurrently(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
-      emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
+    await concurrently(
+      step,
+      (records) => feed.append(records, { token }),
+      (batch, size, commit) => emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
     );
   } else if (choice < 0.35 && stream) {
     const id = stream.id;
-    await concurrently(step, (records) => stream.append(records, { token }), (batch, size, appended) =>
-      emit({ kind: 'batch', batch, size, stream: id, firstSeq: appended.firstSeq }),
+    await concurrently(
+      step,
+      (records) => stream.append(records, { token }),
+      (batch, size, appended) => emit({ kind: 'batch', batch, size, stream: id, firstSeq: appended.firstSeq }),
     );
   } else if (choice < 0.45) {
     emit({ kind: 'attempt', batch });

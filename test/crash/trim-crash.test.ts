@@ -15,10 +15,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { runChild } from '../support/child-runs.js';
-import { openStore, temporaryDirectory } from '../support/store.js';
-import { TrimLedger, type TrimChildLine } from '../support/trim-check.js';
-import { trimChildSegmentBytes } from '../support/trim-records.mjs';
 import { xorshift32 } from '../support/ingest.mjs';
+import { openStore, temporaryDirectory } from '../support/store.js';
+import { type TrimChildLine, TrimLedger } from '../support/trim-check.js';
+import { trimChildSegmentBytes } from '../support/trim-records.mjs';
 
 const cycles = Number(process.env.STREAMSTACK_TRIM_CRASH_CYCLES ?? process.env.STREAMSTACK_CRASH_CYCLES ?? 20);
 const seed = Number(process.env.STREAMSTACK_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -46,30 +46,34 @@ function runAndKill(directory: string, cycle: number, token: string | undefined)
 }
 
 describe('trims under SIGKILL', () => {
-  it(`keep the feed whole from its low mark, and nothing below it, across ${cycles} kills`, async () => {
-    const directory = temporaryDirectory('streamstack-trim-crash-');
-    const setup = await openStore(directory, { segmentBytes: trimChildSegmentBytes });
-    const feed = await setup.createFeed('trim');
-    await feed.createSubscription('pin');
-    await setup.close();
+  it(
+    `keep the feed whole from its low mark, and nothing below it, across ${cycles} kills`,
+    async () => {
+      const directory = temporaryDirectory('streamstack-trim-crash-');
+      const setup = await openStore(directory, { segmentBytes: trimChildSegmentBytes });
+      const feed = await setup.createFeed('trim');
+      await feed.createSubscription('pin');
+      await setup.close();
 
-    console.log(`trim crash test: ${cycles} kills, seed ${seed} (STREAMSTACK_CRASH_SEED=${seed} replays it)`);
-    const ledger = new TrimLedger();
-    for (let cycle = 1; cycle <= cycles; cycle++) {
-      const lines = await runAndKill(directory, cycle, ledger.token);
-      ledger.take(lines);
-      await ledger.notePending(directory);
-      const store = await openStore(directory, { segmentBytes: trimChildSegmentBytes });
-      await ledger.check(store, directory, `after kill ${cycle} (seed ${seed})`);
-      await store.close();
-    }
-    console.log(
-      `trim crash test: ${ledger.acknowledged.size} acknowledged commits, ${ledger.trimsAcknowledged} trims acknowledged ` +
-        `(${ledger.segmentsRemoved} segments removed), ${ledger.stoppedInTrim} of ${cycles} kills inside a trim, ` +
-        `${ledger.pendingFound} kills left a trim pending (floor recorded, not done) for the reopen to finish, ` +
-        `${ledger.floorsPastAcknowledged} reopens found the low mark past every acknowledged trim; final low mark ${ledger.lowMark}`,
-    );
-    expect(ledger.stoppedInTrim, 'kills that landed inside a trim').toBeGreaterThan(0);
-    expect(ledger.lowMark, 'the history was trimmed').toBeGreaterThan(1);
-  }, Math.max(600_000, cycles * 6_000));
+      console.log(`trim crash test: ${cycles} kills, seed ${seed} (STREAMSTACK_CRASH_SEED=${seed} replays it)`);
+      const ledger = new TrimLedger();
+      for (let cycle = 1; cycle <= cycles; cycle++) {
+        const lines = await runAndKill(directory, cycle, ledger.token);
+        ledger.take(lines);
+        await ledger.notePending(directory);
+        const store = await openStore(directory, { segmentBytes: trimChildSegmentBytes });
+        await ledger.check(store, directory, `after kill ${cycle} (seed ${seed})`);
+        await store.close();
+      }
+      console.log(
+        `trim crash test: ${ledger.acknowledged.size} acknowledged commits, ${ledger.trimsAcknowledged} trims acknowledged ` +
+          `(${ledger.segmentsRemoved} segments removed), ${ledger.stoppedInTrim} of ${cycles} kills inside a trim, ` +
+          `${ledger.pendingFound} kills left a trim pending (floor recorded, not done) for the reopen to finish, ` +
+          `${ledger.floorsPastAcknowledged} reopens found the low mark past every acknowledged trim; final low mark ${ledger.lowMark}`,
+      );
+      expect(ledger.stoppedInTrim, 'kills that landed inside a trim').toBeGreaterThan(0);
+      expect(ledger.lowMark, 'the history was trimmed').toBeGreaterThan(1);
+    },
+    Math.max(600_000, cycles * 6_000),
+  );
 });

@@ -4,10 +4,10 @@
  * property reached.
  */
 import { expect } from 'vitest';
-import { loadKernels } from '../../packages/engine/src/kernels/index.js';
 import { StreamStackError } from '../../packages/engine/src/errors.js';
+import { loadKernels } from '../../packages/engine/src/kernels/index.js';
 
-export { branchTally, type BranchTally } from '../support/branches.js';
+export { type BranchTally, branchTally } from '../support/branches.js';
 
 export const native = loadKernels('native');
 export const ts = loadKernels('ts');
@@ -105,7 +105,11 @@ export const encoder = new TextEncoder();
  * `length` bytes from a linear congruential generator seeded with `seed`: large inputs made
  * cheaply and the same on every run. `into` gives the buffer (a `SharedArrayBuffer`, say).
  */
-export function pseudoRandomBytes(length: number, seed: number, into: ArrayBufferLike = new ArrayBuffer(length)): Uint8Array {
+export function pseudoRandomBytes(
+  length: number,
+  seed: number,
+  into: ArrayBufferLike = new ArrayBuffer(length),
+): Uint8Array {
   const bytes = new Uint8Array(into, 0, length);
   let state = seed >>> 0;
   for (let i = 0; i < length; i++) {

@@ -10,7 +10,8 @@ import { limits } from '../../packages/engine/src/index.js';
 import { branchTally, expectSameOutcomes, native, pseudoRandomBytes, ts } from './both.js';
 
 /** A buffer of `length` pseudo-random bytes, in an ordinary or a shared buffer. */
-const filled = (length: number, seed: number, shared: boolean): Uint8Array => pseudoRandomBytes(length, seed, shared ? new SharedArrayBuffer(length) : undefined);
+const filled = (length: number, seed: number, shared: boolean): Uint8Array =>
+  pseudoRandomBytes(length, seed, shared ? new SharedArrayBuffer(length) : undefined);
 
 describe('copyRange: native and ts agree', () => {
   it('copy the same bytes at any alignment, from shared buffers too, and refuse the same ranges', () => {
@@ -35,7 +36,10 @@ describe('copyRange: native and ts agree', () => {
       sourceBytes: fc.integer({ min: 0, max: maxBytes }),
       targetBytes: fc.integer({ min: 0, max: maxBytes }),
       draws: fc.tuple(fc.nat(), fc.nat(), fc.nat()),
-      broken: fc.oneof({ weight: 16, arbitrary: fc.constant('none' as const) }, fc.constantFrom('reversed' as const, 'past source' as const, 'past target' as const)),
+      broken: fc.oneof(
+        { weight: 16, arbitrary: fc.constant('none' as const) },
+        fc.constantFrom('reversed' as const, 'past source' as const, 'past target' as const),
+      ),
       shared: fc.boolean(),
       oneBuffer: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, fc.constant(true)),
       seed: fc.integer(),
@@ -67,18 +71,24 @@ describe('copyRange: native and ts agree', () => {
         if (fromTs.ok) {
           // The twin is `set`, the reference: check it once more against a plain copy.
           const source = filled(sourceBytes, seed, false);
-          const expected = (oneBuffer ? source.slice() : filled(targetBytes, ~seed, false));
+          const expected = oneBuffer ? source.slice() : filled(targetBytes, ~seed, false);
           expected.set(source.slice(start, end), targetAt);
           expect(Buffer.from(fromTs.value).equals(Buffer.from(expected))).toBe(true);
         }
         expect(fromNative.ok).toBe(fromTs.ok);
         tally.hit(shared ? 'shared source' : 'ordinary source', fromTs.ok);
-        tally.hit((targetAt - start) % 8 === 0 ? 'offsets equal modulo 8' : 'offsets differ modulo 8', fromTs.ok && length > 0);
+        tally.hit(
+          (targetAt - start) % 8 === 0 ? 'offsets equal modulo 8' : 'offsets differ modulo 8',
+          fromTs.ok && length > 0,
+        );
         tally.hit('longer than the kernel threshold', fromTs.ok && length >= limits.copyRangeKernelBytesMin);
         tally.hit('empty range', fromTs.ok && length === 0);
         tally.hit('views of one buffer', fromTs.ok && oneBuffer && length > 0);
         if (!fromTs.ok) {
-          tally.hit(fromTs.message.startsWith('source range') ? 'refused: source range' : 'refused: target too short', true);
+          tally.hit(
+            fromTs.message.startsWith('source range') ? 'refused: source range' : 'refused: target too short',
+            true,
+          );
         }
       }),
       { numRuns: 800 },
@@ -97,7 +107,9 @@ describe('copyRange: native and ts agree', () => {
     ]) {
       for (const kernels of [native, ts]) {
         const target = new Uint8Array(64);
-        expect(() => kernels.copyRange(target, targetAt, source, start, end)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+        expect(() => kernels.copyRange(target, targetAt, source, start, end)).toThrow(
+          expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+        );
         expect(target.every((byte) => byte === 0)).toBe(true);
       }
     }

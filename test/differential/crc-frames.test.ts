@@ -167,7 +167,11 @@ const framesArb = fc.oneof(
 );
 
 /** A frame buffer laid out from `framesArb`, with its CRCs written, at an offset of 0–7 bytes. */
-function writtenFrames(frames: readonly { length: number; control: boolean; gap: number }[], shift: number, seed: number) {
+function writtenFrames(
+  frames: readonly { length: number; control: boolean; gap: number }[],
+  shift: number,
+  seed: number,
+) {
   const laid = layFrames(
     frames.map((frame) => frame.length),
     (index) => frames[index].control,
@@ -185,7 +189,13 @@ function writtenFrames(frames: readonly { length: number; control: boolean; gap:
  * it, or move a frame's offset (by a few bytes, or past the end).
  */
 type FrameDamage =
-  | { readonly kind: 'flip'; readonly field: 'length' | 'crc' | 'data'; readonly pick: number; readonly at: number; readonly mask: number }
+  | {
+      readonly kind: 'flip';
+      readonly field: 'length' | 'crc' | 'data';
+      readonly pick: number;
+      readonly at: number;
+      readonly mask: number;
+    }
   | { readonly kind: 'control'; readonly pick: number }
   | { readonly kind: 'truncate'; readonly keep: number }
   | { readonly kind: 'extend'; readonly bytes: Uint8Array }
@@ -204,11 +214,28 @@ const frameDamageArb: fc.Arbitrary<FrameDamage> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('control' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('truncate' as const), keep: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('extend' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 64, size: 'max' }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('offset' as const), pick: fc.nat(), by: fc.oneof(fc.integer({ min: -8, max: 8 }), fc.constant(1 << 30)) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('extend' as const),
+      bytes: fc.uint8Array({ minLength: 1, maxLength: 64, size: 'max' }),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('offset' as const),
+      pick: fc.nat(),
+      by: fc.oneof(fc.integer({ min: -8, max: 8 }), fc.constant(1 << 30)),
+    }),
+  },
 );
 
-function applyFrameDamage(buffer: Uint8Array, offsets: Uint32Array, damage: FrameDamage): { buffer: Uint8Array; offsets: Uint32Array } {
+function applyFrameDamage(
+  buffer: Uint8Array,
+  offsets: Uint32Array,
+  damage: FrameDamage,
+): { buffer: Uint8Array; offsets: Uint32Array } {
   if (damage.kind === 'truncate') return { buffer: buffer.slice(0, damage.keep % (buffer.length + 1)), offsets };
   if (damage.kind === 'extend') {
     const longer = new Uint8Array(buffer.length + damage.bytes.length);
@@ -232,9 +259,14 @@ function applyFrameDamage(buffer: Uint8Array, offsets: Uint32Array, damage: Fram
     damaged[offset + 3] ^= 0x80;
     return { buffer: damaged, offsets };
   }
-  const dataLength = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength).getUint32(offset, true) & 0x7fff_ffff;
+  const dataLength =
+    new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength).getUint32(offset, true) & 0x7fff_ffff;
   const at =
-    damage.field === 'length' ? offset + (damage.at % 4) : damage.field === 'crc' ? offset + 4 + (damage.at % 4) : offset + 8 + (damage.at % Math.max(1, dataLength));
+    damage.field === 'length'
+      ? offset + (damage.at % 4)
+      : damage.field === 'crc'
+        ? offset + 4 + (damage.at % 4)
+        : offset + 8 + (damage.at % Math.max(1, dataLength));
   // A frame with no data has no data byte to flip; the damage then falls on the next byte, if any.
   if (at < damaged.length) damaged[at] ^= damage.mask;
   return { buffer: damaged, offsets };
@@ -269,35 +301,52 @@ describe('batched checksums (crc32cRanges, payloadChecksums): native and ts agre
             ranges.push(start, end);
           }
           if (spoil === 0 && ranges.length > 0) ranges.pop();
-          if (spoil === 1 && ranges.length > 1 && ranges[1] > ranges[0]) [ranges[0], ranges[1]] = [ranges[1], ranges[0]];
+          if (spoil === 1 && ranges.length > 1 && ranges[1] > ranges[0])
+            [ranges[0], ranges[1]] = [ranges[1], ranges[0]];
           if (spoil === 2 && ranges.length > 1) ranges[1] = bytes.length + 1;
           const input = Uint32Array.from(ranges);
-          const valid = ranges.length % 2 === 0 && ranges.every((value, at) => (at % 2 === 0 ? value <= ranges[at + 1] : value <= bytes.length));
+          const valid =
+            ranges.length % 2 === 0 &&
+            ranges.every((value, at) => (at % 2 === 0 ? value <= ranges[at + 1] : value <= bytes.length));
           tally.hit('no ranges', ranges.length === 0);
           tally.hit('an empty range', valid && ranges.some((value, at) => at % 2 === 0 && value === ranges[at + 1]));
-          tally.hit('overlapping ranges', valid && ranges.length >= 4 && ranges[2] < ranges[1] && ranges[3] > ranges[0]);
+          tally.hit(
+            'overlapping ranges',
+            valid && ranges.length >= 4 && ranges[2] < ranges[1] && ranges[3] > ranges[0],
+          );
           tally.hit('ranges out of order', valid && ranges.length >= 4 && ranges[2] < ranges[0]);
           tally.hit('many ranges', valid && ranges.length >= 200);
           tally.hit('refused: odd count', ranges.length % 2 === 1);
-          tally.hit('refused: reversed', ranges.length % 2 === 0 && ranges.some((value, at) => at % 2 === 0 && value > ranges[at + 1]));
+          tally.hit(
+            'refused: reversed',
+            ranges.length % 2 === 0 && ranges.some((value, at) => at % 2 === 0 && value > ranges[at + 1]),
+          );
           tally.hit('refused: past the end', ranges.length % 2 === 0 && ranges.some((value) => value > bytes.length));
           const single = expectSameOutcome((kernels) => kernels.crc32cRanges(bytes, input));
           const both = expectSameOutcome((kernels) => kernels.payloadChecksums(bytes, input));
           expect(single.ok, 'crc32cRanges accepts exactly the valid ranges').toBe(valid);
           expect(both.ok, 'payloadChecksums accepts exactly the valid ranges').toBe(valid);
           if (!single.ok || !both.ok) {
-            expect([single, both].map((outcome) => (outcome.ok ? 'ok' : outcome.code))).toEqual(['INVALID_ARGUMENT', 'INVALID_ARGUMENT']);
+            expect([single, both].map((outcome) => (outcome.ok ? 'ok' : outcome.code))).toEqual([
+              'INVALID_ARGUMENT',
+              'INVALID_ARGUMENT',
+            ]);
             return;
           }
           for (let index = 0; index < ranges.length / 2; index++) {
             const piece = bytes.subarray(ranges[2 * index], ranges[2 * index + 1]);
             expect(single.value[index]).toBe(native.crc32c(piece));
-            expect([both.value[2 * index], both.value[2 * index + 1]]).toEqual([native.crc32c(piece), zlib.crc32(piece)]);
+            expect([both.value[2 * index], both.value[2 * index + 1]]).toEqual([
+              native.crc32c(piece),
+              zlib.crc32(piece),
+            ]);
           }
           // Into a buffer the caller gives (a view into a larger one, as hot callers keep): the
           // same values, in that buffer; one of the wrong size is refused alike.
           const count = ranges.length / 2;
-          const intoSingle = expectSameOutcome((kernels) => Array.from(kernels.crc32cRanges(bytes, input, new Uint32Array(count + 3).subarray(1, count + 1))));
+          const intoSingle = expectSameOutcome((kernels) =>
+            Array.from(kernels.crc32cRanges(bytes, input, new Uint32Array(count + 3).subarray(1, count + 1))),
+          );
           const intoBoth = expectSameOutcome((kernels) => {
             const out = new Uint32Array(2 * count);
             const returned = kernels.payloadChecksums(bytes, input, out);
@@ -308,9 +357,16 @@ describe('batched checksums (crc32cRanges, payloadChecksums): native and ts agre
           tally.hit('into a given buffer', count > 0);
           const wrong = spoil % 2 === 0 ? count + 1 : Math.max(0, count - 1);
           if (wrong !== count) {
-            const refusedSingle = expectSameOutcome((kernels) => kernels.crc32cRanges(bytes, input, new Uint32Array(wrong)));
-            const refusedBoth = expectSameOutcome((kernels) => kernels.payloadChecksums(bytes, input, new Uint32Array(2 * wrong)));
-            expect([refusedSingle, refusedBoth]).toEqual([{ ok: false, code: 'INVALID_ARGUMENT' }, { ok: false, code: 'INVALID_ARGUMENT' }]);
+            const refusedSingle = expectSameOutcome((kernels) =>
+              kernels.crc32cRanges(bytes, input, new Uint32Array(wrong)),
+            );
+            const refusedBoth = expectSameOutcome((kernels) =>
+              kernels.payloadChecksums(bytes, input, new Uint32Array(2 * wrong)),
+            );
+            expect([refusedSingle, refusedBoth]).toEqual([
+              { ok: false, code: 'INVALID_ARGUMENT' },
+              { ok: false, code: 'INVALID_ARGUMENT' },
+            ]);
             tally.hit('refused: an output of the wrong size', true);
           }
         },
@@ -338,10 +394,22 @@ describe('frame checksums: native and ts agree', () => {
       fc.property(framesArb, fc.nat(7), fc.nat(), (frames, shift, seed) => {
         tally.hit('no frames', frames.length === 0);
         tally.hit('more than 10 frames', frames.length > 10);
-        tally.hit('empty data', frames.some((frame) => frame.length === 0));
-        tally.hit('data of 16 bytes or more', frames.some((frame) => frame.length >= 16));
-        tally.hit('control record', frames.some((frame) => frame.control));
-        tally.hit('filler between frames', frames.some((frame, index) => index > 0 && frame.gap > 0));
+        tally.hit(
+          'empty data',
+          frames.some((frame) => frame.length === 0),
+        );
+        tally.hit(
+          'data of 16 bytes or more',
+          frames.some((frame) => frame.length >= 16),
+        );
+        tally.hit(
+          'control record',
+          frames.some((frame) => frame.control),
+        );
+        tally.hit(
+          'filler between frames',
+          frames.some((frame, index) => index > 0 && frame.gap > 0),
+        );
         tally.hit('buffer at an unaligned offset', frames.length > 0 && shift % 8 !== 0);
         const fromNative = writtenFrames(frames, shift, seed);
         const laid = layFrames(
@@ -383,57 +451,72 @@ describe('frame checksums: native and ts agree', () => {
     // Written buffers of 1–60 frames with one or two damages each (see frameDamageArb).
     const framesAtLeastOne = framesArb.filter((frames) => frames.length > 0);
     fc.assert(
-      fc.property(framesAtLeastOne, fc.nat(7), fc.array(frameDamageArb, { minLength: 1, maxLength: 2, size: 'max' }), (frames, shift, damages) => {
-        let { buffer, offsets } = writtenFrames(frames, shift, frames.length);
-        const original = buffer.slice();
-        for (const damage of damages) {
-          ({ buffer, offsets } = applyFrameDamage(buffer, offsets, damage));
-          tally.hit(
-            damage.kind === 'flip'
-              ? damage.field === 'length'
-                ? 'flip in a length field'
-                : damage.field === 'crc'
-                  ? 'flip in a CRC field'
-                  : 'flip in data'
-              : damage.kind === 'control'
-                ? 'control bit toggled'
-                : damage.kind === 'truncate'
-                  ? 'truncated'
-                  : damage.kind === 'extend'
-                    ? 'extended'
-                    : 'offset moved',
-          );
-        }
-        const expected = firstBadFrame(buffer, offsets);
-        expect(expectSameOutcome((k) => k.frameChecksumsVerify(buffer, offsets))).toEqual({ ok: true, value: expected });
-        if (expected === -1) {
-          tally.hit('still sound');
-          const toggledOnly = damages.every((damage) => damage.kind === 'control');
-          tally.hit('control bit change unnoticed (the CRC covers the data only)', toggledOnly && !sameValue(buffer, original));
-        } else {
-          tally.hit(expected === 0 ? 'first frame bad' : 'a later frame bad');
-          const offset = offsets[expected];
-          const fits =
-            offset + 8 <= buffer.length &&
-            offset + 8 + (new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength).getUint32(offset, true) & 0x7fff_ffff) <= buffer.length;
-          tally.hit(fits ? 'CRC mismatch' : 'runs past the buffer');
-        }
-        // Rewriting the CRCs: the same outcome, and the same bytes left behind (the frames before
-        // a frame that does not fit get their CRCs on both kernels).
-        const forNative = buffer.slice();
-        const forTs = buffer.slice();
-        const rewritten = expectSameOutcome((k) => k.frameChecksumsWrite(k === native ? forNative : forTs, offsets));
-        expectSame(forNative, forTs);
-        if (rewritten.ok) {
-          tally.hit('rewrite accepted');
-          // Frames that overlap (a moved offset, a longer length) share bytes, so writing a later
-          // frame's CRC may change an earlier frame's data; disjoint frames must all verify.
-          if (!framesOverlap(buffer, offsets)) expect(native.frameChecksumsVerify(forNative, offsets)).toBe(-1);
-        } else {
-          tally.hit('rewrite refused');
-          expect(rewritten.code).toBe('INVALID_ARGUMENT');
-        }
-      }),
+      fc.property(
+        framesAtLeastOne,
+        fc.nat(7),
+        fc.array(frameDamageArb, { minLength: 1, maxLength: 2, size: 'max' }),
+        (frames, shift, damages) => {
+          let { buffer, offsets } = writtenFrames(frames, shift, frames.length);
+          const original = buffer.slice();
+          for (const damage of damages) {
+            ({ buffer, offsets } = applyFrameDamage(buffer, offsets, damage));
+            tally.hit(
+              damage.kind === 'flip'
+                ? damage.field === 'length'
+                  ? 'flip in a length field'
+                  : damage.field === 'crc'
+                    ? 'flip in a CRC field'
+                    : 'flip in data'
+                : damage.kind === 'control'
+                  ? 'control bit toggled'
+                  : damage.kind === 'truncate'
+                    ? 'truncated'
+                    : damage.kind === 'extend'
+                      ? 'extended'
+                      : 'offset moved',
+            );
+          }
+          const expected = firstBadFrame(buffer, offsets);
+          expect(expectSameOutcome((k) => k.frameChecksumsVerify(buffer, offsets))).toEqual({
+            ok: true,
+            value: expected,
+          });
+          if (expected === -1) {
+            tally.hit('still sound');
+            const toggledOnly = damages.every((damage) => damage.kind === 'control');
+            tally.hit(
+              'control bit change unnoticed (the CRC covers the data only)',
+              toggledOnly && !sameValue(buffer, original),
+            );
+          } else {
+            tally.hit(expected === 0 ? 'first frame bad' : 'a later frame bad');
+            const offset = offsets[expected];
+            const fits =
+              offset + 8 <= buffer.length &&
+              offset +
+                8 +
+                (new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength).getUint32(offset, true) &
+                  0x7fff_ffff) <=
+                buffer.length;
+            tally.hit(fits ? 'CRC mismatch' : 'runs past the buffer');
+          }
+          // Rewriting the CRCs: the same outcome, and the same bytes left behind (the frames before
+          // a frame that does not fit get their CRCs on both kernels).
+          const forNative = buffer.slice();
+          const forTs = buffer.slice();
+          const rewritten = expectSameOutcome((k) => k.frameChecksumsWrite(k === native ? forNative : forTs, offsets));
+          expectSame(forNative, forTs);
+          if (rewritten.ok) {
+            tally.hit('rewrite accepted');
+            // Frames that overlap (a moved offset, a longer length) share bytes, so writing a later
+            // frame's CRC may change an earlier frame's data; disjoint frames must all verify.
+            if (!framesOverlap(buffer, offsets)) expect(native.frameChecksumsVerify(forNative, offsets)).toBe(-1);
+          } else {
+            tally.hit('rewrite refused');
+            expect(rewritten.code).toBe('INVALID_ARGUMENT');
+          }
+        },
+      ),
       { numRuns: 600 },
     );
     tally.expectAllReached();

@@ -20,7 +20,12 @@ const bufferArb = (maxBytes: number) =>
   fc.oneof(
     { weight: 1, arbitrary: fc.constant(new Uint8Array(0)) },
     { weight: 3, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 100, size: 'max' }) },
-    { weight: 1, arbitrary: fc.integer({ min: 1, max: maxBytes }).map((length) => new Uint8Array(length).map((_, index) => (index * 31 + length) % 251)) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .integer({ min: 1, max: maxBytes })
+        .map((length) => new Uint8Array(length).map((_, index) => (index * 31 + length) % 251)),
+    },
   );
 const batchArb = fc.oneof(
   { weight: 1, arbitrary: fc.constant([] as Uint8Array[]) },
@@ -35,7 +40,10 @@ interface Place {
   readonly by: number;
 }
 
-const placeArb: fc.Arbitrary<Place> = fc.record({ where: fc.constantFrom('start' as const, 'end' as const, 'gap' as const, 'inside' as const), by: fc.nat(70_000) });
+const placeArb: fc.Arbitrary<Place> = fc.record({
+  where: fc.constantFrom('start' as const, 'end' as const, 'gap' as const, 'inside' as const),
+  by: fc.nat(70_000),
+});
 
 function placeAt(place: Place, size: number): number {
   switch (place.where) {
@@ -103,31 +111,45 @@ describe('durable batch write: native and ts agree', () => {
     // Files written by 1–4 batches (see batchArb and placeArb), each by both kernels.
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.tuple(batchArb, placeArb), { minLength: 1, maxLength: 4, size: 'max' }), async (batches) => {
-        run++;
-        let model: Uint8Array = new Uint8Array(0);
-        const files = [native, ts].map((kernels) => ({ kernels, file: path.join(directory, `batch-${run}-${kernels.name}.bin`) }));
-        const descriptors = files.map(({ file }) => fs.openSync(file, 'w+'));
-        try {
-          tally.hit('three or more batches', batches.length >= 3);
-          for (const [buffers, place] of batches) {
-            const position = placeAt(place, model.length);
-            const bytes = buffers.reduce((total, buffer) => total + buffer.length, 0);
-            tally.hit('a batch of no buffers (a sync alone)', buffers.length === 0);
-            tally.hit('an empty buffer among others', buffers.length > 1 && buffers.some((buffer) => buffer.length === 0));
-            tally.hit(`more than ${iovMax} buffers (several writev calls)`, buffers.length > iovMax);
-            tally.hit('a buffer of 64 KiB or more', buffers.some((buffer) => buffer.length >= 64 * 1024));
-            tally.hit('a gap past the end (zeros between)', bytes > 0 && position > model.length);
-            tally.hit('an overwrite inside the file', bytes > 0 && position < model.length);
-            tally.hit('appended at the end', bytes > 0 && model.length > 0 && position === model.length);
-            await Promise.all(files.map(({ kernels }, index) => kernels.writeDurable(descriptors[index], position, buffers)));
-            model = writeModel(model, position, buffers);
+      fc.asyncProperty(
+        fc.array(fc.tuple(batchArb, placeArb), { minLength: 1, maxLength: 4, size: 'max' }),
+        async (batches) => {
+          run++;
+          let model: Uint8Array = new Uint8Array(0);
+          const files = [native, ts].map((kernels) => ({
+            kernels,
+            file: path.join(directory, `batch-${run}-${kernels.name}.bin`),
+          }));
+          const descriptors = files.map(({ file }) => fs.openSync(file, 'w+'));
+          try {
+            tally.hit('three or more batches', batches.length >= 3);
+            for (const [buffers, place] of batches) {
+              const position = placeAt(place, model.length);
+              const bytes = buffers.reduce((total, buffer) => total + buffer.length, 0);
+              tally.hit('a batch of no buffers (a sync alone)', buffers.length === 0);
+              tally.hit(
+                'an empty buffer among others',
+                buffers.length > 1 && buffers.some((buffer) => buffer.length === 0),
+              );
+              tally.hit(`more than ${iovMax} buffers (several writev calls)`, buffers.length > iovMax);
+              tally.hit(
+                'a buffer of 64 KiB or more',
+                buffers.some((buffer) => buffer.length >= 64 * 1024),
+              );
+              tally.hit('a gap past the end (zeros between)', bytes > 0 && position > model.length);
+              tally.hit('an overwrite inside the file', bytes > 0 && position < model.length);
+              tally.hit('appended at the end', bytes > 0 && model.length > 0 && position === model.length);
+              await Promise.all(
+                files.map(({ kernels }, index) => kernels.writeDurable(descriptors[index], position, buffers)),
+              );
+              model = writeModel(model, position, buffers);
+            }
+          } finally {
+            for (const fd of descriptors) fs.closeSync(fd);
           }
-        } finally {
-          for (const fd of descriptors) fs.closeSync(fd);
-        }
-        expectFilesHold(files, model);
-      }),
+          expectFilesHold(files, model);
+        },
+      ),
       { numRuns: 100 },
     );
     tally.expectAllReached();
@@ -149,30 +171,52 @@ describe('durable batch write: native and ts agree', () => {
     // Positions that are no byte offset (refused before any I/O: INVALID_ARGUMENT), and sound
     // positions on descriptors that cannot be written (refused by the system: IO).
     const badArb = fc.oneof(
-      fc.record({ kind: fc.constant('negative position' as const), position: fc.integer({ min: -(2 ** 53) + 1, max: -1 }) }),
+      fc.record({
+        kind: fc.constant('negative position' as const),
+        position: fc.integer({ min: -(2 ** 53) + 1, max: -1 }),
+      }),
       fc.record({
         kind: fc.constant('fractional position' as const),
         position: fc.double({ min: 0, max: 2 ** 40, noNaN: true }).filter((position) => !Number.isInteger(position)),
       }),
-      fc.record({ kind: fc.constant('position not finite' as const), position: fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY) }),
-      fc.record({ kind: fc.constant('position past 2^53' as const), position: fc.double({ min: 2 ** 53, max: 2 ** 60, noNaN: true }) }),
-      fc.record({ kind: fc.constant('descriptor never opened' as const), position: fc.nat(1 << 20), fd: fc.oneof(fc.constant(-1), fc.integer({ min: 1 << 20, max: 2 ** 31 - 1 })) }),
+      fc.record({
+        kind: fc.constant('position not finite' as const),
+        position: fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY),
+      }),
+      fc.record({
+        kind: fc.constant('position past 2^53' as const),
+        position: fc.double({ min: 2 ** 53, max: 2 ** 60, noNaN: true }),
+      }),
+      fc.record({
+        kind: fc.constant('descriptor never opened' as const),
+        position: fc.nat(1 << 20),
+        fd: fc.oneof(fc.constant(-1), fc.integer({ min: 1 << 20, max: 2 ** 31 - 1 })),
+      }),
       fc.record({ kind: fc.constant('read-only descriptor' as const), position: fc.nat(1 << 20) }),
     );
     try {
       await fc.assert(
-        fc.asyncProperty(badArb, fc.array(fc.uint8Array({ maxLength: 64, size: 'max' }), { minLength: 1, maxLength: 3, size: 'max' }), async (bad, buffers) => {
-          tally.hit(bad.kind);
-          const fd = bad.kind === 'read-only descriptor' ? readOnly : 'fd' in bad ? bad.fd : scratch;
-          const expected = bad.kind === 'descriptor never opened' || bad.kind === 'read-only descriptor' ? 'IO' : 'INVALID_ARGUMENT';
-          // A read-only descriptor refuses only a write of some bytes; an empty batch just syncs.
-          const data = bad.kind === 'read-only descriptor' ? [...buffers, Uint8Array.of(1)] : buffers;
-          for (const kernels of [native, ts]) {
-            const attempt = kernels.writeDurable(fd, bad.position, data);
-            await expect(attempt, `${kernels.name}: ${bad.kind} ${bad.position}`).rejects.toBeInstanceOf(StreamStackError);
-            await expect(attempt, `${kernels.name}: ${bad.kind} ${bad.position}`).rejects.toMatchObject({ code: expected });
-          }
-        }),
+        fc.asyncProperty(
+          badArb,
+          fc.array(fc.uint8Array({ maxLength: 64, size: 'max' }), { minLength: 1, maxLength: 3, size: 'max' }),
+          async (bad, buffers) => {
+            tally.hit(bad.kind);
+            const fd = bad.kind === 'read-only descriptor' ? readOnly : 'fd' in bad ? bad.fd : scratch;
+            const expected =
+              bad.kind === 'descriptor never opened' || bad.kind === 'read-only descriptor' ? 'IO' : 'INVALID_ARGUMENT';
+            // A read-only descriptor refuses only a write of some bytes; an empty batch just syncs.
+            const data = bad.kind === 'read-only descriptor' ? [...buffers, Uint8Array.of(1)] : buffers;
+            for (const kernels of [native, ts]) {
+              const attempt = kernels.writeDurable(fd, bad.position, data);
+              await expect(attempt, `${kernels.name}: ${bad.kind} ${bad.position}`).rejects.toBeInstanceOf(
+                StreamStackError,
+              );
+              await expect(attempt, `${kernels.name}: ${bad.kind} ${bad.position}`).rejects.toMatchObject({
+                code: expected,
+              });
+            }
+          },
+        ),
         { numRuns: 150 },
       );
     } finally {
@@ -241,7 +285,15 @@ describe('direct write: native and ts agree', () => {
   it('write generated pieces, each padded to a block and given whole or in several buffers, to the same file', async () => {
     expect(native.directWrites).toBe(true);
     expect(ts.directWrites).toBe(false);
-    const tally = branchTally('direct writes', ['a piece of whole blocks', 'a piece ending mid-block (padded)', 'an empty piece', 'a piece of a megabyte or more', 'an overwrite of an earlier block', 'three or more pieces', 'a piece in several buffers']);
+    const tally = branchTally('direct writes', [
+      'a piece of whole blocks',
+      'a piece ending mid-block (padded)',
+      'an empty piece',
+      'a piece of a megabyte or more',
+      'an overwrite of an earlier block',
+      'three or more pieces',
+      'a piece in several buffers',
+    ]);
     // Files of 1–6 pieces (0 to 1.5 MiB each), each at a block boundary at or before the end.
     const pieceArb = fc.oneof(
       fc.constant(0),
@@ -251,42 +303,55 @@ describe('direct write: native and ts agree', () => {
     );
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.tuple(pieceArb, fc.boolean()), { minLength: 1, maxLength: 6, size: 'max' }), async (pieces) => {
-        run++;
-        tally.hit('three or more pieces', pieces.length >= 3);
-        let model = new Uint8Array(0);
-        const files = [native, ts].map((kernels) => ({ kernels, file: path.join(directory, `direct-${run}-${kernels.name}.bin`) }));
-        const descriptors = files.map(({ file, kernels }) => openForDirect(file, kernels));
-        try {
-          for (const [index, [length, back]] of pieces.entries()) {
-            // At the end of the file (rounded up to a block), or one block before it.
-            const end = Math.ceil(model.length / block) * block;
-            const position = back && end >= block ? end - block : end;
-            const bytes = new Uint8Array(length).map((_, at) => (at * 7 + index + run) % 251);
-            tally.hit('a piece of whole blocks', length > 0 && length % block === 0);
-            tally.hit('a piece ending mid-block (padded)', length % block !== 0);
-            tally.hit('an empty piece', length === 0);
-            tally.hit('a piece of a megabyte or more', length >= 1024 * 1024);
-            tally.hit('an overwrite of an earlier block', length > 0 && position < model.length);
-            // Handed over whole, or split into two or three buffers written one after another.
-            const cuts = [Math.floor(length / 3), Math.floor(length / 2)].slice(0, (index + run) % 3);
-            const buffers = [0, ...cuts, length].slice(1).map((end, at, ends) => bytes.subarray(at === 0 ? 0 : ends[at - 1], end));
-            tally.hit('a piece in several buffers', buffers.length > 1 && length > 0);
-            const writes = files.map(({ kernels }, which) => kernels.writeDirect(descriptors[which], position, buffers));
-            // The bytes were copied when the call returned: changing them now changes nothing.
-            bytes.fill(0xee);
-            await Promise.all(writes);
-            const padded = Math.ceil(length / block) * block;
-            const grown = new Uint8Array(Math.max(model.length, position + padded));
-            grown.set(model);
-            grown.set(new Uint8Array(padded).map((_, at) => (at < length ? (at * 7 + index + run) % 251 : 0)), position);
-            model = grown;
+      fc.asyncProperty(
+        fc.array(fc.tuple(pieceArb, fc.boolean()), { minLength: 1, maxLength: 6, size: 'max' }),
+        async (pieces) => {
+          run++;
+          tally.hit('three or more pieces', pieces.length >= 3);
+          let model = new Uint8Array(0);
+          const files = [native, ts].map((kernels) => ({
+            kernels,
+            file: path.join(directory, `direct-${run}-${kernels.name}.bin`),
+          }));
+          const descriptors = files.map(({ file, kernels }) => openForDirect(file, kernels));
+          try {
+            for (const [index, [length, back]] of pieces.entries()) {
+              // At the end of the file (rounded up to a block), or one block before it.
+              const end = Math.ceil(model.length / block) * block;
+              const position = back && end >= block ? end - block : end;
+              const bytes = new Uint8Array(length).map((_, at) => (at * 7 + index + run) % 251);
+              tally.hit('a piece of whole blocks', length > 0 && length % block === 0);
+              tally.hit('a piece ending mid-block (padded)', length % block !== 0);
+              tally.hit('an empty piece', length === 0);
+              tally.hit('a piece of a megabyte or more', length >= 1024 * 1024);
+              tally.hit('an overwrite of an earlier block', length > 0 && position < model.length);
+              // Handed over whole, or split into two or three buffers written one after another.
+              const cuts = [Math.floor(length / 3), Math.floor(length / 2)].slice(0, (index + run) % 3);
+              const buffers = [0, ...cuts, length]
+                .slice(1)
+                .map((end, at, ends) => bytes.subarray(at === 0 ? 0 : ends[at - 1], end));
+              tally.hit('a piece in several buffers', buffers.length > 1 && length > 0);
+              const writes = files.map(({ kernels }, which) =>
+                kernels.writeDirect(descriptors[which], position, buffers),
+              );
+              // The bytes were copied when the call returned: changing them now changes nothing.
+              bytes.fill(0xee);
+              await Promise.all(writes);
+              const padded = Math.ceil(length / block) * block;
+              const grown = new Uint8Array(Math.max(model.length, position + padded));
+              grown.set(model);
+              grown.set(
+                new Uint8Array(padded).map((_, at) => (at < length ? (at * 7 + index + run) % 251 : 0)),
+                position,
+              );
+              model = grown;
+            }
+          } finally {
+            for (const fd of descriptors) fs.closeSync(fd);
           }
-        } finally {
-          for (const fd of descriptors) fs.closeSync(fd);
-        }
-        expectFilesHold(files, model);
-      }),
+          expectFilesHold(files, model);
+        },
+      ),
       { numRuns: 60 },
     );
     tally.expectAllReached();
@@ -298,7 +363,10 @@ describe('direct write: native and ts agree', () => {
       const fd = openForDirect(file, kernels);
       try {
         for (const position of [1, block - 1, block + 512, -block, 0.5, Number.NaN]) {
-          await expect(kernels.writeDirect(fd, position, [Uint8Array.of(1)]), `${kernels.name} at ${position}`).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+          await expect(
+            kernels.writeDirect(fd, position, [Uint8Array.of(1)]),
+            `${kernels.name} at ${position}`,
+          ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
         }
       } finally {
         fs.closeSync(fd);

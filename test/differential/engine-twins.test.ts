@@ -8,8 +8,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isStreamStackError, type Kernels, type Store, type VerificationProblem } from '../../packages/engine/src/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, collect } from '../support/store.js';
+import {
+  isStreamStackError,
+  type Kernels,
+  type Store,
+  type VerificationProblem,
+} from '../../packages/engine/src/index.js';
+import { collect, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 import { branchTally, native, ts } from './both.js';
 
 async function workload(store: Store, clock: ManualClock): Promise<void> {
@@ -144,7 +149,11 @@ async function outcome(action: () => Promise<unknown>): Promise<Outcome> {
 
 function digest(directory: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const file of listFiles(directory)) out[file] = crypto.createHash('sha256').update(fs.readFileSync(path.join(directory, file))).digest('hex');
+  for (const file of listFiles(directory))
+    out[file] = crypto
+      .createHash('sha256')
+      .update(fs.readFileSync(path.join(directory, file)))
+      .digest('hex');
   return out;
 }
 
@@ -156,20 +165,32 @@ function digest(directory: string): Record<string, string> {
  */
 async function readAll(directory: string, kernels: Kernels) {
   const clock = new ManualClock(1_800_000_000_000);
-  const opened = await outcome(() => openStore(directory, { kernels, clock: clock.read, newId: sequentialIds('reader') }));
+  const opened = await outcome(() =>
+    openStore(directory, { kernels, clock: clock.read, newId: sequentialIds('reader') }),
+  );
   if (!opened.ok) return { opened, files: digest(directory) };
   const store = opened.value as Store;
   try {
     const verification = await outcome(async () =>
       (await store.verify('events')).map(({ problems, ...rest }) => ({
         ...rest,
-        problems: problems.map(({ code, file, offset }) => ({ code, file: file && path.relative(directory, file), offset })),
+        problems: problems.map(({ code, file, offset }) => ({
+          code,
+          file: file && path.relative(directory, file),
+          offset,
+        })),
       })),
     );
     const feed = await outcome(() => store.feed('events'));
     if (!feed.ok) return { opened: { ok: true }, verification, feed, files: digest(directory) };
     const events = feed.value as Awaited<ReturnType<Store['feed']>>;
-    const view = (record: { position: number; commit: number; payload: Uint8Array; key?: string; tags: readonly string[] }) => ({
+    const view = (record: {
+      position: number;
+      commit: number;
+      payload: Uint8Array;
+      key?: string;
+      tags: readonly string[];
+    }) => ({
       position: record.position,
       commit: record.commit,
       payload: Buffer.from(record.payload).toString('hex'),
@@ -181,12 +202,18 @@ async function readAll(directory: string, kernels: Kernels) {
       for await (const record of events.read()) all.push(view(record));
       return all;
     });
-    const commits = (await collect(events.commits())).map((commit) => ({ commit: commit.commit, records: commit.records, firstPosition: commit.firstPosition }));
+    const commits = (await collect(events.commits())).map((commit) => ({
+      commit: commit.commit,
+      records: commit.records,
+      firstPosition: commit.firstPosition,
+    }));
     const perCommit = [];
-    for (const { commit } of commits) perCommit.push(await outcome(async () => (await events.readCommit(commit)).map(view)));
+    for (const { commit } of commits)
+      perCommit.push(await outcome(async () => (await events.readCommit(commit)).map(view)));
     const byIndex = await outcome(async () => {
       const found = [];
-      for await (const record of events.read({ filter: { tags: ['record:7'] }, plan: 'index' })) found.push(record.position);
+      for await (const record of events.read({ filter: { tags: ['record:7'] }, plan: 'index' }))
+        found.push(record.position);
       return found;
     });
     const latest = await outcome(async () => {
@@ -200,7 +227,19 @@ async function readAll(directory: string, kernels: Kernels) {
     const rebuilt = events.indexRebuilds
       .map(({ segment, reason }) => ({ segment, reason: reason.replace(directory, '') }))
       .sort((a, b) => a.segment - b.segment || (a.reason < b.reason ? -1 : a.reason > b.reason ? 1 : 0));
-    return { opened: { ok: true }, verification, feed: { ok: true }, records, commits, perCommit, byIndex, latest, rebuilt, closed, files: digest(directory) };
+    return {
+      opened: { ok: true },
+      verification,
+      feed: { ok: true },
+      records,
+      commits,
+      perCommit,
+      byIndex,
+      latest,
+      rebuilt,
+      closed,
+      files: digest(directory),
+    };
   } finally {
     await store.close().catch(() => undefined);
   }
@@ -229,7 +268,14 @@ describe('native and ts engines on damaged data directories', () => {
       // Damage seldom leaves verify with nothing to say (even a flipped zero past a segment's
       // last write is a torn tail), and the engine opens a store whatever its feeds hold (a
       // damaged feed description refuses the feed instead).
-      ['verify: CHAIN', 'verify: MANIFEST', 'verify: WAL', 'verify: ERROR', 'verify found nothing wrong', 'refused to open'],
+      [
+        'verify: CHAIN',
+        'verify: MANIFEST',
+        'verify: WAL',
+        'verify: ERROR',
+        'verify found nothing wrong',
+        'refused to open',
+      ],
     );
     // One workload's directory (native kernels; the twins write the same bytes), copied for
     // each engine and damaged one to three times in the same way: bits flipped, 1–64 bytes
@@ -244,10 +290,30 @@ describe('native and ts engines on damaged data directories', () => {
       kind: fc.constantFrom(...kinds),
       pick: fc.nat(),
       damage: fc.oneof(
-        { weight: 4, arbitrary: fc.record({ kind: fc.constant('flip' as const), at: fc.nat(), mask: fc.integer({ min: 1, max: 255 }) }) },
-        { weight: 2, arbitrary: fc.record({ kind: fc.constant('zero' as const), at: fc.nat(), length: fc.integer({ min: 1, max: 64 }) }) },
+        {
+          weight: 4,
+          arbitrary: fc.record({
+            kind: fc.constant('flip' as const),
+            at: fc.nat(),
+            mask: fc.integer({ min: 1, max: 255 }),
+          }),
+        },
+        {
+          weight: 2,
+          arbitrary: fc.record({
+            kind: fc.constant('zero' as const),
+            at: fc.nat(),
+            length: fc.integer({ min: 1, max: 64 }),
+          }),
+        },
         { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncate' as const), at: fc.nat() }) },
-        { weight: 1, arbitrary: fc.record({ kind: fc.constant('extend' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 64, size: 'max' }) }) },
+        {
+          weight: 1,
+          arbitrary: fc.record({
+            kind: fc.constant('extend' as const),
+            bytes: fc.uint8Array({ minLength: 1, maxLength: 64, size: 'max' }),
+          }),
+        },
       ),
     });
     await fc.assert(
@@ -271,7 +337,9 @@ describe('native and ts engines on damaged data directories', () => {
         const result = fromNative.result;
         tally.hit(result.opened.ok ? 'opened' : 'refused to open');
         if ('verification' in result && result.verification?.ok) {
-          const problems = (result.verification.value as { problems: Pick<VerificationProblem, 'code'>[] }[]).flatMap((feed) => feed.problems);
+          const problems = (result.verification.value as { problems: Pick<VerificationProblem, 'code'>[] }[]).flatMap(
+            (feed) => feed.problems,
+          );
           if (problems.length === 0) tally.hit('verify found nothing wrong');
           for (const code of new Set(problems.map((problem) => problem.code))) tally.hit(`verify: ${code}`);
         }

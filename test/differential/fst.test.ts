@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { FstRange } from '../../packages/engine/src/kernels/index.js';
+import { type FstRejection, fstRejectionIn, fstRejections, widestNode } from '../support/fst-shapes.js';
 import { branchTally, encoder, expectSame, expectSameOutcome, expectSameOutcomes, native, pack, ts } from './both.js';
-import { fstRejectionIn, fstRejections, widestNode, type FstRejection } from '../support/fst-shapes.js';
 
 /** Sorts byte strings lexicographically and drops duplicates, as an FST's keys must be. */
 function sortedUnique(keys: Uint8Array[]): Uint8Array[] {
@@ -49,9 +49,22 @@ const keyListArb = (minKeys: number, maxKeys: number) =>
       fc.array(fc.uint8Array({ maxLength: 40, size: 'max' }), { minLength: 1, maxLength: 8, size: 'max' }),
       fc.array(
         fc.oneof(
-          { weight: 8, arbitrary: fc.uint8Array({ maxLength: 24, size: 'max' }).map((bytes) => ({ prefix: -1, bytes })) },
-          { weight: 10, arbitrary: fc.tuple(fc.nat(), fc.uint8Array({ maxLength: 8, size: 'max' })).map(([prefix, bytes]) => ({ prefix, bytes })) },
-          { weight: 1, arbitrary: fc.uint8Array({ minLength: 64, maxLength: 300, size: 'max' }).map((bytes) => ({ prefix: -1, bytes })) },
+          {
+            weight: 8,
+            arbitrary: fc.uint8Array({ maxLength: 24, size: 'max' }).map((bytes) => ({ prefix: -1, bytes })),
+          },
+          {
+            weight: 10,
+            arbitrary: fc
+              .tuple(fc.nat(), fc.uint8Array({ maxLength: 8, size: 'max' }))
+              .map(([prefix, bytes]) => ({ prefix, bytes })),
+          },
+          {
+            weight: 1,
+            arbitrary: fc
+              .uint8Array({ minLength: 64, maxLength: 300, size: 'max' })
+              .map((bytes) => ({ prefix: -1, bytes })),
+          },
         ),
         { minLength: minKeys, maxLength: maxKeys, size: 'max' },
       ),
@@ -99,7 +112,12 @@ interface BoundSpec {
 }
 
 const boundSpecArb: fc.Arbitrary<BoundSpec | undefined> = fc.option(
-  fc.record({ pick: fc.nat(), cut: fc.nat(6), bump: fc.boolean(), random: fc.option(fc.uint8Array({ maxLength: 4, size: 'max' }), { nil: undefined, freq: 3 }) }),
+  fc.record({
+    pick: fc.nat(),
+    cut: fc.nat(6),
+    bump: fc.boolean(),
+    random: fc.option(fc.uint8Array({ maxLength: 4, size: 'max' }), { nil: undefined, freq: 3 }),
+  }),
   { nil: undefined, freq: 2 },
 );
 
@@ -147,7 +165,12 @@ function resolveRange(keys: readonly Uint8Array[], spec: RangeSpec): FstRange {
  * which has no checksum (the last four bytes dropped, the version byte set to 2).
  */
 type FstDamage =
-  | { readonly kind: 'flip'; readonly region: 'nodes' | 'header' | 'footer'; readonly at: number; readonly mask: number }
+  | {
+      readonly kind: 'flip';
+      readonly region: 'nodes' | 'header' | 'footer';
+      readonly at: number;
+      readonly mask: number;
+    }
   | { readonly kind: 'truncate'; readonly keep: number }
   | { readonly kind: 'extend'; readonly bytes: Uint8Array }
   | { readonly kind: 'overwrite'; readonly at: number; readonly bytes: Uint8Array }
@@ -159,15 +182,37 @@ const fstDamageArb: fc.Arbitrary<FstDamage> = fc.oneof(
     weight: 6,
     arbitrary: fc.record({
       kind: fc.constant('flip' as const),
-      region: fc.constantFrom('nodes' as const, 'nodes' as const, 'nodes' as const, 'header' as const, 'footer' as const),
+      region: fc.constantFrom(
+        'nodes' as const,
+        'nodes' as const,
+        'nodes' as const,
+        'header' as const,
+        'footer' as const,
+      ),
       at: fc.nat(),
       mask: fc.integer({ min: 1, max: 255 }),
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncate' as const), keep: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('extend' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 32, size: 'max' }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('overwrite' as const), at: fc.nat(), bytes: fc.uint8Array({ minLength: 1, maxLength: 16, size: 'max' }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('version' as const), version: fc.constantFrom(0, 1, 2, 4, 255) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('extend' as const),
+      bytes: fc.uint8Array({ minLength: 1, maxLength: 32, size: 'max' }),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('overwrite' as const),
+      at: fc.nat(),
+      bytes: fc.uint8Array({ minLength: 1, maxLength: 16, size: 'max' }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('version' as const), version: fc.constantFrom(0, 1, 2, 4, 255) }),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'downgrade' as const }) },
 );
 
@@ -219,15 +264,20 @@ function applyFstDamage(fst: Uint8Array, damage: FstDamage): Uint8Array {
   }
 }
 
-
 /**
  * Rejections that damaged nodes reach too seldom to demand in every run: a value pushed past
  * 2^53 - 1 and a range scan that exhausts its step budget. They are counted and printed.
  */
-const rareFstRejections = ['value not a safe integer', 'range scan ran out of steps'] as const satisfies readonly FstRejection[];
+const rareFstRejections = [
+  'value not a safe integer',
+  'range scan ran out of steps',
+] as const satisfies readonly FstRejection[];
 const requiredFstRejections = fstRejections
   .map(([, branch]) => branch)
-  .filter((branch): branch is Exclude<FstRejection, (typeof rareFstRejections)[number]> => !(rareFstRejections as readonly string[]).includes(branch));
+  .filter(
+    (branch): branch is Exclude<FstRejection, (typeof rareFstRejections)[number]> =>
+      !(rareFstRejections as readonly string[]).includes(branch),
+  );
 
 function fstRejectionOf(message: string): FstRejection {
   const found = fstRejectionIn(message);
@@ -272,10 +322,19 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
           tally.hit('100–999 keys', keys.length >= 100 && keys.length < 1000);
           tally.hit('1,000 keys or more', keys.length >= 1000);
           tally.hit('the empty key', keys.length > 0 && keys[0].length === 0);
-          tally.hit('a shared prefix of 8 bytes or more', keys.some((key, index) => index > 0 && sharedPrefix(keys[index - 1], key) >= 8));
+          tally.hit(
+            'a shared prefix of 8 bytes or more',
+            keys.some((key, index) => index > 0 && sharedPrefix(keys[index - 1], key) >= 8),
+          );
           tally.hit('a node with more than 32 transitions', widestNode(keys) > 32);
-          tally.hit('a key of 64 bytes or more', keys.some((key) => key.length >= 64));
-          tally.hit('a value past 2^32', values.some((value) => value > 0xffff_ffff));
+          tally.hit(
+            'a key of 64 bytes or more',
+            keys.some((key) => key.length >= 64),
+          );
+          tally.hit(
+            'a value past 2^32',
+            values.some((value) => value > 0xffff_ffff),
+          );
           // Each kernel reads what the other built: every key in one batched call, a few alone.
           expectSame(ts.fstGetMany(fromNative, packed), Float64Array.from(values));
           expectSame(native.fstGetMany(fromTs, packed), Float64Array.from(values));
@@ -288,8 +347,14 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
           const probes = pack(extraProbes);
           const found = expectSameOutcome((k) => k.fstGetMany(fromNative, probes));
           if (found.ok) {
-            tally.hit('a probe found', found.value.some((value) => value >= 0));
-            tally.hit('a probe absent', found.value.some((value) => value < 0));
+            tally.hit(
+              'a probe found',
+              found.value.some((value) => value >= 0),
+            );
+            tally.hit(
+              'a probe absent',
+              found.value.some((value) => value < 0),
+            );
           }
           for (const spec of rangeSpecs) {
             const range = resolveRange(keys, spec);
@@ -318,7 +383,9 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
       [new Uint8Array(0)],
       [new Uint8Array(0), Uint8Array.of(0), Uint8Array.of(0, 0), Uint8Array.of(255)],
       sortedUnique(Array.from({ length: 50 }, (_, index) => encoder.encode(`${'long-prefix/'.repeat(90)}${index}`))),
-      sortedUnique(Array.from({ length: 300 }, (_, index) => Uint8Array.of(0xff, 0xfe, index % 256, (index * 31) % 256, 0x80))),
+      sortedUnique(
+        Array.from({ length: 300 }, (_, index) => Uint8Array.of(0xff, 0xfe, index % 256, (index * 31) % 256, 0x80)),
+      ),
     ];
     for (const keys of cases) {
       const { fromNative, fromTs } = build(keys);
@@ -332,7 +399,11 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
     const keys = tagKeys(100_000, 9);
     const { packed, valueArray, fromNative, fromTs } = build(keys);
     expect(Buffer.from(fromTs).equals(Buffer.from(fromNative))).toBe(true);
-    const probes = pack([...keys.filter((_, index) => index % 101 === 0), encoder.encode('missing:key'), encoder.encode('')]);
+    const probes = pack([
+      ...keys.filter((_, index) => index % 101 === 0),
+      encoder.encode('missing:key'),
+      encoder.encode(''),
+    ]);
     expect(ts.fstGetMany(fromNative, probes)).toEqual(native.fstGetMany(fromNative, probes));
     for (const range of [
       { prefix: encoder.encode('course:1') },
@@ -354,7 +425,11 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
   it('refuse keys out of order or duplicated, and bad values, with the same code', () => {
     const a = encoder.encode('a');
     const b = encoder.encode('b');
-    for (const keys of [[b, a], [a, a], [a, b, b]]) {
+    for (const keys of [
+      [b, a],
+      [a, a],
+      [a, b, b],
+    ]) {
       expect(expectSameOutcome((k) => k.fstBuild(pack(keys), new Float64Array(keys.length)))).toEqual({
         ok: false,
         code: 'FST_KEY_ORDER',
@@ -412,7 +487,10 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
         fc.array(fc.nat(), { minLength: 1, maxLength: 4, size: 'max' }),
         rangeSpecArb,
         (keys, damages, picks, rangeSpec) => {
-          let damaged = native.fstBuild(pack(keys), Float64Array.from(keys, (_, index) => index * 1009));
+          let damaged = native.fstBuild(
+            pack(keys),
+            Float64Array.from(keys, (_, index) => index * 1009),
+          );
           for (const damage of damages) {
             damaged = applyFstDamage(damaged, damage);
             tally.hit(
@@ -437,7 +515,10 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
           // Real keys (some of which the damage may have lost) and a key that was never there:
           // a few alone, and every key in one batch, which walks every path of the damaged nodes.
           const neverAKey = encoder.encode('never a key');
-          const probes = [...picks.map((pick) => (keys.length === 0 ? new Uint8Array(0) : keys[pick % keys.length])), neverAKey];
+          const probes = [
+            ...picks.map((pick) => (keys.length === 0 ? new Uint8Array(0) : keys[pick % keys.length])),
+            neverAKey,
+          ];
           const outcomes = [
             expectSameOutcomes((k) => k.fstVerify(damaged)).ts,
             expectSameOutcomes((k) => k.fstLength(damaged)).ts,
@@ -448,7 +529,10 @@ describe('FST term dictionary: native and ts agree byte for byte', () => {
           ];
           const [, length, ...readers] = outcomes;
           tally.hit('opened despite the damage', length.ok);
-          tally.hit('a reader answered despite the damage', readers.some((outcome) => outcome.ok));
+          tally.hit(
+            'a reader answered despite the damage',
+            readers.some((outcome) => outcome.ok),
+          );
           for (const outcome of outcomes) {
             if (outcome.ok) continue;
             expect(outcome.code).toBe('CORRUPT');

@@ -6,9 +6,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bytesField, recordLine } from '../../packages/protocol/src/record-lines.js';
 import type { StreamRecord } from '../../packages/engine/src/api/stream.js';
 import type { NdjsonColumns } from '../../packages/engine/src/kernels/kernels.js';
+import { bytesField, recordLine } from '../../packages/protocol/src/record-lines.js';
 import { branchTally, expectSameOutcome, native, ts } from './both.js';
 
 const encoder = new TextEncoder();
@@ -45,7 +45,9 @@ interface TestRecord {
 const payloadArb = fc.oneof(
   textArb.map((value) => encoder.encode(value)),
   fc.uint8Array({ maxLength: 200 }),
-  fc.tuple(textArb, fc.constantFrom(0x80, 0xbf, 0xc0, 0xf8, 0xff)).map(([value, byte]) => Uint8Array.of(...encoder.encode(value), byte, ...encoder.encode(value))),
+  fc
+    .tuple(textArb, fc.constantFrom(0x80, 0xbf, 0xc0, 0xf8, 0xff))
+    .map(([value, byte]) => Uint8Array.of(...encoder.encode(value), byte, ...encoder.encode(value))),
   textArb.map((value) => encoder.encode(`${value}é€😀`)).map((bytes) => bytes.subarray(0, bytes.length - 1)),
 );
 
@@ -59,7 +61,10 @@ const recordArb = (types: number) =>
     typeId: fc.integer({ min: -1, max: types - 1 }),
     tags: fc.array(textArb, { maxLength: 4 }),
     // Bytes (rarely UTF-8) or text: a read line writes a fingerprint as text where it is UTF-8.
-    fingerprint: fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 32 }), textArb.filter((text) => text.length > 0).map((text) => encoder.encode(text))),
+    fingerprint: fc.oneof(
+      fc.uint8Array({ minLength: 1, maxLength: 32 }),
+      textArb.filter((text) => text.length > 0).map((text) => encoder.encode(text)),
+    ),
     payload: payloadArb,
     elsewhere: fc.boolean(),
     seq: fc.maxSafeNat(),
@@ -105,8 +110,13 @@ function columnsOf(records: readonly TestRecord[], types: readonly string[], rea
     columns.timestamps[row] = record.timestamp;
     columns.versions[row] = record.version ?? 0;
     columns.typeIds[row] = record.typeId;
-    columns.flags[row] = (record.key !== undefined ? flags.key : 0) | (record.version !== undefined ? flags.version : 0) | (record.tombstone ? flags.tombstone : 0) | (record.elsewhere ? flags.elsewhere : 0);
-    [columns.keyStarts[row], columns.keyEnds[row]] = record.key !== undefined ? place(encoder.encode(record.key), 'bytes') : [at, at];
+    columns.flags[row] =
+      (record.key !== undefined ? flags.key : 0) |
+      (record.version !== undefined ? flags.version : 0) |
+      (record.tombstone ? flags.tombstone : 0) |
+      (record.elsewhere ? flags.elsewhere : 0);
+    [columns.keyStarts[row], columns.keyEnds[row]] =
+      record.key !== undefined ? place(encoder.encode(record.key), 'bytes') : [at, at];
     columns.tagRows[row] = tagStarts.length;
     for (const tag of record.tags) {
       const [start, end] = place(encoder.encode(tag), 'bytes');
@@ -114,7 +124,10 @@ function columnsOf(records: readonly TestRecord[], types: readonly string[], rea
       tagEnds.push(end);
     }
     [columns.fingerprintStarts[row], columns.fingerprintEnds[row]] = place(record.fingerprint, 'bytes');
-    [columns.payloadStarts[row], columns.payloadEnds[row]] = place(record.payload, record.elsewhere ? 'external' : 'bytes');
+    [columns.payloadStarts[row], columns.payloadEnds[row]] = place(
+      record.payload,
+      record.elsewhere ? 'external' : 'bytes',
+    );
   });
   columns.tagRows[rows] = tagStarts.length;
   const typeBytes = types.map((type) => encoder.encode(JSON.stringify(type)));
@@ -180,14 +193,33 @@ function expectedReadLine(record: TestRecord, types: readonly string[]): string 
 
 describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
   it('write every record as JSON.stringify does, and both say when the lines do not fit', () => {
-    const tally = branchTally('ndjsonLines', ['export lines', 'read lines', 'a payload as text', 'a payload as base64', 'text and base64 in one batch', 'a fingerprint as text', 'a key', 'no key', 'a payload elsewhere', 'no type', 'tags', 'over 50 records', 'out too small']);
+    const tally = branchTally('ndjsonLines', [
+      'export lines',
+      'read lines',
+      'a payload as text',
+      'a payload as base64',
+      'text and base64 in one batch',
+      'a fingerprint as text',
+      'a key',
+      'no key',
+      'a payload elsewhere',
+      'no type',
+      'tags',
+      'over 50 records',
+      'out too small',
+    ]);
     // Batches of up to 80 records (size 'max', so long ones come often), each with up to 4 tags
     // and strings up to 120 characters; payloads text or not, mixed in a batch (up to 200 random
     // bytes, or texts of up to 120 characters, twice over around a stray byte); the out buffer is
     // sometimes cut a byte short of the lines.
-    const batchArb = fc
-      .array(textArb, { minLength: 1, maxLength: 4 })
-      .chain((types) => fc.record({ types: fc.constant(types), records: fc.array(recordArb(types.length), { maxLength: 80, size: 'max' }), short: fc.boolean(), readLines: fc.boolean() }));
+    const batchArb = fc.array(textArb, { minLength: 1, maxLength: 4 }).chain((types) =>
+      fc.record({
+        types: fc.constant(types),
+        records: fc.array(recordArb(types.length), { maxLength: 80, size: 'max' }),
+        short: fc.boolean(),
+        readLines: fc.boolean(),
+      }),
+    );
     fc.assert(
       fc.property(batchArb, ({ types, records, short, readLines }) => {
         const columns = columnsOf(records, types, readLines);
@@ -221,23 +253,46 @@ describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
   });
 
   it('refuse keys that are not UTF-8 and columns that do not fit, with the same codes', () => {
-    const base = (): TestRecord => ({ key: 'k', tombstone: false, typeId: 0, tags: ['t'], fingerprint: Uint8Array.of(1), payload: encoder.encode('p'), elsewhere: false, seq: 1, position: 1, timestamp: 1 });
+    const base = (): TestRecord => ({
+      key: 'k',
+      tombstone: false,
+      typeId: 0,
+      tags: ['t'],
+      fingerprint: Uint8Array.of(1),
+      payload: encoder.encode('p'),
+      elsewhere: false,
+      seq: 1,
+      position: 1,
+      timestamp: 1,
+    });
     const good = columnsOf([base(), base()], ['created']);
     const out = new Uint8Array(4096);
     expect(native.ndjsonLines(good, out)).toBe(ts.ndjsonLines(good, out));
-    const badKey = { ...good, bytes: Uint8Array.from(good.bytes, (byte, at) => (at === good.keyStarts[1] ? 0xff : byte)) };
+    const badKey = {
+      ...good,
+      bytes: Uint8Array.from(good.bytes, (byte, at) => (at === good.keyStarts[1] ? 0xff : byte)),
+    };
     const cases: [string, NdjsonColumns, string][] = [
       ['a key that is not UTF-8', badKey, 'CORRUPT'],
       ['a seq that is not a safe integer', { ...good, seqs: Float64Array.of(1, 1.5) }, 'INVALID_ARGUMENT'],
       ['a position past 2^53', { ...good, positions: Float64Array.of(1, 2 ** 60) }, 'INVALID_ARGUMENT'],
       ['a column short of the rows', { ...good, keyEnds: good.keyEnds.subarray(0, 1) }, 'INVALID_ARGUMENT'],
-      ['a payload past its bytes', { ...good, payloadEnds: Uint32Array.of(good.payloadEnds[0], good.bytes.length + 1) }, 'INVALID_ARGUMENT'],
+      [
+        'a payload past its bytes',
+        { ...good, payloadEnds: Uint32Array.of(good.payloadEnds[0], good.bytes.length + 1) },
+        'INVALID_ARGUMENT',
+      ],
       ['a type that is not the batch’s', { ...good, typeIds: Int32Array.of(0, 1) }, 'INVALID_ARGUMENT'],
       ['tags past the tag columns', { ...good, tagRows: Uint32Array.of(0, 1, 5) }, 'INVALID_ARGUMENT'],
     ];
     for (const [what, columns, code] of cases) {
       // Also into a buffer too small, and as read lines: the columns are refused whatever the room and the form.
-      for (const room of [4096, 8]) for (const readLines of [false, true]) expect(expectSameOutcome((kernels) => kernels.ndjsonLines({ ...columns, readLines }, new Uint8Array(room))), what).toEqual({ ok: false, code });
+      for (const room of [4096, 8])
+        for (const readLines of [false, true])
+          expect(
+            expectSameOutcome((kernels) => kernels.ndjsonLines({ ...columns, readLines }, new Uint8Array(room))),
+            what,
+          ).toEqual({ ok: false, code });
     }
   });
 });

@@ -66,7 +66,10 @@ function drawFrom(long: Uint32Array, count: number, phase: number, misses: reado
   if (long.length === 0 || count === 0) return new Uint32Array(0);
   const out: number[] = [];
   for (let index = 0; index < count; index++) {
-    const at = Math.min(long.length - 1, Math.floor((index * long.length) / count) + (phase % Math.max(1, Math.floor(long.length / count))));
+    const at = Math.min(
+      long.length - 1,
+      Math.floor((index * long.length) / count) + (phase % Math.max(1, Math.floor(long.length / count))),
+    );
     const value = long[at] + (misses[index % misses.length] && long[at] < u32Max ? 1 : 0);
     if (out.length === 0 || value > out[out.length - 1]) out.push(value);
   }
@@ -112,20 +115,22 @@ const drawnPair = (longArb: fc.Arbitrary<Uint32Array>, shortLength: (longLength:
 const pairArb: fc.Arbitrary<ListPair> = fc.oneof(
   {
     weight: 3,
-    arbitrary: drawnPair(sortedPositions(0, 600), (n) => fc.integer({ min: Math.min(n, Math.floor(n / intersectGallopRatio) + 1), max: n })),
+    arbitrary: drawnPair(sortedPositions(0, 600), (n) =>
+      fc.integer({ min: Math.min(n, Math.floor(n / intersectGallopRatio) + 1), max: n }),
+    ),
   },
   {
     weight: 3,
-    arbitrary: drawnPair(sortedPositions(600, 3000), (n) => fc.integer({ min: 0, max: Math.floor(n / intersectGallopRatio) })),
+    arbitrary: drawnPair(sortedPositions(600, 3000), (n) =>
+      fc.integer({ min: 0, max: Math.floor(n / intersectGallopRatio) }),
+    ),
   },
   {
     weight: 2,
-    arbitrary: fc
-      .tuple(fc.integer({ min: 1, max: 60 }), fc.boolean())
-      .chain(([count, below]) => {
-        const longLength = count * intersectGallopRatio - (below ? 1 : 0);
-        return drawnPair(sortedPositions(longLength, longLength), () => fc.constant(count));
-      }),
+    arbitrary: fc.tuple(fc.integer({ min: 1, max: 60 }), fc.boolean()).chain(([count, below]) => {
+      const longLength = count * intersectGallopRatio - (below ? 1 : 0);
+      return drawnPair(sortedPositions(longLength, longLength), () => fc.constant(count));
+    }),
   },
   { weight: 2, arbitrary: fc.record({ a: sortedPositions(0, 600), b: sortedPositions(0, 600) }) },
   { weight: 1, arbitrary: fc.record({ a: sortedPositions(0, 8), b: sortedPositions(0, 8) }) },
@@ -169,19 +174,48 @@ type Damage =
 const headBytes = 12;
 
 const damageArb: fc.Arbitrary<Damage> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('flip' as const), at: fc.nat(), mask: fc.integer({ min: 1, max: 255 }), nearStart: fc.boolean() }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('flip' as const),
+      at: fc.nat(),
+      mask: fc.integer({ min: 1, max: 255 }),
+      nearStart: fc.boolean(),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('zero' as const), at: fc.nat(), nearStart: fc.boolean() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncate' as const), keep: fc.nat(), nearStart: fc.boolean() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('extend' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 16, size: 'max' }) }) },
   {
     weight: 1,
-    arbitrary: fc.record({ kind: fc.constant('overwrite' as const), at: fc.nat(), bytes: fc.uint8Array({ minLength: 1, maxLength: 6, size: 'max' }), nearStart: fc.boolean() }),
+    arbitrary: fc.record({ kind: fc.constant('truncate' as const), keep: fc.nat(), nearStart: fc.boolean() }),
   },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('form' as const), form: fc.constantFrom(plainForm, blockForm, 2, 0x80, 0xff) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('extend' as const),
+      bytes: fc.uint8Array({ minLength: 1, maxLength: 16, size: 'max' }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('overwrite' as const),
+      at: fc.nat(),
+      bytes: fc.uint8Array({ minLength: 1, maxLength: 6, size: 'max' }),
+      nearStart: fc.boolean(),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('form' as const),
+      form: fc.constantFrom(plainForm, blockForm, 2, 0x80, 0xff),
+    }),
+  },
 );
 
 function applyDamage(encoded: Uint8Array, damage: Damage): Uint8Array {
-  const where = (at: number, nearStart: boolean, length: number) => at % Math.max(1, nearStart ? Math.min(length, headBytes) : length);
+  const where = (at: number, nearStart: boolean, length: number) =>
+    at % Math.max(1, nearStart ? Math.min(length, headBytes) : length);
   switch (damage.kind) {
     case 'flip': {
       const damaged = encoded.slice();
@@ -265,7 +299,10 @@ describe('posting lists: native and ts agree', () => {
         tally.hit('block form, one block', form === blockForm && blocks === 1);
         tally.hit('block form, several blocks', form === blockForm && blocks > 1);
         tally.hit('block form, last block partial', form === blockForm && positions.length % postingsBlockLength !== 0);
-        tally.hit('block form, last block full', form === blockForm && blocks > 1 && positions.length % postingsBlockLength === 0);
+        tally.hit(
+          'block form, last block full',
+          form === blockForm && blocks > 1 && positions.length % postingsBlockLength === 0,
+        );
         tally.hit('five-byte varint', positions.length > 0 && positions[0] >= 2 ** 28);
         tally.hit('largest u32', positions.length > 0 && positions[positions.length - 1] === u32Max);
         expectSame(native.postingsDecode(encoded.value), positions);
@@ -286,7 +323,11 @@ describe('posting lists: native and ts agree', () => {
   });
 
   it('reject unsorted or duplicated positions with the same code', () => {
-    for (const list of [[2, 1], [5, 5], [1, 2, 3, 3]]) {
+    for (const list of [
+      [2, 1],
+      [5, 5],
+      [1, 2, 3, 3],
+    ]) {
       const positions = Uint32Array.from(list);
       expect(expectSameOutcome((k) => k.postingsEncode(positions))).toEqual({
         ok: false,
@@ -304,7 +345,13 @@ describe('posting lists: native and ts agree', () => {
   });
 
   it('reject generated unsorted lists the same way, in either argument', () => {
-    const tally = branchTally('unsorted input', ['duplicate', 'descending pair', 'first argument', 'second argument', 'long list (block form size)']);
+    const tally = branchTally('unsorted input', [
+      'duplicate',
+      'descending pair',
+      'first argument',
+      'second argument',
+      'long list (block form size)',
+    ]);
     // A sorted list of 2–3,000 positions with one entry made equal to, or less than, the one
     // before it, anywhere in the list (so the check must scan long lists to the end).
     const unsortedArb = fc
@@ -317,16 +364,21 @@ describe('posting lists: native and ts agree', () => {
         return { damaged, duplicate, length: damaged.length };
       });
     fc.assert(
-      fc.property(unsortedArb, sortedPositions(0, 600), fc.boolean(), ({ damaged, duplicate, length }, other, first) => {
-        tally.hit(duplicate ? 'duplicate' : 'descending pair');
-        tally.hit(first ? 'first argument' : 'second argument');
-        tally.hit('long list (block form size)', length >= postingsBlockThreshold);
-        const notSorted = { ok: false, code: 'POSTINGS_NOT_SORTED' };
-        const [a, b] = first ? [damaged, other] : [other, damaged];
-        expect(expectSameOutcome((k) => k.postingsEncode(damaged))).toEqual(notSorted);
-        expect(expectSameOutcome((k) => k.intersect(a, b))).toEqual(notSorted);
-        expect(expectSameOutcome((k) => k.union(a, b))).toEqual(notSorted);
-      }),
+      fc.property(
+        unsortedArb,
+        sortedPositions(0, 600),
+        fc.boolean(),
+        ({ damaged, duplicate, length }, other, first) => {
+          tally.hit(duplicate ? 'duplicate' : 'descending pair');
+          tally.hit(first ? 'first argument' : 'second argument');
+          tally.hit('long list (block form size)', length >= postingsBlockThreshold);
+          const notSorted = { ok: false, code: 'POSTINGS_NOT_SORTED' };
+          const [a, b] = first ? [damaged, other] : [other, damaged];
+          expect(expectSameOutcome((k) => k.postingsEncode(damaged))).toEqual(notSorted);
+          expect(expectSameOutcome((k) => k.intersect(a, b))).toEqual(notSorted);
+          expect(expectSameOutcome((k) => k.union(a, b))).toEqual(notSorted);
+        },
+      ),
       { numRuns: 300 },
     );
     tally.expectAllReached();
@@ -359,11 +411,13 @@ describe('posting lists: native and ts agree', () => {
       ...decodeRejections.map(([, branch]) => branch),
     ]);
     // Real encodings of 0–3,000 positions (both forms), with one to three damages each.
-    const damagedArb = fc.tuple(positionsArb, fc.array(damageArb, { minLength: 1, maxLength: 3, size: 'max' })).map(([positions, damages]) => {
-      let bytes = native.postingsEncode(positions);
-      for (const damage of damages) bytes = applyDamage(bytes, damage);
-      return bytes;
-    });
+    const damagedArb = fc
+      .tuple(positionsArb, fc.array(damageArb, { minLength: 1, maxLength: 3, size: 'max' }))
+      .map(([positions, damages]) => {
+        let bytes = native.postingsEncode(positions);
+        for (const damage of damages) bytes = applyDamage(bytes, damage);
+        return bytes;
+      });
     fc.assert(
       fc.property(damagedArb, (damaged) => {
         const { native: fromNative, ts: fromTs } = expectSameOutcomes((k) => k.postingsDecode(damaged));
@@ -413,18 +467,30 @@ describe('posting lists: native and ts agree', () => {
         const expectedIntersection = modelIntersect(a, b);
         const intersection = expectSameOutcome((k) => k.intersect(a, b));
         expectSame(intersection, { ok: true, value: expectedIntersection });
-        expectSame(expectSameOutcome((k) => k.union(a, b)), { ok: true, value: modelUnion(a, b) });
+        expectSame(
+          expectSameOutcome((k) => k.union(a, b)),
+          { ok: true, value: modelUnion(a, b) },
+        );
 
         const overlapping = expectedIntersection.length > 0;
         tally.hit('intersect: a list is empty', short.length === 0);
         tally.hit('intersect: merged', short.length > 0 && !galloped);
         tally.hit('intersect: galloped', galloped);
-        tally.hit('intersect: galloped at exactly the ratio', short.length > 0 && long.length === short.length * intersectGallopRatio);
-        tally.hit('intersect: merged one below the ratio', short.length > 0 && long.length === short.length * intersectGallopRatio - 1);
+        tally.hit(
+          'intersect: galloped at exactly the ratio',
+          short.length > 0 && long.length === short.length * intersectGallopRatio,
+        );
+        tally.hit(
+          'intersect: merged one below the ratio',
+          short.length > 0 && long.length === short.length * intersectGallopRatio - 1,
+        );
         tally.hit('intersect: merged, overlapping', short.length > 0 && !galloped && overlapping);
         tally.hit('intersect: galloped, overlapping', galloped && overlapping);
         tally.hit('intersect: disjoint non-empty lists', short.length > 0 && !overlapping);
-        tally.hit('intersect: the short list is a subset', short.length > 0 && expectedIntersection.length === short.length);
+        tally.hit(
+          'intersect: the short list is a subset',
+          short.length > 0 && expectedIntersection.length === short.length,
+        );
         tally.hit('intersect: the shorter list first', short.length > 0 && a.length < b.length);
         tally.hit('intersect: the longer list first', short.length > 0 && a.length > b.length);
         tally.hit('union: a list is empty', short.length === 0 && long.length > 0);

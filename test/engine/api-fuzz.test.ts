@@ -36,7 +36,11 @@ const goodRecord = fc.record(
 /** Records whose fields may be of any kind, with a stray field now and then. */
 const wildRecord = fc.record(
   {
-    payload: fc.oneof(fc.string({ maxLength: 40, size: 'max' }), fc.uint8Array({ maxLength: 40, size: 'max' }), anyValue),
+    payload: fc.oneof(
+      fc.string({ maxLength: 40, size: 'max' }),
+      fc.uint8Array({ maxLength: 40, size: 'max' }),
+      anyValue,
+    ),
     key: fc.oneof(fc.string({ minLength: 1, maxLength: 8, size: 'max' }), anyValue),
     version: fc.oneof(fc.nat(), anyValue),
     tombstone: fc.oneof(fc.boolean(), anyValue),
@@ -67,7 +71,10 @@ describe('the API front door, fuzzed', () => {
         fc.oneof(
           { arbitrary: fc.constant(undefined), weight: 3 },
           { arbitrary: fc.constantFrom(null, 0, 'options', []), weight: 1 },
-          { arbitrary: fc.record({ message: fc.oneof(fc.string({ maxLength: 20, size: 'max' }), anyValue) }), weight: 1 },
+          {
+            arbitrary: fc.record({ message: fc.oneof(fc.string({ maxLength: 20, size: 'max' }), anyValue) }),
+            weight: 1,
+          },
           { arbitrary: anyValue, weight: 1 },
         ),
         async (records, options) => {

@@ -13,14 +13,26 @@ const encoder = new TextEncoder();
 /** Strings from one of the ranges the helpers treat apart. */
 const strings = fc.oneof(
   fc.array(fc.string({ unit: 'binary-ascii', maxLength: 12 }), { maxLength: 60 }),
-  fc.array(fc.string({ unit: fc.integer({ min: 0, max: 0xff }).map((code) => String.fromCharCode(code)), maxLength: 12 }), { maxLength: 60 }),
-  fc.array(fc.string({ unit: fc.integer({ min: 0, max: 0xd7ff }).map((code) => String.fromCharCode(code)), maxLength: 12 }), { maxLength: 60 }),
+  fc.array(
+    fc.string({ unit: fc.integer({ min: 0, max: 0xff }).map((code) => String.fromCharCode(code)), maxLength: 12 }),
+    { maxLength: 60 },
+  ),
+  fc.array(
+    fc.string({ unit: fc.integer({ min: 0, max: 0xd7ff }).map((code) => String.fromCharCode(code)), maxLength: 12 }),
+    { maxLength: 60 },
+  ),
   fc.array(fc.string({ unit: 'grapheme', maxLength: 12 }), { maxLength: 60 }),
 );
 
 describe('UTF-8 term layout', () => {
   it('encodes every string as TextEncoder does and sorts them by their bytes', () => {
-    const tally = branchTally('utf8', ['ASCII only', 'two-byte characters', 'three-byte characters', 'surrogate pairs', 'empty list']);
+    const tally = branchTally('utf8', [
+      'ASCII only',
+      'two-byte characters',
+      'three-byte characters',
+      'surrogate pairs',
+      'empty list',
+    ]);
     // Sizes: up to 60 strings of up to 12 characters, from each of four character ranges.
     fc.assert(
       fc.property(strings, (values) => {
@@ -40,9 +52,18 @@ describe('UTF-8 term layout', () => {
         const units = values.flatMap((value) => Array.from(value, (character) => character.charCodeAt(0)));
         tally.hit('empty list', values.length === 0);
         tally.hit('ASCII only', values.length > 0 && units.every((unit) => unit < 0x80));
-        tally.hit('two-byte characters', units.some((unit) => unit >= 0x80 && unit < 0x800));
-        tally.hit('three-byte characters', units.some((unit) => unit >= 0x800 && unit < 0xd800));
-        tally.hit('surrogate pairs', values.some((value) => /[\ud800-\udfff]/.test(value)));
+        tally.hit(
+          'two-byte characters',
+          units.some((unit) => unit >= 0x80 && unit < 0x800),
+        );
+        tally.hit(
+          'three-byte characters',
+          units.some((unit) => unit >= 0x800 && unit < 0xd800),
+        );
+        tally.hit(
+          'surrogate pairs',
+          values.some((value) => /[\ud800-\udfff]/.test(value)),
+        );
       }),
       { numRuns: 300 },
     );

@@ -7,9 +7,15 @@
  */
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import { isStreamStackError, limits, type AppendRecord, type ColumnBatch, type StoredRecord } from '../../packages/engine/src/index.js';
-import { openStore, temporaryDirectory } from '../support/store.js';
+import {
+  type AppendRecord,
+  type ColumnBatch,
+  isStreamStackError,
+  limits,
+  type StoredRecord,
+} from '../../packages/engine/src/index.js';
 import { branchTally } from '../support/branches.js';
+import { openStore, temporaryDirectory } from '../support/store.js';
 
 const encoder = new TextEncoder();
 
@@ -34,84 +40,156 @@ function expectColumnsMatch(batch: ColumnBatch, records: readonly StoredRecord[]
   const rows = Array.from({ length: batch.length }, (_, row) => row);
   const column = <T>(name: string, fromBatch: (row: number) => T, fromRecord: (record: StoredRecord) => T) =>
     expect(rows.map(fromBatch), name).toEqual(records.map(fromRecord));
-  column('position', (row) => batch.positions[row], (record) => record.position);
-  column('seq', (row) => batch.seqs[row], (record) => record.seq);
-  column('timestamp', (row) => batch.timestamps[row], (record) => record.timestamp);
-  column('version', (row) => (batch.hasVersion(row) ? batch.versions[row] : undefined), (record) => record.version);
-  column('tombstone', (row) => batch.isTombstone(row), (record) => record.tombstone);
-  column('type', (row) => batch.type(row), (record) => record.type);
-  column('key', (row) => batch.key(row), (record) => record.key);
-  column('tags', (row) => batch.tags(row).join('\n'), (record) => record.tags.join('\n'));
-  column('fingerprint', (row) => Buffer.from(batch.fingerprint(row)).toString('hex'), (record) => Buffer.from(record.fingerprint).toString('hex'));
-  column('payload', (row) => text(batch.payload(row)), (record) => text(record.payload));
+  column(
+    'position',
+    (row) => batch.positions[row],
+    (record) => record.position,
+  );
+  column(
+    'seq',
+    (row) => batch.seqs[row],
+    (record) => record.seq,
+  );
+  column(
+    'timestamp',
+    (row) => batch.timestamps[row],
+    (record) => record.timestamp,
+  );
+  column(
+    'version',
+    (row) => (batch.hasVersion(row) ? batch.versions[row] : undefined),
+    (record) => record.version,
+  );
+  column(
+    'tombstone',
+    (row) => batch.isTombstone(row),
+    (record) => record.tombstone,
+  );
+  column(
+    'type',
+    (row) => batch.type(row),
+    (record) => record.type,
+  );
+  column(
+    'key',
+    (row) => batch.key(row),
+    (record) => record.key,
+  );
+  column(
+    'tags',
+    (row) => batch.tags(row).join('\n'),
+    (record) => record.tags.join('\n'),
+  );
+  column(
+    'fingerprint',
+    (row) => Buffer.from(batch.fingerprint(row)).toString('hex'),
+    (record) => Buffer.from(record.fingerprint).toString('hex'),
+  );
+  column(
+    'payload',
+    (row) => text(batch.payload(row)),
+    (record) => text(record.payload),
+  );
 }
 
 describe('the columnar read form', () => {
-  it.each(['native', 'ts'] as const)('matches the object form column by column, and converts to Arrow that reads back the same (%s kernels)', async (kernels) => {
-    const tally = branchTally(`columns (${kernels})`, ['a run of several packs', 'a payload from an earlier run', 'payloads back to back (zero-copy)', 'a record without a type', 'a tombstone', 'a record without tags']);
-    const directory = temporaryDirectory();
-    let store = await openStore(directory, { kernels, segmentBytes: 1 << 20 });
-    let feed = await store.createFeed('f');
-    const commits = 12;
-    for (let commit = 0; commit < commits; commit++) {
-      const records = recordsOf(commit, 1 + ((commit * 97) % 400));
-      if (commit % 2 === 0) await feed.append(records);
-      else {
-        // A stream sealed from several batches: its run holds several packs.
-        const { token } = await feed.acquireLease({ holder: 'test', ttlMs: 60_000 });
-        const stream = await feed.openStream({ token });
-        for (let at = 0; at < records.length; at += 50) await stream.append(records.slice(at, at + 50), { token });
-        await stream.seal({ token });
-        await feed.releaseLease({ token });
+  it.each(['native', 'ts'] as const)(
+    'matches the object form column by column, and converts to Arrow that reads back the same (%s kernels)',
+    async (kernels) => {
+      const tally = branchTally(`columns (${kernels})`, [
+        'a run of several packs',
+        'a payload from an earlier run',
+        'payloads back to back (zero-copy)',
+        'a record without a type',
+        'a tombstone',
+        'a record without tags',
+      ]);
+      const directory = temporaryDirectory();
+      let store = await openStore(directory, { kernels, segmentBytes: 1 << 20 });
+      let feed = await store.createFeed('f');
+      const commits = 12;
+      for (let commit = 0; commit < commits; commit++) {
+        const records = recordsOf(commit, 1 + ((commit * 97) % 400));
+        if (commit % 2 === 0) await feed.append(records);
+        else {
+          // A stream sealed from several batches: its run holds several packs.
+          const { token } = await feed.acquireLease({ holder: 'test', ttlMs: 60_000 });
+          const stream = await feed.openStream({ token });
+          for (let at = 0; at < records.length; at += 50) await stream.append(records.slice(at, at + 50), { token });
+          await stream.seal({ token });
+          await feed.releaseLease({ token });
+        }
       }
-    }
-    for (const reopen of [false, true]) {
-      if (reopen) {
-        await store.close();
-        store = await openStore(directory, { kernels, segmentBytes: 1 << 20 });
-        feed = await store.feed('f');
-      }
-      const objects: StoredRecord[][] = [];
-      for await (const batch of feed.readBatches()) objects.push(batch);
-      const batches: ColumnBatch[] = [];
-      for await (const batch of feed.readColumns()) batches.push(batch);
-      expect(batches.map((batch) => batch.commit)).toEqual(objects.map((records) => records[0].commit));
-      for (const [index, batch] of batches.entries()) {
-        expectColumnsMatch(batch, objects[index]);
-        expect(batch.records().map(plain)).toEqual(objects[index].map(plain));
-        const contiguous = Array.from({ length: batch.length - 1 }, (_, row) => batch.payloadStarts[row + 1] === batch.payloadEnds[row]).every(Boolean);
-        tally.hit('payloads back to back (zero-copy)', contiguous);
-        tally.hit('a run of several packs', !contiguous);
-        // Commit 0 stored the shared payloads: later commits' repeats lie in its run, not their own.
-        tally.hit('a payload from an earlier run', index > 0 && objects[index].some((record) => text(record.payload).startsWith('shared-')));
-        tally.hit('a record without a type', objects[index].some((record) => record.type === undefined));
-        tally.hit('a tombstone', objects[index].some((record) => record.tombstone));
-        tally.hit('a record without tags', objects[index].some((record) => record.tags.length === 0));
+      for (const reopen of [false, true]) {
+        if (reopen) {
+          await store.close();
+          store = await openStore(directory, { kernels, segmentBytes: 1 << 20 });
+          feed = await store.feed('f');
+        }
+        const objects: StoredRecord[][] = [];
+        for await (const batch of feed.readBatches()) objects.push(batch);
+        const batches: ColumnBatch[] = [];
+        for await (const batch of feed.readColumns()) batches.push(batch);
+        expect(batches.map((batch) => batch.commit)).toEqual(objects.map((records) => records[0].commit));
+        for (const [index, batch] of batches.entries()) {
+          expectColumnsMatch(batch, objects[index]);
+          expect(batch.records().map(plain)).toEqual(objects[index].map(plain));
+          const contiguous = Array.from(
+            { length: batch.length - 1 },
+            (_, row) => batch.payloadStarts[row + 1] === batch.payloadEnds[row],
+          ).every(Boolean);
+          tally.hit('payloads back to back (zero-copy)', contiguous);
+          tally.hit('a run of several packs', !contiguous);
+          // Commit 0 stored the shared payloads: later commits' repeats lie in its run, not their own.
+          tally.hit(
+            'a payload from an earlier run',
+            index > 0 && objects[index].some((record) => text(record.payload).startsWith('shared-')),
+          );
+          tally.hit(
+            'a record without a type',
+            objects[index].some((record) => record.type === undefined),
+          );
+          tally.hit(
+            'a tombstone',
+            objects[index].some((record) => record.tombstone),
+          );
+          tally.hit(
+            'a record without tags',
+            objects[index].some((record) => record.tags.length === 0),
+          );
 
-        // Through IPC and back: what a reader of the Arrow stream sees.
-        const table = arrow.tableFromIPC(arrow.tableToIPC(new arrow.Table(await batch.toArrow())));
-        expect(table.numRows).toBe(batch.length);
-        const column = (name: string) => table.getChild(name)!.toArray() as unknown[];
-        const values = (name: string) => Array.from({ length: table.numRows }, (_, row) => table.getChild(name)!.get(row));
-        const records = objects[index];
-        expect(Array.from(column('position') as unknown as BigInt64Array, Number)).toEqual(records.map((record) => record.position));
-        expect(values('commit').map(Number)).toEqual(records.map((record) => record.commit));
-        expect(values('stream')).toEqual(records.map((record) => record.stream));
-        expect(values('seq').map(Number)).toEqual(records.map((record) => record.seq));
-        expect(values('timestamp').map(Number)).toEqual(records.map((record) => record.timestamp));
-        expect(values('type').map((value) => value ?? undefined)).toEqual(records.map((record) => record.type));
-        expect(values('key').map((value) => value ?? undefined)).toEqual(records.map((record) => record.key));
-        expect(values('version').map((value) => (value === null ? undefined : Number(value)))).toEqual(records.map((record) => record.version));
-        expect(values('tombstone')).toEqual(records.map((record) => record.tombstone));
-        expect(values('tags').map((value) => [...(value as arrow.Vector)])).toEqual(records.map((record) => [...record.tags]));
-        const hex = (bytes: unknown) => Buffer.from(bytes as Uint8Array).toString('hex');
-        expect(values('fingerprint').map(hex)).toEqual(records.map((record) => hex(record.fingerprint)));
-        expect(values('payload').map(hex)).toEqual(records.map((record) => hex(record.payload)));
+          // Through IPC and back: what a reader of the Arrow stream sees.
+          const table = arrow.tableFromIPC(arrow.tableToIPC(new arrow.Table(await batch.toArrow())));
+          expect(table.numRows).toBe(batch.length);
+          const column = (name: string) => table.getChild(name)!.toArray() as unknown[];
+          const values = (name: string) =>
+            Array.from({ length: table.numRows }, (_, row) => table.getChild(name)!.get(row));
+          const records = objects[index];
+          expect(Array.from(column('position') as unknown as BigInt64Array, Number)).toEqual(
+            records.map((record) => record.position),
+          );
+          expect(values('commit').map(Number)).toEqual(records.map((record) => record.commit));
+          expect(values('stream')).toEqual(records.map((record) => record.stream));
+          expect(values('seq').map(Number)).toEqual(records.map((record) => record.seq));
+          expect(values('timestamp').map(Number)).toEqual(records.map((record) => record.timestamp));
+          expect(values('type').map((value) => value ?? undefined)).toEqual(records.map((record) => record.type));
+          expect(values('key').map((value) => value ?? undefined)).toEqual(records.map((record) => record.key));
+          expect(values('version').map((value) => (value === null ? undefined : Number(value)))).toEqual(
+            records.map((record) => record.version),
+          );
+          expect(values('tombstone')).toEqual(records.map((record) => record.tombstone));
+          expect(values('tags').map((value) => [...(value as arrow.Vector)])).toEqual(
+            records.map((record) => [...record.tags]),
+          );
+          const hex = (bytes: unknown) => Buffer.from(bytes as Uint8Array).toString('hex');
+          expect(values('fingerprint').map(hex)).toEqual(records.map((record) => hex(record.fingerprint)));
+          expect(values('payload').map(hex)).toEqual(records.map((record) => hex(record.payload)));
+        }
       }
-    }
-    await store.close();
-    tally.expectAllReached();
-  });
+      await store.close();
+      tally.expectAllReached();
+    },
+  );
 
   it('reads a commit larger than a batch as several, and they agree with the commit read whole', async () => {
     const store = await openStore(temporaryDirectory(), { segmentBytes: 16 << 20 });
@@ -150,7 +228,13 @@ describe('the columnar read form', () => {
     const winners = new Map<string, StoredRecord>();
     for (const record of whole) {
       const best = record.key === undefined ? undefined : winners.get(record.key);
-      if (record.key !== undefined && (!best || (record.version ?? 0) > (best.version ?? 0) || ((record.version ?? 0) === (best.version ?? 0) && record.position > best.position))) winners.set(record.key, record);
+      if (
+        record.key !== undefined &&
+        (!best ||
+          (record.version ?? 0) > (best.version ?? 0) ||
+          ((record.version ?? 0) === (best.version ?? 0) && record.position > best.position))
+      )
+        winners.set(record.key, record);
     }
     const latest = [...winners.values()].filter((record) => !record.tombstone).sort((a, b) => a.position - b.position);
     const latestRead: StoredRecord[] = [];
@@ -167,8 +251,11 @@ describe('the columnar read form', () => {
       expect(dedupRead.map(plain), dedupScope).toEqual(dedup.map(plain));
     }
     const filtered: StoredRecord[] = [];
-    for await (const batch of feed.readColumns({ filter: { types: ['even'], tags: ['t3'] }, plan: 'scan' })) filtered.push(...batch);
-    expect(filtered.map(plain)).toEqual(whole.filter((record) => record.type === 'even' && record.tags.includes('t3')).map(plain));
+    for await (const batch of feed.readColumns({ filter: { types: ['even'], tags: ['t3'] }, plan: 'scan' }))
+      filtered.push(...batch);
+    expect(filtered.map(plain)).toEqual(
+      whole.filter((record) => record.type === 'even' && record.tags.includes('t3')).map(plain),
+    );
     await store.close();
   });
 
@@ -201,7 +288,12 @@ describe('the columnar read form', () => {
     const store = await openStore(temporaryDirectory());
     const feed = await store.createFeed('f');
     for (let commit = 0; commit < 6; commit++) await feed.append(recordsOf(commit, 120));
-    const filters = [undefined, { types: ['ändrad'] }, { tags: ['tag:3✓'] }, { items: [{ types: ['created'], tags: ['tag:1'] }, { tags: ['tag:5', 'tag:6'] }] }];
+    const filters = [
+      undefined,
+      { types: ['ändrad'] },
+      { tags: ['tag:3✓'] },
+      { items: [{ types: ['created'], tags: ['tag:1'] }, { tags: ['tag:5', 'tag:6'] }] },
+    ];
     for (const mode of ['raw', 'dedup', 'latest'] as const) {
       for (const filter of filters) {
         for (const limit of [undefined, 7, 130]) {
@@ -222,7 +314,11 @@ describe('the columnar read form', () => {
 
 /** A record with its byte fields as hex: comparing thousands of typed arrays is slow. */
 function plain(record: StoredRecord) {
-  return { ...record, payload: Buffer.from(record.payload).toString('hex'), fingerprint: Buffer.from(record.fingerprint).toString('hex') };
+  return {
+    ...record,
+    payload: Buffer.from(record.payload).toString('hex'),
+    fingerprint: Buffer.from(record.fingerprint).toString('hex'),
+  };
 }
 
 function text(bytes: Uint8Array): string {

@@ -9,8 +9,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { Feed } from '../../packages/engine/src/index.js';
+import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 const mounted: string[] = [];

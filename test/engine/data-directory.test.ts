@@ -8,8 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Store } from '../../packages/engine/src/index.js';
 import { storeFormatVersion, storeMarkerName } from '../../packages/engine/src/coordinator/store-marker.js';
+import { Store } from '../../packages/engine/src/index.js';
 import { cli } from '../support/cli.js';
 import { digestTree, openStore, temporaryDirectory } from '../support/store.js';
 
@@ -20,7 +20,10 @@ describe('the data directory', () => {
     fs.mkdirSync(path.join(root, 'ssh'));
     const before = digestTree(root);
     for (const readOnly of [false, true]) {
-      await expect(Store.open(root, { readOnly })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { path: path.resolve(root) } });
+      await expect(Store.open(root, { readOnly })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        details: { path: path.resolve(root) },
+      });
     }
     const result = cli(root, ['feed', 'create', 'x']);
     expect(result.status).toBe(1);
@@ -48,11 +51,16 @@ describe('the data directory', () => {
     const store = await openStore(root);
     await store.createFeed('f');
     await store.close();
-    expect(JSON.parse(fs.readFileSync(path.join(root, storeMarkerName), 'utf8'))).toEqual({ format: storeFormatVersion });
+    expect(JSON.parse(fs.readFileSync(path.join(root, storeMarkerName), 'utf8'))).toEqual({
+      format: storeFormatVersion,
+    });
 
     fs.writeFileSync(path.join(root, storeMarkerName), JSON.stringify({ format: storeFormatVersion + 1 }));
     const before = digestTree(root);
-    await expect(Store.open(root)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { format: storeFormatVersion + 1, supported: storeFormatVersion } });
+    await expect(Store.open(root)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      details: { format: storeFormatVersion + 1, supported: storeFormatVersion },
+    });
     await expect(Store.open(root, { readOnly: true })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(digestTree(root)).toBe(before);
     fs.writeFileSync(path.join(root, storeMarkerName), 'garbage');
@@ -70,7 +78,9 @@ describe('the data directory', () => {
     await readOnly.close();
     expect(fs.existsSync(path.join(root, storeMarkerName))).toBe(false);
     const writer = await openStore(root);
-    expect((await (await writer.feed('f')).readCommit(1)).map((record) => new TextDecoder().decode(record.payload))).toEqual(['kept']);
+    expect(
+      (await (await writer.feed('f')).readCommit(1)).map((record) => new TextDecoder().decode(record.payload)),
+    ).toEqual(['kept']);
     await writer.close();
     expect(fs.existsSync(path.join(root, storeMarkerName))).toBe(true);
   });
@@ -79,7 +89,8 @@ describe('the data directory', () => {
     const root = temporaryDirectory();
     const store = await openStore(root);
     const feed = await store.createFeed('f');
-    for (let commit = 0; commit < 40; commit++) await feed.append([{ payload: `record ${commit} ${'x'.repeat(2000)}` }]);
+    for (let commit = 0; commit < 40; commit++)
+      await feed.append([{ payload: `record ${commit} ${'x'.repeat(2000)}` }]);
     await store.close();
     const feedJson = path.join(root, 'feeds', 'f', 'feed.json');
     const metadata = JSON.parse(fs.readFileSync(feedJson, 'utf8')) as { tag: number };

@@ -9,7 +9,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { branchTally } from '../support/branches.js';
-import { openStore, temporaryDirectory, text, historySegmentBases } from '../support/store.js';
+import { historySegmentBases, openStore, temporaryDirectory, text } from '../support/store.js';
 
 interface Written {
   readonly position: number;
@@ -40,9 +40,13 @@ function latestOracle(written: readonly Written[], after: number): number[] {
   for (const record of written) {
     if (record.commit <= after) continue;
     const held = best.get(record.key);
-    if (!held || record.version > held.version || (record.version === held.version && record.position > held.position)) best.set(record.key, record);
+    if (!held || record.version > held.version || (record.version === held.version && record.position > held.position))
+      best.set(record.key, record);
   }
-  return [...best.values()].filter((record) => !record.tombstone).map((record) => record.position).sort((a, b) => a - b);
+  return [...best.values()]
+    .filter((record) => !record.tombstone)
+    .map((record) => record.position)
+    .sort((a, b) => a - b);
 }
 
 const record = fc.record({
@@ -69,7 +73,10 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom('native' as const, 'ts' as const),
-        fc.array(fc.record({ records: fc.array(record, { minLength: 1, maxLength: 10 }), reopen: fc.boolean() }), { minLength: 12, maxLength: 30 }),
+        fc.array(fc.record({ records: fc.array(record, { minLength: 1, maxLength: 10 }), reopen: fc.boolean() }), {
+          minLength: 12,
+          maxLength: 30,
+        }),
         fc.array(fc.nat(1000), { minLength: 2, maxLength: 4 }),
         async (kernels, commits, cursorPicks) => {
           const directory = temporaryDirectory();
@@ -110,11 +117,17 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
             const first = firstOf.get(entry.identity);
             if (!first) {
               firstOf.set(entry.identity, entry);
-              tally.hit('first occurrence in the active segment', segmentOf(entry.position) === bases[bases.length - 1]);
+              tally.hit(
+                'first occurrence in the active segment',
+                segmentOf(entry.position) === bases[bases.length - 1],
+              );
               continue;
             }
             tally.hit('first occurrence in an older segment', segmentOf(first.position) < segmentOf(entry.position));
-            tally.hit('first occurrence earlier in the same segment', segmentOf(first.position) === segmentOf(entry.position));
+            tally.hit(
+              'first occurrence earlier in the same segment',
+              segmentOf(first.position) === segmentOf(entry.position),
+            );
           }
           const ownPayloads = new Map<string, Set<string>>();
           for (const entry of written) {
@@ -123,7 +136,10 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
             payloads.add(entry.payload);
             ownPayloads.set(entry.identity, payloads);
           }
-          tally.hit('own fingerprint shared with another payload', [...ownPayloads.values()].some((payloads) => payloads.size > 1));
+          tally.hit(
+            'own fingerprint shared with another payload',
+            [...ownPayloads.values()].some((payloads) => payloads.size > 1),
+          );
 
           const cursors = new Set([0, commits.length, ...cursorPicks.map((pick) => pick % commits.length)]);
           for (const after of cursors) {
@@ -134,13 +150,21 @@ describe('whole-history dedup through fingerprint dictionaries', () => {
               payloads.push(text(read.payload));
             }
             expect(dedup, `dedup after ${after}`).toEqual(dedupOracle(written, after));
-            expect(payloads, `dedup payloads after ${after}`).toEqual(dedup.map((position) => written[position - 1].payload));
-            tally.hit('first occurrence before the cursor', written.some((entry) => entry.commit > after && firstOf.get(entry.identity)!.commit <= after));
+            expect(payloads, `dedup payloads after ${after}`).toEqual(
+              dedup.map((position) => written[position - 1].payload),
+            );
+            tally.hit(
+              'first occurrence before the cursor',
+              written.some((entry) => entry.commit > after && firstOf.get(entry.identity)!.commit <= after),
+            );
             const latest: number[] = [];
             for await (const read of feed.read({ after, mode: 'latest' })) latest.push(read.position);
             expect(latest, `latest after ${after}`).toEqual(latestOracle(written, after));
             // The columnar form decides dedup and latest on its columns: the same positions.
-            for (const [mode, expected] of [['dedup', dedup], ['latest', latest]] as const) {
+            for (const [mode, expected] of [
+              ['dedup', dedup],
+              ['latest', latest],
+            ] as const) {
               const positions: number[] = [];
               for await (const batch of feed.readColumns({ after, mode })) positions.push(...batch.positions);
               expect(positions, `${mode} in columns after ${after}`).toEqual(expected);

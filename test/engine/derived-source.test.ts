@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { Store, type Feed } from '../../packages/engine/src/index.js';
+import { type Feed, Store } from '../../packages/engine/src/index.js';
 import { collect, openStore, temporaryDirectory, text } from '../support/store.js';
 
 /** Records written: 4,000 in commits of 40, in several 64 KiB segments. */
@@ -55,7 +55,9 @@ async function buildFeed(directory: string, variant: Variant): Promise<Written[]
   const feed = await store.createFeed('f');
   const written: Written[] = [];
   for (let commit = 0; commit < commitsWritten; commit++) {
-    const batch = Array.from({ length: recordsPerCommit }, (_, index) => recordOf(variant, commit * recordsPerCommit + index));
+    const batch = Array.from({ length: recordsPerCommit }, (_, index) =>
+      recordOf(variant, commit * recordsPerCommit + index),
+    );
     await feed.append(batch.map((record) => ({ ...record, fingerprint: Buffer.from(record.fingerprint) })));
     for (const record of batch) written.push({ ...record, position: written.length + 1 });
   }
@@ -66,7 +68,9 @@ async function buildFeed(directory: string, variant: Variant): Promise<Written[]
 /** What dedup reads: the first record of each fingerprint, in position order. */
 function dedupModel(written: readonly Written[]): number[] {
   const seen = new Set<string>();
-  return written.filter((record) => !seen.has(record.fingerprint) && seen.add(record.fingerprint)).map((record) => record.position);
+  return written
+    .filter((record) => !seen.has(record.fingerprint) && seen.add(record.fingerprint))
+    .map((record) => record.position);
 }
 
 /** What `get` answers for every key: its highest version, then its latest position. */
@@ -74,7 +78,8 @@ function getModel(written: readonly Written[]): Map<string, number> {
   const winners = new Map<string, Written>();
   for (const record of written) {
     const best = winners.get(record.key);
-    if (!best || record.version > best.version || (record.version === best.version && record.position > best.position)) winners.set(record.key, record);
+    if (!best || record.version > best.version || (record.version === best.version && record.position > best.position))
+      winners.set(record.key, record);
   }
   return new Map([...winners].map(([key, record]) => [key, record.position]));
 }
@@ -109,7 +114,10 @@ async function verifyReadOnly(directory: string) {
 
 /** A sealed segment in the middle of the feed whose derived files both feeds have. */
 function middleSegment(directory: string): string {
-  const names = fs.readdirSync(indexDirectory(directory)).filter((name) => name.endsWith('.keys')).sort();
+  const names = fs
+    .readdirSync(indexDirectory(directory))
+    .filter((name) => name.endsWith('.keys'))
+    .sort();
   expect(names.length).toBeGreaterThanOrEqual(6);
   return names[Math.floor(names.length / 2)].slice(0, -'.keys'.length);
 }
@@ -139,7 +147,11 @@ describe('derived files of another segment', () => {
     }
 
     const problems = await verifyReadOnly(directory);
-    for (const file of swapped) expect(problems.filter((problem) => problem.file === file && problem.code === 'INDEX'), file).toHaveLength(1);
+    for (const file of swapped)
+      expect(
+        problems.filter((problem) => problem.file === file && problem.code === 'INDEX'),
+        file,
+      ).toHaveLength(1);
 
     // A read-only store does not trust them either.
     const readOnly = await Store.open(directory, { readOnly: true });
@@ -181,7 +193,9 @@ describe('derived files of another segment', () => {
     expect(feed.summaryRebuilds.map((rebuild) => rebuild.file)).toEqual([summary]);
     expect(feed.indexRebuilds.map((rebuild) => rebuild.file)).toEqual([index]);
     const records = await collect(feed.read());
-    expect(records.map((record) => [record.position, text(record.payload), record.key])).toEqual(written.map((record) => [record.position, record.payload, record.key]));
+    expect(records.map((record) => [record.position, text(record.payload), record.key])).toEqual(
+      written.map((record) => [record.position, record.payload, record.key]),
+    );
     await store.close();
     // Rebuilt byte for byte, and nothing left to report.
     expect(fs.readFileSync(summary).equals(originalSummary)).toBe(true);
@@ -195,7 +209,10 @@ describe('derived files of another segment', () => {
       fs
         .readdirSync(indexDirectory(directory))
         .filter((name) => name.endsWith('.keys') || name.endsWith('.fps'))
-        .map((name) => [path.join(indexDirectory(directory), name), fs.readFileSync(path.join(indexDirectory(directory), name))]),
+        .map((name) => [
+          path.join(indexDirectory(directory), name),
+          fs.readFileSync(path.join(indexDirectory(directory), name)),
+        ]),
     );
 
     let store = await openStore(directory);
@@ -211,9 +228,17 @@ describe('derived files of another segment', () => {
     // The dictionaries of segments the compaction rewrote in place: the same positions (base and
     // count), so only what they were built from tells the stale copies apart.
     const stale = new Map(
-      [...before].filter(([file, bytes]) => fs.existsSync(file) && !fs.readFileSync(file).equals(bytes) && baseAndCount(file).join() === [bytes.readBigUInt64LE(12), bytes.readBigUInt64LE(20)].join()),
+      [...before].filter(
+        ([file, bytes]) =>
+          fs.existsSync(file) &&
+          !fs.readFileSync(file).equals(bytes) &&
+          baseAndCount(file).join() === [bytes.readBigUInt64LE(12), bytes.readBigUInt64LE(20)].join(),
+      ),
     );
-    expect([...stale.keys()].map((file) => path.basename(file)).sort()).toEqual(['0000000000000001.fps', '0000000000000001.keys']);
+    expect([...stale.keys()].map((file) => path.basename(file)).sort()).toEqual([
+      '0000000000000001.fps',
+      '0000000000000001.keys',
+    ]);
     store = await openStore(directory);
     feed = await store.feed('f');
     const expectedDedup = await dedupRead(feed);
@@ -222,7 +247,11 @@ describe('derived files of another segment', () => {
     for (const [file, bytes] of stale) fs.writeFileSync(file, bytes);
 
     const problems = await verifyReadOnly(directory);
-    for (const file of stale.keys()) expect(problems.filter((problem) => problem.file === file && problem.code === 'INDEX'), file).toHaveLength(1);
+    for (const file of stale.keys())
+      expect(
+        problems.filter((problem) => problem.file === file && problem.code === 'INDEX'),
+        file,
+      ).toHaveLength(1);
     store = await openStore(directory);
     feed = await store.feed('f');
     expect(feed.indexRebuilds.map((rebuild) => rebuild.file).sort()).toEqual([...stale.keys()].sort());
@@ -246,10 +275,16 @@ describe('verify and derived heads', () => {
       damaged[20] ^= 0x01;
       fs.writeFileSync(file, damaged);
       const problems = await verifyReadOnly(directory);
-      expect(problems.filter((problem) => problem.file === file && problem.code === 'INDEX'), extension).toHaveLength(1);
+      expect(
+        problems.filter((problem) => problem.file === file && problem.code === 'INDEX'),
+        extension,
+      ).toHaveLength(1);
       const store = await openStore(directory);
       const feed = await store.feed('f');
-      expect(feed.indexRebuilds.map((rebuild) => rebuild.file), extension).toEqual([file]);
+      expect(
+        feed.indexRebuilds.map((rebuild) => rebuild.file),
+        extension,
+      ).toEqual([file]);
       expect(await dedupRead(feed)).toEqual(dedupModel(written));
       await store.close();
       expect(fs.readFileSync(file).equals(original), `${extension}: rebuilt byte for byte`).toBe(true);
@@ -280,7 +315,9 @@ describe('verify and derived heads', () => {
     const store = await openStore(directory);
     const feed = await store.feed('f');
     // A lookup of one key reads one winner; every answer is exact meanwhile.
-    expect((await feed.get(written[written.length - 1].key))?.position).toBe(getModel(written).get(written[written.length - 1].key));
+    expect((await feed.get(written[written.length - 1].key))?.position).toBe(
+      getModel(written).get(written[written.length - 1].key),
+    );
     // `verify` on a read-write store waits for the feed's background work: the whole check.
     expect((await store.verify('f'))[0].problems).toEqual([]);
     expect(feed.indexRebuilds.map((rebuild) => rebuild.file)).toEqual([file]);
@@ -308,7 +345,8 @@ function previousFormat(file: string, bytes: Buffer): Buffer {
   body.write('SSSUMRY2', 0, 'latin1');
   body.writeUInt32LE(2, 8);
   const pageCount = body.readUInt32LE(76);
-  for (let page = 0; page < pageCount; page++) body.writeUInt32LE(body.readUInt32LE(84 + page * 24) - 28, 84 + page * 24);
+  for (let page = 0; page < pageCount; page++)
+    body.writeUInt32LE(body.readUInt32LE(84 + page * 24) - 28, 84 + page * 24);
   body.writeUInt32LE(body.readUInt32LE(80) - 28, 80);
   const crc = Buffer.alloc(4);
   crc.writeUInt32LE(zlib.crc32(body), 0);
@@ -320,15 +358,22 @@ describe('derived files of the previous format version', () => {
     const directory = temporaryDirectory();
     const written = await buildFeed(directory, 'a');
     const stem = middleSegment(directory);
-    const derived = [...['.idx', '.keys', '.fps'].map((extension) => path.join(indexDirectory(directory), stem + extension)), path.join(historyDirectory(directory), `${stem}.sum`)];
+    const derived = [
+      ...['.idx', '.keys', '.fps'].map((extension) => path.join(indexDirectory(directory), stem + extension)),
+      path.join(historyDirectory(directory), `${stem}.sum`),
+    ];
     const current = new Map(derived.map((file) => [file, fs.readFileSync(file)]));
     for (const [file, bytes] of current) fs.writeFileSync(file, previousFormat(file, bytes));
 
     const store = await openStore(directory);
     const feed = await store.feed('f');
-    expect(feed.indexRebuilds.map((rebuild) => rebuild.file).sort()).toEqual(derived.filter((file) => !file.endsWith('.sum')).sort());
+    expect(feed.indexRebuilds.map((rebuild) => rebuild.file).sort()).toEqual(
+      derived.filter((file) => !file.endsWith('.sum')).sort(),
+    );
     expect(feed.indexRebuilds.every((rebuild) => /unknown format version 1/.test(rebuild.reason))).toBe(true);
-    expect(feed.summaryRebuilds.map((rebuild) => [rebuild.file, rebuild.reason])).toEqual([[derived[3], expect.stringMatching(/bad magic|unknown format version 2/)]]);
+    expect(feed.summaryRebuilds.map((rebuild) => [rebuild.file, rebuild.reason])).toEqual([
+      [derived[3], expect.stringMatching(/bad magic|unknown format version 2/)],
+    ]);
     expect(await dedupRead(feed)).toEqual(dedupModel(written));
     expect(await getAll(feed, getModel(written).keys(), written)).toEqual(getModel(written));
     await store.close();

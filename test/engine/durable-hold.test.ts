@@ -6,9 +6,9 @@
  * resolves and the record reads back, also after a restart.
  */
 import { describe, expect, it } from 'vitest';
-import { loadKernels, tsKernels, type Kernels } from '../../packages/engine/src/kernels/index.js';
 import type { Feed, StoredRecord } from '../../packages/engine/src/index.js';
-import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
+import { type Kernels, loadKernels, tsKernels } from '../../packages/engine/src/kernels/index.js';
+import { collect, openStore, temporaryDirectory, text } from '../support/store.js';
 
 /**
  * Kernels whose durable writes wait while held: every `writeDurable` that starts between `hold()`
@@ -128,7 +128,10 @@ describe.each([
 
     holder.release();
     await expect(append.promise).resolves.toMatchObject({ firstSeq: 2, lastSeq: 2 });
-    expect((await (await feed.stream(stream.id)).read()).map((record) => text(record.payload))).toEqual(['first', 'held']);
+    expect((await (await feed.stream(stream.id)).read()).map((record) => text(record.payload))).toEqual([
+      'first',
+      'held',
+    ]);
     const commit = await stream.seal({ token });
     expect(commit.records).toBe(2);
     expect(await payloads(feed.read())).toEqual(['first', 'held']);

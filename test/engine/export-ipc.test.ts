@@ -13,8 +13,8 @@ import { loadKernels } from '../../packages/engine/src/kernels/index.js';
 import type { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
 import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
 import { ipcArenas, writeArrowIpc } from '../../packages/engine/src/query/export-ipc.js';
-import { packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
 import { FileSink } from '../../packages/engine/src/query/export-sink.js';
+import { packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 /** The file Apache Arrow's own writer makes of the groups, each converted into new arrays. */
@@ -36,7 +36,14 @@ describe('Arrow IPC export files', () => {
       await feed.append(
         Array.from({ length: commit === 0 ? 500 : 60 + commit }, (_, n) =>
           full
-            ? { payload: `full ${commit}-${n} ${'x'.repeat(n % 50)}`, key: `key-${n % 7}`, version: commit, tombstone: n % 4 === 1, type: `t${n % 3}`, tags: [`a${n}`, `b${commit}`] }
+            ? {
+                payload: `full ${commit}-${n} ${'x'.repeat(n % 50)}`,
+                key: `key-${n % 7}`,
+                version: commit,
+                tombstone: n % 4 === 1,
+                type: `t${n % 3}`,
+                tags: [`a${n}`, `b${commit}`],
+              }
             : { payload: commit === 5 && n === 3 ? new Uint8Array([0xff, 0xfe, n]) : `bare ${commit}-${n}` },
         ),
       );
@@ -58,9 +65,16 @@ describe('Arrow IPC export files', () => {
     ];
     for (const { allText, groups: fileGroups } of cases) {
       const expected = expectedFile(fileGroups);
-      for (const [loaded, direct] of [[loadKernels('native'), true], [loadKernels('native'), false], [loadKernels('ts'), false]] as const) {
+      for (const [loaded, direct] of [
+        [loadKernels('native'), true],
+        [loadKernels('native'), false],
+        [loadKernels('ts'), false],
+      ] as const) {
         let longCopies = 0;
-        const kernels = { ...loaded, copyRange: (...args: Parameters<typeof loaded.copyRange>) => (longCopies++, loaded.copyRange(...args)) };
+        const kernels = {
+          ...loaded,
+          copyRange: (...args: Parameters<typeof loaded.copyRange>) => (longCopies++, loaded.copyRange(...args)),
+        };
         const file = path.join(directory, `part-${allText}-${kernels.name}-${direct}.arrow`);
         const sink = await FileSink.create(file, direct ? kernels : undefined);
         // Both ways of reaching the disk are taken: the sink's copies differ between them.
@@ -72,7 +86,10 @@ describe('Arrow IPC export files', () => {
         const written = await sink.finish();
         const bytes = fs.readFileSync(file);
         expect(Buffer.compare(bytes, Buffer.from(expected))).toBe(0);
-        expect(written).toEqual({ bytes: expected.length, sha256: crypto.createHash('sha256').update(bytes).digest('hex') });
+        expect(written).toEqual({
+          bytes: expected.length,
+          sha256: crypto.createHash('sha256').update(bytes).digest('hex'),
+        });
         const table = arrow.tableFromIPC(bytes);
         expect(table.batches.length).toBe(fileGroups.length);
         expect(table.numRows).toBe(fileGroups.flat().reduce((rows, batch) => rows + batch.length, 0));

@@ -12,7 +12,9 @@ import type { ExportSink } from '../../packages/engine/src/query/export-sink.js'
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 /** The module the engine loads (one instance per process), resolved as the engine resolves it. */
-const parquetWasm = createRequire(new URL('../../packages/engine/package.json', import.meta.url))('parquet-wasm/node') as { wasmMemory(): { buffer: ArrayBuffer } };
+const parquetWasm = createRequire(new URL('../../packages/engine/package.json', import.meta.url))(
+  'parquet-wasm/node',
+) as { wasmMemory(): { buffer: ArrayBuffer } };
 
 /** A sink that counts bytes: the file's contents are not what this test is about. */
 function countingSink(): ExportSink & { bytes: number } {
@@ -34,7 +36,8 @@ describe('Parquet export memory', () => {
     const store = await openStore(temporaryDirectory());
     const feed = await store.createFeed('f');
     const payload = 'p'.repeat(2000);
-    for (let commit = 0; commit < 4; commit++) await feed.append(Array.from({ length: 1000 }, (_, n) => ({ payload: `${commit}-${n}-${payload}` })));
+    for (let commit = 0; commit < 4; commit++)
+      await feed.append(Array.from({ length: 1000 }, (_, n) => ({ payload: `${commit}-${n}-${payload}` })));
     const batches = await collect(feed.readColumns());
     await store.close();
     // One group is every batch: 4,000 records, 8 MB of payloads once as bytes and once as text.

@@ -10,7 +10,14 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { recordLine, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
+import {
+  type AppendRecord,
+  type ExportFormat,
+  type ExportManifest,
+  type Feed,
+  recordLine,
+  type StoredRecord,
+} from '../../packages/engine/src/index.js';
 import { hex, sharedRowFields } from '../support/export-rows.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
@@ -37,7 +44,12 @@ const duckdbTypes: Record<string, string> = {
   Binary: 'BLOB',
 };
 /** The JSON type of an NDJSON value of each Arrow type. */
-const jsonTypes: Record<string, string> = { Utf8: 'string', Int64: 'integer', Bool: 'boolean', 'List<Utf8>': 'array<string>' };
+const jsonTypes: Record<string, string> = {
+  Utf8: 'string',
+  Int64: 'integer',
+  Bool: 'boolean',
+  'List<Utf8>': 'array<string>',
+};
 
 interface FileRead {
   path: string;
@@ -53,22 +65,35 @@ interface FileRead {
 
 function readBack(format: ExportFormat, directory: string, manifest: ExportManifest): FileRead[] {
   const files = manifest.files.map((file) => path.join(directory, file.name));
-  const out = JSON.parse(execFileSync('python3', [reader, format, JSON.stringify(manifest.columns), ...files], { encoding: 'utf8', maxBuffer: 1 << 28 })) as { files: FileRead[] };
+  const out = JSON.parse(
+    execFileSync('python3', [reader, format, JSON.stringify(manifest.columns), ...files], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 28,
+    }),
+  ) as { files: FileRead[] };
   return out.files;
 }
-
 
 /** The payload as `streamstack read` writes it: text where it is valid UTF-8, else base64. */
 function asRead(record: StoredRecord): { text: string | null; base64: string | null } {
   const line = recordLine(record);
-  return { text: typeof line.payload === 'string' ? line.payload : null, base64: typeof line.payloadBase64 === 'string' ? line.payloadBase64 : null };
+  return {
+    text: typeof line.payload === 'string' ? line.payload : null,
+    base64: typeof line.payloadBase64 === 'string' ? line.payloadBase64 : null,
+  };
 }
 
 /** The row a file of `format` holds for `record`, as the reader script normalises it. */
 function expectedRow(format: ExportFormat, record: StoredRecord): Record<string, unknown> {
   const common = sharedRowFields(record);
   const { text, base64 } = asRead(record);
-  if (format === 'ndjson') return { ...common, fingerprintBase64: Buffer.from(record.fingerprint).toString('base64'), payload: text, payloadBase64: base64 };
+  if (format === 'ndjson')
+    return {
+      ...common,
+      fingerprintBase64: Buffer.from(record.fingerprint).toString('base64'),
+      payload: text,
+      payloadBase64: base64,
+    };
   return { ...common, fingerprint: hex(record.fingerprint), payload: hex(record.payload), payloadText: text };
 }
 
@@ -109,9 +134,16 @@ function record(id: number, payload: string | Uint8Array): AppendRecord {
 }
 
 /** Commits of `perCommit` records, the record `id`'s payload `payloadOf(id)`. */
-async function appendCommits(feed: Feed, commits: number, perCommit: number, payloadOf: (id: number) => string | Uint8Array): Promise<void> {
+async function appendCommits(
+  feed: Feed,
+  commits: number,
+  perCommit: number,
+  payloadOf: (id: number) => string | Uint8Array,
+): Promise<void> {
   for (let commit = 0; commit < commits; commit++) {
-    await feed.append(Array.from({ length: perCommit }, (_, n) => record(commit * perCommit + n, payloadOf(commit * perCommit + n))));
+    await feed.append(
+      Array.from({ length: perCommit }, (_, n) => record(commit * perCommit + n, payloadOf(commit * perCommit + n))),
+    );
   }
 }
 
@@ -130,12 +162,24 @@ describe('the export schema', () => {
         const binary = await store.createFeed('binary');
         await appendCommits(binary, 2, 500, binaryPayload);
         const mixed = await store.createFeed('mixed');
-        await appendCommits(mixed, 10, 500, (id) => (id % mixedBinaryEvery === mixedBinaryEvery - 1 ? binaryPayload(id) : textPayload(id)));
+        await appendCommits(mixed, 10, 500, (id) =>
+          id % mixedBinaryEvery === mixedBinaryEvery - 1 ? binaryPayload(id) : textPayload(id),
+        );
         // Commit 11 is binary only, with two payloads that are each a half of one character and
         // lie side by side: valid UTF-8 together, neither on its own.
-        await mixed.append([record(1, Uint8Array.of(0xc3)), record(2, Uint8Array.of(0xa9)), ...Array.from({ length: 48 }, (_, n) => record(n, binaryPayload(n)))]);
+        await mixed.append([
+          record(1, Uint8Array.of(0xc3)),
+          record(2, Uint8Array.of(0xa9)),
+          ...Array.from({ length: 48 }, (_, n) => record(n, binaryPayload(n))),
+        ]);
 
-        const exports: { name: string; feed: Feed; after?: number; upTo?: number; binaryRows: 'none' | 'some' | 'all' }[] = [
+        const exports: {
+          name: string;
+          feed: Feed;
+          after?: number;
+          upTo?: number;
+          binaryRows: 'none' | 'some' | 'all';
+        }[] = [
           { name: 'text only', feed: text, binaryRows: 'none' },
           { name: 'binary only', feed: binary, binaryRows: 'all' },
           { name: '1 in 1,000 binary', feed: mixed, upTo: 10, binaryRows: 'some' },
@@ -149,7 +193,14 @@ describe('the export schema', () => {
           const manifest = await feed.export({ format, after, upTo, to });
           const records = await collect(feed.read({ after, upTo }));
           const binaryCount = records.filter((stored) => asRead(stored).text === null).length;
-          expect(binaryRows === 'none' ? binaryCount === 0 : binaryRows === 'all' ? binaryCount === records.length : binaryCount > 0 && binaryCount < records.length, name).toBe(true);
+          expect(
+            binaryRows === 'none'
+              ? binaryCount === 0
+              : binaryRows === 'all'
+                ? binaryCount === records.length
+                : binaryCount > 0 && binaryCount < records.length,
+            name,
+          ).toBe(true);
           // One schema for the format, whatever the payloads.
           columns ??= manifest.columns;
           expect(manifest.columns, `${name}: the manifest's columns`).toEqual(columns);
@@ -160,12 +211,19 @@ describe('the export schema', () => {
             const what = `${format} ${name}: ${manifest.files[at].name}`;
             expectSchema(format, manifest.columns, file, what);
             expect(file.error, `${what}: the query naming every column`).toBeUndefined();
-            for (const [readerName, readerRows] of Object.entries(file.rows!)) (rows[readerName] ??= []).push(...readerRows);
-            const fileRecords = records.filter((stored) => stored.commit >= manifest.files[at].firstCommit && stored.commit <= manifest.files[at].lastCommit);
-            expect(manifest.files[at].payloadText, `${what}: payloadText says whether every payload is text`).toBe(fileRecords.every((stored) => asRead(stored).text !== null));
+            for (const [readerName, readerRows] of Object.entries(file.rows!))
+              (rows[readerName] ??= []).push(...readerRows);
+            const fileRecords = records.filter(
+              (stored) =>
+                stored.commit >= manifest.files[at].firstCommit && stored.commit <= manifest.files[at].lastCommit,
+            );
+            expect(manifest.files[at].payloadText, `${what}: payloadText says whether every payload is text`).toBe(
+              fileRecords.every((stored) => asRead(stored).text !== null),
+            );
           }
           const expected = records.map((stored) => expectedRow(format, stored));
-          for (const [readerName, readerRows] of Object.entries(rows)) expect(readerRows, `${format} ${name}, read by ${readerName}`).toEqual(expected);
+          for (const [readerName, readerRows] of Object.entries(rows))
+            expect(readerRows, `${format} ${name}, read by ${readerName}`).toEqual(expected);
         }
       } finally {
         await store.close();
@@ -186,13 +244,20 @@ function expectSchema(format: ExportFormat, columns: readonly Column[], file: Fi
     expect(lines.names, `${what}: the fields of every line`).toEqual(names);
     for (const column of columns) {
       const allowed = [jsonTypes[column.type], ...(column.nullable ? ['null'] : [])];
-      for (const seen of lines.types[column.name] ?? []) expect(allowed, `${what}: ${column.name} holds a ${seen}`).toContain(seen);
+      for (const seen of lines.types[column.name] ?? [])
+        expect(allowed, `${what}: ${column.name} holds a ${seen}`).toContain(seen);
     }
     return;
   }
-  expect(file.schemas!.pyarrow, `${what}: the Arrow schema pyarrow reads`).toEqual(columns.map((column) => ({ name: column.name, type: pyarrowTypes[column.type], nullable: column.nullable })));
-  expect(file.schemas!.duckdb, `${what}: the columns DuckDB binds`).toEqual(columns.map((column) => ({ name: column.name, type: duckdbTypes[column.type] })));
+  expect(file.schemas!.pyarrow, `${what}: the Arrow schema pyarrow reads`).toEqual(
+    columns.map((column) => ({ name: column.name, type: pyarrowTypes[column.type], nullable: column.nullable })),
+  );
+  expect(file.schemas!.duckdb, `${what}: the columns DuckDB binds`).toEqual(
+    columns.map((column) => ({ name: column.name, type: duckdbTypes[column.type] })),
+  );
   if (format === 'parquet') {
-    expect(file.schemas!.parquet, `${what}: the Parquet schema's repetitions`).toEqual(columns.map((column) => ({ name: column.name, repetition: column.nullable ? 'OPTIONAL' : 'REQUIRED' })));
+    expect(file.schemas!.parquet, `${what}: the Parquet schema's repetitions`).toEqual(
+      columns.map((column) => ({ name: column.name, repetition: column.nullable ? 'OPTIONAL' : 'REQUIRED' })),
+    );
   }
 }

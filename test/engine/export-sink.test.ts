@@ -72,37 +72,55 @@ describe('export file sink', () => {
     let run = 0;
     await fc.assert(
       // In a third of the files every piece is rounded up to whole blocks, so the file is too.
-      fc.asyncProperty(fc.array(pieceArb, { minLength: 1, maxLength: 12, size: 'max' }), fc.nat(2), async (generated, wholeBlocks) => {
-        run++;
-        const lengths = wholeBlocks === 0 ? generated.map((length) => Math.ceil(length / directWriteAlignmentBytes) * directWriteAlignmentBytes) : generated;
-        const pieces = lengths.map((length, index) => new Uint8Array(length).map((_, at) => (at * 13 + index * 7 + run) % 256));
-        const total = lengths.reduce((sum, length) => sum + length, 0);
-        tally.hit('a piece gathered with others', lengths.some((length) => length > 0 && length < exportDirectWriteBytes));
-        tally.hit(`a piece of ${exportDirectWriteBytes} bytes or more written straight`, lengths.some((length) => length >= exportDirectWriteBytes));
-        tally.hit('a file ending mid-block (padded, then truncated)', total % directWriteAlignmentBytes !== 0);
-        tally.hit('a file of whole blocks', total > 0 && total % directWriteAlignmentBytes === 0);
-        tally.hit('an empty piece', lengths.includes(0));
-        tally.hit('a piece handed over by writeCopy', lengths.length >= 3 && lengths[2] > 0);
-        // The bytes gathered when a piece arrives are what came before it past the last whole
-        // block, whatever was written meanwhile: every direct write but the last is whole blocks.
-        let before = 0;
-        for (const length of lengths) {
-          tally.hit('a large piece written in one write with a partial block gathered before it', length >= exportDirectWriteBytes && before % directWriteAlignmentBytes !== 0);
-          before += length;
-        }
-        const expected = concat(pieces);
-        const sha256 = crypto.createHash('sha256').update(expected).digest('hex');
-        for (const kernels of [native, ts]) {
-          const file = path.join(directory, `sink-${run}-${kernels.name}.bin`);
-          const { direct, written } = await writeThrough(file, kernels, pieces);
-          expect(direct).toBe(kernels.directWrites);
-          expect(written).toEqual({ bytes: total, sha256 });
-          const onDisk = fs.readFileSync(file);
-          expect(onDisk.length).toBe(total);
-          expect(onDisk.equals(expected)).toBe(true);
-          fs.rmSync(file);
-        }
-      }),
+      fc.asyncProperty(
+        fc.array(pieceArb, { minLength: 1, maxLength: 12, size: 'max' }),
+        fc.nat(2),
+        async (generated, wholeBlocks) => {
+          run++;
+          const lengths =
+            wholeBlocks === 0
+              ? generated.map((length) => Math.ceil(length / directWriteAlignmentBytes) * directWriteAlignmentBytes)
+              : generated;
+          const pieces = lengths.map((length, index) =>
+            new Uint8Array(length).map((_, at) => (at * 13 + index * 7 + run) % 256),
+          );
+          const total = lengths.reduce((sum, length) => sum + length, 0);
+          tally.hit(
+            'a piece gathered with others',
+            lengths.some((length) => length > 0 && length < exportDirectWriteBytes),
+          );
+          tally.hit(
+            `a piece of ${exportDirectWriteBytes} bytes or more written straight`,
+            lengths.some((length) => length >= exportDirectWriteBytes),
+          );
+          tally.hit('a file ending mid-block (padded, then truncated)', total % directWriteAlignmentBytes !== 0);
+          tally.hit('a file of whole blocks', total > 0 && total % directWriteAlignmentBytes === 0);
+          tally.hit('an empty piece', lengths.includes(0));
+          tally.hit('a piece handed over by writeCopy', lengths.length >= 3 && lengths[2] > 0);
+          // The bytes gathered when a piece arrives are what came before it past the last whole
+          // block, whatever was written meanwhile: every direct write but the last is whole blocks.
+          let before = 0;
+          for (const length of lengths) {
+            tally.hit(
+              'a large piece written in one write with a partial block gathered before it',
+              length >= exportDirectWriteBytes && before % directWriteAlignmentBytes !== 0,
+            );
+            before += length;
+          }
+          const expected = concat(pieces);
+          const sha256 = crypto.createHash('sha256').update(expected).digest('hex');
+          for (const kernels of [native, ts]) {
+            const file = path.join(directory, `sink-${run}-${kernels.name}.bin`);
+            const { direct, written } = await writeThrough(file, kernels, pieces);
+            expect(direct).toBe(kernels.directWrites);
+            expect(written).toEqual({ bytes: total, sha256 });
+            const onDisk = fs.readFileSync(file);
+            expect(onDisk.length).toBe(total);
+            expect(onDisk.equals(expected)).toBe(true);
+            fs.rmSync(file);
+          }
+        },
+      ),
       { numRuns: 40 },
     );
     tally.expectAllReached();

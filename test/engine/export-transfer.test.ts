@@ -5,10 +5,10 @@
  */
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
+import { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
 import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
 import { ColumnArena } from '../../packages/engine/src/query/export-columns.js';
 import { compactBatch, packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
-import { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 /** A cell of an Arrow row as JSON can hold it: 64-bit integers as text, bytes as hex, a list (an Arrow vector) as an array. */
@@ -22,7 +22,10 @@ function plainCell(_: string, value: unknown): unknown {
 /** What the worker receives: the buffers copied, as postMessage copies them. */
 function across(batches: readonly ColumnBatch[]): ColumnBatch[] {
   const { batches: packed, buffers } = packBatches(batches);
-  return unpackBatches(structuredClone(packed), buffers.map((buffer) => buffer.slice(0)));
+  return unpackBatches(
+    structuredClone(packed),
+    buffers.map((buffer) => buffer.slice(0)),
+  );
 }
 
 describe('export transfer', () => {
@@ -33,7 +36,12 @@ describe('export transfer', () => {
       await feed.append(
         Array.from({ length: 40 }, (_, n) => ({
           // Repeated payloads: later runs refer to the earlier ones' (external payloads).
-          payload: n % 5 === 0 ? `same ${n}` : n % 7 === 3 ? new Uint8Array([0xff, n, commit]) : `payload ${commit}-${n} ${'.'.repeat(n)}`,
+          payload:
+            n % 5 === 0
+              ? `same ${n}`
+              : n % 7 === 3
+                ? new Uint8Array([0xff, n, commit])
+                : `payload ${commit}-${n} ${'.'.repeat(n)}`,
           ...(n % 3 === 0 ? {} : { key: `key-${n % 9}`, version: commit }),
           ...(n % 4 === 1 ? { type: 'typé' } : {}),
           tags: Array.from({ length: n % 3 }, (_, t) => `tag ${t} "${n}"`),
@@ -44,7 +52,13 @@ describe('export transfer', () => {
       const batches = await collect(feed.readColumns({ mode }));
       // Repeated payloads lie in other runs: some batches carry them apart.
       if (mode === 'raw') expect(batches.some((batch) => batch.externalBytes !== undefined)).toBe(true);
-      const sparse = batches.map((batch) => batch.take(Uint32Array.from({ length: Math.ceil(batch.length / 7) }, (_, index) => index * 7).filter((row) => row < batch.length)));
+      const sparse = batches.map((batch) =>
+        batch.take(
+          Uint32Array.from({ length: Math.ceil(batch.length / 7) }, (_, index) => index * 7).filter(
+            (row) => row < batch.length,
+          ),
+        ),
+      );
       for (const group of [batches, sparse]) {
         const expected = group.map((batch) => batch.records());
         expect(across(group).map((batch) => batch.records())).toEqual(expected);
@@ -57,7 +71,9 @@ describe('export transfer', () => {
   it('copies of each buffer only the span the batches view', async () => {
     const store = await openStore(temporaryDirectory());
     const feed = await store.createFeed('f');
-    await feed.append(Array.from({ length: 50 }, (_, n) => ({ payload: `payload ${n}`, key: `k${n}`, tags: [`t${n % 3}`] })));
+    await feed.append(
+      Array.from({ length: 50 }, (_, n) => ({ payload: `payload ${n}`, key: `k${n}`, tags: [`t${n % 3}`] })),
+    );
     const [batch] = await collect(feed.readColumns());
     await store.close();
     // The batch's bytes part-way into a larger buffer, as a file's first batch lies in a long
@@ -66,7 +82,15 @@ describe('export transfer', () => {
     const roomy = new Uint8Array(room);
     const offset = 200 * 1024 + 3;
     roomy.set(batch.bytes, offset);
-    const inRoomyBuffer = new ColumnBatch(batch.feed, batch.commit, batch.stream, batch.types, roomy.subarray(offset, offset + batch.bytes.length), batch, batch.externalBytes);
+    const inRoomyBuffer = new ColumnBatch(
+      batch.feed,
+      batch.commit,
+      batch.stream,
+      batch.types,
+      roomy.subarray(offset, offset + batch.bytes.length),
+      batch,
+      batch.externalBytes,
+    );
     let taken = 0;
     const { batches: packed, buffers } = packBatches([inRoomyBuffer], (bytes) => new ArrayBuffer((taken = bytes)));
     expect(taken).toBeGreaterThan(batch.bytes.length);
@@ -87,7 +111,14 @@ describe('export transfer', () => {
       await feed.append(
         Array.from({ length: commit === 0 ? 300 : 40 }, (_, n) =>
           full
-            ? { payload: `full ${String(n).padStart(3, '0')}`, key: `key-${n % 7}`, version: commit, tombstone: n % 4 === 1, type: `t${n % 3}`, tags: [`a${n}`, `b${commit}`] }
+            ? {
+                payload: `full ${String(n).padStart(3, '0')}`,
+                key: `key-${n % 7}`,
+                version: commit,
+                tombstone: n % 4 === 1,
+                type: `t${n % 3}`,
+                tags: [`a${n}`, `b${commit}`],
+              }
             : { payload: n % 3 === 0 ? Uint8Array.of(0xff, n) : `bare ${String(n).padStart(3, '0')}` },
         ),
       );
@@ -100,15 +131,24 @@ describe('export transfer', () => {
         .batch.toArray()
         .map((row) => JSON.stringify(row.toJSON(), plainCell));
     const arena = new ColumnArena();
-    const groups = [batches.slice(0, 1), ...batches.slice(1).map((batch) => [batch]), batches.slice(3, 5), batches.slice(4, 6)];
+    const groups = [
+      batches.slice(0, 1),
+      ...batches.slice(1).map((batch) => [batch]),
+      batches.slice(3, 5),
+      batches.slice(4, 6),
+    ];
     for (const group of groups) {
       arena.reset();
       const reused = rows(group, arena);
       expect(reused).toEqual(rows(group));
-      expect(reused.some((row) => row.includes('"tombstone":true')) || reused.every((row) => row.includes('"key":null'))).toBe(true);
-      expect(reused.some((row) => row.includes('"payloadText":null')) || reused.every((row) => row.includes('"payloadText":"full'))).toBe(true);
+      expect(
+        reused.some((row) => row.includes('"tombstone":true')) || reused.every((row) => row.includes('"key":null')),
+      ).toBe(true);
+      expect(
+        reused.some((row) => row.includes('"payloadText":null')) ||
+          reused.every((row) => row.includes('"payloadText":"full')),
+      ).toBe(true);
     }
     await store.close();
   });
 });
-

@@ -11,8 +11,8 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import * as limits from '../../packages/engine/src/limits.js';
 import { Store } from '../../packages/engine/src/index.js';
+import * as limits from '../../packages/engine/src/limits.js';
 import { exportStoreOptions, fillExportFeed } from '../support/export-workload.mjs';
 import { temporaryDirectory } from '../support/store.js';
 
@@ -24,7 +24,8 @@ const formats = ['ndjson', 'arrow', 'parquet'] as const;
 function exportedFiles(directory: string): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
   for (const format of formats) {
-    for (const name of fs.readdirSync(path.join(directory, format)).sort()) files.set(`${format}/${name}`, fs.readFileSync(path.join(directory, format, name)));
+    for (const name of fs.readdirSync(path.join(directory, format)).sort())
+      files.set(`${format}/${name}`, fs.readFileSync(path.join(directory, format, name)));
   }
   return files;
 }
@@ -52,7 +53,12 @@ describe('export files on the export workers', () => {
       await new Promise((resolve) => setTimeout(resolve, ${limits.exportSpareBuffersKeepMs} + 500));
       console.log(JSON.stringify({ offThread: offthread.exportFilesInFlight(), counts, sparesAfter, sparesLater: offthread.spareExportBuffers(), runBufferReuses: runBufferReuses() }));
     })`;
-    const child = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', maxBuffer: 1 << 20 }).trim().split('\n').pop()!);
+    const child = JSON.parse(
+      execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', maxBuffer: 1 << 20 })
+        .trim()
+        .split('\n')
+        .pop()!,
+    );
     expect(child.offThread).toBeGreaterThanOrEqual(1);
     expect(child.sparesAfter).toBeGreaterThanOrEqual(1);
     expect(child.sparesLater).toBe(0);

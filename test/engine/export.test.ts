@@ -12,7 +12,18 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isStreamStackError, limits, readExportManifest, verifyExport, type AppendRecord, type ExportFormat, type ExportManifest, type Feed, type ReadMode, type StoredRecord } from '../../packages/engine/src/index.js';
+import {
+  type AppendRecord,
+  type ExportFormat,
+  type ExportManifest,
+  type Feed,
+  isStreamStackError,
+  limits,
+  type ReadMode,
+  readExportManifest,
+  type StoredRecord,
+  verifyExport,
+} from '../../packages/engine/src/index.js';
 import { hex, sharedRowFields } from '../support/export-rows.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
@@ -37,10 +48,16 @@ interface Row {
   payloadText?: string | null;
 }
 
-function readBack(format: ExportFormat, directory: string, manifest: ExportManifest): { rows: Row[]; files: { sha256: string; rows: Row[] }[] } {
+function readBack(
+  format: ExportFormat,
+  directory: string,
+  manifest: ExportManifest,
+): { rows: Row[]; files: { sha256: string; rows: Row[] }[] } {
   const files = manifest.files.map((file) => path.join(directory, file.name));
   if (files.length === 0) return { rows: [], files: [] };
-  const out = JSON.parse(execFileSync('python3', [reader, format, ...files], { encoding: 'utf8', maxBuffer: 1 << 28 })) as { files: { sha256: string; rows: Row[] }[] };
+  const out = JSON.parse(
+    execFileSync('python3', [reader, format, ...files], { encoding: 'utf8', maxBuffer: 1 << 28 }),
+  ) as { files: { sha256: string; rows: Row[] }[] };
   return { rows: out.files.flatMap((file) => file.rows), files: out.files };
 }
 
@@ -60,7 +77,12 @@ function recordsOf(commit: number, binary: boolean): AppendRecord[] {
     const id = commit * 100 + n;
     return {
       // Every seventh payload repeats an earlier one: dedup drops it.
-      payload: binary && n === 3 ? new Uint8Array([0xff, 0x00, 0xc3, commit & 0xff]) : n % 7 === 6 ? `repeat ${n % 3}` : `payload ${id} ünïcödé ${'.'.repeat(id % 50)}`,
+      payload:
+        binary && n === 3
+          ? new Uint8Array([0xff, 0x00, 0xc3, commit & 0xff])
+          : n % 7 === 6
+            ? `repeat ${n % 3}`
+            : `payload ${id} ünïcödé ${'.'.repeat(id % 50)}`,
       ...(n % 4 === 0 ? {} : { key: `key-${id % 23}` }),
       ...(n % 3 === 1 ? { version: 1 + (id % 4) } : {}),
       ...(n % 13 === 5 ? { key: `key-${id % 23}`, tombstone: true } : {}),
@@ -94,65 +116,78 @@ function sha256(file: string): string {
 }
 
 describe('feed.export', () => {
-  it.each(formats)('writes %s files whose every row equals feed.read of the range, in all three modes, each text payload also as text and the others null there', async (format) => {
-    let binaryFiles = 0;
-    for (const binary of [false, true]) {
-      const directory = temporaryDirectory();
-      const { feed, close } = await feedWith(directory, binary);
-      try {
-        for (const mode of modes) {
-          for (const [after, upTo] of [[0, 30], [5, 22]] as const) {
-            const to = path.join(directory, `out-${mode}-${after}`);
-            const manifest = await feed.export({ format, mode, after, upTo, to });
-            const expected = (await collect(feed.read({ after, upTo, mode }))).map(expectedRow);
-            expect(expected.length).toBeGreaterThan(0);
-            expect(manifest).toMatchObject({ feed: 'f', mode, format, after, upTo, records: expected.length });
-            const { rows, files } = readBack(format, to, manifest);
-            // One file here: every file has the text column, whatever its payloads; the manifest
-            // says whether every payload of the file is text.
-            expect(manifest.files).toHaveLength(1);
-            const allText = expected.every((row) => isUtf8(Buffer.from(row.payload, 'hex')));
-            if (!allText) binaryFiles++;
-            expect(manifest.files[0].payloadText).toBe(allText);
-            for (const row of rows) {
-              const bytes = Buffer.from(row.payload, 'hex');
-              expect(row.payloadText, 'the text column is in every file').toBeDefined();
-              expect(row.payloadText).toBe(isUtf8(bytes) ? bytes.toString('utf8') : null);
-              delete row.payloadText;
+  it.each(formats)(
+    'writes %s files whose every row equals feed.read of the range, in all three modes, each text payload also as text and the others null there',
+    async (format) => {
+      let binaryFiles = 0;
+      for (const binary of [false, true]) {
+        const directory = temporaryDirectory();
+        const { feed, close } = await feedWith(directory, binary);
+        try {
+          for (const mode of modes) {
+            for (const [after, upTo] of [
+              [0, 30],
+              [5, 22],
+            ] as const) {
+              const to = path.join(directory, `out-${mode}-${after}`);
+              const manifest = await feed.export({ format, mode, after, upTo, to });
+              const expected = (await collect(feed.read({ after, upTo, mode }))).map(expectedRow);
+              expect(expected.length).toBeGreaterThan(0);
+              expect(manifest).toMatchObject({ feed: 'f', mode, format, after, upTo, records: expected.length });
+              const { rows, files } = readBack(format, to, manifest);
+              // One file here: every file has the text column, whatever its payloads; the manifest
+              // says whether every payload of the file is text.
+              expect(manifest.files).toHaveLength(1);
+              const allText = expected.every((row) => isUtf8(Buffer.from(row.payload, 'hex')));
+              if (!allText) binaryFiles++;
+              expect(manifest.files[0].payloadText).toBe(allText);
+              for (const row of rows) {
+                const bytes = Buffer.from(row.payload, 'hex');
+                expect(row.payloadText, 'the text column is in every file').toBeDefined();
+                expect(row.payloadText).toBe(isUtf8(bytes) ? bytes.toString('utf8') : null);
+                delete row.payloadText;
+              }
+              expect(rows, `${format} ${mode} (${after}, ${upTo}] binary=${binary}`).toEqual(expected);
+              // The checksums the manifest names are those an independent hash of each file gives.
+              expect(files.map((file) => file.sha256)).toEqual(manifest.files.map((file) => file.sha256));
             }
-            expect(rows, `${format} ${mode} (${after}, ${upTo}] binary=${binary}`).toEqual(expected);
-            // The checksums the manifest names are those an independent hash of each file gives.
-            expect(files.map((file) => file.sha256)).toEqual(manifest.files.map((file) => file.sha256));
           }
+        } finally {
+          await close();
         }
+      }
+      expect(binaryFiles, 'some exports hold binary payloads').toBeGreaterThan(0);
+    },
+  );
+
+  it.each(formats)(
+    'is deterministic (%s): the same range twice gives byte-identical files and manifests, which verify',
+    async (format) => {
+      const directory = temporaryDirectory();
+      // With binary payloads among the text ones: their rows' text is null, in a column of its own.
+      const { feed, close } = await feedWith(directory, true);
+      try {
+        const first = await feed.export({ format, mode: 'dedup', to: path.join(directory, 'a') });
+        const second = await feed.export({ format, mode: 'dedup', to: path.join(directory, 'b') });
+        expect(fs.readFileSync(path.join(directory, 'a', 'manifest.json'))).toEqual(
+          fs.readFileSync(path.join(directory, 'b', 'manifest.json')),
+        );
+        expect(first.files.length).toBeGreaterThan(0);
+        for (const file of first.files) {
+          expect(fs.readFileSync(path.join(directory, 'a', file.name))).toEqual(
+            fs.readFileSync(path.join(directory, 'b', file.name)),
+          );
+          expect(sha256(path.join(directory, 'a', file.name))).toBe(file.sha256);
+        }
+        expect(second).toEqual(first);
+        expect((await verifyExport(path.join(directory, 'a'))).problems).toEqual([]);
+        fs.appendFileSync(path.join(directory, 'b', first.files[0].name), 'x');
+        expect((await verifyExport(path.join(directory, 'b'))).problems).toHaveLength(1);
       } finally {
         await close();
       }
-    }
-    expect(binaryFiles, 'some exports hold binary payloads').toBeGreaterThan(0);
-  });
-
-  it.each(formats)('is deterministic (%s): the same range twice gives byte-identical files and manifests, which verify', async (format) => {
-    const directory = temporaryDirectory();
-    // With binary payloads among the text ones: their rows' text is null, in a column of its own.
-    const { feed, close } = await feedWith(directory, true);
-    try {
-      const first = await feed.export({ format, mode: 'dedup', to: path.join(directory, 'a') });
-      const second = await feed.export({ format, mode: 'dedup', to: path.join(directory, 'b') });
-      expect(fs.readFileSync(path.join(directory, 'a', 'manifest.json'))).toEqual(fs.readFileSync(path.join(directory, 'b', 'manifest.json')));
-      expect(first.files.length).toBeGreaterThan(0);
-      for (const file of first.files) {
-        expect(fs.readFileSync(path.join(directory, 'a', file.name))).toEqual(fs.readFileSync(path.join(directory, 'b', file.name)));
-        expect(sha256(path.join(directory, 'a', file.name))).toBe(file.sha256);
-      }
-      expect(second).toEqual(first);
-      expect((await verifyExport(path.join(directory, 'a'))).problems).toEqual([]);
-      fs.appendFileSync(path.join(directory, 'b', first.files[0].name), 'x');
-      expect((await verifyExport(path.join(directory, 'b'))).problems).toHaveLength(1);
-    } finally {
-      await close();
-    }
-  });
+    },
+  );
 
   it('reads back manifests of version 1 (before the fixed schema) and 2, and refuses others as CORRUPT', async () => {
     const directory = temporaryDirectory();
@@ -166,35 +201,54 @@ describe('feed.export', () => {
       for (const version of [1, 2]) {
         fs.writeFileSync(file, text.replace('"manifestVersion": 2', `"manifestVersion": ${version}`));
         // What continuing an export needs (its upTo, mode and format), and verifying its files.
-        expect(await readExportManifest(to)).toMatchObject({ manifestVersion: version, upTo: 4, mode: 'raw', format: 'arrow' });
+        expect(await readExportManifest(to)).toMatchObject({
+          manifestVersion: version,
+          upTo: 4,
+          mode: 'raw',
+          format: 'arrow',
+        });
         expect((await verifyExport(to)).problems).toEqual([]);
       }
       fs.writeFileSync(file, text.replace('"manifestVersion": 2', '"manifestVersion": 3'));
-      const error = await readExportManifest(to).then(() => undefined, (caught: unknown) => caught);
+      const error = await readExportManifest(to).then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
       expect(isStreamStackError(error, 'CORRUPT'), String(error)).toBe(true);
     } finally {
       await close();
     }
   });
 
-  it.each(['raw', 'dedup'] as const)('resumes exactly (%s): an export up to C, then one after C, hold the rows of one export of all', async (mode) => {
-    const directory = temporaryDirectory();
-    const { feed, close } = await feedWith(directory, true);
-    try {
-      const whole = await feed.export({ format: 'parquet', mode, to: path.join(directory, 'whole') });
-      const first = await feed.export({ format: 'parquet', mode, upTo: 13, to: path.join(directory, 'first') });
-      const rest = await feed.export({ format: 'parquet', mode, after: first.upTo, to: path.join(directory, 'rest') });
-      expect(rest.upTo).toBe(whole.upTo);
-      expect(first.records + rest.records).toBe(whole.records);
-      const rows = [...readBack('parquet', path.join(directory, 'first'), first).rows, ...readBack('parquet', path.join(directory, 'rest'), rest).rows];
-      expect(rows).toEqual(readBack('parquet', path.join(directory, 'whole'), whole).rows);
-      // Nothing new since: a continuation holds no files, and says so.
-      const none = await feed.export({ format: 'parquet', mode, after: rest.upTo, to: path.join(directory, 'none') });
-      expect(none).toMatchObject({ after: 30, upTo: 30, records: 0, files: [] });
-    } finally {
-      await close();
-    }
-  });
+  it.each(['raw', 'dedup'] as const)(
+    'resumes exactly (%s): an export up to C, then one after C, hold the rows of one export of all',
+    async (mode) => {
+      const directory = temporaryDirectory();
+      const { feed, close } = await feedWith(directory, true);
+      try {
+        const whole = await feed.export({ format: 'parquet', mode, to: path.join(directory, 'whole') });
+        const first = await feed.export({ format: 'parquet', mode, upTo: 13, to: path.join(directory, 'first') });
+        const rest = await feed.export({
+          format: 'parquet',
+          mode,
+          after: first.upTo,
+          to: path.join(directory, 'rest'),
+        });
+        expect(rest.upTo).toBe(whole.upTo);
+        expect(first.records + rest.records).toBe(whole.records);
+        const rows = [
+          ...readBack('parquet', path.join(directory, 'first'), first).rows,
+          ...readBack('parquet', path.join(directory, 'rest'), rest).rows,
+        ];
+        expect(rows).toEqual(readBack('parquet', path.join(directory, 'whole'), whole).rows);
+        // Nothing new since: a continuation holds no files, and says so.
+        const none = await feed.export({ format: 'parquet', mode, after: rest.upTo, to: path.join(directory, 'none') });
+        expect(none).toMatchObject({ after: 30, upTo: 30, records: 0, files: [] });
+      } finally {
+        await close();
+      }
+    },
+  );
 
   it('gives Parquet row groups the statistics range queries use: least and greatest position, commit and timestamp', async () => {
     const directory = temporaryDirectory();
@@ -206,10 +260,13 @@ describe('feed.export', () => {
       // DuckDB reads the statistics from the file's footer, as a query planner would.
       const script = [
         'import sys, json, duckdb',
-        "rows = duckdb.sql(\"select path_in_schema, stats_min_value, stats_max_value from parquet_metadata('\" + sys.argv[1] + \"')\").fetchall()",
+        'rows = duckdb.sql("select path_in_schema, stats_min_value, stats_max_value from parquet_metadata(\'" + sys.argv[1] + "\')").fetchall()',
         'print(json.dumps({name: [low, high] for name, low, high in rows}))',
       ].join('\n');
-      const statistics = JSON.parse(execFileSync('python3', ['-c', script, file], { encoding: 'utf8' })) as Record<string, [string | null, string | null]>;
+      const statistics = JSON.parse(execFileSync('python3', ['-c', script, file], { encoding: 'utf8' })) as Record<
+        string,
+        [string | null, string | null]
+      >;
       const span = (values: number[]) => [String(Math.min(...values)), String(Math.max(...values))];
       expect(statistics.position).toEqual(span(records.map((record) => record.position)));
       expect(statistics.commit).toEqual(span(records.map((record) => record.commit)));
@@ -232,8 +289,12 @@ describe('feed.export', () => {
       const commits = Math.ceil((limits.exportFileBytesTarget * 1.5) / (payload.length * perCommit));
       // The last commit's first payload is not UTF-8: the second file holds a binary payload, the
       // first none, and both have the same columns.
-      const payloadOf = (commit: number, n: number) => (commit === commits - 1 && n === 0 ? Uint8Array.of(0xff, ...encoder.encode(payload)) : `${commit}-${n}-${payload}`);
-      for (let commit = 0; commit < commits; commit++) await feed.append(Array.from({ length: perCommit }, (_, n) => ({ payload: payloadOf(commit, n) })));
+      const payloadOf = (commit: number, n: number) =>
+        commit === commits - 1 && n === 0
+          ? Uint8Array.of(0xff, ...encoder.encode(payload))
+          : `${commit}-${n}-${payload}`;
+      for (let commit = 0; commit < commits; commit++)
+        await feed.append(Array.from({ length: perCommit }, (_, n) => ({ payload: payloadOf(commit, n) })));
       const manifest = await feed.export({ format: 'arrow', to: path.join(directory, 'out') });
       expect(manifest.files.length).toBe(2);
       expect(manifest.files.map((file) => file.payloadText)).toEqual([true, false]);
@@ -241,10 +302,19 @@ describe('feed.export', () => {
       expect(manifest.files[1].firstCommit).toBe(manifest.files[0].lastCommit + 1);
       // The rows are too many bytes to pass through JSON: pyarrow reads just the positions, and
       // each file's schema.
-      const script = 'import sys, json, pyarrow.ipc as ipc; t = ipc.open_file(sys.argv[1]).read_all(); print(json.dumps({"positions": t.column("position").to_pylist(), "columns": [[f.name, f.nullable] for f in t.schema]}))';
-      const files = manifest.files.map((file) => JSON.parse(execFileSync('python3', ['-c', script, path.join(directory, 'out', file.name)], { encoding: 'utf8' })) as { positions: number[]; columns: [string, boolean][] });
-      expect(files.flatMap((file) => file.positions)).toEqual(Array.from({ length: commits * perCommit }, (_, n) => n + 1));
-      for (const file of files) expect(file.columns).toEqual(manifest.columns.map((column) => [column.name, column.nullable]));
+      const script =
+        'import sys, json, pyarrow.ipc as ipc; t = ipc.open_file(sys.argv[1]).read_all(); print(json.dumps({"positions": t.column("position").to_pylist(), "columns": [[f.name, f.nullable] for f in t.schema]}))';
+      const files = manifest.files.map(
+        (file) =>
+          JSON.parse(
+            execFileSync('python3', ['-c', script, path.join(directory, 'out', file.name)], { encoding: 'utf8' }),
+          ) as { positions: number[]; columns: [string, boolean][] },
+      );
+      expect(files.flatMap((file) => file.positions)).toEqual(
+        Array.from({ length: commits * perCommit }, (_, n) => n + 1),
+      );
+      for (const file of files)
+        expect(file.columns).toEqual(manifest.columns.map((column) => [column.name, column.nullable]));
     } finally {
       await store.close();
     }
@@ -273,7 +343,10 @@ describe('feed.export', () => {
         ['negative after', { format: 'arrow', to, after: -1 }, 'CURSOR_OUT_OF_RANGE'],
       ];
       for (const [what, options, code] of cases) {
-        const error = await feed.export(options as never).then(() => undefined, (caught: unknown) => caught);
+        const error = await feed.export(options as never).then(
+          () => undefined,
+          (caught: unknown) => caught,
+        );
         expect(isStreamStackError(error, code as never), `${what}: ${String(error)}`).toBe(true);
         expect(fs.existsSync(to), what).toBe(false);
       }
@@ -291,8 +364,16 @@ describe('feed.export', () => {
       const controller = new AbortController();
       const to = path.join(directory, 'out');
       const error = await feed
-        .export({ format: 'ndjson', to, signal: controller.signal, onProgress: (progress) => progress.commit >= 3 && controller.abort() })
-        .then(() => undefined, (caught: unknown) => caught);
+        .export({
+          format: 'ndjson',
+          to,
+          signal: controller.signal,
+          onProgress: (progress) => progress.commit >= 3 && controller.abort(),
+        })
+        .then(
+          () => undefined,
+          (caught: unknown) => caught,
+        );
       expect(error).toBeDefined();
       expect(fs.existsSync(path.join(to, 'manifest.json'))).toBe(false);
       // The directory an unfinished export left is used again.
@@ -313,12 +394,16 @@ describe('reads bounded by upTo', () => {
         const bounded = await collect(feed.read({ after: 4, upTo: 17, mode }));
         expect(bounded.every((record) => record.commit > 4 && record.commit <= 17)).toBe(true);
         if (mode !== 'latest') {
-          expect(bounded).toEqual((await collect(feed.read({ after: 4, mode }))).filter((record) => record.commit <= 17));
+          expect(bounded).toEqual(
+            (await collect(feed.read({ after: 4, mode }))).filter((record) => record.commit <= 17),
+          );
         }
       }
       // A filtered RAW read (the planner's path) stops at the bound too.
       const filtered = await collect(feed.read({ upTo: 9, filter: { types: ['created'] } }));
-      expect(filtered).toEqual((await collect(feed.read({ filter: { types: ['created'] } }))).filter((record) => record.commit <= 9));
+      expect(filtered).toEqual(
+        (await collect(feed.read({ filter: { types: ['created'] } }))).filter((record) => record.commit <= 9),
+      );
       expect(await collect(feed.read({ after: 7, upTo: 7 }))).toEqual([]);
       const codeOf = async (options: object) => {
         try {

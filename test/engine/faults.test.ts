@@ -24,26 +24,32 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isStreamStackError, Store, type Feed, type StoreOptions, type StoredRecord } from '../../packages/engine/src/index.js';
+import {
+  type Feed,
+  isStreamStackError,
+  Store,
+  type StoredRecord,
+  type StoreOptions,
+} from '../../packages/engine/src/index.js';
 import {
   applyDamage,
   buildFixture,
+  type Damage,
+  type DamagedFile,
   describeDamage,
   describeSpans,
+  type Fixture,
+  type FixtureFile,
   headerBytes,
   listDifference,
   lockNamesLiveProcess,
   lostSpans,
   placeOf,
   prng,
-  recordDifference,
-  restoreFiles,
-  type Damage,
-  type DamagedFile,
-  type Fixture,
-  type FixtureFile,
   type Random,
   type RecordView,
+  recordDifference,
+  restoreFiles,
 } from '../support/faults.js';
 import { ManualClock, openStore, sequentialIds, smallSegmentBytes, temporaryDirectory } from '../support/store.js';
 
@@ -86,26 +92,56 @@ function targetsOf(fixture: Fixture): Target[] {
   const middle = Math.floor(history.length / 2);
   const targets: Target[] = [
     { kind: 'history segment (first)', group: 'history', file: info(history[0]), partner: history[middle] },
-    { kind: 'history segment (middle)', group: 'history', file: info(history[middle]), partner: history[history.length - 1] },
-    { kind: 'history segment (newest)', group: 'history', file: info(history[history.length - 1]), partner: history[0] },
+    {
+      kind: 'history segment (middle)',
+      group: 'history',
+      file: info(history[middle]),
+      partner: history[history.length - 1],
+    },
+    {
+      kind: 'history segment (newest)',
+      group: 'history',
+      file: info(history[history.length - 1]),
+      partner: history[0],
+    },
   ];
   wal.forEach((file, at) => {
     const label = at === wal.length - 1 ? 'newest' : at === 0 ? 'oldest' : 'middle';
-    targets.push({ kind: `WAL segment ${at + 1} of ${wal.length} (${label})`, group: 'wal', file: info(file), ...(at + 1 < wal.length ? { partner: wal[at + 1] } : {}) });
+    targets.push({
+      kind: `WAL segment ${at + 1} of ${wal.length} (${label})`,
+      group: 'wal',
+      file: info(file),
+      ...(at + 1 < wal.length ? { partner: wal[at + 1] } : {}),
+    });
   });
   // The index of the middle history segment, swapped with the first segment's.
-  const middleIndex = index.find((file) => path.basename(file, '.idx') === path.basename(history[middle], '.hist')) ?? index[0];
+  const middleIndex =
+    index.find((file) => path.basename(file, '.idx') === path.basename(history[middle], '.hist')) ?? index[0];
   const otherIndex = index.find((file) => file !== middleIndex && file.endsWith('.idx'));
-  targets.push({ kind: 'index file', group: 'index', file: info(middleIndex), ...(otherIndex ? { partner: otherIndex } : {}) });
+  targets.push({
+    kind: 'index file',
+    group: 'index',
+    file: info(middleIndex),
+    ...(otherIndex ? { partner: otherIndex } : {}),
+  });
   // The middle segment's key and fingerprint dictionaries and summary, swapped with the first segment's.
-  for (const [kind, extension] of [['key dictionary', '.keys'], ['fingerprint dictionary', '.fps'], ['segment summary', '.sum']] as const) {
+  for (const [kind, extension] of [
+    ['key dictionary', '.keys'],
+    ['fingerprint dictionary', '.fps'],
+    ['segment summary', '.sum'],
+  ] as const) {
     const files = index.filter((file) => file.endsWith(extension));
     const own = files.find((file) => path.basename(file, extension) === path.basename(history[middle], '.hist'));
     const other = files.find((file) => file !== own);
     if (own) targets.push({ kind, group: 'index', file: info(own), ...(other ? { partner: other } : {}) });
   }
   targets.push({ kind: 'lease.log', group: 'state', file: info(fixture.lease) });
-  targets.push({ kind: 'subscription log', group: 'state', file: info(fixture.subscriptionFiles[0]), partner: fixture.subscriptionFiles[1] });
+  targets.push({
+    kind: 'subscription log',
+    group: 'state',
+    file: info(fixture.subscriptionFiles[0]),
+    partner: fixture.subscriptionFiles[1],
+  });
   targets.push({ kind: 'feed.json', group: 'metadata', file: info(fixture.feedJson) });
   targets.push({ kind: 'LOCK', group: 'metadata', file: info(fixture.lock) });
   return targets;
@@ -133,15 +169,20 @@ function offsetsOf(file: FixtureFile, random: Random): number[] {
   if (file.segment) {
     offsets.push(random.int(0, 15), random.int(16, headerBytes - 1));
     if (file.torn) {
-      offsets.push(...stratified(random, headerBytes, file.torn.from, 2), ...stratified(random, file.torn.from, file.writtenEnd, 2));
+      offsets.push(
+        ...stratified(random, headerBytes, file.torn.from, 2),
+        ...stratified(random, file.torn.from, file.writtenEnd, 2),
+      );
     } else {
       offsets.push(...stratified(random, headerBytes, file.writtenEnd, 4));
     }
     offsets.push(...stratified(random, file.writtenEnd, file.size, 2));
   } else {
     offsets.push(...stratified(random, 0, file.size, 7));
-    if (file.torn && !offsets.some((offset) => offset >= file.torn!.from)) offsets.push(random.int(file.torn.from, file.size - 1));
-    if (file.torn && file.torn.from > 0 && !offsets.some((offset) => offset < file.torn!.from)) offsets.push(random.int(0, file.torn.from - 1));
+    if (file.torn && !offsets.some((offset) => offset >= file.torn!.from))
+      offsets.push(random.int(file.torn.from, file.size - 1));
+    if (file.torn && file.torn.from > 0 && !offsets.some((offset) => offset < file.torn!.from))
+      offsets.push(random.int(0, file.torn.from - 1));
   }
   return [...new Set(offsets)].sort((a, b) => a - b);
 }
@@ -157,7 +198,10 @@ function casesOf(fixture: Fixture, random: Random, foreignRoot?: string): Case[]
         { kind: 'truncate', offset },
       );
     }
-    damages.push({ kind: 'extend', bytes: random.bytes(random.int(1, 64)) }, { kind: 'extend', bytes: random.bytes(random.int(65, 4096)) });
+    damages.push(
+      { kind: 'extend', bytes: random.bytes(random.int(1, 64)) },
+      { kind: 'extend', bytes: random.bytes(random.int(65, 4096)) },
+    );
     damages.push({ kind: 'delete' });
     if (target.partner) damages.push({ kind: 'swap', with: target.partner });
     // A finished segment put back as an older copy of itself (a restore from a stale backup).
@@ -172,8 +216,10 @@ function casesOf(fixture: Fixture, random: Random, foreignRoot?: string): Case[]
     // A file of another feed for the same segment range (same base and count): a derived one
     // must not be trusted for what it says it covers, and a history or WAL segment, whose header
     // and chain match, is told apart by the feed tag in its header.
-    if ((target.file.derived || target.group === 'history' || target.group === 'wal') && foreignRoot) damages.push({ kind: 'foreign', from: foreignRoot });
-    for (const damage of damages) cases.push({ name: `${target.kind} ${target.file.file}: ${describeDamage(damage)}`, target, damage });
+    if ((target.file.derived || target.group === 'history' || target.group === 'wal') && foreignRoot)
+      damages.push({ kind: 'foreign', from: foreignRoot });
+    for (const damage of damages)
+      cases.push({ name: `${target.kind} ${target.file.file}: ${describeDamage(damage)}`, target, damage });
   }
   return cases;
 }
@@ -182,7 +228,14 @@ function casesOf(fixture: Fixture, random: Random, foreignRoot?: string): Case[]
 
 /** Where in its file a damage starts, for case names. */
 function regionOf(file: FixtureFile, damage: Damage, firstChanged: number): string {
-  if (damage.kind === 'delete' || damage.kind === 'swap' || damage.kind === 'replace' || damage.kind === 'delete-both' || damage.kind === 'foreign') return 'whole file';
+  if (
+    damage.kind === 'delete' ||
+    damage.kind === 'swap' ||
+    damage.kind === 'replace' ||
+    damage.kind === 'delete-both' ||
+    damage.kind === 'foreign'
+  )
+    return 'whole file';
   if (file.segment && firstChanged < headerBytes) return 'header';
   if (firstChanged >= file.size) return 'past the end';
   if (firstChanged >= file.writtenEnd) return 'zero-filled tail';
@@ -216,7 +269,12 @@ interface Rules {
 function rulesFor(target: Target | undefined, damage: Damage | undefined, damaged: readonly DamagedFile[]): Rules {
   const file = target?.file;
   const first = damaged[0]?.firstChanged ?? 0;
-  const whole = damage?.kind === 'delete' || damage?.kind === 'swap' || damage?.kind === 'replace' || damage?.kind === 'delete-both' || damage?.kind === 'foreign';
+  const whole =
+    damage?.kind === 'delete' ||
+    damage?.kind === 'swap' ||
+    damage?.kind === 'replace' ||
+    damage?.kind === 'delete-both' ||
+    damage?.kind === 'foreign';
   // Past the last write of a newest segment or a state log is where a torn write would land:
   // nothing acknowledged is there, so reads stay exact even if it is cut.
   const pastLastWrite = !!file && !whole && first >= file.writtenEnd && (file.segment || !!file.torn);
@@ -233,7 +291,9 @@ function rulesFor(target: Target | undefined, damage: Damage | undefined, damage
     // a subscription's cursor must be exact whatever happens to one of its files.
     tornSubscriptions: new Set<string>(),
     // Both files of a subscription log gone: indistinguishable from deleting the subscription.
-    deletedSubscriptions: new Set<string>(damage?.kind === 'delete-both' && file?.role === 'subscription' ? [file.file] : []),
+    deletedSubscriptions: new Set<string>(
+      damage?.kind === 'delete-both' && file?.role === 'subscription' ? [file.file] : [],
+    ),
     leaseDamaged: file?.role === 'lease',
     lockLive: file?.role === 'LOCK' && lockNamesLiveProcess(damaged[0]?.bytes),
     restored: false,
@@ -305,7 +365,13 @@ function describeError(error: unknown, root?: string): string {
  * file and an offset, and the file is one the damage touched. Returns a key (for folding runs of
  * commits) and the message of the violation, or undefined when the error is fine.
  */
-function judgeError(root: string, rules: Rules, what: string, error: unknown, allowed: boolean): { key: string; message: string } | undefined {
+function judgeError(
+  root: string,
+  rules: Rules,
+  what: string,
+  error: unknown,
+  allowed: boolean,
+): { key: string; message: string } | undefined {
   if (!isStreamStackError(error, 'CORRUPT')) {
     const code = isStreamStackError(error) ? error.code : 'non-StreamStackError';
     return {
@@ -315,11 +381,17 @@ function judgeError(root: string, rules: Rules, what: string, error: unknown, al
   }
   const { file, offset } = error.details as { file?: unknown; offset?: unknown };
   if (typeof file !== 'string' || typeof offset !== 'number') {
-    return { key: 'corrupt:no-details', message: `${what} threw CORRUPT without file and offset details (${error.message})` };
+    return {
+      key: 'corrupt:no-details',
+      message: `${what} threw CORRUPT without file and offset details (${error.message})`,
+    };
   }
   const named = relative(root, file);
   if (!allowed) {
-    return { key: `corrupt:unrelated:${named}`, message: `${what} threw CORRUPT at ${named}:${offset}, but nothing it reads was damaged` };
+    return {
+      key: `corrupt:unrelated:${named}`,
+      message: `${what} threw CORRUPT at ${named}:${offset}, but nothing it reads was damaged`,
+    };
   }
   if (!rules.damaged.has(named)) {
     return {
@@ -344,7 +416,9 @@ async function checkSequence(
   try {
     for await (const record of records) {
       if (index >= expected.length) {
-        findings.violation(`${rules.step}: ${what} yielded more than the ${expected.length} acknowledged records (extra: ${placeOf(record)})`);
+        findings.violation(
+          `${rules.step}: ${what} yielded more than the ${expected.length} acknowledged records (extra: ${placeOf(record)})`,
+        );
         return;
       }
       const difference = recordDifference(expected[index], record);
@@ -361,7 +435,9 @@ async function checkSequence(
     return;
   }
   if (index < expected.length) {
-    findings.violation(`${rules.step}: ${what} ended after ${index} of ${expected.length} records without an error (next expected: ${placeOf(expected[index])})`);
+    findings.violation(
+      `${rules.step}: ${what} ended after ${index} of ${expected.length} records without an error (next expected: ${placeOf(expected[index])})`,
+    );
   }
 }
 
@@ -383,24 +459,38 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
   }
   try {
     const info = await feed.info();
-    if (info.createdAt !== fixture.createdAt) findings.violation(`${step}: feed.info().createdAt is ${info.createdAt}, feed.json said ${fixture.createdAt}`);
-    if (rules.restored && info.epoch < fixture.epoch) findings.violation(`${step}: the lease epoch is ${info.epoch}, below the ${fixture.epoch} ever granted`);
-    if (!rules.restored && !rules.leaseDamaged && info.epoch !== fixture.epoch) findings.violation(`${step}: the lease epoch is ${info.epoch}, expected ${fixture.epoch}`);
+    if (info.createdAt !== fixture.createdAt)
+      findings.violation(`${step}: feed.info().createdAt is ${info.createdAt}, feed.json said ${fixture.createdAt}`);
+    if (rules.restored && info.epoch < fixture.epoch)
+      findings.violation(`${step}: the lease epoch is ${info.epoch}, below the ${fixture.epoch} ever granted`);
+    if (!rules.restored && !rules.leaseDamaged && info.epoch !== fixture.epoch)
+      findings.violation(`${step}: the lease epoch is ${info.epoch}, expected ${fixture.epoch}`);
   } catch (error) {
-    const verdict = judgeError(root, rules, 'feed.info()', error, historyDamaged || walDamaged || rules.corrupt.has(fixture.lease));
+    const verdict = judgeError(
+      root,
+      rules,
+      'feed.info()',
+      error,
+      historyDamaged || walDamaged || rules.corrupt.has(fixture.lease),
+    );
     if (verdict) findings.violation(`${step}: ${verdict.message}`);
   }
   // A cut of the torn last history group leaves the head one commit back, consistently.
   const cut = rules.tornHistory && head === acknowledged - 1;
   if (cut) findings.note(`the last history group (commit ${acknowledged}) was cut as a torn tail`);
-  else if (head !== undefined && head !== acknowledged) findings.note(`head is commit ${head}; ${acknowledged} were acknowledged`);
+  else if (head !== undefined && head !== acknowledged)
+    findings.note(`head is commit ${head}; ${acknowledged} were acknowledged`);
 
   for (let commit = 1; commit <= acknowledged; commit++) {
     const what = `readCommit(${commit})`;
     try {
       const records = await feed.readCommit(commit);
       if (cut && commit === acknowledged) {
-        findings.commitViolation(commit, 'present-after-cut', `${step}: ${what} returned records although the head is commit ${head}`);
+        findings.commitViolation(
+          commit,
+          'present-after-cut',
+          `${step}: ${what} returned records although the head is commit ${head}`,
+        );
         continue;
       }
       const difference = listDifference(fixture.commits[commit - 1], records);
@@ -416,7 +506,15 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
   const flat = (cut ? fixture.commits.slice(0, -1) : fixture.commits).flat();
   await checkSequence(root, rules, findings, 'the full read', flat, feed.read(), historyDamaged);
   for (const { name, filter, matches } of fixture.filters) {
-    await checkSequence(root, rules, findings, `the read filtered by ${name} (through the index)`, flat.filter(matches), feed.read({ filter, plan: 'index' }), historyDamaged);
+    await checkSequence(
+      root,
+      rules,
+      findings,
+      `the read filtered by ${name} (through the index)`,
+      flat.filter(matches),
+      feed.read({ filter, plan: 'index' }),
+      historyDamaged,
+    );
   }
 
   await checkCursorReads(root, fixture, feed, rules, findings, flat, historyDamaged);
@@ -433,8 +531,10 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
     const expected = winners.get(key);
     try {
       const found = await feed.get(key);
-      if (expected === undefined && found !== undefined) failKey(key, `extra:${key}`, `get(${key}) returned ${placeOf(found)}; the key has no live record`);
-      else if (expected !== undefined && found === undefined) failKey(key, `missing:${key}`, `get(${key}) returned nothing; expected ${placeOf(expected)}`);
+      if (expected === undefined && found !== undefined)
+        failKey(key, `extra:${key}`, `get(${key}) returned ${placeOf(found)}; the key has no live record`);
+      else if (expected !== undefined && found === undefined)
+        failKey(key, `missing:${key}`, `get(${key}) returned nothing; expected ${placeOf(expected)}`);
       else if (expected !== undefined && found !== undefined) {
         const difference = recordDifference(expected, found);
         if (difference) failKey(key, `differs:${key}`, `get(${key}): ${difference}`);
@@ -445,7 +545,9 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
     }
   }
   for (const { keys, message } of failedKeys.values()) {
-    findings.violation(`${step}: ${message}${keys.length > 1 ? ` [and the same for get(${keys.slice(1).join('), get(')})]` : ''}`);
+    findings.violation(
+      `${step}: ${message}${keys.length > 1 ? ` [and the same for get(${keys.slice(1).join('), get(')})]` : ''}`,
+    );
   }
 
   const open = fixture.openStream;
@@ -461,7 +563,9 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
     }
     const state = await stream.info();
     if (state.state !== 'open' || state.records !== records.length) {
-      findings.violation(`${step}: the open stream ${open.id}: info() says ${JSON.stringify({ state: state.state, records: state.records })}, but its read returned ${records.length} records`);
+      findings.violation(
+        `${step}: the open stream ${open.id}: info() says ${JSON.stringify({ state: state.state, records: state.records })}, but its read returned ${records.length} records`,
+      );
     }
   } catch (error) {
     const verdict = judgeError(root, rules, `the open stream ${open.id}`, error, walDamaged);
@@ -477,7 +581,9 @@ async function checkFeed(root: string, fixture: Fixture, feed: Feed, rules: Rule
         findings.note(`${what}: its last advance was cut as a torn tail (cursor ${cursor})`);
         continue;
       }
-      findings.violation(`${step}: ${what}: cursor is ${cursor}, expected ${subscription.cursor}${cursor < subscription.cursor ? ' (it went back)' : ''}`);
+      findings.violation(
+        `${step}: ${what}: cursor is ${cursor}, expected ${subscription.cursor}${cursor < subscription.cursor ? ' (it went back)' : ''}`,
+      );
     } catch (error) {
       if (rules.deletedSubscriptions.has(subscription.file) && isStreamStackError(error, 'SUBSCRIPTION_NOT_FOUND')) {
         findings.note(`known limit: ${what} is gone with its log (indistinguishable from a deleted subscription)`);
@@ -517,21 +623,52 @@ async function checkCursorReads(
     const after = flat.filter((record) => record.commit! > cursor);
     for (const { name, filter, matches } of fixture.filters) {
       for (const plan of ['index', 'scan'] as const) {
-        await checkSequence(root, rules, findings, `the read after ${cursor} filtered by ${name} (${plan})`, after.filter(matches), feed.read({ after: cursor, filter, plan }), historyDamaged);
+        await checkSequence(
+          root,
+          rules,
+          findings,
+          `the read after ${cursor} filtered by ${name} (${plan})`,
+          after.filter(matches),
+          feed.read({ after: cursor, filter, plan }),
+          historyDamaged,
+        );
       }
     }
     const deduplicated = after.filter((record) => firstAt.get(record.fingerprint!.toString('hex')) === record.position);
-    await checkSequence(root, rules, findings, `the dedup read after ${cursor}`, deduplicated, feed.read({ after: cursor, mode: 'dedup' }), historyDamaged);
+    await checkSequence(
+      root,
+      rules,
+      findings,
+      `the dedup read after ${cursor}`,
+      deduplicated,
+      feed.read({ after: cursor, mode: 'dedup' }),
+      historyDamaged,
+    );
     // Latest: each key's winner among the records after the cursor (highest version, then the
     // highest position), tombstones hidden, in position order.
     const winners = new Map<string, RecordView>();
     for (const record of after) {
       if (record.key === undefined) continue;
       const held = winners.get(record.key);
-      if (!held || (record.version ?? 0) > (held.version ?? 0) || ((record.version ?? 0) === (held.version ?? 0) && record.position! > held.position!)) winners.set(record.key, record);
+      if (
+        !held ||
+        (record.version ?? 0) > (held.version ?? 0) ||
+        ((record.version ?? 0) === (held.version ?? 0) && record.position! > held.position!)
+      )
+        winners.set(record.key, record);
     }
-    const latest = [...winners.values()].filter((record) => !record.tombstone).sort((a, b) => a.position! - b.position!);
-    await checkSequence(root, rules, findings, `the latest read after ${cursor}`, latest, feed.read({ after: cursor, mode: 'latest' }), historyDamaged);
+    const latest = [...winners.values()]
+      .filter((record) => !record.tombstone)
+      .sort((a, b) => a.position! - b.position!);
+    await checkSequence(
+      root,
+      rules,
+      findings,
+      `the latest read after ${cursor}`,
+      latest,
+      feed.read({ after: cursor, mode: 'latest' }),
+      historyDamaged,
+    );
   }
 }
 
@@ -540,12 +677,21 @@ async function checkCursorReads(
  * the feed, and the grant must fence off every token ever handed out, so its epoch must be above
  * every epoch granted before. This writes, so it runs after the bytes recovery left are taken.
  */
-async function checkLease(root: string, fixture: Fixture, feed: Feed, clock: ManualClock, rules: Rules, findings: Findings): Promise<void> {
+async function checkLease(
+  root: string,
+  fixture: Fixture,
+  feed: Feed,
+  clock: ManualClock,
+  rules: Rules,
+  findings: Findings,
+): Promise<void> {
   clock.advance(2 * fixture.leaseTtlMs);
   try {
     const grant = await feed.acquireLease({ holder: 'fault-check', ttlMs: fixture.leaseTtlMs });
     if (grant.epoch <= fixture.epoch) {
-      findings.violation(`${rules.step}: acquireLease granted epoch ${grant.epoch}, not above the ${fixture.epoch} granted before: old tokens are not fenced off`);
+      findings.violation(
+        `${rules.step}: acquireLease granted epoch ${grant.epoch}, not above the ${fixture.epoch} granted before: old tokens are not fenced off`,
+      );
     }
   } catch (error) {
     const verdict = judgeError(root, rules, 'acquireLease', error, rules.corrupt.has(fixture.lease));
@@ -564,7 +710,12 @@ function snapshotFiles(root: string, files: readonly FixtureFile[]): Map<string,
 }
 
 /** Opens the copy read-write and checks it under `rules`; closes it whatever happens. */
-async function inspect(root: string, fixture: Fixture, rules: Rules, findings: Findings): Promise<{ opened: boolean; files: Map<string, Buffer | undefined> }> {
+async function inspect(
+  root: string,
+  fixture: Fixture,
+  rules: Rules,
+  findings: Findings,
+): Promise<{ opened: boolean; files: Map<string, Buffer | undefined> }> {
   // The bytes are only compared after the damage; after restoring, reading them would be waste.
   const snapshot = () => (rules.restored ? new Map<string, Buffer | undefined>() : snapshotFiles(root, fixture.files));
   const clock = new ManualClock(fixture.clockEnd);
@@ -595,12 +746,15 @@ async function inspect(root: string, fixture: Fixture, rules: Rules, findings: F
       return { opened, files: snapshot() };
     }
     if ((feed.recovery ?? []).length > 0) {
-      findings.note(`recovery cut ${feed.recovery.map((tail) => `${tail.bytes} bytes at ${relative(root, tail.file)}:${tail.offset}`).join(', ')}`);
+      findings.note(
+        `recovery cut ${feed.recovery.map((tail) => `${tail.bytes} bytes at ${relative(root, tail.file)}:${tail.offset}`).join(', ')}`,
+      );
     }
     await checkFeed(root, fixture, feed, rules, findings);
     // What recovery left on disk, taken before the lease check below writes anything.
     files = snapshot();
-    if (!rules.restored && (rules.leaseDamaged || rules.damaged.size === 0)) await checkLease(root, fixture, feed, clock, rules, findings);
+    if (!rules.restored && (rules.leaseDamaged || rules.damaged.size === 0))
+      await checkLease(root, fixture, feed, clock, rules, findings);
   } catch (error) {
     findings.violation(`${rules.step}: the checks stopped on ${describeError(error, root)}`);
   } finally {
@@ -637,9 +791,12 @@ function checkBytes(
         const pristine = fs.readFileSync(path.join(fixture.root, file.file));
         // A derived file is checked whole when it is first used: damage in a part no read
         // needed may stay until then, as long as verify reports it.
-        const untouched = after !== undefined && mine.bytes !== undefined && after.equals(mine.bytes) && findings.verifyOk === false;
-        if (!untouched && (!after?.equals(pristine))) {
-          findings.violation(`${step}: the damaged index ${file.file} was not rebuilt to the bytes its segment gives (${after ? `${after.length} bytes, differing` : 'missing'})`);
+        const untouched =
+          after !== undefined && mine.bytes !== undefined && after.equals(mine.bytes) && findings.verifyOk === false;
+        if (!untouched && !after?.equals(pristine)) {
+          findings.violation(
+            `${step}: the damaged index ${file.file} was not rebuilt to the bytes its segment gives (${after ? `${after.length} bytes, differing` : 'missing'})`,
+          );
         }
       }
       continue;
@@ -651,14 +808,22 @@ function checkBytes(
       if (!after) findings.violation(`${step}: recovery deleted ${file.file}, which was not damaged`);
       else {
         const spans = lostSpans(pristine, after);
-        if (spans.length > 0) findings.violation(`${step}: recovery changed ${file.file}, which was not damaged, at ${describeSpans(spans)}`);
+        if (spans.length > 0)
+          findings.violation(
+            `${step}: recovery changed ${file.file}, which was not damaged, at ${describeSpans(spans)}`,
+          );
       }
       continue;
     }
     if (!mine.bytes) continue;
     const whole = damage?.kind === 'swap' || damage?.kind === 'replace';
     const pastLastWrite = mine.firstChanged >= file.writtenEnd;
-    const cuttableFrom = file.torn && !whole && mine.firstChanged >= file.torn.from ? (pastLastWrite ? file.writtenEnd : file.torn.from) : mine.bytes.length;
+    const cuttableFrom =
+      file.torn && !whole && mine.firstChanged >= file.torn.from
+        ? pastLastWrite
+          ? file.writtenEnd
+          : file.torn.from
+        : mine.bytes.length;
     if (!after) {
       if (lostSpans(mine.bytes, undefined, 0, cuttableFrom).length > 0) {
         findings.violation(`${step}: recovery deleted the damaged ${file.file}, and with it acknowledged bytes`);
@@ -671,7 +836,9 @@ function checkBytes(
         cuttableFrom < mine.bytes.length
           ? `only bytes from ${cuttableFrom} on may be cut (${pastLastWrite ? 'what lies after its last write' : 'its last write'})`
           : 'none of it may be cut: it is not a torn tail';
-      findings.violation(`${step}: recovery cut or zeroed the damaged ${file.file} at ${describeSpans(spans)}; ${allowance}`);
+      findings.violation(
+        `${step}: recovery cut or zeroed the damaged ${file.file} at ${describeSpans(spans)}; ${allowance}`,
+      );
     }
   }
 }
@@ -696,7 +863,12 @@ async function verdictOf(root: string): Promise<Verdict> {
   try {
     const [verification] = await store.verify('f');
     const problem = verification.problems[0];
-    return { ok: verification.ok, ...(problem ? { problem: `${problem.code} at ${problem.file ?? '?'}:${problem.offset ?? '?'}: ${problem.message}` } : {}) };
+    return {
+      ok: verification.ok,
+      ...(problem
+        ? { problem: `${problem.code} at ${problem.file ?? '?'}:${problem.offset ?? '?'}: ${problem.message}` }
+        : {}),
+    };
   } catch (error) {
     return { error };
   } finally {
@@ -710,11 +882,18 @@ function expectedVerdict(target: Target | undefined, damage: Damage | undefined)
   // Another feed's derived file is sound in itself: only its head's source tells, and verify
   // must see it (an undamaged-looking file is otherwise trusted, and answers for another feed).
   if (target.file.derived) return damage?.kind === 'foreign' ? 'not ok' : 'either';
-  if ((damage?.kind === 'delete' || damage?.kind === 'delete-both') && target.file.role === 'subscription') return 'either';
+  if ((damage?.kind === 'delete' || damage?.kind === 'delete-both') && target.file.role === 'subscription')
+    return 'either';
   return 'not ok';
 }
 
-function judgeVerdict(root: string, verdict: Verdict, expected: 'ok' | 'not ok' | 'either', lockLive: boolean, findings: Findings): void {
+function judgeVerdict(
+  root: string,
+  verdict: Verdict,
+  expected: 'ok' | 'not ok' | 'either',
+  lockLive: boolean,
+  findings: Findings,
+): void {
   if ('error' in verdict) {
     if (lockLive && isStreamStackError(verdict.error, 'LOCKED')) return;
     // A verify that refuses with CORRUPT has found the damage: that is a "not ok".
@@ -727,7 +906,10 @@ function judgeVerdict(root: string, verdict: Verdict, expected: 'ok' | 'not ok' 
     return;
   }
   findings.verifyOk = verdict.ok;
-  if (expected === 'ok' && !verdict.ok) findings.violation(`verify reported a problem where nothing that matters was damaged: ${verdict.problem?.split(`${root}${path.sep}`).join('')}`);
+  if (expected === 'ok' && !verdict.ok)
+    findings.violation(
+      `verify reported a problem where nothing that matters was damaged: ${verdict.problem?.split(`${root}${path.sep}`).join('')}`,
+    );
   if (expected === 'not ok' && verdict.ok) findings.violation('verify reported ok=true for a damaged file');
 }
 
@@ -741,7 +923,15 @@ async function runCase(fixture: Fixture, work: string, number: number, testCase:
   const real = fs.realpathSync(root);
   try {
     const damaged = damage ? applyDamage(real, fixture.root, target.file.file, damage) : [];
-    if (!damaged) return { name: testCase.name, kind: target.kind, damage: damage?.kind ?? 'none', violations: [], notes: [], skipped: true };
+    if (!damaged)
+      return {
+        name: testCase.name,
+        kind: target.kind,
+        damage: damage?.kind ?? 'none',
+        violations: [],
+        notes: [],
+        skipped: true,
+      };
     const rules = rulesFor(damage ? target : undefined, damage, damaged);
     const region = damage ? regionOf(target.file, damage, damaged[0].firstChanged) : 'none';
     const name = `${testCase.name} [${region}]`;
@@ -750,7 +940,13 @@ async function runCase(fixture: Fixture, work: string, number: number, testCase:
     const verifyRoot = `${real}-verify`;
     fs.cpSync(real, verifyRoot, { recursive: true });
     try {
-      judgeVerdict(verifyRoot, await verdictOf(verifyRoot), expectedVerdict(damage ? target : undefined, damage), rules.lockLive, findings);
+      judgeVerdict(
+        verifyRoot,
+        await verdictOf(verifyRoot),
+        expectedVerdict(damage ? target : undefined, damage),
+        rules.lockLive,
+        findings,
+      );
     } finally {
       fs.rmSync(verifyRoot, { recursive: true, force: true });
     }
@@ -761,10 +957,21 @@ async function runCase(fixture: Fixture, work: string, number: number, testCase:
 
     // 3. Put the damaged files back: everything acknowledged must be exactly there again.
     if (damage && !rules.lockLive) {
-      restoreFiles(real, fixture.root, damaged.map((entry) => entry.file));
+      restoreFiles(
+        real,
+        fixture.root,
+        damaged.map((entry) => entry.file),
+      );
       await inspect(real, fixture, restoredRules(), findings);
     }
-    return { name, kind: target.kind, damage: damage?.kind ?? 'none', violations: findings.violations, notes: findings.notes, verifyOk: findings.verifyOk };
+    return {
+      name,
+      kind: target.kind,
+      damage: damage?.kind ?? 'none',
+      violations: findings.violations,
+      notes: findings.notes,
+      verifyOk: findings.verifyOk,
+    };
   } finally {
     fs.rmSync(root, { recursive: true, force: true });
   }
@@ -788,16 +995,32 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, fallback: () => T
 function report(title: string, outcomes: readonly Outcome[]): { text: string; failing: number } {
   const ran = outcomes.filter((outcome) => !outcome.skipped);
   const failing = ran.filter((outcome) => outcome.violations.length > 0);
-  const lines = [`${title}: ${failing.length} of ${ran.length} cases violate the fault model (seed ${seed}; ${outcomes.length - ran.length} skipped: no byte changed)`];
+  const lines = [
+    `${title}: ${failing.length} of ${ran.length} cases violate the fault model (seed ${seed}; ${outcomes.length - ran.length} skipped: no byte changed)`,
+  ];
   const kinds = [...new Set(ran.map((outcome) => outcome.kind))];
-  const damages = ['none', 'flip', 'zero', 'truncate', 'extend', 'delete', 'swap', 'replace', 'delete-both', 'foreign'].filter((kind) => ran.some((outcome) => outcome.damage === kind));
+  const damages = [
+    'none',
+    'flip',
+    'zero',
+    'truncate',
+    'extend',
+    'delete',
+    'swap',
+    'replace',
+    'delete-both',
+    'foreign',
+  ].filter((kind) => ran.some((outcome) => outcome.damage === kind));
   const cell = (kind: string, damage: string) => {
     const these = ran.filter((outcome) => outcome.kind === kind && outcome.damage === damage);
-    return these.length === 0 ? '-' : `${these.filter((outcome) => outcome.violations.length > 0).length}/${these.length}`;
+    return these.length === 0
+      ? '-'
+      : `${these.filter((outcome) => outcome.violations.length > 0).length}/${these.length}`;
   };
   const width = Math.max(...kinds.map((kind) => kind.length), 10);
   lines.push(`  ${'failing/cases'.padEnd(width)}  ${damages.map((damage) => damage.padStart(8)).join('')}`);
-  for (const kind of kinds) lines.push(`  ${kind.padEnd(width)}  ${damages.map((damage) => cell(kind, damage).padStart(8)).join('')}`);
+  for (const kind of kinds)
+    lines.push(`  ${kind.padEnd(width)}  ${damages.map((damage) => cell(kind, damage).padStart(8)).join('')}`);
   // What verify said, per kind: for index damage and deleted subscription logs either verdict
   // is allowed, and this is where the one it gave is recorded.
   const verdicts = kinds.map((kind) => {
@@ -805,13 +1028,18 @@ function report(title: string, outcomes: readonly Outcome[]): { text: string; fa
     return `${kind} ${these.filter((outcome) => outcome.verifyOk).length}/${these.length}`;
   });
   lines.push(`  verify said ok: ${verdicts.join(', ')}`);
-  const limits = ran.flatMap((outcome) => outcome.notes.filter((note) => note.startsWith('known limit')).map((note) => `${outcome.name}: ${note}`));
+  const limits = ran.flatMap((outcome) =>
+    outcome.notes.filter((note) => note.startsWith('known limit')).map((note) => `${outcome.name}: ${note}`),
+  );
   for (const limit of limits) lines.push(`  ${limit}`);
   for (const outcome of failing) {
     lines.push(`- ${outcome.name}`);
     for (const violation of outcome.violations) lines.push(`    ✗ ${violation}`);
     const notes = outcome.notes;
-    if (notes.length > 0) lines.push(`    (${notes.slice(0, 4).join('; ')}${notes.length > 4 ? `; and ${notes.length - 4} more notes` : ''})`);
+    if (notes.length > 0)
+      lines.push(
+        `    (${notes.slice(0, 4).join('; ')}${notes.length > 4 ? `; and ${notes.length - 4} more notes` : ''})`,
+      );
   }
   return { text: lines.join('\n'), failing: failing.length };
 }
@@ -845,7 +1073,9 @@ afterAll(() => {
 
 async function runGroup(title: string, group: Group): Promise<void> {
   const work = temporaryDirectory('streamstack-fault-case-');
-  const selected = cases.filter((testCase) => testCase.target.group === group && (!only || testCase.name.includes(only)));
+  const selected = cases.filter(
+    (testCase) => testCase.target.group === group && (!only || testCase.name.includes(only)),
+  );
   const outcomes: Outcome[] = [];
   for (const [number, testCase] of selected.entries()) {
     outcomes.push(
@@ -873,9 +1103,17 @@ describe('storage fault model', () => {
     expect(failing, text).toBe(0);
   }, 60_000);
 
-  it('holds for damaged history segments (first, middle, newest)', () => runGroup('history segments', 'history'), 180_000);
+  it(
+    'holds for damaged history segments (first, middle, newest)',
+    () => runGroup('history segments', 'history'),
+    180_000,
+  );
   it('holds for damaged WAL segments', () => runGroup('WAL segments', 'wal'), 180_000);
-  it('holds for a damaged index file, key dictionary or summary (derived: rebuilt, reads exact)', () => runGroup('index files', 'index'), 240_000);
+  it(
+    'holds for a damaged index file, key dictionary or summary (derived: rebuilt, reads exact)',
+    () => runGroup('index files', 'index'),
+    240_000,
+  );
   it('holds for damaged state logs (lease.log, a subscription log)', () => runGroup('state logs', 'state'), 180_000);
   it('holds for a damaged feed.json and LOCK', () => runGroup('feed.json and LOCK', 'metadata'), 180_000);
 });

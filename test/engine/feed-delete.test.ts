@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { StreamStackError, type Feed, type Store } from '../../packages/engine/src/index.js';
+import { type Feed, type Store, StreamStackError } from '../../packages/engine/src/index.js';
 import { collect, digestTree, openStore, temporaryDirectory, text } from '../support/store.js';
 
 const deleted = { code: 'FEED_NOT_FOUND', details: { feed: 'f', deleted: true } };
@@ -17,7 +17,12 @@ function feedEntries(directory: string): string[] {
 async function feedWithRecords(store: Store, name: string, count: number): Promise<Feed> {
   const feed = await store.createFeed(name);
   for (let at = 0; at < count; at += 50) {
-    await feed.append(Array.from({ length: Math.min(50, count - at) }, (_, index) => ({ payload: `${name}:${at + index}`, key: `k${(at + index) % 7}` })));
+    await feed.append(
+      Array.from({ length: Math.min(50, count - at) }, (_, index) => ({
+        payload: `${name}:${at + index}`,
+        key: `k${(at + index) % 7}`,
+      })),
+    );
   }
   return feed;
 }
@@ -77,7 +82,8 @@ describe('deleting a feed', () => {
     const store = await openStore(directory);
     await feedWithRecords(store, 'f', 3);
     await expect(store.deleteFeed('nope')).rejects.toMatchObject({ code: 'FEED_NOT_FOUND', details: { feed: 'nope' } });
-    for (const name of ['', '../f', '.deleted-f-1', 'a/b']) await expect(store.deleteFeed(name)).rejects.toMatchObject({ code: 'INVALID_NAME' });
+    for (const name of ['', '../f', '.deleted-f-1', 'a/b'])
+      await expect(store.deleteFeed(name)).rejects.toMatchObject({ code: 'INVALID_NAME' });
     await store.close();
     const before = digestTree(directory);
     const reader = await openStore(directory, { readOnly: true });
@@ -99,7 +105,9 @@ describe('deleting a feed', () => {
     await stream.append([{ payload: 'open' }], { token });
     const following = outcome(collect(feed.follow({ after: 0 })));
     // Submitted before the deletion: each is written (and acknowledged) before the feed goes.
-    const appends = Array.from({ length: 20 }, (_, index) => outcome(feed.append([{ payload: `late ${index}` }], { token })));
+    const appends = Array.from({ length: 20 }, (_, index) =>
+      outcome(feed.append([{ payload: `late ${index}` }], { token })),
+    );
     const batch = outcome(stream.append([{ payload: 'batch' }], { token }));
     await store.deleteFeed('f');
     expect((await Promise.all(appends)).every((result) => result.ok)).toBe(true);

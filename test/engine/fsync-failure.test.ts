@@ -8,7 +8,7 @@
  * pwrite before a failing fdatasync would, and then reports EIO.
  */
 import { describe, expect, it } from 'vitest';
-import { StreamStackError, tsKernels, type Kernels } from '../../packages/engine/src/index.js';
+import { type Kernels, StreamStackError, tsKernels } from '../../packages/engine/src/index.js';
 import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 /** The TypeScript kernels, with a switch that makes the next durable write fail after writing. */
@@ -54,7 +54,10 @@ describe('a failed fsync', () => {
     feed = await store.feed('f');
     const seen = await payloads(feed);
     // The failed batch's bytes reached the file here, so it may be there — whole.
-    expect([['kept-1', 'kept-2'], ['kept-1', 'kept-2', 'failed-1', 'failed-2', 'failed-3']]).toContainEqual(seen);
+    expect([
+      ['kept-1', 'kept-2'],
+      ['kept-1', 'kept-2', 'failed-1', 'failed-2', 'failed-3'],
+    ]).toContainEqual(seen);
     await feed.append([{ payload: 'after reopen' }]);
     expect((await payloads(feed)).slice(-1)).toEqual(['after reopen']);
     expect((await store.verify('f'))[0].ok).toBe(true);
@@ -128,7 +131,10 @@ describe('a failed fsync', () => {
     feed = await store.feed('f');
     const reopened = await feed.stream(stream.id);
     const records = (await reopened.read()).map((record) => text(record.payload));
-    expect([['a', 'b'], ['a', 'b', 'c', 'd']]).toContainEqual(records);
+    expect([
+      ['a', 'b'],
+      ['a', 'b', 'c', 'd'],
+    ]).toContainEqual(records);
     const commit = await reopened.seal({ token });
     expect(commit.records).toBe(records.length);
     await store.close();
@@ -153,7 +159,8 @@ describe('a failed fsync', () => {
     // either way a new grant is strictly newer than anything granted before.
     const info = await feed.info();
     expect([1, 2]).toContain(info.epoch);
-    if (info.lease === null) expect((await feed.acquireLease({ holder: 'four', ttlMs: 600_000 })).epoch).toBe(info.epoch + 1);
+    if (info.lease === null)
+      expect((await feed.acquireLease({ holder: 'four', ttlMs: 600_000 })).epoch).toBe(info.epoch + 1);
     else expect(info.lease).toMatchObject({ holder: 'two', epoch: 2 });
     await store.close();
   });

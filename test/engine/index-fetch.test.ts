@@ -31,11 +31,15 @@ async function feedWithHits(directory: string) {
       tags: near.includes(n) ? ['near'] : far.includes(n) ? ['far'] : [`other:${n % 7}`],
     })),
   );
-  for (let commit = 0; commit < 4; commit++) await feed.append(Array.from({ length: 1000 }, (_, n) => ({ payload: `later ${commit}/${n} ${'q'.repeat(100)}` })));
+  for (let commit = 0; commit < 4; commit++)
+    await feed.append(Array.from({ length: 1000 }, (_, n) => ({ payload: `later ${commit}/${n} ${'q'.repeat(100)}` })));
   await store.close();
 }
 
-async function readTag(feed: Awaited<ReturnType<Awaited<ReturnType<typeof openStore>>['feed']>>, tag: string): Promise<string[]> {
+async function readTag(
+  feed: Awaited<ReturnType<Awaited<ReturnType<typeof openStore>>['feed']>>,
+  tag: string,
+): Promise<string[]> {
   const out: string[] = [];
   for await (const record of feed.read({ filter: { tags: [tag] }, plan: 'index' })) out.push(text(record.payload));
   return out;

@@ -83,7 +83,8 @@ async function readAll(feed: Feed, quick = false): Promise<string[][]> {
     for (const plan of quick ? (['index'] as const) : (['index', 'scan', 'auto'] as const)) {
       for (const after of quick ? [0] : [0, Math.floor(head / 2), head - 1]) {
         const got: string[] = [];
-        for await (const record of feed.read({ after, filter, plan })) got.push(`${record.position}:${text(record.payload)}`);
+        for await (const record of feed.read({ after, filter, plan }))
+          got.push(`${record.position}:${text(record.payload)}`);
         out.push(got);
       }
     }
@@ -148,7 +149,9 @@ describe('index files', () => {
   it('are written for every sealed segment, and a clean reopen rebuilds none', async () => {
     const directory = temporaryDirectory();
     await buildFeed(directory, 'native');
-    const history = fs.readdirSync(path.join(directory, 'feeds', 'f', 'history')).filter((name) => name.endsWith('.hist'));
+    const history = fs
+      .readdirSync(path.join(directory, 'feeds', 'f', 'history'))
+      .filter((name) => name.endsWith('.hist'));
     const files = indexFiles(directory);
     expect(history.length).toBeGreaterThanOrEqual(4);
     // One per history segment but the last (the active one), named by the same base.
@@ -168,7 +171,9 @@ describe('index files', () => {
       fs.rmSync(path.join(directory, 'feeds', 'f', 'index', name));
       store = await openStore(directory);
       const feed = await store.feed('f');
-      expect(feed.indexRebuilds).toEqual([{ segment: baseOf(name), file: indexPath(store, name), reason: expect.stringMatching(/missing/) }]);
+      expect(feed.indexRebuilds).toEqual([
+        { segment: baseOf(name), file: indexPath(store, name), reason: expect.stringMatching(/missing/) },
+      ]);
       expect(indexFiles(directory)).toEqual(original);
       expect(await readAll(feed)).toEqual(expected);
       await store.close();
@@ -202,7 +207,9 @@ describe('index files', () => {
         // Damage to the header or the type names is found on open; the rest when a query
         // first loads the file. Either way the file is rebuilt before anything reads it.
         const got = await readAll(feed, true);
-        expect(feed.indexRebuilds, what).toEqual([{ segment: baseOf(name), file: indexPath(store, name), reason: expect.any(String) }]);
+        expect(feed.indexRebuilds, what).toEqual([
+          { segment: baseOf(name), file: indexPath(store, name), reason: expect.any(String) },
+        ]);
         expect(feed.indexRebuilds[0].reason, what).not.toBe('');
         expect(feed.indexRebuilds[0].reason, what).not.toMatch(/missing/);
         expect(fs.readFileSync(file).equals(bytes), `${what}: the rebuilt file is byte-identical`).toBe(true);
@@ -234,7 +241,9 @@ describe('index files', () => {
       store = await openStore(directory);
       const feed = await store.feed('f');
       const got = await readAll(feed);
-      expect(feed.indexRebuilds, what).toEqual([{ segment: baseOf(name), file: indexPath(store, name), reason: expect.any(String) }]);
+      expect(feed.indexRebuilds, what).toEqual([
+        { segment: baseOf(name), file: indexPath(store, name), reason: expect.any(String) },
+      ]);
       expect(fs.readFileSync(file).equals(bytes), `${what}: the rebuilt file is byte-identical`).toBe(true);
       expect(got, what).toEqual(expected);
       await store.close();
@@ -250,7 +259,9 @@ describe('index files', () => {
     fs.writeFileSync(path.join(indexDirectory, names[1]), original.get(names[0])!);
     store = await openStore(directory);
     let feed = await store.feed('f');
-    expect(feed.indexRebuilds).toEqual([{ segment: baseOf(names[1]), file: indexPath(store, names[1]), reason: expect.stringMatching(/covers/) }]);
+    expect(feed.indexRebuilds).toEqual([
+      { segment: baseOf(names[1]), file: indexPath(store, names[1]), reason: expect.stringMatching(/covers/) },
+    ]);
     expect(indexFiles(directory)).toEqual(original);
     expect(await readAll(feed)).toEqual(expected);
     await store.close();
@@ -281,7 +292,9 @@ describe('index files', () => {
     // Every index file and every key dictionary, each once.
     const rebuiltIndexes = feed.indexRebuilds.filter((rebuild) => rebuild.file.endsWith('.idx'));
     expect(rebuiltIndexes.map((rebuild) => rebuild.segment)).toEqual(names.map(baseOf));
-    expect(feed.indexRebuilds.filter((rebuild) => rebuild.file.endsWith('.keys')).map((rebuild) => rebuild.segment)).toEqual(names.map(baseOf));
+    expect(
+      feed.indexRebuilds.filter((rebuild) => rebuild.file.endsWith('.keys')).map((rebuild) => rebuild.segment),
+    ).toEqual(names.map(baseOf));
     expect(indexFiles(directory)).toEqual(original);
     expect(await readAll(feed)).toEqual(expected);
     await store.close();
@@ -333,7 +346,11 @@ describe('index files', () => {
     const head = (await feed.info()).records;
     const added: number[] = [];
     for (let commit = 0; commit < 40; commit++) {
-      const batch = Array.from({ length: 10 }, (_, at) => ({ payload: `more-${commit}-${at}|${'+'.repeat(300)}`, type: 'late', tags: ['late', at === 0 ? 'late:first' : 'late:rest'] }));
+      const batch = Array.from({ length: 10 }, (_, at) => ({
+        payload: `more-${commit}-${at}|${'+'.repeat(300)}`,
+        type: 'late',
+        tags: ['late', at === 0 ? 'late:first' : 'late:rest'],
+      }));
       const written = await feed.append(batch);
       added.push(written.firstPosition);
     }
@@ -342,7 +359,8 @@ describe('index files', () => {
       for await (const record of feed.read({ filter, plan })) out.push(record.position);
       return out;
     };
-    for (const plan of ['index', 'scan'] as const) expect(await readPositions({ tags: ['late:first'] }, plan)).toEqual(added);
+    for (const plan of ['index', 'scan'] as const)
+      expect(await readPositions({ tags: ['late:first'] }, plan)).toEqual(added);
     await store.close();
     expect(indexFiles(directory).size).toBeGreaterThan(names.length);
 

@@ -35,14 +35,21 @@ function writerScript(directory: string, kernels: string, commits: number): stri
 
 function derivedFiles(directory: string): Map<string, Buffer> {
   const index = path.join(directory, 'feeds', 'f', 'index');
-  return new Map(fs.readdirSync(index).filter((name) => !name.endsWith('.tmp')).sort().map((name) => [name, fs.readFileSync(path.join(index, name))]));
+  return new Map(
+    fs
+      .readdirSync(index)
+      .filter((name) => !name.endsWith('.tmp'))
+      .sort()
+      .map((name) => [name, fs.readFileSync(path.join(index, name))]),
+  );
 }
 
 async function readEverything(directory: string): Promise<string[]> {
   const store = await openStore(directory);
   const feed = await store.feed('f');
   const out: string[] = [];
-  for await (const record of feed.read({ filter: { tags: ['tag-5'] }, plan: 'index' })) out.push(`${record.position}:${text(record.payload)}`);
+  for await (const record of feed.read({ filter: { tags: ['tag-5'] }, plan: 'index' }))
+    out.push(`${record.position}:${text(record.payload)}`);
   for (let key = 0; key < 211; key += 7) out.push(`k${key}:${(await feed.get(`k${key}`))?.position}`);
   await store.close();
   return out;
@@ -52,14 +59,18 @@ describe('index builds on the worker thread', () => {
   for (const kernels of ['native', 'ts'] as const) {
     it(`write the bytes a build on the calling thread writes (${kernels} kernels)`, async () => {
       const directory = temporaryDirectory();
-      const output = execFileSync(process.execPath, ['-e', writerScript(directory, kernels, 120)], { encoding: 'utf8' });
+      const output = execFileSync(process.execPath, ['-e', writerScript(directory, kernels, 120)], {
+        encoding: 'utf8',
+      });
       // Each sealed segment's dictionaries were read from its file on the worker: building them
       // from the keys the event loop's thread held left it garbage that stalled it.
       expect(output).toContain('built from held keys 0\n');
       const built = derivedFiles(directory);
       expect([...built.keys()].filter((name) => name.endsWith('.idx')).length).toBeGreaterThanOrEqual(4);
       for (const extension of ['.keys', '.fps']) {
-        expect([...built.keys()].filter((name) => name.endsWith(extension)).length, extension).toBe([...built.keys()].filter((name) => name.endsWith('.idx')).length);
+        expect([...built.keys()].filter((name) => name.endsWith(extension)).length, extension).toBe(
+          [...built.keys()].filter((name) => name.endsWith('.idx')).length,
+        );
       }
       const expected = await readEverything(directory);
 
@@ -71,10 +82,13 @@ describe('index builds on the worker thread', () => {
         console.log(JSON.stringify(feed.indexRebuilds.length));
         await store.close();
       })`;
-      expect(Number(execFileSync(process.execPath, ['-e', reopen], { encoding: 'utf8' }).trim())).toBeGreaterThanOrEqual(3 * 4);
+      expect(
+        Number(execFileSync(process.execPath, ['-e', reopen], { encoding: 'utf8' }).trim()),
+      ).toBeGreaterThanOrEqual(3 * 4);
       const rebuiltOnWorker = derivedFiles(directory);
       expect([...rebuiltOnWorker.keys()]).toEqual([...built.keys()]);
-      for (const [name, bytes] of built) expect(rebuiltOnWorker.get(name)!.equals(bytes), `rebuilt on the worker: ${name}`).toBe(true);
+      for (const [name, bytes] of built)
+        expect(rebuiltOnWorker.get(name)!.equals(bytes), `rebuilt on the worker: ${name}`).toBe(true);
 
       // Rebuilt here, from the sources: on this thread.
       fs.rmSync(path.join(directory, 'feeds', 'f', 'index'), { recursive: true });
@@ -92,11 +106,16 @@ describe('index builds on the worker thread', () => {
     const directory = temporaryDirectory();
     // Killed at a few points while it rolls segments, so builds are often in flight.
     for (const after of [15, 40, 70]) {
-      const child = spawn(process.execPath, ['-e', writerScript(directory, 'native', 80)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, ['-e', writerScript(directory, 'native', 80)], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       await new Promise<void>((resolve) => {
         let seen = 0;
         child.stdout.on('data', (chunk: Buffer) => {
-          seen += chunk.toString().split('\n').filter((line) => line.startsWith('commit')).length;
+          seen += chunk
+            .toString()
+            .split('\n')
+            .filter((line) => line.startsWith('commit')).length;
           if (seen >= after) child.kill('SIGKILL');
         });
         child.on('exit', () => resolve());
@@ -114,7 +133,8 @@ describe('index builds on the worker thread', () => {
     const scanned = await openStore(directory);
     const scan = await scanned.feed('f');
     const byTag: string[] = [];
-    for await (const record of scan.read({ filter: { tags: ['tag-5'] }, plan: 'scan' })) byTag.push(`${record.position}:${text(record.payload)}`);
+    for await (const record of scan.read({ filter: { tags: ['tag-5'] }, plan: 'scan' }))
+      byTag.push(`${record.position}:${text(record.payload)}`);
     await scanned.close();
     expect(answers.slice(0, byTag.length)).toEqual(byTag);
   }, 60_000);

@@ -5,7 +5,13 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { base64Bytes, jsonStringBytesMax, writeBase64, writeInteger, writeJsonString } from '../../packages/engine/src/kernels/ts/json.js';
+import {
+  base64Bytes,
+  jsonStringBytesMax,
+  writeBase64,
+  writeInteger,
+  writeJsonString,
+} from '../../packages/engine/src/kernels/ts/json.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -14,7 +20,17 @@ const decoder = new TextDecoder();
 const texts = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 40 }),
   fc.string({ unit: fc.integer({ min: 0, max: 0x7f }).map((code) => String.fromCharCode(code)), maxLength: 40 }),
-  fc.constantFrom('', '"', '\\', '\u0000\u001f\u007f', '\b\f\n\r\t', '\u2028\u2029', '\ufeffbom', '{"id":1,"v":"x"}', 'ünïcödé 🎉'),
+  fc.constantFrom(
+    '',
+    '"',
+    '\\',
+    '\u0000\u001f\u007f',
+    '\b\f\n\r\t',
+    '\u2028\u2029',
+    '\ufeffbom',
+    '{"id":1,"v":"x"}',
+    'ünïcödé 🎉',
+  ),
 );
 
 describe('JSON bytes', () => {
@@ -32,7 +48,25 @@ describe('JSON bytes', () => {
   });
 
   it('writes integers as JSON.stringify does', () => {
-    const cases = [0, -0, 1, 9, 10, 99, 100, -1, -10, 2 ** 31, 2 ** 32, 2 ** 32 + 1, Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER, 1733000000000, 1.5, 2 ** 60];
+    const cases = [
+      0,
+      -0,
+      1,
+      9,
+      10,
+      99,
+      100,
+      -1,
+      -10,
+      2 ** 31,
+      2 ** 32,
+      2 ** 32 + 1,
+      Number.MAX_SAFE_INTEGER,
+      -Number.MAX_SAFE_INTEGER,
+      1733000000000,
+      1.5,
+      2 ** 60,
+    ];
     fc.assert(
       fc.property(fc.oneof(fc.constantFrom(...cases), fc.maxSafeInteger(), fc.integer()), (value) => {
         const out = new Uint8Array(40);

@@ -8,31 +8,55 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { StreamStackError, type AppendRecord, type Feed } from '../../packages/engine/src/index.js';
 import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
+import { type AppendRecord, type Feed, StreamStackError } from '../../packages/engine/src/index.js';
 import { loadKernels, tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
-import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, recordShapes } from '../support/store.js';
+import {
+  collect,
+  historySegmentBases,
+  ManualClock,
+  openStore,
+  recordShapes,
+  sequentialIds,
+  temporaryDirectory,
+} from '../support/store.js';
 
 const keys = 13;
 
 /** Each commit updates a few keys (so each key is updated many times), with repeated payloads. */
 function commitRecords(index: number): AppendRecord[] {
   const records: AppendRecord[] = [
-    { payload: `{"n":${index},"fill":"${'u'.repeat(900)}"}`, key: `k${index % keys}`, version: index, type: 'update', tags: [`group:${index % 3}`] },
+    {
+      payload: `{"n":${index},"fill":"${'u'.repeat(900)}"}`,
+      key: `k${index % keys}`,
+      version: index,
+      type: 'update',
+      tags: [`group:${index % 3}`],
+    },
     // The same payload under many keys and commits: dedup decides on its first occurrence.
-    { payload: `state ${index % 5} ${'s'.repeat(400)}`, key: `k${(index * 7) % keys}`, version: index, type: 'state', tags: ['all'] },
+    {
+      payload: `state ${index % 5} ${'s'.repeat(400)}`,
+      key: `k${(index * 7) % keys}`,
+      version: index,
+      type: 'state',
+      tags: ['all'],
+    },
     { payload: `event ${index % 9}`, type: index % 2 === 0 ? 'even' : 'odd', tags: ['all', `n:${index % 4}`] },
   ];
   // A payload first written by a record compaction drops (a later version of its key wins)
   // and written again only after the horizon: dedup after H must still see it as a repeat.
-  if (index <= 20) records.push({ payload: `rare ${index} ${'r'.repeat(80)}`, key: `once${index}`, version: 1, type: 'rare' });
-  if (index > 3 && index <= 23) records.push({ payload: `rare winner ${index}`, key: `once${index - 3}`, version: 2, type: 'rare' });
+  if (index <= 20)
+    records.push({ payload: `rare ${index} ${'r'.repeat(80)}`, key: `once${index}`, version: 1, type: 'rare' });
+  if (index > 3 && index <= 23)
+    records.push({ payload: `rare winner ${index}`, key: `once${index - 3}`, version: 2, type: 'rare' });
   if (index > 400 && index <= 420) records.push({ payload: `rare ${index - 400} ${'r'.repeat(80)}`, type: 'rare' });
   // Some keys are deleted now and then, and some come back after.
-  if (index % 17 === 0) records.push({ payload: '', key: `k${index % keys}`, version: index + 1, tombstone: true, type: 'delete' });
+  if (index % 17 === 0)
+    records.push({ payload: '', key: `k${index % keys}`, version: index + 1, tombstone: true, type: 'delete' });
   // A lower version written later loses to an earlier higher one.
-  if (index % 10 === 3) records.push({ payload: `stale ${index}`, key: `k${(index + 1) % keys}`, version: 1, type: 'update' });
+  if (index % 10 === 3)
+    records.push({ payload: `stale ${index}`, key: `k${(index + 1) % keys}`, version: 1, type: 'update' });
   return records;
 }
 
@@ -74,13 +98,19 @@ async function filled(directory = temporaryDirectory(), commits = 420, kernels: 
 }
 
 /** What a RAW read from the start keeps: below `boundary`, only winners as of H (and keyless). */
-function compactedView(all: ReturnType<typeof shape>, horizonPosition: number, boundary: number, keyless: 'keep' | 'drop') {
+function compactedView(
+  all: ReturnType<typeof shape>,
+  horizonPosition: number,
+  boundary: number,
+  keyless: 'keep' | 'drop',
+) {
   const winners = new Map<string, (typeof all)[number]>();
   for (const record of all) {
     if (record.position > horizonPosition || record.key === undefined) continue;
     const held = winners.get(record.key);
     const version = record.version ?? 0;
-    if (!held || version > (held.version ?? 0) || (version === (held.version ?? 0) && record.position > held.position)) winners.set(record.key, record);
+    if (!held || version > (held.version ?? 0) || (version === (held.version ?? 0) && record.position > held.position))
+      winners.set(record.key, record);
   }
   return all.filter((record) => {
     if (record.position >= boundary) return true;
@@ -108,7 +138,13 @@ describe('key compaction', () => {
     const horizon = Math.floor((await feed.head())!.commit * 0.7);
     const allBefore = shape(await collect(feed.read()));
     const expected = await keptReads(feed, horizon);
-    const historyBytes = () => historySegmentBases(directory).reduce((sum, base) => sum + fs.statSync(path.join(directory, 'feeds', 'f', 'history', `${String(base).padStart(16, '0')}.hist`)).size, 0);
+    const historyBytes = () =>
+      historySegmentBases(directory).reduce(
+        (sum, base) =>
+          sum +
+          fs.statSync(path.join(directory, 'feeds', 'f', 'history', `${String(base).padStart(16, '0')}.hist`)).size,
+        0,
+      );
     const diskBefore = historyBytes();
 
     const result = await feed.compactKeys({ horizon });
@@ -128,14 +164,19 @@ describe('key compaction', () => {
     expect(view.length).toBeLessThan(allBefore.length);
     expect(shape(await collect(feed.read()))).toEqual(view);
     // Filtered reads from the start go through the rebuilt index over the sparse positions.
-    expect(shape(await collect(feed.read({ filter: { types: ['state'] } })))).toEqual(view.filter((record) => record.type === 'state'));
+    expect(shape(await collect(feed.read({ filter: { types: ['state'] } })))).toEqual(
+      view.filter((record) => record.type === 'state'),
+    );
 
     // Below the horizon: reads, `asOf`, one commit, conditions.
     const below = await expectCode(() => collect(feed.read({ after: horizon - 1 })), 'COMPACTED');
     expect(below.details).toMatchObject({ horizon });
     await expectCode(() => feed.get('k1', { asOf: horizon - 1 }), 'COMPACTED');
     await expectCode(() => feed.readCommit(horizon - 5), 'COMPACTED');
-    await expectCode(() => feed.append([{ payload: 'x' }], { condition: { after: 1, failIfMatch: { types: ['update'] } } }), 'COMPACTED');
+    await expectCode(
+      () => feed.append([{ payload: 'x' }], { condition: { after: 1, failIfMatch: { types: ['update'] } } }),
+      'COMPACTED',
+    );
     await expectCode(() => feed.createSubscription('late', { after: horizon - 1 }), 'COMPACTED');
 
     // After a reopen, and after every derived file is rebuilt from the compacted segments.
@@ -162,7 +203,8 @@ describe('key compaction', () => {
     await feed.writer.idle();
     const horizon = 250;
     const expected = await keptReads(feed, horizon);
-    const keylessEarly = async () => (await collect(feed.read())).filter((record) => record.commit <= 60 && record.key === undefined).length;
+    const keylessEarly = async () =>
+      (await collect(feed.read())).filter((record) => record.commit <= 60 && record.key === undefined).length;
     // The first compaction kept the keyless records.
     expect(await keylessEarly()).toBeGreaterThan(20);
     const second = await feed.compactKeys({ horizon, keyless: 'drop' });
@@ -205,7 +247,12 @@ describe('key compaction', () => {
     const expected = await keptReads(feed, horizon);
     const index = path.join(directory, 'feeds', 'f', 'index');
     const first = String(bases[0]).padStart(16, '0');
-    const saved = new Map(fs.readdirSync(index).filter((name) => name.startsWith(first)).map((name) => [name, fs.readFileSync(path.join(index, name))]));
+    const saved = new Map(
+      fs
+        .readdirSync(index)
+        .filter((name) => name.startsWith(first))
+        .map((name) => [name, fs.readFileSync(path.join(index, name))]),
+    );
     expect([...saved.keys()].sort()).toEqual([`${first}.fps`, `${first}.idx`, `${first}.keys`]);
     const result = await feed.compactKeys({ horizon });
     expect(result).toMatchObject({ segmentsCompacted: 1, segmentsAfter: 1 });
@@ -221,13 +268,17 @@ describe('key compaction', () => {
     const seen = await readOnly.feed('f');
     expect(await keptReads(seen, horizon)).toEqual(expected);
     expect(shape(await collect(seen.read()))).toEqual(fromStart);
-    expect(shape(await collect(seen.read({ filter: { types: ['rare'] } })))).toEqual(fromStart.filter((record) => record.type === 'rare'));
+    expect(shape(await collect(seen.read({ filter: { types: ['rare'] } })))).toEqual(
+      fromStart.filter((record) => record.type === 'rare'),
+    );
     await readOnly.close();
 
     const reopened = await openStore(directory, { kernels: tsKernels });
     const again = await reopened.feed('f');
     expect(await keptReads(again, horizon)).toEqual(expected);
-    expect(shape(await collect(again.read({ filter: { types: ['rare'] } })))).toEqual(fromStart.filter((record) => record.type === 'rare'));
+    expect(shape(await collect(again.read({ filter: { types: ['rare'] } })))).toEqual(
+      fromStart.filter((record) => record.type === 'rare'),
+    );
     await again.writer.idle();
     await reopened.close();
     for (const [name, bytes] of saved) expect(fs.readFileSync(path.join(index, name)).equals(bytes), name).toBe(false);
@@ -242,7 +293,13 @@ describe('key compaction', () => {
     await store.close();
     // A byte in the middle of the first (compacted) segment's data: a manifest, a pack or a
     // retired-fingerprint frame, all covered by their frames' CRCs.
-    const file = path.join(directory, 'feeds', 'f', 'history', `${String(historySegmentBases(directory)[0]).padStart(16, '0')}.hist`);
+    const file = path.join(
+      directory,
+      'feeds',
+      'f',
+      'history',
+      `${String(historySegmentBases(directory)[0]).padStart(16, '0')}.hist`,
+    );
     const bytes = fs.readFileSync(file);
     // A rewritten segment is sized to its data, so its middle is data.
     const at = 48 + Math.floor((bytes.length - 48) / 2);

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { branchTally } from '../support/branches.js';
-import { openStore, temporaryDirectory, text, historySegmentBases } from '../support/store.js';
+import { historySegmentBases, openStore, temporaryDirectory, text } from '../support/store.js';
 
 interface Written {
   readonly position: number;
@@ -23,19 +23,25 @@ function oracle(written: readonly Written[], key: string, asOfPosition: number):
   let best: Written | undefined;
   for (const record of written) {
     if (record.position > asOfPosition || record.key !== key) continue;
-    if (!best || record.version > best.version || (record.version === best.version && record.position > best.position)) best = record;
+    if (!best || record.version > best.version || (record.version === best.version && record.position > best.position))
+      best = record;
   }
   return best && !best.tombstone ? best : undefined;
 }
 
-const record = fc.record({ key: fc.nat(24), version: fc.nat(6), tombstone: fc.boolean(), size: fc.integer({ min: 200, max: 1500 }) });
+const record = fc.record({
+  key: fc.nat(24),
+  version: fc.nat(6),
+  tombstone: fc.boolean(),
+  size: fc.integer({ min: 200, max: 1500 }),
+});
 
 describe('get through the key index', () => {
   it('equals a naive oracle over many sealed segments, at every asOf, across reopens, with either kernel set', async () => {
     const tally = branchTally('key lookup', [
       'asOf inside a sealed segment',
       'asOf in the active segment',
-      'winner in an older segment than the key\'s newest',
+      "winner in an older segment than the key's newest",
       'tombstone wins',
       'key never written',
       'reopened',
@@ -45,7 +51,10 @@ describe('get through the key index', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom('native' as const, 'ts' as const),
-        fc.array(fc.record({ records: fc.array(record, { minLength: 1, maxLength: 12 }), reopen: fc.boolean() }), { minLength: 15, maxLength: 40 }),
+        fc.array(fc.record({ records: fc.array(record, { minLength: 1, maxLength: 12 }), reopen: fc.boolean() }), {
+          minLength: 15,
+          maxLength: 40,
+        }),
         fc.array(fc.nat(1000), { minLength: 3, maxLength: 6 }),
         async (kernels, commits, asOfPicks) => {
           const directory = temporaryDirectory();
@@ -92,10 +101,15 @@ describe('get through the key index', () => {
               if (occurrences.length === 0) continue;
               const newest = occurrences[occurrences.length - 1];
               let best = occurrences[0];
-              for (const entry of occurrences) if (entry.version > best.version || (entry.version === best.version && entry.position > best.position)) best = entry;
+              for (const entry of occurrences)
+                if (entry.version > best.version || (entry.version === best.version && entry.position > best.position))
+                  best = entry;
               tally.hit('tombstone wins', best.tombstone);
               const segmentOf = (position: number) => bases.filter((base) => base <= position).pop();
-              tally.hit('winner in an older segment than the key\'s newest', segmentOf(best.position) !== segmentOf(newest.position));
+              tally.hit(
+                "winner in an older segment than the key's newest",
+                segmentOf(best.position) !== segmentOf(newest.position),
+              );
             }
           }
           await store.close();

@@ -8,9 +8,20 @@ import fs from 'node:fs';
 import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { loadKernels, limits } from '../../packages/engine/src/index.js';
-import { DictionarySections, mergeWithEarlier, type DictionaryFile } from '../../packages/engine/src/query/key-merge.js';
-import { encodeKeyFile, prefers, readKeyFileHead, WinnerReader, type KeyWinner, type TermOrder } from '../../packages/engine/src/storage/key-file.js';
+import { limits, loadKernels } from '../../packages/engine/src/index.js';
+import {
+  type DictionaryFile,
+  DictionarySections,
+  mergeWithEarlier,
+} from '../../packages/engine/src/query/key-merge.js';
+import {
+  encodeKeyFile,
+  type KeyWinner,
+  prefers,
+  readKeyFileHead,
+  type TermOrder,
+  WinnerReader,
+} from '../../packages/engine/src/storage/key-file.js';
 import { branchTally } from '../support/branches.js';
 import { temporaryDirectory } from '../support/store.js';
 
@@ -35,7 +46,10 @@ function writeDictionaries(directory: string, order: TermOrder, segments: readon
   segments.forEach((segment, at) => {
     history.push(...segment);
     const upTo = keep(order, history);
-    const entries = [...new Set(segment.map((occurrence) => occurrence.term))].map((key) => ({ key, winner: upTo.get(key)! }));
+    const entries = [...new Set(segment.map((occurrence) => occurrence.term))].map((key) => ({
+      key,
+      winner: upTo.get(key)!,
+    }));
     const file = path.join(directory, `${at}.keys`);
     fs.writeFileSync(file, encodeKeyFile(kernels, at * 10_000, 10_000, 0, entries));
     files.push({ file, head: readKeyFileHead(file)! });
@@ -52,7 +66,13 @@ const occurrences = (terms: number) =>
 
 describe('merging a new segment with the dictionaries before it', () => {
   it('equals a naive merge, whether winners are read one by one or as a whole section', () => {
-    const tally = branchTally('key merge', ['whole section read', 'single winners only', 'term new to the history', 'order latest', 'order first']);
+    const tally = branchTally('key merge', [
+      'whole section read',
+      'single winners only',
+      'term new to the history',
+      'order latest',
+      'order first',
+    ]);
     // Sizes: 1 to 4 earlier segments of 1 to 40 or 1,500 to 2,000 occurrences over 300 terms (330
     // for the new segment), so one dictionary may be asked for more winners than
     // `mergeWinnerReadsMax` (256) or for a few.
@@ -64,14 +84,24 @@ describe('merging a new segment with the dictionaries before it', () => {
         (order, earlierInput, newInput) => {
           let position = 0;
           const placed = (input: { term: number; version: number }[]) =>
-            input.map(({ term, version }) => ({ term: `t${term}`, winner: { position: ++position, version, locator: position * 3, tombstone: version === 0 } }));
+            input.map(({ term, version }) => ({
+              term: `t${term}`,
+              winner: { position: ++position, version, locator: position * 3, tombstone: version === 0 },
+            }));
           const earlierSegments = earlierInput.map(placed);
           const newest = placed(newInput);
           const directory = temporaryDirectory();
           const earlier = writeDictionaries(directory, order, earlierSegments);
           const own = keep(order, newest);
           const terms = [...own.keys()];
-          const merged = mergeWithEarlier(kernels, order, terms, terms.map((term) => own.get(term)!), earlier, new DictionarySections(kernels, 1 << 20));
+          const merged = mergeWithEarlier(
+            kernels,
+            order,
+            terms,
+            terms.map((term) => own.get(term)!),
+            earlier,
+            new DictionarySections(kernels, 1 << 20),
+          );
           const expected = keep(order, [...earlierSegments.flat(), ...newest]);
           expect(merged).toEqual(terms.map((term) => expected.get(term)));
 
@@ -79,7 +109,12 @@ describe('merging a new segment with the dictionaries before it', () => {
           const hitsInPrevious = terms.filter((term) => inPrevious.has(term)).length;
           tally.hit('whole section read', hitsInPrevious > limits.mergeWinnerReadsMax);
           tally.hit('single winners only', hitsInPrevious > 0 && hitsInPrevious <= limits.mergeWinnerReadsMax);
-          tally.hit('term new to the history', terms.some((term) => !earlierSegments.some((segment) => segment.some((occurrence) => occurrence.term === term))));
+          tally.hit(
+            'term new to the history',
+            terms.some(
+              (term) => !earlierSegments.some((segment) => segment.some((occurrence) => occurrence.term === term)),
+            ),
+          );
           tally.hit(`order ${order}`);
         },
       ),
@@ -90,7 +125,10 @@ describe('merging a new segment with the dictionaries before it', () => {
 
   it('reports a damaged winner as CORRUPT, read on its own or in its section', () => {
     const directory = temporaryDirectory();
-    const entries = Array.from({ length: 10 }, (_, at) => ({ key: `k${at}`, winner: { position: at + 1, version: 1, locator: at, tombstone: false } }));
+    const entries = Array.from({ length: 10 }, (_, at) => ({
+      key: `k${at}`,
+      winner: { position: at + 1, version: 1, locator: at, tombstone: false },
+    }));
     const file = path.join(directory, 'damaged.keys');
     const bytes = encodeKeyFile(kernels, 0, 10, 0, entries);
     const head = readKeyFileHead((fs.writeFileSync(file, bytes), file))!;

@@ -5,8 +5,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ByteKeyTable, StringKeyTable } from '../../packages/engine/src/query/key-table.js';
 import { limits } from '../../packages/engine/src/index.js';
+import { ByteKeyTable, StringKeyTable } from '../../packages/engine/src/query/key-table.js';
 import { branchTally } from '../support/branches.js';
 
 const encoder = new TextEncoder();
@@ -28,13 +28,24 @@ function expectSlotAsModel(model: Map<string, number>, key: string, slot: number
 
 describe('ByteKeyTable', () => {
   it('agrees with a Map of strings on every key, across growth', () => {
-    const tally = branchTally('key table', ['grew past its first slots', 'a repeated key', 'an empty key', 'a key of 100 bytes or more', 'a hash shared by two keys']);
+    const tally = branchTally('key table', [
+      'grew past its first slots',
+      'a repeated key',
+      'an empty key',
+      'a key of 100 bytes or more',
+      'a hash shared by two keys',
+    ]);
     fc.assert(
       fc.property(
         // 1,500 to 3,000 keys (fast-check's default would stay near 10), many from a small
         // alphabet (so repeats are common), some long, in one buffer as run bytes hold them.
         fc.array(
-          fc.oneof(fc.stringMatching(/^[ab]{0,6}$/), fc.string({ minLength: 0, maxLength: 8 }), fc.string({ minLength: 100, maxLength: 120 }), fc.integer({ min: 0, max: 5000 }).map((n) => `k${n}`)),
+          fc.oneof(
+            fc.stringMatching(/^[ab]{0,6}$/),
+            fc.string({ minLength: 0, maxLength: 8 }),
+            fc.string({ minLength: 100, maxLength: 120 }),
+            fc.integer({ min: 0, max: 5000 }).map((n) => `k${n}`),
+          ),
           { minLength: 1_500, maxLength: 3_000 },
         ),
         (keys) => {

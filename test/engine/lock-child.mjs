@@ -34,12 +34,15 @@ input.on('close', () => {
   for (const resolve of waiting.splice(0)) resolve(undefined);
   pending.push(undefined);
 });
-const nextLine = () => (pending.length > 0 ? Promise.resolve(pending.shift()) : new Promise((resolve) => waiting.push(resolve)));
+const nextLine = () =>
+  pending.length > 0 ? Promise.resolve(pending.shift()) : new Promise((resolve) => waiting.push(resolve));
 
 async function expectLine(expected) {
   const line = await nextLine();
   if (line !== expected) {
-    process.stderr.write(`${name}: expected ${JSON.stringify(expected)} from the parent, got ${JSON.stringify(line)}\n`);
+    process.stderr.write(
+      `${name}: expected ${JSON.stringify(expected)} from the parent, got ${JSON.stringify(line)}\n`,
+    );
     process.exit(1);
   }
 }

@@ -113,7 +113,9 @@ class Child {
   }
 
   get acknowledgements(): Acknowledgement[] {
-    return this.lines.filter((line) => line.kind === 'ack').map((line) => ({ payload: line.payload!, commit: line.commit! }));
+    return this.lines
+      .filter((line) => line.kind === 'ack')
+      .map((line) => ({ payload: line.payload!, commit: line.commit! }));
   }
 }
 
@@ -194,7 +196,9 @@ async function checkAcknowledgements(directory: string, acknowledged: Acknowledg
   for (const { payload, commit } of acknowledged) {
     const commits = found.get(payload) ?? [];
     if (commits.length !== 1 || commits[0] !== commit) {
-      problems.push(`${payload}, acknowledged as commit ${commit}, was read back under commits [${commits.join(', ')}]`);
+      problems.push(
+        `${payload}, acknowledged as commit ${commit}, was read back under commits [${commits.join(', ')}]`,
+      );
     }
   }
   return problems;
@@ -222,7 +226,8 @@ async function checkRound(directory: string, children: Child[]): Promise<string[
   }
   for (const [index, first] of windows.entries()) {
     for (const second of windows.slice(index + 1)) {
-      if (first.from < second.to && second.from < first.to) problems.push(`${first.name} and ${second.name} held the directory at the same time`);
+      if (first.from < second.to && second.from < first.to)
+        problems.push(`${first.name} and ${second.name} held the directory at the same time`);
     }
   }
   const acknowledged = children.flatMap((child) => child.acknowledgements);
@@ -263,7 +268,8 @@ async function runRound(round: number, state: LockState, contenders: number, del
     holder.send('release');
     await holder.exit;
     for (const child of children) {
-      if (!child.said('locked')) problems.push(`${child.name} was not refused with LOCKED while ${holder.name} held the store`);
+      if (!child.said('locked'))
+        problems.push(`${child.name} was not refused with LOCKED while ${holder.name} held the store`);
     }
   } else if (!children.some((child) => child.said('opened'))) {
     // Nothing else holds the directory, so someone must get in; all LOCKED would be a lock that
@@ -302,7 +308,9 @@ function expectNoFailures(failures: Failure[], rounds: number): void {
   const report = failures
     .sort((first, second) => Number.parseInt(first.round, 10) - Number.parseInt(second.round, 10))
     .map(({ round, problems }) => `round ${round}: ${problems.join('; ')}`);
-  expect(report, `${failures.length} of ${rounds} rounds let two openers hold the directory or lost writes`).toEqual([]);
+  expect(report, `${failures.length} of ${rounds} rounds let two openers hold the directory or lost writes`).toEqual(
+    [],
+  );
 }
 
 /**
@@ -313,61 +321,78 @@ function expectNoFailures(failures: Failure[], rounds: number): void {
 const underLoad = 3;
 
 describe('the data directory lock under contention between processes', () => {
-  it(`lets one opener at a time hold the directory across ${raceRounds} rounds of stale, absent and held LOCKs`, async () => {
-    // Three rounds in five race over a stale LOCK, where the issue was seen; one each over an
-    // absent LOCK and a live holder. Two or three contenders, alternating every cycle of states
-    // so that each state gets both.
-    const states: LockState[] = ['stale', 'absent', 'stale', 'held', 'stale'];
-    const failures = await runRounds(raceRounds, async (round) => {
-      const state = states[round % states.length];
-      const problems = await runRound(round, state, 2 + (Math.floor(round / states.length) % 2));
-      return problems.length > 0 ? { round: `${round} (${state})`, problems } : undefined;
-    });
-    expectNoFailures(failures, raceRounds);
-  }, 90_000 * underLoad);
+  it(
+    `lets one opener at a time hold the directory across ${raceRounds} rounds of stale, absent and held LOCKs`,
+    async () => {
+      // Three rounds in five race over a stale LOCK, where the issue was seen; one each over an
+      // absent LOCK and a live holder. Two or three contenders, alternating every cycle of states
+      // so that each state gets both.
+      const states: LockState[] = ['stale', 'absent', 'stale', 'held', 'stale'];
+      const failures = await runRounds(raceRounds, async (round) => {
+        const state = states[round % states.length];
+        const problems = await runRound(round, state, 2 + (Math.floor(round / states.length) % 2));
+        return problems.length > 0 ? { round: `${round} (${state})`, problems } : undefined;
+      });
+      expectNoFailures(failures, raceRounds);
+    },
+    90_000 * underLoad,
+  );
 
-  it('refuses a new opener while a live process holds the store, even after LOCK is deleted', async () => {
-    // With the lock taken on the directory itself, the LOCK file is only a note for people: the
-    // kernel knows who holds the directory whatever happens to the file.
-    const failures = await runRounds(deletedLockRounds, async (round) => {
-      const problems = await runRound(round, 'held', 1, true);
-      return problems.length > 0 ? { round: String(round), problems } : undefined;
-    });
-    expectNoFailures(failures, deletedLockRounds);
-  }, 30_000 * underLoad);
+  it(
+    'refuses a new opener while a live process holds the store, even after LOCK is deleted',
+    async () => {
+      // With the lock taken on the directory itself, the LOCK file is only a note for people: the
+      // kernel knows who holds the directory whatever happens to the file.
+      const failures = await runRounds(deletedLockRounds, async (round) => {
+        const problems = await runRound(round, 'held', 1, true);
+        return problems.length > 0 ? { round: String(round), problems } : undefined;
+      });
+      expectNoFailures(failures, deletedLockRounds);
+    },
+    30_000 * underLoad,
+  );
 
-  it(`lets one of two CLI appends over a stale LOCK hold the directory, across ${cliRounds} rounds`, async () => {
-    // The same race through the front door: two `streamstack append` processes started together
-    // over a stale LOCK. Each either appends its record or is refused with LOCKED.
-    const failures = await runRounds(cliRounds, async (round) => {
-      const directory = await prepare('stale');
-      const payloads = ['A', 'B'].map((name) => `cli-${round}-${name}`);
-      const runs = await Promise.all(payloads.map((payload) => cliAppend(directory, payload)));
-      const problems: string[] = [];
-      const acknowledged: Acknowledgement[] = [];
-      for (const [index, run] of runs.entries()) {
-        const payload = payloads[index];
-        const commit = run.status === 0 ? parseLine(run.stdout.trim().split('\n')[0]).commit : undefined;
-        if (run.status === 0 && typeof commit === 'number') {
-          acknowledged.push({ payload, commit });
-        } else if (run.status !== 1 || errorCode(run.stderr) !== 'LOCKED') {
-          // The only way an append may fail here is being refused because the other one holds
-          // the directory.
-          problems.push(`the append of ${payload} exited with ${run.status}: ${run.stderr.trim().split('\n')[0]}`);
+  it(
+    `lets one of two CLI appends over a stale LOCK hold the directory, across ${cliRounds} rounds`,
+    async () => {
+      // The same race through the front door: two `streamstack append` processes started together
+      // over a stale LOCK. Each either appends its record or is refused with LOCKED.
+      const failures = await runRounds(cliRounds, async (round) => {
+        const directory = await prepare('stale');
+        const payloads = ['A', 'B'].map((name) => `cli-${round}-${name}`);
+        const runs = await Promise.all(payloads.map((payload) => cliAppend(directory, payload)));
+        const problems: string[] = [];
+        const acknowledged: Acknowledgement[] = [];
+        for (const [index, run] of runs.entries()) {
+          const payload = payloads[index];
+          const commit = run.status === 0 ? parseLine(run.stdout.trim().split('\n')[0]).commit : undefined;
+          if (run.status === 0 && typeof commit === 'number') {
+            acknowledged.push({ payload, commit });
+          } else if (run.status !== 1 || errorCode(run.stderr) !== 'LOCKED') {
+            // The only way an append may fail here is being refused because the other one holds
+            // the directory.
+            problems.push(`the append of ${payload} exited with ${run.status}: ${run.stderr.trim().split('\n')[0]}`);
+          }
         }
-      }
-      if (acknowledged.length === 0 && problems.length === 0) problems.push('neither append could open the store');
-      problems.push(...(await checkAcknowledgements(directory, acknowledged)));
-      return problems.length > 0 ? { round: String(round), problems } : undefined;
-    });
-    expectNoFailures(failures, cliRounds);
-  }, 60_000 * underLoad);
+        if (acknowledged.length === 0 && problems.length === 0) problems.push('neither append could open the store');
+        problems.push(...(await checkAcknowledgements(directory, acknowledged)));
+        return problems.length > 0 ? { round: String(round), problems } : undefined;
+      });
+      expectNoFailures(failures, cliRounds);
+    },
+    60_000 * underLoad,
+  );
 });
 
 /** `streamstack --data <directory> append f` with one record whose payload is `payload`. */
-function cliAppend(directory: string, payload: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
+function cliAppend(
+  directory: string,
+  payload: string,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliBinary, '--data', directory, 'append', 'f'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cliBinary, '--data', directory, 'append', 'f'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -410,7 +435,10 @@ describe('the fallback lock (no native module): a LOCK file it never guesses abo
     expect(fs.existsSync(path.join(data, 'LOCK'))).toBe(false);
     // A fallback holder that is alive keeps an OS-lock opener out too.
     fs.writeFileSync(path.join(data, 'LOCK'), `${process.pid} file\n`);
-    const withOsLock = spawnSync(process.execPath, [cliBinary, '--data', data, 'append', 'f'], { input: '{"payload":"b"}\n', encoding: 'utf8' });
+    const withOsLock = spawnSync(process.execPath, [cliBinary, '--data', data, 'append', 'f'], {
+      input: '{"payload":"b"}\n',
+      encoding: 'utf8',
+    });
     expect(withOsLock.status).toBe(1);
     expect(withOsLock.stderr).toContain('LOCKED');
     fs.rmSync(path.join(data, 'LOCK'));

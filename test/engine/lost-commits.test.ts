@@ -11,7 +11,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isStreamStackError, Store, type Feed, type ReadOptions, type StoredRecord } from '../../packages/engine/src/index.js';
+import {
+  type Feed,
+  isStreamStackError,
+  type ReadOptions,
+  Store,
+  type StoredRecord,
+} from '../../packages/engine/src/index.js';
 import { cli } from '../support/cli.js';
 import { call, startServer } from '../support/server.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
@@ -46,13 +52,22 @@ async function writeFeed(
   // Appends made together share one group write (each still its own commit).
   const concurrent = options.concurrent ?? 1;
   for (let first = 1; first <= commitCount; first += concurrent) {
-    const batch = Array.from({ length: Math.min(concurrent, commitCount - first + 1) }, (_, at) => recordsOf(first + at));
+    const batch = Array.from({ length: Math.min(concurrent, commitCount - first + 1) }, (_, at) =>
+      recordsOf(first + at),
+    );
     await Promise.all(batch.map((records) => feed.append(records)));
     options.onCommit?.(first + batch.length - 1);
   }
   // What each commit holds, read back: concurrent appends take commit numbers in any order.
   const written: Written[] = [];
-  for await (const record of feed.read()) written.push({ commit: record.commit, position: record.position, type: record.type!, tags: record.tags, key: record.key! });
+  for await (const record of feed.read())
+    written.push({
+      commit: record.commit,
+      position: record.position,
+      type: record.type!,
+      tags: record.tags,
+      key: record.key!,
+    });
   expect(written).toHaveLength(commitCount * recordsPerCommit);
   await store.close();
   return written;
@@ -81,7 +96,10 @@ function readKinds(after: number): { name: string; options: ReadOptions }[] {
   for (const plan of ['auto', 'index', 'scan'] as const) {
     kinds.push({ name: `type t1 (${plan})`, options: { after, filter: { types: ['t1'] }, plan } });
     kinds.push({ name: `tag g2 (${plan})`, options: { after, filter: { tags: ['g2'] }, plan } });
-    kinds.push({ name: `type t0 or tags g1+c3 (${plan})`, options: { after, filter: { items: [{ types: ['t0'] }, { tags: ['g1', 'c3'] }] }, plan } });
+    kinds.push({
+      name: `type t0 or tags g1+c3 (${plan})`,
+      options: { after, filter: { items: [{ types: ['t0'] }, { tags: ['g1', 'c3'] }] }, plan },
+    });
   }
   return kinds;
 }
@@ -98,7 +116,10 @@ async function attempt(read: () => AsyncIterable<StoredRecord> | AsyncIterable<S
 }
 
 /** Every form a read takes: objects, one-commit batches, columns. */
-function forms(feed: Feed, options: ReadOptions): { form: string; read: () => AsyncIterable<StoredRecord> | AsyncIterable<StoredRecord[]> }[] {
+function forms(
+  feed: Feed,
+  options: ReadOptions,
+): { form: string; read: () => AsyncIterable<StoredRecord> | AsyncIterable<StoredRecord[]> }[] {
   return [
     { form: 'read', read: () => feed.read(options) },
     { form: 'readBatches', read: () => feed.readBatches(options) },
@@ -115,8 +136,23 @@ function forms(feed: Feed, options: ReadOptions): { form: string; read: () => As
  * Checks every read kind from cursors before, inside and after the lost commits `lost`: a read
  * whose range holds a lost commit fails CORRUPT; a read after them returns what was written.
  */
-async function checkReads(feed: Feed, written: readonly Written[], lost: { from: number; to: number }): Promise<{ refused: number; exact: number }> {
-  const cursors = [0, lost.from - 2, lost.from - 1, lost.from, lost.from + 1, Math.floor((lost.from + lost.to) / 2), lost.to - 1, lost.to, lost.to + 1, commitCount - 3];
+async function checkReads(
+  feed: Feed,
+  written: readonly Written[],
+  lost: { from: number; to: number },
+): Promise<{ refused: number; exact: number }> {
+  const cursors = [
+    0,
+    lost.from - 2,
+    lost.from - 1,
+    lost.from,
+    lost.from + 1,
+    Math.floor((lost.from + lost.to) / 2),
+    lost.to - 1,
+    lost.to,
+    lost.to + 1,
+    commitCount - 3,
+  ];
   let refused = 0;
   let exact = 0;
   const failures: string[] = [];
@@ -126,8 +162,12 @@ async function checkReads(feed: Feed, written: readonly Written[], lost: { from:
         const what = `${form} ${name} after ${after}`;
         const outcome = await attempt(read);
         if (after < lost.to) {
-          if ('records' in outcome) failures.push(`${what}: returned ${outcome.records.length} records over lost commits ${lost.from}–${lost.to}`);
-          else if (!isStreamStackError(outcome.error, 'CORRUPT')) failures.push(`${what}: threw ${String(outcome.error)}, not CORRUPT`);
+          if ('records' in outcome)
+            failures.push(
+              `${what}: returned ${outcome.records.length} records over lost commits ${lost.from}–${lost.to}`,
+            );
+          else if (!isStreamStackError(outcome.error, 'CORRUPT'))
+            failures.push(`${what}: threw ${String(outcome.error)}, not CORRUPT`);
           else refused++;
           continue;
         }
@@ -137,14 +177,25 @@ async function checkReads(feed: Feed, written: readonly Written[], lost: { from:
         }
         // Records after the lost commits: RAW filters are checked against what was written.
         if (options.mode === undefined) {
-          const filter = options.filter as { types?: string[]; tags?: string[]; items?: { types?: string[]; tags?: string[] }[] } | undefined;
+          const filter = options.filter as
+            | { types?: string[]; tags?: string[]; items?: { types?: string[]; tags?: string[] }[] }
+            | undefined;
           const items = filter ? (filter.items ?? [filter]) : undefined;
           const expected = written
             .filter((record) => record.commit > after)
-            .filter((record) => !items || items.some((item) => (!item.types || item.types.includes(record.type)) && (!item.tags || item.tags.every((tag) => record.tags.includes(tag)))))
+            .filter(
+              (record) =>
+                !items ||
+                items.some(
+                  (item) =>
+                    (!item.types || item.types.includes(record.type)) &&
+                    (!item.tags || item.tags.every((tag) => record.tags.includes(tag))),
+                ),
+            )
             .map((record) => record.position);
           const got = outcome.records.map((record) => record.position);
-          if (JSON.stringify(got) !== JSON.stringify(expected)) failures.push(`${what}: returned ${got.length} positions, expected ${expected.length}`);
+          if (JSON.stringify(got) !== JSON.stringify(expected))
+            failures.push(`${what}: returned ${got.length} positions, expected ${expected.length}`);
         } else if (outcome.records.some((record) => record.commit <= after)) {
           failures.push(`${what}: returned a record at or before its cursor`);
         }
@@ -156,8 +207,12 @@ async function checkReads(feed: Feed, written: readonly Written[], lost: { from:
   for (const { name, options } of readKinds(0).filter((kind) => kind.options.filter && !kind.options.mode)) {
     const upTo = lost.from - 1;
     const outcome = await attempt(() => feed.read({ ...options, upTo }));
-    if ('error' in outcome) failures.push(`read ${name} up to ${upTo}: threw ${String(outcome.error)} although it ends before the lost commits`);
-    else if (outcome.records.some((record) => record.commit > upTo) || outcome.records.length === 0) failures.push(`read ${name} up to ${upTo}: returned records past its end, or none`);
+    if ('error' in outcome)
+      failures.push(
+        `read ${name} up to ${upTo}: threw ${String(outcome.error)} although it ends before the lost commits`,
+      );
+    else if (outcome.records.some((record) => record.commit > upTo) || outcome.records.length === 0)
+      failures.push(`read ${name} up to ${upTo}: returned records past its end, or none`);
     else exact++;
   }
   expect(failures).toEqual([]);
@@ -174,7 +229,10 @@ describe('reads over lost commits', () => {
       const victim = segments[Math.floor(segments.length / 2)];
       const base = Number(path.basename(victim, '.hist'));
       const next = Number(path.basename(segments[segments.indexOf(victim) + 1], '.hist'));
-      const lost = { from: written.find((record) => record.position === base)!.commit, to: written.find((record) => record.position === next)!.commit - 1 };
+      const lost = {
+        from: written.find((record) => record.position === base)!.commit,
+        to: written.find((record) => record.position === next)!.commit - 1,
+      };
       expect(lost.to - lost.from).toBeGreaterThan(3);
       fs.rmSync(victim);
 
@@ -185,12 +243,15 @@ describe('reads over lost commits', () => {
         expect(refused).toBeGreaterThan(0);
         expect(exact).toBeGreaterThan(0);
         // Each lost commit fails on its own, and the commits on either side read whole.
-        for (const commit of [lost.from, lost.from + 1, lost.to]) await expect(feed.readCommit(commit)).rejects.toMatchObject({ code: 'CORRUPT' });
+        for (const commit of [lost.from, lost.from + 1, lost.to])
+          await expect(feed.readCommit(commit)).rejects.toMatchObject({ code: 'CORRUPT' });
         expect(await feed.readCommit(lost.from - 1)).toHaveLength(recordsPerCommit);
         expect(await feed.readCommit(lost.to + 1)).toHaveLength(recordsPerCommit);
         // The segment's summary survived it: each lost commit keeps its own positions.
         const listed = await collect(feed.commits({ after: lost.from - 1, limit: lost.to - lost.from + 1 }));
-        expect(listed.map((commit) => [commit.commit, commit.stream, commit.firstPosition, commit.lastPosition])).toEqual(
+        expect(
+          listed.map((commit) => [commit.commit, commit.stream, commit.firstPosition, commit.lastPosition]),
+        ).toEqual(
           listed.map((commit) => {
             const first = written.find((record) => record.commit === commit.commit)!.position;
             return [commit.commit, '', first, first + recordsPerCommit - 1];
@@ -221,7 +282,11 @@ describe('reads over lost commits', () => {
       const written = await writeFeed(directory, kernels, {
         onCommit: (commit) => {
           if (commit % 10 !== 0) return;
-          const newest = fs.readdirSync(historyDirectory(directory)).filter((file) => file.endsWith('.hist')).sort().at(-1)!;
+          const newest = fs
+            .readdirSync(historyDirectory(directory))
+            .filter((file) => file.endsWith('.hist'))
+            .sort()
+            .at(-1)!;
           copies.set(`${newest}@${commit}`, fs.readFileSync(path.join(historyDirectory(directory), newest)));
         },
       });
@@ -294,13 +359,19 @@ describe('reads over lost commits', () => {
       const victim = segments[Math.floor(segments.length / 2)];
       const base = Number(path.basename(victim, '.hist'));
       const next = Number(path.basename(segments[segments.indexOf(victim) + 1], '.hist'));
-      const lost = { from: written.find((record) => record.position === base)!.commit, to: written.find((record) => record.position === next)!.commit - 1 };
+      const lost = {
+        from: written.find((record) => record.position === base)!.commit,
+        to: written.find((record) => record.position === next)!.commit - 1,
+      };
       fs.rmSync(victim);
       const inside = String(lost.from + 2);
       const after = String(lost.to);
       const env = { STREAMSTACK_KERNELS: kernels };
       for (const plan of ['auto', 'index', 'scan']) {
-        for (const filter of [['--type', 't1'], ['--tag', 'g2']]) {
+        for (const filter of [
+          ['--type', 't1'],
+          ['--tag', 'g2'],
+        ]) {
           const refused = cli(directory, ['read', 'f', '--after', inside, ...filter, '--plan', plan], '', env);
           expect(refused.status, `read --after ${inside} ${filter.join(' ')} --plan ${plan}`).toBe(1);
           expect(refused.error).toMatchObject({ code: 'CORRUPT' });
@@ -316,7 +387,9 @@ describe('reads over lost commits', () => {
       for (const query of ['type=t1', 'tag=g2', 'type=t1&mode=latest', 'tag=g2&mode=dedup']) {
         const refused = await call(url, 'GET', `/v1/feeds/f/records?after=${inside}&${query}`);
         expect(refused.status, query).toBe(500);
-        expect(refused.json?.error ?? JSON.parse(refused.text.trim().split('\n').at(-1)!).error).toMatchObject({ code: 'CORRUPT' });
+        expect(refused.json?.error ?? JSON.parse(refused.text.trim().split('\n').at(-1)!).error).toMatchObject({
+          code: 'CORRUPT',
+        });
         const sound = await call(url, 'GET', `/v1/feeds/f/records?after=${after}&${query}`);
         expect(sound.status, query).toBe(200);
         expect(sound.lines.length).toBeGreaterThan(0);

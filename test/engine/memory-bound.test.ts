@@ -25,7 +25,12 @@ describe('memory of finished segments', () => {
     const store = await openStore(temporaryDirectory(), { segmentBytes: 64 * 1024 });
     const feed = await store.createFeed('f');
     const writer = feed.writer as unknown as Tails & { idle(): Promise<void> };
-    const record = (n: number) => ({ payload: `record ${n} ${'.'.repeat(200)}`, key: `k${n}`, type: `t${n % 3}`, tags: [`tag-${n % 11}`] });
+    const record = (n: number) => ({
+      payload: `record ${n} ${'.'.repeat(200)}`,
+      key: `k${n}`,
+      type: `t${n % 3}`,
+      tags: [`tag-${n % 11}`],
+    });
 
     await feed.append([record(0)]);
     await writer.idle();

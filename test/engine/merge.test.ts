@@ -7,19 +7,37 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
 import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
+import { type AppendRecord, type Feed, type StoredRecord, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { mergeSegmentsTrigger } from '../../packages/engine/src/limits.js';
 import { segmentFile } from '../../packages/engine/src/storage/segment-set.js';
-import { collect, filledFeed, historySegmentBases, openStore, temporaryDirectory, recordShapes } from '../support/store.js';
+import {
+  collect,
+  filledFeed,
+  historySegmentBases,
+  openStore,
+  recordShapes,
+  temporaryDirectory,
+} from '../support/store.js';
 
 function commitRecords(index: number): AppendRecord[] {
   return [
-    { payload: `{"n":${index},"fill":"${'y'.repeat(1200)}"}`, key: `k${index % 11}`, version: index % 5 === 0 ? 1 : index, type: 'update', tags: [`group:${index % 3}`] },
+    {
+      payload: `{"n":${index},"fill":"${'y'.repeat(1200)}"}`,
+      key: `k${index % 11}`,
+      version: index % 5 === 0 ? 1 : index,
+      type: 'update',
+      tags: [`group:${index % 3}`],
+    },
     // Payloads repeated across segments: the merged segment stores each once.
     { payload: `shared ${'z'.repeat(600)} ${index % 4}`, type: 'shared', tags: ['all'] },
-    { payload: `event ${index}`, type: index % 2 === 0 ? 'even' : 'odd', tags: ['all', `n:${index}`], ...(index % 7 === 0 ? { key: `k${index % 11}`, tombstone: true } : {}) },
+    {
+      payload: `event ${index}`,
+      type: index % 2 === 0 ? 'even' : 'odd',
+      tags: ['all', `n:${index}`],
+      ...(index % 7 === 0 ? { key: `k${index % 11}`, tombstone: true } : {}),
+    },
   ];
 }
 
@@ -96,7 +114,9 @@ describe('merging compaction', () => {
 
     // What the merge built for its segment is byte for byte what a rebuild from it writes.
     const indexDirectory = path.join(directory, 'feeds', 'f', 'index');
-    const derivedFiles = ['.idx', '.keys', '.fps'].map((extension) => segmentFile(indexDirectory, before[0], extension));
+    const derivedFiles = ['.idx', '.keys', '.fps'].map((extension) =>
+      segmentFile(indexDirectory, before[0], extension),
+    );
     const built = derivedFiles.map((file) => fs.readFileSync(file));
     for (const file of derivedFiles) fs.rmSync(file);
     const rebuilding = await openStore(directory, { kernels: tsKernels });
@@ -136,7 +156,8 @@ describe('merging compaction', () => {
     for (const part of ['history', 'index']) {
       for (const name of fs.readdirSync(path.join(feedDirectory, part))) {
         const base = Number(name.slice(0, 16));
-        if (/^\d{16}\./.test(name) && base !== bases[0] && base < bases[bases.length - 2]) saved.set(path.join(part, name), fs.readFileSync(path.join(feedDirectory, part, name)));
+        if (/^\d{16}\./.test(name) && base !== bases[0] && base < bases[bases.length - 2])
+          saved.set(path.join(part, name), fs.readFileSync(path.join(feedDirectory, part, name)));
       }
     }
     expect(saved.size).toBeGreaterThan(0);
@@ -183,7 +204,10 @@ describe('merging compaction', () => {
     const store = await openStore(directory, { kernels: tsKernels });
     const feed = await store.createFeed('f');
     // About one commit per 64 KiB segment: four records of 14 KiB each.
-    const big = (index: number, part: number) => ({ payload: `${index}:${part}:${'w'.repeat(14 * 1024)}`, key: `k${index % 9}` });
+    const big = (index: number, part: number) => ({
+      payload: `${index}:${part}:${'w'.repeat(14 * 1024)}`,
+      key: `k${index % 9}`,
+    });
     let index = 0;
     while (historySegmentBases(directory).length <= mergeSegmentsTrigger + 2) {
       index++;

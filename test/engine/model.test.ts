@@ -26,22 +26,31 @@ import zlib from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import {
-  limits,
-  StreamStackError,
   type AppendRecord,
   type Commit,
   type Feed,
-  type ReadMode,
+  limits,
   type Plan,
   type QueryItem,
+  type ReadMode,
   type RecordFilter,
   type Store,
   type StoredRecord,
   Stream,
   type StreamRecord,
+  StreamStackError,
 } from '../../packages/engine/src/index.js';
 import { branchTally } from '../support/branches.js';
-import { ManualClock, cursorOf, openStore, sequentialIds, temporaryDirectory, text, digestTree, collect } from '../support/store.js';
+import {
+  collect,
+  cursorOf,
+  digestTree,
+  ManualClock,
+  openStore,
+  sequentialIds,
+  temporaryDirectory,
+  text,
+} from '../support/store.js';
 
 // ---- An independent default fingerprint -----------------------------------------------------
 
@@ -62,7 +71,8 @@ function crc32c(bytes: Uint8Array): number {
 }
 
 const encoder = new TextEncoder();
-const hex = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
+const hex = (bytes: Uint8Array): string =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
 
 function defaultFingerprint(payload: string): string {
   const bytes = encoder.encode(payload);
@@ -112,18 +122,30 @@ const recordArb: fc.Arbitrary<RecordSpec> = fc
     ),
     asBytes: fc.boolean(),
     key: fc.option(fc.constantFrom(...keys), { nil: undefined, freq: 3 }),
-    version: fc.option(fc.oneof({ weight: 8, arbitrary: fc.nat(3) }, { weight: 1, arbitrary: fc.constantFrom(2 ** 31, 2 ** 32 + 1, Number.MAX_SAFE_INTEGER) }), {
-      nil: undefined,
-      freq: 2,
-    }),
+    version: fc.option(
+      fc.oneof(
+        { weight: 8, arbitrary: fc.nat(3) },
+        { weight: 1, arbitrary: fc.constantFrom(2 ** 31, 2 ** 32 + 1, Number.MAX_SAFE_INTEGER) },
+      ),
+      {
+        nil: undefined,
+        freq: 2,
+      },
+    ),
     tombstone: fc.nat(5).map((n) => n === 0),
     type: fc.option(fc.constantFrom(...types), { nil: undefined, freq: 3 }),
     tags: fc.uniqueArray(fc.constantFrom(...tags), { maxLength: 3, size: 'max' }),
-    fingerprint: fc.option(fc.record({ form: fc.constantFrom('string' as const, 'bytes' as const), value: fc.constantFrom('fp-1', 'fp-2') }), {
+    fingerprint: fc.option(
+      fc.record({ form: fc.constantFrom('string' as const, 'bytes' as const), value: fc.constantFrom('fp-1', 'fp-2') }),
+      {
+        nil: undefined,
+        freq: 6,
+      },
+    ),
+    timestamp: fc.option(fc.oneof(fc.nat(2_000_000_000_000), fc.constantFrom(0, Number.MAX_SAFE_INTEGER)), {
       nil: undefined,
       freq: 6,
     }),
-    timestamp: fc.option(fc.oneof(fc.nat(2_000_000_000_000), fc.constantFrom(0, Number.MAX_SAFE_INTEGER)), { nil: undefined, freq: 6 }),
   })
   .map((record) => ({ ...record, tombstone: record.tombstone && record.key !== undefined }));
 
@@ -140,7 +162,10 @@ function toAppend(spec: RecordSpec): AppendRecord {
     ...(spec.tags.length === 0 ? {} : { tags: spec.tags }),
     ...(spec.fingerprint === undefined
       ? {}
-      : { fingerprint: spec.fingerprint.form === 'string' ? spec.fingerprint.value : encoder.encode(spec.fingerprint.value) }),
+      : {
+          fingerprint:
+            spec.fingerprint.form === 'string' ? spec.fingerprint.value : encoder.encode(spec.fingerprint.value),
+        }),
     ...(spec.timestamp === undefined ? {} : { timestamp: spec.timestamp }),
   };
 }
@@ -406,7 +431,12 @@ async function drain<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 /** What every write leaves true: the head, the record count and the open stream. */
 async function checkHead(m: Model, r: Real): Promise<void> {
   const info = await r.feed.info();
-  expect({ commits: info.commits, records: info.records, activeStream: info.activeStream, head: info.head?.commit ?? null }).toEqual({
+  expect({
+    commits: info.commits,
+    records: info.records,
+    activeStream: info.activeStream,
+    head: info.head?.commit ?? null,
+  }).toEqual({
     commits: head(m),
     records: lastPosition(m),
     activeStream: m.open?.id ?? null,
@@ -430,10 +460,18 @@ class OpenStream implements Command {
       return;
     }
     r.clock.advance(7);
-    const stream = await r.feed.openStream({ token: r.token, ...(this.message === undefined ? {} : { message: this.message }) });
+    const stream = await r.feed.openStream({
+      token: r.token,
+      ...(this.message === undefined ? {} : { message: this.message }),
+    });
     expect(await stream.info()).toMatchObject({ id: stream.id, state: 'open', records: 0 });
     r.stream = stream;
-    m.open = { id: stream.id, openedAt: r.clock.now, ...(this.message === undefined ? {} : { message: this.message }), records: [] };
+    m.open = {
+      id: stream.id,
+      openedAt: r.clock.now,
+      ...(this.message === undefined ? {} : { message: this.message }),
+      records: [],
+    };
     await checkHead(m, r);
   }
   toString = () => `openStream(${JSON.stringify(this.message)})`;
@@ -458,7 +496,9 @@ class AppendBatches implements Command {
       const during = (await r.feed.stream(open.id)).read();
       const results = await Promise.all(pending);
       // Each batch gets a contiguous range of seqs, and together they tile the next seqs.
-      const order = results.map((result, index) => ({ result, index })).sort((a, b) => a.result.firstSeq - b.result.firstSeq);
+      const order = results
+        .map((result, index) => ({ result, index }))
+        .sort((a, b) => a.result.firstSeq - b.result.firstSeq);
       const boundaries = [open.records.length];
       let next = open.records.length + 1;
       for (const { result, index } of order) {
@@ -476,7 +516,9 @@ class AppendBatches implements Command {
         if (this.mode === 'wrongSeq') {
           const wrong = Math.max(0, next + this.wrongBy);
           if (wrong !== next) {
-            const error = await errorOf(() => stream.append(batch.map(toAppend), { token: r.token, expectedSeq: wrong }));
+            const error = await errorOf(() =>
+              stream.append(batch.map(toAppend), { token: r.token, expectedSeq: wrong }),
+            );
             expect(error).toMatchObject({ code: 'SEQ_MISMATCH', details: { expected: wrong, actual: next } });
             continue;
           }
@@ -494,7 +536,8 @@ class AppendBatches implements Command {
     expect(await stream.info()).toMatchObject({ id: open.id, state: 'open', records: open.records.length });
     await checkHead(m, r);
   }
-  toString = () => `append[${this.mode}${this.mode === 'wrongSeq' ? ` ${this.wrongBy}` : ''}](${this.batches.map((b) => b.length).join(',')})`;
+  toString = () =>
+    `append[${this.mode}${this.mode === 'wrongSeq' ? ` ${this.wrongBy}` : ''}](${this.batches.map((b) => b.length).join(',')})`;
 }
 
 class Seal implements Command {
@@ -504,7 +547,10 @@ class Seal implements Command {
   async run(m: Model, r: Real): Promise<void> {
     const open = m.open!;
     r.clock.advance(13);
-    const commit = await r.stream!.seal({ token: r.token, ...(this.message === undefined ? {} : { message: this.message }) });
+    const commit = await r.stream!.seal({
+      token: r.token,
+      ...(this.message === undefined ? {} : { message: this.message }),
+    });
     const expected = publish(m, open.id, open.records, {
       openedAt: open.openedAt,
       sealedAt: r.clock.now,
@@ -567,11 +613,17 @@ class OneShot implements Command {
     expect(order.map(({ commit }) => commit.commit)).toEqual(this.batches.map((_, index) => head(m) + 1 + index));
     for (const { commit, index } of order) {
       const records = this.batches[index].map((spec, at) => modelRecord(spec, commit.stream, at + 1, now));
-      const expected = publish(m, commit.stream, records, { openedAt: now, sealedAt: now, message: this.message ?? null, oneShot: true });
+      const expected = publish(m, commit.stream, records, {
+        openedAt: now,
+        sealedAt: now,
+        message: this.message ?? null,
+        oneShot: true,
+      });
       expect(commitView(commit)).toEqual(modelCommitView(expected));
     }
     if (reader) {
-      for (let next = await reader.iterator.next(); !next.done; next = await reader.iterator.next()) reader.got.push(...next.value);
+      for (let next = await reader.iterator.next(); !next.done; next = await reader.iterator.next())
+        reader.got.push(...next.value);
       expect(reader.got.map(viewOf)).toEqual(reader.expected.map((record) => modelView(record)));
     }
     await checkHead(m, r);
@@ -597,8 +649,10 @@ class MixedConcurrent implements Command {
     const oneShots: Promise<Commit>[] = [];
     const rounds = Math.max(this.streamBatches.length, this.oneShotBatches.length);
     for (let index = 0; index < rounds; index++) {
-      if (index < this.streamBatches.length) appends.push(r.stream!.append(this.streamBatches[index].map(toAppend), { token: r.token }));
-      if (index < this.oneShotBatches.length) oneShots.push(r.feed.append(this.oneShotBatches[index].map(toAppend), { token: r.token }));
+      if (index < this.streamBatches.length)
+        appends.push(r.stream!.append(this.streamBatches[index].map(toAppend), { token: r.token }));
+      if (index < this.oneShotBatches.length)
+        oneShots.push(r.feed.append(this.oneShotBatches[index].map(toAppend), { token: r.token }));
     }
     // Reads racing the writes, started before any of them lands, after the first one-shot
     // has, and a turn of the event loop later.
@@ -617,17 +671,28 @@ class MixedConcurrent implements Command {
       if (index % 3 === 2) race(read);
     });
     const [seqs, commits] = await Promise.all([Promise.all(appends), Promise.all(oneShots)]);
-    const bySeq = seqs.map((result, index) => ({ result, index })).sort((a, b) => a.result.firstSeq - b.result.firstSeq);
+    const bySeq = seqs
+      .map((result, index) => ({ result, index }))
+      .sort((a, b) => a.result.firstSeq - b.result.firstSeq);
     let next = open.records.length + 1;
     for (const { result, index } of bySeq) {
       expect(result).toMatchObject({ firstSeq: next, lastSeq: next + this.streamBatches[index].length - 1 });
       for (const spec of this.streamBatches[index]) open.records.push(modelRecord(spec, open.id, next++, now));
     }
-    const byCommit = commits.map((commit, index) => ({ commit, index })).sort((a, b) => a.commit.commit - b.commit.commit);
-    expect(byCommit.map(({ commit }) => commit.commit)).toEqual(this.oneShotBatches.map((_, index) => head(m) + 1 + index));
+    const byCommit = commits
+      .map((commit, index) => ({ commit, index }))
+      .sort((a, b) => a.commit.commit - b.commit.commit);
+    expect(byCommit.map(({ commit }) => commit.commit)).toEqual(
+      this.oneShotBatches.map((_, index) => head(m) + 1 + index),
+    );
     for (const { commit, index } of byCommit) {
       const records = this.oneShotBatches[index].map((spec, at) => modelRecord(spec, commit.stream, at + 1, now));
-      const expected = publish(m, commit.stream, records, { openedAt: now, sealedAt: now, message: null, oneShot: true });
+      const expected = publish(m, commit.stream, records, {
+        openedAt: now,
+        sealedAt: now,
+        message: null,
+        oneShot: true,
+      });
       expect(commitView(commit)).toEqual(modelCommitView(expected));
     }
     // Each racing read saw the feed as of one head between the one before and the one after.
@@ -635,16 +700,21 @@ class MixedConcurrent implements Command {
       const heads = Array.from({ length: head(m) - before + 1 }, (_, index) => before + index);
       const answers = heads.map((at) => expectedRacingRead({ ...m, commits: m.commits.slice(0, at) }, read));
       if (!answers.some((answer) => isDeepStrictEqual(answer, got))) {
-        expect(got, `${JSON.stringify(read)} matches no head from ${before} to ${head(m)}`).toEqual(answers[answers.length - 1]);
+        expect(got, `${JSON.stringify(read)} matches no head from ${before} to ${head(m)}`).toEqual(
+          answers[answers.length - 1],
+        );
       }
     }
     await checkHead(m, r);
   }
-  toString = () => `mixed(stream ${this.streamBatches.map((b) => b.length).join(',')}; oneShot ${this.oneShotBatches.map((b) => b.length).join(',')})`;
+  toString = () =>
+    `mixed(stream ${this.streamBatches.map((b) => b.length).join(',')}; oneShot ${this.oneShotBatches.map((b) => b.length).join(',')})`;
 }
 
 /** The reads `MixedConcurrent` runs while its writes are in flight. */
-type RacingRead = { readonly kind: 'read'; readonly spec: ReadSpec & { plan?: Plan } } | { readonly kind: 'get'; readonly key: string };
+type RacingRead =
+  | { readonly kind: 'read'; readonly spec: ReadSpec & { plan?: Plan } }
+  | { readonly kind: 'get'; readonly key: string };
 
 const racingReads: readonly RacingRead[] = [
   { kind: 'read', spec: { after: 0, mode: 'raw' } },
@@ -652,7 +722,10 @@ const racingReads: readonly RacingRead[] = [
   { kind: 'read', spec: { after: 0, mode: 'latest' } },
   { kind: 'get', key: 'k1' },
   { kind: 'read', spec: { after: 0, mode: 'raw', filter: { tags: ['red'] }, plan: 'index' } },
-  { kind: 'read', spec: { after: 0, mode: 'raw', filter: { items: [{ types: ['t1'] }, { tags: ['green'] }] }, plan: 'scan' } },
+  {
+    kind: 'read',
+    spec: { after: 0, mode: 'raw', filter: { items: [{ types: ['t1'] }, { tags: ['green'] }] }, plan: 'scan' },
+  },
   { kind: 'get', key: 'k2' },
   { kind: 'read', spec: { after: 0, mode: 'dedup', dedupScope: 'window' } },
   { kind: 'read', spec: { after: 0, mode: 'raw', filter: { types: ['t2'] } } },
@@ -712,7 +785,8 @@ class Reopen implements Command {
     expect(r.feed.recovery).toEqual([]);
     r.stream = await r.feed.activeStream();
     expect(r.stream?.id).toBe(m.open?.id);
-    if (m.open) expect(await r.stream!.info()).toMatchObject({ id: m.open.id, state: 'open', records: m.open.records.length });
+    if (m.open)
+      expect(await r.stream!.info()).toMatchObject({ id: m.open.id, state: 'open', records: m.open.records.length });
     expect(await r.feed.info()).toMatchObject({ epoch: 1, lease: { epoch: 1, holder: 'model' } });
     await checkHead(m, r);
     await checkSubscription(m, r);
@@ -754,7 +828,9 @@ class Read implements Command {
         expect(batch.length).toBeGreaterThan(0);
         // The columns say what the records made from them say.
         expect(Array.from(batch.positions)).toEqual(batch.records().map((record) => record.position));
-        expect(Array.from({ length: batch.length }, (_, row) => text(batch.payload(row)))).toEqual(batch.records().map((record) => text(record.payload)));
+        expect(Array.from({ length: batch.length }, (_, row) => text(batch.payload(row)))).toEqual(
+          batch.records().map((record) => text(record.payload)),
+        );
       }
       // A commit may span batches (at most `columnBatchRowsMax` rows each), in commit order.
       const commitsOfBatches = batches.map((batch) => batch.commit);
@@ -786,7 +862,9 @@ class Commits implements Command {
     const after = scale(this.afterFraction, head(m));
     const got = await collect(r.feed.commits({ after, ...(this.limit === undefined ? {} : { limit: this.limit }) }));
     const window = m.commits.slice(after);
-    expect(got.map(commitView)).toEqual((this.limit === undefined ? window : window.slice(0, this.limit)).map(modelCommitView));
+    expect(got.map(commitView)).toEqual(
+      (this.limit === undefined ? window : window.slice(0, this.limit)).map(modelCommitView),
+    );
     const feedHead = await r.feed.head();
     expect(feedHead === undefined ? undefined : commitView(feedHead)).toEqual(
       head(m) === 0 ? undefined : modelCommitView(m.commits[head(m) - 1]),
@@ -823,7 +901,9 @@ class ReadStream implements Command {
     if (this.target === 'open' && m.open) {
       const stream = await r.feed.stream(m.open.id);
       const got = await stream.read(options);
-      expect(got.map(viewOf)).toEqual(m.open.records.filter((record) => record.seq >= from).map((record) => modelView(record, 'open')));
+      expect(got.map(viewOf)).toEqual(
+        m.open.records.filter((record) => record.seq >= from).map((record) => modelView(record, 'open')),
+      );
       expect(await stream.info()).toMatchObject({ id: m.open.id, state: 'open', records: m.open.records.length });
     } else if (this.target === 'finished' && m.finished.size > 0) {
       const ids = [...m.finished.keys()];
@@ -831,7 +911,9 @@ class ReadStream implements Command {
       const commit = m.commits[m.finished.get(id)! - 1];
       const stream = await r.feed.stream(id);
       const got = await stream.read(options);
-      expect(got.map(viewOf)).toEqual(commit.records.filter((record) => record.seq >= from).map((record) => modelView(record)));
+      expect(got.map(viewOf)).toEqual(
+        commit.records.filter((record) => record.seq >= from).map((record) => modelView(record)),
+      );
       expect(await stream.info()).toMatchObject({ id, state: 'sealed', commit: { commit: commit.commit, stream: id } });
     } else if (this.target === 'aborted' && m.aborted.length > 0) {
       const id = m.aborted[scale(this.pick, m.aborted.length - 1)];
@@ -863,7 +945,9 @@ class Get implements Command {
     const asOf = this.asOfFraction === undefined ? undefined : scale(this.asOfFraction, head(m));
     const got = await r.feed.get(this.key, asOf === undefined ? {} : { asOf });
     const expected = expectedGet(m, this.key, asOf ?? head(m));
-    expect(got === undefined ? undefined : viewOf(got)).toEqual(expected === undefined ? undefined : modelView(expected));
+    expect(got === undefined ? undefined : viewOf(got)).toEqual(
+      expected === undefined ? undefined : modelView(expected),
+    );
   }
   toString = () => `get(${this.key}, asOf ${this.asOfFraction === undefined ? 'head' : `${this.asOfFraction}%`})`;
 }
@@ -910,14 +994,20 @@ class Follow implements Command {
     if (expectedCount === 0) expect(error).toBe(controller.signal.reason);
     else expect(error).toBeUndefined();
     expect(got).toEqual(
-      m.commits.slice(after).map((commit) => ({ commit: modelCommitView(commit), records: commit.records.map((record) => modelView(record)) })),
+      m.commits.slice(after).map((commit) => ({
+        commit: modelCommitView(commit),
+        records: commit.records.map((record) => modelView(record)),
+      })),
     );
   }
   toString = () => `follow(after ${this.afterFraction}%)`;
 }
 
 function expectedLag(m: Model, cursor: number): { commits: number; records: number } {
-  return { commits: head(m) - cursor, records: lastPosition(m) - (cursor === 0 ? 0 : m.commits[cursor - 1].lastPosition) };
+  return {
+    commits: head(m) - cursor,
+    records: lastPosition(m) - (cursor === 0 ? 0 : m.commits[cursor - 1].lastPosition),
+  };
 }
 
 async function checkSubscription(m: Model, r: Real): Promise<void> {
@@ -971,23 +1061,37 @@ class SubscriptionCommand implements Command {
       }
       expect({
         cursor: result.cursor,
-        commits: result.commits.map(({ commit, records: got }) => ({ commit: commitView(commit), records: got.map(viewOf) })),
+        commits: result.commits.map(({ commit, records: got }) => ({
+          commit: commitView(commit),
+          records: got.map(viewOf),
+        })),
       }).toEqual({
         cursor: expected.length === 0 ? m.subscription : expected[expected.length - 1].commit,
-        commits: expected.map((commit) => ({ commit: modelCommitView(commit), records: commit.records.map((record) => modelView(record)) })),
+        commits: expected.map((commit) => ({
+          commit: modelCommitView(commit),
+          records: commit.records.map((record) => modelView(record)),
+        })),
       });
     } else if (this.action === 'advance') {
       const subscription = await r.feed.subscription('sub');
       if (target < m.subscription) {
         await expectCode(() => subscription.advance(target), 'CURSOR_BEHIND');
       } else {
-        expect(await subscription.advance(target)).toMatchObject({ name: 'sub', cursor: target, lag: expectedLag(m, target) });
+        expect(await subscription.advance(target)).toMatchObject({
+          name: 'sub',
+          cursor: target,
+          lag: expectedLag(m, target),
+        });
         m.subscription = target;
       }
       await expectCode(() => subscription.advance(head(m) + 1), 'CURSOR_OUT_OF_RANGE');
     } else if (this.action === 'reset') {
       const subscription = await r.feed.subscription('sub');
-      expect(await subscription.reset(target)).toMatchObject({ name: 'sub', cursor: target, lag: expectedLag(m, target) });
+      expect(await subscription.reset(target)).toMatchObject({
+        name: 'sub',
+        cursor: target,
+        lag: expectedLag(m, target),
+      });
       m.subscription = target;
       await expectCode(() => subscription.reset(-1), 'CURSOR_OUT_OF_RANGE');
     } else {
@@ -996,7 +1100,8 @@ class SubscriptionCommand implements Command {
     }
     await checkSubscription(m, r);
   }
-  toString = () => `subscription(${this.action} @${this.fraction}%${this.max === undefined ? '' : `, max ${this.max}`})`;
+  toString = () =>
+    `subscription(${this.action} @${this.fraction}%${this.max === undefined ? '' : `, max ${this.max}`})`;
 }
 
 // ---- Generators of commands ---------------------------------------------------------------------
@@ -1014,12 +1119,17 @@ const filterItemArb: fc.Arbitrary<QueryItem> = fc
 const filterArb: fc.Arbitrary<RecordFilter | undefined> = fc.option(
   fc.oneof(
     { weight: 3, arbitrary: filterItemArb },
-    { weight: 1, arbitrary: fc.array(filterItemArb, { minLength: 1, maxLength: 3, size: 'max' }).map((items) => ({ items })) },
+    {
+      weight: 1,
+      arbitrary: fc.array(filterItemArb, { minLength: 1, maxLength: 3, size: 'max' }).map((items) => ({ items })),
+    },
   ),
   { nil: undefined, freq: 3 },
 );
 
-const openStreamArb = fc.option(fc.constantFrom('nightly', 'hourly'), { nil: undefined }).map((message) => new OpenStream(message));
+const openStreamArb = fc
+  .option(fc.constantFrom('nightly', 'hourly'), { nil: undefined })
+  .map((message) => new OpenStream(message));
 const appendArb = fc
   .tuple(
     fc.array(batchArb, { minLength: 1, maxLength: 3, size: 'max' }),
@@ -1107,7 +1217,13 @@ type CommandBranch = keyof typeof commandTally.counts;
 function branchesOf(command: Command, m: Readonly<Model>): CommandBranch[] {
   if (command instanceof OpenStream) return [m.open ? 'open a stream while one is open (refused)' : 'open a stream'];
   if (command instanceof AppendBatches) {
-    return [command.mode === 'wrongSeq' ? 'append: wrongSeq (refused)' : command.mode === 'concurrent' ? 'append: concurrent batches' : `append: ${command.mode}`];
+    return [
+      command.mode === 'wrongSeq'
+        ? 'append: wrongSeq (refused)'
+        : command.mode === 'concurrent'
+          ? 'append: concurrent batches'
+          : `append: ${command.mode}`,
+    ];
   }
   if (command instanceof Seal) return ['seal'];
   if (command instanceof Abort) return ['abort'];
@@ -1137,11 +1253,19 @@ function branchesOf(command: Command, m: Readonly<Model>): CommandBranch[] {
     if (command.target === 'aborted' && m.aborted.length > 0) return ['readStream: an aborted stream'];
     return ['readStream: an unknown stream'];
   }
-  if (command instanceof Get) return [command.asOfFraction === undefined || scale(command.asOfFraction, head(m)) === head(m) ? 'get at the head' : 'get as of an earlier commit'];
+  if (command instanceof Get)
+    return [
+      command.asOfFraction === undefined || scale(command.asOfFraction, head(m)) === head(m)
+        ? 'get at the head'
+        : 'get as of an earlier commit',
+    ];
   if (command instanceof BadCursor) return ['bad cursor (refused)'];
   if (command instanceof Follow) return ['follow'];
   if (command instanceof SubscriptionCommand) {
-    if (command.action === 'create') return [m.subscription === undefined ? 'subscription: create' : 'subscription: create while one exists (refused)'];
+    if (command.action === 'create')
+      return [
+        m.subscription === undefined ? 'subscription: create' : 'subscription: create while one exists (refused)',
+      ];
     return [m.subscription === undefined ? 'subscription: none exists (refused)' : `subscription: ${command.action}`];
   }
   throw new Error(`a command the tally does not know: ${String(command)}`);
@@ -1171,9 +1295,14 @@ const commandArbs: fc.Arbitrary<Command>[] = [
   oneShotArb,
   oneShotArb,
   fc
-    .tuple(fc.array(batchArb, { minLength: 1, maxLength: 3, size: 'max' }), fc.array(batchArb, { minLength: 1, maxLength: 3, size: 'max' }))
+    .tuple(
+      fc.array(batchArb, { minLength: 1, maxLength: 3, size: 'max' }),
+      fc.array(batchArb, { minLength: 1, maxLength: 3, size: 'max' }),
+    )
     .map(([a, b]) => new MixedConcurrent(a, b)),
-  fc.tuple(fraction, fc.constantFrom('append' as const, 'seal' as const, 'abort' as const)).map(([pick, action]) => new WriteFinished(pick, action)),
+  fc
+    .tuple(fraction, fc.constantFrom('append' as const, 'seal' as const, 'abort' as const))
+    .map(([pick, action]) => new WriteFinished(pick, action)),
   fc.constant(new Reopen()),
   fc
     .tuple(
@@ -1189,9 +1318,15 @@ const commandArbs: fc.Arbitrary<Command>[] = [
   fc.tuple(fraction, fc.option(fc.nat(6), { nil: undefined })).map(([after, limit]) => new Commits(after, limit)),
   fraction.map((at) => new ReadCommit(at)),
   fc
-    .tuple(fc.constantFrom('open' as const, 'finished' as const, 'aborted' as const, 'unknown' as const), fraction, fc.option(fc.nat(12), { nil: undefined }))
+    .tuple(
+      fc.constantFrom('open' as const, 'finished' as const, 'aborted' as const, 'unknown' as const),
+      fraction,
+      fc.option(fc.nat(12), { nil: undefined }),
+    )
     .map(([target, pick, fromSeq]) => new ReadStream(target, pick, fromSeq)),
-  fc.tuple(fc.constantFrom(...keys, 'never-written'), fc.option(fraction, { nil: undefined })).map(([key, asOf]) => new Get(key, asOf)),
+  fc
+    .tuple(fc.constantFrom(...keys, 'never-written'), fc.option(fraction, { nil: undefined }))
+    .map(([key, asOf]) => new Get(key, asOf)),
   fc.constantFrom('pastHead' as const, 'negative' as const, 'fraction' as const).map((cursor) => new BadCursor(cursor)),
   fraction.map((after) => new Follow(after)),
   subscriptionArb,
@@ -1204,20 +1339,23 @@ async function checkEverything(m: Model, r: Real): Promise<void> {
   await checkSubscription(m, r);
   expect((await drain(r.feed.read())).map(viewOf)).toEqual(published(m).map((record) => modelView(record)));
   for (const mode of ['dedup', 'latest'] as const) {
-    expect((await drain(r.feed.read({ mode }))).map(viewOf)).toEqual(expectedRead(m, { after: 0, mode }).map((record) => modelView(record)));
+    expect((await drain(r.feed.read({ mode }))).map(viewOf)).toEqual(
+      expectedRead(m, { after: 0, mode }).map((record) => modelView(record)),
+    );
   }
   expect((await collect(r.feed.commits())).map(commitView)).toEqual(m.commits.map(modelCommitView));
   for (const key of keys) {
     for (let asOf = 0; asOf <= head(m); asOf++) {
       const got = await r.feed.get(key, { asOf });
       const expected = expectedGet(m, key, asOf);
-      expect(got === undefined ? undefined : viewOf(got), `get(${key}, asOf ${asOf})`).toEqual(expected === undefined ? undefined : modelView(expected));
+      expect(got === undefined ? undefined : viewOf(got), `get(${key}, asOf ${asOf})`).toEqual(
+        expected === undefined ? undefined : modelView(expected),
+      );
     }
   }
   const [verification] = await r.store.verify('f');
   expect(verification).toMatchObject({ ok: true, commits: head(m), records: lastPosition(m) });
 }
-
 
 describe('a feed against its model', () => {
   /**
@@ -1229,41 +1367,63 @@ describe('a feed against its model', () => {
   const numRuns = 150;
   const timeLimitMs = 100_000;
 
-  it('agrees with the model under random writes, restarts and reads', async () => {
-    const started = Date.now();
-    const details = await fc.check(
-      fc.asyncProperty(fc.commands(commandArbs.map((arbitrary) => arbitrary.map((command) => new Tallied(command))), { maxCommands: 80, size: 'max' }), async (commands) => {
-        const directory = temporaryDirectory('streamstack-model-');
-        const clock = new ManualClock();
-        const newId = sequentialIds('s');
-        const store = await openStore(directory, { clock: clock.read, newId });
-        const feed = await store.createFeed('f');
-        const { token } = await feed.acquireLease({ holder: 'model', ttlMs: limits.leaseTtlMsMax });
-        const real: Real = { directory, clock, newId, store, feed, token, stream: undefined };
-        const model: Model = { commits: [], open: undefined, finished: new Map(), aborted: [], abortedBeforeRestart: new Set(), subscription: undefined };
-        try {
-          await fc.asyncModelRun(() => ({ model, real }), commands);
-          await checkEverything(model, real);
-        } finally {
-          await real.store.close().catch(() => undefined);
-          fs.rmSync(directory, { recursive: true, force: true });
-        }
-      }),
-      {
-        numRuns,
-        interruptAfterTimeLimit: timeLimitMs,
-        // END_ON_FAILURE=1 skips shrinking: quicker when hunting for a failure's cause.
-        endOnFailure: process.env.END_ON_FAILURE !== undefined,
-      },
-    );
-    if (details.failed) {
-      throw new Error((await fc.asyncDefaultReportMessage(details)) ?? 'the model property failed', { cause: details.errorInstance });
-    }
-    console.log(`model runs: ${details.numRuns} of ${numRuns} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    expect(details.interrupted, `the ${timeLimitMs / 1000} s time limit cut the property short after ${details.numRuns} of ${numRuns} runs`).toBe(false);
-    expect(details.numRuns).toBe(numRuns);
-    commandTally.expectAllReached();
-  }, timeLimitMs + 30_000);
+  it(
+    'agrees with the model under random writes, restarts and reads',
+    async () => {
+      const started = Date.now();
+      const details = await fc.check(
+        fc.asyncProperty(
+          fc.commands(
+            commandArbs.map((arbitrary) => arbitrary.map((command) => new Tallied(command))),
+            { maxCommands: 80, size: 'max' },
+          ),
+          async (commands) => {
+            const directory = temporaryDirectory('streamstack-model-');
+            const clock = new ManualClock();
+            const newId = sequentialIds('s');
+            const store = await openStore(directory, { clock: clock.read, newId });
+            const feed = await store.createFeed('f');
+            const { token } = await feed.acquireLease({ holder: 'model', ttlMs: limits.leaseTtlMsMax });
+            const real: Real = { directory, clock, newId, store, feed, token, stream: undefined };
+            const model: Model = {
+              commits: [],
+              open: undefined,
+              finished: new Map(),
+              aborted: [],
+              abortedBeforeRestart: new Set(),
+              subscription: undefined,
+            };
+            try {
+              await fc.asyncModelRun(() => ({ model, real }), commands);
+              await checkEverything(model, real);
+            } finally {
+              await real.store.close().catch(() => undefined);
+              fs.rmSync(directory, { recursive: true, force: true });
+            }
+          },
+        ),
+        {
+          numRuns,
+          interruptAfterTimeLimit: timeLimitMs,
+          // END_ON_FAILURE=1 skips shrinking: quicker when hunting for a failure's cause.
+          endOnFailure: process.env.END_ON_FAILURE !== undefined,
+        },
+      );
+      if (details.failed) {
+        throw new Error((await fc.asyncDefaultReportMessage(details)) ?? 'the model property failed', {
+          cause: details.errorInstance,
+        });
+      }
+      console.log(`model runs: ${details.numRuns} of ${numRuns} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      expect(
+        details.interrupted,
+        `the ${timeLimitMs / 1000} s time limit cut the property short after ${details.numRuns} of ${numRuns} runs`,
+      ).toBe(false);
+      expect(details.numRuns).toBe(numRuns);
+      commandTally.expectAllReached();
+    },
+    timeLimitMs + 30_000,
+  );
 });
 
 /** Resolves when `promise` settles or after `ms`, whichever is first. */
@@ -1294,11 +1454,13 @@ describe('handles of a closed store', () => {
     const outcomes: Record<string, string> = {};
     for (const [name, action] of Object.entries(actions)) {
       const error = await errorOf(action);
-      outcomes[name] = error instanceof StreamStackError ? error.code : error === undefined ? 'accepted' : String(error);
+      outcomes[name] =
+        error instanceof StreamStackError ? error.code : error === undefined ? 'accepted' : String(error);
     }
     return outcomes;
   }
-  const allClosed = (outcomes: Record<string, string>) => Object.fromEntries(Object.keys(outcomes).map((name) => [name, 'CLOSED']));
+  const allClosed = (outcomes: Record<string, string>) =>
+    Object.fromEntries(Object.keys(outcomes).map((name) => [name, 'CLOSED']));
 
   it('refuses writes and reads through feed and stream handles once their store is closed', async () => {
     const directory = temporaryDirectory();
@@ -1337,7 +1499,8 @@ describe('handles of a closed store', () => {
   it('ends a read in flight when its store closes with the read finished or CLOSED, never CORRUPT', async () => {
     const store = await openStore(temporaryDirectory());
     const feed = await store.createFeed('f');
-    for (let index = 0; index < 5; index++) await feed.append([{ payload: `r${index}-${'x'.repeat(10_000)}` }, { payload: 'small', key: 'k' }]);
+    for (let index = 0; index < 5; index++)
+      await feed.append([{ payload: `r${index}-${'x'.repeat(10_000)}` }, { payload: 'small', key: 'k' }]);
     // Three reads start; their file reads land after the store has closed.
     const { result: reads, release } = holdingFileReads(() =>
       [drain(feed.read()), feed.readCommit(3), drain(feed.read({ mode: 'latest' }))].map((read) =>
@@ -1375,14 +1538,24 @@ describe('handles of a closed store', () => {
     expect(outcomes).toEqual(allClosed(outcomes));
     const commit = await current.append([{ payload: 'current writer' }], { token });
     expect(commit.commit).toBe(4);
-    expect((await drain(current.read())).map((record) => text(record.payload))).toEqual(['p0', 'p1', 'p2', 'current writer']);
+    expect((await drain(current.read())).map((record) => text(record.payload))).toEqual([
+      'p0',
+      'p1',
+      'p2',
+      'current writer',
+    ]);
     expect((await second.verify('f'))[0]).toMatchObject({ ok: true, commits: 4 });
     await second.close();
 
     const third = await openStore(directory);
     const reopened = await third.feed('f');
     expect(reopened.recovery).toEqual([]);
-    expect((await drain(reopened.read())).map((record) => text(record.payload))).toEqual(['p0', 'p1', 'p2', 'current writer']);
+    expect((await drain(reopened.read())).map((record) => text(record.payload))).toEqual([
+      'p0',
+      'p1',
+      'p2',
+      'current writer',
+    ]);
     await third.close();
   });
 });
@@ -1410,7 +1583,9 @@ describe('reading an open stream while it is written', () => {
     expect((await verifying)[0].ok).toBe(true);
     const records = await reading;
     expect(records, 'the read failed').toBeInstanceOf(Array);
-    expect((records as StreamRecord[]).map((record) => [record.seq, text(record.payload)])).toEqual(payloads.map((payload, index) => [index + 1, payload]));
+    expect((records as StreamRecord[]).map((record) => [record.seq, text(record.payload)])).toEqual(
+      payloads.map((payload, index) => [index + 1, payload]),
+    );
     expect(commit.records).toBe(12);
     await store.close();
   });

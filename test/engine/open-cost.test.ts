@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Feed } from '../../packages/engine/src/index.js';
 import { commitPagesCachedMax } from '../../packages/engine/src/limits.js';
-import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
+import { collect, openStore, temporaryDirectory, text } from '../support/store.js';
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -44,12 +44,21 @@ async function buildFeed(directory: string): Promise<void> {
 /** Everything a reader sees: every record, a filtered read, gets and latest. */
 async function readEverything(feed: Feed): Promise<unknown[]> {
   const out: unknown[] = [];
-  for await (const record of feed.read()) out.push([record.position, record.commit, text(record.payload), record.key, record.type, record.tags]);
-  for await (const record of feed.read({ filter: { tags: ['user-5'] }, plan: 'index' })) out.push(['user-5', record.position]);
+  for await (const record of feed.read())
+    out.push([record.position, record.commit, text(record.payload), record.key, record.type, record.tags]);
+  for await (const record of feed.read({ filter: { tags: ['user-5'] }, plan: 'index' }))
+    out.push(['user-5', record.position]);
   for await (const record of feed.read({ mode: 'latest' })) out.push(['latest', record.position]);
   for await (const record of feed.read({ mode: 'dedup' })) out.push(['dedup', record.position]);
   for (const key of ['k0', 'k250', 'k499', 'absent']) out.push(['get', key, (await feed.get(key))?.position]);
-  out.push((await collect(feed.commits())).map((commit) => [commit.commit, commit.stream, commit.records, commit.firstPosition]));
+  out.push(
+    (await collect(feed.commits())).map((commit) => [
+      commit.commit,
+      commit.stream,
+      commit.records,
+      commit.firstPosition,
+    ]),
+  );
   return out;
 }
 
@@ -97,7 +106,10 @@ describe('opening a feed', () => {
   it('reads no data of finished segments, only their summaries and index heads', async () => {
     const directory = temporaryDirectory();
     await buildFeed(directory);
-    const segments = fs.readdirSync(historyDirectory(directory)).filter((name) => name.endsWith('.hist')).sort();
+    const segments = fs
+      .readdirSync(historyDirectory(directory))
+      .filter((name) => name.endsWith('.hist'))
+      .sort();
     expect(segments.length).toBeGreaterThanOrEqual(5);
     const active = path.join(historyDirectory(directory), segments[segments.length - 1]);
 
@@ -140,9 +152,14 @@ describe('opening a feed', () => {
   it('rebuilds a summary that is missing, damaged in any byte, cut, extended, misplaced or left half-written', async () => {
     const directory = temporaryDirectory();
     await buildFeed(directory);
-    const names = fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum')).sort();
+    const names = fs
+      .readdirSync(historyDirectory(directory))
+      .filter((entry) => entry.endsWith('.sum'))
+      .sort();
     expect(names.length).toBeGreaterThanOrEqual(4);
-    const original = new Map(names.map((name) => [name, fs.readFileSync(path.join(historyDirectory(directory), name))]));
+    const original = new Map(
+      names.map((name) => [name, fs.readFileSync(path.join(historyDirectory(directory), name))]),
+    );
     let store = await openStore(directory);
     const expected = await readEverything(await store.feed('f'));
     await store.close();
@@ -152,26 +169,36 @@ describe('opening a feed', () => {
     const bytes = original.get(target)!;
     const variants: [string, () => void][] = [
       ['deleted', () => fs.rmSync(file)],
-      ['deleted, a half-written one left', () => (fs.rmSync(file), fs.writeFileSync(`${file}.tmp`, bytes.subarray(0, 20)))],
+      [
+        'deleted, a half-written one left',
+        () => (fs.rmSync(file), fs.writeFileSync(`${file}.tmp`, bytes.subarray(0, 20))),
+      ],
       ['empty', () => fs.writeFileSync(file, Buffer.alloc(0))],
       ['cut by one byte', () => fs.writeFileSync(file, bytes.subarray(0, bytes.length - 1))],
       ['a byte appended', () => fs.writeFileSync(file, Buffer.concat([bytes, Buffer.alloc(1)]))],
-      ['another segment\'s summary', () => fs.writeFileSync(file, original.get(names[0])!)],
+      ["another segment's summary", () => fs.writeFileSync(file, original.get(names[0])!)],
     ];
     // Every byte of the fixed header and then every seventh byte, each with one bit flipped.
     for (let at = 0; at < bytes.length; at += at < 48 ? 1 : 7) {
-      variants.push([`byte ${at} flipped`, () => {
-        const damaged = Buffer.from(bytes);
-        damaged[at] ^= 0x01;
-        fs.writeFileSync(file, damaged);
-      }]);
+      variants.push([
+        `byte ${at} flipped`,
+        () => {
+          const damaged = Buffer.from(bytes);
+          damaged[at] ^= 0x01;
+          fs.writeFileSync(file, damaged);
+        },
+      ]);
     }
     for (const [what, damage] of variants) {
       damage();
       store = await openStore(directory);
       const feed = await store.feed('f');
-      expect(feed.summaryRebuilds.map((rebuild) => rebuild.file), what).toEqual([file]);
-      if (what !== 'deleted' && !what.startsWith('deleted,')) expect(feed.summaryRebuilds[0].reason, what).not.toMatch(/missing/);
+      expect(
+        feed.summaryRebuilds.map((rebuild) => rebuild.file),
+        what,
+      ).toEqual([file]);
+      if (what !== 'deleted' && !what.startsWith('deleted,'))
+        expect(feed.summaryRebuilds[0].reason, what).not.toMatch(/missing/);
       await store.close();
       // Rebuilt on open, written in the background, on disk once the store closed.
       expect(fs.readFileSync(file).equals(bytes), `${what}: the rebuilt summary is byte-identical`).toBe(true);
@@ -188,11 +215,16 @@ describe('opening a feed', () => {
   it('verify reports a summary that disagrees with its segment', async () => {
     const directory = temporaryDirectory();
     await buildFeed(directory);
-    const names = fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum')).sort();
+    const names = fs
+      .readdirSync(historyDirectory(directory))
+      .filter((entry) => entry.endsWith('.sum'))
+      .sort();
     fs.copyFileSync(path.join(historyDirectory(directory), names[0]), path.join(historyDirectory(directory), names[2]));
     const store = await openStore(directory, { readOnly: true });
     const [report] = await store.verify('f');
-    expect(report.problems).toEqual([expect.objectContaining({ code: 'INDEX', file: path.join(historyDirectory(directory), names[2]) })]);
+    expect(report.problems).toEqual([
+      expect.objectContaining({ code: 'INDEX', file: path.join(historyDirectory(directory), names[2]) }),
+    ]);
     await store.close();
   });
 });
@@ -207,7 +239,17 @@ describe('a feed of many small commits', () => {
     for (let at = 0; at < commits; at += 100) {
       const written = await Promise.all(
         Array.from({ length: Math.min(100, commits - at) }, (_, index) =>
-          feed.append([{ payload: `event ${at + index}`, key: `k${(at + index) % 997}`, type: 'e', tags: [`t${(at + index) % 13}`] }], { token }),
+          feed.append(
+            [
+              {
+                payload: `event ${at + index}`,
+                key: `k${(at + index) % 997}`,
+                type: 'e',
+                tags: [`t${(at + index) % 13}`],
+              },
+            ],
+            { token },
+          ),
         ),
       );
       streams.push(...written.map((commit) => commit.stream));
@@ -216,7 +258,7 @@ describe('a feed of many small commits', () => {
     return streams;
   }
 
-  it('keeps only the active segment\'s commits in memory, and reads the others a page at a time', async () => {
+  it("keeps only the active segment's commits in memory, and reads the others a page at a time", async () => {
     const directory = temporaryDirectory();
     const total = 25_500;
     const streams = await buildSmallCommits(directory, total);
@@ -246,7 +288,10 @@ describe('a feed of many small commits', () => {
 
     // A stream sealed long ago is found through its summary's stream table; an unknown one is not.
     expect(await (await feed.stream(streams[17])).info()).toMatchObject({ state: 'sealed', commit: { commit: 18 } });
-    expect(await (await feed.stream(streams[total - 1])).info()).toMatchObject({ state: 'sealed', commit: { commit: total } });
+    expect(await (await feed.stream(streams[total - 1])).info()).toMatchObject({
+      state: 'sealed',
+      commit: { commit: total },
+    });
     await expect(feed.stream('no-such-stream')).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
     // Lag sums run bytes from the summaries' page tables and the held commits.
     const runBytes = (from: number) => {
@@ -254,12 +299,14 @@ describe('a feed of many small commits', () => {
       for (let commit = from + 1; commit <= total; commit++) sum += list.at(commit).runBytes;
       return sum;
     };
-    for (const cursor of [0, 1, 1023, 1024, 1025, 7000, 19_999, total - 1, total]) expect(feed.reads.lag(cursor).bytes, `lag from ${cursor}`).toBe(runBytes(cursor));
+    for (const cursor of [0, 1, 1023, 1024, 1025, 7000, 19_999, total - 1, total])
+      expect(feed.reads.lag(cursor).bytes, `lag from ${cursor}`).toBe(runBytes(cursor));
     const expected = await readEverything(feed);
     await store.close();
 
     // The same answers from a feed that read every segment (no summaries), which it then writes.
-    for (const name of fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum'))) fs.rmSync(path.join(historyDirectory(directory), name));
+    for (const name of fs.readdirSync(historyDirectory(directory)).filter((entry) => entry.endsWith('.sum')))
+      fs.rmSync(path.join(historyDirectory(directory), name));
     store = await openStore(directory, { segmentBytes: 512 * 1024 });
     feed = await store.feed('f');
     expect(feed.summaryRebuilds.length).toBe(segments.length - 1);

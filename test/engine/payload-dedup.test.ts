@@ -19,7 +19,11 @@ function dedupOverDisk(): {
   const disk = new Map<string, Uint8Array>();
   const dedup = new PayloadDedup((location, payload) => {
     const stored = disk.get(`${location.segment}:${location.offset}`);
-    return stored !== undefined && stored.length === location.length && stored.every((byte, index) => byte === payload[index]);
+    return (
+      stored !== undefined &&
+      stored.length === location.length &&
+      stored.every((byte, index) => byte === payload[index])
+    );
   });
   return {
     dedup,
@@ -38,7 +42,12 @@ describe('PayloadDedup', () => {
     const { dedup, store } = dedupOverDisk();
     store('hello', 0xdead_beef, { segment: 3, offset: 100, length: 5, crc: 0xdead_beef });
     store('world', 0x1234_5678, { segment: 3, offset: 2 ** 40, length: 5, crc: 0x1234_5678 });
-    expect(dedup.find(encoder.encode('hello'), 0xdead_beef, 3)).toEqual({ segment: 3, offset: 100, length: 5, crc: 0xdead_beef });
+    expect(dedup.find(encoder.encode('hello'), 0xdead_beef, 3)).toEqual({
+      segment: 3,
+      offset: 100,
+      length: 5,
+      crc: 0xdead_beef,
+    });
     // Offsets past 32 bits survive (segments are addressed by byte).
     expect(dedup.find(encoder.encode('world'), 0x1234_5678, 3)?.offset).toBe(2 ** 40);
     // Another segment never references it: every segment must hold its own payloads.
@@ -84,13 +93,23 @@ describe('PayloadDedup', () => {
     for (const payload of payloads) Object.assign(payload, { bytes: new Uint8Array(0), crc: 0, offset: 0, length: 0 });
     // Both ways a waiting run is mapped: by `fold` in slices, and by a lookup, in one piece.
     await dedup.fold();
-    expect(dedup.find(encoder.encode('kept'), 0xfeed_0001, 2)).toEqual({ segment: 2, offset: 4_000_016, length: 4, crc: 0xfeed_0001 });
+    expect(dedup.find(encoder.encode('kept'), 0xfeed_0001, 2)).toEqual({
+      segment: 2,
+      offset: 4_000_016,
+      length: 4,
+      crc: 0xfeed_0001,
+    });
     expect(dedup.find(encoder.encode('also'), 0xfeed_0002, 2)?.offset).toBe(4_000_020);
     put('late', 2, 4_000_024);
     const late = { bytes: encoder.encode('late'), crc: 0xfeed_0003, offset: 24, length: 4 };
     dedup.rememberRun([late], 2, 4_000_000);
     Object.assign(late, { crc: 0, offset: 0, length: 0 });
-    expect(dedup.find(encoder.encode('late'), 0xfeed_0003, 2)).toEqual({ segment: 2, offset: 4_000_024, length: 4, crc: 0xfeed_0003 });
+    expect(dedup.find(encoder.encode('late'), 0xfeed_0003, 2)).toEqual({
+      segment: 2,
+      offset: 4_000_024,
+      length: 4,
+      crc: 0xfeed_0003,
+    });
   });
 
   it('folds remembered runs before a lookup, and starts over at its bound', async () => {
@@ -99,14 +118,26 @@ describe('PayloadDedup', () => {
     // CRCs spread over all 32 bits, as real ones are (an odd multiplier maps distinct indexes
     // to distinct CRCs), so the probe table's growth places them anew each time.
     const crcOf = (index: number) => Math.imul(index, 0x9e37_79b1) >>> 0;
-    for (let index = 0; index < count; index++) store(`p${index}`, crcOf(index), { segment: 5, offset: index * 16, length: `p${index}`.length, crc: crcOf(index) });
+    for (let index = 0; index < count; index++)
+      store(`p${index}`, crcOf(index), {
+        segment: 5,
+        offset: index * 16,
+        length: `p${index}`.length,
+        crc: crcOf(index),
+      });
     // Up to the bound, through every growth of its table, each is found where it was stored.
-    for (let index = 0; index < count; index += 997) expect(dedup.find(encoder.encode(`p${index}`), crcOf(index), 5)?.offset).toBe(index * 16);
+    for (let index = 0; index < count; index += 997)
+      expect(dedup.find(encoder.encode(`p${index}`), crcOf(index), 5)?.offset).toBe(index * 16);
     // A run folded lazily: the first find maps it.
     put('late', 5, 1008);
     dedup.rememberRun([{ bytes: encoder.encode('late'), crc: crcOf(count + 1), offset: 8, length: 4 }], 5, 1000);
     await dedup.fold();
-    expect(dedup.find(encoder.encode('late'), crcOf(count + 1), 5)).toEqual({ segment: 5, offset: 1008, length: 4, crc: crcOf(count + 1) });
+    expect(dedup.find(encoder.encode('late'), crcOf(count + 1), 5)).toEqual({
+      segment: 5,
+      offset: 1008,
+      length: 4,
+      crc: crcOf(count + 1),
+    });
     // At the bound the memory starts over: the old payloads are gone, the newest kept.
     expect(dedup.find(encoder.encode('p0'), crcOf(0), 5)).toBeUndefined();
     expect(dedup.find(encoder.encode(`p${count - 1}`), crcOf(count - 1), 5)).toBeUndefined();

@@ -10,11 +10,22 @@ import fs from 'node:fs';
 import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { limits, loadKernels, type AppendRecord, type Feed, type Kernels, type Plan, type QueryItem, type RecordFilter, type Store, type StoredRecord } from '../../packages/engine/src/index.js';
-import { branchTally } from '../support/branches.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
-import { itemMatches } from '../support/query-oracle.js';
+import {
+  type AppendRecord,
+  type Feed,
+  type Kernels,
+  limits,
+  loadKernels,
+  type Plan,
+  type QueryItem,
+  type RecordFilter,
+  type Store,
+  type StoredRecord,
+} from '../../packages/engine/src/index.js';
 import { autoPlan } from '../../packages/engine/src/query/planner.js';
+import { branchTally } from '../support/branches.js';
+import { itemMatches } from '../support/query-oracle.js';
+import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 
 // ---- Pools: a few types, ~30 tags with skewed frequencies ---------------------------------------
 
@@ -25,7 +36,20 @@ const absentTypes = ['nope-type', 'orde'] as const;
 /** Often on a record: long posting lists ('hot' past 128 entries per segment: the block form). */
 const commonTags = ['a', 'ab', 'user:1', 'region:eu', 'hot'] as const;
 /** Now and then. */
-const middleTags = ['abc', 'b', 'user:10', 'user:2', 'region:us', 'é', 'ß-tag', '日本', 'region', 'shipment', 'lot:7', 'lot:77'] as const;
+const middleTags = [
+  'abc',
+  'b',
+  'user:10',
+  'user:2',
+  'region:us',
+  'é',
+  'ß-tag',
+  '日本',
+  'region',
+  'shipment',
+  'lot:7',
+  'lot:77',
+] as const;
 /** Seldom: a few per segment. */
 const rareTags = ['rare:1', 'rare:2', 'rare:3', '😀', 'z'.repeat(256), 'user:100', 'a-b'] as const;
 /** Very seldom: often absent from a segment or held by one record (inlined in the FST). */
@@ -52,7 +76,10 @@ interface RecordSpec {
 const recordArb: fc.Arbitrary<RecordSpec> = fc
   .record({
     type: fc.option(fc.constantFrom(...typePool), { nil: undefined, freq: 5 }),
-    tags: fc.oneof({ weight: 1, arbitrary: fc.constant([] as string[]) }, { weight: 5, arbitrary: fc.uniqueArray(tagArb, { maxLength: 5, size: 'max' }) }),
+    tags: fc.oneof(
+      { weight: 1, arbitrary: fc.constant([] as string[]) },
+      { weight: 5, arbitrary: fc.uniqueArray(tagArb, { maxLength: 5, size: 'max' }) },
+    ),
     pad: fc.nat(220),
     shared: fc.nat(15).map((n) => n === 0),
   })
@@ -72,11 +99,17 @@ const commitHowArb = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 3 }).map((batches) => ({ kind: 'stream' as const, batches })) },
 );
 
-type How = { readonly kind: 'oneShot' } | { readonly kind: 'burst'; readonly burst: number } | { readonly kind: 'stream'; readonly batches: number };
+type How =
+  | { readonly kind: 'oneShot' }
+  | { readonly kind: 'burst'; readonly burst: number }
+  | { readonly kind: 'stream'; readonly batches: number };
 
 // ---- Queries ------------------------------------------------------------------------------------
 
-const queryTypeArb = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...typePool) }, { weight: 1, arbitrary: fc.constantFrom(...absentTypes) });
+const queryTypeArb = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom(...typePool) },
+  { weight: 1, arbitrary: fc.constantFrom(...absentTypes) },
+);
 const queryTagArb = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom(...commonTags) },
   { weight: 4, arbitrary: fc.constantFrom(...middleTags) },
@@ -88,8 +121,14 @@ const queryTagArb = fc.oneof(
 /** An item with 0–2 types and 0–3 tags; an empty list and a missing one mean the same. */
 const itemArb: fc.Arbitrary<QueryItem> = fc
   .record({
-    types: fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 3, arbitrary: fc.array(queryTypeArb, { maxLength: 2, size: 'max' }) }),
-    tags: fc.oneof({ weight: 1, arbitrary: fc.constant(undefined) }, { weight: 4, arbitrary: fc.array(queryTagArb, { maxLength: 3, size: 'max' }) }),
+    types: fc.oneof(
+      { weight: 2, arbitrary: fc.constant(undefined) },
+      { weight: 3, arbitrary: fc.array(queryTypeArb, { maxLength: 2, size: 'max' }) },
+    ),
+    tags: fc.oneof(
+      { weight: 1, arbitrary: fc.constant(undefined) },
+      { weight: 4, arbitrary: fc.array(queryTagArb, { maxLength: 3, size: 'max' }) },
+    ),
   })
   .map(({ types, tags }) => ({ ...(types === undefined ? {} : { types }), ...(tags === undefined ? {} : { tags }) }));
 
@@ -108,8 +147,14 @@ const queryCaseArb: fc.Arbitrary<QueryCase> = fc
     bare: fc.boolean(),
     // fc.double leans hard towards tiny values (5e-324 and the like), which would put almost
     // every cursor at the start; millionths spread cursors over the whole feed.
-    at: fc.oneof({ weight: 1, arbitrary: fc.constantFrom(0, 1) }, { weight: 4, arbitrary: fc.integer({ min: 0, max: 1_000_000 }).map((n) => n / 1_000_000) }),
-    limit: fc.option(fc.oneof(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 6, max: 400 })), { nil: undefined, freq: 2 }),
+    at: fc.oneof(
+      { weight: 1, arbitrary: fc.constantFrom(0, 1) },
+      { weight: 4, arbitrary: fc.integer({ min: 0, max: 1_000_000 }).map((n) => n / 1_000_000) },
+    ),
+    limit: fc.option(fc.oneof(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 6, max: 400 })), {
+      nil: undefined,
+      freq: 2,
+    }),
   })
   .map(({ limit, ...rest }) => (limit === undefined ? rest : { ...rest, limit }));
 
@@ -122,7 +167,6 @@ interface Published {
   readonly type?: string;
   readonly tags: readonly string[];
 }
-
 
 function queryMatches(items: readonly QueryItem[], record: { type?: string; tags: readonly string[] }): boolean {
   return items.length === 0 || items.some((item) => itemMatches(item, record));
@@ -144,7 +188,13 @@ const comparable = (record: Published | StoredRecord): Comparable => ({
   tags: [...record.tags].sort(),
 });
 
-async function collect(feed: Feed, after: number, filter: RecordFilter, plan: Plan | undefined, limit: number | undefined): Promise<Comparable[]> {
+async function collect(
+  feed: Feed,
+  after: number,
+  filter: RecordFilter,
+  plan: Plan | undefined,
+  limit: number | undefined,
+): Promise<Comparable[]> {
   const out: Comparable[] = [];
   const options = { after, filter, ...(plan === undefined ? {} : { plan }), ...(limit === undefined ? {} : { limit }) };
   for await (const record of feed.read(options)) out.push(comparable(record));
@@ -194,7 +244,9 @@ function tallyingKernels(choice: KernelChoice): Kernels {
     ...base,
     postingsEncode(positions) {
       const encoded = base.postingsEncode(positions);
-      kernelTally.hit(encoded[0] === blockForm ? 'posting list written in the block form' : 'posting list written in the plain form');
+      kernelTally.hit(
+        encoded[0] === blockForm ? 'posting list written in the block form' : 'posting list written in the plain form',
+      );
       return encoded;
     },
     postingsDecode(encoded) {
@@ -232,10 +284,19 @@ const payloadOf = (harness: Harness, spec: RecordSpec): string =>
   spec.shared ? `shared-${spec.pad % 3}` : `p${harness.nextPayload++}|${'.'.repeat(spec.pad)}`;
 
 function toAppend(spec: RecordSpec, payload: string): AppendRecord {
-  return { payload, ...(spec.type === undefined ? {} : { type: spec.type }), ...(spec.tags.length === 0 ? {} : { tags: spec.tags }) };
+  return {
+    payload,
+    ...(spec.type === undefined ? {} : { type: spec.type }),
+    ...(spec.tags.length === 0 ? {} : { tags: spec.tags }),
+  };
 }
 
-function notePublished(harness: Harness, commit: { commit: number; firstPosition: number; lastPosition: number }, specs: readonly RecordSpec[], payloads: readonly string[]): void {
+function notePublished(
+  harness: Harness,
+  commit: { commit: number; firstPosition: number; lastPosition: number },
+  specs: readonly RecordSpec[],
+  payloads: readonly string[],
+): void {
   expect(commit.commit).toBe(harness.lastPositions.length + 1);
   expect(commit.firstPosition).toBe(harness.published.length + 1);
   expect(commit.lastPosition).toBe(harness.published.length + specs.length);
@@ -292,7 +353,12 @@ async function write(
     }
     // Submitted together, a burst lands in one group commit, in submission order.
     const commits = await Promise.all(
-      chunks.map(({ specs, payloads }) => harness.feed.append(specs.map((spec, index) => toAppend(spec, payloads[index])), { token: harness.token })),
+      chunks.map(({ specs, payloads }) =>
+        harness.feed.append(
+          specs.map((spec, index) => toAppend(spec, payloads[index])),
+          { token: harness.token },
+        ),
+      ),
     );
     commits.forEach((commit, index) => {
       notePublished(harness, commit, chunks[index].specs, chunks[index].payloads);
@@ -302,7 +368,11 @@ async function write(
 
 async function reopen(harness: Harness, kernels: KernelChoice): Promise<void> {
   await harness.store.close();
-  harness.store = await openStore(harness.directory, { kernels: tallyingKernels(kernels), clock: harness.clock.read, newId: harness.ids });
+  harness.store = await openStore(harness.directory, {
+    kernels: tallyingKernels(kernels),
+    clock: harness.clock.read,
+    newId: harness.ids,
+  });
   harness.feed = await harness.store.feed('f');
 }
 
@@ -312,7 +382,10 @@ function segmentFiles(harness: Harness): { history: string[]; index: string[] } 
     const directory = path.join(feedDirectory, name);
     return fs.existsSync(directory) ? fs.readdirSync(directory).sort() : [];
   };
-  return { history: list('history').filter((name) => name.endsWith('.hist')), index: list('index').filter((name) => name.endsWith('.idx')) };
+  return {
+    history: list('history').filter((name) => name.endsWith('.hist')),
+    index: list('index').filter((name) => name.endsWith('.idx')),
+  };
 }
 
 /** Every query case, through every plan, against the oracle. */
@@ -322,21 +395,30 @@ async function checkQueries(harness: Harness, cases: readonly QueryCase[], stage
   for (const [number, queryCase] of cases.entries()) {
     const cursor = Math.min(head, Math.floor(queryCase.at * (head + 1)));
     const afterPosition = cursor === 0 ? 0 : harness.lastPositions[cursor - 1];
-    let expected = harness.published.filter((record) => record.position > afterPosition && queryMatches(queryCase.items, record)).map(comparable);
+    let expected = harness.published
+      .filter((record) => record.position > afterPosition && queryMatches(queryCase.items, record))
+      .map(comparable);
     queryTally.hit('cut by the limit', queryCase.limit !== undefined && expected.length > queryCase.limit);
     if (queryCase.limit !== undefined) expected = expected.slice(0, queryCase.limit);
     queryTally.hit(expected.length > 0 ? 'records found' : 'nothing found');
-    queryTally.hit('an item with two or more tags (intersection)', queryCase.items.some((item) => new Set(item.tags ?? []).size >= 2));
+    queryTally.hit(
+      'an item with two or more tags (intersection)',
+      queryCase.items.some((item) => new Set(item.tags ?? []).size >= 2),
+    );
     queryTally.hit('two or more items (union)', queryCase.items.length >= 2);
     queryTally.hit('a cursor past the start', cursor > 0);
     queryTally.hit('a cursor past the middle', cursor > head / 2);
-    const filter: RecordFilter = queryCase.bare && queryCase.items.length === 1 ? queryCase.items[0] : { items: queryCase.items };
+    const filter: RecordFilter =
+      queryCase.bare && queryCase.items.length === 1 ? queryCase.items[0] : { items: queryCase.items };
     const label = `${stage}, query ${number}: ${JSON.stringify({ filter, after: cursor, limit: queryCase.limit })}`;
     for (const plan of [undefined, 'auto', 'index', 'scan'] as const) {
       const got = await collect(harness.feed, cursor, filter, plan, queryCase.limit);
       if (got.length !== expected.length || got.some((record, index) => record.position !== expected[index].position)) {
         // Positions first: a short message that says what went wrong before the full diff.
-        expect(got.map((record) => record.position), `${label}, plan ${plan ?? 'default'}: positions`).toEqual(expected.map((record) => record.position));
+        expect(
+          got.map((record) => record.position),
+          `${label}, plan ${plan ?? 'default'}: positions`,
+        ).toEqual(expected.map((record) => record.position));
       }
       expect(got, `${label}, plan ${plan ?? 'default'}`).toEqual(expected);
     }
@@ -348,7 +430,8 @@ describe('the planner’s choice', () => {
     const counts: Record<string, number> = { rare: 3, common: limits.scanEntryCostPostings * 1_000 };
     const tagCount = (tag: string) => counts[tag] ?? 0;
     // The type column is one in-memory pass over the range: never more work than a scan of it.
-    for (const width of [1, 100, 1_000_000]) expect(autoPlan({ items: [{ types: ['t'] }] }, tagCount, width)).toBe('index');
+    for (const width of [1, 100, 1_000_000])
+      expect(autoPlan({ items: [{ types: ['t'] }] }, tagCount, width)).toBe('index');
     expect(autoPlan({ items: [{ tags: ['rare'] }] }, tagCount, 10)).toBe('index');
     // A long posting list over a narrow range (a cursor near the segment's end): the scan.
     expect(autoPlan({ items: [{ tags: ['common'] }] }, tagCount, 100)).toBe('scan');
@@ -373,17 +456,35 @@ describe('the query planner', () => {
         fc.array(commitSizeArb, { minLength: 40, maxLength: 40, size: 'max' }),
         fc.array(commitHowArb, { minLength: 20, maxLength: 20, size: 'max' }),
         fc.double({ min: 0.3, max: 0.7, noNaN: true }),
-        fc.tuple(fc.constantFrom<KernelChoice>('native', 'ts'), fc.constantFrom<KernelChoice>('native', 'ts'), fc.constantFrom<KernelChoice>('native', 'ts')),
+        fc.tuple(
+          fc.constantFrom<KernelChoice>('native', 'ts'),
+          fc.constantFrom<KernelChoice>('native', 'ts'),
+          fc.constantFrom<KernelChoice>('native', 'ts'),
+        ),
         fc.array(queryCaseArb, { minLength: 18, maxLength: 18, size: 'max' }),
         async (records, sizes, hows, split, [firstKernels, middleKernels, lastKernels], cases) => {
           runs++;
           const directory = temporaryDirectory();
           const clock = new ManualClock();
           const ids = sequentialIds();
-          const store = await openStore(directory, { kernels: tallyingKernels(firstKernels), clock: clock.read, newId: ids });
+          const store = await openStore(directory, {
+            kernels: tallyingKernels(firstKernels),
+            clock: clock.read,
+            newId: ids,
+          });
           const feed = await store.createFeed('f');
           const { token } = await feed.acquireLease({ holder: 'planner-test', ttlMs: 24 * 60 * 60 * 1000 });
-          const harness: Harness = { store, feed, token, directory, clock, ids, published: [], lastPositions: [], nextPayload: 0 };
+          const harness: Harness = {
+            store,
+            feed,
+            token,
+            directory,
+            clock,
+            ids,
+            published: [],
+            lastPositions: [],
+            nextPayload: 0,
+          };
           try {
             const cut = Math.max(1, Math.floor(records.length * split));
             const cursor = { size: 0, how: 0 };
@@ -446,20 +547,34 @@ describe('the type limit', () => {
 
   it(`holds ${max} distinct types and refuses one more with TYPE_LIMIT, before and after a reopen`, async () => {
     const { directory, store, feed, token } = await feedWithTypes(max - 1);
-    await expect(feed.append([{ payload: 'last', type: 'the-last-type' }], { token })).resolves.toMatchObject({ firstPosition: max });
+    await expect(feed.append([{ payload: 'last', type: 'the-last-type' }], { token })).resolves.toMatchObject({
+      firstPosition: max,
+    });
     await expect(feed.append([{ payload: 'one more', type: 'one-too-many' }], { token })).rejects.toMatchObject({
       code: 'TYPE_LIMIT',
       details: { type: 'one-too-many', limit: max },
     });
     // Known types and untyped records are still welcome; two new ones in one batch are not.
-    await expect(feed.append([{ payload: 'known', type: 'type-7' }, { payload: 'untyped' }], { token })).resolves.toMatchObject({ records: 2 });
-    await expect(feed.append([{ payload: 'x', type: 'type-8' }, { payload: 'y', type: 'new-a' }], { token })).rejects.toMatchObject({ code: 'TYPE_LIMIT' });
+    await expect(
+      feed.append([{ payload: 'known', type: 'type-7' }, { payload: 'untyped' }], { token }),
+    ).resolves.toMatchObject({ records: 2 });
+    await expect(
+      feed.append(
+        [
+          { payload: 'x', type: 'type-8' },
+          { payload: 'y', type: 'new-a' },
+        ],
+        { token },
+      ),
+    ).rejects.toMatchObject({ code: 'TYPE_LIMIT' });
     expect((await feed.info()).records).toBe(max + 2);
     await store.close();
 
     const again = await openStore(directory, { segmentBytes: 8 * 1024 * 1024 });
     const reopened = await again.feed('f');
-    await expect(reopened.append([{ payload: 'one more', type: 'one-too-many' }], { token })).rejects.toMatchObject({ code: 'TYPE_LIMIT' });
+    await expect(reopened.append([{ payload: 'one more', type: 'one-too-many' }], { token })).rejects.toMatchObject({
+      code: 'TYPE_LIMIT',
+    });
     for (const plan of ['index', 'scan'] as const) {
       expect(await positionsOfType(reopened, 'type-7', plan)).toEqual([8, max + 1]);
       expect(await positionsOfType(reopened, 'the-last-type', plan)).toEqual([max]);
@@ -473,22 +588,30 @@ describe('the type limit', () => {
     const { store, feed, token } = await feedWithTypes(max - 1);
     const stream = await feed.openStream({ token });
     await stream.append([{ payload: 'a', type: 'stream-type-a' }], { token });
-    const outcome = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: { code?: string }) => error.code ?? String(error));
+    const outcome = (promise: Promise<unknown>) =>
+      promise.then(
+        () => 'accepted',
+        (error: { code?: string }) => error.code ?? String(error),
+      );
     const second = await outcome(stream.append([{ payload: 'b', type: 'stream-type-b' }], { token }));
     const third = await outcome(stream.append([{ payload: 'c', type: 'stream-type-c' }], { token }));
     const sealed = await outcome(stream.seal({ token }));
     // Refused at an append or at the seal: either way the feed may not exceed the limit.
-    expect.soft({ second, third, sealed }, 'the second and third batches each bring a type past the limit').not.toEqual({
-      second: 'accepted',
-      third: 'accepted',
-      sealed: 'accepted',
-    });
+    expect
+      .soft({ second, third, sealed }, 'the second and third batches each bring a type past the limit')
+      .not.toEqual({
+        second: 'accepted',
+        third: 'accepted',
+        sealed: 'accepted',
+      });
     const distinct = new Set<string>();
     for await (const record of feed.read()) if (record.type !== undefined) distinct.add(record.type);
     expect.soft(distinct.size, 'distinct types published').toBeLessThanOrEqual(max);
     // And whatever was published reads the same by index as by scan.
     for (const type of ['stream-type-a', 'stream-type-b', 'stream-type-c', 'type-0', 'type-1']) {
-      expect.soft(await positionsOfType(feed, type, 'index'), `${type}: index plan vs scan`).toEqual(await positionsOfType(feed, type, 'scan'));
+      expect
+        .soft(await positionsOfType(feed, type, 'index'), `${type}: index plan vs scan`)
+        .toEqual(await positionsOfType(feed, type, 'scan'));
     }
     await store.close();
   });
@@ -502,7 +625,11 @@ describe('the type limit', () => {
     const again = await openStore(directory, { segmentBytes: 8 * 1024 * 1024 });
     const reopened = await again.feed('f');
     const recovered = await reopened.stream(stream.id);
-    const outcome = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: { code?: string }) => error.code ?? String(error));
+    const outcome = (promise: Promise<unknown>) =>
+      promise.then(
+        () => 'accepted',
+        (error: { code?: string }) => error.code ?? String(error),
+      );
     const second = await outcome(recovered.append([{ payload: 'b', type: 'stream-type-b' }], { token }));
     const third = await outcome(recovered.append([{ payload: 'c', type: 'stream-type-c' }], { token }));
     const oneShot = await outcome(reopened.append([{ payload: 'd', type: 'one-shot-type' }], { token }));
@@ -517,7 +644,9 @@ describe('the type limit', () => {
     for await (const record of reopened.read()) if (record.type !== undefined) distinct.add(record.type);
     expect.soft(distinct.size, 'distinct types published').toBeLessThanOrEqual(max);
     for (const type of ['stream-type-a', 'stream-type-b', 'stream-type-c', 'one-shot-type', 'type-0', 'type-1']) {
-      expect.soft(await positionsOfType(reopened, type, 'index'), `${type}: index plan vs scan`).toEqual(await positionsOfType(reopened, type, 'scan'));
+      expect
+        .soft(await positionsOfType(reopened, type, 'index'), `${type}: index plan vs scan`)
+        .toEqual(await positionsOfType(reopened, type, 'scan'));
     }
     await again.close();
   });
@@ -526,10 +655,19 @@ describe('the type limit', () => {
     // One slot left. In one group: a request with a new type, refused by its condition, then
     // another request with a different new type, which must get the slot.
     const { store, feed, token } = await feedWithTypes(max - 1);
-    const outcome = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: { code?: string }) => error.code ?? String(error));
+    const outcome = (promise: Promise<unknown>) =>
+      promise.then(
+        () => 'accepted',
+        (error: { code?: string }) => error.code ?? String(error),
+      );
     const [, refused, next] = await Promise.all([
       outcome(feed.append([{ payload: 'warm-up' }], { token })),
-      outcome(feed.append([{ payload: 'x', type: 'refused-type' }], { token, condition: { failIfMatch: { types: ['type-0'] }, after: 0 } })),
+      outcome(
+        feed.append([{ payload: 'x', type: 'refused-type' }], {
+          token,
+          condition: { failIfMatch: { types: ['type-0'] }, after: 0 },
+        }),
+      ),
       outcome(feed.append([{ payload: 'y', type: 'admitted-type' }], { token })),
     ]);
     expect(refused).toBe('CONDITION_FAILED');

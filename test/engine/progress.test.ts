@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { StreamStackError, type AppendRecord, type Progress } from '../../packages/engine/src/index.js';
+import { type AppendRecord, type Progress, StreamStackError } from '../../packages/engine/src/index.js';
 import { filledFeed, temporaryDirectory } from '../support/store.js';
 
 /** A commit of a few keyed records, large enough that a few hundred fill many small segments. */
@@ -47,7 +47,10 @@ function expectHonest(calls: readonly Progress[], unit: Progress['unit']) {
 }
 
 async function invalidArgument(work: Promise<unknown>) {
-  const error = await work.then(() => undefined, (caught: unknown) => caught);
+  const error = await work.then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
   expect(error).toBeInstanceOf(StreamStackError);
   expect((error as StreamStackError).code).toBe('INVALID_ARGUMENT');
 }
@@ -65,7 +68,12 @@ describe('onProgress', () => {
     // Each history segment is read twice: the total is twice their size.
     const bytes = ['f', 'g']
       .map((name) => path.join(directory, 'feeds', name, 'history'))
-      .flatMap((history) => fs.readdirSync(history).filter((file) => file.endsWith('.hist')).map((file) => path.join(history, file)))
+      .flatMap((history) =>
+        fs
+          .readdirSync(history)
+          .filter((file) => file.endsWith('.hist'))
+          .map((file) => path.join(history, file)),
+      )
       .reduce((sum, file) => sum + fs.statSync(file).size, 0);
     expect(calls[calls.length - 1].total).toBe(2 * bytes);
     await invalidArgument(store.verify('f', { onProgress: 'fast' as never }));
@@ -168,7 +176,8 @@ describe('onProgress', () => {
       // The range is one file, read whole before it is written: calls past half way, short of
       // the end, are the file's rows being written (NDJSON reports them per batch; this small
       // Parquet file is one row group, reported whole).
-      if (format === 'ndjson') expect(calls.some((call) => call.done > call.total / 2 && call.done < call.total - 1)).toBe(true);
+      if (format === 'ndjson')
+        expect(calls.some((call) => call.done > call.total / 2 && call.done < call.total - 1)).toBe(true);
       expect(manifestSeen[manifestSeen.length - 1]).toBe(true);
       await store.close();
     });
@@ -189,7 +198,9 @@ describe('onProgress', () => {
       await store.close();
       console.log(JSON.stringify({ worker: rewritesOffThread(), merges: result.merges.length, calls, exportCalls }));
     })`;
-    const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim().split('\n').pop()!);
+    const out = JSON.parse(
+      execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim().split('\n').pop()!,
+    );
     expect(out.worker).toBe(true);
     expect(out.merges).toBeGreaterThan(0);
     expectHonest(out.calls, 'records');
@@ -197,6 +208,8 @@ describe('onProgress', () => {
     expect(out.calls.some((call: Progress & { merges: number }) => call.merges === 0 && call.done > 0)).toBe(true);
     // The export's one file is written on an export worker, whose messages move the second half.
     expectHonest(out.exportCalls, 'records');
-    expect(out.exportCalls.some((call: Progress) => call.done > call.total / 2 && call.done < call.total - 1)).toBe(true);
+    expect(out.exportCalls.some((call: Progress) => call.done > call.total / 2 && call.done < call.total - 1)).toBe(
+      true,
+    );
   });
 });

@@ -4,11 +4,17 @@
  * order they asked; a fold that fails lets every waiting writer go rather than hang it.
  */
 import { describe, expect, it } from 'vitest';
-import { PublishIndexer, type PublishedRun } from '../../packages/engine/src/coordinator/publish-indexer.js';
+import { type PublishedRun, PublishIndexer } from '../../packages/engine/src/coordinator/publish-indexer.js';
 import type { CommitRecord } from '../../packages/engine/src/storage/commit-run.js';
 
 function run(records: number): PublishedRun<number> {
-  return { commit: {} as CommitRecord, records: Array.from({ length: records }, (_, index) => index), runStart: 0, entryOffsets: [], fingerprints: [] };
+  return {
+    commit: {} as CommitRecord,
+    records: Array.from({ length: records }, (_, index) => index),
+    runStart: 0,
+    entryOffsets: [],
+    fingerprints: [],
+  };
 }
 
 describe('PublishIndexer backlog', () => {

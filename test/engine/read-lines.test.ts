@@ -5,9 +5,9 @@
  * as `read` refuses them. The CLI's `read` and the server's `GET …/records` print these lines.
  */
 import { describe, expect, it } from 'vitest';
-import { recordLine } from '../../packages/protocol/src/record-lines.js';
-import { isStreamStackError, type Feed, type ReadOptions } from '../../packages/engine/src/index.js';
+import { type Feed, isStreamStackError, type ReadOptions } from '../../packages/engine/src/index.js';
 import { readLinesChunkBytes } from '../../packages/engine/src/limits.js';
+import { recordLine } from '../../packages/protocol/src/record-lines.js';
 import { openStore, smallSegmentBytes, temporaryDirectory } from '../support/store.js';
 
 const kernelSets = ['native', 'ts'] as const;
@@ -45,7 +45,11 @@ async function writeFeed(feed: Feed): Promise<void> {
       ...(n % 11 === 0 && n % 3 !== 0 ? { tombstone: true } : {}),
       ...(n % 2 === 0 ? { type: n % 6 === 0 ? 'created' : 'up"dated' } : {}),
       ...(n % 5 === 0 ? {} : { tags: [`customer:${n % 7}`, ...(n % 10 === 1 ? ['region:é'] : [])] }),
-      ...(n % 13 === 0 ? { fingerprint: `fp-${n}` } : n % 17 === 0 ? { fingerprint: Uint8Array.of(0xff, n & 0xff) } : {}),
+      ...(n % 13 === 0
+        ? { fingerprint: `fp-${n}` }
+        : n % 17 === 0
+          ? { fingerprint: Uint8Array.of(0xff, n & 0xff) }
+          : {}),
     };
   };
   for (let commit = 0; commit < 120; commit++) await feed.append(Array.from({ length: 1 + (commit % 9) }, recordOf));
@@ -99,7 +103,15 @@ describe('feed.readLines', () => {
         expect(largest).toBeGreaterThan(readLinesChunkBytes);
         // Binary payloads and fingerprints came as base64, text ones as text.
         const all = decoder.decode(Buffer.concat(await chunksOf(feed, {})));
-        for (const field of ['"payloadBase64":', '"payload":"', '"fingerprint":"fp-', '"fingerprintBase64":', '"tombstone":true', '"version":']) expect(all).toContain(field);
+        for (const field of [
+          '"payloadBase64":',
+          '"payload":"',
+          '"fingerprint":"fp-',
+          '"fingerprintBase64":',
+          '"tombstone":true',
+          '"version":',
+        ])
+          expect(all).toContain(field);
       } finally {
         await store.close();
       }
@@ -128,7 +140,9 @@ describe('feed.readLines', () => {
       ];
       for (const [options, code] of cases) {
         expect(await codeOf(() => chunksOf(feed, options as ReadOptions)), JSON.stringify(options)).toBe(code);
-        expect(await codeOf(() => linesOfRead(feed, options as ReadOptions)), `read ${JSON.stringify(options)}`).toBe(code);
+        expect(await codeOf(() => linesOfRead(feed, options as ReadOptions)), `read ${JSON.stringify(options)}`).toBe(
+          code,
+        );
       }
     } finally {
       await store.close();

@@ -4,15 +4,18 @@
  * `INVALID_ARGUMENT` naming the field, in every form of the read — never silently ignored.
  */
 import { describe, expect, it } from 'vitest';
-import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { ReadOptions } from '../../packages/engine/src/index.js';
+import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 describe('read options', () => {
   it('refuses what a read does not take, in every form of the read', async () => {
     const store = await openStore(temporaryDirectory(), { kernels: tsKernels });
     const feed = await store.createFeed('f');
-    await feed.append([{ payload: 'a', type: 'x' }, { payload: 'b', type: 'y' }]);
+    await feed.append([
+      { payload: 'a', type: 'x' },
+      { payload: 'b', type: 'y' },
+    ]);
     const bad: [unknown, string | undefined][] = [
       [{ types: ['x'] }, 'types'],
       [{ filter: { types: ['x'] }, tag: 'y' }, 'tag'],

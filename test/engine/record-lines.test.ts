@@ -1,6 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { appendRecordLine, bytesField, parseRecordLine, recordFromLine, recordLine, storedRecordFromLine, type StoredRecord } from '../../packages/engine/src/index.js';
+import {
+  appendRecordLine,
+  bytesField,
+  parseRecordLine,
+  recordFromLine,
+  recordLine,
+  type StoredRecord,
+  storedRecordFromLine,
+} from '../../packages/engine/src/index.js';
 
 const bytes = fc.uint8Array({ maxLength: 64 });
 const text = fc.string({ unit: 'grapheme', maxLength: 32 });
@@ -32,16 +40,47 @@ describe('record lines', () => {
 
   it('carry a stored record through an output line and back exactly', () => {
     fc.assert(
-      fc.property(bytes, bytes, fc.option(fc.string({ minLength: 1 }), { nil: undefined }), fc.array(fc.string({ minLength: 1 }), { maxLength: 3 }), (payload, fingerprint, key, tags) => {
-        const record: StoredRecord = { feed: 'f', commit: 3, stream: 's', seq: 2, position: 9, timestamp: 17, fingerprint, payload, key, version: key === undefined ? undefined : 1, tombstone: false, type: undefined, tags };
-        const line = JSON.parse(JSON.stringify(recordLine(record)));
-        expect(storedRecordFromLine(line)).toEqual(record);
-      }),
+      fc.property(
+        bytes,
+        bytes,
+        fc.option(fc.string({ minLength: 1 }), { nil: undefined }),
+        fc.array(fc.string({ minLength: 1 }), { maxLength: 3 }),
+        (payload, fingerprint, key, tags) => {
+          const record: StoredRecord = {
+            feed: 'f',
+            commit: 3,
+            stream: 's',
+            seq: 2,
+            position: 9,
+            timestamp: 17,
+            fingerprint,
+            payload,
+            key,
+            version: key === undefined ? undefined : 1,
+            tombstone: false,
+            type: undefined,
+            tags,
+          };
+          const line = JSON.parse(JSON.stringify(recordLine(record)));
+          expect(storedRecordFromLine(line)).toEqual(record);
+        },
+      ),
     );
   });
 
   it('read an open stream record (no commit yet) without a position', () => {
-    const line = recordLine({ feed: 'f', stream: 's', seq: 1, timestamp: 5, payload: new Uint8Array([104, 105]), key: undefined, version: undefined, tombstone: false, type: undefined, tags: [] });
+    const line = recordLine({
+      feed: 'f',
+      stream: 's',
+      seq: 1,
+      timestamp: 5,
+      payload: new Uint8Array([104, 105]),
+      key: undefined,
+      version: undefined,
+      tombstone: false,
+      type: undefined,
+      tags: [],
+    });
     expect(line).toMatchObject({ commit: null, position: null, payload: 'hi' });
     const record = recordFromLine(JSON.parse(JSON.stringify(line)));
     expect(record.commit).toBeUndefined();
@@ -57,12 +96,20 @@ describe('record lines', () => {
     // valid text with one byte changed, so that every branch of the check is reached.
     const candidates = fc.oneof(
       fc.uint8Array({ maxLength: 300 }),
-      fc.string({ unit: fc.constantFrom('a', 'é', '\uFFFD', '\uFEFF', '😀', '\u0000'), maxLength: 100 }).map((value) => encoder.encode(value)),
-      fc.tuple(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 100 }), fc.nat(), fc.integer({ min: 0x80, max: 0xff })).map(([value, at, byte]) => {
-        const encoded = encoder.encode(value);
-        encoded[at % encoded.length] = byte;
-        return encoded;
-      }),
+      fc
+        .string({ unit: fc.constantFrom('a', 'é', '\uFFFD', '\uFEFF', '😀', '\u0000'), maxLength: 100 })
+        .map((value) => encoder.encode(value)),
+      fc
+        .tuple(
+          fc.string({ unit: 'grapheme', minLength: 1, maxLength: 100 }),
+          fc.nat(),
+          fc.integer({ min: 0x80, max: 0xff }),
+        )
+        .map(([value, at, byte]) => {
+          const encoded = encoder.encode(value);
+          encoded[at % encoded.length] = byte;
+          return encoded;
+        }),
     );
     fc.assert(
       fc.property(candidates, (candidate) => {

@@ -7,18 +7,32 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { StreamStackError, type AppendRecord, type Feed, type StoredRecord } from '../../packages/engine/src/index.js';
 import { RetentionLog } from '../../packages/engine/src/coordinator/retention-state.js';
+import { type AppendRecord, type Feed, type StoredRecord, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
-import { collect, historySegmentBases, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
+import {
+  collect,
+  historySegmentBases,
+  ManualClock,
+  openStore,
+  sequentialIds,
+  temporaryDirectory,
+  text,
+} from '../support/store.js';
 
 const hourMs = 3_600_000;
 
 /** Commit `index`'s records: a keyed update, a repeated payload, and a typed, tagged event. */
 function commitRecords(index: number): AppendRecord[] {
   return [
-    { payload: `{"n":${index},"fill":"${'x'.repeat(1500)}"}`, key: `k${index % 7}`, version: index, type: 'update', tags: [`group:${index % 3}`] },
+    {
+      payload: `{"n":${index},"fill":"${'x'.repeat(1500)}"}`,
+      key: `k${index % 7}`,
+      version: index,
+      type: 'update',
+      tags: [`group:${index % 3}`],
+    },
     // The same payload every fifth commit: dedup has first occurrences to find again after a trim.
     { payload: `repeat-${index % 5}`, fingerprint: `fp-${index % 5}`, type: 'repeat' },
     { payload: `event ${index}`, type: index % 2 === 0 ? 'even' : 'odd', tags: ['all', `n:${index}`] },
@@ -38,7 +52,14 @@ async function filledFeed(clock: ManualClock, commits: number, directory = tempo
 
 /** What a reader sees, as comparable values. */
 const shape = (records: readonly StoredRecord[]) =>
-  records.map((record) => ({ commit: record.commit, position: record.position, key: record.key, type: record.type, tags: record.tags, payload: text(record.payload) }));
+  records.map((record) => ({
+    commit: record.commit,
+    position: record.position,
+    key: record.key,
+    type: record.type,
+    tags: record.tags,
+    payload: text(record.payload),
+  }));
 
 async function expectCode(promise: Promise<unknown> | (() => unknown), code: string): Promise<StreamStackError> {
   try {
@@ -84,7 +105,9 @@ describe('trim', () => {
     }
 
     expect(shape(await collect(feed.read({ after: before - 1 })))).toEqual(raw);
-    expect(shape(await collect(feed.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })))).toEqual(filtered);
+    expect(shape(await collect(feed.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })))).toEqual(
+      filtered,
+    );
     expect(shape(await collect(feed.read({ after: before - 1, mode: 'latest' })))).toEqual(latest);
     // With no cursor a read starts at the low mark.
     const all = await collect(feed.read());
@@ -103,7 +126,10 @@ describe('trim', () => {
     await expectCode(feed.createSubscription('late', { after: 0 }), 'TRIMMED');
     await expectCode(collect(feed.follow({ after: 0, signal: AbortSignal.abort() })), 'TRIMMED');
     // A condition reaching below the low mark cannot be checked: refused, nothing written.
-    await expectCode(feed.append([{ payload: 'x' }], { condition: { failIfMatch: { items: [{ types: ['never'] }] }, after: 0 } }), 'TRIMMED');
+    await expectCode(
+      feed.append([{ payload: 'x' }], { condition: { failIfMatch: { items: [{ types: ['never'] }] }, after: 0 } }),
+      'TRIMMED',
+    );
     expect((await feed.head())!.commit).toBe(head);
     // The feed goes on: appends, and a trim that finds nothing more to remove.
     await feed.append([{ payload: 'after the trim', type: 'even', tags: ['all'] }]);
@@ -115,10 +141,9 @@ describe('trim', () => {
     const reopened = await openStore(directory, { kernels: tsKernels });
     const again = await reopened.feed('f');
     expect((await again.info()).lowMark).toBe(low);
-    expect(shape(await collect(again.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })))).toEqual([
-      ...filtered,
-      ...shape((await collect(again.read({ after: head }))).filter((record) => record.type === 'even')),
-    ]);
+    expect(shape(await collect(again.read({ after: before - 1, filter: { types: ['even'], tags: ['all'] } })))).toEqual(
+      [...filtered, ...shape((await collect(again.read({ after: head }))).filter((record) => record.type === 'even'))],
+    );
     await expectCode(collect(again.read({ after: 0 })), 'TRIMMED');
     await reopened.close();
   });
@@ -141,12 +166,17 @@ describe('trim', () => {
     const dedup = await collect(feed.read({ mode: 'dedup' }));
     expect(shape(dedup)).toEqual(shape(firsts));
     // A payload repeated from before the trim counts as first at its first kept occurrence.
-    expect(dedup.filter((record) => record.type === 'repeat').map((record) => text(record.payload)).sort()).toEqual(
-      ['repeat-0', 'repeat-1', 'repeat-2', 'repeat-3', 'repeat-4'],
-    );
+    expect(
+      dedup
+        .filter((record) => record.type === 'repeat')
+        .map((record) => text(record.payload))
+        .sort(),
+    ).toEqual(['repeat-0', 'repeat-1', 'repeat-2', 'repeat-3', 'repeat-4']);
     // Key winners: the highest version among kept records.
     for (let key = 0; key < 7; key++) {
-      const winner = kept.filter((record) => record.key === `k${key}`).sort((a, b) => (b.version ?? 0) - (a.version ?? 0))[0];
+      const winner = kept
+        .filter((record) => record.key === `k${key}`)
+        .sort((a, b) => (b.version ?? 0) - (a.version ?? 0))[0];
       expect((await feed.get(`k${key}`))?.position).toBe(winner.position);
       const asOf = low + 3;
       const asOfWinner = kept
@@ -262,13 +292,21 @@ describe('trim', () => {
     const store = await openStore(directory, { kernels: unsynced, clock: new ManualClock().read });
     const feed = await store.createFeed('f');
     for (let index = 1; index <= 60; index++) {
-      await feed.append(Array.from({ length: 20 }, (_, at) => ({ payload: `c${index}.${at}|${'z'.repeat(200)}`, key: `k${at}`, version: index % 7 })));
+      await feed.append(
+        Array.from({ length: 20 }, (_, at) => ({
+          payload: `c${index}.${at}|${'z'.repeat(200)}`,
+          key: `k${at}`,
+          version: index % 7,
+        })),
+      );
     }
     const result = await feed.trim({ before: (await feed.head())!.commit });
     expect(result.segmentsRemoved).toBeGreaterThan(1);
     await feed.writer.idle();
     const belowFloor = () =>
-      fs.readdirSync(path.join(directory, 'feeds', 'f', 'index')).filter((name) => /^\d{16}\./.test(name) && Number(name.slice(0, 16)) < result.lowPosition);
+      fs
+        .readdirSync(path.join(directory, 'feeds', 'f', 'index'))
+        .filter((name) => /^\d{16}\./.test(name) && Number(name.slice(0, 16)) < result.lowPosition);
     expect(belowFloor()).toEqual([]);
     const kept = await collect(feed.read());
     for (let at = 0; at < 20; at++) {
@@ -306,7 +344,7 @@ describe('an interrupted trim', () => {
     const bases = historySegmentBases(directory);
     const floorBase = bases[2];
     const firstKept = (await collect(feed.commits())).find((commit) => commit.firstPosition === floorBase)!;
-    const dedupKept = shape((await collect(feed.read({ after: firstKept.commit - 1 }))));
+    const dedupKept = shape(await collect(feed.read({ after: firstKept.commit - 1 })));
     await store.close();
 
     // The state a crash leaves right after the floor was recorded: every file still there.

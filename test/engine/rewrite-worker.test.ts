@@ -21,7 +21,8 @@ function feedFiles(directory: string): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
   for (const part of ['history', 'index']) {
     const partDirectory = path.join(directory, 'feeds', 'f', part);
-    for (const name of fs.readdirSync(partDirectory).sort()) files.set(`${part}/${name}`, fs.readFileSync(path.join(partDirectory, name)));
+    for (const name of fs.readdirSync(partDirectory).sort())
+      files.set(`${part}/${name}`, fs.readFileSync(path.join(partDirectory, name)));
   }
   return files;
 }
@@ -33,8 +34,12 @@ async function reads(directory: string) {
     raw: recordShapes(await collect(feed.read({ after: 255 }))),
     dedup: recordShapes(await collect(feed.read({ mode: 'dedup', after: 255 }))),
     latest: recordShapes(await collect(feed.read({ mode: 'latest' }))),
-    filtered: recordShapes(await collect(feed.read({ filter: { types: ['update'], tags: ['tier:1'] }, plan: 'index' }))),
-    gets: await Promise.all(Array.from({ length: 1500 }, async (_, key) => (await feed.get(`account-${key}`))?.position ?? null)),
+    filtered: recordShapes(
+      await collect(feed.read({ filter: { types: ['update'], tags: ['tier:1'] }, plan: 'index' })),
+    ),
+    gets: await Promise.all(
+      Array.from({ length: 1500 }, async (_, key) => (await feed.get(`account-${key}`))?.position ?? null),
+    ),
   };
   await store.close();
   return out;
@@ -47,7 +52,9 @@ describe('rewrites on the worker thread', () => {
       const script = `Promise.all([import(${JSON.stringify(engine)}), import(${JSON.stringify(workload)})]).then(async ([{ Store }, { rewriteWorkload }]) => {
         console.log(JSON.stringify({ worker: (await import(${JSON.stringify(path.resolve('packages/engine/dist/coordinator/rewrite-offthread.js'))})).rewritesOffThread(), ...(await rewriteWorkload(Store, ${JSON.stringify(onWorker)}, ${JSON.stringify(kernels)})) }));
       })`;
-      const childSummary = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim().split('\n').pop()!);
+      const childSummary = JSON.parse(
+        execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim().split('\n').pop()!,
+      );
       // The child's rewrites ran on the worker, and each kind of rewrite did something.
       expect(childSummary.worker).toBe(true);
       expect(childSummary.merges).toBeGreaterThan(0);

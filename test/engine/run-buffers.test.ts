@@ -17,7 +17,9 @@ describe('RunBufferPool', () => {
     expect(first.buffer.byteLength).toBe(limits.runsReadBytesMax);
     // A run longer than a stretch gets room for a somewhat longer one.
     const big = pool.take(limits.runsReadBytesMax + 5);
-    expect(big.buffer.byteLength).toBe(Math.ceil((limits.runsReadBytesMax + 5) * (1 + limits.runBufferHeadroomFraction)));
+    expect(big.buffer.byteLength).toBe(
+      Math.ceil((limits.runsReadBytesMax + 5) * (1 + limits.runBufferHeadroomFraction)),
+    );
 
     // Retired by the reader, but not yet given back: a read takes a new buffer.
     pool.readerDone(first);

@@ -28,7 +28,9 @@ function segments(directory: string, feed: string, log: 'history' | 'wal'): { ca
 
 /** Every file under `directory`, with its size. */
 function tree(directory: string): string[] {
-  return (fs.readdirSync(directory, { recursive: true }) as string[]).filter((name) => fs.statSync(path.join(directory, name)).isFile()).sort();
+  return (fs.readdirSync(directory, { recursive: true }) as string[])
+    .filter((name) => fs.statSync(path.join(directory, name)).isFile())
+    .sort();
 }
 
 describe('segments that grow as a feed fills', () => {
@@ -39,7 +41,9 @@ describe('segments that grow as a feed fills', () => {
     const feed = await store.createFeed('f');
     await feed.append([{ payload: 'one' }]);
     expect(limits.segmentBytesFirst).toBe(64 * kib);
-    expect(segments(directory, 'f', 'history')).toEqual([{ capacity: limits.segmentBytesFirst, size: limits.segmentBytesFirst }]);
+    expect(segments(directory, 'f', 'history')).toEqual([
+      { capacity: limits.segmentBytesFirst, size: limits.segmentBytesFirst },
+    ]);
     expect((await feed.diskUse()).bytes).toBeLessThan(limits.segmentBytesFirst * 2);
     await store.close();
   });
@@ -65,7 +69,9 @@ describe('segments that grow as a feed fills', () => {
     expect(feed.recovery).toEqual([]);
     const records = await collect(feed.read());
     expect(records.length).toBe(written);
-    expect(records.map((record) => new TextDecoder().decode(record.payload).split(':')[0])).toEqual(records.map((_, index) => String(index)));
+    expect(records.map((record) => new TextDecoder().decode(record.payload).split(':')[0])).toEqual(
+      records.map((_, index) => String(index)),
+    );
     while (segments(directory, 'f', 'history').length < 8) await feed.append([{ payload: payload() }]);
     expect(segments(directory, 'f', 'history').at(-1)).toEqual({ capacity: 1 * mib, size: 1 * mib });
     expect((await store.verify('f'))[0]).toMatchObject({ ok: true, problems: [] });
@@ -103,7 +109,9 @@ describe('segments that grow as a feed fills', () => {
     // The limit is a quarter of segmentBytes, not of the 64 KiB segment the feed has now.
     const big = new Uint8Array(200 * kib).fill(7);
     await feed.append([{ payload: big }]);
-    await expect(feed.append([{ payload: new Uint8Array(segmentBytes / 4) }])).rejects.toMatchObject({ code: 'RECORD_TOO_LARGE' });
+    await expect(feed.append([{ payload: new Uint8Array(segmentBytes / 4) }])).rejects.toMatchObject({
+      code: 'RECORD_TOO_LARGE',
+    });
     const history = segments(directory, 'f', 'history');
     expect(history[0]).toEqual({ capacity: 64 * kib, size: 64 * kib });
     // The next size would be 128 KiB: too small for the record, so the segment is sized to it.

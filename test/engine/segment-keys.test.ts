@@ -24,7 +24,13 @@ function scanWinner(occurrences: readonly Occurrence[], order: TermOrder, upTo: 
   for (const occurrence of occurrences) {
     if (occurrence.position > upTo) continue;
     if (!best) best = occurrence;
-    else if (order === 'first' ? occurrence.position < best.position : occurrence.version > best.version || (occurrence.version === best.version && occurrence.position > best.position)) best = occurrence;
+    else if (
+      order === 'first'
+        ? occurrence.position < best.position
+        : occurrence.version > best.version ||
+          (occurrence.version === best.version && occurrence.position > best.position)
+    )
+      best = occurrence;
   }
   return best && { position: best.position, version: best.version, tombstone: best.tombstone, locator: best.locator };
 }
@@ -46,7 +52,15 @@ describe('SegmentKeys', () => {
         // tables hold in their first 16 slots each, so some grow.
         fc.constantFrom<TermOrder>('latest', 'first'),
         fc.oneof(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1_100, max: 2_500 })),
-        fc.array(fc.record({ key: fc.nat(), versionUp: fc.integer({ min: -2, max: 3 }), tombstone: fc.boolean(), gap: fc.integer({ min: 1, max: 3 }) }), { minLength: 300, maxLength: 3_000, size: 'max' }),
+        fc.array(
+          fc.record({
+            key: fc.nat(),
+            versionUp: fc.integer({ min: -2, max: 3 }),
+            tombstone: fc.boolean(),
+            gap: fc.integer({ min: 1, max: 3 }),
+          }),
+          { minLength: 300, maxLength: 3_000, size: 'max' },
+        ),
         async (order, pool, draws) => {
           const base = 1_000;
           const keys = new SegmentKeys(base, order);
@@ -64,7 +78,10 @@ describe('SegmentKeys', () => {
             keys.add(key, position, version, draw.tombstone, occurrence.locator);
           }
           const distinct = [...versions.keys()];
-          tally.hit('more keys than a shard’s first slots', distinct.length > limits.segmentKeyShards * limits.segmentKeyShardSlotsInitial);
+          tally.hit(
+            'more keys than a shard’s first slots',
+            distinct.length > limits.segmentKeyShards * limits.segmentKeyShardSlotsInitial,
+          );
           expect((await keys.keyList()).sort()).toEqual([...distinct].sort());
           const last = position;
           for (const key of [...distinct, 'never-added']) {
@@ -72,10 +89,21 @@ describe('SegmentKeys', () => {
             tally.hit('a key never added', met.length === 0);
             tally.hit('a key met once', met.length === 1);
             tally.hit('a key met many times', met.length > 2);
-            for (const upTo of [Number.POSITIVE_INFINITY, last, base, ...met.map((occurrence) => occurrence.position - 1), ...met.map((occurrence) => occurrence.position)]) {
+            for (const upTo of [
+              Number.POSITIVE_INFINITY,
+              last,
+              base,
+              ...met.map((occurrence) => occurrence.position - 1),
+              ...met.map((occurrence) => occurrence.position),
+            ]) {
               const expected = scanWinner(met, order, upTo);
               tally.hit('a position before the key’s first occurrence', met.length > 0 && expected === undefined);
-              tally.hit('a winner older than the key’s newest occurrence', expected !== undefined && expected.position < (met.at(-1)?.position ?? 0) && upTo === Number.POSITIVE_INFINITY);
+              tally.hit(
+                'a winner older than the key’s newest occurrence',
+                expected !== undefined &&
+                  expected.position < (met.at(-1)?.position ?? 0) &&
+                  upTo === Number.POSITIVE_INFINITY,
+              );
               expect(keys.winnerUpTo(key, upTo)).toEqual(expected);
             }
           }

@@ -40,7 +40,11 @@ const poolPayload = (index: number) => `pool-${index}-${'r'.repeat(6000)}`;
 
 describe('self-contained segments', () => {
   it('never references a payload in another segment, and stores each at most once per segment', async () => {
-    const tally = branchTally('self-contained', ['repeat in the same segment', 'repeat stored again in a new segment', 'group cut at a segment roll']);
+    const tally = branchTally('self-contained', [
+      'repeat in the same segment',
+      'repeat stored again in a new segment',
+      'group cut at a segment roll',
+    ]);
     // Sizes: 60 runs of 6 to 14 rounds of 1 to 12 concurrent one-shot appends of 1 to 4
     // records, from a pool of 2 to 12 payloads of 6 KiB, in 64 KiB segments: a segment holds
     // about ten distinct payloads, so repeats span rolls, and rolls land inside concurrent
@@ -48,54 +52,64 @@ describe('self-contained segments', () => {
     // reaches it: 60 runs make missing it in every run unlikely (25 missed it once in CI).
     const round = fc.array(fc.array(fc.nat(11), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 12 });
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 2, max: 12 }), fc.array(round, { minLength: 6, maxLength: 14 }), async (poolSize, rounds) => {
-        const directory = temporaryDirectory();
-        const store = await openStore(directory);
-        const feed = await store.createFeed('f');
-        const written: string[][] = [];
-        for (const appends of rounds) {
-          const records = appends.map((picks) => picks.map((pick) => ({ payload: poolPayload(pick % poolSize) })));
-          const results = await Promise.all(records.map((batch) => feed.append(batch)));
-          // Requests are never reordered, even when a roll cuts their group in two.
-          const numbers = results.map((result) => result.commit);
-          expect(numbers).toEqual([...numbers].sort((a, b) => a - b));
-          results.forEach((result, index) => {
-            written[result.commit - 1] = records[index].map((record) => record.payload);
-          });
-        }
-        const all: string[] = [];
-        for await (const record of feed.read()) all.push(text(record.payload));
-        expect(all).toEqual(written.flat());
-        expect((await store.verify('f'))[0].problems).toEqual([]);
-        await store.close();
-
-        const commits = await payloadSegments(directory);
-        const segmentOfCommit = new Map(commits.map(({ commit }) => [commit.commit, commit.segment]));
-        for (const { commit, segments } of commits) {
-          expect(segments.every((segment) => segment === commit.segment)).toBe(true);
-        }
-        // A payload's bytes appear at most once in each segment file.
-        const historyDirectory = path.join(directory, 'feeds', 'f', 'history');
-        const seenIn = new Map<number, number>();
-        for (const name of fs.readdirSync(historyDirectory)) {
-          const bytes = fs.readFileSync(path.join(historyDirectory, name));
-          for (let pick = 0; pick < poolSize; pick++) {
-            const needle = Buffer.from(poolPayload(pick));
-            const first = bytes.indexOf(needle);
-            if (first >= 0) expect(bytes.indexOf(needle, first + 1)).toBe(-1);
-            if (first >= 0) seenIn.set(pick, (seenIn.get(pick) ?? 0) + 1);
+      fc.asyncProperty(
+        fc.integer({ min: 2, max: 12 }),
+        fc.array(round, { minLength: 6, maxLength: 14 }),
+        async (poolSize, rounds) => {
+          const directory = temporaryDirectory();
+          const store = await openStore(directory);
+          const feed = await store.createFeed('f');
+          const written: string[][] = [];
+          for (const appends of rounds) {
+            const records = appends.map((picks) => picks.map((pick) => ({ payload: poolPayload(pick % poolSize) })));
+            const results = await Promise.all(records.map((batch) => feed.append(batch)));
+            // Requests are never reordered, even when a roll cuts their group in two.
+            const numbers = results.map((result) => result.commit);
+            expect(numbers).toEqual([...numbers].sort((a, b) => a - b));
+            results.forEach((result, index) => {
+              written[result.commit - 1] = records[index].map((record) => record.payload);
+            });
           }
-        }
-        tally.hit('repeat stored again in a new segment', [...seenIn.values()].some((count) => count > 1));
-        tally.hit('repeat in the same segment', all.length > new Set(commits.map((c) => c.commit.segment)).size * poolSize);
-        // A group cut in two at a roll shows as one round's commits in two segments.
-        let first = 1;
-        for (const appends of rounds) {
-          const last = first + appends.length - 1;
-          tally.hit('group cut at a segment roll', segmentOfCommit.get(first) !== segmentOfCommit.get(last));
-          first = last + 1;
-        }
-      }),
+          const all: string[] = [];
+          for await (const record of feed.read()) all.push(text(record.payload));
+          expect(all).toEqual(written.flat());
+          expect((await store.verify('f'))[0].problems).toEqual([]);
+          await store.close();
+
+          const commits = await payloadSegments(directory);
+          const segmentOfCommit = new Map(commits.map(({ commit }) => [commit.commit, commit.segment]));
+          for (const { commit, segments } of commits) {
+            expect(segments.every((segment) => segment === commit.segment)).toBe(true);
+          }
+          // A payload's bytes appear at most once in each segment file.
+          const historyDirectory = path.join(directory, 'feeds', 'f', 'history');
+          const seenIn = new Map<number, number>();
+          for (const name of fs.readdirSync(historyDirectory)) {
+            const bytes = fs.readFileSync(path.join(historyDirectory, name));
+            for (let pick = 0; pick < poolSize; pick++) {
+              const needle = Buffer.from(poolPayload(pick));
+              const first = bytes.indexOf(needle);
+              if (first >= 0) expect(bytes.indexOf(needle, first + 1)).toBe(-1);
+              if (first >= 0) seenIn.set(pick, (seenIn.get(pick) ?? 0) + 1);
+            }
+          }
+          tally.hit(
+            'repeat stored again in a new segment',
+            [...seenIn.values()].some((count) => count > 1),
+          );
+          tally.hit(
+            'repeat in the same segment',
+            all.length > new Set(commits.map((c) => c.commit.segment)).size * poolSize,
+          );
+          // A group cut in two at a roll shows as one round's commits in two segments.
+          let first = 1;
+          for (const appends of rounds) {
+            const last = first + appends.length - 1;
+            tally.hit('group cut at a segment roll', segmentOfCommit.get(first) !== segmentOfCommit.get(last));
+            first = last + 1;
+          }
+        },
+      ),
       { numRuns: 60 },
     );
     tally.expectAllReached();
@@ -128,12 +142,15 @@ describe('self-contained segments', () => {
     const { token } = await feed.acquireLease({ holder: 'p' });
     const expected: string[] = [];
     let seed = 11;
-    const random = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+    const random = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
     for (let streamIndex = 0; streamIndex < 20; streamIndex++) {
       const stream = await feed.openStream({ token });
       const batch = Array.from({ length: 500 }, (_, index) => {
         // Nine in ten records repeat one of the payloads written before them.
-        const payload = expected.length > 0 && random() < 0.9 ? expected[Math.floor(random() * expected.length)] : `p-${streamIndex}-${index}-${'z'.repeat(150)}`;
+        const payload =
+          expected.length > 0 && random() < 0.9
+            ? expected[Math.floor(random() * expected.length)]
+            : `p-${streamIndex}-${index}-${'z'.repeat(150)}`;
         expected.push(payload);
         return { payload };
       });

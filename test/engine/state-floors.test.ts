@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isStreamStackError, Store, type Feed } from '../../packages/engine/src/index.js';
+import { type Feed, isStreamStackError, Store } from '../../packages/engine/src/index.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 const kernelSets = ['native', 'ts'] as const;
@@ -83,7 +83,11 @@ describe('state that never goes back', () => {
       {
         const store = await Store.open(directory, { readOnly: true, kernels });
         const before = await probe(await store.feed('f'), low);
-        expect(before).toEqual({ read: { code: 'COMPACTED' }, filtered: { code: 'COMPACTED' }, commit: { code: 'COMPACTED' } });
+        expect(before).toEqual({
+          read: { code: 'COMPACTED' },
+          filtered: { code: 'COMPACTED' },
+          commit: { code: 'COMPACTED' },
+        });
         await store.close();
       }
       expect((await verdict(directory, kernels)).ok).toBe(true);
@@ -91,13 +95,21 @@ describe('state that never goes back', () => {
       removeBothCopies(directory, 'compaction.log');
       const report = await verdict(directory, kernels);
       expect(report.ok).toBe(false);
-      expect(report.problems).toEqual(expect.arrayContaining([expect.objectContaining({ code: 'CORRUPT', file: expect.stringContaining('compaction.log') })]));
+      expect(report.problems).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ code: 'CORRUPT', file: expect.stringContaining('compaction.log') }),
+        ]),
+      );
       for (const readOnly of [true, false]) {
         const store = await Store.open(directory, { readOnly, kernels });
         try {
           const feed = await store.feed('f');
           // Reads that would cross the compacted history still fail, rather than return it as whole.
-          expect(await probe(feed, low)).toEqual({ read: { code: 'COMPACTED' }, filtered: { code: 'COMPACTED' }, commit: { code: 'COMPACTED' } });
+          expect(await probe(feed, low)).toEqual({
+            read: { code: 'COMPACTED' },
+            filtered: { code: 'COMPACTED' },
+            commit: { code: 'COMPACTED' },
+          });
           if (!readOnly) {
             await expect(feed.createSubscription('late', { after: low })).rejects.toMatchObject({ code: 'COMPACTED' });
           }
@@ -131,7 +143,9 @@ describe('state that never goes back', () => {
       const report = await verdict(directory, kernels);
       expect(report.ok).toBe(false);
       expect(report.lowMark).toBe(lowMark);
-      expect(report.problems).toEqual([expect.objectContaining({ code: 'CORRUPT', file: expect.stringContaining('retention.log') })]);
+      expect(report.problems).toEqual([
+        expect.objectContaining({ code: 'CORRUPT', file: expect.stringContaining('retention.log') }),
+      ]);
       for (const readOnly of [true, false]) {
         const store = await Store.open(directory, { readOnly, kernels });
         try {
@@ -188,11 +202,16 @@ describe('state that never goes back', () => {
           }
           const report = await verdict(directory, 'ts');
           expect(report.ok, `${damage} ${name}${copy}`).toBe(false);
-          expect(report.problems.some((problem) => problem.file?.includes(name)), `${damage} ${name}${copy}: ${JSON.stringify(report.problems)}`).toBe(true);
+          expect(
+            report.problems.some((problem) => problem.file?.includes(name)),
+            `${damage} ${name}${copy}: ${JSON.stringify(report.problems)}`,
+          ).toBe(true);
           // The newest record survived in the other file: reads below the horizon still refuse.
           const store = await Store.open(directory, { readOnly: true });
           try {
-            await expect(collect((await store.feed('f')).read({ after: 10 }))).rejects.toMatchObject({ code: 'COMPACTED' });
+            await expect(collect((await store.feed('f')).read({ after: 10 }))).rejects.toMatchObject({
+              code: 'COMPACTED',
+            });
           } finally {
             await store.close();
           }

@@ -6,8 +6,23 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { limits, StreamStackError, type CommitRecords, type Feed, type Store } from '../../packages/engine/src/index.js';
-import { ManualClock, cursorOf, openStore, sequentialIds, temporaryDirectory, text, digestTree, collect as collectAll } from '../support/store.js';
+import {
+  type CommitRecords,
+  type Feed,
+  limits,
+  type Store,
+  StreamStackError,
+} from '../../packages/engine/src/index.js';
+import {
+  collect as collectAll,
+  cursorOf,
+  digestTree,
+  ManualClock,
+  openStore,
+  sequentialIds,
+  temporaryDirectory,
+  text,
+} from '../support/store.js';
 
 /** Appends one-shot commits of the given sizes; payloads name their commit's index and record. */
 async function commitSizes(feed: Feed, sizes: readonly number[], label = 'c', token?: string): Promise<void> {
@@ -21,7 +36,11 @@ async function commitSizes(feed: Feed, sizes: readonly number[], label = 'c', to
 
 /** What a poll or a live read delivered, in a form that is easy to compare. */
 const summary = (batches: readonly CommitRecords[]) =>
-  batches.map(({ commit, records }) => ({ commit: commit.commit, records: commit.records, payloads: records.map((record) => text(record.payload)) }));
+  batches.map(({ commit, records }) => ({
+    commit: commit.commit,
+    records: commit.records,
+    payloads: records.map((record) => text(record.payload)),
+  }));
 
 async function rejectsWith(action: () => unknown, code: string): Promise<void> {
   let caught: unknown;
@@ -37,14 +56,17 @@ async function rejectsWith(action: () => unknown, code: string): Promise<void> {
  * Runs `consume` over a live iterable until `signal` aborts: the abort ends the loop (whether the
  * iterator then ends or throws the abort reason); any other error fails the test.
  */
-async function untilAborted<T>(iterable: AsyncIterable<T>, signal: AbortSignal, consume: (item: T) => void | Promise<void>): Promise<void> {
+async function untilAborted<T>(
+  iterable: AsyncIterable<T>,
+  signal: AbortSignal,
+  consume: (item: T) => void | Promise<void>,
+): Promise<void> {
   try {
     for await (const item of iterable) await consume(item);
   } catch (error) {
     if (!signal.aborted || error !== signal.reason) throw error;
   }
 }
-
 
 describe('creating and finding subscriptions', () => {
   it('creates named cursors, lists them sorted, and refuses duplicates, bad names and bad cursors', async () => {
@@ -60,7 +82,13 @@ describe('creating and finding subscriptions', () => {
     clock.advance(10);
     const alpha = await feed.createSubscription('alpha', { after: 1 });
     expect((await alpha.info()).cursor).toBe(1);
-    expect(await alpha.info()).toMatchObject({ name: 'alpha', cursor: 1, createdAt: clock.now, updatedAt: clock.now, lag: expect.objectContaining({ commits: 1, records: 3 }) });
+    expect(await alpha.info()).toMatchObject({
+      name: 'alpha',
+      cursor: 1,
+      createdAt: clock.now,
+      updatedAt: clock.now,
+      lag: expect.objectContaining({ commits: 1, records: 3 }),
+    });
     await feed.createSubscription('at-head', { after: 2 });
     expect((await feed.subscriptions()).map((info) => [info.name, info.cursor])).toEqual([
       ['alpha', 1],
@@ -179,7 +207,11 @@ describe('poll, advance, reset and delete', () => {
     expect((await subscription.info()).cursor).toBe(2);
 
     clock.advance(5);
-    expect(await subscription.reset(0)).toMatchObject({ cursor: 0, updatedAt: clock.now, lag: { commits: 4, records: 10 } });
+    expect(await subscription.reset(0)).toMatchObject({
+      cursor: 0,
+      updatedAt: clock.now,
+      lag: { commits: 4, records: 10 },
+    });
     expect((await subscription.poll({ max: 1 })).commits.map(({ commit }) => commit.commit)).toEqual([1]);
     expect((await subscription.reset(4)).cursor).toBe(4);
     expect((await subscription.reset(3)).cursor).toBe(3);
@@ -383,7 +415,8 @@ describe('subscriptions across restarts', () => {
           lostPolls++;
           break;
         }
-        for (const { commit, records } of commits) handled.push({ commit: commit.commit, payloads: records.map((record) => text(record.payload)) });
+        for (const { commit, records } of commits)
+          handled.push({ commit: commit.commit, payloads: records.map((record) => text(record.payload)) });
         await subscription.advance(cursor);
         // New commits arrive while the consumer works through the backlog.
         if (step % 2 === 0) await write(1);
@@ -397,7 +430,8 @@ describe('subscriptions across restarts', () => {
     for (;;) {
       const { commits, cursor } = await subscription.poll({ max: 3 });
       if (commits.length === 0) break;
-      for (const { commit, records } of commits) handled.push({ commit: commit.commit, payloads: records.map((record) => text(record.payload)) });
+      for (const { commit, records } of commits)
+        handled.push({ commit: commit.commit, payloads: records.map((record) => text(record.payload)) });
       await subscription.advance(cursor);
     }
 
@@ -405,7 +439,9 @@ describe('subscriptions across restarts', () => {
     const head = (await feed.info()).commits;
     expect(head).toBe(written.size);
     expect(handled.map((entry) => entry.commit)).toEqual(Array.from({ length: head }, (_, index) => index + 1));
-    expect(handled).toEqual([...written.entries()].sort(([a], [b]) => a - b).map(([commit, payloads]) => ({ commit, payloads })));
+    expect(handled).toEqual(
+      [...written.entries()].sort(([a], [b]) => a - b).map(([commit, payloads]) => ({ commit, payloads })),
+    );
     expect((await subscription.info()).lag).toEqual({ commits: 0, records: 0, bytes: 0 });
     await store.close();
   });
@@ -424,7 +460,10 @@ describe('live reads', () => {
     const written = new Map<number, string[]>();
     const appenders = Array.from({ length: options.appenders }, async (_, writer) => {
       for (let index = 0; index < options.perAppender; index++) {
-        const payloads = Array.from({ length: 1 + ((writer + index) % 3) }, (_, record) => `a${writer}-${index}.${record}`);
+        const payloads = Array.from(
+          { length: 1 + ((writer + index) % 3) },
+          (_, record) => `a${writer}-${index}.${record}`,
+        );
         const commit = await feed.append(
           payloads.map((payload) => ({ payload })),
           { token },
@@ -498,14 +537,18 @@ describe('live reads', () => {
     expect(everything).toEqual(Array.from({ length: total }, (_, index) => index + 1));
 
     const deadline = setTimeout(() => {
-      for (const reader of [viaSubscription, viaAutoAdvance, viaFollow, lateFollow]) reader.controller.abort(new Error('timed out'));
+      for (const reader of [viaSubscription, viaAutoAdvance, viaFollow, lateFollow])
+        reader.controller.abort(new Error('timed out'));
     }, 20_000);
     await Promise.all([viaSubscription.done, viaAutoAdvance.done, viaFollow.done, lateFollow.done]);
     clearTimeout(deadline);
 
     const backlogPayloads = new Map<number, string[]>();
     for await (const commit of feed.commits({ limit: backlog })) {
-      backlogPayloads.set(commit.commit, (await feed.readCommit(commit.commit)).map((record) => text(record.payload)));
+      backlogPayloads.set(
+        commit.commit,
+        (await feed.readCommit(commit.commit)).map((record) => text(record.payload)),
+      );
     }
     const expectedFrom = (after: number) =>
       Array.from({ length: total - after }, (_, index) => {
@@ -541,16 +584,21 @@ describe('live reads', () => {
       // Stop this round's reader once it has handled a few commits past the round's start.
       const stopAt = (await subscription.info()).cursor + 30;
       let previous = (await subscription.info()).cursor;
-      const reader = untilAborted(subscription.live({ signal: controller.signal, autoAdvance: true }), controller.signal, async ({ commit }) => {
-        // With autoAdvance, each commit is saved once it is handed back: by the time the next
-        // one arrives, the one before it is the saved cursor.
-        expect((await subscription.info()).cursor).toBe(previous);
-        previous = commit.commit;
-        delivered.push(commit.commit);
-        if (commit.commit >= stopAt) controller.abort();
-      });
+      const reader = untilAborted(
+        subscription.live({ signal: controller.signal, autoAdvance: true }),
+        controller.signal,
+        async ({ commit }) => {
+          // With autoAdvance, each commit is saved once it is handed back: by the time the next
+          // one arrives, the one before it is the saved cursor.
+          expect((await subscription.info()).cursor).toBe(previous);
+          previous = commit.commit;
+          delivered.push(commit.commit);
+          if (commit.commit >= stopAt) controller.abort();
+        },
+      );
       const writers = Array.from({ length: 3 }, async (_, writer) => {
-        for (let index = 0; index < 15; index++) written.push((await feed.append([{ payload: `r${round}w${writer}i${index}` }], { token })).commit);
+        for (let index = 0; index < 15; index++)
+          written.push((await feed.append([{ payload: `r${round}w${writer}i${index}` }], { token })).commit);
       });
       await Promise.all(writers);
       await reader;
@@ -564,10 +612,14 @@ describe('live reads', () => {
     const controller = new AbortController();
     const head = (await feed.info()).commits;
     if ((await subscription.info()).cursor < head) {
-      await untilAborted(subscription.live({ signal: controller.signal, autoAdvance: true }), controller.signal, ({ commit }) => {
-        delivered.push(commit.commit);
-        if (commit.commit === head) controller.abort();
-      });
+      await untilAborted(
+        subscription.live({ signal: controller.signal, autoAdvance: true }),
+        controller.signal,
+        ({ commit }) => {
+          delivered.push(commit.commit);
+          if (commit.commit === head) controller.abort();
+        },
+      );
     }
     expect(written.sort((a, b) => a - b)).toEqual(Array.from({ length: head }, (_, index) => index + 1));
     expect(delivered).toEqual(Array.from({ length: head }, (_, index) => index + 1));
@@ -654,7 +706,10 @@ describe('lag', () => {
     let previousBytes = Number.POSITIVE_INFINITY;
     for (let cursor = 0; cursor <= sizes.length; cursor++) {
       const { lag } = await subscription.reset(cursor);
-      expect({ commits: lag.commits, records: lag.records }).toEqual({ commits: sizes.length - cursor, records: recordsAfter(cursor) });
+      expect({ commits: lag.commits, records: lag.records }).toEqual({
+        commits: sizes.length - cursor,
+        records: recordsAfter(cursor),
+      });
       // Fewer commits behind, fewer bytes behind.
       expect(lag.bytes).toBeLessThan(previousBytes);
       previousBytes = lag.bytes;

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadKernels, type Kernels } from '../../packages/engine/src/index.js';
+import { type Kernels, loadKernels } from '../../packages/engine/src/index.js';
 import { groupHeaderBytes } from '../../packages/engine/src/storage/groups.js';
-import { openStore, temporaryDirectory, text, collect } from '../support/store.js';
+import { collect, openStore, temporaryDirectory, text } from '../support/store.js';
 
 /** Index just past the last non-zero byte: where the written part of a preallocated segment ends. */
 function writtenEnd(bytes: Uint8Array): number {
@@ -51,7 +51,11 @@ async function forEveryDamage(
 }
 
 /** A write lost whole leaves nothing to cut; otherwise the cut starts where the write began. */
-function expectCut(recovery: readonly { file: string; offset: number }[], damage: string, expected: { offset: number; file: string }): void {
+function expectCut(
+  recovery: readonly { file: string; offset: number }[],
+  damage: string,
+  expected: { offset: number; file: string },
+): void {
   if (damage === `zero at ${expected.offset}`) {
     expect(recovery, damage).toEqual([]);
     return;
@@ -79,7 +83,10 @@ describe('torn tails', () => {
       const store = await openStore(directory);
       const feed = await store.feed('f');
       const commits = await collect(feed.commits());
-      expect(commits.map((commit) => commit.commit), damage).toEqual([1, 2]);
+      expect(
+        commits.map((commit) => commit.commit),
+        damage,
+      ).toEqual([1, 2]);
       expectCut(feed.recovery, damage, expected);
       // Recovery leaves a clean log: the next commit lands, and everything verifies.
       const next = await feed.append([{ payload: 'five' }]);
@@ -118,7 +125,11 @@ describe('torn tails', () => {
       expect((await stream.read()).map((record) => text(record.payload))).toEqual(['a', 'b']);
       await stream.append([{ payload: 'retried' }], { token, expectedSeq: 3 });
       const commit = await stream.seal({ token });
-      expect((await feed.readCommit(commit.commit)).map((record) => text(record.payload))).toEqual(['a', 'b', 'retried']);
+      expect((await feed.readCommit(commit.commit)).map((record) => text(record.payload))).toEqual([
+        'a',
+        'b',
+        'retried',
+      ]);
       await store.close();
     });
     expect(cases).toBeGreaterThan(100);
@@ -191,7 +202,10 @@ describe('torn tails of pipelined groups', () => {
     const original = fs.readFileSync(file);
     const copy = temporaryDirectory();
     let cases = 0;
-    for (const [group, kept] of [[third, [1, 2]], [fourth, [1, 2, 3]]] as const) {
+    for (const [group, kept] of [
+      [third, [1, 2]],
+      [fourth, [1, 2, 3]],
+    ] as const) {
       for (let offset = group.start; offset < group.end; offset++) {
         for (const damage of ['zero', 'flip'] as const) {
           fs.rmSync(copy, { recursive: true, force: true });
@@ -207,7 +221,10 @@ describe('torn tails of pipelined groups', () => {
           const what = `${damage} at ${offset} of the ${group === third ? 'first' : 'second'} group`;
           const store = await openStore(copy);
           const feed = await store.feed('f');
-          expect((await collect(feed.commits())).map((commit) => commit.commit), what).toEqual(kept);
+          expect(
+            (await collect(feed.commits())).map((commit) => commit.commit),
+            what,
+          ).toEqual(kept);
           // Lost whole, the second group leaves nothing to cut; anything else is cut from the
           // start of the first damaged group, the sound second group behind a torn first with it.
           if (group === fourth && damage === 'zero' && offset === fourth.start) expect(feed.recovery, what).toEqual([]);
@@ -252,7 +269,10 @@ describe('torn tails of pipelined groups', () => {
     const store = await openStore(directory);
     const feed = await store.feed('f');
     expect(feed.recovery).toMatchObject([{ file: fs.realpathSync(file), offset: fourth.start }]);
-    await expect((async () => feed.readCommit(2))()).rejects.toMatchObject({ code: 'CORRUPT', details: { offset: second.start } });
+    await expect((async () => feed.readCommit(2))()).rejects.toMatchObject({
+      code: 'CORRUPT',
+      details: { offset: second.start },
+    });
     expect((await feed.readCommit(3)).map((record) => text(record.payload))).toEqual(['three', 'four']);
     const [verification] = await store.verify('f');
     expect(verification.problems.map((problem) => problem.code)).toEqual(['CORRUPT']);
@@ -263,7 +283,10 @@ describe('torn tails of pipelined groups', () => {
     await again.close();
     const after = fs.readFileSync(file);
     expect(after[flipped], 'the corrupt byte is left as it was').toBe(bytes[flipped]);
-    expect(after.subarray(fourth.start, fourth.end).every((byte) => byte === 0), 'the torn group is cut').toBe(true);
+    expect(
+      after.subarray(fourth.start, fourth.end).every((byte) => byte === 0),
+      'the torn group is cut',
+    ).toBe(true);
   });
 });
 

@@ -2,9 +2,16 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadKernels, StreamStackError, type Kernels } from '../../packages/engine/src/index.js';
-import { ManualClock, openStore, sequentialIds, temporaryDirectory, text, digestTree, collect } from '../support/store.js';
-
+import { type Kernels, loadKernels, StreamStackError } from '../../packages/engine/src/index.js';
+import {
+  collect,
+  digestTree,
+  ManualClock,
+  openStore,
+  sequentialIds,
+  temporaryDirectory,
+  text,
+} from '../support/store.js';
 
 /** Kernels that count durable writes, and can hold the next one until released. */
 function countingKernels(base: Kernels = loadKernels()) {
@@ -77,11 +84,18 @@ describe('string payloads', () => {
       const piece = ['ascii', 'é', '€', '😀'][index % 4];
       return `${index}:${piece.repeat(index % 97 === 0 ? 30_000 : 1 + (index % 40))}`;
     });
-    await feed.append(payloads.map((payload) => ({ payload })), { token });
+    await feed.append(
+      payloads.map((payload) => ({ payload })),
+      { token },
+    );
     const stream = await feed.openStream({ token });
-    await stream.append(payloads.map((payload) => ({ payload })), { token });
+    await stream.append(
+      payloads.map((payload) => ({ payload })),
+      { token },
+    );
     await stream.seal({ token });
-    for (const commit of [1, 2]) expect((await feed.readCommit(commit)).map((record) => text(record.payload))).toEqual(payloads);
+    for (const commit of [1, 2])
+      expect((await feed.readCommit(commit)).map((record) => text(record.payload))).toEqual(payloads);
     await store.close();
   });
 });
@@ -161,10 +175,16 @@ describe('leases, epochs and fencing', () => {
 
     // The new owner finds the old stream and decides: here, seal what is durable.
     expect((await feed.activeStream())?.id).toBe(stream.id);
-    await expect(stream.append([{ payload: 'more' }], { token: (grant as { token: string }).token })).rejects.toMatchObject({ code: 'FENCED' });
+    await expect(
+      stream.append([{ payload: 'more' }], { token: (grant as { token: string }).token }),
+    ).rejects.toMatchObject({ code: 'FENCED' });
     const commit = await stream.seal({ token: (grant as { token: string }).token });
     expect(commit.records).toBe(3);
-    expect((await feed.readCommit(commit.commit)).map((record) => text(record.payload))).toEqual(['durable', 'in flight', 'pipelined']);
+    expect((await feed.readCommit(commit.commit)).map((record) => text(record.payload))).toEqual([
+      'durable',
+      'in flight',
+      'pipelined',
+    ]);
     await store.close();
   });
 });
@@ -182,12 +202,24 @@ describe('streams', () => {
       firstSeq: 1,
       lastSeq: 2,
     });
-    const mismatch = await stream.append([{ payload: 'c' }], { token, expectedSeq: 1 }).catch((error: StreamStackError) => error);
+    const mismatch = await stream
+      .append([{ payload: 'c' }], { token, expectedSeq: 1 })
+      .catch((error: StreamStackError) => error);
     expect(mismatch).toMatchObject({ code: 'SEQ_MISMATCH', details: { expected: 1, actual: 3 } });
-    await stream.append([{ payload: 'c', key: 'k', version: 2, type: 't', tags: ['x', 'y'] }], { token, expectedSeq: 3 });
+    await stream.append([{ payload: 'c', key: 'k', version: 2, type: 't', tags: ['x', 'y'] }], {
+      token,
+      expectedSeq: 3,
+    });
     expect((await stream.read()).map((record) => text(record.payload))).toEqual(['a', 'b', 'c']);
     const commit = await stream.seal({ token });
-    expect(commit).toMatchObject({ commit: 1, parent: null, records: 3, firstPosition: 1, lastPosition: 3, message: 'hour 1' });
+    expect(commit).toMatchObject({
+      commit: 1,
+      parent: null,
+      records: 3,
+      firstPosition: 1,
+      lastPosition: 3,
+      message: 'hour 1',
+    });
     await expect(stream.append([{ payload: 'd' }], { token })).rejects.toMatchObject({ code: 'STREAM_SEALED' });
     await expect(stream.seal({ token })).rejects.toMatchObject({ code: 'STREAM_SEALED' });
     const records = await feed.readCommit(1);
@@ -216,7 +248,10 @@ describe('streams', () => {
     const { token } = await feed.acquireLease({ holder: 'p', ttlMs: 60_000 });
     const stream = await feed.openStream({ token });
     for (let batch = 0; batch < 50; batch++) {
-      await stream.append(Array.from({ length: 20 }, (_, index) => ({ payload: `b${batch}-r${index}-${'x'.repeat(100)}` })), { token });
+      await stream.append(
+        Array.from({ length: 20 }, (_, index) => ({ payload: `b${batch}-r${index}-${'x'.repeat(100)}` })),
+        { token },
+      );
     }
     await store.close();
     store = await openStore(directory);
@@ -232,7 +267,9 @@ describe('streams', () => {
     // Every WAL segment but the active one held only that stream, so they are gone once the
     // background cleanup is done (verify waits for it).
     expect((await store.verify('f'))[0]).toMatchObject({ ok: true, commits: 1, records: 1001 });
-    expect(fs.readdirSync(path.join(directory, 'feeds', 'f', 'wal')).filter((name) => name.endsWith('.wal'))).toHaveLength(1);
+    expect(
+      fs.readdirSync(path.join(directory, 'feeds', 'f', 'wal')).filter((name) => name.endsWith('.wal')),
+    ).toHaveLength(1);
     await store.close();
   });
 
@@ -295,7 +332,9 @@ describe('one-shot appends and group commit', () => {
     const { token } = await feed.acquireLease({ holder: 'p' });
     const stream = await feed.openStream({ token });
     counter.writes = 0;
-    const results = await Promise.all(Array.from({ length: 32 }, (_, index) => stream.append([{ payload: `r${index}` }], { token })));
+    const results = await Promise.all(
+      Array.from({ length: 32 }, (_, index) => stream.append([{ payload: `r${index}` }], { token })),
+    );
     expect(results.map((result) => result.firstSeq)).toEqual(Array.from({ length: 32 }, (_, index) => index + 1));
     expect(counter.writes).toBeLessThanOrEqual(3);
     await store.close();
@@ -383,7 +422,6 @@ describe('segment rolls', () => {
   });
 });
 
-
 describe('segments sized for one large group', () => {
   it('keep room for their SegmentEnd after the live list a new WAL segment starts with', async () => {
     const directory = temporaryDirectory();
@@ -393,7 +431,8 @@ describe('segments sized for one large group', () => {
     const stream = await feed.openStream({ token });
     // Batches larger than a 64 KiB segment, one after another: each gets a segment sized for
     // it, which the next roll must be able to finish.
-    const big = (batch: number) => Array.from({ length: 40 }, (_, index) => ({ payload: `${batch}-${index}-${'x'.repeat(3000)}` }));
+    const big = (batch: number) =>
+      Array.from({ length: 40 }, (_, index) => ({ payload: `${batch}-${index}-${'x'.repeat(3000)}` }));
     for (let batch = 0; batch < 4; batch++) await stream.append(big(batch), { token });
     const commit = await stream.seal({ token });
     expect(commit.records).toBe(160);

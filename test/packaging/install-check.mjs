@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { Store, loadKernels } from '@streamstack/engine';
+import { loadKernels, Store } from '@streamstack/engine';
 
 const require = createRequire(import.meta.url);
 const decoder = new TextDecoder();

@@ -141,9 +141,16 @@ interface Installed {
 }
 
 /** An empty project folder with the given tarballs installed by npm, and the check scripts. */
-async function install(tarballs: readonly string[], extraArguments: readonly string[], environment: NodeJS.ProcessEnv): Promise<Installed> {
+async function install(
+  tarballs: readonly string[],
+  extraArguments: readonly string[],
+  environment: NodeJS.ProcessEnv,
+): Promise<Installed> {
   const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'streamstack-install-'));
-  fs.writeFileSync(path.join(folder, 'package.json'), `${JSON.stringify({ name: 'install-check', private: true, type: 'module' })}\n`);
+  fs.writeFileSync(
+    path.join(folder, 'package.json'),
+    `${JSON.stringify({ name: 'install-check', private: true, type: 'module' })}\n`,
+  );
   const { stdout, stderr } = await run(
     'npm',
     ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=warn', ...extraArguments, ...tarballs],
@@ -168,9 +175,17 @@ function filesUnder(directory: string): { file: string; bytes: number }[] {
  * Runs the installed `streamstack serve` from `folder` on a free port over a new data directory,
  * calls `use` with its URL, then stops it with SIGTERM and expects a clean exit.
  */
-async function withInstalledServer(folder: string, environment: NodeJS.ProcessEnv, use: (url: string) => Promise<void>): Promise<void> {
+async function withInstalledServer(
+  folder: string,
+  environment: NodeJS.ProcessEnv,
+  use: (url: string) => Promise<void>,
+): Promise<void> {
   const bin = path.join(folder, 'node_modules', '.bin', 'streamstack');
-  const child = spawn(bin, ['--data', path.join(folder, 'served-data'), 'serve', '--port', '0'], { cwd: folder, env: environment, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(bin, ['--data', path.join(folder, 'served-data'), 'serve', '--port', '0'], {
+    cwd: folder,
+    env: environment,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   try {
@@ -191,7 +206,11 @@ async function withInstalledServer(folder: string, environment: NodeJS.ProcessEn
 }
 
 function check(folder: string, environment: NodeJS.ProcessEnv): CheckResult {
-  const result = spawnSync(process.execPath, ['install-check.mjs'], { cwd: folder, env: environment, encoding: 'utf8' });
+  const result = spawnSync(process.execPath, ['install-check.mjs'], {
+    cwd: folder,
+    env: environment,
+    encoding: 'utf8',
+  });
   if (result.status !== 0) throw new Error(`install-check.mjs failed in ${folder}:\n${result.stderr}`);
   return JSON.parse(result.stdout) as CheckResult;
 }
@@ -229,7 +248,9 @@ describe('installable packages', () => {
     const platformTarball = packed.find((pkg) => pkg.name === platformPackage)?.filename;
     if (platformTarball === undefined) throw new Error(`${platformPackage} was not packed`);
     const others = packed.filter((pkg) => pkg.name !== platformPackage).map((pkg) => pkg.filename);
-    const light = packed.filter((pkg) => pkg.name === '@streamstack/client' || pkg.name === '@streamstack/protocol').map((pkg) => pkg.filename);
+    const light = packed
+      .filter((pkg) => pkg.name === '@streamstack/client' || pkg.name === '@streamstack/protocol')
+      .map((pkg) => pkg.filename);
     if (light.length !== 2) throw new Error('@streamstack/client and @streamstack/protocol were not both packed');
     // All three installs at once: they share npm's cache, which is safe for concurrent use.
     const installs = await Promise.all([
@@ -298,7 +319,12 @@ describe('installable packages', () => {
       { key: 'order-1', position: 1, payload: [...Buffer.from('{"id":1}')] },
       { key: 'bytes', position: 2, payload: [0xff, 0x00, 0x7f] },
     ]);
-    expect(result?.missing).toEqual({ instance: true, oneClass: true, name: 'StreamStackError', code: 'FEED_NOT_FOUND' });
+    expect(result?.missing).toEqual({
+      instance: true,
+      oneClass: true,
+      name: 'StreamStackError',
+      code: 'FEED_NOT_FOUND',
+    });
     expect(result?.engine).toBeNull();
     expect(result?.addons).toEqual([]);
   });
@@ -307,9 +333,23 @@ describe('installable packages', () => {
     // skipLibCheck stays off: with it on, a declaration that imports a package not installed
     // (the client's reaching for the engine) would turn its types into `any` without an error.
     // @types/node comes with apache-arrow's dependencies.
-    const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--skipLibCheck', 'false'];
+    const args = [
+      '--noEmit',
+      '--strict',
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--target',
+      'es2022',
+      '--skipLibCheck',
+      'false',
+    ];
     // tsc prints its errors on stdout: the failure shows them.
-    const errors = await run(process.execPath, [tsc, ...args, 'types-check.ts'], { cwd: withBinary, env: environment }).then(
+    const errors = await run(process.execPath, [tsc, ...args, 'types-check.ts'], {
+      cwd: withBinary,
+      env: environment,
+    }).then(
       () => '',
       (error: { stdout?: string; message: string }) => error.stdout || error.message,
     );
@@ -328,7 +368,12 @@ describe('installable packages', () => {
       expect(manifest.engines, `${manifest.name} engines`).toEqual({ node: expect.stringMatching(/^>=/) });
     }
     expect(manifests.get('@streamstack/native')?.optionalDependencies).toEqual({ [platformPackage]: '0.1.0' });
-    expect(manifests.get(platformPackage)).toMatchObject({ os: ['linux'], cpu: ['x64'], libc: ['glibc'], main: binaryName });
+    expect(manifests.get(platformPackage)).toMatchObject({
+      os: ['linux'],
+      cpu: ['x64'],
+      libc: ['glibc'],
+      main: binaryName,
+    });
   });
 
   it('ships built code and the binary once, and no sources, tests or source maps', () => {
@@ -340,10 +385,15 @@ describe('installable packages', () => {
     expect(files.get(platformPackage)).toContain(binaryName);
     for (const [name, list] of files) {
       const stray = list.filter(
-        (file) => /^(src|test)\//.test(file) || /\.(map|ts)$/.test(file.replace(/\.d\.ts$/, '')) || /\.test\./.test(file),
+        (file) =>
+          /^(src|test)\//.test(file) || /\.(map|ts)$/.test(file.replace(/\.d\.ts$/, '')) || /\.test\./.test(file),
       );
       expect(stray, name).toEqual([]);
-      if (name !== platformPackage) expect(list.some((file) => file.endsWith('.node')), name).toBe(false);
+      if (name !== platformPackage)
+        expect(
+          list.some((file) => file.endsWith('.node')),
+          name,
+        ).toBe(false);
     }
   });
 
@@ -367,7 +417,12 @@ describe('installable packages', () => {
     const bin = path.join(withBinary, 'node_modules', '.bin', 'streamstack');
     const data = path.join(withBinary, 'cli-data');
     const cli = (args: string[], input = '') => {
-      const result = spawnSync(bin, ['--data', data, ...args], { cwd: withBinary, env: environment, input, encoding: 'utf8' });
+      const result = spawnSync(bin, ['--data', data, ...args], {
+        cwd: withBinary,
+        env: environment,
+        input,
+        encoding: 'utf8',
+      });
       expect(result.status, `streamstack ${args.join(' ')}: ${result.stderr}`).toBe(0);
       return result.stdout
         .split('\n')
@@ -385,10 +440,15 @@ describe('installable packages', () => {
     ]);
     // More lines than one batch of the CLI's go through a stream of its own: still one commit.
     const many = Array.from({ length: 25_000 }, (_, index) => `{"payload":"line ${index}"}\n`).join('');
-    expect(cli(['append', 'events', '--message', 'bulk'], many)).toEqual([expect.objectContaining({ commit: 2, records: 25_000, message: 'bulk' })]);
+    expect(cli(['append', 'events', '--message', 'bulk'], many)).toEqual([
+      expect.objectContaining({ commit: 2, records: 25_000, message: 'bulk' }),
+    ]);
     expect(cli(['info'])[0]).toMatchObject({ kernels: 'native', storeFormat: 1 });
     const out = path.join(withBinary, 'parquet');
-    expect(cli(['export', 'events', '--format', 'parquet', '--out', out])[0]).toMatchObject({ records: 25_002, files: 1 });
+    expect(cli(['export', 'events', '--format', 'parquet', '--out', out])[0]).toMatchObject({
+      records: 25_002,
+      files: 1,
+    });
     expect(fs.readFileSync(path.join(out, 'part-000000.parquet')).subarray(0, 4).toString()).toBe('PAR1');
   });
 

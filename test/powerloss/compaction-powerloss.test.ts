@@ -22,7 +22,9 @@ import { compactionChildSegmentBytes } from '../support/compaction-records.mjs';
 import { xorshift32 } from '../support/ingest.mjs';
 import { startPowerlossFs } from '../support/powerloss.js';
 
-const cycles = Number(process.env.STREAMSTACK_COMPACTION_POWERLOSS_CYCLES ?? process.env.STREAMSTACK_POWERLOSS_CYCLES ?? 8);
+const cycles = Number(
+  process.env.STREAMSTACK_COMPACTION_POWERLOSS_CYCLES ?? process.env.STREAMSTACK_POWERLOSS_CYCLES ?? 8,
+);
 const seed = Number(process.env.STREAMSTACK_POWERLOSS_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const random = xorshift32(seed);
 const childScript = new URL('../support/compaction-child.mjs', import.meta.url).pathname;
@@ -51,48 +53,59 @@ function runUntilCut(mount: string, cycle: number, cut: () => Promise<unknown>):
 }
 
 describe('power loss during key compaction', () => {
-  it(`keeps every read after the horizon and every key's latest value, across ${cycles} cuts, plain and torn`, async () => {
-    console.log(`compaction power-loss test: ${cycles} cuts, seed ${seed} (STREAMSTACK_POWERLOSS_SEED=${seed} replays it)`);
-    let backing: string | undefined;
-    let acknowledged = 0;
-    let horizonAcknowledged = 0;
-    let droppedPages = 0;
-    let cutInCompaction = 0;
-    let horizon = 0;
-    for (let cycle = 0; cycle < cycles; cycle++) {
-      const pfs = await startPowerlossFs({ seed: seed + cycle, ...(backing ? { backing } : {}) });
-      backing = pfs.backing;
-      if (cycle === 0) {
-        const store = await Store.open(pfs.mount, { segmentBytes: compactionChildSegmentBytes });
-        await store.createFeed('keys');
+  it(
+    `keeps every read after the horizon and every key's latest value, across ${cycles} cuts, plain and torn`,
+    async () => {
+      console.log(
+        `compaction power-loss test: ${cycles} cuts, seed ${seed} (STREAMSTACK_POWERLOSS_SEED=${seed} replays it)`,
+      );
+      let backing: string | undefined;
+      let acknowledged = 0;
+      let horizonAcknowledged = 0;
+      let droppedPages = 0;
+      let cutInCompaction = 0;
+      let horizon = 0;
+      for (let cycle = 0; cycle < cycles; cycle++) {
+        const pfs = await startPowerlossFs({ seed: seed + cycle, ...(backing ? { backing } : {}) });
+        backing = pfs.backing;
+        if (cycle === 0) {
+          const store = await Store.open(pfs.mount, { segmentBytes: compactionChildSegmentBytes });
+          await store.createFeed('keys');
+          await store.close();
+          await pfs.sync();
+        }
+        const torn = cycle % 2 === 1;
+        let loss = { dropped_pages: 0 };
+        const lines = await runUntilCut(pfs.mount, cycle, async () => (loss = await pfs.losePower(torn)));
+        await pfs.stop();
+        droppedPages += loss.dropped_pages;
+        for (const line of lines) {
+          if (line.kind === 'appended') acknowledged = Math.max(acknowledged, line.commit!);
+          if (line.kind === 'compacted' && line.horizon !== undefined)
+            horizonAcknowledged = Math.max(horizonAcknowledged, line.horizon);
+        }
+        if (
+          lines.filter((line) => line.kind === 'compact').length >
+          lines.filter((line) => line.kind === 'compacted').length
+        )
+          cutInCompaction++;
+        // What survived, opened straight from the backing directory: recovery runs here.
+        const store = await Store.open(backing, { segmentBytes: compactionChildSegmentBytes, breakLock: true });
+        const feed = await store.feed('keys');
+        const where = `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`;
+        ({ horizon } = await checkCompactedFeed(feed, acknowledged, where));
+        expect(horizon, `${where}: an acknowledged horizon stays`).toBeGreaterThanOrEqual(horizonAcknowledged);
+        expect((await store.verify('keys'))[0].problems, `${where}: verify`).toEqual([]);
         await store.close();
-        await pfs.sync();
       }
-      const torn = cycle % 2 === 1;
-      let loss = { dropped_pages: 0 };
-      const lines = await runUntilCut(pfs.mount, cycle, async () => (loss = await pfs.losePower(torn)));
-      await pfs.stop();
-      droppedPages += loss.dropped_pages;
-      for (const line of lines) {
-        if (line.kind === 'appended') acknowledged = Math.max(acknowledged, line.commit!);
-        if (line.kind === 'compacted' && line.horizon !== undefined) horizonAcknowledged = Math.max(horizonAcknowledged, line.horizon);
-      }
-      if (lines.filter((line) => line.kind === 'compact').length > lines.filter((line) => line.kind === 'compacted').length) cutInCompaction++;
-      // What survived, opened straight from the backing directory: recovery runs here.
-      const store = await Store.open(backing, { segmentBytes: compactionChildSegmentBytes, breakLock: true });
-      const feed = await store.feed('keys');
-      const where = `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`;
-      ({ horizon } = await checkCompactedFeed(feed, acknowledged, where));
-      expect(horizon, `${where}: an acknowledged horizon stays`).toBeGreaterThanOrEqual(horizonAcknowledged);
-      expect((await store.verify('keys'))[0].problems, `${where}: verify`).toEqual([]);
-      await store.close();
-    }
-    console.log(
-      `compaction power-loss test: ${acknowledged} acknowledged commits, ${cutInCompaction} of ${cycles} cuts inside a compaction, ` +
-        `${droppedPages} unsynced pages dropped; final horizon ${horizon}`,
-    );
-    expect(horizon, 'the history was key-compacted').toBeGreaterThan(1);
-    expect(cutInCompaction, 'cuts that came inside a compaction').toBeGreaterThan(0);
-    expect(droppedPages, 'cuts that dropped unsynced data').toBeGreaterThan(0);
-  }, Math.max(600_000, cycles * 20_000));
+      console.log(
+        `compaction power-loss test: ${acknowledged} acknowledged commits, ${cutInCompaction} of ${cycles} cuts inside a compaction, ` +
+          `${droppedPages} unsynced pages dropped; final horizon ${horizon}`,
+      );
+      expect(horizon, 'the history was key-compacted').toBeGreaterThan(1);
+      expect(cutInCompaction, 'cuts that came inside a compaction').toBeGreaterThan(0);
+      expect(droppedPages, 'cuts that dropped unsynced data').toBeGreaterThan(0);
+    },
+    Math.max(600_000, cycles * 20_000),
+  );
 });

@@ -43,76 +43,82 @@ interface ChildLine {
 }
 
 describe('power loss during export', () => {
-  it(`never leaves a manifest naming a file that is not whole, across ${cycles} cuts, plain and torn`, async () => {
-    console.log(`export power-loss test: ${cycles} cuts, seed ${seed} (STREAMSTACK_POWERLOSS_SEED=${seed} replays it)`);
-    const source = temporaryDirectory();
-    const store = await Store.open(source, exportStoreOptions());
-    const records = await fillExportFeed(store, feedBytes);
-    await store.close();
-    let backing: string | undefined;
-    let finished = 0;
-    let droppedPages = 0;
-    let directMounts = 0;
-    /** Directories an export was cut short in, with the export's format. */
-    const unfinished = new Map<string, 'ndjson' | 'arrow' | 'parquet'>();
-    // A cut inside an export often comes while the file is still being made, with nothing
-    // written yet: after the planned cuts, more are made (up to `cyclesMax`) until one comes
-    // after a file's bytes were written and before they were synced, which this test is for.
-    let cycle = 0;
-    for (; cycle < cycles || (droppedPages === 0 && cycle < cyclesMax); cycle++) {
-      const pfs = await startPowerlossFs({ seed: seed + cycle, ...(backing ? { backing } : {}) });
-      backing = pfs.backing;
-      const torn = cycle % 2 === 1;
-      let loss = { dropped_pages: 0 };
-      const lines = await runChild<ChildLine>(
-        childScript,
-        [source, pfs.mount, String(cycle)],
-        { STREAMSTACK_KERNELS: cycle % 2 === 0 ? 'native' : 'ts' },
-        {
-          delayMs: random() * cutInExportMsMax,
-          fallbackMs: cutInExportMsMax * 10,
-          cut: async () => (loss = await pfs.losePower(torn)),
-          aimAt: { kind: 'export', count: 1 + Math.floor(random() * 3) },
-        },
+  it(
+    `never leaves a manifest naming a file that is not whole, across ${cycles} cuts, plain and torn`,
+    async () => {
+      console.log(
+        `export power-loss test: ${cycles} cuts, seed ${seed} (STREAMSTACK_POWERLOSS_SEED=${seed} replays it)`,
       );
-      await pfs.stop();
-      droppedPages += loss.dropped_pages;
-      if (lines.some((line) => line.kind === 'ready' && line.direct)) directMounts++;
-      const where = `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`;
-      const acknowledged = new Set(lines.filter((line) => line.kind === 'exported').map((line) => line.directory!));
-      for (const line of lines.filter((candidate) => candidate.kind === 'export')) {
-        const directory = path.join(backing, line.directory!);
-        const hasManifest = fs.existsSync(path.join(directory, 'manifest.json'));
-        // An export the child saw return survived whole.
-        if (acknowledged.has(line.directory!)) expect(hasManifest, `${where}: ${line.directory} finished`).toBe(true);
-        if (hasManifest) {
-          const { manifest, problems } = await verifyExport(directory);
-          expect(problems, `${where}: ${line.directory}`).toEqual([]);
-          expect(manifest.records, `${where}: ${line.directory}`).toBe(records);
-          finished++;
-        } else {
-          unfinished.set(directory, line.format!);
+      const source = temporaryDirectory();
+      const store = await Store.open(source, exportStoreOptions());
+      const records = await fillExportFeed(store, feedBytes);
+      await store.close();
+      let backing: string | undefined;
+      let finished = 0;
+      let droppedPages = 0;
+      let directMounts = 0;
+      /** Directories an export was cut short in, with the export's format. */
+      const unfinished = new Map<string, 'ndjson' | 'arrow' | 'parquet'>();
+      // A cut inside an export often comes while the file is still being made, with nothing
+      // written yet: after the planned cuts, more are made (up to `cyclesMax`) until one comes
+      // after a file's bytes were written and before they were synced, which this test is for.
+      let cycle = 0;
+      for (; cycle < cycles || (droppedPages === 0 && cycle < cyclesMax); cycle++) {
+        const pfs = await startPowerlossFs({ seed: seed + cycle, ...(backing ? { backing } : {}) });
+        backing = pfs.backing;
+        const torn = cycle % 2 === 1;
+        let loss = { dropped_pages: 0 };
+        const lines = await runChild<ChildLine>(
+          childScript,
+          [source, pfs.mount, String(cycle)],
+          { STREAMSTACK_KERNELS: cycle % 2 === 0 ? 'native' : 'ts' },
+          {
+            delayMs: random() * cutInExportMsMax,
+            fallbackMs: cutInExportMsMax * 10,
+            cut: async () => (loss = await pfs.losePower(torn)),
+            aimAt: { kind: 'export', count: 1 + Math.floor(random() * 3) },
+          },
+        );
+        await pfs.stop();
+        droppedPages += loss.dropped_pages;
+        if (lines.some((line) => line.kind === 'ready' && line.direct)) directMounts++;
+        const where = `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`;
+        const acknowledged = new Set(lines.filter((line) => line.kind === 'exported').map((line) => line.directory!));
+        for (const line of lines.filter((candidate) => candidate.kind === 'export')) {
+          const directory = path.join(backing, line.directory!);
+          const hasManifest = fs.existsSync(path.join(directory, 'manifest.json'));
+          // An export the child saw return survived whole.
+          if (acknowledged.has(line.directory!)) expect(hasManifest, `${where}: ${line.directory} finished`).toBe(true);
+          if (hasManifest) {
+            const { manifest, problems } = await verifyExport(directory);
+            expect(problems, `${where}: ${line.directory}`).toEqual([]);
+            expect(manifest.records, `${where}: ${line.directory}`).toBe(records);
+            finished++;
+          } else {
+            unfinished.set(directory, line.format!);
+          }
         }
       }
-    }
-    // An unfinished export's directory (whatever it was left holding) takes a new export.
-    const reopened = await Store.open(source, { ...exportStoreOptions(), breakLock: true });
-    try {
-      const feed = await reopened.feed('f');
-      for (const [directory, format] of unfinished) {
-        const manifest = await feed.export({ format, to: directory });
-        expect(manifest.records).toBe(records);
-        expect((await verifyExport(directory)).problems, directory).toEqual([]);
+      // An unfinished export's directory (whatever it was left holding) takes a new export.
+      const reopened = await Store.open(source, { ...exportStoreOptions(), breakLock: true });
+      try {
+        const feed = await reopened.feed('f');
+        for (const [directory, format] of unfinished) {
+          const manifest = await feed.export({ format, to: directory });
+          expect(manifest.records).toBe(records);
+          expect((await verifyExport(directory)).problems, directory).toEqual([]);
+        }
+      } finally {
+        await reopened.close();
       }
-    } finally {
-      await reopened.close();
-    }
-    console.log(
-      `export power-loss test: ${cycle} cuts, ${finished} exports survived whole, ${unfinished.size} cut short, ${droppedPages} unsynced pages dropped; ` +
-        `the mount took O_DIRECT in ${directMounts} of ${cycle} cycles`,
-    );
-    expect(finished, 'exports that finished before a cut').toBeGreaterThan(0);
-    expect(unfinished.size, 'cuts that came inside an export').toBeGreaterThan(0);
-    expect(droppedPages, 'cuts that dropped unsynced data').toBeGreaterThan(0);
-  }, Math.max(600_000, cycles * 30_000));
+      console.log(
+        `export power-loss test: ${cycle} cuts, ${finished} exports survived whole, ${unfinished.size} cut short, ${droppedPages} unsynced pages dropped; ` +
+          `the mount took O_DIRECT in ${directMounts} of ${cycle} cycles`,
+      );
+      expect(finished, 'exports that finished before a cut').toBeGreaterThan(0);
+      expect(unfinished.size, 'cuts that came inside an export').toBeGreaterThan(0);
+      expect(droppedPages, 'cuts that dropped unsynced data').toBeGreaterThan(0);
+    },
+    Math.max(600_000, cycles * 30_000),
+  );
 });

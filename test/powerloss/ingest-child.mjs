@@ -47,13 +47,19 @@ for (let step = 0; ; step++) {
   const { size, records } = batchRecords(random, batch, 12, 400, 30);
   const choice = random();
   if (choice < 0.25) {
-    await concurrently(step, (records) => feed.append(records, { token }), (batch, size, commit) =>
-      emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
+    await concurrently(
+      step,
+      (records) => feed.append(records, { token }),
+      (batch, size, commit) => emit({ kind: 'oneshot', batch, size, commit: commit.commit }),
     );
     continue;
   }
   if (choice < 0.4 && stream) {
-    await concurrently(step, (records) => stream.append(records, { token }), (batch, size) => emit({ kind: 'batch', batch, size }));
+    await concurrently(
+      step,
+      (records) => stream.append(records, { token }),
+      (batch, size) => emit({ kind: 'batch', batch, size }),
+    );
     continue;
   }
   emit({ kind: 'attempt', batch });

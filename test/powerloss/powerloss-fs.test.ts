@@ -199,7 +199,11 @@ describe('powerloss-fs', () => {
     fs.fdatasyncSync(fd);
     fs.ftruncateSync(fd, pageSize + 10);
     fs.writeSync(fd, 'end', 5 * pageSize); // leaves a hole
-    const expected = Buffer.concat([Buffer.alloc(pageSize + 10, 'x'), Buffer.alloc(4 * pageSize - 10), Buffer.from('end')]);
+    const expected = Buffer.concat([
+      Buffer.alloc(pageSize + 10, 'x'),
+      Buffer.alloc(4 * pageSize - 10),
+      Buffer.from('end'),
+    ]);
     expect(fs.readFileSync(file).equals(expected)).toBe(true);
     fs.closeSync(fd);
     expect(fs.existsSync(path.join(pfs.backing, 'a'))).toBe(false);

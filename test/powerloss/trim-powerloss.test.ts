@@ -17,7 +17,7 @@ import { describe, expect, it } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
 import { runChild } from '../support/child-runs.js';
 import { startPowerlossFs } from '../support/powerloss.js';
-import { TrimLedger, type TrimChildLine } from '../support/trim-check.js';
+import { type TrimChildLine, TrimLedger } from '../support/trim-check.js';
 import { trimChildSegmentBytes } from '../support/trim-records.mjs';
 
 const cycles = Number(process.env.STREAMSTACK_TRIM_POWERLOSS_CYCLES ?? process.env.STREAMSTACK_POWERLOSS_CYCLES ?? 12);
@@ -44,7 +44,12 @@ function random(): number {
 }
 
 /** Starts the child on `mount`; resolves the lines it printed before the power was cut. */
-function runUntilCut(mount: string, cycle: number, token: string | undefined, cut: () => Promise<unknown>): Promise<TrimChildLine[]> {
+function runUntilCut(
+  mount: string,
+  cycle: number,
+  token: string | undefined,
+  cut: () => Promise<unknown>,
+): Promise<TrimChildLine[]> {
   const aimAtTrim = random() < 0.5;
   const delayMs = aimAtTrim ? random() * cutInTrimMsMax : random() * cutAfterMsMax;
   const trimsToWait = 1 + Math.floor(random() * trimsBeforeAimedCutMax);
@@ -57,46 +62,55 @@ function runUntilCut(mount: string, cycle: number, token: string | undefined, cu
       TRIM_LEASE_TTL_MS: String(leaseTtlMs),
       ...(token ? { TRIM_TOKEN: token } : {}),
     },
-    { delayMs, fallbackMs: cutAfterMsMax * 5, cut, ...(aimAtTrim ? { aimAt: { kind: 'trim', count: trimsToWait } } : {}) },
+    {
+      delayMs,
+      fallbackMs: cutAfterMsMax * 5,
+      cut,
+      ...(aimAtTrim ? { aimAt: { kind: 'trim', count: trimsToWait } } : {}),
+    },
   );
 }
 
 describe('power loss during trims', () => {
-  it(`keeps the old floor with every file or the new floor with nothing below it, across ${cycles} cuts, plain and torn`, async () => {
-    console.log(`trim power-loss test: ${cycles} cuts, seed ${seed} (STREAMSTACK_POWERLOSS_SEED=${seed} replays it)`);
-    const ledger = new TrimLedger();
-    let backing: string | undefined;
-    let droppedPages = 0;
-    for (let cycle = 0; cycle < cycles; cycle++) {
-      const pfs = await startPowerlossFs({ seed: seed + cycle, ...(backing ? { backing } : {}) });
-      backing = pfs.backing;
-      if (cycle === 0) {
-        const store = await Store.open(pfs.mount, { segmentBytes: trimChildSegmentBytes });
-        const feed = await store.createFeed('trim');
-        await feed.createSubscription('pin');
+  it(
+    `keeps the old floor with every file or the new floor with nothing below it, across ${cycles} cuts, plain and torn`,
+    async () => {
+      console.log(`trim power-loss test: ${cycles} cuts, seed ${seed} (STREAMSTACK_POWERLOSS_SEED=${seed} replays it)`);
+      const ledger = new TrimLedger();
+      let backing: string | undefined;
+      let droppedPages = 0;
+      for (let cycle = 0; cycle < cycles; cycle++) {
+        const pfs = await startPowerlossFs({ seed: seed + cycle, ...(backing ? { backing } : {}) });
+        backing = pfs.backing;
+        if (cycle === 0) {
+          const store = await Store.open(pfs.mount, { segmentBytes: trimChildSegmentBytes });
+          const feed = await store.createFeed('trim');
+          await feed.createSubscription('pin');
+          await store.close();
+          await pfs.sync();
+        }
+        const torn = cycle % 2 === 1;
+        let loss = { dropped_pages: 0 };
+        const lines = await runUntilCut(pfs.mount, cycle, ledger.token, async () => (loss = await pfs.losePower(torn)));
+        await pfs.stop();
+        droppedPages += loss.dropped_pages;
+        ledger.take(lines);
+        await ledger.notePending(backing);
+        // What survived, opened straight from the backing directory: recovery runs here.
+        const store = await Store.open(backing, { segmentBytes: trimChildSegmentBytes, breakLock: true });
+        await ledger.check(store, backing, `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`);
         await store.close();
-        await pfs.sync();
       }
-      const torn = cycle % 2 === 1;
-      let loss = { dropped_pages: 0 };
-      const lines = await runUntilCut(pfs.mount, cycle, ledger.token, async () => (loss = await pfs.losePower(torn)));
-      await pfs.stop();
-      droppedPages += loss.dropped_pages;
-      ledger.take(lines);
-      await ledger.notePending(backing);
-      // What survived, opened straight from the backing directory: recovery runs here.
-      const store = await Store.open(backing, { segmentBytes: trimChildSegmentBytes, breakLock: true });
-      await ledger.check(store, backing, `after cut ${cycle} (${torn ? 'torn' : 'plain'}, seed ${seed})`);
-      await store.close();
-    }
-    console.log(
-      `trim power-loss test: ${ledger.acknowledged.size} acknowledged commits, ${ledger.trimsAcknowledged} trims acknowledged ` +
-        `(${ledger.segmentsRemoved} segments removed), ${ledger.stoppedInTrim} of ${cycles} cuts inside a trim, ` +
-        `${ledger.pendingFound} cuts left a trim pending for the reopen to finish, ${droppedPages} unsynced pages dropped; ` +
-        `final low mark ${ledger.lowMark}`,
-    );
-    expect(ledger.lowMark, 'the history was trimmed').toBeGreaterThan(1);
-    expect(ledger.stoppedInTrim, 'cuts that came inside a trim').toBeGreaterThan(0);
-    expect(droppedPages, 'cuts that dropped unsynced data').toBeGreaterThan(0);
-  }, Math.max(600_000, cycles * 15_000));
+      console.log(
+        `trim power-loss test: ${ledger.acknowledged.size} acknowledged commits, ${ledger.trimsAcknowledged} trims acknowledged ` +
+          `(${ledger.segmentsRemoved} segments removed), ${ledger.stoppedInTrim} of ${cycles} cuts inside a trim, ` +
+          `${ledger.pendingFound} cuts left a trim pending for the reopen to finish, ${droppedPages} unsynced pages dropped; ` +
+          `final low mark ${ledger.lowMark}`,
+      );
+      expect(ledger.lowMark, 'the history was trimmed').toBeGreaterThan(1);
+      expect(ledger.stoppedInTrim, 'cuts that came inside a trim').toBeGreaterThan(0);
+      expect(droppedPages, 'cuts that dropped unsynced data').toBeGreaterThan(0);
+    },
+    Math.max(600_000, cycles * 15_000),
+  );
 });

@@ -39,7 +39,10 @@ const blocks: Block[] = [...readme.matchAll(/^```(\w+)\n([\s\S]*?)^```$/gm)].map
 
 /** Blocks not run here, each found by a line it holds, and why. */
 const notRun = [
-  { holds: 'bash scripts/setup.sh && pnpm demo', why: 'the set-up is what CI runs before this suite, and the demo writes ./data in the repository' },
+  {
+    holds: 'bash scripts/setup.sh && pnpm demo',
+    why: 'the set-up is what CI runs before this suite, and the demo writes ./data in the repository',
+  },
   { holds: 'pnpm test', why: 'it is the run this test is part of' },
   { holds: 'pnpm -r --filter', why: 'test/packaging/install.test.ts packs and installs the tarballs this way' },
 ];
@@ -48,7 +51,8 @@ const notRun = [
 function workspace(): string {
   const directory = fs.realpathSync(temporaryDirectory('streamstack-readme-'));
   fs.mkdirSync(path.join(directory, 'node_modules', '@streamstack'), { recursive: true });
-  for (const name of ['engine', 'client']) fs.symlinkSync(path.join(root, 'packages', name), path.join(directory, 'node_modules', '@streamstack', name));
+  for (const name of ['engine', 'client'])
+    fs.symlinkSync(path.join(root, 'packages', name), path.join(directory, 'node_modules', '@streamstack', name));
   fs.writeFileSync(path.join(directory, 'package.json'), JSON.stringify({ type: 'module' }));
   fs.writeFileSync(
     path.join(directory, 'tsconfig.json'),
@@ -72,10 +76,18 @@ function workspace(): string {
 /** Type-checks `code` as TypeScript, then runs it as plain JavaScript; returns what it printed. */
 function runTypeScript(block: Block, directory: string): string {
   fs.writeFileSync(path.join(directory, 'example.ts'), block.code);
-  const checked = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', directory], { encoding: 'utf8' });
+  const checked = spawnSync(
+    process.execPath,
+    [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', directory],
+    { encoding: 'utf8' },
+  );
   expect(checked.status, `README line ${block.line} does not type-check:\n${checked.stdout}${checked.stderr}`).toBe(0);
   fs.writeFileSync(path.join(directory, 'example.mjs'), block.code);
-  const ran = spawnSync(process.execPath, ['example.mjs'], { cwd: directory, encoding: 'utf8', env: withoutDataVariable() });
+  const ran = spawnSync(process.execPath, ['example.mjs'], {
+    cwd: directory,
+    encoding: 'utf8',
+    env: withoutDataVariable(),
+  });
   expect(ran.status, `README line ${block.line} failed as .mjs:\n${ran.stderr}`).toBe(0);
   return ran.stdout;
 }
@@ -115,7 +127,8 @@ const settings: Record<string, { readonly prelude: string; readonly declarations
       '}',
       '',
     ].join('\n'),
-    declarations: "import { Store } from '@streamstack/engine';\nconst store = await Store.open('./data');\nconst feed = await store.createFeed('orders');\n",
+    declarations:
+      "import { Store } from '@streamstack/engine';\nconst store = await Store.open('./data');\nconst feed = await store.createFeed('orders');\n",
     after: '\nawait store.close();\n',
   },
   'http.md': {
@@ -129,7 +142,8 @@ const settings: Record<string, { readonly prelude: string; readonly declarations
       '}',
       '',
     ].join('\n'),
-    declarations: 'declare const signal: AbortSignal;\ndeclare function handle(commit: { readonly commit: number }, records: readonly unknown[]): void;\n',
+    declarations:
+      'declare const signal: AbortSignal;\ndeclare function handle(commit: { readonly commit: number }, records: readonly unknown[]): void;\n',
     after: '',
   },
 };
@@ -139,16 +153,23 @@ const settings: Record<string, { readonly prelude: string; readonly declarations
  * example connects to), once /health answers; stops the server after.
  */
 async function withServer(address: RegExpExecArray, data: string, run: () => void): Promise<void> {
-  const server = spawn(process.execPath, [cliBin, '--data', data, 'serve', '--port', address[1]!], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const server = spawn(process.execPath, [cliBin, '--data', data, 'serve', '--port', address[1]!], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let log = '';
   server.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
   server.stderr!.on('data', (chunk: Buffer) => (log += chunk.toString()));
   try {
     const deadline = Date.now() + 20_000;
     for (;;) {
-      const up = await fetch(`${address[0]}/health`).then((response) => response.ok, () => false);
+      const up = await fetch(`${address[0]}/health`).then(
+        (response) => response.ok,
+        () => false,
+      );
       if (up) break;
-      expect(Date.now() < deadline, `the server did not start on port ${address[1]} (is it taken?):\n${log}`).toBe(true);
+      expect(Date.now() < deadline, `the server did not start on port ${address[1]} (is it taken?):\n${log}`).toBe(
+        true,
+      );
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     run();
@@ -166,7 +187,11 @@ const blockHolding = (text: string): Block => {
 
 describe('README examples', () => {
   it('every code block is run below or named as not run, with a reason', () => {
-    const run = [blockHolding("from '@streamstack/engine'"), blockHolding("from '@streamstack/client'"), blockHolding('streamstack feed create orders')];
+    const run = [
+      blockHolding("from '@streamstack/engine'"),
+      blockHolding("from '@streamstack/client'"),
+      blockHolding('streamstack feed create orders'),
+    ];
     const skipped = notRun.map((entry) => blockHolding(entry.holds));
     expect(new Set([...run, ...skipped]).size).toBe(blocks.length);
   });
@@ -176,7 +201,9 @@ describe('README examples', () => {
     const printed = runTypeScript(blockHolding("from '@streamstack/engine'"), directory);
     expect(printed).toContain('sealed commit 1');
     expect(printed).toContain('billing handles');
-    const exported = JSON.parse(fs.readFileSync(path.join(directory, 'exports', '2026-12', 'manifest.json'), 'utf8')) as { files: unknown[] };
+    const exported = JSON.parse(
+      fs.readFileSync(path.join(directory, 'exports', '2026-12', 'manifest.json'), 'utf8'),
+    ) as { files: unknown[] };
     expect(exported.files.length).toBeGreaterThan(0);
   }, 120_000);
 
@@ -192,7 +219,10 @@ describe('README examples', () => {
       env: { ...withoutDataVariable(), PATH: `${bin}:${process.env.PATH}` },
     });
     expect(ran.status, `README line ${block.line}:\n${ran.stderr}`).toBe(0);
-    const lines = ran.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const lines = ran.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(lines.some((line) => line.feed === 'orders' && line.ok === true)).toBe(true);
     expect(fs.existsSync(path.join(directory, 'exports', 'orders', 'manifest.json'))).toBe(true);
   }, 120_000);
@@ -213,7 +243,11 @@ function runDocsBlock(block: DocsBlock, directory: string): string {
   const setting = settings[block.page]!;
   const where = `docs/${block.page} line ${block.line}`;
   fs.writeFileSync(path.join(directory, 'example.ts'), `${setting.declarations}${block.code}${setting.after}`);
-  const checked = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', directory], { encoding: 'utf8' });
+  const checked = spawnSync(
+    process.execPath,
+    [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', directory],
+    { encoding: 'utf8' },
+  );
   expect(checked.status, `${where} does not type-check:\n${checked.stdout}${checked.stderr}`).toBe(0);
   fs.writeFileSync(path.join(directory, 'example.mjs'), `${setting.prelude}${block.code}${setting.after}`);
   const ran = spawnSync(process.execPath, ['example.mjs'], { cwd: directory, encoding: 'utf8', timeout: 60_000 });
@@ -224,7 +258,8 @@ function runDocsBlock(block: DocsBlock, directory: string): string {
 describe('docs/ examples', () => {
   it('every JavaScript and TypeScript block of docs/ has a setting to run in', () => {
     expect(docsBlocks.length).toBeGreaterThanOrEqual(4);
-    for (const block of docsBlocks) expect(Object.keys(settings), `docs/${block.page} line ${block.line}`).toContain(block.page);
+    for (const block of docsBlocks)
+      expect(Object.keys(settings), `docs/${block.page} line ${block.line}`).toContain(block.page);
   });
 
   for (const block of docsBlocks.filter((candidate) => candidate.page === 'history.md')) {
@@ -232,7 +267,8 @@ describe('docs/ examples', () => {
       const directory = workspace();
       runDocsBlock(block, directory);
       if (block.code.includes('feed.export')) {
-        for (const month of ['2024-06', '2024-07']) expect(fs.existsSync(path.join(directory, 'exports', month, 'manifest.json')), month).toBe(true);
+        for (const month of ['2024-06', '2024-07'])
+          expect(fs.existsSync(path.join(directory, 'exports', month, 'manifest.json')), month).toBe(true);
       }
     }, 120_000);
   }
@@ -244,11 +280,20 @@ describe('docs/ examples', () => {
       expect(address).not.toBeNull();
       const data = path.join(directory, 'served');
       const feedName = /store\.feed\('([^']+)'\)/.exec(block.code)?.[1];
-      if (feedName) expect(spawnSync(process.execPath, [cliBin, '--data', data, 'feed', 'create', feedName], { encoding: 'utf8' }).status).toBe(0);
+      if (feedName)
+        expect(
+          spawnSync(process.execPath, [cliBin, '--data', data, 'feed', 'create', feedName], { encoding: 'utf8' })
+            .status,
+        ).toBe(0);
       await withServer(address!, data, () => {
         const printed = runDocsBlock(block, directory);
         // The follow handed the example's own append to `handle`, then ended when it aborted.
-        expect(printed.trim().split('\n').map((line) => JSON.parse(line))).toEqual([{ commit: 1, records: 1 }]);
+        expect(
+          printed
+            .trim()
+            .split('\n')
+            .map((line) => JSON.parse(line)),
+        ).toEqual([{ commit: 1, records: 1 }]);
       });
     }, 120_000);
   }

@@ -11,9 +11,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
-import type { RunnerTask, TestContext } from 'vitest';
 import { runConformanceTests } from '@durable-streams/server-conformance-tests';
+import type { RunnerTask, TestContext } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
 import { createServer, type StreamStackServer } from '../../packages/server/src/index.js';
 
@@ -37,7 +37,12 @@ beforeAll(async () => {
   directory = fs.mkdtempSync(path.join(os.tmpdir(), 'streamstack-ds-conformance-'));
   // The suite sends one CORS preflight from https://example.com (If-None-Match must be allowed):
   // the server sends CORS headers only to origins it is configured with, so this one is.
-  server = await createServer({ store: await Store.open(directory), logger: false, durableStreams: { longPollMs }, corsOrigins: ['https://example.com'] });
+  server = await createServer({
+    store: await Store.open(directory),
+    logger: false,
+    durableStreams: { longPollMs },
+    corsOrigins: ['https://example.com'],
+  });
   config.baseUrl = `${await server.listen({ port: 0 })}/ds`;
 });
 

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readExportManifest, verifyExport } from '../../packages/engine/src/index.js';
 import { RemoteStore } from '../../packages/client/src/index.js';
+import { readExportManifest, verifyExport } from '../../packages/engine/src/index.js';
 import { call, ndjson, startServer } from '../support/server.js';
 import { temporaryDirectory } from '../support/store.js';
 
@@ -18,7 +18,11 @@ describe('export over HTTP', () => {
     expect(await readExportManifest(path.join(exports, 'daily/1'))).toEqual(first);
     await verifyExport(path.join(exports, 'daily/1'));
     await feed.append([{ payload: 'c' }]);
-    expect(await feed.export({ format: 'parquet', to: 'daily/2', after: first.upTo })).toMatchObject({ after: 1, upTo: 2, records: 1 });
+    expect(await feed.export({ format: 'parquet', to: 'daily/2', after: first.upTo })).toMatchObject({
+      after: 1,
+      upTo: 2,
+      records: 1,
+    });
     for (const to of ['../escape', '/abs', 'a/../../b', '.', 'a//b', '']) {
       await expect(feed.export({ format: 'ndjson', to }), to).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     }
@@ -43,11 +47,17 @@ describe('export over HTTP', () => {
     await call(url, 'POST', '/v1/feeds/f/records', { body: ndjson({ payload: 'a' }) });
     for (const to of ['link', 'link/x', 'link/x/y']) {
       const refused = await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to } });
-      expect([refused.status, refused.json.error.code, refused.json.error.reason], to).toEqual([400, 'INVALID_ARGUMENT', 'symlink']);
+      expect([refused.status, refused.json.error.code, refused.json.error.reason], to).toEqual([
+        400,
+        'INVALID_ARGUMENT',
+        'symlink',
+      ]);
     }
     expect(fs.readdirSync(outside)).toEqual([]);
     // A real directory beside the link still works.
-    expect((await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to: 'real/x' } })).status).toBe(200);
+    expect((await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to: 'real/x' } })).status).toBe(
+      200,
+    );
   });
 
   it('refuses a name too long for the file system with 400, not 500', async () => {
@@ -55,7 +65,11 @@ describe('export over HTTP', () => {
     const { url } = await startServer({ exportDirectory: exports });
     await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
     await call(url, 'POST', '/v1/feeds/f/records', { body: ndjson({ payload: 'a' }) });
-    for (const to of ['a'.repeat(300), `x/${'b'.repeat(256)}`, Array.from({ length: 8 }, () => 'c'.repeat(200)).join('/')]) {
+    for (const to of [
+      'a'.repeat(300),
+      `x/${'b'.repeat(256)}`,
+      Array.from({ length: 8 }, () => 'c'.repeat(200)).join('/'),
+    ]) {
       const refused = await call(url, 'POST', '/v1/feeds/f/export', { body: { format: 'ndjson', to } });
       expect([refused.status, refused.json.error.code], to.slice(0, 20)).toEqual([400, 'INVALID_ARGUMENT']);
     }

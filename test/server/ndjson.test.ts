@@ -29,16 +29,21 @@ describe('NDJSON answers', () => {
     const early = await answer(async function* () {
       throw new StreamStackError('CURSOR_OUT_OF_RANGE', 'beyond the head');
     });
-    expect([early.statusCode, early.json()]).toEqual([416, { error: { code: 'CURSOR_OUT_OF_RANGE', message: 'beyond the head' } }]);
+    expect([early.statusCode, early.json()]).toEqual([
+      416,
+      { error: { code: 'CURSOR_OUT_OF_RANGE', message: 'beyond the head' } },
+    ]);
     const late = await answer(async function* () {
       yield { a: 1 };
       throw new StreamStackError('CORRUPT', 'a frame failed its CRC', { details: { file: 'x', offset: 7 } });
     });
     expect(late.statusCode).toBe(200);
-    expect(late.body.split('\n').filter(Boolean).map((line) => JSON.parse(line))).toEqual([
-      { a: 1 },
-      { error: { code: 'CORRUPT', message: 'a frame failed its CRC', file: 'x', offset: 7 } },
-    ]);
+    expect(
+      late.body
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line)),
+    ).toEqual([{ a: 1 }, { error: { code: 'CORRUPT', message: 'a frame failed its CRC', file: 'x', offset: 7 } }]);
   });
 });
 
@@ -56,10 +61,19 @@ describe('NDJSON request bodies', () => {
       '{"payload":"a"}\n{"pay":1}',
       '\r',
     ];
-    const bodies = [...text.map((body) => Buffer.from(body)), Buffer.concat([Buffer.from('{"payload":"a"}\n'), Buffer.from([0xff, 0xfe]), Buffer.from('\n')])];
-    const outcome = (promise: Promise<unknown>) => promise.then((records) => ({ records }), (error: StreamStackError) => ({ code: error.code, message: error.message }));
+    const bodies = [
+      ...text.map((body) => Buffer.from(body)),
+      Buffer.concat([Buffer.from('{"payload":"a"}\n'), Buffer.from([0xff, 0xfe]), Buffer.from('\n')]),
+    ];
+    const outcome = (promise: Promise<unknown>) =>
+      promise.then(
+        (records) => ({ records }),
+        (error: StreamStackError) => ({ code: error.code, message: error.message }),
+      );
     for (const body of bodies) {
-      expect(await outcome(recordsOfBody(body)), JSON.stringify(body.toString())).toEqual(await outcome(readRecordLines([body])));
+      expect(await outcome(recordsOfBody(body)), JSON.stringify(body.toString())).toEqual(
+        await outcome(readRecordLines([body])),
+      );
     }
   });
 });

@@ -19,10 +19,17 @@ type Operation = {
   security?: Record<string, string[]>[];
   parameters?: { in: string; name: string; required?: boolean }[];
   requestBody?: { content: Record<string, unknown> };
-  responses: Record<string, { description: string; content?: Record<string, { schema: any }>; headers?: Record<string, unknown> }>;
+  responses: Record<
+    string,
+    { description: string; content?: Record<string, { schema: any }>; headers?: Record<string, unknown> }
+  >;
   'x-streamstack-operation'?: string;
 };
-type Document = { openapi: string; paths: Record<string, Record<string, Operation>>; components: { securitySchemes: Record<string, any> } };
+type Document = {
+  openapi: string;
+  paths: Record<string, Record<string, Operation>>;
+  components: { securitySchemes: Record<string, any> };
+};
 
 async function documentOf(url: string): Promise<Document> {
   const response = await fetch(`${url}/openapi.json`);
@@ -47,16 +54,30 @@ describe('the OpenAPI document at /openapi.json', () => {
     // Every route fastify serves is in the document with its method, and nothing else is.
     const served = server.servedRoutes().filter((route) => route.url !== '/openapi.json');
     expect(served.length).toBeGreaterThanOrEqual(40);
-    for (const route of served) expect(document.paths[documentPath(route.url)]?.[route.method.toLowerCase()], `${route.method} ${route.url}`).toBeDefined();
-    const documented = Object.entries(document.paths).flatMap(([at, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${at}`));
+    for (const route of served)
+      expect(
+        document.paths[documentPath(route.url)]?.[route.method.toLowerCase()],
+        `${route.method} ${route.url}`,
+      ).toBeDefined();
+    const documented = Object.entries(document.paths).flatMap(([at, methods]) =>
+      Object.keys(methods).map((method) => `${method.toUpperCase()} ${at}`),
+    );
     expect(documented.sort()).toEqual(served.map((route) => `${route.method} ${documentPath(route.url)}`).sort());
 
-    const operations = Object.entries(document.paths).flatMap(([at, methods]) => Object.entries(methods).map(([method, operation]) => ({ at, method, operation })));
+    const operations = Object.entries(document.paths).flatMap(([at, methods]) =>
+      Object.entries(methods).map(([method, operation]) => ({ at, method, operation })),
+    );
     for (const { at, method, operation } of operations) {
       const where = `${method.toUpperCase()} ${at}`;
       const statuses = Object.keys(operation.responses);
-      expect(statuses.some((status) => /^[23]/.test(status)), where).toBe(true);
-      expect(Object.values(operation.responses).map((response) => response.description), where).not.toContain('Default Response');
+      expect(
+        statuses.some((status) => /^[23]/.test(status)),
+        where,
+      ).toBe(true);
+      expect(
+        Object.values(operation.responses).map((response) => response.description),
+        where,
+      ).not.toContain('Default Response');
       // Every error answer has the one error body, its codes those of its status on this route.
       const statusOf = at.startsWith('/ds/') ? protocolStatusOf : (code: ErrorCode) => errorStatuses[code];
       const errors = statuses.filter((status) => Number(status) >= 400);
@@ -84,7 +105,8 @@ describe('the OpenAPI document at /openapi.json', () => {
     expect(new Set(ids).size).toBe(ids.length);
 
     // Creates answer 201; deletes of the protocol and empty answers have no body.
-    const success = (at: string, method: string) => Object.keys(document.paths[at]![method]!.responses).filter((status) => /^[23]/.test(status));
+    const success = (at: string, method: string) =>
+      Object.keys(document.paths[at]![method]!.responses).filter((status) => /^[23]/.test(status));
     for (const [at, method] of [
       ['/v1/feeds', 'post'],
       ['/v1/feeds/{feed}/lease', 'post'],
@@ -97,14 +119,23 @@ describe('the OpenAPI document at /openapi.json', () => {
     expect(success('/ds/v1/stream/{name}', 'put')).toEqual(['200', '201']);
     expect(success('/ds/v1/stream/{name}', 'delete')).toEqual(['204']);
     expect(document.paths['/ds/v1/stream/{name}']!.delete!.responses['204']!.content).toBeUndefined();
-    const codesOf = (at: string, method: string, status: string) => document.paths[at]![method]!.responses[status]!.content!['application/json']!.schema.properties.error.properties.code.enum;
+    const codesOf = (at: string, method: string, status: string) =>
+      document.paths[at]![method]!.responses[status]!.content!['application/json']!.schema.properties.error.properties
+        .code.enum;
     expect(codesOf('/v1/feeds', 'post', '409')).toEqual(expect.arrayContaining(['FEED_EXISTS']));
-    expect(codesOf('/v1/feeds/{feed}/streams/{id}/records', 'post', '412')).toEqual(expect.arrayContaining(['FENCED', 'SEQ_MISMATCH']));
-    expect(codesOf('/ds/v1/stream/{name}', 'post', '409')).toEqual(expect.arrayContaining(['SEQ_MISMATCH', 'STREAM_SEALED', 'CONTENT_TYPE_MISMATCH']));
+    expect(codesOf('/v1/feeds/{feed}/streams/{id}/records', 'post', '412')).toEqual(
+      expect.arrayContaining(['FENCED', 'SEQ_MISMATCH']),
+    );
+    expect(codesOf('/ds/v1/stream/{name}', 'post', '409')).toEqual(
+      expect.arrayContaining(['SEQ_MISMATCH', 'STREAM_SEALED', 'CONTENT_TYPE_MISMATCH']),
+    );
     expect(codesOf('/v1/feeds/{feed}', 'get', '404')).toEqual(['FEED_NOT_FOUND']);
 
     // The headers the routes read are declared, required where the route refuses to go without.
-    const header = (at: string, method: string, name: string) => document.paths[at]![method]!.parameters?.find((parameter) => parameter.in === 'header' && parameter.name === name);
+    const header = (at: string, method: string, name: string) =>
+      document.paths[at]![method]!.parameters?.find(
+        (parameter) => parameter.in === 'header' && parameter.name === name,
+      );
     for (const [at, method] of [
       ['/v1/feeds/{feed}/lease', 'put'],
       ['/v1/feeds/{feed}/lease', 'delete'],
@@ -118,8 +149,10 @@ describe('the OpenAPI document at /openapi.json', () => {
     expect(header('/v1/feeds/{feed}/records', 'post', 'SS-Fencing-Token')).toMatchObject({ required: false });
     expect(header('/v1/feeds/{feed}/streams/{id}/records', 'post', 'SS-Expected-Seq')).toBeDefined();
     expect(header('/v1/feeds/{feed}/records', 'get', 'Last-Event-ID')).toBeDefined();
-    for (const name of ['Stream-Seq', 'Producer-Id', 'Producer-Epoch', 'Producer-Seq', 'Stream-Closed']) expect(header('/ds/v1/stream/{name}', 'post', name), name).toBeDefined();
-    for (const name of ['Stream-TTL', 'Stream-Expires-At']) expect(header('/ds/v1/stream/{name}', 'put', name), name).toBeDefined();
+    for (const name of ['Stream-Seq', 'Producer-Id', 'Producer-Epoch', 'Producer-Seq', 'Stream-Closed'])
+      expect(header('/ds/v1/stream/{name}', 'post', name), name).toBeDefined();
+    for (const name of ['Stream-TTL', 'Stream-Expires-At'])
+      expect(header('/ds/v1/stream/{name}', 'put', name), name).toBeDefined();
     expect(header('/ds/v1/stream/{name}', 'get', 'If-None-Match')).toBeDefined();
 
     // Bodies and answers with their content types: JSON, NDJSON, event streams, text.
@@ -127,14 +160,27 @@ describe('the OpenAPI document at /openapi.json', () => {
     // A body the route also takes absent is optional; records and bodies with required fields are not.
     expect(document.paths['/v1/feeds/{feed}/lease']!.put!.requestBody).toMatchObject({ required: false });
     expect(document.paths['/v1/feeds/{feed}/lease']!.post!.requestBody).toMatchObject({ required: true });
-    expect(document.paths['/v1/feeds/{feed}/streams/{id}/records']!.post!.requestBody).toMatchObject({ required: true });
-    expect(Object.keys(document.paths['/v1/feeds/{feed}/records']!.post!.requestBody!.content)).toContain('application/x-ndjson');
-    expect(Object.keys(document.paths['/v1/feeds/{feed}/records']!.get!.responses['200']!.content!)).toEqual(['application/x-ndjson', 'text/event-stream']);
+    expect(document.paths['/v1/feeds/{feed}/streams/{id}/records']!.post!.requestBody).toMatchObject({
+      required: true,
+    });
+    expect(Object.keys(document.paths['/v1/feeds/{feed}/records']!.post!.requestBody!.content)).toContain(
+      'application/x-ndjson',
+    );
+    expect(Object.keys(document.paths['/v1/feeds/{feed}/records']!.get!.responses['200']!.content!)).toEqual([
+      'application/x-ndjson',
+      'text/event-stream',
+    ]);
     expect(document.paths['/v1/feeds/{feed}/records']!.get!.responses['200']!.headers).toHaveProperty('SS-Head');
     expect(Object.keys(document.paths['/metrics']!.get!.responses['200']!.content!)).toEqual(['text/plain']);
-    expect(document.paths['/health']!.get!.responses['200']!.content!['application/json']!.schema).toMatchObject({ required: ['ok', 'version', 'kernels', 'storeFormat'] });
-    const query = document.paths['/v1/feeds/{feed}/records']!.get!.parameters!.filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name);
-    expect(query).toEqual(expect.arrayContaining(['after', 'upTo', 'mode', 'type', 'tag', 'filter', 'limit', 'plan', 'dedupScope', 'wait']));
+    expect(document.paths['/health']!.get!.responses['200']!.content!['application/json']!.schema).toMatchObject({
+      required: ['ok', 'version', 'kernels', 'storeFormat'],
+    });
+    const query = document.paths['/v1/feeds/{feed}/records']!.get!.parameters!.filter(
+      (parameter) => parameter.in === 'query',
+    ).map((parameter) => parameter.name);
+    expect(query).toEqual(
+      expect.arrayContaining(['after', 'upTo', 'mode', 'type', 'tag', 'filter', 'limit', 'plan', 'dedupScope', 'wait']),
+    );
   });
 
   it('refuses input the schemas refuse with the codes the routes gave before they had schemas, and coerces no JSON body', async () => {
@@ -145,14 +191,27 @@ describe('the OpenAPI document at /openapi.json', () => {
     const noName = await call(url, 'POST', '/v1/feeds', { body: {} });
     expect([noName.status, noName.json.error.code]).toEqual([400, 'INVALID_NAME']);
     const badHolder = await call(url, 'POST', '/v1/feeds/f/lease', { body: { holder: 5 } });
-    expect([badHolder.status, badHolder.json.error]).toEqual([400, expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'holder' })]);
+    expect([badHolder.status, badHolder.json.error]).toEqual([
+      400,
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'holder' }),
+    ]);
     // Text is not a number, however it reads: the body gets no coercion.
     const textTtl = await call(url, 'POST', '/v1/feeds/f/lease', { body: { holder: 'a', ttlMs: '60000' } });
-    expect([textTtl.status, textTtl.json.error]).toEqual([400, expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'ttlMs' })]);
+    expect([textTtl.status, textTtl.json.error]).toEqual([
+      400,
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'ttlMs' }),
+    ]);
     const lease = await call(url, 'POST', '/v1/feeds/f/lease', { body: { holder: 'a', ttlMs: null } });
     expect(lease.status).toBe(201);
     const noToken = await call(url, 'POST', '/v1/feeds/f/streams', { body: {} });
-    expect([noToken.status, noToken.json.error]).toEqual([400, { code: 'INVALID_ARGUMENT', message: 'this request needs the SS-Fencing-Token header', header: 'SS-Fencing-Token' }]);
+    expect([noToken.status, noToken.json.error]).toEqual([
+      400,
+      {
+        code: 'INVALID_ARGUMENT',
+        message: 'this request needs the SS-Fencing-Token header',
+        header: 'SS-Fencing-Token',
+      },
+    ]);
     expect((await call(url, 'POST', '/v1/feeds/f/subscriptions', { body: { name: 's' } })).status).toBe(201);
     for (const cursor of ['x', 1.5, null]) {
       const moved = await call(url, 'POST', '/v1/feeds/f/subscriptions/s/advance', { body: { cursor } });
@@ -165,11 +224,28 @@ describe('the OpenAPI document at /openapi.json', () => {
     expect([missingFeed.status, missingFeed.json.error.code]).toEqual([404, 'FEED_NOT_FOUND']);
     const missingStream = await call(url, 'POST', '/v1/feeds/f/streams/nothing/seal');
     expect([missingStream.status, missingStream.json.error.code]).toEqual([404, 'STREAM_NOT_FOUND']);
-    const missingSubscription = await call(url, 'POST', '/v1/feeds/f/subscriptions/nothing/advance', { body: { cursor: 'x' } });
+    const missingSubscription = await call(url, 'POST', '/v1/feeds/f/subscriptions/nothing/advance', {
+      body: { cursor: 'x' },
+    });
     expect([missingSubscription.status, missingSubscription.json.error.code]).toEqual([404, 'SUBSCRIPTION_NOT_FOUND']);
     // A feed's info keeps every property the engine gives it.
     const info = await call(url, 'GET', '/v1/feeds/f');
-    expect(Object.keys(info.json).sort()).toEqual(['activeStream', 'commits', 'createdAt', 'epoch', 'head', 'horizon', 'lease', 'lowMark', 'lowPosition', 'name', 'records', 'retention'].sort());
+    expect(Object.keys(info.json).sort()).toEqual(
+      [
+        'activeStream',
+        'commits',
+        'createdAt',
+        'epoch',
+        'head',
+        'horizon',
+        'lease',
+        'lowMark',
+        'lowPosition',
+        'name',
+        'records',
+        'retention',
+      ].sort(),
+    );
   });
 
   it('generates a typed client that creates a feed, takes the lease, appends and reads the records back', async () => {
@@ -182,12 +258,23 @@ describe('the OpenAPI document at /openapi.json', () => {
     fs.writeFileSync(
       path.join(directory, 'tsconfig.json'),
       JSON.stringify({
-        compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noUncheckedIndexedAccess: true, outDir: 'out', types: ['node'], lib: ['ES2022', 'DOM'] },
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noUncheckedIndexedAccess: true,
+          outDir: 'out',
+          types: ['node'],
+          lib: ['ES2022', 'DOM'],
+        },
         files: ['main.ts'],
       }),
     );
     fs.writeFileSync(path.join(directory, 'main.ts'), generatedClientProgram);
-    await run(process.execPath, [path.join(repository, 'node_modules/typescript/bin/tsc'), '-p', directory], { cwd: directory });
+    await run(process.execPath, [path.join(repository, 'node_modules/typescript/bin/tsc'), '-p', directory], {
+      cwd: directory,
+    });
     const { stdout } = await run(process.execPath, [path.join(directory, 'out/main.js'), url], { cwd: directory });
     const result = JSON.parse(stdout);
     expect(result.created).toMatchObject({ status: 201, name: 'generated' });

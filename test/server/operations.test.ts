@@ -27,7 +27,9 @@ describe('operating the server', () => {
     expect(metrics.text).toContain('streamstack_appended_bytes_total{feed="f"} 6');
     expect(metrics.text).toContain('streamstack_commits_total{feed="f"} 2');
     expect(metrics.text).toContain('streamstack_subscription_lag_commits{feed="f",subscription="s"} 2');
-    expect(metrics.text).toMatch(/streamstack_http_request_duration_seconds_count\{method="POST",route="\/v1\/feeds\/:feed\/records",status="201"\} 2/);
+    expect(metrics.text).toMatch(
+      /streamstack_http_request_duration_seconds_count\{method="POST",route="\/v1\/feeds\/:feed\/records",status="201"\} 2/,
+    );
     expect(metrics.text).toMatch(/streamstack_group_commits\{feed="f",count="groups"\} [1-9]/);
   });
 
@@ -36,7 +38,12 @@ describe('operating the server', () => {
       const { url } = await startServer({ storeOptions: { kernels } });
       const health = await call(url, 'GET', '/health');
       expect(health.status).toBe(200);
-      expect(health.json).toEqual({ ok: true, version: expect.stringMatching(/^\d+\.\d+\.\d+/), kernels, storeFormat: storeFormatVersion });
+      expect(health.json).toEqual({
+        ok: true,
+        version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+        kernels,
+        storeFormat: storeFormatVersion,
+      });
     }
   });
 
@@ -44,8 +51,17 @@ describe('operating the server', () => {
     const { url } = await startServer();
     const document = (await call(url, 'GET', '/openapi.json')).json;
     expect(document.openapi).toMatch(/^3\./);
-    expect(Object.keys(document.paths)).toEqual(expect.arrayContaining(['/v1/feeds', '/v1/feeds/{feed}/records', '/v1/feeds/{feed}/streams/{id}/seal', '/v1/feeds/{feed}/subscriptions/{name}/poll']));
-    expect(document.paths['/v1/feeds/{feed}/records'].get.parameters.map((parameter: { name: string }) => parameter.name)).toEqual(expect.arrayContaining(['after', 'mode', 'type', 'wait']));
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining([
+        '/v1/feeds',
+        '/v1/feeds/{feed}/records',
+        '/v1/feeds/{feed}/streams/{id}/seal',
+        '/v1/feeds/{feed}/subscriptions/{name}/poll',
+      ]),
+    );
+    expect(
+      document.paths['/v1/feeds/{feed}/records'].get.parameters.map((parameter: { name: string }) => parameter.name),
+    ).toEqual(expect.arrayContaining(['after', 'mode', 'type', 'wait']));
   });
 
   it('refuses a body over the limit with 413', async () => {
@@ -73,7 +89,12 @@ describe('operating the server', () => {
         controller.close();
       },
     });
-    const inFlight = fetch(`${url}/v1/feeds/f/records`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body, duplex: 'half' } as RequestInit);
+    const inFlight = fetch(`${url}/v1/feeds/f/records`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-ndjson' },
+      body,
+      duplex: 'half',
+    } as RequestInit);
     await new Promise((resolve) => setTimeout(resolve, 500));
     const started = Date.now();
     const closed = server.close();
@@ -101,7 +122,9 @@ describe('operating the server', () => {
     // An append whose body is half sent keeps the connection busy across the start of the drain;
     // the request behind it on the same connection then arrives while draining.
     const body = '{"payload":"last"}\n';
-    socket.write(`POST /v1/feeds/f/records HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    socket.write(
+      `POST /v1/feeds/f/records HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+    );
     await new Promise((resolve) => setTimeout(resolve, 500));
     const closed = server.close();
     await new Promise((resolve) => setTimeout(resolve, 100));

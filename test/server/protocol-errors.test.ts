@@ -22,7 +22,8 @@ function rawExchange(url: string, request: string | Buffer): Promise<{ status: n
       const head = answer.slice(0, split);
       let body = answer.slice(split + 4);
       // A chunked answer: keep the data of its chunks.
-      if (/transfer-encoding: chunked/i.test(head)) body = body.replace(/^[0-9a-f]+\r\n|\r\n[0-9a-f]+\r\n/gi, '').replace(/\r\n0\r\n\r\n$|\r\n$/, '');
+      if (/transfer-encoding: chunked/i.test(head))
+        body = body.replace(/^[0-9a-f]+\r\n|\r\n[0-9a-f]+\r\n/gi, '').replace(/\r\n0\r\n\r\n$|\r\n$/, '');
       resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]), head, body });
     });
   });
@@ -41,7 +42,10 @@ describe('error answers outside the routes', () => {
     }
     const missing = await call(url, 'GET', '/v2/nothing');
     expect([missing.status, missing.json?.error?.code]).toEqual([404, 'NOT_FOUND']);
-    const badJson = await call(url, 'POST', '/v1/feeds', { body: '{"name":', headers: { 'content-type': 'application/json' } });
+    const badJson = await call(url, 'POST', '/v1/feeds', {
+      body: '{"name":',
+      headers: { 'content-type': 'application/json' },
+    });
     expect([badJson.status, badJson.json?.error?.code]).toEqual([400, 'INVALID_ARGUMENT']);
     const large = await call(url, 'POST', '/v1/feeds', { body: { name: 'x'.repeat(2000) } });
     expect([large.status, large.json?.error?.code]).toEqual([413, 'REQUEST_TOO_LARGE']);
@@ -50,10 +54,16 @@ describe('error answers outside the routes', () => {
   it('types the HTTP parser’s errors: headers too large (431), broken chunked encoding and an unknown method (400)', async () => {
     const { url } = await startServer();
     const host = new URL(url).host;
-    const huge = await rawExchange(url, `GET /health HTTP/1.1\r\nHost: ${host}\r\nX-Big: ${'a'.repeat(100 * 1024)}\r\n\r\n`);
+    const huge = await rawExchange(
+      url,
+      `GET /health HTTP/1.1\r\nHost: ${host}\r\nX-Big: ${'a'.repeat(100 * 1024)}\r\n\r\n`,
+    );
     expect([huge.status, codeOf(huge.body)]).toEqual([431, 'HEADERS_TOO_LARGE']);
     expect(huge.head).toMatch(/content-type: application\/json/i);
-    const chunked = await rawExchange(url, `POST /v1/feeds HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`);
+    const chunked = await rawExchange(
+      url,
+      `POST /v1/feeds HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+    );
     expect([chunked.status, codeOf(chunked.body)]).toEqual([400, 'INVALID_ARGUMENT']);
     const method = await rawExchange(url, `FROB /health HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
     expect([method.status, codeOf(method.body)]).toEqual([400, 'INVALID_ARGUMENT']);

@@ -26,11 +26,17 @@ function peakResidentBytes(pid: number): number {
 /** POSTs `body` and resolves with the status and the parsed answer. */
 function post(url: string, path: string, body: Buffer): Promise<{ status: number; json: any }> {
   return new Promise((resolve, reject) => {
-    const request = http.request(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson', 'content-length': body.length } }, (response) => {
-      let text = '';
-      response.on('data', (chunk) => (text += String(chunk)));
-      response.on('end', () => resolve({ status: response.statusCode!, json: text === '' ? undefined : JSON.parse(text) }));
-    });
+    const request = http.request(
+      `${url}${path}`,
+      { method: 'POST', headers: { 'content-type': 'application/x-ndjson', 'content-length': body.length } },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk) => (text += String(chunk)));
+        response.on('end', () =>
+          resolve({ status: response.statusCode!, json: text === '' ? undefined : JSON.parse(text) }),
+        );
+      },
+    );
     // The server may answer before the whole body is sent, and close: the answer is what counts.
     request.on('error', reject);
     request.end(body);
@@ -48,7 +54,9 @@ function tinyLinesBody(): Buffer {
 
 describe('NDJSON request bodies', () => {
   it('refuses a body of more records than a batch holds while reading it, within a small multiple of its size in memory, alone or four at once', async () => {
-    const child = spawn(process.execPath, [cliBinary, '--data', temporaryDirectory(), 'serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cliBinary, '--data', temporaryDirectory(), 'serve', '--port', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     try {
       const url = await new Promise<string>((resolve, reject) => {
         let output = '';
@@ -71,7 +79,9 @@ describe('NDJSON request bodies', () => {
       const oneSeconds = (Date.now() - started) / 1000;
       const oneGrowth = peakResidentBytes(child.pid!) - before;
       const mb = (bytes: number) => Math.round(bytes / 1e6);
-      console.log(`body ${mb(body.length)} MB: peak RSS ${mb(before)} MB, +${mb(oneGrowth)} MB in ${oneSeconds.toFixed(1)} s`);
+      console.log(
+        `body ${mb(body.length)} MB: peak RSS ${mb(before)} MB, +${mb(oneGrowth)} MB in ${oneSeconds.toFixed(1)} s`,
+      );
       expect([refused.status, refused.json?.error?.code]).toEqual([400, 'INVALID_ARGUMENT']);
       // Before bodies were parsed as streams one such body cost 8 times its size, four 12 times.
       expect(oneGrowth).toBeLessThan(body.length);
@@ -82,7 +92,12 @@ describe('NDJSON request bodies', () => {
       const four = await Promise.all([1, 2, 3, 4].map(() => post(url, '/v1/feeds/f/records', body)));
       const fourSeconds = (Date.now() - startedFour) / 1000;
       const fourGrowth = peakResidentBytes(child.pid!) - beforeFour;
-      expect(four.map((answer) => answer.json?.error?.code)).toEqual(['INVALID_ARGUMENT', 'INVALID_ARGUMENT', 'INVALID_ARGUMENT', 'INVALID_ARGUMENT']);
+      expect(four.map((answer) => answer.json?.error?.code)).toEqual([
+        'INVALID_ARGUMENT',
+        'INVALID_ARGUMENT',
+        'INVALID_ARGUMENT',
+        'INVALID_ARGUMENT',
+      ]);
       console.log(`four at once: +${mb(fourGrowth)} MB in ${fourSeconds.toFixed(1)} s`);
       // Nothing was appended: the refused bodies changed nothing.
       expect((await call(url, 'GET', '/v1/feeds/f')).json.head.commit).toBe(1);
@@ -102,14 +117,23 @@ describe('NDJSON request bodies', () => {
     const slow = net.connect(Number(port), hostname);
     let slowAnswer = '';
     slow.on('data', (chunk) => (slowAnswer += String(chunk)));
-    slow.write(`POST /v1/feeds/f/records HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${whole.length}\r\nConnection: close\r\n\r\n`);
+    slow.write(
+      `POST /v1/feeds/f/records HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${whole.length}\r\nConnection: close\r\n\r\n`,
+    );
     slow.write(whole.subarray(0, 1000));
     await new Promise((resolve) => setTimeout(resolve, 100));
     const busy = await call(url, 'POST', '/v1/feeds/f/records', { body: record.repeat(10) });
     expect([busy.status, busy.json?.error?.code, busy.headers.get('retry-after')]).toEqual([503, 'UNAVAILABLE', '1']);
     // A Durable Stream's body takes its room in the same gate.
-    const streamBusy = await call(url, 'PUT', '/ds/v1/stream/s', { body: 'y'.repeat(1000), headers: { 'content-type': 'text/plain' } });
-    expect([streamBusy.status, streamBusy.json?.error?.code, streamBusy.headers.get('retry-after')]).toEqual([503, 'UNAVAILABLE', '1']);
+    const streamBusy = await call(url, 'PUT', '/ds/v1/stream/s', {
+      body: 'y'.repeat(1000),
+      headers: { 'content-type': 'text/plain' },
+    });
+    expect([streamBusy.status, streamBusy.json?.error?.code, streamBusy.headers.get('retry-after')]).toEqual([
+      503,
+      'UNAVAILABLE',
+      '1',
+    ]);
     // Connection: close: the server ends the connection after its answer (a client's half-close
     // would abort the request instead, so the socket is not ended here).
     const closed = new Promise((resolve) => slow.on('close', resolve));

@@ -23,8 +23,16 @@ export interface ChildStop {
 }
 
 /** Runs `script` with `args` and `env` until it is stopped as `stop` says; resolves its lines. */
-export function runChild<Line>(script: string, args: readonly string[], env: NodeJS.ProcessEnv, stop: ChildStop): Promise<Line[]> {
-  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function runChild<Line>(
+  script: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  stop: ChildStop,
+): Promise<Line[]> {
+  const child = spawn(process.execPath, [script, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   let errors = '';
   let stopping = false;
@@ -73,7 +81,9 @@ export function runChild<Line>(script: string, args: readonly string[], env: Nod
       clearTimeout(fallback);
       // After a power cut the child may fail on its own (its files are gone) before the kill.
       if (!stopping || (!stop.cut && signal !== 'SIGKILL')) {
-        reject(new Error(`child ${script} ${args.join(' ')} exited with ${code ?? signal} before it was stopped: ${errors}`));
+        reject(
+          new Error(`child ${script} ${args.join(' ')} exited with ${code ?? signal} before it was stopped: ${errors}`),
+        );
         return;
       }
       void stopped!.then((before) => resolve(parse(stop.cut ? before : output)), reject);

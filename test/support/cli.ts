@@ -16,7 +16,11 @@ export interface CliResult {
 
 /** Runs `streamstack --data DATA ARGS…` with `input` on stdin and `env` added to the environment. */
 export function cli(data: string, args: readonly string[], input = '', env: Record<string, string> = {}): CliResult {
-  const result = spawnSync(process.execPath, [cliBinary, '--data', data, ...args], { input, encoding: 'utf8', env: { ...process.env, ...env } });
+  const result = spawnSync(process.execPath, [cliBinary, '--data', data, ...args], {
+    input,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
   const lines = result.stdout
     .split('\n')
     .filter((line) => line !== '')

@@ -8,14 +8,18 @@
 // Arguments: the data directory, the cycle and the run's seed. Environment: STREAMSTACK_KERNELS,
 // COMPACTION_BREAK_LOCK=1 (after a power loss the LOCK file may name a process that is gone).
 import { loadKernels, Store } from '../../packages/engine/dist/index.js';
-import { emit, seededRandom } from './ingest.mjs';
 import { commitRecords, compactionChildSegmentBytes } from './compaction-records.mjs';
+import { emit, seededRandom } from './ingest.mjs';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);
 const cycle = Number(cycleText);
 const random = seededRandom(cycle, Number(seedText ?? 0));
 const kernels = loadKernels(process.env.STREAMSTACK_KERNELS ?? 'auto');
-const store = await Store.open(directory, { segmentBytes: compactionChildSegmentBytes, kernels, breakLock: process.env.COMPACTION_BREAK_LOCK === '1' });
+const store = await Store.open(directory, {
+  segmentBytes: compactionChildSegmentBytes,
+  kernels,
+  breakLock: process.env.COMPACTION_BREAK_LOCK === '1',
+});
 const feed = await store.feed('keys');
 
 async function appendNext() {
@@ -46,7 +50,13 @@ async function maintaining() {
       const to = Math.max(horizon, 1) + Math.floor(random() * Math.max(1, commits - Math.max(horizon, 1)));
       emit({ kind: 'compact', id, horizon: to });
       const result = await feed.compactKeys({ horizon: to, keyless: 'keep' });
-      emit({ kind: 'compacted', id, horizon: result.horizon, segments: result.segmentsCompacted, putOff: result.putOff });
+      emit({
+        kind: 'compacted',
+        id,
+        horizon: result.horizon,
+        segments: result.segmentsCompacted,
+        putOff: result.putOff,
+      });
     } else {
       emit({ kind: 'compact', id, merge: true });
       const result = await feed.compact();

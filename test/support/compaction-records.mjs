@@ -19,9 +19,16 @@ export function commitRecords(commit) {
   const size = 1 + Math.floor(random() * 6);
   return Array.from({ length: size }, (_, index) => {
     const kind = random();
-    const payload = random() < 0.35 ? `repeat-${Math.floor(random() * 30)}` : `${commit}:${index}|${'x'.repeat(Math.floor(random() * 1200))}`;
+    const payload =
+      random() < 0.35
+        ? `repeat-${Math.floor(random() * 30)}`
+        : `${commit}:${index}|${'x'.repeat(Math.floor(random() * 1200))}`;
     if (kind < 0.15) return { payload };
-    const record = { payload, key: `k${Math.floor(random() * keyCount)}`, version: Math.floor(random() * 40) + Math.floor(commit / 20) };
+    const record = {
+      payload,
+      key: `k${Math.floor(random() * keyCount)}`,
+      version: Math.floor(random() * 40) + Math.floor(commit / 20),
+    };
     if (kind > 0.93) return { ...record, payload: '', tombstone: true };
     return record;
   });
@@ -32,7 +39,8 @@ export function historyOf(head) {
   const records = [];
   let position = 0;
   for (let commit = 1; commit <= head; commit++) {
-    for (const [index, record] of commitRecords(commit).entries()) records.push({ ...record, commit, seq: index + 1, position: ++position });
+    for (const [index, record] of commitRecords(commit).entries())
+      records.push({ ...record, commit, seq: index + 1, position: ++position });
   }
   return records;
 }

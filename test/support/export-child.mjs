@@ -19,7 +19,12 @@ const feed = await store.feed('f');
 // Whether the mount takes O_DIRECT (the native kernels' export files use it where it does).
 let direct = true;
 try {
-  fs.closeSync(fs.openSync(path.join(mount, `direct-probe-${cycle}`), fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_DIRECT));
+  fs.closeSync(
+    fs.openSync(
+      path.join(mount, `direct-probe-${cycle}`),
+      fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_DIRECT,
+    ),
+  );
 } catch {
   direct = false;
 }

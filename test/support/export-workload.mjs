@@ -31,7 +31,9 @@ export async function fillExportFeed(store, fileBytesTarget) {
     await feed.append(
       Array.from({ length: perCommit }, (_, n) => {
         const repeated = n % 8 === 0;
-        const head = repeated ? `{"shared":${n}, "text":"tab\\there, quote \\" é"` : `{"commit":${commit},"n":${n},"text":"line\\nbreak"`;
+        const head = repeated
+          ? `{"shared":${n}, "text":"tab\\there, quote \\" é"`
+          : `{"commit":${commit},"n":${n},"text":"line\\nbreak"`;
         const text = `${head},"pad":"${'p'.repeat(payloadBytes - head.length - 10)}"}`;
         const binary = n === perCommit - 1 && commit >= commits * 0.8;
         return {

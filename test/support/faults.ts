@@ -106,7 +106,8 @@ export function recordDifference(expected: RecordView, actual: StoredRecord | St
   for (const [field, want, got] of scalar) {
     if (want !== got) return `${field} is ${show(got)}, expected ${show(want)}`;
   }
-  if (show(expected.tags) !== show([...actual.tags])) return `tags are ${show([...actual.tags])}, expected ${show(expected.tags)}`;
+  if (show(expected.tags) !== show([...actual.tags]))
+    return `tags are ${show([...actual.tags])}, expected ${show(expected.tags)}`;
   const payload = Buffer.from(actual.payload);
   if (!payload.equals(expected.payload)) {
     const at = firstDifference(expected.payload, payload, 0) ?? 0;
@@ -115,7 +116,10 @@ export function recordDifference(expected: RecordView, actual: StoredRecord | St
   }
   // An open stream's records carry a fingerprint only when the producer gave one.
   const fingerprint = actual.fingerprint === undefined ? undefined : Buffer.from(actual.fingerprint);
-  if ((expected.fingerprint === undefined) !== (fingerprint === undefined) || (fingerprint && !fingerprint.equals(expected.fingerprint!))) {
+  if (
+    (expected.fingerprint === undefined) !== (fingerprint === undefined) ||
+    (fingerprint && !fingerprint.equals(expected.fingerprint!))
+  ) {
     return `fingerprint is ${showBytes(fingerprint)}, expected ${showBytes(expected.fingerprint)}`;
   }
   return undefined;
@@ -123,11 +127,16 @@ export function recordDifference(expected: RecordView, actual: StoredRecord | St
 
 /** Where a record sits, for messages: its position and commit when it has them, else its seq. */
 export function placeOf(record: { position?: number | undefined; commit?: number | undefined; seq: number }): string {
-  return record.position === undefined ? `seq ${record.seq}` : `position ${record.position} (commit ${record.commit}, seq ${record.seq})`;
+  return record.position === undefined
+    ? `seq ${record.seq}`
+    : `position ${record.position} (commit ${record.commit}, seq ${record.seq})`;
 }
 
 /** How `actual` differs from the list `expected`, as one sentence; undefined when it matches. */
-export function listDifference(expected: readonly RecordView[], actual: readonly (StoredRecord | StreamRecord)[]): string | undefined {
+export function listDifference(
+  expected: readonly RecordView[],
+  actual: readonly (StoredRecord | StreamRecord)[],
+): string | undefined {
   const common = Math.min(expected.length, actual.length);
   for (let index = 0; index < common; index++) {
     const difference = recordDifference(expected[index], actual[index]);
@@ -201,7 +210,11 @@ export interface Fixture {
   /** What `get(key)` returned for each key. */
   readonly get: ReadonlyMap<string, RecordView | undefined>;
   /** Filtered reads answered through the tag and type index. */
-  readonly filters: readonly { readonly name: string; readonly filter: RecordFilter; readonly matches: (record: RecordView) => boolean }[];
+  readonly filters: readonly {
+    readonly name: string;
+    readonly filter: RecordFilter;
+    readonly matches: (record: RecordView) => boolean;
+  }[];
   readonly openStream: { readonly id: string; readonly records: readonly RecordView[]; readonly lastBatch: number };
   readonly subscriptions: readonly SubscriptionExpectation[];
   /** The highest lease epoch ever granted. */
@@ -295,15 +308,23 @@ export async function buildFixture(root: string, other = false): Promise<Fixture
   const feed = await store.createFeed('f');
   const createdAt = clock.now;
 
-  const keys = other ? ['j0', 'j1', 'j2', 'j3', 'j4', 'j5', 'j6', 'j7'] : ['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7'];
+  const keys = other
+    ? ['j0', 'j1', 'j2', 'j3', 'j4', 'j5', 'j6', 'j7']
+    : ['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7'];
   const types = other ? ['ORDER', 'REFUND', 'NOTE'] : ['order', 'refund', 'note'];
   const tagPool = other ? ['region:EU', 'region:US', 'VIP', 'LATE'] : ['region:eu', 'region:us', 'vip', 'late'];
   // Repeated payloads, so that runs share stored bytes (deduplicated) instead of storing copies.
-  const repeated = Array.from({ length: 24 }, (_, index) => `{"template":${index},"body":"${text('t', 'u').repeat(random.int(120, 320))}"}`);
+  const repeated = Array.from(
+    { length: 24 },
+    (_, index) => `{"template":${index},"body":"${text('t', 'u').repeat(random.int(120, 320))}"}`,
+  );
   let made = 0;
   const record = () => {
     const n = made++;
-    const payload = random.next() < 0.35 ? random.pick(repeated) : `{"n":${n},"body":"${text('b', 'c').repeat(random.int(60, 360))}"}`;
+    const payload =
+      random.next() < 0.35
+        ? random.pick(repeated)
+        : `{"n":${n},"body":"${text('b', 'c').repeat(random.int(60, 360))}"}`;
     const key = random.next() < 0.5 ? random.pick(keys) : undefined;
     const tags = tagPool.filter(() => random.next() < 0.3).slice(0, 2);
     const type = random.next() < 0.9 ? random.pick(types) : undefined;
@@ -331,8 +352,16 @@ export async function buildFixture(root: string, other = false): Promise<Fixture
   const historyDirectoryOf = path.join(root, 'feeds', 'f', 'history');
   for (let index = 1; index <= 60; index++) {
     if (index % 3 === 0) {
-      const newest = fs.readdirSync(historyDirectoryOf).filter((name) => name.endsWith('.hist')).sort().at(-1);
-      if (newest) snapshots.set(newest, [...(snapshots.get(newest) ?? []), fs.readFileSync(path.join(historyDirectoryOf, newest))]);
+      const newest = fs
+        .readdirSync(historyDirectoryOf)
+        .filter((name) => name.endsWith('.hist'))
+        .sort()
+        .at(-1);
+      if (newest)
+        snapshots.set(newest, [
+          ...(snapshots.get(newest) ?? []),
+          fs.readFileSync(path.join(historyDirectoryOf, newest)),
+        ]);
     }
     clock.advance(50);
     if (index === 31) {
@@ -341,7 +370,8 @@ export async function buildFixture(root: string, other = false): Promise<Fixture
       lease = await feed.acquireLease({ holder: 'ingest-2', ttlMs: leaseTtlMs });
     }
     if (index === 45) lease = await feed.renewLease({ token: lease.token, ttlMs: leaseTtlMs });
-    if (index % 12 === 6) await feed.append(records(random.int(2, 4)), { token: lease.token, message: `one-shot ${index}` });
+    if (index % 12 === 6)
+      await feed.append(records(random.int(2, 4)), { token: lease.token, message: `one-shot ${index}` });
     const stream = await feed.openStream({ token: lease.token, message: `stream ${index}` });
     await stream.append(records(10), { token: lease.token });
     clock.advance(5);
@@ -434,10 +464,24 @@ export async function buildFixture(root: string, other = false): Promise<Fixture
     keys,
     get: await readKeys(feed, keys),
     filters,
-    openStream: { id: open.id, records: (await open.read()).map(viewOf), lastBatch: lastBatch.lastSeq - lastBatch.firstSeq + 1 },
+    openStream: {
+      id: open.id,
+      records: (await open.read()).map(viewOf),
+      lastBatch: lastBatch.lastSeq - lastBatch.firstSeq + 1,
+    },
     subscriptions: [
-      { name: 'billing', file: 'feeds/f/state/subscriptions/billing.log', cursor: (await billing.info()).cursor, previousCursor: billingPrevious },
-      { name: 'audit', file: 'feeds/f/state/subscriptions/audit.log', cursor: (await audit.info()).cursor, previousCursor: auditPrevious },
+      {
+        name: 'billing',
+        file: 'feeds/f/state/subscriptions/billing.log',
+        cursor: (await billing.info()).cursor,
+        previousCursor: billingPrevious,
+      },
+      {
+        name: 'audit',
+        file: 'feeds/f/state/subscriptions/audit.log',
+        cursor: (await audit.info()).cursor,
+        previousCursor: auditPrevious,
+      },
     ],
     epoch: (await feed.info()).epoch,
     beforeLastCommit,
@@ -451,11 +495,20 @@ export async function buildFixture(root: string, other = false): Promise<Fixture
   const torn = new Map<string, number>();
   const newestHistory = history[history.length - 1];
   const newestWal = wal[wal.length - 1];
-  torn.set(`feeds/f/history/${newestHistory}`, tornFrom(historyBefore.get(newestHistory), path.join(historyDirectory, newestHistory), headerBytes));
-  torn.set(`feeds/f/wal/${newestWal}`, tornFrom(walBefore.get(newestWal), path.join(walDirectory, newestWal), headerBytes));
+  torn.set(
+    `feeds/f/history/${newestHistory}`,
+    tornFrom(historyBefore.get(newestHistory), path.join(historyDirectory, newestHistory), headerBytes),
+  );
+  torn.set(
+    `feeds/f/wal/${newestWal}`,
+    tornFrom(walBefore.get(newestWal), path.join(walDirectory, newestWal), headerBytes),
+  );
   torn.set('feeds/f/state/lease.log', tornFrom(leaseBefore, leaseFile, 0));
   for (const name of ['billing.log', 'audit.log']) {
-    torn.set(`feeds/f/state/subscriptions/${name}`, tornFrom(subscriptionsBefore.get(name), path.join(subscriptionDirectory, name), 0));
+    torn.set(
+      `feeds/f/state/subscriptions/${name}`,
+      tornFrom(subscriptionsBefore.get(name), path.join(subscriptionDirectory, name), 0),
+    );
   }
   const files: FixtureFile[] = listFiles(root).map((file) => {
     const bytes = fs.readFileSync(path.join(root, file));
@@ -673,7 +726,12 @@ export function restoreFiles(root: string, pristine: string, files: readonly str
  * has a non-zero byte and `actual` another byte (or none). What "recovery cut or zeroed
  * acknowledged bytes" looks like on disk.
  */
-export function lostSpans(expected: Uint8Array, actual: Uint8Array | undefined, from = 0, to = expected.length): { start: number; end: number }[] {
+export function lostSpans(
+  expected: Uint8Array,
+  actual: Uint8Array | undefined,
+  from = 0,
+  to = expected.length,
+): { start: number; end: number }[] {
   const spans: { start: number; end: number }[] = [];
   for (let at = from; at < Math.min(to, expected.length); at++) {
     if (expected[at] === 0 || (actual !== undefined && at < actual.length && actual[at] === expected[at])) continue;

@@ -14,7 +14,7 @@
  * Backing directories made here are removed when the file finishes, not by `stop()`, so that a
  * backing can be mounted again after a power loss.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';

@@ -5,7 +5,8 @@
 import type { QueryItem } from '../../packages/engine/src/index.js';
 
 export function itemMatches(item: QueryItem, record: { type?: string; tags: readonly string[] }): boolean {
-  const typeOk = !item.types || item.types.length === 0 || (record.type !== undefined && item.types.includes(record.type));
+  const typeOk =
+    !item.types || item.types.length === 0 || (record.type !== undefined && item.types.includes(record.type));
   const tagsOk = !item.tags || item.tags.every((tag) => record.tags.includes(tag));
   return typeOk && tagsOk;
 }

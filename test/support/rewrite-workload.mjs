@@ -15,9 +15,18 @@ function commitRecords(commit) {
   for (let index = 0; index < 12; index++) {
     const n = commit * 12 + index;
     const key = `account-${n % 1500}`;
-    if (n % 29 === 0) records.push({ payload: `closed ${n}`, key, tombstone: true, type: 'closed', tags: ['lifecycle'] });
-    else if (n % 5 === 0) records.push({ payload: `note ${'.'.repeat(n % 90)} ${n % 7}`, type: 'note', tags: [`bucket:${n % 4}`] });
-    else records.push({ payload: `{"balance":${(n * 7919) % 1000},"pad":"${'x'.repeat(200 + (n % 50))}"}`, key, version: n % 11 === 0 ? 1 : n, type: 'update', tags: [`region:${n % 6}`, `tier:${n % 3}`] });
+    if (n % 29 === 0)
+      records.push({ payload: `closed ${n}`, key, tombstone: true, type: 'closed', tags: ['lifecycle'] });
+    else if (n % 5 === 0)
+      records.push({ payload: `note ${'.'.repeat(n % 90)} ${n % 7}`, type: 'note', tags: [`bucket:${n % 4}`] });
+    else
+      records.push({
+        payload: `{"balance":${(n * 7919) % 1000},"pad":"${'x'.repeat(200 + (n % 50))}"}`,
+        key,
+        version: n % 11 === 0 ? 1 : n,
+        type: 'update',
+        tags: [`region:${n % 6}`, `tier:${n % 3}`],
+      });
   }
   return records;
 }
@@ -26,7 +35,12 @@ function commitRecords(commit) {
 export async function rewriteWorkload(Store, directory, kernels) {
   let now = 1_700_000_000_000;
   let id = 0;
-  const store = await Store.open(directory, { segmentBytes: rewriteWorkloadSegmentBytes, kernels, clock: () => now, newId: () => `id-${++id}` });
+  const store = await Store.open(directory, {
+    segmentBytes: rewriteWorkloadSegmentBytes,
+    kernels,
+    clock: () => now,
+    newId: () => `id-${++id}`,
+  });
   try {
     const feed = await store.createFeed('f');
     for (let commit = 1; commit <= 150; commit++) {
@@ -41,8 +55,16 @@ export async function rewriteWorkload(Store, directory, kernels) {
     const compacted = await feed.compactKeys({ horizon: 230 });
     const again = await feed.compactKeys({ horizon: 255, keyless: 'drop' });
     // A rewrite builds its segment's derived files itself: none is rebuilt after a switch.
-    const rebuiltAfterSwitch = feed.indexRebuilds.filter((rebuild) => rebuild.reason === 'its segment was merged').length;
-    return { merges: merged.merges.length, compacted: compacted.segmentsCompacted, again: again.segmentsCompacted, recordsAfter: again.recordsAfter, rebuiltAfterSwitch };
+    const rebuiltAfterSwitch = feed.indexRebuilds.filter(
+      (rebuild) => rebuild.reason === 'its segment was merged',
+    ).length;
+    return {
+      merges: merged.merges.length,
+      compacted: compacted.segmentsCompacted,
+      again: again.segmentsCompacted,
+      recordsAfter: again.recordsAfter,
+      rebuiltAfterSwitch,
+    };
   } finally {
     await store.close();
   }

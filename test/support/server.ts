@@ -20,7 +20,9 @@ export interface TestServer {
 }
 
 /** A server on 127.0.0.1 and a free port, over a store in a fresh directory; closed after the test. */
-export async function startServer(options: Partial<ServerOptions> & { storeOptions?: StoreOptions; directory?: string; port?: number } = {}): Promise<TestServer> {
+export async function startServer(
+  options: Partial<ServerOptions> & { storeOptions?: StoreOptions; directory?: string; port?: number } = {},
+): Promise<TestServer> {
   const directory = options.directory ?? temporaryDirectory();
   const store = await openStore(directory, options.storeOptions);
   const { storeOptions: _unused, directory: _directory, port, ...serverOptions } = options;
@@ -60,7 +62,12 @@ export async function call(
   });
   const text = await response.text();
   const isNdjson = (response.headers.get('content-type') ?? '').startsWith('application/x-ndjson');
-  const lines = isNdjson ? text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line)) : [];
+  const lines = isNdjson
+    ? text
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line))
+    : [];
   let json: unknown;
   try {
     json = text === '' ? undefined : JSON.parse(text);
@@ -83,9 +90,17 @@ export interface SseEvent {
  * Opens an SSE read and collects events until `until` says stop (or the server ends the
  * stream); the connection is closed then.
  */
-export async function readEvents(url: string, path: string, until: (events: SseEvent[]) => boolean, headers: Record<string, string> = {}): Promise<{ status: number; events: SseEvent[] }> {
+export async function readEvents(
+  url: string,
+  path: string,
+  until: (events: SseEvent[]) => boolean,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; events: SseEvent[] }> {
   const controller = new AbortController();
-  const response = await fetch(`${url}${path}`, { headers: { accept: 'text/event-stream', ...headers }, signal: controller.signal });
+  const response = await fetch(`${url}${path}`, {
+    headers: { accept: 'text/event-stream', ...headers },
+    signal: controller.signal,
+  });
   const events: SseEvent[] = [];
   if (response.status !== 200 || !response.body) return { status: response.status, events };
   const decoder = new TextDecoder();
@@ -102,7 +117,12 @@ export async function readEvents(url: string, path: string, until: (events: SseE
           const colon = line.indexOf(':');
           if (colon > 0) fields[line.slice(0, colon)] = line.slice(colon + 1).trimStart();
         }
-        if (fields.data !== undefined) events.push({ ...(fields.id === undefined ? {} : { id: fields.id }), event: fields.event ?? 'message', data: JSON.parse(fields.data) });
+        if (fields.data !== undefined)
+          events.push({
+            ...(fields.id === undefined ? {} : { id: fields.id }),
+            event: fields.event ?? 'message',
+            data: JSON.parse(fields.data),
+          });
         if (until(events)) return { status: response.status, events };
       }
     }

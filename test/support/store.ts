@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach } from 'vitest';
-import { Store, type AppendRecord, type StoreOptions, type StoredRecord } from '../../packages/engine/src/index.js';
+import { type AppendRecord, Store, type StoredRecord, type StoreOptions } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 
 const made: string[] = [];
@@ -62,7 +62,10 @@ export function digestTree(directory: string): string {
 }
 
 /** The saved cursor of subscription `name`, as `subscription.info()` gives it (embedded or remote). */
-export async function cursorOf(feed: { subscription(name: string): Promise<{ info(): Promise<{ cursor: number }> }> }, name: string): Promise<number> {
+export async function cursorOf(
+  feed: { subscription(name: string): Promise<{ info(): Promise<{ cursor: number }> }> },
+  name: string,
+): Promise<number> {
   return (await (await feed.subscription(name)).info()).cursor;
 }
 
@@ -71,7 +74,11 @@ export async function cursorOf(feed: { subscription(name: string): Promise<{ inf
  * one-shot commits, the records of commit n from `recordsOf(n)` a second apart, every write and
  * its maintenance settled: the history that merge, compaction and progress tests work on.
  */
-export async function filledFeed(recordsOf: (commit: number) => AppendRecord[], commits: number, directory = temporaryDirectory()) {
+export async function filledFeed(
+  recordsOf: (commit: number) => AppendRecord[],
+  commits: number,
+  directory = temporaryDirectory(),
+) {
   const clock = new ManualClock();
   const store = await openStore(directory, { kernels: tsKernels, clock: clock.read, newId: sequentialIds() });
   const feed = await store.createFeed('f');

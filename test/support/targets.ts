@@ -4,8 +4,9 @@
  * port 0 over the same kind of store). The two have one shape (every call that may need a round
  * trip is async in both, docs/http.md), so the suite is type-checked against both as a union.
  */
-import type { Store } from '../../packages/engine/src/index.js';
+
 import { RemoteStore } from '../../packages/client/src/index.js';
+import type { Store } from '../../packages/engine/src/index.js';
 import { createServer } from '../../packages/server/src/index.js';
 import { openStore } from './store.js';
 
@@ -30,7 +31,11 @@ export const embedded: Target = {
 export const remote: Target = {
   name: 'remote',
   async open(directory) {
-    const server = await createServer({ store: await openStore(directory), logger: false, live: { heartbeatMs: 1000 } });
+    const server = await createServer({
+      store: await openStore(directory),
+      logger: false,
+      live: { heartbeatMs: 1000 },
+    });
     const url = await server.listen({ port: 0 });
     const store = await RemoteStore.open(url);
     return {

@@ -10,8 +10,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
-import { StreamStackError, type Store, type StoredRecord } from '../../packages/engine/src/index.js';
 import { RetentionLog } from '../../packages/engine/src/coordinator/retention-state.js';
+import { type Store, type StoredRecord, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { collect, historySegmentBases } from './store.js';
 import { recordsDigest } from './trim-records.mjs';
@@ -104,19 +104,25 @@ export class TrimLedger {
     const info = await feed.info();
     const low = info.lowMark;
     const lowPosition = info.lowPosition;
-    expect(low, `the low mark never goes back, nor below an acknowledged trim ${where}`).toBeGreaterThanOrEqual(this.lowMark);
+    expect(low, `the low mark never goes back, nor below an acknowledged trim ${where}`).toBeGreaterThanOrEqual(
+      this.lowMark,
+    );
     if (low > this.lowMark) this.floorsPastAcknowledged++;
     this.lowMark = low;
     expect(verification.lowMark, `verify's low mark ${where}`).toBe(low);
 
     // The low mark is where a history segment starts, and nothing below it is left on disk.
     const feedDirectory = path.join(directory, 'feeds', 'trim');
-    expect(historySegmentBases(directory, 'trim')[0], `the first history segment starts at the low position ${where}`).toBe(lowPosition);
+    expect(
+      historySegmentBases(directory, 'trim')[0],
+      `the first history segment starts at the low position ${where}`,
+    ).toBe(lowPosition);
     for (const part of ['history', 'index']) {
       // A feed whose indexes have not written a file yet has no index directory.
       const names = fs.existsSync(path.join(feedDirectory, part)) ? fs.readdirSync(path.join(feedDirectory, part)) : [];
       for (const name of names) {
-        if (/^\d{16}\./.test(name)) expect(Number(name.slice(0, 16)), `${part}/${name} ${where}`).toBeGreaterThanOrEqual(lowPosition);
+        if (/^\d{16}\./.test(name))
+          expect(Number(name.slice(0, 16)), `${part}/${name} ${where}`).toBeGreaterThanOrEqual(lowPosition);
       }
     }
 
@@ -134,12 +140,20 @@ export class TrimLedger {
       expect(raw[0]?.commit, `the first record read is at the low mark ${where}`).toBe(low);
       expect(raw[0]?.position, `the first record read is at the low position ${where}`).toBe(lowPosition);
     }
-    expect(raw.every((record, index) => record.position === lowPosition + index), `positions contiguous from the low position ${where}`).toBe(true);
-    expect([...byCommit.keys()], `commits contiguous from the low mark ${where}`).toEqual(Array.from({ length: Math.max(0, head - low + 1) }, (_, index) => low + index));
+    expect(
+      raw.every((record, index) => record.position === lowPosition + index),
+      `positions contiguous from the low position ${where}`,
+    ).toBe(true);
+    expect([...byCommit.keys()], `commits contiguous from the low mark ${where}`).toEqual(
+      Array.from({ length: Math.max(0, head - low + 1) }, (_, index) => low + index),
+    );
     for (const [commit, digest] of this.acknowledged) {
       expect(commit, `acknowledged commit ${commit} is published ${where}`).toBeLessThanOrEqual(head);
       if (commit < low) continue;
-      expect(recordsDigest(byCommit.get(commit) ?? []), `acknowledged commit ${commit} reads back exactly ${where}`).toBe(digest);
+      expect(
+        recordsDigest(byCommit.get(commit) ?? []),
+        `acknowledged commit ${commit} reads back exactly ${where}`,
+      ).toBe(digest);
     }
 
     // Dedup and key winners over the history that is kept, against an oracle of the RAW read.
@@ -151,26 +165,39 @@ export class TrimLedger {
       return true;
     });
     const dedup = await collect(feed.read({ mode: 'dedup' }));
-    expect(dedup.map((record) => record.position), `dedup over the kept history ${where}`).toEqual(firsts.map((record) => record.position));
+    expect(
+      dedup.map((record) => record.position),
+      `dedup over the kept history ${where}`,
+    ).toEqual(firsts.map((record) => record.position));
     const winners = new Map<string, StoredRecord>();
     for (const record of raw) {
       if (record.key === undefined || record.key === null) continue;
       const best = winners.get(record.key);
-      if (!best || (record.version ?? 0) > (best.version ?? 0) || ((record.version ?? 0) === (best.version ?? 0) && record.position > best.position)) {
+      if (
+        !best ||
+        (record.version ?? 0) > (best.version ?? 0) ||
+        ((record.version ?? 0) === (best.version ?? 0) && record.position > best.position)
+      ) {
         winners.set(record.key, record);
       }
     }
     for (let index = 0; index < keyCount; index++) {
       const key = `k${index}`;
-      expect((await feed.get(key))?.position, `get(${key}) over the kept history ${where}`).toBe(winners.get(key)?.position);
+      expect((await feed.get(key))?.position, `get(${key}) over the kept history ${where}`).toBe(
+        winners.get(key)?.position,
+      );
     }
 
     // The subscription holds retention back unless a forced trim was under way.
     const pin = await (await feed.subscription('pin')).info();
-    if (!this.forceOutstanding) expect(pin.cursor, `the subscription was not trimmed past ${where}`).toBeGreaterThanOrEqual(low - 1);
+    if (!this.forceOutstanding)
+      expect(pin.cursor, `the subscription was not trimmed past ${where}`).toBeGreaterThanOrEqual(low - 1);
 
     // The commit before the low mark is a valid cursor; anything below it is trimmed history.
-    if (head >= low) expect((await collect(feed.read({ after: low - 1, limit: 1 })))[0]?.commit, `read after low − 1 ${where}`).toBe(low);
+    if (head >= low)
+      expect((await collect(feed.read({ after: low - 1, limit: 1 })))[0]?.commit, `read after low − 1 ${where}`).toBe(
+        low,
+      );
     if (low >= 2) {
       await expectTrimmed(() => collect(feed.read({ after: low - 2 })), low, `read after low − 2 ${where}`);
       await expectTrimmed(() => collect(feed.read({ after: 0, mode: 'dedup' })), low, `dedup read after 0 ${where}`);

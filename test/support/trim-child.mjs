@@ -24,7 +24,11 @@ const keyCount = 40;
 
 const random = seededRandom(cycle, seed);
 const kernels = overlapReporting(loadKernels(process.env.STREAMSTACK_KERNELS ?? 'auto'));
-const store = await Store.open(directory, { segmentBytes: trimChildSegmentBytes, kernels, breakLock: process.env.TRIM_BREAK_LOCK === '1' });
+const store = await Store.open(directory, {
+  segmentBytes: trimChildSegmentBytes,
+  kernels,
+  breakLock: process.env.TRIM_BREAK_LOCK === '1',
+});
 const feed = await store.feed('trim');
 
 const token = await takeLease(feed, process.env.TRIM_TOKEN, `child-${cycle}`, leaseTtlMs);
@@ -56,7 +60,9 @@ function commitRecords(batch) {
   return Array.from({ length: size }, (_, index) => {
     const repeated = random() < 0.3;
     const record = {
-      payload: repeated ? `repeat-${Math.floor(random() * 25)}` : `${batch}:${index}:${size}|${'x'.repeat(Math.floor(random() * 1500))}`,
+      payload: repeated
+        ? `repeat-${Math.floor(random() * 25)}`
+        : `${batch}:${index}:${size}|${'x'.repeat(Math.floor(random() * 1500))}`,
     };
     if (random() < 0.7) {
       record.key = `k${Math.floor(random() * keyCount)}`;
@@ -114,7 +120,14 @@ async function maintaining() {
       emit({ kind: 'trim', id, before, force });
       const started = performance.now();
       const result = await feed.trim({ before, force });
-      emit({ kind: 'trimmed', id, lowMark: result.lowMark, lowPosition: result.lowPosition, segmentsRemoved: result.segmentsRemoved, ms: performance.now() - started });
+      emit({
+        kind: 'trimmed',
+        id,
+        lowMark: result.lowMark,
+        lowPosition: result.lowPosition,
+        segmentsRemoved: result.segmentsRemoved,
+        ms: performance.now() - started,
+      });
       if (force) await repairPin();
     } else if (choice < 0.65) {
       // A policy, durably set, then applied at once (and again after each finished segment).
@@ -130,7 +143,14 @@ async function maintaining() {
       emit({ kind: 'trim', id, policy: true, force: false });
       const started = performance.now();
       const result = await feed.trim();
-      emit({ kind: 'trimmed', id, lowMark: result.lowMark, lowPosition: result.lowPosition, segmentsRemoved: result.segmentsRemoved, ms: performance.now() - started });
+      emit({
+        kind: 'trimmed',
+        id,
+        lowMark: result.lowMark,
+        lowPosition: result.lowPosition,
+        segmentsRemoved: result.segmentsRemoved,
+        ms: performance.now() - started,
+      });
     } else if (choice < 0.95) {
       // The pin moves forward, part of the way to the head, so it holds some trims back.
       const cursor = (await pin.info()).cursor;

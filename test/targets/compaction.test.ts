@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { collect, temporaryDirectory, text } from '../support/store.js';
-import { targets, type Opened } from '../support/targets.js';
+import { type Opened, targets } from '../support/targets.js';
 
 const opened: Opened[] = [];
 afterEach(async () => {
@@ -19,7 +19,8 @@ describe.each(targets)('compaction ($name)', (target) => {
     const feed = await it.store.createFeed('f');
     // 8 KB payloads: the test store's 64 KiB segments roll every few commits. Five keys, each
     // updated eight times.
-    for (let commit = 1; commit <= 40; commit++) await feed.append([{ payload: `${commit}:`.padEnd(8000, 'x'), key: `k${commit % 5}`, version: commit }]);
+    for (let commit = 1; commit <= 40; commit++)
+      await feed.append([{ payload: `${commit}:`.padEnd(8000, 'x'), key: `k${commit % 5}`, version: commit }]);
     const afterHorizon = await collect(feed.read({ after: 30 }));
     const latest = await collect(feed.read({ mode: 'latest' }));
     const result = await feed.compactKeys({ horizon: 30 });
@@ -29,7 +30,10 @@ describe.each(targets)('compaction ($name)', (target) => {
     expect(await collect(feed.read({ after: 30 }))).toEqual(afterHorizon);
     expect(await collect(feed.read({ mode: 'latest' }))).toEqual(latest);
     expect(text((await feed.get('k1', { asOf: 30 }))!.payload).split(':')[0]).toBe('26');
-    await expect(collect(feed.read({ after: 10 }))).rejects.toMatchObject({ code: 'COMPACTED', details: { horizon: 30 } });
+    await expect(collect(feed.read({ after: 10 }))).rejects.toMatchObject({
+      code: 'COMPACTED',
+      details: { horizon: 30 },
+    });
     await expect(feed.get('k1', { asOf: 29 })).rejects.toMatchObject({ code: 'COMPACTED' });
     await expect(feed.compactKeys({ horizon: 99 })).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
     // A merge afterwards changes no read either.

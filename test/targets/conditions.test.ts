@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { limits, StreamStackError } from '../../packages/engine/src/index.js';
 import { collect, temporaryDirectory, text } from '../support/store.js';
-import { targets, type Opened } from '../support/targets.js';
+import { type Opened, targets } from '../support/targets.js';
 
 const opened: Opened[] = [];
 afterEach(async () => {
@@ -22,7 +22,10 @@ describe.each(targets)('append conditions ($name)', (target) => {
 
   it('validates the condition and reports the first match and `after` in the refusal', async () => {
     const feed = await feedOf();
-    await feed.append([{ payload: 'a', type: 'booked', tags: ['course:1'] }, { payload: 'b', type: 'booked', tags: ['course:2'] }]);
+    await feed.append([
+      { payload: 'a', type: 'booked', tags: ['course:1'] },
+      { payload: 'b', type: 'booked', tags: ['course:2'] },
+    ]);
     for (const condition of [
       { after: 0 },
       { failIfMatch: {}, after: -1 },
@@ -33,16 +36,29 @@ describe.each(targets)('append conditions ($name)', (target) => {
       { failIfMatch: { tags: [''] } },
       { failIfMatch: { items: Array.from({ length: limits.queryItemsMax + 1 }, () => ({ tags: ['x'] })) } },
     ]) {
-      await expect(feed.append([{ payload: 'c' }], { condition: condition as never }), JSON.stringify(condition).slice(0, 80)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(
+        feed.append([{ payload: 'c' }], { condition: condition as never }),
+        JSON.stringify(condition).slice(0, 80),
+      ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     }
     expect((await feed.info()).records).toBe(2);
-    const refused = await feed.append([{ payload: 'c' }], { condition: { failIfMatch: { tags: ['course:2'] }, after: 1 } }).catch((error: unknown) => error);
+    const refused = await feed
+      .append([{ payload: 'c' }], { condition: { failIfMatch: { tags: ['course:2'] }, after: 1 } })
+      .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(StreamStackError);
     expect(refused).toMatchObject({ code: 'CONDITION_FAILED', details: { position: 2, after: 1 } });
     // An empty query matches everything, but nothing lies after the head.
-    await expect(feed.append([{ payload: 'c' }], { condition: { failIfMatch: {}, after: 1 } })).rejects.toMatchObject({ code: 'CONDITION_FAILED', details: { position: 2 } });
-    await expect(feed.append([{ payload: 'c' }], { condition: { failIfMatch: {}, after: 2 } })).resolves.toMatchObject({ records: 1, firstPosition: 3 });
-    await expect(feed.append([{ payload: 'd' }], { condition: { failIfMatch: { items: [{ tags: ['never'] }] } } })).resolves.toMatchObject({ records: 1 });
+    await expect(feed.append([{ payload: 'c' }], { condition: { failIfMatch: {}, after: 1 } })).rejects.toMatchObject({
+      code: 'CONDITION_FAILED',
+      details: { position: 2 },
+    });
+    await expect(feed.append([{ payload: 'c' }], { condition: { failIfMatch: {}, after: 2 } })).resolves.toMatchObject({
+      records: 1,
+      firstPosition: 3,
+    });
+    await expect(
+      feed.append([{ payload: 'd' }], { condition: { failIfMatch: { items: [{ tags: ['never'] }] } } }),
+    ).resolves.toMatchObject({ records: 1 });
   });
 
   it('refuses a seal whose condition fails and keeps the stream open for another try', async () => {
@@ -52,10 +68,17 @@ describe.each(targets)('append conditions ($name)', (target) => {
     await stream.append([{ payload: 'seat', type: 'booked', tags: ['course:7'] }], { token });
     await feed.append([{ payload: 'rival', type: 'booked', tags: ['course:7'] }], { token });
     const course7 = { failIfMatch: { items: [{ types: ['booked'], tags: ['course:7'] }] }, after: 0 };
-    await expect(stream.seal({ token, condition: course7 })).rejects.toMatchObject({ code: 'CONDITION_FAILED', details: { position: 1 } });
+    await expect(stream.seal({ token, condition: course7 })).rejects.toMatchObject({
+      code: 'CONDITION_FAILED',
+      details: { position: 1 },
+    });
     expect(await stream.info()).toMatchObject({ state: 'open', records: 1 });
     await stream.append([{ payload: 'more' }], { token });
-    expect(await stream.seal({ token, condition: { ...course7, after: 1 } })).toMatchObject({ commit: 2, records: 2, firstPosition: 2 });
+    expect(await stream.seal({ token, condition: { ...course7, after: 1 } })).toMatchObject({
+      commit: 2,
+      records: 2,
+      firstPosition: 2,
+    });
   });
 
   it('lets exactly one of many racing conditional bookings of the last seat through', async () => {
@@ -64,7 +87,9 @@ describe.each(targets)('append conditions ($name)', (target) => {
     const attempt = async (student: number): Promise<string> => {
       for (let tries = 0; tries < 100; tries++) {
         try {
-          await feed.append([{ payload: `1/${student}`, type: 'booked', tags: ['course:1', `student:${student}`] }], { condition });
+          await feed.append([{ payload: `1/${student}`, type: 'booked', tags: ['course:1', `student:${student}`] }], {
+            condition,
+          });
           return 'booked';
         } catch (error) {
           if (!(error instanceof StreamStackError)) throw error;

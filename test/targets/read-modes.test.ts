@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { collect, temporaryDirectory, text } from '../support/store.js';
-import { targets, type Opened } from '../support/targets.js';
+import { type Opened, targets } from '../support/targets.js';
 
 const opened: Opened[] = [];
 afterEach(async () => {
@@ -41,10 +41,26 @@ describe.each(targets)('reads ($name)', (target) => {
     expect(payloads(await collect(feed.read({ after: 1 })))).toEqual(['k2', 'same', 'k1', 'gone', 'same']);
     expect(payloads(await collect(feed.read({ after: 0, upTo: 2 })))).toEqual(['k1', 'j1', 'k2', 'same']);
     expect(payloads(await collect(feed.read({ limit: 3 })))).toEqual(['k1', 'j1', 'k2']);
-    expect((await collect(feed.readBatches({ after: 0 }))).map((batch) => batch.map((record) => record.commit))).toEqual([[1, 1], [2, 2], [3, 3, 3]]);
+    expect(
+      (await collect(feed.readBatches({ after: 0 }))).map((batch) => batch.map((record) => record.commit)),
+    ).toEqual([
+      [1, 1],
+      [2, 2],
+      [3, 3, 3],
+    ]);
     expect(await collect(feed.read({ after: 3 }))).toEqual([]);
     const [first] = await collect(feed.read({ limit: 1 }));
-    expect(first).toMatchObject({ feed: 'f', commit: 1, seq: 1, position: 1, key: 'k', version: 1, type: 'order', tags: ['eu', 'big'], tombstone: false });
+    expect(first).toMatchObject({
+      feed: 'f',
+      commit: 1,
+      seq: 1,
+      position: 1,
+      key: 'k',
+      version: 1,
+      type: 'order',
+      tags: ['eu', 'big'],
+      tombstone: false,
+    });
     expect(first.fingerprint).toBeInstanceOf(Uint8Array);
   });
 
@@ -54,9 +70,17 @@ describe.each(targets)('reads ($name)', (target) => {
     for (const options of [{}, { mode: 'latest' as const }, { after: 1, limit: 2 }, { filter: { tags: ['eu'] } }]) {
       const chunks = await collect(feed.readLines(options));
       for (const chunk of chunks) expect(chunk.at(-1)).toBe(0x0a);
-      const lines = chunks.map((chunk) => decoder.decode(chunk)).join('').split('\n').filter((line) => line !== '').map((line) => JSON.parse(line));
+      const lines = chunks
+        .map((chunk) => decoder.decode(chunk))
+        .join('')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line));
       const records = await collect(feed.read(options));
-      expect(lines.map((line) => [line.position, line.payload]), JSON.stringify(options)).toEqual(records.map((record) => [record.position, text(record.payload)]));
+      expect(
+        lines.map((line) => [line.position, line.payload]),
+        JSON.stringify(options),
+      ).toEqual(records.map((record) => [record.position, text(record.payload)]));
     }
     await expect(collect(feed.readLines({ after: 9 }))).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
   });
@@ -76,12 +100,23 @@ describe.each(targets)('reads ($name)', (target) => {
 
   it('filters by type (any of) and tag (all of), and by a query of several items', async () => {
     const feed = await seeded();
-    expect(payloads(await collect(feed.read({ filter: { types: ['refund', 'note'] } })))).toEqual(['k2', 'same', 'same']);
+    expect(payloads(await collect(feed.read({ filter: { types: ['refund', 'note'] } })))).toEqual([
+      'k2',
+      'same',
+      'same',
+    ]);
     expect(payloads(await collect(feed.read({ filter: { tags: ['eu', 'big'] } })))).toEqual(['k1', 'k1']);
     expect(payloads(await collect(feed.read({ filter: { types: ['order'], tags: ['us'] } })))).toEqual(['j1']);
-    expect(payloads(await collect(feed.read({ filter: { items: [{ tags: ['us'] }, { types: ['refund'] }] } })))).toEqual(['j1', 'k2']);
+    expect(
+      payloads(await collect(feed.read({ filter: { items: [{ tags: ['us'] }, { types: ['refund'] }] } }))),
+    ).toEqual(['j1', 'k2']);
     for (const plan of ['index', 'scan'] as const) {
-      expect(payloads(await collect(feed.read({ filter: { types: ['order'] }, plan })))).toEqual(['k1', 'j1', 'k1', 'gone']);
+      expect(payloads(await collect(feed.read({ filter: { types: ['order'] }, plan })))).toEqual([
+        'k1',
+        'j1',
+        'k1',
+        'gone',
+      ]);
     }
     expect(payloads(await collect(feed.read({ filter: { types: ['order'] }, limit: 2 })))).toEqual(['k1', 'j1']);
   });
@@ -89,7 +124,16 @@ describe.each(targets)('reads ($name)', (target) => {
   it('gives one commit, the commits after a cursor, and a key as of a commit', async () => {
     const feed = await seeded();
     expect(payloads(await feed.readCommit(2))).toEqual(['k2', 'same']);
-    expect((await collect(feed.commits({ after: 1 }))).map((commit) => [commit.commit, commit.records, commit.firstPosition])).toEqual([[2, 2, 3], [3, 3, 5]]);
+    expect(
+      (await collect(feed.commits({ after: 1 }))).map((commit) => [
+        commit.commit,
+        commit.records,
+        commit.firstPosition,
+      ]),
+    ).toEqual([
+      [2, 2, 3],
+      [3, 3, 5],
+    ]);
     expect(await feed.get('k')).toMatchObject({ key: 'k', version: 2, commit: 2 });
     expect(text((await feed.get('k', { asOf: 1 }))!.payload)).toBe('k1');
     expect(await feed.get('j')).toBeUndefined();
@@ -110,10 +154,18 @@ describe.each(targets)('reads ($name)', (target) => {
     for (const after of [-1, 1.5]) {
       await expect(collect(feed.read({ after })), String(after)).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
       // The embedded commits() checks its cursor at the call, the remote one at its first step.
-      await expect((async () => collect(feed.commits({ after })))(), String(after)).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
+      await expect((async () => collect(feed.commits({ after })))(), String(after)).rejects.toMatchObject({
+        code: 'CURSOR_OUT_OF_RANGE',
+      });
     }
     const limitCodes = [];
-    for (const limit of [-1, 2.5]) limitCodes.push(await collect(feed.read({ limit })).then(() => 'ok', (error: { code: string }) => error.code));
+    for (const limit of [-1, 2.5])
+      limitCodes.push(
+        await collect(feed.read({ limit })).then(
+          () => 'ok',
+          (error: { code: string }) => error.code,
+        ),
+      );
     expect(limitCodes).toEqual(['INVALID_ARGUMENT', 'INVALID_ARGUMENT']);
     const subscription = await feed.createSubscription('s');
     await expect(subscription.poll({ max: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });

@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { collect, temporaryDirectory, text } from '../support/store.js';
-import { targets, type Opened } from '../support/targets.js';
+import { type Opened, targets } from '../support/targets.js';
 
 const opened: Opened[] = [];
 afterEach(async () => {
@@ -24,7 +24,10 @@ describe.each(targets)('retention and trim ($name)', (target) => {
   it('sets and shows the policy, and refuses a bad one', async () => {
     const feed = await filled();
     expect(await feed.retention()).toMatchObject({ policy: {}, lowMark: 1, pinnedBy: null });
-    expect((await feed.setRetention({ maxRecords: 1000, maxAgeMs: 3_600_000 })).policy).toEqual({ maxRecords: 1000, maxAgeMs: 3_600_000 });
+    expect((await feed.setRetention({ maxRecords: 1000, maxAgeMs: 3_600_000 })).policy).toEqual({
+      maxRecords: 1000,
+      maxAgeMs: 3_600_000,
+    });
     await expect(feed.setRetention({ maxRecords: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect((await feed.setRetention({})).policy).toEqual({});
   });

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { collect, temporaryDirectory, text } from '../support/store.js';
-import { targets, type Opened } from '../support/targets.js';
+import { type Opened, targets } from '../support/targets.js';
 
 const opened: Opened[] = [];
 afterEach(async () => {
@@ -20,7 +20,8 @@ describe.each(targets)('subscriptions and live reads ($name)', (target) => {
   }
   /** Commits of the given sizes, payloads `c<commit index>.<record index>`. */
   async function commitSizes(feed: { append(records: { payload: string }[]): Promise<unknown> }, sizes: number[]) {
-    for (const [index, size] of sizes.entries()) await feed.append(Array.from({ length: size }, (_, record) => ({ payload: `c${index}.${record}` })));
+    for (const [index, size] of sizes.entries())
+      await feed.append(Array.from({ length: size }, (_, record) => ({ payload: `c${index}.${record}` })));
   }
 
   it('creates, lists and refuses duplicates and unknown subscriptions', async () => {
@@ -28,7 +29,10 @@ describe.each(targets)('subscriptions and live reads ($name)', (target) => {
     await commitSizes(feed, [1, 1]);
     await feed.createSubscription('b');
     await feed.createSubscription('a', { after: 1 });
-    expect((await feed.subscriptions()).map((info) => [info.name, info.cursor, info.lag.commits])).toEqual([['a', 1, 1], ['b', 0, 2]]);
+    expect((await feed.subscriptions()).map((info) => [info.name, info.cursor, info.lag.commits])).toEqual([
+      ['a', 1, 1],
+      ['b', 0, 2],
+    ]);
     await expect(feed.createSubscription('a')).rejects.toMatchObject({ code: 'SUBSCRIPTION_EXISTS' });
     await expect(feed.createSubscription('c', { after: 3 })).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
     await expect(feed.subscription('none')).rejects.toMatchObject({ code: 'SUBSCRIPTION_NOT_FOUND' });
@@ -40,8 +44,17 @@ describe.each(targets)('subscriptions and live reads ($name)', (target) => {
     const subscription = await feed.createSubscription('s');
     const first = await subscription.poll({ max: 4 });
     expect(first.cursor).toBe(2);
-    expect(first.commits.map(({ commit, records }) => [commit.commit, records.map((record) => text(record.payload))])).toEqual([[1, ['c0.0', 'c0.1', 'c0.2']], [2, ['c1.0']]]);
-    expect(first.commits[0].records.map((record) => [record.commit, record.seq, record.position])).toEqual([[1, 1, 1], [1, 2, 2], [1, 3, 3]]);
+    expect(
+      first.commits.map(({ commit, records }) => [commit.commit, records.map((record) => text(record.payload))]),
+    ).toEqual([
+      [1, ['c0.0', 'c0.1', 'c0.2']],
+      [2, ['c1.0']],
+    ]);
+    expect(first.commits[0].records.map((record) => [record.commit, record.seq, record.position])).toEqual([
+      [1, 1, 1],
+      [1, 2, 2],
+      [1, 3, 3],
+    ]);
     expect((await subscription.info()).cursor).toBe(0);
     expect((await subscription.poll({ max: 0 })).commits.map(({ commit }) => commit.commit)).toEqual([1]);
     expect((await subscription.poll()).cursor).toBe(5);
@@ -81,9 +94,13 @@ describe.each(targets)('subscriptions and live reads ($name)', (target) => {
         if (!controller.signal.aborted) throw error;
       }
     })();
-    await Promise.all(Array.from({ length: 4 }, (_, writer) => (async () => {
-      for (let index = 0; index < 10; index++) await feed.append([{ payload: `w${writer}.${index}` }]);
-    })()));
+    await Promise.all(
+      Array.from({ length: 4 }, (_, writer) =>
+        (async () => {
+          for (let index = 0; index < 10; index++) await feed.append([{ payload: `w${writer}.${index}` }]);
+        })(),
+      ),
+    );
     await reader;
     expect(seen).toEqual(Array.from({ length: total }, (_, index) => index + 1));
     expect(payloads.slice(0, 3)).toEqual(['c0.0', 'c0.1', 'c1.0']);
@@ -128,12 +145,14 @@ describe.each(targets)('subscriptions and live reads ($name)', (target) => {
     expect(seen).toEqual([2, 3, 4]);
     // The break came before commit 4 was handed back, so the saved cursor is 3.
     expect((await subscription.info()).cursor).toBe(3);
-    const again = await collect((async function* () {
-      for await (const batch of subscription.live({ autoAdvance: true })) {
-        yield batch.commit.commit;
-        if (batch.commit.commit === 5) return;
-      }
-    })());
+    const again = await collect(
+      (async function* () {
+        for await (const batch of subscription.live({ autoAdvance: true })) {
+          yield batch.commit.commit;
+          if (batch.commit.commit === 5) return;
+        }
+      })(),
+    );
     expect(again).toEqual([4, 5]);
   });
 });

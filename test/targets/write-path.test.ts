@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { StreamStackError } from '../../packages/engine/src/index.js';
 import { collect, temporaryDirectory, text } from '../support/store.js';
-import { targets, type Opened } from '../support/targets.js';
+import { type Opened, targets } from '../support/targets.js';
 
 const opened: Opened[] = [];
 afterEach(async () => {
@@ -30,7 +30,15 @@ describe.each(targets)('the write path ($name)', (target) => {
     await expect(store.createFeed('orders')).rejects.toMatchObject({ code: 'FEED_EXISTS' });
     await expect(store.feed('missing')).rejects.toBeInstanceOf(StreamStackError);
     await expect(store.feed('missing')).rejects.toMatchObject({ code: 'FEED_NOT_FOUND' });
-    expect(await store.feedInfo('orders')).toMatchObject({ name: 'orders', commits: 0, records: 0, head: null, activeStream: null, lease: null, epoch: 0 });
+    expect(await store.feedInfo('orders')).toMatchObject({
+      name: 'orders',
+      commits: 0,
+      records: 0,
+      head: null,
+      activeStream: null,
+      lease: null,
+      epoch: 0,
+    });
   });
 
   it('reads back string and byte payloads and fingerprints exactly, in a stream and in a one-shot', async () => {
@@ -38,7 +46,11 @@ describe.each(targets)('the write path ($name)', (target) => {
     const feed = await store.createFeed('f');
     const payloads = ['plain', 'é€😀', '', 'line\nbreak', '\ufeffbom', '{"json":true}'];
     const bytes = new Uint8Array([0, 255, 128, 10, 13]);
-    await feed.append([...payloads.map((payload) => ({ payload })), { payload: bytes, fingerprint: new Uint8Array([1, 2, 255]) }, { payload: 'fp', fingerprint: 'text-fp' }]);
+    await feed.append([
+      ...payloads.map((payload) => ({ payload })),
+      { payload: bytes, fingerprint: new Uint8Array([1, 2, 255]) },
+      { payload: 'fp', fingerprint: 'text-fp' },
+    ]);
     const read = await collect(feed.read());
     // A byte-order mark belongs to the payload, so it is decoded as a character here.
     const exact = new TextDecoder('utf-8', { ignoreBOM: true });
@@ -48,9 +60,22 @@ describe.each(targets)('the write path ($name)', (target) => {
     expect(text(read[payloads.length + 1].fingerprint)).toBe('text-fp');
     const { token } = await feed.acquireLease({ holder: 'p' });
     const stream = await feed.openStream({ token });
-    await stream.append([{ payload: bytes, key: 'k', version: 3, tombstone: false, type: 't', tags: ['a', 'b'], timestamp: 1234 }], { token });
+    await stream.append(
+      [{ payload: bytes, key: 'k', version: 3, tombstone: false, type: 't', tags: ['a', 'b'], timestamp: 1234 }],
+      { token },
+    );
     const [unsealed] = await stream.read();
-    expect(unsealed).toMatchObject({ feed: 'f', stream: stream.id, seq: 1, key: 'k', version: 3, type: 't', tags: ['a', 'b'], timestamp: 1234, tombstone: false });
+    expect(unsealed).toMatchObject({
+      feed: 'f',
+      stream: stream.id,
+      seq: 1,
+      key: 'k',
+      version: 3,
+      type: 't',
+      tags: ['a', 'b'],
+      timestamp: 1234,
+      tombstone: false,
+    });
     expect(unsealed.commit).toBeUndefined();
     expect(unsealed.payload).toEqual(bytes);
   });
@@ -82,18 +107,41 @@ describe.each(targets)('the write path ($name)', (target) => {
     await expect(feed.openStream({ token })).rejects.toMatchObject({ code: 'STREAM_OPEN' });
     expect((await feed.info()).activeStream).toBe(stream.id);
     expect((await feed.activeStream())?.id).toBe(stream.id);
-    expect(await stream.append([{ payload: 'a' }, { payload: 'b' }], { token, expectedSeq: 1 })).toEqual({ stream: stream.id, firstSeq: 1, lastSeq: 2 });
-    const mismatch = await stream.append([{ payload: 'c' }], { token, expectedSeq: 1 }).catch((error: StreamStackError) => error);
+    expect(await stream.append([{ payload: 'a' }, { payload: 'b' }], { token, expectedSeq: 1 })).toEqual({
+      stream: stream.id,
+      firstSeq: 1,
+      lastSeq: 2,
+    });
+    const mismatch = await stream
+      .append([{ payload: 'c' }], { token, expectedSeq: 1 })
+      .catch((error: StreamStackError) => error);
     expect(mismatch).toBeInstanceOf(StreamStackError);
     expect(mismatch).toMatchObject({ code: 'SEQ_MISMATCH', details: { expected: 1, actual: 3 } });
-    await stream.append([{ payload: 'c', key: 'k', version: 2, type: 't', tags: ['x', 'y'] }], { token, expectedSeq: 3 });
+    await stream.append([{ payload: 'c', key: 'k', version: 2, type: 't', tags: ['x', 'y'] }], {
+      token,
+      expectedSeq: 3,
+    });
     expect(await stream.info()).toEqual({ id: stream.id, state: 'open', records: 3 });
     const commit = await stream.seal({ token });
-    expect(commit).toMatchObject({ feed: 'f', commit: 1, parent: null, records: 3, firstPosition: 1, lastPosition: 3, message: 'hour 1', epoch: 1, oneShot: false });
+    expect(commit).toMatchObject({
+      feed: 'f',
+      commit: 1,
+      parent: null,
+      records: 3,
+      firstPosition: 1,
+      lastPosition: 3,
+      message: 'hour 1',
+      epoch: 1,
+      oneShot: false,
+    });
     expect(await stream.info()).toMatchObject({ state: 'sealed', commit: { commit: 1 } });
     await expect(stream.append([{ payload: 'd' }], { token })).rejects.toMatchObject({ code: 'STREAM_SEALED' });
     const records = await feed.readCommit(1);
-    expect(records.map((record) => [record.seq, record.position, text(record.payload)])).toEqual([[1, 1, 'a'], [2, 2, 'b'], [3, 3, 'c']]);
+    expect(records.map((record) => [record.seq, record.position, text(record.payload)])).toEqual([
+      [1, 1, 'a'],
+      [2, 2, 'b'],
+      [3, 3, 'c'],
+    ]);
     expect(records[2]).toMatchObject({ key: 'k', version: 2, type: 't', tags: ['x', 'y'], tombstone: false });
     expect((await stream.read({ fromSeq: 2 })).map((record) => record.position)).toEqual([2, 3]);
 
@@ -119,25 +167,53 @@ describe.each(targets)('the write path ($name)', (target) => {
     const store = await open();
     const feed = await store.createFeed('f');
     await expect(feed.append([])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-    await expect(feed.append([{ payload: 'x', key: '' }])).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 0, field: 'key' } });
-    await expect(feed.append([{ payload: 'ok' }, { payload: 'x', tags: [''] }])).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 1 } });
+    await expect(feed.append([{ payload: 'x', key: '' }])).rejects.toMatchObject({
+      code: 'INVALID_RECORD',
+      details: { index: 0, field: 'key' },
+    });
+    await expect(feed.append([{ payload: 'ok' }, { payload: 'x', tags: [''] }])).rejects.toMatchObject({
+      code: 'INVALID_RECORD',
+      details: { index: 1 },
+    });
     await expect(feed.append([{ payload: 'x', key: '\ud800' }])).rejects.toMatchObject({ code: 'INVALID_RECORD' });
     await expect(feed.append('nope' as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-    await expect(feed.append([{ payload: 'ok' }, 42] as never)).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 1, field: 'record' } });
-    await expect(feed.append([{ payload: { json: true } }] as never)).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 0, field: 'payload' } });
-    await expect(feed.append([{ payload: 'x', fingerprint: 7 }] as never)).rejects.toMatchObject({ code: 'INVALID_RECORD', details: { index: 0, field: 'fingerprint' } });
+    await expect(feed.append([{ payload: 'ok' }, 42] as never)).rejects.toMatchObject({
+      code: 'INVALID_RECORD',
+      details: { index: 1, field: 'record' },
+    });
+    await expect(feed.append([{ payload: { json: true } }] as never)).rejects.toMatchObject({
+      code: 'INVALID_RECORD',
+      details: { index: 0, field: 'payload' },
+    });
+    await expect(feed.append([{ payload: 'x', fingerprint: 7 }] as never)).rejects.toMatchObject({
+      code: 'INVALID_RECORD',
+      details: { index: 0, field: 'fingerprint' },
+    });
     expect((await feed.info()).commits).toBe(0);
   });
 
   it('gives concurrent one-shot appends a commit each, in a chain', async () => {
     const store = await open();
     const feed = await store.createFeed('f');
-    const commits = await Promise.all(Array.from({ length: 20 }, (_, index) => feed.append([{ payload: `r${index}` }, { payload: `s${index}` }], { message: `m${index}` })));
-    expect(commits.map((commit) => commit.commit).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, index) => index + 1));
-    for (const commit of commits) expect(commit).toMatchObject({ records: 2, oneShot: true, lastPosition: commit.firstPosition + 1 });
+    const commits = await Promise.all(
+      Array.from({ length: 20 }, (_, index) =>
+        feed.append([{ payload: `r${index}` }, { payload: `s${index}` }], { message: `m${index}` }),
+      ),
+    );
+    expect(commits.map((commit) => commit.commit).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 20 }, (_, index) => index + 1),
+    );
+    for (const commit of commits)
+      expect(commit).toMatchObject({ records: 2, oneShot: true, lastPosition: commit.firstPosition + 1 });
     const listed = await collect(feed.commits({ after: 5, limit: 3 }));
-    expect(listed.map((commit) => [commit.commit, commit.parent])).toEqual([[6, 5], [7, 6], [8, 7]]);
+    expect(listed.map((commit) => [commit.commit, commit.parent])).toEqual([
+      [6, 5],
+      [7, 6],
+      [8, 7],
+    ]);
     // The embedded commits() throws at the call, the client's at the first step: both reject here.
-    await expect((async () => collect(feed.commits({ after: 21 })))()).rejects.toMatchObject({ code: 'CURSOR_OUT_OF_RANGE' });
+    await expect((async () => collect(feed.commits({ after: 21 })))()).rejects.toMatchObject({
+      code: 'CURSOR_OUT_OF_RANGE',
+    });
   });
 });

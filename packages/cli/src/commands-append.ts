@@ -11,12 +11,28 @@
  * - with `--commit-every N`, one one-shot commit per N records.
  */
 import fs from 'node:fs';
-import { CommanderError, type Command } from 'commander';
-import { limits, recordLines, StreamStackError, type AppendRecord, type Feed, type LeaseGrant } from '@streamstack/engine';
+import {
+  type AppendRecord,
+  type Feed,
+  type LeaseGrant,
+  limits,
+  recordLines,
+  StreamStackError,
+} from '@streamstack/engine';
+import { type Command, CommanderError } from 'commander';
 import { emit, note } from './io.js';
-import { addConditionOptions, commitLine, conditionFrom, exitUsage, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
 import { appendBatchBytesMax, appendBatchRecordsMax, implicitLeaseTtlMs } from './limits.js';
-import { progressBar, quietOption, type ProgressBar } from './progress.js';
+import { type ProgressBar, progressBar, quietOption } from './progress.js';
+import {
+  addConditionOptions,
+  type ConditionFlags,
+  commitLine,
+  conditionFrom,
+  exitUsage,
+  integer,
+  openFeed,
+  withStore,
+} from './shared.js';
 
 interface AppendFlags extends ConditionFlags {
   stream?: string;
@@ -89,7 +105,8 @@ class AppendProgress {
   appended(): void {
     if (!this.bar) return;
     if (this.totalBytes === undefined) this.bar.update({ done: this.count.records, unit: 'records' });
-    else this.bar.update({ done: Math.min(this.count.bytes, this.totalBytes - 1), total: this.totalBytes, unit: 'bytes' });
+    else
+      this.bar.update({ done: Math.min(this.count.bytes, this.totalBytes - 1), total: this.totalBytes, unit: 'bytes' });
   }
 
   /** Once everything is committed: the bar shows the whole input. */
@@ -113,30 +130,50 @@ export function addAppendCommand(program: Command): void {
   addConditionOptions(
     program
       .command('append <feed>')
-      .description('append NDJSON records from stdin, any amount: batches into --stream, or one commit (--commit-every N: one per N records)')
+      .description(
+        'append NDJSON records from stdin, any amount: batches into --stream, or one commit (--commit-every N: one per N records)',
+      )
       .option('--stream <id>', 'append the records to this open stream, a batch at a time')
       .option('--token <token>', 'the lease token (required with --stream, and while a lease is live)')
-      .option('--expected-seq <n>', 'fail with SEQ_MISMATCH unless the records start at this seq', integer('--expected-seq'))
+      .option(
+        '--expected-seq <n>',
+        'fail with SEQ_MISMATCH unless the records start at this seq',
+        integer('--expected-seq'),
+      )
       .option('--message <message>', 'commit message (one-shot appends)')
-      .option('--commit-every <n>', `one commit per this many records (1 to ${limits.batchRecordsMax}), not one for the whole input`, integer('--commit-every'))
+      .option(
+        '--commit-every <n>',
+        `one commit per this many records (1 to ${limits.batchRecordsMax}), not one for the whole input`,
+        integer('--commit-every'),
+      )
       .addOption(quietOption()),
   ).action((feedName: string, options: AppendFlags) =>
     withStore(program, async (store) => {
       const condition = conditionFrom(options);
       if (options.stream !== undefined && options.token === undefined) throw usage('append --stream needs --token');
-      if (options.stream !== undefined && condition) throw usage('conditions apply to one-shot appends and to stream seal, not to stream batches');
+      if (options.stream !== undefined && condition)
+        throw usage('conditions apply to one-shot appends and to stream seal, not to stream batches');
       if (options.commitEvery !== undefined) {
-        if (options.stream !== undefined) throw usage('--commit-every makes one-shot commits; it does not go with --stream');
-        if (condition) throw usage('--commit-every makes many commits: a condition applies to one (leave out --commit-every, or the condition)');
-        if (options.commitEvery < 1 || options.commitEvery > limits.batchRecordsMax) throw usage(`--commit-every takes 1 to ${limits.batchRecordsMax}`);
+        if (options.stream !== undefined)
+          throw usage('--commit-every makes one-shot commits; it does not go with --stream');
+        if (condition)
+          throw usage(
+            '--commit-every makes many commits: a condition applies to one (leave out --commit-every, or the condition)',
+          );
+        if (options.commitEvery < 1 || options.commitEvery > limits.batchRecordsMax)
+          throw usage(`--commit-every takes 1 to ${limits.batchRecordsMax}`);
       }
-      if (process.stdin.isTTY) note('reading NDJSON records from stdin (one JSON object a line; end with Ctrl-D), e.g. echo \'{"payload":"hello"}\' | streamstack append FEED');
+      if (process.stdin.isTTY)
+        note(
+          'reading NDJSON records from stdin (one JSON object a line; end with Ctrl-D), e.g. echo \'{"payload":"hello"}\' | streamstack append FEED',
+        );
       const feed = await openFeed(store, feedName);
       const input = process.stdin as AsyncIterable<Uint8Array>;
       const progress = new AppendProgress(options.quiet);
       try {
         if (options.stream !== undefined) await appendToStream(feed, options.stream, options, input, progress);
-        else if (options.commitEvery !== undefined) await appendCommits(feed, options, options.commitEvery, input, progress);
+        else if (options.commitEvery !== undefined)
+          await appendCommits(feed, options, options.commitEvery, input, progress);
         else await appendOneCommit(feed, options, input, progress);
       } finally {
         progress.stop();
@@ -146,7 +183,13 @@ export function addAppendCommand(program: Command): void {
 }
 
 /** Every batch into the open stream `id`, each acknowledged before the next is read. */
-async function appendToStream(feed: Feed, id: string, options: AppendFlags, input: AsyncIterable<Uint8Array>, progress: AppendProgress): Promise<void> {
+async function appendToStream(
+  feed: Feed,
+  id: string,
+  options: AppendFlags,
+  input: AsyncIterable<Uint8Array>,
+  progress: AppendProgress,
+): Promise<void> {
   const stream = await feed.stream(id);
   let first: number | undefined;
   let last: number | undefined;
@@ -154,22 +197,35 @@ async function appendToStream(feed: Feed, id: string, options: AppendFlags, inpu
     // Each batch after the first must follow the one before exactly: a retry after a lost
     // acknowledgement cannot write one twice.
     const expectedSeq = last === undefined ? options.expectedSeq : last + 1;
-    const appended = await stream.append(batch, { token: options.token!, ...(expectedSeq === undefined ? {} : { expectedSeq }) });
+    const appended = await stream.append(batch, {
+      token: options.token!,
+      ...(expectedSeq === undefined ? {} : { expectedSeq }),
+    });
     first ??= appended.firstSeq;
     last = appended.lastSeq;
     progress.appended();
   }
-  if (first === undefined || last === undefined) throw new StreamStackError('INVALID_ARGUMENT', 'no records on stdin: append reads NDJSON record lines');
+  if (first === undefined || last === undefined)
+    throw new StreamStackError('INVALID_ARGUMENT', 'no records on stdin: append reads NDJSON record lines');
   progress.finished();
   await emit({ stream: id, firstSeq: first, lastSeq: last });
 }
 
 /** One one-shot commit per `every` records. */
-async function appendCommits(feed: Feed, options: AppendFlags, every: number, input: AsyncIterable<Uint8Array>, progress: AppendProgress): Promise<void> {
+async function appendCommits(
+  feed: Feed,
+  options: AppendFlags,
+  every: number,
+  input: AsyncIterable<Uint8Array>,
+  progress: AppendProgress,
+): Promise<void> {
   let any = false;
   for await (const batch of recordBatches(input, every, Number.POSITIVE_INFINITY, progress.count)) {
     any = true;
-    const commit = await feed.append(batch, { ...(options.token === undefined ? {} : { token: options.token }), ...(options.message === undefined ? {} : { message: options.message }) });
+    const commit = await feed.append(batch, {
+      ...(options.token === undefined ? {} : { token: options.token }),
+      ...(options.message === undefined ? {} : { message: options.message }),
+    });
     progress.appended();
     await emit(commitLine(commit));
   }
@@ -181,11 +237,17 @@ async function appendCommits(feed: Feed, options: AppendFlags, every: number, in
  * The whole input as one commit: a one-shot append when it fits one batch, else an implicit
  * stream under the caller's lease (`--token`) or one taken for it, sealed once the input ends.
  */
-async function appendOneCommit(feed: Feed, options: AppendFlags, input: AsyncIterable<Uint8Array>, progress: AppendProgress): Promise<void> {
+async function appendOneCommit(
+  feed: Feed,
+  options: AppendFlags,
+  input: AsyncIterable<Uint8Array>,
+  progress: AppendProgress,
+): Promise<void> {
   const condition = conditionFrom(options);
   const batches = recordBatches(input, appendBatchRecordsMax, appendBatchBytesMax, progress.count);
   const first = await batches.next();
-  if (first.done) throw new StreamStackError('INVALID_ARGUMENT', 'no records on stdin: append reads NDJSON record lines');
+  if (first.done)
+    throw new StreamStackError('INVALID_ARGUMENT', 'no records on stdin: append reads NDJSON record lines');
   const second = await batches.next();
   if (second.done) {
     const commit = await feed.append(first.value, {
@@ -197,7 +259,10 @@ async function appendOneCommit(feed: Feed, options: AppendFlags, input: AsyncIte
     await emit(commitLine(commit));
     return;
   }
-  const lease = options.token === undefined ? await feed.acquireLease({ holder: `streamstack append (pid ${process.pid})`, ttlMs: implicitLeaseTtlMs }) : undefined;
+  const lease =
+    options.token === undefined
+      ? await feed.acquireLease({ holder: `streamstack append (pid ${process.pid})`, ttlMs: implicitLeaseTtlMs })
+      : undefined;
   const token = options.token ?? lease!.token;
   const renewal = lease ? keepRenewed(feed, lease) : undefined;
   let stream: Awaited<ReturnType<Feed['openStream']>> | undefined;
@@ -225,7 +290,11 @@ async function appendOneCommit(feed: Feed, options: AppendFlags, input: AsyncIte
       progress.appended();
     }
     renewal?.check();
-    const commit = await stream.seal({ token, ...(options.message === undefined ? {} : { message: options.message }), ...(condition ? { condition } : {}) });
+    const commit = await stream.seal({
+      token,
+      ...(options.message === undefined ? {} : { message: options.message }),
+      ...(condition ? { condition } : {}),
+    });
     stream = undefined;
     progress.finished();
     await emit(commitLine(commit));

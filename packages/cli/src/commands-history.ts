@@ -1,6 +1,7 @@
 /** The history-management commands: retention policy, trim, compact. */
-import { CommanderError, type Command } from 'commander';
+
 import type { RetentionPolicy } from '@streamstack/engine';
+import { type Command, CommanderError } from 'commander';
 import { emit } from './io.js';
 import { quietOption, withProgress } from './progress.js';
 import { exitUsage, integer, openFeed, withStore } from './shared.js';
@@ -14,50 +15,97 @@ export function addHistoryCommands(program: Command): void {
     .option('--max-records <n>', 'keep the newest n records', integer('--max-records'))
     .option('--max-bytes <n>', 'keep the newest n bytes of history segments', integer('--max-bytes'))
     .option('--keep-all', 'no limits: keep everything')
-    .action((feedName: string, options: { maxAgeMs?: number; maxRecords?: number; maxBytes?: number; keepAll?: boolean }) =>
-      withStore(program, async (store) => {
-        const policy: { -readonly [K in keyof RetentionPolicy]: RetentionPolicy[K] } = {};
-        if (options.maxAgeMs !== undefined) policy.maxAgeMs = options.maxAgeMs;
-        if (options.maxRecords !== undefined) policy.maxRecords = options.maxRecords;
-        if (options.maxBytes !== undefined) policy.maxBytes = options.maxBytes;
-        const limits = Object.keys(policy).length;
-        if ((limits === 0) === !options.keepAll) {
-          throw new CommanderError(exitUsage, 'streamstack.usage', 'retention set takes --max-age-ms, --max-records or --max-bytes, or --keep-all alone');
-        }
-        await emit({ feed: feedName, ...(await (await openFeed(store, feedName)).setRetention(policy)) });
-      })(),
+    .action(
+      (feedName: string, options: { maxAgeMs?: number; maxRecords?: number; maxBytes?: number; keepAll?: boolean }) =>
+        withStore(program, async (store) => {
+          const policy: { -readonly [K in keyof RetentionPolicy]: RetentionPolicy[K] } = {};
+          if (options.maxAgeMs !== undefined) policy.maxAgeMs = options.maxAgeMs;
+          if (options.maxRecords !== undefined) policy.maxRecords = options.maxRecords;
+          if (options.maxBytes !== undefined) policy.maxBytes = options.maxBytes;
+          const limits = Object.keys(policy).length;
+          if ((limits === 0) === !options.keepAll) {
+            throw new CommanderError(
+              exitUsage,
+              'streamstack.usage',
+              'retention set takes --max-age-ms, --max-records or --max-bytes, or --keep-all alone',
+            );
+          }
+          await emit({ feed: feedName, ...(await (await openFeed(store, feedName)).setRetention(policy)) });
+        })(),
     );
   retention
     .command('show <feed>')
     .description('the policy, the low mark, and the subscription holding retention back')
-    .action((feedName: string) => withStore(program, async (store) => emit({ feed: feedName, ...(await (await openFeed(store, feedName)).retention()) }), 'read')());
+    .action((feedName: string) =>
+      withStore(
+        program,
+        async (store) => emit({ feed: feedName, ...(await (await openFeed(store, feedName)).retention()) }),
+        'read',
+      )(),
+    );
 
   program
     .command('compact <feed>')
-    .description('merge adjacent sealed history segments (--merge, the default), or keep only each key\'s winner up to a horizon (--keys --horizon C)')
+    .description(
+      "merge adjacent sealed history segments (--merge, the default), or keep only each key's winner up to a horizon (--keys --horizon C)",
+    )
     .option('--merge', 'merging compaction: every read stays as it was (the default)')
-    .option('--keys', 'key compaction: below --horizon, only each key\'s winner as of it is kept')
-    .option('--horizon <commit>', 'with --keys: compact the segments wholly at or before this commit', integer('--horizon'))
+    .option('--keys', "key compaction: below --horizon, only each key's winner as of it is kept")
+    .option(
+      '--horizon <commit>',
+      'with --keys: compact the segments wholly at or before this commit',
+      integer('--horizon'),
+    )
     .option('--force', 'with --keys: move the horizon past subscriptions that have not reached it')
     .option('--drop-keyless', 'with --keys: drop records without a key too')
     .addOption(quietOption())
-    .action((feedName: string, options: { merge?: boolean; keys?: boolean; horizon?: number; force?: boolean; dropKeyless?: boolean; quiet?: boolean }) =>
-      withStore(program, async (store) => {
-        const feed = await openFeed(store, feedName);
-        if (!options.keys) {
-          if (options.horizon !== undefined || options.force || options.dropKeyless) {
-            throw new CommanderError(exitUsage, 'streamstack.usage', '--horizon, --force and --drop-keyless go with --keys');
+    .action(
+      (
+        feedName: string,
+        options: {
+          merge?: boolean;
+          keys?: boolean;
+          horizon?: number;
+          force?: boolean;
+          dropKeyless?: boolean;
+          quiet?: boolean;
+        },
+      ) =>
+        withStore(program, async (store) => {
+          const feed = await openFeed(store, feedName);
+          if (!options.keys) {
+            if (options.horizon !== undefined || options.force || options.dropKeyless) {
+              throw new CommanderError(
+                exitUsage,
+                'streamstack.usage',
+                '--horizon, --force and --drop-keyless go with --keys',
+              );
+            }
+            await emit({
+              feed: feedName,
+              ...(await withProgress('compact', options.quiet, (onProgress) =>
+                feed.compact(onProgress ? { onProgress } : {}),
+              )),
+            });
+            return;
           }
-          await emit({ feed: feedName, ...(await withProgress('compact', options.quiet, (onProgress) => feed.compact(onProgress ? { onProgress } : {}))) });
-          return;
-        }
-        if (options.merge || options.horizon === undefined) {
-          throw new CommanderError(exitUsage, 'streamstack.usage', 'compact --keys takes --horizon <commit> (and not --merge)');
-        }
-        const request = { horizon: options.horizon, force: options.force === true, keyless: options.dropKeyless ? 'drop' : 'keep' } as const;
-        const result = await withProgress('compact --keys', options.quiet, (onProgress) => feed.compactKeys({ ...request, ...(onProgress ? { onProgress } : {}) }));
-        await emit({ feed: feedName, ...result });
-      })(),
+          if (options.merge || options.horizon === undefined) {
+            throw new CommanderError(
+              exitUsage,
+              'streamstack.usage',
+              'compact --keys takes --horizon <commit> (and not --merge)',
+            );
+          }
+          const request = {
+            horizon: options.horizon,
+            force: options.force === true,
+            keyless: options.dropKeyless ? 'drop' : 'keep',
+          } as const;
+          const result = await withProgress('compact --keys', options.quiet, (onProgress) =>
+            feed.compactKeys({ ...request, ...(onProgress ? { onProgress } : {}) }),
+          );
+          await emit({ feed: feedName, ...result });
+        })(),
     );
 
   program
@@ -69,8 +117,13 @@ export function addHistoryCommands(program: Command): void {
     .action((feedName: string, options: { before?: number; force?: boolean; quiet?: boolean }) =>
       withStore(program, async (store) => {
         const feed = await openFeed(store, feedName);
-        const request = { ...(options.before === undefined ? {} : { before: options.before }), force: options.force === true };
-        const result = await withProgress('trim', options.quiet, (onProgress) => feed.trim({ ...request, ...(onProgress ? { onProgress } : {}) }));
+        const request = {
+          ...(options.before === undefined ? {} : { before: options.before }),
+          force: options.force === true,
+        };
+        const result = await withProgress('trim', options.quiet, (onProgress) =>
+          feed.trim({ ...request, ...(onProgress ? { onProgress } : {}) }),
+        );
         await emit({ feed: feedName, ...result });
       })(),
     );

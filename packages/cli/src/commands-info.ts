@@ -1,8 +1,8 @@
 /** `streamstack info` and `--version`: what is installed, and what it runs on. */
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { Command } from 'commander';
 import { loadKernels, storeFormatVersion } from '@streamstack/engine';
+import type { Command } from 'commander';
 import { emit } from './io.js';
 
 /** The version of this package, from its package.json (shipped beside `dist`). */
@@ -11,7 +11,9 @@ export const cliVersion: string = (createRequire(import.meta.url)('../package.js
 export function addInfoCommand(program: Command): void {
   program
     .command('info')
-    .description('the version, the kernels that load here (native or ts, and why not native), the store format, the data directory')
+    .description(
+      'the version, the kernels that load here (native or ts, and why not native), the store format, the data directory',
+    )
     .action(async () => {
       const { data } = program.opts<{ data: string }>();
       const kernels = loadKernels();

@@ -1,11 +1,11 @@
 /** The read-side commands: read, get, tail, sub. */
-import { Option, type Command } from 'commander';
-import { limits, StreamStackError, type Plan, type ReadMode, type SubscriptionInfo } from '@streamstack/engine';
+
+import { limits, type Plan, type ReadMode, StreamStackError, type SubscriptionInfo } from '@streamstack/engine';
+import { type Command, Option } from 'commander';
 import { emit, emitBytes, note, recordLine } from './io.js';
 import { collect, integer, openFeed, openStore, withStore } from './shared.js';
 
 const { tailPollMsMin } = limits;
-
 
 function subscriptionLine(feed: string, { name, ...info }: SubscriptionInfo) {
   return { feed, subscription: name, ...info };
@@ -15,12 +15,20 @@ export function addReadCommands(program: Command): void {
   program
     .command('read <feed>')
     .description('records after a commit cursor (RAW, dedup or latest), or one commit, or one stream')
-    .option('--after <commit>', 'read the commits after this one (default: the start of the history kept)', integer('--after'))
+    .option(
+      '--after <commit>',
+      'read the commits after this one (default: the start of the history kept)',
+      integer('--after'),
+    )
     .addOption(new Option('--mode <mode>', 'read mode').choices(['raw', 'dedup', 'latest']).default('raw'))
     .option('--type <type>', 'only records of this type (repeatable: any of them)', collect)
     .option('--tag <tag>', 'only records with this tag (repeatable: all of them)', collect)
     .option('--limit <n>', 'at most this many records', integer('--limit'))
-    .addOption(new Option('--plan <plan>', 'how a filtered read finds records').choices(['auto', 'index', 'scan']).default('auto'))
+    .addOption(
+      new Option('--plan <plan>', 'how a filtered read finds records')
+        .choices(['auto', 'index', 'scan'])
+        .default('auto'),
+    )
     .option('--commit <commit>', 'read one commit', integer('--commit'))
     .option('--stream <id>', 'read one stream, sealed or open')
     .option('--from-seq <n>', 'with --stream: from this seq on', integer('--from-seq'))
@@ -39,28 +47,34 @@ export function addReadCommands(program: Command): void {
           fromSeq?: number;
         },
       ) =>
-        withStore(program, async (store) => {
-          const feed = await openFeed(store, feedName);
-          if (options.commit !== undefined) {
-            for (const record of await feed.readCommit(options.commit)) await emit(recordLine(record));
-            return;
-          }
-          if (options.stream !== undefined) {
-            const records = await (await feed.stream(options.stream)).read({ ...(options.fromSeq === undefined ? {} : { fromSeq: options.fromSeq }) });
-            for (const record of records) await emit(recordLine(record));
-            return;
-          }
-          // Lines made by the engine straight from the columns, in chunks: the fastest way out.
-          for await (const chunk of feed.readLines({
-            ...(options.after === undefined ? {} : { after: options.after }),
-            mode: options.mode,
-            filter: { types: options.type ?? [], tags: options.tag ?? [] },
-            plan: options.plan,
-            ...(options.limit === undefined ? {} : { limit: options.limit }),
-          })) {
-            await emitBytes(chunk);
-          }
-        }, 'read')(),
+        withStore(
+          program,
+          async (store) => {
+            const feed = await openFeed(store, feedName);
+            if (options.commit !== undefined) {
+              for (const record of await feed.readCommit(options.commit)) await emit(recordLine(record));
+              return;
+            }
+            if (options.stream !== undefined) {
+              const records = await (await feed.stream(options.stream)).read({
+                ...(options.fromSeq === undefined ? {} : { fromSeq: options.fromSeq }),
+              });
+              for (const record of records) await emit(recordLine(record));
+              return;
+            }
+            // Lines made by the engine straight from the columns, in chunks: the fastest way out.
+            for await (const chunk of feed.readLines({
+              ...(options.after === undefined ? {} : { after: options.after }),
+              mode: options.mode,
+              filter: { types: options.type ?? [], tags: options.tag ?? [] },
+              plan: options.plan,
+              ...(options.limit === undefined ? {} : { limit: options.limit }),
+            })) {
+              await emitBytes(chunk);
+            }
+          },
+          'read',
+        )(),
     );
 
   program
@@ -68,15 +82,25 @@ export function addReadCommands(program: Command): void {
     .description("a key's current record (highest version, then latest), through the key index")
     .option('--as-of <commit>', 'as of this commit', integer('--as-of'))
     .action((feedName: string, key: string, options: { asOf?: number }) =>
-      withStore(program, async (store) => {
-        const record = await (await openFeed(store, feedName)).get(key, { ...(options.asOf === undefined ? {} : { asOf: options.asOf }) });
-        if (!record) {
-          throw new StreamStackError('KEY_NOT_FOUND', `key ${key} has no live record${options.asOf === undefined ? '' : ` as of commit ${options.asOf}`}`, {
-            details: { key },
+      withStore(
+        program,
+        async (store) => {
+          const record = await (await openFeed(store, feedName)).get(key, {
+            ...(options.asOf === undefined ? {} : { asOf: options.asOf }),
           });
-        }
-        await emit(recordLine(record));
-      }, 'read')(),
+          if (!record) {
+            throw new StreamStackError(
+              'KEY_NOT_FOUND',
+              `key ${key} has no live record${options.asOf === undefined ? '' : ` as of commit ${options.asOf}`}`,
+              {
+                details: { key },
+              },
+            );
+          }
+          await emit(recordLine(record));
+        },
+        'read',
+      )(),
     );
 
   program
@@ -100,17 +124,27 @@ export function addReadCommands(program: Command): void {
     .description('record lines from the saved cursor to the head, then a line with the cursor to advance to')
     .option('--max <n>', 'stop before passing this many records (whole commits)', integer('--max'))
     .action((feedName: string, name: string, options: { max?: number }) =>
-      withStore(program, async (store) => {
-        const subscription = await (await openFeed(store, feedName)).subscription(name);
-        const polled = await subscription.poll(options);
-        let records = 0;
-        for (const { records: batch } of polled.commits) {
-          for (const record of batch) await emit(recordLine(record));
-          records += batch.length;
-        }
-        note(`polled ${polled.commits.length} commits, ${records} records; advance to ${polled.cursor} when done`);
-        await emit({ feed: feedName, subscription: name, cursor: polled.cursor, commits: polled.commits.length, records });
-      }, 'read')(),
+      withStore(
+        program,
+        async (store) => {
+          const subscription = await (await openFeed(store, feedName)).subscription(name);
+          const polled = await subscription.poll(options);
+          let records = 0;
+          for (const { records: batch } of polled.commits) {
+            for (const record of batch) await emit(recordLine(record));
+            records += batch.length;
+          }
+          note(`polled ${polled.commits.length} commits, ${records} records; advance to ${polled.cursor} when done`);
+          await emit({
+            feed: feedName,
+            subscription: name,
+            cursor: polled.cursor,
+            commits: polled.commits.length,
+            records,
+          });
+        },
+        'read',
+      )(),
     );
   sub
     .command('advance')
@@ -135,24 +169,26 @@ export function addReadCommands(program: Command): void {
         await emit(subscriptionLine(feedName, await subscription.reset(cursor)));
       })(),
     );
-  sub
-    .command('delete <feed> <name>')
-    .action((feedName: string, name: string) =>
-      withStore(program, async (store) => {
-        await (await (await openFeed(store, feedName)).subscription(name)).delete();
-        await emit({ feed: feedName, subscription: name, deleted: true });
-      })(),
-    );
+  sub.command('delete <feed> <name>').action((feedName: string, name: string) =>
+    withStore(program, async (store) => {
+      await (await (await openFeed(store, feedName)).subscription(name)).delete();
+      await emit({ feed: feedName, subscription: name, deleted: true });
+    })(),
+  );
   sub
     .command('list <feed>')
     .description('one line per subscription, with its cursor and lag')
     .action((feedName: string) =>
-      withStore(program, async (store) => {
-        const feed = await openFeed(store, feedName);
-        for (const { name, ...info } of await feed.subscriptions()) await emit({ feed: feedName, subscription: name, ...info });
-      }, 'read')(),
+      withStore(
+        program,
+        async (store) => {
+          const feed = await openFeed(store, feedName);
+          for (const { name, ...info } of await feed.subscriptions())
+            await emit({ feed: feedName, subscription: name, ...info });
+        },
+        'read',
+      )(),
     );
-
 }
 
 /**

@@ -1,6 +1,7 @@
 /** `serve`: the data directory over HTTP (docs/http.md), until SIGTERM or SIGINT. */
-import type { Command } from 'commander';
+
 import { Store } from '@streamstack/engine';
+import type { Command } from 'commander';
 import { integer } from './shared.js';
 
 interface ServeFlags {
@@ -23,11 +24,24 @@ export function addServeCommand(program: Command): void {
     .description('serve the data directory over HTTP until SIGTERM or SIGINT; logs are JSON lines on stdout')
     .option('--host <host>', 'address to listen on (anything but loopback needs --tokens)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: any free port)', integer('--port'), 4437)
-    .option('--tokens <file>', 'bearer tokens file (hashed, scoped); without it the server is local-only and checks nothing')
+    .option(
+      '--tokens <file>',
+      'bearer tokens file (hashed, scoped); without it the server is local-only and checks nothing',
+    )
     .option('--body-limit <bytes>', 'largest request body', integer('--body-limit'))
     .option('--exports <dir>', 'directory that exports over HTTP are written under (without it, export is refused)')
-    .option('--allow-host <name>', 'a Host name the server answers besides loopback names, IP literals and --host (repeatable; * accepts any)', repeated, [])
-    .option('--cors <origin>', 'an origin web pages may call from, with CORS headers (repeatable; * allows any); none by default', repeated, [])
+    .option(
+      '--allow-host <name>',
+      'a Host name the server answers besides loopback names, IP literals and --host (repeatable; * accepts any)',
+      repeated,
+      [],
+    )
+    .option(
+      '--cors <origin>',
+      'an origin web pages may call from, with CORS headers (repeatable; * allows any); none by default',
+      repeated,
+      [],
+    )
     .option('--log-level <level>', 'pino log level', 'info')
     .action(async (flags: ServeFlags) => {
       // Loaded here, not at the top: fastify and its plugins would add to every command's start.

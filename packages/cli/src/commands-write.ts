@@ -1,9 +1,19 @@
 /** The write-side commands: feed, lease, stream, commits, verify (append is `commands-append.ts`). */
-import type { Command } from 'commander';
+
 import { StreamStackError } from '@streamstack/engine';
+import type { Command } from 'commander';
 import { emit } from './io.js';
 import { quietOption, withProgress } from './progress.js';
-import { addConditionOptions, commitLine, conditionFrom, feedLine, integer, openFeed, withStore, type ConditionFlags } from './shared.js';
+import {
+  addConditionOptions,
+  type ConditionFlags,
+  commitLine,
+  conditionFrom,
+  feedLine,
+  integer,
+  openFeed,
+  withStore,
+} from './shared.js';
 
 export function addWriteCommands(program: Command): void {
   const feedCommand = program.command('feed').description('create, delete, list and describe feeds').exitOverride();
@@ -49,7 +59,9 @@ export function addWriteCommands(program: Command): void {
   feedCommand
     .command('info <name>')
     .description('a feed: head, counts, lease, active stream')
-    .action((name: string) => withStore(program, async (store) => emit(await feedLine(await openFeed(store, name))), 'read')());
+    .action((name: string) =>
+      withStore(program, async (store) => emit(await feedLine(await openFeed(store, name))), 'read')(),
+    );
 
   const lease = program.command('lease').description("take, renew and release a feed's writer lease");
   lease
@@ -105,16 +117,16 @@ export function addWriteCommands(program: Command): void {
       .requiredOption('--token <token>', 'the lease token')
       .option('--message <message>', 'the commit message'),
   ).action((feedName: string, id: string, options: { token: string; message?: string } & ConditionFlags) =>
-      withStore(program, async (store) => {
-        const condition = conditionFrom(options);
-        const commit = await (await (await openFeed(store, feedName)).stream(id)).seal({
-          token: options.token,
-          ...(options.message === undefined ? {} : { message: options.message }),
-          ...(condition ? { condition } : {}),
-        });
-        await emit(commitLine(commit));
-      })(),
-    );
+    withStore(program, async (store) => {
+      const condition = conditionFrom(options);
+      const commit = await (await (await openFeed(store, feedName)).stream(id)).seal({
+        token: options.token,
+        ...(options.message === undefined ? {} : { message: options.message }),
+        ...(condition ? { condition } : {}),
+      });
+      await emit(commitLine(commit));
+    })(),
+  );
   stream
     .command('abort <feed> <id>')
     .requiredOption('--token <token>', 'the lease token')
@@ -145,16 +157,25 @@ export function addWriteCommands(program: Command): void {
     .description('check every CRC, the commit chain, manifests against packs, WAL against history; repairs nothing')
     .addOption(quietOption())
     .action((feedName: string | undefined, options: { quiet?: boolean }) =>
-      withStore(program, async (store) => {
-        const results = await withProgress('verify', options.quiet, (onProgress) => store.verify(feedName, onProgress ? { onProgress } : {}));
-        for (const result of results) await emit(result);
-        const unsound = results.filter((result) => !result.ok);
-        if (unsound.length > 0) {
-          throw new StreamStackError('CORRUPT', `verify found problems in ${unsound.map((result) => result.feed).join(', ')}`, {
-            details: { feeds: unsound.map((result) => result.feed) },
-          });
-        }
-      }, 'read')(),
+      withStore(
+        program,
+        async (store) => {
+          const results = await withProgress('verify', options.quiet, (onProgress) =>
+            store.verify(feedName, onProgress ? { onProgress } : {}),
+          );
+          for (const result of results) await emit(result);
+          const unsound = results.filter((result) => !result.ok);
+          if (unsound.length > 0) {
+            throw new StreamStackError(
+              'CORRUPT',
+              `verify found problems in ${unsound.map((result) => result.feed).join(', ')}`,
+              {
+                details: { feeds: unsound.map((result) => result.feed) },
+              },
+            );
+          }
+        },
+        'read',
+      )(),
     );
-
 }

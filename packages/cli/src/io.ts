@@ -2,7 +2,7 @@
  * The command line's input and output (docs/cli.md): NDJSON on stdout, one object per line;
  * messages on stderr; a typed error as `{"error":{"code","message"}}` on stderr with exit code 1.
  */
-import { readRecordLines, type StreamStackError, ioError, type AppendRecord } from '@streamstack/engine';
+import { type AppendRecord, ioError, readRecordLines, type StreamStackError } from '@streamstack/engine';
 
 // The record line format lives in the engine, so that the server and the client share it.
 export { byteLines, bytesField, nestsDeeperThan, parseLine, parseRecordLine, recordLine } from '@streamstack/engine';
@@ -92,8 +92,9 @@ export function printError(error: StreamStackError): void {
   process.stderr.write(`${JSON.stringify({ error: error.toJSON() })}\n`);
 }
 
-
 /** Reads NDJSON records from `input` (stdin by default); blank lines are skipped. */
-export function readRecords(input: AsyncIterable<Uint8Array> | Iterable<Uint8Array> = process.stdin): Promise<AppendRecord[]> {
+export function readRecords(
+  input: AsyncIterable<Uint8Array> | Iterable<Uint8Array> = process.stdin,
+): Promise<AppendRecord[]> {
   return readRecordLines(input);
 }

@@ -3,18 +3,19 @@
  * data directory, does one thing, prints NDJSON and closes it again. Exit codes: 0 success,
  * 1 a typed error (printed as JSON on stderr), 2 bad usage.
  */
+
+import { ioError, StreamStackError } from '@streamstack/engine';
 import { Command, CommanderError, Option } from 'commander';
-import { StreamStackError, ioError } from '@streamstack/engine';
 import { addAppendCommand } from './commands-append.js';
 import { addExportCommand } from './commands-export.js';
-import { addReadCommands } from './commands-read.js';
-import { addWriteCommands } from './commands-write.js';
 import { addHistoryCommands } from './commands-history.js';
+import { addInfoCommand, cliVersion } from './commands-info.js';
+import { addReadCommands } from './commands-read.js';
 import { addServeCommand } from './commands-serve.js';
 import { addTokenCommand } from './commands-token.js';
+import { addWriteCommands } from './commands-write.js';
 import { guardOutput, note, OutputClosed, printError } from './io.js';
 import { exitSuccess, exitTypedError, exitUsage } from './shared.js';
-import { addInfoCommand, cliVersion } from './commands-info.js';
 
 export function buildProgram(): Command {
   const program = new Command('streamstack')
@@ -78,7 +79,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     // The reader of stdout is gone (`… | head -1`): nobody is left to tell, and that is fine.
     if (error instanceof OutputClosed) return exitSuccess;
     if (error instanceof CommanderError) {
-      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return exitSuccess;
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0)
+        return exitSuccess;
       if (error.code === 'streamstack.usage') note(`error: ${error.message}`);
       return exitUsage;
     }

@@ -3,9 +3,10 @@
  * done of the total, the rate and the time left. Only when stderr is a terminal and `--quiet` was
  * not given: in a pipe or a log a bar would be noise, so the command then writes nothing there.
  */
+
+import type { Progress, ProgressUnit } from '@streamstack/engine';
 import cliProgress from 'cli-progress';
 import { Option } from 'commander';
-import type { Progress, ProgressUnit } from '@streamstack/engine';
 import { progressFps } from './limits.js';
 
 /** The `--quiet` flag every command with a bar takes. */
@@ -32,7 +33,8 @@ export function amount(value: number, unit: ProgressUnit): string {
     }
     return `${at === 0 ? scaled : scaled.toFixed(1)} ${byteUnits[at]}`;
   }
-  const short = value >= 1e6 ? `${(value / 1e6).toFixed(1)}M` : value >= 1e4 ? `${(value / 1e3).toFixed(1)}k` : String(value);
+  const short =
+    value >= 1e6 ? `${(value / 1e6).toFixed(1)}M` : value >= 1e4 ? `${(value / 1e3).toFixed(1)}k` : String(value);
   return `${short} records`;
 }
 
@@ -65,7 +67,10 @@ export function progressBar(label: string, quiet: boolean | undefined): Progress
       doneText: amount(done, unit),
       totalText: total === undefined ? '' : amount(total, unit),
       rate: `${amount(Math.round(rate), unit)}/s`,
-      left: total === undefined ? '' : duration(done >= total ? 0 : rate > 0 ? (total - done) / rate : Number.POSITIVE_INFINITY),
+      left:
+        total === undefined
+          ? ''
+          : duration(done >= total ? 0 : rate > 0 ? (total - done) / rate : Number.POSITIVE_INFINITY),
     };
   };
   // The bar hides the cursor and turns line wrapping off while it draws: a Ctrl-C or a kill
@@ -89,7 +94,10 @@ export function progressBar(label: string, quiet: boolean | undefined): Progress
         bar = new cliProgress.SingleBar(
           {
             stream: process.stderr,
-            format: total === undefined ? '{label} {doneText} | {rate}' : '{label} [{bar}] {percentage}% | {doneText} of {totalText} | {rate} | {left} left',
+            format:
+              total === undefined
+                ? '{label} {doneText} | {rate}'
+                : '{label} [{bar}] {percentage}% | {doneText} of {totalText} | {rate} | {left} left',
             hideCursor: true,
             // The bar is drawn when it starts and when it stops, so even a run shorter than a
             // frame shows it, ending at its last value.
@@ -113,7 +121,11 @@ export function progressBar(label: string, quiet: boolean | undefined): Progress
  * Runs `work` with a bar that `work` feeds through the callback it is given (undefined when there
  * is no bar, so the engine is not asked for progress at all), and stops the bar however it ends.
  */
-export async function withProgress<T, P extends Progress>(label: string, quiet: boolean | undefined, work: (onProgress: ((progress: P) => void) | undefined) => Promise<T>): Promise<T> {
+export async function withProgress<T, P extends Progress>(
+  label: string,
+  quiet: boolean | undefined,
+  work: (onProgress: ((progress: P) => void) | undefined) => Promise<T>,
+): Promise<T> {
   const bar = progressBar(label, quiet);
   try {
     return await work(bar ? (progress) => bar.update(progress) : undefined);

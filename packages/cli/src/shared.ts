@@ -2,8 +2,9 @@
  * What every command shares: the exit codes, option parsers, opening the data directory around
  * an action, and the shapes of output lines.
  */
-import { CommanderError, InvalidArgumentError, type Command } from 'commander';
-import { Store, type Commit, type Feed } from '@streamstack/engine';
+
+import { type Commit, type Feed, Store } from '@streamstack/engine';
+import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import { note } from './io.js';
 
 export const exitSuccess = 0;
@@ -32,7 +33,12 @@ export type Access = 'write' | 'read';
 export function openStore(program: Command, access: Access): Promise<Store> {
   const { data, breakLock } = program.opts<{ data: string; breakLock?: boolean }>();
   // An empty STREAMSTACK_DATA would name the current directory: a mistake, never a choice.
-  if (data === '') throw new CommanderError(exitUsage, 'streamstack.usage', '--data (or STREAMSTACK_DATA) is empty: name the data directory');
+  if (data === '')
+    throw new CommanderError(
+      exitUsage,
+      'streamstack.usage',
+      '--data (or STREAMSTACK_DATA) is empty: name the data directory',
+    );
   return Store.open(data, { readOnly: access === 'read', ...(breakLock ? { breakLock: true } : {}) });
 }
 
@@ -79,16 +85,23 @@ export async function feedLine(feed: Feed) {
   return { feed: name, ...info, head: info.head ? commitLine(info.head) : null, disk: await feed.diskUse() };
 }
 
-
 /** Collects a repeatable option's values. */
 export const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 /** The condition flags shared by `append` and `stream seal`. */
 export function addConditionOptions(command: Command): Command {
   return command
-    .option('--if-no-match-type <type>', 'condition: refuse if a record of this type (repeatable: any of them) lies after --after-position', collect)
+    .option(
+      '--if-no-match-type <type>',
+      'condition: refuse if a record of this type (repeatable: any of them) lies after --after-position',
+      collect,
+    )
     .option('--if-no-match-tag <tag>', 'condition: … with this tag (repeatable: all of them)', collect)
-    .option('--after-position <position>', 'condition: only records after this position count (default 0)', integer('--after-position'));
+    .option(
+      '--after-position <position>',
+      'condition: only records after this position count (default 0)',
+      integer('--after-position'),
+    );
 }
 
 export interface ConditionFlags {
@@ -101,7 +114,14 @@ export interface ConditionFlags {
 export function conditionFrom(flags: ConditionFlags) {
   if (!flags.ifNoMatchType && !flags.ifNoMatchTag) return undefined;
   return {
-    failIfMatch: { items: [{ ...(flags.ifNoMatchType ? { types: flags.ifNoMatchType } : {}), ...(flags.ifNoMatchTag ? { tags: flags.ifNoMatchTag } : {}) }] },
+    failIfMatch: {
+      items: [
+        {
+          ...(flags.ifNoMatchType ? { types: flags.ifNoMatchType } : {}),
+          ...(flags.ifNoMatchTag ? { tags: flags.ifNoMatchTag } : {}),
+        },
+      ],
+    },
     after: flags.afterPosition ?? 0,
   };
 }

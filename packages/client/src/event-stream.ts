@@ -8,7 +8,9 @@ export interface ServerEvent {
   readonly data: string;
 }
 
-export async function* serverEvents(body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): AsyncGenerator<ServerEvent> {
+export async function* serverEvents(
+  body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): AsyncGenerator<ServerEvent> {
   const decoder = new TextDecoder();
   let buffered = '';
   let fields: { id?: string; event?: string; data: string[] } = { data: [] };
@@ -19,7 +21,12 @@ export async function* serverEvents(body: AsyncIterable<Uint8Array> | Iterable<U
       const line = buffered.slice(0, end).replace(/\r$/, '');
       buffered = buffered.slice(end + 1);
       if (line === '') {
-        if (fields.data.length > 0) yield { ...(fields.id === undefined ? {} : { id: fields.id }), event: fields.event ?? 'message', data: fields.data.join('\n') };
+        if (fields.data.length > 0)
+          yield {
+            ...(fields.id === undefined ? {} : { id: fields.id }),
+            event: fields.event ?? 'message',
+            data: fields.data.join('\n'),
+          };
         fields = { data: [] };
         continue;
       }

@@ -7,28 +7,17 @@
  * const feed = await store.feed('orders');
  * for await (const record of feed.read({ after: 0, mode: 'latest' })) console.log(record.key);
  */
-export { RemoteStore } from './remote-store.js';
-export type { RemoteStoreOptions } from './remote-store.js';
-export { RemoteFeed } from './remote-feed.js';
-export { RemoteStream } from './remote-stream.js';
-export { RemoteSubscription } from './remote-subscription.js';
-export { errorFromBody } from './transport.js';
-export type { TransportOptions } from './transport.js';
-// The error class and the API's types come from the protocol package the client is built on.
-// They are re-exported here because a program that depends on the client alone may not import
-// a dependency of a dependency (pnpm's strict node_modules refuses it): `instanceof
-// StreamStackError` and `StoredRecord` must work from '@streamstack/client' itself.
-export { StreamStackError, isStreamStackError } from '@streamstack/protocol';
+
 export type {
   AppendCondition,
   AppendRecord,
   Commit,
   CommitRecords,
   ErrorCode,
+  ExportedFile,
   ExportFormat,
   ExportManifest,
   ExportOptions,
-  ExportedFile,
   FeedDiskUse,
   FeedInfo,
   FeedVerification,
@@ -55,3 +44,15 @@ export type {
   VerificationCode,
   VerificationProblem,
 } from '@streamstack/protocol';
+// The error class and the API's types come from the protocol package the client is built on.
+// They are re-exported here because a program that depends on the client alone may not import
+// a dependency of a dependency (pnpm's strict node_modules refuses it): `instanceof
+// StreamStackError` and `StoredRecord` must work from '@streamstack/client' itself.
+export { isStreamStackError, StreamStackError } from '@streamstack/protocol';
+export { RemoteFeed } from './remote-feed.js';
+export type { RemoteStoreOptions } from './remote-store.js';
+export { RemoteStore } from './remote-store.js';
+export { RemoteStream } from './remote-stream.js';
+export { RemoteSubscription } from './remote-subscription.js';
+export type { TransportOptions } from './transport.js';
+export { errorFromBody } from './transport.js';

@@ -1,5 +1,11 @@
 /** URL paths and query encodings shared by the remote classes. */
-import { appendRecordLine, StreamStackError, type AppendCondition, type AppendRecord, type ReadOptions } from '@streamstack/protocol';
+import {
+  type AppendCondition,
+  type AppendRecord,
+  appendRecordLine,
+  type ReadOptions,
+  StreamStackError,
+} from '@streamstack/protocol';
 import type { QueryInput } from './transport.js';
 
 export function feedPath(feed: string): string {
@@ -32,11 +38,15 @@ export function readQuery(options: ReadOptions): QueryInput {
 export function recordLines(records: unknown): Record<string, unknown>[] {
   if (!Array.isArray(records)) throw new StreamStackError('INVALID_ARGUMENT', 'records must be an array');
   return records.map((record: unknown, index) => {
-    const invalid = (field: string, reason: string) => new StreamStackError('INVALID_RECORD', `record ${index}: ${field} ${reason}`, { details: { index, field } });
-    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw invalid('record', 'must be an object');
+    const invalid = (field: string, reason: string) =>
+      new StreamStackError('INVALID_RECORD', `record ${index}: ${field} ${reason}`, { details: { index, field } });
+    if (typeof record !== 'object' || record === null || Array.isArray(record))
+      throw invalid('record', 'must be an object');
     const { payload, fingerprint } = record as AppendRecord;
-    if (typeof payload !== 'string' && !(payload instanceof Uint8Array)) throw invalid('payload', 'must be a Uint8Array or a string');
-    if (fingerprint !== undefined && typeof fingerprint !== 'string' && !(fingerprint instanceof Uint8Array)) throw invalid('fingerprint', 'must be a Uint8Array or a string');
+    if (typeof payload !== 'string' && !(payload instanceof Uint8Array))
+      throw invalid('payload', 'must be a Uint8Array or a string');
+    if (fingerprint !== undefined && typeof fingerprint !== 'string' && !(fingerprint instanceof Uint8Array))
+      throw invalid('fingerprint', 'must be a Uint8Array or a string');
     // A record with no bytes in it is its own line: JSON gives it the same fields, without the
     // copy that turning bytes into base64 needs.
     if (typeof payload === 'string' && !(fingerprint instanceof Uint8Array)) return record as Record<string, unknown>;

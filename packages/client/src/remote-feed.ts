@@ -11,32 +11,32 @@
  * for await (const { commit, records } of feed.follow({ after: 0, signal })) console.log(commit.commit, records.length);
  */
 import {
-  StreamStackError,
-  storedRecordFromLine,
   type AppendCondition,
   type AppendRecord,
   type Commit,
   type CommitRecords,
   type ExportManifest,
   type ExportOptions,
-  type KeyCompactionRequest,
-  type KeyCompactionResult,
   type FeedDiskUse,
   type FeedInfo,
+  type KeyCompactionRequest,
+  type KeyCompactionResult,
   type LeaseGrant,
   type MergeResult,
   type ReadOptions,
   type RetentionInfo,
   type RetentionPolicy,
   type StoredRecord,
+  StreamStackError,
   type SubscriptionInfo,
+  storedRecordFromLine,
   type TrimResult,
 } from '@streamstack/protocol';
 import { serverEvents } from './event-stream.js';
 import { conditionQuery, feedPath, readQuery, recordLines } from './paths.js';
 import { RemoteStream } from './remote-stream.js';
 import { RemoteSubscription } from './remote-subscription.js';
-import { errorFromBody, type Answer, type Transport } from './transport.js';
+import { type Answer, errorFromBody, type Transport } from './transport.js';
 
 /** How long `follow` waits before it reconnects a dropped event stream. */
 const reconnectMs = 250;
@@ -76,7 +76,10 @@ export class RemoteFeed {
   }
 
   renewLease(options: { token: string; ttlMs?: number }): Promise<LeaseGrant> {
-    return this.transport.json('PUT', `${this.path}/lease`, { json: options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }, headers: { 'ss-fencing-token': options.token } });
+    return this.transport.json('PUT', `${this.path}/lease`, {
+      json: options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs },
+      headers: { 'ss-fencing-token': options.token },
+    });
   }
 
   async releaseLease(options: { token: string }): Promise<void> {
@@ -93,7 +96,8 @@ export class RemoteFeed {
 
   /** The stream `id`, open, sealed or aborted; `STREAM_NOT_FOUND` if the feed does not know it. */
   async stream(id: string): Promise<RemoteStream> {
-    if (typeof id !== 'string' || id.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a stream id is a non-empty string');
+    if (typeof id !== 'string' || id.length === 0)
+      throw new StreamStackError('INVALID_ARGUMENT', 'a stream id is a non-empty string');
     const stream = new RemoteStream(this, id);
     await stream.info();
     return stream;
@@ -106,7 +110,10 @@ export class RemoteFeed {
   }
 
   /** One-shot append: the records become one commit of their own, if `condition` holds. */
-  append(records: readonly AppendRecord[], options: { token?: string; message?: string; condition?: AppendCondition } = {}): Promise<Commit> {
+  append(
+    records: readonly AppendRecord[],
+    options: { token?: string; message?: string; condition?: AppendCondition } = {},
+  ): Promise<Commit> {
     let lines: Record<string, unknown>[];
     try {
       lines = recordLines(records);
@@ -122,14 +129,20 @@ export class RemoteFeed {
 
   /** The commit history after `after`, oldest first, at most `limit` commits. */
   async *commits(options: { after?: number; limit?: number; signal?: AbortSignal } = {}): AsyncGenerator<Commit> {
-    for await (const line of this.transport.lines(`${this.path}/commits`, { query: { after: options.after, limit: options.limit }, ...(options.signal ? { signal: options.signal } : {}) })) {
+    for await (const line of this.transport.lines(`${this.path}/commits`, {
+      query: { after: options.after, limit: options.limit },
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) {
       yield line as unknown as Commit;
     }
   }
 
   /** Records after `after` over a snapshot taken by the server now, in RAW, dedup or latest mode. */
   async *read(options: ReadOptions = {}): AsyncGenerator<StoredRecord> {
-    for await (const line of this.transport.lines(`${this.path}/records`, { query: readQuery(options), ...(options.signal ? { signal: options.signal } : {}) })) {
+    for await (const line of this.transport.lines(`${this.path}/records`, {
+      query: readQuery(options),
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) {
       yield storedRecordFromLine(line);
     }
   }
@@ -142,7 +155,10 @@ export class RemoteFeed {
    * for await (const chunk of feed.readLines({ mode: 'latest' })) process.stdout.write(chunk);
    */
   async *readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
-    yield* this.transport.lineChunks(`${this.path}/records`, { query: readQuery(options), ...(options.signal ? { signal: options.signal } : {}) });
+    yield* this.transport.lineChunks(`${this.path}/records`, {
+      query: readQuery(options),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
   }
 
   /** The batch form of `read`: one commit's records per batch. */
@@ -161,15 +177,21 @@ export class RemoteFeed {
   /** The records of commit `commit`, in position order. */
   async readCommit(commit: number): Promise<StoredRecord[]> {
     const records: StoredRecord[] = [];
-    for await (const line of this.transport.lines(`${this.path}/commits/${encodeURIComponent(String(commit))}/records`)) records.push(storedRecordFromLine(line));
+    for await (const line of this.transport.lines(`${this.path}/commits/${encodeURIComponent(String(commit))}/records`))
+      records.push(storedRecordFromLine(line));
     return records;
   }
 
   /** The current value of `key` as of `asOf` (default: the head), or undefined. */
   async get(key: string, options: { asOf?: number } = {}): Promise<StoredRecord | undefined> {
-    if (typeof key !== 'string' || key.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a key is a non-empty string');
+    if (typeof key !== 'string' || key.length === 0)
+      throw new StreamStackError('INVALID_ARGUMENT', 'a key is a non-empty string');
     try {
-      return storedRecordFromLine(await this.transport.json('GET', `${this.path}/keys/${encodeURIComponent(key)}`, { query: { asOf: options.asOf } }));
+      return storedRecordFromLine(
+        await this.transport.json('GET', `${this.path}/keys/${encodeURIComponent(key)}`, {
+          query: { asOf: options.asOf },
+        }),
+      );
     } catch (error) {
       if (error instanceof StreamStackError && error.code === 'KEY_NOT_FOUND') return undefined;
       throw error;
@@ -200,7 +222,8 @@ export class RemoteFeed {
         });
       } catch (error) {
         // Unreachable or draining (a restart, most likely): try again, up to a bound.
-        if (error instanceof StreamStackError && error.code === 'UNAVAILABLE' && ++failures < reconnectAttemptsMax) continue;
+        if (error instanceof StreamStackError && error.code === 'UNAVAILABLE' && ++failures < reconnectAttemptsMax)
+          continue;
         throw error;
       }
       failures = 0;
@@ -237,7 +260,8 @@ export class RemoteFeed {
   /** Every subscription with its cursor and lag, by name. */
   async subscriptions(): Promise<SubscriptionInfo[]> {
     const list: SubscriptionInfo[] = [];
-    for await (const line of this.transport.lines(`${this.path}/subscriptions`)) list.push(line as unknown as SubscriptionInfo);
+    for await (const line of this.transport.lines(`${this.path}/subscriptions`))
+      list.push(line as unknown as SubscriptionInfo);
     return list;
   }
 

@@ -9,9 +9,9 @@
  * const feed = await store.createFeed('events');
  * await feed.append([{ payload: 'hello', type: 'greeting', tags: ['user:1'] }]);
  */
-import { StreamStackError, type FeedInfo, type FeedVerification, type RetentionPolicy } from '@streamstack/protocol';
-import { RemoteFeed } from './remote-feed.js';
+import { type FeedInfo, type FeedVerification, type RetentionPolicy, StreamStackError } from '@streamstack/protocol';
 import { feedPath } from './paths.js';
+import { RemoteFeed } from './remote-feed.js';
 import { Transport, type TransportOptions } from './transport.js';
 
 export type RemoteStoreOptions = TransportOptions;

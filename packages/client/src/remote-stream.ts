@@ -1,7 +1,14 @@
 /** A stream of a remote feed, with the embedded `Stream`'s methods. */
-import { recordFromLine, type AppendCondition, type AppendRecord, type Commit, type StreamInfo, type StreamRecord } from '@streamstack/protocol';
-import type { RemoteFeed } from './remote-feed.js';
+import {
+  type AppendCondition,
+  type AppendRecord,
+  type Commit,
+  recordFromLine,
+  type StreamInfo,
+  type StreamRecord,
+} from '@streamstack/protocol';
 import { conditionQuery, feedPath, recordLines } from './paths.js';
+import type { RemoteFeed } from './remote-feed.js';
 
 export class RemoteStream {
   /** @internal */
@@ -15,10 +22,16 @@ export class RemoteStream {
   }
 
   /** Appends one batch; with `expectedSeq`, `SEQ_MISMATCH` unless it starts at that seq. */
-  async append(records: readonly AppendRecord[], options: { token: string; expectedSeq?: number }): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
+  async append(
+    records: readonly AppendRecord[],
+    options: { token: string; expectedSeq?: number },
+  ): Promise<{ stream: string; firstSeq: number; lastSeq: number }> {
     return this.feed.transport.json('POST', `${this.path}/records`, {
       lines: recordLines(records),
-      headers: { 'ss-fencing-token': options.token, 'ss-expected-seq': options.expectedSeq === undefined ? undefined : String(options.expectedSeq) },
+      headers: {
+        'ss-fencing-token': options.token,
+        'ss-expected-seq': options.expectedSeq === undefined ? undefined : String(options.expectedSeq),
+      },
     });
   }
 
@@ -37,7 +50,8 @@ export class RemoteStream {
   /** The stream's records from `fromSeq` on: published ones once sealed, the WAL's while open. */
   async read(options: { fromSeq?: number } = {}): Promise<StreamRecord[]> {
     const records: StreamRecord[] = [];
-    for await (const line of this.feed.transport.lines(`${this.path}/records`, { query: { fromSeq: options.fromSeq } })) records.push(recordFromLine(line));
+    for await (const line of this.feed.transport.lines(`${this.path}/records`, { query: { fromSeq: options.fromSeq } }))
+      records.push(recordFromLine(line));
     return records;
   }
 

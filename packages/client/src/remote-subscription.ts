@@ -1,7 +1,12 @@
 /** A subscription of a remote feed, with the embedded `Subscription`'s methods. */
-import { storedRecordFromLine, type CommitRecords, type PollResult, type SubscriptionInfo } from '@streamstack/protocol';
-import type { RemoteFeed } from './remote-feed.js';
+import {
+  type CommitRecords,
+  type PollResult,
+  type SubscriptionInfo,
+  storedRecordFromLine,
+} from '@streamstack/protocol';
 import { feedPath } from './paths.js';
+import type { RemoteFeed } from './remote-feed.js';
 
 export class RemoteSubscription {
   /** @internal */
@@ -21,8 +26,14 @@ export class RemoteSubscription {
 
   /** Whole commits after the saved cursor up to the head, stopping before `max` records. */
   async poll(options: { max?: number } = {}): Promise<PollResult> {
-    const polled = await this.feed.transport.json<{ cursor: number; commits: { commit: CommitRecords['commit']; records: Record<string, unknown>[] }[] }>('GET', `${this.path}/poll`, { query: { max: options.max } });
-    return { cursor: polled.cursor, commits: polled.commits.map(({ commit, records }) => ({ commit, records: records.map(storedRecordFromLine) })) };
+    const polled = await this.feed.transport.json<{
+      cursor: number;
+      commits: { commit: CommitRecords['commit']; records: Record<string, unknown>[] }[];
+    }>('GET', `${this.path}/poll`, { query: { max: options.max } });
+    return {
+      cursor: polled.cursor,
+      commits: polled.commits.map(({ commit, records }) => ({ commit, records: records.map(storedRecordFromLine) })),
+    };
   }
 
   advance(cursor: number): Promise<SubscriptionInfo> {
@@ -43,7 +54,10 @@ export class RemoteSubscription {
    */
   async *live(options: { signal?: AbortSignal; autoAdvance?: boolean } = {}): AsyncGenerator<CommitRecords> {
     const { cursor } = await this.info();
-    for await (const batch of this.feed.follow({ after: cursor, ...(options.signal ? { signal: options.signal } : {}) })) {
+    for await (const batch of this.feed.follow({
+      after: cursor,
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) {
       yield batch;
       if (options.autoAdvance) await this.advance(batch.commit.commit);
     }

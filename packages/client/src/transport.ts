@@ -10,7 +10,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { byteLines, StreamStackError, type ErrorCode } from '@streamstack/protocol';
+import { byteLines, type ErrorCode, StreamStackError } from '@streamstack/protocol';
 
 export type QueryInput = Record<string, string | number | boolean | readonly string[] | undefined>;
 
@@ -63,10 +63,17 @@ function httpAnswer(response: http.IncomingMessage): Answer {
       response.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
       response.once('error', reject);
       response.once('close', () => {
-        if (!response.complete) reject(new StreamStackError('UNAVAILABLE', 'the connection closed before the answer was complete'));
+        if (!response.complete)
+          reject(new StreamStackError('UNAVAILABLE', 'the connection closed before the answer was complete'));
       });
     });
-  return { ok: status >= 200 && status < 300, status, body: response, text, json: async () => JSON.parse(await text()) as unknown };
+  return {
+    ok: status >= 200 && status < 300,
+    status,
+    body: response,
+    text,
+    json: async () => JSON.parse(await text()) as unknown,
+  };
 }
 
 /**
@@ -77,8 +84,15 @@ function httpAnswer(response: http.IncomingMessage): Answer {
  * stops at the abort itself.
  */
 function httpSend(agent: http.Agent, url: string, init: SendInit): Promise<Answer> {
-  const headers = init.body === undefined ? init.headers : { ...init.headers, 'content-length': String(Buffer.byteLength(init.body)) };
-  const request = (url.startsWith('https:') ? https.request : http.request)(url, { method: init.method, headers, agent });
+  const headers =
+    init.body === undefined
+      ? init.headers
+      : { ...init.headers, 'content-length': String(Buffer.byteLength(init.body)) };
+  const request = (url.startsWith('https:') ? https.request : http.request)(url, {
+    method: init.method,
+    headers,
+    agent,
+  });
   const { signal } = init;
   return new Promise((resolve, reject) => {
     request.on('error', reject);
@@ -106,7 +120,9 @@ function httpSend(agent: http.Agent, url: string, init: SendInit): Promise<Answe
 export function errorFromBody(body: unknown, status: number): StreamStackError {
   const error = (body as { error?: Record<string, unknown> } | null)?.error;
   if (!error || typeof error.code !== 'string') {
-    return new StreamStackError('INTERNAL', `the server answered ${status} without an error body`, { details: { status } });
+    return new StreamStackError('INTERNAL', `the server answered ${status} without an error body`, {
+      details: { status },
+    });
   }
   const { code, message, ...details } = error;
   return new StreamStackError(code as ErrorCode, typeof message === 'string' ? message : code, { details });
@@ -139,7 +155,10 @@ export class Transport {
     readonly baseUrl: string,
     private readonly options: TransportOptions = {},
   ) {
-    if (options.fetch === undefined) this.agent = baseUrl.startsWith('https:') ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
+    if (options.fetch === undefined)
+      this.agent = baseUrl.startsWith('https:')
+        ? new https.Agent({ keepAlive: true })
+        : new http.Agent({ keepAlive: true });
   }
 
   /** Closes the idle connections; requests in flight finish. */
@@ -172,13 +191,24 @@ export class Transport {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(options.json);
     }
-    const init = { method, headers, ...(body === undefined ? {} : { body }), ...(options.signal ? { signal: options.signal } : {}) };
+    const init = {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+      ...(options.signal ? { signal: options.signal } : {}),
+    };
     let response: Answer;
     try {
-      response = this.agent ? await httpSend(this.agent, this.url(path, options.query), init) : ((await this.options.fetch!(this.url(path, options.query), init)) as unknown as Answer);
+      response = this.agent
+        ? await httpSend(this.agent, this.url(path, options.query), init)
+        : ((await this.options.fetch!(this.url(path, options.query), init)) as unknown as Answer);
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
-      throw new StreamStackError('UNAVAILABLE', `cannot reach ${this.baseUrl}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`, { cause: error, details: { url: this.baseUrl } });
+      throw new StreamStackError(
+        'UNAVAILABLE',
+        `cannot reach ${this.baseUrl}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`,
+        { cause: error, details: { url: this.baseUrl } },
+      );
     }
     if (!response.ok) {
       const text = await response.text();
@@ -216,7 +246,8 @@ export class Transport {
         yield* this.linesBefore(bytes.subarray(0, end), response.status, options.signal);
       }
       // The body ended without a newline after its last line: it is handed out with one.
-      if (pending.length > 0) yield* this.linesBefore(Buffer.concat([pending, Uint8Array.of(newline)]), response.status, options.signal);
+      if (pending.length > 0)
+        yield* this.linesBefore(Buffer.concat([pending, Uint8Array.of(newline)]), response.status, options.signal);
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
       throw error;

@@ -6,8 +6,8 @@
  */
 import { StreamStackError } from '@streamstack/protocol';
 
-export { StreamStackError, isStreamStackError } from '@streamstack/protocol';
 export type { ErrorCode } from '@streamstack/protocol';
+export { isStreamStackError, StreamStackError } from '@streamstack/protocol';
 
 /**
  * Checks an invariant StreamStack itself keeps (not a user's input): a failure is a bug, reported
@@ -28,7 +28,7 @@ export function ioError(cause: unknown, what: string): StreamStackError {
   if (cause instanceof StreamStackError) return cause;
   const system = cause as NodeJS.ErrnoException;
   const errno = typeof system?.code === 'string' ? system.code : undefined;
-  const reason = errno ? ioReasons[errno] ?? errno : cause instanceof Error ? cause.message : String(cause);
+  const reason = errno ? (ioReasons[errno] ?? errno) : cause instanceof Error ? cause.message : String(cause);
   return new StreamStackError('IO', `${what}: ${reason}`, {
     cause,
     details: {

@@ -35,7 +35,6 @@ export function yieldToEventLoop(): Promise<void> {
   });
 }
 
-
 /**
  * True once the work resumed last has run `eventLoopSliceMs`: background loops call it every
  * `eventLoopCheckRecords` records and yield when it says so. Work that did not start from a

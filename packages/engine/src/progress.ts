@@ -16,7 +16,11 @@ export type { OnProgress, Progress, ProgressUnit };
 export function checkOnProgress<P extends Progress>(value: unknown): OnProgress<P> | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'function') {
-    throw new StreamStackError('INVALID_ARGUMENT', `onProgress must be a function, not ${value === null ? 'null' : typeof value}`, { details: { field: 'onProgress' } });
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `onProgress must be a function, not ${value === null ? 'null' : typeof value}`,
+      { details: { field: 'onProgress' } },
+    );
   }
   return value as OnProgress<P>;
 }

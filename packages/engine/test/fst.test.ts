@@ -1,19 +1,12 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { branchTally } from '../../../test/support/branches.js';
+import { type FstRejection, fstRejectionIn, widestNode } from '../../../test/support/fst-shapes.js';
 import { isStreamStackError } from '../src/errors.js';
 import type { FstEntries, FstRange, PackedBytes } from '../src/kernels/kernels.js';
 import { crc32c } from '../src/kernels/ts/crc.js';
-import {
-  fstBuild,
-  fstGet,
-  fstGetMany,
-  fstLength,
-  fstRange,
-  fstVerify,
-} from '../src/kernels/ts/fst.js';
-import { branchTally } from '../../../test/support/branches.js';
-import { fstRejectionIn, widestNode, type FstRejection } from '../../../test/support/fst-shapes.js';
+import { fstBuild, fstGet, fstGetMany, fstLength, fstRange, fstVerify } from '../src/kernels/ts/fst.js';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -228,8 +221,8 @@ const anyKey = fc.uint8Array({ maxLength: 24, size: 'max' });
  * Keys that share long prefixes: one of eight fixed prefixes (0–36 bytes, some extending others)
  * followed by 0–6 bytes, so paths run long before they branch.
  */
-const sharedPrefixes = ['', 'a', 'course:', 'course:12:', 'student:', 'x'.repeat(36), 'term/0000/', 'term/0001/'].map((text) =>
-  encoder.encode(text),
+const sharedPrefixes = ['', 'a', 'course:', 'course:12:', 'student:', 'x'.repeat(36), 'term/0000/', 'term/0001/'].map(
+  (text) => encoder.encode(text),
 );
 const sharedPrefixKey = fc
   .tuple(fc.constantFrom(...sharedPrefixes), fc.uint8Array({ maxLength: 6, size: 'max' }))
@@ -277,7 +270,6 @@ const rangeArbitrary: fc.Arbitrary<FstRange> = fc.record({
   prefix: bound,
   limit: fc.option(fc.oneof(fc.nat(3), fc.nat(300)), { nil: undefined }),
 });
-
 
 /** The rejection a CORRUPT error's message names. */
 function fstRejectionOf(error: unknown): FstRejection {
@@ -393,9 +385,7 @@ describe('fstBuild writes the fst crate’s bytes', () => {
     expectCode('FST_KEY_ORDER', () => {
       // The same keys with the last two swapped: the build fails only at the very end.
       const { bytes, ends } = binary.keys;
-      const keys = [...ends].map((end, index) =>
-        bytes.subarray(index === 0 ? 0 : ends[index - 1], end),
-      );
+      const keys = [...ends].map((end, index) => bytes.subarray(index === 0 ? 0 : ends[index - 1], end));
       keys.push(...keys.splice(-2).reverse());
       fstBuild(pack(keys), binary.values);
     });
@@ -423,10 +413,13 @@ describe('FST round trip against an in-memory model', () => {
     ]);
     // Probes: 0–40 random keys, and keys of the map cut short or extended by a byte, which walk
     // real paths and then leave them.
-    const probeSpecs = fc.array(fc.tuple(mixedKey, fc.nat(), fc.constantFrom('random' as const, 'cut' as const, 'extended' as const)), {
-      maxLength: 40,
-      size: 'max',
-    });
+    const probeSpecs = fc.array(
+      fc.tuple(mixedKey, fc.nat(), fc.constantFrom('random' as const, 'cut' as const, 'extended' as const)),
+      {
+        maxLength: 40,
+        size: 'max',
+      },
+    );
     // Maps of 0–1,500 entries (see modelArbitrary) over keys of any bytes or shared prefixes.
     fc.assert(
       fc.property(modelArbitrary(mixedKey, 1500), probeSpecs, (model, specs) => {
@@ -445,16 +438,33 @@ describe('FST round trip against an in-memory model', () => {
         tally.hit('100 keys or more', model.length >= 100);
         tally.hit('1,000 keys or more', model.length >= 1000);
         tally.hit('the empty key', model.length > 0 && model[0][0].length === 0);
-        tally.hit('a shared prefix of 8 bytes or more', keys.some((key, index) => index > 0 && startsWith(key, keys[index - 1].subarray(0, 8)) && keys[index - 1].length >= 8));
+        tally.hit(
+          'a shared prefix of 8 bytes or more',
+          keys.some(
+            (key, index) => index > 0 && startsWith(key, keys[index - 1].subarray(0, 8)) && keys[index - 1].length >= 8,
+          ),
+        );
         tally.hit('a node with more than 32 transitions', widestNode(keys) > 32);
-        tally.hit('value 0', model.some(([, stored]) => stored === 0));
-        tally.hit('the largest safe integer', model.some(([, stored]) => stored === Number.MAX_SAFE_INTEGER));
+        tally.hit(
+          'value 0',
+          model.some(([, stored]) => stored === 0),
+        );
+        tally.hit(
+          'the largest safe integer',
+          model.some(([, stored]) => stored === Number.MAX_SAFE_INTEGER),
+        );
         for (const [key, expected] of model) expect(fstGet(fst, key)).toBe(expected);
         for (const probe of probes) {
           const expected = present.get(hex(probe));
           tally.hit(expected === undefined ? 'probe absent' : 'probe found');
-          tally.hit('probe a proper prefix of a key', expected === undefined && keys.some((key) => key.length > probe.length && startsWith(key, probe)));
-          tally.hit('probe extends a key', expected === undefined && keys.some((key) => key.length < probe.length && startsWith(probe, key)));
+          tally.hit(
+            'probe a proper prefix of a key',
+            expected === undefined && keys.some((key) => key.length > probe.length && startsWith(key, probe)),
+          );
+          tally.hit(
+            'probe extends a key',
+            expected === undefined && keys.some((key) => key.length < probe.length && startsWith(probe, key)),
+          );
           expect(fstGet(fst, probe)).toBe(expected);
         }
         const queries = [...keys, ...probes];
@@ -494,13 +504,19 @@ describe('FST round trip against an in-memory model', () => {
           const upper = range.lte ?? range.lt;
           tally.hit('entries found', expected.length > 0);
           tally.hit('nothing found', expected.length === 0);
-          tally.hit('cut by the limit', range.limit !== undefined && modelRange(model, { ...range, limit: undefined }).length > range.limit);
+          tally.hit(
+            'cut by the limit',
+            range.limit !== undefined && modelRange(model, { ...range, limit: undefined }).length > range.limit,
+          );
           tally.hit('limit 0', range.limit === 0);
           tally.hit('prefix with entries', range.prefix !== undefined && expected.length > 0);
           tally.hit('lower bound only', lower !== undefined && upper === undefined);
           tally.hit('upper bound only', lower === undefined && upper !== undefined);
           tally.hit('both bounds with entries', lower !== undefined && upper !== undefined && expected.length > 0);
-          tally.hit('bounds that cross (empty by construction)', lower !== undefined && upper !== undefined && compareBytes(lower, upper) > 0);
+          tally.hit(
+            'bounds that cross (empty by construction)',
+            lower !== undefined && upper !== undefined && compareBytes(lower, upper) > 0,
+          );
           tally.hit('both gt and gte', range.gt !== undefined && range.gte !== undefined);
         }
       }),
@@ -608,7 +624,10 @@ describe('FST corruption', () => {
    * Returns what each reader did: verify's outcome, fstLength's (whether the file opens), and the
    * lookups' and range scans'.
    */
-  function readEverything(bytes: Uint8Array, keys: readonly Uint8Array[] = [term(7), term(250), term(499), encoder.encode('nope')]) {
+  function readEverything(
+    bytes: Uint8Array,
+    keys: readonly Uint8Array[] = [term(7), term(250), term(499), encoder.encode('nope')],
+  ) {
     const verified = succeedsOrThrows('CORRUPT', () => fstVerify(bytes));
     const strict = strictBytes(bytes);
     const opened = succeedsOrThrows('CORRUPT', () => fstLength(strict));
@@ -617,7 +636,9 @@ describe('FST corruption', () => {
       succeedsOrThrows('CORRUPT', () => fstGet(strict, new Uint8Array(0))),
       succeedsOrThrows('CORRUPT', () => fstGetMany(strict, pack(keys))),
       succeedsOrThrows('CORRUPT', () => fstRange(strict, {})),
-      succeedsOrThrows('CORRUPT', () => fstRange(strict, { gte: encoder.encode('term002'), lt: encoder.encode('term003') })),
+      succeedsOrThrows('CORRUPT', () =>
+        fstRange(strict, { gte: encoder.encode('term002'), lt: encoder.encode('term003') }),
+      ),
       succeedsOrThrows('CORRUPT', () => fstRange(strict, { prefix: encoder.encode('term0049') })),
       ...keys.slice(0, 2).map((key) => succeedsOrThrows('CORRUPT', () => fstRange(strict, { gte: key, limit: 20 }))),
     ];
@@ -701,7 +722,12 @@ describe('FST corruption', () => {
       .record({
         bytes: fc.uint8Array({ minLength: 37, maxLength: 600, size: 'max' }),
         version: fc.constantFrom(1, 2, 3),
-        footer: fc.constantFrom('random' as const, 'count' as const, 'count and root' as const, 'count and root' as const),
+        footer: fc.constantFrom(
+          'random' as const,
+          'count' as const,
+          'count and root' as const,
+          'count and root' as const,
+        ),
         keyCount: fc.oneof(fc.nat(1000), fc.constant(2 ** 53)),
       })
       .map(({ bytes, version, footer, keyCount }) => {
@@ -709,7 +735,8 @@ describe('FST corruption', () => {
         view.setBigUint64(0, BigInt(version), true);
         const nodesEnd = bytes.length - (version >= 3 ? 4 : 0) - 16;
         if (footer !== 'random') view.setBigUint64(nodesEnd, BigInt(keyCount), true);
-        if (footer === 'count and root') view.setBigUint64(nodesEnd + 8, BigInt(nodesEnd === headerBytes ? 0 : nodesEnd - 1), true);
+        if (footer === 'count and root')
+          view.setBigUint64(nodesEnd + 8, BigInt(nodesEnd === headerBytes ? 0 : nodesEnd - 1), true);
         return bytes;
       });
     const randomFile = fc.oneof(
@@ -719,7 +746,10 @@ describe('FST corruption', () => {
     );
     fc.assert(
       fc.property(randomFile, (bytes) => {
-        tally.hit(bytes.length < 36 ? 'shorter than the 36-byte guard' : 'longer than the 36-byte guard', bytes.length !== 36);
+        tally.hit(
+          bytes.length < 36 ? 'shorter than the 36-byte guard' : 'longer than the 36-byte guard',
+          bytes.length !== 36,
+        );
         tallyReads(tally, readEverything(bytes));
       }),
       { numRuns: 1000 },
@@ -748,50 +778,89 @@ describe('FST corruption', () => {
       ],
       // A damaged real file seldom sends a walk outside itself or backwards: most damage breaks a
       // node's layout first (malformed node). The random-nodes property reaches these often.
-      ['transition outside the file', 'transition not to a lower address', 'version without a checksum', 'value not a safe integer', 'range scan ran out of steps'],
+      [
+        'transition outside the file',
+        'transition not to a lower address',
+        'version without a checksum',
+        'value not a safe integer',
+        'range scan ran out of steps',
+      ],
     );
     // Real maps of 0–300 entries (see modelArbitrary), damaged one to three times: bits flipped
     // among the nodes (which only verify's checksum notices, so the readers walk damaged nodes),
     // in the 16-byte header or the 20-byte footer; truncated; extended by 1–32 bytes; or 1–16
     // bytes overwritten among the nodes.
     const damageArb = fc.oneof(
-      { weight: 6, arbitrary: fc.record({ kind: fc.constantFrom('nodes' as const, 'nodes' as const, 'header' as const, 'footer' as const), at: fc.nat(), mask: fc.integer({ min: 1, max: 255 }) }) },
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          kind: fc.constantFrom('nodes' as const, 'nodes' as const, 'header' as const, 'footer' as const),
+          at: fc.nat(),
+          mask: fc.integer({ min: 1, max: 255 }),
+        }),
+      },
       { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncated' as const), at: fc.nat() }) },
-      { weight: 1, arbitrary: fc.record({ kind: fc.constant('extended' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 32, size: 'max' }) }) },
-      { weight: 2, arbitrary: fc.record({ kind: fc.constant('overwritten' as const), at: fc.nat(), bytes: fc.uint8Array({ minLength: 1, maxLength: 16, size: 'max' }) }) },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant('extended' as const),
+          bytes: fc.uint8Array({ minLength: 1, maxLength: 32, size: 'max' }),
+        }),
+      },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          kind: fc.constant('overwritten' as const),
+          at: fc.nat(),
+          bytes: fc.uint8Array({ minLength: 1, maxLength: 16, size: 'max' }),
+        }),
+      },
     );
     fc.assert(
-      fc.property(modelArbitrary(mixedKey, 300), fc.array(damageArb, { minLength: 1, maxLength: 3, size: 'max' }), (model, damages) => {
-        let bytes = buildModel(model);
-        for (const damage of damages) {
-          const nodes = bytes.length - headerBytes - footerBytes;
-          const inNodes = (at: number) => (nodes > 0 ? headerBytes + (at % nodes) : at % Math.max(1, bytes.length));
-          if (damage.kind === 'truncated') {
-            bytes = bytes.slice(0, damage.at % (bytes.length + 1));
-            tally.hit('truncated');
-          } else if (damage.kind === 'extended') {
-            bytes = new Uint8Array([...bytes, ...damage.bytes]);
-            tally.hit('extended');
-          } else if (damage.kind === 'overwritten') {
-            bytes = bytes.slice();
-            const at = inNodes(damage.at);
-            bytes.set(damage.bytes.subarray(0, Math.max(0, bytes.length - at)), at);
-            tally.hit('overwritten');
-          } else if (bytes.length > 0) {
-            bytes = bytes.slice();
-            const at =
-              damage.kind === 'header'
-                ? damage.at % Math.min(headerBytes, bytes.length)
-                : damage.kind === 'footer'
-                  ? bytes.length - 1 - (damage.at % Math.min(footerBytes, bytes.length))
-                  : inNodes(damage.at);
-            bytes[at] ^= damage.mask;
-            tally.hit(damage.kind === 'header' ? 'flip in the header' : damage.kind === 'footer' ? 'flip in the footer' : 'flip in the nodes');
+      fc.property(
+        modelArbitrary(mixedKey, 300),
+        fc.array(damageArb, { minLength: 1, maxLength: 3, size: 'max' }),
+        (model, damages) => {
+          let bytes = buildModel(model);
+          for (const damage of damages) {
+            const nodes = bytes.length - headerBytes - footerBytes;
+            const inNodes = (at: number) => (nodes > 0 ? headerBytes + (at % nodes) : at % Math.max(1, bytes.length));
+            if (damage.kind === 'truncated') {
+              bytes = bytes.slice(0, damage.at % (bytes.length + 1));
+              tally.hit('truncated');
+            } else if (damage.kind === 'extended') {
+              bytes = new Uint8Array([...bytes, ...damage.bytes]);
+              tally.hit('extended');
+            } else if (damage.kind === 'overwritten') {
+              bytes = bytes.slice();
+              const at = inNodes(damage.at);
+              bytes.set(damage.bytes.subarray(0, Math.max(0, bytes.length - at)), at);
+              tally.hit('overwritten');
+            } else if (bytes.length > 0) {
+              bytes = bytes.slice();
+              const at =
+                damage.kind === 'header'
+                  ? damage.at % Math.min(headerBytes, bytes.length)
+                  : damage.kind === 'footer'
+                    ? bytes.length - 1 - (damage.at % Math.min(footerBytes, bytes.length))
+                    : inNodes(damage.at);
+              bytes[at] ^= damage.mask;
+              tally.hit(
+                damage.kind === 'header'
+                  ? 'flip in the header'
+                  : damage.kind === 'footer'
+                    ? 'flip in the footer'
+                    : 'flip in the nodes',
+              );
+            }
           }
-        }
-        const keys = model.map(([key]) => key);
-        tallyReads(tally, readEverything(bytes, [...keys.slice(0, 2), ...keys.slice(-30), encoder.encode('never a key')]));
-      }),
+          const keys = model.map(([key]) => key);
+          tallyReads(
+            tally,
+            readEverything(bytes, [...keys.slice(0, 2), ...keys.slice(-30), encoder.encode('never a key')]),
+          );
+        },
+      ),
       { numRuns: 300 },
     );
     tally.expectAllReached();
@@ -800,7 +869,14 @@ describe('FST corruption', () => {
   it('fails cleanly on random nodes behind a well-formed header and footer', () => {
     const tally = branchTally(
       'random nodes',
-      ['opened', 'a reader answered', 'malformed node', 'transition outside the file', 'transition not to a lower address', 'checksum mismatch'],
+      [
+        'opened',
+        'a reader answered',
+        'malformed node',
+        'transition outside the file',
+        'transition not to a lower address',
+        'checksum mismatch',
+      ],
       ['value not a safe integer', 'range scan ran out of steps'],
     );
     // 1–400 bytes of random nodes: the header and footer always pass the guard, so every reader

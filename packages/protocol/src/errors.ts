@@ -69,11 +69,7 @@ export class StreamStackError extends Error {
   /** Structured facts about the failure (for example `expected` and `actual` of a mismatch). */
   readonly details: Readonly<Record<string, unknown>>;
 
-  constructor(
-    code: ErrorCode,
-    message: string,
-    options: { cause?: unknown; details?: Record<string, unknown> } = {},
-  ) {
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'StreamStackError';
     this.code = code;

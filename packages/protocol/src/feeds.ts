@@ -1,7 +1,7 @@
 /** What a feed, a stream and a subscription report about themselves, embedded or over HTTP. */
 
-import type { Commit, CommitRecords } from './records.js';
 import type { RetentionInfo } from './maintenance.js';
+import type { Commit, CommitRecords } from './records.js';
 
 export interface FeedInfo {
   readonly name: string;

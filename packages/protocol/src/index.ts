@@ -8,23 +8,9 @@
  * import { StreamStackError, recordFromLine } from '@streamstack/protocol';
  * const record = recordFromLine(JSON.parse(line)); // a StreamRecord, its payload as bytes
  */
-export { StreamStackError, isStreamStackError } from './errors.js';
+
 export type { ErrorCode } from './errors.js';
-export { jsonNestingDepthMax } from './limits.js';
-export {
-  appendRecordLine,
-  byteLines,
-  bytesField,
-  nestsDeeperThan,
-  parseLine,
-  parseRecordLine,
-  readRecordLines,
-  recordLines,
-  recordFromLine,
-  recordLine,
-  storedRecordFromLine,
-} from './record-lines.js';
-export type { AppendRecord, Commit, CommitRecords, StoredRecord, StreamRecord } from './records.js';
+export { isStreamStackError, StreamStackError } from './errors.js';
 export type {
   FeedDiskUse,
   FeedInfo,
@@ -36,13 +22,13 @@ export type {
   VerificationCode,
   VerificationProblem,
 } from './feeds.js';
-export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, RecordFilter } from './reads.js';
+export { jsonNestingDepthMax } from './limits.js';
 export type {
+  ExportedFile,
   ExportFormat,
   ExportManifest,
   ExportOptions,
   ExportProgress,
-  ExportedFile,
   KeyCompactionRequest,
   KeyCompactionResult,
   MergeResult,
@@ -55,3 +41,18 @@ export type {
   SegmentMerge,
   TrimResult,
 } from './maintenance.js';
+export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, RecordFilter } from './reads.js';
+export {
+  appendRecordLine,
+  byteLines,
+  bytesField,
+  nestsDeeperThan,
+  parseLine,
+  parseRecordLine,
+  readRecordLines,
+  recordFromLine,
+  recordLine,
+  recordLines,
+  storedRecordFromLine,
+} from './record-lines.js';
+export type { AppendRecord, Commit, CommitRecords, StoredRecord, StreamRecord } from './records.js';

@@ -26,7 +26,18 @@ const lenientDecoder = new TextDecoder('utf-8', { ignoreBOM: true });
 const replacementCharacter = '\uFFFD';
 
 /** The fields an input record line may have; anything else is most likely a typo (`tag`). */
-const recordFields = new Set(['payload', 'payloadBase64', 'key', 'version', 'tombstone', 'type', 'tags', 'fingerprint', 'fingerprintBase64', 'timestamp']);
+const recordFields = new Set([
+  'payload',
+  'payloadBase64',
+  'key',
+  'version',
+  'tombstone',
+  'type',
+  'tags',
+  'fingerprint',
+  'fingerprintBase64',
+  'timestamp',
+]);
 
 /** The fields passed to the engine as they are, which checks them (docs/cli.md). */
 const passedFields = ['key', 'version', 'tombstone', 'type', 'tags', 'fingerprint', 'timestamp'] as const;
@@ -67,7 +78,8 @@ function canonicalBase64(text: unknown, bad: Refusal, field: string): Uint8Array
 
 function payloadOf(input: Record<string, unknown>, bad: Refusal): Uint8Array | string {
   if (input.payloadBase64 !== undefined) {
-    if (input.payload !== undefined) throw bad('a record has payload or payloadBase64, not both', { field: 'payloadBase64' });
+    if (input.payload !== undefined)
+      throw bad('a record has payload or payloadBase64, not both', { field: 'payloadBase64' });
     return canonicalBase64(input.payloadBase64, bad, 'payloadBase64');
   }
   if (input.payload === undefined) throw bad('a record needs a payload (or payloadBase64)', { field: 'payload' });
@@ -93,7 +105,8 @@ export function parseRecordLine(value: unknown, line: number): AppendRecord {
     if (input[field] !== undefined) record[field] = input[field];
   }
   if (input.fingerprintBase64 !== undefined) {
-    if (input.fingerprint !== undefined) throw bad('a record has fingerprint or fingerprintBase64, not both', { field: 'fingerprintBase64' });
+    if (input.fingerprint !== undefined)
+      throw bad('a record has fingerprint or fingerprintBase64, not both', { field: 'fingerprintBase64' });
     record.fingerprint = canonicalBase64(input.fingerprintBase64, bad, 'fingerprintBase64');
   }
   return record as unknown as AppendRecord;
@@ -132,10 +145,14 @@ function decodeLine(bytes: Uint8Array, line: number): string {
   try {
     return inputDecoder.decode(bytes);
   } catch (error) {
-    throw new StreamStackError('INVALID_RECORD', `input line ${line} is not valid UTF-8 (binary payloads go in payloadBase64)`, {
-      cause: error,
-      details: { line },
-    });
+    throw new StreamStackError(
+      'INVALID_RECORD',
+      `input line ${line} is not valid UTF-8 (binary payloads go in payloadBase64)`,
+      {
+        cause: error,
+        details: { line },
+      },
+    );
   }
 }
 
@@ -146,7 +163,10 @@ export function parseLine(text: string, line: number): AppendRecord | undefined 
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new StreamStackError('INVALID_RECORD', `input line ${line} is not valid JSON`, { cause: error, details: { line } });
+    throw new StreamStackError('INVALID_RECORD', `input line ${line} is not valid JSON`, {
+      cause: error,
+      details: { line },
+    });
   }
   return parseRecordLine(value, line);
 }
@@ -155,7 +175,9 @@ export function parseLine(text: string, line: number): AppendRecord | undefined 
  * NDJSON records from `input` as they arrive, each with the bytes of its line (blank lines are
  * skipped), so that a reader of any amount of input holds only what it has not handed on yet.
  */
-export async function* recordLines(input: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): AsyncGenerator<{ record: AppendRecord; bytes: number }> {
+export async function* recordLines(
+  input: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): AsyncGenerator<{ record: AppendRecord; bytes: number }> {
   let number = 0;
   for await (const bytes of byteLines(input)) {
     number++;
@@ -165,7 +187,9 @@ export async function* recordLines(input: AsyncIterable<Uint8Array> | Iterable<U
 }
 
 /** Reads NDJSON records from `input`; blank lines are skipped. */
-export async function readRecordLines(input: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<AppendRecord[]> {
+export async function readRecordLines(
+  input: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): Promise<AppendRecord[]> {
   const records: AppendRecord[] = [];
   for await (const { record } of recordLines(input)) records.push(record);
   return records;
@@ -211,7 +235,11 @@ export function appendRecordLine(record: AppendRecord): Record<string, unknown> 
   return {
     ...(typeof payload === 'string' ? { payload } : { payloadBase64: Buffer.from(payload).toString('base64') }),
     ...rest,
-    ...(fingerprint === undefined ? {} : typeof fingerprint === 'string' ? { fingerprint } : { fingerprintBase64: Buffer.from(fingerprint).toString('base64') }),
+    ...(fingerprint === undefined
+      ? {}
+      : typeof fingerprint === 'string'
+        ? { fingerprint }
+        : { fingerprintBase64: Buffer.from(fingerprint).toString('base64') }),
   };
 }
 

@@ -60,7 +60,11 @@ export interface StoredRecord {
  */
 export type StreamRecord =
   | StoredRecord
-  | (Omit<StoredRecord, 'commit' | 'position' | 'fingerprint'> & { readonly fingerprint?: Uint8Array; readonly commit?: undefined; readonly position?: undefined });
+  | (Omit<StoredRecord, 'commit' | 'position' | 'fingerprint'> & {
+      readonly fingerprint?: Uint8Array;
+      readonly commit?: undefined;
+      readonly position?: undefined;
+    });
 
 /** One commit and its records, as a live read delivers them. */
 export interface CommitRecords {

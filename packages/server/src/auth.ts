@@ -45,8 +45,10 @@ export function parseTokenFile(value: unknown): TokenGrant[] {
   if (!Array.isArray(tokens)) throw invalid('expected {"tokens": [...]}');
   return tokens.map((entry: Record<string, unknown>, index) => {
     const name = typeof entry?.name === 'string' && entry.name !== '' ? entry.name : `#${index}`;
-    if (typeof entry?.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(entry.sha256)) throw invalid(`token ${name}: sha256 must be 64 lowercase hex digits`);
-    if (!Array.isArray(entry.feeds) || entry.feeds.some((feed) => typeof feed !== 'string' || feed === '')) throw invalid(`token ${name}: feeds must be a list of names or prefixes`);
+    if (typeof entry?.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(entry.sha256))
+      throw invalid(`token ${name}: sha256 must be 64 lowercase hex digits`);
+    if (!Array.isArray(entry.feeds) || entry.feeds.some((feed) => typeof feed !== 'string' || feed === ''))
+      throw invalid(`token ${name}: feeds must be a list of names or prefixes`);
     if (!Array.isArray(entry.operations) || entry.operations.some((op) => !operations.includes(op as Operation))) {
       throw invalid(`token ${name}: operations must be a list of ${operations.join(', ')}`);
     }
@@ -60,7 +62,10 @@ export function loadTokenFile(file: string): TokenGrant[] {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (error) {
-    throw new StreamStackError('INVALID_ARGUMENT', `cannot read the token file ${file}`, { cause: error, details: { file } });
+    throw new StreamStackError('INVALID_ARGUMENT', `cannot read the token file ${file}`, {
+      cause: error,
+      details: { file },
+    });
   }
   try {
     return parseTokenFile(JSON.parse(text));
@@ -73,7 +78,9 @@ export function loadTokenFile(file: string): TokenGrant[] {
 /** True when `grant` covers feed `feed` (undefined: a request about no one feed). */
 export function coversFeed(grant: TokenGrant, feed: string | undefined): boolean {
   if (feed === undefined) return grant.feeds.includes('*');
-  return grant.feeds.some((pattern) => (pattern.endsWith('*') ? feed.startsWith(pattern.slice(0, -1)) : pattern === feed));
+  return grant.feeds.some((pattern) =>
+    pattern.endsWith('*') ? feed.startsWith(pattern.slice(0, -1)) : pattern === feed,
+  );
 }
 
 /** Decides requests against a set of grants. */
@@ -90,7 +97,8 @@ export class Authorizer {
    */
   authenticate(authorization: string | undefined): TokenGrant {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-    if (!match) throw new StreamStackError('UNAUTHENTICATED', 'this server needs a bearer token (Authorization: Bearer …)');
+    if (!match)
+      throw new StreamStackError('UNAUTHENTICATED', 'this server needs a bearer token (Authorization: Bearer …)');
     const grant = this.byHash.get(hashToken(match[1]!));
     if (!grant) throw new StreamStackError('UNAUTHENTICATED', 'the bearer token is not known to this server');
     return grant;
@@ -99,9 +107,13 @@ export class Authorizer {
   /** `FORBIDDEN` unless `grant` allows `operation` on `feed`. */
   authorize(grant: TokenGrant, operation: Operation, feed: string | undefined): void {
     if (!grant.operations.includes(operation) || !coversFeed(grant, feed)) {
-      throw new StreamStackError('FORBIDDEN', `token ${grant.name} may not ${operation} ${feed === undefined ? 'across feeds' : `feed ${feed}`}`, {
-        details: { operation, ...(feed === undefined ? {} : { feed }) },
-      });
+      throw new StreamStackError(
+        'FORBIDDEN',
+        `token ${grant.name} may not ${operation} ${feed === undefined ? 'across feeds' : `feed ${feed}`}`,
+        {
+          details: { operation, ...(feed === undefined ? {} : { feed }) },
+        },
+      );
     }
   }
 }

@@ -40,7 +40,9 @@ export class BodyGate {
   async reading<T>(contentLength: string | undefined, bodyLimit: number, read: () => Promise<T>): Promise<T> {
     const declared = contentLength === undefined ? Number.NaN : Number(contentLength);
     if (Number.isFinite(declared) && declared > bodyLimit) {
-      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bodyLimit} bytes`, { details: { bytesMax: bodyLimit } });
+      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bodyLimit} bytes`, {
+        details: { bytesMax: bodyLimit },
+      });
     }
     const release = await this.acquire(Number.isFinite(declared) ? declared : bodyLimit);
     try {
@@ -64,9 +66,13 @@ export class BodyGate {
       const timer = setTimeout(() => {
         this.waiters.splice(this.waiters.indexOf(waiter), 1);
         reject(
-          new StreamStackError('UNAVAILABLE', `the server is parsing ${this.inFlight} bytes of request bodies already; send this one again shortly`, {
-            details: { reason: 'bodies-in-flight', retryAfterSeconds: this.retryAfterSeconds },
-          }),
+          new StreamStackError(
+            'UNAVAILABLE',
+            `the server is parsing ${this.inFlight} bytes of request bodies already; send this one again shortly`,
+            {
+              details: { reason: 'bodies-in-flight', retryAfterSeconds: this.retryAfterSeconds },
+            },
+          ),
         );
         // The head of the line may have gone: those behind it may fit now.
         this.wake();

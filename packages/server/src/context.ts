@@ -2,8 +2,9 @@
  * What every route shares: the store, the feeds this server has opened (for metrics), the
  * metrics, the drain signal that ends live reads at shutdown, and the live-read settings.
  */
+
+import { type Feed, isStreamStackError, type Store } from '@streamstack/engine';
 import type { FastifyRequest } from 'fastify';
-import { isStreamStackError, type Feed, type Store } from '@streamstack/engine';
 import type { Operation } from './auth.js';
 import type { ServerMetrics } from './metrics.js';
 

@@ -40,9 +40,13 @@ export function producerOf(headers: Headers): ProducerTuple | undefined {
   const seq = singleHeader(headers, dsHeader.producerSeq);
   if (id === undefined && epoch === undefined && seq === undefined) return undefined;
   if (id === undefined || epoch === undefined || seq === undefined) {
-    throw new StreamStackError('INVALID_ARGUMENT', 'Producer-Id, Producer-Epoch and Producer-Seq are given together or not at all', {
-      details: { header: id === undefined ? 'Producer-Id' : epoch === undefined ? 'Producer-Epoch' : 'Producer-Seq' },
-    });
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      'Producer-Id, Producer-Epoch and Producer-Seq are given together or not at all',
+      {
+        details: { header: id === undefined ? 'Producer-Id' : epoch === undefined ? 'Producer-Epoch' : 'Producer-Seq' },
+      },
+    );
   }
   if (id.length === 0 || id.length > producerIdCharactersMax) {
     throw new StreamStackError('INVALID_ARGUMENT', `Producer-Id is 1 to ${producerIdCharactersMax} characters`, {
@@ -67,9 +71,13 @@ export function checkProducer(producers: ReadonlyMap<string, ProducerState>, tup
     });
   }
   if (tuple.epoch < state.epoch) {
-    throw new StreamStackError('FENCED', `producer ${tuple.id} writes with epoch ${tuple.epoch}, but epoch ${state.epoch} has taken over`, {
-      details: { producer: tuple.id, producerEpoch: state.epoch, epoch: tuple.epoch },
-    });
+    throw new StreamStackError(
+      'FENCED',
+      `producer ${tuple.id} writes with epoch ${tuple.epoch}, but epoch ${state.epoch} has taken over`,
+      {
+        details: { producer: tuple.id, producerEpoch: state.epoch, epoch: tuple.epoch },
+      },
+    );
   }
   if (tuple.seq <= state.lastSeq) return { kind: 'duplicate', state };
   if (tuple.seq === state.lastSeq + 1) return { kind: 'accept' };
@@ -84,5 +92,11 @@ function gap(tuple: ProducerTuple, expected: number): StreamStackError {
 
 /** True when `tuple` is exactly the append that closed the stream (its retry is a duplicate). */
 export function isClosingAppend(closedBy: ProducerTuple | undefined, tuple: ProducerTuple | undefined): boolean {
-  return closedBy !== undefined && tuple !== undefined && closedBy.id === tuple.id && closedBy.epoch === tuple.epoch && closedBy.seq === tuple.seq;
+  return (
+    closedBy !== undefined &&
+    tuple !== undefined &&
+    closedBy.id === tuple.id &&
+    closedBy.epoch === tuple.epoch &&
+    closedBy.seq === tuple.seq
+  );
 }

@@ -13,7 +13,7 @@
  * SSE sends text streams' data as text and every other type base64-encoded, each line of the
  * payload on its own `data:` line, so no payload can end an event or start one.
  */
-import { StreamStackError, type AppendRecord } from '@streamstack/engine';
+import { type AppendRecord, StreamStackError } from '@streamstack/engine';
 import { isJsonType, isTextType } from './durable-stream-protocol.js';
 
 /**
@@ -29,18 +29,23 @@ export function recordsOfBody(contentType: string, body: Buffer, forCreate: bool
   if (body.length === 0) return [];
   if (!isJsonType(contentType)) {
     const records: AppendRecord[] = [];
-    for (let start = 0; start < body.length; start += dsRecordBytesMax) records.push({ payload: body.subarray(start, start + dsRecordBytesMax) });
+    for (let start = 0; start < body.length; start += dsRecordBytesMax)
+      records.push({ payload: body.subarray(start, start + dsRecordBytesMax) });
     return records;
   }
   let value: unknown;
   try {
     value = JSON.parse(body.toString('utf8'));
   } catch (error) {
-    throw new StreamStackError('INVALID_RECORD', `the body is not valid JSON: ${(error as Error).message}`, { details: { field: 'body' } });
+    throw new StreamStackError('INVALID_RECORD', `the body is not valid JSON: ${(error as Error).message}`, {
+      details: { field: 'body' },
+    });
   }
   if (!Array.isArray(value)) return [{ payload: JSON.stringify(value) }];
   if (value.length === 0 && !forCreate) {
-    throw new StreamStackError('INVALID_RECORD', 'an append of an empty JSON array adds nothing: it is refused', { details: { field: 'body' } });
+    throw new StreamStackError('INVALID_RECORD', 'an append of an empty JSON array adds nothing: it is refused', {
+      details: { field: 'body' },
+    });
   }
   return value.map((message) => ({ payload: JSON.stringify(message) }));
 }

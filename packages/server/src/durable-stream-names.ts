@@ -36,7 +36,13 @@ const strictDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** Bytes written as themselves: `A-Z a-z 0-9 . -`. */
 function isPlain(byte: number): boolean {
-  return (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a) || byte === 0x2e || byte === 0x2d;
+  return (
+    (byte >= 0x30 && byte <= 0x39) ||
+    (byte >= 0x41 && byte <= 0x5a) ||
+    (byte >= 0x61 && byte <= 0x7a) ||
+    byte === 0x2e ||
+    byte === 0x2d
+  );
 }
 
 /** The feed that holds stream `name`; `INVALID_NAME` for an empty, malformed or too long name. */
@@ -46,7 +52,9 @@ export function streamFeedName(name: string): string {
   }
   // A lone surrogate has no UTF-8 form: it would be stored as U+FFFD and come back different.
   if (!name.isWellFormed()) {
-    throw new StreamStackError('INVALID_NAME', 'a stream name must be well-formed UTF-16 (it has a lone surrogate)', { details: { stream: name } });
+    throw new StreamStackError('INVALID_NAME', 'a stream name must be well-formed UTF-16 (it has a lone surrogate)', {
+      details: { stream: name },
+    });
   }
   let encoded = '';
   for (const byte of encoder.encode(name)) {

@@ -42,7 +42,10 @@ export function offsetOf(commit: number): string {
 }
 
 /** Where a read starts: the stream's start (`-1` or no offset), its tail (`now`), or after a commit. */
-export type ReadStart = { readonly kind: 'start' } | { readonly kind: 'now' } | { readonly kind: 'after'; readonly commit: number };
+export type ReadStart =
+  | { readonly kind: 'start' }
+  | { readonly kind: 'now' }
+  | { readonly kind: 'after'; readonly commit: number };
 
 const offsetPattern = new RegExp(`^\\d{${offsetDigits}}$`);
 
@@ -54,7 +57,10 @@ export function readStartOf(query: QueryParams): ReadStart | undefined {
   if (value === '-1') return { kind: 'start' };
   if (value === 'now') return { kind: 'now' };
   if (!offsetPattern.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw invalid(`offset must be -1, now, or an offset this server returned (${offsetDigits} digits)`, { parameter: 'offset', value });
+    throw invalid(`offset must be -1, now, or an offset this server returned (${offsetDigits} digits)`, {
+      parameter: 'offset',
+      value,
+    });
   }
   return { kind: 'after', commit: Number(value) };
 }
@@ -87,7 +93,10 @@ export function contentTypeOf(headers: Headers): string | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const trimmed = value.trim();
   if (trimmed.length > contentTypeCharactersMax || !mediaTypePattern.test(mediaTypeOf(trimmed))) {
-    throw invalid('Content-Type must be a media type (type/subtype)', { header: 'Content-Type', value: trimmed.slice(0, contentTypeCharactersMax) });
+    throw invalid('Content-Type must be a media type (type/subtype)', {
+      header: 'Content-Type',
+      value: trimmed.slice(0, contentTypeCharactersMax),
+    });
   }
   return trimmed;
 }
@@ -114,7 +123,10 @@ export const protocolIntegerPattern = /^(0|[1-9][0-9]*)$/;
 export function protocolInteger(text: string, header: string): number {
   const value = Number(text);
   if (!protocolIntegerPattern.test(text) || !Number.isSafeInteger(value)) {
-    throw invalid(`${header} must be a non-negative decimal integer without sign or leading zeros, at most 2^53 - 1`, { header, value: text });
+    throw invalid(`${header} must be a non-negative decimal integer without sign or leading zeros, at most 2^53 - 1`, {
+      header,
+      value: text,
+    });
   }
   return value;
 }
@@ -143,7 +155,8 @@ export function lifetimeOf(headers: Headers): Lifetime {
     throw invalid('give Stream-TTL or Stream-Expires-At, not both', { header: 'Stream-TTL' });
   }
   if (ttl !== undefined) return { ttlSeconds: protocolInteger(ttl, 'Stream-TTL') };
-  if (expiresAt !== undefined) return { expiresAt: new Date(rfc3339Millis(expiresAt, 'Stream-Expires-At')).toISOString() };
+  if (expiresAt !== undefined)
+    return { expiresAt: new Date(rfc3339Millis(expiresAt, 'Stream-Expires-At')).toISOString() };
   return {};
 }
 
@@ -158,7 +171,11 @@ const cursorJitterSecondsMax = 3600;
  * not behind it, that cursor moved on by a random jitter, so cursors only grow and a cached
  * empty answer is never served to the same URL forever. A cursor that is no number is ignored.
  */
-export function responseCursor(clientCursor: string | undefined, now: number, random: () => number = Math.random): string {
+export function responseCursor(
+  clientCursor: string | undefined,
+  now: number,
+  random: () => number = Math.random,
+): string {
   const current = Math.floor((now - cursorEpochMs) / cursorIntervalMs);
   const given = clientCursor !== undefined && /^\d{1,15}$/.test(clientCursor) ? Number(clientCursor) : undefined;
   if (given === undefined || given < current) return String(current);

@@ -5,10 +5,10 @@
  * one loop.
  */
 import { once } from 'node:events';
-import type { FastifyReply } from 'fastify';
 import { StreamStackError } from '@streamstack/engine';
+import type { FastifyReply } from 'fastify';
 import { sseControlEvent, sseDataEvent } from './durable-stream-bodies.js';
-import { dsHeader, isTextType, offsetOf, responseCursor, type ReadStart } from './durable-stream-protocol.js';
+import { dsHeader, isTextType, offsetOf, type ReadStart, responseCursor } from './durable-stream-protocol.js';
 import { decodeCommitMeta, emptyRecordType, type StreamState } from './durable-stream-state.js';
 import { waitForCommit } from './live-wait.js';
 
@@ -93,7 +93,13 @@ export async function readChunk(state: StreamState, point: ReadPoint, bytesMax: 
  * `ms` for a commit (or until `signals` abort) and reads again, until data comes, the stream
  * closes, or the time is up (an empty chunk).
  */
-export async function waitForData(state: StreamState, point: ReadPoint, ms: number, bytesMax: number, signals: AbortSignal[]): Promise<Chunk> {
+export async function waitForData(
+  state: StreamState,
+  point: ReadPoint,
+  ms: number,
+  bytesMax: number,
+  signals: AbortSignal[],
+): Promise<Chunk> {
   const deadline = Date.now() + ms;
   let chunk = await readChunk(state, point, bytesMax);
   while (chunk.payloads.length === 0 && !chunk.closed) {

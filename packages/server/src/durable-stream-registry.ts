@@ -12,7 +12,7 @@
  * included) and by a sweep over the streams this server has open; streams not opened since a
  * restart are found on their first request.
  */
-import { isStreamStackError, StreamStackError, type AppendRecord, type Feed } from '@streamstack/engine';
+import { type AppendRecord, type Feed, isStreamStackError, StreamStackError } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { checkProducer, isClosingAppend, type ProducerState, type ProducerTuple } from './durable-producers.js';
 import { recordsOfBody } from './durable-stream-bodies.js';
@@ -20,12 +20,12 @@ import { streamFeedName } from './durable-stream-names.js';
 import { mediaTypeOf, offsetOf } from './durable-stream-protocol.js';
 import {
   applyCommit,
+  type CommitMeta,
   emptyRecordType,
   encodeCommitMeta,
   isExpired,
   newState,
   replayState,
-  type CommitMeta,
   type StreamConfig,
   type StreamState,
 } from './durable-stream-state.js';
@@ -124,9 +124,13 @@ export class DurableStreams {
       if (found.kind === 'stream') {
         const { state } = found;
         if (sameCreation(state, request)) return { created: false, state };
-        throw new StreamStackError('FEED_EXISTS', `stream ${name} exists with another configuration (Content-Type, TTL, expiry or closure)`, {
-          details: { stream: name, contentType: state.config.contentType, closed: state.closedAt !== undefined },
-        });
+        throw new StreamStackError(
+          'FEED_EXISTS',
+          `stream ${name} exists with another configuration (Content-Type, TTL, expiry or closure)`,
+          {
+            details: { stream: name, contentType: state.config.contentType, closed: state.closedAt !== undefined },
+          },
+        );
       }
       if (found.kind === 'foreign') {
         throw new StreamStackError('FEED_EXISTS', `feed ${feedName} exists and is not a Durable Streams stream`, {
@@ -142,7 +146,9 @@ export class DurableStreams {
       };
       let commit;
       try {
-        commit = await feed.append(records.length === 0 ? [placeholder] : records, { message: encodeCommitMeta(meta)! });
+        commit = await feed.append(records.length === 0 ? [placeholder] : records, {
+          message: encodeCommitMeta(meta)!,
+        });
       } catch (error) {
         // A feed without its creation commit is no stream; it is removed rather than left behind.
         await this.ctx.store.deleteFeed(feedName).catch(() => undefined);
@@ -169,19 +175,29 @@ export class DurableStreams {
         throw closedError(state);
       }
       if (!hasBody && !request.closed) {
-        throw new StreamStackError('INVALID_ARGUMENT', 'an append needs a body (only a close, Stream-Closed: true, may have none)', {
-          details: { field: 'body' },
-        });
+        throw new StreamStackError(
+          'INVALID_ARGUMENT',
+          'an append needs a body (only a close, Stream-Closed: true, may have none)',
+          {
+            details: { field: 'body' },
+          },
+        );
       }
       let records: AppendRecord[] = [];
       if (hasBody) {
         if (request.contentType === undefined) {
-          throw new StreamStackError('INVALID_ARGUMENT', 'an append with a body needs a Content-Type', { details: { header: 'Content-Type' } });
+          throw new StreamStackError('INVALID_ARGUMENT', 'an append with a body needs a Content-Type', {
+            details: { header: 'Content-Type' },
+          });
         }
         if (mediaTypeOf(request.contentType) !== mediaTypeOf(state.config.contentType)) {
-          throw new StreamStackError('CONTENT_TYPE_MISMATCH', `stream ${name} holds ${state.config.contentType}, not ${request.contentType}`, {
-            details: { stream: name, contentType: state.config.contentType, received: request.contentType },
-          });
+          throw new StreamStackError(
+            'CONTENT_TYPE_MISMATCH',
+            `stream ${name} holds ${state.config.contentType}, not ${request.contentType}`,
+            {
+              details: { stream: name, contentType: state.config.contentType, received: request.contentType },
+            },
+          );
         }
         records = recordsOfBody(state.config.contentType, request.body, false);
       }
@@ -197,7 +213,10 @@ export class DurableStreams {
         ...(request.producer ? { producer: request.producer } : {}),
       };
       const message = encodeCommitMeta(meta);
-      const commit = await state.feed.append(records.length === 0 ? [placeholder] : records, message === undefined ? {} : { message });
+      const commit = await state.feed.append(
+        records.length === 0 ? [placeholder] : records,
+        message === undefined ? {} : { message },
+      );
       applyCommit(state, commit.commit, meta);
       this.touch(state);
       this.counted(state.feed, records);
@@ -324,7 +343,9 @@ function sameCreation(state: StreamState, request: CreateRequest): boolean {
  */
 function checkStreamSeq(state: StreamState, seq: string): void {
   if (seq.length === 0 || seq.length > streamSeqCharactersMax) {
-    throw new StreamStackError('INVALID_ARGUMENT', `Stream-Seq is 1 to ${streamSeqCharactersMax} characters`, { details: { header: 'Stream-Seq' } });
+    throw new StreamStackError('INVALID_ARGUMENT', `Stream-Seq is 1 to ${streamSeqCharactersMax} characters`, {
+      details: { header: 'Stream-Seq' },
+    });
   }
   if (state.streamSeq !== undefined && seq <= state.streamSeq) {
     const message = `Stream-Seq ${JSON.stringify(seq)} does not follow ${JSON.stringify(state.streamSeq)}: it must grow (compared byte by byte)`;

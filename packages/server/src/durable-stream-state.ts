@@ -20,7 +20,7 @@
  * and the tail. A commit without a message is plain data (a feed written through the native
  * routes reads as data too).
  */
-import { limits, StreamStackError, type Feed } from '@streamstack/engine';
+import { type Feed, limits, StreamStackError } from '@streamstack/engine';
 import type { ProducerState, ProducerTuple } from './durable-producers.js';
 
 /** A stream's configuration, fixed at creation. */
@@ -59,9 +59,13 @@ export function encodeCommitMeta(meta: CommitMeta): string | undefined {
   const message = JSON.stringify({ ds: formatVersion, ...fields });
   if (Buffer.byteLength(message) > limits.messageBytesMax) {
     const limit = `the ${limits.messageBytesMax} bytes a commit message holds`;
-    throw new StreamStackError('INVALID_ARGUMENT', `the request's Stream-Seq, producer and Content-Type headers take more than ${limit}`, {
-      details: { bytes: Buffer.byteLength(message), max: limits.messageBytesMax },
-    });
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `the request's Stream-Seq, producer and Content-Type headers take more than ${limit}`,
+      {
+        details: { bytes: Buffer.byteLength(message), max: limits.messageBytesMax },
+      },
+    );
   }
   return message;
 }
@@ -185,4 +189,3 @@ export function isExpired(state: StreamState, now: number): boolean {
   const at = expiresAtOf(state);
   return at !== undefined && now >= at;
 }
-

@@ -7,7 +7,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import { ioError, StreamStackError, type ErrorCode } from '@streamstack/engine';
+import { type ErrorCode, ioError, StreamStackError } from '@streamstack/engine';
 import { canonicalHeaderName } from './route-headers.js';
 
 /**
@@ -99,13 +99,25 @@ export function typedRequestError(error: unknown): StreamStackError {
   if (Array.isArray(failure?.validation)) return validationError(error as ValidationFailure);
   if (failure?.statusCode === 413) return new StreamStackError('REQUEST_TOO_LARGE', message, { cause: error });
   if (failure?.statusCode === 404) return new StreamStackError('NOT_FOUND', message, { cause: error });
-  if (failure?.statusCode === 415) return new StreamStackError('UNSUPPORTED_MEDIA_TYPE', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
+  if (failure?.statusCode === 415)
+    return new StreamStackError('UNSUPPORTED_MEDIA_TYPE', message, {
+      cause: error,
+      details: failure.code ? { reason: failure.code } : {},
+    });
   // An operating-system failure (its code an errno name, `ENOSPC`) is `IO`, as the CLI reports it.
-  if (error instanceof Error && typeof failure.code === 'string' && /^E[A-Z0-9]+$/.test(failure.code) && failure.statusCode === undefined) {
+  if (
+    error instanceof Error &&
+    typeof failure.code === 'string' &&
+    /^E[A-Z0-9]+$/.test(failure.code) &&
+    failure.statusCode === undefined
+  ) {
     return ioError(error, 'a system call failed');
   }
   if (typeof failure?.statusCode === 'number' && failure.statusCode >= 400 && failure.statusCode < 500) {
-    return new StreamStackError('INVALID_ARGUMENT', message, { cause: error, details: failure.code ? { reason: failure.code } : {} });
+    return new StreamStackError('INVALID_ARGUMENT', message, {
+      cause: error,
+      details: failure.code ? { reason: failure.code } : {},
+    });
   }
   return new StreamStackError('INTERNAL', `unexpected error (a bug in streamstack): ${message}`, { cause: error });
 }
@@ -128,27 +140,42 @@ function validationError(failure: ValidationFailure): StreamStackError {
   const [first] = failure.validation;
   const part = failure.validationContext ?? 'request';
   const property = first?.params.missingProperty ?? first?.instancePath.split('/').filter(Boolean).join('.');
-  const propertySchema = first?.params.missingProperty === undefined ? first?.parentSchema : first.parentSchema?.properties?.[first.params.missingProperty];
+  const propertySchema =
+    first?.params.missingProperty === undefined
+      ? first?.parentSchema
+      : first.parentSchema?.properties?.[first.params.missingProperty];
   const named = propertySchema?.['x-error-code'];
   const code = typeof named === 'string' && named in errorStatuses ? (named as ErrorCode) : 'INVALID_ARGUMENT';
   if (part === 'headers' && first?.params.missingProperty !== undefined) {
     const header = canonicalHeaderName(first.params.missingProperty);
-    return new StreamStackError(code, `this request needs the ${header} header`, { cause: failure, details: { header } });
+    return new StreamStackError(code, `this request needs the ${header} header`, {
+      cause: failure,
+      details: { header },
+    });
   }
   const where = part === 'body' ? 'field' : part === 'headers' ? 'header' : 'parameter';
-  return new StreamStackError(code, failure.message, { cause: failure, details: { reason: failure.code ?? 'FST_ERR_VALIDATION', ...(property ? { [where]: property } : {}) } });
+  return new StreamStackError(code, failure.message, {
+    cause: failure,
+    details: { reason: failure.code ?? 'FST_ERR_VALIDATION', ...(property ? { [where]: property } : {}) },
+  });
 }
 
 /** What Node's HTTP parser refused, as a typed error (the parser's reason in `details.reason`). */
 export function typedClientError(error: Error & { code?: string }): StreamStackError {
   const reason = error.code ?? 'HPE_UNKNOWN';
   if (reason === 'HPE_HEADER_OVERFLOW') {
-    return new StreamStackError('HEADERS_TOO_LARGE', 'the request headers are larger than the server reads', { details: { reason } });
+    return new StreamStackError('HEADERS_TOO_LARGE', 'the request headers are larger than the server reads', {
+      details: { reason },
+    });
   }
   if (reason === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return new StreamStackError('UNAVAILABLE', 'the request did not arrive in time; send it again', { details: { reason } });
+    return new StreamStackError('UNAVAILABLE', 'the request did not arrive in time; send it again', {
+      details: { reason },
+    });
   }
-  return new StreamStackError('INVALID_ARGUMENT', `the request is not valid HTTP/1.1: ${error.message}`, { details: { reason } });
+  return new StreamStackError('INVALID_ARGUMENT', `the request is not valid HTTP/1.1: ${error.message}`, {
+    details: { reason },
+  });
 }
 
 /**

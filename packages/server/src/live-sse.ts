@@ -12,11 +12,11 @@
  * // data: {"commit":{"commit":1,…},"records":[{"feed":"orders","commit":1,…}]}
  */
 import { once } from 'node:events';
+import { type Feed, recordLine, StreamStackError } from '@streamstack/engine';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { recordLine, StreamStackError, type Feed } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { errorBody, typedRequestError } from './http-errors.js';
-import { integerText, numberText, single, type QueryParams } from './request-params.js';
+import { integerText, numberText, type QueryParams, single } from './request-params.js';
 
 /** True when the request asks for an event stream. */
 export function wantsEventStream(request: FastifyRequest): boolean {
@@ -36,7 +36,12 @@ async function watermarkOf(feed: Feed): Promise<{ commit: number; position: numb
 }
 
 /** Follows `feed` over SSE until the client leaves, the server drains, or the read fails. */
-export async function followOverSse(request: FastifyRequest, reply: FastifyReply, feed: Feed, ctx: ServerContext): Promise<void> {
+export async function followOverSse(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  feed: Feed,
+  ctx: ServerContext,
+): Promise<void> {
   const after = startOf(request);
   // Checked before the stream starts, so a bad cursor still gets its status (416, 410).
   if (after !== undefined) feed.commits({ after, limit: 0 });
@@ -72,12 +77,15 @@ export async function followOverSse(request: FastifyRequest, reply: FastifyReply
   try {
     await write(`retry: 1000\nevent: heartbeat\ndata: ${JSON.stringify(await watermarkOf(feed))}\n\n`);
     for await (const { commit, records } of feed.follow({ ...(after === undefined ? {} : { after }), signal })) {
-      await write(`id: ${commit.commit}\nevent: commit\ndata: ${JSON.stringify({ commit, records: records.map(recordLine) })}\n\n`);
+      await write(
+        `id: ${commit.commit}\nevent: commit\ndata: ${JSON.stringify({ commit, records: records.map(recordLine) })}\n\n`,
+      );
     }
   } catch (error) {
     if (!signal.aborted) {
       const typed = error instanceof StreamStackError ? error : typedRequestError(error);
-      if (!raw.writableEnded && !raw.destroyed) raw.write(`event: error\ndata: ${JSON.stringify(errorBody(typed))}\n\n`);
+      if (!raw.writableEnded && !raw.destroyed)
+        raw.write(`event: error\ndata: ${JSON.stringify(errorBody(typed))}\n\n`);
       request.log.warn({ err: typed }, 'live read failed');
     }
   } finally {

@@ -8,8 +8,9 @@
  * covers, and process-wide series (request latency by route, Node's own metrics) only when it
  * covers every feed, since those sum what every token's requests did.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
 import type { AppendRecord, Feed } from '@streamstack/engine';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 export class ServerMetrics {
   readonly registry = new Registry();
@@ -60,7 +61,8 @@ export class ServerMetrics {
       async collect() {
         this.reset();
         for (const feed of await openFeeds()) {
-          for (const subscription of await feed.subscriptions()) lag.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.commits);
+          for (const subscription of await feed.subscriptions())
+            lag.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.commits);
         }
       },
     });
@@ -72,7 +74,8 @@ export class ServerMetrics {
       async collect() {
         this.reset();
         for (const feed of await openFeeds()) {
-          for (const subscription of await feed.subscriptions()) lagRecords.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.records);
+          for (const subscription of await feed.subscriptions())
+            lagRecords.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.records);
         }
       },
     });
@@ -95,7 +98,8 @@ export class ServerMetrics {
   /** Counts an accepted append of `records` to `feed`. */
   appended(feed: string, kind: 'batch' | 'one-shot', records: readonly AppendRecord[]): void {
     let bytes = 0;
-    for (const record of records) bytes += typeof record.payload === 'string' ? Buffer.byteLength(record.payload) : record.payload.length;
+    for (const record of records)
+      bytes += typeof record.payload === 'string' ? Buffer.byteLength(record.payload) : record.payload.length;
     this.appendedRecords.inc({ feed, kind }, records.length);
     this.appendedBytes.inc({ feed }, bytes);
   }
@@ -113,7 +117,11 @@ function feedLabelOf(line: string): string | undefined {
  * feed when `feedVisible` says so, a sample without one when `globalVisible`. A family left
  * without samples loses its `# HELP` and `# TYPE` lines too, so no feed's name leaks through them.
  */
-export function filterMetricsText(text: string, feedVisible: (feed: string) => boolean, globalVisible: boolean): string {
+export function filterMetricsText(
+  text: string,
+  feedVisible: (feed: string) => boolean,
+  globalVisible: boolean,
+): string {
   const out: string[] = [];
   let header: string[] = [];
   let samples: string[] = [];

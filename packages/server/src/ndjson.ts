@@ -7,8 +7,8 @@
  * status is sent by then: a reader must treat such a line as the failure it is.
  */
 import { Readable } from 'node:stream';
+import { type AppendRecord, parseLine, StreamStackError } from '@streamstack/engine';
 import type { FastifyReply } from 'fastify';
-import { parseLine, StreamStackError, type AppendRecord } from '@streamstack/engine';
 import { errorBody, typedRequestError } from './http-errors.js';
 
 export const ndjsonType = 'application/x-ndjson';
@@ -54,14 +54,19 @@ class RecordLineParser {
   push(chunk: Uint8Array): void {
     this.bytes += chunk.length;
     if (this.bytes > this.bounds.bytesMax) {
-      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${this.bounds.bytesMax} bytes`, { details: { bytesMax: this.bounds.bytesMax } });
+      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${this.bounds.bytesMax} bytes`, {
+        details: { bytesMax: this.bounds.bytesMax },
+      });
     }
     const last = chunk.lastIndexOf(0x0a);
     if (last === -1) {
       this.pending.push(chunk);
       return;
     }
-    const lines = this.pending.length === 0 ? chunk.subarray(0, last + 1) : Buffer.concat([...this.pending, chunk.subarray(0, last + 1)]);
+    const lines =
+      this.pending.length === 0
+        ? chunk.subarray(0, last + 1)
+        : Buffer.concat([...this.pending, chunk.subarray(0, last + 1)]);
     this.pending = last + 1 < chunk.length ? [chunk.subarray(last + 1)] : [];
     this.parse(lines);
   }
@@ -84,7 +89,10 @@ class RecordLineParser {
     for (let start = 0; start < text.length; ) {
       const newline = text.indexOf('\n', start);
       const end = newline === -1 ? text.length : newline;
-      const line = text.slice(text.charCodeAt(start) === 0xfeff ? start + 1 : start, end > start && text.charCodeAt(end - 1) === 0x0d ? end - 1 : end);
+      const line = text.slice(
+        text.charCodeAt(start) === 0xfeff ? start + 1 : start,
+        end > start && text.charCodeAt(end - 1) === 0x0d ? end - 1 : end,
+      );
       this.add(parseLine(line, ++this.number));
       start = end + 1;
     }
@@ -101,7 +109,11 @@ class RecordLineParser {
       try {
         text = lineDecoder.decode(line);
       } catch (error) {
-        throw new StreamStackError('INVALID_RECORD', `input line ${number} is not valid UTF-8 (binary payloads go in payloadBase64)`, { cause: error, details: { line: number } });
+        throw new StreamStackError(
+          'INVALID_RECORD',
+          `input line ${number} is not valid UTF-8 (binary payloads go in payloadBase64)`,
+          { cause: error, details: { line: number } },
+        );
       }
       this.add(parseLine(text, number));
       start = end + 1;
@@ -111,9 +123,13 @@ class RecordLineParser {
   private add(record: AppendRecord | undefined): void {
     if (!record) return;
     if (this.records.length >= this.bounds.recordsMax) {
-      throw new StreamStackError('INVALID_ARGUMENT', `a batch holds 1 to ${this.bounds.recordsMax} records; this body has more (stopped at line ${this.number})`, {
-        details: { recordsMax: this.bounds.recordsMax, line: this.number },
-      });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `a batch holds 1 to ${this.bounds.recordsMax} records; this body has more (stopped at line ${this.number})`,
+        {
+          details: { recordsMax: this.bounds.recordsMax, line: this.number },
+        },
+      );
     }
     this.records.push(record);
   }
@@ -147,7 +163,10 @@ export async function* readBody(input: Readable): AsyncGenerator<Uint8Array> {
     for await (const chunk of input.iterator({ destroyOnReturn: false })) yield chunk as Uint8Array;
   } catch (error) {
     if (error instanceof StreamStackError) throw error;
-    throw new StreamStackError('INVALID_ARGUMENT', 'the request body ended before its length', { cause: error, details: { reason: 'body-aborted' } });
+    throw new StreamStackError('INVALID_ARGUMENT', 'the request body ended before its length', {
+      cause: error,
+      details: { reason: 'body-aborted' },
+    });
   }
 }
 
@@ -160,14 +179,20 @@ export async function bytesOfStream(input: Readable, bytesMax: number): Promise<
   let bytes = 0;
   for await (const chunk of readBody(input)) {
     bytes += chunk.length;
-    if (bytes > bytesMax) throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bytesMax} bytes`, { details: { bytesMax } });
+    if (bytes > bytesMax)
+      throw new StreamStackError('REQUEST_TOO_LARGE', `the body is larger than ${bytesMax} bytes`, {
+        details: { bytesMax },
+      });
     chunks.push(chunk);
   }
   return Buffer.concat(chunks, bytes);
 }
 
 /** Sends each value of `lines` as one line, after its first value (or its first error). */
-export function sendLines(reply: FastifyReply, lines: AsyncIterable<unknown> | Iterable<unknown>): Promise<FastifyReply> {
+export function sendLines(
+  reply: FastifyReply,
+  lines: AsyncIterable<unknown> | Iterable<unknown>,
+): Promise<FastifyReply> {
   return sendBody(reply, lines, (value) => `${JSON.stringify(value)}\n`);
 }
 
@@ -184,8 +209,14 @@ export function sendLineChunks(reply: FastifyReply, chunks: AsyncIterable<Uint8A
  * is sent, so an error the engine raises at once still gets its status; a later one ends the
  * body with an error line.
  */
-async function sendBody<T>(reply: FastifyReply, values: AsyncIterable<T> | Iterable<T>, encode: (value: T) => string | Uint8Array): Promise<FastifyReply> {
-  const iterator = (Symbol.asyncIterator in values ? values[Symbol.asyncIterator]() : (values as Iterable<T>)[Symbol.iterator]()) as AsyncIterator<T>;
+async function sendBody<T>(
+  reply: FastifyReply,
+  values: AsyncIterable<T> | Iterable<T>,
+  encode: (value: T) => string | Uint8Array,
+): Promise<FastifyReply> {
+  const iterator = (
+    Symbol.asyncIterator in values ? values[Symbol.asyncIterator]() : (values as Iterable<T>)[Symbol.iterator]()
+  ) as AsyncIterator<T>;
   const first = await iterator.next();
   async function* body(): AsyncGenerator<string | Uint8Array> {
     try {

@@ -18,8 +18,8 @@
  *   the server answered before this check existed); preflights from any other origin get 403.
  */
 import net from 'node:net';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { StreamStackError } from '@streamstack/engine';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** Settings of the checks (ServerOptions.allowedHosts and .corsOrigins). */
 export interface RequestGuardSettings {
@@ -31,16 +31,41 @@ export interface RequestGuardSettings {
 
 /** Headers a page may read from an answer: the server's own and the Durable Streams protocol's. */
 const exposedHeaders = [
-  'SS-Head', 'Stream-Next-Offset', 'Stream-Cursor', 'Stream-Up-To-Date', 'Stream-Closed', 'Stream-TTL', 'Stream-Expires-At',
-  'Producer-Epoch', 'Producer-Seq', 'Producer-Expected-Seq', 'Producer-Received-Seq', 'Stream-SSE-Data-Encoding', 'ETag', 'Location', 'Retry-After',
+  'SS-Head',
+  'Stream-Next-Offset',
+  'Stream-Cursor',
+  'Stream-Up-To-Date',
+  'Stream-Closed',
+  'Stream-TTL',
+  'Stream-Expires-At',
+  'Producer-Epoch',
+  'Producer-Seq',
+  'Producer-Expected-Seq',
+  'Producer-Received-Seq',
+  'Stream-SSE-Data-Encoding',
+  'ETag',
+  'Location',
+  'Retry-After',
 ].join(', ');
 
 /** What a preflight allows: every method the routes serve and every header they read. */
 const preflightHeaders: Record<string, string> = {
   'access-control-allow-methods': 'GET, HEAD, PUT, POST, DELETE, OPTIONS',
   'access-control-allow-headers': [
-    'Content-Type', 'Authorization', 'Accept', 'Last-Event-ID', 'SS-Fencing-Token', 'SS-Expected-Seq', 'If-None-Match',
-    'Stream-Seq', 'Stream-TTL', 'Stream-Expires-At', 'Stream-Closed', 'Producer-Id', 'Producer-Epoch', 'Producer-Seq',
+    'Content-Type',
+    'Authorization',
+    'Accept',
+    'Last-Event-ID',
+    'SS-Fencing-Token',
+    'SS-Expected-Seq',
+    'If-None-Match',
+    'Stream-Seq',
+    'Stream-TTL',
+    'Stream-Expires-At',
+    'Stream-Closed',
+    'Producer-Id',
+    'Producer-Epoch',
+    'Producer-Seq',
   ].join(', '),
   'access-control-max-age': '86400',
 };
@@ -93,9 +118,13 @@ export class RequestGuards {
     if (host === undefined || this.anyHost) return;
     const name = hostNameOf(host);
     if (isLoopbackOrAddress(name) || this.hosts.has(name) || this.hosts.has(host.trim().toLowerCase())) return;
-    throw new StreamStackError('FORBIDDEN', `Host ${host.slice(0, 256)} is not this server's (streamstack serve --allow-host NAME accepts it)`, {
-      details: { reason: 'host', host: host.slice(0, 256) },
-    });
+    throw new StreamStackError(
+      'FORBIDDEN',
+      `Host ${host.slice(0, 256)} is not this server's (streamstack serve --allow-host NAME accepts it)`,
+      {
+        details: { reason: 'host', host: host.slice(0, 256) },
+      },
+    );
   }
 
   /**
@@ -121,11 +150,16 @@ export class RequestGuards {
     }
     // A page of this server's own origin needs no CORS; the Host check already vouched for it.
     const host = request.headers.host?.trim().toLowerCase();
-    const own = host !== undefined && (origin.toLowerCase() === `http://${host}` || origin.toLowerCase() === `https://${host}`);
+    const own =
+      host !== undefined && (origin.toLowerCase() === `http://${host}` || origin.toLowerCase() === `https://${host}`);
     if (own && !preflight) return false;
     if (!preflight && safeMethods.has(request.method)) return false;
-    throw new StreamStackError('FORBIDDEN', `Origin ${origin.slice(0, 256)} may not call this server (streamstack serve --cors ORIGIN allows it)`, {
-      details: { reason: 'origin', origin: origin.slice(0, 256) },
-    });
+    throw new StreamStackError(
+      'FORBIDDEN',
+      `Origin ${origin.slice(0, 256)} may not call this server (streamstack serve --cors ORIGIN allows it)`,
+      {
+        details: { reason: 'origin', origin: origin.slice(0, 256) },
+      },
+    );
   }
 }

@@ -3,7 +3,7 @@
  * modes and append conditions, mirroring the CLI's flags. A malformed value is refused with
  * `INVALID_ARGUMENT` naming the parameter, before the engine is asked anything.
  */
-import { StreamStackError, type AppendCondition, type Plan, type ReadMode } from '@streamstack/engine';
+import { type AppendCondition, type Plan, type ReadMode, StreamStackError } from '@streamstack/engine';
 
 export type QueryValue = string | string[] | undefined;
 export type QueryParams = Record<string, QueryValue>;
@@ -11,7 +11,8 @@ export type QueryParams = Record<string, QueryValue>;
 /** The single value of a parameter; a repeated one is refused. */
 export function single(query: QueryParams, name: string): string | undefined {
   const value = query[name];
-  if (Array.isArray(value)) throw new StreamStackError('INVALID_ARGUMENT', `${name} is given more than once`, { details: { parameter: name } });
+  if (Array.isArray(value))
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} is given more than once`, { details: { parameter: name } });
   return value;
 }
 
@@ -26,7 +27,9 @@ export function integerText(text: string | undefined, name: string): number | un
   if (text === undefined) return undefined;
   const parsed = Number(text);
   if (!/^\d+$/.test(text) || !Number.isSafeInteger(parsed)) {
-    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be a non-negative integer`, { details: { parameter: name, value: text } });
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be a non-negative integer`, {
+      details: { parameter: name, value: text },
+    });
   }
   return parsed;
 }
@@ -40,7 +43,9 @@ export function numberText(text: string | undefined, name: string): number | und
   if (text === undefined) return undefined;
   const parsed = Number(text);
   if (text.trim() === '' || !Number.isFinite(parsed)) {
-    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be a number`, { details: { parameter: name, value: text } });
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be a number`, {
+      details: { parameter: name, value: text },
+    });
   }
   return parsed;
 }
@@ -55,7 +60,9 @@ export function choice<T extends string>(query: QueryParams, name: string, choic
   const value = single(query, name);
   if (value === undefined) return undefined;
   if (!(choices as readonly string[]).includes(value)) {
-    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be one of ${choices.join(', ')}`, { details: { parameter: name, value } });
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} must be one of ${choices.join(', ')}`, {
+      details: { parameter: name, value },
+    });
   }
   return value as T;
 }
@@ -78,7 +85,11 @@ export function conditionOf(query: QueryParams): AppendCondition | undefined {
   const json = jsonParameter(query, 'condition');
   if (json !== undefined) {
     if (query.ifNoMatchType !== undefined || query.ifNoMatchTag !== undefined || query.afterPosition !== undefined) {
-      throw new StreamStackError('INVALID_ARGUMENT', 'condition is given as JSON or as ifNoMatchType/ifNoMatchTag/afterPosition, not both', { details: { parameter: 'condition' } });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        'condition is given as JSON or as ifNoMatchType/ifNoMatchTag/afterPosition, not both',
+        { details: { parameter: 'condition' } },
+      );
     }
     return json as AppendCondition;
   }
@@ -86,7 +97,10 @@ export function conditionOf(query: QueryParams): AppendCondition | undefined {
   const tags = many(query, 'ifNoMatchTag');
   const after = integer(query, 'afterPosition');
   if (types.length === 0 && tags.length === 0) {
-    if (after !== undefined) throw new StreamStackError('INVALID_ARGUMENT', 'afterPosition needs ifNoMatchType or ifNoMatchTag', { details: { parameter: 'afterPosition' } });
+    if (after !== undefined)
+      throw new StreamStackError('INVALID_ARGUMENT', 'afterPosition needs ifNoMatchType or ifNoMatchTag', {
+        details: { parameter: 'afterPosition' },
+      });
     return undefined;
   }
   return {
@@ -112,7 +126,10 @@ export function jsonParameter(query: QueryParams, name: string): unknown {
 /** The fencing token header, required. */
 export function fencingToken(headers: Record<string, string | string[] | undefined>): string {
   const token = optionalFencingToken(headers);
-  if (token === undefined) throw new StreamStackError('INVALID_ARGUMENT', 'this request needs the SS-Fencing-Token header', { details: { header: 'SS-Fencing-Token' } });
+  if (token === undefined)
+    throw new StreamStackError('INVALID_ARGUMENT', 'this request needs the SS-Fencing-Token header', {
+      details: { header: 'SS-Fencing-Token' },
+    });
   return token;
 }
 

@@ -23,6 +23,8 @@ export type HeaderName = keyof typeof headerDescriptions;
 
 /** The canonical name of a header given in lower case (fastify's keys), for error messages. */
 export function canonicalHeaderName(name: string): string {
-  return (Object.keys(headerDescriptions) as string[]).find((canonical) => canonical.toLowerCase() === name.toLowerCase()) ?? name;
+  return (
+    (Object.keys(headerDescriptions) as string[]).find((canonical) => canonical.toLowerCase() === name.toLowerCase()) ??
+    name
+  );
 }
-

@@ -13,7 +13,7 @@ import type { ErrorCode } from '@streamstack/engine';
 import type { Operation } from './auth.js';
 import { errorStatuses } from './http-errors.js';
 import { ndjsonType } from './ndjson.js';
-import { headerDescriptions, type HeaderName } from './route-headers.js';
+import { type HeaderName, headerDescriptions } from './route-headers.js';
 
 type Schema = Record<string, unknown>;
 type ParameterKind = 'integer' | 'string' | 'list' | 'boolean' | 'json';
@@ -57,14 +57,21 @@ export function querySchema(parameters: Record<string, ParameterKind>): Schema {
   };
 }
 
-export const conditionParameters = { ifNoMatchType: 'list', ifNoMatchTag: 'list', afterPosition: 'integer', condition: 'json' } as const;
+export const conditionParameters = {
+  ifNoMatchType: 'list',
+  ifNoMatchTag: 'list',
+  afterPosition: 'integer',
+  condition: 'json',
+} as const;
 
 /** Path parameters, each a URL-encoded string (numbers among them are parsed by the route). */
 export function pathSchema(parameters: Record<string, string>): Schema {
   return {
     type: 'object',
     required: Object.keys(parameters),
-    properties: Object.fromEntries(Object.entries(parameters).map(([name, description]) => [name, { type: 'string', description }])),
+    properties: Object.fromEntries(
+      Object.entries(parameters).map(([name, description]) => [name, { type: 'string', description }]),
+    ),
   };
 }
 
@@ -77,7 +84,9 @@ export function headerSchema(names: readonly HeaderName[], required: readonly He
   return {
     type: 'object',
     ...(required.length > 0 ? { required: [...required] } : {}),
-    properties: Object.fromEntries(names.map((name) => [name, { type: 'string', description: headerDescriptions[name] }])),
+    properties: Object.fromEntries(
+      names.map((name) => [name, { type: 'string', description: headerDescriptions[name] }]),
+    ),
   };
 }
 
@@ -139,19 +148,33 @@ export const recordsBody: Schema = {
 };
 
 /** Codes that any route can answer: guards, URL decoding, draining, and faults of the disk or a bug. */
-const everyRouteCodes: readonly ErrorCode[] = ['INVALID_ARGUMENT', 'FORBIDDEN', 'HEADERS_TOO_LARGE', 'UNAVAILABLE', 'CLOSED', 'CORRUPT', 'IO', 'INTERNAL'];
+const everyRouteCodes: readonly ErrorCode[] = [
+  'INVALID_ARGUMENT',
+  'FORBIDDEN',
+  'HEADERS_TOO_LARGE',
+  'UNAVAILABLE',
+  'CLOSED',
+  'CORRUPT',
+  'IO',
+  'INTERNAL',
+];
 /** Codes that a route taking a body can answer besides: the body's size and type. */
 const bodyCodes: readonly ErrorCode[] = ['REQUEST_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'];
 
 /** Responses for `codes`, one per status, each listing its codes. */
-export function errorResponses(codes: readonly ErrorCode[], statusOf: (code: ErrorCode) => number = (code) => errorStatuses[code]): Record<string, Schema> {
+export function errorResponses(
+  codes: readonly ErrorCode[],
+  statusOf: (code: ErrorCode) => number = (code) => errorStatuses[code],
+): Record<string, Schema> {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of new Set(codes)) {
     const status = statusOf(code);
     byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
   }
   return Object.fromEntries(
-    [...byStatus].sort(([a], [b]) => a - b).map(([status, list]) => [String(status), json(`an error: ${list.join(', ')}`, errorSchema(list))]),
+    [...byStatus]
+      .sort(([a], [b]) => a - b)
+      .map(([status, list]) => [String(status), json(`an error: ${list.join(', ')}`, errorSchema(list))]),
   );
 }
 
@@ -192,7 +215,10 @@ export function routeSchema(doc: RouteDoc): Schema {
     ...(doc.query ? { querystring: doc.query } : {}),
     ...(doc.headers ? { headers: doc.headers } : {}),
     ...(doc.body ? { body: doc.body } : {}),
-    response: { ...Object.fromEntries(Object.entries(doc.responses).map(([status, schema]) => [status, schema])), ...errorResponses(codes, doc.statusOf) },
+    response: {
+      ...Object.fromEntries(Object.entries(doc.responses).map(([status, schema]) => [status, schema])),
+      ...errorResponses(codes, doc.statusOf),
+    },
   };
 }
 
@@ -204,7 +230,10 @@ export const bearerScheme = {
     'A token of the token file (streamstack serve --tokens FILE). Its scopes are operations: read, write, lease, admin, each on some feeds. A server without a token file checks nothing (and listens on loopback only).',
 };
 
-type DocumentOperation = { operationId?: string; requestBody?: { required?: boolean; content: Record<string, { schema?: { required?: unknown[] } }> } };
+type DocumentOperation = {
+  operationId?: string;
+  requestBody?: { required?: boolean; content: Record<string, { schema?: { required?: unknown[] } }> };
+};
 
 /**
  * What `@fastify/swagger` gets wrong for this server, put right: it marks every request body
@@ -218,11 +247,13 @@ type DocumentOperation = { operationId?: string; requestBody?: { required?: bool
 export function finishDocument<T extends { paths?: object }>(document: T): T {
   for (const methods of Object.values(document.paths ?? {}) as Record<string, unknown>[]) {
     for (const [method, operation] of Object.entries(methods ?? {}) as [string, DocumentOperation][]) {
-      if (method === 'head' && operation.operationId?.endsWith('-head')) operation.operationId = operation.operationId.slice(0, -'-head'.length);
+      if (method === 'head' && operation.operationId?.endsWith('-head'))
+        operation.operationId = operation.operationId.slice(0, -'-head'.length);
       const body = operation.requestBody;
       if (!body) continue;
       const required = Object.entries(body.content).some(
-        ([type, media]) => type === ndjsonType || (type === 'application/json' && (media.schema?.required?.length ?? 0) > 0),
+        ([type, media]) =>
+          type === ndjsonType || (type === 'application/json' && (media.schema?.required?.length ?? 0) > 0),
       );
       body.required = required;
     }

@@ -11,8 +11,8 @@
  * // curl 'http://127.0.0.1:4437/ds/v1/stream/chat-1?offset=-1'
  */
 import type { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StreamStackError } from '@streamstack/engine';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Operation } from './auth.js';
 import type { ServerContext } from './context.js';
 import { producerOf } from './durable-producers.js';
@@ -29,7 +29,15 @@ import {
   responseCursor,
   singleHeader,
 } from './durable-stream-protocol.js';
-import { followOverSse, nextOffsetOf, readChunk, readPointOf, waitForData, type Chunk, type ReadPoint } from './durable-stream-reads.js';
+import {
+  type Chunk,
+  followOverSse,
+  nextOffsetOf,
+  type ReadPoint,
+  readChunk,
+  readPointOf,
+  waitForData,
+} from './durable-stream-reads.js';
 import { DurableStreams } from './durable-stream-registry.js';
 import type { StreamState } from './durable-stream-state.js';
 import { errorBody, errorHeaders, typedRequestError } from './http-errors.js';
@@ -64,14 +72,25 @@ const route = '/ds/v1/stream/*';
  * a stream is not to be embedded cross-origin either (a `<script src>` of a text stream).
  */
 function routeHeadersOf(corsEnabled: boolean): Record<string, string> {
-  return { 'x-content-type-options': 'nosniff', 'cross-origin-resource-policy': corsEnabled ? 'cross-origin' : 'same-origin' };
+  return {
+    'x-content-type-options': 'nosniff',
+    'cross-origin-resource-policy': corsEnabled ? 'cross-origin' : 'same-origin',
+  };
 }
 
 const preflightHeaders: Record<string, string> = {
   'access-control-allow-methods': 'GET, HEAD, PUT, POST, DELETE, OPTIONS',
   'access-control-allow-headers': [
-    'Content-Type', 'Authorization', 'If-None-Match', 'Stream-Seq', 'Stream-TTL', 'Stream-Expires-At', 'Stream-Closed',
-    'Producer-Id', 'Producer-Epoch', 'Producer-Seq',
+    'Content-Type',
+    'Authorization',
+    'If-None-Match',
+    'Stream-Seq',
+    'Stream-TTL',
+    'Stream-Expires-At',
+    'Stream-Closed',
+    'Producer-Id',
+    'Producer-Epoch',
+    'Producer-Seq',
   ].join(', '),
   'access-control-max-age': '86400',
 };
@@ -102,7 +121,9 @@ function liveModeOf(query: QueryParams): 'long-poll' | 'sse' | undefined {
   const live = query.live;
   if (live === undefined) return undefined;
   if (live === 'long-poll' || live === 'sse') return live;
-  throw new StreamStackError('INVALID_ARGUMENT', 'live is long-poll or sse', { details: { parameter: 'live', value: live } });
+  throw new StreamStackError('INVALID_ARGUMENT', 'live is long-poll or sse', {
+    details: { parameter: 'live', value: live },
+  });
 }
 
 /** True when `If-None-Match` names `etag` (or is `*`). */
@@ -124,7 +145,9 @@ export async function addDurableStreamRoutes(
 ): Promise<void> {
   const routeHeaders = routeHeadersOf(corsEnabled);
   await app.register(async (scope) => {
-    const streams = new DurableStreams(ctx, settings.expirySweepMs, (error) => scope.log.warn({ err: error }, 'durable streams expiry sweep failed'));
+    const streams = new DurableStreams(ctx, settings.expirySweepMs, (error) =>
+      scope.log.warn({ err: error }, 'durable streams expiry sweep failed'),
+    );
     scope.addHook('onClose', async () => streams.close());
 
     // A stream's body is its own bytes, of any type: every body is taken as it is.
@@ -155,11 +178,16 @@ export async function addDurableStreamRoutes(
     };
 
     /** A route's auth settings and schema. */
-    const options = (operation: Operation, schema: Record<string, unknown>) => ({ config: { operation, scope: 'any' as const }, schema });
+    const options = (operation: Operation, schema: Record<string, unknown>) => ({
+      config: { operation, scope: 'any' as const },
+      schema,
+    });
 
     // Preflights with an Origin are answered by the server's CORS check before routing; this
     // answers an OPTIONS without one (what the route allows), which grants a page nothing.
-    scope.options(route, { schema: schemas.preflight }, async (_request, reply) => reply.code(204).headers(preflightHeaders).send());
+    scope.options(route, { schema: schemas.preflight }, async (_request, reply) =>
+      reply.code(204).headers(preflightHeaders).send(),
+    );
 
     scope.put(route, options('admin', schemas.create), async (request, reply) => {
       const name = authorize(request, 'admin');
@@ -168,11 +196,24 @@ export async function addDurableStreamRoutes(
           details: { header: 'Stream-Forked-From' },
         });
       }
-      const config = { contentType: contentTypeOf(request.headers) ?? 'application/octet-stream', ...lifetimeOf(request.headers) };
-      const { created, state } = await streams.create(name, { config, closed: closedFlagOf(request.headers), body: bodyOf(request) });
-      reply.header('content-type', state.config.contentType).header(dsHeader.nextOffset, offsetOf(state.lastDataCommit));
+      const config = {
+        contentType: contentTypeOf(request.headers) ?? 'application/octet-stream',
+        ...lifetimeOf(request.headers),
+      };
+      const { created, state } = await streams.create(name, {
+        config,
+        closed: closedFlagOf(request.headers),
+        body: bodyOf(request),
+      });
+      reply
+        .header('content-type', state.config.contentType)
+        .header(dsHeader.nextOffset, offsetOf(state.lastDataCommit));
       if (state.closedAt !== undefined) reply.header(dsHeader.closed, 'true');
-      if (created) reply.header('location', `${request.protocol}://${request.headers.host ?? request.hostname}${request.url.split('?')[0]}`);
+      if (created)
+        reply.header(
+          'location',
+          `${request.protocol}://${request.headers.host ?? request.hostname}${request.url.split('?')[0]}`,
+        );
       return reply.code(created ? 201 : 200).send();
     });
 
@@ -183,37 +224,58 @@ export async function addDurableStreamRoutes(
       // A close without a body is not refused for its Content-Type, whatever it says.
       const contentType = body.length > 0 ? contentTypeOf(request.headers) : undefined;
       const closed = closedFlagOf(request.headers);
-      const outcome = await streams.append(name, { contentType, body, closed, seq: singleHeader(request.headers, dsHeader.seq), producer });
+      const outcome = await streams.append(name, {
+        contentType,
+        body,
+        closed,
+        seq: singleHeader(request.headers, dsHeader.seq),
+        producer,
+      });
       const { state } = outcome;
       reply.header(dsHeader.nextOffset, offsetOf(state.lastDataCommit));
       if (state.closedAt !== undefined) reply.header(dsHeader.closed, 'true');
       if (outcome.producer) {
-        reply.header(dsHeader.producerEpoch, String(outcome.producer.epoch)).header(dsHeader.producerSeq, String(outcome.producer.lastSeq));
+        reply
+          .header(dsHeader.producerEpoch, String(outcome.producer.epoch))
+          .header(dsHeader.producerSeq, String(outcome.producer.lastSeq));
       }
       // 200 says a producer's data was written; a duplicate, a close alone, or a plain append is 204.
       return reply.code(outcome.kind === 'appended' && producer && body.length > 0 ? 200 : 204).send();
     });
 
     // HEAD is the protocol's metadata request, not fastify's HEAD of a GET: the document shows it.
-    scope.head(route, { ...options('read', schemas.head), config: { operation: 'read', scope: 'any', swagger: { exposeHeadRoute: true } } }, async (request, reply) => {
-      // HEAD neither reads nor writes: it does not reset the TTL.
-      const state = await streams.stream(authorize(request, 'read'));
-      reply.header('content-type', state.config.contentType).header(dsHeader.nextOffset, offsetOf(state.lastDataCommit));
-      reply.header('cache-control', 'no-store');
-      if (state.config.ttlSeconds !== undefined) reply.header(dsHeader.ttl, String(state.config.ttlSeconds));
-      if (state.config.expiresAt !== undefined) reply.header(dsHeader.expiresAt, state.config.expiresAt);
-      if (state.closedAt !== undefined) reply.header(dsHeader.closed, 'true');
-      return reply.code(200).send();
-    });
+    scope.head(
+      route,
+      {
+        ...options('read', schemas.head),
+        config: { operation: 'read', scope: 'any', swagger: { exposeHeadRoute: true } },
+      },
+      async (request, reply) => {
+        // HEAD neither reads nor writes: it does not reset the TTL.
+        const state = await streams.stream(authorize(request, 'read'));
+        reply
+          .header('content-type', state.config.contentType)
+          .header(dsHeader.nextOffset, offsetOf(state.lastDataCommit));
+        reply.header('cache-control', 'no-store');
+        if (state.config.ttlSeconds !== undefined) reply.header(dsHeader.ttl, String(state.config.ttlSeconds));
+        if (state.config.expiresAt !== undefined) reply.header(dsHeader.expiresAt, state.config.expiresAt);
+        if (state.closedAt !== undefined) reply.header(dsHeader.closed, 'true');
+        return reply.code(200).send();
+      },
+    );
 
     scope.get<{ Querystring: QueryParams }>(route, options('read', schemas.read), async (request, reply) => {
       const state = await streams.stream(authorize(request, 'read'));
       const start = readStartOf(request.query);
       const live = liveModeOf(request.query);
       if (live !== undefined && start === undefined) {
-        throw new StreamStackError('INVALID_ARGUMENT', `live=${live} needs an offset (-1 for the start, now for the tail)`, {
-          details: { parameter: 'offset' },
-        });
+        throw new StreamStackError(
+          'INVALID_ARGUMENT',
+          `live=${live} needs an offset (-1 for the start, now for the tail)`,
+          {
+            details: { parameter: 'offset' },
+          },
+        );
       }
       const cursor = singleText(request.query, 'cursor');
       streams.touch(state);
@@ -241,7 +303,10 @@ export async function addDurableStreamRoutes(
       if (live === 'long-poll') {
         ctx.metrics.liveReaders.inc({ kind: 'long-poll' });
         try {
-          chunk = await waitForData(state, point, settings.longPollMs, settings.readBytesMax, [ctx.drainSignal, closedSignal(reply.raw)]);
+          chunk = await waitForData(state, point, settings.longPollMs, settings.readBytesMax, [
+            ctx.drainSignal,
+            closedSignal(reply.raw),
+          ]);
         } finally {
           ctx.metrics.liveReaders.dec({ kind: 'long-poll' });
         }
@@ -268,7 +333,8 @@ export async function addDurableStreamRoutes(
 /** A single query parameter as text; a repeated one is refused. */
 function singleText(query: QueryParams, name: string): string | undefined {
   const value = query[name];
-  if (Array.isArray(value)) throw new StreamStackError('INVALID_ARGUMENT', `${name} is given more than once`, { details: { parameter: name } });
+  if (Array.isArray(value))
+    throw new StreamStackError('INVALID_ARGUMENT', `${name} is given more than once`, { details: { parameter: name } });
   return value;
 }
 
@@ -287,7 +353,13 @@ function answerTail(reply: FastifyReply, state: StreamState, point: ReadPoint): 
  * A read's answer: the data, the next offset, up to date and closed when they hold, and an ETag
  * (the stream's identity, the range, and closure) that `If-None-Match` turns into a 304.
  */
-function answerChunk(request: FastifyRequest, reply: FastifyReply, state: StreamState, point: ReadPoint, chunk: Chunk): FastifyReply {
+function answerChunk(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  state: StreamState,
+  point: ReadPoint,
+  chunk: Chunk,
+): FastifyReply {
   const next = nextOffsetOf(chunk);
   const etag = `"${state.createdAt.toString(36)}:${offsetOf(point.dataCommit)}:${next}${chunk.closed ? ':c' : ''}"`;
   reply.header('etag', etag).header(dsHeader.nextOffset, next);
@@ -296,5 +368,8 @@ function answerChunk(request: FastifyRequest, reply: FastifyReply, state: Stream
   if (chunk.upToDate) reply.header(dsHeader.upToDate, 'true');
   if (chunk.closed) reply.header(dsHeader.closed, 'true');
   if (matchesEtag(singleHeader(request.headers, 'if-none-match'), etag)) return reply.code(304).send();
-  return reply.header('content-type', state.config.contentType).code(200).send(readBody(state.config.contentType, chunk.payloads));
+  return reply
+    .header('content-type', state.config.contentType)
+    .code(200)
+    .send(readBody(state.config.contentType, chunk.payloads));
 }

@@ -10,8 +10,8 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import { type ExportFormat, type ReadMode, StreamStackError } from '@streamstack/engine';
 import type { FastifyInstance } from 'fastify';
-import { StreamStackError, type ExportFormat, type ReadMode } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { exportNameCharactersMax, exportSegmentCharactersMax } from './limits.js';
 import { bodyObject } from './routes-feeds.js';
@@ -23,15 +23,29 @@ const exportName = /^(?!.*(?:^|\/)\.\.?(?:\/|$))[A-Za-z0-9._-]+(?:\/[A-Za-z0-9._
 /** The directory under `root` that `to` names, or `INVALID_ARGUMENT`. */
 export function exportDirectoryOf(root: string, to: unknown): string {
   if (typeof to !== 'string' || !exportName.test(to)) {
-    throw new StreamStackError('INVALID_ARGUMENT', 'to names a directory under the export directory: segments of letters, digits, ".", "_" and "-", no "." or ".."', {
-      details: { field: 'to' },
-    });
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      'to names a directory under the export directory: segments of letters, digits, ".", "_" and "-", no "." or ".."',
+      {
+        details: { field: 'to' },
+      },
+    );
   }
-  if (to.length > exportNameCharactersMax || to.split('/').some((segment) => segment.length > exportSegmentCharactersMax)) {
+  if (
+    to.length > exportNameCharactersMax ||
+    to.split('/').some((segment) => segment.length > exportSegmentCharactersMax)
+  ) {
     throw new StreamStackError(
       'INVALID_ARGUMENT',
       `to is at most ${exportNameCharactersMax} characters, each segment at most ${exportSegmentCharactersMax}`,
-      { details: { field: 'to', reason: 'too-long', charactersMax: exportNameCharactersMax, segmentCharactersMax: exportSegmentCharactersMax } },
+      {
+        details: {
+          field: 'to',
+          reason: 'too-long',
+          charactersMax: exportNameCharactersMax,
+          segmentCharactersMax: exportSegmentCharactersMax,
+        },
+      },
     );
   }
   return path.join(root, to);
@@ -54,18 +68,29 @@ export async function checkNoLinks(root: string, to: string): Promise<void> {
       throw error;
     }
     if (stat.isSymbolicLink()) {
-      throw new StreamStackError('INVALID_ARGUMENT', `to passes through a symbolic link (${path.relative(root, at)}): exports are never written through links`, {
-        details: { field: 'to', reason: 'symlink' },
-      });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `to passes through a symbolic link (${path.relative(root, at)}): exports are never written through links`,
+        {
+          details: { field: 'to', reason: 'symlink' },
+        },
+      );
     }
     if (!stat.isDirectory()) {
-      throw new StreamStackError('INVALID_ARGUMENT', `to passes through ${path.relative(root, at)}, which is not a directory`, { details: { field: 'to', reason: 'not-a-directory' } });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `to passes through ${path.relative(root, at)}, which is not a directory`,
+        { details: { field: 'to', reason: 'not-a-directory' } },
+      );
     }
   }
 }
 
 function noExportDirectory(): StreamStackError {
-  return new StreamStackError('INVALID_ARGUMENT', 'this server has no export directory (streamstack serve --exports DIR)');
+  return new StreamStackError(
+    'INVALID_ARGUMENT',
+    'this server has no export directory (streamstack serve --exports DIR)',
+  );
 }
 
 export function addExportRoutes(app: FastifyInstance, ctx: ServerContext, exportRoot: string | undefined): void {

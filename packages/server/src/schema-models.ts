@@ -12,8 +12,18 @@ const string = { type: 'string' };
 const boolean = { type: 'boolean' };
 
 /** An object with `required` properties (all listed ones when not given), open to more. */
-function object(properties: Record<string, Schema>, required: readonly string[] = Object.keys(properties), description?: string): Schema {
-  return { type: 'object', ...(description ? { description } : {}), required: [...required], properties, additionalProperties: true };
+function object(
+  properties: Record<string, Schema>,
+  required: readonly string[] = Object.keys(properties),
+  description?: string,
+): Schema {
+  return {
+    type: 'object',
+    ...(description ? { description } : {}),
+    required: [...required],
+    properties,
+    additionalProperties: true,
+  };
 }
 
 function nullable(schema: Schema): Schema {
@@ -62,7 +72,11 @@ export const recordLine = object(
   'a record line: payload as text, or payloadBase64 when it is not UTF-8',
 );
 
-export const retentionPolicy = object({ maxAgeMs: integer, maxRecords: integer, maxBytes: integer }, [], 'what history to keep ({} keeps all)');
+export const retentionPolicy = object(
+  { maxAgeMs: integer, maxRecords: integer, maxBytes: integer },
+  [],
+  'what history to keep ({} keeps all)',
+);
 
 const retentionPin = object({ subscription: string, cursor: integer }, []);
 
@@ -92,13 +106,21 @@ export const feedInfo = object({
 
 export const diskUse = object({ historySegments: integer, files: integer, bytes: integer });
 
-export const leaseGrant = object({ epoch: integer, token: { ...string, description: 'the fencing token: send it as SS-Fencing-Token' }, expiresAt: integer, holder: string });
+export const leaseGrant = object({
+  epoch: integer,
+  token: { ...string, description: 'the fencing token: send it as SS-Fencing-Token' },
+  expiresAt: integer,
+  holder: string,
+});
 
 export const released = object({ feed: string, released: { const: true } });
 
 export const openedStream = object({ stream: string });
 
-export const streamInfo = object({ id: string, state: { type: 'string', description: 'open, sealed, aborted…' }, commit, records: integer }, ['id', 'state']);
+export const streamInfo = object(
+  { id: string, state: { type: 'string', description: 'open, sealed, aborted…' }, commit, records: integer },
+  ['id', 'state'],
+);
 
 export const appended = object({ stream: string, firstSeq: integer, lastSeq: integer });
 
@@ -121,11 +143,23 @@ export const polled = object({
 });
 
 export const trimResult = object(
-  { lowMark: integer, lowPosition: integer, segmentsRemoved: integer, commitsRemoved: integer, recordsRemoved: integer, bytesRemoved: integer, heldBy: retentionPin },
+  {
+    lowMark: integer,
+    lowPosition: integer,
+    segmentsRemoved: integer,
+    commitsRemoved: integer,
+    recordsRemoved: integer,
+    bytesRemoved: integer,
+    heldBy: retentionPin,
+  },
   ['lowMark', 'lowPosition', 'segmentsRemoved', 'commitsRemoved', 'recordsRemoved', 'bytesRemoved'],
 );
 
-export const mergeResult = object({ merges: { type: 'array', items: { type: 'object', additionalProperties: true } }, segments: integer, putOff: boolean });
+export const mergeResult = object({
+  merges: { type: 'array', items: { type: 'object', additionalProperties: true } },
+  segments: integer,
+  putOff: boolean,
+});
 
 export const keyCompactionResult = object(
   {
@@ -139,7 +173,16 @@ export const keyCompactionResult = object(
     heldBy: retentionPin,
     putOff: boolean,
   },
-  ['horizon', 'segmentsCompacted', 'segmentsAfter', 'recordsBefore', 'recordsAfter', 'bytesBefore', 'bytesAfter', 'putOff'],
+  [
+    'horizon',
+    'segmentsCompacted',
+    'segmentsAfter',
+    'recordsBefore',
+    'recordsAfter',
+    'bytesBefore',
+    'bytesAfter',
+    'putOff',
+  ],
 );
 
 export const exportManifest = object({
@@ -155,11 +198,22 @@ export const exportManifest = object({
   files: { type: 'array', items: { type: 'object', additionalProperties: true } },
 });
 
-export const verifyReport = { type: 'object', additionalProperties: true, description: "a feed's verify report: what was checked and any damage found" };
+export const verifyReport = {
+  type: 'object',
+  additionalProperties: true,
+  description: "a feed's verify report: what was checked and any damage found",
+};
 
 export const health = object({
   ok: { const: true },
   version: { type: 'string', description: "the server package's version" },
-  kernels: { type: 'string', enum: ['native', 'ts'], description: 'the kernels the store runs on: the native module, or the TypeScript twins when it did not load' },
-  storeFormat: { type: 'integer', description: "the data directory format this server reads and writes (the store marker's)" },
+  kernels: {
+    type: 'string',
+    enum: ['native', 'ts'],
+    description: 'the kernels the store runs on: the native module, or the TypeScript twins when it did not load',
+  },
+  storeFormat: {
+    type: 'integer',
+    description: "the data directory format this server reads and writes (the store marker's)",
+  },
 });

@@ -35,7 +35,13 @@ function lowerCaseHeaders(schema: Record<string, unknown>): Record<string, unkno
   const required = schema.required as string[] | undefined;
   return {
     ...schema,
-    ...(properties ? { properties: Object.fromEntries(Object.entries(properties).map(([name, value]) => [name.toLowerCase(), value])) } : {}),
+    ...(properties
+      ? {
+          properties: Object.fromEntries(
+            Object.entries(properties).map(([name, value]) => [name.toLowerCase(), value]),
+          ),
+        }
+      : {}),
     ...(required ? { required: required.map((name) => name.toLowerCase()) } : {}),
   };
 }
@@ -46,13 +52,17 @@ const accept: ValidateFunction = Object.assign(() => true, { errors: null }) as 
  * Sets the server's validator and serializer compilers (before any route is added);
  * `lookUpFeed` looks up the feed a request names, if it names one.
  */
-export function useRouteSchemaCompilers(app: FastifyInstance, lookUpFeed: (request: FastifyRequest) => Promise<unknown>): void {
+export function useRouteSchemaCompilers(
+  app: FastifyInstance,
+  lookUpFeed: (request: FastifyRequest) => Promise<unknown>,
+): void {
   const bodies = ajvWith({ coerceTypes: false });
   const parameters = ajvWith({ coerceTypes: 'array' });
   app.setValidatorCompiler((definition) => {
     const { schema, httpPart: part } = definition;
     const contentType = (definition as { contentType?: string }).contentType;
-    if (part === 'body') return contentType === undefined || contentType === 'application/json' ? bodies.compile(schema) : accept;
+    if (part === 'body')
+      return contentType === undefined || contentType === 'application/json' ? bodies.compile(schema) : accept;
     return parameters.compile(part === 'headers' ? lowerCaseHeaders(schema as Record<string, unknown>) : schema);
   });
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));

@@ -3,8 +3,9 @@
  * bytes of its own Content-Type, so they are documented as binary and never validated; the
  * protocol's facts travel in headers, declared on each request and answer.
  */
-import { statusOf as serverStatusOf } from './http-errors.js';
+
 import type { ErrorCode } from '@streamstack/engine';
+import { statusOf as serverStatusOf } from './http-errors.js';
 import { empty, headerSchema, pathSchema, querySchema, routeSchema } from './route-schemas.js';
 
 /** Where the protocol's statuses differ from the server's (http-errors.ts). */
@@ -65,7 +66,12 @@ export const append = routeSchema({
   headers: headerSchema(['Stream-Seq', 'Producer-Id', 'Producer-Epoch', 'Producer-Seq', 'Stream-Closed']),
   body: anyBody,
   responses: {
-    200: empty("a producer's data was written", { ...nextOffset, ...closed, 'Producer-Epoch': text('the epoch'), 'Producer-Seq': text('the last seq') }),
+    200: empty("a producer's data was written", {
+      ...nextOffset,
+      ...closed,
+      'Producer-Epoch': text('the epoch'),
+      'Producer-Seq': text('the last seq'),
+    }),
     204: empty('appended (a plain append, a duplicate, or a close alone)', { ...nextOffset, ...closed }),
   },
   errors: [...lookupErrors, 'INVALID_RECORD', 'STREAM_SEALED', 'CONTENT_TYPE_MISMATCH', 'SEQ_MISMATCH', 'FENCED'],
@@ -79,7 +85,12 @@ export const head = routeSchema({
   operation: 'read',
   params,
   responses: {
-    200: empty('the metadata', { ...nextOffset, ...closed, 'Stream-TTL': text('seconds'), 'Stream-Expires-At': text('an RFC 3339 time') }),
+    200: empty('the metadata', {
+      ...nextOffset,
+      ...closed,
+      'Stream-TTL': text('seconds'),
+      'Stream-Expires-At': text('an RFC 3339 time'),
+    }),
   },
   errors: lookupErrors,
   statusOf: protocolStatusOf,

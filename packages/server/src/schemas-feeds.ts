@@ -3,12 +3,17 @@
  * Body fields are typed as the engine takes them; a field of another type gets the code the
  * engine gave it before (a feed name `INVALID_NAME`, a cursor `CURSOR_OUT_OF_RANGE`).
  */
-import * as models from './schema-models.js';
+
 import { feedParams, headerSchema, json, jsonBody, ndjson, routeSchema } from './route-schemas.js';
+import * as models from './schema-models.js';
 
 /** A commit cursor in a body: any other value is refused as the engine refuses a bad cursor. */
 export const cursorField = { type: 'integer', 'x-error-code': 'CURSOR_OUT_OF_RANGE' };
-const feedName = { type: 'string', 'x-error-code': 'INVALID_NAME', description: "1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit" };
+const feedName = {
+  type: 'string',
+  'x-error-code': 'INVALID_NAME',
+  description: "1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+};
 const retentionBody = {
   type: 'object',
   properties: { maxAgeMs: { type: 'integer' }, maxRecords: { type: 'integer' }, maxBytes: { type: 'integer' } },
@@ -61,7 +66,10 @@ export const acquireLease = routeSchema({
   summary: 'acquire the lease',
   operation: 'lease',
   params: feedParams,
-  body: jsonBody({ required: ['holder'], properties: { holder: { type: 'string', description: 'who holds it (for people reading FeedInfo)' }, ttlMs } }),
+  body: jsonBody({
+    required: ['holder'],
+    properties: { holder: { type: 'string', description: 'who holds it (for people reading FeedInfo)' }, ttlMs },
+  }),
   responses: { 201: json('the grant: its token is the fencing token', models.leaseGrant) },
   errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'LEASE_HELD', 'READ_ONLY'],
 });
@@ -116,7 +124,12 @@ export const trim = routeSchema({
   summary: 'trim whole history segments',
   operation: 'admin',
   params: feedParams,
-  body: jsonBody({ properties: { before: { ...cursorField, description: 'trim commits before this one (default: as the policy says)' }, force: { type: 'boolean' } } }),
+  body: jsonBody({
+    properties: {
+      before: { ...cursorField, description: 'trim commits before this one (default: as the policy says)' },
+      force: { type: 'boolean' },
+    },
+  }),
   responses: { 200: json('what was removed', models.trimResult) },
   errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'CURSOR_OUT_OF_RANGE', 'READ_ONLY'],
 });
@@ -140,7 +153,11 @@ export const compactKeys = routeSchema({
   params: feedParams,
   body: jsonBody({
     required: ['horizon'],
-    properties: { horizon: cursorField, force: { type: 'boolean' }, keyless: { type: 'string', enum: ['keep', 'drop'] } },
+    properties: {
+      horizon: cursorField,
+      force: { type: 'boolean' },
+      keyless: { type: 'string', enum: ['keep', 'drop'] },
+    },
   }),
   responses: { 200: json('what the compaction did', models.keyCompactionResult) },
   errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'CURSOR_OUT_OF_RANGE', 'TRIMMED', 'READ_ONLY'],
@@ -149,14 +166,18 @@ export const compactKeys = routeSchema({
 export const exportRange = routeSchema({
   id: 'exportRange',
   tag: 'history',
-  summary: 'export a range as NDJSON, Arrow IPC or Parquet files with a manifest, into a directory under the export directory',
+  summary:
+    'export a range as NDJSON, Arrow IPC or Parquet files with a manifest, into a directory under the export directory',
   operation: 'admin',
   params: feedParams,
   body: jsonBody({
     required: ['format', 'to'],
     properties: {
       format: { type: 'string', enum: ['ndjson', 'arrow', 'parquet'] },
-      to: { type: 'string', description: 'a directory under the server’s --exports directory: segments of [A-Za-z0-9._-], no . or ..' },
+      to: {
+        type: 'string',
+        description: 'a directory under the server’s --exports directory: segments of [A-Za-z0-9._-], no . or ..',
+      },
       after: cursorField,
       upTo: cursorField,
       mode: { type: ['string', 'null'], enum: ['raw', 'dedup', 'latest', null] },

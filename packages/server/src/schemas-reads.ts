@@ -1,6 +1,7 @@
 /** Schemas of the read path (routes-read.ts). */
-import * as models from './schema-models.js';
+
 import { feedParams, headerSchema, json, ndjson, pathSchema, querySchema, routeSchema } from './route-schemas.js';
+import * as models from './schema-models.js';
 
 const cursorErrors = ['INVALID_NAME', 'FEED_NOT_FOUND', 'CURSOR_OUT_OF_RANGE', 'TRIMMED', 'COMPACTED'] as const;
 
@@ -48,12 +49,27 @@ export const records = routeSchema({
   operation: 'read',
   params: feedParams,
   headers: headerSchema(['Last-Event-ID']),
-  query: querySchema({ after: 'integer', upTo: 'integer', mode: 'string', type: 'list', tag: 'list', filter: 'json', limit: 'integer', plan: 'string', dedupScope: 'string', wait: 'integer' }),
+  query: querySchema({
+    after: 'integer',
+    upTo: 'integer',
+    mode: 'string',
+    type: 'list',
+    tag: 'list',
+    filter: 'json',
+    limit: 'integer',
+    plan: 'string',
+    dedupScope: 'string',
+    wait: 'integer',
+  }),
   responses: {
     200: {
-      description: 'the records: NDJSON, one record line a line (a failure after the status ends the body with one {"error": {…}} line); or, asked for, an event stream',
+      description:
+        'the records: NDJSON, one record line a line (a failure after the status ends the body with one {"error": {…}} line); or, asked for, an event stream',
       headers: ssHead,
-      content: { 'application/x-ndjson': { schema: { type: 'string' } }, 'text/event-stream': { schema: { type: 'string' } } },
+      content: {
+        'application/x-ndjson': { schema: { type: 'string' } },
+        'text/event-stream': { schema: { type: 'string' } },
+      },
     },
   },
   errors: cursorErrors,

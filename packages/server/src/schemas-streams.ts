@@ -1,9 +1,29 @@
 /** Schemas of the write path: streams and one-shot appends (routes-write.ts). */
+
+import {
+  conditionParameters,
+  feedParams,
+  headerSchema,
+  json,
+  jsonBody,
+  ndjson,
+  querySchema,
+  recordsBody,
+  routeSchema,
+  streamParams,
+} from './route-schemas.js';
 import * as models from './schema-models.js';
-import { conditionParameters, feedParams, headerSchema, json, jsonBody, ndjson, querySchema, recordsBody, routeSchema, streamParams } from './route-schemas.js';
 
 const fencing = headerSchema(['SS-Fencing-Token'], ['SS-Fencing-Token']);
-const writeErrors = ['INVALID_NAME', 'FEED_NOT_FOUND', 'STREAM_NOT_FOUND', 'FENCED', 'LEASE_EXPIRED', 'STREAM_SEALED', 'READ_ONLY'] as const;
+const writeErrors = [
+  'INVALID_NAME',
+  'FEED_NOT_FOUND',
+  'STREAM_NOT_FOUND',
+  'FENCED',
+  'LEASE_EXPIRED',
+  'STREAM_SEALED',
+  'READ_ONLY',
+] as const;
 
 export const openStream = routeSchema({
   id: 'openStream',
@@ -84,5 +104,16 @@ export const appendOneShot = routeSchema({
   query: querySchema({ message: 'string', ...conditionParameters }),
   body: recordsBody,
   responses: { 201: json('the commit', models.commit) },
-  errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'INVALID_RECORD', 'RECORD_TOO_LARGE', 'TYPE_LIMIT', 'FENCED', 'LEASE_HELD', 'LEASE_EXPIRED', 'CONDITION_FAILED', 'READ_ONLY'],
+  errors: [
+    'INVALID_NAME',
+    'FEED_NOT_FOUND',
+    'INVALID_RECORD',
+    'RECORD_TOO_LARGE',
+    'TYPE_LIMIT',
+    'FENCED',
+    'LEASE_HELD',
+    'LEASE_EXPIRED',
+    'CONDITION_FAILED',
+    'READ_ONLY',
+  ],
 });

@@ -1,6 +1,7 @@
 /** Schemas of the subscription routes (routes-subscriptions.ts). */
-import * as models from './schema-models.js';
+
 import { feedParams, json, jsonBody, ndjson, querySchema, routeSchema, subscriptionParams } from './route-schemas.js';
+import * as models from './schema-models.js';
 import { cursorField } from './schemas-feeds.js';
 
 const errors = ['INVALID_NAME', 'FEED_NOT_FOUND', 'SUBSCRIPTION_NOT_FOUND'] as const;
@@ -14,10 +15,21 @@ export const create = routeSchema({
   params: feedParams,
   body: jsonBody({
     required: ['name'],
-    properties: { name: { type: 'string', 'x-error-code': 'INVALID_NAME', description: 'follows the rules of feed names' }, after: cursorField },
+    properties: {
+      name: { type: 'string', 'x-error-code': 'INVALID_NAME', description: 'follows the rules of feed names' },
+      after: cursorField,
+    },
   }),
   responses: { 201: json('the new subscription', models.subscriptionInfo) },
-  errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'SUBSCRIPTION_EXISTS', 'CURSOR_OUT_OF_RANGE', 'TRIMMED', 'COMPACTED', 'READ_ONLY'],
+  errors: [
+    'INVALID_NAME',
+    'FEED_NOT_FOUND',
+    'SUBSCRIPTION_EXISTS',
+    'CURSOR_OUT_OF_RANGE',
+    'TRIMMED',
+    'COMPACTED',
+    'READ_ONLY',
+  ],
 });
 
 export const list = routeSchema({

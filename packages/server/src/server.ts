@@ -13,26 +13,31 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
-import { limits, storeFormatVersion, StreamStackError, type Store } from '@streamstack/engine';
+import { limits, type Store, StreamStackError, storeFormatVersion } from '@streamstack/engine';
+import fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify';
 import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
-import { feedParam, ServerContext, type LiveSettings, type RouteConfig } from './context.js';
+import { BodyGate } from './body-gate.js';
+import { feedParam, type LiveSettings, type RouteConfig, ServerContext } from './context.js';
 import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
+import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
 import { filterMetricsText, ServerMetrics } from './metrics.js';
 import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
-import { BodyGate } from './body-gate.js';
-import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
 import { RequestGuards } from './request-guards.js';
 import { bearerScheme, finishDocument } from './route-schemas.js';
-import { useRouteSchemaCompilers } from './schema-validation.js';
-import * as serviceSchemas from './schemas-service.js';
-import { addDurableStreamRoutes, durableStreamDefaults, type DurableStreamSettings } from './routes-durable-streams.js';
+import { addDurableStreamRoutes, type DurableStreamSettings, durableStreamDefaults } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
 import { addReadRoutes } from './routes-read.js';
 import { addSubscriptionRoutes } from './routes-subscriptions.js';
 import { addWriteRoutes } from './routes-write.js';
+import { useRouteSchemaCompilers } from './schema-validation.js';
+import * as serviceSchemas from './schemas-service.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -80,7 +85,12 @@ export interface ServerOptions {
 export const bodyLimitDefault = 64 * 1024 * 1024;
 
 /** Headers that hold secrets: pino replaces them before a log line is written. */
-const redactedPaths = ['req.headers.authorization', 'req.headers["ss-fencing-token"]', 'headers.authorization', 'headers["ss-fencing-token"]'];
+const redactedPaths = [
+  'req.headers.authorization',
+  'req.headers["ss-fencing-token"]',
+  'headers.authorization',
+  'headers["ss-fencing-token"]',
+];
 
 /** A route fastify serves: its method and its path as fastify writes it (`/v1/feeds/:feed`). */
 export interface ServedRoute {
@@ -126,7 +136,13 @@ function collectRoutes(app: FastifyInstance): () => ServedRoute[] {
   // Read when asked, after every route is in: a GET's HEAD twin is known by its handler.
   return () =>
     routes
-      .filter((route) => !(route.method === 'HEAD' && routes.some((other) => other.method === 'GET' && other.url === route.url && other.handler === route.handler)))
+      .filter(
+        (route) =>
+          !(
+            route.method === 'HEAD' &&
+            routes.some((other) => other.method === 'GET' && other.url === route.url && other.handler === route.handler)
+          ),
+      )
       .map(({ method, url }) => ({ method, url }));
 }
 
@@ -154,15 +170,23 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     // would otherwise answer bodies of their own: both get the error shape and a stable code.
     clientErrorHandler: answerClientError,
     frameworkErrors: (error, _request, reply: FastifyReply) => {
-      const typed = new StreamStackError('INVALID_ARGUMENT', `the request URL cannot be decoded: ${error.message}`, { details: { reason: error.code } });
+      const typed = new StreamStackError('INVALID_ARGUMENT', `the request URL cannot be decoded: ${error.message}`, {
+        details: { reason: error.code },
+      });
       return reply.code(statusOf(typed.code)).type('application/json').send(errorBody(typed));
     },
   });
   // The metrics read the context's open feeds at scrape time, and the context holds the metrics.
   const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
-  const ctx = new ServerContext(store, metrics, { heartbeatMs: options.live?.heartbeatMs ?? 15_000, waitSecondsMax: options.live?.waitSecondsMax ?? 300 });
+  const ctx = new ServerContext(store, metrics, {
+    heartbeatMs: options.live?.heartbeatMs ?? 15_000,
+    waitSecondsMax: options.live?.waitSecondsMax ?? 300,
+  });
   const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
-  const guards = new RequestGuards({ allowedHosts: options.allowedHosts ?? [], corsOrigins: options.corsOrigins ?? [] });
+  const guards = new RequestGuards({
+    allowedHosts: options.allowedHosts ?? [],
+    corsOrigins: options.corsOrigins ?? [],
+  });
 
   // Writes take only their documented types: NDJSON for records, JSON for the rest. fastify's
   // own text/plain parser goes, since text/plain is what a cross-site page can POST without a
@@ -177,10 +201,13 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     bodyRetryAfterSeconds,
   );
   app.addContentTypeParser(ndjsonTypes, async (request: FastifyRequest, payload: Readable) =>
-    gate.reading(request.headers['content-length'], bodyLimit, () => recordsOfStream(payload, { recordsMax: limits.batchRecordsMax, bytesMax: bodyLimit })),
+    gate.reading(request.headers['content-length'], bodyLimit, () =>
+      recordsOfStream(payload, { recordsMax: limits.batchRecordsMax, bytesMax: bodyLimit }),
+    ),
   );
   // A Durable Stream's body is its own bytes, kept whole: it takes its room in the same gate.
-  const streamBody = (request: FastifyRequest, payload: Readable) => gate.reading(request.headers['content-length'], bodyLimit, () => bytesOfStream(payload, bodyLimit));
+  const streamBody = (request: FastifyRequest, payload: Readable) =>
+    gate.reading(request.headers['content-length'], bodyLimit, () => bytesOfStream(payload, bodyLimit));
 
   app.setErrorHandler((error, request, reply) => {
     const typed = typedRequestError(error);
@@ -204,13 +231,17 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     if (!auth || config.operation === undefined) return;
     request.grant = auth.authenticate(request.headers.authorization);
     if (config.scope === 'any') {
-      if (!request.grant.operations.includes(config.operation)) auth.authorize(request.grant, config.operation, undefined);
+      if (!request.grant.operations.includes(config.operation))
+        auth.authorize(request.grant, config.operation, undefined);
       return;
     }
     auth.authorize(request.grant, config.operation, feedParam(request));
   });
   app.addHook('onResponse', async (request, reply) => {
-    metrics.requestSeconds.observe({ method: request.method, route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    metrics.requestSeconds.observe(
+      { method: request.method, route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
   });
 
   // What the handlers look up before they read a body or a header: the feed, then the stream
@@ -232,26 +263,46 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     },
     // The option's type is a union over swagger and openapi modes that a plain function does not satisfy.
     transform: nameWildcard as never,
-    transformObject: (document) => ('openapiObject' in document ? finishDocument(document.openapiObject) : document.swaggerObject),
+    transformObject: (document) =>
+      'openapiObject' in document ? finishDocument(document.openapiObject) : document.swaggerObject,
   });
   addFeedRoutes(app, ctx, auth);
   addWriteRoutes(app, ctx);
   addReadRoutes(app, ctx);
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
-  await addDurableStreamRoutes(app, ctx, auth, streamBody, { ...durableStreamDefaults, ...options.durableStreams }, guards.corsEnabled);
+  await addDurableStreamRoutes(
+    app,
+    ctx,
+    auth,
+    streamBody,
+    { ...durableStreamDefaults, ...options.durableStreams },
+    guards.corsEnabled,
+  );
   // The document leaves itself out: it is what a client is generated from, not a call it makes.
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/metrics', { schema: serviceSchemas.metrics, config: auth ? { operation: 'admin', scope: 'any' } : {} }, async (request, reply) => {
-    const text = await metrics.registry.metrics();
-    const grant = request.grant;
-    // Without tokens the server is local-only and everything is shown; a token sees its feeds.
-    const visible = grant === undefined ? text : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
-    return reply.type(metrics.registry.contentType).send(visible);
-  });
+  app.get(
+    '/metrics',
+    { schema: serviceSchemas.metrics, config: auth ? { operation: 'admin', scope: 'any' } : {} },
+    async (request, reply) => {
+      const text = await metrics.registry.metrics();
+      const grant = request.grant;
+      // Without tokens the server is local-only and everything is shown; a token sees its feeds.
+      const visible =
+        grant === undefined
+          ? text
+          : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
+      return reply.type(metrics.registry.contentType).send(visible);
+    },
+  );
   // What an operator checks first: that the server answers, which kernels it runs on (the native
   // ones, or the TypeScript twins after the native module failed to load) and which store format.
-  app.get('/health', { schema: serviceSchemas.health }, async () => ({ ok: true, version: serverVersion, kernels: store.kernels.name, storeFormat: storeFormatVersion }));
+  app.get('/health', { schema: serviceSchemas.health }, async () => ({
+    ok: true,
+    version: serverVersion,
+    kernels: store.kernels.name,
+    storeFormat: storeFormatVersion,
+  }));
 
   let closing: Promise<void> | undefined;
   return {
@@ -261,7 +312,11 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     async listen(listenOptions = {}) {
       const host = listenOptions.host ?? '127.0.0.1';
       if (!auth && !isLoopback(host)) {
-        throw new StreamStackError('INVALID_ARGUMENT', `without a token file the server listens on loopback only, not ${host} (give --tokens FILE)`, { details: { host } });
+        throw new StreamStackError(
+          'INVALID_ARGUMENT',
+          `without a token file the server listens on loopback only, not ${host} (give --tokens FILE)`,
+          { details: { host } },
+        );
       }
       // A server listening on a name answers requests that name it.
       guards.allowHost(host);

@@ -58,19 +58,17 @@ impl Control {
     pub fn serve(&self, listener: UnixListener) {
         for stream in listener.incoming() {
             match stream {
-                Ok(stream) => {
-                    match self.client(stream) {
-                        Err(error)
-                            if !matches!(
-                                error.kind(),
-                                io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
-                            ) =>
-                        {
-                            eprintln!("powerloss-fs: control client: {error}");
-                        }
-                        _ => {}
+                Ok(stream) => match self.client(stream) {
+                    Err(error)
+                        if !matches!(
+                            error.kind(),
+                            io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                        ) =>
+                    {
+                        eprintln!("powerloss-fs: control client: {error}");
                     }
-                }
+                    _ => {}
+                },
                 Err(error) => eprintln!("powerloss-fs: control socket: {error}"),
             }
         }
@@ -98,7 +96,10 @@ impl Control {
     }
 
     fn run(&self, command: Command, writer: &mut UnixStream) -> io::Result<String> {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if state.dead {
             return Ok("error the power is already lost".to_string());
         }
@@ -115,7 +116,10 @@ impl Control {
             }
             Command::LosePower { torn } => {
                 drop(state);
-                let _exiting = self.exiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let _exiting = self
+                    .exiting
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
                 let reply = self.power_off(torn);
                 writeln!(writer, "{reply}")?;
                 writer.flush()?;
@@ -127,7 +131,10 @@ impl Control {
     /// Loses the power and detaches the mount; returns the reply. The caller then calls `exit`.
     fn power_off(&self, torn: bool) -> String {
         let report = {
-            let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut state = self
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             if state.dead {
                 return "error the power is already lost".to_string();
             }
@@ -155,7 +162,10 @@ impl Control {
     /// --exit-with-parent) is a power loss: nothing unsynced survives, the mount is detached.
     pub fn on_signal(&self, signal: i32) -> ! {
         eprintln!("powerloss-fs: signal {signal}");
-        let _exiting = self.exiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _exiting = self
+            .exiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let reply = self.power_off(false);
         self.exit(&reply);
     }
@@ -171,7 +181,10 @@ fn detach(mount: &Path) {
     }
     match Process::new("fusermount3").arg("-uz").arg(mount).status() {
         Ok(status) if status.success() => {}
-        other => eprintln!("powerloss-fs: could not detach {}: {other:?}", mount.display()),
+        other => eprintln!(
+            "powerloss-fs: could not detach {}: {other:?}",
+            mount.display()
+        ),
     }
 }
 
@@ -185,7 +198,10 @@ mod tests {
         assert_eq!(parse(" stats "), Ok(Command::Stats));
         assert_eq!(parse("fail-fsync 3"), Ok(Command::FailFsync(3)));
         assert_eq!(parse("lose-power"), Ok(Command::LosePower { torn: false }));
-        assert_eq!(parse("lose-power torn"), Ok(Command::LosePower { torn: true }));
+        assert_eq!(
+            parse("lose-power torn"),
+            Ok(Command::LosePower { torn: true })
+        );
         assert!(parse("fail-fsync 0").is_err());
         assert!(parse("fail-fsync x").is_err());
         assert!(parse("lose-power softly").is_err());

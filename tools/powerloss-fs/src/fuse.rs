@@ -15,9 +15,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
 };
 
 use crate::model::{errno, Body, State};
@@ -35,7 +36,9 @@ impl PowerlossFs {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs `f` on the state unless the power is lost: then every request fails with EIO.
@@ -57,7 +60,11 @@ impl PowerlossFs {
 fn attr(state: &State, ino: u64) -> io::Result<FileAttr> {
     let node = state.node(ino)?;
     let (kind, size, nlink) = match &node.body {
-        Body::File(file) => (FileType::RegularFile, file.overlay.size(), u32::from(node.is_linked())),
+        Body::File(file) => (
+            FileType::RegularFile,
+            file.overlay.size(),
+            u32::from(node.is_linked()),
+        ),
         Body::Dir(_) => (FileType::Directory, 4096, 2),
     };
     Ok(FileAttr {
@@ -165,7 +172,16 @@ impl Filesystem for PowerlossFs {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             reply.error(Errno::EPERM); // only regular files
             return;
@@ -179,7 +195,15 @@ impl Filesystem for PowerlossFs {
         }
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         match self.with(|s| {
             let ino = s.mkdir(parent.0, name, mode & !umask, req.uid(), req.gid())?;
             attr(s, ino)
@@ -263,7 +287,11 @@ impl Filesystem for PowerlossFs {
         match self.with(|s| {
             // The kernel places O_APPEND writes at the size it has cached, which is stale after a
             // failed fsync dropped data; like Linux's pwrite on an O_APPEND file, append here.
-            let offset = if flags.0 & libc::O_APPEND != 0 { s.size(ino.0)? } else { offset };
+            let offset = if flags.0 & libc::O_APPEND != 0 {
+                s.size(ino.0)?
+            } else {
+                offset
+            };
             s.write(ino.0, offset, data)?;
             if flags.0 & libc::O_DSYNC != 0 {
                 s.sync_data(ino.0)?; // O_SYNC and O_DSYNC writes are durable when they return
@@ -275,7 +303,14 @@ impl Filesystem for PowerlossFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // close() writes nothing back: unsynced data stays unsynced.
         reply.ok();
     }
@@ -294,7 +329,14 @@ impl Filesystem for PowerlossFs {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match self.with(|s| s.fsync_file(ino.0)) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
@@ -313,11 +355,22 @@ impl Filesystem for PowerlossFs {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         match self.with(|s| s.list(ino.0, fh.0, offset)) {
             Ok(entries) => {
                 for (index, (child, is_dir, name)) in entries.into_iter().enumerate() {
-                    let kind = if is_dir { FileType::Directory } else { FileType::RegularFile };
+                    let kind = if is_dir {
+                        FileType::Directory
+                    } else {
+                        FileType::RegularFile
+                    };
                     if reply.add(INodeNo(child), offset + index as u64 + 1, kind, &name) {
                         break;
                     }
@@ -328,12 +381,26 @@ impl Filesystem for PowerlossFs {
         }
     }
 
-    fn releasedir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         self.lock().release(ino.0, fh.0);
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match self.with(|s| s.fsync_dir(ino.0)) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
@@ -363,7 +430,16 @@ impl Filesystem for PowerlossFs {
         }
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         match self.with(|s| {
             let ino = match s.lookup(parent.0, name) {
                 Ok(existing) => {
@@ -412,7 +488,9 @@ impl Filesystem for PowerlossFs {
             return;
         }
         match self.with(|s| {
-            let end = offset.checked_add(length).ok_or_else(|| errno(libc::EFBIG))?;
+            let end = offset
+                .checked_add(length)
+                .ok_or_else(|| errno(libc::EFBIG))?;
             let size = match &s.node(ino.0)?.body {
                 Body::File(file) => file.overlay.size(),
                 Body::Dir(_) => return Err(errno(libc::EISDIR)),

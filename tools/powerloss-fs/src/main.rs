@@ -18,7 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::{Config, MountOption, Session};
 
-const USAGE: &str = "usage: powerloss-fs --backing DIR --mount MNT --control SOCKET [--seed N] [--exit-with-parent]
+const USAGE: &str =
+    "usage: powerloss-fs --backing DIR --mount MNT --control SOCKET [--seed N] [--exit-with-parent]
 
 Mounts MNT as a view of DIR that keeps unsynced writes and name changes in memory until an
 fsync makes them durable. Commands, one a line, on the Unix socket SOCKET:
@@ -55,7 +56,10 @@ fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> 
             "--control" => control = Some(PathBuf::from(value)),
             "--seed" => {
                 let text = value.to_string_lossy();
-                seed = Some(text.parse::<u64>().map_err(|_| format!("--seed needs a number, not {text:?}"))?);
+                seed = Some(
+                    text.parse::<u64>()
+                        .map_err(|_| format!("--seed needs a number, not {text:?}"))?,
+                );
             }
             other => return Err(format!("unknown option {other}")),
         }
@@ -91,7 +95,9 @@ fn run(args: Args) -> io::Result<()> {
     let backing = fs::canonicalize(&args.backing)?;
     let mount = fs::canonicalize(&args.mount)?;
     if mount.starts_with(&backing) || backing.starts_with(&mount) {
-        return Err(io::Error::other("the mount and the backing directory must not contain each other"));
+        return Err(io::Error::other(
+            "the mount and the backing directory must not contain each other",
+        ));
     }
     raise_open_file_limit();
     // Before any thread starts, so that every thread inherits the mask: the signals are taken by
@@ -106,7 +112,9 @@ fn run(args: Args) -> io::Result<()> {
         }
     }
     let seed = args.seed.unwrap_or_else(|| {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         now.as_nanos() as u64 ^ u64::from(std::process::id())
     });
     eprintln!("powerloss-fs: seed {seed}");
@@ -126,7 +134,11 @@ fn run(args: Args) -> io::Result<()> {
         MountOption::Subtype("powerloss-fs".to_string()),
         MountOption::DefaultPermissions,
     ];
-    let session = Session::new(fuse::PowerlossFs::new(state.clone(), backing), &mount, &config)?;
+    let session = Session::new(
+        fuse::PowerlossFs::new(state.clone(), backing),
+        &mount,
+        &config,
+    )?;
 
     let exiting = Arc::new(Mutex::new(()));
     let control = Arc::new(control::Control {
@@ -139,18 +151,22 @@ fn run(args: Args) -> io::Result<()> {
     std::thread::Builder::new()
         .name("control".to_string())
         .spawn(move || serving.serve(listener))?;
-    std::thread::Builder::new().name("signals".to_string()).spawn(move || {
-        let mut signal = 0;
-        // SAFETY: `signals` is an initialized set and `signal` a valid place for the result.
-        while unsafe { libc::sigwait(&signals, &mut signal) } != 0 {}
-        control.on_signal(signal)
-    })?;
+    std::thread::Builder::new()
+        .name("signals".to_string())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `signals` is an initialized set and `signal` a valid place for the result.
+            while unsafe { libc::sigwait(&signals, &mut signal) } != 0 {}
+            control.on_signal(signal)
+        })?;
 
     println!("ready");
     io::stdout().flush()?;
     let result = session.run();
     // After a power loss the control thread ends the process, once it has replied.
-    let _exiting = exiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _exiting = exiting
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let _ = fs::remove_file(&args.control);
     result
 }
@@ -177,7 +193,8 @@ fn raise_open_file_limit() {
     };
     // SAFETY: `limit` is a valid rlimit for getrlimit to fill and setrlimit to read.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
             limit.rlim_cur = limit.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
@@ -194,7 +211,17 @@ mod tests {
 
     #[test]
     fn parses_the_options() {
-        let parsed = args(&["--backing", "b", "--mount", "m", "--control", "c", "--seed", "7"]).unwrap();
+        let parsed = args(&[
+            "--backing",
+            "b",
+            "--mount",
+            "m",
+            "--control",
+            "c",
+            "--seed",
+            "7",
+        ])
+        .unwrap();
         assert_eq!(
             parsed,
             Args {
@@ -205,10 +232,37 @@ mod tests {
                 exit_with_parent: false,
             }
         );
-        assert!(args(&["--exit-with-parent", "--backing", "b", "--mount", "m", "--control", "c"]).unwrap().exit_with_parent);
-        assert_eq!(args(&["--backing", "b", "--mount", "m", "--control", "c"]).unwrap().seed, None);
+        assert!(
+            args(&[
+                "--exit-with-parent",
+                "--backing",
+                "b",
+                "--mount",
+                "m",
+                "--control",
+                "c"
+            ])
+            .unwrap()
+            .exit_with_parent
+        );
+        assert_eq!(
+            args(&["--backing", "b", "--mount", "m", "--control", "c"])
+                .unwrap()
+                .seed,
+            None
+        );
         assert!(args(&["--backing", "b", "--mount", "m"]).is_err());
-        assert!(args(&["--backing", "b", "--mount", "m", "--control", "c", "--seed", "x"]).is_err());
+        assert!(args(&[
+            "--backing",
+            "b",
+            "--mount",
+            "m",
+            "--control",
+            "c",
+            "--seed",
+            "x"
+        ])
+        .is_err());
         assert!(args(&["--backing"]).is_err());
         assert!(args(&["--frobnicate", "1"]).is_err());
     }

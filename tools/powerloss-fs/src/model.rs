@@ -304,7 +304,10 @@ impl State {
     }
 
     pub fn lookup(&mut self, parent: u64, name: &OsStr) -> io::Result<u64> {
-        self.entries(parent)?.get(name).copied().ok_or_else(|| errno(libc::ENOENT))
+        self.entries(parent)?
+            .get(name)
+            .copied()
+            .ok_or_else(|| errno(libc::ENOENT))
     }
 
     /// The path of a node's durable name in the backing directory, if it has one.
@@ -318,18 +321,23 @@ impl State {
     }
 
     fn is_durable(&self, ino: u64) -> bool {
-        self.nodes.get(&ino).is_some_and(|node| node.durable_link != DurableLink::Gone)
+        self.nodes
+            .get(&ino)
+            .is_some_and(|node| node.durable_link != DurableLink::Gone)
     }
 
     /// Whether a node's durable name is its volatile name.
     fn is_settled(&self, ino: u64) -> bool {
         ino == ROOT
-            || self.nodes.get(&ino).is_some_and(|node| match (&node.link, &node.durable_link) {
-                (Some((parent, name)), DurableLink::At(durable_parent, durable_name)) => {
-                    parent == durable_parent && name == durable_name
-                }
-                _ => false,
-            })
+            || self
+                .nodes
+                .get(&ino)
+                .is_some_and(|node| match (&node.link, &node.durable_link) {
+                    (Some((parent, name)), DurableLink::At(durable_parent, durable_name)) => {
+                        parent == durable_parent && name == durable_name
+                    }
+                    _ => false,
+                })
     }
 
     /// A directory that can still get entries: the root, or one with a volatile name.
@@ -346,7 +354,15 @@ impl State {
 
     // ---- volatile operations ---------------------------------------------------------------
 
-    fn add_node(&mut self, parent: u64, name: &OsStr, body: Body, perm: u32, uid: u32, gid: u32) -> io::Result<u64> {
+    fn add_node(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        body: Body,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    ) -> io::Result<u64> {
         if name.len() > 255 {
             return Err(errno(libc::ENAMETOOLONG));
         }
@@ -385,7 +401,14 @@ impl State {
         }
     }
 
-    pub fn create_file(&mut self, parent: u64, name: &OsStr, perm: u32, uid: u32, gid: u32) -> io::Result<u64> {
+    pub fn create_file(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    ) -> io::Result<u64> {
         let body = Body::File(FileNode {
             overlay: Overlay::new(0),
             durable: None,
@@ -394,7 +417,14 @@ impl State {
         self.add_node(parent, name, body, perm, uid, gid)
     }
 
-    pub fn mkdir(&mut self, parent: u64, name: &OsStr, perm: u32, uid: u32, gid: u32) -> io::Result<u64> {
+    pub fn mkdir(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    ) -> io::Result<u64> {
         let body = Body::Dir(DirNode {
             entries: Some(BTreeMap::new()),
             durable: BTreeMap::new(),
@@ -442,7 +472,14 @@ impl State {
         }
     }
 
-    pub fn rename(&mut self, parent: u64, name: &OsStr, new_parent: u64, new_name: &OsStr, flags: u32) -> io::Result<()> {
+    pub fn rename(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        new_parent: u64,
+        new_name: &OsStr,
+        flags: u32,
+    ) -> io::Result<()> {
         if flags & !libc::RENAME_NOREPLACE != 0 {
             return Err(errno(libc::EINVAL)); // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported
         }
@@ -473,7 +510,9 @@ impl State {
             match (moving_dir, self.node(replaced)?.is_dir()) {
                 (false, true) => return Err(errno(libc::EISDIR)),
                 (true, false) => return Err(errno(libc::ENOTDIR)),
-                (true, true) if !self.entries(replaced)?.is_empty() => return Err(errno(libc::ENOTEMPTY)),
+                (true, true) if !self.entries(replaced)?.is_empty() => {
+                    return Err(errno(libc::ENOTEMPTY))
+                }
                 _ => {}
             }
         }
@@ -507,17 +546,33 @@ impl State {
 
     /// The entries of directory `ino` from `offset` on ("." and ".." first); a listing is taken
     /// when a read starts at offset 0 and served from for the rest of the handle's reads.
-    pub fn list(&mut self, ino: u64, handle: u64, offset: u64) -> io::Result<Vec<(u64, bool, OsString)>> {
+    pub fn list(
+        &mut self,
+        ino: u64,
+        handle: u64,
+        offset: u64,
+    ) -> io::Result<Vec<(u64, bool, OsString)>> {
         if offset == 0 || !self.listings.contains_key(&handle) {
             let up = self.node(ino)?.link.as_ref().map_or(ROOT, |(up, _)| *up);
-            let mut listing = vec![(ino, true, OsString::from(".")), (up, true, OsString::from(".."))];
-            let children: Vec<(OsString, u64)> = self.entries(ino)?.iter().map(|(n, i)| (n.clone(), *i)).collect();
+            let mut listing = vec![
+                (ino, true, OsString::from(".")),
+                (up, true, OsString::from("..")),
+            ];
+            let children: Vec<(OsString, u64)> = self
+                .entries(ino)?
+                .iter()
+                .map(|(n, i)| (n.clone(), *i))
+                .collect();
             for (name, child) in children {
                 listing.push((child, self.node(child)?.is_dir(), name));
             }
             self.listings.insert(handle, listing);
         }
-        Ok(self.listings[&handle].iter().skip(offset as usize).cloned().collect())
+        Ok(self.listings[&handle]
+            .iter()
+            .skip(offset as usize)
+            .cloned()
+            .collect())
     }
 
     // ---- data ------------------------------------------------------------------------------
@@ -537,13 +592,15 @@ impl State {
     pub fn read(&mut self, ino: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
         self.open_durable(ino)?;
         let file = self.file_mut(ino)?;
-        file.overlay.read(offset, size, &Durable(file.durable.as_ref()))
+        file.overlay
+            .read(offset, size, &Durable(file.durable.as_ref()))
     }
 
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> io::Result<()> {
         self.open_durable(ino)?;
         let file = self.file_mut(ino)?;
-        file.overlay.write(offset, data, &Durable(file.durable.as_ref()))?;
+        file.overlay
+            .write(offset, data, &Durable(file.durable.as_ref()))?;
         self.counters.writes += 1;
         self.counters.bytes_written += data.len() as u64;
         self.touch(ino);
@@ -691,7 +748,9 @@ impl State {
                 // keeps a directory from moving into its own durable subtree.
                 self.settle_path(parent, batch)?;
                 if !self.is_durable(parent) {
-                    return Err(io::Error::other("a parent directory could not be made durable"));
+                    return Err(io::Error::other(
+                        "a parent directory could not be made durable",
+                    ));
                 }
                 let parent_path = self.durable_path(parent).ok_or_else(|| errno(libc::EIO))?;
                 let destination = parent_path.join(&name);
@@ -742,9 +801,11 @@ impl State {
 
     fn move_to_limbo(&mut self, ino: u64) -> io::Result<()> {
         let source = self.durable_path(ino).ok_or_else(|| errno(libc::EIO))?;
-        let limbo = self
-            .backing
-            .join(format!(".powerloss-fs-limbo-{}-{}", std::process::id(), self.next_limbo));
+        let limbo = self.backing.join(format!(
+            ".powerloss-fs-limbo-{}-{}",
+            std::process::id(),
+            self.next_limbo
+        ));
         self.next_limbo += 1;
         fs::rename(&source, &limbo)?;
         self.drop_durable_entry(ino)?;
@@ -865,7 +926,9 @@ impl State {
         let mut files: Vec<u64> = self
             .nodes
             .iter()
-            .filter(|(_, node)| node.link.is_some() && matches!(&node.body, Body::File(f) if f.overlay.is_dirty()))
+            .filter(|(_, node)| {
+                node.link.is_some() && matches!(&node.body, Body::File(f) if f.overlay.is_dirty())
+            })
             .map(|(ino, _)| *ino)
             .collect();
         files.sort_unstable();
@@ -875,12 +938,19 @@ impl State {
         let mut dirs: Vec<(usize, u64)> = self
             .nodes
             .iter()
-            .filter(|(ino, node)| (**ino == ROOT || node.link.is_some()) && matches!(&node.body, Body::Dir(d) if d.entries.is_some()))
+            .filter(|(ino, node)| {
+                (**ino == ROOT || node.link.is_some())
+                    && matches!(&node.body, Body::Dir(d) if d.entries.is_some())
+            })
             .map(|(ino, _)| (self.depth(*ino), *ino))
             .collect();
         dirs.sort_unstable();
         for (_, ino) in dirs {
-            if self.nodes.get(&ino).is_some_and(|node| ino == ROOT || node.link.is_some()) {
+            if self
+                .nodes
+                .get(&ino)
+                .is_some_and(|node| ino == ROOT || node.link.is_some())
+            {
                 self.sync_dir(ino)?;
             }
         }
@@ -910,7 +980,10 @@ impl State {
                 report.dropped_names += self.entry_differences_if_loaded(ino);
                 continue;
             }
-            let named = matches!(self.node(ino)?.durable_link, DurableLink::At(..) | DurableLink::Root);
+            let named = matches!(
+                self.node(ino)?.durable_link,
+                DurableLink::At(..) | DurableLink::Root
+            );
             let pages = match &self.node(ino)?.body {
                 Body::File(file) => file.overlay.dirty_pages(),
                 Body::Dir(_) => 0,
@@ -923,11 +996,12 @@ impl State {
             let outcome = self.open_durable(ino).and_then(|()| {
                 let file = self.file_mut(ino)?;
                 let durable = file.durable.as_ref().ok_or_else(|| errno(libc::EIO))?;
-                file.overlay.write_torn(&mut Durable(Some(durable)), &mut || {
-                    let keep = rng.coin();
-                    written += usize::from(keep);
-                    keep
-                })
+                file.overlay
+                    .write_torn(&mut Durable(Some(durable)), &mut || {
+                        let keep = rng.coin();
+                        written += usize::from(keep);
+                        keep
+                    })
             });
             if let Err(error) = outcome {
                 eprintln!("powerloss-fs: torn write to node {ino} failed: {error}");
@@ -994,8 +1068,17 @@ fn anonymous_file(directory: &Path) -> io::Result<(File, bool)> {
         return Ok((file, true));
     }
     for attempt in 0..100u32 {
-        let path = directory.join(format!(".powerloss-fs-anon-{}-{attempt}", std::process::id()));
-        match OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path) {
+        let path = directory.join(format!(
+            ".powerloss-fs-anon-{}-{attempt}",
+            std::process::id()
+        ));
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
             Ok(file) => {
                 fs::remove_file(&path)?;
                 return Ok((file, false));
@@ -1047,7 +1130,8 @@ mod tests {
     use std::collections::btree_map;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("powerloss-fs-model-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("powerloss-fs-model-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
@@ -1073,11 +1157,18 @@ mod tests {
         let file = state.create_file(ROOT, name("a"), 0o644, 0, 0).unwrap();
         state.write(file, 0, b"hello").unwrap();
         state.fsync_file(file).unwrap();
-        assert!(listing(&dir).is_empty(), "an fsync'd file without a directory fsync has no name");
+        assert!(
+            listing(&dir).is_empty(),
+            "an fsync'd file without a directory fsync has no name"
+        );
         state.write(file, 5, b" world").unwrap();
         state.fsync_dir(ROOT).unwrap();
         assert_eq!(listing(&dir), ["a"]);
-        assert_eq!(fs::read(dir.join("a")).unwrap(), b"hello", "the name brings the synced data only");
+        assert_eq!(
+            fs::read(dir.join("a")).unwrap(),
+            b"hello",
+            "the name brings the synced data only"
+        );
         assert_eq!(state.read(file, 0, 100).unwrap(), b"hello world");
         state.fsync_file(file).unwrap();
         assert_eq!(fs::read(dir.join("a")).unwrap(), b"hello world");
@@ -1101,12 +1192,16 @@ mod tests {
         assert_eq!(fs::read(dir.join("x")).unwrap(), b"y");
         assert_eq!(fs::read(dir.join("y")).unwrap(), b"x");
         // A rename into another directory is whole once the target directory is synced.
-        state.rename(ROOT, name("x"), sub, name("moved"), 0).unwrap();
+        state
+            .rename(ROOT, name("x"), sub, name("moved"), 0)
+            .unwrap();
         state.fsync_dir(sub).unwrap();
         assert_eq!(listing(&dir), ["sub", "y"]);
         assert_eq!(listing(&dir.join("sub")), ["moved"]);
         // Removing a directory whose files were renamed out of it.
-        state.rename(sub, name("moved"), ROOT, name("back"), 0).unwrap();
+        state
+            .rename(sub, name("moved"), ROOT, name("back"), 0)
+            .unwrap();
         state.remove(ROOT, name("sub"), true).unwrap();
         state.fsync_dir(ROOT).unwrap();
         assert_eq!(listing(&dir), ["back", "y"]);
@@ -1129,7 +1224,9 @@ mod tests {
         state.rename(ROOT, name("a"), ROOT, name("old"), 0).unwrap();
         let fresh = state.mkdir(ROOT, name("a"), 0o755, 0, 0).unwrap();
         let old = state.lookup(ROOT, name("old")).unwrap();
-        state.rename(ROOT, name("old"), fresh, name("inner"), 0).unwrap();
+        state
+            .rename(ROOT, name("old"), fresh, name("inner"), 0)
+            .unwrap();
         state.fsync_dir(ROOT).unwrap();
         assert_eq!(listing(&dir), ["a"]);
         assert_eq!(fs::read(dir.join("a/inner/b/f")).unwrap(), b"data");
@@ -1159,7 +1256,12 @@ mod tests {
 
     /// Everything the state shows, as the reference would hold it.
     fn volatile_view(state: &mut State, ino: u64, prefix: &str, out: &mut BTreeMap<String, Entry>) {
-        let children: Vec<(OsString, u64)> = state.entries(ino).unwrap().iter().map(|(n, i)| (n.clone(), *i)).collect();
+        let children: Vec<(OsString, u64)> = state
+            .entries(ino)
+            .unwrap()
+            .iter()
+            .map(|(n, i)| (n.clone(), *i))
+            .collect();
         for (name, child) in children {
             let path = format!("{prefix}/{}", name.to_string_lossy());
             if state.node(child).unwrap().is_dir() {
@@ -1203,10 +1305,18 @@ mod tests {
             let names = ["a", "b", "c", "d"];
             for step in 0..300 {
                 let dirs: Vec<String> = std::iter::once(String::new())
-                    .chain(reference.iter().filter(|(_, e)| **e == Entry::Dir).map(|(p, _)| p.clone()))
+                    .chain(
+                        reference
+                            .iter()
+                            .filter(|(_, e)| **e == Entry::Dir)
+                            .map(|(p, _)| p.clone()),
+                    )
                     .collect();
-                let files: Vec<String> =
-                    reference.iter().filter(|(_, e)| matches!(e, Entry::File(_))).map(|(p, _)| p.clone()).collect();
+                let files: Vec<String> = reference
+                    .iter()
+                    .filter(|(_, e)| matches!(e, Entry::File(_)))
+                    .map(|(p, _)| p.clone())
+                    .collect();
                 let all: Vec<String> = reference.keys().cloned().collect();
                 let context = format!("seed {seed} step {step}");
                 match pick(10) {
@@ -1216,10 +1326,14 @@ mod tests {
                         if let btree_map::Entry::Vacant(slot) = reference.entry(path.clone()) {
                             let p = resolve(&mut state, parent);
                             if pick(3) == 0 && parent.matches('/').count() < 3 {
-                                state.mkdir(p, OsStr::new(split(&path).1), 0o755, 0, 0).expect(&context);
+                                state
+                                    .mkdir(p, OsStr::new(split(&path).1), 0o755, 0, 0)
+                                    .expect(&context);
                                 slot.insert(Entry::Dir);
                             } else {
-                                state.create_file(p, OsStr::new(split(&path).1), 0o644, 0, 0).expect(&context);
+                                state
+                                    .create_file(p, OsStr::new(split(&path).1), 0o644, 0, 0)
+                                    .expect(&context);
                                 slot.insert(Entry::File(Vec::new()));
                             }
                         }
@@ -1230,8 +1344,12 @@ mod tests {
                         let len = 1 + pick(2 * PAGE_SIZE as usize);
                         let byte = (step % 250) as u8 + 1;
                         let ino = resolve(&mut state, path);
-                        state.write(ino, offset as u64, &vec![byte; len]).expect(&context);
-                        let Some(Entry::File(content)) = reference.get_mut(path) else { unreachable!() };
+                        state
+                            .write(ino, offset as u64, &vec![byte; len])
+                            .expect(&context);
+                        let Some(Entry::File(content)) = reference.get_mut(path) else {
+                            unreachable!()
+                        };
                         if content.len() < offset + len {
                             content.resize(offset + len, 0);
                         }
@@ -1242,7 +1360,9 @@ mod tests {
                         let size = pick(3 * PAGE_SIZE as usize);
                         let ino = resolve(&mut state, path);
                         state.truncate(ino, size as u64).expect(&context);
-                        let Some(Entry::File(content)) = reference.get_mut(path) else { unreachable!() };
+                        let Some(Entry::File(content)) = reference.get_mut(path) else {
+                            unreachable!()
+                        };
                         content.resize(size, 0);
                     }
                     5 if !files.is_empty() => {
@@ -1257,7 +1377,8 @@ mod tests {
                             at = state.node(at).unwrap().link.as_ref().unwrap().0;
                         }
                         if settled {
-                            let on_disk = fs::read(dir.join(path.trim_start_matches('/'))).expect(&context);
+                            let on_disk =
+                                fs::read(dir.join(path.trim_start_matches('/'))).expect(&context);
                             assert_eq!(Entry::File(on_disk), reference[path], "{context}");
                         }
                     }
@@ -1266,10 +1387,11 @@ mod tests {
                         let ino = resolve(&mut state, path);
                         state.fsync_dir(ino).expect(&context);
                         // The directory's entries are now durable, at its volatile path.
-                        let mut on_disk: Vec<String> = fs::read_dir(dir.join(path.trim_start_matches('/')))
-                            .expect(&context)
-                            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                            .collect();
+                        let mut on_disk: Vec<String> =
+                            fs::read_dir(dir.join(path.trim_start_matches('/')))
+                                .expect(&context)
+                                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                                .collect();
                         on_disk.sort();
                         assert_eq!(on_disk, children_of(&reference, path), "{context}");
                     }
@@ -1290,7 +1412,9 @@ mod tests {
                         let (fp, fname) = split(&from);
                         let (tp, tname) = split(&to);
                         let (fi, ti) = (resolve(&mut state, fp), resolve(&mut state, tp));
-                        state.rename(fi, OsStr::new(fname), ti, OsStr::new(tname), 0).expect(&context);
+                        state
+                            .rename(fi, OsStr::new(fname), ti, OsStr::new(tname), 0)
+                            .expect(&context);
                         reference.remove(&to);
                         let moved: Vec<String> = reference
                             .keys()
@@ -1324,7 +1448,10 @@ mod tests {
             state.sync_all().unwrap();
             let mut on_disk = BTreeMap::new();
             disk_view(&dir, "", &mut on_disk);
-            assert_eq!(on_disk, reference, "seed {seed}: after sync_all the backing is the view");
+            assert_eq!(
+                on_disk, reference,
+                "seed {seed}: after sync_all the backing is the view"
+            );
             fs::remove_dir_all(&dir).unwrap();
         }
     }
@@ -1339,7 +1466,10 @@ mod tests {
         state.fail_fsync(2);
         state.fsync_file(f).unwrap();
         state.write(f, 3, b"two").unwrap();
-        assert_eq!(state.fsync_file(f).unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert_eq!(
+            state.fsync_file(f).unwrap_err().raw_os_error(),
+            Some(libc::EIO)
+        );
         assert_eq!(state.read(f, 0, 100).unwrap(), b"one");
         state.fsync_file(f).unwrap();
         assert_eq!(fs::read(dir.join("f")).unwrap(), b"one");

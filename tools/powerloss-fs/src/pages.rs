@@ -83,7 +83,9 @@ impl Overlay {
 
     /// Whether a sync would change the durable content.
     pub fn is_dirty(&self) -> bool {
-        !self.pages.is_empty() || self.size != self.durable_size || self.durable_valid < self.durable_size
+        !self.pages.is_empty()
+            || self.size != self.durable_size
+            || self.durable_valid < self.durable_size
     }
 
     /// How many pages are held unsynced.
@@ -129,10 +131,15 @@ impl Overlay {
             match self.pages.get(&page) {
                 Some(held) => {
                     if let Some(from) = clean_from.take() {
-                        self.base(from, &mut out[(from - offset) as usize..(at - offset) as usize], durable)?;
+                        self.base(
+                            from,
+                            &mut out[(from - offset) as usize..(at - offset) as usize],
+                            durable,
+                        )?;
                     }
-                    out[(at - offset) as usize..(chunk_end - offset) as usize]
-                        .copy_from_slice(&held[(at - page_start) as usize..(chunk_end - page_start) as usize]);
+                    out[(at - offset) as usize..(chunk_end - offset) as usize].copy_from_slice(
+                        &held[(at - page_start) as usize..(chunk_end - page_start) as usize],
+                    );
                 }
                 None => {
                     clean_from.get_or_insert(at);
@@ -214,7 +221,11 @@ impl Overlay {
 
     /// Writes the held pages for which `keep` says yes (in page order) to the durable content,
     /// as a torn power loss would, leaving sizes and truncations alone. Returns how many.
-    pub fn write_torn(&self, durable: &mut dyn Content, keep: &mut dyn FnMut() -> bool) -> io::Result<usize> {
+    pub fn write_torn(
+        &self,
+        durable: &mut dyn Content,
+        keep: &mut dyn FnMut() -> bool,
+    ) -> io::Result<usize> {
         let mut written = 0;
         for (offset, bytes) in self.held_pages() {
             if keep() {
@@ -275,10 +286,19 @@ mod tests {
         assert_eq!(visible(&overlay, &durable), expected);
         assert_eq!(overlay.dirty_pages(), 2);
         // A read across held and clean pages, starting mid-page.
-        assert_eq!(overlay.read(10, (2 * P) as u32, &durable).unwrap(), expected[10..10 + 2 * P]);
+        assert_eq!(
+            overlay.read(10, (2 * P) as u32, &durable).unwrap(),
+            expected[10..10 + 2 * P]
+        );
         // Reads stop at the visible end.
-        assert_eq!(overlay.read(3 * P as u64 - 1, 100, &durable).unwrap(), expected[3 * P - 1..]);
-        assert!(overlay.read(3 * P as u64, 100, &durable).unwrap().is_empty());
+        assert_eq!(
+            overlay.read(3 * P as u64 - 1, 100, &durable).unwrap(),
+            expected[3 * P - 1..]
+        );
+        assert!(overlay
+            .read(3 * P as u64, 100, &durable)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -289,7 +309,10 @@ mod tests {
         overlay.write(0, b"head", &durable).unwrap();
         let seen = visible(&overlay, &durable);
         assert_eq!(seen.len(), 5 * P + 7);
-        assert!(seen[2 * P + 100..5 * P + 3].iter().all(|&b| b == 0), "a gap reads as zeros");
+        assert!(
+            seen[2 * P + 100..5 * P + 3].iter().all(|&b| b == 0),
+            "a gap reads as zeros"
+        );
         overlay.apply(&mut durable).unwrap();
         assert_eq!(durable, seen);
         assert!(!overlay.is_dirty());
@@ -344,7 +367,9 @@ mod tests {
             }
         }
         let mut overlay = Overlay::new(4 * PAGE_SIZE);
-        overlay.write(PAGE_SIZE, &vec![1u8; 2 * P], &Unreadable).unwrap();
+        overlay
+            .write(PAGE_SIZE, &vec![1u8; 2 * P], &Unreadable)
+            .unwrap();
         assert!(overlay.write(10, b"partial", &Unreadable).is_err());
     }
 
@@ -361,9 +386,17 @@ mod tests {
             })
             .unwrap();
         assert_eq!(written, 2);
-        let torn: Vec<bool> = durable.chunks(P).map(|page| page.iter().all(|&b| b == b'b')).collect();
+        let torn: Vec<bool> = durable
+            .chunks(P)
+            .map(|page| page.iter().all(|&b| b == b'b'))
+            .collect();
         assert_eq!(torn, [false, false, true, false, false, true, false, false]);
-        assert!(durable.chunks(P).all(|page| page.iter().all(|&b| b == page[0])), "pages are whole");
+        assert!(
+            durable
+                .chunks(P)
+                .all(|page| page.iter().all(|&b| b == page[0])),
+            "pages are whole"
+        );
     }
 
     #[test]

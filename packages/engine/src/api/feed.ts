@@ -8,45 +8,58 @@
  * await stream.append([{ payload: '{"id":1}', key: 'order-1' }], { token });
  * const commit = await stream.seal({ token });
  */
-import { StreamStackError } from '../errors.js';
-import type { FeedWriter } from '../coordinator/feed-writer.js';
-import { FeedReads } from '../coordinator/feed-reads.js';
-import type { AppendCondition, ColumnBatch, ExportManifest, ExportOptions, ReadOptions, TornTail } from '../coordinator/feed-writer-types.js';
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { CommitRecords, FeedInfo } from '@streamstack/protocol';
 import { validateCondition } from '../coordinator/conditions.js';
+import { type FeedDiskUse, feedDiskUse } from '../coordinator/disk-use.js';
+import { FeedReads } from '../coordinator/feed-reads.js';
+import type { FeedWriter } from '../coordinator/feed-writer.js';
+import type {
+  AppendCondition,
+  ColumnBatch,
+  ExportManifest,
+  ExportOptions,
+  ReadOptions,
+  TornTail,
+} from '../coordinator/feed-writer-types.js';
 import type { GroupCommitStats } from '../coordinator/group-commit.js';
-import type { LeaseGrant } from '../coordinator/lease.js';
-import { leaseTtlMsDefault } from '../limits.js';
-import type { RetentionInfo, TrimResult } from '../coordinator/history-trim.js';
 import type { MergeProgress, MergeResult } from '../coordinator/history-merge.js';
-import { checkOnProgress, type OnProgress, type Progress } from '../progress.js';
+import type { RetentionInfo, TrimResult } from '../coordinator/history-trim.js';
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/key-compaction.js';
-import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/retention-state.js';
-import { feedDiskUse, type FeedDiskUse } from '../coordinator/disk-use.js';
+import type { LeaseGrant } from '../coordinator/lease.js';
+import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/retention-state.js';
+import { StreamStackError } from '../errors.js';
+import { leaseTtlMsDefault } from '../limits.js';
+import { checkOnProgress, type OnProgress, type Progress } from '../progress.js';
 import {
+  type AppendRecord,
+  type Commit,
   optionsOf,
   readOptionNames,
+  type StoredRecord,
   toCommit,
   validateCursor,
   validateMessage,
   validateRecords,
   validateToken,
-  type AppendRecord,
-  type Commit,
-  type StoredRecord,
 } from './records.js';
 import { Stream } from './stream.js';
 import { Subscription, type SubscriptionInfo } from './subscription.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { CommitRecords, FeedInfo } from '@streamstack/protocol';
+
 export type { CommitRecords, FeedInfo };
 
 /** A cursor option: a non-negative integer, checked against the head where it is used. */
 function checkedCursor(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
   if (!Number.isSafeInteger(value) || (value as number) < 0) {
-    throw new StreamStackError('CURSOR_OUT_OF_RANGE', `${name} must be a commit number from 0 (the start) up to the head`, {
-      details: { cursor: value },
-    });
+    throw new StreamStackError(
+      'CURSOR_OUT_OF_RANGE',
+      `${name} must be a commit number from 0 (the start) up to the head`,
+      {
+        details: { cursor: value },
+      },
+    );
   }
   return value as number;
 }
@@ -105,10 +118,13 @@ export class Feed {
    * await stream.append(batch, { token, expectedSeq: records + 1 });
    */
   async stream(id: string): Promise<Stream> {
-    if (typeof id !== 'string' || id.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a stream id is a non-empty string');
+    if (typeof id !== 'string' || id.length === 0)
+      throw new StreamStackError('INVALID_ARGUMENT', 'a stream id is a non-empty string');
     this.writer.assertPresent();
     if (this.writer.streamStatus(id).state === 'unknown') {
-      throw new StreamStackError('STREAM_NOT_FOUND', `no stream ${id} on feed ${this.name}`, { details: { stream: id } });
+      throw new StreamStackError('STREAM_NOT_FOUND', `no stream ${id} on feed ${this.name}`, {
+        details: { stream: id },
+      });
     }
     return new Stream(this, id);
   }
@@ -164,7 +180,9 @@ export class Feed {
     const limit = validateCursor(options.limit, 'limit') ?? Number.POSITIVE_INFINITY;
     const head = this.writer.watermark.commit;
     if (after > head) {
-      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, { details: { cursor: after, head } });
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, {
+        details: { cursor: after, head },
+      });
     }
     return this.commitsFrom(after + 1, Math.min(head, after + limit), options.signal);
   }
@@ -203,7 +221,12 @@ export class Feed {
   /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
   readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
     options = optionsOf(options, 'feed.readBatches', readOptionNames);
-    return this.reads.batches({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
+    return this.reads.batches({
+      ...options,
+      after: checkedCursor(options.after, 'after'),
+      upTo: checkedCursor(options.upTo, 'upTo'),
+      limit: validateCursor(options.limit, 'limit'),
+    });
   }
 
   /**
@@ -218,7 +241,12 @@ export class Feed {
    */
   readColumns(options: ReadOptions = {}): AsyncGenerator<ColumnBatch> {
     options = optionsOf(options, 'feed.readColumns', readOptionNames);
-    return this.reads.columns({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
+    return this.reads.columns({
+      ...options,
+      after: checkedCursor(options.after, 'after'),
+      upTo: checkedCursor(options.upTo, 'upTo'),
+      limit: validateCursor(options.limit, 'limit'),
+    });
   }
 
   /**
@@ -233,7 +261,12 @@ export class Feed {
   async *readLines(options: ReadOptions = {}): AsyncGenerator<Uint8Array> {
     // Bad options fail the first step, as `read`'s do (and as over HTTP), not the call.
     options = optionsOf(options, 'feed.readLines', readOptionNames);
-    yield* this.reads.lines({ ...options, after: checkedCursor(options.after, 'after'), upTo: checkedCursor(options.upTo, 'upTo'), limit: validateCursor(options.limit, 'limit') });
+    yield* this.reads.lines({
+      ...options,
+      after: checkedCursor(options.after, 'after'),
+      upTo: checkedCursor(options.upTo, 'upTo'),
+      limit: validateCursor(options.limit, 'limit'),
+    });
   }
 
   /**
@@ -255,7 +288,11 @@ export class Feed {
     this.writer.assertPresent();
     const after = checkedCursor(options.after, 'after');
     const upTo = checkedCursor(options.upTo, 'upTo');
-    return this.reads.export({ ...options, ...(after === undefined ? {} : { after }), ...(upTo === undefined ? {} : { upTo }) });
+    return this.reads.export({
+      ...options,
+      ...(after === undefined ? {} : { after }),
+      ...(upTo === undefined ? {} : { upTo }),
+    });
   }
 
   /** The records of commit `commit`, in position order. */
@@ -270,7 +307,8 @@ export class Feed {
    */
   async get(key: string, options: { asOf?: number } = {}): Promise<StoredRecord | undefined> {
     options = optionsOf(options, 'feed.get');
-    if (typeof key !== 'string' || key.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'a key is a non-empty string');
+    if (typeof key !== 'string' || key.length === 0)
+      throw new StreamStackError('INVALID_ARGUMENT', 'a key is a non-empty string');
     return this.reads.get(key, checkedCursor(options.asOf, 'asOf'));
   }
 
@@ -293,7 +331,9 @@ export class Feed {
     this.writer.assertNotTrimmed(after, 'after');
     const head = this.writer.watermark.commit;
     if (after > head) {
-      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, { details: { cursor: after, head } });
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `cursor ${after} is beyond the head (${head})`, {
+        details: { cursor: after, head },
+      });
     }
     await this.writer.subscriptions.create(name, after);
     return new Subscription(this, name);
@@ -355,17 +395,26 @@ export class Feed {
    * @example
    * const { lowMark, segmentsRemoved, heldBy } = await feed.trim({ before: 5000 });
    */
-  async trim(options: { before?: number; force?: boolean; onProgress?: OnProgress<Progress> } = {}): Promise<TrimResult> {
+  async trim(
+    options: { before?: number; force?: boolean; onProgress?: OnProgress<Progress> } = {},
+  ): Promise<TrimResult> {
     options = optionsOf(options, 'feed.trim');
     this.writer.assertPresent();
     const before = checkedCursor(options.before, 'before');
     const head = this.writer.watermark.commit;
     if (before !== undefined && before > head + 1) {
-      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `before ${before} is beyond the next commit (${head + 1})`, { details: { cursor: before, head } });
+      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `before ${before} is beyond the next commit (${head + 1})`, {
+        details: { cursor: before, head },
+      });
     }
-    if (options.force !== undefined && typeof options.force !== 'boolean') throw new StreamStackError('INVALID_ARGUMENT', 'force is a boolean');
+    if (options.force !== undefined && typeof options.force !== 'boolean')
+      throw new StreamStackError('INVALID_ARGUMENT', 'force is a boolean');
     const onProgress = checkOnProgress(options.onProgress);
-    return this.writer.retentionKeeper().trim({ ...(before === undefined ? { policy: true } : { before }), force: options.force === true, ...(onProgress ? { onProgress } : {}) });
+    return this.writer.retentionKeeper().trim({
+      ...(before === undefined ? { policy: true } : { before }),
+      force: options.force === true,
+      ...(onProgress ? { onProgress } : {}),
+    });
   }
 
   /**
@@ -401,7 +450,11 @@ export class Feed {
     this.writer.assertOpen();
     for (const name of Object.keys(options)) {
       if (name !== 'signal' && name !== 'onProgress') {
-        throw new StreamStackError('INVALID_ARGUMENT', `feed.compact takes { signal, onProgress }, not ${JSON.stringify(name)}`, { details: { field: name } });
+        throw new StreamStackError(
+          'INVALID_ARGUMENT',
+          `feed.compact takes { signal, onProgress }, not ${JSON.stringify(name)}`,
+          { details: { field: name } },
+        );
       }
     }
     return this.writer.merges().merge(options.signal, checkOnProgress(options.onProgress));
@@ -427,14 +480,24 @@ export class Feed {
     this.writer.assertOpen();
     for (const name of Object.keys(options)) {
       if (!['horizon', 'force', 'keyless', 'signal', 'onProgress'].includes(name)) {
-        throw new StreamStackError('INVALID_ARGUMENT', `feed.compactKeys takes { horizon, force, keyless, signal, onProgress }, not ${JSON.stringify(name)}`, { details: { field: name } });
+        throw new StreamStackError(
+          'INVALID_ARGUMENT',
+          `feed.compactKeys takes { horizon, force, keyless, signal, onProgress }, not ${JSON.stringify(name)}`,
+          { details: { field: name } },
+        );
       }
     }
     if (options.keyless !== undefined && options.keyless !== 'keep' && options.keyless !== 'drop') {
-      throw new StreamStackError('INVALID_ARGUMENT', `keyless must be keep or drop, not ${JSON.stringify(options.keyless)}`, { details: { field: 'keyless' } });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `keyless must be keep or drop, not ${JSON.stringify(options.keyless)}`,
+        { details: { field: 'keyless' } },
+      );
     }
     if (options.force !== undefined && typeof options.force !== 'boolean') {
-      throw new StreamStackError('INVALID_ARGUMENT', `force must be a boolean, not ${JSON.stringify(options.force)}`, { details: { field: 'force' } });
+      throw new StreamStackError('INVALID_ARGUMENT', `force must be a boolean, not ${JSON.stringify(options.force)}`, {
+        details: { field: 'force' },
+      });
     }
     checkOnProgress(options.onProgress);
     return this.writer.compaction().compact(options);
@@ -496,4 +559,3 @@ export class Feed {
     };
   }
 }
-

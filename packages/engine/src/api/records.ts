@@ -3,6 +3,11 @@
  * that fails one is refused with `INVALID_RECORD` (naming the record and the field) before
  * anything is written, so bad input changes nothing.
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { AppendRecord, Commit } from '@streamstack/protocol';
+import type { RecordInput } from '../coordinator/feed-writer.js';
+import type { CommitRecord } from '../coordinator/feed-writer-types.js';
 import { StreamStackError } from '../errors.js';
 import {
   batchRecordsMax,
@@ -14,10 +19,7 @@ import {
   tagsPerRecordMax,
   typeBytesMax,
 } from '../limits.js';
-import type { RecordInput } from '../coordinator/feed-writer.js';
-import type { CommitRecord } from '../coordinator/feed-writer-types.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { AppendRecord, Commit } from '@streamstack/protocol';
+
 export type { AppendRecord, Commit };
 
 const encoder = new TextEncoder();
@@ -111,13 +113,18 @@ export function validateRecords(records: unknown): RecordInput[] {
     throw new StreamStackError('INVALID_ARGUMENT', 'records must be an array');
   }
   if (records.length === 0 || records.length > batchRecordsMax) {
-    throw new StreamStackError('INVALID_ARGUMENT', `a batch holds 1 to ${batchRecordsMax} records, not ${records.length}`);
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `a batch holds 1 to ${batchRecordsMax} records, not ${records.length}`,
+    );
   }
   return records.map((record: unknown, index) => {
-    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw invalid(index, 'record', 'must be an object');
+    if (typeof record !== 'object' || record === null || Array.isArray(record))
+      throw invalid(index, 'record', 'must be an object');
     const input = record as Record<string, unknown>;
     for (const field in input) {
-      if (!recordFields.has(field)) throw invalid(index, field, `is not a record field (they are ${[...recordFields].join(', ')})`);
+      if (!recordFields.has(field))
+        throw invalid(index, field, `is not a record field (they are ${[...recordFields].join(', ')})`);
     }
     const key = input.key === undefined ? undefined : checkText(input.key, index, 'key', keyBytesMax);
     if (input.version !== undefined && (!Number.isSafeInteger(input.version) || (input.version as number) < 0)) {
@@ -195,14 +202,21 @@ export function validateCursor(value: unknown, name: string): number | undefined
 export function optionsOf<T extends object>(value: T | undefined, method: string, known?: readonly string[]): T {
   if (value === undefined) return {} as T;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new StreamStackError('INVALID_ARGUMENT', `${method} takes an options object, not ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `${method} takes an options object, not ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`,
+    );
   }
   // A misspelt or misplaced option (`types` beside `filter`, say) would otherwise be ignored
   // without a word, and the call would answer something other than what was asked.
   if (known) {
     for (const name of Object.keys(value)) {
       if (!known.includes(name)) {
-        throw new StreamStackError('INVALID_ARGUMENT', `${method} takes { ${known.join(', ')} }, not ${JSON.stringify(name)}`, { details: { field: name } });
+        throw new StreamStackError(
+          'INVALID_ARGUMENT',
+          `${method} takes { ${known.join(', ')} }, not ${JSON.stringify(name)}`,
+          { details: { field: name } },
+        );
       }
     }
   }

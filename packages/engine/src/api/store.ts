@@ -8,17 +8,17 @@
  */
 import crypto from 'node:crypto';
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
 import { DataDirectory, deletedFeedError, feedTagFrom, validateFeedName } from '../coordinator/data-directory.js';
 import { FeedWriter } from '../coordinator/feed-writer.js';
-import { historyLayout, verifyFeed, type FeedVerification } from '../coordinator/verify.js';
-import { checkOnProgress, ProgressReporter, type OnProgress, type Progress } from '../progress.js';
-import { loadKernels, type KernelChoice } from '../kernels/index.js';
+import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/retention-state.js';
+import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator/verify.js';
+import { StreamStackError } from '../errors.js';
+import { type KernelChoice, loadKernels } from '../kernels/index.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentBytesDefault, segmentBytesMax, segmentBytesMin } from '../limits.js';
+import { checkOnProgress, type OnProgress, type Progress, ProgressReporter } from '../progress.js';
 import { Feed, type FeedInfo } from './feed.js';
 import { optionsOf } from './records.js';
-import { validateRetentionPolicy, type RetentionPolicy } from '../coordinator/retention-state.js';
 
 /** `store.verify`'s progress: bytes of history read, and the feed being verified. */
 export interface VerifyProgress extends Progress {
@@ -72,13 +72,22 @@ export class Store {
     const kernels = typeof options.kernels === 'object' ? options.kernels : loadKernels(options.kernels);
     const segmentBytes = options.segmentBytes ?? segmentBytesDefault;
     if (!Number.isSafeInteger(segmentBytes) || segmentBytes < segmentBytesMin || segmentBytes > segmentBytesMax) {
-      throw new StreamStackError('INVALID_ARGUMENT', `segmentBytes must be from ${segmentBytesMin} to ${segmentBytesMax}`);
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `segmentBytes must be from ${segmentBytesMin} to ${segmentBytesMax}`,
+      );
     }
     const data = await DataDirectory.open(path.resolve(directory), {
       ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
     });
-    return new Store(data, kernels, options.clock ?? Date.now, options.newId ?? (() => crypto.randomUUID()), segmentBytes);
+    return new Store(
+      data,
+      kernels,
+      options.clock ?? Date.now,
+      options.newId ?? (() => crypto.randomUUID()),
+      segmentBytes,
+    );
   }
 
   /** True when the store was opened with `readOnly`. */
@@ -166,7 +175,8 @@ export class Store {
     const earlier = this.deletions.get(name);
     const deletion = (async () => {
       await earlier;
-      if (!this.directory.holdsFeed(name)) throw new StreamStackError('FEED_NOT_FOUND', `no feed named ${name}`, { details: { feed: name } });
+      if (!this.directory.holdsFeed(name))
+        throw new StreamStackError('FEED_NOT_FOUND', `no feed named ${name}`, { details: { feed: name } });
       const open = this.feeds.get(name);
       this.feeds.delete(name);
       const feed = open && (await open.catch(() => undefined));
@@ -209,7 +219,12 @@ export class Store {
     this.assertOpen();
     const names = name === undefined ? await this.feedNames() : [name];
     const layouts = names.map((feedName) => historyLayout(this.directory.feedDirectory(feedName)));
-    const reporter = new ProgressReporter(onProgress, 'bytes', layouts.reduce((sum, layout) => sum + 2 * layout.bytes, 0), { feed: names[0] ?? '' });
+    const reporter = new ProgressReporter(
+      onProgress,
+      'bytes',
+      layouts.reduce((sum, layout) => sum + 2 * layout.bytes, 0),
+      { feed: names[0] ?? '' },
+    );
     reporter.advance(0, undefined, true);
     let offset = 0;
     const results: FeedVerification[] = [];
@@ -222,7 +237,16 @@ export class Store {
       } catch (error) {
         if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT') throw error;
         const { file, offset } = error.details as { file: string; offset: number };
-        results.push({ feed: feedName, ok: false, lowMark: 1, commits: 0, records: 0, segments: 0, walEvents: 0, problems: [{ code: 'CORRUPT', message: error.message, file, offset }] });
+        results.push({
+          feed: feedName,
+          ok: false,
+          lowMark: 1,
+          commits: 0,
+          records: 0,
+          segments: 0,
+          walEvents: 0,
+          problems: [{ code: 'CORRUPT', message: error.message, file, offset }],
+        });
         continue;
       }
       const open = this.feeds.get(feedName);

@@ -2,22 +2,24 @@
  * One stream of a feed: append batches while it is open, then seal or abort it; read it, sealed
  * or open.
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { StreamInfo, StreamRecord } from '@streamstack/protocol';
+import { type AppendCondition, validateCondition } from '../coordinator/conditions.js';
 import { StreamStackError } from '../errors.js';
-import { validateCondition, type AppendCondition } from '../coordinator/conditions.js';
 import type { Feed } from './feed.js';
 import {
+  type AppendRecord,
+  type Commit,
   optionsOf,
   toCommit,
   validateCursor,
   validateMessage,
   validateRecords,
   validateToken,
-  type AppendRecord,
-  type Commit,
 } from './records.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { StreamRecord, StreamInfo } from '@streamstack/protocol';
-export type { StreamRecord, StreamInfo };
+
+export type { StreamInfo, StreamRecord };
 
 /** One stream of a feed: append batches while it is open, then seal or abort it. */
 export class Stream {
@@ -50,7 +52,12 @@ export class Stream {
   async seal(options: { token: string; message?: string; condition?: AppendCondition }): Promise<Commit> {
     options = optionsOf(options, 'stream.seal');
     const condition = validateCondition(options.condition);
-    const commit = await this.feed.writer.seal(this.id, validateToken(options.token), validateMessage(options.message), condition);
+    const commit = await this.feed.writer.seal(
+      this.id,
+      validateToken(options.token),
+      validateMessage(options.message),
+      condition,
+    );
     return toCommit(this.feed.name, commit);
   }
 
@@ -73,7 +80,9 @@ export class Stream {
       return (await this.feed.readCommit(status.commit.commit)).filter((record) => record.seq >= fromSeq);
     }
     if (status.state !== 'open') {
-      throw new StreamStackError('STREAM_NOT_FOUND', `no stream ${this.id} on feed ${this.feed.name}`, { details: { stream: this.id } });
+      throw new StreamStackError('STREAM_NOT_FOUND', `no stream ${this.id} on feed ${this.feed.name}`, {
+        details: { stream: this.id },
+      });
     }
     return (await this.feed.writer.readOpenStream(this.id, fromSeq)).map(({ seq, record }) => ({
       feed: this.feed.name,
@@ -100,7 +109,8 @@ export class Stream {
   async info(): Promise<StreamInfo> {
     this.feed.writer.assertPresent();
     const status = this.feed.writer.streamStatus(this.id);
-    if (status.state === 'sealed') return { id: this.id, state: 'sealed', commit: toCommit(this.feed.name, status.commit) };
+    if (status.state === 'sealed')
+      return { id: this.id, state: 'sealed', commit: toCommit(this.feed.name, status.commit) };
     if (status.state === 'open') return { id: this.id, state: 'open', records: status.acknowledged };
     return { id: this.id, state: status.state };
   }

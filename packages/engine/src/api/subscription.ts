@@ -10,13 +10,15 @@
  *   await subscription.advance(commit.commit);
  * }
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { PollResult, SubscriptionInfo } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
 import { subscriptionPollRecordsDefault } from '../limits.js';
 import type { CommitRecords, Feed } from './feed.js';
 import { optionsOf, toCommit, validateCursor } from './records.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { SubscriptionInfo, PollResult } from '@streamstack/protocol';
-export type { SubscriptionInfo, PollResult };
+
+export type { PollResult, SubscriptionInfo };
 
 export class Subscription {
   /** @internal */
@@ -52,7 +54,10 @@ export class Subscription {
     options = optionsOf(options, 'subscription.poll');
     const max = validateCursor(options.max, 'max') ?? subscriptionPollRecordsDefault;
     const { batches, cursor } = await this.feed.reads.poll(this.savedCursor(), max);
-    return { commits: batches.map((batch) => ({ commit: toCommit(this.feed.name, batch.commit), records: batch.records })), cursor };
+    return {
+      commits: batches.map((batch) => ({ commit: toCommit(this.feed.name, batch.commit), records: batch.records })),
+      cursor,
+    };
   }
 
   /** Saves `cursor` durably; it must not be behind the saved one (`CURSOR_BEHIND`) or past the head. */
@@ -81,7 +86,10 @@ export class Subscription {
    */
   async *live(options: { signal?: AbortSignal; autoAdvance?: boolean } = {}): AsyncGenerator<CommitRecords> {
     options = optionsOf(options, 'subscription.live');
-    for await (const batch of this.feed.follow({ after: this.savedCursor(), ...(options.signal ? { signal: options.signal } : {}) })) {
+    for await (const batch of this.feed.follow({
+      after: this.savedCursor(),
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) {
       yield batch;
       if (options.autoAdvance) await this.advance(batch.commit.commit);
     }

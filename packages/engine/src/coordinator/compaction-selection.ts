@@ -8,11 +8,11 @@
  */
 import { yieldToEventLoop } from '../event-loop.js';
 import { columnBatchRowsMax, compactionLookupSliceRecords, eventLoopSliceRecords } from '../limits.js';
+import type { KeyIndex } from '../query/key-index.js';
 import { fingerprintKey, type RetiredFingerprint } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
 import type { PublishedRecord } from '../storage/records.js';
 import type { RunSelection } from '../storage/segment-merge.js';
-import type { KeyIndex } from '../query/key-index.js';
 
 /** The key and fingerprint dictionaries a selection asks. */
 export interface KeyIndexes {
@@ -69,7 +69,10 @@ export async function keyCompactionSelection(
     for (let index = 0; index < dropped.length; index++) {
       if (index > 0 && index % compactionLookupSliceRecords === 0) await yieldToEventLoop();
       if (firsts[index] === 1 && repeats.has(fingerprintKey(dropped[index].fingerprint))) {
-        added.push({ seq: dropped[index].position - commit.firstPosition + 1, fingerprint: dropped[index].fingerprint });
+        added.push({
+          seq: dropped[index].position - commit.firstPosition + 1,
+          fingerprint: dropped[index].fingerprint,
+        });
       }
     }
     return { kept, retired: mergeBySeq(retiredBefore, added) };
@@ -82,7 +85,12 @@ export async function keyCompactionSelection(
  * occurrences here that a later segment holds again. A first occurrence compaction drops is
  * retired only when its fingerprint is among them. Read without payloads.
  */
-async function repeatsIn(history: History, fingerprints: KeyIndex, group: readonly number[], signal: AbortSignal | undefined): Promise<Set<string>> {
+async function repeatsIn(
+  history: History,
+  fingerprints: KeyIndex,
+  group: readonly number[],
+  signal: AbortSignal | undefined,
+): Promise<Set<string>> {
   const repeats = new Set<string>();
   /** The group's first occurrences, asked of the later segments all at once at the end. */
   const firstTerms: string[] = [];
@@ -91,7 +99,8 @@ async function repeatsIn(history: History, fingerprints: KeyIndex, group: readon
     for await (const { commit, bytes } of history.runsInStretches(history.commits.commitsInSegment(base))) {
       signal?.throwIfAborted();
       for await (const columns of history.runColumns(commit, bytes, columnBatchRowsMax, false)) {
-        const term = (row: number) => fingerprintKey(columns.bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row]));
+        const term = (row: number) =>
+          fingerprintKey(columns.bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row]));
         const firsts = await fingerprints.firstOccurrences(commit.segment, columns.positions, term);
         for (let row = 0; row < columns.count; row++) {
           if (firsts[row] === 0) repeats.add(term(row));
@@ -117,6 +126,7 @@ function mergeBySeq(a: readonly RetiredFingerprint[], b: readonly RetiredFingerp
   const out: RetiredFingerprint[] = [];
   let i = 0;
   let j = 0;
-  while (i < a.length || j < b.length) out.push(j >= b.length || (i < a.length && a[i].seq < b[j].seq) ? a[i++] : b[j++]);
+  while (i < a.length || j < b.length)
+    out.push(j >= b.length || (i < a.length && a[i].seq < b[j].seq) ? a[i++] : b[j++]);
   return out;
 }

@@ -28,7 +28,9 @@ function decode(bytes: Uint8Array, file: string): CompactionRecord {
   const reader = new ByteReader(bytes, 0, bytes.length, `compaction record in ${file}`);
   const version = reader.u8();
   if (version !== recordVersion) {
-    throw new StreamStackError('CORRUPT', `${file} holds a compaction record of an unknown form`, { details: { file, offset: 0 } });
+    throw new StreamStackError('CORRUPT', `${file} holds a compaction record of an unknown form`, {
+      details: { file, offset: 0 },
+    });
   }
   const horizon = reader.varint();
   reader.expectEnd();
@@ -39,7 +41,12 @@ export class CompactionLog {
   private constructor(private readonly log: DeferredRecordLog<CompactionRecord>) {}
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<CompactionLog> {
-    return new CompactionLog(await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'compaction.log'), readOnly, { encode, decode }));
+    return new CompactionLog(
+      await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'compaction.log'), readOnly, {
+        encode,
+        decode,
+      }),
+    );
   }
 
   /** The horizon recorded last: 0 when the feed was never key-compacted. */

@@ -15,14 +15,16 @@
  *   settles most items with no I/O; what it cannot settle goes to an index existence check that
  *   stops at the first match. `CONDITION_FAILED` names that position.
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { AppendCondition } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { tagHighWaterEntriesMax } from '../limits.js';
 import type { FeedIndex } from '../query/feed-index.js';
 import { findPositions, matches, normalizeQuery, type Query, type QueryItem } from '../query/planner.js';
 import type { Snapshot } from '../query/snapshot.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { AppendCondition } from '@streamstack/protocol';
+
 export type { AppendCondition };
 
 /** A staged record as the staged arm sees it. */
@@ -66,13 +68,16 @@ function itemMayMatch(item: QueryItem, staged: StagedGroup): boolean {
   return true;
 }
 
-export function validateCondition(condition: AppendCondition | undefined): { query: Query | undefined; after: number } | undefined {
+export function validateCondition(
+  condition: AppendCondition | undefined,
+): { query: Query | undefined; after: number } | undefined {
   if (condition === undefined) return undefined;
   if (typeof condition !== 'object' || condition === null || !('failIfMatch' in condition)) {
     throw new StreamStackError('INVALID_ARGUMENT', 'a condition is { failIfMatch: query, after?: position }');
   }
   const after = condition.after ?? 0;
-  if (!Number.isSafeInteger(after) || after < 0) throw new StreamStackError('INVALID_ARGUMENT', 'a condition\'s after is a position (a non-negative integer)');
+  if (!Number.isSafeInteger(after) || after < 0)
+    throw new StreamStackError('INVALID_ARGUMENT', "a condition's after is a position (a non-negative integer)");
   return { query: normalizeQuery(condition.failIfMatch), after };
 }
 
@@ -176,13 +181,15 @@ export class ConditionChecker {
       if (items.length === 0) return;
       open = { items };
     }
-    const [first] = open
-      ? await findPositions(this.kernels, snapshot, index, open, after, { limit: 1 })
-      : [after + 1];
+    const [first] = open ? await findPositions(this.kernels, snapshot, index, open, after, { limit: 1 }) : [after + 1];
     if (first !== undefined) {
-      throw new StreamStackError('CONDITION_FAILED', `a record matching the condition lies at position ${first}, after ${after}`, {
-        details: { position: first, after },
-      });
+      throw new StreamStackError(
+        'CONDITION_FAILED',
+        `a record matching the condition lies at position ${first}, after ${after}`,
+        {
+          details: { position: first, after },
+        },
+      );
     }
   }
 }

@@ -206,7 +206,9 @@ export class DataDirectory {
     const file = path.join(this.feedDirectory(name), 'feed.json');
     if (!fs.existsSync(file)) {
       if (this.holdsFeedData(name)) {
-        throw new StreamStackError('CORRUPT', `${file} is missing, but the feed's logs are there`, { details: { file, offset: 0 } });
+        throw new StreamStackError('CORRUPT', `${file} is missing, but the feed's logs are there`, {
+          details: { file, offset: 0 },
+        });
       }
       throw new StreamStackError('FEED_NOT_FOUND', `no feed named ${name}`, { details: { feed: name } });
     }
@@ -216,13 +218,22 @@ export class DataDirectory {
       text = fs.readFileSync(file, 'utf8');
       metadata = JSON.parse(text) as Partial<FeedMetadata>;
     } catch (error) {
-      throw new StreamStackError('CORRUPT', `${file} is not valid JSON`, { cause: error, details: { file, offset: 0 } });
+      throw new StreamStackError('CORRUPT', `${file} is not valid JSON`, {
+        cause: error,
+        details: { file, offset: 0 },
+      });
     }
     // Written once, in one exact form: any other bytes are damage, even ones that still parse.
     const tag = metadata?.tag;
     const exact = `${JSON.stringify({ name: metadata?.name, createdAt: metadata?.createdAt, formatVersion: metadata?.formatVersion, ...(tag === undefined ? {} : { tag }) })}\n`;
     const tagSound = tag === undefined || (Number.isSafeInteger(tag) && tag >= 1 && tag <= feedTagMax);
-    if (metadata?.name !== name || !Number.isSafeInteger(metadata.createdAt) || metadata.formatVersion !== 1 || !tagSound || text !== exact) {
+    if (
+      metadata?.name !== name ||
+      !Number.isSafeInteger(metadata.createdAt) ||
+      metadata.formatVersion !== 1 ||
+      !tagSound ||
+      text !== exact
+    ) {
       throw new StreamStackError('CORRUPT', `${file} does not describe feed ${name}`, { details: { file, offset: 0 } });
     }
     return metadata as FeedMetadata;

@@ -7,16 +7,16 @@
  */
 import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
-import { entryPosition, fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
-import type { History } from '../storage/history-log.js';
-import { removeSegmentFilesBelow } from '../storage/segment-set.js';
-import type { ManifestEntry, RecordData } from '../storage/records.js';
-import { FeedIndex, segmentsOf, type IndexRebuild } from '../query/feed-index.js';
+import { FeedIndex, type IndexRebuild, segmentsOf } from '../query/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../query/key-index.js';
+import { type CommitRecord, entryPosition, fingerprintKey } from '../storage/commit-run.js';
+import type { History } from '../storage/history-log.js';
+import type { ManifestEntry, RecordData } from '../storage/records.js';
+import { removeSegmentFilesBelow } from '../storage/segment-set.js';
 import type { KeyIndexes } from './compaction-selection.js';
 import { ConditionChecker } from './conditions.js';
+import { type PublishedRun, PublishIndexer } from './publish-indexer.js';
 import { removeRewriteLeftovers } from './segment-rewrite.js';
-import { PublishIndexer, type PublishedRun } from './publish-indexer.js';
 
 /** The fields of a published record the derived indexes take. */
 export type IndexedRecord = Pick<RecordData, 'type' | 'tags' | 'key' | 'version' | 'tombstone'>;
@@ -93,7 +93,14 @@ export class DerivedIndexes {
     fingerprints.reportTo(index.rebuilt);
     keys.checkWholeLater();
     fingerprints.checkWholeLater();
-    return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark), indexDirectory, readOnly);
+    return new DerivedIndexes(
+      index,
+      keys,
+      fingerprints,
+      new ConditionChecker(kernels, watermark),
+      indexDirectory,
+      readOnly,
+    );
   }
 
   /**
@@ -110,7 +117,14 @@ export class DerivedIndexes {
     if (active) {
       for await (const run of history.readRuns(active.commits())) {
         run.entries.forEach((entry, at) => {
-          addActiveEntry(keys, fingerprints, run.commit, entry, run.entryOffsets[at], entryPosition(run.commit, at, entry.seq));
+          addActiveEntry(
+            keys,
+            fingerprints,
+            run.commit,
+            entry,
+            run.entryOffsets[at],
+            entryPosition(run.commit, at, entry.seq),
+          );
         });
       }
     }
@@ -177,7 +191,14 @@ export class DerivedIndexes {
 }
 
 /** Adds a record of the active segment, replayed on open, to the key and fingerprint dictionaries. */
-function addActiveEntry(keys: KeyIndex, fingerprints: KeyIndex, commit: CommitRecord, entry: ManifestEntry, locator: number, position: number): void {
+function addActiveEntry(
+  keys: KeyIndex,
+  fingerprints: KeyIndex,
+  commit: CommitRecord,
+  entry: ManifestEntry,
+  locator: number,
+  position: number,
+): void {
   keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
   fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
 }

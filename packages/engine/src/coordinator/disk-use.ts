@@ -4,9 +4,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { baseOfSegmentName } from '../storage/segment-set.js';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { FeedDiskUse } from '@streamstack/protocol';
+import { baseOfSegmentName } from '../storage/segment-set.js';
+
 export type { FeedDiskUse };
 
 /**
@@ -36,7 +37,8 @@ export async function feedDiskUse(directory: string): Promise<FeedDiskUse> {
         continue;
       }
       files++;
-      if (relative === 'history' && entry.name.endsWith('.hist') && baseOfSegmentName(entry.name) !== undefined) historySegments++;
+      if (relative === 'history' && entry.name.endsWith('.hist') && baseOfSegmentName(entry.name) !== undefined)
+        historySegments++;
     }
   };
   await walk(directory, '');

@@ -5,12 +5,20 @@
  * with `FEED_NOT_FOUND`.
  */
 import { StreamStackError } from '../errors.js';
-import { follow, pollCommits, type CommitBatch } from '../query/follow.js';
 import type { ColumnBatch } from '../query/column-batch.js';
-import { checkCursor, checkReadOptions, getByKey, readBatches, readColumns, readEnd, type ReadOptions } from '../query/read.js';
-import { readLineChunks, readsThroughPool, recordLineChunks } from '../query/read-lines.js';
-import { checkExportOptions, writeExport, type ExportOptions } from '../query/export.js';
+import { checkExportOptions, type ExportOptions, writeExport } from '../query/export.js';
 import type { ExportManifest } from '../query/export-manifest.js';
+import { type CommitBatch, follow, pollCommits } from '../query/follow.js';
+import {
+  checkCursor,
+  checkReadOptions,
+  getByKey,
+  type ReadOptions,
+  readBatches,
+  readColumns,
+  readEnd,
+} from '../query/read.js';
+import { readLineChunks, readsThroughPool, recordLineChunks } from '../query/read-lines.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../query/snapshot.js';
 import { compactedError, trimmedError } from '../storage/commit-list.js';
 import { RunBufferPool } from '../storage/run-buffers.js';
@@ -38,7 +46,10 @@ export class FeedReads {
     const snapshot = this.writer.snapshot();
     const { mode, query } = checkReadOptions(snapshot, options);
     // A filtered RAW read fetches its records one by one as objects, as `read` does.
-    if (mode === 'raw' && query) return this.guarded(recordLineChunks(this.afterIndexing(readBatches(snapshot, options, this.writer.fingerprints))));
+    if (mode === 'raw' && query)
+      return this.guarded(
+        recordLineChunks(this.afterIndexing(readBatches(snapshot, options, this.writer.fingerprints))),
+      );
     const runBuffers = readsThroughPool(snapshot, options) ? new RunBufferPool() : undefined;
     const batches = readColumns(snapshot, options, this.writer.fingerprints, runBuffers);
     return this.guarded(readLineChunks(snapshot.kernels, this.afterIndexing(batches), runBuffers));
@@ -57,7 +68,12 @@ export class FeedReads {
     // The export copies or writes each file's batches before it lets their run buffers go, so
     // the runs are read into buffers used again rather than new ones (see `RunBufferPool`).
     const runBuffers = new RunBufferPool();
-    const batches = readColumns(snapshot, { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) }, this.writer.fingerprints, runBuffers);
+    const batches = readColumns(
+      snapshot,
+      { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) },
+      this.writer.fingerprints,
+      runBuffers,
+    );
     return this.settled(writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches), runBuffers));
   }
 
@@ -92,7 +108,9 @@ export class FeedReads {
   get(key: string, asOf?: number): Promise<StoredRecord | undefined> {
     const snapshot = this.writer.snapshot();
     const at = checkCursor(snapshot, asOf ?? snapshot.watermark.commit, 'asOf');
-    return this.settled(this.writer.indexed().then(() => this.writer.readGate.hold(() => getByKey(snapshot, this.writer.keys, key, at))));
+    return this.settled(
+      this.writer.indexed().then(() => this.writer.readGate.hold(() => getByKey(snapshot, this.writer.keys, key, at))),
+    );
   }
 
   /** The records of one published commit. */
@@ -101,17 +119,24 @@ export class FeedReads {
     if (snapshot.headDamage && Number.isSafeInteger(commit) && commit > snapshot.watermark.commit) {
       throw corruptionError(snapshot.headDamage, `commit ${commit} lies in history that cannot be read`);
     }
-    if (Number.isSafeInteger(commit) && commit >= 1 && commit < snapshot.commits.low) throw trimmedError(commit, snapshot.commits.low);
+    if (Number.isSafeInteger(commit) && commit >= 1 && commit < snapshot.commits.low)
+      throw trimmedError(commit, snapshot.commits.low);
     // A commit at or before the horizon may have lost records to key compaction.
     if (Number.isSafeInteger(commit) && commit >= snapshot.commits.low && commit <= snapshot.commits.horizon) {
       throw compactedError('commit', commit, snapshot.commits.horizon);
     }
     if (!Number.isSafeInteger(commit) || commit < 1 || commit > snapshot.watermark.commit) {
-      throw new StreamStackError('CURSOR_OUT_OF_RANGE', `commit ${commit} does not exist (the head is ${snapshot.watermark.commit})`, {
-        details: { commit, head: snapshot.watermark.commit },
-      });
+      throw new StreamStackError(
+        'CURSOR_OUT_OF_RANGE',
+        `commit ${commit} does not exist (the head is ${snapshot.watermark.commit})`,
+        {
+          details: { commit, head: snapshot.watermark.commit },
+        },
+      );
     }
-    return this.settled(this.writer.readGate.hold(async () => readCommitRecords(snapshot, snapshot.commits.at(commit))));
+    return this.settled(
+      this.writer.readGate.hold(async () => readCommitRecords(snapshot, snapshot.commits.at(commit))),
+    );
   }
 
   /** Catch-up then live tail from `after`, until `signal` aborts. */

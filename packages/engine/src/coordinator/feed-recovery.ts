@@ -9,11 +9,11 @@ import { History } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent, type WalLocation } from '../storage/wal.js';
-import { RetentionLog } from './retention-state.js';
 import { CompactionLog } from './compaction-state.js';
 import { feedTagOf } from './data-directory.js';
 import { horizonWithFloor, retainedFloor } from './history-floors.js';
 import { leftoverBases, MergeLog, removeReplacedFiles, switchedOver } from './merge-state.js';
+import { RetentionLog } from './retention-state.js';
 import { Subscriptions } from './subscriptions.js';
 
 /** A stream that is open: acknowledged records in the WAL, not yet sealed or aborted. */
@@ -54,7 +54,12 @@ export interface RecoveredLogs {
   readonly epochFloor: number;
 }
 
-export async function recoverLogs(kernels: Kernels, directory: string, clock: () => number, readOnly: boolean): Promise<RecoveredLogs> {
+export async function recoverLogs(
+  kernels: Kernels,
+  directory: string,
+  clock: () => number,
+  readOnly: boolean,
+): Promise<RecoveredLogs> {
   const payloads: { crc: number; location: PayloadLocation }[] = [];
   const retention = await RetentionLog.open(kernels, directory, readOnly);
   const merges = await MergeLog.open(kernels, directory, readOnly);
@@ -63,9 +68,13 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   // their files are skipped (read-only) or deleted now, and the merge marked done.
   const leftovers = leftoverBases(kernels, directory, merges.record);
   const mergePending = merges.record?.pending === true;
-  const rewrittenBase = readOnly && merges.record && switchedOver(kernels, directory, merges.record) ? merges.record.replaced[0] : undefined;
+  const rewrittenBase =
+    readOnly && merges.record && switchedOver(kernels, directory, merges.record)
+      ? merges.record.replaced[0]
+      : undefined;
   if (mergePending && !readOnly) {
-    if (switchedOver(kernels, directory, merges.record!)) await removeReplacedFiles(directory, merges.record!.replaced, true);
+    if (switchedOver(kernels, directory, merges.record!))
+      await removeReplacedFiles(directory, merges.record!.replaced, true);
     await merges.write({ ...merges.record!, pending: false });
   }
   // Where the history opens from: the retention log's floor, or the oldest segment's start when
@@ -97,7 +106,12 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
   try {
     const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly, feedTag);
     const leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), readOnly);
-    const subscriptions = await Subscriptions.open(kernels, path.join(directory, 'state', 'subscriptions'), clock, readOnly);
+    const subscriptions = await Subscriptions.open(
+      kernels,
+      path.join(directory, 'state', 'subscriptions'),
+      clock,
+      readOnly,
+    );
     const active = history.room()?.segment;
     // Even if the lease log was lost, no write may be fenced by an epoch below one already used.
     let epochFloor = history.commits.epochMax;
@@ -128,7 +142,10 @@ export async function recoverLogs(kernels: Kernels, directory: string, clock: ()
  * Replays the WAL's events (after the history is published): the stream still open, if any,
  * with its acknowledged records, and the streams that were aborted.
  */
-export function replayStreams(events: readonly WalEvent[], isSealed: (stream: string) => boolean): { open: OpenStream | undefined; aborted: Set<string> } {
+export function replayStreams(
+  events: readonly WalEvent[],
+  isSealed: (stream: string) => boolean,
+): { open: OpenStream | undefined; aborted: Set<string> } {
   let open: OpenStream | undefined;
   const aborted = new Set<string>();
   // A stream has many events (one per batch), and asking whether it was sealed may read.

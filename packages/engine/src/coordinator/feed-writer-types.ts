@@ -1,15 +1,16 @@
 // The coordinator's view of a commit is the storage layer's commit record; the API layer names
 // it through here so that it depends only on the layer directly below.
-export type { CommitRecord } from '../storage/commit-run.js';
-export type { TornTail } from '../storage/runs.js';
-export type { RecordData } from '../storage/records.js';
-export type { StoredRecord, Snapshot } from '../query/snapshot.js';
-export type { ReadMode, ReadOptions, RecordFilter } from '../query/read.js';
-export type { CommitBatch } from '../query/follow.js';
-export type { SubscriptionState } from './subscriptions.js';
-export type { Plan, Query, QueryItem } from '../query/planner.js';
-export type { AppendCondition } from './conditions.js';
+
 export { ColumnBatch } from '../query/column-batch.js';
 export type { ExportOptions, ExportProgress } from '../query/export.js';
-export type { ExportFormat, ExportManifest, ExportedFile } from '../query/export-manifest.js';
+export type { ExportedFile, ExportFormat, ExportManifest } from '../query/export-manifest.js';
 export { readExportManifest, verifyExport } from '../query/export-manifest.js';
+export type { CommitBatch } from '../query/follow.js';
+export type { Plan, Query, QueryItem } from '../query/planner.js';
+export type { ReadMode, ReadOptions, RecordFilter } from '../query/read.js';
+export type { Snapshot, StoredRecord } from '../query/snapshot.js';
+export type { CommitRecord } from '../storage/commit-run.js';
+export type { RecordData } from '../storage/records.js';
+export type { TornTail } from '../storage/runs.js';
+export type { AppendCondition } from './conditions.js';
+export type { SubscriptionState } from './subscriptions.js';

@@ -8,36 +8,43 @@
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
-import type { FrameBuilder } from '../storage/framing.js';
-import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
-import { commitRecord, type CommitRecord } from '../storage/commit-run.js';
-import type { History } from '../storage/history-log.js';
-import type { RecordData } from '../storage/records.js';
-import type { StateLog } from '../storage/state-log.js';
-import type { Corruption, TornTail } from '../storage/runs.js';
-import { walFrames, type Wal } from '../storage/wal.js';
 import type { FeedIndex, IndexRebuild } from '../query/feed-index.js';
 import type { KeyIndex } from '../query/key-index.js';
 import type { Query } from '../query/planner.js';
 import { corruptionError, type Snapshot } from '../query/snapshot.js';
-import { newStagedGroup, type ConditionChecker, type StagedGroup } from './conditions.js';
+import { type CommitRecord, commitRecord } from '../storage/commit-run.js';
+import type { FrameBuilder } from '../storage/framing.js';
+import { GroupBuilder, writeLiveSegments } from '../storage/groups.js';
+import type { History } from '../storage/history-log.js';
+import type { RecordData } from '../storage/records.js';
+import type { Corruption, TornTail } from '../storage/runs.js';
+import type { StateLog } from '../storage/state-log.js';
+import { type Wal, walFrames } from '../storage/wal.js';
+import type { CompactionLog } from './compaction-state.js';
+import { type ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
+import { deletedFeedError, feedIdentity } from './data-directory.js';
 import { DerivedIndexes } from './derived-indexes.js';
-import { recoverLogs, replayStreams, type OpenStream } from './feed-recovery.js';
-import { GroupCommitter, type EarlierGroup, type GroupCommitStats, type GroupLocation, type GroupWrite, type Lane } from './group-commit.js';
-import { LeaseKeeper, type LeaseGrant } from './lease.js';
+import { type OpenStream, recoverLogs, replayStreams } from './feed-recovery.js';
+import {
+  type EarlierGroup,
+  type GroupCommitStats,
+  GroupCommitter,
+  type GroupLocation,
+  type GroupWrite,
+  type Lane,
+} from './group-commit.js';
+import { HistoryMerges } from './history-merge.js';
+import { HistoryRetention } from './history-trim.js';
+import { KeyCompaction } from './key-compaction.js';
+import { type LeaseGrant, LeaseKeeper } from './lease.js';
+import type { MergeLog } from './merge-state.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
+import { ReadGate } from './read-gate.js';
+import type { RetentionLog } from './retention-state.js';
 import { layRun } from './run-layout.js';
 import type { Subscriptions } from './subscriptions.js';
 import { WalRetention } from './wal-retention.js';
-import { deletedFeedError, feedIdentity } from './data-directory.js';
-import { HistoryRetention } from './history-trim.js';
-import { ReadGate } from './read-gate.js';
-import { HistoryMerges } from './history-merge.js';
-import type { MergeLog } from './merge-state.js';
-import type { CompactionLog } from './compaction-state.js';
-import { KeyCompaction } from './key-compaction.js';
-import type { RetentionLog } from './retention-state.js';
 
 export interface WriterOptions {
   /** The feed's name, as records and commits report it. */
@@ -86,7 +93,13 @@ function stagedTypes(group: WriterGroup, also: Iterable<string> = []): Set<strin
 export type { Watermark } from './published-state.js';
 
 export type StreamStatus =
-  | { readonly state: 'open'; readonly epoch: number; readonly openedAt: number; readonly message?: string; readonly acknowledged: number }
+  | {
+      readonly state: 'open';
+      readonly epoch: number;
+      readonly openedAt: number;
+      readonly message?: string;
+      readonly acknowledged: number;
+    }
   | { readonly state: 'sealed'; readonly commit: CommitRecord }
   | { readonly state: 'aborted' }
   | { readonly state: 'unknown' };
@@ -204,7 +217,15 @@ export class FeedWriter {
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
       const trimPending = logs.retention.state.pending;
-      writer.derived = await DerivedIndexes.open(kernels, directory, history, writer.watermark.position, readOnly, trimPending, logs.rewrittenBase);
+      writer.derived = await DerivedIndexes.open(
+        kernels,
+        directory,
+        history,
+        writer.watermark.position,
+        readOnly,
+        trimPending,
+        logs.rewrittenBase,
+      );
       // The history and the indexes were opened from the floor, and what lay below it deleted:
       // the interrupted trim is finished.
       if (trimPending && !readOnly) await logs.retention.write({ ...logs.retention.state, pending: false });
@@ -351,13 +372,15 @@ export class FeedWriter {
 
   /** Fails when a write may not be made: read-only, or the history's head is unknown. */
   private assertWritable(): void {
-    if (this.options.readOnly) throw new StreamStackError('READ_ONLY', `feed ${this.options.feed} was opened read-only`);
+    if (this.options.readOnly)
+      throw new StreamStackError('READ_ONLY', `feed ${this.options.feed} was opened read-only`);
     if (this.headDamage) throw corruptionError(this.headDamage, `feed ${this.options.feed} cannot be written`);
   }
 
   /** Fails when the open stream's state cannot be trusted (the WAL is damaged). */
   private assertStreamsKnown(): void {
-    if (this.walDamage) throw corruptionError(this.walDamage, `the streams of feed ${this.options.feed} cannot be known`);
+    if (this.walDamage)
+      throw corruptionError(this.walDamage, `the streams of feed ${this.options.feed} cannot be known`);
   }
 
   /** The view a read runs over: everything published now, and nothing later. */
@@ -465,14 +488,26 @@ export class FeedWriter {
     return this.committer.submit('wal', (builder) => {
       const epoch = this.lease.check(token).epoch;
       if (this.openStream) {
-        throw new StreamStackError('STREAM_OPEN', `stream ${this.openStream.id} is still open; seal or abort it first`, {
-          details: { stream: this.openStream.id },
-        });
+        throw new StreamStackError(
+          'STREAM_OPEN',
+          `stream ${this.openStream.id} is still open; seal or abort it first`,
+          {
+            details: { stream: this.openStream.id },
+          },
+        );
       }
       const id = this.options.newId();
       const openedAt = this.options.clock();
       walFrames.open(builder, id, epoch, openedAt, message);
-      this.openStream = { id, epoch, openedAt, ...(message === undefined ? {} : { message }), nextSeq: 1, records: [], types: new Set() };
+      this.openStream = {
+        id,
+        epoch,
+        openedAt,
+        ...(message === undefined ? {} : { message }),
+        nextSeq: 1,
+        records: [],
+        types: new Set(),
+      };
       return (location) => {
         this.retention.note(location.segment, id);
         return { stream: id, epoch, openedAt };
@@ -487,18 +522,28 @@ export class FeedWriter {
     if (!open || open.id !== id) {
       const sealedAs = this.published.commitOfStream(id);
       if (sealedAs !== undefined) {
-        throw new StreamStackError('STREAM_SEALED', `stream ${id} is sealed`, { details: { stream: id, commit: sealedAs } });
+        throw new StreamStackError('STREAM_SEALED', `stream ${id} is sealed`, {
+          details: { stream: id, commit: sealedAs },
+        });
       }
-      throw new StreamStackError('STREAM_NOT_FOUND', this.aborted.has(id) ? `stream ${id} was aborted` : `no open stream ${id} on this feed`, {
-        details: { stream: id },
-      });
+      throw new StreamStackError(
+        'STREAM_NOT_FOUND',
+        this.aborted.has(id) ? `stream ${id} was aborted` : `no open stream ${id} on this feed`,
+        {
+          details: { stream: id },
+        },
+      );
     }
     if (action === 'append' && open.epoch !== epoch) {
       // A new owner decides what happens to the stream it inherited: seal what is durable, or
       // abort. Appending to it would mix two owners' batches in one stream.
-      throw new StreamStackError('FENCED', `stream ${id} was opened under epoch ${open.epoch}; the owner of epoch ${epoch} may only seal or abort it`, {
-        details: { stream: id, streamEpoch: open.epoch, epoch },
-      });
+      throw new StreamStackError(
+        'FENCED',
+        `stream ${id} was opened under epoch ${open.epoch}; the owner of epoch ${epoch} may only seal or abort it`,
+        {
+          details: { stream: id, streamEpoch: open.epoch, epoch },
+        },
+      );
     }
     return open;
   }
@@ -515,9 +560,13 @@ export class FeedWriter {
     return this.committer.submit('wal', (builder, group) => {
       const open = this.writableStream(id, token, 'append');
       if (expectedSeq !== undefined && expectedSeq !== open.nextSeq) {
-        throw new StreamStackError('SEQ_MISMATCH', `stream ${id} expected seq ${expectedSeq} but the next seq is ${open.nextSeq}`, {
-          details: { stream: id, expected: expectedSeq, actual: open.nextSeq },
-        });
+        throw new StreamStackError(
+          'SEQ_MISMATCH',
+          `stream ${id} expected seq ${expectedSeq} but the next seq is ${open.nextSeq}`,
+          {
+            details: { stream: id, expected: expectedSeq, actual: open.nextSeq },
+          },
+        );
       }
       const types = this.index.newTypes(
         records.map((record) => record.type),
@@ -562,7 +611,12 @@ export class FeedWriter {
   }
 
   /** Seals the open stream into one commit run; resolves with the commit once it is durable. */
-  seal(id: string, token: string, message?: string, condition?: { query: Query | undefined; after: number }): Promise<CommitRecord> {
+  seal(
+    id: string,
+    token: string,
+    message?: string,
+    condition?: { query: Query | undefined; after: number },
+  ): Promise<CommitRecord> {
     this.assertWritable();
     this.assertStreamsKnown();
     // A writer never runs ahead of the derived indexes by more than their backlog's bound.
@@ -631,13 +685,20 @@ export class FeedWriter {
    * `SAME_BATCH` here would be answered again, in microtasks alone, to a client that retries at
    * once, and the fsync that would settle it could never be handled.
    */
-  private async checkCondition(condition: { query: Query | undefined; after: number }, group: WriterGroup): Promise<void> {
+  private async checkCondition(
+    condition: { query: Query | undefined; after: number },
+    group: WriterGroup,
+  ): Promise<void> {
     const lowPosition = this.history.commits.lowPosition;
     if (condition.after < lowPosition - 1) {
       // What lay between `after` and the low mark is gone: no answer over it could be trusted.
-      throw new StreamStackError('TRIMMED', `a condition after position ${condition.after} reaches trimmed history: the history starts at position ${lowPosition}`, {
-        details: { after: condition.after, lowPosition, lowMark: this.history.commits.low },
-      });
+      throw new StreamStackError(
+        'TRIMMED',
+        `a condition after position ${condition.after} reaches trimmed history: the history starts at position ${lowPosition}`,
+        {
+          details: { after: condition.after, lowPosition, lowMark: this.history.commits.low },
+        },
+      );
     }
     const horizon = this.history.commits.horizon;
     if (horizon >= this.history.commits.low) {
@@ -645,9 +706,13 @@ export class FeedWriter {
       // from the start too, so a condition over it is refused rather than answered wrongly.
       const horizonPosition = this.history.commits.at(horizon).lastPosition;
       if (condition.after < horizonPosition) {
-        throw new StreamStackError('COMPACTED', `a condition after position ${condition.after} reaches compacted history: conditions run after position ${horizonPosition} (commit ${horizon})`, {
-          details: { after: condition.after, horizon, horizonPosition },
-        });
+        throw new StreamStackError(
+          'COMPACTED',
+          `a condition after position ${condition.after} reaches compacted history: conditions run after position ${horizonPosition} (commit ${horizon})`,
+          {
+            details: { after: condition.after, horizon, horizonPosition },
+          },
+        );
       }
     }
     this.conditions.checkStaged(condition.query, group);
@@ -656,7 +721,9 @@ export class FeedWriter {
     }
     await this.indexed();
     const snapshot = this.snapshot();
-    await this.readGate.hold(() => this.conditions.checkDurable(condition.query, condition.after, snapshot, this.index));
+    await this.readGate.hold(() =>
+      this.conditions.checkDurable(condition.query, condition.after, snapshot, this.index),
+    );
   }
 
   private async prepareRun(
@@ -701,12 +768,26 @@ export class FeedWriter {
     this.stagedHead = commitNumber;
     this.stagedNextPosition += run.records.length;
     return (location) => {
-      assert(!landing || (location.segment === landing.segment && location.offset === landing.offset), 'a group lands where its runs were laid for');
+      assert(
+        !landing || (location.segment === landing.segment && location.offset === landing.offset),
+        'a group lands where its runs were laid for',
+      );
       const runStart = location.offset + built.runStart;
       const commit = commitRecord(built.commit, location.segment, runStart);
       this.payloads.rememberRun(built.newPayloads, location.segment, runStart);
-      this.derived.push({ commit, records: run.records, runStart, entryOffsets: built.entryOffsets, fingerprints: built.fingerprintTerms }, built.types);
-      const finishedSegment = this.history.commits.length > 0 && this.history.commits.at(this.history.commits.length).segment !== commit.segment;
+      this.derived.push(
+        {
+          commit,
+          records: run.records,
+          runStart,
+          entryOffsets: built.entryOffsets,
+          fingerprints: built.fingerprintTerms,
+        },
+        built.types,
+      );
+      const finishedSegment =
+        this.history.commits.length > 0 &&
+        this.history.commits.at(this.history.commits.length).segment !== commit.segment;
       this.history.published(commit);
       this.publish(commit);
       if (finishedSegment) {
@@ -805,7 +886,8 @@ export class FeedWriter {
    */
   async close(reason?: StreamStackError): Promise<void> {
     if (this.closedError) return;
-    this.closedError = reason ?? new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
+    this.closedError =
+      reason ?? new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
     this.committer.refuse(this.closedError);
     this.published.close(this.closedError);
     await this.idle();

@@ -128,13 +128,23 @@ export class GroupCommitter<G> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.refusal) return Promise.reject(this.refusal);
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ lane, prepare: prepare as Prepare<unknown, G>, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({
+        lane,
+        prepare: prepare as Prepare<unknown, G>,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      });
       if (!this.running) void this.pump();
     });
   }
 
   get stats(): GroupCommitStats {
-    return { groups: this.groupsWritten, requests: this.requestsWritten, pipelined: this.groupsPipelined, inFlight: this.inFlight.length };
+    return {
+      groups: this.groupsWritten,
+      requests: this.requestsWritten,
+      pipelined: this.groupsPipelined,
+      inFlight: this.inFlight.length,
+    };
   }
 
   /** Refuses every request submitted from now on with `error` (the feed is closing). */
@@ -222,7 +232,12 @@ export class GroupCommitter<G> {
     this.requestsWritten += prepared.length;
     if (this.inFlight.length > 0) this.groupsPipelined++;
     const previous = this.inFlight[this.inFlight.length - 1]?.settled;
-    const entry: InFlight<G> = { lane, placed: written.placed, scratch, settled: this.acknowledge(written.durable, previous, prepared) };
+    const entry: InFlight<G> = {
+      lane,
+      placed: written.placed,
+      scratch,
+      settled: this.acknowledge(written.durable, previous, prepared),
+    };
     this.inFlight.push(entry);
     void entry.settled.then(() => {
       this.inFlight.splice(this.inFlight.indexOf(entry), 1);
@@ -266,9 +281,13 @@ export class GroupCommitter<G> {
     this.failure =
       error instanceof StreamStackError && error.code === 'IO'
         ? error
-        : new StreamStackError('IO', `a durable write failed: ${error instanceof Error ? error.message : String(error)}`, {
-            cause: error,
-          });
+        : new StreamStackError(
+            'IO',
+            `a durable write failed: ${error instanceof Error ? error.message : String(error)}`,
+            {
+              cause: error,
+            },
+          );
     for (const request of this.queue.splice(0)) request.reject(this.failure);
     this.onFatal(this.failure);
   }

@@ -19,9 +19,9 @@ import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentHeaderBytes } from '../limits.js';
 import type { CommitList } from '../storage/commit-list.js';
+import type { Corruption } from '../storage/runs.js';
 import { decodeSegmentHeader, readFileRangeSync } from '../storage/segment.js';
 import { baseOfSegmentName } from '../storage/segment-set.js';
-import type { Corruption } from '../storage/runs.js';
 import type { RetentionFloor, RetentionLog } from './retention-state.js';
 
 const historyExtension = '.hist';
@@ -38,7 +38,10 @@ export function oldestSegmentStart(kernels: Kernels, directory: string): Retenti
   } catch {
     return undefined;
   }
-  const bases = names.filter((name) => name.endsWith(historyExtension)).map((name) => baseOfSegmentName(name)).filter((base) => base !== undefined);
+  const bases = names
+    .filter((name) => name.endsWith(historyExtension))
+    .map((name) => baseOfSegmentName(name))
+    .filter((base) => base !== undefined);
   // Segments are named by their first position: a history starting at position 1 was never
   // trimmed, and opening it reads no header twice.
   if (bases.length === 0 || Math.min(...bases) <= 1) return bases.length === 0 ? undefined : { commit: 1, position: 1 };
@@ -95,7 +98,11 @@ export function retainedFloor(kernels: Kernels, directory: string, retention: Re
  * The horizon as recovery sets it: at least the newest commit whose run key compaction thinned,
  * and the problem with the log when it said less.
  */
-export function horizonWithFloor(commits: CommitList, recorded: number, directory: string): { horizon: number; problem?: Corruption } {
+export function horizonWithFloor(
+  commits: CommitList,
+  recorded: number,
+  directory: string,
+): { horizon: number; problem?: Corruption } {
   const floor = commits.compactedFloor;
   if (floor <= recorded) return { horizon: recorded };
   return {

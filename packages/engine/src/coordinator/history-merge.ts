@@ -10,15 +10,15 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { mergedSegmentBytesMax, mergeSegmentsTrigger, mergeSwitchWaitMs } from '../limits.js';
+import { type OnProgress, type Progress, ProgressReporter } from '../progress.js';
 import type { History } from '../storage/history-log.js';
 import { SegmentFile, syncDirectory } from '../storage/segment.js';
 import { readSummaryHead, summaryFileOf } from '../storage/segment-summary.js';
 import type { DerivedIndexes } from './derived-indexes.js';
-import { removeReplacedFiles, type MergeLog } from './merge-state.js';
+import { type MergeLog, removeReplacedFiles } from './merge-state.js';
 import type { ReadGate } from './read-gate.js';
 import { runRewrite } from './rewrite-offthread.js';
-import { removeRewriteFiles, rewriteFiles, type RewriteJob } from './segment-rewrite.js';
-import { ProgressReporter, type OnProgress, type Progress } from '../progress.js';
+import { type RewriteJob, removeRewriteFiles, rewriteFiles } from './segment-rewrite.js';
 
 /** `feed.compact`'s progress: records of the segments being merged that are rewritten, and the merges done. */
 export interface MergeProgress extends Progress {
@@ -26,8 +26,9 @@ export interface MergeProgress extends Progress {
 }
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { SegmentMerge, MergeResult } from '@streamstack/protocol';
-export type { SegmentMerge, MergeResult };
+import type { MergeResult, SegmentMerge } from '@streamstack/protocol';
+
+export type { MergeResult, SegmentMerge };
 
 export interface MergeContext {
   readonly kernels: Kernels;
@@ -55,14 +56,16 @@ export class HistoryMerges {
    * built, are left alone).
    */
   merge(signal?: AbortSignal, onProgress?: OnProgress<MergeProgress>): Promise<MergeResult> {
-    if (this.context.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', `feed ${this.context.feed} was opened read-only`));
+    if (this.context.readOnly)
+      return Promise.reject(new StreamStackError('READ_ONLY', `feed ${this.context.feed} was opened read-only`));
     return this.context.serial(async () => {
       const merges: SegmentMerge[] = [];
       // The total is the records of every run there is to merge now; a segment finished while
       // the merges run may add a run, and its records then raise the total.
       // (A merge that runs on its own has no callback, and skips the planning.)
       let planned = 0;
-      if (onProgress) for (let run = this.nextRun(); run; run = this.nextRun(run[run.length - 1])) planned += this.recordsOf(run);
+      if (onProgress)
+        for (let run = this.nextRun(); run; run = this.nextRun(run[run.length - 1])) planned += this.recordsOf(run);
       const progress = new ProgressReporter(onProgress, 'records', planned, { merges: 0 });
       progress.advance(0, undefined, true);
       let finished = 0;
@@ -90,7 +93,8 @@ export class HistoryMerges {
   private recordsOf(run: readonly SegmentFile[]): number {
     const { commits } = this.context.history;
     let records = 0;
-    for (const segment of run) for (const commit of commits.commitsInSegment(segment.header.base)) records += commit.entries;
+    for (const segment of run)
+      for (const commit of commits.commitsInSegment(segment.header.base)) records += commit.entries;
     return records;
   }
 
@@ -124,7 +128,9 @@ export class HistoryMerges {
 
   /** A segment whose commits corruption broke is never rewritten (its damage stays where it is). */
   damaged(segment: SegmentFile, lostStarts: ReadonlySet<number>): boolean {
-    const extent = this.context.history.commits.segments().find((candidate) => candidate.segment === segment.header.base);
+    const extent = this.context.history.commits
+      .segments()
+      .find((candidate) => candidate.segment === segment.header.base);
     if (!extent?.summarized) return true;
     for (const start of lostStarts) if (start >= segment.header.base && start <= extent.lastPosition + 1) return true;
     return false;
@@ -147,7 +153,8 @@ export class HistoryMerges {
     const { kernels, history, feed, directory, gate, log } = this.context;
     const bases = replaced.map((segment) => segment.header.base);
     const first = replaced[0];
-    const successor = history.segments.segments[history.segments.segments.indexOf(replaced[replaced.length - 1]) + 1].header;
+    const successor =
+      history.segments.segments[history.segments.segments.indexOf(replaced[replaced.length - 1]) + 1].header;
     const commits = bases.reduce((sum, base) => sum + history.commits.commitsInSegment(base).length, 0);
     const derived = this.context.derived();
     // Builds under way finish first: the rewritten segment's dictionaries are merged with the
@@ -166,7 +173,13 @@ export class HistoryMerges {
       earlier: { latest: derived.keys.earlierFiles(bases[0]), first: derived.fingerprints.earlierFiles(bases[0]) },
     };
     const files = rewriteFiles(directory, bases[0]);
-    const written = await runRewrite(kernels, job, () => ({ history, indexes: { keys: derived.keys, fingerprints: derived.fingerprints } }), signal, onRecords);
+    const written = await runRewrite(
+      kernels,
+      job,
+      () => ({ history, indexes: { keys: derived.keys, fingerprints: derived.fingerprints } }),
+      signal,
+      onRecords,
+    );
     try {
       await log.write({ replaced: bases, capacity: written.header.capacity, pending: true });
     } catch (error) {
@@ -188,7 +201,11 @@ export class HistoryMerges {
       // on for the rewritten segment's), before any read gets in again.
       history.switchMerged(replaced, segment, summary);
       dictionaries = (['latest', 'first'] as const).map((order) =>
-        (order === 'latest' ? derived.keys : derived.fingerprints).replaceSegments(bases, written.count, written.built[order] ? files[order] : undefined),
+        (order === 'latest' ? derived.keys : derived.fingerprints).replaceSegments(
+          bases,
+          written.count,
+          written.built[order] ? files[order] : undefined,
+        ),
       );
       await derived.index.replaceSegments(bases, written.count, written.built.index ? files.index : undefined);
       await syncDirectory(path.dirname(files.index));

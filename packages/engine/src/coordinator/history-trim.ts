@@ -5,17 +5,19 @@
  * summaries, index files and dictionaries, after recording the new floor durably (see
  * `retention-state.ts` for how recovery finishes one that was interrupted).
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { RetentionInfo, RetentionPin, TrimResult } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
 import { retentionCheckIntervalMs } from '../limits.js';
+import { type OnProgress, type Progress, ProgressReporter } from '../progress.js';
 import type { History } from '../storage/history-log.js';
 import type { DerivedIndexes } from './derived-indexes.js';
+import type { Watermark } from './published-state.js';
 import type { RetentionLog, RetentionPolicy } from './retention-state.js';
 import type { Subscriptions } from './subscriptions.js';
-import type { Watermark } from './published-state.js';
-import { ProgressReporter, type OnProgress, type Progress } from '../progress.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { RetentionPin, TrimResult, RetentionInfo } from '@streamstack/protocol';
-export type { RetentionPin, TrimResult, RetentionInfo };
+
+export type { RetentionInfo, RetentionPin, TrimResult };
 
 /** What a trim is asked to remove: the commits before `before`, what the policy allows, or both. */
 export interface TrimRequest {
@@ -155,7 +157,10 @@ export class HistoryRetention {
       const lastCommit = next.baseCommit - 1;
       const lastPosition = next.base - 1;
       const byBefore = request.before !== undefined && lastCommit < request.before;
-      const byAge = policy.maxAgeMs !== undefined && lastCommit >= commits.low && commits.at(lastCommit).sealedAt < now - policy.maxAgeMs;
+      const byAge =
+        policy.maxAgeMs !== undefined &&
+        lastCommit >= commits.low &&
+        commits.at(lastCommit).sealedAt < now - policy.maxAgeMs;
       const byRecords = policy.maxRecords !== undefined && head.position - lastPosition >= policy.maxRecords;
       const byBytes = policy.maxBytes !== undefined && bytesAfter >= policy.maxBytes;
       if (!(byBefore || byAge || byRecords || byBytes)) break;

@@ -17,15 +17,15 @@
  */
 import { StreamStackError } from '../errors.js';
 import { mergedSegmentBytesMax } from '../limits.js';
+import { type OnProgress, type Progress, ProgressReporter } from '../progress.js';
 import type { History } from '../storage/history-log.js';
 import type { SegmentFile } from '../storage/segment.js';
 import type { CompactionLog } from './compaction-state.js';
 import type { DerivedIndexes } from './derived-indexes.js';
 import type { HistoryMerges } from './history-merge.js';
 import type { RetentionPin } from './history-trim.js';
-import type { Subscriptions } from './subscriptions.js';
 import type { Watermark } from './published-state.js';
-import { ProgressReporter, type OnProgress, type Progress } from '../progress.js';
+import type { Subscriptions } from './subscriptions.js';
 
 /** `feed.compactKeys`' progress: records of the segments below the horizon rewritten, and segments done. */
 export interface KeyCompactionProgress extends Progress {
@@ -34,6 +34,7 @@ export interface KeyCompactionProgress extends Progress {
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { KeyCompactionRequest as KeyCompactionFields, KeyCompactionResult } from '@streamstack/protocol';
+
 export type { KeyCompactionResult };
 
 /** What `feed.compactKeys` takes: the fields the client sends too, and a progress callback, which stays in this process. */
@@ -63,14 +64,19 @@ export class KeyCompaction {
 
   compact(request: KeyCompactionRequest): Promise<KeyCompactionResult> {
     const { context } = this;
-    if (context.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', `feed ${context.feed} was opened read-only`));
+    if (context.readOnly)
+      return Promise.reject(new StreamStackError('READ_ONLY', `feed ${context.feed} was opened read-only`));
     const head = context.watermark().commit;
     const commits = context.history.commits;
     if (!Number.isSafeInteger(request.horizon) || request.horizon < commits.low || request.horizon > head) {
       return Promise.reject(
-        new StreamStackError('CURSOR_OUT_OF_RANGE', `the horizon must be a commit from ${commits.low} (the low mark) to ${head} (the head), not ${String(request.horizon)}`, {
-          details: { horizon: request.horizon, lowMark: commits.low, head },
-        }),
+        new StreamStackError(
+          'CURSOR_OUT_OF_RANGE',
+          `the horizon must be a commit from ${commits.low} (the low mark) to ${head} (the head), not ${String(request.horizon)}`,
+          {
+            details: { horizon: request.horizon, lowMark: commits.low, head },
+          },
+        ),
       );
     }
     return context.serial(() => this.compactNow(request));
@@ -91,10 +97,30 @@ export class KeyCompaction {
     const segments = this.segmentsUpTo(horizon);
     const groups = groupsOf(segments);
     const recordsIn = (run: readonly SegmentFile[]) =>
-      run.reduce((sum, segment) => sum + history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0), 0);
-    const progress = new ProgressReporter(request.onProgress, 'records', horizon < commits.horizon ? 0 : groups.reduce((sum, run) => sum + recordsIn(run), 0), { segmentsCompacted: 0 });
+      run.reduce(
+        (sum, segment) =>
+          sum +
+          history.commits.commitsInSegment(segment.header.base).reduce((total, commit) => total + commit.entries, 0),
+        0,
+      );
+    const progress = new ProgressReporter(
+      request.onProgress,
+      'records',
+      horizon < commits.horizon ? 0 : groups.reduce((sum, run) => sum + recordsIn(run), 0),
+      { segmentsCompacted: 0 },
+    );
     progress.advance(0, undefined, true);
-    const nothing = { horizon: commits.horizon, segmentsCompacted: 0, segmentsAfter: 0, recordsBefore: 0, recordsAfter: 0, bytesBefore: 0, bytesAfter: 0, putOff: false, ...heldBy };
+    const nothing = {
+      horizon: commits.horizon,
+      segmentsCompacted: 0,
+      segmentsAfter: 0,
+      recordsBefore: 0,
+      recordsAfter: 0,
+      bytesBefore: 0,
+      bytesAfter: 0,
+      putOff: false,
+      ...heldBy,
+    };
     // The same horizon again rewrites again: a compaction that failed (a full disk) or was put
     // off recorded its horizon before it rewrote everything below it.
     if (segments.length === 0 || horizon < commits.horizon) {
@@ -120,7 +146,17 @@ export class KeyCompaction {
       const rewritten = await merges.rewrite(run, request.signal, keep, (done) => progress.advance(before + done));
       if (!rewritten) {
         progress.finish({ segmentsCompacted }, before);
-        return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: true, ...heldBy };
+        return {
+          horizon,
+          segmentsCompacted,
+          segmentsAfter,
+          recordsBefore,
+          recordsAfter,
+          bytesBefore,
+          bytesAfter,
+          putOff: true,
+          ...heldBy,
+        };
       }
       segmentsCompacted += rewritten.segments;
       segmentsAfter++;
@@ -130,7 +166,17 @@ export class KeyCompaction {
       progress.advance(recordsBefore, { segmentsCompacted }, true);
     }
     progress.finish({ segmentsCompacted });
-    return { horizon, segmentsCompacted, segmentsAfter, recordsBefore, recordsAfter, bytesBefore, bytesAfter, putOff: false, ...heldBy };
+    return {
+      horizon,
+      segmentsCompacted,
+      segmentsAfter,
+      recordsBefore,
+      recordsAfter,
+      bytesBefore,
+      bytesAfter,
+      putOff: false,
+      ...heldBy,
+    };
   }
 
   /**

@@ -4,12 +4,14 @@
  * token. Lease changes do not wait behind queued writes: a takeover is granted as soon as it is
  * durable, and writes still queued under the old token are then refused when their turn comes.
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { LeaseGrant } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
 import { leaseTtlMsDefault, leaseTtlMsMax, leaseTtlMsMin } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import type { StateLog } from '../storage/state-log.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { LeaseGrant } from '@streamstack/protocol';
+
 export type { LeaseGrant };
 
 export interface LeaseState {
@@ -92,14 +94,20 @@ export class LeaseKeeper {
   acquire(holder: string, ttlMs?: number): Promise<LeaseGrant> {
     const ttl = validateTtl(ttlMs);
     if (typeof holder !== 'string' || holder.length === 0 || holder.length > 256) {
-      return Promise.reject(new StreamStackError('INVALID_ARGUMENT', 'holder must be a non-empty string of at most 256 characters'));
+      return Promise.reject(
+        new StreamStackError('INVALID_ARGUMENT', 'holder must be a non-empty string of at most 256 characters'),
+      );
     }
     return this.serial(async () => {
       const live = this.live();
       if (live) {
-        throw new StreamStackError('LEASE_HELD', `the lease is held by ${live.holder} (epoch ${live.epoch}) until ${new Date(live.expiresAt).toISOString()}`, {
-          details: { holder: live.holder, epoch: live.epoch, expiresAt: live.expiresAt },
-        });
+        throw new StreamStackError(
+          'LEASE_HELD',
+          `the lease is held by ${live.holder} (epoch ${live.epoch}) until ${new Date(live.expiresAt).toISOString()}`,
+          {
+            details: { holder: live.holder, epoch: live.epoch, expiresAt: live.expiresAt },
+          },
+        );
       }
       const epoch = this.epoch + 1;
       const lease: LeaseState = {
@@ -153,9 +161,13 @@ export class LeaseKeeper {
       );
     }
     if (lease.released || this.clock() >= lease.expiresAt) {
-      throw new StreamStackError('LEASE_EXPIRED', `the lease of epoch ${lease.epoch} ${lease.released ? 'was released' : 'expired'}`, {
-        details: { epoch: lease.epoch, expiresAt: lease.expiresAt },
-      });
+      throw new StreamStackError(
+        'LEASE_EXPIRED',
+        `the lease of epoch ${lease.epoch} ${lease.released ? 'was released' : 'expired'}`,
+        {
+          details: { epoch: lease.epoch, expiresAt: lease.expiresAt },
+        },
+      );
     }
     return lease;
   }
@@ -168,9 +180,13 @@ export class LeaseKeeper {
     if (token !== undefined) return this.check(token).epoch;
     const live = this.live();
     if (live) {
-      throw new StreamStackError('LEASE_HELD', `the feed is leased to ${live.holder} (epoch ${live.epoch}); writes must carry its token`, {
-        details: { holder: live.holder, epoch: live.epoch },
-      });
+      throw new StreamStackError(
+        'LEASE_HELD',
+        `the feed is leased to ${live.holder} (epoch ${live.epoch}); writes must carry its token`,
+        {
+          details: { holder: live.holder, epoch: live.epoch },
+        },
+      );
     }
     return this.epoch;
   }

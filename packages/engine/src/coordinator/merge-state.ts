@@ -12,13 +12,12 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
+import { segmentHeaderBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import type { Corruption } from '../storage/runs.js';
-import { decodeSegmentHeader } from '../storage/segment.js';
+import { decodeSegmentHeader, syncDirectory } from '../storage/segment.js';
 import { baseOfSegmentName, segmentFile } from '../storage/segment-set.js';
-import { syncDirectory } from '../storage/segment.js';
 import { DeferredRecordLog } from '../storage/state-log.js';
-import { segmentHeaderBytes } from '../limits.js';
 
 /** A merge's switch-over: the consecutive segments it replaces, and the merged file's capacity. */
 export interface MergeRecord {
@@ -30,7 +29,11 @@ export interface MergeRecord {
 const recordVersion = 1;
 
 function encode(record: MergeRecord): Uint8Array {
-  const writer = new ByteWriter().u8(recordVersion).u8(record.pending ? 1 : 0).varint(record.capacity).varint(record.replaced.length);
+  const writer = new ByteWriter()
+    .u8(recordVersion)
+    .u8(record.pending ? 1 : 0)
+    .varint(record.capacity)
+    .varint(record.replaced.length);
   for (const base of record.replaced) writer.varint(base);
   return writer.finish();
 }
@@ -44,7 +47,10 @@ function decode(bytes: Uint8Array, file: string): MergeRecord {
   const replaced: number[] = [];
   for (let index = 0; index < count; index++) replaced.push(reader.varint());
   reader.expectEnd();
-  if (version !== recordVersion) throw new StreamStackError('CORRUPT', `${file} holds a merge record of an unknown form`, { details: { file, offset: 0 } });
+  if (version !== recordVersion)
+    throw new StreamStackError('CORRUPT', `${file} holds a merge record of an unknown form`, {
+      details: { file, offset: 0 },
+    });
   return { replaced, capacity, pending };
 }
 
@@ -53,7 +59,9 @@ export class MergeLog {
   private constructor(private readonly log: DeferredRecordLog<MergeRecord>) {}
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<MergeLog> {
-    return new MergeLog(await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'merge.log'), readOnly, { encode, decode }));
+    return new MergeLog(
+      await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'merge.log'), readOnly, { encode, decode }),
+    );
   }
 
   get record(): MergeRecord | undefined {

@@ -5,9 +5,9 @@
 import { yieldWhenDue } from '../event-loop.js';
 import { payloadDedupEntriesMax } from '../limits.js';
 import { probeTableOf } from '../query/key-table.js';
-import { grown } from '../typed-arrays.js';
 import { equalBytes, type NewPayload } from '../storage/commit-run.js';
 import type { PayloadLocation } from '../storage/records.js';
+import { grown } from '../typed-arrays.js';
 
 /**
  * The map's key: 30 bits of the payload's CRC-32C, so that V8 keeps keys as small integers (a
@@ -40,11 +40,16 @@ export class GroupPayloads {
   find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
     for (const { payloads, segment, runOffset } of this.pending.splice(0)) {
       for (const laid of payloads) {
-        this.laid.set(keyOf(laid.crc), { bytes: laid.bytes, location: { segment, offset: runOffset + laid.offset, length: laid.length, crc: laid.crc } });
+        this.laid.set(keyOf(laid.crc), {
+          bytes: laid.bytes,
+          location: { segment, offset: runOffset + laid.offset, length: laid.length, crc: laid.crc },
+        });
       }
     }
     const candidate = this.laid.get(keyOf(crc));
-    return candidate && candidate.location.segment === segment && equalBytes(candidate.bytes, payload) ? candidate.location : undefined;
+    return candidate && candidate.location.segment === segment && equalBytes(candidate.bytes, payload)
+      ? candidate.location
+      : undefined;
   }
 }
 
@@ -147,7 +152,13 @@ export class PayloadDedup {
   rememberRun(payloads: readonly NewPayload[], segment: number, runStart: number): void {
     const count = payloads.length;
     if (count === 0) return;
-    const run: PendingRun = { segment, runStart, crcs: new Uint32Array(count), offsets: new Float64Array(count), lengths: new Uint32Array(count) };
+    const run: PendingRun = {
+      segment,
+      runStart,
+      crcs: new Uint32Array(count),
+      offsets: new Float64Array(count),
+      lengths: new Uint32Array(count),
+    };
     for (let index = 0; index < count; index++) {
       const payload = payloads[index];
       run.crcs[index] = payload.crc;
@@ -186,7 +197,12 @@ export class PayloadDedup {
     if (probe >= 0) return undefined;
     const slot = -probe - 1;
     if (this.lengths[slot] !== payload.length) return undefined;
-    const candidate: PayloadLocation = { segment, offset: this.offsets[slot], length: this.lengths[slot], crc: this.crcs[slot] };
+    const candidate: PayloadLocation = {
+      segment,
+      offset: this.offsets[slot],
+      length: this.lengths[slot],
+      crc: this.crcs[slot],
+    };
     return this.equalsStored(candidate, payload) ? candidate : undefined;
   }
 }

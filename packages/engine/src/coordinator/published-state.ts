@@ -44,7 +44,10 @@ export class PublishedState {
 
   /** Moves the watermark past a durable commit, which the history has added to the list. */
   publish(commit: CommitRecord): void {
-    assert(commit.commit === this.watermarkNow.commit + 1 && commit.commit === this.commits.length, 'commits are published in chain order');
+    assert(
+      commit.commit === this.watermarkNow.commit + 1 && commit.commit === this.commits.length,
+      'commits are published in chain order',
+    );
     this.watermarkNow = { commit: commit.commit, position: commit.lastPosition };
     for (const listener of this.listeners) listener(this.watermarkNow);
   }

@@ -6,14 +6,15 @@
  * is gone: recovery finishes a pending trim by deleting the same files again.
  */
 import path from 'node:path';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { RetentionPolicy } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { retentionAgeMsMax, safeIntegerMax } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
 import type { Corruption } from '../storage/runs.js';
 import { DeferredRecordLog } from '../storage/state-log.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { RetentionPolicy } from '@streamstack/protocol';
+
 export type { RetentionPolicy };
 
 /** The first retained commit and its first position: a history segment's first ones. */
@@ -39,12 +40,19 @@ const hasBytes = 4;
 
 function encode(state: RetentionState): Uint8Array {
   const { policy } = state;
-  const flags = (policy.maxAgeMs === undefined ? 0 : hasAge) | (policy.maxRecords === undefined ? 0 : hasRecords) | (policy.maxBytes === undefined ? 0 : hasBytes);
+  const flags =
+    (policy.maxAgeMs === undefined ? 0 : hasAge) |
+    (policy.maxRecords === undefined ? 0 : hasRecords) |
+    (policy.maxBytes === undefined ? 0 : hasBytes);
   const writer = new ByteWriter().u8(recordVersion).u8(flags);
   if (policy.maxAgeMs !== undefined) writer.varint(policy.maxAgeMs);
   if (policy.maxRecords !== undefined) writer.varint(policy.maxRecords);
   if (policy.maxBytes !== undefined) writer.varint(policy.maxBytes);
-  return writer.varint(state.floor.commit).varint(state.floor.position).u8(state.pending ? 1 : 0).finish();
+  return writer
+    .varint(state.floor.commit)
+    .varint(state.floor.position)
+    .u8(state.pending ? 1 : 0)
+    .finish();
 }
 
 function decode(bytes: Uint8Array, file: string): RetentionState {
@@ -52,7 +60,9 @@ function decode(bytes: Uint8Array, file: string): RetentionState {
   const version = reader.u8();
   const flags = reader.u8();
   if (version !== recordVersion || flags > (hasAge | hasRecords | hasBytes)) {
-    throw new StreamStackError('CORRUPT', `${file} holds a retention record of an unknown form`, { details: { file, offset: 0 } });
+    throw new StreamStackError('CORRUPT', `${file} holds a retention record of an unknown form`, {
+      details: { file, offset: 0 },
+    });
   }
   const policy: { maxAgeMs?: number; maxRecords?: number; maxBytes?: number } = {};
   if (flags & hasAge) policy.maxAgeMs = reader.varint();
@@ -62,7 +72,9 @@ function decode(bytes: Uint8Array, file: string): RetentionState {
   const pending = reader.u8() === 1;
   reader.expectEnd();
   if (floor.commit < 1 || floor.position < 1) {
-    throw new StreamStackError('CORRUPT', `${file} names a retention floor before the first commit`, { details: { file, offset: 0 } });
+    throw new StreamStackError('CORRUPT', `${file} names a retention floor before the first commit`, {
+      details: { file, offset: 0 },
+    });
   }
   return { policy, floor, pending };
 }
@@ -73,17 +85,32 @@ function decode(bytes: Uint8Array, file: string): RetentionState {
  */
 export function validateRetentionPolicy(policy: unknown): RetentionPolicy {
   if (policy === null || typeof policy !== 'object' || Array.isArray(policy)) {
-    throw new StreamStackError('INVALID_ARGUMENT', 'a retention policy is an object of maxAgeMs, maxRecords and maxBytes');
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      'a retention policy is an object of maxAgeMs, maxRecords and maxBytes',
+    );
   }
-  const limits: Record<string, number> = { maxAgeMs: retentionAgeMsMax, maxRecords: safeIntegerMax, maxBytes: safeIntegerMax };
+  const limits: Record<string, number> = {
+    maxAgeMs: retentionAgeMsMax,
+    maxRecords: safeIntegerMax,
+    maxBytes: safeIntegerMax,
+  };
   const out: Record<string, number> = {};
   for (const [name, value] of Object.entries(policy as Record<string, unknown>)) {
     if (!(name in limits)) {
-      throw new StreamStackError('INVALID_ARGUMENT', `a retention policy has no ${JSON.stringify(name)}: it takes maxAgeMs, maxRecords and maxBytes`, { details: { field: name } });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `a retention policy has no ${JSON.stringify(name)}: it takes maxAgeMs, maxRecords and maxBytes`,
+        { details: { field: name } },
+      );
     }
     if (value === undefined) continue;
     if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > limits[name]) {
-      throw new StreamStackError('INVALID_ARGUMENT', `${name} must be an integer from 1 to ${limits[name]}, not ${String(value)}`, { details: { field: name, value } });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `${name} must be an integer from 1 to ${limits[name]}, not ${String(value)}`,
+        { details: { field: name, value } },
+      );
     }
     out[name] = value as number;
   }
@@ -95,7 +122,12 @@ export class RetentionLog {
   private constructor(private readonly log: DeferredRecordLog<RetentionState>) {}
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<RetentionLog> {
-    return new RetentionLog(await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'retention.log'), readOnly, { encode, decode }));
+    return new RetentionLog(
+      await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'retention.log'), readOnly, {
+        encode,
+        decode,
+      }),
+    );
   }
 
   get state(): RetentionState {

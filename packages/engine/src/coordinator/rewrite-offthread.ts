@@ -9,9 +9,16 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { StreamStackError, type ErrorCode } from '../errors.js';
+import { type ErrorCode, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { removeRewriteFiles, rewriteFiles, rewriteSegments, type RewriteJob, type RewriteResult, type RewriteSource } from './segment-rewrite.js';
+import {
+  type RewriteJob,
+  type RewriteResult,
+  type RewriteSource,
+  removeRewriteFiles,
+  rewriteFiles,
+  rewriteSegments,
+} from './segment-rewrite.js';
 
 const workerFile = new URL('./rewrite-worker.js', import.meta.url);
 
@@ -23,8 +30,13 @@ export interface ErrorMessage {
 }
 
 export function errorMessageOf(error: unknown): ErrorMessage {
-  if (error instanceof StreamStackError) return { code: error.code, message: error.message, details: { ...error.details } };
-  return { code: 'INTERNAL', message: `a rewrite failed: ${error instanceof Error ? error.message : String(error)}`, details: {} };
+  if (error instanceof StreamStackError)
+    return { code: error.code, message: error.message, details: { ...error.details } };
+  return {
+    code: 'INTERNAL',
+    message: `a rewrite failed: ${error instanceof Error ? error.message : String(error)}`,
+    details: {},
+  };
 }
 
 /** Whether rewrites run on a worker thread here (the engine runs from its build). */
@@ -68,11 +80,21 @@ export async function runRewrite(
           return;
         }
         settle(() =>
-          reply.error ? reject(new StreamStackError(reply.error.code, reply.error.message, { details: reply.error.details })) : resolve(reply.result!),
+          reply.error
+            ? reject(new StreamStackError(reply.error.code, reply.error.message, { details: reply.error.details }))
+            : resolve(reply.result!),
         );
       });
-      worker.on('error', (error) => settle(() => reject(new StreamStackError('INTERNAL', `the rewrite worker failed: ${error.message}`, { cause: error }))));
-      worker.on('exit', (code) => settle(() => reject(new StreamStackError('INTERNAL', `the rewrite worker exited with code ${code} before it answered`))));
+      worker.on('error', (error) =>
+        settle(() =>
+          reject(new StreamStackError('INTERNAL', `the rewrite worker failed: ${error.message}`, { cause: error })),
+        ),
+      );
+      worker.on('exit', (code) =>
+        settle(() =>
+          reject(new StreamStackError('INTERNAL', `the rewrite worker exited with code ${code} before it answered`)),
+        ),
+      );
     });
   } catch (error) {
     // A worker that was terminated or died may have left its files half-written.

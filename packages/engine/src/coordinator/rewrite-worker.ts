@@ -12,10 +12,10 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
 import { buildWorkerNiceness, progressIntervalMs } from '../limits.js';
 import { History } from '../storage/history-log.js';
-import { DerivedIndexes } from './derived-indexes.js';
 import type { KeyIndexes } from './compaction-selection.js';
-import { rewriteSegments, type RewriteJob } from './segment-rewrite.js';
+import { DerivedIndexes } from './derived-indexes.js';
 import { errorMessageOf } from './rewrite-offthread.js';
+import { type RewriteJob, rewriteSegments } from './segment-rewrite.js';
 
 // Background work: the event loop's thread must win the CPU whenever the two compete (on Linux
 // a priority set for pid 0 applies to the calling thread only).
@@ -41,7 +41,14 @@ async function run(job: RewriteJob): Promise<void> {
       posted = now;
       parentPort!.postMessage({ progress: records });
     };
-    const result = await rewriteSegments(kernels, job, { history, ...(indexes ? { indexes } : {}) }, false, undefined, onRecords);
+    const result = await rewriteSegments(
+      kernels,
+      job,
+      { history, ...(indexes ? { indexes } : {}) },
+      false,
+      undefined,
+      onRecords,
+    );
     parentPort!.postMessage({ result });
   } finally {
     indexes?.keys.close();

@@ -21,19 +21,19 @@ import { keyCacheBytesMax } from '../limits.js';
 import { indexFileOf } from '../query/feed-index.js';
 import { buildIndexDataOffThread, buildKeyFileOffThread } from '../query/index-builder.js';
 import { dictionaryFileOf } from '../query/key-index.js';
-import { buildKeyFileBytes, DictionarySections, type DictionaryFile } from '../query/key-merge.js';
+import { buildKeyFileBytes, type DictionaryFile, DictionarySections } from '../query/key-merge.js';
 import { indexTailOf } from '../query/segment-index.js';
 import { segmentKeysOf, winnerColumnsOf } from '../query/segment-keys.js';
 import type { CommitRecord } from '../storage/commit-run.js';
 import type { History } from '../storage/history-log.js';
 import { buildIndexData, encodeIndexFile, writeIndexFile } from '../storage/index-segment.js';
-import { writeKeyFile, type TermOrder } from '../storage/key-file.js';
+import { type TermOrder, writeKeyFile } from '../storage/key-file.js';
 import { SegmentRuns } from '../storage/run-reads.js';
-import { writeMergedSegment, type MergedSegment } from '../storage/segment-merge.js';
-import { segmentFile } from '../storage/segment-set.js';
 import { SegmentFile, type SegmentHeader } from '../storage/segment.js';
+import { type MergedSegment, writeMergedSegment } from '../storage/segment-merge.js';
+import { segmentFile } from '../storage/segment-set.js';
 import { segmentSource, summaryFileOf, writeSummary } from '../storage/segment-summary.js';
-import { keyCompactionSelection, type KeyIndexes } from './compaction-selection.js';
+import { type KeyIndexes, keyCompactionSelection } from './compaction-selection.js';
 
 /** What a rewrite is to do, as plain data: it crosses to a worker thread. */
 export interface RewriteJob {
@@ -111,7 +111,8 @@ export async function removeRewriteLeftovers(directory: string): Promise<void> {
   } catch {
     return;
   }
-  for (const name of names) if (name.endsWith(temporarySuffix)) await fsp.rm(path.join(directory, name), { force: true });
+  for (const name of names)
+    if (name.endsWith(temporarySuffix)) await fsp.rm(path.join(directory, name), { force: true });
 }
 
 /** Removes a rewrite's files (after a failure, or when the switch was put off). */
@@ -147,13 +148,38 @@ export async function rewriteSegments(
     let select;
     if (job.keep) {
       assert(source.indexes !== undefined, 'a key compaction asks the key dictionaries');
-      select = await keyCompactionSelection(history, source.indexes, job.replaced, job.keep.horizonPosition, job.keep.keyless, signal);
+      select = await keyCompactionSelection(
+        history,
+        source.indexes,
+        job.replaced,
+        job.keep.horizonPosition,
+        job.keep.keyless,
+        signal,
+      );
     }
-    const merged = await writeMergedSegment(kernels, history, job.feed, files.segment, commits, job.successor, job.frameDataBytesMax, job.capacityToAvoid, signal, select, onRecords);
+    const merged = await writeMergedSegment(
+      kernels,
+      history,
+      job.feed,
+      files.segment,
+      commits,
+      job.successor,
+      job.frameDataBytesMax,
+      job.capacityToAvoid,
+      signal,
+      select,
+      onRecords,
+    );
     await writeSummary(
       kernels,
       files.summary,
-      { base, baseCommit: merged.header.baseCommit, capacity: merged.header.capacity, end: merged.end, commits: merged.commits },
+      {
+        base,
+        baseCommit: merged.header.baseCommit,
+        capacity: merged.header.capacity,
+        end: merged.end,
+        commits: merged.commits,
+      },
       merged.header,
     );
     const count = merged.commits[merged.commits.length - 1].lastPosition - base + 1;
@@ -189,7 +215,9 @@ async function buildDerivedFiles(
     const commits: readonly CommitRecord[] = merged.commits;
     const tail = await indexTailOf(runs, base, commits);
     assert(tail.count === count, 'a rewritten segment is indexed at every position it covers');
-    const data = offThread ? await buildIndexDataOffThread(kernels, tail.source()) : buildIndexData(kernels, tail.source());
+    const data = offThread
+      ? await buildIndexDataOffThread(kernels, tail.source())
+      : buildIndexData(kernels, tail.source());
     // The fingerprint the feed will know the segment by once it is switched in: its summary's.
     const source = segmentSource(kernels, commits);
     await writeIndexFile(kernels, files.index, encodeIndexFile(kernels, data, source));
@@ -202,7 +230,10 @@ async function buildDerivedFiles(
       let bytes: Uint8Array;
       try {
         const sections = () => new DictionarySections(kernels, keyCacheBytesMax);
-        bytes = (offThread ? await buildKeyFileOffThread(kernels, order, base, count, source, terms, own, earlier) : undefined) ?? buildKeyFileBytes(kernels, order, base, count, source, terms, own, earlier, sections());
+        bytes =
+          (offThread
+            ? await buildKeyFileOffThread(kernels, order, base, count, source, terms, own, earlier)
+            : undefined) ?? buildKeyFileBytes(kernels, order, base, count, source, terms, own, earlier, sections());
       } catch {
         // A dictionary before it failed a check: the feed rebuilds this one after the switch,
         // on its own thread, where damaged dictionaries are rebuilt too.

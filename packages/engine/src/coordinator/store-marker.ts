@@ -27,7 +27,9 @@ interface StoreMarker {
 }
 
 function refusal(root: string, reason: string, details: Record<string, unknown> = {}): StreamStackError {
-  return new StreamStackError('INVALID_ARGUMENT', `${root} is not a StreamStack data directory: ${reason}`, { details: { path: root, ...details } });
+  return new StreamStackError('INVALID_ARGUMENT', `${root} is not a StreamStack data directory: ${reason}`, {
+    details: { path: root, ...details },
+  });
 }
 
 /** The marker of the store at `root`, checked; undefined when there is none. */
@@ -82,9 +84,13 @@ export function checkDataDirectory(root: string): { markerMissing: boolean } {
   }
   const foreign = entries.filter((name) => !storeEntries.has(name));
   if (foreign.length > 0) {
-    throw refusal(root, `it holds ${foreign.length === 1 ? 'a file' : 'files'} of its own (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}) and no ${storeMarkerName}; give an empty or new directory`, {
-      entries: foreign.slice(0, 10),
-    });
+    throw refusal(
+      root,
+      `it holds ${foreign.length === 1 ? 'a file' : 'files'} of its own (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}) and no ${storeMarkerName}; give an empty or new directory`,
+      {
+        entries: foreign.slice(0, 10),
+      },
+    );
   }
   return { markerMissing: true };
 }

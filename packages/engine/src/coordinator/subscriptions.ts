@@ -8,9 +8,9 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
+import type { Corruption } from '../storage/runs.js';
 import { syncDirectory } from '../storage/segment.js';
 import { StateLog, stateLogCopySuffix } from '../storage/state-log.js';
-import type { Corruption } from '../storage/runs.js';
 import { validateFeedName } from './data-directory.js';
 
 export interface SubscriptionState {
@@ -23,18 +23,33 @@ export interface SubscriptionState {
 const extension = '.log';
 
 function encode(state: SubscriptionState): Uint8Array {
-  return new ByteWriter().string(state.name).varint(state.cursor).varint(state.createdAt).varint(state.updatedAt).finish();
+  return new ByteWriter()
+    .string(state.name)
+    .varint(state.cursor)
+    .varint(state.createdAt)
+    .varint(state.updatedAt)
+    .finish();
 }
 
 function decode(bytes: Uint8Array, file: string): SubscriptionState {
   const reader = new ByteReader(bytes, 0, bytes.length, `subscription record in ${file}`);
-  const state = { name: reader.string(), cursor: reader.varint(), createdAt: reader.varint(), updatedAt: reader.varint() };
+  const state = {
+    name: reader.string(),
+    cursor: reader.varint(),
+    createdAt: reader.varint(),
+    updatedAt: reader.varint(),
+  };
   reader.expectEnd();
   return state;
 }
 
 /** Opens the log of subscription `name`: records naming another subscription are damage. */
-export function openSubscriptionLog(kernels: Kernels, file: string, name: string, readOnly: boolean): Promise<StateLog> {
+export function openSubscriptionLog(
+  kernels: Kernels,
+  file: string,
+  name: string,
+  readOnly: boolean,
+): Promise<StateLog> {
   return StateLog.open(kernels, file, readOnly, (record) => {
     try {
       return decode(record, file).name === name;
@@ -48,9 +63,13 @@ export function validateSubscriptionName(name: unknown): string {
   try {
     return validateFeedName(name);
   } catch {
-    throw new StreamStackError('INVALID_NAME', `a subscription name follows the rules of feed names; got ${JSON.stringify(name)}`, {
-      details: { name },
-    });
+    throw new StreamStackError(
+      'INVALID_NAME',
+      `a subscription name follows the rules of feed names; got ${JSON.stringify(name)}`,
+      {
+        details: { name },
+      },
+    );
   }
 }
 
@@ -68,7 +87,12 @@ export class Subscriptions {
     private readonly readOnly: boolean,
   ) {}
 
-  static async open(kernels: Kernels, directory: string, clock: () => number, readOnly = false): Promise<Subscriptions> {
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    clock: () => number,
+    readOnly = false,
+  ): Promise<Subscriptions> {
     const subscriptions = new Subscriptions(kernels, directory, clock, readOnly);
     if (fs.existsSync(directory)) {
       // A subscription lives in two files; either one is enough to find it.
@@ -103,7 +127,8 @@ export class Subscriptions {
   }
 
   private serial<T>(change: () => Promise<T>): Promise<T> {
-    if (this.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`));
+    if (this.readOnly)
+      return Promise.reject(new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`));
     const result = this.chain.then(change);
     this.chain = result.catch(() => undefined);
     return result;
@@ -115,7 +140,10 @@ export class Subscriptions {
 
   get(name: string): SubscriptionState {
     const entry = this.open.get(name);
-    if (!entry) throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, { details: { subscription: name } });
+    if (!entry)
+      throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, {
+        details: { subscription: name },
+      });
     return entry.state;
   }
 
@@ -123,7 +151,9 @@ export class Subscriptions {
     validateSubscriptionName(name);
     return this.serial(async () => {
       if (this.open.has(name)) {
-        throw new StreamStackError('SUBSCRIPTION_EXISTS', `a subscription named ${name} exists already`, { details: { subscription: name } });
+        throw new StreamStackError('SUBSCRIPTION_EXISTS', `a subscription named ${name} exists already`, {
+          details: { subscription: name },
+        });
       }
       fs.mkdirSync(this.directory, { recursive: true });
       const file = path.join(this.directory, `${name}${extension}`);
@@ -142,7 +172,10 @@ export class Subscriptions {
   move(name: string, cursor: number, reset: boolean): Promise<SubscriptionState> {
     return this.serial(async () => {
       const entry = this.open.get(name);
-      if (!entry) throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, { details: { subscription: name } });
+      if (!entry)
+        throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, {
+          details: { subscription: name },
+        });
       if (!reset && cursor < entry.state.cursor) {
         throw new StreamStackError(
           'CURSOR_BEHIND',
@@ -161,7 +194,10 @@ export class Subscriptions {
   delete(name: string): Promise<void> {
     return this.serial(async () => {
       const entry = this.open.get(name);
-      if (!entry) throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, { details: { subscription: name } });
+      if (!entry)
+        throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, {
+          details: { subscription: name },
+        });
       entry.log.remove();
       await syncDirectory(this.directory);
       this.open.delete(name);

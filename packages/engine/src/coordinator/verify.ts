@@ -8,30 +8,30 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { FeedVerification, VerificationCode, VerificationProblem } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
+import type { ProgressReporter } from '../progress.js';
+import { derivedMismatch, segmentsOf } from '../query/feed-index.js';
 import type { CommitRecord } from '../storage/commit-run.js';
-import { RetentionLog, untrimmed } from './retention-state.js';
+import { type CommitRun, History } from '../storage/history-log.js';
+import { readIndexFile, readIndexHead } from '../storage/index-segment.js';
+import { type KeyFileHead, readKeyFileHead, readKeySection } from '../storage/key-file.js';
+import type { PayloadLocation } from '../storage/records.js';
+import type { Corruption } from '../storage/runs.js';
+import { baseOfSegmentName } from '../storage/segment-set.js';
+import { readSummary, type SegmentSummary, summaryFileOf } from '../storage/segment-summary.js';
+import { StateLog } from '../storage/state-log.js';
+import { Wal, type WalEvent } from '../storage/wal.js';
 import { CompactionLog } from './compaction-state.js';
-import { MergeLog } from './merge-state.js';
 import { feedTagOf } from './data-directory.js';
 import { horizonWithFloor, retainedFloor } from './history-floors.js';
-import type { Corruption } from '../storage/runs.js';
-import { History, type CommitRun } from '../storage/history-log.js';
-import type { PayloadLocation } from '../storage/records.js';
-import { Wal, type WalEvent } from '../storage/wal.js';
-import { StateLog } from '../storage/state-log.js';
+import { MergeLog } from './merge-state.js';
+import { RetentionLog, untrimmed } from './retention-state.js';
 import { openSubscriptionLog } from './subscriptions.js';
-import { readIndexFile, readIndexHead } from '../storage/index-segment.js';
-import { readSummary, summaryFileOf, type SegmentSummary } from '../storage/segment-summary.js';
-import { readKeyFileHead, readKeySection, type KeyFileHead } from '../storage/key-file.js';
-import { derivedMismatch, segmentsOf } from '../query/feed-index.js';
-import { baseOfSegmentName } from '../storage/segment-set.js';
-import type { ProgressReporter } from '../progress.js';
 
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { VerificationCode, VerificationProblem, FeedVerification } from '@streamstack/protocol';
-export type { VerificationCode, VerificationProblem, FeedVerification };
+export type { FeedVerification, VerificationCode, VerificationProblem };
 
 /**
  * Where each history segment's bytes start if the segments were laid end to end, and their sum:
@@ -54,7 +54,9 @@ export function historyLayout(directory: string): HistoryLayout {
   } catch {
     // No history directory: the verification reports what is missing; there is nothing to count.
   }
-  const bases = names.map((name) => ({ name, base: baseOfSegmentName(name) })).filter((entry) => entry.base !== undefined);
+  const bases = names
+    .map((name) => ({ name, base: baseOfSegmentName(name) }))
+    .filter((entry) => entry.base !== undefined);
   for (const { name, base } of bases.sort((a, b) => a.base! - b.base!)) {
     startOf.set(base!, bytes);
     try {
@@ -101,11 +103,19 @@ async function verifyHistory(
     const where = { file: history.segments.fileFor(commit.segment), offset: commit.runStart };
     const expectedParent = previous?.commit ?? floor.commit - 1;
     if (commit.parent !== expectedParent) {
-      report('CHAIN', `commit ${commit.commit} names parent ${commit.parent}, but the commit before it is ${expectedParent}`, where);
+      report(
+        'CHAIN',
+        `commit ${commit.commit} names parent ${commit.parent}, but the commit before it is ${expectedParent}`,
+        where,
+      );
     }
     const expectedFirst = (previous?.lastPosition ?? floor.position - 1) + 1;
     if (commit.firstPosition !== expectedFirst) {
-      report('CHAIN', `commit ${commit.commit} starts at position ${commit.firstPosition}, expected ${expectedFirst}`, where);
+      report(
+        'CHAIN',
+        `commit ${commit.commit} starts at position ${commit.firstPosition}, expected ${expectedFirst}`,
+        where,
+      );
     }
     previous = commit;
     let run: CommitRun;
@@ -119,7 +129,11 @@ async function verifyHistory(
     for (const [index, entry] of run.entries.entries()) {
       if (entry.payload.segment !== commit.segment) {
         // Every segment holds the payloads its records need, so it can stand on its own.
-        report('MANIFEST', `commit ${commit.commit} record ${index + 1} points at a payload in another segment (${entry.payload.segment})`, where);
+        report(
+          'MANIFEST',
+          `commit ${commit.commit} record ${index + 1} points at a payload in another segment (${entry.payload.segment})`,
+          where,
+        );
         continue;
       }
       const crc = payloadCrcs.get(locationKey(entry.payload));
@@ -129,10 +143,14 @@ async function verifyHistory(
       }
       const bytes = await history.readPayload(entry.payload, run);
       if (kernels.crc32c(bytes) !== crc) {
-        report('MANIFEST', `commit ${commit.commit} record ${index + 1}: payload bytes disagree with their pack's CRC`, {
-          file: history.segments.fileFor(entry.payload.segment),
-          offset: entry.payload.offset,
-        });
+        report(
+          'MANIFEST',
+          `commit ${commit.commit} record ${index + 1}: payload bytes disagree with their pack's CRC`,
+          {
+            file: history.segments.fileFor(entry.payload.segment),
+            offset: entry.payload.offset,
+          },
+        );
       }
     }
   }
@@ -157,7 +175,9 @@ function verifyWal(wal: Wal, events: readonly WalEvent[], runs: ReadonlyMap<stri
       file,
     };
     if (event.firstSeq !== seen.nextSeq) {
-      report('WAL', `stream ${event.stream}: a batch starts at seq ${event.firstSeq}, expected ${seen.nextSeq}`, { file });
+      report('WAL', `stream ${event.stream}: a batch starts at seq ${event.firstSeq}, expected ${seen.nextSeq}`, {
+        file,
+      });
     }
     seen.count += event.records.length;
     seen.nextSeq = event.firstSeq + event.records.length;
@@ -166,19 +186,29 @@ function verifyWal(wal: Wal, events: readonly WalEvent[], runs: ReadonlyMap<stri
   for (const [stream, seen] of walRecords) {
     const run = runs.get(stream);
     if (run && openedInWal.has(stream) && run.commit.records !== seen.count) {
-      report('WAL', `stream ${stream} has ${seen.count} records in the WAL but its commit ${run.commit.commit} holds ${run.commit.records}`, {
-        file: seen.file,
-      });
+      report(
+        'WAL',
+        `stream ${stream} has ${seen.count} records in the WAL but its commit ${run.commit.commit} holds ${run.commit.records}`,
+        {
+          file: seen.file,
+        },
+      );
     }
   }
 }
 
-export async function verifyFeed(kernels: Kernels, feed: string, directory: string, progress?: FeedProgress): Promise<FeedVerification> {
+export async function verifyFeed(
+  kernels: Kernels,
+  feed: string,
+  directory: string,
+  progress?: FeedProgress,
+): Promise<FeedVerification> {
   // Bytes of history read so far in a pass: up to where the commit reached starts.
   const bytesAt = (pass: 0 | 1, commit: CommitRecord) => {
     if (!progress || commit.damage) return;
     const start = progress.layout.startOf.get(commit.segment);
-    if (start !== undefined) progress.reporter.advance(progress.offset + pass * progress.layout.bytes + start + commit.runStart, { feed });
+    if (start !== undefined)
+      progress.reporter.advance(progress.offset + pass * progress.layout.bytes + start + commit.runStart, { feed });
   };
   const problems: VerificationProblem[] = [];
   const report: Report = (code, message, where = {}) => problems.push({ code, message, ...where });
@@ -207,7 +237,13 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
         onPayload: (crc, location) => payloadCrcs.set(locationKey(location), crc),
         onLost: (lost) => {
           for (let commit = lost.from; commit <= lost.to; commit++) {
-            commits.push({ commit, parent: commit - 1, firstPosition: lost.fromPosition, lastPosition: lost.toPosition, damage: lost.damage } as CommitRecord);
+            commits.push({
+              commit,
+              parent: commit - 1,
+              firstPosition: lost.fromPosition,
+              lastPosition: lost.toPosition,
+              damage: lost.damage,
+            } as CommitRecord);
           }
         },
       },
@@ -217,29 +253,53 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
       new Set(),
       feedTagOf(directory),
     );
-    wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), true, feedTagOf(directory));
+    wal = await Wal.open(
+      kernels,
+      path.join(directory, 'wal'),
+      (event) => events.push(event),
+      true,
+      feedTagOf(directory),
+    );
     segments = history.segments.segments.length + wal.segments.segments.length;
     for (const tail of [...history.segments.tornTails, ...wal.segments.tornTails]) {
-      report('TORN_TAIL', `${tail.bytes} bytes of a write that never completed (recovery cuts them on the next open)`, tail);
+      report(
+        'TORN_TAIL',
+        `${tail.bytes} bytes of a write that never completed (recovery cuts them on the next open)`,
+        tail,
+      );
     }
     for (const corruption of [...history.corruptions, ...wal.corruptions]) {
-      report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+      report(
+        'CORRUPT',
+        `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`,
+        corruption,
+      );
     }
     if (history.headDamage) {
-      report('CORRUPT', `the history after commit ${commits.length} is lost (${history.headDamage.reason})`, history.headDamage);
+      report(
+        'CORRUPT',
+        `the history after commit ${commits.length} is lost (${history.headDamage.reason})`,
+        history.headDamage,
+      );
     }
     await verifyHorizon(kernels, directory, history, report);
-    const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor, (commit) => bytesAt(1, commit));
+    const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor, (commit) =>
+      bytesAt(1, commit),
+    );
     verifyWal(wal, events, runs, report);
     await verifyStateLogs(kernels, directory, report, history.commits.epochMax);
     verifyIndexFiles(kernels, directory, history, report);
     verifySummaries(kernels, history, commits, report);
   } catch (error) {
     const details = error instanceof StreamStackError ? error.details : {};
-    report(error instanceof StreamStackError && error.code === 'CORRUPT' ? 'CORRUPT' : 'ERROR', error instanceof Error ? error.message : String(error), {
-      ...(typeof details.file === 'string' ? { file: details.file } : {}),
-      ...(typeof details.offset === 'number' ? { offset: details.offset } : {}),
-    });
+    report(
+      error instanceof StreamStackError && error.code === 'CORRUPT' ? 'CORRUPT' : 'ERROR',
+      error instanceof Error ? error.message : String(error),
+      {
+        ...(typeof details.file === 'string' ? { file: details.file } : {}),
+        ...(typeof details.offset === 'number' ? { offset: details.offset } : {}),
+      },
+    );
   } finally {
     history?.close();
     wal?.close();
@@ -265,14 +325,25 @@ export async function verifyFeed(kernels: Kernels, feed: string, directory: stri
 async function verifyStateLogs(kernels: Kernels, directory: string, report: Report, epochMax: number): Promise<void> {
   const lease = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), true);
   if (lease.last === undefined && epochMax > 0) {
-    report('CORRUPT', `${lease.file}: both files are missing, though commits were written under lease epoch ${epochMax}`, { file: lease.file, offset: 0 });
+    report(
+      'CORRUPT',
+      `${lease.file}: both files are missing, though commits were written under lease epoch ${epochMax}`,
+      { file: lease.file, offset: 0 },
+    );
   }
   const logs = [lease];
   const subscriptions = path.join(directory, 'state', 'subscriptions');
   if (fs.existsSync(subscriptions)) {
-    const names = new Set(fs.readdirSync(subscriptions).map((name) => name.replace(/\.copy$/, '')).filter((name) => name.endsWith('.log')));
+    const names = new Set(
+      fs
+        .readdirSync(subscriptions)
+        .map((name) => name.replace(/\.copy$/, ''))
+        .filter((name) => name.endsWith('.log')),
+    );
     for (const name of [...names].sort()) {
-      logs.push(await openSubscriptionLog(kernels, path.join(subscriptions, name), name.slice(0, -'.log'.length), true));
+      logs.push(
+        await openSubscriptionLog(kernels, path.join(subscriptions, name), name.slice(0, -'.log'.length), true),
+      );
     }
   }
   for (const log of logs) {
@@ -286,9 +357,18 @@ async function verifyStateLogs(kernels: Kernels, directory: string, report: Repo
 }
 
 /** Damage to one file of a state log that the newest record survived, and a torn last write. */
-function reportLogDamage(log: { readonly corruptions: readonly Corruption[]; readonly tornTails: readonly Corruption[] }, report: Report): void {
-  for (const tail of log.tornTails) report('TORN_TAIL', `${tail.file}: a write that never completed at offset ${tail.offset} (cut on the next open)`, tail);
-  for (const corruption of log.corruptions) report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+function reportLogDamage(
+  log: { readonly corruptions: readonly Corruption[]; readonly tornTails: readonly Corruption[] },
+  report: Report,
+): void {
+  for (const tail of log.tornTails)
+    report(
+      'TORN_TAIL',
+      `${tail.file}: a write that never completed at offset ${tail.offset} (cut on the next open)`,
+      tail,
+    );
+  for (const corruption of log.corruptions)
+    report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
 }
 
 /** The compaction log: damage to one of its files, and a horizon below the compacted history. */
@@ -311,7 +391,9 @@ function verifyIndexFiles(kernels: Kernels, directory: string, history: History,
   const indexDirectory = path.join(directory, 'index');
   if (!fs.existsSync(indexDirectory)) return;
   const sealed = new Map(segmentsOf(history).sealed.map((segment) => [segment.base, segment]));
-  for (const name of fs.readdirSync(indexDirectory).filter((entry) => entry.endsWith('.idx') || entry.endsWith('.keys') || entry.endsWith('.fps'))) {
+  for (const name of fs
+    .readdirSync(indexDirectory)
+    .filter((entry) => entry.endsWith('.idx') || entry.endsWith('.keys') || entry.endsWith('.fps'))) {
     const file = path.join(indexDirectory, name);
     const segment = sealed.get(Number(name.slice(0, name.lastIndexOf('.'))));
     const index = name.endsWith('.idx');
@@ -321,16 +403,24 @@ function verifyIndexFiles(kernels: Kernels, directory: string, history: History,
       // A segment with gaps from corruption gets no files: opening ignores whatever is there.
       const mismatch = segment && !segment.gaps ? derivedMismatch(head, segment) : undefined;
       if (mismatch !== undefined) {
-        report('INDEX', `${file} is not the file of its segment (it is rebuilt on the next read-write open): ${mismatch}`, { file, offset: 0 });
+        report(
+          'INDEX',
+          `${file} is not the file of its segment (it is rebuilt on the next read-write open): ${mismatch}`,
+          { file, offset: 0 },
+        );
         continue;
       }
       whole = true;
       if (index) readIndexFile(kernels, file);
       else for (const section of [0, 1, 2] as const) readKeySection(kernels, file, head as KeyFileHead, section);
     } catch (error) {
-      const when = whole && index ? 'it is rebuilt when a query first loads it' : 'it is rebuilt on the next read-write open';
+      const when =
+        whole && index ? 'it is rebuilt when a query first loads it' : 'it is rebuilt on the next read-write open';
       const details = error instanceof StreamStackError ? error.details : {};
-      report('INDEX', `${file} is damaged (${when}): ${(error as Error).message}`, { file, ...(typeof details.offset === 'number' ? { offset: details.offset } : {}) });
+      report('INDEX', `${file} is damaged (${when}): ${(error as Error).message}`, {
+        file,
+        ...(typeof details.offset === 'number' ? { offset: details.offset } : {}),
+      });
     }
   }
 }
@@ -344,7 +434,8 @@ function verifySummaries(kernels: Kernels, history: History, commits: readonly C
   for (const segment of segments) {
     const file = summaryFileOf(segment.file);
     if (!fs.existsSync(file)) continue;
-    const problem = (reason: string) => report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${reason}`, { file });
+    const problem = (reason: string) =>
+      report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${reason}`, { file });
     if (segment === history.segments.active) {
       problem('the active segment has no summary');
       continue;

@@ -27,18 +27,20 @@ export class WalRetention {
 
   /** Schedules the deletion of finished segments holding nothing of the stream `openStream()` names then. */
   schedule(openStream: () => string | undefined): void {
-    this.work = this.work.catch(() => undefined).then(async () => {
-      const open = openStream();
-      const finished: SegmentFile[] = this.wal.finishedSegments((segment) => {
-        const streams = this.streams.get(segment.header.base);
-        return !streams || open === undefined || !streams.has(open);
+    this.work = this.work
+      .catch(() => undefined)
+      .then(async () => {
+        const open = openStream();
+        const finished: SegmentFile[] = this.wal.finishedSegments((segment) => {
+          const streams = this.streams.get(segment.header.base);
+          return !streams || open === undefined || !streams.has(open);
+        });
+        if (finished.length === 0) return;
+        const bases = new Set(finished.map((segment) => segment.header.base));
+        await this.writeLiveList(this.wal.liveBases(bases));
+        for (const base of bases) this.streams.delete(base);
+        await this.wal.segments.remove(finished);
       });
-      if (finished.length === 0) return;
-      const bases = new Set(finished.map((segment) => segment.header.base));
-      await this.writeLiveList(this.wal.liveBases(bases));
-      for (const base of bases) this.streams.delete(base);
-      await this.wal.segments.remove(finished);
-    });
   }
 
   /** Resolves once scheduled deletions are done (failures are left to the next one). */

@@ -93,7 +93,8 @@ function describe(error: unknown): string {
  */
 function translate(error: unknown): StreamStackError {
   const code = (error as { code?: unknown } | null)?.code;
-  const resolved: ErrorCode = typeof code === 'string' && nativeCodes.has(code) ? (code as ErrorCode) : 'INVALID_ARGUMENT';
+  const resolved: ErrorCode =
+    typeof code === 'string' && nativeCodes.has(code) ? (code as ErrorCode) : 'INVALID_ARGUMENT';
   return new StreamStackError(resolved, describe(error), { cause: error });
 }
 

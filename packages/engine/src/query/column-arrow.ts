@@ -89,7 +89,12 @@ export function toArrowBatch(batch: ColumnBatch): arrow.RecordBatch {
   const children = [
     arrow.makeData({ type: new arrow.Int64(), length, data: int64(batch.positions) }),
     arrow.makeData({ type: new arrow.Int64(), length, data: new BigInt64Array(length).fill(BigInt(batch.commit)) }),
-    arrow.makeData({ type: field('stream') as arrow.Dictionary<arrow.Utf8, arrow.Int32>, length, data: new Int32Array(length), dictionary: dictionary([batch.stream]) }),
+    arrow.makeData({
+      type: field('stream') as arrow.Dictionary<arrow.Utf8, arrow.Int32>,
+      length,
+      data: new Int32Array(length),
+      dictionary: dictionary([batch.stream]),
+    }),
     arrow.makeData({ type: new arrow.Int64(), length, data: int64(batch.seqs) }),
     arrow.makeData({ type: new arrow.TimestampMillisecond(), length, data: int64(batch.timestamps) }),
     arrow.makeData({
@@ -99,8 +104,18 @@ export function toArrowBatch(batch: ColumnBatch): arrow.RecordBatch {
       dictionary: dictionary(batch.types),
       nullBitmap: validity(length, (row) => batch.typeIds[row] >= 0),
     }),
-    arrow.makeData({ type: new arrow.Utf8(), length, ...keys, nullBitmap: validity(length, (row) => batch.hasKey(row)) }),
-    arrow.makeData({ type: new arrow.Int64(), length, data: int64(batch.versions), nullBitmap: validity(length, (row) => batch.hasVersion(row)) }),
+    arrow.makeData({
+      type: new arrow.Utf8(),
+      length,
+      ...keys,
+      nullBitmap: validity(length, (row) => batch.hasKey(row)),
+    }),
+    arrow.makeData({
+      type: new arrow.Int64(),
+      length,
+      data: int64(batch.versions),
+      nullBitmap: validity(length, (row) => batch.hasVersion(row)),
+    }),
     arrow.makeData({ type: new arrow.Bool(), length, data: tombstoneBits(batch) }),
     arrow.makeData({
       type: field('tags') as arrow.List<arrow.Utf8>,
@@ -109,11 +124,20 @@ export function toArrowBatch(batch: ColumnBatch): arrow.RecordBatch {
       valueOffsets: new Int32Array(batch.tagRows.buffer, batch.tagRows.byteOffset, batch.tagRows.length),
       child: arrow.makeData({ type: new arrow.Utf8(), length: batch.tagStarts.length, ...tags }),
     }),
-    arrow.makeData({ type: new arrow.Binary(), length, ...binary(batch.bytes, batch.fingerprintStarts, batch.fingerprintEnds) }),
     arrow.makeData({
       type: new arrow.Binary(),
       length,
-      ...binary(batch.bytes, batch.payloadStarts, batch.payloadEnds, batch.externalBytes ? (row) => batch.payloadSource(row) : undefined),
+      ...binary(batch.bytes, batch.fingerprintStarts, batch.fingerprintEnds),
+    }),
+    arrow.makeData({
+      type: new arrow.Binary(),
+      length,
+      ...binary(
+        batch.bytes,
+        batch.payloadStarts,
+        batch.payloadEnds,
+        batch.externalBytes ? (row) => batch.payloadSource(row) : undefined,
+      ),
     }),
   ];
   const struct = arrow.makeData({ type: new arrow.Struct(recordSchema.fields), length, nullCount: 0, children });

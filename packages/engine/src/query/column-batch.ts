@@ -4,12 +4,13 @@
  * ranges of one byte buffer — the bytes read from disk, not copied — and strings are decoded
  * only when asked for. Records (the object form) are made from a batch on demand.
  */
+
+import type { RecordBatch as ArrowRecordBatch } from 'apache-arrow';
 import { StreamStackError } from '../errors.js';
 import { utf8DecodeRange, utf8Encode } from '../storage/codec.js';
 import { recordFlags } from '../storage/records.js';
 import { payloadElsewhere, type RunColumns } from '../storage/run-columns.js';
 import type { StoredRecord } from './snapshot.js';
-import type { RecordBatch as ArrowRecordBatch } from 'apache-arrow';
 
 /**
  * The columns of a batch: a run's decoded columns (`RunColumns` says what each holds). What
@@ -167,7 +168,8 @@ export class ColumnBatch implements Iterable<StoredRecord> {
       if (record.key !== undefined) place(strings[string++], columns.keyStarts, columns.keyEnds, row);
       else columns.keyStarts[row] = columns.keyEnds[row] = at;
       columns.tagRows[row] = tag;
-      for (let index = 0; index < record.tags.length; index++) place(strings[string++], columns.tagStarts, columns.tagEnds, tag++);
+      for (let index = 0; index < record.tags.length; index++)
+        place(strings[string++], columns.tagStarts, columns.tagEnds, tag++);
       place(record.payload, columns.payloadStarts, columns.payloadEnds, row);
     }
     columns.tagRows[count] = tag;
@@ -215,7 +217,8 @@ export class ColumnBatch implements Iterable<StoredRecord> {
     const last = this.tagRows[row + 1];
     if (first === last) return noTags;
     const tags = new Array<string>(last - first);
-    for (let tag = first; tag < last; tag++) tags[tag - first] = this.text(this.tagStarts[tag], this.tagEnds[tag], 'tag');
+    for (let tag = first; tag < last; tag++)
+      tags[tag - first] = this.text(this.tagStarts[tag], this.tagEnds[tag], 'tag');
     return tags;
   }
 
@@ -265,7 +268,10 @@ export class ColumnBatch implements Iterable<StoredRecord> {
   take(rows: Uint32Array): ColumnBatch {
     const count = rows.length;
     if (count === this.length) return this;
-    const gather = <T extends Float64Array | Uint32Array | Int32Array | Uint8Array>(column: T, make: new (length: number) => T): T => {
+    const gather = <T extends Float64Array | Uint32Array | Int32Array | Uint8Array>(
+      column: T,
+      make: new (length: number) => T,
+    ): T => {
       const out = new make(count);
       for (let index = 0; index < count; index++) out[index] = column[rows[index]];
       return out;
@@ -285,23 +291,31 @@ export class ColumnBatch implements Iterable<StoredRecord> {
       tagStarts.set(this.tagStarts.subarray(from, from + length), tagRows[index]);
       tagEnds.set(this.tagEnds.subarray(from, from + length), tagRows[index]);
     }
-    return new ColumnBatch(this.feed, this.commit, this.stream, this.types, this.bytes, {
-      positions: gather(this.positions, Float64Array),
-      seqs: gather(this.seqs, Float64Array),
-      timestamps: gather(this.timestamps, Float64Array),
-      versions: gather(this.versions, Float64Array),
-      flags: gather(this.flags, Uint8Array),
-      typeIds: gather(this.typeIds, Int32Array),
-      fingerprintStarts: gather(this.fingerprintStarts, Uint32Array),
-      fingerprintEnds: gather(this.fingerprintEnds, Uint32Array),
-      keyStarts: gather(this.keyStarts, Uint32Array),
-      keyEnds: gather(this.keyEnds, Uint32Array),
-      tagRows,
-      tagStarts,
-      tagEnds,
-      payloadStarts: gather(this.payloadStarts, Uint32Array),
-      payloadEnds: gather(this.payloadEnds, Uint32Array),
-    }, this.externalBytes);
+    return new ColumnBatch(
+      this.feed,
+      this.commit,
+      this.stream,
+      this.types,
+      this.bytes,
+      {
+        positions: gather(this.positions, Float64Array),
+        seqs: gather(this.seqs, Float64Array),
+        timestamps: gather(this.timestamps, Float64Array),
+        versions: gather(this.versions, Float64Array),
+        flags: gather(this.flags, Uint8Array),
+        typeIds: gather(this.typeIds, Int32Array),
+        fingerprintStarts: gather(this.fingerprintStarts, Uint32Array),
+        fingerprintEnds: gather(this.fingerprintEnds, Uint32Array),
+        keyStarts: gather(this.keyStarts, Uint32Array),
+        keyEnds: gather(this.keyEnds, Uint32Array),
+        tagRows,
+        tagStarts,
+        tagEnds,
+        payloadStarts: gather(this.payloadStarts, Uint32Array),
+        payloadEnds: gather(this.payloadEnds, Uint32Array),
+      },
+      this.externalBytes,
+    );
   }
 
   /** The first `count` rows. */

@@ -28,7 +28,10 @@ function hasTag(batch: ColumnBatch, row: number, tag: Uint8Array): boolean {
 /** A function marking the rows `query` matches (1) in a batch, or undefined when it matches all. */
 export function columnMatcher(query: Query | undefined): ((batch: ColumnBatch) => Uint8Array) | undefined {
   if (!query) return undefined;
-  const items: EncodedItem[] = query.items.map((item) => ({ types: item.types, tags: (item.tags ?? []).map(utf8Encode) }));
+  const items: EncodedItem[] = query.items.map((item) => ({
+    types: item.types,
+    tags: (item.tags ?? []).map(utf8Encode),
+  }));
   return (batch) => {
     const matched = new Uint8Array(batch.length);
     for (const item of items) {

@@ -17,7 +17,23 @@
 import * as arrow from 'apache-arrow';
 import { recordFlags } from '../storage/records.js';
 import type { ColumnBatch } from './column-batch.js';
-import { commitColumn, gatherRanges, int64Column, newArrays, repeatedStrings, rowCount, tagListOffsets, tombstoneBits, typeStrings, textValues, typeValidity, utf8Validity, validityOfFlag, type ColumnAllocator, type RangeCopy } from './export-columns.js';
+import {
+  type ColumnAllocator,
+  commitColumn,
+  gatherRanges,
+  int64Column,
+  newArrays,
+  type RangeCopy,
+  repeatedStrings,
+  rowCount,
+  tagListOffsets,
+  textValues,
+  tombstoneBits,
+  typeStrings,
+  typeValidity,
+  utf8Validity,
+  validityOfFlag,
+} from './export-columns.js';
 import type { ExportFormat } from './export-manifest.js';
 
 /** The name of the column holding payloads as UTF-8 text (null where a payload is not). */
@@ -60,7 +76,11 @@ export const ndjsonSchema = new arrow.Schema([
 
 /** The schema of a format's files as the manifest describes it: names, Arrow types and nullability. */
 export function describeSchema(format: ExportFormat): { name: string; type: string; nullable: boolean }[] {
-  return (format === 'ndjson' ? ndjsonSchema : exportSchema).fields.map((field) => ({ name: field.name, type: String(field.type), nullable: field.nullable }));
+  return (format === 'ndjson' ? ndjsonSchema : exportSchema).fields.map((field) => ({
+    name: field.name,
+    type: String(field.type),
+    nullable: field.nullable,
+  }));
 }
 
 /**
@@ -70,23 +90,62 @@ export function describeSchema(format: ExportFormat): { name: string; type: stri
  * batch must be done with by then. Long ranges (a pack's payloads lie end to end) are copied by
  * `copyLong`, a kernel set's `copyRange`, when given.
  */
-export function exportArrowBatch(batches: readonly ColumnBatch[], alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): { batch: arrow.RecordBatch; textless: number } {
+export function exportArrowBatch(
+  batches: readonly ColumnBatch[],
+  alloc: ColumnAllocator = newArrays,
+  copyLong?: RangeCopy,
+): { batch: arrow.RecordBatch; textless: number } {
   const length = rowCount(batches);
   const { valueOffsets: tagOffsets, tags } = tagListOffsets(batches, length, alloc);
-  const payloads = gatherRanges(batches, (batch) => ({ starts: batch.payloadStarts, ends: batch.payloadEnds, bytes: batch.bytes, external: batch.externalBytes }), alloc, copyLong);
+  const payloads = gatherRanges(
+    batches,
+    (batch) => ({
+      starts: batch.payloadStarts,
+      ends: batch.payloadEnds,
+      bytes: batch.bytes,
+      external: batch.externalBytes,
+    }),
+    alloc,
+    copyLong,
+  );
   const text = utf8Validity(payloads, alloc);
   const children: arrow.Data[] = [
-    arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.feed, alloc) }),
+    arrow.makeData({
+      type: new arrow.Utf8(),
+      length,
+      ...repeatedStrings(batches, length, (batch) => batch.feed, alloc),
+    }),
     arrow.makeData({ type: new arrow.Int64(), length, data: commitColumn(batches, length, alloc) }),
-    arrow.makeData({ type: new arrow.Utf8(), length, ...repeatedStrings(batches, length, (batch) => batch.stream, alloc) }),
-    arrow.makeData({ type: new arrow.Int64(), length, data: int64Column(batches, length, (batch) => batch.seqs, alloc) }),
-    arrow.makeData({ type: new arrow.Int64(), length, data: int64Column(batches, length, (batch) => batch.positions, alloc) }),
-    arrow.makeData({ type: new arrow.TimestampMillisecond('UTC'), length, data: int64Column(batches, length, (batch) => batch.timestamps, alloc) }),
+    arrow.makeData({
+      type: new arrow.Utf8(),
+      length,
+      ...repeatedStrings(batches, length, (batch) => batch.stream, alloc),
+    }),
+    arrow.makeData({
+      type: new arrow.Int64(),
+      length,
+      data: int64Column(batches, length, (batch) => batch.seqs, alloc),
+    }),
+    arrow.makeData({
+      type: new arrow.Int64(),
+      length,
+      data: int64Column(batches, length, (batch) => batch.positions, alloc),
+    }),
+    arrow.makeData({
+      type: new arrow.TimestampMillisecond('UTC'),
+      length,
+      data: int64Column(batches, length, (batch) => batch.timestamps, alloc),
+    }),
     arrow.makeData({
       type: new arrow.Utf8(),
       length,
       // A record without a key has an empty range: its value is empty, and null by the bitmap.
-      ...gatherRanges(batches, (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes }), alloc, copyLong),
+      ...gatherRanges(
+        batches,
+        (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes }),
+        alloc,
+        copyLong,
+      ),
       nullBitmap: validityOfFlag(batches, length, recordFlags.hasKey, alloc),
     }),
     arrow.makeData({
@@ -97,7 +156,12 @@ export function exportArrowBatch(batches: readonly ColumnBatch[], alloc: ColumnA
       nullBitmap: validityOfFlag(batches, length, recordFlags.hasVersion, alloc),
     }),
     arrow.makeData({ type: new arrow.Bool(), length, data: tombstoneBits(batches, length, alloc) }),
-    arrow.makeData({ type: new arrow.Utf8(), length, ...typeStrings(batches, length, alloc), nullBitmap: typeValidity(batches, length, alloc) }),
+    arrow.makeData({
+      type: new arrow.Utf8(),
+      length,
+      ...typeStrings(batches, length, alloc),
+      nullBitmap: typeValidity(batches, length, alloc),
+    }),
     arrow.makeData({
       type: exportSchema.fields[10].type as arrow.List<arrow.Utf8>,
       length,
@@ -105,18 +169,42 @@ export function exportArrowBatch(batches: readonly ColumnBatch[], alloc: ColumnA
       child: arrow.makeData({
         type: new arrow.Utf8(),
         length: tags,
-        ...gatherRanges(batches, (batch) => {
-          const first = batch.tagRows[0];
-          const last = batch.tagRows[batch.length];
-          return { starts: batch.tagStarts.subarray(first, last), ends: batch.tagEnds.subarray(first, last), bytes: batch.bytes };
-        }, alloc, copyLong),
+        ...gatherRanges(
+          batches,
+          (batch) => {
+            const first = batch.tagRows[0];
+            const last = batch.tagRows[batch.length];
+            return {
+              starts: batch.tagStarts.subarray(first, last),
+              ends: batch.tagEnds.subarray(first, last),
+              bytes: batch.bytes,
+            };
+          },
+          alloc,
+          copyLong,
+        ),
       }),
     }),
-    arrow.makeData({ type: new arrow.Binary(), length, ...gatherRanges(batches, (batch) => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes }), alloc, copyLong) }),
+    arrow.makeData({
+      type: new arrow.Binary(),
+      length,
+      ...gatherRanges(
+        batches,
+        (batch) => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes }),
+        alloc,
+        copyLong,
+      ),
+    }),
     arrow.makeData({ type: new arrow.Binary(), length, ...payloads }),
     // Where every payload is text, the text column is the same bytes and offsets as the binary
     // one: the same buffers, not a copy.
-    arrow.makeData({ type: new arrow.Utf8(), length, ...textValues(payloads, text.bits, alloc, copyLong), nullBitmap: text.bits, nullCount: text.invalid }),
+    arrow.makeData({
+      type: new arrow.Utf8(),
+      length,
+      ...textValues(payloads, text.bits, alloc, copyLong),
+      nullBitmap: text.bits,
+      nullCount: text.invalid,
+    }),
   ];
   const struct = arrow.makeData({ type: new arrow.Struct(exportSchema.fields), length, nullCount: 0, children });
   return { batch: new arrow.RecordBatch(exportSchema, struct), textless: text.invalid };

@@ -107,7 +107,12 @@ export function rowCount(batches: readonly ColumnBatch[]): number {
  * two 32-bit words each: no BigInt is made per value. Every platform Node runs on is
  * little-endian, as Arrow IPC is.
  */
-export function int64Column(batches: readonly ColumnBatch[], length: number, column: (batch: ColumnBatch) => Float64Array, alloc: ColumnAllocator = newArrays): BigInt64Array {
+export function int64Column(
+  batches: readonly ColumnBatch[],
+  length: number,
+  column: (batch: ColumnBatch) => Float64Array,
+  alloc: ColumnAllocator = newArrays,
+): BigInt64Array {
   const out = alloc.bigInt64(length);
   const words = new Int32Array(out.buffer, out.byteOffset, length * 2);
   let word = 0;
@@ -125,7 +130,11 @@ export function int64Column(batches: readonly ColumnBatch[], length: number, col
 }
 
 /** Each row's commit: one value per batch. */
-export function commitColumn(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): BigInt64Array {
+export function commitColumn(
+  batches: readonly ColumnBatch[],
+  length: number,
+  alloc: ColumnAllocator = newArrays,
+): BigInt64Array {
   const out = alloc.bigInt64(length);
   let at = 0;
   for (const batch of batches) {
@@ -136,7 +145,12 @@ export function commitColumn(batches: readonly ColumnBatch[], length: number, al
 }
 
 /** A bitmap of the rows whose flags carry `bit`, and how many do not. */
-function flagBits(batches: readonly ColumnBatch[], length: number, bit: number, alloc: ColumnAllocator): { bits: Uint8Array; unset: number } {
+function flagBits(
+  batches: readonly ColumnBatch[],
+  length: number,
+  bit: number,
+  alloc: ColumnAllocator,
+): { bits: Uint8Array; unset: number } {
   const bits = alloc.bytes((length + 7) >> 3).fill(0);
   let unset = 0;
   let at = 0;
@@ -151,18 +165,31 @@ function flagBits(batches: readonly ColumnBatch[], length: number, bit: number, 
 }
 
 /** The tombstone column: Arrow's booleans are a bitmap. */
-export function tombstoneBits(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): Uint8Array {
+export function tombstoneBits(
+  batches: readonly ColumnBatch[],
+  length: number,
+  alloc: ColumnAllocator = newArrays,
+): Uint8Array {
   return flagBits(batches, length, recordFlags.isTombstone, alloc).bits;
 }
 
 /** The validity bitmap of rows whose flags carry `bit`, or undefined when every row does. */
-export function validityOfFlag(batches: readonly ColumnBatch[], length: number, bit: number, alloc: ColumnAllocator = newArrays): Uint8Array | undefined {
+export function validityOfFlag(
+  batches: readonly ColumnBatch[],
+  length: number,
+  bit: number,
+  alloc: ColumnAllocator = newArrays,
+): Uint8Array | undefined {
   const { bits, unset } = flagBits(batches, length, bit, alloc);
   return unset === 0 ? undefined : bits;
 }
 
 /** The validity bitmap of rows with a type, or undefined when every row has one. */
-export function typeValidity(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): Uint8Array | undefined {
+export function typeValidity(
+  batches: readonly ColumnBatch[],
+  length: number,
+  alloc: ColumnAllocator = newArrays,
+): Uint8Array | undefined {
   const bits = alloc.bytes((length + 7) >> 3).fill(0);
   let absent = 0;
   let at = 0;
@@ -205,7 +232,12 @@ export interface BatchRanges {
  * follow each other in the same buffer are copied as one, by `copyLong` when long: the worker
  * thread's batches lie in a shared buffer, which V8 copies from at a third of `memcpy`'s speed.
  */
-export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: ColumnBatch) => BatchRanges, alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): Gathered {
+export function gatherRanges(
+  batches: readonly ColumnBatch[],
+  rangesOf: (batch: ColumnBatch) => BatchRanges,
+  alloc: ColumnAllocator = newArrays,
+  copyLong?: RangeCopy,
+): Gathered {
   const all = batches.map(rangesOf);
   let values = 0;
   let total = 0;
@@ -251,7 +283,10 @@ export function gatherRanges(batches: readonly ColumnBatch[], rangesOf: (batch: 
  * starts inside a character (with a continuation byte, 0b10xxxxxx). Only a chunk that fails is
  * checked value by value.
  */
-export function utf8Validity({ valueOffsets, data }: Gathered, alloc: ColumnAllocator = newArrays): { bits: Uint8Array | undefined; invalid: number } {
+export function utf8Validity(
+  { valueOffsets, data }: Gathered,
+  alloc: ColumnAllocator = newArrays,
+): { bits: Uint8Array | undefined; invalid: number } {
   const length = valueOffsets.length - 1;
   const bits = alloc.bytes((length + 7) >> 3).fill(0);
   let invalid = 0;
@@ -280,12 +315,18 @@ export function utf8Validity({ valueOffsets, data }: Gathered, alloc: ColumnAllo
  * UTF-8, and so would refuse the column, as would readers built on it. Runs of valid values lie
  * back to back, and are copied as one, by `copyLong` when long.
  */
-export function textValues(values: Gathered, valid: Uint8Array | undefined, alloc: ColumnAllocator = newArrays, copyLong?: RangeCopy): Gathered {
+export function textValues(
+  values: Gathered,
+  valid: Uint8Array | undefined,
+  alloc: ColumnAllocator = newArrays,
+  copyLong?: RangeCopy,
+): Gathered {
   if (valid === undefined) return values;
   const { valueOffsets: from, data: source } = values;
   const length = from.length - 1;
   let total = 0;
-  for (let row = 0; row < length; row++) if ((valid[row >> 3] & (1 << (row & 7))) !== 0) total += from[row + 1] - from[row];
+  for (let row = 0; row < length; row++)
+    if ((valid[row >> 3] & (1 << (row & 7))) !== 0) total += from[row + 1] - from[row];
   const valueOffsets = alloc.int32(length + 1);
   const data = alloc.bytes(total);
   // The run being gathered: source[runStart, runEnd), copied to data at runAt in one piece.
@@ -312,7 +353,12 @@ export function textValues(values: Gathered, valid: Uint8Array | undefined, allo
 }
 
 /** A string that is the same for every row of a batch (its feed, its stream), per row. */
-export function repeatedStrings(batches: readonly ColumnBatch[], length: number, textOf: (batch: ColumnBatch) => string, alloc: ColumnAllocator = newArrays): Gathered {
+export function repeatedStrings(
+  batches: readonly ColumnBatch[],
+  length: number,
+  textOf: (batch: ColumnBatch) => string,
+  alloc: ColumnAllocator = newArrays,
+): Gathered {
   const encoded = batches.map((batch) => encoder.encode(textOf(batch)));
   let total = 0;
   for (const [index, batch] of batches.entries()) total += encoded[index].length * batch.length;
@@ -327,14 +373,19 @@ export function repeatedStrings(batches: readonly ColumnBatch[], length: number,
     // The text once, then the copies made so far doubled until the batch's rows are filled.
     if (text.length === 0 || batch.length === 0) continue;
     data.set(text, from);
-    for (let filled = text.length; filled < at - from; filled *= 2) data.copyWithin(from + filled, from, from + Math.min(filled, at - from - filled));
+    for (let filled = text.length; filled < at - from; filled *= 2)
+      data.copyWithin(from + filled, from, from + Math.min(filled, at - from - filled));
   }
   valueOffsets[value] = at;
   return { valueOffsets, data };
 }
 
 /** Each row's type (one of its batch's few), empty where it has none (a null). */
-export function typeStrings(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): Gathered {
+export function typeStrings(
+  batches: readonly ColumnBatch[],
+  length: number,
+  alloc: ColumnAllocator = newArrays,
+): Gathered {
   const encoded = batches.map((batch) => batch.types.map((type) => encoder.encode(type)));
   let total = 0;
   for (const [index, batch] of batches.entries()) {
@@ -362,7 +413,11 @@ export function typeStrings(batches: readonly ColumnBatch[], length: number, all
 }
 
 /** The tag list's offsets: each row's first tag among the group's. */
-export function tagListOffsets(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator = newArrays): { valueOffsets: Int32Array; tags: number } {
+export function tagListOffsets(
+  batches: readonly ColumnBatch[],
+  length: number,
+  alloc: ColumnAllocator = newArrays,
+): { valueOffsets: Int32Array; tags: number } {
   const valueOffsets = alloc.int32(length + 1);
   let value = 0;
   let base = 0;

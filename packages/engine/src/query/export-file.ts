@@ -22,7 +22,12 @@ export interface FileJob {
 export function batchBytes(batch: ColumnBatch): number {
   let bytes = 0;
   for (let row = 0; row < batch.length; row++) {
-    bytes += batch.payloadEnds[row] - batch.payloadStarts[row] + batch.fingerprintEnds[row] - batch.fingerprintStarts[row] + (batch.keyEnds[row] - batch.keyStarts[row]);
+    bytes +=
+      batch.payloadEnds[row] -
+      batch.payloadStarts[row] +
+      batch.fingerprintEnds[row] -
+      batch.fingerprintStarts[row] +
+      (batch.keyEnds[row] - batch.keyStarts[row]);
   }
   return bytes + (batch.tagStarts.length > 0 ? batch.tagEnds[batch.tagEnds.length - 1] - batch.tagStarts[0] : 0);
 }

@@ -6,8 +6,8 @@
 import * as arrow from 'apache-arrow';
 import type { Kernels } from '../kernels/index.js';
 import { exportFilesInFlightMax } from '../limits.js';
-import { exportArrowBatch, exportSchema } from './export-arrow.js';
 import type { ColumnBatch } from './column-batch.js';
+import { exportArrowBatch, exportSchema } from './export-arrow.js';
 import { ColumnArena } from './export-columns.js';
 import type { ExportSink } from './export-sink.js';
 import { SparePool } from './spare-pool.js';

@@ -9,10 +9,11 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { StreamStackError } from '../errors.js';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { ExportFormat, ExportedFile, ExportManifest } from '@streamstack/protocol';
-export type { ExportFormat, ExportedFile, ExportManifest };
+import type { ExportedFile, ExportFormat, ExportManifest } from '@streamstack/protocol';
+import { StreamStackError } from '../errors.js';
+
+export type { ExportedFile, ExportFormat, ExportManifest };
 
 /**
  * The manifest's file name, and its format version: a change to its fields, or to the columns
@@ -34,7 +35,9 @@ let version: string | undefined;
 
 /** The engine's version, from its package.json (the same file in the sources and the build). */
 export function streamstackVersion(): string {
-  version ??= (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  version ??= (
+    JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+  ).version;
   return version;
 }
 
@@ -49,16 +52,30 @@ export async function readExportManifest(directory: string): Promise<ExportManif
   try {
     text = await fsp.readFile(path.join(directory, manifestName), 'utf8');
   } catch (error) {
-    throw new StreamStackError('INVALID_ARGUMENT', `${directory} holds no export manifest (${manifestName})`, { cause: error, details: { directory } });
+    throw new StreamStackError('INVALID_ARGUMENT', `${directory} holds no export manifest (${manifestName})`, {
+      cause: error,
+      details: { directory },
+    });
   }
   let manifest: ExportManifest;
   try {
     manifest = JSON.parse(text) as ExportManifest;
   } catch (error) {
-    throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not valid JSON`, { cause: error, details: { directory } });
+    throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not valid JSON`, {
+      cause: error,
+      details: { directory },
+    });
   }
-  if (!manifestVersionsRead.includes(manifest.manifestVersion) || !Array.isArray(manifest.files) || !Number.isSafeInteger(manifest.upTo)) {
-    throw new StreamStackError('CORRUPT', `the export manifest in ${directory} is not a version ${manifestVersionsRead.join(' or ')} manifest`, { details: { directory } });
+  if (
+    !manifestVersionsRead.includes(manifest.manifestVersion) ||
+    !Array.isArray(manifest.files) ||
+    !Number.isSafeInteger(manifest.upTo)
+  ) {
+    throw new StreamStackError(
+      'CORRUPT',
+      `the export manifest in ${directory} is not a version ${manifestVersionsRead.join(' or ')} manifest`,
+      { details: { directory } },
+    );
   }
   return manifest;
 }
@@ -78,8 +95,10 @@ export async function verifyExport(directory: string): Promise<{ manifest: Expor
       problems.push(`${file.name} is missing`);
       continue;
     }
-    if (bytes.length !== file.bytes) problems.push(`${file.name} has ${bytes.length} bytes, the manifest says ${file.bytes}`);
-    else if (crypto.createHash('sha256').update(bytes).digest('hex') !== file.sha256) problems.push(`${file.name} does not match its SHA-256`);
+    if (bytes.length !== file.bytes)
+      problems.push(`${file.name} has ${bytes.length} bytes, the manifest says ${file.bytes}`);
+    else if (crypto.createHash('sha256').update(bytes).digest('hex') !== file.sha256)
+      problems.push(`${file.name} does not match its SHA-256`);
   }
   return { manifest, problems };
 }

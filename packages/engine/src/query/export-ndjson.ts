@@ -35,7 +35,12 @@ function allText(batch: ColumnBatch): boolean {
     const source = batch.payloadSource(row);
     const elsewhere = flags[row] & payloadElsewhere;
     let last = row;
-    while (last + 1 < batch.length && starts[last + 1] === ends[last] && (flags[last + 1] & payloadElsewhere) === elsewhere) last++;
+    while (
+      last + 1 < batch.length &&
+      starts[last + 1] === ends[last] &&
+      (flags[last + 1] & payloadElsewhere) === elsewhere
+    )
+      last++;
     if (!isUtf8(source.subarray(starts[row], ends[last]))) return false;
     for (let piece = row + 1; piece <= last; piece++) {
       if (starts[piece] < ends[last] && (source[starts[piece]] & 0xc0) === 0x80) return false;
@@ -50,7 +55,9 @@ export function ndjsonColumnsOf(batch: ColumnBatch, readLines: boolean): NdjsonC
   // What is the same for the whole batch is encoded once.
   const types = utf8Concat(batch.types.map((type) => JSON.stringify(type)));
   return {
-    head: encoder.encode(`{"feed":${JSON.stringify(batch.feed)},"commit":${batch.commit},"stream":${JSON.stringify(batch.stream)},"seq":`),
+    head: encoder.encode(
+      `{"feed":${JSON.stringify(batch.feed)},"commit":${batch.commit},"stream":${JSON.stringify(batch.stream)},"seq":`,
+    ),
     types: types.bytes,
     typeEnds: types.ends,
     bytes: batch.bytes,
@@ -102,7 +109,10 @@ export async function writeNdjson(
       while ((written = kernels.ndjsonLines(columns, out)) < 0) out = new Uint8Array(2 * out.length);
     } catch (error) {
       if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT') throw error;
-      throw new StreamStackError('CORRUPT', `${error.message} (commit ${batch.commit})`, { cause: error, details: { commit: batch.commit } });
+      throw new StreamStackError('CORRUPT', `${error.message} (commit ${batch.commit})`, {
+        cause: error,
+        details: { commit: batch.commit },
+      });
     }
     await sink.write(out.subarray(0, written), out);
     // The kernels chose text or base64 per payload; whether the file holds any base64 is one

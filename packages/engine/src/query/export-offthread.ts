@@ -7,11 +7,11 @@
  * written on the calling thread, one at a time: the bytes are the same either way.
  */
 import os from 'node:os';
-import { StreamStackError, type ErrorCode } from '../errors.js';
+import { type ErrorCode, StreamStackError } from '../errors.js';
 import { exportFilesInFlightMax, exportSpareBuffersKeepMs } from '../limits.js';
 import type { ColumnBatch } from './column-batch.js';
-import { writeExportFile, type ExportFileWritten, type FileJob } from './export-file.js';
-import { packBatches, type FileMessage, type FileReply } from './export-transfer.js';
+import { type ExportFileWritten, type FileJob, writeExportFile } from './export-file.js';
+import { type FileMessage, type FileReply, packBatches } from './export-transfer.js';
 import { WorkerClient } from './worker-client.js';
 
 /**
@@ -51,15 +51,21 @@ function giveBack(buffer: SharedArrayBuffer): void {
 
 const settle = (reply: FileReply) => {
   if (reply.error === undefined) return { value: reply.written };
-  if (reply.error.code !== undefined) return { error: new StreamStackError(reply.error.code as ErrorCode, reply.error.message, { details: reply.error.details }) };
+  if (reply.error.code !== undefined)
+    return {
+      error: new StreamStackError(reply.error.code as ErrorCode, reply.error.message, { details: reply.error.details }),
+    };
   return { error: new Error(reply.error.message) };
 };
 
 /** The export workers, each with the files in flight on it. */
-const workers = Array.from({ length: Math.max(1, Math.min(exportFilesInFlightMax, os.availableParallelism())) }, () => ({
-  client: new WorkerClient<FileReply>(new URL('./export-worker.js', import.meta.url), 'export worker', settle),
-  inFlight: 0,
-}));
+const workers = Array.from(
+  { length: Math.max(1, Math.min(exportFilesInFlightMax, os.availableParallelism())) },
+  () => ({
+    client: new WorkerClient<FileReply>(new URL('./export-worker.js', import.meta.url), 'export worker', settle),
+    inFlight: 0,
+  }),
+);
 
 /** How many files an export may have in flight: one per worker, or one when files are written on the calling thread. */
 export function exportFilesInFlight(): number {
@@ -76,7 +82,12 @@ export interface FileInFlight {
 const ignore = () => undefined;
 
 /** A file written on the calling thread: its batches are read until it is written. */
-function onThisThread(job: FileJob, batches: readonly ColumnBatch[], signal: AbortSignal | undefined, onRows: ((rows: number) => void) | undefined): FileInFlight {
+function onThisThread(
+  job: FileJob,
+  batches: readonly ColumnBatch[],
+  signal: AbortSignal | undefined,
+  onRows: ((rows: number) => void) | undefined,
+): FileInFlight {
   const written = writeExportFile(job, batches, signal, onRows);
   return { written, released: written.then(ignore, ignore) };
 }

@@ -16,9 +16,9 @@
 import * as arrow from 'apache-arrow';
 import type { Kernels } from '../kernels/index.js';
 import { exportFilesInFlightMax, exportRowGroupBytesMax, exportRowGroupRowsMax } from '../limits.js';
+import type { ColumnBatch } from './column-batch.js';
 import { exportArrowBatch } from './export-arrow.js';
 import { ColumnArena } from './export-columns.js';
-import type { ColumnBatch } from './column-batch.js';
 import type { ExportSink } from './export-sink.js';
 import { SparePool } from './spare-pool.js';
 
@@ -47,7 +47,8 @@ function writerProperties(wasm: ParquetWasm, createdBy: string) {
     // a fifth of the writer's time.
     .setStatisticsEnabled(wasm.EnabledStatistics.None);
   for (const column of ['feed', 'stream', 'type']) builder = builder.setColumnDictionaryEnabled(column, true);
-  for (const column of statisticsColumns) builder = builder.setColumnStatisticsEnabled(column, wasm.EnabledStatistics.Page);
+  for (const column of statisticsColumns)
+    builder = builder.setColumnStatisticsEnabled(column, wasm.EnabledStatistics.Page);
   return builder.build();
 }
 

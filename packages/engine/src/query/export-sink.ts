@@ -20,7 +20,12 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { directWriteAlignmentBytes, exportDirectWriteBytes, exportFlushEveryBytes, exportWritesPendingBytesMax } from '../limits.js';
+import {
+  directWriteAlignmentBytes,
+  exportDirectWriteBytes,
+  exportFlushEveryBytes,
+  exportWritesPendingBytesMax,
+} from '../limits.js';
 
 /** Written buffers kept for `reusable`: as many as the pending writes may hold, and one more. */
 const reusableBuffersMax = 16;
@@ -147,7 +152,9 @@ export class FileSink implements ExportSink {
    * for it alone would leave the disk idle while the next is made.
    */
   private tooMuchPending(): boolean {
-    return this.pendingBytes >= exportWritesPendingBytesMax && (this.direct === undefined || this.directWrites.size > 1);
+    return (
+      this.pendingBytes >= exportWritesPendingBytesMax && (this.direct === undefined || this.directWrites.size > 1)
+    );
   }
 
   /** Queues a buffered write after those before: a file through the page cache is written in order. */
@@ -205,7 +212,10 @@ export class FileSink implements ExportSink {
     // all of it, and some of `bytes`.
     const whole = Math.floor(total / directWriteAlignmentBytes) * directWriteAlignmentBytes;
     const taken = whole - this.staged;
-    assert(taken >= 0 && bytes.length - taken < directWriteAlignmentBytes, 'a direct write takes every whole block gathered and given');
+    assert(
+      taken >= 0 && bytes.length - taken < directWriteAlignmentBytes,
+      'a direct write takes every whole block gathered and given',
+    );
     this.startDirect([staging.subarray(0, this.staged), bytes.subarray(0, taken)], whole);
     // The kernels copied the bytes before returning: the staging piece is free again.
     staging.set(bytes.subarray(taken), 0);
@@ -225,15 +235,17 @@ export class FileSink implements ExportSink {
     this.pendingBytes += length;
     // The kernel copies the bytes before returning: the pieces (the staging piece among them)
     // are free again. It never rejects: a failure is kept, and fails the next `write` or `finish`.
-    const write: Promise<void> = this.direct!.writeDirect(this.handle.fd, this.directPosition, pieces).then(
-      () => undefined,
-      (error: unknown) => {
-        this.failure ??= this.writeFailure(error);
-      },
-    ).finally(() => {
-      this.directWrites.delete(write);
-      this.ended(length);
-    });
+    const write: Promise<void> = this.direct!.writeDirect(this.handle.fd, this.directPosition, pieces)
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          this.failure ??= this.writeFailure(error);
+        },
+      )
+      .finally(() => {
+        this.directWrites.delete(write);
+        this.ended(length);
+      });
     this.directWrites.add(write);
     this.directPosition += length;
   }
@@ -249,7 +261,10 @@ export class FileSink implements ExportSink {
   /** The error of a failed write, naming the file. */
   private writeFailure(error: unknown): StreamStackError {
     if (!(error instanceof StreamStackError)) return ioError(error, `writing export file ${this.file}`);
-    return new StreamStackError(error.code, `writing export file ${this.file}: ${error.message}`, { cause: error, details: error.details });
+    return new StreamStackError(error.code, `writing export file ${this.file}: ${error.message}`, {
+      cause: error,
+      details: error.details,
+    });
   }
 
   /** Bytes written since the last background flush started. */

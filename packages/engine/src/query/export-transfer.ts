@@ -26,7 +26,17 @@ interface ArrayRef {
 }
 
 const float64Columns = ['positions', 'seqs', 'timestamps', 'versions'] as const;
-const uint32Columns = ['fingerprintStarts', 'fingerprintEnds', 'keyStarts', 'keyEnds', 'tagRows', 'tagStarts', 'tagEnds', 'payloadStarts', 'payloadEnds'] as const;
+const uint32Columns = [
+  'fingerprintStarts',
+  'fingerprintEnds',
+  'keyStarts',
+  'keyEnds',
+  'tagRows',
+  'tagStarts',
+  'tagEnds',
+  'payloadStarts',
+  'payloadEnds',
+] as const;
 
 export interface PackedBatch {
   readonly feed: string;
@@ -49,8 +59,18 @@ export interface FileMessage {
 }
 
 export type FileReply =
-  | { readonly id: number; readonly written: ExportFileWritten; readonly error?: undefined; readonly progress?: undefined }
-  | { readonly id: number; readonly written?: undefined; readonly error: { code?: string; message: string; details?: Record<string, unknown> }; readonly progress?: undefined }
+  | {
+      readonly id: number;
+      readonly written: ExportFileWritten;
+      readonly error?: undefined;
+      readonly progress?: undefined;
+    }
+  | {
+      readonly id: number;
+      readonly written?: undefined;
+      readonly error: { code?: string; message: string; details?: Record<string, unknown> };
+      readonly progress?: undefined;
+    }
   /** Not an answer: the rows written so far, while the file is being written. */
   | { readonly id: number; readonly written?: undefined; readonly error?: undefined; readonly progress: number };
 
@@ -61,8 +81,17 @@ export function compactBatch(batch: ColumnBatch): ColumnBatch {
   const parts = [
     gatherRanges([batch], () => ({ starts: batch.fingerprintStarts, ends: batch.fingerprintEnds, bytes: batch.bytes })),
     gatherRanges([batch], () => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes })),
-    gatherRanges([batch], () => ({ starts: batch.tagStarts.subarray(first, last), ends: batch.tagEnds.subarray(first, last), bytes: batch.bytes })),
-    gatherRanges([batch], () => ({ starts: batch.payloadStarts, ends: batch.payloadEnds, bytes: batch.bytes, external: batch.externalBytes })),
+    gatherRanges([batch], () => ({
+      starts: batch.tagStarts.subarray(first, last),
+      ends: batch.tagEnds.subarray(first, last),
+      bytes: batch.bytes,
+    })),
+    gatherRanges([batch], () => ({
+      starts: batch.payloadStarts,
+      ends: batch.payloadEnds,
+      bytes: batch.bytes,
+      external: batch.externalBytes,
+    })),
   ];
   const bytes = new Uint8Array(parts.reduce((total, part) => total + part.data.length, 0));
   let base = 0;
@@ -106,10 +135,12 @@ export function compactBatch(batch: ColumnBatch): ColumnBatch {
 function compactSparse(batches: readonly ColumnBatch[]): ColumnBatch[] {
   const used = new Map<ArrayBufferLike, number>();
   const sizes = batches.map(batchBytes);
-  for (const [index, batch] of batches.entries()) used.set(batch.bytes.buffer, (used.get(batch.bytes.buffer) ?? 0) + sizes[index]);
+  for (const [index, batch] of batches.entries())
+    used.set(batch.bytes.buffer, (used.get(batch.bytes.buffer) ?? 0) + sizes[index]);
   return batches.map((batch) => {
     const buffer = batch.bytes.buffer;
-    const sparse = buffer.byteLength > sharedBufferBytesSmall && used.get(buffer)! < buffer.byteLength * sharedBufferUseMin;
+    const sparse =
+      buffer.byteLength > sharedBufferBytesSmall && used.get(buffer)! < buffer.byteLength * sharedBufferUseMin;
     return sparse ? compactBatch(batch) : batch;
   });
 }
@@ -141,7 +172,11 @@ export function packBatches(
     const { low, high } = packed.spans[index];
     combined.set(new Uint8Array(buffer, low, high - low), starts[index]);
   });
-  const rebase = (ref: ArrayRef): ArrayRef => ({ buffer: 0, byteOffset: starts[ref.buffer] + ref.byteOffset - packed.spans[ref.buffer].low, length: ref.length });
+  const rebase = (ref: ArrayRef): ArrayRef => ({
+    buffer: 0,
+    byteOffset: starts[ref.buffer] + ref.byteOffset - packed.spans[ref.buffer].low,
+    length: ref.length,
+  });
   return {
     batches: packed.batches.map((batch) => ({
       ...batch,
@@ -163,7 +198,11 @@ export function packBatches(
  * batches start or end part-way into a long run views only part of it: copied whole, a file's
  * buffer held half as much again as its batches.
  */
-function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]; buffers: ArrayBuffer[]; spans: { low: number; high: number }[] } {
+function referBatches(batches: readonly ColumnBatch[]): {
+  batches: PackedBatch[];
+  buffers: ArrayBuffer[];
+  spans: { low: number; high: number }[];
+} {
   batches = compactSparse(batches);
   const buffers: ArrayBuffer[] = [];
   const spans: { low: number; high: number }[] = [];
@@ -197,8 +236,10 @@ function referBatches(batches: readonly ColumnBatch[]): { batches: PackedBatch[]
 
 /** The batches again, over the buffers received. */
 export function unpackBatches(packed: readonly PackedBatch[], buffers: readonly ArrayBufferLike[]): ColumnBatch[] {
-  const view = <T>(make: new (buffer: ArrayBufferLike, byteOffset: number, length: number) => T, { buffer, byteOffset, length }: ArrayRef): T =>
-    new make(buffers[buffer], byteOffset, length);
+  const view = <T>(
+    make: new (buffer: ArrayBufferLike, byteOffset: number, length: number) => T,
+    { buffer, byteOffset, length }: ArrayRef,
+  ): T => new make(buffers[buffer], byteOffset, length);
   return packed.map((batch) => {
     const columns = {
       flags: view(Uint8Array, batch.flags),
@@ -207,6 +248,14 @@ export function unpackBatches(packed: readonly PackedBatch[], buffers: readonly 
       ...Object.fromEntries(uint32Columns.map((column, index) => [column, view(Uint32Array, batch.uint32[index])])),
     } as ConstructorParameters<typeof ColumnBatch>[5];
     const externalBytes = batch.externalBytes ? view(Uint8Array, batch.externalBytes) : undefined;
-    return new ColumnBatch(batch.feed, batch.commit, batch.stream, batch.types, view(Uint8Array, batch.bytes), columns, externalBytes);
+    return new ColumnBatch(
+      batch.feed,
+      batch.commit,
+      batch.stream,
+      batch.types,
+      view(Uint8Array, batch.bytes),
+      columns,
+      externalBytes,
+    );
   });
 }

@@ -8,7 +8,7 @@ import { parentPort } from 'node:worker_threads';
 import { StreamStackError } from '../errors.js';
 import { progressIntervalMs } from '../limits.js';
 import { writeExportFile } from './export-file.js';
-import { unpackBatches, type FileMessage, type FileReply } from './export-transfer.js';
+import { type FileMessage, type FileReply, unpackBatches } from './export-transfer.js';
 
 parentPort?.on('message', (message: FileMessage) => {
   void (async () => {
@@ -23,7 +23,10 @@ parentPort?.on('message', (message: FileMessage) => {
         posted = now;
         parentPort!.postMessage({ id: message.id, progress: rows } satisfies FileReply);
       };
-      reply = { id: message.id, written: await writeExportFile(message.job, unpackBatches(message.batches, message.buffers), undefined, onRows) };
+      reply = {
+        id: message.id,
+        written: await writeExportFile(message.job, unpackBatches(message.batches, message.buffers), undefined, onRows),
+      };
     } catch (error) {
       reply =
         error instanceof StreamStackError

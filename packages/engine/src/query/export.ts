@@ -10,19 +10,28 @@
 import type fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { ExportOptions, ExportProgress } from '@streamstack/protocol';
 import { ioError, StreamStackError } from '../errors.js';
 import { exportFileBytesTarget } from '../limits.js';
+import { checkOnProgress, ProgressReporter } from '../progress.js';
+import type { RunBufferPool } from '../storage/run-buffers.js';
 import { syncDirectory, writeFileDurably } from '../storage/segment.js';
 import type { ColumnBatch } from './column-batch.js';
 import { batchBytes } from './export-file.js';
-import { manifestBytes, manifestName, manifestVersion, streamstackVersion, type ExportedFile, type ExportFormat, type ExportManifest } from './export-manifest.js';
-import type { RunBufferPool } from '../storage/run-buffers.js';
+import {
+  type ExportedFile,
+  type ExportFormat,
+  type ExportManifest,
+  manifestBytes,
+  manifestName,
+  manifestVersion,
+  streamstackVersion,
+} from './export-manifest.js';
 import { exportFilesInFlight, writeExportFileOffThread } from './export-offthread.js';
 import type { ReadMode } from './read.js';
 import type { Snapshot } from './snapshot.js';
-import { checkOnProgress, ProgressReporter } from '../progress.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { ExportOptions, ExportProgress } from '@streamstack/protocol';
+
 export type { ExportOptions, ExportProgress };
 
 const formats: readonly ExportFormat[] = ['ndjson', 'arrow', 'parquet'];
@@ -35,10 +44,16 @@ export function checkExportOptions(options: ExportOptions): { format: ExportForm
   const { format, to } = options;
   const mode = options.mode ?? 'raw';
   if (!formats.includes(format)) {
-    throw new StreamStackError('INVALID_ARGUMENT', `format must be ndjson, arrow or parquet, not ${JSON.stringify(format)}`, { details: { format } });
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `format must be ndjson, arrow or parquet, not ${JSON.stringify(format)}`,
+      { details: { format } },
+    );
   }
   if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
-    throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`, { details: { mode } });
+    throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`, {
+      details: { mode },
+    });
   }
   if (typeof to !== 'string' || to.length === 0) {
     throw new StreamStackError('INVALID_ARGUMENT', 'to must name the directory the export is written to');
@@ -64,7 +79,11 @@ async function prepareDirectory(to: string): Promise<void> {
   if (stat) {
     const names = await fsp.readdir(to);
     if (names.includes(manifestName)) {
-      throw new StreamStackError('INVALID_ARGUMENT', `${to} already holds an export (${manifestName}); export to a new directory`, { details: { to } });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `${to} already holds an export (${manifestName}); export to a new directory`,
+        { details: { to } },
+      );
     }
     for (const name of names.filter((candidate) => ownFile.test(candidate))) await fsp.rm(path.join(to, name));
     return;
@@ -114,7 +133,12 @@ export async function writeExport(
     for (const batch of batchesOfFile) count += batch.length;
     const number = started++;
     const name = `part-${String(number).padStart(6, '0')}.${extensions[format]}`;
-    const entry = { name, records: count, firstCommit: batchesOfFile[0].commit, lastCommit: batchesOfFile.at(-1)!.commit };
+    const entry = {
+      name,
+      records: count,
+      firstCommit: batchesOfFile[0].commit,
+      lastCommit: batchesOfFile.at(-1)!.commit,
+    };
     // At most `filesInFlightMax` files are written at once, so at most one more file's records
     // are held: the one being read.
     while (writing.length >= filesInFlightMax) await finishOldest();
@@ -225,7 +249,12 @@ function exportProgress(snapshot: Snapshot, range: { after: number; upTo: number
       reporter.advance(Math.floor((read + written()) / 2), { commit, records });
     },
     fileStarted(file: number, count: number, lastCommit: number) {
-      files[file] = { end: Math.max(files[file - 1]?.end ?? 0, lastPosition(lastCommit, start) - start), count, rows: 0, whole: false };
+      files[file] = {
+        end: Math.max(files[file - 1]?.end ?? 0, lastPosition(lastCommit, start) - start),
+        count,
+        rows: 0,
+        whole: false,
+      };
     },
     fileRows(file: number, rows: number) {
       files[file].rows = Math.min(files[file].count, Math.max(files[file].rows, rows));

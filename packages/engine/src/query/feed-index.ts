@@ -6,22 +6,22 @@
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
 import fs from 'node:fs';
-import { segmentFile } from '../storage/segment-set.js';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
-import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
-import { indexTailOf, SealedIndex, TailIndex, unreadableLocator, type SegmentIndex } from './segment-index.js';
-import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
+import { type CommitRecord, entryPosition } from '../storage/commit-run.js';
 import type { CommitRun, History } from '../storage/history-log.js';
-import type { ManifestEntry } from '../storage/records.js';
 import {
   encodeIndexFile,
+  type IndexData,
   readIndexFile,
   readIndexHead,
   writeIndexFile,
-  type IndexData,
 } from '../storage/index-segment.js';
+import type { ManifestEntry } from '../storage/records.js';
+import { segmentFile } from '../storage/segment-set.js';
+import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
+import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
 
 export type { SegmentIndex };
 
@@ -30,8 +30,14 @@ export type { SegmentIndex };
  * gap between its readable commits) or at its end (lost commits before the next segment). Its
  * derived files are then built in memory only: written, they would be wrong once repaired.
  */
-export function damagedSegment(lost: readonly CommitRecord[], inSegment: readonly CommitRecord[], base: number, nextBase: number): boolean {
-  if (inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1))) return true;
+export function damagedSegment(
+  lost: readonly CommitRecord[],
+  inSegment: readonly CommitRecord[],
+  base: number,
+  nextBase: number,
+): boolean {
+  if (inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1)))
+    return true;
   return lost.some((commit) => commit.records > 0 && commit.firstPosition < nextBase && commit.lastPosition >= base);
 }
 
@@ -60,10 +66,15 @@ export function segmentSourceOf(history: History, base: number): () => number {
  * Why a derived file whose head says it covers `count` records from `base`, built from the
  * segment whose fingerprint is `source`, is not the file of `segment`; undefined when it is.
  */
-export function derivedMismatch(head: { base: number; count: number; source: number }, segment: { base: number; count: number; source: () => number }): string | undefined {
-  if (head.base !== segment.base || head.count !== segment.count) return `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
+export function derivedMismatch(
+  head: { base: number; count: number; source: number },
+  segment: { base: number; count: number; source: () => number },
+): string | undefined {
+  if (head.base !== segment.base || head.count !== segment.count)
+    return `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
   const source = segment.source();
-  if (head.source !== source) return `it was built from another segment (source fingerprint ${head.source}, the segment's ${source})`;
+  if (head.source !== source)
+    return `it was built from another segment (source fingerprint ${head.source}, the segment's ${source})`;
   return undefined;
 }
 
@@ -77,7 +88,10 @@ export function segmentCommits(history: History, base: number): () => CommitReco
 }
 
 /** The history's segments, sealed ones described, and the active segment's (its commits read when asked for). */
-export function segmentsOf(history: History): { sealed: SealedSegment[]; active?: { base: number; commits: () => CommitRecord[] } } {
+export function segmentsOf(history: History): {
+  sealed: SealedSegment[];
+  active?: { base: number; commits: () => CommitRecord[] };
+} {
   const list = history.commits;
   const bases = history.segments.segments.map((segment) => segment.header.base);
   const extents = new Map(list.segments().map((extent) => [extent.segment, extent]));
@@ -86,7 +100,13 @@ export function segmentsOf(history: History): { sealed: SealedSegment[]; active?
     const count = extent ? extent.lastPosition - base + 1 : 0;
     // A summary's commits follow each other, so only lost commits can leave gaps in it.
     if (!extent || extent.summarized) {
-      return { base, count, commits: () => list.commitsInSegment(base), gaps: damagedSegment(list.lost, [], base, bases[at + 1]), source: segmentSourceOf(history, base) };
+      return {
+        base,
+        count,
+        commits: () => list.commitsInSegment(base),
+        gaps: damagedSegment(list.lost, [], base, bases[at + 1]),
+        source: segmentSourceOf(history, base),
+      };
     }
     // Held commits are checked for gaps now and read again when needed: a slot must not keep
     // a segment's commits as objects for the life of the feed.
@@ -94,7 +114,12 @@ export function segmentsOf(history: History): { sealed: SealedSegment[]; active?
     return { base, count, commits: () => list.commitsInSegment(base), gaps, source: segmentSourceOf(history, base) };
   });
   const activeBase = bases[bases.length - 1];
-  return { sealed, ...(activeBase === undefined ? {} : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }) };
+  return {
+    sealed,
+    ...(activeBase === undefined
+      ? {}
+      : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }),
+  };
 }
 
 /** The index file of the segment at `base` in the index `directory`: named like the history segment it derives from. */
@@ -165,7 +190,9 @@ export class FeedIndex {
       const slot: SealedSlot = { ...segment };
       index.sealed.push(slot);
       const file = index.fileFor(segment.base);
-      let reason: string | undefined = staleBases.has(segment.base) ? 'its segment was rewritten, and the switch-over not finished' : undefined;
+      let reason: string | undefined = staleBases.has(segment.base)
+        ? 'its segment was rewritten, and the switch-over not finished'
+        : undefined;
       try {
         const head = segment.gaps || reason !== undefined ? undefined : readIndexHead(kernels, file);
         if (!head) reason ??= 'missing';
@@ -195,11 +222,17 @@ export class FeedIndex {
     const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count, source };
     const data =
       (slot.gaps ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
-      (await buildIndexDataOffThread(this.kernels, (await indexTailOf(this.history, slot.base, slot.commits())).source()));
+      (await buildIndexDataOffThread(
+        this.kernels,
+        (await indexTailOf(this.history, slot.base, slot.commits())).source(),
+      ));
     const file = this.fileFor(slot.base);
     const written = !this.readOnly && !slot.gaps;
     // Checked before writing as `load` checks it after reading: the index covers its segment.
-    assert(!written || (data.base === slot.base && data.count === slot.count), 'an index written is built over its own segment');
+    assert(
+      !written || (data.base === slot.base && data.count === slot.count),
+      'an index written is built over its own segment',
+    );
     if (written) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, source));
     // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.
     if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
@@ -208,7 +241,9 @@ export class FeedIndex {
     return data;
   }
 
-  private onActiveEntry: ((commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void) | undefined;
+  private onActiveEntry:
+    | ((commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void)
+    | undefined;
 
   private addRun(run: CommitRun): void {
     const { commit } = run;
@@ -221,7 +256,8 @@ export class FeedIndex {
 
   /** Holds a loaded index in the cache, dropping the least recently used past the bound. */
   private remember(base: number, index: SealedIndex, data: IndexData): void {
-    const bytes = data.typeColumn.byteLength + data.locators.byteLength + data.fst.byteLength + data.postings.byteLength;
+    const bytes =
+      data.typeColumn.byteLength + data.locators.byteLength + data.fst.byteLength + data.postings.byteLength;
     const previous = this.cache.get(base);
     if (previous) {
       this.cache.delete(base);
@@ -275,7 +311,8 @@ export class FeedIndex {
       if (slot.base + slot.count - 1 < from || slot.base > to || slot.count === 0) continue;
       out.push(await this.load(slot));
     }
-    if (this.tail && this.tail.count > 0 && this.tail.base + this.tail.count - 1 >= from && this.tail.base <= to) out.push(this.tail);
+    if (this.tail && this.tail.count > 0 && this.tail.base + this.tail.count - 1 >= from && this.tail.base <= to)
+      out.push(this.tail);
     return out;
   }
 
@@ -305,8 +342,17 @@ export class FeedIndex {
   async replaceSegments(bases: readonly number[], count: number, prebuilt?: string): Promise<void> {
     await this.pending;
     const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
-    assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive index segments');
-    const slot: SealedSlot = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), gaps: false, source: segmentSourceOf(this.history, bases[0]) };
+    assert(
+      at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base),
+      'a merge replaces consecutive index segments',
+    );
+    const slot: SealedSlot = {
+      base: bases[0],
+      count,
+      commits: segmentCommits(this.history, bases[0]),
+      gaps: false,
+      source: segmentSourceOf(this.history, bases[0]),
+    };
     this.sealed.splice(at, bases.length, slot);
     for (const base of bases) {
       const cached = this.cache.get(base);
@@ -323,10 +369,12 @@ export class FeedIndex {
       return;
     }
     fs.rmSync(this.fileFor(bases[0]), { force: true });
-    this.pending = this.pending.then(() => this.load(slot)).then(
-      () => undefined,
-      () => undefined,
-    );
+    this.pending = this.pending
+      .then(() => this.load(slot))
+      .then(
+        () => undefined,
+        () => undefined,
+      );
   }
 
   get cacheUse(): { segments: number; bytes: number } {
@@ -338,7 +386,13 @@ export class FeedIndex {
    * of the previous one is sealed into an index file first (written in the background: the file
    * is derived, and a crash before it lands only means it is rebuilt on the next open).
    */
-  add(commit: CommitRecord, type: string | undefined, tags: readonly string[], locator: number, position: number): void {
+  add(
+    commit: CommitRecord,
+    type: string | undefined,
+    tags: readonly string[],
+    locator: number,
+    position: number,
+  ): void {
     if (!this.tail || this.tail.base !== commit.segment) this.startSegment(commit.segment);
     if (type !== undefined) this.typeNames.add(type);
     // Positions that corruption took (reads over them fail before asking the index) are
@@ -367,7 +421,8 @@ export class FeedIndex {
         .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
         .then(async () => {
           const data = await buildIndexDataOffThread(this.kernels, previous.source());
-          if (!this.readOnly) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, slot.source()));
+          if (!this.readOnly)
+            await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, slot.source()));
           this.remember(slot.base, new SealedIndex(this.kernels, data), data);
           if (!this.readOnly) slot.resident = undefined;
         })
@@ -387,9 +442,13 @@ export class FeedIndex {
     for (const type of types) {
       if (type === undefined || this.typeNames.has(type) || pending.has(type) || fresh.has(type)) continue;
       if (this.typeNames.size + pending.size + fresh.size >= typesPerFeedMax) {
-        throw new StreamStackError('TYPE_LIMIT', `a feed holds at most ${typesPerFeedMax} distinct types; ${JSON.stringify(type)} would be one more`, {
-          details: { type, limit: typesPerFeedMax },
-        });
+        throw new StreamStackError(
+          'TYPE_LIMIT',
+          `a feed holds at most ${typesPerFeedMax} distinct types; ${JSON.stringify(type)} would be one more`,
+          {
+            details: { type, limit: typesPerFeedMax },
+          },
+        );
       }
       fresh.add(type);
     }

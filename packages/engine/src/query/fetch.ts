@@ -4,17 +4,22 @@
  * of small reads, and hits lying near each other share one (coalesced by where they lie); where
  * many hits fall in one commit, the commit's run is read once instead.
  */
+
+import { assert } from '../errors.js';
 import { fetchRunHitsMin } from '../limits.js';
 import type { CommitRecord } from '../storage/commit-run.js';
-import type { FeedIndex } from './feed-index.js';
-import { assert } from '../errors.js';
-import { commitHolding } from './planner.js';
-import { toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
-import { ColumnBatch } from './column-batch.js';
 import { rowsOfPositions } from '../storage/run-columns.js';
+import { ColumnBatch } from './column-batch.js';
+import type { FeedIndex } from './feed-index.js';
+import { commitHolding } from './planner.js';
+import { type Snapshot, type StoredRecord, toRecord } from './snapshot.js';
 
 /** The records at `positions` (ascending), grouped one array per commit. */
-export function fetchByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<StoredRecord[]>;
+export function fetchByPosition(
+  snapshot: Snapshot,
+  index: FeedIndex,
+  positions: readonly number[],
+): AsyncGenerator<StoredRecord[]>;
 export function fetchByPosition<T>(
   snapshot: Snapshot,
   index: FeedIndex,
@@ -63,7 +68,11 @@ async function runHits(snapshot: Snapshot, commit: CommitRecord, hits: readonly 
   const parts: ColumnBatch[] = [];
   let next = 0;
   // The run is decoded whole, in one batch: a fetch's dense hits are one commit's answer.
-  for await (const run of snapshot.history.runColumns(commit, await snapshot.history.readRunBytes(commit), Math.max(1, commit.entries))) {
+  for await (const run of snapshot.history.runColumns(
+    commit,
+    await snapshot.history.readRunBytes(commit),
+    Math.max(1, commit.entries),
+  )) {
     const found = rowsOfPositions(run, hits, next);
     next = found.next;
     parts.push(ColumnBatch.ofRun(snapshot.feed, commit, run).take(found.rows));
@@ -73,8 +82,14 @@ async function runHits(snapshot: Snapshot, commit: CommitRecord, hits: readonly 
 }
 
 /** `fetchByPosition` in the columnar form: hits dense in a commit are taken from its run's columns. */
-export async function* fetchColumnsByPosition(snapshot: Snapshot, index: FeedIndex, positions: readonly number[]): AsyncGenerator<ColumnBatch> {
-  for await (const records of fetchByPosition(snapshot, index, positions, (commit, hits) => runHits(snapshot, commit, hits))) {
+export async function* fetchColumnsByPosition(
+  snapshot: Snapshot,
+  index: FeedIndex,
+  positions: readonly number[],
+): AsyncGenerator<ColumnBatch> {
+  for await (const records of fetchByPosition(snapshot, index, positions, (commit, hits) =>
+    runHits(snapshot, commit, hits),
+  )) {
     yield records instanceof ColumnBatch ? records : ColumnBatch.ofRecords(records);
   }
 }

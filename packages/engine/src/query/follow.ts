@@ -3,9 +3,10 @@
  * the cursor to that watermark, wait for the watermark to move, repeat. Catch-up and live tail
  * are the same loop, so nothing is skipped and nothing is delivered twice.
  */
+
+import type { CommitRecord } from '../storage/commit-run.js';
 import { checkCursor } from './read.js';
 import { assertIntact, readCommitRecords, type Snapshot, type StoredRecord } from './snapshot.js';
-import type { CommitRecord } from '../storage/commit-run.js';
 
 /** One commit's worth of a live read: the commit and its records. */
 export interface CommitBatch {
@@ -21,7 +22,11 @@ export interface FollowSource {
 }
 
 /** Every commit after `after`, then each new one as it is published, until `signal` aborts. */
-export async function* follow(source: FollowSource, after: number | undefined, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
+export async function* follow(
+  source: FollowSource,
+  after: number | undefined,
+  signal?: AbortSignal,
+): AsyncGenerator<CommitBatch> {
   let cursor = checkCursor(source.snapshot(), after);
   for (;;) {
     signal?.throwIfAborted();
@@ -43,7 +48,11 @@ export async function* follow(source: FollowSource, after: number | undefined, s
 }
 
 /** Commits after `after` up to the snapshot's watermark, whole, stopping before `maxRecords`. */
-export async function pollCommits(snapshot: Snapshot, after: number, maxRecords: number): Promise<{ batches: CommitBatch[]; cursor: number }> {
+export async function pollCommits(
+  snapshot: Snapshot,
+  after: number,
+  maxRecords: number,
+): Promise<{ batches: CommitBatch[]; cursor: number }> {
   let cursor = checkCursor(snapshot, after, 'cursor');
   const batches: CommitBatch[] = [];
   let records = 0;

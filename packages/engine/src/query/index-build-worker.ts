@@ -6,19 +6,20 @@
  * same functions, with the same kernel set, as a build on the main thread would, so the bytes are
  * the same wherever they were built.
  */
+
+import os from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
-import os from 'node:os';
+import type { Kernels } from '../kernels/kernels.js';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../limits.js';
-import type { TermOrder } from '../storage/key-file.js';
 import { utf8DecodeRange } from '../storage/codec.js';
-import { buildIndexData, unflattenIndexSource, type FlatIndexSource } from '../storage/index-segment.js';
+import type { CommitRecord } from '../storage/commit-run.js';
+import { buildIndexData, type FlatIndexSource, unflattenIndexSource } from '../storage/index-segment.js';
+import type { TermOrder } from '../storage/key-file.js';
 import { SegmentRuns } from '../storage/run-reads.js';
 import { SegmentFile } from '../storage/segment.js';
 import { checkSummaryAgainstSegment, readSummary, readSummaryHead, summaryFileOf } from '../storage/segment-summary.js';
-import type { CommitRecord } from '../storage/commit-run.js';
-import type { Kernels } from '../kernels/kernels.js';
-import { buildKeyFileBytes, DictionarySections, type DictionaryFile } from './key-merge.js';
+import { buildKeyFileBytes, type DictionaryFile, DictionarySections } from './key-merge.js';
 import { indexTailOf } from './segment-index.js';
 import { segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
@@ -55,7 +56,12 @@ export type BuildJob =
       /** The dictionaries of the segments before, newest first. */
       readonly earlier: DictionaryFile[];
     }
-  | { readonly id: number; readonly kernels: 'native' | 'ts'; readonly kind: 'index-of-segment'; readonly segment: SegmentToRead }
+  | {
+      readonly id: number;
+      readonly kernels: 'native' | 'ts';
+      readonly kind: 'index-of-segment';
+      readonly segment: SegmentToRead;
+    }
   | {
       readonly id: number;
       readonly kernels: 'native' | 'ts';
@@ -100,7 +106,11 @@ function sectionsOf(kernels: Kernels): DictionarySections {
  * history holds for a summarized segment. A segment without a sound summary is not built here
  * (the caller builds it from its own history).
  */
-async function withSegment<T>(kernels: Kernels, source: SegmentToRead, use: (runs: SegmentRuns, commits: readonly CommitRecord[]) => Promise<T>): Promise<T> {
+async function withSegment<T>(
+  kernels: Kernels,
+  source: SegmentToRead,
+  use: (runs: SegmentRuns, commits: readonly CommitRecord[]) => Promise<T>,
+): Promise<T> {
   const segment = SegmentFile.open(kernels, source.file, true);
   try {
     const summaryFile = summaryFileOf(source.file);
@@ -109,8 +119,13 @@ async function withSegment<T>(kernels: Kernels, source: SegmentToRead, use: (run
     if (head) checkSummaryAgainstSegment(head, source.file);
     const summary = head && readSummary(kernels, summaryFile, segment.header);
     const commits = summary?.commits ?? [];
-    if (summary && head!.source !== source.source) throw new Error(`${source.file} is not the segment its feed knows (its summary's source fingerprint differs)`);
-    if (commits.length === 0 || commits[0].firstPosition !== source.base || commits[commits.length - 1].lastPosition !== source.base + source.count - 1) {
+    if (summary && head!.source !== source.source)
+      throw new Error(`${source.file} is not the segment its feed knows (its summary's source fingerprint differs)`);
+    if (
+      commits.length === 0 ||
+      commits[0].firstPosition !== source.base ||
+      commits[commits.length - 1].lastPosition !== source.base + source.count - 1
+    ) {
       throw new Error(`${source.file} has no summary of its ${source.count} records to read them by`);
     }
     return await use(new SegmentRuns(kernels, segment), commits);
@@ -125,17 +140,41 @@ async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuf
     case 'index':
       return { result: buildIndexData(kernels, unflattenIndexSource(job.source)), transfer: [] };
     case 'keys': {
-      const bytes = buildKeyFileBytes(kernels, job.order, job.base, job.count, job.source, termsOf(job.termBytes, job.termEnds), job, job.earlier, sectionsOf(kernels));
+      const bytes = buildKeyFileBytes(
+        kernels,
+        job.order,
+        job.base,
+        job.count,
+        job.source,
+        termsOf(job.termBytes, job.termEnds),
+        job,
+        job.earlier,
+        sectionsOf(kernels),
+      );
       return { result: bytes, transfer: [bytes.buffer as ArrayBuffer] };
     }
     case 'index-of-segment': {
-      const tail = await withSegment(kernels, job.segment, (runs, commits) => indexTailOf(runs, job.segment.base, commits));
+      const tail = await withSegment(kernels, job.segment, (runs, commits) =>
+        indexTailOf(runs, job.segment.base, commits),
+      );
       return { result: buildIndexData(kernels, tail.source()), transfer: [] };
     }
     case 'keys-of-segment': {
       const { base, count, source } = job.segment;
-      const { terms, own } = await withSegment(kernels, job.segment, async (runs, commits) => winnerColumnsOf(await segmentKeysOf(runs, base, job.order, commits)));
-      const bytes = buildKeyFileBytes(kernels, job.order, base, count, source, terms, own, job.earlier, sectionsOf(kernels));
+      const { terms, own } = await withSegment(kernels, job.segment, async (runs, commits) =>
+        winnerColumnsOf(await segmentKeysOf(runs, base, job.order, commits)),
+      );
+      const bytes = buildKeyFileBytes(
+        kernels,
+        job.order,
+        base,
+        count,
+        source,
+        terms,
+        own,
+        job.earlier,
+        sectionsOf(kernels),
+      );
       return { result: bytes, transfer: [bytes.buffer as ArrayBuffer] };
     }
   }
@@ -144,6 +183,7 @@ async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuf
 parentPort?.on('message', (job: BuildJob) => {
   run(job).then(
     ({ result, transfer }) => parentPort!.postMessage({ id: job.id, result }, transfer),
-    (error: unknown) => parentPort!.postMessage({ id: job.id, error: error instanceof Error ? error.message : String(error) }),
+    (error: unknown) =>
+      parentPort!.postMessage({ id: job.id, error: error instanceof Error ? error.message : String(error) }),
   );
 });

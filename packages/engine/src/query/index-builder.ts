@@ -6,15 +6,16 @@
  * sources, as in tests, or the thread fails), builds run on the calling thread: the bytes are
  * the same either way.
  */
+
+import { yieldToEventLoop } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
-import type { TermOrder } from '../storage/key-file.js';
+import { keyBuildYieldKeys } from '../limits.js';
+import { utf8Concat } from '../storage/codec.js';
 import { buildIndexData, flattenIndexSource, type IndexData, type IndexSource } from '../storage/index-segment.js';
+import type { TermOrder } from '../storage/key-file.js';
 import type { BuildJob, SegmentToRead } from './index-build-worker.js';
 import type { DictionaryFile, WinnerColumns } from './key-merge.js';
 import { WorkerClient } from './worker-client.js';
-import { yieldToEventLoop } from '../event-loop.js';
-import { keyBuildYieldKeys } from '../limits.js';
-import { utf8Concat } from '../storage/codec.js';
 
 type Reply = { id: number; result?: unknown; error?: string };
 /** A job as the caller gives it: the worker's message without its id (kept per kind of job). */
@@ -23,8 +24,10 @@ type JobInput = BuildJob extends infer Job ? (Job extends BuildJob ? Omit<Job, '
 /** Runs a build job on the worker (or undefined: no worker to run it). */
 const runJob = (job: JobInput, transfer: ArrayBuffer[] = []) => worker.run(job, transfer);
 
-const worker = new WorkerClient<Reply>(new URL('./index-build-worker.js', import.meta.url), 'index build worker', (reply) =>
-  reply.error !== undefined ? { error: new Error(reply.error) } : { value: reply.result },
+const worker = new WorkerClient<Reply>(
+  new URL('./index-build-worker.js', import.meta.url),
+  'index build worker',
+  (reply) => (reply.error !== undefined ? { error: new Error(reply.error) } : { value: reply.result }),
 );
 
 /** A sealed segment's index data, built off the event loop when a worker can run. */
@@ -45,7 +48,10 @@ export async function buildIndexDataOffThread(kernels: Kernels, source: IndexSou
  * Undefined when there is no worker, or the worker could not (no summary, a damaged run): the
  * caller then builds from its own history, which reports any damage where it lies.
  */
-export async function indexDataOfSegmentOffThread(kernels: Kernels, segment: SegmentToRead): Promise<IndexData | undefined> {
+export async function indexDataOfSegmentOffThread(
+  kernels: Kernels,
+  segment: SegmentToRead,
+): Promise<IndexData | undefined> {
   const pending = runJob({ kernels: kernels.name, kind: 'index-of-segment', segment });
   return pending ? ((await pending.catch(() => undefined)) as IndexData | undefined) : undefined;
 }
@@ -54,7 +60,12 @@ export async function indexDataOfSegmentOffThread(kernels: Kernels, segment: Seg
  * A key or fingerprint dictionary's bytes, built on the worker from the segment file itself and
  * merged with `earlier` (see `indexDataOfSegmentOffThread`); undefined when it could not be.
  */
-export async function keyFileOfSegmentOffThread(kernels: Kernels, order: TermOrder, segment: SegmentToRead, earlier: readonly DictionaryFile[]): Promise<Uint8Array | undefined> {
+export async function keyFileOfSegmentOffThread(
+  kernels: Kernels,
+  order: TermOrder,
+  segment: SegmentToRead,
+  earlier: readonly DictionaryFile[],
+): Promise<Uint8Array | undefined> {
   const pending = runJob({ kernels: kernels.name, kind: 'keys-of-segment', order, segment, earlier: [...earlier] });
   return pending ? ((await pending.catch(() => undefined)) as Uint8Array | undefined) : undefined;
 }
@@ -107,8 +118,29 @@ export async function buildKeyFileOffThread(
   // worker's message held the event loop for a seventh of a second.
   const { bytes: termBytes, ends: termEnds } = await utf8ConcatSliced(terms);
   const pending = runJob(
-    { kernels: kernels.name, kind: 'keys', order, base, count, source, termBytes, termEnds, positions, versions, locators, tombstones, earlier: [...earlier] },
-    [termBytes.buffer as ArrayBuffer, termEnds.buffer as ArrayBuffer, positions.buffer, versions.buffer, locators.buffer, tombstones.buffer],
+    {
+      kernels: kernels.name,
+      kind: 'keys',
+      order,
+      base,
+      count,
+      source,
+      termBytes,
+      termEnds,
+      positions,
+      versions,
+      locators,
+      tombstones,
+      earlier: [...earlier],
+    },
+    [
+      termBytes.buffer as ArrayBuffer,
+      termEnds.buffer as ArrayBuffer,
+      positions.buffer,
+      versions.buffer,
+      locators.buffer,
+      tombstones.buffer,
+    ],
   );
   return pending ? ((await pending) as Uint8Array) : undefined;
 }

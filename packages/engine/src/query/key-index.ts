@@ -20,8 +20,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert } from '../errors.js';
-import { segmentFile } from '../storage/segment-set.js';
-import { syncDirectory } from '../storage/segment.js';
+import { yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
 import { utf8Concat, utf8Encode } from '../storage/codec.js';
@@ -30,25 +29,26 @@ import type { History } from '../storage/history-log.js';
 import {
   encodeKeyFile,
   filterMayHold,
+  filterMayHoldHashes,
+  type KeyFileHead,
+  type KeyWinner,
   keyFileHeadBytes,
   keyHashes,
   keyHashesOf,
-  filterMayHoldHashes,
   parseKeyFileHead,
+  prefers,
   readKeyFileHead,
   readKeySectionAsync,
+  type TermOrder,
   WinnerReader,
-  prefers,
   winnerAt,
   writeKeyFile,
-  type KeyFileHead,
-  type KeyWinner,
-  type TermOrder,
 } from '../storage/key-file.js';
-import { derivedMismatch, segmentCommits, segmentSourceOf, segmentsOf, type IndexRebuild } from './feed-index.js';
-import { yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
+import { syncDirectory } from '../storage/segment.js';
+import { segmentFile } from '../storage/segment-set.js';
+import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
-import { winnersOf, type DictionaryFile, type WinnerColumns } from './key-merge.js';
+import { type DictionaryFile, type WinnerColumns, winnersOf } from './key-merge.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
 /** Each kind of dictionary's file name (a fingerprint's occurrences have no version or tombstone: only positions count). */
@@ -162,7 +162,14 @@ export class KeyIndex {
     const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt, order);
     const { sealed, active } = segmentsOf(history);
     for (const segment of sealed) {
-      const slot: SealedKeys = { base: segment.base, count: segment.count, commits: segment.commits, source: segment.source, sections: [], pinned: false };
+      const slot: SealedKeys = {
+        base: segment.base,
+        count: segment.count,
+        commits: segment.commits,
+        source: segment.source,
+        sections: [],
+        pinned: false,
+      };
       index.sealed.push(slot);
       if (segment.gaps) {
         // Records corruption took: the dictionary would be wrong once repaired, so it is
@@ -257,7 +264,12 @@ export class KeyIndex {
   private async buildFromSegmentOffThread(slot: SealedKeys): Promise<Uint8Array | undefined> {
     const files = this.filesOf(this.sealed.slice(0, this.sealed.indexOf(slot)).reverse());
     if (!files) return undefined;
-    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count, source: slot.source() };
+    const segment = {
+      file: this.history.fileFor(slot.base),
+      base: slot.base,
+      count: slot.count,
+      source: slot.source(),
+    };
     return keyFileOfSegmentOffThread(this.kernels, this.order, segment, files);
   }
 
@@ -277,7 +289,12 @@ export class KeyIndex {
    * The merge and encoding on this thread (no worker, or dictionaries before that are not files
    * yet, or one that failed a check — the walk rebuilds it), yielding now and then.
    */
-  private async buildHere(slot: SealedKeys, before: number, terms: readonly string[], columns: WinnerColumns): Promise<Uint8Array> {
+  private async buildHere(
+    slot: SealedKeys,
+    before: number,
+    terms: readonly string[],
+    columns: WinnerColumns,
+  ): Promise<Uint8Array> {
     const own = winnersOf(columns);
     const entries: { key: string; winner: KeyWinner }[] = [];
     for (const [index, key] of terms.entries()) {
@@ -304,7 +321,17 @@ export class KeyIndex {
     // all for each of the segment's hundreds of thousands of terms.
     const files = this.filesOf(this.sealed.slice(0, before + 1).reverse());
     let bytes: Uint8Array | undefined;
-    if (files) bytes = await buildKeyFileOffThread(this.kernels, this.order, slot.base, slot.count, slot.source(), terms, own, files).catch(() => undefined);
+    if (files)
+      bytes = await buildKeyFileOffThread(
+        this.kernels,
+        this.order,
+        slot.base,
+        slot.count,
+        slot.source(),
+        terms,
+        own,
+        files,
+      ).catch(() => undefined);
     await this.install(slot, bytes ?? (await this.buildHere(slot, before, terms, own)));
   }
 
@@ -323,7 +350,9 @@ export class KeyIndex {
     // The filter and the FST stay in memory; winners are read one at a time when needed — from
     // the file, so a store that cannot write it (read-only) keeps them in memory too: the file
     // there, if any, is not this dictionary.
-    slot.sections = head.sections.slice(0, this.readOnly ? 3 : 2).map(({ offset, length }) => bytes.slice(offset, offset + length));
+    slot.sections = head.sections
+      .slice(0, this.readOnly ? 3 : 2)
+      .map(({ offset, length }) => bytes.slice(offset, offset + length));
     slot.pinned = this.readOnly;
     slot.resident = undefined;
     slot.firsts = undefined;
@@ -331,7 +360,14 @@ export class KeyIndex {
   }
 
   /** Notes a published record (of the active segment; a new segment seals the one before). */
-  add(commit: CommitRecord, key: string | undefined, version: number | undefined, tombstone: boolean, locator: number, position: number): void {
+  add(
+    commit: CommitRecord,
+    key: string | undefined,
+    version: number | undefined,
+    tombstone: boolean,
+    locator: number,
+    position: number,
+  ): void {
     if (!this.tail || this.tail.base !== commit.segment) this.startSegment(commit.segment);
     const tail = this.tail!;
     tail.lastCommit = commit;
@@ -412,7 +448,8 @@ export class KeyIndex {
       count = kept;
     };
     const tail = this.tail;
-    if (tail && tail.base > base) await keep((index) => tail.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
+    if (tail && tail.base > base)
+      await keep((index) => tail.winnerUpTo(keys[index], Number.POSITIVE_INFINITY) !== undefined);
     for (const slot of this.sealed) {
       if (count === 0) break;
       if (slot.base <= base || slot.count === 0) continue;
@@ -428,7 +465,11 @@ export class KeyIndex {
       for (let walk = 0; walk < count; walk++) {
         if (walk > 0 && walk % keyBuildYieldKeys === 0) await yieldToEventLoop();
         const index = before[walk];
-        if (filterMayHoldHashes(filter, hashOf(index, 0), hashOf(index, 1)) && this.kernels.fstGet(fst, keyBytes(index)) !== undefined) found.add(keys[index]);
+        if (
+          filterMayHoldHashes(filter, hashOf(index, 0), hashOf(index, 1)) &&
+          this.kernels.fstGet(fst, keyBytes(index)) !== undefined
+        )
+          found.add(keys[index]);
         else before[kept++] = index;
       }
       unresolved = before;
@@ -473,7 +514,11 @@ export class KeyIndex {
    * `lookup` for a dictionary whose filter and FST are in memory, synchronously; `notHeld` when
    * they are not (or the winner fails its check: `lookup` then rebuilds the dictionary).
    */
-  private lookupHeld(slot: SealedKeys, bytes: Uint8Array, hashes: [number, number]): KeyWinner | undefined | typeof notHeld {
+  private lookupHeld(
+    slot: SealedKeys,
+    bytes: Uint8Array,
+    hashes: [number, number],
+  ): KeyWinner | undefined | typeof notHeld {
     const [filter, fst, table] = slot.sections;
     if (!filter || !fst) return notHeld;
     if (!slot.pinned) this.touch(slot);
@@ -570,7 +615,11 @@ export class KeyIndex {
    * bitmap of first occurrences (built from its winners once, then cached); the active segment,
    * or one whose dictionary is not built yet, asks each fingerprint's winner.
    */
-  async firstOccurrences(segment: number, positions: ArrayLike<number>, term: (index: number) => string): Promise<Uint8Array> {
+  async firstOccurrences(
+    segment: number,
+    positions: ArrayLike<number>,
+    term: (index: number) => string,
+  ): Promise<Uint8Array> {
     if (this.rebasing) await this.rebasing;
     const out = new Uint8Array(positions.length);
     const slot = this.sealed.find((candidate) => candidate.base === segment);
@@ -687,15 +736,29 @@ export class KeyIndex {
    * segments' files are gone and the new one (if prebuilt) is in place, durably; `ready` once the
    * dictionary answers.
    */
-  replaceSegments(bases: readonly number[], count: number, prebuilt?: string): { swapped: Promise<void>; ready: Promise<void> } {
+  replaceSegments(
+    bases: readonly number[],
+    count: number,
+    prebuilt?: string,
+  ): { swapped: Promise<void>; ready: Promise<void> } {
     const swapped = this.pending.then(async () => {
       const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
-      assert(at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base), 'a merge replaces consecutive dictionaries');
+      assert(
+        at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base),
+        'a merge replaces consecutive dictionaries',
+      );
       for (const slot of this.sealed.slice(at, at + bases.length)) {
         slot.winners?.close();
         this.forget(slot);
       }
-      const slot: SealedKeys = { base: bases[0], count, commits: segmentCommits(this.history, bases[0]), source: segmentSourceOf(this.history, bases[0]), sections: [], pinned: false };
+      const slot: SealedKeys = {
+        base: bases[0],
+        count,
+        commits: segmentCommits(this.history, bases[0]),
+        source: segmentSourceOf(this.history, bases[0]),
+        sections: [],
+        pinned: false,
+      };
       this.sealed.splice(at, bases.length, slot);
       if (!this.readOnly) {
         for (const base of bases.slice(1)) await fsp.rm(this.fileFor(base), { force: true });

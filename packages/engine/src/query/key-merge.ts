@@ -7,18 +7,18 @@
  * `CORRUPT`, and the caller merges on its own thread instead (where damaged files are rebuilt).
  */
 import type { Kernels } from '../kernels/kernels.js';
-import { utf8Concat } from '../storage/codec.js';
 import { mergeWinnerReadsMax } from '../limits.js';
+import { utf8Concat } from '../storage/codec.js';
 import {
   encodeKeyFile,
   filterMayHoldHashes,
+  type KeyFileHead,
+  type KeyWinner,
   keyHashesOf,
   prefers,
   readKeySection,
-  WinnerReader,
-  type KeyFileHead,
-  type KeyWinner,
   type TermOrder,
+  WinnerReader,
 } from '../storage/key-file.js';
 
 /** Winners as columns: how a build's winners cross to the worker (moved, not copied). */
@@ -108,7 +108,9 @@ export function mergeWithEarlier(
   const merged = [...own];
   const unresolved = Uint32Array.from(terms, (_, index) => index);
   let unresolvedCount = terms.length;
-  const held = earlier.map((dictionary) => new WinnerReader(kernels, dictionary.file, dictionary.head, mergeWinnerReadsMax));
+  const held = earlier.map(
+    (dictionary) => new WinnerReader(kernels, dictionary.file, dictionary.head, mergeWinnerReadsMax),
+  );
   try {
     for (const [at, dictionary] of earlier.entries()) {
       if (unresolvedCount === 0) break;
@@ -154,5 +156,11 @@ export function buildKeyFileBytes(
   sections: DictionarySections,
 ): Uint8Array {
   const winners = mergeWithEarlier(kernels, order, terms, winnersOf(own), earlier, sections);
-  return encodeKeyFile(kernels, base, count, source, terms.map((key, at) => ({ key, winner: winners[at] })));
+  return encodeKeyFile(
+    kernels,
+    base,
+    count,
+    source,
+    terms.map((key, at) => ({ key, winner: winners[at] })),
+  );
 }

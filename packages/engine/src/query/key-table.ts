@@ -96,7 +96,12 @@ export class ByteKeyTable {
       const held = slots.table[probe];
       if (held === 0) return this.insert(bytes, start, length, hash, probe);
       const slot = held - 1;
-      if (slots.hashes[slot] === hash && slots.lengths[slot] === length && this.equals(slots.starts[slot], bytes, start, length)) return slot;
+      if (
+        slots.hashes[slot] === hash &&
+        slots.lengths[slot] === length &&
+        this.equals(slots.starts[slot], bytes, start, length)
+      )
+        return slot;
     }
   }
 
@@ -107,7 +112,8 @@ export class ByteKeyTable {
   }
 
   private insert(bytes: Uint8Array, start: number, length: number, hash: number, probe: number): number {
-    if (this.arenaUsed + length > this.arena.length) this.arena = grown(this.arena, Math.max(this.arena.length * 2, this.arenaUsed + length));
+    if (this.arenaUsed + length > this.arena.length)
+      this.arena = grown(this.arena, Math.max(this.arena.length * 2, this.arenaUsed + length));
     this.arena.set(bytes.subarray(start, start + length), this.arenaUsed);
     const slot = this.slots.add(this.arenaUsed, length, hash, probe);
     this.arenaUsed += length;
@@ -158,7 +164,8 @@ export class StringKeyTable {
     const probe = this.probeFor(key, hash);
     if (probe < 0) return -probe - 1;
     const length = key.length;
-    if (this.arenaUsed + length > this.arena.length) this.arena = grown(this.arena, Math.max(this.arena.length * 2, this.arenaUsed + length));
+    if (this.arenaUsed + length > this.arena.length)
+      this.arena = grown(this.arena, Math.max(this.arena.length * 2, this.arenaUsed + length));
     const arena = this.arena;
     const start = this.arenaUsed;
     for (let at = 0; at < length; at++) arena[start + at] = key.charCodeAt(at);
@@ -172,7 +179,10 @@ export class StringKeyTable {
     const end = start + this.slots.lengths[slot];
     let key = '';
     for (let at = start; at < end; at += keyTableDecodeChunkUnits) {
-      key += String.fromCharCode.apply(null, this.arena.subarray(at, Math.min(end, at + keyTableDecodeChunkUnits)) as unknown as number[]);
+      key += String.fromCharCode.apply(
+        null,
+        this.arena.subarray(at, Math.min(end, at + keyTableDecodeChunkUnits)) as unknown as number[],
+      );
     }
     return key;
   }
@@ -186,7 +196,8 @@ export class StringKeyTable {
       const held = slots.table[probe];
       if (held === 0) return probe;
       const slot = held - 1;
-      if (slots.hashes[slot] === hash && slots.lengths[slot] === length && this.equals(slots.starts[slot], key)) return -held;
+      if (slots.hashes[slot] === hash && slots.lengths[slot] === length && this.equals(slots.starts[slot], key))
+        return -held;
     }
   }
 

@@ -6,16 +6,18 @@
  * the term dictionary — with the width of the range, and takes the index or a scan of the log.
  * Both return the same positions; the estimate only decides which is faster.
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { Plan, Query, QueryItem } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { queryItemsMax, scanEntryCostPostings } from '../limits.js';
-import { entryPosition, type CommitRecord } from '../storage/commit-run.js';
+import { type CommitRecord, entryPosition } from '../storage/commit-run.js';
 import type { ManifestEntry } from '../storage/records.js';
 import type { FeedIndex, SegmentIndex } from './feed-index.js';
 import { assertIntact, type Snapshot } from './snapshot.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { QueryItem, Query, Plan } from '@streamstack/protocol';
-export type { QueryItem, Query, Plan };
+
+export type { Plan, Query, QueryItem };
 
 export interface FindOptions {
   readonly plan?: Plan;
@@ -36,8 +38,14 @@ export function normalizeQuery(input: unknown): Query | undefined {
   }
   const checked = items.map((item: unknown) => {
     const { types, tags } = (item ?? {}) as { types?: unknown; tags?: unknown };
-    for (const [name, list] of [['types', types], ['tags', tags]] as const) {
-      if (list !== undefined && (!Array.isArray(list) || !list.every((value) => typeof value === 'string' && value.length > 0))) {
+    for (const [name, list] of [
+      ['types', types],
+      ['tags', tags],
+    ] as const) {
+      if (
+        list !== undefined &&
+        (!Array.isArray(list) || !list.every((value) => typeof value === 'string' && value.length > 0))
+      ) {
         throw new StreamStackError('INVALID_ARGUMENT', `a query item's ${name} is an array of non-empty strings`);
       }
     }
@@ -88,7 +96,8 @@ export function commitHolding(snapshot: Snapshot, position: number): CommitRecor
  */
 export function autoPlan(query: Query, tagCount: (tag: string) => number, width: number): 'index' | 'scan' {
   let indexCost = 0;
-  for (const item of query.items) indexCost += item.tags ? item.tags.reduce((sum, tag) => sum + tagCount(tag), 0) : width;
+  for (const item of query.items)
+    indexCost += item.tags ? item.tags.reduce((sum, tag) => sum + tagCount(tag), 0) : width;
   return indexCost <= width * scanEntryCostPostings ? 'index' : 'scan';
 }
 
@@ -96,13 +105,16 @@ function indexPath(kernels: Kernels, segment: SegmentIndex, query: Query, low: n
   let result: Uint32Array | undefined;
   for (const item of query.items) {
     let positions: Uint32Array;
-    const ids = item.types ? new Set(item.types.map((type) => segment.typeId(type)).filter((id) => id !== undefined)) : undefined;
+    const ids = item.types
+      ? new Set(item.types.map((type) => segment.typeId(type)).filter((id) => id !== undefined))
+      : undefined;
     const column = segment.typeColumn;
     if (item.tags) {
       // Tags by posting lists, smallest first so every intersection is as cheap as it can be.
       const lists = item.tags.map((tag) => segment.tagPositions(tag)).sort((a, b) => a.length - b.length);
       positions = lists[0];
-      for (let index = 1; index < lists.length && positions.length > 0; index++) positions = kernels.intersect(positions, lists[index]);
+      for (let index = 1; index < lists.length && positions.length > 0; index++)
+        positions = kernels.intersect(positions, lists[index]);
       if (ids) positions = positions.filter((relative) => ids.has(column[relative]));
     } else {
       // Types by the dense column: one sequential pass over the range.
@@ -165,7 +177,10 @@ export async function findPositions(
     if (plan === 'auto') plan = autoPlan(query, (tag) => segment.tagCount(tag), width);
     const found =
       plan === 'index'
-        ? Array.from(indexPath(kernels, segment, query, low, high).subarray(0, Math.min(limit, 2 ** 32 - 1)), (relative) => segment.base + relative)
+        ? Array.from(
+            indexPath(kernels, segment, query, low, high).subarray(0, Math.min(limit, 2 ** 32 - 1)),
+            (relative) => segment.base + relative,
+          )
         : await scanPath(snapshot, query, from, to, limit);
     for (const position of found) {
       if (limit-- <= 0) break;

@@ -5,14 +5,15 @@
  * a feed: making a record object and a line object per record, then `JSON.stringify`, cost the
  * server some 30 µs of CPU per record and made reading over HTTP a twentieth of reading embedded.
  */
-import type { Kernels } from '../kernels/kernels.js';
+
 import { recordLine, type StoredRecord } from '@streamstack/protocol';
 import { assert } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
 import { readLinesChunkBytes, readLinesFirstChunkBytes, readLinesKernelRowsMin, runsReadBytesMax } from '../limits.js';
 import type { RunBufferPool } from '../storage/run-buffers.js';
 import type { ColumnBatch } from './column-batch.js';
 import { ndjsonColumnsOf } from './export-ndjson.js';
-import { checkCursor, readEnd, type ReadOptions } from './read.js';
+import { checkCursor, type ReadOptions, readEnd } from './read.js';
 import type { Snapshot } from './snapshot.js';
 
 const encoder = new TextEncoder();
@@ -28,11 +29,18 @@ const encoder = new TextEncoder();
  * hits) is written through `recordLine` and `JSON.stringify`, the very bytes the kernels write:
  * handing a batch's columns to the native kernel costs some 20 µs whatever it holds.
  */
-export async function* readLineChunks(kernels: Kernels, batches: AsyncIterable<ColumnBatch>, runBuffers?: RunBufferPool): AsyncGenerator<Uint8Array> {
+export async function* readLineChunks(
+  kernels: Kernels,
+  batches: AsyncIterable<ColumnBatch>,
+  runBuffers?: RunBufferPool,
+): AsyncGenerator<Uint8Array> {
   const chunks = new LineChunks();
   for await (const batch of batches) {
     if (batch.length === 0) continue;
-    const full = batch.length < readLinesKernelRowsMin ? chunks.addText(linesOfRecords(batch.length, (row) => batch.record(row))) : chunks.addBatch(kernels, batch);
+    const full =
+      batch.length < readLinesKernelRowsMin
+        ? chunks.addText(linesOfRecords(batch.length, (row) => batch.record(row)))
+        : chunks.addBatch(kernels, batch);
     if (runBuffers) runBuffers.recycle(runBuffers.retire());
     if (full) yield full;
   }
@@ -143,7 +151,13 @@ const lineFixedBytes = 160;
 function lineBytesEstimate(batch: ColumnBatch, headBytes: number): number {
   let variable = 0;
   for (let row = 0; row < batch.length; row++) {
-    variable += batch.payloadEnds[row] - batch.payloadStarts[row] + batch.fingerprintEnds[row] - batch.fingerprintStarts[row] + batch.keyEnds[row] - batch.keyStarts[row];
+    variable +=
+      batch.payloadEnds[row] -
+      batch.payloadStarts[row] +
+      batch.fingerprintEnds[row] -
+      batch.fingerprintStarts[row] +
+      batch.keyEnds[row] -
+      batch.keyStarts[row];
   }
   for (let tag = 0; tag < batch.tagStarts.length; tag++) variable += batch.tagEnds[tag] - batch.tagStarts[tag] + 3;
   return batch.length * (headBytes + lineFixedBytes) + Math.ceil((variable * 4) / 3) + 64;
@@ -166,6 +180,7 @@ export function readsThroughPool(snapshot: Snapshot, options: ReadOptions): bool
     return false;
   }
   let bytes = 0;
-  for (let commit = after + 1; commit <= end && bytes < runsReadBytesMax; commit++) bytes += snapshot.commits.at(commit).runBytes;
+  for (let commit = after + 1; commit <= end && bytes < runsReadBytesMax; commit++)
+    bytes += snapshot.commits.at(commit).runBytes;
   return bytes >= runsReadBytesMax;
 }

@@ -5,24 +5,33 @@
  * its key; unkeyed records are not in this view). Results come one commit at a time as arrays
  * (the batch form); the object form flattens them.
  */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { ReadMode, ReadOptions, RecordFilter } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../errors.js';
 import { columnBatchRowsMax, keyTableSlotsInitial } from '../limits.js';
-import { ByteKeyTable } from './key-table.js';
-import { entryPosition, fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
+import { type CommitRecord, entryPosition, fingerprintKey } from '../storage/commit-run.js';
+import { winsOver } from '../storage/key-file.js';
+import type { ManifestEntry } from '../storage/records.js';
 import type { RunBufferPool } from '../storage/run-buffers.js';
 import { rowsOfPositions } from '../storage/run-columns.js';
 import { joinsStretch } from '../storage/run-reads.js';
-import { winsOver } from '../storage/key-file.js';
-import type { ManifestEntry } from '../storage/records.js';
-import { columnMatcher, markedRows } from './column-filter.js';
 import { ColumnBatch } from './column-batch.js';
+import { columnMatcher, markedRows } from './column-filter.js';
 import { fetchByPosition, fetchColumnsByPosition } from './fetch.js';
 import type { KeyIndex } from './key-index.js';
+import { ByteKeyTable } from './key-table.js';
 import { commitHolding, findPositions, normalizeQuery, type Query } from './planner.js';
-import { assertCommitsIntact, assertIntact, corruptionError, toRecord, type Snapshot, type StoredRecord } from './snapshot.js';
-// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { ReadMode, RecordFilter, ReadOptions } from '@streamstack/protocol';
-export type { ReadMode, RecordFilter, ReadOptions };
+import {
+  assertCommitsIntact,
+  assertIntact,
+  corruptionError,
+  type Snapshot,
+  type StoredRecord,
+  toRecord,
+} from './snapshot.js';
+
+export type { ReadMode, ReadOptions, RecordFilter };
 
 /**
  * Checks a cursor against a snapshot: `TRIMMED` before the commit just before the low mark,
@@ -56,9 +65,13 @@ export function readEnd(snapshot: Snapshot, options: { after?: number; upTo?: nu
   const cursor = checkCursor(snapshot, options.after);
   const upTo = checkCursor(snapshot, options.upTo, 'upTo');
   if (upTo < cursor) {
-    throw new StreamStackError('INVALID_ARGUMENT', `upTo ${upTo} is before after ${cursor}: a read covers the commits after \`after\` up to \`upTo\``, {
-      details: { after: cursor, upTo },
-    });
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `upTo ${upTo} is before after ${cursor}: a read covers the commits after \`after\` up to \`upTo\``,
+      {
+        details: { after: cursor, upTo },
+      },
+    );
   }
   return upTo;
 }
@@ -80,14 +93,22 @@ async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadO
 }
 
 async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
-  for await (const batch of fetchByPosition(snapshot, snapshot.index, await plannedPositions(snapshot, query, options))) {
+  for await (const batch of fetchByPosition(
+    snapshot,
+    snapshot.index,
+    await plannedPositions(snapshot, query, options),
+  )) {
     options.signal?.throwIfAborted();
     yield batch;
   }
 }
 
 async function* plannedColumns(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<ColumnBatch> {
-  for await (const batch of fetchColumnsByPosition(snapshot, snapshot.index, await plannedPositions(snapshot, query, options))) {
+  for await (const batch of fetchColumnsByPosition(
+    snapshot,
+    snapshot.index,
+    await plannedPositions(snapshot, query, options),
+  )) {
     options.signal?.throwIfAborted();
     yield batch;
   }
@@ -149,19 +170,40 @@ function fingerprintTerm(batch: ColumnBatch, row: number): string {
   const bytes = batch.bytes;
   const start = batch.fingerprintStarts[row];
   if (batch.fingerprintEnds[row] - start === 8) {
-    return String.fromCharCode(bytes[start], bytes[start + 1], bytes[start + 2], bytes[start + 3], bytes[start + 4], bytes[start + 5], bytes[start + 6], bytes[start + 7]);
+    return String.fromCharCode(
+      bytes[start],
+      bytes[start + 1],
+      bytes[start + 2],
+      bytes[start + 3],
+      bytes[start + 4],
+      bytes[start + 5],
+      bytes[start + 6],
+      bytes[start + 7],
+    );
   }
   return fingerprintKey(batch.fingerprint(row));
 }
 
 /** Reads records in RAW or dedup mode, one commit's worth at a time; runs are read into `runBuffers` when given. */
-async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex, runBuffers?: RunBufferPool): AsyncGenerator<ColumnBatch> {
+async function* scanModes(
+  snapshot: Snapshot,
+  options: ReadOptions,
+  fingerprints: KeyIndex,
+  runBuffers?: RunBufferPool,
+): AsyncGenerator<ColumnBatch> {
   const cursor = checkCursor(snapshot, options.after);
   const mode = options.mode ?? 'raw';
   const select = columnMatcher(normalizeQuery(options.filter));
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
-  for await (let batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => remaining > 0, options.signal, runBuffers)) {
+  for await (let batch of runColumns(
+    snapshot,
+    cursor,
+    readEnd(snapshot, options),
+    () => remaining > 0,
+    options.signal,
+    runBuffers,
+  )) {
     if (remaining <= 0) return;
     if (mode === 'dedup' || select) {
       // Whole-history dedup: first occurrences were decided per sealed segment when its
@@ -169,7 +211,9 @@ async function* scanModes(snapshot: Snapshot, options: ReadOptions, fingerprints
       const current = batch;
       const firsts =
         mode === 'dedup' && !windowFirst
-          ? await fingerprints.firstOccurrences(commitSegment(snapshot, current.commit), current.positions, (row) => fingerprintTerm(current, row))
+          ? await fingerprints.firstOccurrences(commitSegment(snapshot, current.commit), current.positions, (row) =>
+              fingerprintTerm(current, row),
+            )
           : undefined;
       const matched = select?.(batch);
       const rows = new Uint32Array(batch.length);
@@ -208,7 +252,14 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
   let positions = new Float64Array(keyTableSlotsInitial);
   let versions = new Float64Array(keyTableSlotsInitial);
   let tombstones = new Uint8Array(keyTableSlotsInitial);
-  for await (const batch of runColumns(snapshot, cursor, readEnd(snapshot, options), () => true, options.signal, undefined)) {
+  for await (const batch of runColumns(
+    snapshot,
+    cursor,
+    readEnd(snapshot, options),
+    () => true,
+    options.signal,
+    undefined,
+  )) {
     const { keyStarts, keyEnds, bytes } = batch;
     for (let row = 0; row < batch.length; row++) {
       if (!batch.hasKey(row)) continue;
@@ -254,7 +305,11 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
     // The winners' positions in the commit, ascending, found batch by batch.
     const winners = Float64Array.from(byCommit.get(commitNumber)!).sort();
     let next = 0;
-    for await (const run of snapshot.history.runColumns(commit, await snapshot.history.readRunBytes(commit), columnBatchRowsMax)) {
+    for await (const run of snapshot.history.runColumns(
+      commit,
+      await snapshot.history.readRunBytes(commit),
+      columnBatchRowsMax,
+    )) {
       // The winners among this batch's rows, as rows of the batch.
       const found = rowsOfPositions(run, winners, next);
       if (found.next === next) continue;
@@ -273,7 +328,10 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
 }
 
 /** Checks a read's options: `INVALID_ARGUMENT` or `CURSOR_OUT_OF_RANGE`, before any I/O. */
-export function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mode: ReadMode; query: Query | undefined } {
+export function checkReadOptions(
+  snapshot: Snapshot,
+  options: ReadOptions,
+): { mode: ReadMode; query: Query | undefined } {
   const mode = options.mode ?? 'raw';
   if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
     throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
@@ -281,17 +339,29 @@ export function checkReadOptions(snapshot: Snapshot, options: ReadOptions): { mo
   checkCursor(snapshot, options.after);
   readEnd(snapshot, options);
   if (mode === 'raw' && options.plan !== undefined && !['auto', 'index', 'scan'].includes(options.plan)) {
-    throw new StreamStackError('INVALID_ARGUMENT', `plan must be auto, index or scan, not ${JSON.stringify(options.plan)}`);
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `plan must be auto, index or scan, not ${JSON.stringify(options.plan)}`,
+    );
   }
   return { mode, query: normalizeQuery(options.filter) };
 }
 
 /** The columnar form of a feed read: batches, each of one commit's records, in position order. */
-export function readColumns(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex, runBuffers?: RunBufferPool): AsyncGenerator<ColumnBatch> {
+export function readColumns(
+  snapshot: Snapshot,
+  options: ReadOptions,
+  fingerprints: KeyIndex,
+  runBuffers?: RunBufferPool,
+): AsyncGenerator<ColumnBatch> {
   const { mode, query } = checkReadOptions(snapshot, options);
   // Only a scan in RAW or dedup mode reads through `runBuffers`: the others read few runs.
   const reads =
-    mode === 'raw' && query ? plannedColumns(snapshot, query, options) : mode === 'latest' ? scanLatest(snapshot, options) : scanModes(snapshot, options, fingerprints, runBuffers);
+    mode === 'raw' && query
+      ? plannedColumns(snapshot, query, options)
+      : mode === 'latest'
+        ? scanLatest(snapshot, options)
+        : scanModes(snapshot, options, fingerprints, runBuffers);
   // A read that stops before the head never reaches the damage, so it ends as any read does.
   const toHead = readEnd(snapshot, options) === snapshot.watermark.commit;
   if (!snapshot.headDamage || !toHead || (mode === 'raw' && query)) return reads;
@@ -302,7 +372,11 @@ export function readColumns(snapshot: Snapshot, options: ReadOptions, fingerprin
 }
 
 /** The batch form of a feed read: arrays of records, each from one commit, in position order. */
-export function readBatches(snapshot: Snapshot, options: ReadOptions, fingerprints: KeyIndex): AsyncGenerator<StoredRecord[]> {
+export function readBatches(
+  snapshot: Snapshot,
+  options: ReadOptions,
+  fingerprints: KeyIndex,
+): AsyncGenerator<StoredRecord[]> {
   const { mode, query } = checkReadOptions(snapshot, options);
   // A filtered RAW read fetches its few records one by one: they are made as objects directly.
   if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
@@ -338,7 +412,12 @@ async function* failingAtDamage<T>(snapshot: Snapshot): AsyncGenerator<T> {
 }
 
 /** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
-export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, asOf: number): Promise<StoredRecord | undefined> {
+export async function getByKey(
+  snapshot: Snapshot,
+  keys: KeyIndex,
+  key: string,
+  asOf: number,
+): Promise<StoredRecord | undefined> {
   // A key's winner may lie in records corruption took, so a lookup over them cannot answer.
   const asOfPosition = snapshot.commits.positionAfter(asOf);
   assertIntact(snapshot, 1, asOfPosition, asOf === snapshot.watermark.commit);
@@ -350,7 +429,10 @@ export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, 
   // A point lookup reads one small entry and payload: a positional read straight from the page
   // cache costs a few microseconds, a trip through the thread pool several times that.
   const matches = (found: ManifestEntry | undefined): found is ManifestEntry =>
-    found !== undefined && found.key === key && (found.version ?? 0) === winner.version && commit.firstPosition + found.seq - 1 === winner.position;
+    found !== undefined &&
+    found.key === key &&
+    (found.version ?? 0) === winner.version &&
+    commit.firstPosition + found.seq - 1 === winner.position;
   let entry: ManifestEntry | undefined;
   try {
     entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
@@ -367,9 +449,13 @@ export async function getByKey(snapshot: Snapshot, keys: KeyIndex, key: string, 
   if (!matches(entry)) {
     // Checked after reading, as every derived answer is: a key index that names another record
     // is damaged, and the answer would be wrong.
-    throw new StreamStackError('CORRUPT', `the key index names position ${winner.position} for ${JSON.stringify(key)}, but the record there does not match`, {
-      details: { file: snapshot.history.segments.fileFor(commit.segment), offset: winner.locator },
-    });
+    throw new StreamStackError(
+      'CORRUPT',
+      `the key index names position ${winner.position} for ${JSON.stringify(key)}, but the record there does not match`,
+      {
+        details: { file: snapshot.history.segments.fileFor(commit.segment), offset: winner.locator },
+      },
+    );
   }
   const payload = snapshot.history.readPayloadSync(entry.payload);
   return toRecord(snapshot.feed, commit, winner.position, entry, payload);

@@ -5,8 +5,8 @@
  * segment's runs, which is how a sealed segment's index file is built or rebuilt.
  */
 import { StreamStackError } from '../errors.js';
-import type { Kernels } from '../kernels/kernels.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
+import type { Kernels } from '../kernels/kernels.js';
 import { rebuildBatchRowsMax } from '../limits.js';
 import { utf8DecodeRange } from '../storage/codec.js';
 import type { CommitRecord } from '../storage/commit-run.js';
@@ -147,7 +147,11 @@ export class TailIndex implements SegmentIndex {
 
   tagPositions(tag: string): Uint32Array {
     const held = this.tags.get(tag);
-    return held === undefined ? emptyPositions : typeof held === 'number' ? Uint32Array.of(held) : Uint32Array.from(held);
+    return held === undefined
+      ? emptyPositions
+      : typeof held === 'number'
+        ? Uint32Array.of(held)
+        : Uint32Array.from(held);
   }
 
   /** Adds the record at the next relative position. */
@@ -182,7 +186,14 @@ export class TailIndex implements SegmentIndex {
   }
 
   source(): IndexSource {
-    return { base: this.base, count: this.count, typeNames: this.typeNames, typeColumn: this.types, locators: this.offsets, tags: this.tags };
+    return {
+      base: this.base,
+      count: this.count,
+      typeNames: this.typeNames,
+      typeColumn: this.types,
+      locators: this.offsets,
+      tags: this.tags,
+    };
   }
 }
 
@@ -193,7 +204,11 @@ export class TailIndex implements SegmentIndex {
  * segment holds millions of records, and decoding a 100,000-record run into objects at once
  * stalled reads and appends for a tenth of a second each.
  */
-export async function indexTailOf(runs: SegmentRunSource, base: number, commits: readonly CommitRecord[]): Promise<TailIndex> {
+export async function indexTailOf(
+  runs: SegmentRunSource,
+  base: number,
+  commits: readonly CommitRecord[],
+): Promise<TailIndex> {
   const tail = new TailIndex(base);
   for await (const { commit, bytes } of runs.runsInStretches(commits)) {
     for await (const columns of runs.runColumns(commit, bytes, rebuildBatchRowsMax, false)) {

@@ -6,9 +6,9 @@
  */
 import { StreamStackError } from '../errors.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
-import { keyBuildYieldKeys, rebuildBatchRowsMax, segmentKeyShards, segmentKeyShardSlotsInitial } from '../limits.js';
+import { keyBuildYieldKeys, rebuildBatchRowsMax, segmentKeyShardSlotsInitial, segmentKeyShards } from '../limits.js';
 import { utf8DecodeRange } from '../storage/codec.js';
-import { fingerprintKey, type CommitRecord } from '../storage/commit-run.js';
+import { type CommitRecord, fingerprintKey } from '../storage/commit-run.js';
 import type { KeyWinner, TermOrder } from '../storage/key-file.js';
 import { recordFlags } from '../storage/records.js';
 import type { SegmentRunSource } from '../storage/run-reads.js';
@@ -29,7 +29,10 @@ export class SegmentKeys {
    * milliseconds at every full collection, to mark and move a few hundred thousand of them; the
    * tables keep them in typed arrays.
    */
-  private readonly shards = Array.from({ length: segmentKeyShards }, () => ({ keys: new StringKeyTable(segmentKeyShardSlotsInitial), newest: new Int32Array(segmentKeyShardSlotsInitial) }));
+  private readonly shards = Array.from({ length: segmentKeyShards }, () => ({
+    keys: new StringKeyTable(segmentKeyShardSlotsInitial),
+    newest: new Int32Array(segmentKeyShardSlotsInitial),
+  }));
   private previous = new Int32Array(1024);
   private positions = new Float64Array(1024);
   private versions = new Float64Array(1024);
@@ -99,10 +102,19 @@ export class SegmentKeys {
       if (best < 0) best = at;
       else if (first) {
         if (this.positions[at] < this.positions[best]) best = at;
-      } else if (this.versions[at] > this.versions[best] || (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])) best = at;
+      } else if (
+        this.versions[at] > this.versions[best] ||
+        (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])
+      )
+        best = at;
     }
     if (best < 0) return undefined;
-    return { position: this.positions[best], version: this.versions[best], tombstone: this.tombstones[best] === 1, locator: this.locators[best] };
+    return {
+      position: this.positions[best],
+      version: this.versions[best],
+      tombstone: this.tombstones[best] === 1,
+      locator: this.locators[best],
+    };
   }
 }
 
@@ -132,7 +144,12 @@ export const retiredLocator = 0;
  * dictionary's keys include the fingerprints a key compaction retired: they still count for
  * whole-history dedup.
  */
-export async function segmentKeysOf(runs: SegmentRunSource, base: number, order: TermOrder, commits: readonly CommitRecord[]): Promise<SegmentKeys> {
+export async function segmentKeysOf(
+  runs: SegmentRunSource,
+  base: number,
+  order: TermOrder,
+  commits: readonly CommitRecord[],
+): Promise<SegmentKeys> {
   const keys = new SegmentKeys(base, order);
   const first = order === 'first';
   let retiredCount = 0;
@@ -142,15 +159,29 @@ export async function segmentKeysOf(runs: SegmentRunSource, base: number, order:
       for (let row = 0; row < columns.count; row++) {
         const locator = commit.runStart + columns.entryStarts[row];
         if (first) {
-          keys.add(fingerprintKey(bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row])), columns.positions[row], 0, false, locator);
+          keys.add(
+            fingerprintKey(bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row])),
+            columns.positions[row],
+            0,
+            false,
+            locator,
+          );
           continue;
         }
         if ((flags[row] & recordFlags.hasKey) === 0) continue;
         const key = utf8DecodeRange(bytes, columns.keyStarts[row], columns.keyEnds[row]);
         if (key === undefined) {
-          throw new StreamStackError('CORRUPT', `a key in commit ${commit.commit} is not UTF-8`, { details: { file: runs.fileFor(commit.segment), offset: locator } });
+          throw new StreamStackError('CORRUPT', `a key in commit ${commit.commit} is not UTF-8`, {
+            details: { file: runs.fileFor(commit.segment), offset: locator },
+          });
         }
-        keys.add(key, columns.positions[row], columns.versions[row], (flags[row] & recordFlags.isTombstone) !== 0, locator);
+        keys.add(
+          key,
+          columns.positions[row],
+          columns.versions[row],
+          (flags[row] & recordFlags.isTombstone) !== 0,
+          locator,
+        );
       }
       if (sliceDue()) await yieldToEventLoop();
     }

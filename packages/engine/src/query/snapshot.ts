@@ -3,14 +3,15 @@
  * by the watermark it loaded then. The commit list is append-only, so a read keeps the length it
  * saw and never sees part of a commit, and nothing it does waits for the writer.
  */
+
+import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import type { CommitList } from '../storage/commit-list.js';
 import type { CommitRecord } from '../storage/commit-run.js';
-import type { FeedIndex } from './feed-index.js';
 import { assertReadable, type History } from '../storage/history-log.js';
-import type { Corruption } from '../storage/runs.js';
-import { StreamStackError } from '../errors.js';
 import type { ManifestEntry, PublishedRecord } from '../storage/records.js';
+import type { Corruption } from '../storage/runs.js';
+import type { FeedIndex } from './feed-index.js';
 
 export interface Watermark {
   readonly commit: number;
@@ -35,9 +36,13 @@ export interface Snapshot {
 
 /** The `CORRUPT` error for a read that reaches corruption `damage`. */
 export function corruptionError(damage: Corruption, what: string): StreamStackError {
-  return new StreamStackError('CORRUPT', `${what}: ${damage.file} is corrupt at offset ${damage.offset} (${damage.reason})`, {
-    details: { file: damage.file, offset: damage.offset },
-  });
+  return new StreamStackError(
+    'CORRUPT',
+    `${what}: ${damage.file} is corrupt at offset ${damage.offset} (${damage.reason})`,
+    {
+      details: { file: damage.file, offset: damage.offset },
+    },
+  );
 }
 
 /**
@@ -49,7 +54,8 @@ export function assertIntact(snapshot: Snapshot, from: number, to: number, toHea
   for (const lost of snapshot.lost) {
     if (lost.records > 0 && lost.firstPosition <= to && lost.lastPosition >= from) assertReadable(lost);
   }
-  if (toHead && snapshot.headDamage) throw corruptionError(snapshot.headDamage, 'the history after the last readable commit is lost');
+  if (toHead && snapshot.headDamage)
+    throw corruptionError(snapshot.headDamage, 'the history after the last readable commit is lost');
 }
 
 /**
@@ -78,7 +84,13 @@ export function readCommitRecords(snapshot: Snapshot, commit: CommitRecord): Pro
   return snapshot.history.readRunRecords(commit, snapshot.feed);
 }
 
-export function toRecord(feed: string, commit: CommitRecord, position: number, entry: ManifestEntry, payload: Uint8Array): StoredRecord {
+export function toRecord(
+  feed: string,
+  commit: CommitRecord,
+  position: number,
+  entry: ManifestEntry,
+  payload: Uint8Array,
+): StoredRecord {
   return {
     feed,
     commit: commit.commit,

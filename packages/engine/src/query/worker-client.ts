@@ -16,7 +16,14 @@ export class WorkerClient<Reply extends { readonly id: number }> {
   private worker: Worker | undefined;
   private unavailable = false;
   private nextId = 1;
-  private readonly waiting = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; onProgress?: ((progress: number) => void) | undefined }>();
+  private readonly waiting = new Map<
+    number,
+    {
+      resolve: (value: unknown) => void;
+      reject: (error: Error) => void;
+      onProgress?: ((progress: number) => void) | undefined;
+    }
+  >();
 
   constructor(
     /** The worker's compiled script, beside the module that makes this client. */
@@ -36,7 +43,11 @@ export class WorkerClient<Reply extends { readonly id: number }> {
    * Runs `message` (given its id here) on the worker, or undefined when there is none. A reply
    * with a `progress` number is not the answer: it goes to `onProgress`, and the job goes on.
    */
-  run(message: object, transfer: ArrayBuffer[] = [], onProgress?: (progress: number) => void): Promise<unknown> | undefined {
+  run(
+    message: object,
+    transfer: ArrayBuffer[] = [],
+    onProgress?: (progress: number) => void,
+  ): Promise<unknown> | undefined {
     const worker = this.start();
     if (!worker) return undefined;
     const id = this.nextId++;

@@ -12,9 +12,15 @@
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
-import { commitRecord, isCompactedRun, type CommitRecord } from './commit-run.js';
+import { type CommitRecord, commitRecord, isCompactedRun } from './commit-run.js';
 import type { LostCommits } from './history-log.js';
-import { decodeCommitPage, encodeCommitPage, readSummaryPage, summaryStreamCandidates, type SummaryHead } from './segment-summary.js';
+import {
+  decodeCommitPage,
+  encodeCommitPage,
+  readSummaryPage,
+  type SummaryHead,
+  summaryStreamCandidates,
+} from './segment-summary.js';
 
 /**
  * Consecutive commits of one segment (or stand-ins for lost ones, segment −1). Their records are
@@ -63,7 +69,13 @@ export function lostCommits(lost: LostCommits, known: readonly CommitRecord[] = 
   const standIns: CommitRecord[] = [];
   let next = { commit: lost.from, position: lost.fromPosition };
   for (const commit of known) {
-    assert(commit.commit === next.commit && commit.firstPosition === next.position && commit.commit <= lost.to && commit.lastPosition <= lost.toPosition, 'known lost commits follow the chain');
+    assert(
+      commit.commit === next.commit &&
+        commit.firstPosition === next.position &&
+        commit.commit <= lost.to &&
+        commit.lastPosition <= lost.toPosition,
+      'known lost commits follow the chain',
+    );
     standIns.push(standIn(commit.commit, commit.firstPosition, commit.lastPosition, commit.epoch, lost.damage));
     next = { commit: commit.commit + 1, position: commit.lastPosition + 1 };
   }
@@ -75,7 +87,13 @@ export function lostCommits(lost: LostCommits, known: readonly CommitRecord[] = 
 }
 
 /** The stand-in for lost commit `commit` at positions `firstPosition`..`lastPosition` (none when first > last). */
-function standIn(commit: number, firstPosition: number, lastPosition: number, epoch: number, damage: LostCommits['damage']): CommitRecord {
+function standIn(
+  commit: number,
+  firstPosition: number,
+  lastPosition: number,
+  epoch: number,
+  damage: LostCommits['damage'],
+): CommitRecord {
   const records = lastPosition - firstPosition + 1;
   return commitRecord(
     {
@@ -104,7 +122,9 @@ function standIn(commit: number, firstPosition: number, lastPosition: number, ep
 
 /** The error for commit `commit`, which a trim removed: the feed's history starts at `low`. */
 export function trimmedError(commit: number, low: number): StreamStackError {
-  return new StreamStackError('TRIMMED', `commit ${commit} was trimmed: the history starts at commit ${low}`, { details: { commit, lowMark: low } });
+  return new StreamStackError('TRIMMED', `commit ${commit} was trimmed: the history starts at commit ${low}`, {
+    details: { commit, lowMark: low },
+  });
 }
 
 /** The error for a cursor below the key-compaction horizon: what it would read was compacted. */
@@ -137,7 +157,10 @@ export class CommitList {
     /** The first commit and position the list will hold (the retention floor). */
     floor: { readonly commit: number; readonly position: number } = { commit: 1, position: 1 },
   ) {
-    assert(Number.isSafeInteger(floor.commit) && floor.commit >= 1 && floor.position >= 1, 'a commit list starts at a commit number');
+    assert(
+      Number.isSafeInteger(floor.commit) && floor.commit >= 1 && floor.position >= 1,
+      'a commit list starts at a commit number',
+    );
     this.first = floor.commit;
     this.firstPosition = floor.position;
     this.count = floor.commit - 1;
@@ -173,11 +196,16 @@ export class CommitList {
    */
   assertCursorKept(cursor: number, name: string): void {
     const low = this.first;
-    if (Number.isSafeInteger(cursor) && cursor >= low && cursor < this.compactedTo) throw compactedError(name, cursor, this.compactedTo);
+    if (Number.isSafeInteger(cursor) && cursor >= low && cursor < this.compactedTo)
+      throw compactedError(name, cursor, this.compactedTo);
     if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor >= low - 1) return;
-    throw new StreamStackError('TRIMMED', `${name} ${cursor} lies in trimmed history: the history starts at commit ${low}, so cursors run from ${low - 1}`, {
-      details: { cursor, lowMark: low },
-    });
+    throw new StreamStackError(
+      'TRIMMED',
+      `${name} ${cursor} lies in trimmed history: the history starts at commit ${low}, so cursors run from ${low - 1}`,
+      {
+        details: { cursor, lowMark: low },
+      },
+    );
   }
 
   /**
@@ -210,7 +238,10 @@ export class CommitList {
     assert(firstCommit >= this.first && firstCommit <= this.count + 1, 'a trim keeps a suffix of the list');
     const kept = this.parts.filter((part) => part.firstCommit >= firstCommit);
     assert(kept.length === 0 || kept[0].firstCommit === firstCommit, 'a trim cuts the list between parts');
-    assert(kept.every((part) => part.segment < 0 || part.segment >= segment), 'a trim keeps the segments from its floor on');
+    assert(
+      kept.every((part) => part.segment < 0 || part.segment >= segment),
+      'a trim keeps the segments from its floor on',
+    );
     this.parts.splice(0, this.parts.length, ...kept);
     this.lost.splice(0, this.lost.length, ...this.lost.filter((commit) => commit.commit >= firstCommit));
     // Page keys are commit numbers: the trimmed parts' pages are never asked for again.
@@ -254,7 +285,18 @@ export class CommitList {
     let part: Part;
     if (last && !last.summary && last.segment === commit.segment) part = last;
     else {
-      part = { firstCommit: commit.commit, firstPosition: commit.firstPosition, segment: commit.segment, pageCommits: summaryPageCommits, pages: [], encoded: [], open: [], streams: new Map(), count: 0, lastPosition: commit.firstPosition - 1 };
+      part = {
+        firstCommit: commit.commit,
+        firstPosition: commit.firstPosition,
+        segment: commit.segment,
+        pageCommits: summaryPageCommits,
+        pages: [],
+        encoded: [],
+        open: [],
+        streams: new Map(),
+        count: 0,
+        lastPosition: commit.firstPosition - 1,
+      };
       this.parts.push(part);
     }
     part.open.push(commit);
@@ -264,12 +306,22 @@ export class CommitList {
     else {
       const hash = this.streamHash(commit.stream);
       const held = part.streams!.get(hash);
-      part.streams!.set(hash, held === undefined ? commit.commit : typeof held === 'number' ? [held, commit.commit] : [...held, commit.commit]);
+      part.streams!.set(
+        hash,
+        held === undefined
+          ? commit.commit
+          : typeof held === 'number'
+            ? [held, commit.commit]
+            : [...held, commit.commit],
+      );
     }
     // Stand-ins stay records: there are few, and no page of them could be read back in order.
     if (part.open.length === part.pageCommits && part.segment >= 0) {
       part.encoded!.push(encodeCommitPage(this.kernels, part.open));
-      part.pages.push({ lastPosition: part.lastPosition, runBytes: part.open.reduce((sum, held) => sum + held.runBytes, 0) });
+      part.pages.push({
+        lastPosition: part.lastPosition,
+        runBytes: part.open.reduce((sum, held) => sum + held.runBytes, 0),
+      });
       part.open.length = 0;
     }
     this.count++;
@@ -299,7 +351,17 @@ export class CommitList {
   }
 
   private summaryPart(head: SummaryHead): Part {
-    return { firstCommit: head.baseCommit, firstPosition: head.base, segment: head.base, pageCommits: head.pageCommits, pages: [...head.pages], open: [], summary: head, count: head.commitCount, lastPosition: head.lastPosition };
+    return {
+      firstCommit: head.baseCommit,
+      firstPosition: head.base,
+      segment: head.base,
+      pageCommits: head.pageCommits,
+      pages: [...head.pages],
+      open: [],
+      summary: head,
+      count: head.commitCount,
+      lastPosition: head.lastPosition,
+    };
   }
 
   /**
@@ -310,7 +372,12 @@ export class CommitList {
     const at = this.parts.findIndex((part) => !part.summary && part.segment === head.base);
     if (at < 0 || this.parts.some((part, index) => index !== at && part.segment === head.base)) return;
     const part = this.parts[at];
-    if (part.firstCommit !== head.baseCommit || part.count !== head.commitCount || part.lastPosition !== head.lastPosition) return;
+    if (
+      part.firstCommit !== head.baseCommit ||
+      part.count !== head.commitCount ||
+      part.lastPosition !== head.lastPosition
+    )
+      return;
     this.parts[at] = this.summaryPart(head);
   }
 
@@ -377,7 +444,9 @@ export class CommitList {
     );
     const last = replaced[replaced.length - 1];
     assert(
-      replaced[0].firstCommit === head.baseCommit && last.firstCommit + last.count - 1 === head.baseCommit + head.commitCount - 1 && last.lastPosition === head.lastPosition,
+      replaced[0].firstCommit === head.baseCommit &&
+        last.firstCommit + last.count - 1 === head.baseCommit + head.commitCount - 1 &&
+        last.lastPosition === head.lastPosition,
       'a merged segment holds exactly the commits it replaces',
     );
     this.parts.splice(at, bases.length, this.summaryPart(head));
@@ -393,7 +462,10 @@ export class CommitList {
     const part = this.partOf(commit);
     const index = commit - part.firstCommit;
     const page = Math.floor(index / part.pageCommits);
-    const record = page < part.pages.length ? this.page(part, page)[index % part.pageCommits] : part.open[index - part.pages.length * part.pageCommits];
+    const record =
+      page < part.pages.length
+        ? this.page(part, page)[index % part.pageCommits]
+        : part.open[index - part.pages.length * part.pageCommits];
     assert(record?.commit === commit, 'a page holds the commits its place says');
     return record;
   }
@@ -441,7 +513,8 @@ export class CommitList {
     for (let at = this.parts.length - 1; at >= 0; at--) {
       const part = this.parts[at];
       let candidates: number[];
-      if (part.summary) candidates = summaryStreamCandidates(this.kernels, part.summary, id).map((index) => part.firstCommit + index);
+      if (part.summary)
+        candidates = summaryStreamCandidates(this.kernels, part.summary, id).map((index) => part.firstCommit + index);
       else {
         const held = part.streams!.get(this.streamHash(id));
         candidates = held === undefined ? [] : typeof held === 'number' ? [held] : held;
@@ -478,10 +551,20 @@ export class CommitList {
       const previous = out[out.length - 1];
       if (previous?.segment === part.segment) {
         // Held commits of one segment split by stand-ins for commits lost inside it.
-        out[out.length - 1] = { ...previous, commits: part.firstCommit + part.count - previous.firstCommit, lastPosition: part.lastPosition };
+        out[out.length - 1] = {
+          ...previous,
+          commits: part.firstCommit + part.count - previous.firstCommit,
+          lastPosition: part.lastPosition,
+        };
         continue;
       }
-      out.push({ segment: part.segment, firstCommit: part.firstCommit, commits: part.count, lastPosition: part.lastPosition, summarized: part.summary !== undefined });
+      out.push({
+        segment: part.segment,
+        firstCommit: part.firstCommit,
+        commits: part.count,
+        lastPosition: part.lastPosition,
+        summarized: part.summary !== undefined,
+      });
     }
     return out;
   }
@@ -497,7 +580,8 @@ export class CommitList {
     for (const part of this.parts) {
       if (part.segment !== segment) continue;
       // Pushed one by one: a segment may hold more commits than a spread can pass as arguments.
-      for (let page = 0; page < part.pages.length; page++) for (const commit of this.decodePage(part, page)) out.push(commit);
+      for (let page = 0; page < part.pages.length; page++)
+        for (const commit of this.decodePage(part, page)) out.push(commit);
       for (const commit of part.open) out.push(commit);
     }
     return out;

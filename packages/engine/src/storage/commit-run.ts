@@ -5,22 +5,23 @@
  * offsets inside a run are relative to its start, so a run can be laid out before the group
  * commit that writes it knows its segment.
  */
-import type { Corruption } from './runs.js';
-import type { Kernels } from '../kernels/kernels.js';
-import { yieldWhenDue, yieldToEventLoop } from '../event-loop.js';
-import { eventLoopSliceRecords } from '../limits.js';
+
 import { assert } from '../errors.js';
+import { yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { eventLoopSliceRecords } from '../limits.js';
 import { ByteReader, type ByteWriter } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
 import {
   checkEntryCrc,
-  readManifestEntry,
-  writeManifestEntry,
   type ManifestEntry,
   type PayloadLocation,
   type RecordData,
+  readManifestEntry,
+  writeManifestEntry,
 } from './records.js';
+import type { Corruption } from './runs.js';
 
 /** The retired frames of every run not compacted: one shared empty list. */
 const noOffsets: readonly number[] = Object.freeze([]);
@@ -79,7 +80,12 @@ export type CommitFields = Omit<CommitRecord, 'segment' | 'runStart' | 'damage'>
  * them, publishing them) then stays monomorphic, where records of mixed shapes — spreads,
  * optional fields present or not — made it several times slower.
  */
-export function commitRecord(fields: CommitFields, segment: number, runStart: number, damage?: Corruption): CommitRecord {
+export function commitRecord(
+  fields: CommitFields,
+  segment: number,
+  runStart: number,
+  damage?: Corruption,
+): CommitRecord {
   return {
     commit: fields.commit,
     stream: fields.stream,
@@ -261,7 +267,10 @@ export async function buildCommitRun(
   // Repeats inside the run are looked up by CRC; a run of one record has none.
   const freshByCrc = input.records.length > 1 ? new Map<number, number>() : undefined;
   // A seal of many records yields now and then: nothing else touches the builder meanwhile.
-  const checksums = input.records.length === 1 ? onePayloadChecksums(kernels, input.records[0].payload) : await payloadChecksumsOf(kernels, input.records);
+  const checksums =
+    input.records.length === 1
+      ? onePayloadChecksums(kernels, input.records[0].payload)
+      : await payloadChecksumsOf(kernels, input.records);
   for (let index = 0; index < input.records.length; index++) {
     const record = input.records[index];
     const pause = yieldWhenDue(index);
@@ -298,7 +307,12 @@ export async function buildCommitRun(
     const writer = builder.begin(FrameKind.Pack, false).varint(end - start);
     for (let index = start; index < end; index++) writer.u32(fresh[index].crc).varint(fresh[index].payload.length);
     for (let index = start; index < end; index++) {
-      newPayloads.push({ bytes: fresh[index].payload, crc: fresh[index].crc, offset: writer.length - runStart, length: fresh[index].payload.length });
+      newPayloads.push({
+        bytes: fresh[index].payload,
+        crc: fresh[index].crc,
+        offset: writer.length - runStart,
+        length: fresh[index].payload.length,
+      });
       writer.raw(fresh[index].payload);
     }
     packs.push(builder.end() - runStart);
@@ -329,7 +343,8 @@ export async function buildCommitRun(
       const source = sources[end];
       entryOffsets.push(writer.length - runStart);
       entryRanges.push(writer.length);
-      const fingerprint = record.fingerprint ?? defaultFingerprint(checksums[2 * end], checksums[2 * end + 1], fingerprintScratch);
+      const fingerprint =
+        record.fingerprint ?? defaultFingerprint(checksums[2 * end], checksums[2 * end + 1], fingerprintScratch);
       fingerprintTerms.push(fingerprintKey(fingerprint));
       writeManifestEntry(
         writer,
@@ -338,7 +353,12 @@ export async function buildCommitRun(
         record.timestamp ?? input.timestampDefault,
         fingerprint,
         typeof source === 'number'
-          ? { segment: sameRun, offset: newPayloads[source].offset, length: newPayloads[source].length, crc: newPayloads[source].crc }
+          ? {
+              segment: sameRun,
+              offset: newPayloads[source].offset,
+              length: newPayloads[source].length,
+              crc: newPayloads[source].crc,
+            }
           : source,
       );
       entryRanges.push(writer.length - 4);
@@ -348,14 +368,21 @@ export async function buildCommitRun(
     const ranges = rangesScratch(entries);
     ranges.set(entryRanges);
     // Patched in at once, before anything awaits: the output is the shared scratch when small.
-    const entryCrcs = kernels.crc32cRanges(writer.peek(), ranges, entries <= checksumsScratch.length ? checksumsScratch.subarray(0, entries) : undefined);
-    for (let entry = 0; entry < entryCrcs.length; entry++) writer.patchU32(entryRanges[2 * entry + 1], entryCrcs[entry]);
+    const entryCrcs = kernels.crc32cRanges(
+      writer.peek(),
+      ranges,
+      entries <= checksumsScratch.length ? checksumsScratch.subarray(0, entries) : undefined,
+    );
+    for (let entry = 0; entry < entryCrcs.length; entry++)
+      writer.patchU32(entryRanges[2 * entry + 1], entryCrcs[entry]);
     writer.patchU32(countAt + 4, end - start);
     manifests.push(builder.end() - runStart);
     start = end;
   }
 
-  const retired = compacted ? (await writeRetiredFrames(builder, input.retired ?? [], frameDataBytesMax)).map((offset) => offset - runStart) : [];
+  const retired = compacted
+    ? (await writeRetiredFrames(builder, input.retired ?? [], frameDataBytesMax)).map((offset) => offset - runStart)
+    : [];
   const span = input.span ?? input.records.length;
   // Where the run lands is not known yet: the caller makes the placed record once it is.
   const commit = commitRecord(
@@ -390,11 +417,17 @@ export async function buildCommitRun(
 /** A compacted run's records keep their seqs, ascending within the span; so do retired ones. */
 function checkCompactedInput(input: CommitRunInput): void {
   const span = input.span!;
-  assert(Number.isSafeInteger(span) && span >= input.records.length, 'a compacted run spans at least the records it keeps');
+  assert(
+    Number.isSafeInteger(span) && span >= input.records.length,
+    'a compacted run spans at least the records it keeps',
+  );
   for (const list of [input.records, input.retired ?? []]) {
     let previous = 0;
     for (const item of list) {
-      assert(item.seq !== undefined && Number.isSafeInteger(item.seq) && item.seq > previous && item.seq <= span, 'a compacted run names ascending seqs within its span');
+      assert(
+        item.seq !== undefined && Number.isSafeInteger(item.seq) && item.seq > previous && item.seq <= span,
+        'a compacted run names ascending seqs within its span',
+      );
       previous = item.seq;
     }
   }
@@ -409,7 +442,11 @@ function retiredFrameBytesTarget(frameDataBytesMax: number): number {
  * Lays out retired fingerprints as frames (`varint count`, then per fingerprint `varint seq`,
  * `varint length` and its bytes); returns each frame's offset in the builder.
  */
-async function writeRetiredFrames(builder: FrameBuilder, retired: readonly RetiredFingerprint[], frameDataBytesMax: number): Promise<number[]> {
+async function writeRetiredFrames(
+  builder: FrameBuilder,
+  retired: readonly RetiredFingerprint[],
+  frameDataBytesMax: number,
+): Promise<number[]> {
   const offsets: number[] = [];
   const target = retiredFrameBytesTarget(frameDataBytesMax);
   for (let start = 0; start < retired.length; ) {
@@ -458,7 +495,9 @@ export function writeCommitFields(writer: ByteWriter, commit: CommitFields): voi
     .varint(commit.firstPosition)
     .varint(commit.openedAt)
     .varint(commit.sealedAt)
-    .u8((commit.message === undefined ? 0 : 1) | (commit.oneShot ? 2 : 0) | (isCompactedRun(commit) ? compactedFlag : 0));
+    .u8(
+      (commit.message === undefined ? 0 : 1) | (commit.oneShot ? 2 : 0) | (isCompactedRun(commit) ? compactedFlag : 0),
+    );
   if (commit.message !== undefined) writer.string(commit.message);
   writer.varint(commit.epoch).varint(commit.runBytes);
   writer.varint(commit.manifests.length);
@@ -492,7 +531,10 @@ export function isCompactedRun(commit: Pick<CommitFields, 'entries' | 'records' 
  * lies (from the run's size). The record is made as one object literal: a feed keeps one per
  * commit for its life, and objects built by spreading others take several times the memory.
  */
-export function readCommitFields(reader: ByteReader, place: (runBytes: number) => { segment: number; runStart: number }): CommitRecord {
+export function readCommitFields(
+  reader: ByteReader,
+  place: (runBytes: number) => { segment: number; runStart: number },
+): CommitRecord {
   const commit = reader.varint();
   const stream = reader.string();
   const parent = reader.varint();
@@ -515,7 +557,8 @@ export function readCommitFields(reader: ByteReader, place: (runBytes: number) =
   const packs = readOffsets();
   const compacted = (flags & compactedFlag) !== 0;
   const entries = compacted ? reader.varint() : records;
-  if (entries > records) throw reader.corrupt(`a compacted run holds ${entries} entries, more than its ${records} positions`);
+  if (entries > records)
+    throw reader.corrupt(`a compacted run holds ${entries} entries, more than its ${records} positions`);
   const retired = compacted ? readOffsets() : noOffsets;
   const { segment, runStart } = place(runBytes);
   return commitRecord(
@@ -543,12 +586,7 @@ export function readCommitFields(reader: ByteReader, place: (runBytes: number) =
 }
 
 /** Decodes a commit frame; `frame.offset` is where the frame starts in its segment. */
-export function readCommitRecord(
-  bytes: Uint8Array,
-  frame: ScannedFrame,
-  segment: number,
-  what: string,
-): CommitRecord {
+export function readCommitRecord(bytes: Uint8Array, frame: ScannedFrame, segment: number, what: string): CommitRecord {
   const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, what);
   const record = readCommitFields(reader, (runBytes) => ({ segment, runStart: frame.offset - runBytes }));
   reader.expectEnd();

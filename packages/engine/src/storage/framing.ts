@@ -119,12 +119,7 @@ export class FrameBuilder {
  * the sound frames in order. It stops at the first frame that is empty (zeroed space is not a
  * frame: every frame carries at least its kind byte), runs past `end`, or fails its CRC.
  */
-export function scanFrames(
-  kernels: Kernels,
-  bytes: Uint8Array,
-  start: number,
-  end: number,
-): ScannedFrame[] {
+export function scanFrames(kernels: Kernels, bytes: Uint8Array, start: number, end: number): ScannedFrame[] {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const offsets: number[] = [];
   let at = start;

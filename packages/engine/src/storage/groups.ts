@@ -16,7 +16,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { frameControlBit, frameHeaderBytes } from '../limits.js';
 import { ByteReader, type ByteWriter } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
-import { FrameBuilder, scanFrames, type ScannedFrame } from './framing.js';
+import { FrameBuilder, type ScannedFrame, scanFrames } from './framing.js';
 
 /**
  * Data bytes of a group header frame: kind, `u32` bytes after the frame, `u64` own offset, `u64`
@@ -75,7 +75,10 @@ export class GroupBuilder extends FrameBuilder {
  */
 export function sealGroup(kernels: Kernels, bytes: Uint8Array, offset: number, confirmed: number): void {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  assert(view.getUint32(0, true) === groupHeaderWord && bytes[frameHeaderBytes] === FrameKind.GroupHeader, 'a group starts with its header');
+  assert(
+    view.getUint32(0, true) === groupHeaderWord && bytes[frameHeaderBytes] === FrameKind.GroupHeader,
+    'a group starts with its header',
+  );
   assert(confirmed <= offset, 'a group was written after the bytes confirmed before it');
   view.setUint32(frameHeaderBytes + 1, bytes.length - groupHeaderBytes, true);
   view.setUint32(frameHeaderBytes + 5, offset % 0x1_0000_0000, true);
@@ -86,7 +89,10 @@ export function sealGroup(kernels: Kernels, bytes: Uint8Array, offset: number, c
 }
 
 /** A group holding just one of the log's control frames. */
-export function controlGroup(kind: FrameKind.SegmentEnd | FrameKind.LiveSegments, write: (writer: ByteWriter) => void): GroupBuilder {
+export function controlGroup(
+  kind: FrameKind.SegmentEnd | FrameKind.LiveSegments,
+  write: (writer: ByteWriter) => void,
+): GroupBuilder {
   const builder = new GroupBuilder(controlGroupBytesMax);
   builder.logControl(kind, write);
   return builder;
@@ -124,8 +130,10 @@ export interface GroupDamage {
 export function groupAt(kernels: Kernels, bytes: Uint8Array, at: number, limit: number): Group | undefined {
   if (at + groupHeaderBytes > limit) return undefined;
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (view.getUint32(at, true) !== groupHeaderWord || bytes[at + frameHeaderBytes] !== FrameKind.GroupHeader) return undefined;
-  if (kernels.crc32(bytes.subarray(at + frameHeaderBytes, at + groupHeaderBytes)) !== view.getUint32(at + 4, true)) return undefined;
+  if (view.getUint32(at, true) !== groupHeaderWord || bytes[at + frameHeaderBytes] !== FrameKind.GroupHeader)
+    return undefined;
+  if (kernels.crc32(bytes.subarray(at + frameHeaderBytes, at + groupHeaderBytes)) !== view.getUint32(at + 4, true))
+    return undefined;
   const reader = new ByteReader(bytes, at + frameHeaderBytes + 1, at + groupHeaderBytes, 'group header');
   const bodyBytes = reader.u32();
   const offset = reader.u64();

@@ -5,37 +5,59 @@
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { FrameKind } from './frame-kinds.js';
-import { payloadElsewhere, type RunColumns } from './run-columns.js';
-import type { RunBufferPool } from './run-buffers.js';
-import { assertReadable, nextColumns, retiredOfRun, runColumnsDecoder, stretchesOf, withPlace, type SegmentRunSource } from './run-reads.js';
-import { scanFrames, type FrameBuilder } from './framing.js';
-import { segmentEndGroupBytes } from './groups.js';
 import {
+  type CommitRecord,
   equalBytes,
+  type RetiredFingerprint,
   readCommitRecord,
   readManifest,
   readManifestEntryAt,
   readPackDirectory,
-  type CommitRecord,
-  type RetiredFingerprint,
 } from './commit-run.js';
+import { FrameKind } from './frame-kinds.js';
+import { type FrameBuilder, scanFrames } from './framing.js';
+import { segmentEndGroupBytes } from './groups.js';
+import type { RunBufferPool } from './run-buffers.js';
+import { payloadElsewhere, type RunColumns } from './run-columns.js';
+import {
+  assertReadable,
+  nextColumns,
+  retiredOfRun,
+  runColumnsDecoder,
+  type SegmentRunSource,
+  stretchesOf,
+  withPlace,
+} from './run-reads.js';
 
 /** First read window for a single manifest entry: most entries are a few dozen bytes. */
 const entryReadBytesInitial = 1024;
 /** Largest window tried: the largest entry (64 tags of 256 bytes, a 1 KiB key…) fits. */
 const entryReadBytesMax = 64 * 1024;
-import { readPublishedRecord, type ManifestEntry, type PayloadLocation, type PublishedRecord } from './records.js';
-import { ByteReader } from './codec.js';
-import { SegmentKind } from './segment.js';
+
 import { yieldWhenDue } from '../event-loop.js';
-import type { Corruption } from './runs.js';
-import { removeSegmentFilesBelow, segmentFile, SegmentSet } from './segment-set.js';
-import type { SegmentFile } from './segment.js';
-import { PayloadCache } from './payload-cache.js';
-import { checkSummaryAgainstSegment, orphanSummaryCommits, readSummaryHead, segmentSource, summaryFileOf, writeSummary, type SummaryHead } from './segment-summary.js';
+import {
+  coalescedReadBytesMax,
+  coalescedReadGapBytes,
+  payloadCacheBlockBytes,
+  payloadCacheBytesMax,
+} from '../limits.js';
+import { ByteReader } from './codec.js';
 import { CommitList, lostCommits } from './commit-list.js';
-import { coalescedReadBytesMax, coalescedReadGapBytes, payloadCacheBlockBytes, payloadCacheBytesMax } from '../limits.js';
+import { PayloadCache } from './payload-cache.js';
+import { type ManifestEntry, type PayloadLocation, type PublishedRecord, readPublishedRecord } from './records.js';
+import type { Corruption } from './runs.js';
+import type { SegmentFile } from './segment.js';
+import { SegmentKind } from './segment.js';
+import { removeSegmentFilesBelow, SegmentSet, segmentFile } from './segment-set.js';
+import {
+  checkSummaryAgainstSegment,
+  orphanSummaryCommits,
+  readSummaryHead,
+  type SummaryHead,
+  segmentSource,
+  summaryFileOf,
+  writeSummary,
+} from './segment-summary.js';
 
 /** History segment files end with this. */
 const historyExtension = '.hist';
@@ -143,8 +165,16 @@ export class History implements SegmentRunSource {
       pending ??= damage;
     };
     /** Takes commits `first`..`last` (one commit, or a summarized segment's) if they continue the chain. */
-    const accept = (first: { commit: number; firstPosition: number }, last: { commit: number; lastPosition: number }, where: Corruption): boolean => {
-      if (first.commit < expectedCommit || (first.commit === expectedCommit && first.firstPosition !== expectedPosition) || first.firstPosition < expectedPosition) {
+    const accept = (
+      first: { commit: number; firstPosition: number },
+      last: { commit: number; lastPosition: number },
+      where: Corruption,
+    ): boolean => {
+      if (
+        first.commit < expectedCommit ||
+        (first.commit === expectedCommit && first.firstPosition !== expectedPosition) ||
+        first.firstPosition < expectedPosition
+      ) {
         // A sound run that does not continue the chain is corruption (a copied or moved run).
         extraCorruptions.push(where);
         note(where);
@@ -160,9 +190,14 @@ export class History implements SegmentRunSource {
         };
         visitor.onLost?.(lost);
         // A lost segment's summary may have survived it: its commits keep their own positions.
-        const known = (orphanSummaryCommits(kernels, summaryFileOf(segmentFile(directory, expectedPosition, historyExtension)), expectedPosition, expectedCommit) ?? []).filter(
-          (commit) => commit.commit <= lost.to && commit.lastPosition <= lost.toPosition,
-        );
+        const known = (
+          orphanSummaryCommits(
+            kernels,
+            summaryFileOf(segmentFile(directory, expectedPosition, historyExtension)),
+            expectedPosition,
+            expectedCommit,
+          ) ?? []
+        ).filter((commit) => commit.commit <= lost.to && commit.lastPosition <= lost.toPosition);
         for (const standIn of lostCommits(lost, known)) list.push(standIn);
       }
       pending = undefined;
@@ -190,7 +225,9 @@ export class History implements SegmentRunSource {
             return undefined;
           }
           // The run must be exactly the frames the commit record names.
-          const named = new Set([...commit.manifests, ...commit.packs, ...commit.retired].map((offset) => commit.runStart + offset));
+          const named = new Set(
+            [...commit.manifests, ...commit.packs, ...commit.retired].map((offset) => commit.runStart + offset),
+          );
           const runOk =
             runFrames.length === named.size &&
             runFrames.every((runFrame) => named.has(runFrame.offset)) &&
@@ -238,10 +275,21 @@ export class History implements SegmentRunSource {
           const last = { commit: head.baseCommit + head.commitCount - 1, lastPosition: head.lastPosition };
           // A summary's commits follow each other (its pages are checked when read), so the
           // segment continues the chain when its first commit does.
-          if (head.commitCount > 0 && accept(first, last, { file: segment.file, offset: 0, reason: `commit ${head.baseCommit} does not continue the chain` })) {
+          if (
+            head.commitCount > 0 &&
+            accept(first, last, {
+              file: segment.file,
+              offset: 0,
+              reason: `commit ${head.baseCommit} does not continue the chain`,
+            })
+          ) {
             list.pushSummary(head);
           }
-          previousEnd = { file: segment.file, offset: event.summary.end, reason: `the history breaks after ${path.basename(segment.file)}` };
+          previousEnd = {
+            file: segment.file,
+            offset: event.summary.end,
+            reason: `the history breaks after ${path.basename(segment.file)}`,
+          };
           previousUnfinished = undefined;
           return;
         }
@@ -254,7 +302,13 @@ export class History implements SegmentRunSource {
             continue;
           }
           const commit = entry.run.decoded;
-          if (!accept(commit, commit, { file: segment.file, offset: commit.runStart, reason: `commit ${commit.commit} does not continue the chain` })) {
+          if (
+            !accept(commit, commit, {
+              file: segment.file,
+              offset: commit.runStart,
+              reason: `commit ${commit.commit} does not continue the chain`,
+            })
+          ) {
             sound = false;
             continue;
           }
@@ -263,7 +317,8 @@ export class History implements SegmentRunSource {
             for (const frame of entry.run.frames) {
               if (frame.kind !== FrameKind.Pack) continue;
               const what = `pack at ${segment.file}:${frame.offset}`;
-              for (const { crc, location } of readPackDirectory(bytes, frame, header.base, what)) visitor.onPayload(crc, location);
+              for (const { crc, location } of readPackDirectory(bytes, frame, header.base, what))
+                visitor.onPayload(crc, location);
             }
           }
           list.push(commit);
@@ -272,9 +327,18 @@ export class History implements SegmentRunSource {
         if (sound && scanned.trailer) {
           // A finished segment read whole: its summary spares the next open from reading it.
           const file = summaryFileOf(segment.file);
-          unsummarized.push({ segment, end: scanned.end, commits: segmentCommits, reason: summaryProblems.get(file) ?? 'missing' });
+          unsummarized.push({
+            segment,
+            end: scanned.end,
+            commits: segmentCommits,
+            reason: summaryProblems.get(file) ?? 'missing',
+          });
         }
-        previousEnd = { file: segment.file, offset: scanned.end, reason: `the history breaks after ${path.basename(segment.file)}` };
+        previousEnd = {
+          file: segment.file,
+          offset: scanned.end,
+          reason: `the history breaks after ${path.basename(segment.file)}`,
+        };
         previousUnfinished = scanned.trailer ? undefined : { file: segment.file, offset: scanned.end, reason: '' };
       },
       readOnly,
@@ -324,13 +388,18 @@ export class History implements SegmentRunSource {
   published(commit: CommitRecord): void {
     this.commits.push(commit);
     if (commit.segment !== this.activeBase) {
-      const finished = this.activeBase === undefined ? undefined : this.segments.segments.find((segment) => segment.header.base === this.activeBase);
+      const finished =
+        this.activeBase === undefined
+          ? undefined
+          : this.segments.segments.find((segment) => segment.header.base === this.activeBase);
       if (finished && finished !== this.segments.active) {
         const commits = this.commits.commitsInSegment(finished.header.base);
         // A summary stands for its whole segment: one whose commits corruption broke gets none,
         // and is read whole (and its damage reported) on every open.
         const whole = commits.every((held, at) =>
-          at === 0 ? held.commit === finished.header.baseCommit && held.firstPosition === finished.header.base : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1,
+          at === 0
+            ? held.commit === finished.header.baseCommit && held.firstPosition === finished.header.base
+            : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1,
         );
         if (commits.length > 0 && whole) this.writeSummaryLater(finished, finished.durableEnd, commits);
       }
@@ -346,7 +415,9 @@ export class History implements SegmentRunSource {
     const { base, baseCommit, capacity } = segment.header;
     const summary = { base, baseCommit, capacity, end, commits };
     this.summaryWrites = this.summaryWrites
-      .then(async () => this.commits.summarized(await writeSummary(this.kernels, summaryFileOf(segment.file), summary, segment.header)))
+      .then(async () =>
+        this.commits.summarized(await writeSummary(this.kernels, summaryFileOf(segment.file), summary, segment.header)),
+      )
       // A summary is derived: if writing it fails, the next open reads the segment instead.
       .catch(() => undefined);
   }
@@ -358,7 +429,10 @@ export class History implements SegmentRunSource {
    */
   async trimBefore(floor: { readonly commit: number; readonly position: number }): Promise<void> {
     const kept = this.segments.segments.find((segment) => segment.header.base === floor.position);
-    assert(kept !== undefined && kept.header.baseCommit === floor.commit, 'a trim floor is where a kept segment starts');
+    assert(
+      kept !== undefined && kept.header.baseCommit === floor.commit,
+      'a trim floor is where a kept segment starts',
+    );
     // A summary being written for a segment about to go would be written after its deletion.
     await this.summariesWritten();
     this.commits.trimBefore(floor.commit, floor.position);
@@ -419,7 +493,11 @@ export class History implements SegmentRunSource {
   room(): { segment: number; offset: number; bytes: number } | undefined {
     const active = this.segments.active;
     if (!active) return undefined;
-    return { segment: active.header.base, offset: active.writeOffset, bytes: Math.max(0, active.free - segmentEndGroupBytes) };
+    return {
+      segment: active.header.base,
+      offset: active.writeOffset,
+      bytes: Math.max(0, active.free - segmentEndGroupBytes),
+    };
   }
 
   /** Reads a commit's run, verifies its frames, and decodes its manifests. */
@@ -485,9 +563,13 @@ export class History implements SegmentRunSource {
       });
     }
     if (entries.length !== commit.entries) {
-      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.entries} records but its manifests hold ${entries.length}`, {
-        details: { file: segment.file, offset: commit.runStart },
-      });
+      throw new StreamStackError(
+        'CORRUPT',
+        `commit ${commit.commit} names ${commit.entries} records but its manifests hold ${entries.length}`,
+        {
+          details: { file: segment.file, offset: commit.runStart },
+        },
+      );
     }
     return { commit, entries, entryOffsets, bytes };
   }
@@ -505,7 +587,14 @@ export class History implements SegmentRunSource {
       const scratch = window === entryReadBytesInitial ? this.entryScratch : new Uint8Array(window);
       const length = file.readSyncInto(scratch.subarray(0, Math.min(window, file.header.capacity - offset)), offset);
       try {
-        const entry = readManifestEntryAt(this.crc32c, scratch.subarray(0, length), 0, segment, runStart, `manifest entry at ${file.file}:${offset}`);
+        const entry = readManifestEntryAt(
+          this.crc32c,
+          scratch.subarray(0, length),
+          0,
+          segment,
+          runStart,
+          `manifest entry at ${file.file}:${offset}`,
+        );
         // The fingerprint is a view of the scratch buffer, which the next read overwrites.
         return { ...entry, fingerprint: entry.fingerprint.slice() };
       } catch (error) {
@@ -540,11 +629,20 @@ export class History implements SegmentRunSource {
       } else {
         const start = offsets[first];
         // A short read (a file cut short) leaves the entries past its end to be read alone.
-        const window = new Uint8Array(Math.min(offsets[last - 1] + entryReadBytesInitial, file.header.capacity) - start);
+        const window = new Uint8Array(
+          Math.min(offsets[last - 1] + entryReadBytesInitial, file.header.capacity) - start,
+        );
         const bytes = window.subarray(0, file.readSyncInto(window, start));
         for (let at = first; at < last; at++) {
           try {
-            entries[at] = readManifestEntryAt(this.crc32c, bytes, offsets[at] - start, segment, runStart, `manifest entry at ${file.file}:${offsets[at]}`);
+            entries[at] = readManifestEntryAt(
+              this.crc32c,
+              bytes,
+              offsets[at] - start,
+              segment,
+              runStart,
+              `manifest entry at ${file.file}:${offsets[at]}`,
+            );
           } catch {
             // An entry running past the read (a long one), or a damaged one: read alone, which
             // widens its window or reports the damage with its place.
@@ -563,7 +661,9 @@ export class History implements SegmentRunSource {
    */
   readPayloadsSync(locations: readonly PayloadLocation[]): Uint8Array[] {
     const payloads = new Array<Uint8Array>(locations.length);
-    const order = locations.map((_, index) => index).sort((a, b) => locations[a].segment - locations[b].segment || locations[a].offset - locations[b].offset);
+    const order = locations
+      .map((_, index) => index)
+      .sort((a, b) => locations[a].segment - locations[b].segment || locations[a].offset - locations[b].offset);
     for (let first = 0; first < order.length; ) {
       const head = locations[order[first]];
       const segment = this.segments.byBase(head.segment);
@@ -571,7 +671,12 @@ export class History implements SegmentRunSource {
       let last = first + 1;
       for (; last < order.length; last++) {
         const next = locations[order[last]];
-        if (next.segment !== head.segment || next.offset - end > coalescedReadGapBytes || next.offset + next.length - head.offset > coalescedReadBytesMax) break;
+        if (
+          next.segment !== head.segment ||
+          next.offset - end > coalescedReadGapBytes ||
+          next.offset + next.length - head.offset > coalescedReadBytesMax
+        )
+          break;
         end = Math.max(end, next.offset + next.length);
       }
       if (last === first + 1) {
@@ -605,7 +710,12 @@ export class History implements SegmentRunSource {
     if (commit.retired.length === 0) return [];
     assertReadable(commit);
     const segment = this.segments.byBase(commit.segment);
-    return retiredOfRun(this.kernels, segment.file, commit, runBytes ?? (await segment.read(commit.runStart, commit.runBytes)));
+    return retiredOfRun(
+      this.kernels,
+      segment.file,
+      commit,
+      runBytes ?? (await segment.read(commit.runStart, commit.runBytes)),
+    );
   }
 
   /**
@@ -633,20 +743,29 @@ export class History implements SegmentRunSource {
     for (const commit of commits) assertReadable(commit);
     const first = commits[0];
     const last = commits[commits.length - 1];
-    assert(commits.every((commit) => commit.segment === first.segment), 'a stretch of runs lies in one segment');
+    assert(
+      commits.every((commit) => commit.segment === first.segment),
+      'a stretch of runs lies in one segment',
+    );
     if (commits.length === 1) return [await this.readRunBytes(first, pool)];
     const segment = this.segments.byBase(first.segment);
     const length = last.runStart + last.runBytes - first.runStart;
-    const bytes = pool ? await segment.readInto(pool.take(length), first.runStart) : await segment.read(first.runStart, length);
+    const bytes = pool
+      ? await segment.readInto(pool.take(length), first.runStart)
+      : await segment.read(first.runStart, length);
     if (!pool) this.cache.add(segment, first.runStart, bytes);
-    return commits.map((commit) => bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes));
+    return commits.map((commit) =>
+      bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes),
+    );
   }
 
   /**
    * Each of `commits` (consecutive, readable) with its run's bytes, read a stretch at a time
    * (`readRunsBytes`): how a derived file's rebuild walks a segment.
    */
-  async *runsInStretches(commits: readonly CommitRecord[]): AsyncGenerator<{ commit: CommitRecord; bytes: Uint8Array }> {
+  async *runsInStretches(
+    commits: readonly CommitRecord[],
+  ): AsyncGenerator<{ commit: CommitRecord; bytes: Uint8Array }> {
     for (const stretch of stretchesOf(commits)) {
       const runs = await this.readRunsBytes(stretch);
       for (const [index, commit] of stretch.entries()) yield { commit, bytes: runs[index] };
@@ -680,7 +799,11 @@ export class History implements SegmentRunSource {
     }
   }
 
-  private async decodeRunRecordsUnplaced(commit: CommitRecord, feed: string, bytes: Uint8Array): Promise<PublishedRecord[]> {
+  private async decodeRunRecordsUnplaced(
+    commit: CommitRecord,
+    feed: string,
+    bytes: Uint8Array,
+  ): Promise<PublishedRecord[]> {
     const segment = this.segments.byBase(commit.segment);
     const frames = scanFrames(this.kernels, bytes, 0, bytes.length);
     const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
@@ -692,11 +815,22 @@ export class History implements SegmentRunSource {
     const records = new Array<PublishedRecord>(commit.entries);
     const sparse = commit.entries !== commit.records;
     const external: { index: number; location: PayloadLocation }[] = [];
-    const run = { feed, commit: commit.commit, stream: commit.stream, segment: commit.segment, runStart: commit.runStart };
+    const run = {
+      feed,
+      commit: commit.commit,
+      stream: commit.stream,
+      segment: commit.segment,
+      runStart: commit.runStart,
+    };
     let count = 0;
     for (const frame of frames) {
       if (frame.kind !== FrameKind.Manifest) continue;
-      const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, `manifest at ${segment.file}:${commit.runStart + frame.offset}`);
+      const reader = new ByteReader(
+        bytes,
+        frame.dataStart + 1,
+        frame.dataEnd,
+        `manifest at ${segment.file}:${commit.runStart + frame.offset}`,
+      );
       reader.u32();
       const entries = reader.u32();
       if (count + entries > commit.entries) break;
@@ -712,15 +846,25 @@ export class History implements SegmentRunSource {
           (location) => external.push({ index: count, location }),
           commit.firstPosition,
         );
-        if (sparse) checkSparsePosition(commit, records[count].position, count === 0 ? commit.firstPosition - 1 : records[count - 1].position, segment.file);
+        if (sparse)
+          checkSparsePosition(
+            commit,
+            records[count].position,
+            count === 0 ? commit.firstPosition - 1 : records[count - 1].position,
+            segment.file,
+          );
         count++;
       }
       reader.expectEnd();
     }
     if (count !== commit.entries) {
-      throw new StreamStackError('CORRUPT', `commit ${commit.commit} names ${commit.entries} records but its manifests hold ${count}`, {
-        details: { file: segment.file, offset: commit.runStart },
-      });
+      throw new StreamStackError(
+        'CORRUPT',
+        `commit ${commit.commit} names ${commit.entries} records but its manifests hold ${count}`,
+        {
+          details: { file: segment.file, offset: commit.runStart },
+        },
+      );
     }
     for (const { index, location } of external) {
       // Most repeats find their payload in the cache: the await is only for the rest.
@@ -812,7 +956,10 @@ export class History implements SegmentRunSource {
   /** A payload's bytes read on their own, synchronously (point lookups), checked by its CRC. */
   readPayloadSync(location: PayloadLocation): Uint8Array {
     const segment = this.segments.byBase(location.segment);
-    return this.cachedPayload(segment, location) ?? this.checkPayload(this.readPayloadUnchecked(location), location, segment.file);
+    return (
+      this.cachedPayload(segment, location) ??
+      this.checkPayload(this.readPayloadUnchecked(location), location, segment.file)
+    );
   }
 
   /**
@@ -858,14 +1005,17 @@ export class History implements SegmentRunSource {
   }
 }
 
-
 /**
  * A compacted run's entry is placed by its seq: positions ascend within the commit's span, or
  * the run is corrupt (checked after reading, as every place a read trusts).
  */
 export function checkSparsePosition(commit: CommitRecord, position: number, previous: number, file: string): void {
   if (position > previous && position <= commit.lastPosition) return;
-  throw new StreamStackError('CORRUPT', `commit ${commit.commit} places a record at position ${position}, outside ${previous + 1}..${commit.lastPosition}`, {
-    details: { file, offset: commit.runStart },
-  });
+  throw new StreamStackError(
+    'CORRUPT',
+    `commit ${commit.commit} places a record at position ${position}, outside ${previous + 1}..${commit.lastPosition}`,
+    {
+      details: { file, offset: commit.runStart },
+    },
+  );
 }

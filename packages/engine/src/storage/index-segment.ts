@@ -51,7 +51,6 @@ export interface IndexSource {
   readonly tags: ReadonlyMap<string, number | readonly number[]>;
 }
 
-
 /** Builds the index bytes: tags sorted by their UTF-8 bytes, postings through the kernel. */
 export function buildIndexData(kernels: Kernels, source: IndexSource): IndexData {
   const tags = [...source.tags.keys()];
@@ -90,7 +89,13 @@ export function encodeIndexFile(kernels: Kernels, data: IndexData, source: numbe
     data.fst,
     data.postings,
   ];
-  const writer = new ByteWriter(64).raw(utf8Encode(magic)).u32(indexFormatVersion).u64(data.base).u64(data.count).u32(source).u32(sectionCount);
+  const writer = new ByteWriter(64)
+    .raw(utf8Encode(magic))
+    .u32(indexFormatVersion)
+    .u64(data.base)
+    .u64(data.count)
+    .u32(source)
+    .u32(sectionCount);
   for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section)).raw(section);
   return writer.finish();
 }
@@ -108,7 +113,11 @@ function readIndexHeader(reader: ByteReader): { base: number; count: number; sou
 }
 
 /** Parses and verifies an index file: every section's CRC, the FST's own checksum, the shape. */
-export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: string): IndexData & { readonly source: number } {
+export function decodeIndexFile(
+  kernels: Kernels,
+  bytes: Uint8Array,
+  file: string,
+): IndexData & { readonly source: number } {
   const reader = new ByteReader(bytes, 0, bytes.length, `index ${file}`);
   const { base, count, source } = readIndexHeader(reader);
   const sections: Uint8Array[] = [];
@@ -123,7 +132,8 @@ export function decodeIndexFile(kernels: Kernels, bytes: Uint8Array, file: strin
   const names = new ByteReader(sections[0], 0, sections[0].length, `type names of ${file}`);
   const typeNames = Array.from({ length: names.varint() }, () => names.string());
   names.expectEnd();
-  if (sections[1].length !== count * 2 || sections[2].length !== count * 4) throw reader.corrupt('columns disagree with the count');
+  if (sections[1].length !== count * 2 || sections[2].length !== count * 4)
+    throw reader.corrupt('columns disagree with the count');
   kernels.fstVerify(sections[3]);
   return {
     base,
@@ -164,13 +174,19 @@ const indexHeadBytes = 8 + 4 + 8 + 8 + 4 + 4;
  * CRC: what opening a feed needs from every sealed segment's index, in one small read each. The
  * rest is read and verified when a query first needs it. Undefined when the file is missing.
  */
-export function readIndexHead(kernels: Kernels, file: string): { base: number; count: number; source: number; typeNames: string[] } | undefined {
+export function readIndexHead(
+  kernels: Kernels,
+  file: string,
+): { base: number; count: number; source: number; typeNames: string[] } | undefined {
   let fd: number;
   try {
     fd = fs.openSync(file, 'r');
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset: 0 } });
+    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, {
+      cause: error,
+      details: { file, offset: 0 },
+    });
   }
   try {
     const head = new Uint8Array(indexHeadBytes + 8);
@@ -180,7 +196,8 @@ export function readIndexHead(kernels: Kernels, file: string): { base: number; c
     const length = reader.u32();
     const crc = reader.u32();
     const section = new Uint8Array(length);
-    if (fs.readSync(fd, section, 0, length, indexHeadBytes + 8) !== length) throw reader.corrupt('the type names are cut short');
+    if (fs.readSync(fd, section, 0, length, indexHeadBytes + 8) !== length)
+      throw reader.corrupt('the type names are cut short');
     if (kernels.crc32(section) !== crc) throw reader.corrupt('section 1 fails its CRC');
     const names = new ByteReader(section, 0, section.length, `type names of ${file}`);
     const typeNames = Array.from({ length: names.varint() }, () => names.string());
@@ -188,7 +205,10 @@ export function readIndexHead(kernels: Kernels, file: string): { base: number; c
     return { base, count, source, typeNames };
   } catch (error) {
     if (error instanceof StreamStackError && error.code === 'CORRUPT') throw error;
-    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset: 0 } });
+    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, {
+      cause: error,
+      details: { file, offset: 0 },
+    });
   } finally {
     fs.closeSync(fd);
   }
@@ -252,5 +272,12 @@ export function unflattenIndexSource(flat: FlatIndexSource): IndexSource {
     const to = flat.ends[index];
     tags.set(tag, to - from === 1 ? flat.positions[from] : Array.from(flat.positions.subarray(from, to)));
   });
-  return { base: flat.base, count: flat.count, typeNames: flat.typeNames, typeColumn: flat.typeColumn, locators: flat.locators, tags };
+  return {
+    base: flat.base,
+    count: flat.count,
+    typeNames: flat.typeNames,
+    typeColumn: flat.typeColumn,
+    locators: flat.locators,
+    tags,
+  };
 }

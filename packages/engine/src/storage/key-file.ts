@@ -22,8 +22,8 @@
 import fs from 'node:fs';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
 import { crc32, crc32c } from '../kernels/ts/crc.js';
+import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
 import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { readFileRangeSync, writeFileDurably } from './segment.js';
 
@@ -46,7 +46,10 @@ export interface KeyWinner {
 }
 
 /** Winner order: the highest version, then the highest position. */
-export function winsOver(a: { version: number; position: number }, b: { version: number; position: number } | undefined): boolean {
+export function winsOver(
+  a: { version: number; position: number },
+  b: { version: number; position: number } | undefined,
+): boolean {
   return b === undefined || a.version > b.version || (a.version === b.version && a.position > b.position);
 }
 
@@ -161,7 +164,10 @@ export function encodeKeyFile(
 }
 
 function corrupt(file: string, reason: string, cause?: unknown): StreamStackError {
-  return new StreamStackError('CORRUPT', `key dictionary ${file} cannot be read: ${reason}`, { ...(cause ? { cause } : {}), details: { file, offset: 0 } });
+  return new StreamStackError('CORRUPT', `key dictionary ${file} cannot be read: ${reason}`, {
+    ...(cause ? { cause } : {}),
+    details: { file, offset: 0 },
+  });
 }
 
 /** Reads a key file's head: undefined when the file is missing, `CORRUPT` when it is bad. */
@@ -225,7 +231,12 @@ export function readKeySection(kernels: Kernels, file: string, head: KeyFileHead
  * table), and a lookup that loads one mid-compaction or mid-read would stall every other request
  * for the read. The checks after it are the same.
  */
-export async function readKeySectionAsync(kernels: Kernels, file: string, head: KeyFileHead, section: 0 | 1 | 2): Promise<Uint8Array> {
+export async function readKeySectionAsync(
+  kernels: Kernels,
+  file: string,
+  head: KeyFileHead,
+  section: 0 | 1 | 2,
+): Promise<Uint8Array> {
   const { offset, length, crc } = head.sections[section];
   const bytes = new Uint8Array(length);
   try {
@@ -251,7 +262,8 @@ export async function readKeySectionAsync(kernels: Kernels, file: string, head: 
 export function winnerAt(table: Uint8Array, ordinal: number, file = 'a key dictionary'): KeyWinner {
   const view = new DataView(table.buffer, table.byteOffset + ordinal * winnerBytes, winnerBytes);
   const start = ordinal * winnerBytes;
-  if (crc32(table, 0, start, start + 24) !== view.getUint32(24, true)) throw corrupt(file, `winner ${ordinal} fails its CRC`);
+  if (crc32(table, 0, start, start + 24) !== view.getUint32(24, true))
+    throw corrupt(file, `winner ${ordinal} fails its CRC`);
   return {
     position: view.getFloat64(0, true),
     version: view.getFloat64(8, true),
@@ -293,7 +305,13 @@ export class WinnerReader {
     }
     try {
       this.fd ??= fs.openSync(this.file, 'r');
-      const read = fs.readSync(this.fd, this.scratch, 0, winnerBytes, this.head.sections[2].offset + ordinal * winnerBytes);
+      const read = fs.readSync(
+        this.fd,
+        this.scratch,
+        0,
+        winnerBytes,
+        this.head.sections[2].offset + ordinal * winnerBytes,
+      );
       if (read !== winnerBytes) throw new Error(`the file ends within winner ${ordinal}`);
     } catch (error) {
       throw corrupt(this.file, (error as Error).message, error);

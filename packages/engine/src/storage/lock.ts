@@ -78,13 +78,21 @@ export class DirectoryLock {
     }
     // `STREAMSTACK_LOCK=file` takes the fallback even where the native module loads: how its
     // tests (and anyone diagnosing a machine without the module) exercise it.
-    const platform = process.env.STREAMSTACK_LOCK === 'file' ? { unavailable: 'STREAMSTACK_LOCK=file' } : loadPlatformLock();
-    const lock = 'unavailable' in platform ? DirectoryLock.takeFile(real, file, options) : DirectoryLock.takeFlock(real, file, platform);
+    const platform =
+      process.env.STREAMSTACK_LOCK === 'file' ? { unavailable: 'STREAMSTACK_LOCK=file' } : loadPlatformLock();
+    const lock =
+      'unavailable' in platform
+        ? DirectoryLock.takeFile(real, file, options)
+        : DirectoryLock.takeFlock(real, file, platform);
     heldHere.add(real);
     return lock;
   }
 
-  private static takeFlock(real: string, file: string, platform: { lockExclusive(fd: number): boolean; unlock(fd: number): void }): DirectoryLock {
+  private static takeFlock(
+    real: string,
+    file: string,
+    platform: { lockExclusive(fd: number): boolean; unlock(fd: number): void },
+  ): DirectoryLock {
     let fd: number;
     try {
       fd = fs.openSync(real, 'r');

@@ -2,9 +2,10 @@
  * Records as they are stored: in WAL `RECORD` frames while their stream is open, and as
  * manifest entries (with the payload's pack location) once sealed. docs/formats.md has the bytes.
  */
+
+import type { StoredRecord } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
 import type { ByteReader, ByteWriter } from './codec.js';
-import type { StoredRecord } from '@streamstack/protocol';
 
 /** A published record, as reads return it: the protocol's `StoredRecord`, which the client shares. */
 export type PublishedRecord = StoredRecord;
@@ -96,14 +97,21 @@ function readEntryFields(reader: ByteReader): typeof entry {
  */
 export function readPublishedRecord(
   reader: ByteReader,
-  run: { readonly feed: string; readonly commit: number; readonly stream: string; readonly segment: number; readonly runStart: number },
+  run: {
+    readonly feed: string;
+    readonly commit: number;
+    readonly stream: string;
+    readonly segment: number;
+    readonly runStart: number;
+  },
   /** The record's position; undefined in a compacted run, where its seq places it. */
   position: number | undefined,
   runBytes: Uint8Array,
   external: (location: PayloadLocation) => void,
   firstPosition = 0,
 ): PublishedRecord {
-  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } = readEntryFields(reader);
+  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } =
+    readEntryFields(reader);
   let payload = noPayload;
   if (payloadSegment === 0 && offset + length <= runBytes.length) payload = runBytes.subarray(offset, offset + length);
   else if (payloadSegment === 0) throw reader.corrupt('a payload lies past its run');
@@ -153,11 +161,7 @@ function flagsOf(record: {
   );
 }
 
-function writeMetadata(
-  writer: ByteWriter,
-  flags: number,
-  record: Omit<RecordData, 'payload' | 'timestamp'>,
-): void {
+function writeMetadata(writer: ByteWriter, flags: number, record: Omit<RecordData, 'payload' | 'timestamp'>): void {
   if (flags & hasFingerprint) writer.bytes(record.fingerprint!);
   if (flags & hasKey) writer.string(record.key!);
   if (flags & hasVersion) writer.varint(record.version!);
@@ -200,7 +204,16 @@ export function readWalRecord(reader: ByteReader): RecordData {
   const version = flags & hasVersion ? reader.varint() : undefined;
   const type = flags & hasType ? reader.string() : undefined;
   const tags = readTags(reader, flags);
-  return { payload: reader.raw(reader.remaining), timestamp, fingerprint, key, version, tombstone: (flags & isTombstone) !== 0, type, tags };
+  return {
+    payload: reader.raw(reader.remaining),
+    timestamp,
+    fingerprint,
+    key,
+    version,
+    tombstone: (flags & isTombstone) !== 0,
+    type,
+    tags,
+  };
 }
 
 /** One manifest entry: the record's metadata, its fingerprint, and where its payload lies; its CRC is left 0 for the caller to fill in. */
@@ -224,7 +237,13 @@ export function writeManifestEntry(
  * Checks the CRC that ends the manifest entry in `bytes[start, end)` (`end` just past it), for
  * an entry read alone; `CORRUPT` when it fails.
  */
-export function checkEntryCrc(crc32c: (bytes: Uint8Array) => number, bytes: Uint8Array, start: number, end: number, what: string): void {
+export function checkEntryCrc(
+  crc32c: (bytes: Uint8Array) => number,
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  what: string,
+): void {
   const stored = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(end - 4, true);
   if (crc32c(bytes.subarray(start, end - 4)) !== stored) {
     throw new StreamStackError('CORRUPT', `${what} fails its CRC`, { details: { offset: start } });
@@ -236,7 +255,8 @@ export function checkEntryCrc(crc32c: (bytes: Uint8Array) => number, bytes: Uint
  * absolute with `segment` and `runStart`, the segment and start of the run being read.
  */
 export function readManifestEntry(reader: ByteReader, segment: number, runStart: number): ManifestEntry {
-  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } = readEntryFields(reader);
+  const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } =
+    readEntryFields(reader);
   const payload =
     payloadSegment === 0
       ? { segment, offset: runStart + offset, length, crc: payloadCrc }

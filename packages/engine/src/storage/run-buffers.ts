@@ -46,7 +46,8 @@ export class RunBufferPool {
   take(length: number): Uint8Array {
     let best = -1;
     for (let index = 0; index < this.free.length; index++) {
-      if (this.free[index].length >= length && (best < 0 || this.free[index].length < this.free[best].length)) best = index;
+      if (this.free[index].length >= length && (best < 0 || this.free[index].length < this.free[best].length))
+        best = index;
     }
     if (best >= 0) {
       reusedReads++;
@@ -54,7 +55,9 @@ export class RunBufferPool {
     }
     // A stretch holds at most `runsReadBytesMax`; a single run may hold more, and gets room for
     // a longer one (see `runBufferHeadroomFraction`).
-    const whole = new Uint8Array(length <= runsReadBytesMax ? runsReadBytesMax : Math.ceil(length * (1 + runBufferHeadroomFraction)));
+    const whole = new Uint8Array(
+      length <= runsReadBytesMax ? runsReadBytesMax : Math.ceil(length * (1 + runBufferHeadroomFraction)),
+    );
     this.owned.add(whole.buffer);
     return whole.subarray(0, length);
   }

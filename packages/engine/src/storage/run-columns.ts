@@ -12,7 +12,7 @@ import { StreamStackError } from '../errors.js';
 import { utf8DecodeRange } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { ScannedFrame } from './framing.js';
-import { recordFlags, type PayloadLocation } from './records.js';
+import { type PayloadLocation, recordFlags } from './records.js';
 
 /** The columns of one run's records, in seq order. */
 export interface RunColumns {
@@ -109,7 +109,14 @@ const wideValue = new Float64Array(1);
  * inlined is a new heap object, one per record (160 MB of garbage in a scan of 10^7 records);
  * one stored into a column is not.
  */
-function varintInto(bytes: Uint8Array, at: number, end: number, place: string, column: Float64Array, row: number): number {
+function varintInto(
+  bytes: Uint8Array,
+  at: number,
+  end: number,
+  place: string,
+  column: Float64Array,
+  row: number,
+): number {
   let value = 0;
   let scale = 1;
   for (let index = 0; index < 8; index++) {
@@ -196,7 +203,10 @@ export class RunColumnsDecoder {
       this.left = entries;
       return;
     }
-    throw new StreamStackError('CORRUPT', `${this.place}: the commit names ${this.count} records but its manifests hold ${this.row}`);
+    throw new StreamStackError(
+      'CORRUPT',
+      `${this.place}: the commit names ${this.count} records but its manifests hold ${this.row}`,
+    );
   }
 
   private placeBySeq(positions: Float64Array, seqs: Float64Array, firstPosition: number): void {
@@ -204,7 +214,10 @@ export class RunColumnsDecoder {
     for (let row = 0; row < positions.length; row++) {
       const position = firstPosition + seqs[row] - 1;
       if (position <= previous || position > this.sparseLast!) {
-        throw new StreamStackError('CORRUPT', `${this.place}: a compacted run places a record at position ${position}, outside ${previous + 1}..${this.sparseLast}`);
+        throw new StreamStackError(
+          'CORRUPT',
+          `${this.place}: a compacted run places a record at position ${position}, outside ${previous + 1}..${this.sparseLast}`,
+        );
       }
       positions[row] = position;
       previous = position;
@@ -229,7 +242,8 @@ export class RunColumnsDecoder {
     const timestamps = new Float64Array(buffer, count * 8, count);
     const versions = new Float64Array(buffer, 2 * count * 8, count);
     const positions = new Float64Array(buffer, 3 * count * 8, count);
-    if (this.sparseLast === undefined) for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
+    if (this.sparseLast === undefined)
+      for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
     const typeIds = new Int32Array(buffer, wide, count);
     const fingerprintStarts = new Uint32Array(buffer, wide + count * 4, count);
     const fingerprintEnds = new Uint32Array(buffer, wide + 2 * count * 4, count);
@@ -260,15 +274,16 @@ export class RunColumnsDecoder {
         if (at >= end) throw corrupt(what, at, 'needs 1 more byte');
         entryStarts[row] = at;
         const flags = bytes[at++];
-        if ((flags & recordFlags.hasFingerprint) === 0) throw corrupt(what, at, 'a manifest entry lacks its fingerprint');
+        if ((flags & recordFlags.hasFingerprint) === 0)
+          throw corrupt(what, at, 'a manifest entry lacks its fingerprint');
         flagsColumn[row] = flags;
         if (at < end && bytes[at] < 0x80) value = bytes[at++];
-        else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+        else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
         seqs[row] = value;
         at = varintInto(bytes, at, end, what, timestamps, row);
         // The fingerprint: a length, then its bytes.
         if (at < end && bytes[at] < 0x80) value = bytes[at++];
-        else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+        else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
         if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
         fingerprintStarts[row] = at;
         at += value;
@@ -276,7 +291,7 @@ export class RunColumnsDecoder {
         keyStarts[row] = at;
         if (flags & recordFlags.hasKey) {
           if (at < end && bytes[at] < 0x80) value = bytes[at++];
-          else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+          else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
           if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
           keyStarts[row] = at;
           at += value;
@@ -284,12 +299,12 @@ export class RunColumnsDecoder {
         keyEnds[row] = at;
         if (flags & recordFlags.hasVersion) {
           if (at < end && bytes[at] < 0x80) value = bytes[at++];
-          else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+          else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
           versions[row] = value;
         }
         if (flags & recordFlags.hasType) {
           if (at < end && bytes[at] < 0x80) value = bytes[at++];
-          else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+          else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
           if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
           const start = at;
           at += value;
@@ -338,7 +353,7 @@ export class RunColumnsDecoder {
           }
           for (let tag = 0; tag < tags; tag++, tagCount++) {
             if (at < end && bytes[at] < 0x80) value = bytes[at++];
-            else ((value = varintAt(bytes, at, end, what)), (at = varintEnd));
+            else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
             if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
             tagStarts[tagCount] = at;
             at += value;
@@ -347,7 +362,7 @@ export class RunColumnsDecoder {
         }
         let payloadSegment: number;
         if (at < end && bytes[at] < 0x80) payloadSegment = bytes[at++];
-        else ((payloadSegment = varintAt(bytes, at, end, what)), (at = varintEnd));
+        else (payloadSegment = varintAt(bytes, at, end, what)), (at = varintEnd);
         const offset = varintAt(bytes, at, end, what);
         const length = varintAt(bytes, varintEnd, end, what);
         at = varintEnd;
@@ -402,7 +417,11 @@ export class RunColumnsDecoder {
  * run). Returns the rows and where in `wanted` the batch's rows ended. Dense runs map a
  * position to its row by subtraction; a compacted run's sparse rows are walked in step.
  */
-export function rowsOfPositions(columns: RunColumns, wanted: ArrayLike<number>, from: number): { rows: Uint32Array; next: number } {
+export function rowsOfPositions(
+  columns: RunColumns,
+  wanted: ArrayLike<number>,
+  from: number,
+): { rows: Uint32Array; next: number } {
   const { positions, count } = columns;
   let next = from;
   const last = count === 0 ? -1 : positions[count - 1];
@@ -416,7 +435,10 @@ export function rowsOfPositions(columns: RunColumns, wanted: ArrayLike<number>, 
     if (guess < count && positions[guess] === position) row = guess;
     else while (row < count && positions[row] < position) row++;
     if (row >= count || positions[row] !== position) {
-      throw new StreamStackError('INTERNAL', `position ${position} is not a record of the run at row ${columns.firstRow}`);
+      throw new StreamStackError(
+        'INTERNAL',
+        `position ${position} is not a record of the run at row ${columns.firstRow}`,
+      );
     }
     rows[at - from] = row;
   }

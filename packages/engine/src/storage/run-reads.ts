@@ -7,13 +7,13 @@
  * from the history would make them.
  */
 import { StreamStackError } from '../errors.js';
+import { yieldToEventLoop } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { runsReadBytesMax } from '../limits.js';
-import { yieldToEventLoop } from '../event-loop.js';
-import { readRetiredFrame, type CommitRecord, type RetiredFingerprint } from './commit-run.js';
+import { type CommitRecord, type RetiredFingerprint, readRetiredFrame } from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
 import { scanFrames } from './framing.js';
-import { RunColumnsDecoder, type RunColumns } from './run-columns.js';
+import { type RunColumns, RunColumnsDecoder } from './run-columns.js';
 import type { SegmentFile } from './segment.js';
 
 /**
@@ -36,20 +36,30 @@ export interface SegmentRunSource {
 export function assertReadable(commit: CommitRecord): void {
   if (!commit.damage) return;
   const { file, offset, reason } = commit.damage;
-  throw new StreamStackError('CORRUPT', `commit ${commit.commit} cannot be read: ${file} is corrupt at offset ${offset} (${reason})`, {
-    details: { file, offset, commit: commit.commit },
-  });
+  throw new StreamStackError(
+    'CORRUPT',
+    `commit ${commit.commit} cannot be read: ${file} is corrupt at offset ${offset} (${reason})`,
+    {
+      details: { file, offset, commit: commit.commit },
+    },
+  );
 }
 
 /** A `CORRUPT` error from decoding bytes read at `file:offset`, with that place in its details. */
 export function withPlace(error: unknown, file: string, offset: number): unknown {
-  if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT' || typeof error.details.file === 'string') return error;
+  if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT' || typeof error.details.file === 'string')
+    return error;
   return new StreamStackError('CORRUPT', error.message, { cause: error, details: { ...error.details, file, offset } });
 }
 
 /** Whether `next` may join a stretch of runs that begins with `first` (one read of at most `runsReadBytesMax`). */
 export function joinsStretch(first: CommitRecord, next: CommitRecord): boolean {
-  return !first.damage && !next.damage && next.segment === first.segment && next.runStart + next.runBytes - first.runStart <= runsReadBytesMax;
+  return (
+    !first.damage &&
+    !next.damage &&
+    next.segment === first.segment &&
+    next.runStart + next.runBytes - first.runStart <= runsReadBytesMax
+  );
 }
 
 /** `commits` cut into stretches that are each read at once (see `joinsStretch`). */
@@ -66,7 +76,12 @@ export function* stretchesOf(commits: readonly CommitRecord[]): Generator<readon
  * Verifies a run's frames and makes the decoder of its records' columns (`file` names the
  * segment in errors). A compacted run places each entry by its seq.
  */
-export function runColumnsDecoder(kernels: Kernels, file: string, commit: CommitRecord, bytes: Uint8Array): RunColumnsDecoder {
+export function runColumnsDecoder(
+  kernels: Kernels,
+  file: string,
+  commit: CommitRecord,
+  bytes: Uint8Array,
+): RunColumnsDecoder {
   assertReadable(commit);
   try {
     const frames = scanFrames(kernels, bytes, 0, bytes.length);
@@ -76,14 +91,25 @@ export function runColumnsDecoder(kernels: Kernels, file: string, commit: Commit
         details: { file, offset: commit.runStart + frameEnd },
       });
     }
-    return new RunColumnsDecoder(bytes, frames, commit.entries, `${file}:${commit.runStart}`, commit.entries !== commit.records ? commit.lastPosition : undefined);
+    return new RunColumnsDecoder(
+      bytes,
+      frames,
+      commit.entries,
+      `${file}:${commit.runStart}`,
+      commit.entries !== commit.records ? commit.lastPosition : undefined,
+    );
   } catch (error) {
     throw withPlace(error, file, commit.runStart);
   }
 }
 
 /** The next batch of at most `rowsMax` rows from `decoder`, its errors placed in `file`. */
-export function nextColumns(decoder: RunColumnsDecoder, file: string, commit: CommitRecord, rowsMax: number): RunColumns {
+export function nextColumns(
+  decoder: RunColumnsDecoder,
+  file: string,
+  commit: CommitRecord,
+  rowsMax: number,
+): RunColumns {
   try {
     return decoder.next(rowsMax, commit.firstPosition);
   } catch (error) {
@@ -95,7 +121,12 @@ export function nextColumns(decoder: RunColumnsDecoder, file: string, commit: Co
  * The fingerprints a key-compacted run retired (its `retired` frames, see `commit-run.ts`), from
  * the run's bytes, checked to ascend by seq within the commit. Empty for every other run.
  */
-export async function retiredOfRun(kernels: Kernels, file: string, commit: CommitRecord, bytes: Uint8Array): Promise<RetiredFingerprint[]> {
+export async function retiredOfRun(
+  kernels: Kernels,
+  file: string,
+  commit: CommitRecord,
+  bytes: Uint8Array,
+): Promise<RetiredFingerprint[]> {
   if (commit.retired.length === 0) return [];
   assertReadable(commit);
   try {
@@ -103,14 +134,22 @@ export async function retiredOfRun(kernels: Kernels, file: string, commit: Commi
     const out: RetiredFingerprint[] = [];
     for (const frame of frames) {
       if (frame.kind !== FrameKind.Retired) continue;
-      for (const retired of readRetiredFrame(bytes, frame, `retired fingerprints at ${file}:${commit.runStart + frame.offset}`)) out.push(retired);
+      for (const retired of readRetiredFrame(
+        bytes,
+        frame,
+        `retired fingerprints at ${file}:${commit.runStart + frame.offset}`,
+      ))
+        out.push(retired);
       // A frame holds thousands; a compacted segment may hold millions.
       await yieldToEventLoop();
     }
     let previous = 0;
     for (const item of out) {
       if (item.seq <= previous || item.seq > commit.records) {
-        throw new StreamStackError('CORRUPT', `commit ${commit.commit} retires a fingerprint at seq ${item.seq}, outside ${previous + 1}..${commit.records}`);
+        throw new StreamStackError(
+          'CORRUPT',
+          `commit ${commit.commit} retires a fingerprint at seq ${item.seq}, outside ${previous + 1}..${commit.records}`,
+        );
       }
       previous = item.seq;
     }
@@ -130,13 +169,19 @@ export class SegmentRuns implements SegmentRunSource {
     private readonly segment: SegmentFile,
   ) {}
 
-  async *runsInStretches(commits: readonly CommitRecord[]): AsyncGenerator<{ commit: CommitRecord; bytes: Uint8Array }> {
+  async *runsInStretches(
+    commits: readonly CommitRecord[],
+  ): AsyncGenerator<{ commit: CommitRecord; bytes: Uint8Array }> {
     for (const stretch of stretchesOf(commits)) {
       for (const commit of stretch) assertReadable(commit);
       const first = stretch[0];
       const last = stretch[stretch.length - 1];
       const bytes = await this.segment.read(first.runStart, last.runStart + last.runBytes - first.runStart);
-      for (const commit of stretch) yield { commit, bytes: bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes) };
+      for (const commit of stretch)
+        yield {
+          commit,
+          bytes: bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes),
+        };
     }
   }
 

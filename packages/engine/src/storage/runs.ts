@@ -10,7 +10,7 @@ import { segmentHeaderBytes } from '../limits.js';
 import { ByteReader } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { ScannedFrame } from './framing.js';
-import { scanGroups, type Group } from './groups.js';
+import { type Group, scanGroups } from './groups.js';
 import type { SegmentHeader } from './segment.js';
 
 export interface Run<M> {
@@ -86,7 +86,8 @@ export interface MarkerDecoder<M> {
   decode(bytes: Uint8Array, frame: ScannedFrame, runFrames: readonly ScannedFrame[]): M | undefined;
 }
 
-const isLogControl = (frame: ScannedFrame) => frame.kind === FrameKind.SegmentEnd || frame.kind === FrameKind.LiveSegments;
+const isLogControl = (frame: ScannedFrame) =>
+  frame.kind === FrameKind.SegmentEnd || frame.kind === FrameKind.LiveSegments;
 
 /** Splits a sound group into runs; undefined when its frames do not make whole runs. */
 function groupRuns<M>(bytes: Uint8Array, group: Group, decoder: MarkerDecoder<M>): Run<M>[] | undefined {
@@ -173,7 +174,12 @@ export function scanSegment<M>(
     if (!runs || !control || trailer) {
       // A group whose CRCs hold but whose content does not make sense (or that follows the
       // segment's end) was written whole by someone else's hand: it is corruption.
-      noteDamage(group.offset, group.end, trailer ? 'a group after the segment was finished' : 'a group whose runs do not decode', true);
+      noteDamage(
+        group.offset,
+        group.end,
+        trailer ? 'a group after the segment was finished' : 'a group whose runs do not decode',
+        true,
+      );
       continue;
     }
     if (runs.length > 0) dataGroups++;

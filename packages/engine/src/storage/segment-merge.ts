@@ -10,15 +10,22 @@
  */
 import fs from 'node:fs';
 import { assert, ioError } from '../errors.js';
-import type { Kernels } from '../kernels/kernels.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
+import type { Kernels } from '../kernels/kernels.js';
 import { mergeGroupBytesTarget, segmentHeaderBytes } from '../limits.js';
-import { buildCommitRun, commitRecord, equalBytes, type CommitRecord, type CommitRunInput, type RetiredFingerprint } from './commit-run.js';
+import {
+  buildCommitRun,
+  type CommitRecord,
+  type CommitRunInput,
+  commitRecord,
+  equalBytes,
+  type RetiredFingerprint,
+} from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
 import { GroupBuilder, sealGroup } from './groups.js';
 import type { History } from './history-log.js';
 import type { PayloadLocation, PublishedRecord } from './records.js';
-import { encodeSegmentHeader, SegmentKind, type SegmentHeader } from './segment.js';
+import { encodeSegmentHeader, type SegmentHeader, SegmentKind } from './segment.js';
 
 /** What a merge wrote: the temporary file, its header, and its commits as they now lie. */
 export interface MergedSegment {
@@ -75,7 +82,12 @@ export async function writeMergedSegment(
     // Payloads stored in the merged file so far: a merge of 2M records keeps 2M of them, so they
     // are columns, not objects (an object each, holding its run's bytes alive, made the
     // collector's pauses grow with the merge).
-    const stored = new StoredPayloads(fd, file, base, commits.reduce((sum, commit) => sum + commit.entries, 0));
+    const stored = new StoredPayloads(
+      fd,
+      file,
+      base,
+      commits.reduce((sum, commit) => sum + commit.entries, 0),
+    );
     const lookup = (payload: Uint8Array, crc: number): PayloadLocation | undefined => stored.find(payload, crc);
     const builder = new GroupBuilder(frameDataBytesMax);
     let recordsRead = 0;
@@ -131,7 +143,10 @@ export async function writeMergedSegment(
         const pause = yieldWhenDue(index);
         if (pause) await pause;
       }
-      assert(run.commit.commit === commit.commit && run.commit.lastPosition === commit.lastPosition, 'a rewritten run keeps its commit and positions');
+      assert(
+        run.commit.commit === commit.commit && run.commit.lastPosition === commit.lastPosition,
+        'a rewritten run keeps its commit and positions',
+      );
       laid.push({ commit: run.commit, runStart: run.runStart });
       recordsRead += commit.entries;
       onRecords?.(recordsRead);
@@ -170,7 +185,10 @@ export async function writeMergedSegment(
  * A rewritten run's records as `buildCommitRun` takes them, a slice at a time: a commit holds
  * up to 100,000. With `sparseFrom` (the commit's first position) each carries its seq.
  */
-async function runInputOf(records: readonly PublishedRecord[], sparseFrom: number | undefined): Promise<CommitRunInput['records'][number][]> {
+async function runInputOf(
+  records: readonly PublishedRecord[],
+  sparseFrom: number | undefined,
+): Promise<CommitRunInput['records'][number][]> {
   const out = new Array<CommitRunInput['records'][number]>(records.length);
   for (let index = 0; index < records.length; index++) {
     const pause = yieldWhenDue(index);
@@ -250,7 +268,8 @@ class StoredPayloads {
 
   find(payload: Uint8Array, crc: number): PayloadLocation | undefined {
     for (let at = this.buckets[crc & (this.buckets.length - 1)]; at >= 0; at = this.nextInBucket[at]) {
-      if (this.crcs[at] !== crc || this.lengths[at] !== payload.length || !equalBytes(this.bytesOf(at), payload)) continue;
+      if (this.crcs[at] !== crc || this.lengths[at] !== payload.length || !equalBytes(this.bytesOf(at), payload))
+        continue;
       return { segment: this.segment, offset: this.offsets[at], length: this.lengths[at], crc: this.crcs[at] };
     }
     return undefined;
@@ -301,7 +320,9 @@ async function write(fd: number, bytes: Uint8Array, offset: number, file: string
     let written = 0;
     while (written < bytes.length) {
       const { bytesWritten } = await new Promise<{ bytesWritten: number }>((resolve, reject) =>
-        fs.write(fd, bytes, written, bytes.length - written, offset + written, (error, bytesWritten) => (error ? reject(error) : resolve({ bytesWritten }))),
+        fs.write(fd, bytes, written, bytes.length - written, offset + written, (error, bytesWritten) =>
+          error ? reject(error) : resolve({ bytesWritten }),
+        ),
       );
       written += bytesWritten;
     }

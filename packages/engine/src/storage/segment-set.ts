@@ -23,8 +23,8 @@ import type { Kernels } from '../kernels/kernels.js';
 import { segmentBytesFirst, segmentHeaderBytes, trimmedSegmentCloseDelayMs } from '../limits.js';
 import { FrameKind } from './frame-kinds.js';
 import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
-import { scanSegment, type Corruption, type MarkerDecoder, type ScannedSegment, type TornTail } from './runs.js';
-import { SegmentFile, syncDirectory, type SegmentHeader, type SegmentKind } from './segment.js';
+import { type Corruption, type MarkerDecoder, type ScannedSegment, scanSegment, type TornTail } from './runs.js';
+import { SegmentFile, type SegmentHeader, type SegmentKind, syncDirectory } from './segment.js';
 
 /** Digits of a segment file name: enough for any base below 2^53. */
 const segmentNameDigits = 16;
@@ -145,7 +145,8 @@ export class SegmentSet {
     if (!readOnly) {
       // Spares and half-created segments left by a process that died are not trusted: a
       // segment only gets its name once it is whole.
-      for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith('.tmp'))) fs.rmSync(path.join(directory, name), { force: true });
+      for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith('.tmp')))
+        fs.rmSync(path.join(directory, name), { force: true });
     }
     const trimmed = (name: string) => {
       if (!/^\d+$/.test(name.slice(0, -extension.length))) return false;
@@ -184,7 +185,12 @@ export class SegmentSet {
       onEvent({ kind: 'segment', opened: { ...one, scanned } });
       for (const entry of scanned.entries) {
         if (entry.kind === 'damage') {
-          set.corruptions.push({ file: one.segment.file, offset: entry.offset, reason: entry.reason, ...(entry.harmless ? { harmless: true } : {}) });
+          set.corruptions.push({
+            file: one.segment.file,
+            offset: entry.offset,
+            reason: entry.reason,
+            ...(entry.harmless ? { harmless: true } : {}),
+          });
         }
       }
     }
@@ -218,27 +224,46 @@ export class SegmentSet {
     | { corruption: Corruption }
     | { vanished: true } {
     const file = path.join(this.directory, name);
-    const base = /^\d+$/.test(name.slice(0, -this.extension.length)) ? Number(name.slice(0, -this.extension.length)) : Number.NaN;
+    const base = /^\d+$/.test(name.slice(0, -this.extension.length))
+      ? Number(name.slice(0, -this.extension.length))
+      : Number.NaN;
     let segment: SegmentFile;
     try {
       segment = SegmentFile.open(this.kernels, file, this.readOnly);
     } catch (error) {
-      if (error instanceof StreamStackError && error.code === 'CORRUPT') return { corruption: { file, offset: 0, reason: error.message } };
+      if (error instanceof StreamStackError && error.code === 'CORRUPT')
+        return { corruption: { file, offset: 0, reason: error.message } };
       // A reader beside a writer may see a finished WAL segment deleted between listing and
       // opening it: the live list says whether that matters.
       if (this.readOnly && (error as NodeJS.ErrnoException).code === 'ENOENT') return { vanished: true };
       throw ioError(error, `cannot open ${file}`);
     }
-    if (segment.header.kind !== this.kind || segment.header.base !== base || name.length !== segmentNameDigits + this.extension.length) {
+    if (
+      segment.header.kind !== this.kind ||
+      segment.header.base !== base ||
+      name.length !== segmentNameDigits + this.extension.length
+    ) {
       segment.close();
-      return { corruption: { file, offset: 0, reason: `${name} does not hold the segment its name says (kind ${segment.header.kind}, base ${segment.header.base})` } };
+      return {
+        corruption: {
+          file,
+          offset: 0,
+          reason: `${name} does not hold the segment its name says (kind ${segment.header.kind}, base ${segment.header.base})`,
+        },
+      };
     }
     const tag = segment.header.feedTag ?? 0;
     if (tag !== 0 && this.feedTag !== 0 && tag !== this.feedTag) {
       // Another feed's segment of the same layout would pass every other check, and its records
       // would be read as this feed's.
       segment.close();
-      return { corruption: { file, offset: 0, reason: `${name} was written for another feed (tag ${tag}; this feed's is ${this.feedTag})` } };
+      return {
+        corruption: {
+          file,
+          offset: 0,
+          reason: `${name} was written for another feed (tag ${tag}; this feed's is ${this.feedTag})`,
+        },
+      };
     }
     const summary = summarized?.(segment);
     if (summary && segment.size() === segment.header.capacity) {
@@ -256,8 +281,17 @@ export class SegmentSet {
       // ends past the last sound group with only zeros between (groups are contiguous).
       const reason = `the file is ${bytes.length} bytes, its capacity ${segment.header.capacity}`;
       const last = scanned.entries[scanned.entries.length - 1];
-      const harmless = bytes.length > segment.header.capacity || (bytes.length > scanned.end && last?.kind !== 'damage') || scanned.trailer !== undefined;
-      scanned.entries.push({ kind: 'damage', offset: limit, resumeAt: undefined, reason, ...(harmless ? { harmless: true } : {}) });
+      const harmless =
+        bytes.length > segment.header.capacity ||
+        (bytes.length > scanned.end && last?.kind !== 'damage') ||
+        scanned.trailer !== undefined;
+      scanned.entries.push({
+        kind: 'damage',
+        offset: limit,
+        resumeAt: undefined,
+        reason,
+        ...(harmless ? { harmless: true } : {}),
+      });
     }
     segment.writeOffset = scanned.end;
     segment.durableEnd = scanned.end;
@@ -273,12 +307,19 @@ export class SegmentSet {
    * it — is cut: those groups were never confirmed, and their runs follow the torn one. Damage
    * before it, which a later group says was confirmed, is corruption and is left as it is.
    */
-  private async settleDamage<M>(one: { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> }, tornAllowed: boolean): Promise<ScannedSegment<M>> {
+  private async settleDamage<M>(
+    one: { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> },
+    tornAllowed: boolean,
+  ): Promise<ScannedSegment<M>> {
     const { segment, bytes, scanned } = one;
     // Once a damage may be torn, so may every later one: a group confirming bytes past a later
     // damage would confirm this one's too.
     const at = scanned.entries.findIndex(
-      (entry) => entry.kind === 'damage' && !entry.harmless && !entry.wholeGroup && (entry.confirmedAfter === undefined || entry.confirmedAfter <= entry.offset),
+      (entry) =>
+        entry.kind === 'damage' &&
+        !entry.harmless &&
+        !entry.wholeGroup &&
+        (entry.confirmedAfter === undefined || entry.confirmedAfter <= entry.offset),
     );
     const first = at < 0 ? undefined : scanned.entries[at];
     if (!tornAllowed || !first || first.kind !== 'damage' || bytes.length !== segment.header.capacity) return scanned;
@@ -286,7 +327,10 @@ export class SegmentSet {
     const end = nonZeroEnd(bytes, first.offset, bytes.length);
     // With no sound group after it, the tail starts at or past the last sound group's end (past
     // it when corruption lies between); with one, that group was written behind it.
-    assert(first.confirmedAfter === undefined ? first.offset >= scanned.end : first.offset < scanned.end, 'a torn tail starts after the sound groups it does not cut');
+    assert(
+      first.confirmedAfter === undefined ? first.offset >= scanned.end : first.offset < scanned.end,
+      'a torn tail starts after the sound groups it does not cut',
+    );
     this.tornTails.push({ file: segment.file, offset: first.offset, bytes: end - first.offset });
     if (!this.readOnly) await segment.zeroRange(this.kernels, first.offset, end);
     segment.writeOffset = first.offset;
@@ -313,9 +357,13 @@ export class SegmentSet {
     if (this.closed) throw new StreamStackError('CLOSED', `${this.directory} is closed`);
     const segment = this.segments.find((candidate) => candidate.header.base === base);
     if (!segment && base < this.floorBase) {
-      throw new StreamStackError('TRIMMED', `the history segment at position ${base} was trimmed: the history starts at position ${this.floorBase}`, {
-        details: { segment: base, lowPosition: this.floorBase },
-      });
+      throw new StreamStackError(
+        'TRIMMED',
+        `the history segment at position ${base} was trimmed: the history starts at position ${this.floorBase}`,
+        {
+          details: { segment: base, lowPosition: this.floorBase },
+        },
+      );
     }
     if (!segment) {
       throw new StreamStackError('CORRUPT', `no segment with base ${base} in ${this.directory}`, {
@@ -394,7 +442,9 @@ export class SegmentSet {
     const spare = this.spare;
     this.spare = undefined;
     if (spare && capacity === this.spareCapacity && (await spare)) {
-      segment = await SegmentFile.fromSpare(this.kernels, this.spareFile, this.fileFor(header.base), full).catch(() => undefined);
+      segment = await SegmentFile.fromSpare(this.kernels, this.spareFile, this.fileFor(header.base), full).catch(
+        () => undefined,
+      );
     }
     segment ??= await SegmentFile.create(this.kernels, this.fileFor(header.base), full);
     if (active && !replacing) await this.finish(active, header);
@@ -473,7 +523,10 @@ export class SegmentSet {
    */
   swapIn(replaced: readonly SegmentFile[], merged: SegmentFile): void {
     const at = this.segments.indexOf(replaced[0]);
-    assert(at >= 0 && replaced.every((segment, index) => this.segments[at + index] === segment), 'a merge replaces consecutive segments');
+    assert(
+      at >= 0 && replaced.every((segment, index) => this.segments[at + index] === segment),
+      'a merge replaces consecutive segments',
+    );
     assert(at + replaced.length < this.segments.length, 'the active segment is never merged');
     this.segments.splice(at, replaced.length, merged);
     for (const segment of replaced) {

@@ -31,11 +31,11 @@
 import fs from 'node:fs';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { FrameKind } from './frame-kinds.js';
 import { frameControlBit, frameHeaderBytes, summaryPageCommits } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
-import { isCompactedRun, readCommitFields, writeCommitFields, type CommitRecord } from './commit-run.js';
-import { readFileRangeSync, SegmentKind, writeFileDurably, type SegmentHeader } from './segment.js';
+import { type CommitRecord, isCompactedRun, readCommitFields, writeCommitFields } from './commit-run.js';
+import { FrameKind } from './frame-kinds.js';
+import { readFileRangeSync, type SegmentHeader, SegmentKind, writeFileDurably } from './segment.js';
 
 const magic = 'SSSUMRY3';
 /**
@@ -170,9 +170,18 @@ export interface CommitPageShape {
  * Decodes a page of commit records, checked by its CRC and against its shape: the commits
  * follow each other from the page's first, and their runs lie inside the segment.
  */
-export function decodeCommitPage(kernels: Kernels, bytes: Uint8Array, shape: CommitPageShape, what: string): CommitRecord[] {
+export function decodeCommitPage(
+  kernels: Kernels,
+  bytes: Uint8Array,
+  shape: CommitPageShape,
+  what: string,
+): CommitRecord[] {
   const reader = new ByteReader(bytes, 0, Math.max(0, bytes.length - 4), what);
-  if (bytes.length < 4 || kernels.crc32(bytes.subarray(0, bytes.length - 4)) !== new DataView(bytes.buffer, bytes.byteOffset).getUint32(bytes.length - 4, true)) {
+  if (
+    bytes.length < 4 ||
+    kernels.crc32(bytes.subarray(0, bytes.length - 4)) !==
+      new DataView(bytes.buffer, bytes.byteOffset).getUint32(bytes.length - 4, true)
+  ) {
     throw reader.corrupt('CRC mismatch');
   }
   let expectedCommit = shape.firstCommit;
@@ -182,7 +191,12 @@ export function decodeCommitPage(kernels: Kernels, bytes: Uint8Array, shape: Com
     // The run's start follows the commit's fields.
     const record = readCommitFields(reader, () => ({ segment: shape.segment, runStart: 0 }));
     const runStart = reader.varint();
-    if (record.commit !== expectedCommit || record.parent !== record.commit - 1 || record.firstPosition !== expectedPosition || runStart + record.runBytes > shape.end) {
+    if (
+      record.commit !== expectedCommit ||
+      record.parent !== record.commit - 1 ||
+      record.firstPosition !== expectedPosition ||
+      runStart + record.runBytes > shape.end
+    ) {
       throw reader.corrupt(`commit ${record.commit} does not follow the one before it`);
     }
     (record as { runStart: number }).runStart = runStart;
@@ -206,7 +220,12 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCom
     const bytes = encodeCommitPage(kernels, inPage);
     pages.push(bytes);
     const last = inPage[inPage.length - 1];
-    table.push({ offset, length: bytes.length, lastPosition: last.lastPosition, runBytes: inPage.reduce((sum, commit) => sum + commit.runBytes, 0) });
+    table.push({
+      offset,
+      length: bytes.length,
+      lastPosition: last.lastPosition,
+      runBytes: inPage.reduce((sum, commit) => sum + commit.runBytes, 0),
+    });
     offset += bytes.length;
   }
   const streams = commits.map((commit, index) => ({ hash: streamHash(kernels, commit.stream), index }));
@@ -246,7 +265,12 @@ export function encodeSummary(kernels: Kernels, summary: SegmentSummary, pageCom
  * names — the same base, base commit and capacity — and that its pages and stream table lie
  * where the head says, one after another, to the end of the file.
  */
-export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: SegmentHeader, file: string): SummaryHead {
+export function decodeSummaryHead(
+  kernels: Kernels,
+  bytes: Uint8Array,
+  header: SegmentHeader,
+  file: string,
+): SummaryHead {
   const what = `summary ${file}`;
   if (bytes.length < headBytes + 4) throw new ByteReader(bytes, 0, 0, what).corrupt('shorter than its head');
   const stored = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(bytes.length - 4, true);
@@ -267,24 +291,29 @@ export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: S
   const lastPosition = reader.u64();
   const epochMax = reader.u64();
   const compactedMax = reader.u64();
-  if (compactedMax !== 0 && (compactedMax < baseCommit || compactedMax >= baseCommit + commitCount)) throw reader.corrupt(`compacted commit ${compactedMax} is not one of its commits`);
+  if (compactedMax !== 0 && (compactedMax < baseCommit || compactedMax >= baseCommit + commitCount))
+    throw reader.corrupt(`compacted commit ${compactedMax} is not one of its commits`);
   const runBytes = reader.u64();
   const source = reader.u32();
   const lastFrameOffset = reader.u64();
   const lastFrameHeader = reader.raw(frameHeaderBytes).slice();
-  if ((commitCount === 0) !== (lastFrameOffset === 0) || lastFrameOffset + frameHeaderBytes > end) throw reader.corrupt(`the last commit frame at ${lastFrameOffset} does not fit the segment`);
+  if ((commitCount === 0) !== (lastFrameOffset === 0) || lastFrameOffset + frameHeaderBytes > end)
+    throw reader.corrupt(`the last commit frame at ${lastFrameOffset} does not fit the segment`);
   const pageCommits = reader.u32();
   const pageCount = reader.u32();
   const streamTableOffset = reader.u32();
-  if (pageCommits === 0 || pageCount !== Math.ceil(commitCount / pageCommits)) throw reader.corrupt(`${pageCount} pages cannot hold ${commitCount} commits`);
-  if (lastPosition < base - 1 || (commitCount === 0) !== (lastPosition === base - 1)) throw reader.corrupt(`last position ${lastPosition} does not fit the commits`);
+  if (pageCommits === 0 || pageCount !== Math.ceil(commitCount / pageCommits))
+    throw reader.corrupt(`${pageCount} pages cannot hold ${commitCount} commits`);
+  if (lastPosition < base - 1 || (commitCount === 0) !== (lastPosition === base - 1))
+    throw reader.corrupt(`last position ${lastPosition} does not fit the commits`);
   const pages: SummaryPage[] = [];
   let expected = headBytes + pageCount * pageEntryBytes;
   let previousLast = base - 1;
   let bytesSum = 0;
   for (let page = 0; page < pageCount; page++) {
     const entry = { offset: reader.u32(), length: reader.u32(), lastPosition: reader.u64(), runBytes: reader.u64() };
-    if (entry.offset !== expected || entry.length < 4 || entry.lastPosition < previousLast) throw reader.corrupt(`page ${page} is misplaced`);
+    if (entry.offset !== expected || entry.length < 4 || entry.lastPosition < previousLast)
+      throw reader.corrupt(`page ${page} is misplaced`);
     expected += entry.length;
     previousLast = entry.lastPosition;
     bytesSum += entry.runBytes;
@@ -294,17 +323,40 @@ export function decodeSummaryHead(kernels: Kernels, bytes: Uint8Array, header: S
   if (streamTableOffset !== expected || expected + commitCount * streamEntryBytes !== bytes.length - 4) {
     throw reader.corrupt('the stream table is misplaced');
   }
-  return { file, base, baseCommit, capacity, end, commitCount, lastPosition, epochMax, compactedMax, runBytes, source, lastFrameOffset, lastFrameHeader, pageCommits, pages, streamTableOffset };
+  return {
+    file,
+    base,
+    baseCommit,
+    capacity,
+    end,
+    commitCount,
+    lastPosition,
+    epochMax,
+    compactedMax,
+    runBytes,
+    source,
+    lastFrameOffset,
+    lastFrameHeader,
+    pageCommits,
+    pages,
+    streamTableOffset,
+  };
 }
 
 /**
  * Decodes page `page` of a summary from its bytes, checked by its CRC and against its head: the
  * commits follow each other from the page's first, their runs lie inside the segment.
  */
-export function decodeSummaryPage(kernels: Kernels, head: SummaryHead, page: number, bytes: Uint8Array): CommitRecord[] {
+export function decodeSummaryPage(
+  kernels: Kernels,
+  head: SummaryHead,
+  page: number,
+  bytes: Uint8Array,
+): CommitRecord[] {
   const entry = head.pages[page];
   const what = `summary ${head.file}, page ${page}`;
-  if (bytes.length !== entry.length) throw new ByteReader(bytes, 0, 0, what).corrupt(`the page is ${bytes.length} bytes, its head says ${entry.length}`);
+  if (bytes.length !== entry.length)
+    throw new ByteReader(bytes, 0, 0, what).corrupt(`the page is ${bytes.length} bytes, its head says ${entry.length}`);
   const first = page * head.pageCommits;
   return decodeCommitPage(
     kernels,
@@ -322,15 +374,24 @@ export function decodeSummaryPage(kernels: Kernels, head: SummaryHead, page: num
 }
 
 /** Decodes and checks a whole summary, every page (what `verify` compares with the segment). */
-export function decodeSummary(kernels: Kernels, bytes: Uint8Array, header: SegmentHeader, file: string): SegmentSummary {
+export function decodeSummary(
+  kernels: Kernels,
+  bytes: Uint8Array,
+  header: SegmentHeader,
+  file: string,
+): SegmentSummary {
   const head = decodeSummaryHead(kernels, bytes, header, file);
-  const commits = head.pages.flatMap((page, index) => decodeSummaryPage(kernels, head, index, bytes.subarray(page.offset, page.offset + page.length)));
+  const commits = head.pages.flatMap((page, index) =>
+    decodeSummaryPage(kernels, head, index, bytes.subarray(page.offset, page.offset + page.length)),
+  );
   const what = new ByteReader(bytes, 0, 0, `summary ${file}`);
-  if (segmentSource(kernels, commits) !== head.source) throw what.corrupt('its source fingerprint disagrees with its commits');
+  if (segmentSource(kernels, commits) !== head.source)
+    throw what.corrupt('its source fingerprint disagrees with its commits');
   const last = commits[commits.length - 1];
   if (last) {
     const frame = commitFrameHeader(kernels, last);
-    if (frame.offset !== head.lastFrameOffset || !sameBytes(frame.header, head.lastFrameHeader)) throw what.corrupt('its last commit frame disagrees with its commits');
+    if (frame.offset !== head.lastFrameOffset || !sameBytes(frame.header, head.lastFrameHeader))
+      throw what.corrupt('its last commit frame disagrees with its commits');
   }
   return { base: head.base, baseCommit: head.baseCommit, capacity: head.capacity, end: head.end, commits };
 }
@@ -355,9 +416,13 @@ export function checkSummaryAgainstSegment(head: SummaryHead, segmentFile: strin
   }
   assert(head.lastFrameHeader.length === frameHeaderBytes, 'a summary head holds a whole frame header');
   if (!sameBytes(held, head.lastFrameHeader)) {
-    throw new StreamStackError('CORRUPT', `summary ${head.file} describes another segment: its last commit frame is not at ${head.lastFrameOffset} of ${segmentFile}`, {
-      details: { file: head.file, offset: 0 },
-    });
+    throw new StreamStackError(
+      'CORRUPT',
+      `summary ${head.file} describes another segment: its last commit frame is not at ${head.lastFrameOffset} of ${segmentFile}`,
+      {
+        details: { file: head.file, offset: 0 },
+      },
+    );
   }
 }
 
@@ -369,7 +434,10 @@ export function summaryFileOf(segmentFile: string): string {
 /** A summary that cannot be read as its head says: `CORRUPT`, naming the file. */
 function unreadable(file: string, offset: number, error: unknown): StreamStackError {
   if (error instanceof StreamStackError) return error;
-  return new StreamStackError('CORRUPT', `summary ${file} cannot be read: ${(error as Error).message}`, { cause: error, details: { file, offset } });
+  return new StreamStackError('CORRUPT', `summary ${file} cannot be read: ${(error as Error).message}`, {
+    cause: error,
+    details: { file, offset },
+  });
 }
 
 /** A summary file's bytes; undefined when it is missing. */
@@ -402,7 +470,12 @@ const capacityOffset = 28;
  * summary is not), so that each lost commit keeps its own positions. Undefined when there is no
  * such summary, when it is damaged, or when it does not start at `base` and `baseCommit`.
  */
-export function orphanSummaryCommits(kernels: Kernels, file: string, base: number, baseCommit: number): readonly CommitRecord[] | undefined {
+export function orphanSummaryCommits(
+  kernels: Kernels,
+  file: string,
+  base: number,
+  baseCommit: number,
+): readonly CommitRecord[] | undefined {
   let bytes: Uint8Array | undefined;
   try {
     bytes = readSummaryFile(file);
@@ -412,7 +485,9 @@ export function orphanSummaryCommits(kernels: Kernels, file: string, base: numbe
   if (!bytes || bytes.length < headBytes + 4) return undefined;
   // The segment's header is lost with it: the summary's own capacity stands in for the header's,
   // and the base and first commit, which the chain expects, are what must match.
-  const capacity = Number(new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getBigUint64(capacityOffset, true));
+  const capacity = Number(
+    new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getBigUint64(capacityOffset, true),
+  );
   try {
     return decodeSummary(kernels, bytes, { kind: SegmentKind.History, base, baseCommit, capacity }, file).commits;
   } catch {
@@ -456,18 +531,31 @@ export function summaryStreamCandidates(kernels: Kernels, head: SummaryHead, str
   for (let at = low; at < head.commitCount; at++) {
     const entry = entryAt(at);
     if (entry.hash !== hash) break;
-    if (entry.index >= head.commitCount) throw unreadable(head.file, head.streamTableOffset + at * streamEntryBytes, new Error(`stream table entry ${at} names commit ${entry.index}`));
+    if (entry.index >= head.commitCount)
+      throw unreadable(
+        head.file,
+        head.streamTableOffset + at * streamEntryBytes,
+        new Error(`stream table entry ${at} names commit ${entry.index}`),
+      );
     found.push(entry.index);
   }
   return found;
 }
 
 /** Writes a summary durably (see `writeFileDurably`); returns its head. */
-export async function writeSummary(kernels: Kernels, file: string, summary: SegmentSummary, header: SegmentHeader): Promise<SummaryHead> {
+export async function writeSummary(
+  kernels: Kernels,
+  file: string,
+  summary: SegmentSummary,
+  header: SegmentHeader,
+): Promise<SummaryHead> {
   const last = summary.commits[summary.commits.length - 1];
   // Checked before writing as opening checks it after reading: the last commit frame the summary
   // names lies inside the segment's written part.
-  assert(!last || last.runStart + last.runBytes + frameHeaderBytes <= summary.end, 'a summary names a last commit frame inside its segment');
+  assert(
+    !last || last.runStart + last.runBytes + frameHeaderBytes <= summary.end,
+    'a summary names a last commit frame inside its segment',
+  );
   const bytes = encodeSummary(kernels, summary);
   await writeFileDurably(kernels, file, bytes);
   return decodeSummaryHead(kernels, bytes, header, file);

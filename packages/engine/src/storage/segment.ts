@@ -112,7 +112,8 @@ export async function writeFileDurably(kernels: Kernels, file: string, bytes: Ui
     // durable write copies its bytes first, and a dictionary of tens of megabytes copied on
     // the event loop held it a seventh of a second.
     let written = 0;
-    while (written < bytes.length) written += (await handle.write(bytes, written, bytes.length - written, written)).bytesWritten;
+    while (written < bytes.length)
+      written += (await handle.write(bytes, written, bytes.length - written, written)).bytesWritten;
     await kernels.writeDurable(handle.fd, 0, []);
   } catch (error) {
     throw ioError(error, `cannot write ${temporary}`);
@@ -131,7 +132,8 @@ export function readFileRangeSync(file: string, offset: number, length: number):
   const bytes = new Uint8Array(length);
   const fd = fs.openSync(file, 'r');
   try {
-    if (fs.readSync(fd, bytes, 0, length, offset) !== length) throw new Error(`the file is shorter than ${offset + length} bytes`);
+    if (fs.readSync(fd, bytes, 0, length, offset) !== length)
+      throw new Error(`the file is shorter than ${offset + length} bytes`);
   } finally {
     fs.closeSync(fd);
   }
@@ -369,7 +371,8 @@ export class SegmentFile {
     return written.then(
       () => {
         entry.confirmed = true;
-        while (this.pending.length > 0 && this.pending[0].confirmed) this.durableEnd = Math.max(this.durableEnd, this.pending.shift()!.end);
+        while (this.pending.length > 0 && this.pending[0].confirmed)
+          this.durableEnd = Math.max(this.durableEnd, this.pending.shift()!.end);
         if (this.failure) throw this.failure;
         return offset;
       },
@@ -445,8 +448,12 @@ function segmentSpaceError(error: unknown, file: string, capacity: number): Stre
   } catch {
     // The free space is only information for the message.
   }
-  return new StreamStackError('IO', `cannot create ${file}: a segment is preallocated to ${capacity} bytes and the disk is full${free} (ENOSPC)`, {
-    cause: error,
-    details: { errno: 'ENOSPC', path: file, bytes: capacity },
-  });
+  return new StreamStackError(
+    'IO',
+    `cannot create ${file}: a segment is preallocated to ${capacity} bytes and the disk is full${free} (ENOSPC)`,
+    {
+      cause: error,
+      details: { errno: 'ENOSPC', path: file, bytes: capacity },
+    },
+  );
 }

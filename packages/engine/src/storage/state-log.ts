@@ -67,7 +67,8 @@ function scanFile(kernels: Kernels, file: string, belongs: (record: Uint8Array) 
   try {
     bytes = fs.readFileSync(file);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { file, exists: false, size: 0, frames: [], damages: [], newest: 0 };
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+      return { file, exists: false, size: 0, frames: [], damages: [], newest: 0 };
     throw ioError(error, `cannot read ${file}`);
   }
   const frames: StateFrame[] = [];
@@ -142,7 +143,8 @@ export class StateLog {
     log.noteDamage(scanned[1], true, scanned[0]);
     if (readOnly) return log;
     try {
-      for (const [index, one] of scanned.entries()) log.files.push(await StateLog.openForWrites(kernels, one, tailIsTorn(one, index === 1, scanned[1 - index])));
+      for (const [index, one] of scanned.entries())
+        log.files.push(await StateLog.openForWrites(kernels, one, tailIsTorn(one, index === 1, scanned[1 - index])));
       await log.catchUp(scanned);
     } catch (error) {
       log.close();
@@ -159,7 +161,11 @@ export class StateLog {
     const soundEnd = one.frames.length === 0 ? 0 : one.frames[one.frames.length - 1].end;
     const torn = tailIsTorn(one, isCopy, other);
     for (const damage of one.damages) {
-      const where = { file: one.file, offset: damage.offset, reason: `${damage.end - damage.offset} damaged bytes in a state log` };
+      const where = {
+        file: one.file,
+        offset: damage.offset,
+        reason: `${damage.end - damage.offset} damaged bytes in a state log`,
+      };
       if (torn && damage.offset >= soundEnd) this.tornTails.push(where);
       else this.corruptions.push(where);
     }
@@ -168,13 +174,19 @@ export class StateLog {
       this.corruptions.push({
         file: one.file,
         offset: soundEnd,
-        reason: one.exists ? `its newest record is ${one.newest}, its other file's ${other.newest}` : 'the file is missing',
+        reason: one.exists
+          ? `its newest record is ${one.newest}, its other file's ${other.newest}`
+          : 'the file is missing',
         harmless: true,
       });
     } else if (isCopy && one.newest < other.newest) {
       // The copy one record behind: its write never completed (the first file is written and
       // synced first). Nothing is lost, and a read-write open gives it the record; verify says so.
-      this.tornTails.push({ file: one.file, offset: soundEnd, reason: `its newest record, ${other.newest}, is missing: a copy write that never completed` });
+      this.tornTails.push({
+        file: one.file,
+        offset: soundEnd,
+        reason: `its newest record, ${other.newest}, is missing: a copy write that never completed`,
+      });
     }
   }
 
@@ -232,7 +244,10 @@ export class StateLog {
     try {
       await this.writeBoth(record);
     } catch (error) {
-      this.failure = ioError(error, `a write to ${this.file} failed; it accepts no more writes until it is opened again`);
+      this.failure = ioError(
+        error,
+        `a write to ${this.file} failed; it accepts no more writes until it is opened again`,
+      );
       throw this.failure;
     }
   }
@@ -311,10 +326,17 @@ export class DeferredRecordLog<T> {
     readOnly: boolean,
     codec: { encode: (value: T) => Uint8Array; decode: (bytes: Uint8Array, file: string) => T },
   ): Promise<DeferredRecordLog<T>> {
-    if (!fs.existsSync(file) && !fs.existsSync(`${file}${stateLogCopySuffix}`)) return new DeferredRecordLog(kernels, file, codec.encode, undefined, undefined);
+    if (!fs.existsSync(file) && !fs.existsSync(`${file}${stateLogCopySuffix}`))
+      return new DeferredRecordLog(kernels, file, codec.encode, undefined, undefined);
     const log = await StateLog.open(kernels, file, readOnly);
     try {
-      return new DeferredRecordLog(kernels, file, codec.encode, log, log.last ? codec.decode(log.last, file) : undefined);
+      return new DeferredRecordLog(
+        kernels,
+        file,
+        codec.encode,
+        log,
+        log.last ? codec.decode(log.last, file) : undefined,
+      );
     } catch (error) {
       log.close();
       throw error;

@@ -11,9 +11,9 @@ import { ByteReader } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
 import { controlGroup, type GroupBuilder } from './groups.js';
+import { type RecordData, readWalRecord, writeWalRecord } from './records.js';
 import type { Corruption } from './runs.js';
-import { readWalRecord, writeWalRecord, type RecordData } from './records.js';
-import { SegmentKind, type SegmentFile } from './segment.js';
+import { type SegmentFile, SegmentKind } from './segment.js';
 import { SegmentSet } from './segment-set.js';
 
 /** Where an acknowledged record lies in the WAL. */
@@ -32,7 +32,13 @@ export type WalEvent =
       readonly openedAt: number;
       readonly message?: string;
     }
-  | { readonly kind: 'abort'; readonly segment: number; readonly stream: string; readonly epoch: number; readonly at: number }
+  | {
+      readonly kind: 'abort';
+      readonly segment: number;
+      readonly stream: string;
+      readonly epoch: number;
+      readonly at: number;
+    }
   | {
       readonly kind: 'batch';
       readonly segment: number;
@@ -204,7 +210,10 @@ export class Wal {
     const present = new Set(segments.segments.map((segment) => segment.header.base));
     const isLive = (base: number) => !live || base >= live.listedIn || live.bases.includes(base);
     for (const base of live?.bases ?? []) {
-      if (!present.has(base) && !segments.corruptions.some((corruption) => corruption.file === segments.fileFor(base))) {
+      if (
+        !present.has(base) &&
+        !segments.corruptions.some((corruption) => corruption.file === segments.fileFor(base))
+      ) {
         corruptions.push({ file: segments.fileFor(base), offset: 0, reason: 'a live WAL segment is missing' });
       }
     }
@@ -223,16 +232,27 @@ export class Wal {
    * group does not fit (segments grow up to `capacityMax`, see `SegmentSet.grownCapacity`); a new
    * segment's first group lists the live segments.
    */
-  commit(builder: GroupBuilder, capacityMax: number): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
+  commit(
+    builder: GroupBuilder,
+    capacityMax: number,
+  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
     const sequence = this.nextSequence++;
     builder.begin(FrameKind.WalMarker, true).varint(sequence).varint(builder.runFrameCount);
     builder.end();
     const bytes = builder.finish(this.kernels);
-    const append = async (segment: SegmentFile) => ({ segment: segment.header.base, offset: await this.segments.appendGroup(segment, bytes) });
+    const append = async (segment: SegmentFile) => ({
+      segment: segment.header.base,
+      offset: await this.segments.appendGroup(segment, bytes),
+    });
     const active = this.segments.activeWithRoom(bytes.length, capacityMax);
     if (active) return { placed: true, durable: append(active) };
     const durable = this.segments
-      .roll(bytes.length, () => ({ base: sequence, baseCommit: 0 }), capacityMax, (base) => this.liveListGroup(base))
+      .roll(
+        bytes.length,
+        () => ({ base: sequence, baseCommit: 0 }),
+        capacityMax,
+        (base) => this.liveListGroup(base),
+      )
       .then(append);
     return { placed: false, durable };
   }
@@ -281,7 +301,14 @@ export class Wal {
         const location = locations[index];
         const from = location.dataStart - spanStart;
         records.push(
-          readWalRecord(new ByteReader(bytes, from + 1, location.dataEnd - spanStart, `WAL record at ${segment.file}:${location.dataStart - 8}`)),
+          readWalRecord(
+            new ByteReader(
+              bytes,
+              from + 1,
+              location.dataEnd - spanStart,
+              `WAL record at ${segment.file}:${location.dataStart - 8}`,
+            ),
+          ),
         );
       }
       start = end;

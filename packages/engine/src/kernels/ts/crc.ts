@@ -43,8 +43,7 @@ export class SlicingCrc32 {
     let crc = ~seed;
     let i = start;
     while (end - i >= sliceBytes) {
-      const word =
-        crc ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24));
+      const word = crc ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24));
       crc =
         t[3840 + (word & 0xff)] ^
         t[3584 + ((word >>> 8) & 0xff)] ^
@@ -85,13 +84,20 @@ export function crc32c(bytes: Uint8Array, seed = 0, start = 0, end = bytes.lengt
 /** Checks ranges `[ranges[2i], ranges[2i + 1])` against a buffer of `length` bytes, as the native twin does. */
 function checkRanges(ranges: Uint32Array, length: number): void {
   if (ranges.length % 2 !== 0) {
-    throw new StreamStackError('INVALID_ARGUMENT', `ranges come in start and end pairs, but ${ranges.length} offsets were given`);
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `ranges come in start and end pairs, but ${ranges.length} offsets were given`,
+    );
   }
   for (let index = 0; index < ranges.length; index += 2) {
     if (ranges[index] > ranges[index + 1] || ranges[index + 1] > length) {
-      throw new StreamStackError('INVALID_ARGUMENT', `range ${index / 2} [${ranges[index]}, ${ranges[index + 1]}) is reversed or runs past the ${length} bytes`, {
-        details: { index: index / 2, start: ranges[index], end: ranges[index + 1], bytes: length },
-      });
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `range ${index / 2} [${ranges[index]}, ${ranges[index + 1]}) is reversed or runs past the ${length} bytes`,
+        {
+          details: { index: index / 2, start: ranges[index], end: ranges[index + 1], bytes: length },
+        },
+      );
     }
   }
 }
@@ -100,7 +106,10 @@ function checkRanges(ranges: Uint32Array, length: number): void {
 function outputOf(out: Uint32Array | undefined, expected: number): Uint32Array {
   if (out === undefined) return new Uint32Array(expected);
   if (out.length !== expected) {
-    throw new StreamStackError('INVALID_ARGUMENT', `the output holds ${out.length} values, not the ${expected} the ranges give`);
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `the output holds ${out.length} values, not the ${expected} the ranges give`,
+    );
   }
   return out;
 }
@@ -109,7 +118,8 @@ function outputOf(out: Uint32Array | undefined, expected: number): Uint32Array {
 export function crc32cRanges(bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array {
   checkRanges(ranges, bytes.length);
   const out = outputOf(given, ranges.length / 2);
-  for (let index = 0; index < out.length; index++) out[index] = crc32c(bytes, 0, ranges[2 * index], ranges[2 * index + 1]);
+  for (let index = 0; index < out.length; index++)
+    out[index] = crc32c(bytes, 0, ranges[2 * index], ranges[2 * index + 1]);
   return out;
 }
 

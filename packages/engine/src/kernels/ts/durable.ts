@@ -55,11 +55,7 @@ function writeAll(fd: number, position: number, buffers: readonly Uint8Array[]):
   });
 }
 
-export async function writeDurable(
-  fd: number,
-  position: number,
-  buffers: readonly Uint8Array[],
-): Promise<void> {
+export async function writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void> {
   if (!Number.isSafeInteger(position) || position < 0) {
     throw new StreamStackError('INVALID_ARGUMENT', `position ${position} is not a byte offset`);
   }
@@ -79,7 +75,10 @@ export async function writeDirect(fd: number, position: number, buffers: readonl
     throw new StreamStackError('INVALID_ARGUMENT', `position ${position} is not a byte offset`);
   }
   if (position % directWriteAlignmentBytes !== 0) {
-    throw new StreamStackError('INVALID_ARGUMENT', `a direct write's position ${position} is not a multiple of ${directWriteAlignmentBytes} bytes`);
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `a direct write's position ${position} is not a multiple of ${directWriteAlignmentBytes} bytes`,
+    );
   }
   const length = buffers.reduce((sum, buffer) => sum + buffer.length, 0);
   const padding = (directWriteAlignmentBytes - (length % directWriteAlignmentBytes)) % directWriteAlignmentBytes;

@@ -182,16 +182,14 @@ class FstWriter {
       // how much of the unfinished path the new key keeps.
       const previousLength = previousEnd - previousStart;
       const length = end - start;
-      const sharedMax = Math.min(previousLength , length);
+      const sharedMax = Math.min(previousLength, length);
       let shared = 0;
       while (shared < sharedMax && bytes[previousStart + shared] === bytes[start + shared]) {
         shared++;
       }
       if (index > 0) {
         const ascending =
-          shared < sharedMax
-            ? bytes[start + shared] > bytes[previousStart + shared]
-            : length > previousLength;
+          shared < sharedMax ? bytes[start + shared] > bytes[previousStart + shared] : length > previousLength;
         if (!ascending) throw keyOrderError(index, shared === length && length === previousLength);
       }
       this.insert(bytes, start, end, values, index, shared);
@@ -222,7 +220,7 @@ class FstWriter {
     let remaining = values[index];
     for (let level = 0; level < prefixLength; level++) {
       const pendingOutput = nodes.pendingOutput[level];
-      const shared = Math.min(pendingOutput , remaining);
+      const shared = Math.min(pendingOutput, remaining);
       const excess = pendingOutput - shared;
       remaining -= shared;
       nodes.pendingOutput[level] = shared;
@@ -451,21 +449,17 @@ function checkBuildArguments(keys: PackedBytes, values: Float64Array): void {
   const { bytes, ends } = keys;
   const count = ends.length;
   if (values.length !== count) {
-    throw new StreamStackError(
-      'INVALID_ARGUMENT',
-      `fstBuild got ${count} keys but ${values.length} values`,
-      { details: { keys: count, values: values.length } },
-    );
+    throw new StreamStackError('INVALID_ARGUMENT', `fstBuild got ${count} keys but ${values.length} values`, {
+      details: { keys: count, values: values.length },
+    });
   }
   let previousEnd = 0;
   for (let index = 0; index < count; index++) {
     const end = ends[index];
     if (end < previousEnd || end > bytes.length) {
-      throw new StreamStackError(
-        'INVALID_ARGUMENT',
-        `fstBuild key ${index} ends at ${end}, outside its buffer`,
-        { details: { index, end, previousEnd, bytes: bytes.length } },
-      );
+      throw new StreamStackError('INVALID_ARGUMENT', `fstBuild key ${index} ends at ${end}, outside its buffer`, {
+        details: { index, end, previousEnd, bytes: bytes.length },
+      });
     }
     previousEnd = end;
     const value = values[index];

@@ -97,9 +97,7 @@ export const checksumMaskDelta = 0xa282ead8;
 const commonInputBytes = 'te/oasripcnw.hlm-du012g=:bf3y5&_4v9678k%?xCDASFIBEjPTzRNM+LOqHG';
 
 /** `commonInputByIndex[i - 1]` is the byte whose common-input index is `i` (1-based). */
-export const commonInputByIndex: Uint8Array = Uint8Array.from(commonInputBytes, (character) =>
-  character.charCodeAt(0),
-);
+export const commonInputByIndex: Uint8Array = Uint8Array.from(commonInputBytes, (character) => character.charCodeAt(0));
 
 /** `commonInputIndexOf[byte]` is the byte's 1-based common-input index, or 0 when it has none. */
 export const commonInputIndexOf: Uint8Array = (() => {

@@ -261,8 +261,7 @@ class RangeScan {
       if (arrived) {
         // First visit: is the key down to here an entry, and where do the transitions start?
         arrived = false;
-        const notBelowLower =
-          lower === null || !cursor.onLowerBound || (top === lower.bytes.length && lower.inclusive);
+        const notBelowLower = lower === null || !cursor.onLowerBound || (top === lower.bytes.length && lower.inclusive);
         if (cursor.isFinal && notBelowLower) {
           if (this.pastUpper(top)) return;
           const value = this.pathOutputs[top] + finalOutputOf(data, this.version, cursor.address);
@@ -294,10 +293,10 @@ class RangeScan {
       const target = cursor.transitionTarget;
       // A negative target stands for a u64 that wrapped past zero, which is a huge address.
       if (target < 0 || target >= cursor.address) {
-        throw corrupt(
-          `node ${cursor.address} has a transition to ${target}, not to a lower address`,
-          { address: cursor.address, target },
-        );
+        throw corrupt(`node ${cursor.address} has a transition to ${target}, not to a lower address`, {
+          address: cursor.address,
+          target,
+        });
       }
       const childDepth = top + 1;
       if (childDepth === this.cursors.length) this.cursors.push(new NodeCursor());
@@ -307,10 +306,7 @@ class RangeScan {
       const pathOutput = this.pathOutputs[top] + this.transitionOutput[0];
       if (pathOutput > Number.MAX_SAFE_INTEGER) throw unsafeValue();
       child.onLowerBound =
-        lower !== null &&
-        cursor.onLowerBound &&
-        top < lower.bytes.length &&
-        lower.bytes[top] === input;
+        lower !== null && cursor.onLowerBound && top < lower.bytes.length && lower.bytes[top] === input;
       this.pathOutputs[childDepth] = pathOutput;
       this.key[top] = input;
       top = childDepth;
@@ -323,7 +319,7 @@ class RangeScan {
     const upper = this.upper;
     if (upper === null) return false;
     const bound = upper.bytes;
-    const shorter = Math.min(length , bound.length);
+    const shorter = Math.min(length, bound.length);
     for (let index = 0; index < shorter; index++) {
       if (this.key[index] !== bound[index]) return this.key[index] > bound[index];
     }
@@ -342,7 +338,7 @@ class RangeScan {
 
 /** Byte strings compared lexicographically, as the crate (and Rust's slices) compare them. */
 function compareBytes(left: Uint8Array, right: Uint8Array): number {
-  const shorter = Math.min(left.length , right.length);
+  const shorter = Math.min(left.length, right.length);
   for (let index = 0; index < shorter; index++) {
     if (left[index] !== right[index]) return left[index] - right[index];
   }
@@ -370,18 +366,16 @@ export function fstRange(fst: Uint8Array, range: FstRange): FstEntries {
   const requestedLimit = range.limit ?? Number.POSITIVE_INFINITY;
   const unlimited = requestedLimit === Number.POSITIVE_INFINITY;
   if (!(unlimited || (Number.isSafeInteger(requestedLimit) && requestedLimit >= 0))) {
-    throw new StreamStackError(
-      'INVALID_ARGUMENT',
-      `fstRange limit ${requestedLimit} is not a non-negative integer`,
-      { details: { limit: requestedLimit } },
-    );
+    throw new StreamStackError('INVALID_ARGUMENT', `fstRange limit ${requestedLimit} is not a non-negative integer`, {
+      details: { limit: requestedLimit },
+    });
   }
   const rootAddress = openFst(fst);
   const version = fst[0];
   // A sound FST has exactly as many keys as its footer counts, so a scan never needs to report
   // more; a corrupt one that holds more is cut off there, as the native twin does.
   const keyCount = footerKeyCount(fst);
-  const limit = Math.min(requestedLimit , keyCount);
+  const limit = Math.min(requestedLimit, keyCount);
 
   let lower: Bound | null = null;
   let upper: Bound | null = null;

@@ -186,13 +186,7 @@ export function transitionIndexBytesOf(version: number, count: number): number {
 }
 
 /** Where the final output of an "any transitions" node starts (negative when it cannot). */
-function finalOutputAt(
-  data: Uint8Array,
-  version: number,
-  address: number,
-  state: number,
-  sizesAt: number,
-): number {
+function finalOutputAt(data: Uint8Array, version: number, address: number, state: number, sizesAt: number): number {
   const count = anyNodeTransitionCount(data, address, state);
   const sizes = data[sizesAt];
   const indexBytes = transitionIndexBytesOf(version, count);
@@ -218,12 +212,7 @@ export function finalOutputOf(data: Uint8Array, version: number, address: number
  * the end of any file there), and a delta near 2^64 wraps back into the file; for deltas of 2^53
  * and more, computed on 32-bit halves to stay exact.
  */
-export function transitionTarget(
-  data: Uint8Array,
-  deltaAt: number,
-  size: number,
-  nodeStart: number,
-): number {
+export function transitionTarget(data: Uint8Array, deltaAt: number, size: number, nodeStart: number): number {
   if (size <= safeDeltaBytes) {
     const delta = readPacked(data, deltaAt, size);
     return delta === 0 ? emptyFinalAddress : nodeStart - delta;
@@ -387,11 +376,9 @@ export function fstGetMany(fst: Uint8Array, keys: PackedBytes): Float64Array {
   for (let index = 0; index < ends.length; index++) {
     const end = ends[index];
     if (end < start || end > bytes.length) {
-      throw new StreamStackError(
-        'INVALID_ARGUMENT',
-        `fstGetMany key ${index} ends at ${end}, outside its buffer`,
-        { details: { index, end, start, bytes: bytes.length } },
-      );
+      throw new StreamStackError('INVALID_ARGUMENT', `fstGetMany key ${index} ends at ${end}, outside its buffer`, {
+        details: { index, end, start, bytes: bytes.length },
+      });
     }
     start = end;
   }

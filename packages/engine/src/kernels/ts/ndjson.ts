@@ -58,7 +58,8 @@ function check(columns: NdjsonColumns): number {
     ['payloadEnds', columns.payloadEnds.length],
     ['tagRows', Math.max(0, columns.tagRows.length - 1)],
   ];
-  for (const [name, length] of perRow) if (length < rows) throw invalid(`column ${name} holds ${length} values for ${rows} rows`);
+  for (const [name, length] of perRow)
+    if (length < rows) throw invalid(`column ${name} holds ${length} values for ${rows} rows`);
   if (columns.tagStarts.length !== columns.tagEnds.length) throw invalid('tagStarts and tagEnds differ in length');
   for (const [name, value] of [
     ['keyFlag', columns.keyFlag],
@@ -66,10 +67,12 @@ function check(columns: NdjsonColumns): number {
     ['tombstoneFlag', columns.tombstoneFlag],
     ['elsewhereFlag', columns.elsewhereFlag],
   ] as const) {
-    if (!Number.isInteger(value) || value < 0 || value > 0xff) throw invalid(`${name} ${value} is not a flag bit of a byte`);
+    if (!Number.isInteger(value) || value < 0 || value > 0xff)
+      throw invalid(`${name} ${value} is not a flag bit of a byte`);
   }
   const range = (what: string, start: number, end: number, within: number) => {
-    if (start > end || end > within) throw invalid(`${what} [${start}, ${end}) is reversed or runs past the ${within} bytes`);
+    if (start > end || end > within)
+      throw invalid(`${what} [${start}, ${end}) is reversed or runs past the ${within} bytes`);
   };
   let previousEnd = 0;
   columns.typeEnds.forEach((end, index) => {
@@ -80,17 +83,25 @@ function check(columns: NdjsonColumns): number {
     range('a key', columns.keyStarts[row], columns.keyEnds[row], columns.bytes.length);
     range('a fingerprint', columns.fingerprintStarts[row], columns.fingerprintEnds[row], columns.bytes.length);
     const elsewhere = (columns.flags[row] & columns.elsewhereFlag) !== 0;
-    range('a payload', columns.payloadStarts[row], columns.payloadEnds[row], elsewhere ? columns.external.length : columns.bytes.length);
+    range(
+      'a payload',
+      columns.payloadStarts[row],
+      columns.payloadEnds[row],
+      elsewhere ? columns.external.length : columns.bytes.length,
+    );
     const first = columns.tagRows[row];
     const last = columns.tagRows[row + 1];
-    if (first > last || last > columns.tagStarts.length) throw invalid(`row ${row}'s tags [${first}, ${last}) are reversed or past the ${columns.tagStarts.length} tags`);
+    if (first > last || last > columns.tagStarts.length)
+      throw invalid(`row ${row}'s tags [${first}, ${last}) are reversed or past the ${columns.tagStarts.length} tags`);
     const typeId = columns.typeIds[row];
-    if (typeId < -1 || typeId >= columns.typeEnds.length) throw invalid(`row ${row}'s type ${typeId} is not one of the batch's ${columns.typeEnds.length}`);
+    if (typeId < -1 || typeId >= columns.typeEnds.length)
+      throw invalid(`row ${row}'s type ${typeId} is not one of the batch's ${columns.typeEnds.length}`);
     for (const value of [columns.seqs[row], columns.positions[row], columns.timestamps[row], columns.versions[row]]) {
       if (!Number.isSafeInteger(value)) throw invalid(`row ${row} holds ${value}, not a safe integer`);
     }
   }
-  for (let tag = 0; tag < columns.tagStarts.length; tag++) range(`tag ${tag}`, columns.tagStarts[tag], columns.tagEnds[tag], columns.bytes.length);
+  for (let tag = 0; tag < columns.tagStarts.length; tag++)
+    range(`tag ${tag}`, columns.tagStarts[tag], columns.tagEnds[tag], columns.bytes.length);
   return rows;
 }
 
@@ -98,14 +109,20 @@ function check(columns: NdjsonColumns): number {
 function writeText(out: Uint8Array, at: number, bytes: Uint8Array, start: number, end: number, what: string): number {
   const after = writeJsonString(out, at, bytes, start, end);
   if (after >= 0) return after;
-  if (!isUtf8(bytes.subarray(start, end))) throw new StreamStackError('CORRUPT', `a record's ${what} is not valid UTF-8`);
+  if (!isUtf8(bytes.subarray(start, end)))
+    throw new StreamStackError('CORRUPT', `a record's ${what} is not valid UTF-8`);
   return -after;
 }
 
 /** The most bytes row `row`'s line can take. */
 function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): number {
-  let bytes = lineFixedBytesMax + columns.head.length + typeBytes + jsonStringBytesMax(columns.keyEnds[row] - columns.keyStarts[row]);
-  for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) bytes += jsonStringBytesMax(columns.tagEnds[tag] - columns.tagStarts[tag]) + 1;
+  let bytes =
+    lineFixedBytesMax +
+    columns.head.length +
+    typeBytes +
+    jsonStringBytesMax(columns.keyEnds[row] - columns.keyStarts[row]);
+  for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++)
+    bytes += jsonStringBytesMax(columns.tagEnds[tag] - columns.tagStarts[tag]) + 1;
   // As text or as base64, whichever each is written as: text can take more.
   const fingerprint = columns.fingerprintEnds[row] - columns.fingerprintStarts[row];
   bytes += Math.max(jsonStringBytesMax(fingerprint), base64Bytes(fingerprint));
@@ -129,13 +146,19 @@ function writeExportLine(out: Uint8Array, at: number, columns: NdjsonColumns, ro
   const flag = flags[row];
   at = writeLineStart(out, at, columns, row);
   at = writeAscii(out, at, keyField);
-  at = (flag & keyFlag) !== 0 ? writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key') : writeAscii(out, at, nullValue);
+  at =
+    (flag & keyFlag) !== 0
+      ? writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key')
+      : writeAscii(out, at, nullValue);
   at = writeAscii(out, at, versionField);
   at = (flag & versionFlag) !== 0 ? writeInteger(out, at, columns.versions[row]) : writeAscii(out, at, nullValue);
   at = writeAscii(out, at, (flag & tombstoneFlag) !== 0 ? tombstoneTrue : tombstoneFalse);
   at = writeAscii(out, at, typeField);
   const typeId = columns.typeIds[row];
-  at = typeId < 0 ? writeAscii(out, at, nullValue) : writeAscii(out, at, types.subarray(typeId === 0 ? 0 : typeEnds[typeId - 1], typeEnds[typeId]));
+  at =
+    typeId < 0
+      ? writeAscii(out, at, nullValue)
+      : writeAscii(out, at, types.subarray(typeId === 0 ? 0 : typeEnds[typeId - 1], typeEnds[typeId]));
   at = writeAscii(out, at, tagsField);
   for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++) {
     if (tag > columns.tagRows[row]) out[at++] = 0x2c;
@@ -169,7 +192,15 @@ function writeReadLine(out: Uint8Array, at: number, columns: NdjsonColumns, row:
   const flag = flags[row];
   at = writeLineStart(out, at, columns, row);
   const payload = (flag & columns.elsewhereFlag) !== 0 ? columns.external : bytes;
-  at = writeBytesField(out, at, payload, columns.payloadStarts[row], columns.payloadEnds[row], readPayloadText, readPayloadBase64);
+  at = writeBytesField(
+    out,
+    at,
+    payload,
+    columns.payloadStarts[row],
+    columns.payloadEnds[row],
+    readPayloadText,
+    readPayloadBase64,
+  );
   if ((flag & columns.keyFlag) !== 0) {
     at = writeAscii(out, at, keyField);
     at = writeText(out, at, bytes, columns.keyStarts[row], columns.keyEnds[row], 'key');
@@ -194,7 +225,15 @@ function writeReadLine(out: Uint8Array, at: number, columns: NdjsonColumns, row:
     }
     out[at++] = 0x5d;
   }
-  at = writeBytesField(out, at, bytes, columns.fingerprintStarts[row], columns.fingerprintEnds[row], readFingerprintText, readFingerprintBase64);
+  at = writeBytesField(
+    out,
+    at,
+    bytes,
+    columns.fingerprintStarts[row],
+    columns.fingerprintEnds[row],
+    readFingerprintText,
+    readFingerprintBase64,
+  );
   return writeAscii(out, at, readLineEnd);
 }
 
@@ -203,7 +242,15 @@ function writeReadLine(out: Uint8Array, at: number, columns: NdjsonColumns, row:
  * UTF-8, else as base64 under `base64Field` (which opens the string). Written as text first; only
  * bytes above 0x7f need checking, and bytes that are not UTF-8 are written again, over it.
  */
-function writeBytesField(out: Uint8Array, at: number, source: Uint8Array, start: number, end: number, textField: Uint8Array, base64Field: Uint8Array): number {
+function writeBytesField(
+  out: Uint8Array,
+  at: number,
+  source: Uint8Array,
+  start: number,
+  end: number,
+  textField: Uint8Array,
+  base64Field: Uint8Array,
+): number {
   const afterText = writeJsonString(out, writeAscii(out, at, textField), source, start, end);
   if (afterText >= 0 || isUtf8(source.subarray(start, end))) return Math.abs(afterText);
   at = writeAscii(out, at, base64Field);

@@ -3,11 +3,7 @@
  * positions. The TypeScript twin of the native kernel; both write the same bytes.
  */
 import { StreamStackError } from '../../errors.js';
-import {
-  intersectGallopRatio,
-  postingsBlockLength,
-  postingsBlockThreshold,
-} from '../../limits.js';
+import { intersectGallopRatio, postingsBlockLength, postingsBlockThreshold } from '../../limits.js';
 
 const plainForm = 0x00;
 const blockForm = 0x01;
@@ -105,13 +101,7 @@ export function postingsEncode(positions: Uint32Array): Uint8Array {
   return out;
 }
 
-function decodeRun(
-  reader: VarintReader,
-  out: Uint32Array,
-  from: number,
-  to: number,
-  previous: number,
-): number {
+function decodeRun(reader: VarintReader, out: Uint32Array, from: number, to: number, previous: number): number {
   for (let i = from; i < to; i++) {
     const delta = reader.read();
     if (delta === 0 && i > 0) throw corrupt('positions do not ascend strictly');
@@ -149,13 +139,7 @@ export function postingsDecode(encoded: Uint8Array): Uint32Array {
     for (let block = 0; block < blockCount; block++) {
       const bodyStart = reader.offset;
       const blockStart = block * postingsBlockLength;
-      previous = decodeRun(
-        reader,
-        out,
-        blockStart,
-        Math.min(count, blockStart + postingsBlockLength),
-        previous,
-      );
+      previous = decodeRun(reader, out, blockStart, Math.min(count, blockStart + postingsBlockLength), previous);
       if (previous !== lasts[block]) throw corrupt(`block ${block} disagrees with the directory`);
       if (reader.offset - bodyStart !== bodyLengths[block]) {
         throw corrupt(`block ${block} has the wrong length`);
