@@ -11,7 +11,7 @@ import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
 import { type AppendRecord, type Feed, type StoredRecord, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { mergeSegmentsTrigger } from '../../packages/engine/src/limits.js';
-import { segmentFile } from '../../packages/engine/src/storage/segment-set.js';
+import { segmentFile } from '../../packages/engine/src/storage/feed-layout.js';
 import {
   collect,
   filledFeed,

@@ -1,15 +1,7 @@
-/**
- * The durable record of a feed's key-compaction horizon (`state/compaction.log`, a state log:
- * two files, the newest record wins, made on the first compaction). A compaction writes its
- * horizon here before it rewrites a single segment: from then on cursors below the horizon fail
- * with `COMPACTED`, whether or not every segment below it was rewritten yet, so no read ever sees
- * a history that is partly compacted. Each rewrite's switch-over is recorded in the merge log,
- * which recovery finishes as it finishes a merge's.
- */
-import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
+import { FeedLayout } from '../storage/feed-layout.js';
 import type { Corruption } from '../storage/runs.js';
 import { DeferredRecordLog } from '../storage/state-log.js';
 
@@ -42,7 +34,7 @@ export class CompactionLog {
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<CompactionLog> {
     return new CompactionLog(
-      await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'compaction.log'), readOnly, {
+      await DeferredRecordLog.open(kernels, new FeedLayout(directory).stateLog('compaction'), readOnly, {
         encode,
         decode,
       }),

@@ -9,6 +9,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import { feedNameCharactersMax } from '../limits.js';
+import { deletedFeedPrefix, FeedLayout, StoreLayout } from '../storage/feed-layout.js';
 import { DirectoryLock, type LockOptions } from '../storage/lock.js';
 import { syncDirectory, writeSmallFileSync } from '../storage/segment.js';
 import { checkDataDirectory, writeStoreMarker } from './store-marker.js';
@@ -16,7 +17,6 @@ import { checkDataDirectory, writeStoreMarker } from './store-marker.js';
 const feedNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /** Tombstones start with a '.', which no feed name may: they are never taken for feeds. */
-const tombstonePrefix = '.deleted-';
 
 export interface FeedMetadata {
   readonly name: string;
@@ -46,7 +46,7 @@ export function feedTagFrom(id: string): number {
  */
 export function feedTagOf(feedDirectory: string): number {
   try {
-    const tag = (JSON.parse(fs.readFileSync(path.join(feedDirectory, 'feed.json'), 'utf8')) as { tag?: unknown }).tag;
+    const tag = (JSON.parse(fs.readFileSync(new FeedLayout(feedDirectory).config, 'utf8')) as { tag?: unknown }).tag;
     return Number.isSafeInteger(tag) && (tag as number) >= 1 && (tag as number) <= feedTagMax ? (tag as number) : 0;
   } catch {
     return 0;
@@ -72,7 +72,7 @@ export function validateFeedName(name: unknown): string {
 export function feedIdentity(feedDirectory: string): string | undefined {
   let stats: fs.Stats | undefined;
   try {
-    stats = fs.statSync(path.join(feedDirectory, 'feed.json'), { throwIfNoEntry: false });
+    stats = fs.statSync(new FeedLayout(feedDirectory).config, { throwIfNoEntry: false });
   } catch {
     // ENOTDIR and the like: nothing that is a feed is there.
     return undefined;
@@ -111,7 +111,7 @@ export class DataDirectory {
     const lock = DirectoryLock.acquire(root, options);
     try {
       if (markerMissing) await writeStoreMarker(lock.directory);
-      fs.mkdirSync(path.join(lock.directory, 'feeds'), { recursive: true });
+      fs.mkdirSync(new StoreLayout(lock.directory).feeds, { recursive: true });
     } catch (error) {
       lock.release();
       throw ioError(error, `cannot prepare the data directory ${root}`);
@@ -131,23 +131,22 @@ export class DataDirectory {
   }
 
   feedDirectory(name: string): string {
-    return path.join(this.root, 'feeds', validateFeedName(name));
+    return new StoreLayout(this.root).feed(validateFeedName(name));
   }
 
   /** True when a feed's directory holds logs (so a missing feed.json is damage, not absence). */
   private holdsFeedData(name: string): boolean {
-    const directory = this.feedDirectory(name);
-    return ['history', 'wal', 'state'].some((part) => fs.existsSync(path.join(directory, part)));
+    return new FeedLayout(this.feedDirectory(name)).logFolders.some((folder) => fs.existsSync(folder));
   }
 
   /** True when feed `name` exists: its directory has a `feed.json` or logs. */
   holdsFeed(name: string): boolean {
-    return fs.existsSync(path.join(this.feedDirectory(name), 'feed.json')) || this.holdsFeedData(name);
+    return fs.existsSync(new FeedLayout(this.feedDirectory(name)).config) || this.holdsFeedData(name);
   }
 
   /** The feeds: directories with a feed's name (never a tombstone) that hold one. */
   feedNames(): string[] {
-    const feeds = path.join(this.root, 'feeds');
+    const feeds = new StoreLayout(this.root).feeds;
     if (!fs.existsSync(feeds)) return [];
     return fs
       .readdirSync(feeds, { withFileTypes: true })
@@ -173,10 +172,10 @@ export class DataDirectory {
     if (!this.holdsFeed(validateFeedName(name))) {
       throw new StreamStackError('FEED_NOT_FOUND', `no feed named ${name}`, { details: { feed: name } });
     }
-    const feeds = path.join(this.root, 'feeds');
+    const feeds = new StoreLayout(this.root).feeds;
     let tombstone: string;
     for (let n = 1; ; n++) {
-      tombstone = path.join(feeds, `${tombstonePrefix}${name}-${n}`);
+      tombstone = path.join(feeds, `${deletedFeedPrefix}${name}-${n}`);
       if (!fs.existsSync(tombstone)) break;
     }
     try {
@@ -196,14 +195,14 @@ export class DataDirectory {
 
   /** Removes the tombstones a deletion left when its process died (or its removal failed). */
   private async removeTombstones(): Promise<void> {
-    const feeds = path.join(this.root, 'feeds');
-    const tombstones = fs.readdirSync(feeds).filter((entry) => entry.startsWith(tombstonePrefix));
+    const feeds = new StoreLayout(this.root).feeds;
+    const tombstones = fs.readdirSync(feeds).filter((entry) => entry.startsWith(deletedFeedPrefix));
     for (const entry of tombstones) await removeTree(path.join(feeds, entry));
     if (tombstones.length > 0) await syncDirectory(feeds);
   }
 
   readMetadata(name: string): FeedMetadata {
-    const file = path.join(this.feedDirectory(name), 'feed.json');
+    const file = new FeedLayout(this.feedDirectory(name)).config;
     if (!fs.existsSync(file)) {
       if (this.holdsFeedData(name)) {
         throw new StreamStackError('CORRUPT', `${file} is missing, but the feed's logs are there`, {
@@ -243,7 +242,7 @@ export class DataDirectory {
   async createFeed(name: string, createdAt: number, tag: number): Promise<FeedMetadata> {
     if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.root} was opened read-only`);
     const directory = this.feedDirectory(name);
-    const file = path.join(directory, 'feed.json');
+    const file = new FeedLayout(directory).config;
     if (fs.existsSync(file) || this.holdsFeedData(name)) {
       throw new StreamStackError('FEED_EXISTS', `a feed named ${name} exists already`, { details: { feed: name } });
     }

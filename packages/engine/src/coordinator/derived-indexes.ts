@@ -1,15 +1,8 @@
-/**
- * What a feed derives from its published records, kept together: the tag and type index, the
- * key index, the fingerprint dictionaries (each fingerprint's first occurrence, for whole-history
- * dedup) and the condition high-water maps. They are opened together (the active segment's
- * records replayed into all of them in one pass), fed together by the publish indexer, a slice
- * at a time after each commit is published, and flushed together.
- */
-import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
 import { FeedIndex, type IndexRebuild, segmentsOf } from '../query/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../query/key-index.js';
 import { type CommitRecord, entryPosition, fingerprintKey } from '../storage/commit-run.js';
+import { FeedLayout } from '../storage/feed-layout.js';
 import type { History } from '../storage/history-log.js';
 import type { ManifestEntry, RecordData } from '../storage/records.js';
 import { removeSegmentFilesBelow } from '../storage/segment-set.js';
@@ -69,7 +62,7 @@ export class DerivedIndexes {
      */
     rewrittenBase?: number,
   ): Promise<DerivedIndexes> {
-    const indexDirectory = path.join(directory, 'index');
+    const indexDirectory = new FeedLayout(directory).index;
     const rebuilt: IndexRebuild[] = [];
     // Nothing below the floor is ever read again; whatever a trim left there goes (one listing).
     if (!readOnly) await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
@@ -109,7 +102,7 @@ export class DerivedIndexes {
    * compaction's selection of (the tag index is not needed there).
    */
   static async openKeyIndexes(kernels: Kernels, directory: string, history: History): Promise<KeyIndexes> {
-    const indexDirectory = path.join(directory, 'index');
+    const indexDirectory = new FeedLayout(directory).index;
     const rebuilt: IndexRebuild[] = [];
     const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, true, 'latest');
     const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, true, 'first');

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { FeedDiskUse } from '@streamstack/protocol';
-import { baseOfSegmentName } from '../storage/segment-set.js';
+import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../storage/feed-layout.js';
 
 export type { FeedDiskUse };
 
@@ -18,7 +18,8 @@ export async function feedDiskUse(directory: string): Promise<FeedDiskUse> {
   let historySegments = 0;
   let files = 0;
   let bytes = 0;
-  const walk = async (at: string, relative: string): Promise<void> => {
+  const historyDirectory = new FeedLayout(directory).history;
+  const walk = async (at: string): Promise<void> => {
     let entries: fs.Dirent[];
     try {
       entries = await fs.promises.readdir(at, { withFileTypes: true });
@@ -28,7 +29,7 @@ export async function feedDiskUse(directory: string): Promise<FeedDiskUse> {
     for (const entry of entries) {
       const file = path.join(at, entry.name);
       if (entry.isDirectory()) {
-        await walk(file, path.join(relative, entry.name));
+        await walk(file);
         continue;
       }
       try {
@@ -37,10 +38,14 @@ export async function feedDiskUse(directory: string): Promise<FeedDiskUse> {
         continue;
       }
       files++;
-      if (relative === 'history' && entry.name.endsWith('.hist') && baseOfSegmentName(entry.name) !== undefined)
+      if (
+        at === historyDirectory &&
+        entry.name.endsWith(segmentSuffix.history) &&
+        baseOfSegmentName(entry.name) !== undefined
+      )
         historySegments++;
     }
   };
-  await walk(directory, '');
+  await walk(directory);
   return { historySegments, files, bytes };
 }

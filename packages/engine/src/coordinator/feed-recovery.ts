@@ -1,10 +1,5 @@
-/**
- * Recovery of one feed's logs when it opens: the history (commits, with stand-ins for those
- * corruption took, and the payloads of the active segment for dedup), the WAL's events replayed
- * into the open stream's state, the lease log and the subscriptions.
- */
-import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
+import { FeedLayout } from '../storage/feed-layout.js';
 import { History } from '../storage/history-log.js';
 import type { PayloadLocation } from '../storage/records.js';
 import { StateLog } from '../storage/state-log.js';
@@ -86,7 +81,7 @@ export async function recoverLogs(
   try {
     history = await History.open(
       kernels,
-      path.join(directory, 'history'),
+      new FeedLayout(directory).history,
       { onPayload: (crc, location) => payloads.push({ crc, location }) },
       readOnly,
       true,
@@ -104,14 +99,15 @@ export async function recoverLogs(
   history.commits.setHorizon(horizonWithFloor(history.commits, compaction.horizon, directory).horizon);
   const events: WalEvent[] = [];
   try {
-    const wal = await Wal.open(kernels, path.join(directory, 'wal'), (event) => events.push(event), readOnly, feedTag);
-    const leaseLog = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), readOnly);
-    const subscriptions = await Subscriptions.open(
+    const wal = await Wal.open(
       kernels,
-      path.join(directory, 'state', 'subscriptions'),
-      clock,
+      new FeedLayout(directory).wal,
+      (event) => events.push(event),
       readOnly,
+      feedTag,
     );
+    const leaseLog = await StateLog.open(kernels, new FeedLayout(directory).stateLog('lease'), readOnly);
+    const subscriptions = await Subscriptions.open(kernels, new FeedLayout(directory).subscriptions, clock, readOnly);
     const active = history.room()?.segment;
     // Even if the lease log was lost, no write may be fenced by an epoch below one already used.
     let epochFloor = history.commits.epochMax;

@@ -19,19 +19,17 @@ import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentHeaderBytes } from '../limits.js';
 import type { CommitList } from '../storage/commit-list.js';
+import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../storage/feed-layout.js';
 import type { Corruption } from '../storage/runs.js';
 import { decodeSegmentHeader, readFileRangeSync } from '../storage/segment.js';
-import { baseOfSegmentName } from '../storage/segment-set.js';
 import type { RetentionFloor, RetentionLog } from './retention-state.js';
-
-const historyExtension = '.hist';
 
 /**
  * Where the oldest history segment of the feed in `directory` starts, from its header; undefined
  * when there is none, or its header cannot be read (recovery then reports that damage itself).
  */
 export function oldestSegmentStart(kernels: Kernels, directory: string): RetentionFloor | undefined {
-  const history = path.join(directory, 'history');
+  const history = new FeedLayout(directory).history;
   let names: string[];
   try {
     names = fs.readdirSync(history);
@@ -39,7 +37,7 @@ export function oldestSegmentStart(kernels: Kernels, directory: string): Retenti
     return undefined;
   }
   const bases = names
-    .filter((name) => name.endsWith(historyExtension))
+    .filter((name) => name.endsWith(segmentSuffix.history))
     .map((name) => baseOfSegmentName(name))
     .filter((base) => base !== undefined);
   // Segments are named by their first position: a history starting at position 1 was never
@@ -51,13 +49,13 @@ export function oldestSegmentStart(kernels: Kernels, directory: string): Retenti
   // lost, not trimmed, and recovery reports them as lost.
   const indexNames = (() => {
     try {
-      return fs.readdirSync(path.join(directory, 'index'));
+      return fs.readdirSync(new FeedLayout(directory).index);
     } catch {
       return [];
     }
   })();
   if ([...names, ...indexNames].some((name) => (baseOfSegmentName(name) ?? oldestBase) < oldestBase)) return undefined;
-  const oldest = names.find((name) => name.endsWith(historyExtension) && baseOfSegmentName(name) === oldestBase)!;
+  const oldest = names.find((name) => name.endsWith(segmentSuffix.history) && baseOfSegmentName(name) === oldestBase)!;
   const file = path.join(history, oldest);
   try {
     const header = decodeSegmentHeader(kernels, readFileRangeSync(file, 0, segmentHeaderBytes), file);
@@ -82,7 +80,7 @@ export function retainedFloor(kernels: Kernels, directory: string, retention: Re
   if (retention.recorded) return { floor: retention.state.floor };
   const oldest = oldestSegmentStart(kernels, directory);
   if (!oldest || oldest.commit <= 1) return { floor: retention.state.floor };
-  const file = path.join(directory, 'state', 'retention.log');
+  const file = new FeedLayout(directory).stateLog('retention');
   retention.adoptFloor(oldest);
   return {
     floor: oldest,
@@ -108,7 +106,7 @@ export function horizonWithFloor(
   return {
     horizon: floor,
     problem: {
-      file: path.join(directory, 'state', 'compaction.log'),
+      file: new FeedLayout(directory).stateLog('compaction'),
       offset: 0,
       reason: `the key-compaction horizon it records (${recorded}) is below the compacted history, which runs to commit ${floor}: the log was lost or went back`,
     },

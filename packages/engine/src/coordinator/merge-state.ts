@@ -14,9 +14,9 @@ import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentHeaderBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
+import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../storage/feed-layout.js';
 import type { Corruption } from '../storage/runs.js';
 import { decodeSegmentHeader, syncDirectory } from '../storage/segment.js';
-import { baseOfSegmentName, segmentFile } from '../storage/segment-set.js';
 import { DeferredRecordLog } from '../storage/state-log.js';
 
 /** A merge's switch-over: the consecutive segments it replaces, and the merged file's capacity. */
@@ -60,7 +60,7 @@ export class MergeLog {
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<MergeLog> {
     return new MergeLog(
-      await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'merge.log'), readOnly, { encode, decode }),
+      await DeferredRecordLog.open(kernels, new FeedLayout(directory).stateLog('merge'), readOnly, { encode, decode }),
     );
   }
 
@@ -101,7 +101,7 @@ export function leftoverBases(kernels: Kernels, feedDirectory: string, record: M
  */
 export function switchedOver(kernels: Kernels, feedDirectory: string, record: MergeRecord): boolean {
   if (!record.pending) return false;
-  const file = segmentFile(path.join(feedDirectory, 'history'), record.replaced[0], '.hist');
+  const file = new FeedLayout(feedDirectory).historySegment(record.replaced[0]);
   let capacity: number | undefined;
   try {
     const fd = fs.openSync(file, 'r');
@@ -135,8 +135,11 @@ export async function removeReplacedFiles(
 ): Promise<void> {
   const bases = new Set(replaced);
   const first = replaced[0];
-  for (const part of ['history', 'index']) {
-    const directory = path.join(feedDirectory, part);
+  const layout = new FeedLayout(feedDirectory);
+  for (const [part, directory] of [
+    ['history', layout.history],
+    ['index', layout.index],
+  ] as const) {
     let names: string[];
     try {
       names = fs.readdirSync(directory);
@@ -148,7 +151,11 @@ export async function removeReplacedFiles(
       const base = baseOfSegmentName(name);
       if (base === undefined || !bases.has(base)) continue;
       if (base === first && (part === 'history' || !firstDerived)) continue;
-      if (!dictionaries && (name.endsWith('.keys') || name.endsWith('.fps'))) continue;
+      if (
+        !dictionaries &&
+        (name.endsWith(segmentSuffix.keyDictionary) || name.endsWith(segmentSuffix.fingerprintDictionary))
+      )
+        continue;
       await fsp.rm(path.join(directory, name), { force: true });
       removed++;
     }

@@ -1,17 +1,10 @@
-/**
- * A feed's retention state: its policy and its floor, the first history segment still kept, in
- * a small state log (`state/retention.log`, two files, the newest record wins). A trim writes
- * its floor here, marked pending, before it deletes a single file, and marks it done once every
- * file below the floor (and every key and fingerprint dictionary built over the history it cut)
- * is gone: recovery finishes a pending trim by deleting the same files again.
- */
-import path from 'node:path';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { RetentionPolicy } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { retentionAgeMsMax, safeIntegerMax } from '../limits.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
+import { FeedLayout } from '../storage/feed-layout.js';
 import type { Corruption } from '../storage/runs.js';
 import { DeferredRecordLog } from '../storage/state-log.js';
 
@@ -123,7 +116,7 @@ export class RetentionLog {
 
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<RetentionLog> {
     return new RetentionLog(
-      await DeferredRecordLog.open(kernels, path.join(directory, 'state', 'retention.log'), readOnly, {
+      await DeferredRecordLog.open(kernels, new FeedLayout(directory).stateLog('retention'), readOnly, {
         encode,
         decode,
       }),

@@ -7,10 +7,10 @@
  * never change, and the feed runs one rewrite or trim at a time, waiting for this one.
  */
 import os from 'node:os';
-import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
 import { buildWorkerNiceness, progressIntervalMs } from '../limits.js';
+import { FeedLayout } from '../storage/feed-layout.js';
 import { History } from '../storage/history-log.js';
 import type { KeyIndexes } from './compaction-selection.js';
 import { DerivedIndexes } from './derived-indexes.js';
@@ -29,7 +29,7 @@ if (process.platform === 'linux') {
 
 async function run(job: RewriteJob): Promise<void> {
   const kernels = loadKernels(job.kernels);
-  const history = await History.open(kernels, path.join(job.feedDirectory, 'history'), {}, true, true, job.floor);
+  const history = await History.open(kernels, new FeedLayout(job.feedDirectory).history, {}, true, true, job.floor);
   let indexes: KeyIndexes | undefined;
   try {
     if (job.keep) indexes = await DerivedIndexes.openKeyIndexes(kernels, job.feedDirectory, history);

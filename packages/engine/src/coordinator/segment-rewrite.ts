@@ -25,14 +25,14 @@ import { buildKeyFileBytes, type DictionaryFile, DictionarySections } from '../q
 import { indexTailOf } from '../query/segment-index.js';
 import { segmentKeysOf, winnerColumnsOf } from '../query/segment-keys.js';
 import type { CommitRecord } from '../storage/commit-run.js';
+import { FeedLayout, rewriteTemporarySuffix, summaryFileOf } from '../storage/feed-layout.js';
 import type { History } from '../storage/history-log.js';
 import { buildIndexData, encodeIndexFile, writeIndexFile } from '../storage/index-segment.js';
 import { type TermOrder, writeKeyFile } from '../storage/key-file.js';
 import { SegmentRuns } from '../storage/run-reads.js';
 import { SegmentFile, type SegmentHeader } from '../storage/segment.js';
 import { type MergedSegment, writeMergedSegment } from '../storage/segment-merge.js';
-import { segmentFile } from '../storage/segment-set.js';
-import { segmentSource, summaryFileOf, writeSummary } from '../storage/segment-summary.js';
+import { segmentSource, writeSummary } from '../storage/segment-summary.js';
 import { type KeyIndexes, keyCompactionSelection } from './compaction-selection.js';
 
 /** What a rewrite is to do, as plain data: it crosses to a worker thread. */
@@ -84,8 +84,9 @@ export interface RewriteFiles {
 
 /** Every file of a rewrite of the segments from `base`, under its temporary name. */
 export function rewriteFiles(feedDirectory: string, base: number): RewriteFiles {
-  const segment = segmentFile(path.join(feedDirectory, 'history'), base, '.hist');
-  const index = path.join(feedDirectory, 'index');
+  const layout = new FeedLayout(feedDirectory);
+  const segment = layout.historySegment(base);
+  const index = layout.index;
   return {
     segment: temporary(segment),
     summary: temporary(summaryFileOf(segment)),
@@ -95,12 +96,9 @@ export function rewriteFiles(feedDirectory: string, base: number): RewriteFiles 
   };
 }
 
-/** What a rewrite's temporary names end with (history files ending `.tmp` are deleted on every open). */
-const temporarySuffix = '.merge.tmp';
-
 /** A rewrite's temporary name for `file`. */
 function temporary(file: string): string {
-  return `${file}${temporarySuffix}`;
+  return `${file}${rewriteTemporarySuffix}`;
 }
 
 /** Removes every rewrite's derived file left in the index `directory` (an open after a crash). */
@@ -112,7 +110,7 @@ export async function removeRewriteLeftovers(directory: string): Promise<void> {
     return;
   }
   for (const name of names)
-    if (name.endsWith(temporarySuffix)) await fsp.rm(path.join(directory, name), { force: true });
+    if (name.endsWith(rewriteTemporarySuffix)) await fsp.rm(path.join(directory, name), { force: true });
 }
 
 /** Removes a rewrite's files (after a failure, or when the switch was put off). */

@@ -9,18 +9,12 @@
  * open writes their marker, and a read-only open takes them as they are.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
+import { StoreLayout, storeMarkerName, storeRootEntryNames } from '../storage/feed-layout.js';
 import { syncDirectory, writeSmallFileSync } from '../storage/segment.js';
-
-/** The marker's name in the data directory. */
-export const storeMarkerName = 'streamstack.json';
 
 /** The store format this version writes and reads. */
 export const storeFormatVersion = 1;
-
-/** What a data directory may hold besides its marker: a store made before markers holds no other. */
-const storeEntries = new Set(['feeds', 'LOCK', `${storeMarkerName}.tmp`]);
 
 interface StoreMarker {
   readonly format: number;
@@ -34,7 +28,7 @@ function refusal(root: string, reason: string, details: Record<string, unknown> 
 
 /** The marker of the store at `root`, checked; undefined when there is none. */
 function readMarker(root: string): StoreMarker | undefined {
-  const file = path.join(root, storeMarkerName);
+  const file = new StoreLayout(root).marker;
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -82,7 +76,7 @@ export function checkDataDirectory(root: string): { markerMissing: boolean } {
   } catch (error) {
     throw ioError(error, `cannot list the data directory ${root}`);
   }
-  const foreign = entries.filter((name) => !storeEntries.has(name));
+  const foreign = entries.filter((name) => !storeRootEntryNames.has(name));
   if (foreign.length > 0) {
     throw refusal(
       root,
@@ -100,7 +94,7 @@ export function checkDataDirectory(root: string): { markerMissing: boolean } {
  * synced, renamed, and the directory synced, so a crash leaves the marker whole or absent.
  */
 export async function writeStoreMarker(root: string): Promise<void> {
-  const file = path.join(root, storeMarkerName);
+  const file = new StoreLayout(root).marker;
   const marker: StoreMarker = { format: storeFormatVersion };
   try {
     writeSmallFileSync(file, `${JSON.stringify(marker)}\n`);

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter } from '../storage/codec.js';
+import { subscriptionSuffix } from '../storage/feed-layout.js';
 import type { Corruption } from '../storage/runs.js';
 import { syncDirectory } from '../storage/segment.js';
 import { StateLog, stateLogCopySuffix } from '../storage/state-log.js';
@@ -19,8 +20,6 @@ export interface SubscriptionState {
   readonly createdAt: number;
   readonly updatedAt: number;
 }
-
-const extension = '.log';
 
 function encode(state: SubscriptionState): Uint8Array {
   return new ByteWriter()
@@ -100,11 +99,11 @@ export class Subscriptions {
         fs
           .readdirSync(directory)
           .map((file) => (file.endsWith(stateLogCopySuffix) ? file.slice(0, -stateLogCopySuffix.length) : file))
-          .filter((file) => file.endsWith(extension)),
+          .filter((file) => file.endsWith(subscriptionSuffix)),
       );
       for (const name of [...names].sort()) {
         const file = path.join(directory, name);
-        const subscription = name.slice(0, -extension.length);
+        const subscription = name.slice(0, -subscriptionSuffix.length);
         const log = await openSubscriptionLog(kernels, file, subscription, readOnly);
         subscriptions.corruptions.push(...log.corruptions);
         if (!log.last) {
@@ -156,7 +155,7 @@ export class Subscriptions {
         });
       }
       fs.mkdirSync(this.directory, { recursive: true });
-      const file = path.join(this.directory, `${name}${extension}`);
+      const file = path.join(this.directory, `${name}${subscriptionSuffix}`);
       fs.rmSync(file, { force: true });
       fs.rmSync(`${file}${stateLogCopySuffix}`, { force: true });
       const log = await StateLog.open(this.kernels, file);

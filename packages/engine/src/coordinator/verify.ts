@@ -15,13 +15,19 @@ import type { Kernels } from '../kernels/kernels.js';
 import type { ProgressReporter } from '../progress.js';
 import { derivedMismatch, segmentsOf } from '../query/feed-index.js';
 import type { CommitRecord } from '../storage/commit-run.js';
+import {
+  baseOfSegmentName,
+  FeedLayout,
+  segmentSuffix,
+  subscriptionSuffix,
+  summaryFileOf,
+} from '../storage/feed-layout.js';
 import { type CommitRun, History } from '../storage/history-log.js';
 import { readIndexFile, readIndexHead } from '../storage/index-segment.js';
 import { type KeyFileHead, readKeyFileHead, readKeySection } from '../storage/key-file.js';
 import type { PayloadLocation } from '../storage/records.js';
 import type { Corruption } from '../storage/runs.js';
-import { baseOfSegmentName } from '../storage/segment-set.js';
-import { readSummary, type SegmentSummary, summaryFileOf } from '../storage/segment-summary.js';
+import { readSummary, type SegmentSummary } from '../storage/segment-summary.js';
 import { StateLog } from '../storage/state-log.js';
 import { Wal, type WalEvent } from '../storage/wal.js';
 import { CompactionLog } from './compaction-state.js';
@@ -32,6 +38,9 @@ import { RetentionLog, untrimmed } from './retention-state.js';
 import { openSubscriptionLog } from './subscriptions.js';
 
 export type { FeedVerification, VerificationCode, VerificationProblem };
+
+/** The files of the index folder `verify` checks: each sealed segment's index and dictionaries. */
+const derivedSuffixes = [segmentSuffix.tagIndex, segmentSuffix.keyDictionary, segmentSuffix.fingerprintDictionary];
 
 /**
  * Where each history segment's bytes start if the segments were laid end to end, and their sum:
@@ -45,12 +54,12 @@ export interface HistoryLayout {
 
 /** The layout of the history segment files in the feed `directory` (empty when it has none). */
 export function historyLayout(directory: string): HistoryLayout {
-  const history = path.join(directory, 'history');
+  const history = new FeedLayout(directory).history;
   const startOf = new Map<number, number>();
   let bytes = 0;
   let names: string[] = [];
   try {
-    names = fs.readdirSync(history).filter((name) => name.endsWith('.hist'));
+    names = fs.readdirSync(history).filter((name) => name.endsWith(segmentSuffix.history));
   } catch {
     // No history directory: the verification reports what is missing; there is nothing to count.
   }
@@ -228,7 +237,7 @@ export async function verifyFeed(
     reportLogDamage(retention, report);
     history = await History.open(
       kernels,
-      path.join(directory, 'history'),
+      new FeedLayout(directory).history,
       {
         onCommit: (commit) => {
           commits.push(commit);
@@ -255,7 +264,7 @@ export async function verifyFeed(
     );
     wal = await Wal.open(
       kernels,
-      path.join(directory, 'wal'),
+      new FeedLayout(directory).wal,
       (event) => events.push(event),
       true,
       feedTagOf(directory),
@@ -323,7 +332,7 @@ export async function verifyFeed(
  * still holds (the epoch floor comes from the history), but the log is gone.
  */
 async function verifyStateLogs(kernels: Kernels, directory: string, report: Report, epochMax: number): Promise<void> {
-  const lease = await StateLog.open(kernels, path.join(directory, 'state', 'lease.log'), true);
+  const lease = await StateLog.open(kernels, new FeedLayout(directory).stateLog('lease'), true);
   if (lease.last === undefined && epochMax > 0) {
     report(
       'CORRUPT',
@@ -332,17 +341,22 @@ async function verifyStateLogs(kernels: Kernels, directory: string, report: Repo
     );
   }
   const logs = [lease];
-  const subscriptions = path.join(directory, 'state', 'subscriptions');
+  const subscriptions = new FeedLayout(directory).subscriptions;
   if (fs.existsSync(subscriptions)) {
     const names = new Set(
       fs
         .readdirSync(subscriptions)
         .map((name) => name.replace(/\.copy$/, ''))
-        .filter((name) => name.endsWith('.log')),
+        .filter((name) => name.endsWith(subscriptionSuffix)),
     );
     for (const name of [...names].sort()) {
       logs.push(
-        await openSubscriptionLog(kernels, path.join(subscriptions, name), name.slice(0, -'.log'.length), true),
+        await openSubscriptionLog(
+          kernels,
+          path.join(subscriptions, name),
+          name.slice(0, -subscriptionSuffix.length),
+          true,
+        ),
       );
     }
   }
@@ -388,15 +402,15 @@ async function verifyHorizon(kernels: Kernels, directory: string, history: Histo
  * whole in the background; an index file's sections are checked when a query first loads it.
  */
 function verifyIndexFiles(kernels: Kernels, directory: string, history: History, report: Report): void {
-  const indexDirectory = path.join(directory, 'index');
+  const indexDirectory = new FeedLayout(directory).index;
   if (!fs.existsSync(indexDirectory)) return;
   const sealed = new Map(segmentsOf(history).sealed.map((segment) => [segment.base, segment]));
   for (const name of fs
     .readdirSync(indexDirectory)
-    .filter((entry) => entry.endsWith('.idx') || entry.endsWith('.keys') || entry.endsWith('.fps'))) {
+    .filter((entry) => derivedSuffixes.some((suffix) => entry.endsWith(suffix)))) {
     const file = path.join(indexDirectory, name);
     const segment = sealed.get(Number(name.slice(0, name.lastIndexOf('.'))));
-    const index = name.endsWith('.idx');
+    const index = name.endsWith(segmentSuffix.tagIndex);
     let whole = false;
     try {
       const head = index ? readIndexHead(kernels, file)! : readKeyFileHead(file)!;

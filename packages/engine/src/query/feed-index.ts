@@ -10,6 +10,7 @@ import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../limits.js';
 import { type CommitRecord, entryPosition } from '../storage/commit-run.js';
+import { segmentFile, segmentSuffix } from '../storage/feed-layout.js';
 import type { CommitRun, History } from '../storage/history-log.js';
 import {
   encodeIndexFile,
@@ -19,7 +20,6 @@ import {
   writeIndexFile,
 } from '../storage/index-segment.js';
 import type { ManifestEntry } from '../storage/records.js';
-import { segmentFile } from '../storage/segment-set.js';
 import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
 import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
 
@@ -124,7 +124,7 @@ export function segmentsOf(history: History): {
 
 /** The index file of the segment at `base` in the index `directory`: named like the history segment it derives from. */
 export function indexFileOf(directory: string, base: number): string {
-  return segmentFile(directory, base, '.idx');
+  return segmentFile(directory, base, segmentSuffix.tagIndex);
 }
 
 /** An index file that had to be rebuilt, and why. */

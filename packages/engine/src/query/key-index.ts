@@ -25,6 +25,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../limits.js';
 import { utf8Concat, utf8Encode } from '../storage/codec.js';
 import type { CommitRecord } from '../storage/commit-run.js';
+import { segmentFile, segmentSuffix } from '../storage/feed-layout.js';
 import type { History } from '../storage/history-log.js';
 import {
   encodeKeyFile,
@@ -45,7 +46,6 @@ import {
   writeKeyFile,
 } from '../storage/key-file.js';
 import { syncDirectory } from '../storage/segment.js';
-import { segmentFile } from '../storage/segment-set.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { type DictionaryFile, type WinnerColumns, winnersOf } from './key-merge.js';
@@ -53,8 +53,8 @@ import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
 /** Each kind of dictionary's file name (a fingerprint's occurrences have no version or tombstone: only positions count). */
 const kinds = {
-  latest: { extension: '.keys' },
-  first: { extension: '.fps' },
+  latest: { extension: segmentSuffix.keyDictionary },
+  first: { extension: segmentSuffix.fingerprintDictionary },
 } as const;
 
 /** The dictionary of kind `order` of the segment at `base` in the index `directory`: named like the history segment it derives from. */

@@ -43,24 +43,23 @@ import {
 } from '../limits.js';
 import { ByteReader } from './codec.js';
 import { CommitList, lostCommits } from './commit-list.js';
+import { segmentFile, segmentSuffix, summaryFileOf } from './feed-layout.js';
 import { PayloadCache } from './payload-cache.js';
 import { type ManifestEntry, type PayloadLocation, type PublishedRecord, readPublishedRecord } from './records.js';
 import type { Corruption } from './runs.js';
 import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
-import { removeSegmentFilesBelow, SegmentSet, segmentFile } from './segment-set.js';
+import { removeSegmentFilesBelow, SegmentSet } from './segment-set.js';
 import {
   checkSummaryAgainstSegment,
   orphanSummaryCommits,
   readSummaryHead,
   type SummaryHead,
   segmentSource,
-  summaryFileOf,
   writeSummary,
 } from './segment-summary.js';
 
 /** History segment files end with this. */
-const historyExtension = '.hist';
 
 /** What opening the history reports besides its commit list (`History.commits`). */
 export interface HistoryVisitor {
@@ -193,7 +192,7 @@ export class History implements SegmentRunSource {
         const known = (
           orphanSummaryCommits(
             kernels,
-            summaryFileOf(segmentFile(directory, expectedPosition, historyExtension)),
+            summaryFileOf(segmentFile(directory, expectedPosition, segmentSuffix.history)),
             expectedPosition,
             expectedCommit,
           ) ?? []
@@ -214,7 +213,7 @@ export class History implements SegmentRunSource {
       kernels,
       directory,
       SegmentKind.History,
-      historyExtension,
+      segmentSuffix.history,
       {
         isMarker: (frame) => frame.kind === FrameKind.Commit,
         decode: (bytes, frame, runFrames) => {
@@ -255,7 +254,7 @@ export class History implements SegmentRunSource {
                 reason: `${path.basename(previousUnfinished.file)} ends at offset ${previousUnfinished.offset} without its segment end: the commits from ${expectedCommit} (position ${expectedPosition}) that ${path.basename(segment.file)} follows are missing from it`,
               }
             : {
-                file: segmentFile(directory, expectedPosition, historyExtension),
+                file: segmentFile(directory, expectedPosition, segmentSuffix.history),
                 offset: 0,
                 reason: `the segment holding commits from ${expectedCommit} (position ${expectedPosition}) is missing: ${path.basename(segment.file)} starts at commit ${header.baseCommit}`,
               };

@@ -15,10 +15,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../errors.js';
+import { storeLockName } from './feed-layout.js';
 import { loadPlatformLock } from './platform.js';
 
 const heldHere = new Set<string>();
-const lockFileName = 'LOCK';
 
 /** How a holder took the directory: an OS lock, or the fallback's exclusive file. */
 type LockMode = 'flock' | 'file';
@@ -72,7 +72,7 @@ export class DirectoryLock {
     } catch (error) {
       throw ioError(error, `cannot open the data directory ${directory}`);
     }
-    const file = path.join(real, lockFileName);
+    const file = path.join(real, storeLockName);
     if (heldHere.has(real)) {
       throw new StreamStackError('LOCKED', `${real} is already open in this process`, { details: { directory: real } });
     }

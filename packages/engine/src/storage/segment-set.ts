@@ -21,27 +21,11 @@ import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentBytesFirst, segmentHeaderBytes, trimmedSegmentCloseDelayMs } from '../limits.js';
+import { baseOfSegmentName, segmentFile, segmentFileName, temporarySuffix } from './feed-layout.js';
 import { FrameKind } from './frame-kinds.js';
 import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
 import { type Corruption, type MarkerDecoder, type ScannedSegment, scanSegment, type TornTail } from './runs.js';
 import { SegmentFile, type SegmentHeader, type SegmentKind, syncDirectory } from './segment.js';
-
-/** Digits of a segment file name: enough for any base below 2^53. */
-const segmentNameDigits = 16;
-
-/** The file of the segment with base `base` in a log's `directory`. */
-export function segmentFile(directory: string, base: number, extension: string): string {
-  return path.join(directory, `${String(base).padStart(segmentNameDigits, '0')}${extension}`);
-}
-
-/**
- * The base a segment-named file (`<16 digits>.<extension>`, or a temporary one of it such as
- * `.fps.tmp`) names, or undefined for another file.
- */
-export function baseOfSegmentName(name: string): number | undefined {
-  const match = /^(\d{16})\.[a-z]+(\.[a-z]+)*$/.exec(name);
-  return match ? Number(match[1]) : undefined;
-}
 
 /**
  * Deletes every file of `directory` named for a segment based below `base` (a history segment,
@@ -145,7 +129,7 @@ export class SegmentSet {
     if (!readOnly) {
       // Spares and half-created segments left by a process that died are not trusted: a
       // segment only gets its name once it is whole.
-      for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith('.tmp')))
+      for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith(temporarySuffix)))
         fs.rmSync(path.join(directory, name), { force: true });
     }
     const trimmed = (name: string) => {
@@ -241,7 +225,7 @@ export class SegmentSet {
     if (
       segment.header.kind !== this.kind ||
       segment.header.base !== base ||
-      name.length !== segmentNameDigits + this.extension.length
+      name !== segmentFileName(base, this.extension)
     ) {
       segment.close();
       return {
@@ -476,7 +460,7 @@ export class SegmentSet {
   private spareCapacity = 0;
 
   private get spareFile(): string {
-    return path.join(this.directory, `spare${this.extension}.tmp`);
+    return path.join(this.directory, `spare${this.extension}${temporarySuffix}`);
   }
 
   private startSpare(capacity: number): void {

@@ -43,8 +43,6 @@ const magic = 'SSSUMRY3';
  * commit frame's header.
  */
 export const summaryFormatVersion = 3;
-/** Summary files end with this, beside their segment. */
-export const summaryExtension = '.sum';
 const headBytes = 112;
 const pageEntryBytes = 24;
 const streamEntryBytes = 8;
@@ -424,11 +422,6 @@ export function checkSummaryAgainstSegment(head: SummaryHead, segmentFile: strin
       },
     );
   }
-}
-
-/** The summary file of the segment file `segmentFile`. */
-export function summaryFileOf(segmentFile: string): string {
-  return segmentFile.replace(/\.[a-z]+$/, summaryExtension);
 }
 
 /** A summary that cannot be read as its head says: `CORRUPT`, naming the file. */

@@ -14,6 +14,7 @@ import { ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { readSlabBytes, readSlabPieceBytesMax, segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from './codec.js';
+import { temporarySuffix } from './feed-layout.js';
 
 const magic = new TextEncoder().encode('STRMSTAK');
 /**
@@ -87,7 +88,7 @@ export async function syncDirectory(directory: string): Promise<void> {
  * syncs the directory, which makes the rename durable.
  */
 export function writeSmallFileSync(file: string, text: string): void {
-  const temporary = `${file}.tmp`;
+  const temporary = `${file}${temporarySuffix}`;
   const fd = fs.openSync(temporary, 'w');
   try {
     fs.writeSync(fd, text);
@@ -105,7 +106,7 @@ export function writeSmallFileSync(file: string, text: string): void {
  */
 export async function writeFileDurably(kernels: Kernels, file: string, bytes: Uint8Array): Promise<void> {
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  const temporary = `${file}.tmp`;
+  const temporary = `${file}${temporarySuffix}`;
   const handle = await fsp.open(temporary, 'w');
   try {
     // Written by the thread pool from the caller's bytes, then synced through the kernels: a
@@ -210,7 +211,7 @@ export class SegmentFile {
    * replaced (an empty newest segment that a larger one must succeed under the same name).
    */
   static async create(kernels: Kernels, file: string, header: SegmentHeader): Promise<SegmentFile> {
-    const temporary = `${file}.tmp`;
+    const temporary = `${file}${temporarySuffix}`;
     try {
       await SegmentFile.prepareSpare(kernels, temporary, header.capacity);
     } catch (error) {

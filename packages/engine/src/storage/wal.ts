@@ -8,6 +8,7 @@ import { yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameHeaderBytes } from '../limits.js';
 import { ByteReader } from './codec.js';
+import { segmentSuffix } from './feed-layout.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
 import { controlGroup, type GroupBuilder } from './groups.js';
@@ -153,7 +154,7 @@ export class Wal {
       kernels,
       directory,
       SegmentKind.Wal,
-      '.wal',
+      segmentSuffix.wal,
       {
         isMarker: (frame) => frame.kind === FrameKind.WalMarker,
         decode: (bytes, frame, runFrames) => {
