@@ -260,19 +260,79 @@ export async function buildCommitRun(
   const runStart = builder.byteLength;
   const compacted = input.span !== undefined;
   if (compacted) checkCompactedInput(input);
-  // Each record's payload is either stored already (a location) or new in this run (an index
-  // into `fresh`, whose offset is known once the pack frames are laid out).
-  const sources: (PayloadLocation | number)[] = [];
-  const fresh: { payload: Uint8Array; crc: number }[] = [];
-  // Repeats inside the run are looked up by CRC; a run of one record has none.
-  const freshByCrc = input.records.length > 1 ? new Map<number, number>() : undefined;
   // A seal of many records yields now and then: nothing else touches the builder meanwhile.
   const checksums =
     input.records.length === 1
       ? onePayloadChecksums(kernels, input.records[0].payload)
       : await payloadChecksumsOf(kernels, input.records);
-  for (let index = 0; index < input.records.length; index++) {
-    const record = input.records[index];
+  const { sources, fresh } = await payloadSources(input.records, checksums, lookup);
+  const { newPayloads, packs } = writePackFrames(builder, runStart, fresh, frameDataBytesMax);
+  const { manifests, entryOffsets, fingerprintTerms, types } = await writeManifestFrames(
+    kernels,
+    builder,
+    runStart,
+    input,
+    checksums,
+    sources,
+    newPayloads,
+    frameDataBytesMax,
+  );
+
+  const retired = compacted
+    ? (await writeRetiredFrames(builder, input.retired ?? [], frameDataBytesMax)).map((offset) => offset - runStart)
+    : [];
+  const span = input.span ?? input.records.length;
+  // Where the run lands is not known yet: the caller makes the placed record once it is.
+  const commit = commitRecord(
+    {
+      commit: input.commit,
+      stream: input.stream,
+      parent: input.parent,
+      records: span,
+      firstPosition: input.firstPosition,
+      lastPosition: input.firstPosition + span - 1,
+      openedAt: input.openedAt,
+      sealedAt: input.sealedAt,
+      message: input.message,
+      epoch: input.epoch,
+      oneShot: input.oneShot,
+      // The commit frame records its own distance from the run's start, so a reader that finds
+      // the commit record also finds the run.
+      runBytes: builder.byteLength - runStart,
+      manifests,
+      packs,
+      entries: input.records.length,
+      retired,
+    },
+    0,
+    0,
+  );
+  writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
+  builder.end();
+  return { newPayloads, runStart, fingerprintTerms, entryOffsets, types, commit };
+}
+
+/** A payload new in the run being laid out, and its CRC-32C. */
+interface FreshPayload {
+  readonly payload: Uint8Array;
+  readonly crc: number;
+}
+
+/**
+ * Where each record's payload comes from: a location stored already (in an earlier run, found by
+ * `lookup`), or an index into `fresh`, the payloads new in this run, each once.
+ */
+async function payloadSources(
+  records: CommitRunInput['records'],
+  checksums: Uint32Array,
+  lookup: PayloadLookup,
+): Promise<{ sources: (PayloadLocation | number)[]; fresh: FreshPayload[] }> {
+  const sources: (PayloadLocation | number)[] = [];
+  const fresh: FreshPayload[] = [];
+  // Repeats inside the run are looked up by CRC; a run of one record has none.
+  const freshByCrc = records.length > 1 ? new Map<number, number>() : undefined;
+  for (let index = 0; index < records.length; index++) {
+    const record = records[index];
     const pause = yieldWhenDue(index);
     if (pause) await pause;
     const crc = checksums[2 * index];
@@ -290,7 +350,16 @@ export async function buildCommitRun(
     sources.push(fresh.length);
     fresh.push({ payload: record.payload, crc });
   }
+  return { sources, fresh };
+}
 
+/** Lays out the run's new payloads in pack frames; returns where each landed and each frame's offset. */
+function writePackFrames(
+  builder: FrameBuilder,
+  runStart: number,
+  fresh: readonly FreshPayload[],
+  frameDataBytesMax: number,
+): { newPayloads: NewPayload[]; packs: number[] } {
   const newPayloads: NewPayload[] = [];
   const packs: number[] = [];
   for (let start = 0; start < fresh.length; ) {
@@ -318,7 +387,25 @@ export async function buildCommitRun(
     packs.push(builder.end() - runStart);
     start = end;
   }
+  return { newPayloads, packs };
+}
 
+/**
+ * Lays out the run's manifest frames, one entry per record (its payload found through
+ * `sources`), each entry ending with its own CRC-32C; returns each frame's offset, each entry's,
+ * each record's fingerprint term and the run's distinct types.
+ */
+async function writeManifestFrames(
+  kernels: Kernels,
+  builder: FrameBuilder,
+  runStart: number,
+  input: CommitRunInput,
+  checksums: Uint32Array,
+  sources: readonly (PayloadLocation | number)[],
+  newPayloads: readonly NewPayload[],
+  frameDataBytesMax: number,
+): Promise<{ manifests: number[]; entryOffsets: number[]; fingerprintTerms: string[]; types: Set<string> }> {
+  const compacted = input.span !== undefined;
   const manifestFrameBytesTarget = Math.floor(frameDataBytesMax / 2);
   // Default fingerprints are computed into one scratch buffer and copied into the manifest.
   const fingerprintScratch = new Uint8Array(8);
@@ -379,39 +466,7 @@ export async function buildCommitRun(
     manifests.push(builder.end() - runStart);
     start = end;
   }
-
-  const retired = compacted
-    ? (await writeRetiredFrames(builder, input.retired ?? [], frameDataBytesMax)).map((offset) => offset - runStart)
-    : [];
-  const span = input.span ?? input.records.length;
-  // Where the run lands is not known yet: the caller makes the placed record once it is.
-  const commit = commitRecord(
-    {
-      commit: input.commit,
-      stream: input.stream,
-      parent: input.parent,
-      records: span,
-      firstPosition: input.firstPosition,
-      lastPosition: input.firstPosition + span - 1,
-      openedAt: input.openedAt,
-      sealedAt: input.sealedAt,
-      message: input.message,
-      epoch: input.epoch,
-      oneShot: input.oneShot,
-      // The commit frame records its own distance from the run's start, so a reader that finds
-      // the commit record also finds the run.
-      runBytes: builder.byteLength - runStart,
-      manifests,
-      packs,
-      entries: input.records.length,
-      retired,
-    },
-    0,
-    0,
-  );
-  writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
-  builder.end();
-  return { newPayloads, runStart, fingerprintTerms, entryOffsets, types, commit };
+  return { manifests, entryOffsets, fingerprintTerms, types };
 }
 
 /** A compacted run's records keep their seqs, ascending within the span; so do retired ones. */
