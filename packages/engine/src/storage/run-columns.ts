@@ -226,6 +226,40 @@ export class RunColumnsDecoder {
   }
 
   /**
+   * The id of the type whose name is `bytes[start, end)`, adding it on its first sight. Most
+   * batches hold a few types: a small table keyed by the name's length and end bytes finds one
+   * (checked against its bytes) without decoding it.
+   */
+  private typeIdOf(bytes: Uint8Array, start: number, end: number, what: string): number {
+    const { types, typeRanges, typeSlots } = this;
+    const slot = ((end - start) * 31 + bytes[start] * 7 + bytes[end - 1]) & typeSlotMask;
+    let id = typeSlots[slot] - 1;
+    if (id >= 0 && !equalRanges(bytes, start, end, typeRanges[2 * id], typeRanges[2 * id + 1])) id = -1;
+    if (id < 0 && types.length <= typesScannedMax) {
+      for (let type = 0; type < types.length; type++) {
+        if (equalRanges(bytes, start, end, typeRanges[2 * type], typeRanges[2 * type + 1])) {
+          id = type;
+          break;
+        }
+      }
+    }
+    if (id < 0) {
+      const name = utf8DecodeRange(bytes, start, end);
+      if (name === undefined) throw corrupt(what, start, 'a type is not valid UTF-8');
+      const typeMap = (this.typeMap ??= new Map());
+      id = typeMap.get(name) ?? -1;
+      if (id < 0) {
+        id = types.length;
+        types.push(name);
+        typeRanges.push(start, end);
+        typeMap.set(name, id);
+      }
+    }
+    typeSlots[slot] = id + 1;
+    return id;
+  }
+
+  /**
    * The next (at most) `rowsMax` rows; `firstRow` says where they start in the run, and
    * `firstPosition` is the position of the run's first record.
    */
@@ -233,33 +267,28 @@ export class RunColumnsDecoder {
     const firstRow = this.row;
     const count = Math.min(rowsMax, this.count - firstRow);
     const bytes = this.bytes;
-    // Every fixed-width column in one buffer: one allocation (and one object for the collector
-    // to track) per batch instead of one per column. 8-byte columns first, for alignment.
-    const wide = 4 * count * 8;
-    const narrow = (8 * count + count + 1) * 4;
-    const buffer = new ArrayBuffer(wide + narrow + count);
-    const seqs = new Float64Array(buffer, 0, count);
-    const timestamps = new Float64Array(buffer, count * 8, count);
-    const versions = new Float64Array(buffer, 2 * count * 8, count);
-    const positions = new Float64Array(buffer, 3 * count * 8, count);
+    const {
+      seqs,
+      timestamps,
+      versions,
+      positions,
+      typeIds,
+      fingerprintStarts,
+      fingerprintEnds,
+      keyStarts,
+      keyEnds,
+      payloadStarts,
+      payloadEnds,
+      entryStarts,
+      tagRows,
+      flags: flagsColumn,
+    } = allocateRowColumns(count);
     if (this.sparseLast === undefined)
       for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
-    const typeIds = new Int32Array(buffer, wide, count);
-    const fingerprintStarts = new Uint32Array(buffer, wide + count * 4, count);
-    const fingerprintEnds = new Uint32Array(buffer, wide + 2 * count * 4, count);
-    const keyStarts = new Uint32Array(buffer, wide + 3 * count * 4, count);
-    const keyEnds = new Uint32Array(buffer, wide + 4 * count * 4, count);
-    const payloadStarts = new Uint32Array(buffer, wide + 5 * count * 4, count);
-    const payloadEnds = new Uint32Array(buffer, wide + 6 * count * 4, count);
-    const entryStarts = new Uint32Array(buffer, wide + 7 * count * 4, count);
-    const tagRows = new Uint32Array(buffer, wide + 8 * count * 4, count + 1);
-    const flagsColumn = new Uint8Array(buffer, wide + narrow, count);
     // Grown on the first tag: most batches of small commits have none.
-    let tagStarts = noTagRanges;
-    let tagEnds = noTagRanges;
+    const tagRanges: TagRanges = { starts: noTagRanges, ends: noTagRanges, count: 0 };
     const external: { row: number; location: PayloadLocation }[] = [];
-    const { types, typeRanges, typeSlots } = this;
-    let tagCount = 0;
+    const types = this.types;
     let row = 0;
     while (row < count) {
       if (this.left === 0) this.nextManifest();
@@ -306,81 +335,19 @@ export class RunColumnsDecoder {
           if (at < end && bytes[at] < 0x80) value = bytes[at++];
           else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
           if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
-          const start = at;
+          typeIds[row] = this.typeIdOf(bytes, at, at + value, what);
           at += value;
-          // A type's slot in a small table, from its length and end bytes; checked by its bytes.
-          const slot = (value * 31 + bytes[start] * 7 + bytes[at - 1]) & typeSlotMask;
-          let id = typeSlots[slot] - 1;
-          if (id >= 0 && !equalRanges(bytes, start, at, typeRanges[2 * id], typeRanges[2 * id + 1])) id = -1;
-          if (id < 0 && types.length <= typesScannedMax) {
-            for (let type = 0; type < types.length; type++) {
-              if (equalRanges(bytes, start, at, typeRanges[2 * type], typeRanges[2 * type + 1])) {
-                id = type;
-                break;
-              }
-            }
-          }
-          if (id < 0) {
-            const name = utf8DecodeRange(bytes, start, at);
-            if (name === undefined) throw corrupt(what, start, 'a type is not valid UTF-8');
-            const typeMap = (this.typeMap ??= new Map());
-            id = typeMap.get(name) ?? -1;
-            if (id < 0) {
-              id = types.length;
-              types.push(name);
-              typeRanges.push(start, at);
-              typeMap.set(name, id);
-            }
-          }
-          typeIds[row] = id;
-          typeSlots[slot] = id + 1;
         } else {
           typeIds[row] = -1;
         }
-        tagRows[row] = tagCount;
-        if (flags & recordFlags.hasTags) {
-          const tags = varintAt(bytes, at, end, what);
-          at = varintEnd;
-          if (tags > end - at) throw corrupt(what, at, `tag count ${tags} exceeds the frame`);
-          if (tagCount + tags > tagStarts.length) {
-            const grown = Math.max(tagStarts.length * 2, tagCount + tags, Math.min(count, 1024));
-            const starts = new Uint32Array(grown);
-            starts.set(tagStarts);
-            const ends = new Uint32Array(grown);
-            ends.set(tagEnds);
-            tagStarts = starts;
-            tagEnds = ends;
-          }
-          for (let tag = 0; tag < tags; tag++, tagCount++) {
-            if (at < end && bytes[at] < 0x80) value = bytes[at++];
-            else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
-            if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
-            tagStarts[tagCount] = at;
-            at += value;
-            tagEnds[tagCount] = at;
-          }
-        }
-        let payloadSegment: number;
-        if (at < end && bytes[at] < 0x80) payloadSegment = bytes[at++];
-        else (payloadSegment = varintAt(bytes, at, end, what)), (at = varintEnd);
-        const offset = varintAt(bytes, at, end, what);
-        const length = varintAt(bytes, varintEnd, end, what);
-        at = varintEnd;
-        const crc = u32At(bytes, at, end, what);
-        // Then the entry's own CRC: a run read whole is covered by its frames' CRCs.
-        u32At(bytes, at + 4, end, what);
-        at += 8;
-        if (payloadSegment === 0) {
-          if (offset + length > bytes.length) throw corrupt(what, at, 'a payload lies past its run');
-          payloadStarts[row] = offset;
-          payloadEnds[row] = offset + length;
-        } else {
-          external.push({ row, location: { segment: payloadSegment, offset, length, crc } });
-        }
+        tagRows[row] = tagRanges.count;
+        if (flags & recordFlags.hasTags) at = readTagRanges(bytes, at, end, what, tagRanges, count);
+        at = readPayloadLocation(bytes, at, end, what, row, payloadStarts, payloadEnds, external);
       }
       this.at = at;
       if (this.left === 0 && at !== end) throw corrupt(what, at, `${end - at} trailing bytes`);
     }
+    const tagCount = tagRanges.count;
     tagRows[row] = tagCount;
     if (this.sparseLast !== undefined) this.placeBySeq(positions, seqs, firstPosition);
     this.row += count;
@@ -400,8 +367,8 @@ export class RunColumnsDecoder {
       keyStarts,
       keyEnds,
       tagRows,
-      tagStarts: tagCount === 0 ? noTagRanges : tagStarts.subarray(0, tagCount),
-      tagEnds: tagCount === 0 ? noTagRanges : tagEnds.subarray(0, tagCount),
+      tagStarts: tagCount === 0 ? noTagRanges : tagRanges.starts.subarray(0, tagCount),
+      tagEnds: tagCount === 0 ? noTagRanges : tagRanges.ends.subarray(0, tagCount),
       payloadStarts,
       payloadEnds,
       external,
@@ -409,6 +376,113 @@ export class RunColumnsDecoder {
       entryStarts,
     };
   }
+}
+
+/** The byte ranges of a batch's tags so far: grown as tags come, `count` of them filled. */
+interface TagRanges {
+  starts: Uint32Array;
+  ends: Uint32Array;
+  count: number;
+}
+
+/**
+ * Reads an entry's tags (a count, then each one's length and bytes) at `at` into `ranges`,
+ * growing them when full (`rows` sizes the first growth); returns where the tags end.
+ */
+function readTagRanges(
+  bytes: Uint8Array,
+  at: number,
+  end: number,
+  what: string,
+  ranges: TagRanges,
+  rows: number,
+): number {
+  const tags = varintAt(bytes, at, end, what);
+  at = varintEnd;
+  if (tags > end - at) throw corrupt(what, at, `tag count ${tags} exceeds the frame`);
+  if (ranges.count + tags > ranges.starts.length) {
+    const grown = Math.max(ranges.starts.length * 2, ranges.count + tags, Math.min(rows, 1024));
+    const starts = new Uint32Array(grown);
+    starts.set(ranges.starts);
+    const ends = new Uint32Array(grown);
+    ends.set(ranges.ends);
+    ranges.starts = starts;
+    ranges.ends = ends;
+  }
+  const { starts, ends } = ranges;
+  let count = ranges.count;
+  let value = 0;
+  for (let tag = 0; tag < tags; tag++, count++) {
+    if (at < end && bytes[at] < 0x80) value = bytes[at++];
+    else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
+    if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
+    starts[count] = at;
+    at += value;
+    ends[count] = at;
+  }
+  ranges.count = count;
+  return at;
+}
+
+/**
+ * Reads an entry's payload location and its own CRC at `at`: a payload in this run fills the
+ * row's payload range, one elsewhere is listed in `external` for the caller to gather. Returns
+ * where the entry ends.
+ */
+function readPayloadLocation(
+  bytes: Uint8Array,
+  at: number,
+  end: number,
+  what: string,
+  row: number,
+  payloadStarts: Uint32Array,
+  payloadEnds: Uint32Array,
+  external: { row: number; location: PayloadLocation }[],
+): number {
+  let payloadSegment: number;
+  if (at < end && bytes[at] < 0x80) payloadSegment = bytes[at++];
+  else (payloadSegment = varintAt(bytes, at, end, what)), (at = varintEnd);
+  const offset = varintAt(bytes, at, end, what);
+  const length = varintAt(bytes, varintEnd, end, what);
+  at = varintEnd;
+  const crc = u32At(bytes, at, end, what);
+  // Then the entry's own CRC: a run read whole is covered by its frames' CRCs.
+  u32At(bytes, at + 4, end, what);
+  at += 8;
+  if (payloadSegment === 0) {
+    if (offset + length > bytes.length) throw corrupt(what, at, 'a payload lies past its run');
+    payloadStarts[row] = offset;
+    payloadEnds[row] = offset + length;
+  } else {
+    external.push({ row, location: { segment: payloadSegment, offset, length, crc } });
+  }
+  return at;
+}
+
+/**
+ * Every fixed-width column of `count` rows in one buffer: one allocation (and one object for the
+ * collector to track) per batch instead of one per column. 8-byte columns first, for alignment.
+ */
+function allocateRowColumns(count: number) {
+  const wide = 4 * count * 8;
+  const narrow = (8 * count + count + 1) * 4;
+  const buffer = new ArrayBuffer(wide + narrow + count);
+  return {
+    seqs: new Float64Array(buffer, 0, count),
+    timestamps: new Float64Array(buffer, count * 8, count),
+    versions: new Float64Array(buffer, 2 * count * 8, count),
+    positions: new Float64Array(buffer, 3 * count * 8, count),
+    typeIds: new Int32Array(buffer, wide, count),
+    fingerprintStarts: new Uint32Array(buffer, wide + count * 4, count),
+    fingerprintEnds: new Uint32Array(buffer, wide + 2 * count * 4, count),
+    keyStarts: new Uint32Array(buffer, wide + 3 * count * 4, count),
+    keyEnds: new Uint32Array(buffer, wide + 4 * count * 4, count),
+    payloadStarts: new Uint32Array(buffer, wide + 5 * count * 4, count),
+    payloadEnds: new Uint32Array(buffer, wide + 6 * count * 4, count),
+    entryStarts: new Uint32Array(buffer, wide + 7 * count * 4, count),
+    tagRows: new Uint32Array(buffer, wide + 8 * count * 4, count + 1),
+    flags: new Uint8Array(buffer, wide + narrow, count),
+  };
 }
 
 /**
