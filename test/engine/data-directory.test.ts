@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { storeFormatVersion } from '../../packages/engine/src/coordinator/store-marker.js';
+import { storeFormatVersion } from '../../packages/engine/src/coordinator/opening/store-marker.js';
 import { Store } from '../../packages/engine/src/index.js';
 import { storeMarkerName } from '../../packages/engine/src/storage/feed-layout.js';
 import { cli } from '../support/cli.js';

@@ -10,11 +10,11 @@ import path from 'node:path';
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
 import { loadKernels } from '../../packages/engine/src/kernels/index.js';
-import type { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
-import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
-import { ipcArenas, writeArrowIpc } from '../../packages/engine/src/query/export-ipc.js';
-import { FileSink } from '../../packages/engine/src/query/export-sink.js';
-import { packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
+import { exportArrowBatch } from '../../packages/engine/src/query/export/export-arrow.js';
+import { ipcArenas, writeArrowIpc } from '../../packages/engine/src/query/export/export-ipc.js';
+import { FileSink } from '../../packages/engine/src/query/export/export-sink.js';
+import { packBatches, unpackBatches } from '../../packages/engine/src/query/export/export-transfer.js';
+import type { ColumnBatch } from '../../packages/engine/src/query/reading/column-batch.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 /** The file Apache Arrow's own writer makes of the groups, each converted into new arrays. */

@@ -7,8 +7,8 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import { loadKernels } from '../../packages/engine/src/kernels/index.js';
-import { groupScratches, writeParquet } from '../../packages/engine/src/query/export-parquet.js';
-import type { ExportSink } from '../../packages/engine/src/query/export-sink.js';
+import { groupScratches, writeParquet } from '../../packages/engine/src/query/export/export-parquet.js';
+import type { ExportSink } from '../../packages/engine/src/query/export/export-sink.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 /** The module the engine loads (one instance per process), resolved as the engine resolves it. */

@@ -14,7 +14,7 @@ import fc from 'fast-check';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { loadKernels } from '../../packages/engine/src/kernels/index.js';
 import { directWriteAlignmentBytes, exportDirectWriteBytes } from '../../packages/engine/src/limits.js';
-import { FileSink } from '../../packages/engine/src/query/export-sink.js';
+import { FileSink } from '../../packages/engine/src/query/export/export-sink.js';
 import { branchTally } from '../support/branches.js';
 
 const native = loadKernels('native');

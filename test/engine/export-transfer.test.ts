@@ -5,10 +5,10 @@
  */
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import { ColumnBatch } from '../../packages/engine/src/query/column-batch.js';
-import { exportArrowBatch } from '../../packages/engine/src/query/export-arrow.js';
-import { ColumnArena } from '../../packages/engine/src/query/export-columns.js';
-import { compactBatch, packBatches, unpackBatches } from '../../packages/engine/src/query/export-transfer.js';
+import { exportArrowBatch } from '../../packages/engine/src/query/export/export-arrow.js';
+import { ColumnArena } from '../../packages/engine/src/query/export/export-columns.js';
+import { compactBatch, packBatches, unpackBatches } from '../../packages/engine/src/query/export/export-transfer.js';
+import { ColumnBatch } from '../../packages/engine/src/query/reading/column-batch.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
 /** A cell of an Arrow row as JSON can hold it: 64-bit integers as text, bytes as hex, a list (an Arrow vector) as an array. */

@@ -46,7 +46,7 @@ describe('export files on the export workers', () => {
         }
       }
       await store.close();
-      const offthread = await import(${JSON.stringify(path.resolve('packages/engine/dist/query/export-offthread.js'))});
+      const offthread = await import(${JSON.stringify(path.resolve('packages/engine/dist/query/export/export-offthread.js'))});
       const { runBufferReuses } = await import(${JSON.stringify(path.resolve('packages/engine/dist/storage/run-buffers.js'))});
       // The buffers shared with the workers are kept a while for a next export, then dropped.
       const sparesAfter = offthread.spareExportBuffers();

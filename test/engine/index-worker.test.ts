@@ -13,7 +13,7 @@ import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 const engine = path.resolve('packages/engine/dist/index.js');
 /** The built key index module: the same instance the built engine uses. */
-const keyIndexModule = path.resolve('packages/engine/dist/query/key-index.js');
+const keyIndexModule = path.resolve('packages/engine/dist/query/indexes/key-index.js');
 
 /** A child process (the built engine: builds on the worker) that writes a feed of many segments. */
 function writerScript(directory: string, kernels: string, commits: number): string {

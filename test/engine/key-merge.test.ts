@@ -13,7 +13,7 @@ import {
   type DictionaryFile,
   DictionarySections,
   mergeWithEarlier,
-} from '../../packages/engine/src/query/key-merge.js';
+} from '../../packages/engine/src/query/indexes/key-merge.js';
 import {
   encodeKeyFile,
   type KeyWinner,

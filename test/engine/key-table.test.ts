@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { limits } from '../../packages/engine/src/index.js';
-import { ByteKeyTable, StringKeyTable } from '../../packages/engine/src/query/key-table.js';
+import { ByteKeyTable, StringKeyTable } from '../../packages/engine/src/query/indexes/key-table.js';
 import { branchTally } from '../support/branches.js';
 
 const encoder = new TextEncoder();

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { MergeLog } from '../../packages/engine/src/coordinator/merge-state.js';
+import { MergeLog } from '../../packages/engine/src/coordinator/maintenance/merge-state.js';
 import { type AppendRecord, type Feed, type StoredRecord, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { mergeSegmentsTrigger } from '../../packages/engine/src/limits.js';

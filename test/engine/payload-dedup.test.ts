@@ -4,7 +4,7 @@
  * which may store a payload twice but never references one a segment does not hold.
  */
 import { describe, expect, it } from 'vitest';
-import { PayloadDedup } from '../../packages/engine/src/coordinator/payload-dedup.js';
+import { PayloadDedup } from '../../packages/engine/src/coordinator/writing/payload-dedup.js';
 import { limits } from '../../packages/engine/src/index.js';
 import type { PayloadLocation } from '../../packages/engine/src/storage/records.js';
 

@@ -22,7 +22,7 @@ import {
   type Store,
   type StoredRecord,
 } from '../../packages/engine/src/index.js';
-import { autoPlan } from '../../packages/engine/src/query/planner.js';
+import { autoPlan } from '../../packages/engine/src/query/reading/planner.js';
 import { branchTally } from '../support/branches.js';
 import { itemMatches } from '../support/query-oracle.js';
 import { ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';

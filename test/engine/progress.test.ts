@@ -186,7 +186,7 @@ describe('onProgress', () => {
   it('comes back from the rewrite and export workers when the engine runs from its build', () => {
     const directory = temporaryDirectory();
     const engine = path.resolve('packages/engine/dist/index.js');
-    const offthread = path.resolve('packages/engine/dist/coordinator/rewrite-offthread.js');
+    const offthread = path.resolve('packages/engine/dist/coordinator/maintenance/rewrite-offthread.js');
     const script = `Promise.all([import(${JSON.stringify(engine)}), import(${JSON.stringify(offthread)})]).then(async ([{ Store }, { rewritesOffThread }]) => {
       const store = await Store.open(${JSON.stringify(directory)}, { segmentBytes: 64 * 1024 });
       const feed = await store.createFeed('f');

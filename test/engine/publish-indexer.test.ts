@@ -4,7 +4,7 @@
  * order they asked; a fold that fails lets every waiting writer go rather than hang it.
  */
 import { describe, expect, it } from 'vitest';
-import { type PublishedRun, PublishIndexer } from '../../packages/engine/src/coordinator/publish-indexer.js';
+import { type PublishedRun, PublishIndexer } from '../../packages/engine/src/coordinator/writing/publish-indexer.js';
 import type { CommitRecord } from '../../packages/engine/src/storage/commit-run.js';
 
 function run(records: number): PublishedRun<number> {

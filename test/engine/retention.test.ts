@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { RetentionLog } from '../../packages/engine/src/coordinator/retention-state.js';
+import { RetentionLog } from '../../packages/engine/src/coordinator/maintenance/retention-state.js';
 import { type AppendRecord, type Feed, type StoredRecord, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';

@@ -50,7 +50,7 @@ describe('rewrites on the worker thread', () => {
     it(`write the bytes a rewrite on the calling thread writes (${kernels} kernels)`, async () => {
       const onWorker = temporaryDirectory();
       const script = `Promise.all([import(${JSON.stringify(engine)}), import(${JSON.stringify(workload)})]).then(async ([{ Store }, { rewriteWorkload }]) => {
-        console.log(JSON.stringify({ worker: (await import(${JSON.stringify(path.resolve('packages/engine/dist/coordinator/rewrite-offthread.js'))})).rewritesOffThread(), ...(await rewriteWorkload(Store, ${JSON.stringify(onWorker)}, ${JSON.stringify(kernels)})) }));
+        console.log(JSON.stringify({ worker: (await import(${JSON.stringify(path.resolve('packages/engine/dist/coordinator/maintenance/rewrite-offthread.js'))})).rewritesOffThread(), ...(await rewriteWorkload(Store, ${JSON.stringify(onWorker)}, ${JSON.stringify(kernels)})) }));
       })`;
       const childSummary = JSON.parse(
         execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim().split('\n').pop()!,

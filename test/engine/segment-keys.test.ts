@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { limits } from '../../packages/engine/src/index.js';
-import { SegmentKeys } from '../../packages/engine/src/query/segment-keys.js';
+import { SegmentKeys } from '../../packages/engine/src/query/indexes/segment-keys.js';
 import type { KeyWinner, TermOrder } from '../../packages/engine/src/storage/key-file.js';
 import { branchTally } from '../support/branches.js';
 

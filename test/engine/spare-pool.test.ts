@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { limits } from '../../packages/engine/src/index.js';
-import { SparePool } from '../../packages/engine/src/query/spare-pool.js';
+import { SparePool } from '../../packages/engine/src/query/export/spare-pool.js';
 
 afterEach(() => {
   vi.useRealTimers();

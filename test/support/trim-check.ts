@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
-import { RetentionLog } from '../../packages/engine/src/coordinator/retention-state.js';
+import { RetentionLog } from '../../packages/engine/src/coordinator/maintenance/retention-state.js';
 import { type Store, type StoredRecord, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { collect, historySegmentBases } from './store.js';

@@ -28,7 +28,17 @@ export type { StreamInfo, StreamRecord } from './api/stream.js';
 export { Stream } from './api/stream.js';
 export type { PollResult, SubscriptionInfo } from './api/subscription.js';
 export { Subscription } from './api/subscription.js';
-export type { FeedDiskUse } from './coordinator/disk-use.js';
+export type { MergeProgress, MergeResult, SegmentMerge } from './coordinator/maintenance/history-merge.js';
+export type { RetentionInfo, RetentionPin, TrimResult } from './coordinator/maintenance/history-trim.js';
+export type {
+  KeyCompactionProgress,
+  KeyCompactionRequest,
+  KeyCompactionResult,
+} from './coordinator/maintenance/key-compaction.js';
+export type { RetentionPolicy } from './coordinator/maintenance/retention-state.js';
+export type { FeedDiskUse } from './coordinator/opening/disk-use.js';
+export { storeFormatVersion } from './coordinator/opening/store-marker.js';
+export type { FeedVerification, VerificationProblem } from './coordinator/opening/verify.js';
 export type {
   AppendCondition,
   ExportedFile,
@@ -43,16 +53,10 @@ export type {
   ReadOptions,
   RecordFilter,
   TornTail,
-} from './coordinator/feed-writer-types.js';
-export { ColumnBatch, readExportManifest, verifyExport } from './coordinator/feed-writer-types.js';
-export type { GroupCommitStats } from './coordinator/group-commit.js';
-export type { MergeProgress, MergeResult, SegmentMerge } from './coordinator/history-merge.js';
-export type { RetentionInfo, RetentionPin, TrimResult } from './coordinator/history-trim.js';
-export type { KeyCompactionProgress, KeyCompactionRequest, KeyCompactionResult } from './coordinator/key-compaction.js';
-export type { LeaseGrant } from './coordinator/lease.js';
-export type { RetentionPolicy } from './coordinator/retention-state.js';
-export { storeFormatVersion } from './coordinator/store-marker.js';
-export type { FeedVerification, VerificationProblem } from './coordinator/verify.js';
+} from './coordinator/writing/feed-writer-types.js';
+export { ColumnBatch, readExportManifest, verifyExport } from './coordinator/writing/feed-writer-types.js';
+export type { GroupCommitStats } from './coordinator/writing/group-commit.js';
+export type { LeaseGrant } from './coordinator/writing/lease.js';
 export type { ErrorCode } from './errors.js';
 export { ioError, isStreamStackError, StreamStackError } from './errors.js';
 export type { FstEntries, FstRange, KernelChoice, Kernels, PackedBytes } from './kernels/index.js';

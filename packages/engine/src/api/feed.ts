@@ -11,10 +11,14 @@
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { CommitRecords, FeedInfo } from '@streamstack/protocol';
-import { validateCondition } from '../coordinator/conditions.js';
-import { type FeedDiskUse, feedDiskUse } from '../coordinator/disk-use.js';
-import { FeedReads } from '../coordinator/feed-reads.js';
-import type { FeedWriter } from '../coordinator/feed-writer.js';
+import type { MergeProgress, MergeResult } from '../coordinator/maintenance/history-merge.js';
+import type { RetentionInfo, TrimResult } from '../coordinator/maintenance/history-trim.js';
+import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/maintenance/key-compaction.js';
+import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
+import { type FeedDiskUse, feedDiskUse } from '../coordinator/opening/disk-use.js';
+import { FeedReads } from '../coordinator/reading/feed-reads.js';
+import { validateCondition } from '../coordinator/writing/conditions.js';
+import type { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import type {
   AppendCondition,
   ColumnBatch,
@@ -22,13 +26,9 @@ import type {
   ExportOptions,
   ReadOptions,
   TornTail,
-} from '../coordinator/feed-writer-types.js';
-import type { GroupCommitStats } from '../coordinator/group-commit.js';
-import type { MergeProgress, MergeResult } from '../coordinator/history-merge.js';
-import type { RetentionInfo, TrimResult } from '../coordinator/history-trim.js';
-import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/key-compaction.js';
-import type { LeaseGrant } from '../coordinator/lease.js';
-import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/retention-state.js';
+} from '../coordinator/writing/feed-writer-types.js';
+import type { GroupCommitStats } from '../coordinator/writing/group-commit.js';
+import type { LeaseGrant } from '../coordinator/writing/lease.js';
 import { StreamStackError } from '../errors.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import { checkOnProgress, type OnProgress, type Progress } from '../progress.js';

@@ -6,8 +6,8 @@
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { AppendRecord, Commit } from '@streamstack/protocol';
-import type { RecordInput } from '../coordinator/feed-writer.js';
-import type { CommitRecord } from '../coordinator/feed-writer-types.js';
+import type { RecordInput } from '../coordinator/writing/feed-writer.js';
+import type { CommitRecord } from '../coordinator/writing/feed-writer-types.js';
 import { StreamStackError } from '../errors.js';
 import {
   batchRecordsMax,
@@ -24,7 +24,7 @@ export type { AppendRecord, Commit };
 
 const encoder = new TextEncoder();
 
-export type { StoredRecord } from '../coordinator/feed-writer-types.js';
+export type { StoredRecord } from '../coordinator/writing/feed-writer-types.js';
 
 export function toCommit(feed: string, record: CommitRecord): Commit {
   return {

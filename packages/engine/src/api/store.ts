@@ -8,10 +8,15 @@
  */
 import crypto from 'node:crypto';
 import path from 'node:path';
-import { DataDirectory, deletedFeedError, feedTagFrom, validateFeedName } from '../coordinator/data-directory.js';
-import { FeedWriter } from '../coordinator/feed-writer.js';
-import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/retention-state.js';
-import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator/verify.js';
+import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
+import {
+  DataDirectory,
+  deletedFeedError,
+  feedTagFrom,
+  validateFeedName,
+} from '../coordinator/opening/data-directory.js';
+import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator/opening/verify.js';
+import { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import { StreamStackError } from '../errors.js';
 import { type KernelChoice, loadKernels } from '../kernels/index.js';
 import type { Kernels } from '../kernels/kernels.js';

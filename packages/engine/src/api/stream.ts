@@ -5,7 +5,7 @@
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { StreamInfo, StreamRecord } from '@streamstack/protocol';
-import { type AppendCondition, validateCondition } from '../coordinator/conditions.js';
+import { type AppendCondition, validateCondition } from '../coordinator/writing/conditions.js';
 import { StreamStackError } from '../errors.js';
 import type { Feed } from './feed.js';
 import {

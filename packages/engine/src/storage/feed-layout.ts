@@ -9,7 +9,7 @@
  */
 import path from 'node:path';
 
-/** The store's marker file: its format version (see `coordinator/store-marker.ts`). */
+/** The store's marker file: its format version (see `coordinator/opening/store-marker.ts`). */
 export const storeMarkerName = 'streamstack.json';
 /** The store's lock file: one writer process at a time. */
 export const storeLockName = 'LOCK';

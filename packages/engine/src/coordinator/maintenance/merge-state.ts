@@ -1,0 +1,164 @@
+/**
+ * The durable record of a merge's switch-over (`state/merge.log`, a state log: two files, the
+ * newest record wins). Before the merged segment is renamed over the first segment it replaces,
+ * the merge records which segments it replaces and the merged file's capacity, marked pending;
+ * once the replaced segments' files are gone it is marked done. Recovery of a pending record
+ * looks at the file under the first segment's name: with the merged capacity, the switch
+ * happened and the other replaced segments' files are leftovers to delete; with any other, it
+ * did not, and the temporary merged file (deleted like every `.tmp` file) is all there was.
+ */
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import { segmentHeaderBytes } from '../../limits.js';
+import { ByteReader, ByteWriter } from '../../storage/codec.js';
+import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../../storage/feed-layout.js';
+import type { Corruption } from '../../storage/runs.js';
+import { decodeSegmentHeader, syncDirectory } from '../../storage/segment.js';
+import { DeferredRecordLog } from '../../storage/state-log.js';
+
+/** A merge's switch-over: the consecutive segments it replaces, and the merged file's capacity. */
+export interface MergeRecord {
+  readonly replaced: readonly number[];
+  readonly capacity: number;
+  readonly pending: boolean;
+}
+
+const recordVersion = 1;
+
+function encode(record: MergeRecord): Uint8Array {
+  const writer = new ByteWriter()
+    .u8(recordVersion)
+    .u8(record.pending ? 1 : 0)
+    .varint(record.capacity)
+    .varint(record.replaced.length);
+  for (const base of record.replaced) writer.varint(base);
+  return writer.finish();
+}
+
+function decode(bytes: Uint8Array, file: string): MergeRecord {
+  const reader = new ByteReader(bytes, 0, bytes.length, `merge record in ${file}`);
+  const version = reader.u8();
+  const pending = reader.u8() === 1;
+  const capacity = reader.varint();
+  const count = reader.varint();
+  const replaced: number[] = [];
+  for (let index = 0; index < count; index++) replaced.push(reader.varint());
+  reader.expectEnd();
+  if (version !== recordVersion)
+    throw new StreamStackError('CORRUPT', `${file} holds a merge record of an unknown form`, {
+      details: { file, offset: 0 },
+    });
+  return { replaced, capacity, pending };
+}
+
+/** The merge log of one feed (made on its first merge, not on every open of every feed). */
+export class MergeLog {
+  private constructor(private readonly log: DeferredRecordLog<MergeRecord>) {}
+
+  static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<MergeLog> {
+    return new MergeLog(
+      await DeferredRecordLog.open(kernels, new FeedLayout(directory).stateLog('merge'), readOnly, { encode, decode }),
+    );
+  }
+
+  get record(): MergeRecord | undefined {
+    return this.log.value;
+  }
+
+  get corruptions(): readonly Corruption[] {
+    return this.log.corruptions;
+  }
+
+  /** A torn last write found on open (cut unless read-only). */
+  get tornTails(): readonly Corruption[] {
+    return this.log.tornTails;
+  }
+
+  write(record: MergeRecord): Promise<void> {
+    return this.log.write(record);
+  }
+
+  close(): void {
+    this.log.close();
+  }
+}
+
+/**
+ * The bases whose files a switched-over but unfinished merge left (empty when the last merge is
+ * done, or never switched): every replaced segment but the first, whose name the merged one took.
+ */
+export function leftoverBases(kernels: Kernels, feedDirectory: string, record: MergeRecord | undefined): Set<number> {
+  return record && switchedOver(kernels, feedDirectory, record) ? new Set(record.replaced.slice(1)) : new Set();
+}
+
+/**
+ * Whether a pending switch-over happened: the file under the first replaced segment's name has
+ * the rewritten segment's capacity. (A key compaction may replace a single segment: then there
+ * are no leftovers, but the first one's derived files are stale all the same.)
+ */
+export function switchedOver(kernels: Kernels, feedDirectory: string, record: MergeRecord): boolean {
+  if (!record.pending) return false;
+  const file = new FeedLayout(feedDirectory).historySegment(record.replaced[0]);
+  let capacity: number | undefined;
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      const bytes = Buffer.alloc(segmentHeaderBytes);
+      const read = fs.readSync(fd, bytes, 0, segmentHeaderBytes, 0);
+      capacity = decodeSegmentHeader(kernels, bytes.subarray(0, read), file).capacity;
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    // Unreadable: the history's own recovery reports it; nothing here is deleted.
+    return false;
+  }
+  return capacity === record.capacity;
+}
+
+/**
+ * Deletes what a merge makes stale: every file of the history and index directories named for a
+ * replaced segment but the first — and, with `firstDerived`, the first one's index files and
+ * dictionaries too (recovery: they describe the segment that was there before). The first one's
+ * segment and summary stay: they are the merged segment's (a summary left from before fails
+ * its check against the merged header and is rebuilt).
+ */
+export async function removeReplacedFiles(
+  feedDirectory: string,
+  replaced: readonly number[],
+  firstDerived: boolean,
+  /** False while the key index still holds the dictionaries (it deletes them itself, in order). */
+  dictionaries = true,
+): Promise<void> {
+  const bases = new Set(replaced);
+  const first = replaced[0];
+  const layout = new FeedLayout(feedDirectory);
+  for (const [part, directory] of [
+    ['history', layout.history],
+    ['index', layout.index],
+  ] as const) {
+    let names: string[];
+    try {
+      names = fs.readdirSync(directory);
+    } catch {
+      continue;
+    }
+    let removed = 0;
+    for (const name of names) {
+      const base = baseOfSegmentName(name);
+      if (base === undefined || !bases.has(base)) continue;
+      if (base === first && (part === 'history' || !firstDerived)) continue;
+      if (
+        !dictionaries &&
+        (name.endsWith(segmentSuffix.keyDictionary) || name.endsWith(segmentSuffix.fingerprintDictionary))
+      )
+        continue;
+      await fsp.rm(path.join(directory, name), { force: true });
+      removed++;
+    }
+    if (removed > 0) await syncDirectory(directory);
+  }
+}

@@ -1,0 +1,197 @@
+import type { Kernels } from '../../kernels/kernels.js';
+import { FeedIndex, type IndexRebuild, segmentsOf } from '../../query/indexes/feed-index.js';
+import { KeyIndex, removeDictionaryFiles } from '../../query/indexes/key-index.js';
+import { type CommitRecord, entryPosition, fingerprintKey } from '../../storage/commit-run.js';
+import { FeedLayout } from '../../storage/feed-layout.js';
+import type { History } from '../../storage/history-log.js';
+import type { ManifestEntry, RecordData } from '../../storage/records.js';
+import { removeSegmentFilesBelow } from '../../storage/segment-set.js';
+import type { KeyIndexes } from '../maintenance/compaction-selection.js';
+import { removeRewriteLeftovers } from '../maintenance/segment-rewrite.js';
+import { ConditionChecker } from '../writing/conditions.js';
+import { type PublishedRun, PublishIndexer } from '../writing/publish-indexer.js';
+
+/** The fields of a published record the derived indexes take. */
+export type IndexedRecord = Pick<RecordData, 'type' | 'tags' | 'key' | 'version' | 'tombstone'>;
+
+export class DerivedIndexes {
+  /**
+   * Folds published records into the indexes, a slice at a time after the commit is published:
+   * whatever reads them waits for `caughtUp()` first.
+   */
+  private readonly indexer = new PublishIndexer<IndexedRecord>((run, index) => {
+    const { commit } = run;
+    const record = run.records[index];
+    const locator = run.runStart + run.entryOffsets[index];
+    const position = commit.firstPosition + index;
+    this.index.add(commit, record.type, record.tags, locator, position);
+    this.keys.add(commit, record.key, record.version, record.tombstone, locator, position);
+    this.fingerprints.add(commit, run.fingerprints[index], 0, false, locator, position);
+    this.conditions.note(position, record.type, record.tags);
+  });
+
+  private constructor(
+    /** The tag and type index: sealed segments from their files, the active one in memory. */
+    readonly index: FeedIndex,
+    /** The key index: sealed segments' dictionaries, the active segment's keys in memory. */
+    readonly keys: KeyIndex,
+    /** Each fingerprint's first occurrence, per sealed segment. */
+    readonly fingerprints: KeyIndex,
+    /** The condition high-water maps, which start empty at the watermark. */
+    readonly conditions: ConditionChecker,
+    /** The index directory, where every file is named for the segment it derives from. */
+    private readonly directory: string,
+    private readonly readOnly: boolean,
+  ) {}
+
+  /**
+   * Opens the indexes of the feed in `directory` over its recovered `history`, rebuilding what
+   * is missing or damaged (reported in `index.rebuilt`). `watermark` is the published position.
+   */
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    history: History,
+    watermark: number,
+    readOnly: boolean,
+    /** A trim was recorded and not finished: the dictionaries hold winners over what it removed. */
+    trimPending = false,
+    /**
+     * A read-only open found a segment rewritten (a merge, a key compaction) and its switch-over
+     * not finished: that segment's derived files describe what lay there before.
+     */
+    rewrittenBase?: number,
+  ): Promise<DerivedIndexes> {
+    const indexDirectory = new FeedLayout(directory).index;
+    const rebuilt: IndexRebuild[] = [];
+    // Nothing below the floor is ever read again; whatever a trim left there goes (one listing).
+    if (!readOnly) await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
+    // A rewrite's derived files that a crash left before its switch-over (`segment-rewrite.ts`).
+    if (!readOnly) await removeRewriteLeftovers(indexDirectory);
+    if (trimPending && !readOnly) await removeDictionaryFiles(indexDirectory);
+    // A rewrite's stale dictionary would also feed the ones after it: all are rebuilt in memory.
+    const stale = (trimPending && readOnly) || rewrittenBase !== undefined;
+    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale);
+    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale);
+    const index = await FeedIndex.open(
+      kernels,
+      indexDirectory,
+      history,
+      readOnly,
+      (commit, entry, locator, position) => addActiveEntry(keys, fingerprints, commit, entry, locator, position),
+      new Set(rewrittenBase === undefined ? [] : [rewrittenBase]),
+    );
+    index.rebuilt.unshift(...rebuilt);
+    keys.reportTo(index.rebuilt);
+    fingerprints.reportTo(index.rebuilt);
+    keys.checkWholeLater();
+    fingerprints.checkWholeLater();
+    return new DerivedIndexes(
+      index,
+      keys,
+      fingerprints,
+      new ConditionChecker(kernels, watermark),
+      indexDirectory,
+      readOnly,
+    );
+  }
+
+  /**
+   * The key and fingerprint dictionaries alone, opened read-only over `history` with the active
+   * segment's records replayed into them: what a rewrite worker's snapshot asks a key
+   * compaction's selection of (the tag index is not needed there).
+   */
+  static async openKeyIndexes(kernels: Kernels, directory: string, history: History): Promise<KeyIndexes> {
+    const indexDirectory = new FeedLayout(directory).index;
+    const rebuilt: IndexRebuild[] = [];
+    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, true, 'latest');
+    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, true, 'first');
+    const { active } = segmentsOf(history);
+    if (active) {
+      for await (const run of history.readRuns(active.commits())) {
+        run.entries.forEach((entry, at) => {
+          addActiveEntry(
+            keys,
+            fingerprints,
+            run.commit,
+            entry,
+            run.entryOffsets[at],
+            entryPosition(run.commit, at, entry.seq),
+          );
+        });
+      }
+    }
+    return { keys, fingerprints };
+  }
+
+  /**
+   * Takes a published run. Its type names count toward the type limit of the very next request,
+   * so they are noted now; the rest follows a slice at a time.
+   */
+  push(run: PublishedRun<IndexedRecord>, types: Iterable<string>): void {
+    for (const type of types) this.index.typeNames.add(type);
+    this.indexer.push(run);
+  }
+
+  /** Undefined, or a promise to await before writing more records: see `PublishIndexer.roomInBacklog`. */
+  roomInBacklog(): Promise<void> | undefined {
+    return this.indexer.roomInBacklog();
+  }
+
+  /** Resolves once the indexes and condition maps hold every run pushed so far. */
+  caughtUp(): Promise<void> {
+    return this.indexer.caughtUp();
+  }
+
+  /** Whether the indexes hold every run pushed so far now, in this turn. */
+  get indexedAll(): boolean {
+    return this.indexer.idle;
+  }
+
+  /** Resolves once every run pushed is folded in and the files built meanwhile are on disk. */
+  async flushed(): Promise<void> {
+    await this.indexer.caughtUp();
+    await this.index.flushed();
+    await this.keys.flushed();
+    await this.fingerprints.flushed();
+  }
+
+  /**
+   * Drops what the indexes derived from the history before `base` (a trim removed it): the
+   * index files of those segments, and every key and fingerprint dictionary, which are rebuilt
+   * over the history that is left. Call it before the history lets go of the commits: from this
+   * call on, key lookups and dedup wait for the rebuilt dictionaries, so none answers with a
+   * winner that is gone. `removed` resolves once the files are deleted, durably; `rebuilt` once
+   * the dictionaries are back.
+   */
+  trimBefore(base: number): { removed: Promise<void>; rebuilt: Promise<void> } {
+    const keys = this.keys.trimBefore(base);
+    const fingerprints = this.fingerprints.trimBefore(base);
+    const removed = (async () => {
+      await this.index.trimBefore(base);
+      await keys.removed;
+      await fingerprints.removed;
+      if (!this.readOnly) await removeSegmentFilesBelow(this.directory, base);
+    })();
+    return { removed, rebuilt: Promise.all([removed, keys.rebuilt, fingerprints.rebuilt]).then(() => undefined) };
+  }
+
+  /** Releases what the indexes hold open. */
+  close(): void {
+    this.keys.close();
+    this.fingerprints.close();
+  }
+}
+
+/** Adds a record of the active segment, replayed on open, to the key and fingerprint dictionaries. */
+function addActiveEntry(
+  keys: KeyIndex,
+  fingerprints: KeyIndex,
+  commit: CommitRecord,
+  entry: ManifestEntry,
+  locator: number,
+  position: number,
+): void {
+  keys.add(commit, entry.key, entry.version, entry.tombstone, locator, position);
+  fingerprints.add(commit, fingerprintKey(entry.fingerprint), 0, false, locator, position);
+}

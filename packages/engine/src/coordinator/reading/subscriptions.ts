@@ -1,0 +1,210 @@
+/**
+ * Named, durable cursors of one feed. Each subscription is a small state log of its own
+ * (`state/subscriptions/<name>.log`, last record wins), so advancing one rewrites nothing of the
+ * others. Advancing is monotonic; moving a cursor back takes an explicit reset.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import { ByteReader, ByteWriter } from '../../storage/codec.js';
+import { subscriptionSuffix } from '../../storage/feed-layout.js';
+import type { Corruption } from '../../storage/runs.js';
+import { syncDirectory } from '../../storage/segment.js';
+import { StateLog, stateLogCopySuffix } from '../../storage/state-log.js';
+import { validateFeedName } from '../opening/data-directory.js';
+
+export interface SubscriptionState {
+  readonly name: string;
+  readonly cursor: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+function encode(state: SubscriptionState): Uint8Array {
+  return new ByteWriter()
+    .string(state.name)
+    .varint(state.cursor)
+    .varint(state.createdAt)
+    .varint(state.updatedAt)
+    .finish();
+}
+
+function decode(bytes: Uint8Array, file: string): SubscriptionState {
+  const reader = new ByteReader(bytes, 0, bytes.length, `subscription record in ${file}`);
+  const state = {
+    name: reader.string(),
+    cursor: reader.varint(),
+    createdAt: reader.varint(),
+    updatedAt: reader.varint(),
+  };
+  reader.expectEnd();
+  return state;
+}
+
+/** Opens the log of subscription `name`: records naming another subscription are damage. */
+export function openSubscriptionLog(
+  kernels: Kernels,
+  file: string,
+  name: string,
+  readOnly: boolean,
+): Promise<StateLog> {
+  return StateLog.open(kernels, file, readOnly, (record) => {
+    try {
+      return decode(record, file).name === name;
+    } catch {
+      return false;
+    }
+  });
+}
+
+export function validateSubscriptionName(name: unknown): string {
+  try {
+    return validateFeedName(name);
+  } catch {
+    throw new StreamStackError(
+      'INVALID_NAME',
+      `a subscription name follows the rules of feed names; got ${JSON.stringify(name)}`,
+      {
+        details: { name },
+      },
+    );
+  }
+}
+
+export class Subscriptions {
+  private readonly open = new Map<string, { log: StateLog; state: SubscriptionState }>();
+  /** Damage found in the subscriptions' logs (reported by verify; the newest records still serve). */
+  readonly corruptions: Corruption[] = [];
+  /** Changes run one at a time, in call order. */
+  private chain: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly kernels: Kernels,
+    private readonly directory: string,
+    private readonly clock: () => number,
+    private readonly readOnly: boolean,
+  ) {}
+
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    clock: () => number,
+    readOnly = false,
+  ): Promise<Subscriptions> {
+    const subscriptions = new Subscriptions(kernels, directory, clock, readOnly);
+    if (fs.existsSync(directory)) {
+      // A subscription lives in two files; either one is enough to find it.
+      const names = new Set(
+        fs
+          .readdirSync(directory)
+          .map((file) => (file.endsWith(stateLogCopySuffix) ? file.slice(0, -stateLogCopySuffix.length) : file))
+          .filter((file) => file.endsWith(subscriptionSuffix)),
+      );
+      for (const name of [...names].sort()) {
+        const file = path.join(directory, name);
+        const subscription = name.slice(0, -subscriptionSuffix.length);
+        const log = await openSubscriptionLog(kernels, file, subscription, readOnly);
+        subscriptions.corruptions.push(...log.corruptions);
+        if (!log.last) {
+          // Created but never durably written: the subscription does not exist.
+          if (readOnly) log.close();
+          else log.remove();
+          continue;
+        }
+        let state: SubscriptionState;
+        try {
+          state = decode(log.last, file);
+        } catch (error) {
+          log.close();
+          throw error;
+        }
+        subscriptions.open.set(state.name, { log, state });
+      }
+    }
+    return subscriptions;
+  }
+
+  private serial<T>(change: () => Promise<T>): Promise<T> {
+    if (this.readOnly)
+      return Promise.reject(new StreamStackError('READ_ONLY', `${this.directory} was opened read-only`));
+    const result = this.chain.then(change);
+    this.chain = result.catch(() => undefined);
+    return result;
+  }
+
+  list(): SubscriptionState[] {
+    return [...this.open.values()].map((entry) => entry.state).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  get(name: string): SubscriptionState {
+    const entry = this.open.get(name);
+    if (!entry)
+      throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, {
+        details: { subscription: name },
+      });
+    return entry.state;
+  }
+
+  create(name: string, cursor: number): Promise<SubscriptionState> {
+    validateSubscriptionName(name);
+    return this.serial(async () => {
+      if (this.open.has(name)) {
+        throw new StreamStackError('SUBSCRIPTION_EXISTS', `a subscription named ${name} exists already`, {
+          details: { subscription: name },
+        });
+      }
+      fs.mkdirSync(this.directory, { recursive: true });
+      const file = path.join(this.directory, `${name}${subscriptionSuffix}`);
+      fs.rmSync(file, { force: true });
+      fs.rmSync(`${file}${stateLogCopySuffix}`, { force: true });
+      const log = await StateLog.open(this.kernels, file);
+      const now = this.clock();
+      const state = { name, cursor, createdAt: now, updatedAt: now };
+      await log.write(encode(state));
+      this.open.set(name, { log, state });
+      return state;
+    });
+  }
+
+  /** Moves the cursor to `cursor`: forward only, unless `reset`. */
+  move(name: string, cursor: number, reset: boolean): Promise<SubscriptionState> {
+    return this.serial(async () => {
+      const entry = this.open.get(name);
+      if (!entry)
+        throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, {
+          details: { subscription: name },
+        });
+      if (!reset && cursor < entry.state.cursor) {
+        throw new StreamStackError(
+          'CURSOR_BEHIND',
+          `subscription ${name} is at ${entry.state.cursor}; advancing to ${cursor} would move it back (use reset)`,
+          { details: { subscription: name, cursor: entry.state.cursor, requested: cursor } },
+        );
+      }
+      if (cursor === entry.state.cursor) return entry.state;
+      const state = { ...entry.state, cursor, updatedAt: this.clock() };
+      await entry.log.write(encode(state));
+      entry.state = state;
+      return state;
+    });
+  }
+
+  delete(name: string): Promise<void> {
+    return this.serial(async () => {
+      const entry = this.open.get(name);
+      if (!entry)
+        throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, {
+          details: { subscription: name },
+        });
+      entry.log.remove();
+      await syncDirectory(this.directory);
+      this.open.delete(name);
+    });
+  }
+
+  close(): void {
+    for (const entry of this.open.values()) entry.log.close();
+    this.open.clear();
+  }
+}

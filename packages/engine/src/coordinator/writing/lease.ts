@@ -1,0 +1,193 @@
+/**
+ * The writer lease of one feed: who may write, under which epoch, until when. Epochs are
+ * durable (a state log) and strictly increase across restarts; every grant gets a fresh fencing
+ * token. Lease changes do not wait behind queued writes: a takeover is granted as soon as it is
+ * durable, and writes still queued under the old token are then refused when their turn comes.
+ */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { LeaseGrant } from '@streamstack/protocol';
+import { StreamStackError } from '../../errors.js';
+import { leaseTtlMsDefault, leaseTtlMsMax, leaseTtlMsMin } from '../../limits.js';
+import { ByteReader, ByteWriter } from '../../storage/codec.js';
+import type { StateLog } from '../../storage/state-log.js';
+
+export type { LeaseGrant };
+
+export interface LeaseState {
+  readonly epoch: number;
+  readonly holder: string;
+  readonly token: string;
+  readonly expiresAt: number;
+  readonly released: boolean;
+}
+
+function encodeLease(lease: LeaseState): Uint8Array {
+  return new ByteWriter()
+    .varint(lease.epoch)
+    .string(lease.holder)
+    .string(lease.token)
+    .varint(lease.expiresAt)
+    .u8(lease.released ? 1 : 0)
+    .finish();
+}
+
+function decodeLease(bytes: Uint8Array, file: string): LeaseState {
+  const reader = new ByteReader(bytes, 0, bytes.length, `lease record in ${file}`);
+  const lease = {
+    epoch: reader.varint(),
+    holder: reader.string(),
+    token: reader.string(),
+    expiresAt: reader.varint(),
+    released: reader.u8() === 1,
+  };
+  reader.expectEnd();
+  return lease;
+}
+
+function validateTtl(ttlMs: number | undefined): number {
+  const ttl = ttlMs ?? leaseTtlMsDefault;
+  if (!Number.isSafeInteger(ttl) || ttl < leaseTtlMsMin || ttl > leaseTtlMsMax) {
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `ttlMs must be an integer from ${leaseTtlMsMin} to ${leaseTtlMsMax}, not ${String(ttlMs)}`,
+    );
+  }
+  return ttl;
+}
+
+export class LeaseKeeper {
+  private current: LeaseState | undefined;
+  /** Lease changes run one at a time, in call order. */
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly log: StateLog,
+    private readonly clock: () => number,
+    private readonly newId: () => string,
+    /**
+     * The highest epoch any write in the logs was made under: the epoch never goes below it,
+     * so fencing holds even when the lease log was lost.
+     */
+    private readonly epochFloor = 0,
+  ) {
+    this.current = log.last ? decodeLease(log.last, log.file) : undefined;
+  }
+
+  /** The highest epoch ever granted or written under (0 before the first grant). */
+  get epoch(): number {
+    return Math.max(this.current?.epoch ?? 0, this.epochFloor);
+  }
+
+  /** The lease when it is live (granted, not released, not expired), else undefined. */
+  live(): LeaseState | undefined {
+    const lease = this.current;
+    return lease && !lease.released && this.clock() < lease.expiresAt ? lease : undefined;
+  }
+
+  private serial<T>(change: () => Promise<T>): Promise<T> {
+    const result = this.chain.then(change);
+    this.chain = result.catch(() => undefined);
+    return result;
+  }
+
+  acquire(holder: string, ttlMs?: number): Promise<LeaseGrant> {
+    const ttl = validateTtl(ttlMs);
+    if (typeof holder !== 'string' || holder.length === 0 || holder.length > 256) {
+      return Promise.reject(
+        new StreamStackError('INVALID_ARGUMENT', 'holder must be a non-empty string of at most 256 characters'),
+      );
+    }
+    return this.serial(async () => {
+      const live = this.live();
+      if (live) {
+        throw new StreamStackError(
+          'LEASE_HELD',
+          `the lease is held by ${live.holder} (epoch ${live.epoch}) until ${new Date(live.expiresAt).toISOString()}`,
+          {
+            details: { holder: live.holder, epoch: live.epoch, expiresAt: live.expiresAt },
+          },
+        );
+      }
+      const epoch = this.epoch + 1;
+      const lease: LeaseState = {
+        epoch,
+        holder,
+        token: `${epoch}.${this.newId()}`,
+        expiresAt: this.clock() + ttl,
+        released: false,
+      };
+      await this.log.write(encodeLease(lease));
+      this.current = lease;
+      return { epoch, token: lease.token, expiresAt: lease.expiresAt, holder };
+    });
+  }
+
+  renew(token: string, ttlMs?: number): Promise<LeaseGrant> {
+    const ttl = validateTtl(ttlMs);
+    return this.serial(async () => {
+      const lease = this.check(token);
+      const renewed = { ...lease, expiresAt: this.clock() + ttl };
+      await this.log.write(encodeLease(renewed));
+      this.current = renewed;
+      return { epoch: renewed.epoch, token, expiresAt: renewed.expiresAt, holder: renewed.holder };
+    });
+  }
+
+  release(token: string): Promise<void> {
+    return this.serial(async () => {
+      const lease = this.check(token);
+      const released = { ...lease, released: true };
+      await this.log.write(encodeLease(released));
+      this.current = released;
+    });
+  }
+
+  /**
+   * The live lease that `token` names, or the reason it does not: `FENCED` when the token is not
+   * the current lease's (a newer epoch was granted, or it never was a token here),
+   * `LEASE_EXPIRED` when it is the current lease's but that lease expired or was released.
+   */
+  check(token: string): LeaseState {
+    const lease = this.current;
+    if (!lease || typeof token !== 'string' || token !== lease.token) {
+      const epoch = typeof token === 'string' ? Number.parseInt(token, 10) : Number.NaN;
+      throw new StreamStackError(
+        'FENCED',
+        Number.isInteger(epoch) && lease && epoch < lease.epoch
+          ? `the token of epoch ${epoch} was fenced off by epoch ${lease.epoch}`
+          : 'the token does not name the current lease of this feed',
+        { details: { epoch: lease?.epoch ?? 0 } },
+      );
+    }
+    if (lease.released || this.clock() >= lease.expiresAt) {
+      throw new StreamStackError(
+        'LEASE_EXPIRED',
+        `the lease of epoch ${lease.epoch} ${lease.released ? 'was released' : 'expired'}`,
+        {
+          details: { epoch: lease.epoch, expiresAt: lease.expiresAt },
+        },
+      );
+    }
+    return lease;
+  }
+
+  /**
+   * For writes that may come without a token (one-shot appends): with a token, it must be
+   * valid; without one, no lease may be live.
+   */
+  checkOptional(token: string | undefined): number {
+    if (token !== undefined) return this.check(token).epoch;
+    const live = this.live();
+    if (live) {
+      throw new StreamStackError(
+        'LEASE_HELD',
+        `the feed is leased to ${live.holder} (epoch ${live.epoch}); writes must carry its token`,
+        {
+          details: { holder: live.holder, epoch: live.epoch },
+        },
+      );
+    }
+    return this.epoch;
+  }
+}

@@ -1,0 +1,462 @@
+/**
+ * The tag and type index of one feed (docs/formats.md, Index segments): one index per sealed history segment, loaded
+ * from its file (or rebuilt from the history segment when the file is missing or corrupt), and
+ * an append-only tail index for the active segment, extended as commits are published. Readers
+ * only ever look at positions up to their snapshot's watermark, so the tail needs no lock: the
+ * writer appends and publishes, and nothing a reader holds is ever moved.
+ */
+import fs from 'node:fs';
+import { assert, StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import { indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
+import { type CommitRecord, entryPosition } from '../../storage/commit-run.js';
+import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
+import type { CommitRun, History } from '../../storage/history-log.js';
+import {
+  encodeIndexFile,
+  type IndexData,
+  readIndexFile,
+  readIndexHead,
+  writeIndexFile,
+} from '../../storage/index-segment.js';
+import type { ManifestEntry } from '../../storage/records.js';
+import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
+import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
+
+export type { SegmentIndex };
+
+/**
+ * True when corruption took records of the segment at `base` (up to `nextBase`): inside it (a
+ * gap between its readable commits) or at its end (lost commits before the next segment). Its
+ * derived files are then built in memory only: written, they would be wrong once repaired.
+ */
+export function damagedSegment(
+  lost: readonly CommitRecord[],
+  inSegment: readonly CommitRecord[],
+  base: number,
+  nextBase: number,
+): boolean {
+  if (inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1)))
+    return true;
+  return lost.some((commit) => commit.records > 0 && commit.firstPosition < nextBase && commit.lastPosition >= base);
+}
+
+/** A sealed history segment as its derived files see it: its readable commits and its range. */
+export interface SealedSegment {
+  readonly base: number;
+  /** Records it covers: its last readable position − base + 1. */
+  readonly count: number;
+  /** Its readable commits (read from its summary when it has one: only a rebuild needs them). */
+  readonly commits: () => readonly CommitRecord[];
+  /** Corruption took records of it (see `damagedSegment`). */
+  readonly gaps: boolean;
+  /** Its source fingerprint (`History.sourceOf`), which its derived files must carry. */
+  readonly source: () => number;
+}
+
+/**
+ * A function that gives segment `base`'s source fingerprint when called: made here, apart from
+ * the caller's scope, for the reason `segmentCommits` is.
+ */
+export function segmentSourceOf(history: History, base: number): () => number {
+  return () => history.sourceOf(base);
+}
+
+/**
+ * Why a derived file whose head says it covers `count` records from `base`, built from the
+ * segment whose fingerprint is `source`, is not the file of `segment`; undefined when it is.
+ */
+export function derivedMismatch(
+  head: { base: number; count: number; source: number },
+  segment: { base: number; count: number; source: () => number },
+): string | undefined {
+  if (head.base !== segment.base || head.count !== segment.count)
+    return `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
+  const source = segment.source();
+  if (head.source !== source)
+    return `it was built from another segment (source fingerprint ${head.source}, the segment's ${source})`;
+  return undefined;
+}
+
+/**
+ * A function that reads segment `base`'s commits when called. It is made here, apart from the
+ * caller's scope, because a closure keeps its whole enclosing scope alive: one made where a
+ * segment's tail index is in scope would hold that index for the life of the feed.
+ */
+export function segmentCommits(history: History, base: number): () => CommitRecord[] {
+  return () => history.commits.commitsInSegment(base);
+}
+
+/** The history's segments, sealed ones described, and the active segment's (its commits read when asked for). */
+export function segmentsOf(history: History): {
+  sealed: SealedSegment[];
+  active?: { base: number; commits: () => CommitRecord[] };
+} {
+  const list = history.commits;
+  const bases = history.segments.segments.map((segment) => segment.header.base);
+  const extents = new Map(list.segments().map((extent) => [extent.segment, extent]));
+  const sealed = bases.slice(0, -1).map((base, at): SealedSegment => {
+    const extent = extents.get(base);
+    const count = extent ? extent.lastPosition - base + 1 : 0;
+    // A summary's commits follow each other, so only lost commits can leave gaps in it.
+    if (!extent || extent.summarized) {
+      return {
+        base,
+        count,
+        commits: () => list.commitsInSegment(base),
+        gaps: damagedSegment(list.lost, [], base, bases[at + 1]),
+        source: segmentSourceOf(history, base),
+      };
+    }
+    // Held commits are checked for gaps now and read again when needed: a slot must not keep
+    // a segment's commits as objects for the life of the feed.
+    const gaps = damagedSegment(list.lost, list.commitsInSegment(base), base, bases[at + 1]);
+    return { base, count, commits: () => list.commitsInSegment(base), gaps, source: segmentSourceOf(history, base) };
+  });
+  const activeBase = bases[bases.length - 1];
+  return {
+    sealed,
+    ...(activeBase === undefined
+      ? {}
+      : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }),
+  };
+}
+
+/** The index file of the segment at `base` in the index `directory`: named like the history segment it derives from. */
+export function indexFileOf(directory: string, base: number): string {
+  return segmentFile(directory, base, segmentSuffix.tagIndex);
+}
+
+/** An index file that had to be rebuilt, and why. */
+export interface IndexRebuild {
+  readonly segment: number;
+  readonly file: string;
+  readonly reason: string;
+}
+
+/**
+ * A sealed segment's index as the feed knows it before a query needs it: where it lies and
+ * what it covers. Its data is loaded, verified, and kept in the bounded cache on first use.
+ */
+interface SealedSlot extends SealedSegment {
+  /** Set while the index is only in memory: a tail being compacted, or one with gaps. */
+  resident?: SegmentIndex;
+}
+
+export class FeedIndex {
+  private readonly sealed: SealedSlot[] = [];
+  private tail: TailIndex | undefined;
+  /** Every type name seen in the feed: at most `typesPerFeedMax`. */
+  readonly typeNames = new Set<string>();
+  readonly rebuilt: IndexRebuild[] = [];
+  private pending: Promise<void> = Promise.resolve();
+  /** Loaded sealed indexes by base, least recently used first, and the bytes they hold. */
+  private readonly cache = new Map<number, { index: SealedIndex; bytes: number }>();
+  private cachedBytes = 0;
+
+  private constructor(
+    private readonly kernels: Kernels,
+    private readonly directory: string,
+    private readonly history: History,
+    private readonly readOnly: boolean,
+  ) {}
+
+  fileFor(base: number): string {
+    return indexFileOf(this.directory, base);
+  }
+
+  /**
+   * Opens the index: for every sealed history segment, only its index file's header and type
+   * names are read (the rest is read when a query first needs it); a file that is missing or
+   * whose head fails verification is rebuilt now. The tail is built from the active segment.
+   */
+  static async open(
+    kernels: Kernels,
+    directory: string,
+    history: History,
+    readOnly = false,
+    /** Told of every record of the active segment as it is replayed (the key index's tail). */
+    onActiveEntry?: (commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void,
+    /**
+     * Segments whose index files describe what lay there before a rewrite whose switch-over
+     * was not finished (a read-only open cannot finish it): rebuilt, whatever their files say.
+     */
+    staleBases: ReadonlySet<number> = new Set(),
+  ): Promise<FeedIndex> {
+    const index = new FeedIndex(kernels, directory, history, readOnly);
+    index.onActiveEntry = onActiveEntry;
+    const { sealed, active } = segmentsOf(history);
+    for (const segment of sealed) {
+      const slot: SealedSlot = { ...segment };
+      index.sealed.push(slot);
+      const file = index.fileFor(segment.base);
+      let reason: string | undefined = staleBases.has(segment.base)
+        ? 'its segment was rewritten, and the switch-over not finished'
+        : undefined;
+      try {
+        const head = segment.gaps || reason !== undefined ? undefined : readIndexHead(kernels, file);
+        if (!head) reason ??= 'missing';
+        else reason = derivedMismatch(head, segment);
+        if (head && reason === undefined) for (const name of head.typeNames) index.typeNames.add(name);
+      } catch (error) {
+        reason = (error as Error).message;
+      }
+      if (reason !== undefined) {
+        const data = await index.rebuild(slot, reason);
+        for (const name of data.typeNames) index.typeNames.add(name);
+      }
+    }
+    if (active) {
+      index.tail = new TailIndex(active.base);
+      for await (const run of history.readRuns(active.commits())) index.addRun(run);
+    }
+    return index;
+  }
+
+  /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
+  private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
+    // Read and built on the index worker when it can (the segment has a summary, no gaps): a
+    // segment's FST and posting lists take long enough to stall every read and append were they
+    // built here, and reading its records here stalls them too. Otherwise read here and built there.
+    const source = slot.source();
+    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count, source };
+    const data =
+      (slot.gaps ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
+      (await buildIndexDataOffThread(
+        this.kernels,
+        (await indexTailOf(this.history, slot.base, slot.commits())).source(),
+      ));
+    const file = this.fileFor(slot.base);
+    const written = !this.readOnly && !slot.gaps;
+    // Checked before writing as `load` checks it after reading: the index covers its segment.
+    assert(
+      !written || (data.base === slot.base && data.count === slot.count),
+      'an index written is built over its own segment',
+    );
+    if (written) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, source));
+    // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.
+    if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
+    else this.remember(slot.base, new SealedIndex(this.kernels, data), data);
+    this.rebuilt.push({ segment: slot.base, file, reason });
+    return data;
+  }
+
+  private onActiveEntry:
+    | ((commit: CommitRecord, entry: ManifestEntry, locator: number, position: number) => void)
+    | undefined;
+
+  private addRun(run: CommitRun): void {
+    const { commit } = run;
+    run.entries.forEach((entry, at) => {
+      const position = entryPosition(commit, at, entry.seq);
+      this.add(commit, entry.type, entry.tags, run.entryOffsets[at], position);
+      this.onActiveEntry?.(commit, entry, run.entryOffsets[at], position);
+    });
+  }
+
+  /** Holds a loaded index in the cache, dropping the least recently used past the bound. */
+  private remember(base: number, index: SealedIndex, data: IndexData): void {
+    const bytes =
+      data.typeColumn.byteLength + data.locators.byteLength + data.fst.byteLength + data.postings.byteLength;
+    const previous = this.cache.get(base);
+    if (previous) {
+      this.cache.delete(base);
+      this.cachedBytes -= previous.bytes;
+    }
+    this.cache.set(base, { index, bytes });
+    this.cachedBytes += bytes;
+    for (const [oldest, entry] of this.cache) {
+      if (this.cachedBytes <= indexCacheBytesMax || oldest === base) break;
+      this.cache.delete(oldest);
+      this.cachedBytes -= entry.bytes;
+    }
+  }
+
+  /** A sealed segment's index, from memory or its file, rebuilt when the file fails verification. */
+  private async load(slot: SealedSlot): Promise<SegmentIndex> {
+    if (slot.resident) return slot.resident;
+    const cached = this.cache.get(slot.base);
+    if (cached) {
+      // Most recently used goes last.
+      this.cache.delete(slot.base);
+      this.cache.set(slot.base, cached);
+      return cached.index;
+    }
+    let data: IndexData | undefined;
+    let reason = 'missing';
+    try {
+      const read = readIndexFile(this.kernels, this.fileFor(slot.base));
+      const mismatch = read && derivedMismatch(read, slot);
+      if (mismatch !== undefined) reason = mismatch;
+      else data = read;
+    } catch (error) {
+      reason = (error as Error).message;
+    }
+    if (!data) {
+      await this.rebuild(slot, reason);
+      return this.load(slot);
+    }
+    const index = new SealedIndex(this.kernels, data);
+    this.remember(slot.base, index, data);
+    return index;
+  }
+
+  /**
+   * The indexes of the segments that hold positions `from`..`to`, sealed then tail, loaded: a
+   * query holds on to what it was given, whatever the cache drops meanwhile.
+   */
+  async segmentsFor(from: number, to: number): Promise<SegmentIndex[]> {
+    const out: SegmentIndex[] = [];
+    for (const slot of this.sealed) {
+      if (slot.base + slot.count - 1 < from || slot.base > to || slot.count === 0) continue;
+      out.push(await this.load(slot));
+    }
+    if (this.tail && this.tail.count > 0 && this.tail.base + this.tail.count - 1 >= from && this.tail.base <= to)
+      out.push(this.tail);
+    return out;
+  }
+
+  /** Sealed indexes loaded in memory now, and their bytes (for tests and memory accounting). */
+  /**
+   * Drops the indexes of the segments before `base` (a trim removed them; the caller deletes
+   * their files). The index files are per segment, so those after it stay as they are. Builds
+   * in the background finish first, so none writes a trimmed segment's file after the trim.
+   */
+  async trimBefore(base: number): Promise<void> {
+    await this.pending;
+    const kept = this.sealed.filter((slot) => slot.base >= base);
+    this.sealed.splice(0, this.sealed.length, ...kept);
+    for (const [cachedBase, entry] of [...this.cache]) {
+      if (cachedBase >= base) continue;
+      this.cache.delete(cachedBase);
+      this.cachedBytes -= entry.bytes;
+    }
+  }
+
+  /**
+   * Replaces the slots of consecutive segments `bases` by one for the rewritten segment at
+   * `bases[0]` holding `count` records. Its index file is `prebuilt` (the rewrite built it beside
+   * the segment), renamed into place, or else built in the background (a query before then builds
+   * it itself). Builds under way finish first. The caller syncs the directory.
+   */
+  async replaceSegments(bases: readonly number[], count: number, prebuilt?: string): Promise<void> {
+    await this.pending;
+    const at = this.sealed.findIndex((slot) => slot.base === bases[0]);
+    assert(
+      at >= 0 && bases.every((base, index) => this.sealed[at + index]?.base === base),
+      'a merge replaces consecutive index segments',
+    );
+    const slot: SealedSlot = {
+      base: bases[0],
+      count,
+      commits: segmentCommits(this.history, bases[0]),
+      gaps: false,
+      source: segmentSourceOf(this.history, bases[0]),
+    };
+    this.sealed.splice(at, bases.length, slot);
+    for (const base of bases) {
+      const cached = this.cache.get(base);
+      if (!cached) continue;
+      this.cache.delete(base);
+      this.cachedBytes -= cached.bytes;
+    }
+    if (this.readOnly) return;
+    // The first segment's file describes the segment that was there: replaced or gone before
+    // any read can load it (a key-compacted segment covers the same positions, so its count
+    // would not tell).
+    if (prebuilt !== undefined) {
+      fs.renameSync(prebuilt, this.fileFor(bases[0]));
+      return;
+    }
+    fs.rmSync(this.fileFor(bases[0]), { force: true });
+    this.pending = this.pending
+      .then(() => this.load(slot))
+      .then(
+        () => undefined,
+        () => undefined,
+      );
+  }
+
+  get cacheUse(): { segments: number; bytes: number } {
+    return { segments: this.cache.size, bytes: this.cachedBytes };
+  }
+
+  /**
+   * Adds a published commit's records. When the commit lies in a new history segment, the tail
+   * of the previous one is sealed into an index file first (written in the background: the file
+   * is derived, and a crash before it lands only means it is rebuilt on the next open).
+   */
+  add(
+    commit: CommitRecord,
+    type: string | undefined,
+    tags: readonly string[],
+    locator: number,
+    position: number,
+  ): void {
+    if (!this.tail || this.tail.base !== commit.segment) this.startSegment(commit.segment);
+    if (type !== undefined) this.typeNames.add(type);
+    // Positions that corruption took (reads over them fail before asking the index) are
+    // skipped with empty entries, so every later record keeps its relative position.
+    while (this.tail!.base + this.tail!.count < position) this.tail!.add(undefined, [], unreadableLocator);
+    this.tail!.add(type, tags, locator);
+  }
+
+  private startSegment(base: number): void {
+    const previous = this.tail;
+    if (previous) {
+      // The finished tail keeps serving reads as it is; its compact form (FST and posting
+      // lists) is built and written in the background, then it joins the others: read from its
+      // file when needed, so the append that rolled the segment does not wait for it.
+      const slot: SealedSlot = {
+        base: previous.base,
+        count: previous.count,
+        commits: segmentCommits(this.history, previous.base),
+        gaps: false,
+        source: segmentSourceOf(this.history, previous.base),
+        resident: previous,
+      };
+      this.sealed.push(slot);
+      const file = this.fileFor(previous.base);
+      this.pending = this.pending
+        .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+        .then(async () => {
+          const data = await buildIndexDataOffThread(this.kernels, previous.source());
+          if (!this.readOnly)
+            await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, slot.source()));
+          this.remember(slot.base, new SealedIndex(this.kernels, data), data);
+          if (!this.readOnly) slot.resident = undefined;
+        })
+        .catch(() => undefined);
+    }
+    this.tail = new TailIndex(base);
+  }
+
+  /**
+   * The types among `types` the feed has not published yet, or `TYPE_LIMIT` when they would
+   * take it past `typesPerFeedMax` distinct types counting those already `pending` (types of
+   * the open stream and of earlier requests in the same group). Stages nothing: the caller adds
+   * the result to its pending set once the request is accepted.
+   */
+  newTypes(types: Iterable<string | undefined>, pending: ReadonlySet<string>): Set<string> {
+    const fresh = new Set<string>();
+    for (const type of types) {
+      if (type === undefined || this.typeNames.has(type) || pending.has(type) || fresh.has(type)) continue;
+      if (this.typeNames.size + pending.size + fresh.size >= typesPerFeedMax) {
+        throw new StreamStackError(
+          'TYPE_LIMIT',
+          `a feed holds at most ${typesPerFeedMax} distinct types; ${JSON.stringify(type)} would be one more`,
+          {
+            details: { type, limit: typesPerFeedMax },
+          },
+        );
+      }
+      fresh.add(type);
+    }
+    return fresh;
+  }
+
+  /** Resolves once index files being written in the background are on disk. */
+  flushed(): Promise<void> {
+    return this.pending;
+  }
+}

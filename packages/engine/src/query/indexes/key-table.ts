@@ -1,0 +1,209 @@
+/**
+ * Hash tables from keys to dense slots (0, 1, 2, …) for structures that meet millions of keys:
+ * no entry is an object, and keys are copied once into one growing arena, so what they came
+ * from need not be kept. Open addressing with linear probing over typed arrays, at most half
+ * full. `ByteKeyTable` takes keys as byte ranges (what a latest-mode read finds in run bytes);
+ * `StringKeyTable` takes strings (what a segment's key occurrences are kept by). Both keep
+ * their keys off the collector's heap: a Map of a few hundred thousand strings held the event
+ * loop's thread for tens of milliseconds at every full collection, to mark and move them.
+ */
+import { keyTableDecodeChunkUnits, keyTableSlotsInitial } from '../../limits.js';
+import { grown } from '../../typed-arrays.js';
+
+/**
+ * The columns both tables keep per slot (where its key lies in the arena, its length, its
+ * hash) and the probe table over them.
+ */
+class KeySlots {
+  starts: Uint32Array;
+  lengths: Uint32Array;
+  hashes: Uint32Array;
+  /** The probe table: slot + 1, or 0 for empty. Twice the slots, a power of two. */
+  table: Int32Array;
+  size = 0;
+
+  constructor(slotsInitial: number) {
+    this.starts = new Uint32Array(slotsInitial);
+    this.lengths = new Uint32Array(slotsInitial);
+    this.hashes = new Uint32Array(slotsInitial);
+    this.table = new Int32Array(slotsInitial * 2);
+  }
+
+  /** Gives the key at `start` of the arena the next slot, at the empty `probe`; returns it. */
+  add(start: number, length: number, hash: number, probe: number): number {
+    const slot = this.size++;
+    if (slot === this.starts.length) {
+      this.starts = grown(this.starts, slot * 2);
+      this.lengths = grown(this.lengths, slot * 2);
+      this.hashes = grown(this.hashes, slot * 2);
+    }
+    this.starts[slot] = start;
+    this.lengths[slot] = length;
+    this.hashes[slot] = hash;
+    this.table[probe] = slot + 1;
+    // At most half full: probes stay short.
+    if (this.size * 2 > this.table.length) this.rehash();
+    return slot;
+  }
+
+  private rehash(): void {
+    this.table = probeTableOf(this.hashes, this.size, this.table.length * 2);
+  }
+}
+
+/**
+ * A probe table of `length` entries (a power of two, more than `count`) over the slots
+ * `0 … count - 1` whose hashes are `hashes`: each slot + 1 at the first empty entry from its
+ * hash on, 0 where none is. What a table grown past half full is rebuilt as.
+ */
+export function probeTableOf(hashes: Uint32Array, count: number, length: number): Int32Array<ArrayBuffer> {
+  const table = new Int32Array(length);
+  const mask = length - 1;
+  for (let slot = 0; slot < count; slot++) {
+    let probe = hashes[slot] & mask;
+    while (table[probe] !== 0) probe = (probe + 1) & mask;
+    table[probe] = slot + 1;
+  }
+  return table;
+}
+
+export class ByteKeyTable {
+  private arena = new Uint8Array(keyTableSlotsInitial * 16);
+  private arenaUsed = 0;
+  private readonly slots = new KeySlots(keyTableSlotsInitial);
+
+  /** FNV-1a over the bytes. */
+  static hash(bytes: Uint8Array, start: number, end: number): number {
+    let hash = 0x811c9dc5;
+    for (let at = start; at < end; at++) hash = Math.imul(hash ^ bytes[at], 0x01000193);
+    return hash >>> 0;
+  }
+
+  get size(): number {
+    return this.slots.size;
+  }
+
+  /**
+   * The slot of the key `bytes[start, end)`; a new key gets the next slot (`size` before the
+   * call), which tells the caller it was not there.
+   */
+  slotOf(bytes: Uint8Array, start: number, end: number): number {
+    const hash = ByteKeyTable.hash(bytes, start, end);
+    const length = end - start;
+    const slots = this.slots;
+    const mask = slots.table.length - 1;
+    for (let probe = hash & mask; ; probe = (probe + 1) & mask) {
+      const held = slots.table[probe];
+      if (held === 0) return this.insert(bytes, start, length, hash, probe);
+      const slot = held - 1;
+      if (
+        slots.hashes[slot] === hash &&
+        slots.lengths[slot] === length &&
+        this.equals(slots.starts[slot], bytes, start, length)
+      )
+        return slot;
+    }
+  }
+
+  private equals(from: number, bytes: Uint8Array, start: number, length: number): boolean {
+    const arena = this.arena;
+    for (let index = 0; index < length; index++) if (arena[from + index] !== bytes[start + index]) return false;
+    return true;
+  }
+
+  private insert(bytes: Uint8Array, start: number, length: number, hash: number, probe: number): number {
+    if (this.arenaUsed + length > this.arena.length)
+      this.arena = grown(this.arena, Math.max(this.arena.length * 2, this.arenaUsed + length));
+    this.arena.set(bytes.subarray(start, start + length), this.arenaUsed);
+    const slot = this.slots.add(this.arenaUsed, length, hash, probe);
+    this.arenaUsed += length;
+    return slot;
+  }
+}
+
+/**
+ * A table from strings to dense slots that keeps its keys as UTF-16 code units, so any string
+ * (a fingerprint's bytes as characters, a key with a lone surrogate) comes back exactly.
+ *
+ * @example
+ * const table = new StringKeyTable(16);
+ * table.slotOf('account-1'); // 0
+ * table.find('account-1'); // 0
+ * table.keyAt(0); // 'account-1'
+ */
+export class StringKeyTable {
+  private arena: Uint16Array;
+  private arenaUsed = 0;
+  private readonly slots: KeySlots;
+
+  constructor(slotsInitial = keyTableSlotsInitial) {
+    this.arena = new Uint16Array(slotsInitial * 16);
+    this.slots = new KeySlots(slotsInitial);
+  }
+
+  /** FNV-1a over the code units. */
+  static hash(key: string): number {
+    let hash = 0x811c9dc5;
+    for (let at = 0; at < key.length; at++) hash = Math.imul(hash ^ key.charCodeAt(at), 0x01000193);
+    return hash >>> 0;
+  }
+
+  get size(): number {
+    return this.slots.size;
+  }
+
+  /** The slot of `key`, or -1 when it is not there. */
+  find(key: string): number {
+    const probe = this.probeFor(key, StringKeyTable.hash(key));
+    return probe < 0 ? -probe - 1 : -1;
+  }
+
+  /** The slot of `key`; a new key gets the next slot (`size` before the call). */
+  slotOf(key: string): number {
+    const hash = StringKeyTable.hash(key);
+    const probe = this.probeFor(key, hash);
+    if (probe < 0) return -probe - 1;
+    const length = key.length;
+    if (this.arenaUsed + length > this.arena.length)
+      this.arena = grown(this.arena, Math.max(this.arena.length * 2, this.arenaUsed + length));
+    const arena = this.arena;
+    const start = this.arenaUsed;
+    for (let at = 0; at < length; at++) arena[start + at] = key.charCodeAt(at);
+    this.arenaUsed += length;
+    return this.slots.add(start, length, hash, probe);
+  }
+
+  /** The key of `slot`. */
+  keyAt(slot: number): string {
+    const start = this.slots.starts[slot];
+    const end = start + this.slots.lengths[slot];
+    let key = '';
+    for (let at = start; at < end; at += keyTableDecodeChunkUnits) {
+      key += String.fromCharCode.apply(
+        null,
+        this.arena.subarray(at, Math.min(end, at + keyTableDecodeChunkUnits)) as unknown as number[],
+      );
+    }
+    return key;
+  }
+
+  /** `-(slot + 1)` when `key` holds a slot, else the empty probe where it would go. */
+  private probeFor(key: string, hash: number): number {
+    const slots = this.slots;
+    const mask = slots.table.length - 1;
+    const length = key.length;
+    for (let probe = hash & mask; ; probe = (probe + 1) & mask) {
+      const held = slots.table[probe];
+      if (held === 0) return probe;
+      const slot = held - 1;
+      if (slots.hashes[slot] === hash && slots.lengths[slot] === length && this.equals(slots.starts[slot], key))
+        return -held;
+    }
+  }
+
+  private equals(from: number, key: string): boolean {
+    const arena = this.arena;
+    for (let index = 0; index < key.length; index++) if (arena[from + index] !== key.charCodeAt(index)) return false;
+    return true;
+  }
+}

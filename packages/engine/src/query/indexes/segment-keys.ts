@@ -1,0 +1,221 @@
+/**
+ * The keys of one history segment: every occurrence of every key (or, for a fingerprint
+ * dictionary, every fingerprint) with its position, version, tombstone flag and locator — the
+ * active segment's, kept as records are published, or a sealed segment's read from its runs,
+ * which is what its dictionary file is built from (`segmentKeysOf`, `winnerColumnsOf`).
+ */
+import { StreamStackError } from '../../errors.js';
+import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
+import { keyBuildYieldKeys, rebuildBatchRowsMax, segmentKeyShardSlotsInitial, segmentKeyShards } from '../../limits.js';
+import { utf8DecodeRange } from '../../storage/codec.js';
+import { type CommitRecord, fingerprintKey } from '../../storage/commit-run.js';
+import type { KeyWinner, TermOrder } from '../../storage/key-file.js';
+import { recordFlags } from '../../storage/records.js';
+import type { SegmentRunSource } from '../../storage/run-reads.js';
+import { grown } from '../../typed-arrays.js';
+import type { WinnerColumns } from './key-merge.js';
+import { StringKeyTable } from './key-table.js';
+
+/**
+ * Every occurrence of every key in one segment, in position order (active or just sealed). The
+ * occurrences are columns, not objects: a segment holds hundreds of thousands of them, and an
+ * object each would cost the collector more than the lookups cost.
+ */
+export class SegmentKeys {
+  /**
+   * Each key's slot, in one of `segmentKeyShards` tables chosen by a hash of the key, and per
+   * slot its newest occurrence (a column index); each occurrence links to the key's one before
+   * it (`previous`, -1 for none). Strings in a Map held the event loop's thread for tens of
+   * milliseconds at every full collection, to mark and move a few hundred thousand of them; the
+   * tables keep them in typed arrays.
+   */
+  private readonly shards = Array.from({ length: segmentKeyShards }, () => ({
+    keys: new StringKeyTable(segmentKeyShardSlotsInitial),
+    newest: new Int32Array(segmentKeyShardSlotsInitial),
+  }));
+  private previous = new Int32Array(1024);
+  private positions = new Float64Array(1024);
+  private versions = new Float64Array(1024);
+  private locators = new Uint32Array(1024);
+  private tombstones = new Uint8Array(1024);
+  private count = 0;
+  /** The last commit whose records are here. */
+  lastCommit: CommitRecord | undefined;
+
+  constructor(
+    readonly base: number,
+    private readonly order: TermOrder,
+  ) {}
+
+  add(key: string, position: number, version: number, tombstone: boolean, locator: number): void {
+    if (this.count === this.positions.length) this.grow();
+    const at = this.count++;
+    this.positions[at] = position;
+    this.versions[at] = version;
+    this.locators[at] = locator;
+    this.tombstones[at] = tombstone ? 1 : 0;
+    const shard = this.shards[shardOf(key)];
+    const known = shard.keys.size;
+    const slot = shard.keys.slotOf(key);
+    if (slot === known) {
+      if (slot === shard.newest.length) shard.newest = grown(shard.newest, slot * 2);
+      this.previous[at] = -1;
+    } else {
+      this.previous[at] = shard.newest[slot];
+    }
+    shard.newest[slot] = at;
+  }
+
+  private grow(): void {
+    const size = this.positions.length * 2;
+    this.positions = grown(this.positions, size);
+    this.versions = grown(this.versions, size);
+    this.locators = grown(this.locators, size);
+    this.tombstones = grown(this.tombstones, size);
+    this.previous = grown(this.previous, size);
+  }
+
+  /**
+   * Every key, in no particular order (a dictionary sorts its terms), gathered a shard at a
+   * time: a merged segment's million fingerprints took a tenth of a second in one go.
+   */
+  async keyList(): Promise<string[]> {
+    const keys: string[] = [];
+    for (const { keys: shard } of this.shards) {
+      for (let slot = 0; slot < shard.size; slot++) keys.push(shard.keyAt(slot));
+      await yieldToEventLoop();
+    }
+    return keys;
+  }
+
+  /** The winner of `key` among its occurrences at or before `position`. */
+  winnerUpTo(key: string, position: number): KeyWinner | undefined {
+    const shard = this.shards[shardOf(key)];
+    const slot = shard.keys.find(key);
+    if (slot < 0) return undefined;
+    let best = -1;
+    const first = this.order === 'first';
+    // Positions in a segment are distinct, so the order the occurrences are met in (newest
+    // first) cannot change the winner.
+    for (let at = shard.newest[slot]; at >= 0; at = this.previous[at]) {
+      if (this.positions[at] > position) continue;
+      if (best < 0) best = at;
+      else if (first) {
+        if (this.positions[at] < this.positions[best]) best = at;
+      } else if (
+        this.versions[at] > this.versions[best] ||
+        (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])
+      )
+        best = at;
+    }
+    if (best < 0) return undefined;
+    return {
+      position: this.positions[best],
+      version: this.versions[best],
+      tombstone: this.tombstones[best] === 1,
+      locator: this.locators[best],
+    };
+  }
+}
+
+/**
+ * A key's shard: a hash of its length and its last four characters, which differ the most
+ * between keys (counters, ids) and are random in fingerprints.
+ */
+function shardOf(key: string): number {
+  const length = key.length;
+  let hash = length;
+  for (let at = Math.max(0, length - 4); at < length; at++) hash = (hash * 31 + key.charCodeAt(at)) | 0;
+  return (hash ^ (hash >>> 7)) & (segmentKeyShards - 1);
+}
+
+/**
+ * The locator of a retired fingerprint's first occurrence: no entry holds it any more. Nothing
+ * reads a fingerprint dictionary's locators (dedup asks positions only).
+ */
+export const retiredLocator = 0;
+
+/**
+ * Every occurrence of every key of the segment at `base` (its runs `commits`, all of it), read
+ * from its runs: consecutive runs read as stretches, each decoded into columns a batch of
+ * `rebuildBatchRowsMax` rows at a time, with a turn of the event loop when a slice has run its
+ * time, so a segment of 100,000-record commits never holds the event loop for a whole commit.
+ * Payloads are not read: only keys, versions, flags, fingerprints, places. A fingerprint
+ * dictionary's keys include the fingerprints a key compaction retired: they still count for
+ * whole-history dedup.
+ */
+export async function segmentKeysOf(
+  runs: SegmentRunSource,
+  base: number,
+  order: TermOrder,
+  commits: readonly CommitRecord[],
+): Promise<SegmentKeys> {
+  const keys = new SegmentKeys(base, order);
+  const first = order === 'first';
+  let retiredCount = 0;
+  for await (const { commit, bytes: run } of runs.runsInStretches(commits)) {
+    for await (const columns of runs.runColumns(commit, run, rebuildBatchRowsMax, false)) {
+      const { bytes, flags } = columns;
+      for (let row = 0; row < columns.count; row++) {
+        const locator = commit.runStart + columns.entryStarts[row];
+        if (first) {
+          keys.add(
+            fingerprintKey(bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row])),
+            columns.positions[row],
+            0,
+            false,
+            locator,
+          );
+          continue;
+        }
+        if ((flags[row] & recordFlags.hasKey) === 0) continue;
+        const key = utf8DecodeRange(bytes, columns.keyStarts[row], columns.keyEnds[row]);
+        if (key === undefined) {
+          throw new StreamStackError('CORRUPT', `a key in commit ${commit.commit} is not UTF-8`, {
+            details: { file: runs.fileFor(commit.segment), offset: locator },
+          });
+        }
+        keys.add(
+          key,
+          columns.positions[row],
+          columns.versions[row],
+          (flags[row] & recordFlags.isTombstone) !== 0,
+          locator,
+        );
+      }
+      if (sliceDue()) await yieldToEventLoop();
+    }
+    if (first && commit.retired.length > 0) {
+      for (const retired of await runs.readRetired(commit, run)) {
+        keys.add(fingerprintKey(retired.fingerprint), commit.firstPosition + retired.seq - 1, 0, false, retiredLocator);
+        const pause = yieldWhenDue(++retiredCount);
+        if (pause) await pause;
+      }
+    }
+  }
+  return keys;
+}
+
+/**
+ * Each of `keys`' terms with its winner in the segment, as columns, a slice at a time: a segment
+ * holds hundreds of thousands of terms, and appends and reads go on meanwhile. What a dictionary
+ * build merges with the dictionaries before it.
+ */
+export async function winnerColumnsOf(keys: SegmentKeys): Promise<{ terms: string[]; own: WinnerColumns }> {
+  const terms = await keys.keyList();
+  const own: WinnerColumns = {
+    positions: new Float64Array(terms.length),
+    versions: new Float64Array(terms.length),
+    locators: new Uint32Array(terms.length),
+    tombstones: new Uint8Array(terms.length),
+  };
+  for (let index = 0; index < terms.length; index++) {
+    const winner = keys.winnerUpTo(terms[index], Number.POSITIVE_INFINITY)!;
+    own.positions[index] = winner.position;
+    own.versions[index] = winner.version;
+    own.locators[index] = winner.locator;
+    own.tombstones[index] = winner.tombstone ? 1 : 0;
+    if ((index + 1) % keyBuildYieldKeys === 0) await yieldToEventLoop();
+  }
+  return { terms, own };
+}

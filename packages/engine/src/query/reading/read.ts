@@ -1,0 +1,462 @@
+/**
+ * Feed-scope reads (docs/architecture.md, Reading) over a snapshot: RAW (every record in position order), dedup (the
+ * first occurrence of each fingerprint, over the whole history or over the read window) and
+ * latest (one winner per key: the highest version, then the highest position; a tombstone hides
+ * its key; unkeyed records are not in this view). Results come one commit at a time as arrays
+ * (the batch form); the object form flattens them.
+ */
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { ReadMode, ReadOptions, RecordFilter } from '@streamstack/protocol';
+import { assert, StreamStackError } from '../../errors.js';
+import { columnBatchRowsMax, keyTableSlotsInitial } from '../../limits.js';
+import { type CommitRecord, entryPosition, fingerprintKey } from '../../storage/commit-run.js';
+import { winsOver } from '../../storage/key-file.js';
+import type { ManifestEntry } from '../../storage/records.js';
+import type { RunBufferPool } from '../../storage/run-buffers.js';
+import { rowsOfPositions } from '../../storage/run-columns.js';
+import { joinsStretch } from '../../storage/run-reads.js';
+import type { KeyIndex } from '../indexes/key-index.js';
+import { ByteKeyTable } from '../indexes/key-table.js';
+import { ColumnBatch } from './column-batch.js';
+import { columnMatcher, markedRows } from './column-filter.js';
+import { fetchByPosition, fetchColumnsByPosition } from './fetch.js';
+import { commitHolding, findPositions, normalizeQuery, type Query } from './planner.js';
+import {
+  assertCommitsIntact,
+  assertIntact,
+  corruptionError,
+  type Snapshot,
+  type StoredRecord,
+  toRecord,
+} from './snapshot.js';
+
+export type { ReadMode, ReadOptions, RecordFilter };
+
+/**
+ * Checks a cursor against a snapshot: `TRIMMED` before the commit just before the low mark,
+ * `CURSOR_OUT_OF_RANGE` when it is not a commit number or past the head.
+ */
+export function checkCursor(snapshot: Snapshot, after: number | undefined, name = 'after'): number {
+  // No cursor means the start of what is kept: the commit before the low mark.
+  const low = snapshot.commits.low;
+  const cursor = after ?? low - 1;
+  snapshot.commits.assertCursorKept(cursor, name);
+  // Past the last readable commit lies history corruption took: a cursor there is not wrong.
+  if (snapshot.headDamage && Number.isSafeInteger(cursor) && cursor > snapshot.watermark.commit) {
+    throw corruptionError(snapshot.headDamage, `cursor ${cursor} lies in history that cannot be read`);
+  }
+  if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > snapshot.watermark.commit) {
+    throw new StreamStackError(
+      'CURSOR_OUT_OF_RANGE',
+      `${name} ${String(after)} is outside the history: cursors run from 0 (the start) to ${snapshot.watermark.commit} (the head)`,
+      { details: { cursor: after, head: snapshot.watermark.commit } },
+    );
+  }
+  return cursor;
+}
+
+/**
+ * The last commit a read covers: `upTo`, checked like a cursor and refused below `after`, or the
+ * snapshot's head.
+ */
+export function readEnd(snapshot: Snapshot, options: { after?: number; upTo?: number }): number {
+  if (options.upTo === undefined) return snapshot.watermark.commit;
+  const cursor = checkCursor(snapshot, options.after);
+  const upTo = checkCursor(snapshot, options.upTo, 'upTo');
+  if (upTo < cursor) {
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `upTo ${upTo} is before after ${cursor}: a read covers the commits after \`after\` up to \`upTo\``,
+      {
+        details: { after: cursor, upTo },
+      },
+    );
+  }
+  return upTo;
+}
+
+/** A filtered RAW read: the planner finds the positions, then the records are fetched. */
+async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadOptions): Promise<number[]> {
+  const cursor = checkCursor(snapshot, options.after);
+  const end = readEnd(snapshot, options);
+  // The commits the read covers must all be there: the index answers by position, and a cursor
+  // inside a run of lost commits lies past their positions (see `assertCommitsIntact`).
+  assertCommitsIntact(snapshot, cursor, end);
+  const afterPosition = snapshot.commits.positionAfter(cursor);
+  const until = end === snapshot.watermark.commit ? snapshot.watermark.position : snapshot.commits.positionAfter(end);
+  return findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
+    plan: options.plan ?? 'auto',
+    until,
+    ...(options.limit === undefined ? {} : { limit: options.limit }),
+  });
+}
+
+async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+  for await (const batch of fetchByPosition(
+    snapshot,
+    snapshot.index,
+    await plannedPositions(snapshot, query, options),
+  )) {
+    options.signal?.throwIfAborted();
+    yield batch;
+  }
+}
+
+async function* plannedColumns(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<ColumnBatch> {
+  for await (const batch of fetchColumnsByPosition(
+    snapshot,
+    snapshot.index,
+    await plannedPositions(snapshot, query, options),
+  )) {
+    options.signal?.throwIfAborted();
+    yield batch;
+  }
+}
+
+/** The commits a read after `cursor` up to `end` covers, read as they are reached. */
+function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<CommitRecord> {
+  return snapshot.commits.range(cursor + 1, end);
+}
+
+/**
+ * The runs of the commits after `cursor`, as columns (batches of at most `columnBatchRowsMax`
+ * rows, each within one commit), in commit order. Consecutive runs of a segment are read as one
+ * stretch (`History.readRunsBytes`), and the next stretch is read from disk while this one is
+ * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
+ * reads no further.
+ */
+async function* runColumns(
+  snapshot: Snapshot,
+  cursor: number,
+  end: number,
+  more: () => boolean,
+  signal: AbortSignal | undefined,
+  runBuffers: RunBufferPool | undefined,
+): AsyncGenerator<ColumnBatch> {
+  const commits = windowOf(snapshot, cursor, end);
+  let held = commits.next();
+  const nextStretch = (): CommitRecord[] => {
+    const stretch: CommitRecord[] = [];
+    while (!held.done && (stretch.length === 0 || joinsStretch(stretch[0], held.value))) {
+      stretch.push(held.value);
+      held = commits.next();
+    }
+    return stretch;
+  };
+  let upcoming = nextStretch();
+  let next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming, runBuffers) : undefined;
+  while (upcoming.length > 0) {
+    const stretch = upcoming;
+    const current = next!;
+    upcoming = more() ? nextStretch() : [];
+    next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming, runBuffers) : undefined;
+    // A prefetch that is never awaited must not turn into an unhandled rejection.
+    next?.catch(() => undefined);
+    const runs = await current;
+    for (const [index, commit] of stretch.entries()) {
+      signal?.throwIfAborted();
+      for await (const run of snapshot.history.runColumns(commit, runs[index], columnBatchRowsMax)) {
+        yield ColumnBatch.ofRun(snapshot.feed, commit, run);
+      }
+    }
+    // Every batch of the stretch was handed out: the consumer says when it holds none.
+    runBuffers?.readerDone(runs[0]);
+  }
+}
+
+/** A fingerprint's bytes as its dictionary term, straight from the batch (no view is made). */
+function fingerprintTerm(batch: ColumnBatch, row: number): string {
+  const bytes = batch.bytes;
+  const start = batch.fingerprintStarts[row];
+  if (batch.fingerprintEnds[row] - start === 8) {
+    return String.fromCharCode(
+      bytes[start],
+      bytes[start + 1],
+      bytes[start + 2],
+      bytes[start + 3],
+      bytes[start + 4],
+      bytes[start + 5],
+      bytes[start + 6],
+      bytes[start + 7],
+    );
+  }
+  return fingerprintKey(batch.fingerprint(row));
+}
+
+/** Reads records in RAW or dedup mode, one commit's worth at a time; runs are read into `runBuffers` when given. */
+async function* scanModes(
+  snapshot: Snapshot,
+  options: ReadOptions,
+  fingerprints: KeyIndex,
+  runBuffers?: RunBufferPool,
+): AsyncGenerator<ColumnBatch> {
+  const cursor = checkCursor(snapshot, options.after);
+  const mode = options.mode ?? 'raw';
+  const select = columnMatcher(normalizeQuery(options.filter));
+  let remaining = options.limit ?? Number.POSITIVE_INFINITY;
+  const windowFirst = mode === 'dedup' && options.dedupScope === 'window' ? new Set<string>() : undefined;
+  for await (let batch of runColumns(
+    snapshot,
+    cursor,
+    readEnd(snapshot, options),
+    () => remaining > 0,
+    options.signal,
+    runBuffers,
+  )) {
+    if (remaining <= 0) return;
+    if (mode === 'dedup' || select) {
+      // Whole-history dedup: first occurrences were decided per sealed segment when its
+      // fingerprint dictionary was built; the active segment's are looked up.
+      const current = batch;
+      const firsts =
+        mode === 'dedup' && !windowFirst
+          ? await fingerprints.firstOccurrences(commitSegment(snapshot, current.commit), current.positions, (row) =>
+              fingerprintTerm(current, row),
+            )
+          : undefined;
+      const matched = select?.(batch);
+      const rows = new Uint32Array(batch.length);
+      let kept = 0;
+      for (let row = 0; row < batch.length; row++) {
+        if (mode === 'dedup') {
+          if (windowFirst) {
+            const term = fingerprintTerm(batch, row);
+            if (windowFirst.has(term)) continue;
+            windowFirst.add(term);
+          } else if (firsts![row] === 0) continue;
+        }
+        if (matched && matched[row] === 0) continue;
+        rows[kept++] = row;
+      }
+      batch = batch.take(rows.subarray(0, kept));
+    }
+    if (batch.length > remaining) batch = batch.slice(remaining);
+    remaining -= batch.length;
+    if (batch.length > 0) yield batch;
+  }
+}
+
+function commitSegment(snapshot: Snapshot, commit: number): number {
+  return snapshot.commits.at(commit).segment;
+}
+
+/** Reads the winners per key of the window, in position order. */
+async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGenerator<ColumnBatch> {
+  const cursor = checkCursor(snapshot, options.after);
+  const select = columnMatcher(normalizeQuery(options.filter));
+  // Pass 1: the winner of every key in the window, from the manifests. Winners are slots of
+  // parallel arrays, not an object each: a window can hold millions of keys.
+  const slots = new ByteKeyTable();
+  let commits = new Float64Array(keyTableSlotsInitial);
+  let positions = new Float64Array(keyTableSlotsInitial);
+  let versions = new Float64Array(keyTableSlotsInitial);
+  let tombstones = new Uint8Array(keyTableSlotsInitial);
+  for await (const batch of runColumns(
+    snapshot,
+    cursor,
+    readEnd(snapshot, options),
+    () => true,
+    options.signal,
+    undefined,
+  )) {
+    const { keyStarts, keyEnds, bytes } = batch;
+    for (let row = 0; row < batch.length; row++) {
+      if (!batch.hasKey(row)) continue;
+      const version = batch.hasVersion(row) ? batch.versions[row] : 0;
+      const position = batch.positions[row];
+      const known = slots.size;
+      const slot = slots.slotOf(bytes, keyStarts[row], keyEnds[row]);
+      if (slot === known) {
+        if (slot === commits.length) {
+          const grow = <T extends Float64Array | Uint8Array>(column: T, make: new (length: number) => T): T => {
+            const out = new make(column.length * 2);
+            out.set(column as never);
+            return out;
+          };
+          commits = grow(commits, Float64Array);
+          positions = grow(positions, Float64Array);
+          versions = grow(versions, Float64Array);
+          tombstones = grow(tombstones, Uint8Array);
+        }
+      } else if (!winsOver({ version, position }, { version: versions[slot], position: positions[slot] })) {
+        continue;
+      }
+      commits[slot] = batch.commit;
+      positions[slot] = position;
+      versions[slot] = version;
+      tombstones[slot] = batch.isTombstone(row) ? 1 : 0;
+    }
+  }
+  // Pass 2: the live winners, commit by commit, with their payloads.
+  const byCommit = new Map<number, number[]>();
+  for (let slot = 0; slot < slots.size; slot++) {
+    if (tombstones[slot]) continue;
+    const list = byCommit.get(commits[slot]);
+    if (list) list.push(positions[slot]);
+    else byCommit.set(commits[slot], [positions[slot]]);
+  }
+  let remaining = options.limit ?? Number.POSITIVE_INFINITY;
+  // Only the commits that hold winners are visited, in commit order.
+  for (const commitNumber of [...byCommit.keys()].sort((a, b) => a - b)) {
+    if (remaining <= 0) return;
+    const commit = snapshot.commits.at(commitNumber);
+    options.signal?.throwIfAborted();
+    // The winners' positions in the commit, ascending, found batch by batch.
+    const winners = Float64Array.from(byCommit.get(commitNumber)!).sort();
+    let next = 0;
+    for await (const run of snapshot.history.runColumns(
+      commit,
+      await snapshot.history.readRunBytes(commit),
+      columnBatchRowsMax,
+    )) {
+      // The winners among this batch's rows, as rows of the batch.
+      const found = rowsOfPositions(run, winners, next);
+      if (found.next === next) continue;
+      next = found.next;
+      const rows = found.rows;
+      let batch = ColumnBatch.ofRun(snapshot.feed, commit, run).take(rows);
+      const matched = select?.(batch);
+      if (matched) batch = batch.take(markedRows(matched));
+      if (batch.length > remaining) batch = batch.slice(remaining);
+      remaining -= batch.length;
+      if (batch.length > 0) yield batch;
+      if (remaining <= 0) return;
+      if (next === winners.length) break;
+    }
+  }
+}
+
+/** Checks a read's options: `INVALID_ARGUMENT` or `CURSOR_OUT_OF_RANGE`, before any I/O. */
+export function checkReadOptions(
+  snapshot: Snapshot,
+  options: ReadOptions,
+): { mode: ReadMode; query: Query | undefined } {
+  const mode = options.mode ?? 'raw';
+  if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
+    throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
+  }
+  checkCursor(snapshot, options.after);
+  readEnd(snapshot, options);
+  if (mode === 'raw' && options.plan !== undefined && !['auto', 'index', 'scan'].includes(options.plan)) {
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `plan must be auto, index or scan, not ${JSON.stringify(options.plan)}`,
+    );
+  }
+  return { mode, query: normalizeQuery(options.filter) };
+}
+
+/** The columnar form of a feed read: batches, each of one commit's records, in position order. */
+export function readColumns(
+  snapshot: Snapshot,
+  options: ReadOptions,
+  fingerprints: KeyIndex,
+  runBuffers?: RunBufferPool,
+): AsyncGenerator<ColumnBatch> {
+  const { mode, query } = checkReadOptions(snapshot, options);
+  // Only a scan in RAW or dedup mode reads through `runBuffers`: the others read few runs.
+  const reads =
+    mode === 'raw' && query
+      ? plannedColumns(snapshot, query, options)
+      : mode === 'latest'
+        ? scanLatest(snapshot, options)
+        : scanModes(snapshot, options, fingerprints, runBuffers);
+  // A read that stops before the head never reaches the damage, so it ends as any read does.
+  const toHead = readEnd(snapshot, options) === snapshot.watermark.commit;
+  if (!snapshot.headDamage || !toHead || (mode === 'raw' && query)) return reads;
+  // A key's winner may lie in the history past the damage: latest cannot name one winner before
+  // it has seen everything, so it fails before it yields any. RAW and dedup records are exact up
+  // to the damage, and the read ends there.
+  return mode === 'latest' ? failingAtDamage(snapshot) : endingAtDamage(snapshot, reads);
+}
+
+/** The batch form of a feed read: arrays of records, each from one commit, in position order. */
+export function readBatches(
+  snapshot: Snapshot,
+  options: ReadOptions,
+  fingerprints: KeyIndex,
+): AsyncGenerator<StoredRecord[]> {
+  const { mode, query } = checkReadOptions(snapshot, options);
+  // A filtered RAW read fetches its few records one by one: they are made as objects directly.
+  if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
+  return asRecords(readColumns(snapshot, options, fingerprints));
+}
+
+/** Records made from the batches, one array per commit (a commit may span several batches). */
+async function* asRecords(batches: AsyncGenerator<ColumnBatch>): AsyncGenerator<StoredRecord[]> {
+  let pending: StoredRecord[] = [];
+  let commit = 0;
+  for await (const batch of batches) {
+    if (batch.commit !== commit && pending.length > 0) {
+      yield pending;
+      pending = [];
+    }
+    commit = batch.commit;
+    if (pending.length === 0) pending = batch.records();
+    else for (let row = 0; row < batch.length; row++) pending.push(batch.record(row));
+  }
+  if (pending.length > 0) yield pending;
+}
+
+/** A read that reaches the head of a history whose head corruption took ends with `CORRUPT`. */
+async function* endingAtDamage<T>(snapshot: Snapshot, reads: AsyncGenerator<T>): AsyncGenerator<T> {
+  yield* reads;
+  assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
+}
+
+/** A read whose every answer depends on history corruption took: it fails when first read. */
+// biome-ignore lint/correctness/useYield: it yields nothing on purpose, failing when first read.
+async function* failingAtDamage<T>(snapshot: Snapshot): AsyncGenerator<T> {
+  assertIntact(snapshot, snapshot.watermark.position + 1, snapshot.watermark.position + 1);
+}
+
+/** A point lookup through the key index: the live winner of `key` as of commit `asOf`. */
+export async function getByKey(
+  snapshot: Snapshot,
+  keys: KeyIndex,
+  key: string,
+  asOf: number,
+): Promise<StoredRecord | undefined> {
+  // A key's winner may lie in records corruption took, so a lookup over them cannot answer.
+  const asOfPosition = snapshot.commits.positionAfter(asOf);
+  assertIntact(snapshot, 1, asOfPosition, asOf === snapshot.watermark.commit);
+  if (asOfPosition === 0) return undefined;
+  const winner = await keys.winner(key, asOfPosition);
+  if (!winner || winner.tombstone) return undefined;
+  const commit = commitHolding(snapshot, winner.position);
+  assert(commit !== undefined && commit.firstPosition <= winner.position, 'a key winner lies in a published commit');
+  // A point lookup reads one small entry and payload: a positional read straight from the page
+  // cache costs a few microseconds, a trip through the thread pool several times that.
+  const matches = (found: ManifestEntry | undefined): found is ManifestEntry =>
+    found !== undefined &&
+    found.key === key &&
+    (found.version ?? 0) === winner.version &&
+    commit.firstPosition + found.seq - 1 === winner.position;
+  let entry: ManifestEntry | undefined;
+  try {
+    entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
+  } catch {
+    entry = undefined;
+  }
+  if (!matches(entry)) {
+    // The locator is where the entry lay when the dictionary was built; a merge since then lays
+    // the segment out anew (dictionaries after it keep their winners' old locators), so the
+    // entry is looked for by its position in its commit's run.
+    const run = await snapshot.history.readRun(commit);
+    entry = run.entries.find((candidate, index) => entryPosition(commit, index, candidate.seq) === winner.position);
+  }
+  if (!matches(entry)) {
+    // Checked after reading, as every derived answer is: a key index that names another record
+    // is damaged, and the answer would be wrong.
+    throw new StreamStackError(
+      'CORRUPT',
+      `the key index names position ${winner.position} for ${JSON.stringify(key)}, but the record there does not match`,
+      {
+        details: { file: snapshot.history.segments.fileFor(commit.segment), offset: winner.locator },
+      },
+    );
+  }
+  const payload = snapshot.history.readPayloadSync(entry.payload);
+  return toRecord(snapshot.feed, commit, winner.position, entry, payload);
+}
