@@ -1,3 +1,11 @@
+/**
+ * The durable record of a feed's key-compaction horizon (`state/compaction.log`, a state log:
+ * two files, the newest record wins, made on the first compaction). A compaction writes its
+ * horizon here before it rewrites a single segment: from then on cursors below the horizon fail
+ * with `COMPACTED`, whether or not every segment below it was rewritten yet, so no read ever sees
+ * a history that is partly compacted. Each rewrite's switch-over is recorded in the merge log,
+ * which recovery finishes as it finishes a merge's.
+ */
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { ByteReader, ByteWriter } from '../../storage/codec.js';

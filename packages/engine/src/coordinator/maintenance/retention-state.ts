@@ -1,3 +1,10 @@
+/**
+ * A feed's retention state: its policy and its floor, the first history segment still kept, in
+ * a small state log (`state/retention.log`, two files, the newest record wins). A trim writes
+ * its floor here, marked pending, before it deletes a single file, and marks it done once every
+ * file below the floor (and every key and fingerprint dictionary built over the history it cut)
+ * is gone: recovery finishes a pending trim by deleting the same files again.
+ */
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { RetentionPolicy } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../../errors.js';

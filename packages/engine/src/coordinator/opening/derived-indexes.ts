@@ -1,3 +1,10 @@
+/**
+ * What a feed derives from its published records, kept together: the tag and type index, the
+ * key index, the fingerprint dictionaries (each fingerprint's first occurrence, for whole-history
+ * dedup) and the condition high-water maps. They are opened together (the active segment's
+ * records replayed into all of them in one pass), fed together by the publish indexer, a slice
+ * at a time after each commit is published, and flushed together.
+ */
 import type { Kernels } from '../../kernels/kernels.js';
 import { FeedIndex, type IndexRebuild, segmentsOf } from '../../query/indexes/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../../query/indexes/key-index.js';

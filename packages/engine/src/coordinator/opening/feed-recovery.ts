@@ -1,3 +1,8 @@
+/**
+ * Recovery of one feed's logs when it opens: the history (commits, with stand-ins for those
+ * corruption took, and the payloads of the active segment for dedup), the WAL's events replayed
+ * into the open stream's state, the lease log and the subscriptions.
+ */
 import type { Kernels } from '../../kernels/kernels.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
 import { History } from '../../storage/history-log.js';
