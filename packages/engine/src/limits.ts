@@ -1,7 +1,10 @@
 /**
  * Every bound StreamStack enforces, in one place, each with its unit last and the reason for it.
  * Formats depend on some of these: changing one that is marked "format" needs a format version.
+ * The relations between them that the code relies on are checked when this module loads (at the
+ * bottom, by `limits-check.ts`).
  */
+import { checkLimits } from './limits-check.js';
 
 /** Largest integer a position, sequence or FST value may take: JS numbers are exact below 2^53. */
 export const safeIntegerMax = Number.MAX_SAFE_INTEGER;
@@ -508,3 +511,51 @@ export const directWriteAlignmentBytes = 4096;
  * calling more often would only cost the operation time.
  */
 export const progressIntervalMs = 100;
+
+// The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
+checkLimits({
+  safeIntegerMax,
+  frameHeaderBytes,
+  frameControlBit,
+  frameLengthMask,
+  segmentHeaderBytes,
+  segmentBytesFirst,
+  segmentBytesMin,
+  segmentBytesDefault,
+  segmentBytesMax,
+  mergedSegmentBytesMax,
+  keyBytesMax,
+  typeBytesMax,
+  tagBytesMax,
+  fingerprintBytesMax,
+  messageBytesMax,
+  typesPerFeedMax,
+  leaseTtlMsMin,
+  leaseTtlMsDefault,
+  leaseTtlMsMax,
+  retentionAgeMsMax,
+  payloadDedupEntriesMax,
+  payloadCacheBytesMax,
+  payloadCacheBlockBytes,
+  indexCacheBytesMax,
+  keyCacheBytesMax,
+  commitPagesCachedMax,
+  summaryPageCommits,
+  publishIndexSliceRecords,
+  publishIndexBacklogRecordsMax,
+  groupsInFlightMax,
+  exportFilesInFlightMax,
+  rebuildBatchRowsMax,
+  columnBatchRowsMax,
+  readSlabBytes,
+  readSlabPieceBytesMax,
+  coalescedReadGapBytes,
+  coalescedReadBytesMax,
+  readLinesFirstChunkBytes,
+  readLinesChunkBytes,
+  keyTableSlotsInitial,
+  segmentKeyShards,
+  segmentKeyShardSlotsInitial,
+  directWriteAlignmentBytes,
+  exportDirectWriteBytes,
+});

@@ -3,7 +3,7 @@
  * `u32le crc32(data)`, data. This module lays frames into one buffer, lets the kernels fill in
  * all their CRCs in a single call, and scans frames back, verifying all their CRCs in one call.
  */
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameControlBit, frameHeaderBytes, frameLengthMask } from '../limits.js';
 import { ByteWriter } from './codec.js';
@@ -38,7 +38,7 @@ export class FrameBuilder {
 
   /** Starts a frame of `kind`; write its data through `writer`, then call `end`. */
   begin(kind: number, control: boolean): ByteWriter {
-    if (this.openFrame >= 0) throw new Error('a frame is already open');
+    assert(this.openFrame < 0, 'a frame is begun only when the one before it is ended');
     this.openFrame = this.writer.length;
     this.openControl = control;
     this.writer.u32(0).u32(0).u8(kind);
@@ -48,7 +48,7 @@ export class FrameBuilder {
   /** Ends the open frame, fixing its length; returns the frame's offset in the batch. */
   end(): number {
     const offset = this.openFrame;
-    if (offset < 0) throw new Error('no frame is open');
+    assert(offset >= 0, 'a frame is ended only when one is open');
     const dataLength = this.writer.length - offset - frameHeaderBytes;
     if (dataLength > this.frameDataBytesMax) {
       this.writer.length = offset;
@@ -89,7 +89,7 @@ export class FrameBuilder {
 
   /** Fills in every CRC (one kernel call) and returns the finished bytes. */
   finish(kernels: Kernels): Uint8Array {
-    if (this.openFrame >= 0) throw new Error('a frame is still open');
+    assert(this.openFrame < 0, 'a batch is finished only when its last frame is ended');
     const bytes = this.writer.finish();
     kernels.frameChecksumsWrite(bytes, this.offsets.subarray(0, this.count));
     return bytes;
@@ -101,7 +101,7 @@ export class FrameBuilder {
    * groups are tens of megabytes, and copying each held the event loop).
    */
   finishInPlace(kernels: Kernels): Uint8Array {
-    if (this.openFrame >= 0) throw new Error('a frame is still open');
+    assert(this.openFrame < 0, 'a batch is finished only when its last frame is ended');
     const bytes = this.writer.peek();
     kernels.frameChecksumsWrite(bytes, this.offsets.subarray(0, this.count));
     return bytes;

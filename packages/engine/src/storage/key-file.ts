@@ -239,17 +239,18 @@ export async function readKeySectionAsync(
 ): Promise<Uint8Array> {
   const { offset, length, crc } = head.sections[section];
   const bytes = new Uint8Array(length);
+  let bytesRead: number;
   try {
     const handle = await fs.promises.open(file, 'r');
     try {
-      const { bytesRead } = await handle.read(bytes, 0, length, offset);
-      if (bytesRead !== length) throw new Error(`the file is shorter than ${offset + length} bytes`);
+      ({ bytesRead } = await handle.read(bytes, 0, length, offset));
     } finally {
       await handle.close();
     }
   } catch (error) {
     throw corrupt(file, (error as Error).message, error);
   }
+  if (bytesRead !== length) throw corrupt(file, `the file is shorter than ${offset + length} bytes`);
   if (kernels.crc32(bytes) !== crc) throw corrupt(file, `section ${section + 1} fails its CRC`);
   if (section === 1) kernels.fstVerify(bytes);
   return bytes;
@@ -303,19 +304,14 @@ export class WinnerReader {
       this.table = readKeySection(this.kernels, this.file, this.head, 2);
       return winnerAt(this.table, ordinal, this.file);
     }
+    let read: number;
     try {
       this.fd ??= fs.openSync(this.file, 'r');
-      const read = fs.readSync(
-        this.fd,
-        this.scratch,
-        0,
-        winnerBytes,
-        this.head.sections[2].offset + ordinal * winnerBytes,
-      );
-      if (read !== winnerBytes) throw new Error(`the file ends within winner ${ordinal}`);
+      read = fs.readSync(this.fd, this.scratch, 0, winnerBytes, this.head.sections[2].offset + ordinal * winnerBytes);
     } catch (error) {
       throw corrupt(this.file, (error as Error).message, error);
     }
+    if (read !== winnerBytes) throw corrupt(this.file, `the file ends within winner ${ordinal}`);
     return winnerAt(this.scratch, 0, this.file);
   }
 

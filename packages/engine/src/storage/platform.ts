@@ -8,7 +8,7 @@
  * @example
  * const platform = loadPlatformLock();
  * if ('unavailable' in platform) console.warn(platform.unavailable);
- * else if (!platform.lockExclusive(fs.openSync(directory, 'r'))) throw new Error('held elsewhere');
+ * else if (!platform.lockExclusive(fs.openSync(directory, 'r'))) throw new StreamStackError('LOCKED', 'held elsewhere');
  */
 import { StreamStackError } from '../errors.js';
 import { type NativeModule, requireNative } from '../kernels/native.js';

@@ -410,7 +410,7 @@ export function checkSummaryAgainstSegment(head: SummaryHead, segmentFile: strin
   try {
     held = readFileRangeSync(segmentFile, head.lastFrameOffset, frameHeaderBytes);
   } catch (error) {
-    throw unreadable(head.file, 0, error);
+    throw readFailure(head.file, 0, error);
   }
   assert(head.lastFrameHeader.length === frameHeaderBytes, 'a summary head holds a whole frame header');
   if (!sameBytes(held, head.lastFrameHeader)) {
@@ -426,7 +426,14 @@ export function checkSummaryAgainstSegment(head: SummaryHead, segmentFile: strin
 
 /** A summary that cannot be read as its head says: `CORRUPT`, naming the file. */
 function unreadable(file: string, offset: number, error: unknown): StreamStackError {
-  if (error instanceof StreamStackError) return error;
+  return error instanceof StreamStackError ? error : readFailure(file, offset, error);
+}
+
+/**
+ * A read of a range that the summary `file` names, failed or short: the summary's fault, even
+ * when the error names the file read (a segment's bytes are read where the summary says).
+ */
+function readFailure(file: string, offset: number, error: unknown): StreamStackError {
   return new StreamStackError('CORRUPT', `summary ${file} cannot be read: ${(error as Error).message}`, {
     cause: error,
     details: { file, offset },
@@ -491,8 +498,14 @@ export function orphanSummaryCommits(
 /** Reads one page of commit records, checked as `decodeSummaryPage` checks it. */
 export function readSummaryPage(kernels: Kernels, head: SummaryHead, page: number): CommitRecord[] {
   const { offset, length } = head.pages[page];
+  let bytes: Uint8Array;
   try {
-    return decodeSummaryPage(kernels, head, page, readFileRangeSync(head.file, offset, length));
+    bytes = readFileRangeSync(head.file, offset, length);
+  } catch (error) {
+    throw readFailure(head.file, offset, error);
+  }
+  try {
+    return decodeSummaryPage(kernels, head, page, bytes);
   } catch (error) {
     throw unreadable(head.file, offset, error);
   }
@@ -510,7 +523,7 @@ export function summaryStreamCandidates(kernels: Kernels, head: SummaryHead, str
       const view = new DataView(readFileRangeSync(head.file, offset, streamEntryBytes).buffer);
       return { hash: view.getUint32(0, true), index: view.getUint32(4, true) };
     } catch (error) {
-      throw unreadable(head.file, offset, error);
+      throw readFailure(head.file, offset, error);
     }
   };
   let low = 0;

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { ioError, StreamStackError } from '../errors.js';
+import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { readSlabBytes, readSlabPieceBytesMax, segmentHeaderBytes, zeroFillChunkBytes } from '../limits.js';
 import { ByteReader, ByteWriter } from './codec.js';
@@ -127,14 +127,18 @@ export async function writeFileDurably(kernels: Kernels, file: string, bytes: Ui
 
 /**
  * Reads `length` bytes at `offset` of a derived file straight away (a lookup needs a few bytes
- * of a file of megabytes); a missing file or one shorter than that throws.
+ * of a file of megabytes). A missing file throws as the file system does; one shorter than that
+ * is `CORRUPT` (its details name the file; a caller that knows whose fault it is says so).
  */
 export function readFileRangeSync(file: string, offset: number, length: number): Uint8Array {
   const bytes = new Uint8Array(length);
   const fd = fs.openSync(file, 'r');
   try {
-    if (fs.readSync(fd, bytes, 0, length, offset) !== length)
-      throw new Error(`the file is shorter than ${offset + length} bytes`);
+    if (fs.readSync(fd, bytes, 0, length, offset) !== length) {
+      throw new StreamStackError('CORRUPT', `the file is shorter than ${offset + length} bytes`, {
+        details: { file, offset },
+      });
+    }
   } finally {
     fs.closeSync(fd);
   }
@@ -245,7 +249,13 @@ export class SegmentFile {
   static async fromSpare(kernels: Kernels, spare: string, file: string, header: SegmentHeader): Promise<SegmentFile> {
     const fd = fs.openSync(spare, 'r+');
     try {
-      if (fs.fstatSync(fd).size !== header.capacity) throw new Error('the spare has the wrong size');
+      // The spare was written whole and synced: another size is damage from outside.
+      const size = fs.fstatSync(fd).size;
+      if (size !== header.capacity) {
+        throw new StreamStackError('CORRUPT', `the spare ${spare} has ${size} bytes, not ${header.capacity}`, {
+          details: { file: spare, offset: 0 },
+        });
+      }
       await kernels.writeDurable(fd, 0, [encodeSegmentHeader(kernels, header)]);
       fs.renameSync(spare, file);
       await syncDirectory(path.dirname(file));
@@ -361,8 +371,11 @@ export class SegmentFile {
    */
   append(kernels: Kernels, bytes: Uint8Array): Promise<number> {
     if (this.failure) return Promise.reject(this.failure);
-    if (bytes.length > this.free) {
-      return Promise.reject(new Error(`append of ${bytes.length} bytes overflows ${this.file} (${this.free} free)`));
+    try {
+      // Callers roll to a new segment before an append that would not fit: an overflow is a bug.
+      assert(bytes.length <= this.free, `an append of ${bytes.length} bytes fits ${this.file} (${this.free} free)`);
+    } catch (error) {
+      return Promise.reject(error);
     }
     const offset = this.writeOffset;
     this.writeOffset += bytes.length;

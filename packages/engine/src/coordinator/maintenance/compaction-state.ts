@@ -6,69 +6,31 @@
  * a history that is partly compacted. Each rewrite's switch-over is recorded in the merge log,
  * which recovery finishes as it finishes a merge's.
  */
-import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { ByteReader, ByteWriter } from '../../storage/codec.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
-import type { Corruption } from '../../storage/runs.js';
-import { DeferredRecordLog } from '../../storage/state-log.js';
+import { type RecordCodec, RecordLog } from '../../storage/record-log.js';
 
 /** The horizon H: segments wholly at or before commit H keep only each key's winner as of H. */
 export interface CompactionRecord {
   readonly horizon: number;
 }
 
-const recordVersion = 1;
+const codec: RecordCodec<CompactionRecord> = {
+  name: 'compaction',
+  version: 1,
+  encode: (writer, record) => writer.varint(record.horizon),
+  decode: (reader) => ({ horizon: reader.varint() }),
+};
 
-function encode(record: CompactionRecord): Uint8Array {
-  return new ByteWriter().u8(recordVersion).varint(record.horizon).finish();
-}
-
-function decode(bytes: Uint8Array, file: string): CompactionRecord {
-  const reader = new ByteReader(bytes, 0, bytes.length, `compaction record in ${file}`);
-  const version = reader.u8();
-  if (version !== recordVersion) {
-    throw new StreamStackError('CORRUPT', `${file} holds a compaction record of an unknown form`, {
-      details: { file, offset: 0 },
-    });
-  }
-  const horizon = reader.varint();
-  reader.expectEnd();
-  return { horizon };
-}
-
-export class CompactionLog {
-  private constructor(private readonly log: DeferredRecordLog<CompactionRecord>) {}
-
+export class CompactionLog extends RecordLog<CompactionRecord> {
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<CompactionLog> {
     return new CompactionLog(
-      await DeferredRecordLog.open(kernels, new FeedLayout(directory).stateLog('compaction'), readOnly, {
-        encode,
-        decode,
-      }),
+      await RecordLog.openFiles(kernels, new FeedLayout(directory).stateLog('compaction'), readOnly, codec),
     );
   }
 
   /** The horizon recorded last: 0 when the feed was never key-compacted. */
   get horizon(): number {
-    return this.log.value?.horizon ?? 0;
-  }
-
-  /** Damage in the log's files that the newest sound record survived (verify reports it). */
-  get corruptions(): readonly Corruption[] {
-    return this.log.corruptions;
-  }
-
-  /** A torn last write found on open (cut unless read-only). */
-  get tornTails(): readonly Corruption[] {
-    return this.log.tornTails;
-  }
-
-  write(record: CompactionRecord): Promise<void> {
-    return this.log.write(record);
-  }
-
-  close(): void {
-    this.log.close();
+    return this.newest?.horizon ?? 0;
   }
 }

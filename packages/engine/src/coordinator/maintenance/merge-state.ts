@@ -10,14 +10,11 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { segmentHeaderBytes } from '../../limits.js';
-import { ByteReader, ByteWriter } from '../../storage/codec.js';
 import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../../storage/feed-layout.js';
-import type { Corruption } from '../../storage/runs.js';
+import { type RecordCodec, RecordLog } from '../../storage/record-log.js';
 import { decodeSegmentHeader, syncDirectory } from '../../storage/segment.js';
-import { DeferredRecordLog } from '../../storage/state-log.js';
 
 /** A merge's switch-over: the consecutive segments it replaces, and the merged file's capacity. */
 export interface MergeRecord {
@@ -26,63 +23,36 @@ export interface MergeRecord {
   readonly pending: boolean;
 }
 
-const recordVersion = 1;
-
-function encode(record: MergeRecord): Uint8Array {
-  const writer = new ByteWriter()
-    .u8(recordVersion)
-    .u8(record.pending ? 1 : 0)
-    .varint(record.capacity)
-    .varint(record.replaced.length);
-  for (const base of record.replaced) writer.varint(base);
-  return writer.finish();
-}
-
-function decode(bytes: Uint8Array, file: string): MergeRecord {
-  const reader = new ByteReader(bytes, 0, bytes.length, `merge record in ${file}`);
-  const version = reader.u8();
-  const pending = reader.u8() === 1;
-  const capacity = reader.varint();
-  const count = reader.varint();
-  const replaced: number[] = [];
-  for (let index = 0; index < count; index++) replaced.push(reader.varint());
-  reader.expectEnd();
-  if (version !== recordVersion)
-    throw new StreamStackError('CORRUPT', `${file} holds a merge record of an unknown form`, {
-      details: { file, offset: 0 },
-    });
-  return { replaced, capacity, pending };
-}
+const codec: RecordCodec<MergeRecord> = {
+  name: 'merge',
+  version: 1,
+  encode(writer, record) {
+    writer
+      .u8(record.pending ? 1 : 0)
+      .varint(record.capacity)
+      .varint(record.replaced.length);
+    for (const base of record.replaced) writer.varint(base);
+  },
+  decode(reader) {
+    const pending = reader.u8() === 1;
+    const capacity = reader.varint();
+    const count = reader.varint();
+    const replaced: number[] = [];
+    for (let index = 0; index < count; index++) replaced.push(reader.varint());
+    return { replaced, capacity, pending };
+  },
+};
 
 /** The merge log of one feed (made on its first merge, not on every open of every feed). */
-export class MergeLog {
-  private constructor(private readonly log: DeferredRecordLog<MergeRecord>) {}
-
+export class MergeLog extends RecordLog<MergeRecord> {
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<MergeLog> {
     return new MergeLog(
-      await DeferredRecordLog.open(kernels, new FeedLayout(directory).stateLog('merge'), readOnly, { encode, decode }),
+      await RecordLog.openFiles(kernels, new FeedLayout(directory).stateLog('merge'), readOnly, codec),
     );
   }
 
   get record(): MergeRecord | undefined {
-    return this.log.value;
-  }
-
-  get corruptions(): readonly Corruption[] {
-    return this.log.corruptions;
-  }
-
-  /** A torn last write found on open (cut unless read-only). */
-  get tornTails(): readonly Corruption[] {
-    return this.log.tornTails;
-  }
-
-  write(record: MergeRecord): Promise<void> {
-    return this.log.write(record);
-  }
-
-  close(): void {
-    this.log.close();
+    return this.newest;
   }
 }
 

@@ -10,10 +10,8 @@ import type { RetentionPolicy } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { retentionAgeMsMax, safeIntegerMax } from '../../limits.js';
-import { ByteReader, ByteWriter } from '../../storage/codec.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
-import type { Corruption } from '../../storage/runs.js';
-import { DeferredRecordLog } from '../../storage/state-log.js';
+import { type RecordCodec, RecordLog } from '../../storage/record-log.js';
 
 export type { RetentionPolicy };
 
@@ -33,51 +31,49 @@ export interface RetentionState {
 /** The state of a feed never trimmed, with no policy. */
 export const untrimmed: RetentionState = { policy: {}, floor: { commit: 1, position: 1 }, pending: false };
 
-const recordVersion = 1;
 const hasAge = 1;
 const hasRecords = 2;
 const hasBytes = 4;
 
-function encode(state: RetentionState): Uint8Array {
-  const { policy } = state;
-  const flags =
-    (policy.maxAgeMs === undefined ? 0 : hasAge) |
-    (policy.maxRecords === undefined ? 0 : hasRecords) |
-    (policy.maxBytes === undefined ? 0 : hasBytes);
-  const writer = new ByteWriter().u8(recordVersion).u8(flags);
-  if (policy.maxAgeMs !== undefined) writer.varint(policy.maxAgeMs);
-  if (policy.maxRecords !== undefined) writer.varint(policy.maxRecords);
-  if (policy.maxBytes !== undefined) writer.varint(policy.maxBytes);
-  return writer
-    .varint(state.floor.commit)
-    .varint(state.floor.position)
-    .u8(state.pending ? 1 : 0)
-    .finish();
-}
-
-function decode(bytes: Uint8Array, file: string): RetentionState {
-  const reader = new ByteReader(bytes, 0, bytes.length, `retention record in ${file}`);
-  const version = reader.u8();
-  const flags = reader.u8();
-  if (version !== recordVersion || flags > (hasAge | hasRecords | hasBytes)) {
-    throw new StreamStackError('CORRUPT', `${file} holds a retention record of an unknown form`, {
-      details: { file, offset: 0 },
-    });
-  }
-  const policy: { maxAgeMs?: number; maxRecords?: number; maxBytes?: number } = {};
-  if (flags & hasAge) policy.maxAgeMs = reader.varint();
-  if (flags & hasRecords) policy.maxRecords = reader.varint();
-  if (flags & hasBytes) policy.maxBytes = reader.varint();
-  const floor = { commit: reader.varint(), position: reader.varint() };
-  const pending = reader.u8() === 1;
-  reader.expectEnd();
-  if (floor.commit < 1 || floor.position < 1) {
-    throw new StreamStackError('CORRUPT', `${file} names a retention floor before the first commit`, {
-      details: { file, offset: 0 },
-    });
-  }
-  return { policy, floor, pending };
-}
+const codec: RecordCodec<RetentionState> = {
+  name: 'retention',
+  version: 1,
+  encode(writer, state) {
+    const { policy } = state;
+    const flags =
+      (policy.maxAgeMs === undefined ? 0 : hasAge) |
+      (policy.maxRecords === undefined ? 0 : hasRecords) |
+      (policy.maxBytes === undefined ? 0 : hasBytes);
+    writer.u8(flags);
+    if (policy.maxAgeMs !== undefined) writer.varint(policy.maxAgeMs);
+    if (policy.maxRecords !== undefined) writer.varint(policy.maxRecords);
+    if (policy.maxBytes !== undefined) writer.varint(policy.maxBytes);
+    writer
+      .varint(state.floor.commit)
+      .varint(state.floor.position)
+      .u8(state.pending ? 1 : 0);
+  },
+  decode(reader, file) {
+    const flags = reader.u8();
+    if (flags > (hasAge | hasRecords | hasBytes)) {
+      throw new StreamStackError('CORRUPT', `${file} holds a retention record of an unknown form`, {
+        details: { file, offset: 0 },
+      });
+    }
+    const policy: { maxAgeMs?: number; maxRecords?: number; maxBytes?: number } = {};
+    if (flags & hasAge) policy.maxAgeMs = reader.varint();
+    if (flags & hasRecords) policy.maxRecords = reader.varint();
+    if (flags & hasBytes) policy.maxBytes = reader.varint();
+    const floor = { commit: reader.varint(), position: reader.varint() };
+    const pending = reader.u8() === 1;
+    if (floor.commit < 1 || floor.position < 1) {
+      throw new StreamStackError('CORRUPT', `${file} names a retention floor before the first commit`, {
+        details: { file, offset: 0 },
+      });
+    }
+    return { policy, floor, pending };
+  },
+};
 
 /**
  * Checks a policy given by a caller: each limit, when given, a positive safe integer. Unknown
@@ -118,20 +114,15 @@ export function validateRetentionPolicy(policy: unknown): RetentionPolicy {
 }
 
 /** The retention state of one feed, and the durable log behind it. */
-export class RetentionLog {
-  private constructor(private readonly log: DeferredRecordLog<RetentionState>) {}
-
+export class RetentionLog extends RecordLog<RetentionState> {
   static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<RetentionLog> {
     return new RetentionLog(
-      await DeferredRecordLog.open(kernels, new FeedLayout(directory).stateLog('retention'), readOnly, {
-        encode,
-        decode,
-      }),
+      await RecordLog.openFiles(kernels, new FeedLayout(directory).stateLog('retention'), readOnly, codec),
     );
   }
 
   get state(): RetentionState {
-    return this.log.value ?? (this.floorFromHistory ? { ...untrimmed, floor: this.floorFromHistory } : untrimmed);
+    return this.newest ?? (this.floorFromHistory ? { ...untrimmed, floor: this.floorFromHistory } : untrimmed);
   }
 
   /** The floor taken from the history when the log holds no record (see `history-floors.ts`). */
@@ -148,25 +139,6 @@ export class RetentionLog {
 
   /** Whether the log holds a record (a feed never trimmed and given no policy has none). */
   get recorded(): boolean {
-    return this.log.value !== undefined;
-  }
-
-  /** Damage in the log's files that the newest sound record survived (verify reports it). */
-  get corruptions(): readonly Corruption[] {
-    return this.log.corruptions;
-  }
-
-  /** A torn last write found on open (cut unless read-only). */
-  get tornTails(): readonly Corruption[] {
-    return this.log.tornTails;
-  }
-
-  /** Writes `state` durably (both files synced) before it becomes the current state. */
-  write(state: RetentionState): Promise<void> {
-    return this.log.write(state);
-  }
-
-  close(): void {
-    this.log.close();
+    return this.newest !== undefined;
   }
 }

@@ -9,6 +9,7 @@
 
 import os from 'node:os';
 import { parentPort } from 'node:worker_threads';
+import { assert, StreamStackError } from '../../errors.js';
 import { loadKernels } from '../../kernels/index.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../../limits.js';
@@ -87,7 +88,8 @@ function termsOf(bytes: Uint8Array, ends: Uint32Array): string[] {
   const terms = new Array<string>(ends.length);
   for (let index = 0; index < ends.length; index++) {
     const term = utf8DecodeRange(bytes, index === 0 ? 0 : ends[index - 1], ends[index]);
-    if (term === undefined) throw new Error(`term ${index} of a dictionary build is not UTF-8`);
+    // The caller encoded the terms from strings, so each is UTF-8 unless the caller is wrong.
+    assert(term !== undefined, `term ${index} of a dictionary build is UTF-8`);
     terms[index] = term;
   }
   return terms;
@@ -121,13 +123,21 @@ async function withSegment<T>(
     const summary = head && readSummary(kernels, summaryFile, segment.header);
     const commits = summary?.commits ?? [];
     if (summary && head!.source !== source.source)
-      throw new Error(`${source.file} is not the segment its feed knows (its summary's source fingerprint differs)`);
+      throw new StreamStackError(
+        'CORRUPT',
+        `${source.file} is not the segment its feed knows (its summary's source fingerprint differs)`,
+        { details: { file: source.file, offset: 0 } },
+      );
     if (
       commits.length === 0 ||
       commits[0].firstPosition !== source.base ||
       commits[commits.length - 1].lastPosition !== source.base + source.count - 1
     ) {
-      throw new Error(`${source.file} has no summary of its ${source.count} records to read them by`);
+      throw new StreamStackError(
+        'CORRUPT',
+        `${source.file} has no summary of its ${source.count} records to read them by`,
+        { details: { file: source.file, offset: 0 } },
+      );
     }
     return await use(new SegmentRuns(kernels, segment), commits);
   } finally {

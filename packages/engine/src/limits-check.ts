@@ -1,0 +1,178 @@
+/**
+ * The relations between the bounds in `limits.ts` that the code relies on, checked when the
+ * module loads (as TigerBeetle checks its constants at compile time): a bound changed on its own
+ * that breaks one fails every process at once, with the reason, instead of one rare request.
+ * Kept apart from the bounds so that a test can check a deliberately broken set.
+ */
+import { assert } from './errors.js';
+
+/** The bounds whose relations are checked: each is the constant of the same name in `limits.ts`. */
+export interface LimitValues {
+  readonly safeIntegerMax: number;
+  readonly frameHeaderBytes: number;
+  readonly frameControlBit: number;
+  readonly frameLengthMask: number;
+  readonly segmentHeaderBytes: number;
+  readonly segmentBytesFirst: number;
+  readonly segmentBytesMin: number;
+  readonly segmentBytesDefault: number;
+  readonly segmentBytesMax: number;
+  readonly mergedSegmentBytesMax: number;
+  readonly keyBytesMax: number;
+  readonly typeBytesMax: number;
+  readonly tagBytesMax: number;
+  readonly fingerprintBytesMax: number;
+  readonly messageBytesMax: number;
+  readonly typesPerFeedMax: number;
+  readonly leaseTtlMsMin: number;
+  readonly leaseTtlMsDefault: number;
+  readonly leaseTtlMsMax: number;
+  readonly retentionAgeMsMax: number;
+  readonly payloadDedupEntriesMax: number;
+  readonly payloadCacheBytesMax: number;
+  readonly payloadCacheBlockBytes: number;
+  readonly indexCacheBytesMax: number;
+  readonly keyCacheBytesMax: number;
+  readonly commitPagesCachedMax: number;
+  readonly summaryPageCommits: number;
+  readonly publishIndexSliceRecords: number;
+  readonly publishIndexBacklogRecordsMax: number;
+  readonly groupsInFlightMax: number;
+  readonly exportFilesInFlightMax: number;
+  readonly rebuildBatchRowsMax: number;
+  readonly columnBatchRowsMax: number;
+  readonly readSlabBytes: number;
+  readonly readSlabPieceBytesMax: number;
+  readonly coalescedReadGapBytes: number;
+  readonly coalescedReadBytesMax: number;
+  readonly readLinesFirstChunkBytes: number;
+  readonly readLinesChunkBytes: number;
+  readonly keyTableSlotsInitial: number;
+  readonly segmentKeyShards: number;
+  readonly segmentKeyShardSlotsInitial: number;
+  readonly directWriteAlignmentBytes: number;
+  readonly exportDirectWriteBytes: number;
+}
+
+const isPowerOfTwo = (value: number) => Number.isSafeInteger(value) && value > 0 && (value & (value - 1)) === 0;
+
+/** Throws `INTERNAL`, naming the broken relation and why it holds, when one does not. */
+export function checkLimits(limits: LimitValues): void {
+  const check = (condition: boolean, reason: string) => assert(condition, `limits.ts: ${reason}`);
+  const recordBytesMinMax = limits.segmentBytesMin / 4 - limits.frameHeaderBytes;
+
+  // Segments.
+  check(
+    limits.segmentBytesMin <= limits.segmentBytesDefault && limits.segmentBytesDefault <= limits.segmentBytesMax,
+    'the default segment size is one a store may be configured with (segmentBytesMin <= segmentBytesDefault <= segmentBytesMax)',
+  );
+  check(
+    limits.segmentHeaderBytes < limits.segmentBytesFirst && limits.segmentBytesFirst <= limits.segmentBytesMin,
+    "a log's first segment holds its header and is never larger than the segments a store is configured with (segmentBytesFirst <= segmentBytesMin)",
+  );
+  check(
+    limits.segmentBytesMax <= 0xffff_ffff,
+    'the kernels hold a frame offset inside a segment in a u32 (segmentBytesMax <= 2^32 - 1)',
+  );
+  check(
+    limits.mergedSegmentBytesMax >= limits.segmentBytesDefault &&
+      limits.mergedSegmentBytesMax <= limits.segmentBytesMax,
+    'a merge joins default-size segments into one that is still a segment (segmentBytesDefault <= mergedSegmentBytesMax <= segmentBytesMax)',
+  );
+
+  // Frames and records: a record is at most a quarter of its store's segments.
+  check(
+    (limits.frameControlBit & limits.frameLengthMask) === 0 &&
+      (limits.frameControlBit | limits.frameLengthMask) >>> 0 === 0xffff_ffff,
+    "a frame's length word is its control bit and its length, nothing else (frameControlBit, frameLengthMask)",
+  );
+  check(
+    limits.segmentBytesMax / 4 <= limits.frameLengthMask,
+    "the largest record's data length fits a frame's length field (segmentBytesMax / 4 <= frameLengthMask)",
+  );
+  check(
+    limits.segmentHeaderBytes + limits.segmentBytesMin / 4 <= limits.segmentBytesMin / 2,
+    'the smallest segment holds its header, its largest record and the SegmentEnd after it, with room to spare',
+  );
+  for (const name of [
+    'keyBytesMax',
+    'typeBytesMax',
+    'tagBytesMax',
+    'fingerprintBytesMax',
+    'messageBytesMax',
+  ] as const) {
+    check(
+      limits[name] <= recordBytesMinMax,
+      `a field at its own bound fits a frame of the smallest segment (${name} <= segmentBytesMin / 4 - frameHeaderBytes)`,
+    );
+  }
+  check(
+    limits.typesPerFeedMax <= 0xffff,
+    'the type column stores a u16 id per record, 0 for none (typesPerFeedMax <= 65535)',
+  );
+
+  // Times.
+  check(
+    limits.leaseTtlMsMin <= limits.leaseTtlMsDefault && limits.leaseTtlMsDefault <= limits.leaseTtlMsMax,
+    'the default lease is one a holder may ask for (leaseTtlMsMin <= leaseTtlMsDefault <= leaseTtlMsMax)',
+  );
+  check(
+    limits.retentionAgeMsMax <= limits.safeIntegerMax,
+    'an age limit is stored as a varint of a safe integer (retentionAgeMsMax <= safeIntegerMax)',
+  );
+
+  // Caches and queues hold at least one of what they hold.
+  for (const name of [
+    'payloadDedupEntriesMax',
+    'indexCacheBytesMax',
+    'keyCacheBytesMax',
+    'commitPagesCachedMax',
+    'summaryPageCommits',
+    'publishIndexSliceRecords',
+    'groupsInFlightMax',
+    'exportFilesInFlightMax',
+  ] as const) {
+    check(
+      Number.isSafeInteger(limits[name]) && limits[name] >= 1,
+      `a cache, page or queue holds something (${name} >= 1)`,
+    );
+  }
+  check(
+    limits.payloadCacheBlockBytes <= limits.payloadCacheBytesMax,
+    'the payload cache holds the block it reads (payloadCacheBlockBytes <= payloadCacheBytesMax)',
+  );
+  check(
+    limits.publishIndexSliceRecords <= limits.publishIndexBacklogRecordsMax,
+    'the indexing backlog holds at least the slice folded at once (publishIndexSliceRecords <= publishIndexBacklogRecordsMax)',
+  );
+
+  // Reads.
+  check(
+    limits.rebuildBatchRowsMax <= limits.columnBatchRowsMax,
+    "a rebuild's batch is within a read's batch (rebuildBatchRowsMax <= columnBatchRowsMax)",
+  );
+  check(
+    limits.readSlabPieceBytesMax <= limits.readSlabBytes,
+    'a piece carved out of a read slab fits in it (readSlabPieceBytesMax <= readSlabBytes)',
+  );
+  check(
+    limits.coalescedReadGapBytes <= limits.coalescedReadBytesMax,
+    'a gap bridged by a coalesced read fits in one (coalescedReadGapBytes <= coalescedReadBytesMax)',
+  );
+  check(
+    limits.readLinesFirstChunkBytes <= limits.readLinesChunkBytes,
+    'NDJSON chunks grow from the first to the full size (readLinesFirstChunkBytes <= readLinesChunkBytes)',
+  );
+
+  // Hash tables and direct writes.
+  for (const name of ['keyTableSlotsInitial', 'segmentKeyShards', 'segmentKeyShardSlotsInitial'] as const)
+    check(isPowerOfTwo(limits[name]), `a hash table or its shards are picked by a mask (${name} is a power of two)`);
+  check(
+    isPowerOfTwo(limits.directWriteAlignmentBytes) && limits.directWriteAlignmentBytes % 512 === 0,
+    'O_DIRECT asks for a multiple of the logical block size (directWriteAlignmentBytes a power of two, a multiple of 512)',
+  );
+  check(
+    limits.exportDirectWriteBytes % limits.directWriteAlignmentBytes === 0,
+    'a direct write piece is a multiple of the alignment (exportDirectWriteBytes % directWriteAlignmentBytes === 0)',
+  );
+}
