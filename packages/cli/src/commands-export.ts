@@ -1,6 +1,6 @@
 /** The `export` command: a range of a feed to NDJSON, Arrow IPC or Parquet files with a manifest. */
 
-import { type ExportFormat, type ReadMode, readExportManifest, StreamStackError } from '@streamstack/engine';
+import { type ExportFormat, type ReadMode, readExportManifest, readModes, StreamStackError } from '@streamstack/engine';
 import { type Command, Option } from 'commander';
 import { emit } from './io.js';
 import { quietOption, withProgress } from './progress.js';
@@ -26,7 +26,7 @@ export function addExportCommand(program: Command): void {
     .requiredOption('--out <dir>', 'directory for the files and manifest.json (created; must not hold an export)')
     .option('--after <commit>', 'export the commits after this one (default 0, the start)', integer('--after'))
     .option('--up-to <commit>', 'export up to this commit (default: the head)', integer('--up-to'))
-    .addOption(new Option('--mode <mode>', 'read mode (default raw)').choices(['raw', 'dedup', 'latest']))
+    .addOption(new Option('--mode <mode>', 'read mode (default raw)').choices(readModes))
     .option(
       '--continue <dir>',
       "continue the export in this directory: after its manifest's upTo, in its mode and format",

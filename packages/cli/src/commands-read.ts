@@ -1,6 +1,13 @@
 /** The read-side commands: read, get, tail, sub. */
 
-import { limits, type Plan, type ReadMode, StreamStackError, type SubscriptionInfo } from '@streamstack/engine';
+import {
+  limits,
+  type Plan,
+  type ReadMode,
+  readModes,
+  StreamStackError,
+  type SubscriptionInfo,
+} from '@streamstack/engine';
 import { type Command, Option } from 'commander';
 import { emit, emitBytes, note, recordLine } from './io.js';
 import { collect, integer, openFeed, openStore, withStore } from './shared.js';
@@ -20,7 +27,7 @@ export function addReadCommands(program: Command): void {
       'read the commits after this one (default: the start of the history kept)',
       integer('--after'),
     )
-    .addOption(new Option('--mode <mode>', 'read mode').choices(['raw', 'dedup', 'latest']).default('raw'))
+    .addOption(new Option('--mode <mode>', 'read mode').choices(readModes).default('raw'))
     .option('--type <type>', 'only records of this type (repeatable: any of them)', collect)
     .option('--tag <tag>', 'only records with this tag (repeatable: all of them)', collect)
     .option('--limit <n>', 'at most this many records', integer('--limit'))

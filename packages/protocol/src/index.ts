@@ -42,6 +42,7 @@ export type {
   TrimResult,
 } from './maintenance.js';
 export type { AppendCondition, Plan, Query, QueryItem, ReadMode, ReadOptions, RecordFilter } from './reads.js';
+export { isReadMode, readModes, readModesInWords } from './reads.js';
 export {
   appendRecordLine,
   byteLines,

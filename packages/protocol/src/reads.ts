@@ -1,6 +1,21 @@
-/** The options of reads and conditional appends: queries, filters, read modes and plans. */
+/**
+ * The vocabulary of reads and conditional appends: queries, filters, read modes and plans. The
+ * read modes are a list as well as a type, so that the engine's checks, the server's schemas and
+ * the CLI's options all accept the values this list holds and no others.
+ */
 
-export type ReadMode = 'raw' | 'dedup' | 'latest';
+/** The read modes, in the order messages, schemas and option help list them. */
+export const readModes = ['raw', 'dedup', 'latest'] as const;
+
+export type ReadMode = (typeof readModes)[number];
+
+/** True when `value` is one of `readModes`. */
+export function isReadMode(value: unknown): value is ReadMode {
+  return (readModes as readonly unknown[]).includes(value);
+}
+
+/** The read modes as a sentence names them, for messages and descriptions: "raw, dedup or latest". */
+export const readModesInWords = `${readModes.slice(0, -1).join(', ')} or ${readModes[readModes.length - 1]}`;
 
 /**
  * Which records a read returns: a query (an OR of items), or a single item — any of its `types`

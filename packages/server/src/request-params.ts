@@ -3,7 +3,7 @@
  * modes and append conditions, mirroring the CLI's flags. A malformed value is refused with
  * `INVALID_ARGUMENT` naming the parameter, before the engine is asked anything.
  */
-import { type AppendCondition, type Plan, type ReadMode, StreamStackError } from '@streamstack/engine';
+import { type AppendCondition, type Plan, StreamStackError } from '@streamstack/engine';
 
 export type QueryValue = string | string[] | undefined;
 export type QueryParams = Record<string, QueryValue>;
@@ -67,7 +67,6 @@ export function choice<T extends string>(query: QueryParams, name: string, choic
   return value as T;
 }
 
-export const readModes: readonly ReadMode[] = ['raw', 'dedup', 'latest'];
 export const plans: readonly Plan[] = ['auto', 'index', 'scan'];
 
 /** A boolean parameter: `true` or `false`. */

@@ -9,7 +9,7 @@
  * schema: routeSchema({ id: 'getFeed', tag: 'feeds', summary: 'a feed', operation: 'read', params: feedParams,
  *   responses: { 200: json('the feed', feedInfo) }, errors: ['FEED_NOT_FOUND'] })
  */
-import type { ErrorCode } from '@streamstack/engine';
+import { type ErrorCode, readModesInWords } from '@streamstack/engine';
 import type { Operation } from './auth.js';
 import { errorStatuses } from './http-errors.js';
 import { ndjsonType } from './ndjson.js';
@@ -22,7 +22,7 @@ const descriptions: Record<string, string> = {
   after: 'a commit cursor: commits after this one',
   upTo: 'the last commit to read (default: the head)',
   limit: 'at most this many',
-  mode: 'raw, dedup or latest',
+  mode: readModesInWords,
   type: 'only records of this type (repeatable: any of them)',
   tag: 'only records with this tag (repeatable: all of them)',
   plan: 'auto, index or scan',

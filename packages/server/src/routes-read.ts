@@ -1,6 +1,6 @@
 /** The read path: commits, reads after a cursor (long-poll with `wait=`), one commit, `get`. */
 
-import { type ReadOptions, recordLine, StreamStackError } from '@streamstack/engine';
+import { type ReadOptions, readModes, recordLine, StreamStackError } from '@streamstack/engine';
 import type { FastifyInstance } from 'fastify';
 import type { ServerContext } from './context.js';
 import { followOverSse, wantsEventStream } from './live-sse.js';
@@ -15,7 +15,6 @@ import {
   numberText,
   plans,
   type QueryParams,
-  readModes,
   single,
 } from './request-params.js';
 import * as schemas from './schemas-reads.js';

@@ -4,6 +4,7 @@
  * engine gave it before (a feed name `INVALID_NAME`, a cursor `CURSOR_OUT_OF_RANGE`).
  */
 
+import { readModes } from '@streamstack/engine';
 import { feedParams, headerSchema, json, jsonBody, ndjson, routeSchema } from './route-schemas.js';
 import * as models from './schema-models.js';
 
@@ -180,7 +181,7 @@ export const exportRange = routeSchema({
       },
       after: cursorField,
       upTo: cursorField,
-      mode: { type: ['string', 'null'], enum: ['raw', 'dedup', 'latest', null] },
+      mode: { type: ['string', 'null'], enum: [...readModes, null] },
     },
   }),
   responses: { 200: json('the manifest', models.exportManifest) },

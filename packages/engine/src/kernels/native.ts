@@ -176,151 +176,81 @@ function scratchOutput(length: number): Uint32Array {
   return scratch.subarray(0, length);
 }
 
+/**
+ * `call` with every error it throws turned into a `StreamStackError` by `translate`. The wrapper
+ * is made once, when the kernels are loaded, so a call allocates nothing; try/catch costs nothing
+ * in optimized code on the happy path.
+ */
+function translatingErrors<Args extends unknown[], Result>(call: (...args: Args) => Result): (...args: Args) => Result {
+  return (...args: Args): Result => {
+    try {
+      return call(...args);
+    } catch (error) {
+      throw translate(error);
+    }
+  };
+}
+
 /** Loads the native module and returns it as a `Kernels`; throws `NATIVE_UNAVAILABLE` if it cannot. */
 export function loadNativeKernels(): Kernels {
   const native = requireNative();
-  // Each method calls straight through; try/catch costs nothing in optimized code on the happy
-  // path, and no closure is allocated per call.
+  const nativeCopyRange = translatingErrors(
+    (target: Uint8Array, targetAt: number, source: Uint8Array, start: number, end: number): void =>
+      native.copyRange(target, targetAt, source, start, end),
+  );
   return Object.freeze({
     name: 'native' as const,
-    crc32(bytes: Uint8Array, seed?: number): number {
-      try {
-        return native.crc32(bytes, seed);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    crc32c(bytes: Uint8Array, seed?: number): number {
-      try {
-        return native.crc32c(bytes, seed);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    crc32cRanges(bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array {
-      try {
-        const out = given ?? scratchOutput(ranges.length >>> 1);
-        native.crc32cRangesInto(bytes, ranges, out);
-        return given ?? out.slice();
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    payloadChecksums(bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array {
-      try {
-        const out = given ?? scratchOutput(ranges.length & ~1);
-        native.payloadChecksumsInto(bytes, ranges, out);
-        return given ?? out.slice();
-      } catch (error) {
-        throw translate(error);
-      }
-    },
+    crc32: translatingErrors((bytes: Uint8Array, seed?: number): number => native.crc32(bytes, seed)),
+    crc32c: translatingErrors((bytes: Uint8Array, seed?: number): number => native.crc32c(bytes, seed)),
+    crc32cRanges: translatingErrors((bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array => {
+      const out = given ?? scratchOutput(ranges.length >>> 1);
+      native.crc32cRangesInto(bytes, ranges, out);
+      return given ?? out.slice();
+    }),
+    payloadChecksums: translatingErrors((bytes: Uint8Array, ranges: Uint32Array, given?: Uint32Array): Uint32Array => {
+      const out = given ?? scratchOutput(ranges.length & ~1);
+      native.payloadChecksumsInto(bytes, ranges, out);
+      return given ?? out.slice();
+    }),
     copyRange(target: Uint8Array, targetAt: number, source: Uint8Array, start: number, end: number): void {
       // Checked here, as the twin checks, because napi would wrap a negative or fractional
-      // number into a u32 rather than refuse it.
+      // number into a u32 rather than refuse it. The check's own errors pass through untouched.
       checkCopyRange(target, targetAt, source, start, end);
       // Two views of one buffer may overlap, and Rust may not hold both; `set` copies them right.
       if (target.buffer === source.buffer) {
         target.set(source.subarray(start, end), targetAt);
         return;
       }
-      try {
-        native.copyRange(target, targetAt, source, start, end);
-      } catch (error) {
-        throw translate(error);
-      }
+      nativeCopyRange(target, targetAt, source, start, end);
     },
-    ndjsonLines(columns: NdjsonColumns, out: Uint8Array): number {
-      try {
-        return native.ndjsonLinesInto(columns, out);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    frameChecksumsWrite(buffer: Uint8Array, frameOffsets: Uint32Array): void {
-      try {
-        native.frameChecksumsWrite(buffer, frameOffsets);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    frameChecksumsVerify(buffer: Uint8Array, frameOffsets: Uint32Array): number {
-      try {
-        return native.frameChecksumsVerify(buffer, frameOffsets);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    fstBuild(keys: PackedBytes, values: Float64Array): Uint8Array {
-      try {
-        return native.fstBuild(keys.bytes, keys.ends, values);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    fstVerify(fst: Uint8Array): void {
-      try {
-        native.fstVerify(fst);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    fstLength(fst: Uint8Array): number {
-      try {
-        return native.fstLength(fst);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    fstGet(fst: Uint8Array, key: Uint8Array): number | undefined {
-      try {
-        return native.fstGet(fst, key) ?? undefined;
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    fstGetMany(fst: Uint8Array, keys: PackedBytes): Float64Array {
-      try {
-        return native.fstGetMany(fst, keys.bytes, keys.ends);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    fstRange(fst: Uint8Array, range: FstRange): FstEntries {
-      try {
-        return native.fstRange(fst, range.gte, range.gt, range.lte, range.lt, range.prefix, range.limit);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    postingsEncode(positions: Uint32Array): Uint8Array {
-      try {
-        return native.postingsEncode(positions);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    postingsDecode(encoded: Uint8Array): Uint32Array {
-      try {
-        return native.postingsDecode(encoded);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    intersect(a: Uint32Array, b: Uint32Array): Uint32Array {
-      try {
-        return native.intersect(a, b);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
-    union(a: Uint32Array, b: Uint32Array): Uint32Array {
-      try {
-        return native.union(a, b);
-      } catch (error) {
-        throw translate(error);
-      }
-    },
+    ndjsonLines: translatingErrors((columns: NdjsonColumns, out: Uint8Array): number =>
+      native.ndjsonLinesInto(columns, out),
+    ),
+    frameChecksumsWrite: translatingErrors((buffer: Uint8Array, frameOffsets: Uint32Array): void =>
+      native.frameChecksumsWrite(buffer, frameOffsets),
+    ),
+    frameChecksumsVerify: translatingErrors((buffer: Uint8Array, frameOffsets: Uint32Array): number =>
+      native.frameChecksumsVerify(buffer, frameOffsets),
+    ),
+    fstBuild: translatingErrors(
+      (keys: PackedBytes, values: Float64Array): Uint8Array => native.fstBuild(keys.bytes, keys.ends, values),
+    ),
+    fstVerify: translatingErrors((fst: Uint8Array): void => native.fstVerify(fst)),
+    fstLength: translatingErrors((fst: Uint8Array): number => native.fstLength(fst)),
+    fstGet: translatingErrors(
+      (fst: Uint8Array, key: Uint8Array): number | undefined => native.fstGet(fst, key) ?? undefined,
+    ),
+    fstGetMany: translatingErrors(
+      (fst: Uint8Array, keys: PackedBytes): Float64Array => native.fstGetMany(fst, keys.bytes, keys.ends),
+    ),
+    fstRange: translatingErrors(
+      (fst: Uint8Array, range: FstRange): FstEntries =>
+        native.fstRange(fst, range.gte, range.gt, range.lte, range.lt, range.prefix, range.limit),
+    ),
+    postingsEncode: translatingErrors((positions: Uint32Array): Uint8Array => native.postingsEncode(positions)),
+    postingsDecode: translatingErrors((encoded: Uint8Array): Uint32Array => native.postingsDecode(encoded)),
+    intersect: translatingErrors((a: Uint32Array, b: Uint32Array): Uint32Array => native.intersect(a, b)),
+    union: translatingErrors((a: Uint32Array, b: Uint32Array): Uint32Array => native.union(a, b)),
     writeDurable(fd: number, position: number, buffers: readonly Uint8Array[]): Promise<void> {
       return settleWrite(() => native.writeDurable(fd, position, buffers));
     },

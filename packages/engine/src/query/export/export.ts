@@ -11,7 +11,7 @@ import type fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { ExportOptions, ExportProgress } from '@streamstack/protocol';
+import { type ExportOptions, type ExportProgress, isReadMode, readModesInWords } from '@streamstack/protocol';
 import { ioError, StreamStackError } from '../../errors.js';
 import { exportFileBytesTarget } from '../../limits.js';
 import { checkOnProgress, ProgressReporter } from '../../progress.js';
@@ -50,8 +50,8 @@ export function checkExportOptions(options: ExportOptions): { format: ExportForm
       { details: { format } },
     );
   }
-  if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
-    throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`, {
+  if (!isReadMode(mode)) {
+    throw new StreamStackError('INVALID_ARGUMENT', `mode must be ${readModesInWords}, not ${JSON.stringify(mode)}`, {
       details: { mode },
     });
   }

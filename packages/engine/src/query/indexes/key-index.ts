@@ -23,7 +23,7 @@ import { assert } from '../../errors.js';
 import { yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../../limits.js';
-import { utf8Concat, utf8Encode } from '../../storage/codec.js';
+import { concatBytes, utf8Concat, utf8Encode } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-run.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
@@ -462,15 +462,27 @@ export class KeyIndex {
       const fst = await this.section(slot, 1);
       const before = unresolved;
       let kept = 0;
-      for (let walk = 0; walk < count; walk++) {
-        if (walk > 0 && walk % keyBuildYieldKeys === 0) await yieldToEventLoop();
-        const index = before[walk];
-        if (
-          filterMayHoldHashes(filter, hashOf(index, 0), hashOf(index, 1)) &&
-          this.kernels.fstGet(fst, keyBytes(index)) !== undefined
-        )
-          found.add(keys[index]);
-        else before[kept++] = index;
+      // A window of keys at a time, the event loop getting a turn between windows: the keys the
+      // filter may hold are looked up in the FST in one kernel call.
+      for (let first = 0; first < count; first += keyBuildYieldKeys) {
+        if (first > 0) await yieldToEventLoop();
+        const last = Math.min(count, first + keyBuildYieldKeys);
+        const candidates: number[] = [];
+        for (let walk = first; walk < last; walk++) {
+          const index = before[walk];
+          if (filterMayHoldHashes(filter, hashOf(index, 0), hashOf(index, 1))) candidates.push(walk);
+        }
+        const ordinals =
+          candidates.length === 0
+            ? new Float64Array(0)
+            : this.kernels.fstGetMany(fst, concatBytes(candidates.map((walk) => keyBytes(before[walk]))));
+        let candidate = 0;
+        for (let walk = first; walk < last; walk++) {
+          const index = before[walk];
+          // `fstGetMany` gives -1 for a key the FST lacks.
+          if (candidates[candidate] === walk && ordinals[candidate++] !== -1) found.add(keys[index]);
+          else before[kept++] = index;
+        }
       }
       unresolved = before;
       count = kept;

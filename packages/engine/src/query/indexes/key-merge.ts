@@ -8,7 +8,7 @@
  */
 import type { Kernels } from '../../kernels/kernels.js';
 import { mergeWinnerReadsMax } from '../../limits.js';
-import { utf8Concat } from '../../storage/codec.js';
+import { concatBytes, utf8Concat } from '../../storage/codec.js';
 import {
   encodeKeyFile,
   filterMayHoldHashes,
@@ -115,14 +115,33 @@ export function mergeWithEarlier(
     for (const [at, dictionary] of earlier.entries()) {
       if (unresolvedCount === 0) break;
       const filter = sections.filter(dictionary);
-      let fst: Uint8Array | undefined;
-      let kept = 0;
+      // The terms the filter may hold are looked up in the FST in one kernel call; the FST is
+      // read only when there is one.
+      const candidates: number[] = [];
       for (let walk = 0; walk < unresolvedCount; walk++) {
         const index = unresolved[walk];
-        if (filterMayHoldHashes(filter, hashes[2 * index], hashes[2 * index + 1])) {
-          fst ??= sections.fst(dictionary);
-          const ordinal = kernels.fstGet(fst, bytes.subarray(index === 0 ? 0 : ends[index - 1], ends[index]));
-          if (ordinal !== undefined) {
+        if (filterMayHoldHashes(filter, hashes[2 * index], hashes[2 * index + 1])) candidates.push(walk);
+      }
+      const ordinals =
+        candidates.length === 0
+          ? new Float64Array(0)
+          : kernels.fstGetMany(
+              sections.fst(dictionary),
+              concatBytes(
+                candidates.map((walk) => {
+                  const index = unresolved[walk];
+                  return bytes.subarray(index === 0 ? 0 : ends[index - 1], ends[index]);
+                }),
+              ),
+            );
+      let kept = 0;
+      let candidate = 0;
+      for (let walk = 0; walk < unresolvedCount; walk++) {
+        const index = unresolved[walk];
+        if (candidates[candidate] === walk) {
+          const ordinal = ordinals[candidate++];
+          // `fstGetMany` gives -1 for a term the FST lacks.
+          if (ordinal !== -1) {
             // This dictionary's winner covers every segment up to it: the term is resolved.
             const found = held[at].at(ordinal);
             if (prefers(order, found, own[index])) merged[index] = found;

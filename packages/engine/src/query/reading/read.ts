@@ -7,7 +7,13 @@
  */
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { ReadMode, ReadOptions, RecordFilter } from '@streamstack/protocol';
+import {
+  isReadMode,
+  type ReadMode,
+  type ReadOptions,
+  type RecordFilter,
+  readModesInWords,
+} from '@streamstack/protocol';
 import { assert, StreamStackError } from '../../errors.js';
 import { columnBatchRowsMax, keyTableSlotsInitial } from '../../limits.js';
 import { type CommitRecord, entryPosition, fingerprintKey } from '../../storage/commit-run.js';
@@ -333,8 +339,8 @@ export function checkReadOptions(
   options: ReadOptions,
 ): { mode: ReadMode; query: Query | undefined } {
   const mode = options.mode ?? 'raw';
-  if (mode !== 'raw' && mode !== 'dedup' && mode !== 'latest') {
-    throw new StreamStackError('INVALID_ARGUMENT', `mode must be raw, dedup or latest, not ${JSON.stringify(mode)}`);
+  if (!isReadMode(mode)) {
+    throw new StreamStackError('INVALID_ARGUMENT', `mode must be ${readModesInWords}, not ${JSON.stringify(mode)}`);
   }
   checkCursor(snapshot, options.after);
   readEnd(snapshot, options);
