@@ -21,9 +21,10 @@ import type { Corruption, TornTail } from '../../storage/runs.js';
 import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
 import type { CompactionLog } from '../maintenance/compaction-state.js';
-import { HistoryMerges } from '../maintenance/history-merge.js';
-import { HistoryRetention } from '../maintenance/history-trim.js';
-import { KeyCompaction } from '../maintenance/key-compaction.js';
+import { openHistoryMaintenance } from '../maintenance/history-maintenance.js';
+import type { HistoryMerges } from '../maintenance/history-merge.js';
+import type { HistoryRetention } from '../maintenance/history-trim.js';
+import type { KeyCompaction } from '../maintenance/key-compaction.js';
 import type { MergeLog } from '../maintenance/merge-state.js';
 import type { RetentionLog } from '../maintenance/retention-state.js';
 import { WalRetention } from '../maintenance/wal-retention.js';
@@ -229,39 +230,23 @@ export class FeedWriter {
       // The history and the indexes were opened from the floor, and what lay below it deleted:
       // the interrupted trim is finished.
       if (trimPending && !readOnly) await logs.retention.write({ ...logs.retention.state, pending: false });
-      const retention = new HistoryRetention(
-        logs.retention,
-        history,
-        () => writer.derived,
-        logs.subscriptions,
-        () => writer.watermark,
-        options.clock,
-        readOnly,
-      );
-      writer.historyRetention = retention;
-      writer.historyMerges = new HistoryMerges({
+      const maintenance = openHistoryMaintenance({
         kernels,
         feed: options.feed,
         directory,
         history,
         derived: () => writer.derived,
-        gate: writer.readGate,
-        log: logs.merges,
-        frameDataBytesMax: writer.frameDataBytesMax,
-        serial: (work) => retention.serial(work),
-        readOnly,
-      });
-      writer.keyCompaction = new KeyCompaction({
-        history,
-        derived: () => writer.derived,
         subscriptions: logs.subscriptions,
-        merges: writer.historyMerges,
-        log: logs.compaction,
         watermark: () => writer.watermark,
-        serial: (work) => retention.serial(work),
+        gate: writer.readGate,
+        clock: options.clock,
+        frameDataBytesMax: writer.frameDataBytesMax,
         readOnly,
-        feed: options.feed,
+        logs: { retention: logs.retention, merges: logs.merges, compaction: logs.compaction },
       });
+      writer.historyRetention = maintenance.retention;
+      writer.historyMerges = maintenance.merges;
+      writer.keyCompaction = maintenance.keyCompaction;
     } catch (error) {
       await writer.close();
       throw error;
