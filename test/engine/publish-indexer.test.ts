@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { type PublishedRun, PublishIndexer } from '../../packages/engine/src/coordinator/writing/publish-indexer.js';
-import type { CommitRecord } from '../../packages/engine/src/storage/commit-run.js';
+import type { CommitRecord } from '../../packages/engine/src/storage/commit-record.js';
 
 function run(records: number): PublishedRun<number> {
   return {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadKernels } from '../../packages/engine/src/index.js';
-import type { CommitRecord } from '../../packages/engine/src/storage/commit-run.js';
+import type { CommitRecord } from '../../packages/engine/src/storage/commit-record.js';
 import { History } from '../../packages/engine/src/storage/history-log.js';
 import { branchTally } from '../support/branches.js';
 import { openStore, temporaryDirectory, text } from '../support/store.js';

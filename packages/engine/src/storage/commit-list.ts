@@ -12,7 +12,7 @@
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
-import { type CommitRecord, commitRecord, isCompactedRun } from './commit-run.js';
+import { type CommitRecord, commitRecord, isCompactedRun } from './commit-record.js';
 import type { LostCommits } from './history-log.js';
 import {
   decodeCommitPage,

@@ -5,11 +5,10 @@
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
+import { type CommitRecord, readCommitRecord } from './commit-record.js';
 import {
-  type CommitRecord,
   equalBytes,
   type RetiredFingerprint,
-  readCommitRecord,
   readManifest,
   readManifestEntryAt,
   readPackDirectory,

@@ -13,14 +13,8 @@ import { assert, ioError } from '../errors.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { mergeGroupBytesTarget, segmentHeaderBytes } from '../limits.js';
-import {
-  buildCommitRun,
-  type CommitRecord,
-  type CommitRunInput,
-  commitRecord,
-  equalBytes,
-  type RetiredFingerprint,
-} from './commit-run.js';
+import { type CommitRecord, commitRecord } from './commit-record.js';
+import { buildCommitRun, type CommitRunInput, equalBytes, type RetiredFingerprint } from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
 import { GroupBuilder, sealGroup } from './groups.js';
 import type { History } from './history-log.js';

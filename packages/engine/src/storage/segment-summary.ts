@@ -33,7 +33,7 @@ import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameControlBit, frameHeaderBytes, summaryPageCommits } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
-import { type CommitRecord, isCompactedRun, readCommitFields, writeCommitFields } from './commit-run.js';
+import { type CommitRecord, isCompactedRun, readCommitFields, writeCommitFields } from './commit-record.js';
 import { FrameKind } from './frame-kinds.js';
 import { readFileRangeSync, type SegmentHeader, SegmentKind, writeFileDurably } from './segment.js';
 

@@ -24,7 +24,7 @@ import { dictionaryFileOf } from '../../query/indexes/key-index.js';
 import { buildKeyFileBytes, type DictionaryFile, DictionarySections } from '../../query/indexes/key-merge.js';
 import { indexTailOf } from '../../query/indexes/segment-index.js';
 import { segmentKeysOf, winnerColumnsOf } from '../../query/indexes/segment-keys.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import { FeedLayout, rewriteTemporarySuffix, summaryFileOf } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
 import { buildIndexData, encodeIndexFile, writeIndexFile } from '../../storage/index-segment.js';

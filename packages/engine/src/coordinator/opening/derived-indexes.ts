@@ -8,7 +8,8 @@
 import type { Kernels } from '../../kernels/kernels.js';
 import { FeedIndex, type IndexRebuild, segmentsOf } from '../../query/indexes/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../../query/indexes/key-index.js';
-import { type CommitRecord, entryPosition, fingerprintKey } from '../../storage/commit-run.js';
+import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
+import { fingerprintKey } from '../../storage/commit-run.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
 import type { ManifestEntry, RecordData } from '../../storage/records.js';

@@ -14,7 +14,7 @@ import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import type { ProgressReporter } from '../../progress.js';
 import { derivedMismatch, segmentsOf } from '../../query/indexes/feed-index.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import {
   baseOfSegmentName,
   FeedLayout,

@@ -13,6 +13,6 @@ export { ColumnBatch } from '../../query/reading/column-batch.js';
 export type { Plan, Query, QueryItem } from '../../query/reading/planner.js';
 export type { ReadMode, ReadOptions, RecordFilter } from '../../query/reading/read.js';
 export type { StoredRecord } from '../../query/reading/snapshot.js';
-export type { CommitRecord } from '../../storage/commit-run.js';
+export type { CommitRecord } from '../../storage/commit-record.js';
 export type { TornTail } from '../../storage/runs.js';
 export type { AppendCondition } from './conditions.js';

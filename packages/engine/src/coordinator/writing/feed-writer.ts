@@ -12,7 +12,7 @@ import type { FeedIndex, IndexRebuild } from '../../query/indexes/feed-index.js'
 import type { KeyIndex } from '../../query/indexes/key-index.js';
 import type { Query } from '../../query/reading/planner.js';
 import { corruptionError, type Snapshot } from '../../query/reading/snapshot.js';
-import { type CommitRecord, commitRecord } from '../../storage/commit-run.js';
+import { type CommitRecord, commitRecord } from '../../storage/commit-record.js';
 import type { FrameBuilder } from '../../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';

@@ -14,7 +14,7 @@
  */
 import { yieldToEventLoop } from '../../event-loop.js';
 import { publishIndexBacklogRecordsMax, publishIndexSliceRecords } from '../../limits.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 
 /** A published commit's records as the indexes take them. */
 export interface PublishedRun<R> {

@@ -5,7 +5,7 @@
  */
 import { assert, type StreamStackError } from '../../errors.js';
 import type { CommitList } from '../../storage/commit-list.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 
 /** The published head: reads see commits up to here and no further. */
 export interface Watermark {

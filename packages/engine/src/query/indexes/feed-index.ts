@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
-import { type CommitRecord, entryPosition } from '../../storage/commit-run.js';
+import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
 import type { CommitRun, History } from '../../storage/history-log.js';
 import {

@@ -14,7 +14,7 @@ import { loadKernels } from '../../kernels/index.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../../limits.js';
 import { utf8DecodeRange } from '../../storage/codec.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import { summaryFileOf } from '../../storage/feed-layout.js';
 import { buildIndexData, type FlatIndexSource, unflattenIndexSource } from '../../storage/index-segment.js';
 import type { TermOrder } from '../../storage/key-file.js';

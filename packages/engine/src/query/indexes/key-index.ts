@@ -24,7 +24,7 @@ import { yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../../limits.js';
 import { concatBytes, utf8Concat, utf8Encode } from '../../storage/codec.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
 import {

@@ -9,7 +9,7 @@ import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { rebuildBatchRowsMax } from '../../limits.js';
 import { utf8DecodeRange } from '../../storage/codec.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import type { IndexData, IndexSource } from '../../storage/index-segment.js';
 import type { SegmentRunSource } from '../../storage/run-reads.js';
 

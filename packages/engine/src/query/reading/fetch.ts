@@ -7,7 +7,7 @@
 
 import { assert } from '../../errors.js';
 import { fetchRunHitsMin } from '../../limits.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import { rowsOfPositions } from '../../storage/run-columns.js';
 import type { FeedIndex } from '../indexes/feed-index.js';
 import { ColumnBatch } from './column-batch.js';

@@ -4,7 +4,7 @@
  * are the same loop, so nothing is skipped and nothing is delivered twice.
  */
 
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import { checkCursor } from './read.js';
 import { assertIntact, readCommitRecords, type Snapshot, type StoredRecord } from './snapshot.js';
 

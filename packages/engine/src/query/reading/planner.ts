@@ -12,7 +12,7 @@ import type { Plan, Query, QueryItem } from '@streamstack/protocol';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { queryItemsMax, scanEntryCostPostings } from '../../limits.js';
-import { type CommitRecord, entryPosition } from '../../storage/commit-run.js';
+import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import type { ManifestEntry } from '../../storage/records.js';
 import type { FeedIndex, SegmentIndex } from '../indexes/feed-index.js';
 import { assertIntact, type Snapshot } from './snapshot.js';

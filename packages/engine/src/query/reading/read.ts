@@ -16,7 +16,8 @@ import {
 } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../../errors.js';
 import { columnBatchRowsMax, keyTableSlotsInitial } from '../../limits.js';
-import { type CommitRecord, entryPosition, fingerprintKey } from '../../storage/commit-run.js';
+import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
+import { fingerprintKey } from '../../storage/commit-run.js';
 import { winsOver } from '../../storage/key-file.js';
 import type { ManifestEntry } from '../../storage/records.js';
 import type { RunBufferPool } from '../../storage/run-buffers.js';

@@ -7,7 +7,7 @@
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import type { CommitList } from '../../storage/commit-list.js';
-import type { CommitRecord } from '../../storage/commit-run.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
 import { assertReadable, type History } from '../../storage/history-log.js';
 import type { ManifestEntry, PublishedRecord } from '../../storage/records.js';
 import type { Corruption } from '../../storage/runs.js';
