@@ -56,7 +56,12 @@ export interface LimitValues {
 
 const isPowerOfTwo = (value: number) => Number.isSafeInteger(value) && value > 0 && (value & (value - 1)) === 0;
 
-/** Throws `INTERNAL`, naming the broken relation and why it holds, when one does not. */
+/**
+ * Throws `INTERNAL`, naming the broken relation and why it holds, when one does not.
+ *
+ * It is longer than 100 lines because it is a flat list of independent checks, each with its
+ * reason, read top to bottom like the constants they check.
+ */
 export function checkLimits(limits: LimitValues): void {
   const check = (condition: boolean, reason: string) => assert(condition, `limits.ts: ${reason}`);
   const recordBytesMinMax = limits.segmentBytesMin / 4 - limits.frameHeaderBytes;

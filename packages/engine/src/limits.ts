@@ -3,6 +3,9 @@
  * Formats depend on some of these: changing one that is marked "format" needs a format version.
  * The relations between them that the code relies on are checked when this module loads (at the
  * bottom, by `limits-check.ts`).
+ *
+ * It is longer than 500 lines because every bound of the engine is here, each with the reason for
+ * its value, so that they can be read, and checked against each other, in one place.
  */
 import { checkLimits } from './limits-check.js';
 

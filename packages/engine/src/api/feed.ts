@@ -7,6 +7,9 @@
  * const stream = await feed.openStream({ token, message: 'hourly poll' });
  * await stream.append([{ payload: '{"id":1}', key: 'order-1' }], { token });
  * const commit = await stream.seal({ token });
+ *
+ * It is longer than 500 lines because it is a feed's whole public surface, one method per
+ * operation with its checks of the caller's arguments; the work itself is in the coordinator.
  */
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.

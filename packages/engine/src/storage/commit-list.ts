@@ -8,6 +8,9 @@
  * The list is append-only in commit numbers: a part of it may change form (held records become
  * a summary once it is written) but never content, so a read that saw `length` commits keeps
  * seeing the same ones.
+ *
+ * It is longer than 500 lines because held records, summaries and their page cache are one list:
+ * every lookup by commit, position or stream goes through the same segment extents.
  */
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';

@@ -4,6 +4,9 @@
  * last, which is the run's commit marker. Runs are encoded independently of where they land:
  * offsets inside a run are relative to its start, so a run can be laid out before the group
  * commit that writes it knows its segment.
+ *
+ * It is longer than 500 lines because laying out a run and reading its frames back are the two
+ * halves of one format; the commit record it ends with is in `commit-record.ts`.
  */
 
 import { assert } from '../errors.js';

@@ -27,6 +27,9 @@
  * copy from before a merge or key compaction rewrote the segment) would pass those checks, so
  * opening also reads the last commit frame's header from the segment itself (8 bytes) and
  * compares it with the summary's: its CRC covers the commit's stream id, times and run layout.
+ *
+ * It is longer than 500 lines because a summary's writer, reader and its checks against its
+ * segment are one format, read at open and rebuilt on damage.
  */
 import fs from 'node:fs';
 import { assert, StreamStackError } from '../errors.js';

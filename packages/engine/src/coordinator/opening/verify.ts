@@ -33,7 +33,7 @@ import { Wal, type WalEvent } from '../../storage/wal.js';
 import { CompactionLog } from '../maintenance/compaction-state.js';
 import { horizonWithFloor, retainedFloor } from '../maintenance/history-floors.js';
 import { MergeLog } from '../maintenance/merge-state.js';
-import { RetentionLog, untrimmed } from '../maintenance/retention-state.js';
+import { type RetentionFloor, RetentionLog, untrimmed } from '../maintenance/retention-state.js';
 import { openSubscriptionLog } from '../reading/subscriptions.js';
 import { feedTagOf } from './data-directory.js';
 
@@ -206,6 +206,68 @@ function verifyWal(wal: Wal, events: readonly WalEvent[], runs: ReadonlyMap<stri
   }
 }
 
+/**
+ * Opens the history read-only from `floor`, collecting every commit (stand-ins for lost ones, so
+ * the count stays true) and every stored payload's CRC as recovery reads them.
+ */
+function openHistoryChecked(
+  kernels: Kernels,
+  directory: string,
+  floor: RetentionFloor,
+  commits: CommitRecord[],
+  payloadCrcs: Map<string, number>,
+  onCommit: (commit: CommitRecord) => void,
+): Promise<History> {
+  return History.open(
+    kernels,
+    new FeedLayout(directory).history,
+    {
+      onCommit: (commit) => {
+        commits.push(commit);
+        onCommit(commit);
+      },
+      onPayload: (crc, location) => payloadCrcs.set(locationKey(location), crc),
+      onLost: (lost) => {
+        for (let commit = lost.from; commit <= lost.to; commit++) {
+          commits.push({
+            commit,
+            parent: commit - 1,
+            firstPosition: lost.fromPosition,
+            lastPosition: lost.toPosition,
+            damage: lost.damage,
+          } as CommitRecord);
+        }
+      },
+    },
+    true,
+    false,
+    floor,
+    new Set(),
+    feedTagOf(directory),
+  );
+}
+
+/** What recovery found opening the logs: torn last writes, corruption, and a lost head. */
+function reportRecoveryFindings(history: History, wal: Wal, commitCount: number, report: Report): void {
+  for (const tail of [...history.segments.tornTails, ...wal.segments.tornTails]) {
+    report(
+      'TORN_TAIL',
+      `${tail.bytes} bytes of a write that never completed (recovery cuts them on the next open)`,
+      tail,
+    );
+  }
+  for (const corruption of [...history.corruptions, ...wal.corruptions]) {
+    report('CORRUPT', `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`, corruption);
+  }
+  if (history.headDamage) {
+    report(
+      'CORRUPT',
+      `the history after commit ${commitCount} is lost (${history.headDamage.reason})`,
+      history.headDamage,
+    );
+  }
+}
+
 export async function verifyFeed(
   kernels: Kernels,
   feed: string,
@@ -235,33 +297,7 @@ export async function verifyFeed(
     retention.close();
     if (retained.problem) report('CORRUPT', `${retained.problem.file}: ${retained.problem.reason}`, retained.problem);
     reportLogDamage(retention, report);
-    history = await History.open(
-      kernels,
-      new FeedLayout(directory).history,
-      {
-        onCommit: (commit) => {
-          commits.push(commit);
-          bytesAt(0, commit);
-        },
-        onPayload: (crc, location) => payloadCrcs.set(locationKey(location), crc),
-        onLost: (lost) => {
-          for (let commit = lost.from; commit <= lost.to; commit++) {
-            commits.push({
-              commit,
-              parent: commit - 1,
-              firstPosition: lost.fromPosition,
-              lastPosition: lost.toPosition,
-              damage: lost.damage,
-            } as CommitRecord);
-          }
-        },
-      },
-      true,
-      false,
-      floor,
-      new Set(),
-      feedTagOf(directory),
-    );
+    history = await openHistoryChecked(kernels, directory, floor, commits, payloadCrcs, (commit) => bytesAt(0, commit));
     wal = await Wal.open(
       kernels,
       new FeedLayout(directory).wal,
@@ -270,27 +306,7 @@ export async function verifyFeed(
       feedTagOf(directory),
     );
     segments = history.segments.segments.length + wal.segments.segments.length;
-    for (const tail of [...history.segments.tornTails, ...wal.segments.tornTails]) {
-      report(
-        'TORN_TAIL',
-        `${tail.bytes} bytes of a write that never completed (recovery cuts them on the next open)`,
-        tail,
-      );
-    }
-    for (const corruption of [...history.corruptions, ...wal.corruptions]) {
-      report(
-        'CORRUPT',
-        `${corruption.file} is corrupt at offset ${corruption.offset}: ${corruption.reason}`,
-        corruption,
-      );
-    }
-    if (history.headDamage) {
-      report(
-        'CORRUPT',
-        `the history after commit ${commits.length} is lost (${history.headDamage.reason})`,
-        history.headDamage,
-      );
-    }
+    reportRecoveryFindings(history, wal, commits.length, report);
     await verifyHorizon(kernels, directory, history, report);
     const runs = await verifyHistory(kernels, history, commits, payloadCrcs, report, floor, (commit) =>
       bytesAt(1, commit),

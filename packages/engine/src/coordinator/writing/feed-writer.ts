@@ -4,6 +4,12 @@
  * one-shot commits, and group-commits all of it. It moves the published state
  * (`published-state.ts`) only after the disk confirmed a commit; recovery on open is in
  * `feed-recovery.ts`, the deletion of finished WAL segments in `wal-retention.ts`.
+ *
+ * It is longer than 500 lines because it is the one owner of every change to a feed: the staged
+ * head, the open stream and the group committer are one state, and the invariants between them
+ * (a request is staged only once it is surely part of its group, the staged head never falls
+ * behind the published one) hold because one class changes them. Maintenance set-up, recovery,
+ * the derived indexes and publishing are in modules of their own.
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';

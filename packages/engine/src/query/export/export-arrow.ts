@@ -83,6 +83,49 @@ export function describeSchema(format: ExportFormat): { name: string; type: stri
   }));
 }
 
+/** The key column: a record without a key has an empty range, its value empty and null by the bitmap. */
+function keyData(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator, copyLong?: RangeCopy) {
+  return arrow.makeData({
+    type: new arrow.Utf8(),
+    length,
+    ...gatherRanges(
+      batches,
+      (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes }),
+      alloc,
+      copyLong,
+    ),
+    nullBitmap: validityOfFlag(batches, length, recordFlags.hasKey, alloc),
+  });
+}
+
+/** The tags column: a list of strings per record, every batch's tag ranges gathered into one child. */
+function tagListData(batches: readonly ColumnBatch[], length: number, alloc: ColumnAllocator, copyLong?: RangeCopy) {
+  const { valueOffsets, tags } = tagListOffsets(batches, length, alloc);
+  return arrow.makeData({
+    type: exportSchema.fields[10].type as arrow.List<arrow.Utf8>,
+    length,
+    valueOffsets,
+    child: arrow.makeData({
+      type: new arrow.Utf8(),
+      length: tags,
+      ...gatherRanges(
+        batches,
+        (batch) => {
+          const first = batch.tagRows[0];
+          const last = batch.tagRows[batch.length];
+          return {
+            starts: batch.tagStarts.subarray(first, last),
+            ends: batch.tagEnds.subarray(first, last),
+            bytes: batch.bytes,
+          };
+        },
+        alloc,
+        copyLong,
+      ),
+    }),
+  });
+}
+
 /**
  * The batches (in order) as one Arrow record batch of the export schema, the text payload
  * column null in the rows whose payload is not UTF-8; `textless` is how many those are. Its
@@ -96,7 +139,6 @@ export function exportArrowBatch(
   copyLong?: RangeCopy,
 ): { batch: arrow.RecordBatch; textless: number } {
   const length = rowCount(batches);
-  const { valueOffsets: tagOffsets, tags } = tagListOffsets(batches, length, alloc);
   const payloads = gatherRanges(
     batches,
     (batch) => ({
@@ -136,18 +178,7 @@ export function exportArrowBatch(
       length,
       data: int64Column(batches, length, (batch) => batch.timestamps, alloc),
     }),
-    arrow.makeData({
-      type: new arrow.Utf8(),
-      length,
-      // A record without a key has an empty range: its value is empty, and null by the bitmap.
-      ...gatherRanges(
-        batches,
-        (batch) => ({ starts: batch.keyStarts, ends: batch.keyEnds, bytes: batch.bytes }),
-        alloc,
-        copyLong,
-      ),
-      nullBitmap: validityOfFlag(batches, length, recordFlags.hasKey, alloc),
-    }),
+    keyData(batches, length, alloc, copyLong),
     arrow.makeData({
       type: new arrow.Int64(),
       length,
@@ -162,29 +193,7 @@ export function exportArrowBatch(
       ...typeStrings(batches, length, alloc),
       nullBitmap: typeValidity(batches, length, alloc),
     }),
-    arrow.makeData({
-      type: exportSchema.fields[10].type as arrow.List<arrow.Utf8>,
-      length,
-      valueOffsets: tagOffsets,
-      child: arrow.makeData({
-        type: new arrow.Utf8(),
-        length: tags,
-        ...gatherRanges(
-          batches,
-          (batch) => {
-            const first = batch.tagRows[0];
-            const last = batch.tagRows[batch.length];
-            return {
-              starts: batch.tagStarts.subarray(first, last),
-              ends: batch.tagEnds.subarray(first, last),
-              bytes: batch.bytes,
-            };
-          },
-          alloc,
-          copyLong,
-        ),
-      }),
-    }),
+    tagListData(batches, length, alloc, copyLong),
     arrow.makeData({
       type: new arrow.Binary(),
       length,

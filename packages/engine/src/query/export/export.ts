@@ -184,6 +184,18 @@ export async function writeExport(
   }
   options.signal?.throwIfAborted();
   await syncDirectory(to);
+  const manifest = await writeManifest(snapshot, to, range, { mode, format, records, files });
+  progress.finish(records);
+  return manifest;
+}
+
+/** Writes the manifest of a finished export, durably, once every file is on disk. */
+async function writeManifest(
+  snapshot: Snapshot,
+  to: string,
+  range: { after: number; upTo: number },
+  written: Pick<ExportManifest, 'mode' | 'format' | 'records' | 'files'>,
+): Promise<ExportManifest> {
   // Loaded here, not at the top: `export-arrow.ts` imports `apache-arrow`, whose load costs a
   // quarter of a second, and every process that imports the engine would pay it.
   const { describeSchema } = await import('./export-arrow.js');
@@ -191,17 +203,16 @@ export async function writeExport(
     manifestVersion,
     streamstackVersion: streamstackVersion(),
     feed: snapshot.feed,
-    mode,
-    format,
+    mode: written.mode,
+    format: written.format,
     after: range.after,
     upTo: range.upTo,
-    records,
+    records: written.records,
     // The same columns for every file of the format, whatever its payloads.
-    columns: describeSchema(format),
-    files,
+    columns: describeSchema(written.format),
+    files: written.files,
   };
   await writeFileDurably(snapshot.kernels, path.join(to, manifestName), manifestBytes(manifest));
-  progress.finish(records);
   return manifest;
 }
 

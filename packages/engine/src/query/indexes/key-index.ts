@@ -16,6 +16,10 @@
  * dictionary (`.fps`) keeps each fingerprint's first occurrence over the history up to its
  * segment, so the first occurrences within a sealed segment are exactly the winners that lie in
  * it — decided once, when the dictionary is built, and read as a bitmap by a scan.
+ *
+ * It is longer than 500 lines because both orders (keys' latest, fingerprints' first) share one
+ * class over one layout of files, cache and rebuilds; the dictionary format is in
+ * `storage/key-file.ts`, its merging in `key-merge.ts` and the in-memory tables in `key-table.ts`.
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
