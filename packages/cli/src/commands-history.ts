@@ -7,6 +7,13 @@ import { quietOption, withProgress } from './progress.js';
 import { exitUsage, integer, openFeed, withStore } from './shared.js';
 
 export function addHistoryCommands(program: Command): void {
+  addRetentionCommands(program);
+  addCompactCommand(program);
+  addTrimCommand(program);
+}
+
+/** `retention set` and `retention show`: a feed's retention policy. */
+function addRetentionCommands(program: Command): void {
   const retention = program.command('retention').description("set and show a feed's retention policy");
   retention
     .command('set <feed>')
@@ -43,7 +50,10 @@ export function addHistoryCommands(program: Command): void {
         'read',
       )(),
     );
+}
 
+/** `compact`: merging compaction by default, key compaction up to a horizon with `--keys`. */
+function addCompactCommand(program: Command): void {
   program
     .command('compact <feed>')
     .description(
@@ -107,7 +117,10 @@ export function addHistoryCommands(program: Command): void {
           await emit({ feed: feedName, ...result });
         })(),
     );
+}
 
+/** `trim`: removes whole history segments, before a commit or as the policy allows. */
+function addTrimCommand(program: Command): void {
   program
     .command('trim <feed>')
     .description('remove whole history segments: those before --before, or what the policy allows now')

@@ -19,6 +19,14 @@ function subscriptionLine(feed: string, { name, ...info }: SubscriptionInfo) {
 }
 
 export function addReadCommands(program: Command): void {
+  addReadCommand(program);
+  addGetCommand(program);
+  addTailCommand(program);
+  addSubCommands(program);
+}
+
+/** `read`: records after a cursor, one commit, or one stream. */
+function addReadCommand(program: Command): void {
   program
     .command('read <feed>')
     .description('records after a commit cursor (RAW, dedup or latest), or one commit, or one stream')
@@ -83,7 +91,10 @@ export function addReadCommands(program: Command): void {
           'read',
         )(),
     );
+}
 
+/** `get`: a key's current record, through the key index. */
+function addGetCommand(program: Command): void {
   program
     .command('get <feed> <key>')
     .description("a key's current record (highest version, then latest), through the key index")
@@ -109,13 +120,19 @@ export function addReadCommands(program: Command): void {
         'read',
       )(),
     );
+}
 
+/** `tail`: follows a feed live until interrupted (the loop is `tail` below). */
+function addTailCommand(program: Command): void {
   program
     .command('tail <feed>')
     .description('follow the feed live (catch-up, then new commits) until interrupted')
     .option('--after <commit>', 'start after this commit (default: the head)', integer('--after'))
     .action((feedName: string, options: { after?: number }) => tail(program, feedName, options.after));
+}
 
+/** `sub create`, `poll`, `advance`, `reset`, `delete` and `list`: named, durable cursors. */
+function addSubCommands(program: Command): void {
   const sub = program.command('sub').description('named, durable cursors');
   sub
     .command('create <feed> <name>')

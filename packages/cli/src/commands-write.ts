@@ -16,6 +16,15 @@ import {
 } from './shared.js';
 
 export function addWriteCommands(program: Command): void {
+  addFeedCommands(program);
+  addLeaseCommands(program);
+  addStreamCommands(program);
+  addCommitsCommand(program);
+  addVerifyCommand(program);
+}
+
+/** `feed create`, `feed delete`, `feed list` and `feed info`. */
+function addFeedCommands(program: Command): void {
   const feedCommand = program.command('feed').description('create, delete, list and describe feeds').exitOverride();
   feedCommand
     .command('create <name>')
@@ -62,7 +71,10 @@ export function addWriteCommands(program: Command): void {
     .action((name: string) =>
       withStore(program, async (store) => emit(await feedLine(await openFeed(store, name))), 'read')(),
     );
+}
 
+/** `lease acquire`, `lease renew` and `lease release`: a feed's writer lease. */
+function addLeaseCommands(program: Command): void {
   const lease = program.command('lease').description("take, renew and release a feed's writer lease");
   lease
     .command('acquire <feed>')
@@ -99,7 +111,10 @@ export function addWriteCommands(program: Command): void {
         await emit({ feed: feedName, released: true });
       })(),
     );
+}
 
+/** `stream open`, `stream seal` and `stream abort`. */
+function addStreamCommands(program: Command): void {
   const stream = program.command('stream').description('open, seal and abort streams');
   stream
     .command('open <feed>')
@@ -136,7 +151,10 @@ export function addWriteCommands(program: Command): void {
         await emit({ stream: id, aborted: true });
       })(),
     );
+}
 
+/** `commits`: one commit per line, oldest first. */
+function addCommitsCommand(program: Command): void {
   program
     .command('commits <feed>')
     .description('one commit per line, oldest first')
@@ -151,7 +169,10 @@ export function addWriteCommands(program: Command): void {
         'read',
       )(),
     );
+}
 
+/** `verify`: checks a feed or every feed, and fails with `CORRUPT` when one is unsound. */
+function addVerifyCommand(program: Command): void {
   program
     .command('verify [feed]')
     .description('check every CRC, the commit chain, manifests against packs, WAL against history; repairs nothing')

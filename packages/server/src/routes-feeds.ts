@@ -19,6 +19,14 @@ export function bodyObject(body: unknown): Record<string, unknown> {
 }
 
 export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Authorizer | undefined): void {
+  addFeedListRoutes(app, ctx, auth);
+  addLeaseRoutes(app, ctx);
+  addHistoryRoutes(app, ctx);
+  addVerifyRoutes(app, ctx);
+}
+
+/** Creating, listing and describing feeds; the list shows only the feeds a token may read. */
+function addFeedListRoutes(app: FastifyInstance, ctx: ServerContext, auth: Authorizer | undefined): void {
   app.post(
     '/v1/feeds',
     { config: { operation: 'admin', scope: 'any' }, schema: schemas.createFeed },
@@ -59,7 +67,10 @@ export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Au
     { config: { operation: 'read' }, schema: schemas.diskUse },
     async (request) => (await ctx.feed(request.params.feed)).diskUse(),
   );
+}
 
+/** Taking, renewing and releasing a feed's writer lease. */
+function addLeaseRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.post<{ Params: FeedParams }>(
     '/v1/feeds/:feed/lease',
     { config: { operation: 'lease' }, schema: schemas.acquireLease },
@@ -93,7 +104,10 @@ export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Au
       return { feed: request.params.feed, released: true };
     },
   );
+}
 
+/** A feed's retention policy, trim and both compactions. */
+function addHistoryRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.get<{ Params: FeedParams }>(
     '/v1/feeds/:feed/retention',
     { config: { operation: 'read' }, schema: schemas.retention },
@@ -139,7 +153,10 @@ export function addFeedRoutes(app: FastifyInstance, ctx: ServerContext, auth: Au
       });
     },
   );
+}
 
+/** Verifying one feed, or every feed as NDJSON lines. */
+function addVerifyRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.get<{ Params: FeedParams }>(
     '/v1/feeds/:feed/verify',
     { config: { operation: 'admin' }, schema: schemas.verifyFeed },

@@ -10,23 +10,22 @@
  * // … later, or on SIGTERM: stop accepting, finish in-flight requests, close the store.
  * await server.close();
  */
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import swagger from '@fastify/swagger';
-import { limits, type Store, StreamStackError, storeFormatVersion } from '@streamstack/engine';
+import { limits, type Store, StreamStackError } from '@streamstack/engine';
 import fastify, {
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
-import { Authorizer, coversFeed, type TokenGrant } from './auth.js';
+import { Authorizer, type TokenGrant } from './auth.js';
 import { BodyGate } from './body-gate.js';
 import { feedParam, type LiveSettings, type RouteConfig, ServerContext } from './context.js';
 import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
-import { filterMetricsText, ServerMetrics } from './metrics.js';
+import { ServerMetrics } from './metrics.js';
 import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
 import { RequestGuards } from './request-guards.js';
 import { bearerScheme, finishDocument } from './route-schemas.js';
@@ -34,10 +33,10 @@ import { addDurableStreamRoutes, type DurableStreamSettings, durableStreamDefaul
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
 import { addReadRoutes } from './routes-read.js';
+import { addServiceRoutes } from './routes-service.js';
 import { addSubscriptionRoutes } from './routes-subscriptions.js';
 import { addWriteRoutes } from './routes-write.js';
 import { useRouteSchemaCompilers } from './schema-validation.js';
-import * as serviceSchemas from './schemas-service.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -121,9 +120,6 @@ function loggerOption(logger: ServerOptions['logger']): FastifyServerOptions['lo
   return { ...logger, redact: redactedPaths };
 }
 
-/** The version of this package, from its package.json (shipped beside `dist`). */
-const serverVersion: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
-
 /**
  * Records every route added from here on. fastify adds a HEAD route for each GET with the GET's
  * handler; those are left out, as the document leaves them out.
@@ -161,7 +157,54 @@ function nameWildcard({ schema, url }: { schema: Record<string, unknown> | undef
 export async function createServer(options: ServerOptions): Promise<StreamStackServer> {
   const { store } = options;
   const bodyLimit = options.bodyLimit ?? bodyLimitDefault;
-  const app = fastify({
+  const app = createApp(options, bodyLimit);
+  // The metrics read the context's open feeds at scrape time, and the context holds the metrics.
+  const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
+  const ctx = new ServerContext(store, metrics, {
+    heartbeatMs: options.live?.heartbeatMs ?? 15_000,
+    waitSecondsMax: options.live?.waitSecondsMax ?? 300,
+  });
+  const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
+  const guards = new RequestGuards({
+    allowedHosts: options.allowedHosts ?? [],
+    corsOrigins: options.corsOrigins ?? [],
+  });
+
+  const streamBody = addBodyParsers(app, options, bodyLimit);
+  setErrorHandlers(app, ctx);
+  addRequestHooks(app, ctx, auth, guards, metrics);
+
+  // What the handlers look up before they read a body or a header: the feed, then the stream
+  // or the subscription the route names (a `name` parameter only subscription routes have).
+  useRouteSchemaCompilers(app, async (request) => {
+    const { feed, id, name } = request.params as { feed?: string; id?: string; name?: string };
+    if (feed === undefined) return;
+    const opened = await ctx.feed(feed);
+    if (id !== undefined) await opened.stream(id);
+    else if (name !== undefined) await opened.subscription(name);
+  });
+  const routes = collectRoutes(app);
+  await registerDocument(app);
+  addFeedRoutes(app, ctx, auth);
+  addWriteRoutes(app, ctx);
+  addReadRoutes(app, ctx);
+  addSubscriptionRoutes(app, ctx);
+  addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
+  await addDurableStreamRoutes(
+    app,
+    ctx,
+    auth,
+    streamBody,
+    { ...durableStreamDefaults, ...options.durableStreams },
+    guards.corsEnabled,
+  );
+  addServiceRoutes(app, store, metrics, auth);
+  return serverHandle(app, store, ctx, metrics, auth, guards, routes);
+}
+
+/** The fastify app with the server's options: no routes, parsers or hooks of ours yet. */
+function createApp(options: ServerOptions, bodyLimit: number): FastifyInstance {
+  return fastify({
     logger: loggerOption(options.logger),
     bodyLimit,
     return503OnClosing: false,
@@ -176,18 +219,17 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
       return reply.code(statusOf(typed.code)).type('application/json').send(errorBody(typed));
     },
   });
-  // The metrics read the context's open feeds at scrape time, and the context holds the metrics.
-  const metrics: ServerMetrics = new ServerMetrics(() => ctx.openFeeds());
-  const ctx = new ServerContext(store, metrics, {
-    heartbeatMs: options.live?.heartbeatMs ?? 15_000,
-    waitSecondsMax: options.live?.waitSecondsMax ?? 300,
-  });
-  const auth = options.tokens ? new Authorizer(options.tokens) : undefined;
-  const guards = new RequestGuards({
-    allowedHosts: options.allowedHosts ?? [],
-    corsOrigins: options.corsOrigins ?? [],
-  });
+}
 
+/**
+ * The app's body parsers (the Durable Streams scope puts its own in their place). Returns the
+ * reader of a Durable Stream's body, which that scope installs, so that both share one gate.
+ */
+function addBodyParsers(
+  app: FastifyInstance,
+  options: ServerOptions,
+  bodyLimit: number,
+): (request: FastifyRequest, payload: Readable) => Promise<Buffer> {
   // Writes take only their documented types: NDJSON for records, JSON for the rest. fastify's
   // own text/plain parser goes, since text/plain is what a cross-site page can POST without a
   // preflight; such a body now gets 415 UNSUPPORTED_MEDIA_TYPE like any other unknown type.
@@ -206,9 +248,12 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     ),
   );
   // A Durable Stream's body is its own bytes, kept whole: it takes its room in the same gate.
-  const streamBody = (request: FastifyRequest, payload: Readable) =>
+  return (request: FastifyRequest, payload: Readable) =>
     gate.reading(request.headers['content-length'], bodyLimit, () => bytesOfStream(payload, bodyLimit));
+}
 
+/** Every error as the error JSON with its code's status, and an unknown route as `NOT_FOUND`. */
+function setErrorHandlers(app: FastifyInstance, ctx: ServerContext): void {
   app.setErrorHandler((error, request, reply) => {
     const typed = typedRequestError(error);
     const status = statusOf(typed.code);
@@ -221,7 +266,19 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     const typed = new StreamStackError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
     return reply.code(404).type('application/json').send(errorBody(typed));
   });
+}
 
+/**
+ * The checks every request passes before its route (draining, Host, Origin, then the token),
+ * and the request-duration metric after it.
+ */
+function addRequestHooks(
+  app: FastifyInstance,
+  ctx: ServerContext,
+  auth: Authorizer | undefined,
+  guards: RequestGuards,
+  metrics: ServerMetrics,
+): void {
   app.addHook('onRequest', async (request, reply) => {
     if (ctx.draining) throw new StreamStackError('UNAVAILABLE', 'the server is shutting down');
     // Before auth: a page's request is refused whatever token it might carry.
@@ -243,17 +300,10 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
       reply.elapsedTime / 1000,
     );
   });
+}
 
-  // What the handlers look up before they read a body or a header: the feed, then the stream
-  // or the subscription the route names (a `name` parameter only subscription routes have).
-  useRouteSchemaCompilers(app, async (request) => {
-    const { feed, id, name } = request.params as { feed?: string; id?: string; name?: string };
-    if (feed === undefined) return;
-    const opened = await ctx.feed(feed);
-    if (id !== undefined) await opened.stream(id);
-    else if (name !== undefined) await opened.subscription(name);
-  });
-  const routes = collectRoutes(app);
+/** The OpenAPI document's plugin: it must be in before the routes it documents are added. */
+async function registerDocument(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: {
       // 3.1: bearer security requirements name the operation a token needs as their scope.
@@ -266,44 +316,18 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
     transformObject: (document) =>
       'openapiObject' in document ? finishDocument(document.openapiObject) : document.swaggerObject,
   });
-  addFeedRoutes(app, ctx, auth);
-  addWriteRoutes(app, ctx);
-  addReadRoutes(app, ctx);
-  addSubscriptionRoutes(app, ctx);
-  addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
-  await addDurableStreamRoutes(
-    app,
-    ctx,
-    auth,
-    streamBody,
-    { ...durableStreamDefaults, ...options.durableStreams },
-    guards.corsEnabled,
-  );
-  // The document leaves itself out: it is what a client is generated from, not a call it makes.
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get(
-    '/metrics',
-    { schema: serviceSchemas.metrics, config: auth ? { operation: 'admin', scope: 'any' } : {} },
-    async (request, reply) => {
-      const text = await metrics.registry.metrics();
-      const grant = request.grant;
-      // Without tokens the server is local-only and everything is shown; a token sees its feeds.
-      const visible =
-        grant === undefined
-          ? text
-          : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
-      return reply.type(metrics.registry.contentType).send(visible);
-    },
-  );
-  // What an operator checks first: that the server answers, which kernels it runs on (the native
-  // ones, or the TypeScript twins after the native module failed to load) and which store format.
-  app.get('/health', { schema: serviceSchemas.health }, async () => ({
-    ok: true,
-    version: serverVersion,
-    kernels: store.kernels.name,
-    storeFormat: storeFormatVersion,
-  }));
+}
 
+/** The server's handle: listening, on loopback only without tokens, and the graceful close. */
+function serverHandle(
+  app: FastifyInstance,
+  store: Store,
+  ctx: ServerContext,
+  metrics: ServerMetrics,
+  auth: Authorizer | undefined,
+  guards: RequestGuards,
+  routes: () => ServedRoute[],
+): StreamStackServer {
   let closing: Promise<void> | undefined;
   return {
     app,
