@@ -14,7 +14,13 @@ import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { mergeGroupBytesTarget, segmentHeaderBytes } from '../limits.js';
 import { type CommitRecord, commitRecord } from './commit-record.js';
-import { buildCommitRun, type CommitRunInput, equalBytes, type RetiredFingerprint } from './commit-run.js';
+import {
+  buildCommitRun,
+  type CommitRunInput,
+  equalBytes,
+  type NewPayload,
+  type RetiredFingerprint,
+} from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
 import { GroupBuilder, sealGroup } from './groups.js';
 import type { History } from './history-log.js';
@@ -46,6 +52,68 @@ export type RunSelection = (
   retired: readonly RetiredFingerprint[],
 ) => Promise<{ kept: readonly PublishedRecord[]; retired: readonly RetiredFingerprint[] }>;
 
+/**
+ * What `buildCommitRun` takes to lay out `commit` again with `records` (all of them, or what a key
+ * compaction kept, with `retired` then set: the run becomes sparse, each record keeping its seq).
+ */
+async function rewrittenRunInput(
+  commit: CommitRecord,
+  records: readonly PublishedRecord[],
+  retired: readonly RetiredFingerprint[] | undefined,
+): Promise<CommitRunInput> {
+  return {
+    commit: commit.commit,
+    stream: commit.stream,
+    parent: commit.parent,
+    firstPosition: commit.firstPosition,
+    openedAt: commit.openedAt,
+    sealedAt: commit.sealedAt,
+    ...(commit.message === undefined ? {} : { message: commit.message }),
+    epoch: commit.epoch,
+    oneShot: commit.oneShot,
+    ...(retired ? { span: commit.records, retired } : {}),
+    records: await runInputOf(records, retired ? commit.firstPosition : undefined),
+    timestampDefault: 0,
+  };
+}
+
+/** Creates (or empties) the file a merge writes, open for reading and writing. */
+function createFile(file: string): number {
+  try {
+    return fs.openSync(file, 'w+');
+  } catch (error) {
+    throw ioError(error, `cannot create ${file}`);
+  }
+}
+
+/**
+ * Sizes the merged file to its bytes (`end`, past a capacity it must not have) and writes its
+ * header last, durably: until then the file has no valid header and is nobody's segment.
+ */
+async function finishMergedFile(
+  kernels: Kernels,
+  fd: number,
+  file: string,
+  end: number,
+  capacityToAvoid: number,
+  header: Omit<SegmentHeader, 'capacity'>,
+): Promise<SegmentHeader> {
+  let capacity = end;
+  if (capacity === capacityToAvoid) {
+    // Zeros after the `SegmentEnd` are what any segment holds after its last group.
+    capacity += 4096;
+  }
+  const sized: SegmentHeader = { ...header, capacity };
+  try {
+    fs.ftruncateSync(fd, capacity);
+  } catch (error) {
+    throw ioError(error, `cannot size ${file}`);
+  }
+  await write(fd, encodeSegmentHeader(kernels, sized), 0, file);
+  await kernels.writeDurable(fd, 0, []);
+  return sized;
+}
+
 export async function writeMergedSegment(
   kernels: Kernels,
   history: History,
@@ -64,12 +132,7 @@ export async function writeMergedSegment(
   assert(commits.length > 0, 'a merge has commits');
   const base = commits[0].firstPosition;
   const baseCommit = commits[0].commit;
-  let fd: number;
-  try {
-    fd = fs.openSync(file, 'w+');
-  } catch (error) {
-    throw ioError(error, `cannot create ${file}`);
-  }
+  const fd = createFile(file);
   try {
     let offset = segmentHeaderBytes;
     const merged: CommitRecord[] = [];
@@ -114,29 +177,12 @@ export async function writeMergedSegment(
       const run = await buildCommitRun(
         kernels,
         builder,
-        {
-          commit: commit.commit,
-          stream: commit.stream,
-          parent: commit.parent,
-          firstPosition: commit.firstPosition,
-          openedAt: commit.openedAt,
-          sealedAt: commit.sealedAt,
-          ...(commit.message === undefined ? {} : { message: commit.message }),
-          epoch: commit.epoch,
-          oneShot: commit.oneShot,
-          ...(sparse ? { span: commit.records, retired: chosen.retired } : {}),
-          records: await runInputOf(records, sparse ? commit.firstPosition : undefined),
-          timestampDefault: 0,
-        },
+        await rewrittenRunInput(commit, records, sparse ? chosen.retired : undefined),
         lookup,
         frameDataBytesMax,
       );
       // The group's offset is the write offset now: the run's payloads are placed already.
-      for (const [index, payload] of run.newPayloads.entries()) {
-        stored.add(payload.crc, offset + run.runStart + payload.offset, payload.bytes);
-        const pause = yieldWhenDue(index);
-        if (pause) await pause;
-      }
+      await stored.addAll(run.newPayloads, offset + run.runStart);
       assert(
         run.commit.commit === commit.commit && run.commit.lastPosition === commit.lastPosition,
         'a rewritten run keeps its commit and positions',
@@ -150,21 +196,14 @@ export async function writeMergedSegment(
     await flush();
     builder.logControl(FrameKind.SegmentEnd, (writer) => writer.u64(successor.base).u64(successor.baseCommit));
     await flush();
-    let capacity = offset;
-    if (capacity === capacityToAvoid) {
-      // Zeros after the `SegmentEnd` are what any segment holds after its last group.
-      capacity += 4096;
-    }
     // The merged segment is the same feed's as the first it replaces.
     const feedTag = history.segments.segments.find((segment) => segment.header.base === base)?.header.feedTag ?? 0;
-    const header: SegmentHeader = { kind: SegmentKind.History, base, baseCommit, capacity, feedTag };
-    try {
-      fs.ftruncateSync(fd, capacity);
-    } catch (error) {
-      throw ioError(error, `cannot size ${file}`);
-    }
-    await write(fd, encodeSegmentHeader(kernels, header), 0, file);
-    await kernels.writeDurable(fd, 0, []);
+    const header = await finishMergedFile(kernels, fd, file, offset, capacityToAvoid, {
+      kind: SegmentKind.History,
+      base,
+      baseCommit,
+      feedTag,
+    });
     assert(merged.length === commits.length, 'every commit of the merged segments was written');
     return { file, header, end: offset, commits: merged };
   } catch (error) {
@@ -252,6 +291,15 @@ class StoredPayloads {
     this.unwritten.push(bytes);
     // At most one candidate per bucket on average keeps lookups short.
     if (this.count > this.buckets.length) this.rehash(this.buckets.length * 2);
+  }
+
+  /** Adds a run's new payloads, each at `runStart` plus its offset in the run, yielding now and then. */
+  async addAll(payloads: readonly NewPayload[], runStart: number): Promise<void> {
+    for (const [index, payload] of payloads.entries()) {
+      this.add(payload.crc, runStart + payload.offset, payload.bytes);
+      const pause = yieldWhenDue(index);
+      if (pause) await pause;
+    }
   }
 
   /** The laid-out group was written: its payloads are compared from the file from now on. */

@@ -14,6 +14,10 @@
  * Segments grow as the log fills: the first has `segmentBytesFirst`, each next one twice the
  * capacity of the one before, up to the log's `capacityMax` (the store's `segmentBytes`). Each is
  * still created whole, at its capacity, and never grown in place.
+ *
+ * It is longer than 500 lines because a log's segments are one set through their whole life:
+ * opened and told torn or corrupt, rolled to a new one, grown, synced and deleted, with the
+ * invariants between them (one active segment, bases in order, spares never named) kept here.
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -47,6 +51,36 @@ export async function removeSegmentFilesBelow(directory: string, base: number): 
   for (const name of below) await fsp.rm(path.join(directory, name), { force: true });
   if (below.length > 0) await syncDirectory(directory);
   return below.length;
+}
+
+/**
+ * The names of the segments of the log in `directory` that recovery reads, in order. Unless
+ * read-only, it first deletes what a process that died left: temporary files (spares and
+ * half-created segments, never trusted: a segment only gets its name once it is whole), and the
+ * files of segments below the floor or replaced by a finished merge.
+ */
+async function liveSegmentNames(
+  directory: string,
+  extension: string,
+  readOnly: boolean,
+  floorBase: number,
+  replacedBases: ReadonlySet<number>,
+): Promise<string[]> {
+  if (!readOnly) {
+    for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith(temporarySuffix)))
+      fs.rmSync(path.join(directory, name), { force: true });
+  }
+  const trimmed = (name: string) => {
+    if (!/^\d+$/.test(name.slice(0, -extension.length))) return false;
+    const base = Number(name.slice(0, -extension.length));
+    return base < floorBase || replacedBases.has(base);
+  };
+  const listed = fs.readdirSync(directory).filter((name) => name.endsWith(extension));
+  if (!readOnly && listed.some(trimmed)) {
+    for (const name of listed.filter(trimmed)) await fsp.rm(path.join(directory, name), { force: true });
+    await syncDirectory(directory);
+  }
+  return listed.filter((name) => !trimmed(name)).sort();
 }
 
 /** A segment that opened, with what its bytes hold (damage already told torn or corrupt). */
@@ -126,23 +160,7 @@ export class SegmentSet {
     set.floorBase = floorBase;
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
     else if (!fs.existsSync(directory)) return set;
-    if (!readOnly) {
-      // Spares and half-created segments left by a process that died are not trusted: a
-      // segment only gets its name once it is whole.
-      for (const name of fs.readdirSync(directory).filter((entry) => entry.endsWith(temporarySuffix)))
-        fs.rmSync(path.join(directory, name), { force: true });
-    }
-    const trimmed = (name: string) => {
-      if (!/^\d+$/.test(name.slice(0, -extension.length))) return false;
-      const base = Number(name.slice(0, -extension.length));
-      return base < floorBase || replacedBases.has(base);
-    };
-    const listed = fs.readdirSync(directory).filter((name) => name.endsWith(extension));
-    if (!readOnly && listed.some(trimmed)) {
-      for (const name of listed.filter(trimmed)) await fsp.rm(path.join(directory, name), { force: true });
-      await syncDirectory(directory);
-    }
-    const names = listed.filter((name) => !trimmed(name)).sort();
+    const names = await liveSegmentNames(directory, extension, readOnly, floorBase, replacedBases);
     // The newest is read first: whether the segment before it may hold a torn write depends on
     // whether the newest holds data yet. The others are read one at a time, in order.
     const newest = names.length > 0 ? set.openOne<M, S>(names[names.length - 1], decoder) : undefined;
