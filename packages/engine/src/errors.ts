@@ -4,7 +4,7 @@
  * whichever package threw; re-exported here so every layer keeps importing from `errors.ts`.
  * What only the engine raises (broken invariants, file system failures) is built here.
  */
-import { StreamStackError } from '@streamstack/protocol';
+import { type ErrorCode, StreamStackError } from '@streamstack/protocol';
 
 export type { ErrorCode } from '@streamstack/protocol';
 export { isStreamStackError, StreamStackError } from '@streamstack/protocol';
@@ -49,3 +49,30 @@ const ioReasons: Record<string, string> = {
   EMFILE: 'too many open files (EMFILE)',
   ENOENT: 'no such file or directory (ENOENT)',
 };
+
+/** An error as it crosses from a worker thread: a `StreamStackError`'s code and details survive. */
+export interface ErrorMessage {
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly details: Record<string, unknown>;
+}
+
+/**
+ * What a worker posts for `error`: its code, message and details when it is a
+ * `StreamStackError`, else `INTERNAL` with `what` before its message (a failure we did not type
+ * is a bug of ours).
+ */
+export function errorMessageOf(error: unknown, what: string): ErrorMessage {
+  if (error instanceof StreamStackError)
+    return { code: error.code, message: error.message, details: { ...error.details } };
+  return {
+    code: 'INTERNAL',
+    message: `${what}: ${error instanceof Error ? error.message : String(error)}`,
+    details: {},
+  };
+}
+
+/** The error a worker's `ErrorMessage` stands for, rebuilt on the calling thread with its code. */
+export function errorFromMessage(message: ErrorMessage): StreamStackError {
+  return new StreamStackError(message.code, message.message, { details: message.details });
+}

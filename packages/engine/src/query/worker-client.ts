@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { StreamStackError } from '../errors.js';
 
 /** A worker's answer to job `id`: what the job made, or why it failed. */
 export type Settled = { readonly value: unknown } | { readonly error: Error };
@@ -88,7 +89,7 @@ export class WorkerClient<Reply extends { readonly id: number }> {
     };
     worker.on('error', fail);
     worker.on('exit', (code) => {
-      if (this.worker === worker) fail(new Error(`the ${this.name} exited with code ${code}`));
+      if (this.worker === worker) fail(new StreamStackError('INTERNAL', `the ${this.name} exited with code ${code}`));
     });
     this.worker = worker;
     return worker;

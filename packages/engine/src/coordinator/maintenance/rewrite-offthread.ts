@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { type ErrorCode, StreamStackError } from '../../errors.js';
+import { type ErrorMessage, errorFromMessage, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import {
   type RewriteJob,
@@ -21,23 +21,6 @@ import {
 } from './segment-rewrite.js';
 
 const workerFile = new URL('./rewrite-worker.js', import.meta.url);
-
-/** An error as it crosses from the worker: a `StreamStackError`'s code and details survive. */
-export interface ErrorMessage {
-  readonly code: ErrorCode;
-  readonly message: string;
-  readonly details: Record<string, unknown>;
-}
-
-export function errorMessageOf(error: unknown): ErrorMessage {
-  if (error instanceof StreamStackError)
-    return { code: error.code, message: error.message, details: { ...error.details } };
-  return {
-    code: 'INTERNAL',
-    message: `a rewrite failed: ${error instanceof Error ? error.message : String(error)}`,
-    details: {},
-  };
-}
 
 /** Whether rewrites run on a worker thread here (the engine runs from its build). */
 export function rewritesOffThread(): boolean {
@@ -79,11 +62,7 @@ export async function runRewrite(
           if (!settled) onRecords?.(reply.progress);
           return;
         }
-        settle(() =>
-          reply.error
-            ? reject(new StreamStackError(reply.error.code, reply.error.message, { details: reply.error.details }))
-            : resolve(reply.result!),
-        );
+        settle(() => (reply.error ? reject(errorFromMessage(reply.error)) : resolve(reply.result!)));
       });
       worker.on('error', (error) =>
         settle(() =>

@@ -8,13 +8,13 @@
  */
 import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
+import { errorMessageOf } from '../../errors.js';
 import { loadKernels } from '../../kernels/index.js';
 import { buildWorkerNiceness, progressIntervalMs } from '../../limits.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
 import { History } from '../../storage/history-log.js';
 import { DerivedIndexes } from '../opening/derived-indexes.js';
 import type { KeyIndexes } from './compaction-selection.js';
-import { errorMessageOf } from './rewrite-offthread.js';
 import { type RewriteJob, rewriteSegments } from './segment-rewrite.js';
 
 // Background work: the event loop's thread must win the CPU whenever the two compete (on Linux
@@ -57,4 +57,6 @@ async function run(job: RewriteJob): Promise<void> {
   }
 }
 
-run(workerData as RewriteJob).catch((error: unknown) => parentPort!.postMessage({ error: errorMessageOf(error) }));
+run(workerData as RewriteJob).catch((error: unknown) =>
+  parentPort!.postMessage({ error: errorMessageOf(error, 'a rewrite failed') }),
+);

@@ -7,7 +7,7 @@
  * written on the calling thread, one at a time: the bytes are the same either way.
  */
 import os from 'node:os';
-import { type ErrorCode, StreamStackError } from '../../errors.js';
+import { errorFromMessage } from '../../errors.js';
 import { exportFilesInFlightMax, exportSpareBuffersKeepMs } from '../../limits.js';
 import type { ColumnBatch } from '../reading/column-batch.js';
 import { WorkerClient } from '../worker-client.js';
@@ -51,11 +51,7 @@ function giveBack(buffer: SharedArrayBuffer): void {
 
 const settle = (reply: FileReply) => {
   if (reply.error === undefined) return { value: reply.written };
-  if (reply.error.code !== undefined)
-    return {
-      error: new StreamStackError(reply.error.code as ErrorCode, reply.error.message, { details: reply.error.details }),
-    };
-  return { error: new Error(reply.error.message) };
+  return { error: errorFromMessage(reply.error) };
 };
 
 /** The export workers, each with the files in flight on it. */

@@ -4,6 +4,8 @@
  * shares (its bytes as read, its decoded columns), so sending each distinct buffer once is one
  * copy of what was read, where copying batch by batch would repeat a run's bytes per batch.
  */
+
+import type { ErrorMessage } from '../../errors.js';
 import { payloadElsewhere } from '../../storage/run-columns.js';
 import { ColumnBatch } from '../reading/column-batch.js';
 import { gatherRanges } from './export-columns.js';
@@ -68,7 +70,7 @@ export type FileReply =
   | {
       readonly id: number;
       readonly written?: undefined;
-      readonly error: { code?: string; message: string; details?: Record<string, unknown> };
+      readonly error: ErrorMessage;
       readonly progress?: undefined;
     }
   /** Not an answer: the rows written so far, while the file is being written. */

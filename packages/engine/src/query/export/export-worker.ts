@@ -5,7 +5,7 @@
  * are views of (`export-offthread.ts` packs them) and are rebuilt over the copies.
  */
 import { parentPort } from 'node:worker_threads';
-import { StreamStackError } from '../../errors.js';
+import { errorMessageOf } from '../../errors.js';
 import { progressIntervalMs } from '../../limits.js';
 import { writeExportFile } from './export-file.js';
 import { type FileMessage, type FileReply, unpackBatches } from './export-transfer.js';
@@ -28,10 +28,7 @@ parentPort?.on('message', (message: FileMessage) => {
         written: await writeExportFile(message.job, unpackBatches(message.batches, message.buffers), undefined, onRows),
       };
     } catch (error) {
-      reply =
-        error instanceof StreamStackError
-          ? { id: message.id, error: { code: error.code, message: error.message, details: { ...error.details } } }
-          : { id: message.id, error: { message: error instanceof Error ? error.message : String(error) } };
+      reply = { id: message.id, error: errorMessageOf(error, 'an export file failed') };
     }
     parentPort!.postMessage(reply);
   })();

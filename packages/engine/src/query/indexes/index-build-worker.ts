@@ -9,7 +9,7 @@
 
 import os from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { assert, StreamStackError } from '../../errors.js';
+import { assert, errorMessageOf, StreamStackError } from '../../errors.js';
 import { loadKernels } from '../../kernels/index.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../../limits.js';
@@ -194,7 +194,6 @@ async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuf
 parentPort?.on('message', (job: BuildJob) => {
   run(job).then(
     ({ result, transfer }) => parentPort!.postMessage({ id: job.id, result }, transfer),
-    (error: unknown) =>
-      parentPort!.postMessage({ id: job.id, error: error instanceof Error ? error.message : String(error) }),
+    (error: unknown) => parentPort!.postMessage({ id: job.id, error: errorMessageOf(error, 'an index build failed') }),
   );
 });

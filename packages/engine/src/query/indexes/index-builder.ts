@@ -7,6 +7,7 @@
  * the same either way.
  */
 
+import { type ErrorMessage, errorFromMessage } from '../../errors.js';
 import { yieldToEventLoop } from '../../event-loop.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { keyBuildYieldKeys } from '../../limits.js';
@@ -17,7 +18,7 @@ import { WorkerClient } from '../worker-client.js';
 import type { BuildJob, SegmentToRead } from './index-build-worker.js';
 import type { DictionaryFile, WinnerColumns } from './key-merge.js';
 
-type Reply = { id: number; result?: unknown; error?: string };
+type Reply = { id: number; result?: unknown; error?: ErrorMessage };
 /** A job as the caller gives it: the worker's message without its id (kept per kind of job). */
 type JobInput = BuildJob extends infer Job ? (Job extends BuildJob ? Omit<Job, 'id'> : never) : never;
 
@@ -27,7 +28,7 @@ const runJob = (job: JobInput, transfer: ArrayBuffer[] = []) => worker.run(job, 
 const worker = new WorkerClient<Reply>(
   new URL('./index-build-worker.js', import.meta.url),
   'index build worker',
-  (reply) => (reply.error !== undefined ? { error: new Error(reply.error) } : { value: reply.result }),
+  (reply) => (reply.error !== undefined ? { error: errorFromMessage(reply.error) } : { value: reply.result }),
 );
 
 /** A sealed segment's index data, built off the event loop when a worker can run. */
