@@ -218,10 +218,12 @@ export class FeedIndex {
     // Read and built on the index worker when it can (the segment has a summary, no gaps): a
     // segment's FST and posting lists take long enough to stall every read and append were they
     // built here, and reading its records here stalls them too. Otherwise read here and built there.
+    // A segment the store keeps no local file of is read here too (see `History.localPathOf`).
     const source = slot.source();
-    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count, source };
+    const local = this.history.localPathOf(slot.base);
+    const segment = local === undefined ? undefined : { file: local, base: slot.base, count: slot.count, source };
     const data =
-      (slot.gaps ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
+      (slot.gaps || segment === undefined ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
       (await buildIndexDataOffThread(
         this.kernels,
         (await indexTailOf(this.history, slot.base, slot.commits())).source(),

@@ -263,9 +263,12 @@ export class KeyIndex {
    */
   private async buildFromSegmentOffThread(slot: SealedKeys): Promise<Uint8Array | undefined> {
     const files = this.filesOf(this.sealed.slice(0, this.sealed.indexOf(slot)).reverse());
-    if (!files) return undefined;
+    // The worker opens the segment by path: one the store keeps no local file of is built from
+    // its keys read here, through the store (see `History.localPathOf`).
+    const local = this.history.localPathOf(slot.base);
+    if (!files || local === undefined) return undefined;
     const segment = {
-      file: this.history.fileFor(slot.base),
+      file: local,
       base: slot.base,
       count: slot.count,
       source: slot.source(),
