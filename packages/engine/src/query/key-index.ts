@@ -42,10 +42,10 @@ import {
   type TermOrder,
   WinnerReader,
   winnerAt,
-  writeKeyFile,
 } from '../storage/key-file.js';
 import { syncDirectory } from '../storage/segment.js';
 import { segmentFile } from '../storage/segment-set.js';
+import { LocalSegmentStore, type SegmentStore } from '../storage/segment-store.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { type DictionaryFile, type WinnerColumns, winnersOf } from './key-merge.js';
@@ -133,7 +133,15 @@ export class KeyIndex {
     /** Where rebuilt dictionaries are reported (the feed's index rebuilds). */
     private rebuilt: IndexRebuild[],
     readonly order: TermOrder,
-  ) {}
+  ) {
+    this.store = new LocalSegmentStore(kernels, directory);
+  }
+
+  /**
+   * Where the finished derived files are stored: written whole, durably, as sealed segments'
+   * derived files are (see `SegmentStore.put`).
+   */
+  private readonly store: SegmentStore;
 
   /** Reports later rebuilds to `list` (the feed's one list of index rebuilds). */
   reportTo(list: IndexRebuild[]): void {
@@ -345,7 +353,7 @@ export class KeyIndex {
     // names the range and the source of its own segment.
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
     assert(derivedMismatch(head, slot) === undefined, 'a dictionary is built from its own segment');
-    if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
+    if (!this.readOnly) await this.store.put(path.basename(file), bytes);
     slot.head = head;
     // The file was replaced: a descriptor held on the one before would read its old bytes.
     slot.winners?.close();

@@ -424,10 +424,11 @@ export class History implements SegmentRunSource {
   private writeSummaryLater(segment: SegmentFile, end: number, commits: readonly CommitRecord[]): void {
     const { base, baseCommit, capacity } = segment.header;
     const summary = { base, baseCommit, capacity, end, commits };
+    const file = summaryFileOf(segment.file);
+    // Through the store, as the segment's reads are: a summary lives where its segment does.
+    const put = (bytes: Uint8Array) => this.store.put(path.basename(file), bytes);
     this.summaryWrites = this.summaryWrites
-      .then(async () =>
-        this.commits.summarized(await writeSummary(this.kernels, summaryFileOf(segment.file), summary, segment.header)),
-      )
+      .then(async () => this.commits.summarized(await writeSummary(this.kernels, file, summary, segment.header, put)))
       // A summary is derived: if writing it fails, the next open reads the segment instead.
       .catch(() => undefined);
   }
