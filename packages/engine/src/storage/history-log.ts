@@ -48,7 +48,7 @@ import { type ManifestEntry, type PayloadLocation, type PublishedRecord, readPub
 import type { Corruption } from './runs.js';
 import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
-import { baseOfSegmentName, removeSegmentFilesBelow, SegmentSet, segmentFile } from './segment-set.js';
+import { removeSegmentFilesBelow, SegmentSet, segmentFile } from './segment-set.js';
 import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from './segment-store.js';
 import {
   checkSummaryAgainstSegment,
@@ -1031,7 +1031,7 @@ export class History implements SegmentRunSource {
    * merge that reuses the name switches segments only between reads).
    */
   private sealedName(segment: SegmentFile): string | undefined {
-    return segment === this.segments.active ? undefined : path.basename(segment.file);
+    return segment === this.segments.active ? undefined : storeName(segment);
   }
 
   /** Reads `length` bytes at `offset` of `segment`: through the store once it is sealed. */
@@ -1086,11 +1086,20 @@ export function checkSparsePosition(commit: CommitRecord, position: number, prev
   );
 }
 
+/** Each segment's name in the store, kept: a point lookup should not parse its path again. */
+const storeNames = new WeakMap<SegmentFile, string>();
+
+/** The name of `segment` in the store: its file's name, in the folder the store holds. */
+function storeName(segment: SegmentFile): string {
+  let name = storeNames.get(segment);
+  if (name === undefined) storeNames.set(segment, (name = path.basename(segment.file)));
+  return name;
+}
+
 /**
  * The sealed history segment named `name` that `segments` holds open, for the local store to
- * read through; undefined for any other name (a summary shares its segment's base).
+ * read through; undefined for any other name (a summary, say).
  */
 function heldSegment(segments: SegmentSet, name: string): SegmentFile | undefined {
-  const base = name.endsWith(historyExtension) ? baseOfSegmentName(name) : undefined;
-  return base === undefined ? undefined : segments.segments.find((segment) => segment.header.base === base);
+  return segments.segments.find((segment) => storeName(segment) === name);
 }
