@@ -14,7 +14,7 @@ const functionLinesMax = 100;
 
 const files = execFileSync('git', ['ls-files', 'packages/*/src/*.ts', 'packages/*/src/**/*.ts'], { encoding: 'utf8' })
   .split('\n')
-  .filter((file) => file.length > 0 && fs.existsSync(file));
+  .filter((file, index, all) => file.length > 0 && fs.existsSync(file) && all.indexOf(file) === index);
 
 const findings = [];
 for (const file of files) {

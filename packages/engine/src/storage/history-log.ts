@@ -49,6 +49,7 @@ import type { Corruption } from './runs.js';
 import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
 import { removeSegmentFilesBelow, SegmentSet } from './segment-set.js';
+import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from './segment-store.js';
 import {
   checkSummaryAgainstSegment,
   orphanSummaryCommits,
@@ -109,6 +110,11 @@ export class History implements SegmentRunSource {
   private constructor(
     private readonly kernels: Kernels,
     readonly segments: SegmentSet,
+    /**
+     * Where sealed segments are read from (and their summaries written to). The active segment
+     * is still appended to and fsync'd in place, so it stays a local file, read directly.
+     */
+    readonly store: SegmentStore & SyncSegmentReads,
     /** Every commit in chain order, stand-ins for lost ones included; the writer adds new ones. */
     readonly commits: CommitList,
     private floor: { readonly commit: number; readonly position: number },
@@ -208,6 +214,9 @@ export class History implements SegmentRunSource {
     const summaryProblems = new Map<string, string>();
     /** The commits accepted from the segment being read, and whether all of it was sound. */
     let segmentCommits: CommitRecord[] = [];
+    let opened: SegmentSet | undefined;
+    // The local store reads a sealed segment through the descriptor the set holds open for it.
+    const store = new LocalSegmentStore(kernels, directory, (name) => opened && heldSegment(opened, name));
     const segments = await SegmentSet.open<CommitRecord, SummaryHead>(
       kernels,
       directory,
@@ -357,7 +366,8 @@ export class History implements SegmentRunSource {
       replacedBases,
       feedTag,
     );
-    const history = new History(kernels, segments, list, floor);
+    opened = segments;
+    const history = new History(kernels, segments, store, list, floor);
     segments.corruptions.push(...extraCorruptions);
     history.headDamage = pending;
     const active = segments.active;
@@ -412,10 +422,11 @@ export class History implements SegmentRunSource {
   private writeSummaryLater(segment: SegmentFile, end: number, commits: readonly CommitRecord[]): void {
     const { base, baseCommit, capacity } = segment.header;
     const summary = { base, baseCommit, capacity, end, commits };
+    const file = summaryFileOf(segment.file);
+    // Through the store, as the segment's reads are: a summary lives where its segment does.
+    const put = (bytes: Uint8Array) => this.store.put(path.basename(file), bytes);
     this.summaryWrites = this.summaryWrites
-      .then(async () =>
-        this.commits.summarized(await writeSummary(this.kernels, summaryFileOf(segment.file), summary, segment.header)),
-      )
+      .then(async () => this.commits.summarized(await writeSummary(this.kernels, file, summary, segment.header, put)))
       // A summary is derived: if writing it fails, the next open reads the segment instead.
       .catch(() => undefined);
   }
@@ -510,7 +521,7 @@ export class History implements SegmentRunSource {
 
   private async readRunUnplaced(commit: CommitRecord): Promise<CommitRun> {
     const segment = this.segments.byBase(commit.segment);
-    return this.decodeRun(commit, segment, await segment.read(commit.runStart, commit.runBytes));
+    return this.decodeRun(commit, segment, await this.read(segment, commit.runStart, commit.runBytes));
   }
 
   /**
@@ -526,7 +537,7 @@ export class History implements SegmentRunSource {
       const segment = this.segments.byBase(first.segment);
       let bytes: Uint8Array;
       try {
-        bytes = await segment.read(first.runStart, last.runStart + last.runBytes - first.runStart);
+        bytes = await this.read(segment, first.runStart, last.runStart + last.runBytes - first.runStart);
       } catch (error) {
         throw withPlace(error, segment.file, first.runStart);
       }
@@ -583,7 +594,11 @@ export class History implements SegmentRunSource {
     for (;;) {
       // The common window reuses one scratch buffer: an entry's fields are copied out of it.
       const scratch = window === entryReadBytesInitial ? this.entryScratch : new Uint8Array(window);
-      const length = file.readSyncInto(scratch.subarray(0, Math.min(window, file.header.capacity - offset)), offset);
+      const length = this.readSyncInto(
+        file,
+        scratch.subarray(0, Math.min(window, file.header.capacity - offset)),
+        offset,
+      );
       try {
         const entry = readManifestEntryAt(
           this.crc32c,
@@ -630,7 +645,7 @@ export class History implements SegmentRunSource {
         const window = new Uint8Array(
           Math.min(offsets[last - 1] + entryReadBytesInitial, file.header.capacity) - start,
         );
-        const bytes = window.subarray(0, file.readSyncInto(window, start));
+        const bytes = window.subarray(0, this.readSyncInto(file, window, start));
         for (let at = first; at < last; at++) {
           try {
             entries[at] = readManifestEntryAt(
@@ -680,7 +695,7 @@ export class History implements SegmentRunSource {
       if (last === first + 1) {
         payloads[order[first]] = this.readPayloadSync(head);
       } else {
-        const bytes = segment.readSync(head.offset, end - head.offset);
+        const bytes = this.readSync(segment, head.offset, end - head.offset);
         for (let at = first; at < last; at++) {
           const location = locations[order[at]];
           const from = location.offset - head.offset;
@@ -712,7 +727,7 @@ export class History implements SegmentRunSource {
       this.kernels,
       segment.file,
       commit,
-      runBytes ?? (await segment.read(commit.runStart, commit.runBytes)),
+      runBytes ?? (await this.read(segment, commit.runStart, commit.runBytes)),
     );
   }
 
@@ -725,8 +740,8 @@ export class History implements SegmentRunSource {
   async readRunBytes(commit: CommitRecord, pool?: RunBufferPool): Promise<Uint8Array> {
     assertReadable(commit);
     const segment = this.segments.byBase(commit.segment);
-    if (pool) return segment.readInto(pool.take(commit.runBytes), commit.runStart);
-    const bytes = await segment.read(commit.runStart, commit.runBytes);
+    if (pool) return this.readInto(segment, pool.take(commit.runBytes), commit.runStart);
+    const bytes = await this.read(segment, commit.runStart, commit.runBytes);
     if (commit.packs.length > 0) this.cache.add(segment, commit.runStart, bytes);
     return bytes;
   }
@@ -749,8 +764,8 @@ export class History implements SegmentRunSource {
     const segment = this.segments.byBase(first.segment);
     const length = last.runStart + last.runBytes - first.runStart;
     const bytes = pool
-      ? await segment.readInto(pool.take(length), first.runStart)
-      : await segment.read(first.runStart, length);
+      ? await this.readInto(segment, pool.take(length), first.runStart)
+      : await this.read(segment, first.runStart, length);
     if (!pool) this.cache.add(segment, first.runStart, bytes);
     return commits.map((commit) =>
       bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes),
@@ -782,6 +797,16 @@ export class History implements SegmentRunSource {
   /** The file of the segment at `base`. */
   fileFor(base: number): string {
     return this.segments.fileFor(base);
+  }
+
+  /**
+   * The local file of the sealed segment at `base`, for a worker thread to open by path (an
+   * index or dictionary build reads the segment itself, off the event loop); undefined when the
+   * store keeps no local file. Then the caller reads the segment here, through the store, and
+   * hands the worker what it read: a remote store's bytes are never opened by path.
+   */
+  localPathOf(base: number): string | undefined {
+    return this.store.localPath(path.basename(this.segments.fileFor(base)));
   }
 
   /** Recently read segment bytes, for payloads referenced from other runs. */
@@ -937,9 +962,9 @@ export class History implements SegmentRunSource {
     const blockStart = location.offset - (location.offset % payloadCacheBlockBytes);
     const blockEnd = Math.min(blockStart + payloadCacheBlockBytes, segment.durableEnd, segment.header.capacity);
     if (blockEnd < location.offset + location.length) {
-      return this.checkPayload(await segment.read(location.offset, location.length), location, segment.file);
+      return this.checkPayload(await this.read(segment, location.offset, location.length), location, segment.file);
     }
-    const block = await segment.read(blockStart, blockEnd - blockStart);
+    const block = await this.read(segment, blockStart, blockEnd - blockStart);
     this.cache.add(segment, blockStart, block);
     const from = location.offset - blockStart;
     return this.checkPayload(block.subarray(from, from + location.length), location, segment.file);
@@ -965,7 +990,7 @@ export class History implements SegmentRunSource {
    * a new payload (dedup), where damaged bytes simply fail to match.
    */
   private readPayloadUnchecked(location: PayloadLocation): Uint8Array {
-    return this.segments.byBase(location.segment).readSync(location.offset, location.length);
+    return this.readSync(this.segments.byBase(location.segment), location.offset, location.length);
   }
 
   /** Scratch for `storedPayloadEquals`, grown to the largest payload compared. */
@@ -983,7 +1008,7 @@ export class History implements SegmentRunSource {
     if (cached) return equalBytes(cached, payload);
     if (this.compareScratch.length < location.length) this.compareScratch = new Uint8Array(location.length);
     const into = this.compareScratch.subarray(0, location.length);
-    return segment.readSyncInto(into, location.offset) === location.length && equalBytes(into, payload);
+    return this.readSyncInto(segment, into, location.offset) === location.length && equalBytes(into, payload);
   }
 
   private checkPayload(bytes: Uint8Array, location: PayloadLocation, file: string): Uint8Array {
@@ -996,6 +1021,47 @@ export class History implements SegmentRunSource {
   }
 
   private readonly crc32c = (bytes: Uint8Array): number => this.kernels.crc32c(bytes);
+
+  /**
+   * The store's name of `segment` when it is sealed; undefined for the active segment, which is
+   * still appended to in place and so is read as the local file it is. Called in the same
+   * synchronous step as the `byBase` that found the segment, so the name is that segment's (a
+   * merge that reuses the name switches segments only between reads).
+   */
+  private sealedName(segment: SegmentFile): string | undefined {
+    return segment === this.segments.active ? undefined : storeName(segment);
+  }
+
+  /** Reads `length` bytes at `offset` of `segment`: through the store once it is sealed. */
+  private read(segment: SegmentFile, offset: number, length: number): Promise<Uint8Array> {
+    const name = this.sealedName(segment);
+    return name === undefined ? segment.read(offset, length) : this.store.read(name, offset, length);
+  }
+
+  /** `read` into a buffer of a `RunBufferPool`. */
+  private readInto(segment: SegmentFile, into: Uint8Array, offset: number): Promise<Uint8Array> {
+    const name = this.sealedName(segment);
+    return name === undefined ? segment.readInto(into, offset) : this.store.readInto(name, into, offset);
+  }
+
+  /**
+   * `read`, synchronously: only for the point lookups and index fetches that cannot await (a
+   * `get`, `readPayloadsSync`), which a store offers while it has the bytes at hand
+   * (`SyncSegmentReads`).
+   */
+  private readSync(segment: SegmentFile, offset: number, length: number): Uint8Array {
+    const name = this.sealedName(segment);
+    return name === undefined ? segment.readSync(offset, length) : this.store.readSync(name, offset, length);
+  }
+
+  /**
+   * Reads up to `into.length` bytes synchronously, returning how many: manifest entries for an
+   * index fetch, and pack dedup's comparison while a seal is laid out, which cannot await.
+   */
+  private readSyncInto(segment: SegmentFile, into: Uint8Array, offset: number): number {
+    const name = this.sealedName(segment);
+    return name === undefined ? segment.readSyncInto(into, offset) : this.store.readSyncInto(name, into, offset);
+  }
 
   close(): void {
     this.cache.clear();
@@ -1016,4 +1082,22 @@ export function checkSparsePosition(commit: CommitRecord, position: number, prev
       details: { file, offset: commit.runStart },
     },
   );
+}
+
+/** Each segment's name in the store, kept: a point lookup should not parse its path again. */
+const storeNames = new WeakMap<SegmentFile, string>();
+
+/** The name of `segment` in the store: its file's name, in the folder the store holds. */
+function storeName(segment: SegmentFile): string {
+  let name = storeNames.get(segment);
+  if (name === undefined) storeNames.set(segment, (name = path.basename(segment.file)));
+  return name;
+}
+
+/**
+ * The sealed history segment named `name` that `segments` holds open, for the local store to
+ * read through; undefined for any other name (a summary, say).
+ */
+function heldSegment(segments: SegmentSet, name: string): SegmentFile | undefined {
+  return segments.segments.find((segment) => storeName(segment) === name);
 }

@@ -551,12 +551,17 @@ export function summaryStreamCandidates(kernels: Kernels, head: SummaryHead, str
   return found;
 }
 
-/** Writes a summary durably (see `writeFileDurably`); returns its head. */
+/** Writes a summary durably (see `writeFileDurably`) through `put`; returns its head. */
 export async function writeSummary(
   kernels: Kernels,
   file: string,
   summary: SegmentSummary,
   header: SegmentHeader,
+  /**
+   * Stores the finished bytes durably (`SegmentStore.put`, whose write is `writeFileDurably`);
+   * written to `file` directly when not given (a rewrite writes its summary beside a new segment).
+   */
+  put: (bytes: Uint8Array) => Promise<void> = (bytes) => writeFileDurably(kernels, file, bytes),
 ): Promise<SummaryHead> {
   const last = summary.commits[summary.commits.length - 1];
   // Checked before writing as opening checks it after reading: the last commit frame the summary
@@ -566,6 +571,6 @@ export async function writeSummary(
     'a summary names a last commit frame inside its segment',
   );
   const bytes = encodeSummary(kernels, summary);
-  await writeFileDurably(kernels, file, bytes);
+  await put(bytes);
   return decodeSummaryHead(kernels, bytes, header, file);
 }

@@ -6,20 +6,16 @@
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
 import type { CommitRun, History } from '../../storage/history-log.js';
-import {
-  encodeIndexFile,
-  type IndexData,
-  readIndexFile,
-  readIndexHead,
-  writeIndexFile,
-} from '../../storage/index-segment.js';
+import { encodeIndexFile, type IndexData, readIndexFile, readIndexHead } from '../../storage/index-segment.js';
 import type { ManifestEntry } from '../../storage/records.js';
+import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
 import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
 import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
 
@@ -159,7 +155,15 @@ export class FeedIndex {
     private readonly directory: string,
     private readonly history: History,
     private readonly readOnly: boolean,
-  ) {}
+  ) {
+    this.store = new LocalSegmentStore(kernels, directory);
+  }
+
+  /**
+   * Where the finished derived files are stored: written whole, durably, as sealed segments'
+   * derived files are (see `SegmentStore.put`).
+   */
+  private readonly store: SegmentStore;
 
   fileFor(base: number): string {
     return indexFileOf(this.directory, base);
@@ -218,10 +222,12 @@ export class FeedIndex {
     // Read and built on the index worker when it can (the segment has a summary, no gaps): a
     // segment's FST and posting lists take long enough to stall every read and append were they
     // built here, and reading its records here stalls them too. Otherwise read here and built there.
+    // A segment the store keeps no local file of is read here too (see `History.localPathOf`).
     const source = slot.source();
-    const segment = { file: this.history.fileFor(slot.base), base: slot.base, count: slot.count, source };
+    const local = this.history.localPathOf(slot.base);
+    const segment = local === undefined ? undefined : { file: local, base: slot.base, count: slot.count, source };
     const data =
-      (slot.gaps ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
+      (slot.gaps || segment === undefined ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
       (await buildIndexDataOffThread(
         this.kernels,
         (await indexTailOf(this.history, slot.base, slot.commits())).source(),
@@ -233,7 +239,7 @@ export class FeedIndex {
       !written || (data.base === slot.base && data.count === slot.count),
       'an index written is built over its own segment',
     );
-    if (written) await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, source));
+    if (written) await this.store.put(path.basename(file), encodeIndexFile(this.kernels, data, source));
     // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.
     if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
     else this.remember(slot.base, new SealedIndex(this.kernels, data), data);
@@ -422,7 +428,7 @@ export class FeedIndex {
         .then(async () => {
           const data = await buildIndexDataOffThread(this.kernels, previous.source());
           if (!this.readOnly)
-            await writeIndexFile(this.kernels, file, encodeIndexFile(this.kernels, data, slot.source()));
+            await this.store.put(path.basename(file), encodeIndexFile(this.kernels, data, slot.source()));
           this.remember(slot.base, new SealedIndex(this.kernels, data), data);
           if (!this.readOnly) slot.resident = undefined;
         })

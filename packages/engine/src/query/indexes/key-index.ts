@@ -47,9 +47,9 @@ import {
   type TermOrder,
   WinnerReader,
   winnerAt,
-  writeKeyFile,
 } from '../../storage/key-file.js';
 import { syncDirectory } from '../../storage/segment.js';
+import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { type DictionaryFile, type WinnerColumns, winnersOf } from './key-merge.js';
@@ -137,7 +137,15 @@ export class KeyIndex {
     /** Where rebuilt dictionaries are reported (the feed's index rebuilds). */
     private rebuilt: IndexRebuild[],
     readonly order: TermOrder,
-  ) {}
+  ) {
+    this.store = new LocalSegmentStore(kernels, directory);
+  }
+
+  /**
+   * Where the finished derived files are stored: written whole, durably, as sealed segments'
+   * derived files are (see `SegmentStore.put`).
+   */
+  private readonly store: SegmentStore;
 
   /** Reports later rebuilds to `list` (the feed's one list of index rebuilds). */
   reportTo(list: IndexRebuild[]): void {
@@ -267,9 +275,12 @@ export class KeyIndex {
    */
   private async buildFromSegmentOffThread(slot: SealedKeys): Promise<Uint8Array | undefined> {
     const files = this.filesOf(this.sealed.slice(0, this.sealed.indexOf(slot)).reverse());
-    if (!files) return undefined;
+    // The worker opens the segment by path: one the store keeps no local file of is built from
+    // its keys read here, through the store (see `History.localPathOf`).
+    const local = this.history.localPathOf(slot.base);
+    if (!files || local === undefined) return undefined;
     const segment = {
-      file: this.history.fileFor(slot.base),
+      file: local,
       base: slot.base,
       count: slot.count,
       source: slot.source(),
@@ -346,7 +357,7 @@ export class KeyIndex {
     // names the range and the source of its own segment.
     const head = parseKeyFileHead(bytes.subarray(0, keyFileHeadBytes), bytes.length, file);
     assert(derivedMismatch(head, slot) === undefined, 'a dictionary is built from its own segment');
-    if (!this.readOnly) await writeKeyFile(this.kernels, file, bytes);
+    if (!this.readOnly) await this.store.put(path.basename(file), bytes);
     slot.head = head;
     // The file was replaced: a descriptor held on the one before would read its old bytes.
     slot.winners?.close();
