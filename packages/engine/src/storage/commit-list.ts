@@ -16,7 +16,7 @@ import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
 import { type CommitRecord, commitRecord, isCompactedRun } from './commit-record.js';
-import type { LostCommits } from './history-log.js';
+import type { LostCommits } from './history-recovery.js';
 import {
   decodeCommitPage,
   encodeCommitPage,

@@ -1,18 +1,17 @@
 /**
  * Opens, recovers, appends to and reads the history segments of one feed. Segments are based by
- * their first position and also record their first commit.
+ * their first position and also record their first commit. Following the commit chain on open is
+ * `history-recovery.ts`; where sealed bytes are read from is the segment store.
+ *
+ * It is longer than 500 lines because every read of the history (runs, entries, payloads,
+ * columns; async and the few warm synchronous ones) goes through one object that owns the
+ * segments, the store, the payload cache and the scratch buffers those reads share.
  */
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { type CommitRecord, readCommitRecord } from './commit-record.js';
-import {
-  equalBytes,
-  type RetiredFingerprint,
-  readManifest,
-  readManifestEntryAt,
-  readPackDirectory,
-} from './commit-run.js';
+import type { CommitRecord } from './commit-record.js';
+import { equalBytes, type RetiredFingerprint, readManifest, readManifestEntryAt } from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
 import { type FrameBuilder, scanFrames } from './framing.js';
 import { segmentEndGroupBytes } from './groups.js';
@@ -41,8 +40,9 @@ import {
   payloadCacheBytesMax,
 } from '../limits.js';
 import { ByteReader } from './codec.js';
-import { CommitList, lostCommits } from './commit-list.js';
-import { segmentFile, segmentSuffix, summaryFileOf } from './feed-layout.js';
+import type { CommitList } from './commit-list.js';
+import { segmentSuffix, summaryFileOf } from './feed-layout.js';
+import { HistoryChainRecovery, type HistoryVisitor } from './history-recovery.js';
 import { PayloadCache } from './payload-cache.js';
 import { type ManifestEntry, type PayloadLocation, type PublishedRecord, readPublishedRecord } from './records.js';
 import type { Corruption } from './runs.js';
@@ -50,37 +50,7 @@ import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
 import { removeSegmentFilesBelow, SegmentSet } from './segment-set.js';
 import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from './segment-store.js';
-import {
-  checkSummaryAgainstSegment,
-  orphanSummaryCommits,
-  readSummaryHead,
-  type SummaryHead,
-  segmentSource,
-  writeSummary,
-} from './segment-summary.js';
-
-/** History segment files end with this. */
-
-/** What opening the history reports besides its commit list (`History.commits`). */
-export interface HistoryVisitor {
-  /** A commit read from its segment (a summarized segment's commits are not read). */
-  onCommit?(commit: CommitRecord): void;
-  onPayload?(crc: number, location: PayloadLocation): void;
-  /**
-   * Commits `from`..`to` (positions `fromPosition`..`toPosition`) cannot be read: corruption
-   * took them. They are known to have existed because a later commit follows them.
-   */
-  onLost?(lost: LostCommits): void;
-}
-
-/** A run of commits that corruption made unreadable, and where the corruption lies. */
-export interface LostCommits {
-  readonly from: number;
-  readonly to: number;
-  readonly fromPosition: number;
-  readonly toPosition: number;
-  readonly damage: Corruption;
-}
+import { type SummaryHead, segmentSource, writeSummary } from './segment-summary.js';
 
 /** The records of one commit read back: their entries and the run's bytes they point into. */
 export interface CommitRun {
@@ -152,68 +122,9 @@ export class History implements SegmentRunSource {
     /** The feed's tag (`feedTagOf`): a segment written for another feed is corruption. */
     feedTag = 0,
   ): Promise<History> {
-    let expectedCommit = floor.commit;
-    let expectedPosition = floor.position;
-    let segmentBase = 0;
-    /** The first damage since the last commit that continued the chain. */
-    let pending: Corruption | undefined;
-    /** Where the previous segment's sound bytes ended (for a break between segments). */
-    let previousEnd: Corruption | undefined;
-    /** Where the segment before, read whole, ended when it had no segment end (not finished). */
-    let previousUnfinished: Corruption | undefined;
-    const extraCorruptions: Corruption[] = [];
-    const list = new CommitList(kernels, floor);
+    const recovery = new HistoryChainRecovery(kernels, directory, visitor, floor);
     // An interrupted trim may have left the summaries of segments it removed.
     if (!readOnly) await removeSegmentFilesBelow(directory, floor.position);
-    const note = (damage: Corruption) => {
-      pending ??= damage;
-    };
-    /** Takes commits `first`..`last` (one commit, or a summarized segment's) if they continue the chain. */
-    const accept = (
-      first: { commit: number; firstPosition: number },
-      last: { commit: number; lastPosition: number },
-      where: Corruption,
-    ): boolean => {
-      if (
-        first.commit < expectedCommit ||
-        (first.commit === expectedCommit && first.firstPosition !== expectedPosition) ||
-        first.firstPosition < expectedPosition
-      ) {
-        // A sound run that does not continue the chain is corruption (a copied or moved run).
-        extraCorruptions.push(where);
-        note(where);
-        return false;
-      }
-      if (first.commit > expectedCommit) {
-        const lost = {
-          from: expectedCommit,
-          to: first.commit - 1,
-          fromPosition: expectedPosition,
-          toPosition: first.firstPosition - 1,
-          damage: pending ?? where,
-        };
-        visitor.onLost?.(lost);
-        // A lost segment's summary may have survived it: its commits keep their own positions.
-        const known = (
-          orphanSummaryCommits(
-            kernels,
-            summaryFileOf(segmentFile(directory, expectedPosition, segmentSuffix.history)),
-            expectedPosition,
-            expectedCommit,
-          ) ?? []
-        ).filter((commit) => commit.commit <= lost.to && commit.lastPosition <= lost.toPosition);
-        for (const standIn of lostCommits(lost, known)) list.push(standIn);
-      }
-      pending = undefined;
-      expectedCommit = last.commit + 1;
-      expectedPosition = last.lastPosition + 1;
-      return true;
-    };
-    /** Finished segments read whole because they had no sound summary: their summaries are rebuilt. */
-    const unsummarized: { segment: SegmentFile; end: number; commits: CommitRecord[]; reason: string }[] = [];
-    const summaryProblems = new Map<string, string>();
-    /** The commits accepted from the segment being read, and whether all of it was sound. */
-    let segmentCommits: CommitRecord[] = [];
     let opened: SegmentSet | undefined;
     // The local store reads a sealed segment through the descriptor the set holds open for it.
     const store = new LocalSegmentStore(kernels, directory, (name) => opened && heldSegment(opened, name));
@@ -222,158 +133,22 @@ export class History implements SegmentRunSource {
       directory,
       SegmentKind.History,
       segmentSuffix.history,
-      {
-        isMarker: (frame) => frame.kind === FrameKind.Commit,
-        decode: (bytes, frame, runFrames) => {
-          let commit: CommitRecord;
-          try {
-            commit = readCommitRecord(bytes, frame, segmentBase, `commit record at offset ${frame.offset}`);
-          } catch {
-            return undefined;
-          }
-          // The run must be exactly the frames the commit record names.
-          const named = new Set(
-            [...commit.manifests, ...commit.packs, ...commit.retired].map((offset) => commit.runStart + offset),
-          );
-          const runOk =
-            runFrames.length === named.size &&
-            runFrames.every((runFrame) => named.has(runFrame.offset)) &&
-            (runFrames.length === 0 ? commit.runStart === frame.offset : runFrames[0].offset === commit.runStart);
-          return runOk ? commit : undefined;
-        },
-        beginSegment: (header) => {
-          segmentBase = header.base;
-        },
-      },
-      (event) => {
-        if (event.kind === 'corruption') {
-          note(event.corruption);
-          return;
-        }
-        const segment = event.kind === 'segment' ? event.opened.segment : event.segment;
-        const { header } = segment;
-        if (header.baseCommit !== expectedCommit || header.base !== expectedPosition) {
-          // Segments are named by their first position, so the lost segment's name is known; but
-          // where the segment before ended without its segment end (an older copy of it, say),
-          // the commits it lacks were lost from it.
-          const missing = previousUnfinished
-            ? {
-                ...previousUnfinished,
-                reason: `${path.basename(previousUnfinished.file)} ends at offset ${previousUnfinished.offset} without its segment end: the commits from ${expectedCommit} (position ${expectedPosition}) that ${path.basename(segment.file)} follows are missing from it`,
-              }
-            : {
-                file: segmentFile(directory, expectedPosition, segmentSuffix.history),
-                offset: 0,
-                reason: `the segment holding commits from ${expectedCommit} (position ${expectedPosition}) is missing: ${path.basename(segment.file)} starts at commit ${header.baseCommit}`,
-              };
-          if (header.baseCommit > expectedCommit && header.base > expectedPosition) {
-            // Damage just before this segment may be what took the commits; else it is the gap.
-            if (!pending) extraCorruptions.push(missing);
-            note(missing);
-          }
-        } else if (pending && previousEnd) {
-          // The damage before this segment took no commits (it was after the last one).
-          pending = undefined;
-        }
-        segmentCommits = [];
-        if (event.kind === 'summary') {
-          const head = event.summary;
-          const first = { commit: head.baseCommit, firstPosition: head.base };
-          const last = { commit: head.baseCommit + head.commitCount - 1, lastPosition: head.lastPosition };
-          // A summary's commits follow each other (its pages are checked when read), so the
-          // segment continues the chain when its first commit does.
-          if (
-            head.commitCount > 0 &&
-            accept(first, last, {
-              file: segment.file,
-              offset: 0,
-              reason: `commit ${head.baseCommit} does not continue the chain`,
-            })
-          ) {
-            list.pushSummary(head);
-          }
-          previousEnd = {
-            file: segment.file,
-            offset: event.summary.end,
-            reason: `the history breaks after ${path.basename(segment.file)}`,
-          };
-          previousUnfinished = undefined;
-          return;
-        }
-        const { bytes, scanned } = event.opened;
-        let sound = true;
-        for (const entry of scanned.entries) {
-          if (entry.kind === 'damage') {
-            sound = false;
-            if (!entry.harmless) note({ file: segment.file, offset: entry.offset, reason: entry.reason });
-            continue;
-          }
-          const commit = entry.run.decoded;
-          if (
-            !accept(commit, commit, {
-              file: segment.file,
-              offset: commit.runStart,
-              reason: `commit ${commit.commit} does not continue the chain`,
-            })
-          ) {
-            sound = false;
-            continue;
-          }
-          segmentCommits.push(commit);
-          if (visitor.onPayload) {
-            for (const frame of entry.run.frames) {
-              if (frame.kind !== FrameKind.Pack) continue;
-              const what = `pack at ${segment.file}:${frame.offset}`;
-              for (const { crc, location } of readPackDirectory(bytes, frame, header.base, what))
-                visitor.onPayload(crc, location);
-            }
-          }
-          list.push(commit);
-          visitor.onCommit?.(commit);
-        }
-        if (sound && scanned.trailer) {
-          // A finished segment read whole: its summary spares the next open from reading it.
-          const file = summaryFileOf(segment.file);
-          unsummarized.push({
-            segment,
-            end: scanned.end,
-            commits: segmentCommits,
-            reason: summaryProblems.get(file) ?? 'missing',
-          });
-        }
-        previousEnd = {
-          file: segment.file,
-          offset: scanned.end,
-          reason: `the history breaks after ${path.basename(segment.file)}`,
-        };
-        previousUnfinished = scanned.trailer ? undefined : { file: segment.file, offset: scanned.end, reason: '' };
-      },
+      recovery.decoder,
+      recovery.onEvent,
       readOnly,
-      useSummaries
-        ? (segment) => {
-            const file = summaryFileOf(segment.file);
-            try {
-              const head = readSummaryHead(kernels, file, segment.header);
-              if (head) checkSummaryAgainstSegment(head, segment.file);
-              return head;
-            } catch (error) {
-              summaryProblems.set(file, (error as Error).message);
-              return undefined;
-            }
-          }
-        : undefined,
+      useSummaries ? recovery.summaryOf : undefined,
       floor.position,
       replacedBases,
       feedTag,
     );
     opened = segments;
-    const history = new History(kernels, segments, store, list, floor);
-    segments.corruptions.push(...extraCorruptions);
-    history.headDamage = pending;
+    const history = new History(kernels, segments, store, recovery.list, floor);
+    segments.corruptions.push(...recovery.extraCorruptions);
+    history.headDamage = recovery.headDamage;
     const active = segments.active;
     history.activeBase = active?.header.base;
     if (useSummaries && !readOnly) {
-      for (const { segment, end, commits, reason } of unsummarized) {
+      for (const { segment, end, commits, reason } of recovery.unsummarized) {
         if (segment === active) continue;
         history.summaryRebuilds.push({ segment: segment.header.base, file: summaryFileOf(segment.file), reason });
         history.writeSummaryLater(segment, end, commits);
