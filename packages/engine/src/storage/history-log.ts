@@ -88,6 +88,12 @@ export class History implements SegmentRunSource {
     /** Every commit in chain order, stand-ins for lost ones included; the writer adds new ones. */
     readonly commits: CommitList,
     private floor: { readonly commit: number; readonly position: number },
+    /**
+     * The segment each store name was last given for: the store finds the open file to read a
+     * name through here, in one lookup, where searching the set cost every payload read of a
+     * scan a walk over all the segments.
+     */
+    private readonly named: Map<string, SegmentFile> = new Map(),
   ) {}
 
   /** The first position the retained history holds (1 unless a trim removed what was before). */
@@ -127,7 +133,12 @@ export class History implements SegmentRunSource {
     if (!readOnly) await removeSegmentFilesBelow(directory, floor.position);
     let opened: SegmentSet | undefined;
     // The local store reads a sealed segment through the descriptor the set holds open for it.
-    const store = new LocalSegmentStore(kernels, directory, (name) => opened && heldSegment(opened, name));
+    const named = new Map<string, SegmentFile>();
+    const store = new LocalSegmentStore(
+      kernels,
+      directory,
+      (name) => named.get(name) ?? (opened && heldSegment(opened, name)),
+    );
     const segments = await SegmentSet.open<CommitRecord, SummaryHead>(
       kernels,
       directory,
@@ -142,7 +153,7 @@ export class History implements SegmentRunSource {
       feedTag,
     );
     opened = segments;
-    const history = new History(kernels, segments, store, recovery.list, floor);
+    const history = new History(kernels, segments, store, recovery.list, floor, named);
     segments.corruptions.push(...recovery.extraCorruptions);
     history.headDamage = recovery.headDamage;
     const active = segments.active;
@@ -223,6 +234,13 @@ export class History implements SegmentRunSource {
     this.floor = floor;
     await this.segments.trimBefore(floor.position);
     await removeSegmentFilesBelow(this.segments.directory, floor.position);
+    this.forgetNamesGone();
+  }
+
+  /** Drops the names of segments the set no longer holds (trimmed, or replaced by a merge). */
+  private forgetNamesGone(): void {
+    const held = new Set(this.segments.segments);
+    for (const [name, segment] of this.named) if (!held.has(segment)) this.named.delete(name);
   }
 
   /**
@@ -236,6 +254,7 @@ export class History implements SegmentRunSource {
       replaced.map((segment) => segment.header.base),
       summary,
     );
+    this.forgetNamesGone();
   }
 
   /** Resolves once summaries being written in the background are on disk. */
@@ -804,7 +823,12 @@ export class History implements SegmentRunSource {
    * merge that reuses the name switches segments only between reads).
    */
   private sealedName(segment: SegmentFile): string | undefined {
-    return segment === this.segments.active ? undefined : storeName(segment);
+    if (segment === this.segments.active) return undefined;
+    // Named and then read in one synchronous step: the store's lookup finds this very segment,
+    // even where a merge gave its name to a new one meanwhile.
+    const name = storeName(segment);
+    this.named.set(name, segment);
+    return name;
   }
 
   /** Reads `length` bytes at `offset` of `segment`: through the store once it is sealed. */
