@@ -139,6 +139,18 @@ export class KeyCompaction {
     let recordsAfter = 0;
     let bytesBefore = 0;
     let bytesAfter = 0;
+    // What the compaction did so far, whether it went through or a rewrite was put off.
+    const result = (putOff: boolean) => ({
+      horizon,
+      segmentsCompacted,
+      segmentsAfter,
+      recordsBefore,
+      recordsAfter,
+      bytesBefore,
+      bytesAfter,
+      putOff,
+      ...heldBy,
+    });
     for (const run of groups) {
       request.signal?.throwIfAborted();
       const before = recordsBefore;
@@ -146,17 +158,7 @@ export class KeyCompaction {
       const rewritten = await merges.rewrite(run, request.signal, keep, (done) => progress.advance(before + done));
       if (!rewritten) {
         progress.finish({ segmentsCompacted }, before);
-        return {
-          horizon,
-          segmentsCompacted,
-          segmentsAfter,
-          recordsBefore,
-          recordsAfter,
-          bytesBefore,
-          bytesAfter,
-          putOff: true,
-          ...heldBy,
-        };
+        return result(true);
       }
       segmentsCompacted += rewritten.segments;
       segmentsAfter++;
@@ -166,17 +168,7 @@ export class KeyCompaction {
       progress.advance(recordsBefore, { segmentsCompacted }, true);
     }
     progress.finish({ segmentsCompacted });
-    return {
-      horizon,
-      segmentsCompacted,
-      segmentsAfter,
-      recordsBefore,
-      recordsAfter,
-      bytesBefore,
-      bytesAfter,
-      putOff: false,
-      ...heldBy,
-    };
+    return result(false);
   }
 
   /**
