@@ -194,8 +194,9 @@ export class ObjectSegmentStore implements SegmentStore {
     const partCount = Math.ceil(size / objectPartBytes);
     const parts: CompletedPart[] = new Array(partCount);
     let next = 0;
+    let failed = false;
     const sendParts = async (): Promise<void> => {
-      while (next < partCount) {
+      while (next < partCount && !failed) {
         const index = next++;
         const offset = index * objectPartBytes;
         const body = await readPart(handle, file, offset, Math.min(objectPartBytes, size - offset));
@@ -215,7 +216,18 @@ export class ObjectSegmentStore implements SegmentStore {
       }
     };
     try {
-      await Promise.all(Array.from({ length: Math.min(objectPartsInFlightMax, partCount) }, sendParts));
+      // Every sender is waited for, failed or not, before the upload is completed or aborted:
+      // none is left reading the file after it is closed, or sending a part after the abort.
+      const sent = await Promise.allSettled(
+        Array.from({ length: Math.min(objectPartsInFlightMax, partCount) }, () =>
+          sendParts().catch((error: unknown) => {
+            failed = true;
+            throw error;
+          }),
+        ),
+      );
+      const failure = sent.find((result) => result.status === 'rejected');
+      if (failure) throw failure.reason;
       await this.request(key, 'store', () =>
         this.client.send(
           new CompleteMultipartUploadCommand({
