@@ -139,7 +139,8 @@ export class ObjectSegmentStore implements SegmentStore {
    * Stores `bytes` under `name` only if no object has that name yet: true when it was created,
    * false when one was already there (S3 answers 412 to a PUT with `If-None-Match: *`). The
    * check and the write are one step at the service, so of two writers racing for a name exactly
-   * one wins: what lets an object be the point at which something becomes visible.
+   * one wins: what lets an object be the point at which something becomes visible. AWS S3 has
+   * honoured it since 2024, and versitygw (v1.8.0, which the tests run against) honours it too.
    */
   async putIfAbsent(name: string, bytes: Uint8Array): Promise<boolean> {
     const key = this.keyOf(name);
