@@ -33,3 +33,21 @@ if ! command -v fusermount3 >/dev/null 2>&1; then
 fi
 # Cargo builds only what changed: a second run costs a fraction of a second.
 cargo build --release --locked --quiet --manifest-path tools/powerloss-fs/Cargo.toml
+
+# versitygw, the S3-compatible server the object store's tests run against
+# (test/support/object-store.ts), built from source with Go once and then kept in Go's bin
+# folder: the first build takes a few minutes on two cores (nice'd, so other work keeps the
+# machine), every later run finds the binary and does nothing. Without Go the object store tests
+# skip, saying so.
+versitygw_version=v1.8.0
+go_command=$(command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || true)
+if [ -n "$go_command" ]; then
+  go_bin=$("$go_command" env GOBIN)
+  [ -n "$go_bin" ] || go_bin="$("$go_command" env GOPATH | cut -d: -f1)/bin"
+  if [ ! -x "$go_bin/versitygw" ]; then
+    echo "test-tools: building versitygw $versitygw_version (once; a few minutes)" >&2
+    nice -n 19 "$go_command" install "github.com/versity/versitygw/cmd/versitygw@$versitygw_version"
+  fi
+else
+  echo "test-tools: Go is missing, so versitygw cannot be built: the object store tests will be skipped" >&2
+fi

@@ -52,6 +52,12 @@ export interface LimitValues {
   readonly segmentKeyShardSlotsInitial: number;
   readonly directWriteAlignmentBytes: number;
   readonly exportDirectWriteBytes: number;
+  readonly objectPartBytes: number;
+  readonly objectPartBytesMin: number;
+  readonly objectUploadPartsMax: number;
+  readonly objectPartsInFlightMax: number;
+  readonly objectListPageKeys: number;
+  readonly objectRequestAttemptsMax: number;
 }
 
 const isPowerOfTwo = (value: number) => Number.isSafeInteger(value) && value > 0 && (value & (value - 1)) === 0;
@@ -180,4 +186,23 @@ export function checkLimits(limits: LimitValues): void {
     limits.exportDirectWriteBytes % limits.directWriteAlignmentBytes === 0,
     'a direct write piece is a multiple of the alignment (exportDirectWriteBytes % directWriteAlignmentBytes === 0)',
   );
+
+  // Object stores (S3's own bounds on a multipart upload and a list page).
+  check(
+    limits.objectPartBytes >= limits.objectPartBytesMin,
+    'S3 refuses a part under 5 MiB but the last (objectPartBytes >= objectPartBytesMin)',
+  );
+  check(
+    limits.segmentBytesMax / limits.objectPartBytes <= limits.objectUploadPartsMax,
+    'the largest segment uploads in the parts S3 allows (segmentBytesMax / objectPartBytes <= objectUploadPartsMax)',
+  );
+  check(
+    limits.objectListPageKeys >= 1 && limits.objectListPageKeys <= 1000,
+    'a list page asks for keys S3 returns (1 <= objectListPageKeys <= 1000)',
+  );
+  for (const name of ['objectPartsInFlightMax', 'objectRequestAttemptsMax'] as const)
+    check(
+      Number.isSafeInteger(limits[name]) && limits[name] >= 1,
+      `an upload or a request makes progress (${name} >= 1)`,
+    );
 }

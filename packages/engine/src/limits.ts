@@ -515,6 +515,54 @@ export const directWriteAlignmentBytes = 4096;
  */
 export const progressIntervalMs = 100;
 
+/**
+ * A file larger than this goes to an object store in parts of this size (S3's multipart upload;
+ * the last part may be shorter), one smaller in a single PUT. S3 refuses parts under 5 MiB (but
+ * the last) and uploads of more than 10,000 parts; 8 MiB keeps the largest segment far inside
+ * both, and keeps the memory an upload holds (one part per request in flight) small.
+ */
+export const objectPartBytes = 8 * 1024 * 1024;
+
+/** The fewest bytes S3 accepts in a multipart upload's part, the last one excepted. */
+export const objectPartBytesMin = 5 * 1024 * 1024;
+
+/** The most parts S3 accepts in one multipart upload. */
+export const objectUploadPartsMax = 10_000;
+
+/**
+ * Parts of one upload sent at once: a single stream to an object store rarely fills the link,
+ * and four parts in flight hold at most 32 MiB of the file in memory.
+ */
+export const objectPartsInFlightMax = 4;
+
+/**
+ * Keys asked for per page when an object store is listed (ListObjectsV2's `MaxKeys`): S3's own
+ * most, so a history of thousands of segments lists in a few requests.
+ */
+export const objectListPageKeys = 1000;
+
+/**
+ * Tries of one request to an object store (the first and its retries, with the SDK's backoff
+ * between them) before a network failure or a 5xx answer is reported `UNAVAILABLE`: three is
+ * the SDK's default, enough to ride out a dropped connection or a throttled moment without
+ * holding a read for long.
+ */
+export const objectRequestAttemptsMax = 3;
+
+/**
+ * The longest an object store request may wait for a connection, in milliseconds: a host that
+ * does not answer in this long is down, and the read or write fails (after retries) rather
+ * than hanging.
+ */
+export const objectConnectMsMax = 10_000;
+
+/**
+ * The longest an object store request's socket may stay silent, in milliseconds: a stalled
+ * transfer is abandoned and retried instead of holding a read forever. Long enough for a
+ * server to start answering a ranged GET of a cold object.
+ */
+export const objectIdleMsMax = 60_000;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
   safeIntegerMax,
@@ -561,4 +609,10 @@ checkLimits({
   segmentKeyShardSlotsInitial,
   directWriteAlignmentBytes,
   exportDirectWriteBytes,
+  objectPartBytes,
+  objectPartBytesMin,
+  objectUploadPartsMax,
+  objectPartsInFlightMax,
+  objectListPageKeys,
+  objectRequestAttemptsMax,
 });

@@ -27,6 +27,14 @@ export interface SegmentStore {
   put(name: string, bytes: Uint8Array): Promise<void>;
 
   /**
+   * Stores a finished local file under `name`, consuming it: the file is gone once this resolves,
+   * and it resolves once the stored copy is durable, as `put`'s does. For a file too large to
+   * hold in memory whole (a sealed segment): a local store renames it in, a remote one streams it
+   * up. A failure rejects and leaves the local file where it was.
+   */
+  putFile(name: string, localFile: string): Promise<void>;
+
+  /**
    * Reads exactly `length` bytes at `offset` of `name`: a commit's run, a payload, a section of
    * a dictionary. Ranges rather than whole files, because sealed segments are hundreds of
    * megabytes and a read wants a few kilobytes of one. A file that ends before the range is
@@ -58,6 +66,9 @@ export interface SegmentStore {
    * undefined, a caller must hand the worker the bytes instead.
    */
   localPath(name: string): string | undefined;
+
+  /** The bytes `name` holds, or undefined when the store has no file of that name. */
+  size(name: string): Promise<number | undefined>;
 }
 
 /**
@@ -113,6 +124,35 @@ export class LocalSegmentStore implements SegmentStore, SyncSegmentReads {
     // The same write every derived file always had: a temporary name, fdatasync (a failure
     // rejects), rename, directory fsync.
     await writeFileDurably(this.kernels, this.fileOf(name), bytes);
+  }
+
+  async putFile(name: string, localFile: string): Promise<void> {
+    const file = this.fileOf(name);
+    // The file's bytes are made durable where they are, then renamed in, and the rename made
+    // durable: a crash leaves the old file of that name or the new one, as \`put\` does.
+    try {
+      await fsp.mkdir(this.directory, { recursive: true });
+      const handle = await fsp.open(localFile, 'r+');
+      try {
+        await this.kernels.writeDurable(handle.fd, 0, []);
+      } finally {
+        await handle.close();
+      }
+      await fsp.rename(localFile, file);
+      await syncDirectory(this.directory);
+    } catch (error) {
+      throw ioError(error, `cannot store ${localFile} as ${file}`);
+    }
+  }
+
+  async size(name: string): Promise<number | undefined> {
+    const file = this.fileOf(name);
+    try {
+      return (await fsp.stat(file)).size;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw ioError(error, `cannot stat ${file}`);
+    }
   }
 
   read(name: string, offset: number, length: number): Promise<Uint8Array> {

@@ -1,0 +1,455 @@
+/**
+ * A `SegmentStore` over an S3-compatible object store (AWS S3, MinIO, versitygw, …): the first
+ * piece of tiering sealed history off the local disk. Each name is one object, its key the
+ * store's prefix and the name; reads are ranged GETs, `list` pages through ListObjectsV2, `size`
+ * is a HEAD, and large files go up as multipart uploads, a part at a time, never whole in memory.
+ *
+ * Not wired into `Store.open` yet: nothing in the engine constructs one, so the SDK is loaded only
+ * by whoever imports this module.
+ *
+ * S3's answers become typed errors as the local store's are: a missing object is `IO` with errno
+ * `ENOENT`, a range past its end `CORRUPT`, a refused request `IO` with errno `EACCES`, and a
+ * failure of the service itself (a network error, a timeout, a 5xx after the SDK's retries)
+ * `UNAVAILABLE`, which says that trying again later may work. The SDK's error is the `cause`.
+ */
+import fsp from 'node:fs/promises';
+import {
+  AbortMultipartUploadCommand,
+  type CompletedPart,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { assert, StreamStackError } from '../errors.js';
+import {
+  objectConnectMsMax,
+  objectIdleMsMax,
+  objectListPageKeys,
+  objectPartBytes,
+  objectPartsInFlightMax,
+  objectRequestAttemptsMax,
+} from '../limits.js';
+import type { SegmentStore } from './segment-store.js';
+
+/** Where an `ObjectSegmentStore` keeps its objects, and how it reaches them. */
+export interface ObjectSegmentStoreOptions {
+  /** The service's URL (`http://127.0.0.1:7070`); undefined for AWS S3 itself, found by region. */
+  readonly endpoint?: string;
+  readonly bucket: string;
+  /**
+   * What every key starts with: empty, or a path ending in `/` (`feeds/orders/history/`), so that
+   * the store's names are the objects directly under it and two stores with different prefixes
+   * share a bucket without seeing each other.
+   */
+  readonly prefix: string;
+  readonly region: string;
+  /**
+   * The access key; when omitted, the SDK's standard chain finds one (environment variables,
+   * shared config files, an instance or container role). Never logged, never in an error.
+   */
+  readonly credentials?: {
+    readonly accessKeyId: string;
+    readonly secretAccessKey: string;
+    readonly sessionToken?: string;
+  };
+  /**
+   * Addresses the bucket in the path (`endpoint/bucket/key`) rather than the host name
+   * (`bucket.endpoint/key`): what most S3-compatible servers on a bare address need.
+   */
+  readonly forcePathStyle: boolean;
+}
+
+/**
+ * The SDK's own switch for its warning that a coming release drops this Node version
+ * (`NodeVersionSupportWarning`, emitted once per process when the first client is built). Node 20
+ * is a version StreamStack supports, and a user of the store can do nothing about the SDK's
+ * plans: the warning would only be noise in their output.
+ */
+const sdkNodeWarningSwitch = 'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED';
+
+/**
+ * An S3 client built with the SDK's Node-version warning switched off: the switch is set for the
+ * constructor (the only place the SDK checks it) and put back as it was after, so the process's
+ * environment is left as the user set it.
+ */
+function quietClient(options: ObjectSegmentStoreOptions): S3Client {
+  const before = process.env[sdkNodeWarningSwitch];
+  process.env[sdkNodeWarningSwitch] = 'true';
+  try {
+    return new S3Client({
+      ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+      region: options.region,
+      ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
+      forcePathStyle: options.forcePathStyle,
+      maxAttempts: objectRequestAttemptsMax,
+      requestHandler: { connectionTimeout: objectConnectMsMax, requestTimeout: objectIdleMsMax },
+    });
+  } finally {
+    if (before === undefined) delete process.env[sdkNodeWarningSwitch];
+    else process.env[sdkNodeWarningSwitch] = before;
+  }
+}
+
+export class ObjectSegmentStore implements SegmentStore {
+  private readonly client: S3Client;
+  readonly bucket: string;
+  readonly prefix: string;
+
+  constructor(options: ObjectSegmentStoreOptions) {
+    if (options.prefix !== '' && (!options.prefix.endsWith('/') || options.prefix.startsWith('/')))
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `an object store prefix is empty or a path ending in "/", not starting with one (${options.prefix})`,
+      );
+    this.bucket = options.bucket;
+    this.prefix = options.prefix;
+    this.client = quietClient(options);
+  }
+
+  /** Closes the client's connections; the store is not used after. */
+  close(): void {
+    this.client.destroy();
+  }
+
+  private keyOf(name: string): string {
+    // A name is one object directly under the prefix, as it is one file of a local folder: a
+    // `/` in it would reach into another store's objects, or hide from `list`.
+    assert(
+      name.length > 0 && !name.includes('/') && name !== '.' && name !== '..',
+      `a segment store name is a file name (${name})`,
+    );
+    return this.prefix + name;
+  }
+
+  async put(name: string, bytes: Uint8Array): Promise<void> {
+    const key = this.keyOf(name);
+    // S3 answers a PUT only once the object is stored durably, and replaces one of that key.
+    await this.request(key, 'store', () =>
+      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes })),
+    );
+  }
+
+  /**
+   * Stores `bytes` under `name` only if no object has that name yet: true when it was created,
+   * false when one was already there (S3 answers 412 to a PUT with `If-None-Match: *`). The
+   * check and the write are one step at the service, so of two writers racing for a name exactly
+   * one wins: what lets an object be the point at which something becomes visible. AWS S3 has
+   * honoured it since 2024, and versitygw (v1.8.0, which the tests run against) honours it too.
+   */
+  async putIfAbsent(name: string, bytes: Uint8Array): Promise<boolean> {
+    const key = this.keyOf(name);
+    try {
+      await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes, IfNoneMatch: '*' }));
+      return true;
+    } catch (error) {
+      if (s3Status(error) === 412) return false;
+      throw objectError(error, this.bucket, key, 'store');
+    }
+  }
+
+  async putFile(name: string, localFile: string): Promise<void> {
+    const key = this.keyOf(name);
+    let handle: fsp.FileHandle;
+    try {
+      handle = await fsp.open(localFile, 'r');
+    } catch (error) {
+      throw localError(error, `cannot open ${localFile}`);
+    }
+    try {
+      const { size } = await handle.stat();
+      if (size <= objectPartBytes) {
+        const bytes = await readPart(handle, localFile, 0, size);
+        await this.request(key, 'store', () =>
+          this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes })),
+        );
+      } else {
+        await this.uploadInParts(key, handle, localFile, size);
+      }
+    } finally {
+      await handle.close();
+    }
+    // Only a stored copy consumes the file: a failure above left it for the caller to try again.
+    try {
+      await fsp.rm(localFile, { force: true });
+    } catch (error) {
+      throw localError(error, `cannot remove ${localFile} after storing it`);
+    }
+  }
+
+  /**
+   * A multipart upload of the file open at `handle`: parts of `objectPartBytes` read as they
+   * are sent, at most `objectPartsInFlightMax` at once, each with a CRC32 the service checks.
+   * An upload that fails is aborted, so the service does not keep its parts.
+   */
+  private async uploadInParts(key: string, handle: fsp.FileHandle, file: string, size: number): Promise<void> {
+    const { UploadId: uploadId } = await this.request(key, 'store', () =>
+      this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ChecksumAlgorithm: 'CRC32' })),
+    );
+    assert(uploadId !== undefined, `the object store started an upload of ${key} without an id`);
+    const partCount = Math.ceil(size / objectPartBytes);
+    const parts: CompletedPart[] = new Array(partCount);
+    let next = 0;
+    let failed = false;
+    const sendParts = async (): Promise<void> => {
+      while (next < partCount && !failed) {
+        const index = next++;
+        const offset = index * objectPartBytes;
+        const body = await readPart(handle, file, offset, Math.min(objectPartBytes, size - offset));
+        const sent = await this.request(key, 'store', () =>
+          this.client.send(
+            new UploadPartCommand({
+              Bucket: this.bucket,
+              Key: key,
+              UploadId: uploadId,
+              PartNumber: index + 1,
+              Body: body,
+              ChecksumAlgorithm: 'CRC32',
+            }),
+          ),
+        );
+        parts[index] = { PartNumber: index + 1, ETag: sent.ETag, ChecksumCRC32: sent.ChecksumCRC32 };
+      }
+    };
+    try {
+      // Every sender is waited for, failed or not, before the upload is completed or aborted:
+      // none is left reading the file after it is closed, or sending a part after the abort.
+      const sent = await Promise.allSettled(
+        Array.from({ length: Math.min(objectPartsInFlightMax, partCount) }, () =>
+          sendParts().catch((error: unknown) => {
+            failed = true;
+            throw error;
+          }),
+        ),
+      );
+      const failure = sent.find((result) => result.status === 'rejected');
+      if (failure) throw failure.reason;
+      await this.request(key, 'store', () =>
+        this.client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: this.bucket,
+            Key: key,
+            UploadId: uploadId,
+            MultipartUpload: { Parts: parts },
+          }),
+        ),
+      );
+    } catch (error) {
+      // Best effort: an upload left behind costs storage until the bucket's lifecycle rule (or
+      // an operator) removes it, never correctness, and the failure to report is the first one.
+      await this.client
+        .send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }))
+        .catch(() => undefined);
+      throw error;
+    }
+  }
+
+  read(name: string, offset: number, length: number): Promise<Uint8Array> {
+    return this.readInto(name, new Uint8Array(length), offset);
+  }
+
+  async readInto(name: string, into: Uint8Array, offset: number): Promise<Uint8Array> {
+    const key = this.keyOf(name);
+    // HTTP has no empty range: an empty read only asks that the object exists, as opening a
+    // local file would.
+    if (into.length === 0) {
+      if ((await this.size(name)) === undefined) throw missing(this.bucket, key);
+      return into;
+    }
+    const last = offset + into.length - 1;
+    const answer = await this.request(key, 'read', () =>
+      this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${offset}-${last}` })),
+    );
+    // A server that ignored the range would send the object from its start: the bytes would be
+    // the wrong ones, so that is refused rather than copied.
+    if (!answer.ContentRange?.startsWith(`bytes ${offset}-`))
+      throw new StreamStackError('IO', `the object store did not answer the range asked of ${key}`, {
+        details: { bucket: this.bucket, key, range: `${offset}-${last}`, contentRange: answer.ContentRange },
+      });
+    const body = answer.Body as AsyncIterable<Uint8Array> | undefined;
+    let at = 0;
+    try {
+      for await (const chunk of body ?? []) {
+        if (at + chunk.length > into.length)
+          throw objectShort(this.bucket, key, 'sent more than the range asked', offset);
+        into.set(chunk, at);
+        at += chunk.length;
+      }
+    } catch (error) {
+      throw objectError(error, this.bucket, key, 'read');
+    }
+    // An object that ends inside the range comes back short (a 206 for the bytes it has).
+    if (at < into.length)
+      throw objectShort(this.bucket, key, `ends before offset ${offset + into.length}`, offset + at);
+    return into;
+  }
+
+  async list(): Promise<string[]> {
+    const names: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.request(this.prefix, 'list', () =>
+        this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: this.prefix,
+            // Objects further down (another store's, under a longer prefix) come back folded
+            // into common prefixes, which are not names of this store.
+            Delimiter: '/',
+            MaxKeys: objectListPageKeys,
+            ContinuationToken: token,
+          }),
+        ),
+      );
+      for (const object of page.Contents ?? [])
+        if (object.Key !== undefined && object.Key.length > this.prefix.length)
+          names.push(object.Key.slice(this.prefix.length));
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token !== undefined);
+    return names;
+  }
+
+  async delete(name: string): Promise<void> {
+    const key = this.keyOf(name);
+    try {
+      // S3 answers a delete of a missing key with success; a server that says 404 means the same.
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (error) {
+      if (s3Code(error) === 'NoSuchKey') return;
+      throw objectError(error, this.bucket, key, 'delete');
+    }
+  }
+
+  /** A remote store keeps no local file: a worker is handed the bytes. */
+  localPath(_name: string): undefined {
+    return undefined;
+  }
+
+  async size(name: string): Promise<number | undefined> {
+    const key = this.keyOf(name);
+    try {
+      const head = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return head.ContentLength ?? 0;
+    } catch (error) {
+      if (isMissingKey(error)) return undefined;
+      throw objectError(error, this.bucket, key, 'inspect');
+    }
+  }
+
+  /** Sends one request, its failure as a typed error about `key`. */
+  private async request<T>(key: string, what: Action, send: () => Promise<T>): Promise<T> {
+    try {
+      return await send();
+    } catch (error) {
+      throw objectError(error, this.bucket, key, what);
+    }
+  }
+}
+
+type Action = 'store' | 'read' | 'list' | 'delete' | 'inspect';
+
+/** Reads `length` bytes at `offset` of a local file about to be uploaded, all of them. */
+async function readPart(handle: fsp.FileHandle, file: string, offset: number, length: number): Promise<Uint8Array> {
+  const bytes = new Uint8Array(length);
+  let at = 0;
+  try {
+    while (at < length) {
+      const { bytesRead } = await handle.read(bytes, at, length - at, offset + at);
+      if (bytesRead === 0) break;
+      at += bytesRead;
+    }
+  } catch (error) {
+    throw localError(error, `cannot read ${file}`);
+  }
+  // The file shrank while it was uploaded: what was asked to be stored is no longer there.
+  if (at < length)
+    throw new StreamStackError('IO', `${file} ended at ${offset + at} while it was stored`, { details: { file } });
+  return bytes;
+}
+
+/** A local file's failure, as the local store reports it (`IO`, with its errno). */
+function localError(cause: unknown, what: string): StreamStackError {
+  const errno = (cause as NodeJS.ErrnoException)?.code;
+  return new StreamStackError('IO', `${what}: ${cause instanceof Error ? cause.message : String(cause)}`, {
+    cause,
+    details: typeof errno === 'string' ? { errno } : {},
+  });
+}
+
+/** The HTTP status an S3 error came with, when it came from an answer (not from the network). */
+function s3Status(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
+}
+
+/** The S3 error code (`NoSuchKey`, `AccessDenied`, …); the SDK names its exceptions after them. */
+function s3Code(error: unknown): string | undefined {
+  const name = (error as { name?: unknown })?.name;
+  return typeof name === 'string' ? name : undefined;
+}
+
+/** A missing object: `NoSuchKey` to a GET, a bare 404 (`NotFound`) to a HEAD, which has no body. */
+function isMissingKey(error: unknown): boolean {
+  const code = s3Code(error);
+  return code === 'NoSuchKey' || (code !== 'NoSuchBucket' && s3Status(error) === 404);
+}
+
+function missing(bucket: string, key: string): StreamStackError {
+  return new StreamStackError('IO', `cannot read ${key} of bucket ${bucket}: no such object (ENOENT)`, {
+    details: { errno: 'ENOENT', bucket, key },
+  });
+}
+
+/** A read the object ended before (or ran past): `CORRUPT`, as a short local file is. */
+function objectShort(bucket: string, key: string, what: string, offset: number): StreamStackError {
+  return new StreamStackError('CORRUPT', `${key} of bucket ${bucket} ${what}`, { details: { bucket, key, offset } });
+}
+
+/**
+ * An S3 failure as a typed error, the SDK's error as its cause. Credentials never appear: the
+ * SDK's errors carry the request's status, code and ids, not its signature.
+ */
+function objectError(cause: unknown, bucket: string, key: string, what: Action): StreamStackError {
+  if (cause instanceof StreamStackError) return cause;
+  const status = s3Status(cause);
+  const code = s3Code(cause);
+  const details = {
+    bucket,
+    key,
+    ...(code === undefined ? {} : { s3Code: code }),
+    ...(status === undefined ? {} : { status }),
+  };
+  const doing = `cannot ${what} ${key} of bucket ${bucket}`;
+  if (isMissingKey(cause))
+    return new StreamStackError('IO', `${doing}: no such object (ENOENT)`, {
+      cause,
+      details: { ...details, errno: 'ENOENT' },
+    });
+  if (code === 'InvalidRange' || status === 416)
+    return new StreamStackError('CORRUPT', `${doing}: the range is past the object's end`, { cause, details });
+  if (status === 401 || status === 403)
+    return new StreamStackError('IO', `${doing}: the object store refused the credentials or the request (EACCES)`, {
+      cause,
+      details: { ...details, errno: 'EACCES' },
+    });
+  // No status: the request never got an answer (refused or dropped connection, timeout). A 5xx
+  // (or a throttling 429): the service failed. Both are worth trying again later.
+  if (status === undefined || status >= 500 || status === 429) {
+    const reason = cause instanceof Error ? cause.message || cause.name : String(cause);
+    return new StreamStackError('UNAVAILABLE', `${doing}: the object store is unavailable (${reason})`, {
+      cause,
+      details: {
+        ...details,
+        ...(typeof (cause as NodeJS.ErrnoException)?.code === 'string'
+          ? { errno: (cause as NodeJS.ErrnoException).code }
+          : {}),
+      },
+    });
+  }
+  const reason = cause instanceof Error ? cause.message || code : String(cause);
+  return new StreamStackError('IO', `${doing}: ${reason}`, { cause, details });
+}
