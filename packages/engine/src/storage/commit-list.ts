@@ -17,6 +17,7 @@ import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
 import { type CommitRecord, commitRecord, isCompactedRun } from './commit-record.js';
 import type { LostCommits } from './history-recovery.js';
+import type { SyncSegmentReads } from './segment-store.js';
 import {
   decodeCommitPage,
   encodeCommitPage,
@@ -158,7 +159,12 @@ export class CommitList {
   constructor(
     private readonly kernels: Kernels,
     /** The first commit and position the list will hold (the retention floor). */
-    floor: { readonly commit: number; readonly position: number } = { commit: 1, position: 1 },
+    floor: { readonly commit: number; readonly position: number },
+    /**
+     * Where a summarized segment's pages and stream table are read from: the store its summary
+     * is in, synchronously, as the lookups that need them cannot await (see `readSummaryPage`).
+     */
+    private readonly summaries: SyncSegmentReads,
   ) {
     assert(
       Number.isSafeInteger(floor.commit) && floor.commit >= 1 && floor.position >= 1,
@@ -400,7 +406,7 @@ export class CommitList {
 
   /** Decodes page `page` of a part: from its summary, or from the bytes held in memory. */
   private decodePage(part: Part, page: number): CommitRecord[] {
-    if (part.summary) return readSummaryPage(this.kernels, part.summary, page);
+    if (part.summary) return readSummaryPage(this.kernels, this.summaries, part.summary, page);
     const first = page * part.pageCommits;
     return decodeCommitPage(
       this.kernels,
@@ -517,7 +523,9 @@ export class CommitList {
       const part = this.parts[at];
       let candidates: number[];
       if (part.summary)
-        candidates = summaryStreamCandidates(this.kernels, part.summary, id).map((index) => part.firstCommit + index);
+        candidates = summaryStreamCandidates(this.kernels, this.summaries, part.summary, id).map(
+          (index) => part.firstCommit + index,
+        );
       else {
         const held = part.streams!.get(this.streamHash(id));
         candidates = held === undefined ? [] : typeof held === 'number' ? [held] : held;

@@ -128,7 +128,6 @@ export class History implements SegmentRunSource {
     /** The feed's tag (`feedTagOf`): a segment written for another feed is corruption. */
     feedTag = 0,
   ): Promise<History> {
-    const recovery = new HistoryChainRecovery(kernels, directory, visitor, floor);
     // An interrupted trim may have left the summaries of segments it removed.
     if (!readOnly) await removeSegmentFilesBelow(directory, floor.position);
     let opened: SegmentSet | undefined;
@@ -139,6 +138,8 @@ export class History implements SegmentRunSource {
       directory,
       (name) => named.get(name) ?? (opened && heldSegment(opened, name)),
     );
+    // Recovery reads the summaries through the same store (and the commit list their pages).
+    const recovery = new HistoryChainRecovery(kernels, directory, visitor, floor, store);
     const segments = await SegmentSet.open<CommitRecord, SummaryHead>(
       kernels,
       directory,
@@ -594,13 +595,17 @@ export class History implements SegmentRunSource {
   }
 
   /**
-   * The local file of the sealed segment at `base`, for a worker thread to open by path (an
-   * index or dictionary build reads the segment itself, off the event loop); undefined when the
-   * store keeps no local file. Then the caller reads the segment here, through the store, and
-   * hands the worker what it read: a remote store's bytes are never opened by path.
+   * The local files of the sealed segment at `base` and of its summary, for a worker thread to
+   * open by path (an index or dictionary build reads the segment itself, its commits from its
+   * summary, off the event loop); undefined when the store keeps no local file of them. Then the
+   * caller reads the segment here, through the store, and hands the worker what it read: a
+   * remote store's bytes are never opened by path.
    */
-  localPathOf(base: number): string | undefined {
-    return this.store.localPath(path.basename(this.segments.fileFor(base)));
+  localPathOf(base: number): { readonly file: string; readonly summary: string } | undefined {
+    const file = this.segments.fileFor(base);
+    const local = this.store.localPath(path.basename(file));
+    const summary = this.store.localPath(path.basename(summaryFileOf(file)));
+    return local === undefined || summary === undefined ? undefined : { file: local, summary };
   }
 
   /** Recently read segment bytes, for payloads referenced from other runs. */
@@ -898,5 +903,7 @@ function storeName(segment: SegmentFile): string {
  * read through; undefined for any other name (a summary, say).
  */
 function heldSegment(segments: SegmentSet, name: string): SegmentFile | undefined {
+  // A summary's page is read by name too: it is no segment, and is answered without a walk.
+  if (!name.endsWith(segmentSuffix.history)) return undefined;
   return segments.segments.find((segment) => storeName(segment) === name);
 }

@@ -18,6 +18,7 @@ import type { PayloadLocation } from './records.js';
 import type { Corruption, MarkerDecoder } from './runs.js';
 import type { SegmentFile } from './segment.js';
 import type { OpenedSegment, SegmentEvent } from './segment-set.js';
+import type { SegmentStore, SyncSegmentReads } from './segment-store.js';
 import {
   checkSummaryAgainstSegment,
   orphanSummaryCommits,
@@ -78,8 +79,10 @@ export class HistoryChainRecovery {
     private readonly directory: string,
     private readonly visitor: HistoryVisitor,
     floor: { readonly commit: number; readonly position: number },
+    /** Where the history's summaries are read from (the store its sealed segments are in). */
+    private readonly store: SegmentStore & SyncSegmentReads,
   ) {
-    this.list = new CommitList(kernels, floor);
+    this.list = new CommitList(kernels, floor, store);
     this.expectedCommit = floor.commit;
     this.expectedPosition = floor.position;
   }
@@ -99,10 +102,10 @@ export class HistoryChainRecovery {
   };
 
   /** A finished segment's summary, checked against it; undefined (and the problem kept) when it does not hold. */
-  readonly summaryOf = (segment: SegmentFile): SummaryHead | undefined => {
+  readonly summaryOf = async (segment: SegmentFile): Promise<SummaryHead | undefined> => {
     const file = summaryFileOf(segment.file);
     try {
-      const head = readSummaryHead(this.kernels, file, segment.header);
+      const head = await readSummaryHead(this.kernels, this.store, path.basename(file), segment.header);
       if (head) checkSummaryAgainstSegment(head, segment.file);
       return head;
     } catch (error) {
@@ -182,7 +185,8 @@ export class HistoryChainRecovery {
     const known = (
       orphanSummaryCommits(
         this.kernels,
-        summaryFileOf(segmentFile(this.directory, this.expectedPosition, segmentSuffix.history)),
+        this.store,
+        path.basename(summaryFileOf(segmentFile(this.directory, this.expectedPosition, segmentSuffix.history))),
         this.expectedPosition,
         this.expectedCommit,
       ) ?? []

@@ -16,12 +16,12 @@
  * 5. posting lists (the kernel's encoding: delta-varint below 128 entries, blocks above),
  *    each preceded by a varint byte length. Positions in postings are relative to the base.
  */
-import fs from 'node:fs';
 import { StreamStackError } from '../errors.js';
 import { yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { writeFileDurably } from './segment.js';
+import { isMissingFile, type SegmentStore } from './segment-store.js';
 
 const magic = 'SSINDEX1';
 /** 2: the head carries the source fingerprint; files of version 1 are rebuilt. */
@@ -152,17 +152,41 @@ export async function writeIndexFile(kernels: Kernels, file: string, bytes: Uint
   await writeFileDurably(kernels, file, bytes);
 }
 
-/** Reads and verifies an index file; undefined when it is missing, `CORRUPT` when it is bad. */
-export function readIndexFile(kernels: Kernels, file: string): (IndexData & { readonly source: number }) | undefined {
-  if (!fs.existsSync(file)) return undefined;
+/** What messages call the index file `store` holds as `name`: its path, when it has one. */
+function labelOf(store: SegmentStore, name: string): string {
+  return store.localPath(name) ?? name;
+}
+
+/** A failure to read or decode the index file `file`: `CORRUPT` (its own when it is already). */
+function unreadable(file: string, error: unknown): StreamStackError {
+  if (error instanceof StreamStackError && error.code === 'CORRUPT') return error;
+  return new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, {
+    cause: error,
+    details: { file, offset: 0 },
+  });
+}
+
+/**
+ * Reads and verifies an index file, whole, through `store`: undefined when it is missing (not
+ * built yet), `CORRUPT` when it is bad.
+ */
+export async function readIndexFile(
+  kernels: Kernels,
+  store: SegmentStore,
+  name: string,
+): Promise<(IndexData & { readonly source: number }) | undefined> {
+  const file = labelOf(store, name);
+  let bytes: Uint8Array;
   try {
-    return decodeIndexFile(kernels, new Uint8Array(fs.readFileSync(file)), file);
+    ({ bytes } = await store.readStart(name, Number.POSITIVE_INFINITY));
   } catch (error) {
-    if (error instanceof StreamStackError && error.code === 'CORRUPT') throw error;
-    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, {
-      cause: error,
-      details: { file, offset: 0 },
-    });
+    if (isMissingFile(error)) return undefined;
+    throw unreadable(file, error);
+  }
+  try {
+    return decodeIndexFile(kernels, bytes, file);
+  } catch (error) {
+    throw unreadable(file, error);
   }
 }
 
@@ -171,46 +195,38 @@ const indexHeadBytes = 8 + 4 + 8 + 8 + 4 + 4;
 
 /**
  * Reads only an index file's header and its type names (its first section), checked by their
- * CRC: what opening a feed needs from every sealed segment's index, in one small read each. The
- * rest is read and verified when a query first needs it. Undefined when the file is missing.
+ * CRC, through `store`: what opening a feed needs from every sealed segment's index, in two small
+ * reads each. The rest is read and verified when a query first needs it. Undefined when the file
+ * is missing.
  */
-export function readIndexHead(
+export async function readIndexHead(
   kernels: Kernels,
-  file: string,
-): { base: number; count: number; source: number; typeNames: string[] } | undefined {
-  let fd: number;
+  store: SegmentStore,
+  name: string,
+): Promise<{ base: number; count: number; source: number; typeNames: string[] } | undefined> {
+  const file = labelOf(store, name);
+  let head: { bytes: Uint8Array; size: number };
   try {
-    fd = fs.openSync(file, 'r');
+    head = await store.readStart(name, indexHeadBytes + 8);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, {
-      cause: error,
-      details: { file, offset: 0 },
-    });
+    if (isMissingFile(error)) return undefined;
+    throw unreadable(file, error);
   }
   try {
-    const head = new Uint8Array(indexHeadBytes + 8);
-    const read = fs.readSync(fd, head, 0, head.length, 0);
-    const reader = new ByteReader(head, 0, read, `index ${file}`);
+    const reader = new ByteReader(head.bytes, 0, head.bytes.length, `index ${file}`);
     const { base, count, source } = readIndexHeader(reader);
     const length = reader.u32();
     const crc = reader.u32();
-    const section = new Uint8Array(length);
-    if (fs.readSync(fd, section, 0, length, indexHeadBytes + 8) !== length)
-      throw reader.corrupt('the type names are cut short');
+    // The size the first read reported says whether the type names are all there.
+    if (indexHeadBytes + 8 + length > head.size) throw reader.corrupt('the type names are cut short');
+    const section = await store.read(name, indexHeadBytes + 8, length);
     if (kernels.crc32(section) !== crc) throw reader.corrupt('section 1 fails its CRC');
     const names = new ByteReader(section, 0, section.length, `type names of ${file}`);
     const typeNames = Array.from({ length: names.varint() }, () => names.string());
     names.expectEnd();
     return { base, count, source, typeNames };
   } catch (error) {
-    if (error instanceof StreamStackError && error.code === 'CORRUPT') throw error;
-    throw new StreamStackError('CORRUPT', `index ${file} cannot be read: ${(error as Error).message}`, {
-      cause: error,
-      details: { file, offset: 0 },
-    });
-  } finally {
-    fs.closeSync(fd);
+    throw unreadable(file, error);
   }
 }
 

@@ -20,12 +20,20 @@
  *    `u32` CRC-32 of those 24 bytes, so a lookup reads and checks one winner on its own.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { crc32, crc32c } from '../kernels/ts/crc.js';
 import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
 import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
-import { readFileRangeSync, writeFileDurably } from './segment.js';
+import { writeFileDurably } from './segment.js';
+import {
+  type HeldReads,
+  isMissingFile,
+  LocalSegmentStore,
+  type SegmentStore,
+  type SyncSegmentReads,
+} from './segment-store.js';
 
 const magic = 'SSKEYS01';
 /** 2: the head carries the source fingerprint; files of version 1 are rebuilt. */
@@ -179,7 +187,59 @@ function corrupt(file: string, reason: string, cause?: unknown): StreamStackErro
   });
 }
 
-/** Reads a key file's head: undefined when the file is missing, `CORRUPT` when it is bad. */
+/**
+ * Where a dictionary is read from: the store that holds it (the feed's index folder) and its
+ * name there. Reads of it go through the store, so a dictionary can live where a store keeps it.
+ */
+export interface KeyFileSource {
+  readonly store: SegmentStore & SyncSegmentReads;
+  readonly name: string;
+}
+
+/**
+ * A dictionary known by its path: a build worker's, named by its store's `localPath` (workers
+ * open files by path), read through a local store over its folder.
+ */
+export function keyFileAt(kernels: Kernels, file: string): KeyFileSource {
+  return { store: new LocalSegmentStore(kernels, path.dirname(file)), name: path.basename(file) };
+}
+
+/**
+ * Why a read of a range ending at `end` failed: a file that ends before it is the store's
+ * `CORRUPT`, said as this file's messages always said it.
+ */
+function unreadReason(error: unknown, end: number): string {
+  return error instanceof StreamStackError && error.code === 'CORRUPT'
+    ? `the file is shorter than ${end} bytes`
+    : (error as Error).message;
+}
+
+/** What messages call a dictionary: its path, when its store keeps one, else its name. */
+function labelOf({ store, name }: KeyFileSource): string {
+  return store.localPath(name) ?? name;
+}
+
+/**
+ * Reads a key file's head through its store: undefined when the file is missing, `CORRUPT` when
+ * it is bad. One read of the head, which also says the file's size (the sections must end there).
+ */
+export async function loadKeyFileHead(source: KeyFileSource): Promise<KeyFileHead | undefined> {
+  const file = labelOf(source);
+  let read: { bytes: Uint8Array; size: number };
+  try {
+    read = await source.store.readStart(source.name, keyFileHeadBytes);
+  } catch (error) {
+    if (isMissingFile(error)) return undefined;
+    throw corrupt(file, (error as Error).message, error);
+  }
+  return parseKeyFileHead(read.bytes, read.size, file);
+}
+
+/**
+ * Reads the head of a key file at `file`, synchronously and by path: for a file outside any
+ * store (a tool's, a test's). The engine reads the dictionaries it keeps through their store,
+ * with `loadKeyFileHead`. Undefined when the file is missing, `CORRUPT` when it is bad.
+ */
 export function readKeyFileHead(file: string): KeyFileHead | undefined {
   let bytes: Uint8Array;
   let size: number;
@@ -221,14 +281,27 @@ export function parseKeyFileHead(bytes: Uint8Array, size: number, file: string):
   return { base, count, source, keys, sections };
 }
 
-/** Reads one section (0 filter, 1 FST, 2 winners), checked by its CRC (and the FST by its own). */
-export function readKeySection(kernels: Kernels, file: string, head: KeyFileHead, section: 0 | 1 | 2): Uint8Array {
+/**
+ * Reads one section (0 filter, 1 FST, 2 winners), checked by its CRC (and the FST by its own),
+ * through the store synchronously: a dictionary build's merge (`mergeWithEarlier`, on the build
+ * worker or in its stead) walks the earlier dictionaries in one synchronous pass, and a winner
+ * reader past its bound of single reads takes the whole section in the middle of a lookup. A
+ * path (a worker's, see `keyFileAt`) is read through a local store over its folder.
+ */
+export function readKeySection(
+  kernels: Kernels,
+  dictionary: KeyFileSource | string,
+  head: KeyFileHead,
+  section: 0 | 1 | 2,
+): Uint8Array {
+  const source = typeof dictionary === 'string' ? keyFileAt(kernels, dictionary) : dictionary;
+  const file = labelOf(source);
   const { offset, length, crc } = head.sections[section];
   let bytes: Uint8Array;
   try {
-    bytes = readFileRangeSync(file, offset, length);
+    bytes = source.store.readSync(source.name, offset, length);
   } catch (error) {
-    throw corrupt(file, (error as Error).message, error);
+    throw corrupt(file, unreadReason(error, offset + length), error);
   }
   if (kernels.crc32(bytes) !== crc) throw corrupt(file, `section ${section + 1} fails its CRC`);
   if (section === 1) kernels.fstVerify(bytes);
@@ -242,24 +315,19 @@ export function readKeySection(kernels: Kernels, file: string, head: KeyFileHead
  */
 export async function readKeySectionAsync(
   kernels: Kernels,
-  file: string,
+  source: KeyFileSource,
   head: KeyFileHead,
   section: 0 | 1 | 2,
 ): Promise<Uint8Array> {
+  const file = labelOf(source);
   const { offset, length, crc } = head.sections[section];
-  const bytes = new Uint8Array(length);
-  let bytesRead: number;
+  let bytes: Uint8Array;
   try {
-    const handle = await fs.promises.open(file, 'r');
-    try {
-      ({ bytesRead } = await handle.read(bytes, 0, length, offset));
-    } finally {
-      await handle.close();
-    }
+    bytes = await source.store.read(source.name, offset, length);
   } catch (error) {
-    throw corrupt(file, (error as Error).message, error);
+    // A file that ends before the section (the store's `CORRUPT`) is this dictionary's damage.
+    throw corrupt(file, unreadReason(error, offset + length), error);
   }
-  if (bytesRead !== length) throw corrupt(file, `the file is shorter than ${offset + length} bytes`);
   if (kernels.crc32(bytes) !== crc) throw corrupt(file, `section ${section + 1} fails its CRC`);
   if (section === 1) kernels.fstVerify(bytes);
   return bytes;
@@ -284,22 +352,32 @@ export function winnerAt(table: Uint8Array, ordinal: number, file = 'a key dicti
 }
 
 /**
- * The winners of one dictionary file, read as a merge needs them: one at a time through a file
- * descriptor held open, then, past `readsMax` of them, the whole section at once (checked by its
- * CRC). `close` releases the descriptor.
+ * The winners of one dictionary file, read as a merge or a lookup needs them: one at a time,
+ * then, past `readsMax` of them, the whole section at once (checked by its CRC). The single
+ * reads are synchronous (a lookup of a dictionary whose filter and FST are in memory answers
+ * without awaiting, and a merge's walk is one synchronous pass), through a file the store keeps
+ * at hand (`SyncSegmentReads.hold`): the local store holds one descriptor open for the reader's
+ * life, so a winner costs one pread, as it did when this reader opened the file itself. `close`
+ * lets the file go.
  */
 export class WinnerReader {
-  private fd: number | undefined;
+  private held: HeldReads | undefined;
   private table: Uint8Array | undefined;
   private reads = 0;
   private readonly scratch = new Uint8Array(winnerBytes);
+  private readonly source: KeyFileSource;
+  private readonly file: string;
 
   constructor(
     private readonly kernels: Kernels,
-    private readonly file: string,
+    /** The dictionary, in its store; or its path (a worker's, see `keyFileAt`). */
+    dictionary: KeyFileSource | string,
     private readonly head: KeyFileHead,
     private readonly readsMax: number,
-  ) {}
+  ) {
+    this.source = typeof dictionary === 'string' ? keyFileAt(kernels, dictionary) : dictionary;
+    this.file = labelOf(this.source);
+  }
 
   /** True once the whole winners section is in memory. */
   get wholeSection(): boolean {
@@ -311,13 +389,13 @@ export class WinnerReader {
     if (this.table) return winnerAt(this.table, ordinal, this.file);
     if (++this.reads > this.readsMax) {
       this.close();
-      this.table = readKeySection(this.kernels, this.file, this.head, 2);
+      this.table = readKeySection(this.kernels, this.source, this.head, 2);
       return winnerAt(this.table, ordinal, this.file);
     }
     let read: number;
     try {
-      this.fd ??= fs.openSync(this.file, 'r');
-      read = fs.readSync(this.fd, this.scratch, 0, winnerBytes, this.head.sections[2].offset + ordinal * winnerBytes);
+      this.held ??= this.source.store.hold(this.source.name);
+      read = this.held.readSyncInto(this.scratch, this.head.sections[2].offset + ordinal * winnerBytes);
     } catch (error) {
       throw corrupt(this.file, (error as Error).message, error);
     }
@@ -326,8 +404,8 @@ export class WinnerReader {
   }
 
   close(): void {
-    if (this.fd !== undefined) fs.closeSync(this.fd);
-    this.fd = undefined;
+    this.held?.close();
+    this.held = undefined;
   }
 }
 

@@ -139,9 +139,9 @@ export class SegmentSet {
     /**
      * A finished segment's summary, or undefined when it has none that holds: given one, the
      * segment's bytes are not read at all (its header and size are still checked). The newest
-     * segment is always read.
+     * segment is always read. Awaited: a summary is read through the segment store.
      */
-    summarized?: (segment: SegmentFile) => (S & { readonly end: number }) | undefined,
+    summarized?: (segment: SegmentFile) => Promise<(S & { readonly end: number }) | undefined>,
     /**
      * The first base the log keeps (a trim removed the segments before it): files named below
      * it are what an interrupted trim left, deleted now (unless read-only), never read.
@@ -163,9 +163,9 @@ export class SegmentSet {
     const names = await liveSegmentNames(directory, extension, readOnly, floorBase, replacedBases);
     // The newest is read first: whether the segment before it may hold a torn write depends on
     // whether the newest holds data yet. The others are read one at a time, in order.
-    const newest = names.length > 0 ? set.openOne<M, S>(names[names.length - 1], decoder) : undefined;
+    const newest = names.length > 0 ? await set.openOne<M, S>(names[names.length - 1], decoder) : undefined;
     for (const [index, name] of names.entries()) {
-      const one = index === names.length - 1 ? newest! : set.openOne<M, S>(name, decoder, summarized);
+      const one = index === names.length - 1 ? newest! : await set.openOne<M, S>(name, decoder, summarized);
       if ('vanished' in one) continue;
       if ('summary' in one) {
         set.segments.push(one.segment);
@@ -215,16 +215,20 @@ export class SegmentSet {
     return set;
   }
 
-  /** Opens and scans one segment file, or says why it is corrupt as a whole. */
-  private openOne<M, S>(
+  /**
+   * Opens and scans one segment file, or says why it is corrupt as a whole. Asynchronous for its
+   * summary, which is read through the segment store.
+   */
+  private async openOne<M, S>(
     name: string,
     decoder: MarkerDecoder<M>,
-    summarized?: (segment: SegmentFile) => (S & { readonly end: number }) | undefined,
-  ):
+    summarized?: (segment: SegmentFile) => Promise<(S & { readonly end: number }) | undefined>,
+  ): Promise<
     | { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> }
     | { segment: SegmentFile; summary: S }
     | { corruption: Corruption }
-    | { vanished: true } {
+    | { vanished: true }
+  > {
     const file = path.join(this.directory, name);
     const base = /^\d+$/.test(name.slice(0, -this.extension.length))
       ? Number(name.slice(0, -this.extension.length))
@@ -267,7 +271,7 @@ export class SegmentSet {
         },
       };
     }
-    const summary = summarized?.(segment);
+    const summary = await summarized?.(segment);
     if (summary && segment.size() === segment.header.capacity) {
       segment.writeOffset = summary.end;
       segment.durableEnd = summary.end;

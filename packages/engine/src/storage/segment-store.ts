@@ -49,6 +49,15 @@ export interface SegmentStore {
   readInto(name: string, into: Uint8Array, offset: number): Promise<Uint8Array>;
 
   /**
+   * Reads the first `length` bytes of `name` (fewer when the file is shorter: `Infinity` reads it
+   * whole) and says how long the whole file is: what opening a derived file needs, in one request
+   * (an object store's ranged GET reports the object's size too). A summary or an index file is
+   * read whole; a dictionary's head is read alone, and its size says whether its sections end
+   * where the file does. A missing file is `IO` with `details.errno` `ENOENT`, as for `read`.
+   */
+  readStart(name: string, length: number): Promise<{ bytes: Uint8Array; size: number }>;
+
+  /**
    * The names the store holds, in no particular order: what recovery and trims look through for
    * files to keep or to delete, where a local folder would be listed.
    */
@@ -86,6 +95,30 @@ export interface SyncSegmentReads {
    * read near the end of a file comes back short, and the caller decides what that means.
    */
   readSyncInto(name: string, into: Uint8Array, offset: number): number;
+
+  /**
+   * Keeps `name` at hand for a run of small synchronous reads until `close`: a dictionary's
+   * winners, read one at a time by every lookup that reaches its segment. The local store holds a
+   * descriptor open, so each read costs one pread rather than an open, a read and a close; a
+   * store with a local cache would hold its cached copy. A missing file throws as `readSync` does.
+   */
+  hold(name: string): HeldReads;
+}
+
+/** A file a store keeps at hand for synchronous reads (see `SyncSegmentReads.hold`). */
+export interface HeldReads {
+  /** `SyncSegmentReads.readSyncInto`, of the held file. */
+  readSyncInto(into: Uint8Array, offset: number): number;
+  /** Lets the file go (a descriptor is closed); reads after it are a bug. */
+  close(): void;
+}
+
+/**
+ * True when `error` is a store's report that the file it was asked for does not exist (`IO`,
+ * errno `ENOENT`): a derived file not built yet, which its reader answers with undefined.
+ */
+export function isMissingFile(error: unknown): boolean {
+  return error instanceof StreamStackError && error.code === 'IO' && error.details?.errno === 'ENOENT';
 }
 
 /**
@@ -189,6 +222,42 @@ export class LocalSegmentStore implements SegmentStore, SyncSegmentReads {
     }
   }
 
+  async readStart(name: string, length: number): Promise<{ bytes: Uint8Array; size: number }> {
+    // Not through `held`: it holds sealed segments, which are read by range; this reads the
+    // derived files, which no caller holds open.
+    const file = this.fileOf(name);
+    let handle: fsp.FileHandle;
+    try {
+      handle = await fsp.open(file, 'r');
+    } catch (error) {
+      throw ioError(error, `cannot open ${file}`);
+    }
+    try {
+      let size: number;
+      try {
+        ({ size } = await handle.stat());
+      } catch (error) {
+        throw ioError(error, `cannot read ${file}`);
+      }
+      const bytes = new Uint8Array(Math.min(length, size));
+      let at = 0;
+      while (at < bytes.length) {
+        let bytesRead: number;
+        try {
+          ({ bytesRead } = await handle.read(bytes, at, bytes.length - at, at));
+        } catch (error) {
+          throw ioError(error, `cannot read ${file}`);
+        }
+        // Shorter than its size a moment ago: cut while it was read.
+        if (bytesRead === 0) throw shortRead(file, 0, at, bytes.length);
+        at += bytesRead;
+      }
+      return { bytes, size };
+    } finally {
+      await handle.close();
+    }
+  }
+
   readSync(name: string, offset: number, length: number): Uint8Array {
     const held = this.held(name);
     if (held) return held.readSync(offset, length);
@@ -221,6 +290,38 @@ export class LocalSegmentStore implements SegmentStore, SyncSegmentReads {
     } finally {
       fs.closeSync(fd);
     }
+  }
+
+  hold(name: string): HeldReads {
+    const held = this.held(name);
+    if (held) return { readSyncInto: (into, offset) => held.readSyncInto(into, offset), close: () => undefined };
+    const file = this.fileOf(name);
+    let fd: number | undefined;
+    try {
+      fd = fs.openSync(file, 'r');
+    } catch (error) {
+      throw ioError(error, `cannot open ${file}`);
+    }
+    return {
+      readSyncInto: (into, offset) => {
+        assert(fd !== undefined, `${file} is read after it was let go`);
+        let at = 0;
+        try {
+          while (at < into.length) {
+            const read = fs.readSync(fd, into, at, into.length - at, offset + at);
+            if (read === 0) break;
+            at += read;
+          }
+        } catch (error) {
+          throw ioError(error, `cannot read ${file}`);
+        }
+        return at;
+      },
+      close: () => {
+        if (fd !== undefined) fs.closeSync(fd);
+        fd = undefined;
+      },
+    };
   }
 
   async list(): Promise<string[]> {

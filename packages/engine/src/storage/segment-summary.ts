@@ -31,7 +31,7 @@
  * It is longer than 500 lines because a summary's writer, reader and its checks against its
  * segment are one format, read at open and rebuilt on damage.
  */
-import fs from 'node:fs';
+import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { frameControlBit, frameHeaderBytes, summaryPageCommits } from '../limits.js';
@@ -39,6 +39,7 @@ import { ByteReader, ByteWriter, utf8Encode } from './codec.js';
 import { type CommitRecord, isCompactedRun, readCommitFields, writeCommitFields } from './commit-record.js';
 import { FrameKind } from './frame-kinds.js';
 import { readFileRangeSync, type SegmentHeader, SegmentKind, writeFileDurably } from './segment.js';
+import { isMissingFile, type SegmentStore, type SyncSegmentReads } from './segment-store.js';
 
 const magic = 'SSSUMRY3';
 /**
@@ -443,30 +444,71 @@ function readFailure(file: string, offset: number, error: unknown): StreamStackE
   });
 }
 
-/** A summary file's bytes; undefined when it is missing. */
-function readSummaryFile(file: string): Uint8Array | undefined {
+/** What a summary's messages call the file `store` holds as `name`: its path, when it has one. */
+function fileLabel(store: SegmentStore, name: string): string {
+  return store.localPath(name) ?? name;
+}
+
+/**
+ * The store's name of the summary a head was read from (its `file` is the path the store gave
+ * it, or the name itself: see `fileLabel`).
+ */
+function storeNameOf(head: SummaryHead): string {
+  return path.basename(head.file);
+}
+
+/** A summary file's bytes, read whole through `store`; undefined when it is missing. */
+async function readSummaryFile(store: SegmentStore, name: string): Promise<Uint8Array | undefined> {
   try {
-    return new Uint8Array(fs.readFileSync(file));
+    return (await store.readStart(name, Number.POSITIVE_INFINITY)).bytes;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw unreadable(file, 0, error);
+    if (isMissingFile(error)) return undefined;
+    // Any other failure is the summary's damage, as a failed read of it always was.
+    throw readFailure(fileLabel(store, name), 0, error);
   }
 }
 
 /** Reads and checks a summary's head; undefined when it is missing, `CORRUPT` when it is bad. */
-export function readSummaryHead(kernels: Kernels, file: string, header: SegmentHeader): SummaryHead | undefined {
-  const bytes = readSummaryFile(file);
-  return bytes && decodeSummaryHead(kernels, bytes, header, file);
+export async function readSummaryHead(
+  kernels: Kernels,
+  store: SegmentStore,
+  name: string,
+  header: SegmentHeader,
+): Promise<SummaryHead | undefined> {
+  const bytes = await readSummaryFile(store, name);
+  return bytes && decodeSummaryHead(kernels, bytes, header, fileLabel(store, name));
 }
 
 /** Reads and checks a whole summary, every page; undefined when it is missing (for `verify`). */
-export function readSummary(kernels: Kernels, file: string, header: SegmentHeader): SegmentSummary | undefined {
-  const bytes = readSummaryFile(file);
-  return bytes && decodeSummary(kernels, bytes, header, file);
+export async function readSummary(
+  kernels: Kernels,
+  store: SegmentStore,
+  name: string,
+  header: SegmentHeader,
+): Promise<SegmentSummary | undefined> {
+  const bytes = await readSummaryFile(store, name);
+  return bytes && decodeSummary(kernels, bytes, header, fileLabel(store, name));
 }
 
 /** Where a summary's capacity lies: after the magic, the version, the base and the base commit. */
 const capacityOffset = 28;
+
+/**
+ * The whole of `name`, through synchronous reads (which say how much they read: a read at the
+ * end comes back short), into a buffer doubled until one comes back short. A store need not say
+ * a file's size for it, and at most twice the file is held.
+ */
+function readWholeSync(reads: SyncSegmentReads, name: string): Uint8Array {
+  let bytes = new Uint8Array(headBytes + 4);
+  let size = reads.readSyncInto(name, bytes, 0);
+  while (size === bytes.length) {
+    const larger = new Uint8Array(bytes.length * 2);
+    larger.set(bytes);
+    bytes = larger;
+    size += reads.readSyncInto(name, bytes.subarray(size), size);
+  }
+  return bytes.subarray(0, size);
+}
 
 /**
  * The commits named by the summary a lost segment left behind (its segment file is gone, its
@@ -475,35 +517,50 @@ const capacityOffset = 28;
  */
 export function orphanSummaryCommits(
   kernels: Kernels,
-  file: string,
+  /**
+   * Read synchronously: recovery meets a lost segment while it follows the commit chain, commit by
+   * commit, in the segment set's synchronous events, where an await per commit would slow every
+   * open that reads a segment whole, for a file that exists only after damage.
+   */
+  reads: SyncSegmentReads,
+  name: string,
   base: number,
   baseCommit: number,
 ): readonly CommitRecord[] | undefined {
-  let bytes: Uint8Array | undefined;
+  let bytes: Uint8Array;
   try {
-    bytes = readSummaryFile(file);
+    bytes = readWholeSync(reads, name);
   } catch {
     return undefined;
   }
-  if (!bytes || bytes.length < headBytes + 4) return undefined;
+  if (bytes.length < headBytes + 4) return undefined;
   // The segment's header is lost with it: the summary's own capacity stands in for the header's,
   // and the base and first commit, which the chain expects, are what must match.
   const capacity = Number(
     new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getBigUint64(capacityOffset, true),
   );
   try {
-    return decodeSummary(kernels, bytes, { kind: SegmentKind.History, base, baseCommit, capacity }, file).commits;
+    return decodeSummary(kernels, bytes, { kind: SegmentKind.History, base, baseCommit, capacity }, name).commits;
   } catch {
     return undefined;
   }
 }
 
-/** Reads one page of commit records, checked as `decodeSummaryPage` checks it. */
-export function readSummaryPage(kernels: Kernels, head: SummaryHead, page: number): CommitRecord[] {
+/**
+ * Reads one page of commit records through `reads`, checked as `decodeSummaryPage` checks it.
+ * Synchronously: the commit list reads a page when a read or an append asks it for a commit it
+ * let go of, in lookups that cannot await (`CommitList.at`).
+ */
+export function readSummaryPage(
+  kernels: Kernels,
+  reads: SyncSegmentReads,
+  head: SummaryHead,
+  page: number,
+): CommitRecord[] {
   const { offset, length } = head.pages[page];
   let bytes: Uint8Array;
   try {
-    bytes = readFileRangeSync(head.file, offset, length);
+    bytes = reads.readSync(storeNameOf(head), offset, length);
   } catch (error) {
     throw readFailure(head.file, offset, error);
   }
@@ -516,14 +573,22 @@ export function readSummaryPage(kernels: Kernels, head: SummaryHead, page: numbe
 
 /**
  * The indexes (within the segment) of the commits whose stream id hashes as `stream` does: a
- * binary search of the stream table, a few small reads. The caller compares the stream ids.
+ * binary search of the stream table, a few small reads through `reads` (synchronous, as the
+ * commit list's lookup of a stream's commit is). The caller compares the stream ids.
  */
-export function summaryStreamCandidates(kernels: Kernels, head: SummaryHead, stream: string): number[] {
+export function summaryStreamCandidates(
+  kernels: Kernels,
+  reads: SyncSegmentReads,
+  head: SummaryHead,
+  stream: string,
+): number[] {
   const hash = streamHash(kernels, stream);
+  const name = storeNameOf(head);
   const entryAt = (index: number): { hash: number; index: number } => {
     const offset = head.streamTableOffset + index * streamEntryBytes;
     try {
-      const view = new DataView(readFileRangeSync(head.file, offset, streamEntryBytes).buffer);
+      const bytes = reads.readSync(name, offset, streamEntryBytes);
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       return { hash: view.getUint32(0, true), index: view.getUint32(4, true) };
     } catch (error) {
       throw readFailure(head.file, offset, error);

@@ -196,7 +196,8 @@ export class HistoryMerges {
       const segment = SegmentFile.open(kernels, first.file);
       segment.writeOffset = written.end;
       segment.durableEnd = written.end;
-      const summary = readSummaryHead(kernels, summaryFile, written.header);
+      // Read back through the store its summaries are read from (the rename above put it there).
+      const summary = await readSummaryHead(kernels, history.store, path.basename(summaryFile), written.header);
       if (!summary) throw new StreamStackError('INTERNAL', `the merged summary ${summaryFile} did not read back`);
       // One synchronous step: the history, then the dictionaries (whose lookups wait from now
       // on for the rewritten segment's), before any read gets in again.

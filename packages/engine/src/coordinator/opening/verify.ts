@@ -24,9 +24,10 @@ import {
 } from '../../storage/feed-layout.js';
 import { type CommitRun, History } from '../../storage/history-log.js';
 import { readIndexFile, readIndexHead } from '../../storage/index-segment.js';
-import { type KeyFileHead, readKeyFileHead, readKeySection } from '../../storage/key-file.js';
+import { type KeyFileHead, loadKeyFileHead, readKeySectionAsync } from '../../storage/key-file.js';
 import type { PayloadLocation } from '../../storage/records.js';
 import type { Corruption } from '../../storage/runs.js';
+import { LocalSegmentStore } from '../../storage/segment-store.js';
 import { readSummary, type SegmentSummary } from '../../storage/segment-summary.js';
 import { StateLog } from '../../storage/state-log.js';
 import { Wal, type WalEvent } from '../../storage/wal.js';
@@ -313,8 +314,8 @@ export async function verifyFeed(
     );
     verifyWal(wal, events, runs, report);
     await verifyStateLogs(kernels, directory, report, history.commits.epochMax);
-    verifyIndexFiles(kernels, directory, history, report);
-    verifySummaries(kernels, history, commits, report);
+    await verifyIndexFiles(kernels, directory, history, report);
+    await verifySummaries(kernels, history, commits, report);
   } catch (error) {
     const details = error instanceof StreamStackError ? error.details : {};
     report(
@@ -417,9 +418,11 @@ async function verifyHorizon(kernels: Kernels, directory: string, history: Histo
  * really happens to the file: an open rebuilds one whose head fails, and checks dictionaries
  * whole in the background; an index file's sections are checked when a query first loads it.
  */
-function verifyIndexFiles(kernels: Kernels, directory: string, history: History, report: Report): void {
+async function verifyIndexFiles(kernels: Kernels, directory: string, history: History, report: Report): Promise<void> {
   const indexDirectory = new FeedLayout(directory).index;
   if (!fs.existsSync(indexDirectory)) return;
+  // The files are read as the feed reads them: through the store of its index folder.
+  const store = new LocalSegmentStore(kernels, indexDirectory);
   const sealed = new Map(segmentsOf(history).sealed.map((segment) => [segment.base, segment]));
   for (const name of fs
     .readdirSync(indexDirectory)
@@ -429,7 +432,7 @@ function verifyIndexFiles(kernels: Kernels, directory: string, history: History,
     const index = name.endsWith(segmentSuffix.tagIndex);
     let whole = false;
     try {
-      const head = index ? readIndexHead(kernels, file)! : readKeyFileHead(file)!;
+      const head = index ? (await readIndexHead(kernels, store, name))! : (await loadKeyFileHead({ store, name }))!;
       // A segment with gaps from corruption gets no files: opening ignores whatever is there.
       const mismatch = segment && !segment.gaps ? derivedMismatch(head, segment) : undefined;
       if (mismatch !== undefined) {
@@ -441,8 +444,10 @@ function verifyIndexFiles(kernels: Kernels, directory: string, history: History,
         continue;
       }
       whole = true;
-      if (index) readIndexFile(kernels, file);
-      else for (const section of [0, 1, 2] as const) readKeySection(kernels, file, head as KeyFileHead, section);
+      if (index) await readIndexFile(kernels, store, name);
+      else
+        for (const section of [0, 1, 2] as const)
+          await readKeySectionAsync(kernels, { store, name }, head as KeyFileHead, section);
     } catch (error) {
       const when =
         whole && index ? 'it is rebuilt when a query first loads it' : 'it is rebuilt on the next read-write open';
@@ -459,7 +464,12 @@ function verifyIndexFiles(kernels: Kernels, directory: string, history: History,
  * Every summary file that exists must describe its segment as the segment's bytes do (a missing
  * one is rebuilt on the next read-write open; so is a damaged one, which opening ignores).
  */
-function verifySummaries(kernels: Kernels, history: History, commits: readonly CommitRecord[], report: Report): void {
+async function verifySummaries(
+  kernels: Kernels,
+  history: History,
+  commits: readonly CommitRecord[],
+  report: Report,
+): Promise<void> {
   const segments = history.segments.segments;
   for (const segment of segments) {
     const file = summaryFileOf(segment.file);
@@ -472,7 +482,8 @@ function verifySummaries(kernels: Kernels, history: History, commits: readonly C
     }
     let summary: SegmentSummary | undefined;
     try {
-      summary = readSummary(kernels, file, segment.header);
+      // Through the history's store, as opening reads summaries.
+      summary = await readSummary(kernels, history.store, path.basename(file), segment.header);
     } catch (error) {
       problem((error as Error).message);
       continue;

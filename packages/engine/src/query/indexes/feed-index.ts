@@ -160,8 +160,8 @@ export class FeedIndex {
   }
 
   /**
-   * Where the finished derived files are stored: written whole, durably, as sealed segments'
-   * derived files are (see `SegmentStore.put`).
+   * Where the index files are: written whole, durably, as sealed segments' derived files are
+   * (see `SegmentStore.put`), and read back through it too (`readIndexHead`, `readIndexFile`).
    */
   private readonly store: SegmentStore;
 
@@ -198,7 +198,10 @@ export class FeedIndex {
         ? 'its segment was rewritten, and the switch-over not finished'
         : undefined;
       try {
-        const head = segment.gaps || reason !== undefined ? undefined : readIndexHead(kernels, file);
+        const head =
+          segment.gaps || reason !== undefined
+            ? undefined
+            : await readIndexHead(kernels, index.store, path.basename(file));
         if (!head) reason ??= 'missing';
         else reason = derivedMismatch(head, segment);
         if (head && reason === undefined) for (const name of head.typeNames) index.typeNames.add(name);
@@ -225,7 +228,7 @@ export class FeedIndex {
     // A segment the store keeps no local file of is read here too (see `History.localPathOf`).
     const source = slot.source();
     const local = this.history.localPathOf(slot.base);
-    const segment = local === undefined ? undefined : { file: local, base: slot.base, count: slot.count, source };
+    const segment = local === undefined ? undefined : { ...local, base: slot.base, count: slot.count, source };
     const data =
       (slot.gaps || segment === undefined ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
       (await buildIndexDataOffThread(
@@ -291,7 +294,7 @@ export class FeedIndex {
     let data: IndexData | undefined;
     let reason = 'missing';
     try {
-      const read = readIndexFile(this.kernels, this.fileFor(slot.base));
+      const read = await readIndexFile(this.kernels, this.store, path.basename(this.fileFor(slot.base)));
       const mismatch = read && derivedMismatch(read, slot);
       if (mismatch !== undefined) reason = mismatch;
       else data = read;

@@ -8,6 +8,7 @@
  */
 
 import os from 'node:os';
+import path from 'node:path';
 import { parentPort } from 'node:worker_threads';
 import { assert, errorMessageOf, StreamStackError } from '../../errors.js';
 import { loadKernels } from '../../kernels/index.js';
@@ -15,22 +16,24 @@ import type { Kernels } from '../../kernels/kernels.js';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../../limits.js';
 import { utf8DecodeRange } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
-import { summaryFileOf } from '../../storage/feed-layout.js';
 import { buildIndexData, type FlatIndexSource, unflattenIndexSource } from '../../storage/index-segment.js';
 import type { TermOrder } from '../../storage/key-file.js';
 import { SegmentRuns } from '../../storage/run-reads.js';
 import { SegmentFile } from '../../storage/segment.js';
+import { LocalSegmentStore } from '../../storage/segment-store.js';
 import { checkSummaryAgainstSegment, readSummary, readSummaryHead } from '../../storage/segment-summary.js';
 import { buildKeyFileBytes, type DictionaryFile, DictionarySections } from './key-merge.js';
 import { indexTailOf } from './segment-index.js';
 import { segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
 /**
- * A sealed history segment a build reads itself: its file, first position, positions covered,
- * and the source fingerprint the feed knows it by (its summary must carry the same).
+ * A sealed history segment a build reads itself: its file, its summary's, first position,
+ * positions covered, and the source fingerprint the feed knows it by (its summary must carry the
+ * same). The files are the store's local ones (`History.localPathOf`): a worker opens by path.
  */
 export interface SegmentToRead {
   readonly file: string;
+  readonly summary: string;
   readonly base: number;
   readonly count: number;
   readonly source: number;
@@ -116,11 +119,14 @@ async function withSegment<T>(
 ): Promise<T> {
   const segment = SegmentFile.open(kernels, source.file, true);
   try {
-    const summaryFile = summaryFileOf(source.file);
-    const head = readSummaryHead(kernels, summaryFile, segment.header);
+    // The summary is read as the feed reads it, through a store: here a local one over the
+    // folder of the file the feed's store named.
+    const store = new LocalSegmentStore(kernels, path.dirname(source.summary));
+    const name = path.basename(source.summary);
+    const head = await readSummaryHead(kernels, store, name, segment.header);
     // A summary of another segment would build another segment's files.
     if (head) checkSummaryAgainstSegment(head, source.file);
-    const summary = head && readSummary(kernels, summaryFile, segment.header);
+    const summary = head && (await readSummary(kernels, store, name, segment.header));
     const commits = summary?.commits ?? [];
     if (summary && head!.source !== source.source)
       throw new StreamStackError(

@@ -36,20 +36,21 @@ import {
   filterMayHold,
   filterMayHoldHashes,
   type KeyFileHead,
+  type KeyFileSource,
   type KeyWinner,
   keyFileHeadBytes,
   keyHashes,
   keyHashesOf,
+  loadKeyFileHead,
   parseKeyFileHead,
   prefers,
-  readKeyFileHead,
   readKeySectionAsync,
   type TermOrder,
   WinnerReader,
   winnerAt,
 } from '../../storage/key-file.js';
 import { syncDirectory } from '../../storage/segment.js';
-import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
+import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from '../../storage/segment-store.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { type DictionaryFile, type WinnerColumns, winnersOf } from './key-merge.js';
@@ -142,10 +143,11 @@ export class KeyIndex {
   }
 
   /**
-   * Where the finished derived files are stored: written whole, durably, as sealed segments'
-   * derived files are (see `SegmentStore.put`).
+   * Where the dictionaries are: written whole, durably, as sealed segments' derived files are
+   * (see `SegmentStore.put`), and read back through it too (heads, sections, and single winners
+   * through a file it keeps at hand: `WinnerReader`).
    */
-  private readonly store: SegmentStore;
+  private readonly store: SegmentStore & SyncSegmentReads;
 
   /** Reports later rebuilds to `list` (the feed's one list of index rebuilds). */
   reportTo(list: IndexRebuild[]): void {
@@ -154,6 +156,11 @@ export class KeyIndex {
 
   fileFor(base: number): string {
     return dictionaryFileOf(this.directory, base, this.order);
+  }
+
+  /** The dictionary of the segment at `base`, as its store holds it. */
+  private sourceFor(base: number): KeyFileSource {
+    return { store: this.store, name: path.basename(this.fileFor(base)) };
   }
 
   /**
@@ -191,7 +198,7 @@ export class KeyIndex {
       }
       let reason: string | undefined = stale ? 'the history before it was trimmed' : undefined;
       try {
-        const head = stale ? undefined : readKeyFileHead(index.fileFor(segment.base));
+        const head = stale ? undefined : await loadKeyFileHead(index.sourceFor(segment.base));
         if (!head) reason ??= 'missing';
         else reason = derivedMismatch(head, segment);
         if (head && reason === undefined) slot.head = head;
@@ -227,7 +234,7 @@ export class KeyIndex {
       let reason: string | undefined;
       for (const section of [0, 1, 2] as const) {
         try {
-          await readKeySectionAsync(this.kernels, this.fileFor(slot.base), head, section);
+          await readKeySectionAsync(this.kernels, this.sourceFor(slot.base), head, section);
         } catch (error) {
           reason = (error as Error).message;
           break;
@@ -280,7 +287,7 @@ export class KeyIndex {
     const local = this.history.localPathOf(slot.base);
     if (!files || local === undefined) return undefined;
     const segment = {
-      file: local,
+      ...local,
       base: slot.base,
       count: slot.count,
       source: slot.source(),
@@ -555,7 +562,7 @@ export class KeyIndex {
     const file = this.fileFor(slot.base);
     try {
       if (table) return winnerAt(table, ordinal, file);
-      slot.winners ??= new WinnerReader(this.kernels, file, slot.head!, Number.POSITIVE_INFINITY);
+      slot.winners ??= new WinnerReader(this.kernels, this.sourceFor(slot.base), slot.head!, Number.POSITIVE_INFINITY);
       return slot.winners.at(ordinal);
     } catch {
       return notHeld;
@@ -574,7 +581,7 @@ export class KeyIndex {
     const table = slot.sections[2];
     try {
       if (table) return winnerAt(table, ordinal, file);
-      slot.winners ??= new WinnerReader(this.kernels, file, slot.head!, Number.POSITIVE_INFINITY);
+      slot.winners ??= new WinnerReader(this.kernels, this.sourceFor(slot.base), slot.head!, Number.POSITIVE_INFINITY);
       return slot.winners.at(ordinal);
     } catch (error) {
       await this.rebuild(slot, (error as Error).message);
@@ -591,7 +598,7 @@ export class KeyIndex {
     }
     try {
       const head = slot.head!;
-      const bytes = await readKeySectionAsync(this.kernels, this.fileFor(slot.base), head, which);
+      const bytes = await readKeySectionAsync(this.kernels, this.sourceFor(slot.base), head, which);
       // Rebuilt or replaced while the read was under way: what was read is not its file's now.
       if (slot.head !== head) return this.section(slot, which);
       slot.sections[which] = bytes;
@@ -797,7 +804,7 @@ export class KeyIndex {
       return slot;
     });
     const ready = swapped.then(async (slot) => {
-      if (prebuilt !== undefined && this.adopt(slot)) return;
+      if (prebuilt !== undefined && (await this.adopt(slot))) return;
       await this.rebuild(slot, 'its segment was merged');
     });
     const done = ready.catch(() => undefined);
@@ -810,9 +817,9 @@ export class KeyIndex {
   }
 
   /** Takes a dictionary file a rewrite built as `slot`'s when its head says it is (else false: rebuild it). */
-  private adopt(slot: SealedKeys): boolean {
+  private async adopt(slot: SealedKeys): Promise<boolean> {
     try {
-      const head = readKeyFileHead(this.fileFor(slot.base));
+      const head = await loadKeyFileHead(this.sourceFor(slot.base));
       if (!head || derivedMismatch(head, slot) !== undefined) return false;
       slot.head = head;
       return true;
@@ -832,7 +839,12 @@ export class KeyIndex {
 
   private filesOf(slots: readonly SealedKeys[]): DictionaryFile[] | undefined {
     if (!slots.every((slot) => slot.head && !slot.resident && !slot.pinned)) return undefined;
-    return slots.map((slot) => ({ file: this.fileFor(slot.base), head: slot.head! }));
+    // Build workers open them by path: the store's local file of each, when it keeps one.
+    const files = slots.map((slot) => ({
+      file: this.store.localPath(path.basename(this.fileFor(slot.base))),
+      head: slot.head!,
+    }));
+    return files.every((held): held is DictionaryFile => held.file !== undefined) ? files : undefined;
   }
 
   /** Set while dictionaries are rebuilt after a trim: lookups wait for it. */
