@@ -172,6 +172,20 @@ for (const backend of [localBackend, objectBackend]) {
         expect(await a.read('0000000000000002.sum', 0, 0)).toEqual(new Uint8Array(0));
       });
 
+      it("reads a file's start with the file's size, whole with Infinity, and an empty file too", async () => {
+        const { a } = await backend.stores();
+        await a.put('0000000000000003.keys', bytes);
+        const head = await a.readStart('0000000000000003.keys', 16);
+        expect(head).toEqual({ bytes: bytes.subarray(0, 16), size: 300 });
+        // A start longer than the file is the file, as a summary read whole asks.
+        expect(await a.readStart('0000000000000003.keys', 1000)).toEqual({ bytes, size: 300 });
+        expect(await a.readStart('0000000000000003.keys', Number.POSITIVE_INFINITY)).toEqual({ bytes, size: 300 });
+        await a.put('0000000000000004.keys', new Uint8Array(0));
+        expect(await a.readStart('0000000000000004.keys', 16)).toEqual({ bytes: new Uint8Array(0), size: 0 });
+        const missing = await failure(() => a.readStart('0000000000000005.keys', 16));
+        expect([missing.code, missing.details?.errno]).toEqual(['IO', 'ENOENT']);
+      });
+
       it('lists, deletes and sizes its files; deleting a missing one is no failure', async () => {
         const { a } = await backend.stores();
         expect(await a.list()).toEqual([]);

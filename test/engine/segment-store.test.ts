@@ -220,6 +220,15 @@ class MemoryStore implements SegmentStore, SyncSegmentReads {
     return { bytes: held.slice(0, Math.min(length, held.length)), size: held.length };
   }
 
+  async putFile(name: string, localFile: string): Promise<void> {
+    this.files.set(name, new Uint8Array(fs.readFileSync(localFile)));
+    fs.rmSync(localFile);
+  }
+
+  async size(name: string): Promise<number | undefined> {
+    return this.files.get(name)?.length;
+  }
+
   async list(): Promise<string[]> {
     return [...this.files.keys()];
   }

@@ -20,6 +20,7 @@ import {
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
+  type GetObjectCommandOutput,
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
@@ -287,6 +288,48 @@ export class ObjectSegmentStore implements SegmentStore {
     if (at < into.length)
       throw objectShort(this.bucket, key, `ends before offset ${offset + into.length}`, offset + at);
     return into;
+  }
+
+  async readStart(name: string, length: number): Promise<{ bytes: Uint8Array; size: number }> {
+    const key = this.keyOf(name);
+    // A finite start is one ranged GET, whose Content-Range ends in the object's size; a whole
+    // read (or an empty object, which has no range to answer: a 416) asks for the object as is.
+    const whole = async () => {
+      const answer = await this.request(key, 'read', () =>
+        this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key })),
+      );
+      const bytes = await this.collect(answer.Body as AsyncIterable<Uint8Array> | undefined, key);
+      return { bytes: bytes.subarray(0, Math.min(length, bytes.length)), size: bytes.length };
+    };
+    if (!Number.isFinite(length)) return whole();
+    assert(Number.isSafeInteger(length) && length > 0, `a read of a file's start asks for bytes (${length})`);
+    let answer: GetObjectCommandOutput;
+    try {
+      answer = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=0-${length - 1}` }),
+      );
+    } catch (error) {
+      if (s3Status(error) === 416) return whole();
+      throw objectError(error, this.bucket, key, 'read');
+    }
+    const bytes = await this.collect(answer.Body as AsyncIterable<Uint8Array> | undefined, key);
+    const size = Number(answer.ContentRange?.split('/')[1] ?? bytes.length);
+    if (!Number.isSafeInteger(size) || bytes.length !== Math.min(length, size))
+      throw objectShort(this.bucket, key, `answered ${bytes.length} bytes of its first ${length}`, bytes.length);
+    return { bytes, size };
+  }
+
+  /** A response body's bytes, in one buffer. */
+  private async collect(body: AsyncIterable<Uint8Array> | undefined, key: string): Promise<Uint8Array> {
+    const chunks: Uint8Array[] = [];
+    try {
+      for await (const chunk of body ?? []) chunks.push(chunk);
+    } catch (error) {
+      throw objectError(error, this.bucket, key, 'read');
+    }
+    // A plain Uint8Array, as the local store answers: a Buffer would compare unequal to one.
+    const joined = Buffer.concat(chunks);
+    return new Uint8Array(joined.buffer, joined.byteOffset, joined.length);
   }
 
   async list(): Promise<string[]> {
