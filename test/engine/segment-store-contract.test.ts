@@ -205,6 +205,15 @@ for (const backend of [localBackend, objectBackend]) {
         expect(await a.size('0000000000000001.keys')).toBe(10);
       });
 
+      it('deletes many names at once, missing ones among them', async () => {
+        const { a } = await backend.stores();
+        for (const base of [1, 2, 3]) await a.put(`000000000000000${base}.idx`, bytes.subarray(0, base));
+        await a.deleteAll(['0000000000000001.idx', '0000000000000003.idx', '0000000000000009.idx']);
+        expect(await a.list()).toEqual(['0000000000000002.idx']);
+        await a.deleteAll([]);
+        expect(await a.size('0000000000000002.idx')).toBe(2);
+      });
+
       it('stores a local file with putFile and consumes it, one of several upload parts too', async () => {
         const { a, scratch } = await backend.stores();
         const small = path.join(scratch, 'small');

@@ -10,7 +10,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { removeReplacedFiles } from '../../packages/engine/src/coordinator/maintenance/merge-state.js';
 import { loadKernels, StreamStackError } from '../../packages/engine/src/index.js';
+import { removeDictionaryFiles } from '../../packages/engine/src/query/indexes/key-index.js';
 import { readIndexFile, readIndexHead } from '../../packages/engine/src/storage/index-segment.js';
 import {
   loadKeyFileHead,
@@ -20,6 +22,7 @@ import {
   winnerAt,
 } from '../../packages/engine/src/storage/key-file.js';
 import { SegmentFile } from '../../packages/engine/src/storage/segment.js';
+import { removeSegmentFilesBelow } from '../../packages/engine/src/storage/segment-set.js';
 import {
   type HeldFile,
   type HeldReads,
@@ -225,6 +228,11 @@ class MemoryStore implements SegmentStore, SyncSegmentReads {
     fs.rmSync(localFile);
   }
 
+  async deleteAll(names: readonly string[]): Promise<void> {
+    this.reads.push(`deleteAll ${names.length}`);
+    for (const name of names) this.files.delete(name);
+  }
+
   async size(name: string): Promise<number | undefined> {
     return this.files.get(name)?.length;
   }
@@ -234,6 +242,7 @@ class MemoryStore implements SegmentStore, SyncSegmentReads {
   }
 
   async delete(name: string): Promise<void> {
+    this.reads.push(`delete ${name}`);
     this.files.delete(name);
   }
 
@@ -346,5 +355,58 @@ describe('derived files, read through a store', () => {
       await failure(() => loadKeyFileHead({ store: memory, name: '0000000000000001.keys' })),
     ])
       expect(damaged.code).toBe('CORRUPT');
+  });
+});
+
+describe('listings and deletes, through a store', () => {
+  /** A store of the files of segments at `bases`, each with its derived files, and none local. */
+  function filesOf(bases: number[], suffixes: string[]): MemoryStore {
+    const memory = new MemoryStore();
+    for (const base of bases)
+      for (const suffix of suffixes) memory.files.set(`${String(base).padStart(16, '0')}${suffix}`, new Uint8Array(1));
+    return memory;
+  }
+  const names = (store: MemoryStore) => [...store.files.keys()].sort();
+
+  it('a trim deletes every file named below its floor, in one durable batch', async () => {
+    const history = filesOf([1, 100, 200], ['.hist', '.sum']);
+    expect(await removeSegmentFilesBelow(history, 200)).toBe(4);
+    expect(names(history)).toEqual(['0000000000000200.hist', '0000000000000200.sum']);
+    expect(history.reads).toEqual(['deleteAll 4']);
+  });
+
+  it("a merge's leftovers go from both stores, the first segment's files kept as asked", async () => {
+    const stores = {
+      history: filesOf([1, 100, 200], ['.hist', '.sum']),
+      index: filesOf([1, 100, 200], ['.idx', '.keys', '.fps']),
+    };
+    await removeReplacedFiles(stores, [1, 100], false, false);
+    // The first one's segment and summary are the merged segment's; the key index deletes the
+    // dictionaries itself while it holds them.
+    expect(names(stores.history)).toEqual([
+      '0000000000000001.hist',
+      '0000000000000001.sum',
+      '0000000000000200.hist',
+      '0000000000000200.sum',
+    ]);
+    expect(names(stores.index)).toEqual([
+      '0000000000000001.fps',
+      '0000000000000001.idx',
+      '0000000000000001.keys',
+      '0000000000000100.fps',
+      '0000000000000100.keys',
+      '0000000000000200.fps',
+      '0000000000000200.idx',
+      '0000000000000200.keys',
+    ]);
+    // Recovery of a switched-over merge: the first one's derived files go too.
+    await removeReplacedFiles(stores, [1, 100], true);
+    expect(names(stores.index)).toEqual(['0000000000000200.fps', '0000000000000200.idx', '0000000000000200.keys']);
+  });
+
+  it('an unfinished trim leaves no dictionary behind, and every index file is kept', async () => {
+    const index = filesOf([1, 100], ['.idx', '.keys', '.fps']);
+    await removeDictionaryFiles(index);
+    expect(names(index)).toEqual(['0000000000000001.idx', '0000000000000100.idx']);
   });
 });

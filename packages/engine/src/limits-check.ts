@@ -57,6 +57,7 @@ export interface LimitValues {
   readonly objectUploadPartsMax: number;
   readonly objectPartsInFlightMax: number;
   readonly objectListPageKeys: number;
+  readonly objectDeleteBatchKeys: number;
   readonly objectRequestAttemptsMax: number;
 }
 
@@ -199,6 +200,10 @@ export function checkLimits(limits: LimitValues): void {
   check(
     limits.objectListPageKeys >= 1 && limits.objectListPageKeys <= 1000,
     'a list page asks for keys S3 returns (1 <= objectListPageKeys <= 1000)',
+  );
+  check(
+    limits.objectDeleteBatchKeys >= 1 && limits.objectDeleteBatchKeys <= 1000,
+    'a batch delete names no more keys than S3 takes (1 <= objectDeleteBatchKeys <= 1000)',
   );
   for (const name of ['objectPartsInFlightMax', 'objectRequestAttemptsMax'] as const)
     check(

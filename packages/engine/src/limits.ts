@@ -542,6 +542,12 @@ export const objectPartsInFlightMax = 4;
 export const objectListPageKeys = 1000;
 
 /**
+ * Keys deleted per request when an object store deletes many (DeleteObjects): S3's own most, so
+ * a trim of many segments costs a request per thousand files.
+ */
+export const objectDeleteBatchKeys = 1000;
+
+/**
  * Tries of one request to an object store (the first and its retries, with the SDK's backoff
  * between them) before a network failure or a 5xx answer is reported `UNAVAILABLE`: three is
  * the SDK's default, enough to ride out a dropped connection or a throttled moment without
@@ -614,5 +620,6 @@ checkLimits({
   objectUploadPartsMax,
   objectPartsInFlightMax,
   objectListPageKeys,
+  objectDeleteBatchKeys,
   objectRequestAttemptsMax,
 });

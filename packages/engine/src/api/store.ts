@@ -223,7 +223,9 @@ export class Store {
     const onProgress = checkOnProgress<VerifyProgress>(options.onProgress);
     this.assertOpen();
     const names = name === undefined ? await this.feedNames() : [name];
-    const layouts = names.map((feedName) => historyLayout(this.directory.feedDirectory(feedName)));
+    const layouts = await Promise.all(
+      names.map((feedName) => historyLayout(this.kernels, this.directory.feedDirectory(feedName))),
+    );
     const reporter = new ProgressReporter(
       onProgress,
       'bytes',

@@ -128,8 +128,6 @@ export class History implements SegmentRunSource {
     /** The feed's tag (`feedTagOf`): a segment written for another feed is corruption. */
     feedTag = 0,
   ): Promise<History> {
-    // An interrupted trim may have left the summaries of segments it removed.
-    if (!readOnly) await removeSegmentFilesBelow(directory, floor.position);
     let opened: SegmentSet | undefined;
     // The local store reads a sealed segment through the descriptor the set holds open for it.
     const named = new Map<string, SegmentFile>();
@@ -138,6 +136,8 @@ export class History implements SegmentRunSource {
       directory,
       (name) => named.get(name) ?? (opened && heldSegment(opened, name)),
     );
+    // An interrupted trim may have left the summaries of segments it removed.
+    if (!readOnly) await removeSegmentFilesBelow(store, floor.position);
     // Recovery reads the summaries through the same store (and the commit list their pages).
     const recovery = new HistoryChainRecovery(kernels, directory, visitor, floor, store);
     const segments = await SegmentSet.open<CommitRecord, SummaryHead>(
@@ -152,6 +152,7 @@ export class History implements SegmentRunSource {
       floor.position,
       replacedBases,
       feedTag,
+      store,
     );
     opened = segments;
     const history = new History(kernels, segments, store, recovery.list, floor, named);
@@ -234,7 +235,7 @@ export class History implements SegmentRunSource {
     this.commits.trimBefore(floor.commit, floor.position);
     this.floor = floor;
     await this.segments.trimBefore(floor.position);
-    await removeSegmentFilesBelow(this.segments.directory, floor.position);
+    await removeSegmentFilesBelow(this.store, floor.position);
     this.forgetNamesGone();
   }
 

@@ -19,6 +19,7 @@ import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   GetObjectCommand,
   type GetObjectCommandOutput,
   HeadObjectCommand,
@@ -30,12 +31,22 @@ import {
 import { assert, StreamStackError } from '../errors.js';
 import {
   objectConnectMsMax,
+  objectDeleteBatchKeys,
   objectIdleMsMax,
   objectListPageKeys,
   objectPartBytes,
   objectPartsInFlightMax,
   objectRequestAttemptsMax,
 } from '../limits.js';
+import {
+  type Action,
+  isMissingKey,
+  missing,
+  objectError,
+  objectShort,
+  s3Code,
+  s3Status,
+} from './object-store-errors.js';
 import type { SegmentStore } from './segment-store.js';
 
 /** Where an `ObjectSegmentStore` keeps its objects, and how it reaches them. */
@@ -368,6 +379,27 @@ export class ObjectSegmentStore implements SegmentStore {
     }
   }
 
+  async deleteAll(names: readonly string[]): Promise<void> {
+    // One request per page of keys (S3's DeleteObjects takes up to 1,000), not one per name.
+    for (let at = 0; at < names.length; at += objectDeleteBatchKeys) {
+      const keys = names.slice(at, at + objectDeleteBatchKeys).map((name) => this.keyOf(name));
+      const answer = await this.request(keys[0]!, 'delete', () =>
+        this.client.send(
+          new DeleteObjectsCommand({
+            Bucket: this.bucket,
+            Delete: { Objects: keys.map((Key) => ({ Key })), Quiet: true },
+          }),
+        ),
+      );
+      // A missing key is no failure, as for `delete`; any other is reported for the first key.
+      const failed = (answer.Errors ?? []).find((error) => error.Code !== 'NoSuchKey');
+      if (failed)
+        throw new StreamStackError('IO', `cannot delete ${failed.Key} of bucket ${this.bucket}: ${failed.Code}`, {
+          details: { bucket: this.bucket, key: failed.Key, s3Code: failed.Code },
+        });
+    }
+  }
+
   /** A remote store keeps no local file: a worker is handed the bytes. */
   localPath(_name: string): undefined {
     return undefined;
@@ -393,8 +425,6 @@ export class ObjectSegmentStore implements SegmentStore {
     }
   }
 }
-
-type Action = 'store' | 'read' | 'list' | 'delete' | 'inspect';
 
 /** Reads `length` bytes at `offset` of a local file about to be uploaded, all of them. */
 async function readPart(handle: fsp.FileHandle, file: string, offset: number, length: number): Promise<Uint8Array> {
@@ -422,77 +452,4 @@ function localError(cause: unknown, what: string): StreamStackError {
     cause,
     details: typeof errno === 'string' ? { errno } : {},
   });
-}
-
-/** The HTTP status an S3 error came with, when it came from an answer (not from the network). */
-function s3Status(error: unknown): number | undefined {
-  return (error as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
-}
-
-/** The S3 error code (`NoSuchKey`, `AccessDenied`, …); the SDK names its exceptions after them. */
-function s3Code(error: unknown): string | undefined {
-  const name = (error as { name?: unknown })?.name;
-  return typeof name === 'string' ? name : undefined;
-}
-
-/** A missing object: `NoSuchKey` to a GET, a bare 404 (`NotFound`) to a HEAD, which has no body. */
-function isMissingKey(error: unknown): boolean {
-  const code = s3Code(error);
-  return code === 'NoSuchKey' || (code !== 'NoSuchBucket' && s3Status(error) === 404);
-}
-
-function missing(bucket: string, key: string): StreamStackError {
-  return new StreamStackError('IO', `cannot read ${key} of bucket ${bucket}: no such object (ENOENT)`, {
-    details: { errno: 'ENOENT', bucket, key },
-  });
-}
-
-/** A read the object ended before (or ran past): `CORRUPT`, as a short local file is. */
-function objectShort(bucket: string, key: string, what: string, offset: number): StreamStackError {
-  return new StreamStackError('CORRUPT', `${key} of bucket ${bucket} ${what}`, { details: { bucket, key, offset } });
-}
-
-/**
- * An S3 failure as a typed error, the SDK's error as its cause. Credentials never appear: the
- * SDK's errors carry the request's status, code and ids, not its signature.
- */
-function objectError(cause: unknown, bucket: string, key: string, what: Action): StreamStackError {
-  if (cause instanceof StreamStackError) return cause;
-  const status = s3Status(cause);
-  const code = s3Code(cause);
-  const details = {
-    bucket,
-    key,
-    ...(code === undefined ? {} : { s3Code: code }),
-    ...(status === undefined ? {} : { status }),
-  };
-  const doing = `cannot ${what} ${key} of bucket ${bucket}`;
-  if (isMissingKey(cause))
-    return new StreamStackError('IO', `${doing}: no such object (ENOENT)`, {
-      cause,
-      details: { ...details, errno: 'ENOENT' },
-    });
-  if (code === 'InvalidRange' || status === 416)
-    return new StreamStackError('CORRUPT', `${doing}: the range is past the object's end`, { cause, details });
-  if (status === 401 || status === 403)
-    return new StreamStackError('IO', `${doing}: the object store refused the credentials or the request (EACCES)`, {
-      cause,
-      details: { ...details, errno: 'EACCES' },
-    });
-  // No status: the request never got an answer (refused or dropped connection, timeout). A 5xx
-  // (or a throttling 429): the service failed. Both are worth trying again later.
-  if (status === undefined || status >= 500 || status === 429) {
-    const reason = cause instanceof Error ? cause.message || cause.name : String(cause);
-    return new StreamStackError('UNAVAILABLE', `${doing}: the object store is unavailable (${reason})`, {
-      cause,
-      details: {
-        ...details,
-        ...(typeof (cause as NodeJS.ErrnoException)?.code === 'string'
-          ? { errno: (cause as NodeJS.ErrnoException).code }
-          : {}),
-      },
-    });
-  }
-  const reason = cause instanceof Error ? cause.message || code : String(cause);
-  return new StreamStackError('IO', `${doing}: ${reason}`, { cause, details });
 }

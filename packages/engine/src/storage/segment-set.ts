@@ -20,7 +20,6 @@
  * invariants between them (one active segment, bases in order, spares never named) kept here.
  */
 import fs from 'node:fs';
-import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
@@ -29,38 +28,33 @@ import { baseOfSegmentName, segmentFile, segmentFileName, temporarySuffix } from
 import { FrameKind } from './frame-kinds.js';
 import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
 import { type Corruption, type MarkerDecoder, type ScannedSegment, scanSegment, type TornTail } from './runs.js';
-import { SegmentFile, type SegmentHeader, type SegmentKind, syncDirectory } from './segment.js';
+import { SegmentFile, type SegmentHeader, type SegmentKind } from './segment.js';
+import { LocalSegmentStore, type SegmentStore } from './segment-store.js';
 
 /**
- * Deletes every file of `directory` named for a segment based below `base` (a history segment,
- * its summary, its index and dictionary files), then makes the deletion durable. What a trim
- * removes, and what recovery deletes again when a trim was interrupted. Returns the count.
+ * Deletes every file of `store` named for a segment based below `base` (a history segment, its
+ * summary, its index and dictionary files), durably, through the store: what a trim removes, and
+ * what recovery deletes again when a trim was interrupted. Returns the count.
  */
-export async function removeSegmentFilesBelow(directory: string, base: number): Promise<number> {
-  let names: string[];
-  try {
-    names = fs.readdirSync(directory);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
-    throw ioError(error, `cannot list ${directory}`);
-  }
-  const below = names.filter((name) => {
+export async function removeSegmentFilesBelow(store: SegmentStore, base: number): Promise<number> {
+  const below = (await store.list()).filter((name) => {
     const named = baseOfSegmentName(name);
     return named !== undefined && named < base;
   });
-  for (const name of below) await fsp.rm(path.join(directory, name), { force: true });
-  if (below.length > 0) await syncDirectory(directory);
+  await store.deleteAll(below);
   return below.length;
 }
 
 /**
  * The names of the segments of the log in `directory` that recovery reads, in order. Unless
  * read-only, it first deletes what a process that died left: temporary files (spares and
- * half-created segments, never trusted: a segment only gets its name once it is whole), and the
- * files of segments below the floor or replaced by a finished merge.
+ * half-created segments, never trusted: a segment only gets its name once it is whole; they are
+ * always local, beside the segment being written), and, through `store`, the files of segments
+ * below the floor or replaced by a finished merge.
  */
 async function liveSegmentNames(
   directory: string,
+  store: SegmentListing,
   extension: string,
   readOnly: boolean,
   floorBase: number,
@@ -75,13 +69,13 @@ async function liveSegmentNames(
     const base = Number(name.slice(0, -extension.length));
     return base < floorBase || replacedBases.has(base);
   };
-  const listed = fs.readdirSync(directory).filter((name) => name.endsWith(extension));
-  if (!readOnly && listed.some(trimmed)) {
-    for (const name of listed.filter(trimmed)) await fsp.rm(path.join(directory, name), { force: true });
-    await syncDirectory(directory);
-  }
+  const listed = (await store.list()).filter((name) => name.endsWith(extension));
+  if (!readOnly) await store.deleteAll(listed.filter(trimmed));
   return listed.filter((name) => !trimmed(name)).sort();
 }
+
+/** What recovery lists and deletes a log's segments through (a `SegmentStore`, for history). */
+export type SegmentListing = Pick<SegmentStore, 'list' | 'deleteAll'>;
 
 /** A segment that opened, with what its bytes hold (damage already told torn or corrupt). */
 export interface OpenedSegment<M> {
@@ -123,6 +117,9 @@ export class SegmentSet {
   /** The feed's tag, which new segments carry (0: none, for feeds made before tags). */
   private feedTag = 0;
 
+  /** Where the log's segments are listed and deleted (see `open`, which always sets it). */
+  private store!: SegmentListing;
+
   /**
    * Opens every segment in `directory` (creating the directory if needed, unless read-only),
    * reporting each segment and each corruption to `onEvent` in log order. Read-only, it changes
@@ -154,13 +151,19 @@ export class SegmentSet {
     replacedBases: ReadonlySet<number> = new Set(),
     /** The feed's tag (`feedTagOf`): new segments carry it, and one with another is not this feed's. */
     feedTag = 0,
+    /**
+     * Where the log's segments are listed and deleted: history's segment store; the WAL's own
+     * folder, which is never anywhere else.
+     */
+    store: SegmentListing = new LocalSegmentStore(kernels, directory),
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     set.feedTag = feedTag;
+    set.store = store;
     set.floorBase = floorBase;
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
     else if (!fs.existsSync(directory)) return set;
-    const names = await liveSegmentNames(directory, extension, readOnly, floorBase, replacedBases);
+    const names = await liveSegmentNames(directory, store, extension, readOnly, floorBase, replacedBases);
     // The newest is read first: whether the segment before it may hold a torn write depends on
     // whether the newest holds data yet. The others are read one at a time, in order.
     const newest = names.length > 0 ? await set.openOne<M, S>(names[names.length - 1], decoder) : undefined;
@@ -516,9 +519,8 @@ export class SegmentSet {
       const retiring = { segment, timer: setTimeout(() => this.retire(retiring), trimmedSegmentCloseDelayMs) };
       retiring.timer.unref();
       this.retiring.add(retiring);
-      await fsp.rm(segment.file, { force: true });
     }
-    await syncDirectory(this.directory);
+    await this.store.deleteAll(trimmed.map((segment) => path.basename(segment.file)));
   }
 
   /**
@@ -556,10 +558,10 @@ export class SegmentSet {
       segment.close();
       const at = this.segments.indexOf(segment);
       if (at >= 0) this.segments.splice(at, 1);
-      // Off the event loop: freeing a segment's tens of MiB of blocks takes milliseconds.
-      await fsp.rm(segment.file);
     }
-    await syncDirectory(this.directory);
+    // Off the event loop (freeing a segment's tens of MiB of blocks takes milliseconds), and
+    // durable once for all of them.
+    await this.store.deleteAll(segments.map((segment) => path.basename(segment.file)));
   }
 
   close(): void {

@@ -70,6 +70,12 @@ export interface SegmentStore {
   delete(name: string): Promise<void>;
 
   /**
+   * `delete` of every name, durable once at the end rather than once a name: a trim or recovery
+   * removes a segment with its summary, index and dictionaries, or many segments at once.
+   */
+  deleteAll(names: readonly string[]): Promise<void>;
+
+  /**
    * The local file that holds `name`, when the store keeps one; undefined when it does not (a
    * remote store). Worker threads (index builds, rewrites, exports) open segments by path: given
    * undefined, a caller must hand the worker the bytes instead.
@@ -345,6 +351,17 @@ export class LocalSegmentStore implements SegmentStore, SyncSegmentReads {
       await syncDirectory(this.directory);
     } catch (error) {
       throw ioError(error, `cannot delete ${file}`);
+    }
+  }
+
+  async deleteAll(names: readonly string[]): Promise<void> {
+    if (names.length === 0 || !fs.existsSync(this.directory)) return;
+    const files = names.map((name) => this.fileOf(name));
+    try {
+      for (const file of files) await fsp.rm(file, { force: true });
+      await syncDirectory(this.directory);
+    } catch (error) {
+      throw ioError(error, `cannot delete files of ${this.directory}`);
     }
   }
 

@@ -14,28 +14,22 @@
  *
  * Each floor raises what the log says, and a log below its floor is reported by `verify`.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import type { Kernels } from '../../kernels/kernels.js';
 import { segmentHeaderBytes } from '../../limits.js';
 import type { CommitList } from '../../storage/commit-list.js';
 import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../../storage/feed-layout.js';
+import { feedStores } from '../../storage/feed-stores.js';
 import type { Corruption } from '../../storage/runs.js';
-import { decodeSegmentHeader, readFileRangeSync } from '../../storage/segment.js';
+import { decodeSegmentHeader } from '../../storage/segment.js';
 import type { RetentionFloor, RetentionLog } from './retention-state.js';
 
 /**
  * Where the oldest history segment of the feed in `directory` starts, from its header; undefined
  * when there is none, or its header cannot be read (recovery then reports that damage itself).
  */
-export function oldestSegmentStart(kernels: Kernels, directory: string): RetentionFloor | undefined {
-  const history = new FeedLayout(directory).history;
-  let names: string[];
-  try {
-    names = fs.readdirSync(history);
-  } catch {
-    return undefined;
-  }
+export async function oldestSegmentStart(kernels: Kernels, directory: string): Promise<RetentionFloor | undefined> {
+  const stores = feedStores(kernels, directory);
+  const names = await stores.history.list().catch(() => []);
   const bases = names
     .filter((name) => name.endsWith(segmentSuffix.history))
     .map((name) => baseOfSegmentName(name))
@@ -47,18 +41,11 @@ export function oldestSegmentStart(kernels: Kernels, directory: string): Retenti
   // A trim deletes a segment with its summary, index and dictionaries; damage that took the
   // oldest segments leaves theirs. Where any remain below the oldest segment, its commits were
   // lost, not trimmed, and recovery reports them as lost.
-  const indexNames = (() => {
-    try {
-      return fs.readdirSync(new FeedLayout(directory).index);
-    } catch {
-      return [];
-    }
-  })();
+  const indexNames = await stores.index.list().catch(() => []);
   if ([...names, ...indexNames].some((name) => (baseOfSegmentName(name) ?? oldestBase) < oldestBase)) return undefined;
   const oldest = names.find((name) => name.endsWith(segmentSuffix.history) && baseOfSegmentName(name) === oldestBase)!;
-  const file = path.join(history, oldest);
   try {
-    const header = decodeSegmentHeader(kernels, readFileRangeSync(file, 0, segmentHeaderBytes), file);
+    const header = decodeSegmentHeader(kernels, await stores.history.read(oldest, 0, segmentHeaderBytes), oldest);
     return { commit: header.baseCommit, position: header.base };
   } catch {
     return undefined;
@@ -76,9 +63,13 @@ export interface RetainedFloor {
  * segment starts, which the log then takes as its own. A log with a record is trusted: a segment missing above its floor is damage,
  * and recovery reports those commits as lost.
  */
-export function retainedFloor(kernels: Kernels, directory: string, retention: RetentionLog): RetainedFloor {
+export async function retainedFloor(
+  kernels: Kernels,
+  directory: string,
+  retention: RetentionLog,
+): Promise<RetainedFloor> {
   if (retention.recorded) return { floor: retention.state.floor };
-  const oldest = oldestSegmentStart(kernels, directory);
+  const oldest = await oldestSegmentStart(kernels, directory);
   if (!oldest || oldest.commit <= 1) return { floor: retention.state.floor };
   const file = new FeedLayout(directory).stateLog('retention');
   retention.adoptFloor(oldest);

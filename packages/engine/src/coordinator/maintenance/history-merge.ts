@@ -5,7 +5,6 @@
  * merged segment is written beside the live ones (reads and writes go on), then switched in
  * while no read holds the read gate, after its switch-over was recorded (`merge-state.ts`).
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
@@ -13,7 +12,7 @@ import { mergedSegmentBytesMax, mergeSegmentsTrigger, mergeSwitchWaitMs } from '
 import { type OnProgress, type Progress, ProgressReporter } from '../../progress.js';
 import { summaryFileOf } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
-import { SegmentFile, syncDirectory } from '../../storage/segment.js';
+import { SegmentFile } from '../../storage/segment.js';
 import { readSummaryHead } from '../../storage/segment-summary.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
 import type { ReadGate } from '../reading/read-gate.js';
@@ -190,9 +189,10 @@ export class HistoryMerges {
     const summaryFile = summaryFileOf(first.file);
     let dictionaries: { swapped: Promise<void>; ready: Promise<void> }[] = [];
     const switched = await gate.exclusive(async () => {
-      fs.renameSync(files.segment, first.file);
-      fs.renameSync(files.summary, summaryFile);
-      await syncDirectory(path.dirname(first.file));
+      // The merged segment and its summary go into the history's store under the first replaced
+      // segment's names (a local store renames them in; each resolves once durable).
+      await history.store.putFile(path.basename(first.file), files.segment);
+      await history.store.putFile(path.basename(summaryFile), files.summary);
       const segment = SegmentFile.open(kernels, first.file);
       segment.writeOffset = written.end;
       segment.durableEnd = written.end;
@@ -210,7 +210,6 @@ export class HistoryMerges {
         ),
       );
       await derived.index.replaceSegments(bases, written.count, written.built.index ? files.index : undefined);
-      await syncDirectory(path.dirname(files.index));
     }, mergeSwitchWaitMs);
     if (!switched) {
       // Nothing was switched: the record says pending, and recovery would find the first
@@ -220,7 +219,7 @@ export class HistoryMerges {
       return undefined;
     }
     // The replaced segments' descriptors close a moment after the switch; their files go now.
-    await removeReplacedFiles(directory, bases, false, false);
+    await removeReplacedFiles({ history: history.store, index: derived.store }, bases, false, false);
     // Recovery of a pending switch-over deletes the first segment's derived files, and a done
     // one trusts them: the dictionaries are in place before it is marked done.
     await Promise.all(dictionaries.map((dictionary) => dictionary.swapped));

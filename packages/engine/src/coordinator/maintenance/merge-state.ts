@@ -7,14 +7,12 @@
  * happened and the other replaced segments' files are leftovers to delete; with any other, it
  * did not, and the temporary merged file (deleted like every `.tmp` file) is all there was.
  */
-import fs from 'node:fs';
-import fsp from 'node:fs/promises';
-import path from 'node:path';
 import type { Kernels } from '../../kernels/kernels.js';
 import { segmentHeaderBytes } from '../../limits.js';
-import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../../storage/feed-layout.js';
+import { baseOfSegmentName, FeedLayout, segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
+import type { FeedStores } from '../../storage/feed-stores.js';
 import { type RecordCodec, RecordLog } from '../../storage/record-log.js';
-import { decodeSegmentHeader, syncDirectory } from '../../storage/segment.js';
+import { decodeSegmentHeader } from '../../storage/segment.js';
 
 /** A merge's switch-over: the consecutive segments it replaces, and the merged file's capacity. */
 export interface MergeRecord {
@@ -60,8 +58,12 @@ export class MergeLog extends RecordLog<MergeRecord> {
  * The bases whose files a switched-over but unfinished merge left (empty when the last merge is
  * done, or never switched): every replaced segment but the first, whose name the merged one took.
  */
-export function leftoverBases(kernels: Kernels, feedDirectory: string, record: MergeRecord | undefined): Set<number> {
-  return record && switchedOver(kernels, feedDirectory, record) ? new Set(record.replaced.slice(1)) : new Set();
+export async function leftoverBases(
+  kernels: Kernels,
+  stores: FeedStores,
+  record: MergeRecord | undefined,
+): Promise<Set<number>> {
+  return record && (await switchedOver(kernels, stores, record)) ? new Set(record.replaced.slice(1)) : new Set();
 }
 
 /**
@@ -69,19 +71,13 @@ export function leftoverBases(kernels: Kernels, feedDirectory: string, record: M
  * the rewritten segment's capacity. (A key compaction may replace a single segment: then there
  * are no leftovers, but the first one's derived files are stale all the same.)
  */
-export function switchedOver(kernels: Kernels, feedDirectory: string, record: MergeRecord): boolean {
+export async function switchedOver(kernels: Kernels, stores: FeedStores, record: MergeRecord): Promise<boolean> {
   if (!record.pending) return false;
-  const file = new FeedLayout(feedDirectory).historySegment(record.replaced[0]);
+  const name = segmentFileName(record.replaced[0], segmentSuffix.history);
   let capacity: number | undefined;
   try {
-    const fd = fs.openSync(file, 'r');
-    try {
-      const bytes = Buffer.alloc(segmentHeaderBytes);
-      const read = fs.readSync(fd, bytes, 0, segmentHeaderBytes, 0);
-      capacity = decodeSegmentHeader(kernels, bytes.subarray(0, read), file).capacity;
-    } finally {
-      fs.closeSync(fd);
-    }
+    const bytes = await stores.history.read(name, 0, segmentHeaderBytes);
+    capacity = decodeSegmentHeader(kernels, bytes, name).capacity;
   } catch {
     // Unreadable: the history's own recovery reports it; nothing here is deleted.
     return false;
@@ -90,14 +86,14 @@ export function switchedOver(kernels: Kernels, feedDirectory: string, record: Me
 }
 
 /**
- * Deletes what a merge makes stale: every file of the history and index directories named for a
+ * Deletes what a merge makes stale: every file of the history and index stores named for a
  * replaced segment but the first — and, with `firstDerived`, the first one's index files and
  * dictionaries too (recovery: they describe the segment that was there before). The first one's
  * segment and summary stay: they are the merged segment's (a summary left from before fails
  * its check against the merged header and is rebuilt).
  */
 export async function removeReplacedFiles(
-  feedDirectory: string,
+  stores: FeedStores,
   replaced: readonly number[],
   firstDerived: boolean,
   /** False while the key index still holds the dictionaries (it deletes them itself, in order). */
@@ -105,30 +101,16 @@ export async function removeReplacedFiles(
 ): Promise<void> {
   const bases = new Set(replaced);
   const first = replaced[0];
-  const layout = new FeedLayout(feedDirectory);
-  for (const [part, directory] of [
-    ['history', layout.history],
-    ['index', layout.index],
-  ] as const) {
-    let names: string[];
-    try {
-      names = fs.readdirSync(directory);
-    } catch {
-      continue;
-    }
-    let removed = 0;
-    for (const name of names) {
+  for (const part of ['history', 'index'] as const) {
+    const names = (await stores[part].list()).filter((name) => {
       const base = baseOfSegmentName(name);
-      if (base === undefined || !bases.has(base)) continue;
-      if (base === first && (part === 'history' || !firstDerived)) continue;
-      if (
-        !dictionaries &&
-        (name.endsWith(segmentSuffix.keyDictionary) || name.endsWith(segmentSuffix.fingerprintDictionary))
-      )
-        continue;
-      await fsp.rm(path.join(directory, name), { force: true });
-      removed++;
-    }
-    if (removed > 0) await syncDirectory(directory);
+      if (base === undefined || !bases.has(base)) return false;
+      if (base === first && (part === 'history' || !firstDerived)) return false;
+      return (
+        dictionaries ||
+        !(name.endsWith(segmentSuffix.keyDictionary) || name.endsWith(segmentSuffix.fingerprintDictionary))
+      );
+    });
+    await stores[part].deleteAll(names);
   }
 }

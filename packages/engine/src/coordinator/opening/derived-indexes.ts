@@ -14,6 +14,7 @@ import { FeedLayout } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
 import type { ManifestEntry, RecordData } from '../../storage/records.js';
 import { removeSegmentFilesBelow } from '../../storage/segment-set.js';
+import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
 import type { KeyIndexes } from '../maintenance/compaction-selection.js';
 import { removeRewriteLeftovers } from '../maintenance/segment-rewrite.js';
 import { ConditionChecker } from '../writing/conditions.js';
@@ -47,8 +48,8 @@ export class DerivedIndexes {
     readonly fingerprints: KeyIndex,
     /** The condition high-water maps, which start empty at the watermark. */
     readonly conditions: ConditionChecker,
-    /** The index directory, where every file is named for the segment it derives from. */
-    private readonly directory: string,
+    /** The index folder's files, each named for the segment it derives from. */
+    readonly store: SegmentStore,
     private readonly readOnly: boolean,
   ) {}
 
@@ -72,11 +73,13 @@ export class DerivedIndexes {
   ): Promise<DerivedIndexes> {
     const indexDirectory = new FeedLayout(directory).index;
     const rebuilt: IndexRebuild[] = [];
+    const store = new LocalSegmentStore(kernels, indexDirectory);
     // Nothing below the floor is ever read again; whatever a trim left there goes (one listing).
-    if (!readOnly) await removeSegmentFilesBelow(indexDirectory, history.floorPosition);
-    // A rewrite's derived files that a crash left before its switch-over (`segment-rewrite.ts`).
+    if (!readOnly) await removeSegmentFilesBelow(store, history.floorPosition);
+    // A rewrite's derived files that a crash left before its switch-over (`segment-rewrite.ts`):
+    // local scratch files, never in the store.
     if (!readOnly) await removeRewriteLeftovers(indexDirectory);
-    if (trimPending && !readOnly) await removeDictionaryFiles(indexDirectory);
+    if (trimPending && !readOnly) await removeDictionaryFiles(store);
     // A rewrite's stale dictionary would also feed the ones after it: all are rebuilt in memory.
     const stale = (trimPending && readOnly) || rewrittenBase !== undefined;
     const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale);
@@ -94,14 +97,7 @@ export class DerivedIndexes {
     fingerprints.reportTo(index.rebuilt);
     keys.checkWholeLater();
     fingerprints.checkWholeLater();
-    return new DerivedIndexes(
-      index,
-      keys,
-      fingerprints,
-      new ConditionChecker(kernels, watermark),
-      indexDirectory,
-      readOnly,
-    );
+    return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark), store, readOnly);
   }
 
   /**
@@ -179,7 +175,7 @@ export class DerivedIndexes {
       await this.index.trimBefore(base);
       await keys.removed;
       await fingerprints.removed;
-      if (!this.readOnly) await removeSegmentFilesBelow(this.directory, base);
+      if (!this.readOnly) await removeSegmentFilesBelow(this.store, base);
     })();
     return { removed, rebuilt: Promise.all([removed, keys.rebuilt, fingerprints.rebuilt]).then(() => undefined) };
   }

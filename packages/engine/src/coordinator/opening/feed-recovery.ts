@@ -5,6 +5,7 @@
  */
 import type { Kernels } from '../../kernels/kernels.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
+import { feedStores } from '../../storage/feed-stores.js';
 import { History } from '../../storage/history-log.js';
 import type { PayloadLocation } from '../../storage/records.js';
 import { StateLog } from '../../storage/state-log.js';
@@ -66,20 +67,21 @@ export async function recoverLogs(
   const compaction = await CompactionLog.open(kernels, directory, readOnly);
   // A merge that switched its segment in and stopped before deleting the segments it replaced:
   // their files are skipped (read-only) or deleted now, and the merge marked done.
-  const leftovers = leftoverBases(kernels, directory, merges.record);
+  const stores = feedStores(kernels, directory);
+  const leftovers = await leftoverBases(kernels, stores, merges.record);
   const mergePending = merges.record?.pending === true;
   const rewrittenBase =
-    readOnly && merges.record && switchedOver(kernels, directory, merges.record)
+    readOnly && merges.record && (await switchedOver(kernels, stores, merges.record))
       ? merges.record.replaced[0]
       : undefined;
   if (mergePending && !readOnly) {
-    if (switchedOver(kernels, directory, merges.record!))
-      await removeReplacedFiles(directory, merges.record!.replaced, true);
+    if (await switchedOver(kernels, stores, merges.record!))
+      await removeReplacedFiles(stores, merges.record!.replaced, true);
     await merges.write({ ...merges.record!, pending: false });
   }
   // Where the history opens from: the retention log's floor, or the oldest segment's start when
   // the log was lost (the low mark never goes back to a trimmed range).
-  const retained = retainedFloor(kernels, directory, retention);
+  const retained = await retainedFloor(kernels, directory, retention);
   // Segments carry their feed's tag: one written for another feed is corruption, never read as ours.
   const feedTag = feedTagOf(directory);
   let history: History;

@@ -22,6 +22,7 @@ import {
   subscriptionSuffix,
   summaryFileOf,
 } from '../../storage/feed-layout.js';
+import { feedStores } from '../../storage/feed-stores.js';
 import { type CommitRun, History } from '../../storage/history-log.js';
 import { readIndexFile, readIndexHead } from '../../storage/index-segment.js';
 import { type KeyFileHead, loadKeyFileHead, readKeySectionAsync } from '../../storage/key-file.js';
@@ -53,27 +54,20 @@ export interface HistoryLayout {
   readonly startOf: ReadonlyMap<number, number>;
 }
 
-/** The layout of the history segment files in the feed `directory` (empty when it has none). */
-export function historyLayout(directory: string): HistoryLayout {
-  const history = new FeedLayout(directory).history;
+/** The layout of the history segment files of the feed in `directory` (empty when it has none). */
+export async function historyLayout(kernels: Kernels, directory: string): Promise<HistoryLayout> {
+  const history = feedStores(kernels, directory).history;
   const startOf = new Map<number, number>();
   let bytes = 0;
-  let names: string[] = [];
-  try {
-    names = fs.readdirSync(history).filter((name) => name.endsWith(segmentSuffix.history));
-  } catch {
-    // No history directory: the verification reports what is missing; there is nothing to count.
-  }
+  // No history folder lists as empty: the verification reports what is missing.
+  const names = (await history.list().catch((): string[] => [])).filter((name) => name.endsWith(segmentSuffix.history));
   const bases = names
     .map((name) => ({ name, base: baseOfSegmentName(name) }))
     .filter((entry) => entry.base !== undefined);
   for (const { name, base } of bases.sort((a, b) => a.base! - b.base!)) {
     startOf.set(base!, bytes);
-    try {
-      bytes += fs.statSync(path.join(history, name)).size;
-    } catch {
-      // Gone since it was listed (a trim of the writer's): it counts as empty.
-    }
+    // Gone since it was listed (a trim of the writer's): it counts as empty.
+    bytes += (await history.size(name)) ?? 0;
   }
   return { bytes, startOf };
 }
@@ -293,7 +287,7 @@ export async function verifyFeed(
   let floor = untrimmed.floor;
   try {
     const retention = await RetentionLog.open(kernels, directory, true);
-    const retained = retainedFloor(kernels, directory, retention);
+    const retained = await retainedFloor(kernels, directory, retention);
     floor = retained.floor;
     retention.close();
     if (retained.problem) report('CORRUPT', `${retained.problem.file}: ${retained.problem.reason}`, retained.problem);

@@ -5,7 +5,6 @@
  * only ever look at positions up to their snapshot's watermark, so the tail needs no lock: the
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
@@ -346,7 +345,8 @@ export class FeedIndex {
    * Replaces the slots of consecutive segments `bases` by one for the rewritten segment at
    * `bases[0]` holding `count` records. Its index file is `prebuilt` (the rewrite built it beside
    * the segment), renamed into place, or else built in the background (a query before then builds
-   * it itself). Builds under way finish first. The caller syncs the directory.
+   * it itself). Builds under way finish first. Resolves once the file is in place (or gone),
+   * durably, through the store.
    */
   async replaceSegments(bases: readonly number[], count: number, prebuilt?: string): Promise<void> {
     await this.pending;
@@ -373,11 +373,12 @@ export class FeedIndex {
     // The first segment's file describes the segment that was there: replaced or gone before
     // any read can load it (a key-compacted segment covers the same positions, so its count
     // would not tell).
+    // Inside the merge's exclusive switch-over: no read gets in while these are awaited.
     if (prebuilt !== undefined) {
-      fs.renameSync(prebuilt, this.fileFor(bases[0]));
+      await this.store.putFile(path.basename(this.fileFor(bases[0])), prebuilt);
       return;
     }
-    fs.rmSync(this.fileFor(bases[0]), { force: true });
+    await this.store.delete(path.basename(this.fileFor(bases[0])));
     this.pending = this.pending
       .then(() => this.load(slot))
       .then(

@@ -21,7 +21,6 @@
  * class over one layout of files, cache and rebuilds; the dictionary format is in
  * `storage/key-file.ts`, its merging in `key-merge.ts` and the in-memory tables in `key-table.ts`.
  */
-import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert } from '../../errors.js';
 import { yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
@@ -49,7 +48,6 @@ import {
   WinnerReader,
   winnerAt,
 } from '../../storage/key-file.js';
-import { syncDirectory } from '../../storage/segment.js';
 import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from '../../storage/segment-store.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
@@ -68,21 +66,13 @@ export function dictionaryFileOf(directory: string, base: number, order: TermOrd
 }
 
 /**
- * Deletes every key and fingerprint dictionary in `directory`, durably: what recovery does when
- * a trim stopped before its dictionaries were gone (they hold winners over trimmed history).
- * The next open rebuilds them over the history that is left.
+ * Deletes every key and fingerprint dictionary of the index folder's `store`, durably: what
+ * recovery does when a trim stopped before its dictionaries were gone (they hold winners over
+ * trimmed history). The next open rebuilds them over the history that is left.
  */
-export async function removeDictionaryFiles(directory: string): Promise<void> {
-  let names: string[];
-  try {
-    names = await fsp.readdir(directory);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw error;
-  }
-  const dictionaries = names.filter((name) => Object.values(kinds).some((kind) => name.endsWith(kind.extension)));
-  for (const name of dictionaries) await fsp.rm(path.join(directory, name), { force: true });
-  if (dictionaries.length > 0) await syncDirectory(directory);
+export async function removeDictionaryFiles(store: SegmentStore): Promise<void> {
+  const names = await store.list();
+  await store.deleteAll(names.filter((name) => Object.values(kinds).some((kind) => name.endsWith(kind.extension))));
 }
 
 /** What `lookupHeld` answers when it cannot answer from memory. */
@@ -156,6 +146,11 @@ export class KeyIndex {
 
   fileFor(base: number): string {
     return dictionaryFileOf(this.directory, base, this.order);
+  }
+
+  /** The store's name of the dictionary of the segment at `base`. */
+  private nameFor(base: number): string {
+    return path.basename(this.fileFor(base));
   }
 
   /** The dictionary of the segment at `base`, as its store holds it. */
@@ -740,9 +735,8 @@ export class KeyIndex {
         slot.winners?.close();
         slot.winners = undefined;
         this.forget(slot);
-        if (!this.readOnly) await fsp.rm(this.fileFor(slot.base), { force: true });
       }
-      if (!this.readOnly) await syncDirectory(this.directory);
+      if (!this.readOnly) await this.store.deleteAll(this.sealed.map((slot) => this.nameFor(slot.base)));
       this.sealed.splice(0, this.sealed.length, ...this.sealed.filter((slot) => slot.base >= base));
       for (const slot of this.sealed) if (!slot.resident) slot.head = undefined;
     });
@@ -795,11 +789,9 @@ export class KeyIndex {
       };
       this.sealed.splice(at, bases.length, slot);
       if (!this.readOnly) {
-        for (const base of bases.slice(1)) await fsp.rm(this.fileFor(base), { force: true });
         // The first one's file describes the segment that was there: replaced or gone.
-        if (prebuilt !== undefined) await fsp.rename(prebuilt, this.fileFor(bases[0]));
-        else await fsp.rm(this.fileFor(bases[0]), { force: true });
-        await syncDirectory(this.directory);
+        await this.store.deleteAll(bases.slice(prebuilt === undefined ? 0 : 1).map((base) => this.nameFor(base)));
+        if (prebuilt !== undefined) await this.store.putFile(this.nameFor(bases[0]), prebuilt);
       }
       return slot;
     });
