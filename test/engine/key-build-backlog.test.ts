@@ -5,12 +5,15 @@
  * build that fails lets every waiting writer go rather than hang it. The builds are paused here
  * by holding the dictionary build behind a gate the test opens, and the bound is made small.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { KeyBuildBacklog } from '../../packages/engine/src/query/indexes/key-build-backlog.js';
 import { KeyIndex } from '../../packages/engine/src/query/indexes/key-index.js';
 import { historySegmentBases, openStore, temporaryDirectory } from '../support/store.js';
 
-/** The bound the feed runs with here: about two segments' keys of the records below. */
+/**
+ * The bound the feed runs with here, about two segments' keys of the records below (the mock of
+ * the limits says it again: mocks are hoisted above every constant).
+ */
 const heldMax = 300;
 
 const gate = vi.hoisted(() => ({
@@ -56,7 +59,7 @@ async function until(done: () => boolean): Promise<void> {
 }
 
 describe('the backlog of keys held for dictionary builds', () => {
-  let openSpy: ReturnType<typeof vi.spyOn>;
+  let openSpy: MockInstance<typeof KeyIndex.open>;
   beforeEach(() => {
     gate.paused = undefined;
     gate.fail = false;
@@ -79,7 +82,7 @@ describe('the backlog of keys held for dictionary builds', () => {
     const directory = temporaryDirectory();
     const store = await openStore(directory);
     const feed = await store.createFeed('f');
-    const indexes = (await Promise.all(openSpy.mock.results.map((result) => result.value))) as KeyIndex[];
+    const indexes = await Promise.all(openSpy.mock.results.map((result) => result.value as Promise<KeyIndex>));
     expect(indexes.map((index) => index.order).sort()).toEqual(['first', 'latest']);
     let written = 0;
     let peak = 0;

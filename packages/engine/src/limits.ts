@@ -261,7 +261,7 @@ export const publishIndexBacklogRecordsMax = 250_000;
  * (64 MiB of records of 70 bytes stored, payloads deduplicated: some 900,000), so writes go on
  * while one segment is built and wait once the next has piled up behind it: with 600,000, every
  * full segment's seal stopped the writer until its build was done (a load of 3 million lines took
- * 69 s instead of 54 s), for some 100 MB less at the peak.
+ * 69 s instead of 50 to 54 s), for 60 to 190 MB less at the peak.
  */
 export const keyBuildBacklogKeysMax = 1_000_000;
 
