@@ -38,6 +38,7 @@ describe('limits', () => {
     ['a default lease longer than the longest', { leaseTtlMsDefault: limits.leaseTtlMsMax + 1 }, 'leaseTtlMsDefault'],
     ['an empty index cache', { indexCacheBytesMax: 0 }, 'indexCacheBytesMax'],
     ['no group in flight', { groupsInFlightMax: 0 }, 'groupsInFlightMax'],
+    ['no key held for a dictionary build', { keyBuildBacklogKeysMax: 0 }, 'keyBuildBacklogKeysMax'],
     [
       'a backlog smaller than a slice',
       { publishIndexBacklogRecordsMax: limits.publishIndexSliceRecords - 1 },

@@ -37,6 +37,7 @@ export interface LimitValues {
   readonly summaryPageCommits: number;
   readonly publishIndexSliceRecords: number;
   readonly publishIndexBacklogRecordsMax: number;
+  readonly keyBuildBacklogKeysMax: number;
   readonly groupsInFlightMax: number;
   readonly exportFilesInFlightMax: number;
   readonly rebuildBatchRowsMax: number;
@@ -141,6 +142,7 @@ export function checkLimits(limits: LimitValues): void {
     'commitPagesCachedMax',
     'summaryPageCommits',
     'publishIndexSliceRecords',
+    'keyBuildBacklogKeysMax',
     'groupsInFlightMax',
     'exportFilesInFlightMax',
   ] as const) {

@@ -16,13 +16,9 @@ import { type RecordData, readWalRecord, writeWalRecord } from './records.js';
 import type { Corruption } from './runs.js';
 import { type SegmentFile, SegmentKind } from './segment.js';
 import { SegmentSet } from './segment-set.js';
+import type { WalLocation, WalLocations } from './wal-locations.js';
 
-/** Where an acknowledged record lies in the WAL. */
-export interface WalLocation {
-  readonly segment: number;
-  readonly dataStart: number;
-  readonly dataEnd: number;
-}
+export type { WalLocation } from './wal-locations.js';
 
 export type WalEvent =
   | {
@@ -277,18 +273,16 @@ export class Wal {
    * Reads many acknowledged records back, in order, with one read per segment span, checking
    * every frame's CRC again (one kernel call per span).
    */
-  async readRecords(locations: readonly WalLocation[]): Promise<RecordData[]> {
+  async readRecords(locations: WalLocations): Promise<RecordData[]> {
     const records: RecordData[] = [];
-    for (let start = 0; start < locations.length; ) {
-      const segmentBase = locations[start].segment;
-      let end = start;
-      while (end < locations.length && locations[end].segment === segmentBase) end++;
+    for (const { segment: segmentBase, from: start, to: end } of locations.spans()) {
       const segment = this.segments.byBase(segmentBase);
-      const spanStart = locations[start].dataStart - 8;
-      const spanEnd = locations[end - 1].dataEnd;
+      const spanStart = locations.dataStartAt(start) - 8;
+      const spanEnd = locations.dataEndAt(end - 1);
       const bytes = await segment.read(spanStart, spanEnd - spanStart);
       const offsets = new Uint32Array(end - start);
-      for (let index = start; index < end; index++) offsets[index - start] = locations[index].dataStart - 8 - spanStart;
+      for (let index = start; index < end; index++)
+        offsets[index - start] = locations.dataStartAt(index) - 8 - spanStart;
       const bad = this.kernels.frameChecksumsVerify(bytes, offsets);
       if (bad !== -1) {
         const offset = spanStart + offsets[bad];
@@ -299,20 +293,18 @@ export class Wal {
       for (let index = start; index < end; index++) {
         const pause = yieldWhenDue(index);
         if (pause) await pause;
-        const location = locations[index];
-        const from = location.dataStart - spanStart;
+        const dataStart = locations.dataStartAt(index);
         records.push(
           readWalRecord(
             new ByteReader(
               bytes,
-              from + 1,
-              location.dataEnd - spanStart,
-              `WAL record at ${segment.file}:${location.dataStart - 8}`,
+              dataStart - spanStart + 1,
+              locations.dataEndAt(index) - spanStart,
+              `WAL record at ${segment.file}:${dataStart - 8}`,
             ),
           ),
         );
       }
-      start = end;
     }
     return records;
   }

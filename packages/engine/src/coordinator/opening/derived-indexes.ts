@@ -137,9 +137,13 @@ export class DerivedIndexes {
     this.indexer.push(run);
   }
 
-  /** Undefined, or a promise to await before writing more records: see `PublishIndexer.roomInBacklog`. */
+  /**
+   * Undefined, or a promise to await before writing more records (then ask again): the records
+   * waiting to be folded in (`PublishIndexer.roomInBacklog`), and the keys sealed segments hold
+   * until their dictionaries are built (`KeyBuildBacklog.roomInBacklog`), each within its bound.
+   */
   roomInBacklog(): Promise<void> | undefined {
-    return this.indexer.roomInBacklog();
+    return this.indexer.roomInBacklog() ?? this.keys.roomInBacklog() ?? this.fingerprints.roomInBacklog();
   }
 
   /** Resolves once the indexes and condition maps hold every run pushed so far. */

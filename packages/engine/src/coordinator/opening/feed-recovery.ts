@@ -9,7 +9,8 @@ import { feedStores } from '../../storage/feed-stores.js';
 import { History } from '../../storage/history-log.js';
 import type { PayloadLocation } from '../../storage/records.js';
 import { StateLog } from '../../storage/state-log.js';
-import { Wal, type WalEvent, type WalLocation } from '../../storage/wal.js';
+import { Wal, type WalEvent } from '../../storage/wal.js';
+import { WalLocations } from '../../storage/wal-locations.js';
 import { CompactionLog } from '../maintenance/compaction-state.js';
 import { horizonWithFloor, retainedFloor } from '../maintenance/history-floors.js';
 import { leftoverBases, MergeLog, removeReplacedFiles, switchedOver } from '../maintenance/merge-state.js';
@@ -26,7 +27,7 @@ export interface OpenStream {
   /** The seq the next record gets, counting batches prepared but not yet durable. */
   nextSeq: number;
   /** Where every acknowledged record lies, in seq order. */
-  readonly records: WalLocation[];
+  readonly records: WalLocations;
   /** Types of its acknowledged records not yet published: they count toward the type limit. */
   readonly types: Set<string>;
 }
@@ -164,14 +165,14 @@ export function replayStreams(
         openedAt: event.openedAt,
         ...(event.message === undefined ? {} : { message: event.message }),
         nextSeq: 1,
-        records: [],
+        records: new WalLocations(),
         types: new Set(),
       };
     } else if (event.kind === 'abort') {
       aborted.add(event.stream);
       if (open?.id === event.stream) open = undefined;
     } else if (open?.id === event.stream) {
-      open.records.push(...event.records);
+      for (const location of event.records) open.records.push(location);
       open.nextSeq = event.firstSeq + event.records.length;
     }
   }

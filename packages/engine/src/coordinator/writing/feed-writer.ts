@@ -26,6 +26,7 @@ import type { RecordData } from '../../storage/records.js';
 import type { Corruption, TornTail } from '../../storage/runs.js';
 import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
+import { WalLocations } from '../../storage/wal-locations.js';
 import type { CompactionLog } from '../maintenance/compaction-state.js';
 import { openHistoryMaintenance } from '../maintenance/history-maintenance.js';
 import type { HistoryMerges } from '../maintenance/history-merge.js';
@@ -496,7 +497,7 @@ export class FeedWriter {
         openedAt,
         ...(message === undefined ? {} : { message }),
         nextSeq: 1,
-        records: [],
+        records: new WalLocations(),
         types: new Set(),
       };
       return (location) => {

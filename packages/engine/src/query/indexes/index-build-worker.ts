@@ -197,9 +197,20 @@ async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuf
   }
 }
 
+/**
+ * The job under way, and those queued behind it. One job at a time: a sealed segment's key,
+ * fingerprint and tag builds arrive together, and run interleaved (each awaits its reads) each
+ * held its segment's occurrences, terms and columns at once, a few hundred megabytes for a
+ * full-size segment on top of the event loop's thread. The thread is one CPU either way.
+ */
+let running: Promise<void> = Promise.resolve();
+
 parentPort?.on('message', (job: BuildJob) => {
-  run(job).then(
-    ({ result, transfer }) => parentPort!.postMessage({ id: job.id, result }, transfer),
-    (error: unknown) => parentPort!.postMessage({ id: job.id, error: errorMessageOf(error, 'an index build failed') }),
+  running = running.then(() =>
+    run(job).then(
+      ({ result, transfer }) => parentPort!.postMessage({ id: job.id, result }, transfer),
+      (error: unknown) =>
+        parentPort!.postMessage({ id: job.id, error: errorMessageOf(error, 'an index build failed') }),
+    ),
   );
 });

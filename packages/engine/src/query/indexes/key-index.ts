@@ -8,7 +8,8 @@
  * reads that segment's records up to it, then goes on from the dictionary before it.
  *
  * Dictionary files are derived: built in the background when a segment is sealed (until then
- * the finished segment's keys stay in memory), read lazily by section, kept in a bounded cache,
+ * the finished segment's keys stay in memory, and writers wait while too many are: see
+ * `key-build-backlog.ts`), read lazily by section, kept in a bounded cache,
  * and rebuilt from the history when missing or damaged — byte for byte what either kernel set
  * builds, since the FST is the kernels' and the rest is plain bytes.
  *
@@ -51,6 +52,7 @@ import {
 import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from '../../storage/segment-store.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
+import { KeyBuildBacklog } from './key-build-backlog.js';
 import { type DictionaryFile, type WinnerColumns, winnersOf } from './key-merge.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
@@ -119,6 +121,8 @@ export class KeyIndex {
   /** Dictionaries with sections in memory, least recently used first, and their bytes. */
   private readonly cache = new Map<SealedKeys, number>();
   private cachedBytes = 0;
+  /** The keys sealed segments hold until their dictionaries are built: writers wait on it. */
+  readonly backlog = new KeyBuildBacklog();
 
   private constructor(
     private readonly kernels: Kernels,
@@ -408,11 +412,21 @@ export class KeyIndex {
     this.sealed.push(slot);
     // Built in the background, in segment order (each builds on the one before): until it is
     // done, lookups read the finished segment's keys from memory. A dictionary is derived, so
-    // a crash or failure before it lands only means it is rebuilt on the next open.
+    // a crash or failure before it lands only means it is rebuilt on the next open. Its keys
+    // count toward the backlog writers wait on until the build settles, failed or not: a
+    // failed build's keys stay held for good, and no later build would ever take them.
+    const held = previous.occurrences;
+    this.backlog.hold(held);
     this.pending = this.pending
       .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
       .then(() => this.buildSealed(slot, previous))
-      .catch(() => undefined);
+      .catch(() => undefined)
+      .finally(() => this.backlog.settle(held));
+  }
+
+  /** Undefined, or a promise to await before writing more records: see `KeyBuildBacklog.roomInBacklog`. */
+  roomInBacklog(): Promise<void> | undefined {
+    return this.backlog.roomInBacklog();
   }
 
   /**

@@ -48,6 +48,11 @@ export class SegmentKeys {
     private readonly order: TermOrder,
   ) {}
 
+  /** Occurrences held (what a sealed segment holds in memory until its dictionary is built). */
+  get occurrences(): number {
+    return this.count;
+  }
+
   add(key: string, position: number, version: number, tombstone: boolean, locator: number): void {
     if (this.count === this.positions.length) this.grow();
     const at = this.count++;
