@@ -14,13 +14,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadKernels, StreamStackError } from '../../packages/engine/src/index.js';
+import { loadKernels } from '../../packages/engine/src/index.js';
 import { objectPartBytes } from '../../packages/engine/src/limits.js';
 import {
   ObjectSegmentStore,
   type ObjectSegmentStoreOptions,
 } from '../../packages/engine/src/storage/object-segment-store.js';
 import { LocalSegmentStore, type SegmentStore } from '../../packages/engine/src/storage/segment-store.js';
+import { failure } from '../support/failure.js';
 import {
   freePort,
   startVersitygw,
@@ -51,17 +52,6 @@ function firstDifference(actual: Uint8Array, expected: Uint8Array): number {
   const length = Math.min(actual.length, expected.length);
   for (let index = 0; index < length; index++) if (actual[index] !== expected[index]) return index;
   return length;
-}
-
-/** The error a promise rejects with. */
-async function failure(run: () => Promise<unknown>): Promise<StreamStackError> {
-  try {
-    await run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(StreamStackError);
-    return error as StreamStackError;
-  }
-  throw new Error('expected a failure');
 }
 
 /** Stores over one place: two side by side, and one inside the first (a sub-folder, a longer prefix). */

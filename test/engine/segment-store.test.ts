@@ -36,21 +36,11 @@ import {
   readSummaryPage,
   summaryStreamCandidates,
 } from '../../packages/engine/src/storage/segment-summary.js';
+import { failure } from '../support/failure.js';
 import { filledFeed, temporaryDirectory } from '../support/store.js';
 
 const kernels = loadKernels();
 const bytes = Uint8Array.from({ length: 300 }, (_, index) => index % 251);
-
-/** The error a promise rejects with, or a function throws. */
-async function failure(run: () => unknown): Promise<StreamStackError> {
-  try {
-    await run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(StreamStackError);
-    return error as StreamStackError;
-  }
-  throw new Error('expected a failure');
-}
 
 describe('LocalSegmentStore', () => {
   it('reads back byte ranges of what it stored, asynchronously and synchronously', async () => {
@@ -76,26 +66,6 @@ describe('LocalSegmentStore', () => {
     // A second put replaces the file whole.
     await store.put('0000000000000001.sum', bytes.subarray(0, 7));
     expect(await store.read('0000000000000001.sum', 0, 7)).toEqual(bytes.subarray(0, 7));
-  });
-
-  it('lists and deletes its files; an empty or missing folder lists nothing', async () => {
-    const directory = path.join(temporaryDirectory(), 'index');
-    const store = new LocalSegmentStore(kernels, directory);
-    expect(await store.list()).toEqual([]);
-    await store.delete('0000000000000001.idx');
-    await store.put('0000000000000001.idx', bytes);
-    await store.put('0000000000000001.keys', bytes);
-    await store.put('0000000000000100.idx', bytes);
-    expect((await store.list()).sort()).toEqual([
-      '0000000000000001.idx',
-      '0000000000000001.keys',
-      '0000000000000100.idx',
-    ]);
-    await store.delete('0000000000000001.idx');
-    // Deleting what is not there is not a failure: a trim interrupted after its delete runs again.
-    await store.delete('0000000000000001.idx');
-    expect((await store.list()).sort()).toEqual(['0000000000000001.keys', '0000000000000100.idx']);
-    expect(fs.existsSync(path.join(directory, '0000000000000001.idx'))).toBe(false);
   });
 
   it('reports a missing file as IO with errno ENOENT, and a range past the end as CORRUPT', async () => {

@@ -203,62 +203,35 @@ export class LocalSegmentStore implements SegmentStore, SyncSegmentReads {
   async readInto(name: string, into: Uint8Array, offset: number): Promise<Uint8Array> {
     const held = this.held(name);
     if (held) return held.readInto(into, offset);
-    const file = this.fileOf(name);
-    let handle: fsp.FileHandle;
-    try {
-      handle = await fsp.open(file, 'r');
-    } catch (error) {
-      throw ioError(error, `cannot open ${file}`);
-    }
-    try {
-      let at = 0;
-      while (at < into.length) {
-        let bytesRead: number;
-        try {
-          ({ bytesRead } = await handle.read(into, at, into.length - at, offset + at));
-        } catch (error) {
-          throw ioError(error, `cannot read ${file}`);
-        }
-        if (bytesRead === 0) throw shortRead(file, offset, at, into.length);
-        at += bytesRead;
-      }
-      return into;
-    } finally {
-      await handle.close();
-    }
+    return this.withFile(name, (handle, file) => readFully(handle, file, into, offset));
   }
 
   async readStart(name: string, length: number): Promise<{ bytes: Uint8Array; size: number }> {
     // Not through `held`: it holds sealed segments, which are read by range; this reads the
     // derived files, which no caller holds open.
-    const file = this.fileOf(name);
-    let handle: fsp.FileHandle;
-    try {
-      handle = await fsp.open(file, 'r');
-    } catch (error) {
-      throw ioError(error, `cannot open ${file}`);
-    }
-    try {
+    return this.withFile(name, async (handle, file) => {
       let size: number;
       try {
         ({ size } = await handle.stat());
       } catch (error) {
         throw ioError(error, `cannot read ${file}`);
       }
-      const bytes = new Uint8Array(Math.min(length, size));
-      let at = 0;
-      while (at < bytes.length) {
-        let bytesRead: number;
-        try {
-          ({ bytesRead } = await handle.read(bytes, at, bytes.length - at, at));
-        } catch (error) {
-          throw ioError(error, `cannot read ${file}`);
-        }
-        // Shorter than its size a moment ago: cut while it was read.
-        if (bytesRead === 0) throw shortRead(file, 0, at, bytes.length);
-        at += bytesRead;
-      }
-      return { bytes, size };
+      // A file shorter than its size a moment ago was cut while it was read: `CORRUPT`.
+      return { bytes: await readFully(handle, file, new Uint8Array(Math.min(length, size)), 0), size };
+    });
+  }
+
+  /** Opens `name` for reading, runs `use` on it, and closes it; a failed open is `IO`. */
+  private async withFile<T>(name: string, use: (handle: fsp.FileHandle, file: string) => Promise<T>): Promise<T> {
+    const file = this.fileOf(name);
+    let handle: fsp.FileHandle;
+    try {
+      handle = await fsp.open(file, 'r');
+    } catch (error) {
+      throw ioError(error, `cannot open ${file}`);
+    }
+    try {
+      return await use(handle, file);
     } finally {
       await handle.close();
     }
@@ -368,6 +341,22 @@ export class LocalSegmentStore implements SegmentStore, SyncSegmentReads {
   localPath(name: string): string {
     return this.fileOf(name);
   }
+}
+
+/** Reads `into.length` bytes at `offset` of the open `handle`: a file that ends first is `CORRUPT`. */
+async function readFully(handle: fsp.FileHandle, file: string, into: Uint8Array, offset: number): Promise<Uint8Array> {
+  let at = 0;
+  while (at < into.length) {
+    let bytesRead: number;
+    try {
+      ({ bytesRead } = await handle.read(into, at, into.length - at, offset + at));
+    } catch (error) {
+      throw ioError(error, `cannot read ${file}`);
+    }
+    if (bytesRead === 0) throw shortRead(file, offset, at, into.length);
+    at += bytesRead;
+  }
+  return into;
 }
 
 /** A read that the file ended before: `CORRUPT`, as `SegmentFile` reports it. */
