@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type AppendRecord, type Progress, StreamStackError } from '../../packages/engine/src/index.js';
+import { ProgressReporter } from '../../packages/engine/src/progress.js';
 import { filledFeed, temporaryDirectory } from '../support/store.js';
 
 /** A commit of a few keyed records, large enough that a few hundred fill many small segments. */
@@ -211,5 +212,21 @@ describe('onProgress', () => {
     expect(out.exportCalls.some((call: Progress) => call.done > call.total / 2 && call.done < call.total - 1)).toBe(
       true,
     );
+  });
+});
+
+describe('ProgressReporter', () => {
+  it('throttles its calls, but always makes the first, the first with work done and the last', () => {
+    const calls: Progress[] = [];
+    // An interval no test outlasts: every call below that is made, is made whatever the clock.
+    const reporter = new ProgressReporter((progress) => calls.push(progress), 'records', 100, {}, 3_600_000);
+    reporter.advance(0, undefined, true);
+    reporter.advance(0);
+    reporter.advance(5);
+    reporter.advance(40);
+    reporter.advance(30);
+    reporter.finish();
+    expect(calls.map((call) => call.done)).toEqual([0, 5, 100]);
+    expect(calls.every((call) => call.total === 100 && call.unit === 'records')).toBe(true);
   });
 });

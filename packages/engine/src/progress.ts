@@ -1,8 +1,9 @@
 /**
  * Progress of a long operation (verify, compact, compactKeys, trim, export), reported through
  * its `onProgress` option in one shape: `done` of `total` in a unit. A reporter keeps the calls
- * cheap and honest: at most one every `progressIntervalMs` (the first and the last always),
- * `done` never goes back, and it reaches `total` only in the last call, made when the work ends.
+ * cheap and honest: at most one every `progressIntervalMs` (the first, the first with work done
+ * and the last always), `done` never goes back, and it reaches `total` only in the last call,
+ * made when the work ends.
  * A callback that throws is not called again, and the work goes on.
  */
 // The shape is public and shared with the client, so it is defined in @streamstack/protocol.
@@ -60,9 +61,13 @@ export class ProgressReporter<Extra extends object = object> {
   advance(done: number, extra?: Partial<Extra>, force = false): void {
     if (!this.active) return;
     if (extra) this.extra = { ...this.extra, ...extra };
+    const before = this.done;
     this.done = Math.max(this.done, Math.min(done, this.total - 1));
     const now = performance.now();
-    if (!force && now - this.lastCall < this.intervalMs) return;
+    // The first work done is always shown, throttle or not: a display leaves 0 at once, and a
+    // short operation whose only progress comes from a worker still shows some before it ends.
+    const firstWork = before <= 0 && this.done > 0;
+    if (!force && !firstWork && now - this.lastCall < this.intervalMs) return;
     this.lastCall = now;
     this.call();
   }
