@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { byteLines, nestsDeeperThan, parseRecordLine, readRecords } from '../../packages/cli/src/io.js';
 import { typedErrorOf } from '../../packages/cli/src/main.js';
 import { validateMessage, validateRecords } from '../../packages/engine/src/api/records.js';
+import { failure } from '../support/failure.js';
 import { digestTree, temporaryDirectory } from '../support/store.js';
 
 const binary = new URL('../../packages/cli/bin/streamstack.js', import.meta.url).pathname;
@@ -57,23 +58,12 @@ function refusedAppend(data: string, input: string | Uint8Array) {
   return typedError(result.stderr);
 }
 
-/** The StreamStackError `run` throws, or rejects with. */
-async function refusal(run: () => unknown): Promise<StreamStackError> {
-  try {
-    await run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(StreamStackError);
-    return error as StreamStackError;
-  }
-  throw new Error('expected a refusal');
-}
-
 const nested = (levels: number, open = '[', close = ']') => `${open.repeat(levels)}${close.repeat(levels)}`;
 
 describe('append input lines', () => {
   it('refuses a line that is not UTF-8, naming it, instead of storing replacement characters', async () => {
     const input = Buffer.concat([utf8('{"payload":"ok"}\n\n{"payload":"a'), Buffer.from([0xff, 0xfe]), utf8('b"}\n')]);
-    const error = await refusal(() => readRecords([input]));
+    const error = await failure(() => readRecords([input]));
     expect(error).toMatchObject({ code: 'INVALID_RECORD', details: { line: 3 } });
     expect(error.message).toContain('payloadBase64');
     const data = feedDirectory();
