@@ -32,6 +32,10 @@ export interface Versitygw {
   readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
   /** Makes a bucket (a folder of the posix backend). */
   createBucket(bucket: string): Promise<void>;
+  /** Stops the server by its PID and keeps its folder and port: the object store is down. */
+  halt(): Promise<void>;
+  /** Starts a halted server again on the same port, over the same folder. */
+  resume(): Promise<void>;
   /** Stops the server by its PID and removes its folder. */
   stop(): Promise<void>;
 }
@@ -64,6 +68,33 @@ async function answers(endpoint: string, child: ChildProcess, tries: number): Pr
   return false;
 }
 
+/** One run of the versitygw process on `port` over `root`; undefined when it exits before it answers. */
+async function launch(
+  binary: string,
+  port: number,
+  root: string,
+  region: string,
+  credentials: Versitygw['credentials'],
+  output: string[],
+): Promise<{ child: ChildProcess; exited: Promise<void> } | undefined> {
+  const endpoint = `http://127.0.0.1:${port}`;
+  const child = spawn(binary, ['--port', `127.0.0.1:${port}`, '--quiet', '--region', region, 'posix', root], {
+    env: {
+      ...process.env,
+      ROOT_ACCESS_KEY_ID: credentials.accessKeyId,
+      ROOT_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // Up to ten seconds for a start that takes a fraction of one: only a failure waits that long.
+  if (await answers(endpoint, child, 200)) return { child, exited };
+  if (child.exitCode === null && child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
+  return undefined;
+}
+
 /**
  * Starts versitygw (`binary`) and waits until it answers. A port taken between `freePort` and the
  * server's listen makes it exit: another port is tried.
@@ -79,58 +110,57 @@ export async function startVersitygw(binary: string): Promise<Versitygw> {
   for (let start = 0; start < 3; start++) {
     const port = await freePort();
     const endpoint = `http://127.0.0.1:${port}`;
-    const child = spawn(binary, ['--port', `127.0.0.1:${port}`, '--quiet', '--region', region, 'posix', root], {
-      env: {
-        ...process.env,
-        ROOT_ACCESS_KEY_ID: credentials.accessKeyId,
-        ROOT_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+    let running = await launch(binary, port, root, region, credentials, output);
+    if (!running) continue;
+    // A test process that ends without its afterAll (a crash, an interrupt) still stops it.
+    const stopOnExit = () => {
+      const pid = running?.child.pid;
+      if (running?.child.exitCode === null && pid !== undefined) process.kill(pid, 'SIGKILL');
+    };
+    process.once('exit', stopOnExit);
+    const halt = async () => {
+      const current = running;
+      running = undefined;
+      if (current && current.child.exitCode === null && current.child.pid !== undefined) {
+        process.kill(current.child.pid, 'SIGTERM');
+        await current.exited;
+      }
+    };
+    return {
+      endpoint,
+      region,
+      credentials,
+      async createBucket(bucket) {
+        // The SDK's warning about Node versions is switched off for the test's own client too,
+        // as the store does it: for the constructor only, so a child process a test starts
+        // does not inherit the switch.
+        const before = process.env[warningSwitch];
+        process.env[warningSwitch] = 'true';
+        let client: S3Client;
+        try {
+          client = new S3Client({ endpoint, region, credentials, forcePathStyle: true });
+        } finally {
+          if (before === undefined) delete process.env[warningSwitch];
+          else process.env[warningSwitch] = before;
+        }
+        try {
+          await client.send(new CreateBucketCommand({ Bucket: bucket }));
+        } finally {
+          client.destroy();
+        }
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    // Up to ten seconds for a start that takes a fraction of one: only a failure waits that long.
-    if (await answers(endpoint, child, 200)) {
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      // A test process that ends without its afterAll (a crash, an interrupt) still stops it.
-      const stopOnExit = () => {
-        if (child.exitCode === null && child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
-      };
-      process.once('exit', stopOnExit);
-      return {
-        endpoint,
-        region,
-        credentials,
-        async createBucket(bucket) {
-          // The SDK's warning about Node versions is switched off for the test's own client too,
-          // as the store does it: for the constructor only, so a child process a test starts
-          // does not inherit the switch.
-          const before = process.env[warningSwitch];
-          process.env[warningSwitch] = 'true';
-          let client: S3Client;
-          try {
-            client = new S3Client({ endpoint, region, credentials, forcePathStyle: true });
-          } finally {
-            if (before === undefined) delete process.env[warningSwitch];
-            else process.env[warningSwitch] = before;
-          }
-          try {
-            await client.send(new CreateBucketCommand({ Bucket: bucket }));
-          } finally {
-            client.destroy();
-          }
-        },
-        async stop() {
-          process.off('exit', stopOnExit);
-          if (child.exitCode === null && child.pid !== undefined) {
-            process.kill(child.pid, 'SIGTERM');
-            await exited;
-          }
-          fs.rmSync(root, { recursive: true, force: true });
-        },
-      };
-    }
-    if (child.exitCode === null && child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
+      halt,
+      async resume() {
+        if (running) return;
+        running = await launch(binary, port, root, region, credentials, output);
+        if (!running) throw new Error(`versitygw did not start again on port ${port}: ${output.join('')}`);
+      },
+      async stop() {
+        process.off('exit', stopOnExit);
+        await halt();
+        fs.rmSync(root, { recursive: true, force: true });
+      },
+    };
   }
   fs.rmSync(root, { recursive: true, force: true });
   throw new Error(`versitygw did not start: ${output.join('')}`);

@@ -22,8 +22,10 @@ export {
   recordLines,
   storedRecordFromLine,
 } from '@streamstack/protocol';
-export type { CommitRecords, FeedInfo } from './api/feed.js';
+export type { CommitRecords, FeedInfo, TieringInfo } from './api/feed.js';
 export { Feed } from './api/feed.js';
+export type { ObjectStoreOptions } from './api/object-store-options.js';
+export { objectStoreFromAddress } from './api/object-store-options.js';
 export type { AppendRecord, Commit, StoredRecord } from './api/records.js';
 export type { StoreOptions, VerifyProgress } from './api/store.js';
 export { Store } from './api/store.js';

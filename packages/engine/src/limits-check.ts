@@ -53,6 +53,11 @@ export interface LimitValues {
   readonly segmentKeyShardSlotsInitial: number;
   readonly directWriteAlignmentBytes: number;
   readonly exportDirectWriteBytes: number;
+  readonly tieringBlockBytes: number;
+  readonly tieringRetryMsMin: number;
+  readonly tieringRetryMsMax: number;
+  readonly tieredSegmentsMax: number;
+  readonly stateLogBytesMax: number;
   readonly objectPartBytes: number;
   readonly objectPartBytesMin: number;
   readonly objectUploadPartsMax: number;
@@ -212,4 +217,21 @@ export function checkLimits(limits: LimitValues): void {
       Number.isSafeInteger(limits[name]) && limits[name] >= 1,
       `an upload or a request makes progress (${name} >= 1)`,
     );
+
+  // Tiering.
+  check(
+    limits.tieringRetryMsMin >= 1 && limits.tieringRetryMsMin <= limits.tieringRetryMsMax,
+    'a failed upload waits before its retry, and the backoff has a cap above its start (1 <= tieringRetryMsMin <= tieringRetryMsMax)',
+  );
+  check(
+    limits.tieringBlockBytes >= 64 * 1024 && limits.tieringBlockBytes <= limits.objectPartBytes,
+    'a checked block is worth a request and fits in one part (64 KiB <= tieringBlockBytes <= objectPartBytes)',
+  );
+  check(
+    limits.tieredSegmentsMax * tierEntryBytesMax <= limits.stateLogBytesMax,
+    'the tiering log holds every segment it may track in one record (tieredSegmentsMax * tierEntryBytesMax <= stateLogBytesMax)',
+  );
 }
+
+/** The most bytes one segment's entry takes in the tiering log: five varints and a CRC. */
+const tierEntryBytesMax = 5 * 9 + 4 + 1;

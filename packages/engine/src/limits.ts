@@ -583,8 +583,42 @@ export const objectConnectMsMax = 10_000;
  */
 export const objectIdleMsMax = 60_000;
 
+/**
+ * Tiered files are checked in blocks of this size: a descriptor carries each block's CRC-32, and
+ * a read of a segment from object storage fetches whole blocks and checks each. Several MiB, so a
+ * cold read costs few requests (a 4 KiB ranged GET costs hundreds of times a local read), and a
+ * 64 MiB segment's descriptor stays a few hundred bytes of CRCs.
+ */
+export const tieringBlockBytes = 4 * 1024 * 1024;
+
+/**
+ * The first wait, in milliseconds, before a failed tiering pass is tried again; each failure in
+ * a row doubles it. Short, so a dropped connection costs a moment of lag, not minutes.
+ */
+export const tieringRetryMsMin = 250;
+
+/**
+ * The longest wait, in milliseconds, between tries of a failing tiering pass: an object store
+ * down for an hour is asked every half minute, not hammered, and uploads resume soon after it
+ * is back.
+ */
+export const tieringRetryMsMax = 30_000;
+
+/**
+ * Segments a feed's tiering log tracks at once: its state is one record of a state log (at most
+ * `stateLogBytesMax`), about 30 bytes a segment. 20,000 segments of 64 MiB are over a TiB of
+ * history; a feed that reaches it is refused more uploads with a clear error rather than a log
+ * record that cannot be written.
+ */
+export const tieredSegmentsMax = 20_000;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
+  tieringBlockBytes,
+  tieringRetryMsMin,
+  tieringRetryMsMax,
+  tieredSegmentsMax,
+  stateLogBytesMax,
   safeIntegerMax,
   frameHeaderBytes,
   frameControlBit,

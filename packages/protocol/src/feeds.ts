@@ -25,6 +25,33 @@ export interface FeedInfo {
    * `horizon - 1` fail with `COMPACTED`; the start (`lowMark - 1`) and `horizon` on are valid.
    */
   readonly horizon: number;
+  /** Where its sealed history stands in object storage: only for a store opened with `objectStore`. */
+  readonly tiering?: TieringInfo;
+}
+
+/**
+ * A tiered feed's uploads: what object storage holds, what waits to go up (sealed segments not
+ * yet visible there), and the last failure, which a pass that succeeds clears. Counters are since
+ * the feed was opened.
+ */
+export interface TieringInfo {
+  /** Segments visible remotely (their descriptors confirmed), and their files' bytes. */
+  readonly remoteSegments: number;
+  readonly remoteBytes: number;
+  /** Sealed segments not yet visible remotely, and the bytes of those given an ordinal. */
+  readonly pendingSegments: number;
+  readonly pendingBytes: number;
+  /** Segments gone locally (trimmed, or replaced by a rewrite) whose objects are being deleted. */
+  readonly retiringSegments: number;
+  /** The ordinal the next segment will be given; ordinals are never reused. */
+  readonly nextOrdinal: number;
+  readonly uploadedObjects: number;
+  readonly uploadedBytes: number;
+  /** Requests made to the object store. */
+  readonly requests: number;
+  /** Failed passes in a row (0 once one succeeds). */
+  readonly failures: number;
+  readonly lastError: { readonly code: string; readonly message: string; readonly at: number } | null;
 }
 
 export interface StreamInfo {

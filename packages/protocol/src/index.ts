@@ -19,6 +19,7 @@ export type {
   PollResult,
   StreamInfo,
   SubscriptionInfo,
+  TieringInfo,
   VerificationCode,
   VerificationProblem,
 } from './feeds.js';

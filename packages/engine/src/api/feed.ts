@@ -13,7 +13,7 @@
  */
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { CommitRecords, FeedInfo } from '@streamstack/protocol';
+import type { CommitRecords, FeedInfo, TieringInfo } from '@streamstack/protocol';
 import type { MergeProgress, MergeResult } from '../coordinator/maintenance/history-merge.js';
 import type { RetentionInfo, TrimResult } from '../coordinator/maintenance/history-trim.js';
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/maintenance/key-compaction.js';
@@ -50,7 +50,7 @@ import {
 import { Stream } from './stream.js';
 import { Subscription, type SubscriptionInfo } from './subscription.js';
 
-export type { CommitRecords, FeedInfo };
+export type { CommitRecords, FeedInfo, TieringInfo };
 
 /** A cursor option: a non-negative integer, checked against the head where it is used. */
 function checkedCursor(value: unknown, name: string): number | undefined {
@@ -559,6 +559,28 @@ export class Feed {
       lowPosition: this.writer.published.commits.lowPosition,
       retention: this.writer.retentionKeeper().info(),
       horizon: this.writer.compaction().horizon,
+      ...(this.writer.historyTiering ? { tiering: this.writer.historyTiering.status() } : {}),
     };
+  }
+
+  /**
+   * Resolves once every sealed segment of the feed is in object storage (its descriptor
+   * confirmed) and what a trim or rewrite left behind there is retired; rejects with
+   * `UNAVAILABLE` when an upload fails (it is retried in the background all the same), and with
+   * `INVALID_ARGUMENT` for a store opened without `objectStore`. The active segment goes up once
+   * it is sealed, not before.
+   *
+   * @example
+   * const { remoteSegments, pendingSegments } = await feed.tiered(); // pendingSegments === 0
+   */
+  async tiered(): Promise<TieringInfo> {
+    this.writer.assertPresent();
+    const tiering = this.writer.historyTiering;
+    if (!tiering)
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `feed ${this.name} is not tiered: open the store with objectStore`,
+      );
+    return tiering.settled();
   }
 }

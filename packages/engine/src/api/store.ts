@@ -22,7 +22,9 @@ import { type KernelChoice, loadKernels } from '../kernels/index.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentBytesDefault, segmentBytesMax, segmentBytesMin } from '../limits.js';
 import { checkOnProgress, type OnProgress, type Progress, ProgressReporter } from '../progress.js';
+import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { Feed, type FeedInfo } from './feed.js';
+import { type ObjectStoreOptions, objectStoreSettings } from './object-store-options.js';
 import { optionsOf } from './records.js';
 
 /** `store.verify`'s progress: bytes of history read, and the feed being verified. */
@@ -54,6 +56,13 @@ export interface StoreOptions {
    * `LOCK` left by a process that died, then take the directory. Never needed with the OS lock.
    */
   readonly breakLock?: boolean;
+  /**
+   * Tier sealed history to S3-compatible object storage: each sealed segment, with its summary,
+   * index and dictionaries, is uploaded in the background (never delaying an acknowledgement),
+   * then made visible there by a descriptor object. `feed.info().tiering` says how far it got;
+   * `feed.tiered()` waits until everything sealed is there. Not for a read-only store.
+   */
+  readonly objectStore?: ObjectStoreOptions;
 }
 
 const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
@@ -70,6 +79,7 @@ export class Store {
     private readonly clock: () => number,
     private readonly newId: () => string,
     private readonly segmentBytes: number,
+    private readonly objectStore: ObjectSegmentStore | undefined,
   ) {}
 
   /** Opens (creating if needed) the data directory `directory`; `LOCKED` if another opener has it. */
@@ -82,6 +92,13 @@ export class Store {
         `segmentBytes must be from ${segmentBytesMin} to ${segmentBytesMax}`,
       );
     }
+    // Checked before the directory is touched: a bad setting leaves nothing behind.
+    const objectSettings = options.objectStore === undefined ? undefined : objectStoreSettings(options.objectStore);
+    if (objectSettings && options.readOnly)
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        'a read-only store uploads nothing: give objectStore or readOnly, not both',
+      );
     const data = await DataDirectory.open(path.resolve(directory), {
       ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
@@ -92,6 +109,8 @@ export class Store {
       options.clock ?? Date.now,
       options.newId ?? (() => crypto.randomUUID()),
       segmentBytes,
+      // The SDK is loaded only by a store that tiers: every other store starts without it.
+      objectSettings && new (await import('../storage/object-segment-store.js')).ObjectSegmentStore(objectSettings),
     );
   }
 
@@ -149,6 +168,7 @@ export class Store {
           newId: this.newId,
           segmentBytes: this.segmentBytes,
           readOnly: this.directory.readOnly,
+          ...(this.objectStore ? { objectStore: this.objectStore } : {}),
         });
         return new Feed(name, metadata.createdAt, writer);
       })();
@@ -272,6 +292,7 @@ export class Store {
     await Promise.all(this.deletions.values());
     const feeds = await Promise.allSettled(this.feeds.values());
     for (const feed of feeds) if (feed.status === 'fulfilled') await feed.value.writer.close();
+    this.objectStore?.close();
     this.directory.close();
   }
 

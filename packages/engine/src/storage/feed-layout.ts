@@ -42,7 +42,7 @@ export const temporarySuffix = '.tmp';
 export const rewriteTemporarySuffix = `.merge${temporarySuffix}`;
 
 /** The state logs of a feed, each `state/<name>.log`. */
-export type StateLogName = 'lease' | 'compaction' | 'merge' | 'retention';
+export type StateLogName = 'lease' | 'compaction' | 'merge' | 'retention' | 'tiering';
 
 /** The folders whose presence means a feed directory holds data (so a missing `feed.json` is damage). */
 const logFolderNames = ['history', 'wal', 'state'] as const;

@@ -108,25 +108,46 @@ function quietClient(options: ObjectSegmentStoreOptions): S3Client {
   }
 }
 
+/** Refuses a prefix that is neither empty nor a relative path ending in `/`. */
+function checkPrefix(prefix: string): void {
+  if (prefix !== '' && (!prefix.endsWith('/') || prefix.startsWith('/')))
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `an object store prefix is empty or a path ending in "/", not starting with one (${prefix})`,
+    );
+}
+
 export class ObjectSegmentStore implements SegmentStore {
   private readonly client: S3Client;
   readonly bucket: string;
   readonly prefix: string;
+  /** Whether `close` ends the client: a store made by `within` shares its parent's. */
+  private readonly ownsClient: boolean;
 
-  constructor(options: ObjectSegmentStoreOptions) {
-    if (options.prefix !== '' && (!options.prefix.endsWith('/') || options.prefix.startsWith('/')))
-      throw new StreamStackError(
-        'INVALID_ARGUMENT',
-        `an object store prefix is empty or a path ending in "/", not starting with one (${options.prefix})`,
-      );
+  constructor(options: ObjectSegmentStoreOptions, shared?: S3Client) {
+    checkPrefix(options.prefix);
     this.bucket = options.bucket;
     this.prefix = options.prefix;
-    this.client = quietClient(options);
+    this.client = shared ?? quietClient(options);
+    this.ownsClient = shared === undefined;
   }
 
-  /** Closes the client's connections; the store is not used after. */
+  /**
+   * The store of the objects under `subprefix` (a path ending in `/`) of this one's prefix,
+   * sharing its client and so its connections: a feed's descriptors and its segments' files are
+   * two stores of one bucket.
+   */
+  within(subprefix: string): ObjectSegmentStore {
+    checkPrefix(subprefix);
+    return new ObjectSegmentStore(
+      { bucket: this.bucket, prefix: this.prefix + subprefix, region: '', forcePathStyle: true },
+      this.client,
+    );
+  }
+
+  /** Closes the client's connections, when this store made the client; the store is not used after. */
   close(): void {
-    this.client.destroy();
+    if (this.ownsClient) this.client.destroy();
   }
 
   private keyOf(name: string): string {
@@ -166,7 +187,21 @@ export class ObjectSegmentStore implements SegmentStore {
   }
 
   async putFile(name: string, localFile: string): Promise<void> {
-    const key = this.keyOf(name);
+    await this.copyFile(name, localFile);
+    // Only a stored copy consumes the file: a failure above left it for the caller to try again.
+    try {
+      await fsp.rm(localFile, { force: true });
+    } catch (error) {
+      throw localError(error, `cannot remove ${localFile} after storing it`);
+    }
+  }
+
+  /**
+   * Stores a copy of the local file `localFile` under `name`, leaving the file where it is: what
+   * tiering does with a sealed segment, whose local copy stays readable until the copy here is
+   * confirmed (and then stays as a cache). Resolves once the object is stored durably.
+   */
+  async copyFile(name: string, localFile: string): Promise<void> {
     let handle: fsp.FileHandle;
     try {
       handle = await fsp.open(localFile, 'r');
@@ -174,23 +209,27 @@ export class ObjectSegmentStore implements SegmentStore {
       throw localError(error, `cannot open ${localFile}`);
     }
     try {
-      const { size } = await handle.stat();
-      if (size <= objectPartBytes) {
-        const bytes = await readPart(handle, localFile, 0, size);
-        await this.request(key, 'store', () =>
-          this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes })),
-        );
-      } else {
-        await this.uploadInParts(key, handle, localFile, size);
-      }
+      await this.copyFrom(name, handle, localFile, (await handle.stat()).size);
     } finally {
       await handle.close();
     }
-    // Only a stored copy consumes the file: a failure above left it for the caller to try again.
-    try {
-      await fsp.rm(localFile, { force: true });
-    } catch (error) {
-      throw localError(error, `cannot remove ${localFile} after storing it`);
+  }
+
+  /**
+   * Stores the first `size` bytes of the local file open at `handle` (named `localFile` in
+   * errors) under `name`: one PUT up to `objectPartBytes`, a multipart upload past it. For a
+   * caller that read the file through the same handle first (to checksum it), so that what is
+   * stored is what was checked even if the name is replaced meanwhile.
+   */
+  async copyFrom(name: string, handle: fsp.FileHandle, localFile: string, size: number): Promise<void> {
+    const key = this.keyOf(name);
+    if (size <= objectPartBytes) {
+      const bytes = await readPart(handle, localFile, 0, size);
+      await this.request(key, 'store', () =>
+        this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes })),
+      );
+    } else {
+      await this.uploadInParts(key, handle, localFile, size);
     }
   }
 

@@ -1,22 +1,29 @@
 /**
  * Sets up a feed's history maintenance once its logs are open: retention (trims), merging
- * compaction and key compaction, wired to one another as they must be. Trims, merges and key
- * compactions run one at a time through the retention keeper's queue, and both rewrites switch
- * files inside the feed's read gate. The feed writer holds what this returns; it only starts the
+ * compaction, key compaction and, with object storage, tiering, wired to one another as they
+ * must be. Trims, merges, key compactions and uploads run one at a time through the retention
+ * keeper's queue, and both rewrites switch files inside the feed's read gate. Whatever changes
+ * the sealed segments (a trim, a merge, a key compaction) starts a tiering pass after it. The feed writer holds what this returns; it only starts the
  * maintenance, never runs it.
  */
 import type { Kernels } from '../../kernels/kernels.js';
+import { feedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';
+import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import { feedObjectPrefix, objectFolders } from '../../storage/segment-descriptor.js';
+import { feedTagOf } from '../opening/data-directory.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
 import type { ReadGate } from '../reading/read-gate.js';
 import type { Subscriptions } from '../reading/subscriptions.js';
 import type { Watermark } from '../writing/published-state.js';
 import type { CompactionLog } from './compaction-state.js';
 import { HistoryMerges } from './history-merge.js';
+import { HistoryTiering } from './history-tiering.js';
 import { HistoryRetention } from './history-trim.js';
 import { KeyCompaction } from './key-compaction.js';
 import type { MergeLog } from './merge-state.js';
 import type { RetentionLog } from './retention-state.js';
+import type { TieringLog } from './tiering-state.js';
 
 /** What a feed's maintenance needs from the open feed. */
 export interface MaintenanceContext {
@@ -33,6 +40,15 @@ export interface MaintenanceContext {
   readonly frameDataBytesMax: number;
   readonly readOnly: boolean;
   readonly logs: { readonly retention: RetentionLog; readonly merges: MergeLog; readonly compaction: CompactionLog };
+  /** Given when the store tiers sealed history to object storage. */
+  readonly tiering?: {
+    /** The store's object storage, at its configured prefix. */
+    readonly objectStore: ObjectSegmentStore;
+    readonly log: TieringLog;
+    /** The writer lease's epoch now. */
+    readonly epoch: () => number;
+    readonly newId: () => string;
+  };
 }
 
 /** A feed's history maintenance: its retention, its merges and its key compaction. */
@@ -40,6 +56,7 @@ export interface HistoryMaintenance {
   readonly retention: HistoryRetention;
   readonly merges: HistoryMerges;
   readonly keyCompaction: KeyCompaction;
+  readonly tiering: HistoryTiering | undefined;
 }
 
 /** Builds the feed's maintenance; nothing runs until asked (or a policy or a finished segment asks). */
@@ -54,8 +71,11 @@ export function openHistoryMaintenance(context: MaintenanceContext): HistoryMain
     context.clock,
     readOnly,
   );
-  // One queue for all three: a merge never rewrites segments a trim is deleting, and back.
-  const serial = <T>(work: () => Promise<T>) => retention.serial(work);
+  const tiering = context.tiering && openTiering(context, context.tiering, retention);
+  // One queue for all: a merge never rewrites segments a trim is deleting or an upload reading,
+  // and back. A rewrite's new segment goes up once the rewrite is done.
+  const serial = <T>(work: () => Promise<T>) => retention.serial(work).finally(() => tiering?.segmentFinished());
+  if (tiering) retention.onTrimmed = () => tiering.segmentFinished();
   const merges = new HistoryMerges({
     kernels: context.kernels,
     feed: context.feed,
@@ -79,5 +99,33 @@ export function openHistoryMaintenance(context: MaintenanceContext): HistoryMain
     readOnly,
     feed: context.feed,
   });
-  return { retention, merges, keyCompaction };
+  return { retention, merges, keyCompaction, tiering };
+}
+
+/** The feed's tiering: its objects under the feed's own folder of the configured prefix. */
+function openTiering(
+  context: MaintenanceContext,
+  tiering: NonNullable<MaintenanceContext['tiering']>,
+  retention: HistoryRetention,
+): HistoryTiering {
+  const feedTag = feedTagOf(context.directory);
+  const root = tiering.objectStore.within(feedObjectPrefix(context.feed, feedTag));
+  return new HistoryTiering({
+    kernels: context.kernels,
+    feed: context.feed,
+    feedTag,
+    history: context.history,
+    derived: context.derived,
+    stores: feedStores(context.kernels, context.directory),
+    objects: {
+      root,
+      segments: root.within(objectFolders.segments),
+      descriptors: root.within(objectFolders.descriptors),
+    },
+    log: tiering.log,
+    epoch: tiering.epoch,
+    clock: context.clock,
+    newId: tiering.newId,
+    serial: (work) => retention.serial(work),
+  });
 }

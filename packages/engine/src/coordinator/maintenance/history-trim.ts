@@ -47,6 +47,8 @@ export class HistoryRetention {
   private checkQueued = false;
   private lastError: { code: string; message: string } | null = null;
   private closed = false;
+  /** Told after a trim that removed segments (tiering retires them remotely). */
+  onTrimmed: (() => void) | undefined;
 
   constructor(
     private readonly log: RetentionLog,
@@ -80,7 +82,10 @@ export class HistoryRetention {
    */
   trim(request: TrimRequest): Promise<TrimResult> {
     if (this.readOnly) return Promise.reject(new StreamStackError('READ_ONLY', 'the feed was opened read-only'));
-    return this.serial(() => this.trimNow(request));
+    return this.serial(() => this.trimNow(request)).then((result) => {
+      if (result.segmentsRemoved > 0) this.onTrimmed?.();
+      return result;
+    });
   }
 
   private async trimNow(request: TrimRequest): Promise<TrimResult> {

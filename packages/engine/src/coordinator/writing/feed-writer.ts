@@ -22,6 +22,7 @@ import { type CommitRecord, commitRecord } from '../../storage/commit-record.js'
 import type { FrameBuilder } from '../../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';
+import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
 import type { Corruption, TornTail } from '../../storage/runs.js';
 import type { StateLog } from '../../storage/state-log.js';
@@ -30,10 +31,12 @@ import { WalLocations } from '../../storage/wal-locations.js';
 import type { CompactionLog } from '../maintenance/compaction-state.js';
 import { openHistoryMaintenance } from '../maintenance/history-maintenance.js';
 import type { HistoryMerges } from '../maintenance/history-merge.js';
+import type { HistoryTiering } from '../maintenance/history-tiering.js';
 import type { HistoryRetention } from '../maintenance/history-trim.js';
 import type { KeyCompaction } from '../maintenance/key-compaction.js';
 import type { MergeLog } from '../maintenance/merge-state.js';
 import type { RetentionLog } from '../maintenance/retention-state.js';
+import { TieringLog } from '../maintenance/tiering-state.js';
 import { WalRetention } from '../maintenance/wal-retention.js';
 import { deletedFeedError, feedIdentity } from '../opening/data-directory.js';
 import { DerivedIndexes } from '../opening/derived-indexes.js';
@@ -69,6 +72,8 @@ export interface WriterOptions {
   readonly segmentBytes: number;
   /** Open without writing anything: no recovery cuts, no index files, every write refused. */
   readonly readOnly?: boolean;
+  /** The store's object storage, when its sealed history is tiered there (see `history-tiering.ts`). */
+  readonly objectStore?: ObjectSegmentStore;
 }
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
@@ -131,6 +136,8 @@ export class FeedWriter {
   historyMerges: HistoryMerges | undefined;
   /** Key compaction of the history (see `key-compaction.ts`). */
   keyCompaction: KeyCompaction | undefined;
+  /** Uploads of sealed segments to object storage, when the store has one (see `history-tiering.ts`). */
+  historyTiering: HistoryTiering | undefined;
   private readonly frameDataBytesMax: number;
 
   /** The tag and type index: sealed segments from their files, the active one in memory. */
@@ -250,10 +257,23 @@ export class FeedWriter {
         frameDataBytesMax: writer.frameDataBytesMax,
         readOnly,
         logs: { retention: logs.retention, merges: logs.merges, compaction: logs.compaction },
+        ...(options.objectStore && !readOnly
+          ? {
+              tiering: {
+                objectStore: options.objectStore,
+                log: await TieringLog.open(kernels, directory, readOnly),
+                epoch: () => writer.lease.epoch,
+                newId: options.newId,
+              },
+            }
+          : {}),
       });
       writer.historyRetention = maintenance.retention;
       writer.historyMerges = maintenance.merges;
       writer.keyCompaction = maintenance.keyCompaction;
+      writer.historyTiering = maintenance.tiering;
+      // Segments sealed before the open (or an upload a crash cut) go up now.
+      writer.historyTiering?.segmentFinished();
     } catch (error) {
       await writer.close();
       throw error;
@@ -785,6 +805,7 @@ export class FeedWriter {
       if (finishedSegment) {
         this.historyRetention?.segmentFinished();
         this.historyMerges?.segmentFinished();
+        this.historyTiering?.segmentFinished();
       }
       return commit;
     };
@@ -885,6 +906,8 @@ export class FeedWriter {
     await this.idle();
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();
+    // Uploads stop first: they read segment files the closes below release.
+    await this.historyTiering?.close();
     this.historyMerges?.close();
     if (this.historyRetention) await this.historyRetention.close();
     else this.retentionLog.close();

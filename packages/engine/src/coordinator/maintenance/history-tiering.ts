@@ -1,0 +1,437 @@
+/**
+ * Tiering: every sealed history segment, once its summary, tag index and dictionaries are
+ * written, goes up to object storage in the background, then becomes visible there through its
+ * descriptor (`storage/segment-descriptor.ts`), created with put-if-absent. Nothing here is on
+ * the path of an acknowledgement: a writer never waits for an upload, and an object store that is
+ * down only delays uploads, which are retried with backoff and reported (`status().lastError`).
+ *
+ * Each pass, run through the maintenance queue so that no trim or merge deletes a file while it
+ * is read for upload: (1) sealed segments not yet given an ordinal get one, written durably to the
+ * tiering log before any byte goes up; (2) each segment being uploaded has its files stored and
+ * its descriptor created; a descriptor found already there is this writer's own from an upload a
+ * crash cut (done) or another writer's (`FENCED`); (3) segments gone locally are retired: a
+ * trim first moves the remote boundary past them, then deletes their objects; a rewrite's
+ * replaced segments lose their files once the segment that replaces them is visible.
+ *
+ * The local copies stay: evicting them to a local budget is the next step of tiering.
+ */
+import fsp from 'node:fs/promises';
+import { StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import {
+  objectDeleteBatchKeys,
+  objectPartBytes,
+  tieredSegmentsMax,
+  tieringBlockBytes,
+  tieringRetryMsMax,
+  tieringRetryMsMin,
+} from '../../limits.js';
+import { segmentsOf } from '../../query/indexes/feed-index.js';
+import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
+import type { FeedStores } from '../../storage/feed-stores.js';
+import type { History } from '../../storage/history-log.js';
+import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import {
+  boundaryObjectName,
+  type DescribedFile,
+  decodeDescriptor,
+  encodeBoundary,
+  encodeDescriptor,
+  ordinalName,
+  type SegmentDescriptor,
+  segmentObjectName,
+} from '../../storage/segment-descriptor.js';
+import type { DerivedIndexes } from '../opening/derived-indexes.js';
+import type { TierEntry, TieringLog, TieringState } from './tiering-state.js';
+
+/** A feed's objects: its folder (the boundary), its segments' files and their descriptors. */
+export interface FeedObjects {
+  readonly root: ObjectSegmentStore;
+  readonly segments: ObjectSegmentStore;
+  readonly descriptors: ObjectSegmentStore;
+}
+
+export interface TieringContext {
+  readonly kernels: Kernels;
+  readonly feed: string;
+  readonly feedTag: number;
+  readonly history: History;
+  readonly derived: () => DerivedIndexes;
+  readonly stores: FeedStores;
+  readonly objects: FeedObjects;
+  readonly log: TieringLog;
+  /** The writer lease's epoch now (0 for a feed never leased). */
+  readonly epoch: () => number;
+  readonly clock: () => number;
+  readonly newId: () => string;
+  /** Runs maintenance one at a time (trims and merges share it). */
+  readonly serial: <T>(work: () => Promise<T>) => Promise<T>;
+}
+
+// Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
+import type { TieringInfo } from '@streamstack/protocol';
+
+export type { TieringInfo };
+
+/** The sealed segments that hold records, each with its fingerprint. */
+function sealedSegments(history: History): { base: number; count: number; source: number }[] {
+  return segmentsOf(history)
+    .sealed.filter((segment) => segment.count > 0)
+    .map((segment) => ({ base: segment.base, count: segment.count, source: segment.source() }));
+}
+
+/** The files of a sealed segment that go up, by the store that holds them locally. */
+const historyFiles = [segmentSuffix.history, segmentSuffix.summary] as const;
+const indexFiles = [segmentSuffix.tagIndex, segmentSuffix.keyDictionary, segmentSuffix.fingerprintDictionary] as const;
+
+export class HistoryTiering {
+  private closed = false;
+  /** The pass under way, if any; a request for another while it runs sets `again`. */
+  private running: Promise<void> | undefined;
+  private again = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private failures = 0;
+  private lastError: TieringInfo['lastError'] = null;
+  private uploadedObjects = 0;
+  private uploadedBytes = 0;
+  private requests = 0;
+  /** Whether the last pass found nothing left to upload or retire. */
+  private idle = false;
+
+  constructor(private readonly context: TieringContext) {}
+
+  /** Starts a pass (a segment was sealed, or the feed was opened). */
+  segmentFinished(): void {
+    this.schedule();
+  }
+
+  /** What is tiered, what is waiting, and the last failure (cleared by a pass that succeeds). */
+  status(): TieringInfo {
+    const state = this.context.log.stateOr(() => '');
+    const sum = (entries: readonly TierEntry[]) => entries.reduce((total, entry) => total + entry.bytes, 0);
+    const remote = state.entries.filter((entry) => entry.state === 'remote');
+    const pending = state.entries.filter((entry) => entry.state === 'uploading');
+    const known = new Set(state.entries.map((entry) => `${entry.base}:${entry.source}`));
+    const unassigned = sealedSegments(this.context.history).filter(
+      (segment) => !known.has(`${segment.base}:${segment.source}`),
+    );
+    return {
+      remoteSegments: remote.length,
+      remoteBytes: sum(remote),
+      pendingSegments: pending.length + unassigned.length,
+      pendingBytes: sum(pending),
+      retiringSegments: state.entries.length - remote.length - pending.length,
+      nextOrdinal: state.nextOrdinal,
+      uploadedObjects: this.uploadedObjects,
+      uploadedBytes: this.uploadedBytes,
+      requests: this.requests,
+      failures: this.failures,
+      lastError: this.lastError,
+    };
+  }
+
+  /**
+   * Resolves once a pass has found nothing left to upload or retire: every sealed segment is
+   * visible remotely. Rejects with the failure when a pass fails (an upload is then retried in
+   * the background all the same), so a caller that waits is told why.
+   */
+  async settled(): Promise<TieringInfo> {
+    for (;;) {
+      this.idle = false;
+      this.schedule();
+      await this.running;
+      if (this.lastError)
+        throw new StreamStackError(
+          'UNAVAILABLE',
+          `tiering of feed ${this.context.feed} failed: ${this.lastError.message}`,
+          { details: { ...this.lastError } },
+        );
+      if (this.idle) return this.status();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    await this.running?.catch(() => undefined);
+    this.context.log.close();
+  }
+
+  private schedule(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.running = (async () => {
+      do {
+        this.again = false;
+        try {
+          this.idle = await this.pass();
+          this.failures = 0;
+          this.lastError = null;
+        } catch (error) {
+          this.failures++;
+          const typed = error instanceof StreamStackError ? error : undefined;
+          this.lastError = {
+            code: typed?.code ?? 'INTERNAL',
+            message: error instanceof Error ? error.message : String(error),
+            at: this.context.clock(),
+          };
+          this.again = false;
+          this.retryLater();
+        }
+      } while (this.again && !this.closed);
+    })().finally(() => {
+      this.running = undefined;
+    });
+  }
+
+  /** Tries again after a backoff that doubles with each failure in a row, up to its cap. */
+  private retryLater(): void {
+    if (this.closed) return;
+    const delay = Math.min(tieringRetryMsMax, tieringRetryMsMin * 2 ** Math.min(this.failures - 1, 20));
+    this.retryTimer = setTimeout(() => this.schedule(), delay);
+    this.retryTimer.unref();
+  }
+
+  /** One pass; true when it found nothing to do. */
+  private async pass(): Promise<boolean> {
+    const { derived, history } = this.context;
+    // A segment goes up with all its derived files: wait for those being built.
+    await derived().flushed();
+    await history.summariesWritten();
+    if (this.closed) return false;
+    let state = await this.assignOrdinals();
+    let worked = false;
+    for (const entry of state.entries) {
+      if (this.closed) return false;
+      if (entry.state !== 'uploading') continue;
+      await this.context.serial(() => this.upload(entry, state));
+      state = await this.setState(entry.ordinal, 'remote');
+      worked = true;
+    }
+    if (this.closed) return false;
+    return (await this.retire()) === 0 && !worked;
+  }
+
+  /**
+   * Gives every sealed segment without an ordinal the next one, and marks entries whose
+   * segment is gone locally for retirement (trimmed below the floor, replaced above it), in one
+   * durable write before any upload starts.
+   */
+  private async assignOrdinals(): Promise<TieringState> {
+    const { log, history } = this.context;
+    const state = log.stateOr(this.context.newId);
+    const sealed = sealedSegments(history);
+    const live = new Set(sealed.map((segment) => `${segment.base}:${segment.source}`));
+    const known = new Set(state.entries.map((entry) => `${entry.base}:${entry.source}`));
+    const floor = history.floorPosition;
+    let changed = false;
+    const entries: TierEntry[] = state.entries.map((entry) => {
+      if (entry.state === 'replaced' || entry.state === 'trimmed') return entry;
+      if (live.has(`${entry.base}:${entry.source}`)) return entry;
+      changed = true;
+      return { ...entry, state: entry.lastPosition < floor ? 'trimmed' : 'replaced' };
+    });
+    let nextOrdinal = state.nextOrdinal;
+    for (const segment of sealed) {
+      if (known.has(`${segment.base}:${segment.source}`)) continue;
+      entries.push({
+        ordinal: nextOrdinal++,
+        base: segment.base,
+        lastPosition: segment.base + segment.count - 1,
+        source: segment.source,
+        bytes: await this.localBytes(segment.base),
+        state: 'uploading',
+      });
+      changed = true;
+    }
+    if (entries.length > tieredSegmentsMax) {
+      throw new StreamStackError(
+        'IO',
+        `feed ${this.context.feed} has ${entries.length} segments to tier, more than the ${tieredSegmentsMax} its tiering log tracks: merge its history (compact) first`,
+        { details: { segments: entries.length, limit: tieredSegmentsMax } },
+      );
+    }
+    if (!changed) return state;
+    const next = { ...state, nextOrdinal, entries };
+    await log.write(next);
+    return next;
+  }
+
+  private async setState(ordinal: number, to: TierEntry['state']): Promise<TieringState> {
+    const state = this.context.log.stateOr(this.context.newId);
+    const next = {
+      ...state,
+      entries: state.entries.map((entry) => (entry.ordinal === ordinal ? { ...entry, state: to } : entry)),
+    };
+    await this.context.log.write(next);
+    return next;
+  }
+
+  /** The local files of the segment at `base`, by store, that exist now. */
+  private async localFiles(base: number): Promise<{ name: string; path: string }[]> {
+    const { history, index } = this.context.stores;
+    const found: { name: string; path: string }[] = [];
+    for (const [store, suffixes] of [
+      [history, historyFiles],
+      [index, indexFiles],
+    ] as const) {
+      for (const suffix of suffixes) {
+        const name = segmentFileName(base, suffix);
+        const path = store.localPath(name);
+        if (path !== undefined && (await store.size(name)) !== undefined) found.push({ name, path });
+      }
+    }
+    return found;
+  }
+
+  private async localBytes(base: number): Promise<number> {
+    let total = 0;
+    for (const file of await this.localFiles(base)) total += (await fsp.stat(file.path)).size;
+    return total;
+  }
+
+  /** Uploads the entry's files, then creates its descriptor. Runs in the maintenance queue. */
+  private async upload(entry: TierEntry, state: TieringState): Promise<void> {
+    const { objects, history } = this.context;
+    const files = await this.localFiles(entry.base);
+    if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) {
+      // Gone between the listing and now (a trim or merge ran first): the next pass retires it.
+      throw new StreamStackError(
+        'IO',
+        `the segment at ${entry.base} of feed ${this.context.feed} left before its upload`,
+      );
+    }
+    const described: DescribedFile[] = [];
+    for (const file of files) {
+      let handle: fsp.FileHandle;
+      try {
+        handle = await fsp.open(file.path, 'r');
+      } catch (error) {
+        throw new StreamStackError('IO', `cannot open ${file.path} to upload it`, { cause: error });
+      }
+      try {
+        const { size } = await handle.stat();
+        const blockCrcs = await this.blockCrcs(handle, size);
+        await objects.segments.copyFrom(segmentObjectName(entry.ordinal, file.name), handle, file.path, size);
+        // One PUT, or a multipart upload's parts with its start and completion.
+        this.requests += size <= objectPartBytes ? 1 : Math.ceil(size / objectPartBytes) + 2;
+        this.uploadedObjects++;
+        this.uploadedBytes += size;
+        described.push({ name: file.name, bytes: size, blockCrcs });
+      } finally {
+        await handle.close();
+      }
+    }
+    const commits = history.commits.commitsInSegment(entry.base);
+    const descriptor: SegmentDescriptor = {
+      format: 1,
+      feed: this.context.feed,
+      feedTag: this.context.feedTag,
+      ordinal: entry.ordinal,
+      base: entry.base,
+      lastPosition: entry.lastPosition,
+      firstCommit: commits[0]?.commit ?? 0,
+      lastCommit: commits[commits.length - 1]?.commit ?? 0,
+      source: entry.source,
+      replaces: state.entries
+        .filter(
+          (other) => other.state === 'replaced' && other.base <= entry.lastPosition && other.lastPosition >= entry.base,
+        )
+        .map((other) => other.ordinal),
+      epoch: this.context.epoch(),
+      writer: state.writer,
+      blockBytes: tieringBlockBytes,
+      files: described,
+      createdAt: this.context.clock(),
+    };
+    const name = ordinalName(entry.ordinal);
+    this.requests++;
+    if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return;
+    // A descriptor was there: this writer's own, from an upload a crash cut after it, is done;
+    // another writer's means two writers tier one feed.
+    this.requests++;
+    const found = decodeDescriptor(
+      (await objects.descriptors.readStart(name, Number.POSITIVE_INFINITY)).bytes,
+      objects.descriptors.prefix + name,
+    );
+    if (found.writer === state.writer && found.base === entry.base && found.source === entry.source) return;
+    throw new StreamStackError(
+      'FENCED',
+      `the descriptor ${objects.descriptors.prefix}${name} was made by another writer (${found.writer}): two writers tier feed ${this.context.feed}`,
+      { details: { object: objects.descriptors.prefix + name, writer: found.writer } },
+    );
+  }
+
+  /** The CRC-32 of each `tieringBlockBytes` block of the file open at `handle`. */
+  private async blockCrcs(handle: fsp.FileHandle, size: number): Promise<number[]> {
+    const crcs: number[] = [];
+    const block = new Uint8Array(Math.min(tieringBlockBytes, Math.max(size, 1)));
+    for (let offset = 0; offset < size || crcs.length === 0; offset += tieringBlockBytes) {
+      const length = Math.min(tieringBlockBytes, size - offset);
+      let at = 0;
+      while (at < length) {
+        const { bytesRead } = await handle.read(block, at, length - at, offset + at);
+        if (bytesRead === 0) throw new StreamStackError('IO', `a file to upload ended at ${offset + at}, not ${size}`);
+        at += bytesRead;
+      }
+      crcs.push(this.context.kernels.crc32(block.subarray(0, length)));
+    }
+    return crcs;
+  }
+
+  /**
+   * Retires what left the local history: trimmed segments (the boundary first, then their
+   * objects) and replaced ones (their objects); descriptors go once the boundary passes them. The
+   * boundary's ordinal is the lowest one still live, so a reader starts there and ignores a
+   * descriptor whose segment ends before the boundary's position or that a later one replaces.
+   * Returns how many segments it retired.
+   */
+  private async retire(): Promise<number> {
+    const { objects, log } = this.context;
+    const state = log.stateOr(this.context.newId);
+    const gone = state.entries.filter((entry) => entry.state === 'trimmed' || entry.state === 'replaced');
+    if (gone.length === 0) return 0;
+    const trimmed = gone.filter((entry) => entry.state === 'trimmed');
+    let lowOrdinal = state.lowOrdinal;
+    if (trimmed.length > 0) {
+      const live = state.entries.filter((entry) => entry.state === 'remote' || entry.state === 'uploading');
+      lowOrdinal = Math.max(
+        lowOrdinal,
+        live.length > 0 ? Math.min(...live.map((entry) => entry.ordinal)) : state.nextOrdinal,
+      );
+      // The boundary moves first: a reader that finds it never looks below it, so what is
+      // deleted after it is never asked for.
+      this.requests++;
+      await objects.root.put(
+        boundaryObjectName,
+        encodeBoundary({ format: 1, lowOrdinal, lowPosition: this.context.history.floorPosition }),
+      );
+    }
+    const names: string[] = [];
+    for (const entry of gone)
+      for (const suffix of [...historyFiles, ...indexFiles])
+        names.push(segmentObjectName(entry.ordinal, segmentFileName(entry.base, suffix)));
+    // Descriptors go only below the boundary, so every ordinal from the boundary's to the newest
+    // has one: a reader walking them by GET meets no hole. One above it whose segment is retired
+    // (a merged segment trimmed before older ordinals were) stays until the boundary passes it;
+    // a reader skips it by its position, below the boundary's.
+    const descriptorNames: string[] = [];
+    for (let ordinal = state.lowOrdinal; ordinal < lowOrdinal; ordinal++) descriptorNames.push(ordinalName(ordinal));
+    this.requests += 1 + Math.ceil(descriptorNames.length / objectDeleteBatchKeys);
+    await objects.segments.deleteAll(names);
+    if (descriptorNames.length > 0) await objects.descriptors.deleteAll(descriptorNames);
+    const retired = new Set(gone.map((entry) => entry.ordinal));
+    const latest = log.stateOr(this.context.newId);
+    await log.write({
+      ...latest,
+      lowOrdinal,
+      entries: latest.entries.filter((entry) => !retired.has(entry.ordinal)),
+    });
+    return gone.length;
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * A feed's tiering state (`state/tiering.log`, a state log: two files, the newest record wins):
+ * which sealed segments were given which ordinal, which of them object storage holds (their
+ * descriptor confirmed), and which are being retired there. An ordinal is written here before
+ * the first byte of its segment goes up, and `nextOrdinal` only grows, so no ordinal is ever used
+ * for two segments, across crashes too: an upload cut by a crash is done again under the same
+ * ordinal, and finds its own descriptor if it got that far.
+ */
+import { assert, StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import { FeedLayout } from '../../storage/feed-layout.js';
+import { type RecordCodec, RecordLog } from '../../storage/record-log.js';
+
+/**
+ * Where a segment stands: its files going up (`uploading`), visible remotely (`remote`), or gone
+ * locally and being retired remotely: `replaced` by a rewrite (its files are deleted, its
+ * descriptor stays so the ordinals a follower walks have no holes) or `trimmed` (its files and
+ * descriptor are deleted, once the boundary is past it).
+ */
+export type TierEntryState = 'uploading' | 'remote' | 'replaced' | 'trimmed';
+
+const stateCodes: readonly TierEntryState[] = ['uploading', 'remote', 'replaced', 'trimmed'];
+
+/** One segment given an ordinal. */
+export interface TierEntry {
+  readonly ordinal: number;
+  readonly base: number;
+  readonly lastPosition: number;
+  /** The segment's fingerprint: a rewrite of the same base is another segment. */
+  readonly source: number;
+  /** Its files' bytes, all together. */
+  readonly bytes: number;
+  readonly state: TierEntryState;
+}
+
+export interface TieringState {
+  /** This feed's writer, as descriptors name it: made once, on the first write. */
+  readonly writer: string;
+  readonly nextOrdinal: number;
+  /** The boundary written last: ordinals below it are trimmed remotely. */
+  readonly lowOrdinal: number;
+  readonly entries: readonly TierEntry[];
+}
+
+const codec: RecordCodec<TieringState> = {
+  name: 'tiering',
+  version: 1,
+  encode(writer, state) {
+    writer.string(state.writer).varint(state.nextOrdinal).varint(state.lowOrdinal).varint(state.entries.length);
+    for (const entry of state.entries) {
+      writer
+        .varint(entry.ordinal)
+        .varint(entry.base)
+        .varint(entry.lastPosition)
+        .u32(entry.source)
+        .varint(entry.bytes)
+        .u8(stateCodes.indexOf(entry.state));
+    }
+  },
+  decode(reader, file) {
+    const writer = reader.string();
+    const nextOrdinal = reader.varint();
+    const lowOrdinal = reader.varint();
+    const count = reader.varint();
+    const entries: TierEntry[] = [];
+    for (let index = 0; index < count; index++) {
+      const entry = {
+        ordinal: reader.varint(),
+        base: reader.varint(),
+        lastPosition: reader.varint(),
+        source: reader.u32(),
+        bytes: reader.varint(),
+        state: stateCodes[reader.u8()],
+      };
+      if (entry.state === undefined || entry.ordinal >= nextOrdinal || entry.lastPosition < entry.base - 1) {
+        throw new StreamStackError('CORRUPT', `${file} holds a tiering entry it cannot hold`, {
+          details: { file, offset: 0 },
+        });
+      }
+      entries.push(entry as TierEntry);
+    }
+    return { writer, nextOrdinal, lowOrdinal, entries };
+  },
+};
+
+/** The tiering log of one feed (made on the first upload, not on every open of every feed). */
+export class TieringLog extends RecordLog<TieringState> {
+  static async open(kernels: Kernels, directory: string, readOnly: boolean): Promise<TieringLog> {
+    return new TieringLog(
+      await RecordLog.openFiles(kernels, new FeedLayout(directory).stateLog('tiering'), readOnly, codec),
+    );
+  }
+
+  /** The state, or a fresh one for a feed never tiered (`newWriter` names its writer). */
+  stateOr(newWriter: () => string): TieringState {
+    return this.newest ?? { writer: newWriter(), nextOrdinal: 1, lowOrdinal: 1, entries: [] };
+  }
+
+  /** Writes `state` durably; ordinals never go back. */
+  override async write(state: TieringState): Promise<void> {
+    const before = this.newest;
+    assert(
+      before === undefined || (state.nextOrdinal >= before.nextOrdinal && state.lowOrdinal >= before.lowOrdinal),
+      'tiering ordinals never go back',
+    );
+    await super.write(state);
+  }
+}
