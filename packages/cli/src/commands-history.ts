@@ -1,4 +1,4 @@
-/** The history-management commands: retention policy, trim, compact. */
+/** The history-management commands: retention policy, trim, compact, and tiering to object storage. */
 
 import type { RetentionPolicy } from '@streamstack/engine';
 import { type Command, CommanderError } from 'commander';
@@ -10,6 +10,26 @@ export function addHistoryCommands(program: Command): void {
   addRetentionCommands(program);
   addCompactCommand(program);
   addTrimCommand(program);
+  addTierCommand(program);
+}
+
+/**
+ * `tier`: uploads what a feed's object storage does not hold yet and waits until it does. Every
+ * write command uploads in the background too, but a short-lived one may exit before its
+ * uploads finish (the next open goes on with them): this is how a script makes sure.
+ */
+function addTierCommand(program: Command): void {
+  program
+    .command('tier <feed>')
+    .description(
+      'upload every sealed history segment not yet in object storage (--object-store) and wait for them; prints the tiering state',
+    )
+    .action((feedName: string) =>
+      withStore(program, async (store) => {
+        const feed = await openFeed(store, feedName);
+        await emit({ feed: feedName, ...(await feed.tiered()) });
+      })(),
+    );
 }
 
 /** `retention set` and `retention show`: a feed's retention policy. */

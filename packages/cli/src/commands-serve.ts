@@ -2,7 +2,7 @@
 
 import { Store } from '@streamstack/engine';
 import type { Command } from 'commander';
-import { integer } from './shared.js';
+import { integer, storeSettings } from './shared.js';
 
 interface ServeFlags {
   host: string;
@@ -47,8 +47,8 @@ export function addServeCommand(program: Command): void {
       // Loaded here, not at the top: fastify and its plugins would add to every command's start.
       const { createServer, loadTokenFile } = await import('@streamstack/server');
       const tokens = flags.tokens === undefined ? undefined : loadTokenFile(flags.tokens);
-      const { data, breakLock } = program.opts<{ data: string; breakLock?: boolean }>();
-      const store = await Store.open(data, breakLock ? { breakLock: true } : {});
+      const { data, options } = storeSettings(program, 'write');
+      const store = await Store.open(data, options);
       let server;
       try {
         server = await createServer({

@@ -22,6 +22,23 @@ export function buildProgram(): Command {
     .description('StreamStack: a durable stream store. NDJSON out; errors as JSON on stderr.')
     .version(cliVersion, '-V, --version', 'print the version and exit')
     .addOption(new Option('--data <dir>', 'data directory').env('STREAMSTACK_DATA').default('./data'))
+    .addOption(
+      new Option(
+        '--object-store <address>',
+        'tier sealed history to S3-compatible object storage at s3://bucket/prefix (credentials from the AWS environment or config, never here)',
+      ).env('STREAMSTACK_OBJECT_STORE'),
+    )
+    .addOption(
+      new Option('--object-store-endpoint <url>', "the object store's URL, for a server other than AWS S3").env(
+        'STREAMSTACK_OBJECT_STORE_ENDPOINT',
+      ),
+    )
+    .addOption(
+      new Option(
+        '--object-store-region <region>',
+        "the object store's region (default: AWS_REGION, else us-east-1)",
+      ).env('STREAMSTACK_OBJECT_STORE_REGION'),
+    )
     .option(
       '--break-lock',
       'only where the native module cannot load: remove a LOCK file left by a process that died (check that none uses the directory first)',

@@ -3,7 +3,7 @@
  * an action, and the shapes of output lines.
  */
 
-import { type Commit, type Feed, Store } from '@streamstack/engine';
+import { type Commit, type Feed, objectStoreFromAddress, Store, type StoreOptions } from '@streamstack/engine';
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import { note } from './io.js';
 
@@ -29,17 +29,50 @@ export type Action = (store: Store) => Promise<void>;
  */
 export type Access = 'write' | 'read';
 
-/** Opens the data directory named by the global `--data` option. */
-export function openStore(program: Command, access: Access): Promise<Store> {
-  const { data, breakLock } = program.opts<{ data: string; breakLock?: boolean }>();
+/** The global options every command that opens the data directory reads. */
+interface StoreFlags {
+  data: string;
+  breakLock?: boolean;
+  objectStore?: string;
+  objectStoreEndpoint?: string;
+  objectStoreRegion?: string;
+}
+
+/**
+ * The data directory and the options to open it with, from the global options: `--data`,
+ * `--break-lock`, and `--object-store` (with its endpoint and region) for a store that writes;
+ * a read-only open uploads nothing, so it leaves the object store out.
+ */
+export function storeSettings(program: Command, access: Access): { data: string; options: StoreOptions } {
+  const flags = program.opts<StoreFlags>();
   // An empty STREAMSTACK_DATA would name the current directory: a mistake, never a choice.
-  if (data === '')
+  if (flags.data === '')
     throw new CommanderError(
       exitUsage,
       'streamstack.usage',
       '--data (or STREAMSTACK_DATA) is empty: name the data directory',
     );
-  return Store.open(data, { readOnly: access === 'read', ...(breakLock ? { breakLock: true } : {}) });
+  const objectStore =
+    flags.objectStore && access === 'write'
+      ? objectStoreFromAddress(flags.objectStore, {
+          endpoint: flags.objectStoreEndpoint,
+          region: flags.objectStoreRegion,
+        })
+      : undefined;
+  return {
+    data: flags.data,
+    options: {
+      readOnly: access === 'read',
+      ...(flags.breakLock ? { breakLock: true } : {}),
+      ...(objectStore ? { objectStore } : {}),
+    },
+  };
+}
+
+/** Opens the data directory named by the global `--data` option. */
+export function openStore(program: Command, access: Access): Promise<Store> {
+  const { data, options } = storeSettings(program, access);
+  return Store.open(data, options);
 }
 
 /** Runs `action` against the data directory named by the global `--data` option. */

@@ -89,20 +89,52 @@ export const retentionInfo = object({
   lastError: nullable(object({ code: string, message: string })),
 });
 
-export const feedInfo = object({
-  name: string,
-  createdAt: integer,
-  commits: integer,
-  records: integer,
-  head: nullable(commit),
-  activeStream: nullable(string),
-  lease: nullable(object({ epoch: integer, holder: string, expiresAt: integer })),
-  epoch: integer,
-  lowMark: integer,
-  lowPosition: integer,
-  retention: retentionInfo,
-  horizon: integer,
+/** A tiered feed's uploads (`FeedInfo.tiering`): only for a store opened with an object store. */
+export const tieringInfo = object({
+  remoteSegments: integer,
+  remoteBytes: integer,
+  pendingSegments: integer,
+  pendingBytes: integer,
+  retiringSegments: integer,
+  nextOrdinal: integer,
+  uploadedObjects: integer,
+  uploadedBytes: integer,
+  requests: integer,
+  failures: integer,
+  lastError: nullable(object({ code: string, message: string, at: integer })),
 });
+
+export const feedInfo = object(
+  {
+    name: string,
+    createdAt: integer,
+    commits: integer,
+    records: integer,
+    head: nullable(commit),
+    activeStream: nullable(string),
+    lease: nullable(object({ epoch: integer, holder: string, expiresAt: integer })),
+    epoch: integer,
+    lowMark: integer,
+    lowPosition: integer,
+    retention: retentionInfo,
+    horizon: integer,
+    tiering: tieringInfo,
+  },
+  [
+    'name',
+    'createdAt',
+    'commits',
+    'records',
+    'head',
+    'activeStream',
+    'lease',
+    'epoch',
+    'lowMark',
+    'lowPosition',
+    'retention',
+    'horizon',
+  ],
+);
 
 export const diskUse = object({ historySegments: integer, files: integer, bytes: integer });
 

@@ -3,8 +3,8 @@
  * compaction, key compaction and, with object storage, tiering, wired to one another as they
  * must be. Trims, merges, key compactions and uploads run one at a time through the retention
  * keeper's queue, and both rewrites switch files inside the feed's read gate. Whatever changes
- * the sealed segments (a trim, a merge, a key compaction) starts a tiering pass after it. The feed writer holds what this returns; it only starts the
- * maintenance, never runs it.
+ * the sealed segments (a trim, a merge, a key compaction) starts a tiering pass after it. The
+ * feed writer holds what this returns; it only starts the maintenance, never runs it.
  */
 import type { Kernels } from '../../kernels/kernels.js';
 import { feedStores } from '../../storage/feed-stores.js';
@@ -42,8 +42,11 @@ export interface MaintenanceContext {
   readonly logs: { readonly retention: RetentionLog; readonly merges: MergeLog; readonly compaction: CompactionLog };
   /** Given when the store tiers sealed history to object storage. */
   readonly tiering?: {
-    /** The store's object storage, at its configured prefix. */
-    readonly objectStore: ObjectSegmentStore;
+    /**
+     * The store's object storage, at its configured prefix; undefined for a read-only open of a
+     * tiered feed, which reports the tiering log's state and uploads nothing.
+     */
+    readonly objectStore: ObjectSegmentStore | undefined;
     readonly log: TieringLog;
     /** The writer lease's epoch now. */
     readonly epoch: () => number;
@@ -109,7 +112,7 @@ function openTiering(
   retention: HistoryRetention,
 ): HistoryTiering {
   const feedTag = feedTagOf(context.directory);
-  const root = tiering.objectStore.within(feedObjectPrefix(context.feed, feedTag));
+  const root = tiering.objectStore?.within(feedObjectPrefix(context.feed, feedTag));
   return new HistoryTiering({
     kernels: context.kernels,
     feed: context.feed,
@@ -117,7 +120,7 @@ function openTiering(
     history: context.history,
     derived: context.derived,
     stores: feedStores(context.kernels, context.directory),
-    objects: {
+    objects: root && {
       root,
       segments: root.within(objectFolders.segments),
       descriptors: root.within(objectFolders.descriptors),

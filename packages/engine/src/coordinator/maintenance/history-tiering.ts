@@ -58,7 +58,8 @@ export interface TieringContext {
   readonly history: History;
   readonly derived: () => DerivedIndexes;
   readonly stores: FeedStores;
-  readonly objects: FeedObjects;
+  /** Undefined for a read-only open: the state is reported, nothing is uploaded. */
+  readonly objects: FeedObjects | undefined;
   readonly log: TieringLog;
   /** The writer lease's epoch now (0 for a feed never leased). */
   readonly epoch: () => number;
@@ -100,6 +101,13 @@ export class HistoryTiering {
 
   constructor(private readonly context: TieringContext) {}
 
+  /** The feed's objects; only passes use them, and a pass runs only when there are some. */
+  private get objects(): FeedObjects {
+    const { objects } = this.context;
+    if (!objects) throw new StreamStackError('READ_ONLY', `feed ${this.context.feed} was opened read-only`);
+    return objects;
+  }
+
   /** Starts a pass (a segment was sealed, or the feed was opened). */
   segmentFinished(): void {
     this.schedule();
@@ -136,6 +144,8 @@ export class HistoryTiering {
    * the background all the same), so a caller that waits is told why.
    */
   async settled(): Promise<TieringInfo> {
+    if (!this.context.objects)
+      throw new StreamStackError('READ_ONLY', `feed ${this.context.feed} was opened read-only: it uploads nothing`);
     for (;;) {
       this.idle = false;
       this.schedule();
@@ -158,7 +168,7 @@ export class HistoryTiering {
   }
 
   private schedule(): void {
-    if (this.closed) return;
+    if (this.closed || !this.context.objects) return;
     if (this.running) {
       this.again = true;
       return;
@@ -297,7 +307,8 @@ export class HistoryTiering {
 
   /** Uploads the entry's files, then creates its descriptor. Runs in the maintenance queue. */
   private async upload(entry: TierEntry, state: TieringState): Promise<void> {
-    const { objects, history } = this.context;
+    const { history } = this.context;
+    const objects = this.objects;
     const files = await this.localFiles(entry.base);
     if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) {
       // Gone between the listing and now (a trim or merge ran first): the next pass retires it.
@@ -392,7 +403,8 @@ export class HistoryTiering {
    * Returns how many segments it retired.
    */
   private async retire(): Promise<number> {
-    const { objects, log } = this.context;
+    const { log } = this.context;
+    const objects = this.objects;
     const state = log.stateOr(this.context.newId);
     const gone = state.entries.filter((entry) => entry.state === 'trimmed' || entry.state === 'replaced');
     if (gone.length === 0) return 0;

@@ -91,6 +91,11 @@ export class TieringLog extends RecordLog<TieringState> {
     );
   }
 
+  /** Whether a state was ever written: the feed was tiered. */
+  get written(): boolean {
+    return this.newest !== undefined;
+  }
+
   /** The state, or a fresh one for a feed never tiered (`newWriter` names its writer). */
   stateOr(newWriter: () => string): TieringState {
     return this.newest ?? { writer: newWriter(), nextOrdinal: 1, lowOrdinal: 1, entries: [] };

@@ -29,7 +29,7 @@ import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
 import { WalLocations } from '../../storage/wal-locations.js';
 import type { CompactionLog } from '../maintenance/compaction-state.js';
-import { openHistoryMaintenance } from '../maintenance/history-maintenance.js';
+import { type MaintenanceContext, openHistoryMaintenance } from '../maintenance/history-maintenance.js';
 import type { HistoryMerges } from '../maintenance/history-merge.js';
 import type { HistoryTiering } from '../maintenance/history-tiering.js';
 import type { HistoryRetention } from '../maintenance/history-trim.js';
@@ -257,16 +257,7 @@ export class FeedWriter {
         frameDataBytesMax: writer.frameDataBytesMax,
         readOnly,
         logs: { retention: logs.retention, merges: logs.merges, compaction: logs.compaction },
-        ...(options.objectStore && !readOnly
-          ? {
-              tiering: {
-                objectStore: options.objectStore,
-                log: await TieringLog.open(kernels, directory, readOnly),
-                epoch: () => writer.lease.epoch,
-                newId: options.newId,
-              },
-            }
-          : {}),
+        ...(await tieringOf(directory, options, () => writer.lease.epoch)),
       });
       writer.historyRetention = maintenance.retention;
       writer.historyMerges = maintenance.merges;
@@ -919,4 +910,24 @@ export class FeedWriter {
     this.leaseLog.close();
     this.subscriptions.close();
   }
+}
+
+/**
+ * The tiering a feed's maintenance runs: uploads, for a writer with object storage; the tiering
+ * log's state alone, for a read-only open of a feed that was tiered (`feed info` shows it); none
+ * otherwise (no file is made for a feed never tiered).
+ */
+async function tieringOf(
+  directory: string,
+  options: WriterOptions,
+  epoch: () => number,
+): Promise<{ tiering?: MaintenanceContext['tiering'] }> {
+  const readOnly = options.readOnly ?? false;
+  if (!options.objectStore && !readOnly) return {};
+  const log = await TieringLog.open(options.kernels, directory, readOnly);
+  if (!options.objectStore && !log.written) {
+    log.close();
+    return {};
+  }
+  return { tiering: { objectStore: readOnly ? undefined : options.objectStore, log, epoch, newId: options.newId } };
 }

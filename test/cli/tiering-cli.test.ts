@@ -1,0 +1,87 @@
+/**
+ * The command line's object storage settings, as a user sets them: `--object-store s3://…` or
+ * `STREAMSTACK_OBJECT_STORE`, the endpoint beside it, and credentials only from the AWS
+ * environment. Write commands upload in the background, `tier` waits for the uploads, `feed info`
+ * shows how far they got; the secret and the SDK's Node-version warning never reach the output.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli } from '../support/cli.js';
+import { startVersitygw, type Versitygw, versitygwBinary, versitygwMissing } from '../support/object-store.js';
+import { temporaryDirectory } from '../support/store.js';
+
+const binary = versitygwBinary();
+const bucket = 'cli-tiering';
+let server: Versitygw | undefined;
+
+/** The environment a user sets: where the store is, and the AWS credentials. */
+function environment(prefix: string): Record<string, string> {
+  return {
+    STREAMSTACK_OBJECT_STORE: `s3://${bucket}/${prefix}`,
+    STREAMSTACK_OBJECT_STORE_ENDPOINT: server!.endpoint,
+    AWS_ACCESS_KEY_ID: server!.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: server!.credentials.secretAccessKey,
+    AWS_REGION: server!.region,
+  };
+}
+
+const lines = (count: number) =>
+  Array.from({ length: count }, (_, n) =>
+    JSON.stringify({ payload: `record ${n} ${'y'.repeat(60)}`, key: `k${n % 97}`, tags: [`t${n % 5}`] }),
+  ).join('\n');
+
+describe.skipIf(binary === undefined)(
+  `streamstack with --object-store${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
+  () => {
+    beforeAll(async () => {
+      server = await startVersitygw(binary!);
+      await server.createBucket(bucket);
+    });
+    afterAll(async () => {
+      await server?.stop();
+    });
+
+    it('uploads sealed segments from the environment settings; tier waits for them and feed info shows them', () => {
+      const data = temporaryDirectory();
+      const env = environment('cli/');
+      expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
+      const appended = cli(data, ['append', 'events', '--commit-every', '200'], lines(4000), env);
+      expect(appended.status).toBe(0);
+      const tiered = cli(data, ['tier', 'events'], '', env);
+      expect(tiered.status).toBe(0);
+      expect(tiered.lines[0]).toMatchObject({ feed: 'events', pendingSegments: 0, lastError: null });
+      expect(tiered.lines[0]!.remoteSegments).toBeGreaterThanOrEqual(2);
+      const info = cli(data, ['feed', 'info', 'events'], '', env);
+      expect((info.lines[0]!.tiering as { remoteSegments: number }).remoteSegments).toBe(
+        tiered.lines[0]!.remoteSegments,
+      );
+      for (const result of [appended, tiered, info]) {
+        const output = JSON.stringify(result.lines) + result.stderr;
+        expect(output).not.toContain(server!.credentials.secretAccessKey);
+        expect(result.stderr).not.toMatch(/NodeVersionSupportWarning|AWS SDK/);
+      }
+
+      // The flag says the same as the variable; a later open with the same settings goes on.
+      const flagged = cli(
+        data,
+        ['--object-store', `s3://${bucket}/cli`, '--object-store-endpoint', server!.endpoint, 'tier', 'events'],
+        '',
+        { ...env, STREAMSTACK_OBJECT_STORE: '' },
+      );
+      expect(flagged.status).toBe(0);
+      expect(flagged.lines[0]).toMatchObject({ remoteSegments: tiered.lines[0]!.remoteSegments, pendingSegments: 0 });
+    });
+
+    it('refuses an address that is not s3://, and tier on a store without object storage', () => {
+      const data = temporaryDirectory();
+      const env = environment('refusals/');
+      expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
+      const bad = cli(data, ['tier', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: 'https://example.com/bucket' });
+      expect(bad.status).toBe(1);
+      expect(bad.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      const plain = cli(data, ['tier', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: '' });
+      expect(plain.status).toBe(1);
+      expect(plain.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect(plain.error?.message).toContain('objectStore');
+    });
+  },
+);
