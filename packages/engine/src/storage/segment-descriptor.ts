@@ -73,6 +73,12 @@ export interface SegmentDescriptor {
   readonly files: readonly DescribedFile[];
   /** Milliseconds since the epoch. */
   readonly createdAt: number;
+  /**
+   * True for the descriptor of a segment retired before it was ever visible (a rewrite or trim
+   * took it while it was going up): it names no files, and is there so that ordinals have no
+   * holes for a reader walking them.
+   */
+  readonly retired?: true;
 }
 
 /** The trim boundary: nothing below `lowOrdinal` or `lowPosition` is kept. */
@@ -118,7 +124,9 @@ export function decodeDescriptor(bytes: Uint8Array, object: string): SegmentDesc
   if (!Array.isArray(value.replaces) || !value.replaces.every(isCount)) throw bad('has no valid replaces');
   if ((value.blockBytes as number) < 1) throw bad('has no valid blockBytes');
   const files = value.files;
-  if (!Array.isArray(files) || files.length === 0) throw bad('names no files');
+  if (value.retired !== undefined && value.retired !== true) throw bad('has no valid retired');
+  if (!Array.isArray(files) || (files.length === 0) !== (value.retired === true))
+    throw bad(value.retired ? 'is retired but names files' : 'names no files');
   for (const file of files as Record<string, unknown>[]) {
     if (typeof file?.name !== 'string' || !isCount(file.bytes) || !Array.isArray(file.blockCrcs))
       throw bad('describes a file badly');

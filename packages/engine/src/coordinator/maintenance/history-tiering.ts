@@ -15,33 +15,23 @@
  *
  * The local copies stay: evicting them to a local budget is the next step of tiering.
  */
-import fsp from 'node:fs/promises';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import {
-  objectDeleteBatchKeys,
-  objectPartBytes,
-  tieredSegmentsMax,
-  tieringBlockBytes,
-  tieringRetryMsMax,
-  tieringRetryMsMin,
-} from '../../limits.js';
+import { objectDeleteBatchKeys, tieredSegmentsMax, tieringRetryMsMax, tieringRetryMsMin } from '../../limits.js';
 import { segmentsOf } from '../../query/indexes/feed-index.js';
-import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
+import { segmentFileName } from '../../storage/feed-layout.js';
 import type { FeedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import {
   boundaryObjectName,
-  type DescribedFile,
-  decodeDescriptor,
   encodeBoundary,
   encodeDescriptor,
   ordinalName,
-  type SegmentDescriptor,
   segmentObjectName,
 } from '../../storage/segment-descriptor.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
+import { historyFiles, indexFiles, SegmentUploads } from './segment-upload.js';
 import type { TierEntry, TieringLog, TieringState } from './tiering-state.js';
 
 /** A feed's objects: its folder (the boundary), its segments' files and their descriptors. */
@@ -81,10 +71,6 @@ function sealedSegments(history: History): { base: number; count: number; source
     .map((segment) => ({ base: segment.base, count: segment.count, source: segment.source() }));
 }
 
-/** The files of a sealed segment that go up, by the store that holds them locally. */
-const historyFiles = [segmentSuffix.history, segmentSuffix.summary] as const;
-const indexFiles = [segmentSuffix.tagIndex, segmentSuffix.keyDictionary, segmentSuffix.fingerprintDictionary] as const;
-
 export class HistoryTiering {
   private closed = false;
   /** The pass under way, if any; a request for another while it runs sets `again`. */
@@ -93,13 +79,16 @@ export class HistoryTiering {
   private retryTimer: NodeJS.Timeout | undefined;
   private failures = 0;
   private lastError: TieringInfo['lastError'] = null;
-  private uploadedObjects = 0;
-  private uploadedBytes = 0;
-  private requests = 0;
+  /** Each segment's upload, and the counters of what went up. */
+  private readonly uploads: SegmentUploads;
+  /** Ordinals given out by this process: no descriptor of theirs can exist from before it. */
+  private readonly assignedHere = new Set<number>();
   /** Whether the last pass found nothing left to upload or retire. */
   private idle = false;
 
-  constructor(private readonly context: TieringContext) {}
+  constructor(private readonly context: TieringContext) {
+    this.uploads = new SegmentUploads(context, () => this.objects);
+  }
 
   /** The feed's objects; only passes use them, and a pass runs only when there are some. */
   private get objects(): FeedObjects {
@@ -130,9 +119,9 @@ export class HistoryTiering {
       pendingBytes: sum(pending),
       retiringSegments: state.entries.length - remote.length - pending.length,
       nextOrdinal: state.nextOrdinal,
-      uploadedObjects: this.uploadedObjects,
-      uploadedBytes: this.uploadedBytes,
-      requests: this.requests,
+      uploadedObjects: this.uploads.counters.uploadedObjects,
+      uploadedBytes: this.uploads.counters.uploadedBytes,
+      requests: this.uploads.counters.requests,
       failures: this.failures,
       lastError: this.lastError,
     };
@@ -219,7 +208,7 @@ export class HistoryTiering {
     for (const entry of state.entries) {
       if (this.closed) return false;
       if (entry.state !== 'uploading') continue;
-      await this.context.serial(() => this.upload(entry, state));
+      await this.context.serial(() => this.uploads.upload(entry, state, !this.assignedHere.has(entry.ordinal)));
       state = await this.setState(entry.ordinal, 'remote');
       worked = true;
     }
@@ -250,11 +239,11 @@ export class HistoryTiering {
     for (const segment of sealed) {
       if (known.has(`${segment.base}:${segment.source}`)) continue;
       entries.push({
-        ordinal: nextOrdinal++,
+        ordinal: this.assign(nextOrdinal++),
         base: segment.base,
         lastPosition: segment.base + segment.count - 1,
         source: segment.source,
-        bytes: await this.localBytes(segment.base),
+        bytes: await this.uploads.localBytes(segment.base),
         state: 'uploading',
       });
       changed = true;
@@ -272,6 +261,12 @@ export class HistoryTiering {
     return next;
   }
 
+  /** Notes `ordinal` as given out now, and returns it. */
+  private assign(ordinal: number): number {
+    this.assignedHere.add(ordinal);
+    return ordinal;
+  }
+
   private async setState(ordinal: number, to: TierEntry['state']): Promise<TieringState> {
     const state = this.context.log.stateOr(this.context.newId);
     const next = {
@@ -280,119 +275,6 @@ export class HistoryTiering {
     };
     await this.context.log.write(next);
     return next;
-  }
-
-  /** The local files of the segment at `base`, by store, that exist now. */
-  private async localFiles(base: number): Promise<{ name: string; path: string }[]> {
-    const { history, index } = this.context.stores;
-    const found: { name: string; path: string }[] = [];
-    for (const [store, suffixes] of [
-      [history, historyFiles],
-      [index, indexFiles],
-    ] as const) {
-      for (const suffix of suffixes) {
-        const name = segmentFileName(base, suffix);
-        const path = store.localPath(name);
-        if (path !== undefined && (await store.size(name)) !== undefined) found.push({ name, path });
-      }
-    }
-    return found;
-  }
-
-  private async localBytes(base: number): Promise<number> {
-    let total = 0;
-    for (const file of await this.localFiles(base)) total += (await fsp.stat(file.path)).size;
-    return total;
-  }
-
-  /** Uploads the entry's files, then creates its descriptor. Runs in the maintenance queue. */
-  private async upload(entry: TierEntry, state: TieringState): Promise<void> {
-    const { history } = this.context;
-    const objects = this.objects;
-    const files = await this.localFiles(entry.base);
-    if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) {
-      // Gone between the listing and now (a trim or merge ran first): the next pass retires it.
-      throw new StreamStackError(
-        'IO',
-        `the segment at ${entry.base} of feed ${this.context.feed} left before its upload`,
-      );
-    }
-    const described: DescribedFile[] = [];
-    for (const file of files) {
-      let handle: fsp.FileHandle;
-      try {
-        handle = await fsp.open(file.path, 'r');
-      } catch (error) {
-        throw new StreamStackError('IO', `cannot open ${file.path} to upload it`, { cause: error });
-      }
-      try {
-        const { size } = await handle.stat();
-        const blockCrcs = await this.blockCrcs(handle, size);
-        await objects.segments.copyFrom(segmentObjectName(entry.ordinal, file.name), handle, file.path, size);
-        // One PUT, or a multipart upload's parts with its start and completion.
-        this.requests += size <= objectPartBytes ? 1 : Math.ceil(size / objectPartBytes) + 2;
-        this.uploadedObjects++;
-        this.uploadedBytes += size;
-        described.push({ name: file.name, bytes: size, blockCrcs });
-      } finally {
-        await handle.close();
-      }
-    }
-    const commits = history.commits.commitsInSegment(entry.base);
-    const descriptor: SegmentDescriptor = {
-      format: 1,
-      feed: this.context.feed,
-      feedTag: this.context.feedTag,
-      ordinal: entry.ordinal,
-      base: entry.base,
-      lastPosition: entry.lastPosition,
-      firstCommit: commits[0]?.commit ?? 0,
-      lastCommit: commits[commits.length - 1]?.commit ?? 0,
-      source: entry.source,
-      replaces: state.entries
-        .filter(
-          (other) => other.state === 'replaced' && other.base <= entry.lastPosition && other.lastPosition >= entry.base,
-        )
-        .map((other) => other.ordinal),
-      epoch: this.context.epoch(),
-      writer: state.writer,
-      blockBytes: tieringBlockBytes,
-      files: described,
-      createdAt: this.context.clock(),
-    };
-    const name = ordinalName(entry.ordinal);
-    this.requests++;
-    if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return;
-    // A descriptor was there: this writer's own, from an upload a crash cut after it, is done;
-    // another writer's means two writers tier one feed.
-    this.requests++;
-    const found = decodeDescriptor(
-      (await objects.descriptors.readStart(name, Number.POSITIVE_INFINITY)).bytes,
-      objects.descriptors.prefix + name,
-    );
-    if (found.writer === state.writer && found.base === entry.base && found.source === entry.source) return;
-    throw new StreamStackError(
-      'FENCED',
-      `the descriptor ${objects.descriptors.prefix}${name} was made by another writer (${found.writer}): two writers tier feed ${this.context.feed}`,
-      { details: { object: objects.descriptors.prefix + name, writer: found.writer } },
-    );
-  }
-
-  /** The CRC-32 of each `tieringBlockBytes` block of the file open at `handle`. */
-  private async blockCrcs(handle: fsp.FileHandle, size: number): Promise<number[]> {
-    const crcs: number[] = [];
-    const block = new Uint8Array(Math.min(tieringBlockBytes, Math.max(size, 1)));
-    for (let offset = 0; offset < size || crcs.length === 0; offset += tieringBlockBytes) {
-      const length = Math.min(tieringBlockBytes, size - offset);
-      let at = 0;
-      while (at < length) {
-        const { bytesRead } = await handle.read(block, at, length - at, offset + at);
-        if (bytesRead === 0) throw new StreamStackError('IO', `a file to upload ended at ${offset + at}, not ${size}`);
-        at += bytesRead;
-      }
-      crcs.push(this.context.kernels.crc32(block.subarray(0, length)));
-    }
-    return crcs;
   }
 
   /**
@@ -418,7 +300,7 @@ export class HistoryTiering {
       );
       // The boundary moves first: a reader that finds it never looks below it, so what is
       // deleted after it is never asked for.
-      this.requests++;
+      this.uploads.counters.requests++;
       await objects.root.put(
         boundaryObjectName,
         encodeBoundary({ format: 1, lowOrdinal, lowPosition: this.context.history.floorPosition }),
@@ -434,7 +316,17 @@ export class HistoryTiering {
     // a reader skips it by its position, below the boundary's.
     const descriptorNames: string[] = [];
     for (let ordinal = state.lowOrdinal; ordinal < lowOrdinal; ordinal++) descriptorNames.push(ordinalName(ordinal));
-    this.requests += 1 + Math.ceil(descriptorNames.length / objectDeleteBatchKeys);
+    // An entry retired while it was going up may have no descriptor: it gets one that names no
+    // files, so the ordinals stay without holes (one that got its real descriptor keeps it).
+    for (const entry of gone) {
+      if (entry.ordinal < lowOrdinal) continue;
+      this.uploads.counters.requests++;
+      await objects.descriptors.putIfAbsent(
+        ordinalName(entry.ordinal),
+        encodeDescriptor(this.uploads.retiredDescriptor(entry, state)),
+      );
+    }
+    this.uploads.counters.requests += 1 + Math.ceil(descriptorNames.length / objectDeleteBatchKeys);
     await objects.segments.deleteAll(names);
     if (descriptorNames.length > 0) await objects.descriptors.deleteAll(descriptorNames);
     const retired = new Set(gone.map((entry) => entry.ordinal));

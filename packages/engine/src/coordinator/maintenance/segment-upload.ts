@@ -1,0 +1,221 @@
+/**
+ * One tiered segment's objects: its local files read and checksummed block by block through the
+ * descriptor they are uploaded from, stored under its ordinal, then its descriptor created with
+ * put-if-absent; and the descriptor of a segment retired before it was ever visible. What
+ * `HistoryTiering` runs for each segment, apart from deciding when and which.
+ */
+import fsp from 'node:fs/promises';
+import { StreamStackError } from '../../errors.js';
+import { objectPartBytes, tieringBlockBytes } from '../../limits.js';
+import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
+import {
+  type DescribedFile,
+  decodeDescriptor,
+  encodeDescriptor,
+  ordinalName,
+  type SegmentDescriptor,
+  segmentObjectName,
+} from '../../storage/segment-descriptor.js';
+import { isMissingFile } from '../../storage/segment-store.js';
+import type { FeedObjects, TieringContext } from './history-tiering.js';
+import type { TierEntry, TieringState } from './tiering-state.js';
+
+/** The files of a sealed segment that go up, by the store that holds them locally. */
+export const historyFiles = [segmentSuffix.history, segmentSuffix.summary] as const;
+export const indexFiles = [
+  segmentSuffix.tagIndex,
+  segmentSuffix.keyDictionary,
+  segmentSuffix.fingerprintDictionary,
+] as const;
+
+/** What went up since the feed was opened. */
+export interface UploadCounters {
+  uploadedObjects: number;
+  uploadedBytes: number;
+  /** Requests made to the object store, whatever for. */
+  requests: number;
+}
+
+export class SegmentUploads {
+  readonly counters: UploadCounters = { uploadedObjects: 0, uploadedBytes: 0, requests: 0 };
+
+  constructor(
+    private readonly context: TieringContext,
+    private readonly objectsOf: () => FeedObjects,
+  ) {}
+
+  private get objects(): FeedObjects {
+    return this.objectsOf();
+  }
+
+  /** The local files of the segment at `base`, by store, that exist now. */
+  async localFiles(base: number): Promise<{ name: string; path: string }[]> {
+    const { history, index } = this.context.stores;
+    const found: { name: string; path: string }[] = [];
+    for (const [store, suffixes] of [
+      [history, historyFiles],
+      [index, indexFiles],
+    ] as const) {
+      for (const suffix of suffixes) {
+        const name = segmentFileName(base, suffix);
+        const path = store.localPath(name);
+        if (path !== undefined && (await store.size(name)) !== undefined) found.push({ name, path });
+      }
+    }
+    return found;
+  }
+
+  async localBytes(base: number): Promise<number> {
+    let total = 0;
+    for (const file of await this.localFiles(base)) total += (await fsp.stat(file.path)).size;
+    return total;
+  }
+
+  /**
+   * Uploads the entry's files, then creates its descriptor. Runs in the maintenance queue.
+   * `probeFirst` for an ordinal given out before this process: a descriptor of it may exist.
+   */
+  async upload(entry: TierEntry, state: TieringState, probeFirst: boolean): Promise<void> {
+    const { history } = this.context;
+    const objects = this.objects;
+    const files = await this.localFiles(entry.base);
+    if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) {
+      // Gone between the listing and now (a trim or merge ran first): the next pass retires it.
+      throw new StreamStackError(
+        'IO',
+        `the segment at ${entry.base} of feed ${this.context.feed} left before its upload`,
+      );
+    }
+    // An upload a crash cut may have created its descriptor already: then its objects are
+    // visible, and putting them again could replace a derived file's bytes with a rebuilt one's
+    // that the descriptor's CRCs do not match. Only an ordinal given out by this process is
+    // known to have no descriptor yet.
+    if (probeFirst) {
+      this.counters.requests++;
+      const found = await this.descriptorOf(entry.ordinal);
+      if (found) return this.acceptFound(found, entry, state);
+    }
+    const described: DescribedFile[] = [];
+    for (const file of files) {
+      let handle: fsp.FileHandle;
+      try {
+        handle = await fsp.open(file.path, 'r');
+      } catch (error) {
+        throw new StreamStackError('IO', `cannot open ${file.path} to upload it`, { cause: error });
+      }
+      try {
+        const { size } = await handle.stat();
+        const blockCrcs = await this.blockCrcs(handle, size);
+        await objects.segments.copyFrom(segmentObjectName(entry.ordinal, file.name), handle, file.path, size);
+        // One PUT, or a multipart upload's parts with its start and completion.
+        this.counters.requests += size <= objectPartBytes ? 1 : Math.ceil(size / objectPartBytes) + 2;
+        this.counters.uploadedObjects++;
+        this.counters.uploadedBytes += size;
+        described.push({ name: file.name, bytes: size, blockCrcs });
+      } finally {
+        await handle.close();
+      }
+    }
+    const commits = history.commits.commitsInSegment(entry.base);
+    const descriptor: SegmentDescriptor = {
+      format: 1,
+      feed: this.context.feed,
+      feedTag: this.context.feedTag,
+      ordinal: entry.ordinal,
+      base: entry.base,
+      lastPosition: entry.lastPosition,
+      firstCommit: commits[0]?.commit ?? 0,
+      lastCommit: commits[commits.length - 1]?.commit ?? 0,
+      source: entry.source,
+      replaces: state.entries
+        .filter(
+          (other) => other.state === 'replaced' && other.base <= entry.lastPosition && other.lastPosition >= entry.base,
+        )
+        .map((other) => other.ordinal),
+      epoch: this.context.epoch(),
+      writer: state.writer,
+      blockBytes: tieringBlockBytes,
+      files: described,
+      createdAt: this.context.clock(),
+    };
+    const name = ordinalName(entry.ordinal);
+    this.counters.requests++;
+    if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return;
+    this.counters.requests++;
+    const found = await this.descriptorOf(entry.ordinal);
+    if (!found)
+      throw new StreamStackError(
+        'IO',
+        `the descriptor ${objects.descriptors.prefix}${name} was refused as present, then not found`,
+      );
+    this.acceptFound(found, entry, state);
+  }
+
+  /** The descriptor of a segment retired before it was visible: it names no files. */
+  retiredDescriptor(entry: TierEntry, state: TieringState): SegmentDescriptor {
+    return {
+      format: 1,
+      feed: this.context.feed,
+      feedTag: this.context.feedTag,
+      ordinal: entry.ordinal,
+      base: entry.base,
+      lastPosition: entry.lastPosition,
+      firstCommit: 0,
+      lastCommit: 0,
+      source: entry.source,
+      replaces: [],
+      epoch: this.context.epoch(),
+      writer: state.writer,
+      blockBytes: tieringBlockBytes,
+      files: [],
+      createdAt: this.context.clock(),
+      retired: true,
+    };
+  }
+
+  /** The descriptor of `ordinal`, or undefined when there is none. */
+  private async descriptorOf(ordinal: number): Promise<SegmentDescriptor | undefined> {
+    const { descriptors } = this.objects;
+    const name = ordinalName(ordinal);
+    try {
+      return decodeDescriptor(
+        (await descriptors.readStart(name, Number.POSITIVE_INFINITY)).bytes,
+        descriptors.prefix + name,
+      );
+    } catch (error) {
+      if (isMissingFile(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * A descriptor found under the entry's ordinal: this writer's own for this segment, from an
+   * upload a crash cut after it, counts as done; any other means two writers tier one feed.
+   */
+  private acceptFound(found: SegmentDescriptor, entry: TierEntry, state: TieringState): void {
+    if (found.writer === state.writer && found.base === entry.base && found.source === entry.source) return;
+    const object = this.objects.descriptors.prefix + ordinalName(entry.ordinal);
+    throw new StreamStackError(
+      'FENCED',
+      `the descriptor ${object} was made by another writer (${found.writer}): two writers tier feed ${this.context.feed}`,
+      { details: { object, writer: found.writer } },
+    );
+  }
+
+  /** The CRC-32 of each `tieringBlockBytes` block of the file open at `handle`. */
+  private async blockCrcs(handle: fsp.FileHandle, size: number): Promise<number[]> {
+    const crcs: number[] = [];
+    const block = new Uint8Array(Math.min(tieringBlockBytes, Math.max(size, 1)));
+    for (let offset = 0; offset < size || crcs.length === 0; offset += tieringBlockBytes) {
+      const length = Math.min(tieringBlockBytes, size - offset);
+      let at = 0;
+      while (at < length) {
+        const { bytesRead } = await handle.read(block, at, length - at, offset + at);
+        if (bytesRead === 0) throw new StreamStackError('IO', `a file to upload ended at ${offset + at}, not ${size}`);
+        at += bytesRead;
+      }
+      crcs.push(this.context.kernels.crc32(block.subarray(0, length)));
+    }
+    return crcs;
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * What the tiering tests check in object storage: the descriptors a feed has there, read back,
+ * and that each one still live (not replaced by a later one, not below the trim boundary) names
+ * objects whose sizes and block CRCs are its own, with nothing else left under the feed's
+ * segments folder; descriptors run without a hole from the boundary's ordinal up.
+ */
+import { expect } from 'vitest';
+import { tsKernels } from '../../packages/engine/src/kernels/index.js';
+import type { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
+import {
+  blocksOf,
+  decodeBoundary,
+  decodeDescriptor,
+  ordinalName,
+  type SegmentDescriptor,
+  segmentObjectName,
+  type TrimBoundary,
+} from '../../packages/engine/src/storage/segment-descriptor.js';
+import { isMissingFile } from '../../packages/engine/src/storage/segment-store.js';
+
+/** Every descriptor of the feed whose objects are under `objects`, by ordinal. */
+export async function descriptors(objects: ObjectSegmentStore): Promise<SegmentDescriptor[]> {
+  const store = objects.within('descriptors/');
+  const names = (await store.list()).sort();
+  const found: SegmentDescriptor[] = [];
+  for (const name of names)
+    found.push(decodeDescriptor((await store.readStart(name, Number.POSITIVE_INFINITY)).bytes, name));
+  return found;
+}
+
+/** The feed's trim boundary, or undefined before its first trim. */
+export async function boundaryOf(objects: ObjectSegmentStore): Promise<TrimBoundary | undefined> {
+  try {
+    return decodeBoundary((await objects.readStart('boundary', Number.POSITIVE_INFINITY)).bytes, 'boundary');
+  } catch (error) {
+    if (isMissingFile(error)) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Checks the feed's objects as a whole and returns its live descriptors by base: the segments a
+ * reader starting at the boundary would use.
+ */
+export async function checkFeedObjects(objects: ObjectSegmentStore): Promise<SegmentDescriptor[]> {
+  const found = await descriptors(objects);
+  const boundary = await boundaryOf(objects);
+  const lowOrdinal = boundary?.lowOrdinal ?? 1;
+  const lowPosition = boundary?.lowPosition ?? 1;
+  const ordinals = found.map((descriptor) => descriptor.ordinal);
+  if (ordinals.length > 0) {
+    expect(ordinals[0]).toBe(lowOrdinal);
+    expect(ordinals).toEqual(Array.from({ length: ordinals.length }, (_, at) => lowOrdinal + at));
+  }
+  const replaced = new Set(found.flatMap((descriptor) => descriptor.replaces));
+  const live = found
+    .filter(
+      (descriptor) =>
+        !descriptor.retired && !replaced.has(descriptor.ordinal) && descriptor.lastPosition >= lowPosition,
+    )
+    .sort((a, b) => a.base - b.base);
+  // Live segments follow each other without overlap.
+  for (let at = 1; at < live.length; at++) expect(live[at]!.base).toBe(live[at - 1]!.lastPosition + 1);
+  const segments = objects.within('segments/');
+  const names = new Set(await segments.list());
+  const expected = new Set<string>();
+  for (const descriptor of live) {
+    for (const file of descriptor.files) {
+      const name = segmentObjectName(descriptor.ordinal, file.name);
+      expected.add(name);
+      const { bytes, size } = await segments.readStart(name, Number.POSITIVE_INFINITY);
+      expect(size).toBe(file.bytes);
+      expect(file.blockCrcs).toHaveLength(blocksOf(size, descriptor.blockBytes));
+      file.blockCrcs.forEach((crc, block) => {
+        const piece = bytes.subarray(block * descriptor.blockBytes, (block + 1) * descriptor.blockBytes);
+        expect(tsKernels.crc32(piece), `${name} block ${block}`).toBe(crc);
+      });
+    }
+  }
+  // Nothing is left that no live descriptor names: no orphan of a cut upload or a retirement.
+  expect([...names].filter((name) => !expected.has(name))).toEqual([]);
+  expect(found.every((descriptor) => ordinalName(descriptor.ordinal).length === 16)).toBe(true);
+  return live;
+}
