@@ -326,6 +326,38 @@ describe.skipIf(binary === undefined)(
       expect(await store.size('0000000000000001.desc')).toBe(3);
     });
 
+    it('of 32 concurrent putIfAbsent on one name exactly one wins, and its bytes stay (what descriptors rely on)', async () => {
+      const store = objectStore(`run/${++prefixes}/`);
+      const attempts = Array.from({ length: 32 }, (_, writer) => new Uint8Array(64).fill(writer + 1));
+      const won = await Promise.all(attempts.map((candidate) => store.putIfAbsent('0000000000000001', candidate)));
+      expect(won.filter(Boolean)).toHaveLength(1);
+      const winner = won.indexOf(true);
+      expect(await store.read('0000000000000001', 0, 64)).toEqual(attempts[winner]);
+    });
+
+    it('answers a conditional write with If-Match on a missing key with 404, not a write', async () => {
+      const { S3Client, PutObjectCommand } = await import('@aws-sdk/client-s3');
+      const client = new S3Client({
+        endpoint: server!.endpoint,
+        region: server!.region,
+        credentials: server!.credentials,
+        forcePathStyle: true,
+      });
+      try {
+        const key = `run/${++prefixes}/missing`;
+        const answer = await client
+          .send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: bytes, IfMatch: '"0123456789abcdef"' }))
+          .then(
+            () => 200,
+            (error: { $metadata?: { httpStatusCode?: number } }) => error.$metadata?.httpStatusCode,
+          );
+        expect(answer).toBe(404);
+        expect(await objectStore(key.slice(0, key.lastIndexOf('/') + 1)).size('missing')).toBeUndefined();
+      } finally {
+        client.destroy();
+      }
+    });
+
     it('reports a server that does not answer as UNAVAILABLE, with the cause', async () => {
       const store = objectStore('run/down/', { endpoint: `http://127.0.0.1:${await freePort()}` });
       for (const error of [

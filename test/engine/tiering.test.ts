@@ -20,6 +20,7 @@ import {
 } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { failure } from '../support/failure.js';
 import { startVersitygw, type Versitygw, versitygwBinary, versitygwMissing } from '../support/object-store.js';
+import { call, ndjson, startServer } from '../support/server.js';
 import { digestTree, openStore, temporaryDirectory } from '../support/store.js';
 import { checkFeedObjects, descriptors } from '../support/tiering-check.js';
 
@@ -121,6 +122,8 @@ describe.skipIf(binary === undefined)(
       const sealed = (await feed.diskUse()).historySegments - 1;
       expect(sealed).toBeGreaterThanOrEqual(3);
       expect(tiered).toMatchObject({ remoteSegments: sealed, pendingSegments: 0, failures: 0, lastError: null });
+      expect(await feed.diskUse()).toMatchObject({ remoteBytes: tiered.remoteBytes, notUploadedBytes: 0 });
+      expect(tiered.remoteBytes).toBeGreaterThan(sealed * 60 * 1024);
       expect((await feed.info()).tiering?.remoteSegments).toBe(sealed);
 
       const objects = feedObjects(options, 'orders', directory);
@@ -233,6 +236,7 @@ describe.skipIf(binary === undefined)(
         expect(info.failures).toBeGreaterThan(0);
         expect(info.lastError?.code).toBe('UNAVAILABLE');
         expect(info.pendingSegments).toBeGreaterThan(0);
+        expect((await feed.diskUse()).notUploadedBytes).toBeGreaterThanOrEqual(info.pendingSegments * 60 * 1024);
         expect(info.remoteSegments).toBe(before);
       } finally {
         await server!.resume();
@@ -249,6 +253,38 @@ describe.skipIf(binary === undefined)(
         settled!.remoteSegments,
       );
       await store.close();
+    });
+
+    it('the server shows tiering in feed info, disk use and /metrics', async () => {
+      const options = objectStore();
+      const { url } = await startServer({ storeOptions: { objectStore: options } });
+      expect((await call(url, 'POST', '/v1/feeds', { body: { name: 'served' } })).status).toBe(201);
+      for (let batch = 0; batch < 30; batch++) {
+        const lines = Array.from({ length: 200 }, (_, at) => ({
+          payload: `served ${batch}/${at} ${'q'.repeat(80)}`,
+          key: `k${at}`,
+        }));
+        expect((await call(url, 'POST', '/v1/feeds/served/records', { body: ndjson(...lines) })).status).toBeLessThan(
+          300,
+        );
+      }
+      const sealed = (await call(url, 'GET', '/v1/feeds/served/disk')).json.historySegments - 1;
+      expect(sealed).toBeGreaterThan(1);
+      // Uploads run in the background: wait until the feed's info says they are done.
+      let info: { tiering: { remoteSegments: number; pendingSegments: number } } | undefined;
+      for (let attempt = 0; attempt < 100; attempt++) {
+        info = (await call(url, 'GET', '/v1/feeds/served')).json;
+        if (info?.tiering.pendingSegments === 0 && info.tiering.remoteSegments === sealed) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(info?.tiering).toMatchObject({ remoteSegments: sealed, pendingSegments: 0 });
+      const disk = (await call(url, 'GET', '/v1/feeds/served/disk')).json;
+      expect(disk.notUploadedBytes).toBe(0);
+      expect(disk.remoteBytes).toBeGreaterThan(0);
+      const metrics = (await call(url, 'GET', '/metrics')).text;
+      expect(metrics).toContain(`streamstack_tiering{feed="served",count="remote_segments"} ${sealed}`);
+      expect(metrics).toMatch(/streamstack_tiering\{feed="served",count="requests"\} [1-9]/);
+      expect(metrics).not.toContain(server!.credentials.secretAccessKey);
     });
 
     it('refuses bad object store settings before touching the directory, and a store without them is not tiered', async () => {

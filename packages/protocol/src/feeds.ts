@@ -104,6 +104,12 @@ export interface FeedDiskUse {
   readonly files: number;
   /** Bytes the files take on disk (allocated blocks: preallocated segments count whole). */
   readonly bytes: number;
+  /**
+   * For a tiered feed only: the bytes of sealed segments object storage holds (their files, all
+   * together), and of sealed segments not uploaded yet. The active segment is neither.
+   */
+  readonly remoteBytes?: number;
+  readonly notUploadedBytes?: number;
 }
 
 /**

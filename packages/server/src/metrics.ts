@@ -93,6 +93,32 @@ export class ServerMetrics {
         }
       },
     });
+    // Tiering, for feeds of a store with object storage: what went up and what waits, as gauges
+    // of the feed's counters since it was opened (a reopen starts them again, as a restart does).
+    const tiering = new Gauge({
+      name: 'streamstack_tiering',
+      help: 'Tiering to object storage since the feed was opened: uploaded objects and bytes, requests, failed passes in a row, segments and bytes remote and pending.',
+      labelNames: ['feed', 'count'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const feed of await openFeeds()) {
+          const info = (await feed.info()).tiering;
+          if (!info) continue;
+          const counts = {
+            uploaded_objects: info.uploadedObjects,
+            uploaded_bytes: info.uploadedBytes,
+            requests: info.requests,
+            failures: info.failures,
+            remote_segments: info.remoteSegments,
+            remote_bytes: info.remoteBytes,
+            pending_segments: info.pendingSegments,
+            pending_bytes: info.pendingBytes,
+          };
+          for (const [count, value] of Object.entries(counts)) tiering.set({ feed: feed.name, count }, value);
+        }
+      },
+    });
   }
 
   /** Counts an accepted append of `records` to `feed`. */

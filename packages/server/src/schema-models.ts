@@ -136,7 +136,10 @@ export const feedInfo = object(
   ],
 );
 
-export const diskUse = object({ historySegments: integer, files: integer, bytes: integer });
+export const diskUse = object(
+  { historySegments: integer, files: integer, bytes: integer, remoteBytes: integer, notUploadedBytes: integer },
+  ['historySegments', 'files', 'bytes'],
+);
 
 export const leaseGrant = object({
   epoch: integer,

@@ -515,14 +515,17 @@ export class Feed {
   /**
    * What the feed takes on disk: its history segments, and every file and allocated byte under
    * its directory (index files and dictionaries included, which background builds write, so
-   * this moves without a write of the caller's). Async: it walks the directory.
+   * this moves without a write of the caller's). Async: it walks the directory. A tiered feed
+   * also says what object storage holds and what is not uploaded yet.
    *
    * @example
    * const { historySegments, bytes } = await feed.diskUse();
    */
   async diskUse(): Promise<FeedDiskUse> {
     this.writer.assertOpen();
-    return feedDiskUse(this.writer.directory);
+    const local = await feedDiskUse(this.writer.directory);
+    const tiering = this.writer.historyTiering?.status();
+    return tiering ? { ...local, remoteBytes: tiering.remoteBytes, notUploadedBytes: tiering.pendingBytes } : local;
   }
 
   /** The latest commit, or undefined when the feed has none. */

@@ -116,7 +116,11 @@ export class HistoryTiering {
       remoteSegments: remote.length,
       remoteBytes: sum(remote),
       pendingSegments: pending.length + unassigned.length,
-      pendingBytes: sum(pending),
+      // Segments not given an ordinal yet count their history segment's bytes (their derived
+      // files are small, and not all written yet).
+      pendingBytes:
+        sum(pending) +
+        unassigned.reduce((total, segment) => total + this.context.history.segments.byBase(segment.base).durableEnd, 0),
       retiringSegments: state.entries.length - remote.length - pending.length,
       nextOrdinal: state.nextOrdinal,
       uploadedObjects: this.uploads.counters.uploadedObjects,
