@@ -69,6 +69,15 @@ describe.skipIf(binary === undefined)(
       );
       expect(flagged.status).toBe(0);
       expect(flagged.lines[0]).toMatchObject({ remoteSegments: tiered.lines[0]!.remoteSegments, pendingSegments: 0 });
+
+      // verify checks the copies in object storage too, without taking the directory's lock.
+      const verified = cli(data, ['verify', 'events', '--quiet'], '', env);
+      expect(verified.status).toBe(0);
+      expect(verified.lines[0]).toMatchObject({ ok: true, remoteSegments: tiered.lines[0]!.remoteSegments });
+      // Other read commands leave object storage alone.
+      expect(cli(data, ['feed', 'info', 'events'], '', env).lines[0]!.tiering).toMatchObject({
+        remoteSegments: tiered.lines[0]!.remoteSegments,
+      });
     });
 
     it('refuses an address that is not s3://, and tier on a store without object storage', () => {

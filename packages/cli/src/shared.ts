@@ -25,9 +25,10 @@ export type Action = (store: Store) => Promise<void>;
 
 /**
  * How a command opens the data directory: `write` takes the directory's lock (one writer at a
- * time); `read` takes no lock and writes nothing, so it runs beside a writer.
+ * time); `read` takes no lock and writes nothing, so it runs beside a writer; `verify` is `read`
+ * that also checks the feeds' copies in object storage (`--object-store`).
  */
-export type Access = 'write' | 'read';
+export type Access = 'write' | 'read' | 'verify';
 
 /** The global options every command that opens the data directory reads. */
 interface StoreFlags {
@@ -40,8 +41,9 @@ interface StoreFlags {
 
 /**
  * The data directory and the options to open it with, from the global options: `--data`,
- * `--break-lock`, and `--object-store` (with its endpoint and region) for a store that writes;
- * a read-only open uploads nothing, so it leaves the object store out.
+ * `--break-lock`, and `--object-store` (with its endpoint and region) for a store that writes or
+ * verifies; any other read-only open uploads nothing and reads nothing remote, so it leaves the
+ * object store out (and starts without loading the AWS SDK).
  */
 export function storeSettings(program: Command, access: Access): { data: string; options: StoreOptions } {
   const flags = program.opts<StoreFlags>();
@@ -53,7 +55,7 @@ export function storeSettings(program: Command, access: Access): { data: string;
       '--data (or STREAMSTACK_DATA) is empty: name the data directory',
     );
   const objectStore =
-    flags.objectStore && access === 'write'
+    flags.objectStore && access !== 'read'
       ? objectStoreFromAddress(flags.objectStore, {
           endpoint: flags.objectStoreEndpoint,
           region: flags.objectStoreRegion,
@@ -62,7 +64,7 @@ export function storeSettings(program: Command, access: Access): { data: string;
   return {
     data: flags.data,
     options: {
-      readOnly: access === 'read',
+      readOnly: access !== 'write',
       ...(flags.breakLock ? { breakLock: true } : {}),
       ...(objectStore ? { objectStore } : {}),
     },

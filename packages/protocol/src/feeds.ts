@@ -137,5 +137,7 @@ export interface FeedVerification {
   readonly records: number;
   readonly segments: number;
   readonly walEvents: number;
+  /** For a store with object storage and a tiered feed: the remote segments checked, object by object. */
+  readonly remoteSegments?: number;
   readonly problems: VerificationProblem[];
 }

@@ -60,7 +60,8 @@ export interface StoreOptions {
    * Tier sealed history to S3-compatible object storage: each sealed segment, with its summary,
    * index and dictionaries, is uploaded in the background (never delaying an acknowledgement),
    * then made visible there by a descriptor object. `feed.info().tiering` says how far it got;
-   * `feed.tiered()` waits until everything sealed is there. Not for a read-only store.
+   * `feed.tiered()` waits until everything sealed is there; `verify` checks the remote copies
+   * too. A read-only store uploads nothing, and uses it only to verify.
    */
   readonly objectStore?: ObjectStoreOptions;
 }
@@ -94,11 +95,6 @@ export class Store {
     }
     // Checked before the directory is touched: a bad setting leaves nothing behind.
     const objectSettings = options.objectStore === undefined ? undefined : objectStoreSettings(options.objectStore);
-    if (objectSettings && options.readOnly)
-      throw new StreamStackError(
-        'INVALID_ARGUMENT',
-        'a read-only store uploads nothing: give objectStore or readOnly, not both',
-      );
     const data = await DataDirectory.open(path.resolve(directory), {
       ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
@@ -278,7 +274,9 @@ export class Store {
       }
       const open = this.feeds.get(feedName);
       if (open) await (await open).writer.idle();
-      results.push(await verifyFeed(this.kernels, feedName, this.directory.feedDirectory(feedName), progress));
+      results.push(
+        await verifyFeed(this.kernels, feedName, this.directory.feedDirectory(feedName), progress, this.objectStore),
+      );
     }
     reporter.finish();
     return results;

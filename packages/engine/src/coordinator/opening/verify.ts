@@ -26,6 +26,7 @@ import { feedStores } from '../../storage/feed-stores.js';
 import { type CommitRun, History } from '../../storage/history-log.js';
 import { readIndexFile, readIndexHead } from '../../storage/index-segment.js';
 import { type KeyFileHead, loadKeyFileHead, readKeySectionAsync } from '../../storage/key-file.js';
+import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { PayloadLocation } from '../../storage/records.js';
 import type { Corruption } from '../../storage/runs.js';
 import { LocalSegmentStore } from '../../storage/segment-store.js';
@@ -38,6 +39,7 @@ import { MergeLog } from '../maintenance/merge-state.js';
 import { type RetentionFloor, RetentionLog, untrimmed } from '../maintenance/retention-state.js';
 import { openSubscriptionLog } from '../reading/subscriptions.js';
 import { feedTagOf } from './data-directory.js';
+import { verifyRemote } from './verify-remote.js';
 
 export type { FeedVerification, VerificationCode, VerificationProblem };
 
@@ -268,6 +270,7 @@ export async function verifyFeed(
   feed: string,
   directory: string,
   progress?: FeedProgress,
+  objectStore?: ObjectSegmentStore,
 ): Promise<FeedVerification> {
   // Bytes of history read so far in a pass: up to where the commit reached starts.
   const bytesAt = (pass: 0 | 1, commit: CommitRecord) => {
@@ -285,6 +288,7 @@ export async function verifyFeed(
   let wal: Wal | undefined;
   let segments = 0;
   let floor = untrimmed.floor;
+  let remoteSegments: number | undefined;
   try {
     const retention = await RetentionLog.open(kernels, directory, true);
     const retained = await retainedFloor(kernels, directory, retention);
@@ -310,6 +314,7 @@ export async function verifyFeed(
     await verifyStateLogs(kernels, directory, report, history.commits.epochMax);
     await verifyIndexFiles(kernels, directory, history, report);
     await verifySummaries(kernels, history, commits, report);
+    if (objectStore) remoteSegments = await verifyRemote(kernels, feed, directory, objectStore, report);
   } catch (error) {
     const details = error instanceof StreamStackError ? error.details : {};
     report(
@@ -333,6 +338,7 @@ export async function verifyFeed(
     records: last ? last.lastPosition : 0,
     segments,
     walEvents: events.length,
+    ...(remoteSegments === undefined ? {} : { remoteSegments }),
     problems,
   };
 }
