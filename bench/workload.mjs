@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { open as openLmdb } from 'lmdb';
+import { prng } from './prng.mjs';
 
 /** Bytes of each record's payload in the ingest workload (the issue's figure). */
 export const payloadBytes = 200;
@@ -70,4 +71,57 @@ export function openLmdbStore(directory) {
     overlappingSync: false,
     compression: false,
   });
+}
+
+/** Keys of the scale workload are drawn from this many; tags from as many. */
+export const keyCount = 1_000_000;
+const tagCount = 1_000_000;
+/** A repeated payload is drawn from the last this many distinct ones (overlapping polls). */
+const repeatWindow = 100_000;
+
+/**
+ * The scale workload's records, batch by batch, the same in every run: 200-byte payloads of
+ * which `repeatFraction` repeat a recent one, keys drawn from 1M, 8 types, one tag each drawn
+ * from 1M (the `scale` and `tiered` suites).
+ */
+export function scaleWorkload(seed, repeatFraction = 0.1) {
+  const random = prng(seed);
+  const recent = [];
+  let next = 0;
+  return (count) => {
+    const batch = new Array(count);
+    for (let at = 0; at < count; at++, next++) {
+      let payload;
+      if (recent.length > 0 && random() < repeatFraction) payload = recent[Math.floor(random() * recent.length)];
+      else {
+        const head = `{"id":${next},"v":"`;
+        payload = `${head + 'x'.repeat(payloadBytes - head.length - 2)}"}`;
+        if (recent.length < repeatWindow) recent.push(payload);
+        else recent[next % repeatWindow] = payload;
+      }
+      batch[at] = {
+        payload,
+        key: `k${Math.floor(random() * keyCount)}`,
+        type: types[next % typeCount],
+        tags: [`tag-${Math.floor(random() * tagCount)}`],
+      };
+    }
+    return batch;
+  };
+}
+
+/** The value at `fraction` of `sorted` (ascending). */
+function percentile(sorted, fraction) {
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))];
+}
+
+/** p50, p99 and the largest of `values` (milliseconds), and how many there were. */
+export function latencySummary(values) {
+  const sorted = Float64Array.from(values).sort();
+  return {
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+    maxMs: sorted[sorted.length - 1] ?? 0,
+    count: sorted.length,
+  };
 }

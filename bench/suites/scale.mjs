@@ -18,63 +18,17 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { loadKernels, Store } from '@streamstack/engine';
 import { Suite } from '../harness.mjs';
-import { prng } from '../prng.mjs';
-import { payloadBytes, temporaryDirectory, typeCount, types } from '../workload.mjs';
+import { keyCount, latencySummary, temporaryDirectory, scaleWorkload as workload } from '../workload.mjs';
 
 const totalRecords = Number(process.env.STREAMSTACK_BENCH_SCALE_RECORDS ?? 10_000_000);
 const commitsMany = Number(process.env.STREAMSTACK_BENCH_SCALE_COMMITS ?? 2_000_000);
 const commitsFew = Math.floor(commitsMany / 10);
 const streamRecords = 100_000;
 const batchRecords = 1_000;
-const keyCount = 1_000_000;
-const tagCount = 1_000_000;
-/** A repeated payload is drawn from the last this many distinct ones (overlapping polls). */
-const repeatWindow = 100_000;
 const probeGets = 10_000;
 const scanRecords = 200_000;
 const concurrentAppenders = 64;
 const probe = fileURLToPath(new URL('../scale-probe.mjs', import.meta.url));
-
-/** The workload's records, batch by batch, the same in every run. */
-function workload(seed, repeatFraction = 0.1) {
-  const random = prng(seed);
-  const recent = [];
-  let next = 0;
-  return (count) => {
-    const batch = new Array(count);
-    for (let at = 0; at < count; at++, next++) {
-      let payload;
-      if (recent.length > 0 && random() < repeatFraction) payload = recent[Math.floor(random() * recent.length)];
-      else {
-        const head = `{"id":${next},"v":"`;
-        payload = `${head + 'x'.repeat(payloadBytes - head.length - 2)}"}`;
-        if (recent.length < repeatWindow) recent.push(payload);
-        else recent[next % repeatWindow] = payload;
-      }
-      batch[at] = {
-        payload,
-        key: `k${Math.floor(random() * keyCount)}`,
-        type: types[next % typeCount],
-        tags: [`tag-${Math.floor(random() * tagCount)}`],
-      };
-    }
-    return batch;
-  };
-}
-
-function percentile(sorted, fraction) {
-  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))];
-}
-
-function latencySummary(values) {
-  const sorted = Float64Array.from(values).sort();
-  return {
-    p50Ms: percentile(sorted, 0.5),
-    p99Ms: percentile(sorted, 0.99),
-    maxMs: sorted[sorted.length - 1] ?? 0,
-    count: sorted.length,
-  };
-}
 
 /** The probe, in a fresh process, of the feed in `directory` as it is now. */
 function probeFeed(directory, feed) {

@@ -605,6 +605,12 @@ export const tieringRetryMsMin = 250;
 export const tieringRetryMsMax = 30_000;
 
 /**
+ * Visibility lags (a segment's seal to its descriptor) a feed keeps for `info().tiering`'s
+ * percentiles: the latest thousand, a few hours of full segments on a busy feed, in 8 KiB.
+ */
+export const tieringLagSamplesMax = 1000;
+
+/**
  * Segments a feed's tiering log tracks at once: its state is one record of a state log (at most
  * `stateLogBytesMax`), about 30 bytes a segment. 20,000 segments of 64 MiB are over a TiB of
  * history; a feed that reaches it is refused more uploads with a clear error rather than a log

@@ -52,6 +52,11 @@ export interface TieringInfo {
   /** Failed passes in a row (0 once one succeeds). */
   readonly failures: number;
   readonly lastError: { readonly code: string; readonly message: string; readonly at: number } | null;
+  /**
+   * From a segment's last seal to its descriptor being confirmed, in milliseconds, over the
+   * latest segments sealed since the feed was opened (`count` of them in all).
+   */
+  readonly visibleLagMs: { readonly count: number; readonly p50: number; readonly p99: number; readonly max: number };
 }
 
 export interface StreamInfo {

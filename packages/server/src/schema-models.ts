@@ -102,6 +102,7 @@ export const tieringInfo = object({
   requests: integer,
   failures: integer,
   lastError: nullable(object({ code: string, message: string, at: integer })),
+  visibleLagMs: object({ count: integer, p50: { type: 'number' }, p99: { type: 'number' }, max: { type: 'number' } }),
 });
 
 export const feedInfo = object(

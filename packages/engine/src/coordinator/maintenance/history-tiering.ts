@@ -17,7 +17,13 @@
  */
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { objectDeleteBatchKeys, tieredSegmentsMax, tieringRetryMsMax, tieringRetryMsMin } from '../../limits.js';
+import {
+  objectDeleteBatchKeys,
+  tieredSegmentsMax,
+  tieringLagSamplesMax,
+  tieringRetryMsMax,
+  tieringRetryMsMin,
+} from '../../limits.js';
 import { segmentsOf } from '../../query/indexes/feed-index.js';
 import { segmentFileName } from '../../storage/feed-layout.js';
 import type { FeedStores } from '../../storage/feed-stores.js';
@@ -83,6 +89,9 @@ export class HistoryTiering {
   private readonly uploads: SegmentUploads;
   /** Ordinals given out by this process: no descriptor of theirs can exist from before it. */
   private readonly assignedHere = new Set<number>();
+  /** The latest visibility lags, a ring of `tieringLagSamplesMax`, and how many were noted. */
+  private readonly lags: number[] = [];
+  private lagCount = 0;
   /** Whether the last pass found nothing left to upload or retire. */
   private idle = false;
 
@@ -128,6 +137,7 @@ export class HistoryTiering {
       requests: this.uploads.counters.requests,
       failures: this.failures,
       lastError: this.lastError,
+      visibleLagMs: this.lagSummary(),
     };
   }
 
@@ -203,20 +213,38 @@ export class HistoryTiering {
   /** One pass; true when it found nothing to do. */
   private async pass(): Promise<boolean> {
     const { derived, history } = this.context;
-    // A segment goes up with all its derived files: wait for those being built.
-    await derived().flushed();
-    await history.summariesWritten();
-    if (this.closed) return false;
-    let state = await this.assignOrdinals();
     let worked = false;
-    for (const entry of state.entries) {
+    // Segments go up in ordinal order, each as soon as its five files are written; one still
+    // waiting for a file (a dictionary being built) makes the pass wait for the builds, not for
+    // the whole indexing backlog ahead of every segment.
+    for (;;) {
       if (this.closed) return false;
-      if (entry.state !== 'uploading') continue;
-      await this.context.serial(() => this.uploads.upload(entry, state, !this.assignedHere.has(entry.ordinal)));
-      state = await this.setState(entry.ordinal, 'remote');
+      const state = await this.assignOrdinals();
+      const entry = state.entries.find((candidate) => candidate.state === 'uploading');
+      if (!entry) break;
+      if (!(await this.uploads.complete(entry.base))) {
+        await derived().flushed();
+        await history.summariesWritten();
+        if (this.closed) return false;
+      }
+      const outcome = await this.context.serial(() =>
+        this.uploads.upload(this.context.log.stateOr(this.context.newId), entry, !this.assignedHere.has(entry.ordinal)),
+      );
+      if (outcome === 'gone') {
+        // The next listing marks it retired; the loop then moves past it.
+        const sealed = new Set(sealedSegments(history).map((segment) => `${segment.base}:${segment.source}`));
+        if (sealed.has(`${entry.base}:${entry.source}`))
+          throw new StreamStackError(
+            'IO',
+            `the files of the segment at ${entry.base} of feed ${this.context.feed} are missing`,
+          );
+        continue;
+      }
+      // Its bytes now that every file is written (when it was given its ordinal, some were not).
+      await this.setState(entry.ordinal, 'remote', await this.uploads.localBytes(entry.base));
+      this.noteVisible(entry);
       worked = true;
     }
-    if (this.closed) return false;
     return (await this.retire()) === 0 && !worked;
   }
 
@@ -265,17 +293,39 @@ export class HistoryTiering {
     return next;
   }
 
+  /**
+   * Notes how long after its last commit was sealed a segment became visible remotely: the lag a
+   * reader elsewhere sees (`status().visibleLagMs`). Only segments sealed in this process count:
+   * one found at open waited for the process, not for its upload.
+   */
+  private noteVisible(entry: TierEntry): void {
+    if (!this.assignedHere.has(entry.ordinal)) return;
+    const commits = this.context.history.commits;
+    const last = commits.length > 0 ? commits.commitsInSegment(entry.base).at(-1) : undefined;
+    if (!last) return;
+    this.lags[this.lagCount++ % tieringLagSamplesMax] = Math.max(0, this.context.clock() - last.sealedAt);
+  }
+
+  /** The visibility lags noted, as percentiles. */
+  private lagSummary(): TieringInfo['visibleLagMs'] {
+    const samples = Float64Array.from(this.lags.slice(0, Math.min(this.lagCount, tieringLagSamplesMax))).sort();
+    const at = (fraction: number) => samples[Math.min(samples.length - 1, Math.floor(samples.length * fraction))] ?? 0;
+    return { count: this.lagCount, p50: at(0.5), p99: at(0.99), max: samples[samples.length - 1] ?? 0 };
+  }
+
   /** Notes `ordinal` as given out now, and returns it. */
   private assign(ordinal: number): number {
     this.assignedHere.add(ordinal);
     return ordinal;
   }
 
-  private async setState(ordinal: number, to: TierEntry['state']): Promise<TieringState> {
+  private async setState(ordinal: number, to: TierEntry['state'], bytes?: number): Promise<TieringState> {
     const state = this.context.log.stateOr(this.context.newId);
     const next = {
       ...state,
-      entries: state.entries.map((entry) => (entry.ordinal === ordinal ? { ...entry, state: to } : entry)),
+      entries: state.entries.map((entry) =>
+        entry.ordinal === ordinal ? { ...entry, state: to, bytes: bytes ?? entry.bytes } : entry,
+      ),
     };
     await this.context.log.write(next);
     return next;

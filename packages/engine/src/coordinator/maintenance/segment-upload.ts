@@ -65,6 +65,11 @@ export class SegmentUploads {
     return found;
   }
 
+  /** Whether all five files of the segment at `base` are written (a derived file may still be building). */
+  async complete(base: number): Promise<boolean> {
+    return (await this.localFiles(base)).length === historyFiles.length + indexFiles.length;
+  }
+
   async localBytes(base: number): Promise<number> {
     let total = 0;
     for (const file of await this.localFiles(base)) total += (await fsp.stat(file.path)).size;
@@ -72,20 +77,17 @@ export class SegmentUploads {
   }
 
   /**
-   * Uploads the entry's files, then creates its descriptor. Runs in the maintenance queue.
+   * Uploads the entry's files, then creates its descriptor; `gone` when its segment left the
+   * local history first (the next listing retires it). Runs in the maintenance queue.
    * `probeFirst` for an ordinal given out before this process: a descriptor of it may exist.
    */
-  async upload(entry: TierEntry, state: TieringState, probeFirst: boolean): Promise<void> {
+  async upload(state: TieringState, entry: TierEntry, probeFirst: boolean): Promise<'visible' | 'gone'> {
     const { history } = this.context;
     const objects = this.objects;
     const files = await this.localFiles(entry.base);
-    if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) {
-      // Gone between the listing and now (a trim or merge ran first): the next pass retires it.
-      throw new StreamStackError(
-        'IO',
-        `the segment at ${entry.base} of feed ${this.context.feed} left before its upload`,
-      );
-    }
+    // Gone between the listing and now (a trim or merge ran first): the pass goes on, and
+    // retires it.
+    if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) return 'gone';
     // An upload a crash cut may have created its descriptor already: then its objects are
     // visible, and putting them again could replace a derived file's bytes with a rebuilt one's
     // that the descriptor's CRCs do not match. Only an ordinal given out by this process is
@@ -93,29 +95,14 @@ export class SegmentUploads {
     if (probeFirst) {
       this.counters.requests++;
       const found = await this.descriptorOf(entry.ordinal);
-      if (found) return this.acceptFound(found, entry, state);
-    }
-    const described: DescribedFile[] = [];
-    for (const file of files) {
-      let handle: fsp.FileHandle;
-      try {
-        handle = await fsp.open(file.path, 'r');
-      } catch (error) {
-        throw new StreamStackError('IO', `cannot open ${file.path} to upload it`, { cause: error });
-      }
-      try {
-        const { size } = await handle.stat();
-        const blockCrcs = await this.blockCrcs(handle, size);
-        await objects.segments.copyFrom(segmentObjectName(entry.ordinal, file.name), handle, file.path, size);
-        // One PUT, or a multipart upload's parts with its start and completion.
-        this.counters.requests += size <= objectPartBytes ? 1 : Math.ceil(size / objectPartBytes) + 2;
-        this.counters.uploadedObjects++;
-        this.counters.uploadedBytes += size;
-        described.push({ name: file.name, bytes: size, blockCrcs });
-      } finally {
-        await handle.close();
+      if (found) {
+        this.acceptFound(found, entry, state);
+        return 'visible';
       }
     }
+    // The files go up side by side: a segment is visible once the slowest is stored, and the
+    // small derived files need not queue behind the history segment.
+    const described: DescribedFile[] = await Promise.all(files.map((file) => this.uploadFile(entry.ordinal, file)));
     const commits = history.commits.commitsInSegment(entry.base);
     const descriptor: SegmentDescriptor = {
       format: 1,
@@ -140,7 +127,7 @@ export class SegmentUploads {
     };
     const name = ordinalName(entry.ordinal);
     this.counters.requests++;
-    if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return;
+    if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return 'visible';
     this.counters.requests++;
     const found = await this.descriptorOf(entry.ordinal);
     if (!found)
@@ -149,6 +136,29 @@ export class SegmentUploads {
         `the descriptor ${objects.descriptors.prefix}${name} was refused as present, then not found`,
       );
     this.acceptFound(found, entry, state);
+    return 'visible';
+  }
+
+  /** Checksums the local file `file` block by block, then stores it from the same descriptor. */
+  private async uploadFile(ordinal: number, file: { name: string; path: string }): Promise<DescribedFile> {
+    let handle: fsp.FileHandle;
+    try {
+      handle = await fsp.open(file.path, 'r');
+    } catch (error) {
+      throw new StreamStackError('IO', `cannot open ${file.path} to upload it`, { cause: error });
+    }
+    try {
+      const { size } = await handle.stat();
+      const blockCrcs = await this.blockCrcs(handle, size);
+      await this.objects.segments.copyFrom(segmentObjectName(ordinal, file.name), handle, file.path, size);
+      // One PUT, or a multipart upload's parts with its start and completion.
+      this.counters.requests += size <= objectPartBytes ? 1 : Math.ceil(size / objectPartBytes) + 2;
+      this.counters.uploadedObjects++;
+      this.counters.uploadedBytes += size;
+      return { name: file.name, bytes: size, blockCrcs };
+    } finally {
+      await handle.close();
+    }
   }
 
   /** The descriptor of a segment retired before it was visible: it names no files. */
