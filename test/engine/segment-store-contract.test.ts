@@ -125,7 +125,9 @@ const objectBackend: Backend = {
     // Every test under a prefix of its own, so none sees another's objects.
     const root = `run/${++prefixes}/`;
     return {
-      a: objectStore(`${root}a/`),
+      // Past two parts a file goes up in parts here, so the contract's 20 MiB file takes the
+      // multipart path (the default bound sends whole segments in one PUT).
+      a: objectStore(`${root}a/`, { singlePutBytesMax: 2 * objectPartBytes }),
       b: objectStore(`${root}b/`),
       nested: objectStore(`${root}a/y/`),
       scratch: temporaryDirectory(),
@@ -324,6 +326,21 @@ describe.skipIf(binary === undefined)(
       await store.delete('0000000000000001.desc');
       expect(await store.putIfAbsent('0000000000000001.desc', bytes.subarray(0, 3))).toBe(true);
       expect(await store.size('0000000000000001.desc')).toBe(3);
+    });
+
+    it('stores a file between one part and the single-PUT bound in one streamed PUT, read back whole', async () => {
+      const store = objectStore(`run/${++prefixes}/`);
+      const size = objectPartBytes + 4 * 1024 * 1024 + 3;
+      expect(store.requestsToStore(size)).toBe(1);
+      const content = new Uint8Array(size);
+      for (let at = 0; at < size; at++) content[at] = (at * 31 + 7) & 0xff;
+      const file = path.join(temporaryDirectory(), 'streamed');
+      fs.writeFileSync(file, content);
+      await store.copyFile('0000000000000001.hist', file);
+      expect(fs.existsSync(file)).toBe(true);
+      expect(await store.size('0000000000000001.hist')).toBe(size);
+      expect(firstDifference(await store.read('0000000000000001.hist', 0, size), content)).toBe(-1);
+      expect(store.requestsToStore(200 * 1024 * 1024)).toBe(Math.ceil((200 * 1024 * 1024) / objectPartBytes) + 2);
     });
 
     it('of 32 concurrent putIfAbsent on one name exactly one wins, and its bytes stay (what descriptors rely on)', async () => {

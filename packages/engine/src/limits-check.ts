@@ -53,6 +53,7 @@ export interface LimitValues {
   readonly segmentKeyShardSlotsInitial: number;
   readonly directWriteAlignmentBytes: number;
   readonly exportDirectWriteBytes: number;
+  readonly objectSinglePutBytesMax: number;
   readonly tieringBlockBytes: number;
   readonly tieringRetryMsMin: number;
   readonly tieringRetryMsMax: number;
@@ -203,6 +204,10 @@ export function checkLimits(limits: LimitValues): void {
   check(
     limits.segmentBytesMax / limits.objectPartBytes <= limits.objectUploadPartsMax,
     'the largest segment uploads in the parts S3 allows (segmentBytesMax / objectPartBytes <= objectUploadPartsMax)',
+  );
+  check(
+    limits.objectSinglePutBytesMax >= limits.objectPartBytes && limits.objectSinglePutBytesMax <= 5 * 1024 ** 3,
+    'a single PUT takes what a part would, and no more than S3 takes in one (objectPartBytes <= objectSinglePutBytesMax <= 5 GiB)',
   );
   check(
     limits.objectListPageKeys >= 1 && limits.objectListPageKeys <= 1000,

@@ -537,6 +537,15 @@ export const progressIntervalMs = 100;
  */
 export const objectPartBytes = 8 * 1024 * 1024;
 
+/**
+ * A file up to this size goes to an object store in one PUT, streamed from the file (past
+ * `objectPartBytes`) rather than held in memory; a larger one in a multipart upload. One request
+ * for a whole 64 MiB segment keeps a sealed segment's upload to a handful of requests (its five
+ * files and its descriptor), which is what a billed object store charges by; multipart is kept
+ * for the merged segments beyond it, where retrying one part instead of the whole file matters.
+ */
+export const objectSinglePutBytesMax = 96 * 1024 * 1024;
+
 /** The fewest bytes S3 accepts in a multipart upload's part, the last one excepted. */
 export const objectPartBytesMin = 5 * 1024 * 1024;
 
@@ -620,6 +629,7 @@ export const tieredSegmentsMax = 20_000;
 
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
+  objectSinglePutBytesMax,
   tieringBlockBytes,
   tieringRetryMsMin,
   tieringRetryMsMax,

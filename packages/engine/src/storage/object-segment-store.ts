@@ -2,10 +2,11 @@
  * A `SegmentStore` over an S3-compatible object store (AWS S3, MinIO, versitygw, …): the first
  * piece of tiering sealed history off the local disk. Each name is one object, its key the
  * store's prefix and the name; reads are ranged GETs, `list` pages through ListObjectsV2, `size`
- * is a HEAD, and large files go up as multipart uploads, a part at a time, never whole in memory.
+ * is a HEAD; a file goes up in one PUT (streamed from disk past `objectPartBytes`) or, past
+ * `objectSinglePutBytesMax`, as a multipart upload, a part at a time, never whole in memory.
  *
- * Not wired into `Store.open` yet: nothing in the engine constructs one, so the SDK is loaded only
- * by whoever imports this module.
+ * `Store.open` builds one only when given `objectStore`, through a dynamic import, so the SDK is
+ * loaded only by a store that tiers.
  *
  * S3's answers become typed errors as the local store's are: a missing object is `IO` with errno
  * `ENOENT`, a range past its end `CORRUPT`, a refused request `IO` with errno `EACCES`, and a
@@ -25,19 +26,18 @@ import {
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
-  S3Client,
+  type S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { assert, StreamStackError } from '../errors.js';
 import {
-  objectConnectMsMax,
   objectDeleteBatchKeys,
-  objectIdleMsMax,
   objectListPageKeys,
   objectPartBytes,
   objectPartsInFlightMax,
-  objectRequestAttemptsMax,
+  objectSinglePutBytesMax,
 } from '../limits.js';
+import { type ObjectSegmentStoreOptions, quietClient } from './object-client.js';
 import {
   type Action,
   isMissingKey,
@@ -49,64 +49,7 @@ import {
 } from './object-store-errors.js';
 import type { SegmentStore } from './segment-store.js';
 
-/** Where an `ObjectSegmentStore` keeps its objects, and how it reaches them. */
-export interface ObjectSegmentStoreOptions {
-  /** The service's URL (`http://127.0.0.1:7070`); undefined for AWS S3 itself, found by region. */
-  readonly endpoint?: string;
-  readonly bucket: string;
-  /**
-   * What every key starts with: empty, or a path ending in `/` (`feeds/orders/history/`), so that
-   * the store's names are the objects directly under it and two stores with different prefixes
-   * share a bucket without seeing each other.
-   */
-  readonly prefix: string;
-  readonly region: string;
-  /**
-   * The access key; when omitted, the SDK's standard chain finds one (environment variables,
-   * shared config files, an instance or container role). Never logged, never in an error.
-   */
-  readonly credentials?: {
-    readonly accessKeyId: string;
-    readonly secretAccessKey: string;
-    readonly sessionToken?: string;
-  };
-  /**
-   * Addresses the bucket in the path (`endpoint/bucket/key`) rather than the host name
-   * (`bucket.endpoint/key`): what most S3-compatible servers on a bare address need.
-   */
-  readonly forcePathStyle: boolean;
-}
-
-/**
- * The SDK's own switch for its warning that a coming release drops this Node version
- * (`NodeVersionSupportWarning`, emitted once per process when the first client is built). Node 20
- * is a version StreamStack supports, and a user of the store can do nothing about the SDK's
- * plans: the warning would only be noise in their output.
- */
-const sdkNodeWarningSwitch = 'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED';
-
-/**
- * An S3 client built with the SDK's Node-version warning switched off: the switch is set for the
- * constructor (the only place the SDK checks it) and put back as it was after, so the process's
- * environment is left as the user set it.
- */
-function quietClient(options: ObjectSegmentStoreOptions): S3Client {
-  const before = process.env[sdkNodeWarningSwitch];
-  process.env[sdkNodeWarningSwitch] = 'true';
-  try {
-    return new S3Client({
-      ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
-      region: options.region,
-      ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
-      forcePathStyle: options.forcePathStyle,
-      maxAttempts: objectRequestAttemptsMax,
-      requestHandler: { connectionTimeout: objectConnectMsMax, requestTimeout: objectIdleMsMax },
-    });
-  } finally {
-    if (before === undefined) delete process.env[sdkNodeWarningSwitch];
-    else process.env[sdkNodeWarningSwitch] = before;
-  }
-}
+export type { ObjectSegmentStoreOptions };
 
 /** Refuses a prefix that is neither empty nor a relative path ending in `/`. */
 function checkPrefix(prefix: string): void {
@@ -123,6 +66,7 @@ export class ObjectSegmentStore implements SegmentStore {
   readonly prefix: string;
   /** Whether `close` ends the client: a store made by `within` shares its parent's. */
   private readonly ownsClient: boolean;
+  private readonly singlePutBytesMax: number;
 
   constructor(options: ObjectSegmentStoreOptions, shared?: S3Client) {
     checkPrefix(options.prefix);
@@ -130,6 +74,7 @@ export class ObjectSegmentStore implements SegmentStore {
     this.prefix = options.prefix;
     this.client = shared ?? quietClient(options);
     this.ownsClient = shared === undefined;
+    this.singlePutBytesMax = options.singlePutBytesMax ?? objectSinglePutBytesMax;
   }
 
   /**
@@ -140,7 +85,13 @@ export class ObjectSegmentStore implements SegmentStore {
   within(subprefix: string): ObjectSegmentStore {
     checkPrefix(subprefix);
     return new ObjectSegmentStore(
-      { bucket: this.bucket, prefix: this.prefix + subprefix, region: '', forcePathStyle: true },
+      {
+        bucket: this.bucket,
+        prefix: this.prefix + subprefix,
+        region: '',
+        forcePathStyle: true,
+        singlePutBytesMax: this.singlePutBytesMax,
+      },
       this.client,
     );
   }
@@ -228,9 +179,27 @@ export class ObjectSegmentStore implements SegmentStore {
       await this.request(key, 'store', () =>
         this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes })),
       );
+    } else if (size <= this.singlePutBytesMax) {
+      // Streamed from the file in one request; a stream is read once, so a failure is not
+      // retried here but by the caller (tiering tries the segment again).
+      await this.request(key, 'store', () =>
+        this.client.send(
+          new PutObjectCommand({
+            Bucket: this.bucket,
+            Key: key,
+            Body: handle.createReadStream({ start: 0, end: size - 1, autoClose: false }),
+            ContentLength: size,
+          }),
+        ),
+      );
     } else {
       await this.uploadInParts(key, handle, localFile, size);
     }
+  }
+
+  /** Requests `copyFrom` makes for a file of `size` bytes: one PUT, or a multipart upload's parts with its start and end. */
+  requestsToStore(size: number): number {
+    return size <= this.singlePutBytesMax ? 1 : Math.ceil(size / objectPartBytes) + 2;
   }
 
   /**

@@ -6,7 +6,7 @@
  */
 import fsp from 'node:fs/promises';
 import { StreamStackError } from '../../errors.js';
-import { objectPartBytes, tieringBlockBytes } from '../../limits.js';
+import { tieringBlockBytes } from '../../limits.js';
 import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import {
   type DescribedFile,
@@ -151,8 +151,7 @@ export class SegmentUploads {
       const { size } = await handle.stat();
       const blockCrcs = await this.blockCrcs(handle, size);
       await this.objects.segments.copyFrom(segmentObjectName(ordinal, file.name), handle, file.path, size);
-      // One PUT, or a multipart upload's parts with its start and completion.
-      this.counters.requests += size <= objectPartBytes ? 1 : Math.ceil(size / objectPartBytes) + 2;
+      this.counters.requests += this.objects.segments.requestsToStore(size);
       this.counters.uploadedObjects++;
       this.counters.uploadedBytes += size;
       return { name: file.name, bytes: size, blockCrcs };
