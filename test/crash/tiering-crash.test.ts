@@ -6,7 +6,8 @@
  * them, and checks: every acknowledged commit is there; in object storage every live descriptor
  * names whole objects whose CRCs match, the descriptors run without a hole from the boundary,
  * no object is left without one (nothing orphaned for good), the live descriptors cover exactly
- * the sealed segments kept locally, and no ordinal ever names two different segments.
+ * the sealed segments kept locally, a reader walking the descriptors (from scratch, or going on
+ * from the cycle before) finds exactly those, and no ordinal ever names two different segments.
  *
  * `STREAMSTACK_TIERING_CRASH_CYCLES` sets the number of kills (else `STREAMSTACK_CRASH_CYCLES`,
  * else 10); `STREAMSTACK_CRASH_SEED` replays a run (the seed is printed).
@@ -16,6 +17,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
+import { RemoteHistory } from '../../packages/engine/src/storage/remote-history.js';
 import { feedObjectPrefix, type SegmentDescriptor } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { runChild } from '../support/child-runs.js';
 import { xorshift32 } from '../support/ingest.mjs';
@@ -79,6 +81,7 @@ describe.skipIf(binary === undefined)(
       console.log(`tiering crash test: ${cycles} kills, seed ${seed} (STREAMSTACK_CRASH_SEED=${seed} replays it)`);
       /** Every descriptor ever seen, by ordinal: an ordinal names one segment for good. */
       const seen = new Map<number, string>();
+      const follower = new RemoteHistory(objects);
       let acknowledged = 0;
       let sawRetirement = false;
       try {
@@ -105,6 +108,10 @@ describe.skipIf(binary === undefined)(
             expect((await feed.info()).commits).toBeGreaterThanOrEqual(acknowledged);
             await settle(feed);
             const live: SegmentDescriptor[] = await checkFeedObjects(objects);
+            // A reader walking the descriptors finds the same segments, whether it starts now or
+            // went on from the cycle before (across trims that moved the boundary past it).
+            expect((await new RemoteHistory(objects).refresh()).live).toEqual(live);
+            expect((await follower.refresh()).live).toEqual(live);
             // The live descriptors are the sealed segments kept here, one for one.
             const info = await feed.info();
             expect(live.length).toBe((await feed.diskUse()).historySegments - 1);

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
 import { objectStoreFromAddress } from '../../packages/engine/src/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
+import { RemoteHistory } from '../../packages/engine/src/storage/remote-history.js';
 import {
   decodeBoundary,
   feedObjectPrefix,
@@ -140,6 +141,12 @@ describe.skipIf(binary === undefined)(
       for (let at = 1; at < found.length; at++) expect(found[at]!.base).toBe(found[at - 1]!.lastPosition + 1);
       expect(new Set(found.map((descriptor) => descriptor.writer)).size).toBe(1);
       expect(await checkAgainstObjects(objects, directory, 'orders')).toHaveLength(found.length);
+      // A reader elsewhere finds the same segments by walking the descriptors: the boundary (none
+      // yet), each ordinal, and the next one's 404, then the boundary again. No LIST.
+      const remote = new RemoteHistory(objects);
+      const first = await remote.refresh();
+      expect(first.live).toEqual(found);
+      expect(first.requests).toBe(found.length + 3);
 
       // After a reopen, new segments take the next ordinals and the old descriptors stay as they were.
       await store.close();
@@ -156,6 +163,11 @@ describe.skipIf(binary === undefined)(
       expect(new Set(again.map((descriptor) => descriptor.writer)).size).toBe(1);
       found = again;
       expect(await checkAgainstObjects(objects, directory, 'orders')).toHaveLength(found.length);
+      // The walk goes on from where it stopped: only the new ordinals cost a request each.
+      const second = await remote.refresh();
+      expect(second.live).toEqual(found);
+      expect(second.requests).toBe(found.length - first.live.length + 3);
+      expect((await remote.refresh()).requests).toBe(3);
       await store.close();
     });
 
@@ -173,6 +185,8 @@ describe.skipIf(binary === undefined)(
       expect(merge.merges.length).toBeGreaterThan(0);
       await feed.tiered();
       const after = await descriptors(objects);
+      const walker = new RemoteHistory(objects);
+      expect((await walker.refresh()).live).toEqual(await checkFeedObjects(objects));
       // Every descriptor stays (ordinals have no holes); the merged segments come after them.
       expect(after.slice(0, before.length)).toEqual(before);
       const added = after.slice(before.length);
@@ -200,6 +214,11 @@ describe.skipIf(binary === undefined)(
       );
       expect(boundary.lowPosition).toBe((await feed.info()).lowPosition);
       const remaining = await descriptors(objects);
+      // The walker, which saw the history before the trim, starts again from the new boundary.
+      const trimmedView = await walker.refresh();
+      expect(trimmedView.live).toEqual(await checkFeedObjects(objects));
+      expect(trimmedView.live[0]!.base).toBe(boundary.lowPosition);
+      expect(trimmedView.boundary).toEqual(boundary);
       // From the boundary's ordinal on, every ordinal has its descriptor (a reader walks them by
       // GET), and none below it is left.
       const ordinals = remaining.map((descriptor) => descriptor.ordinal);
