@@ -4,23 +4,24 @@
  * environment. Write commands upload in the background, `tier` waits for the uploads, `feed info`
  * shows how far they got; the secret and the SDK's Node-version warning never reach the output.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cli } from '../support/cli.js';
-import { startVersitygw, type Versitygw, versitygwBinary, versitygwMissing } from '../support/object-store.js';
+import { type Versitygw, versitygwBinary, versitygwForSuite, versitygwMissing } from '../support/object-store.js';
 import { temporaryDirectory } from '../support/store.js';
 
 const binary = versitygwBinary();
 const bucket = 'cli-tiering';
-let server: Versitygw | undefined;
+/** The suite's object store server, once its `describe` has started it. */
+let serverOf: () => Versitygw;
 
 /** The environment a user sets: where the store is, and the AWS credentials. */
 function environment(prefix: string): Record<string, string> {
   return {
     STREAMSTACK_OBJECT_STORE: `s3://${bucket}/${prefix}`,
-    STREAMSTACK_OBJECT_STORE_ENDPOINT: server!.endpoint,
-    AWS_ACCESS_KEY_ID: server!.credentials.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: server!.credentials.secretAccessKey,
-    AWS_REGION: server!.region,
+    STREAMSTACK_OBJECT_STORE_ENDPOINT: serverOf().endpoint,
+    AWS_ACCESS_KEY_ID: serverOf().credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: serverOf().credentials.secretAccessKey,
+    AWS_REGION: serverOf().region,
   };
 }
 
@@ -32,13 +33,7 @@ const lines = (count: number) =>
 describe.skipIf(binary === undefined)(
   `streamstack with --object-store${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
   () => {
-    beforeAll(async () => {
-      server = await startVersitygw(binary!);
-      await server.createBucket(bucket);
-    });
-    afterAll(async () => {
-      await server?.stop();
-    });
+    serverOf = versitygwForSuite(bucket);
 
     it('uploads sealed segments from the environment settings; tier waits for them and feed info shows them', () => {
       const data = temporaryDirectory();
@@ -56,14 +51,14 @@ describe.skipIf(binary === undefined)(
       );
       for (const result of [appended, tiered, info]) {
         const output = JSON.stringify(result.lines) + result.stderr;
-        expect(output).not.toContain(server!.credentials.secretAccessKey);
+        expect(output).not.toContain(serverOf().credentials.secretAccessKey);
         expect(result.stderr).not.toMatch(/NodeVersionSupportWarning|AWS SDK/);
       }
 
       // The flag says the same as the variable; a later open with the same settings goes on.
       const flagged = cli(
         data,
-        ['--object-store', `s3://${bucket}/cli`, '--object-store-endpoint', server!.endpoint, 'tier', 'events'],
+        ['--object-store', `s3://${bucket}/cli`, '--object-store-endpoint', serverOf().endpoint, 'tier', 'events'],
         '',
         { ...env, STREAMSTACK_OBJECT_STORE: '' },
       );

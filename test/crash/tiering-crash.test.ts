@@ -14,14 +14,14 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { RemoteHistory } from '../../packages/engine/src/storage/remote-history.js';
 import { feedObjectPrefix, type SegmentDescriptor } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { runChild } from '../support/child-runs.js';
 import { xorshift32 } from '../support/ingest.mjs';
-import { startVersitygw, type Versitygw, versitygwBinary, versitygwMissing } from '../support/object-store.js';
+import { type Versitygw, versitygwBinary, versitygwForSuite, versitygwMissing } from '../support/object-store.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 import { checkFeedObjects } from '../support/tiering-check.js';
 
@@ -34,7 +34,8 @@ const killAfterMsMax = 1500;
 const binary = versitygwBinary();
 const bucket = 'tiering-crash';
 const prefix = 'crash/';
-let server: Versitygw | undefined;
+/** The suite's object store server, once its `describe` has started it. */
+let serverOf: () => Versitygw;
 
 /** Waits for the feed's uploads, riding out a slow moment of the server. */
 async function settle(feed: Feed): Promise<void> {
@@ -52,22 +53,16 @@ async function settle(feed: Feed): Promise<void> {
 describe.skipIf(binary === undefined)(
   `tiering under SIGKILL${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
   () => {
-    beforeAll(async () => {
-      server = await startVersitygw(binary!);
-      await server.createBucket(bucket);
-    });
-    afterAll(async () => {
-      await server?.stop();
-    });
+    serverOf = versitygwForSuite(bucket);
 
     it(`loses no acknowledged commit and leaves object storage whole, across ${cycles} kills`, async () => {
       const directory = temporaryDirectory('streamstack-tiering-crash-');
       const objectStore = {
-        endpoint: server!.endpoint,
+        endpoint: serverOf().endpoint,
         bucket,
         prefix,
-        region: server!.region,
-        credentials: server!.credentials,
+        region: serverOf().region,
+        credentials: serverOf().credentials,
       };
       const setup = await openStore(directory, { objectStore });
       await setup.createFeed('tiered');
@@ -91,12 +86,12 @@ describe.skipIf(binary === undefined)(
             [directory, String(cycle), String(seed)],
             {
               STREAMSTACK_KERNELS: cycle % 2 === 1 ? 'native' : 'ts',
-              TIER_ENDPOINT: server!.endpoint,
+              TIER_ENDPOINT: serverOf().endpoint,
               TIER_BUCKET: bucket,
               TIER_PREFIX: prefix,
-              AWS_ACCESS_KEY_ID: server!.credentials.accessKeyId,
-              AWS_SECRET_ACCESS_KEY: server!.credentials.secretAccessKey,
-              AWS_REGION: server!.region,
+              AWS_ACCESS_KEY_ID: serverOf().credentials.accessKeyId,
+              AWS_SECRET_ACCESS_KEY: serverOf().credentials.secretAccessKey,
+              AWS_REGION: serverOf().region,
             },
             { delayMs: 200 + killRandom() * killAfterMsMax, fallbackMs: killAfterMsMax * 5 },
           );

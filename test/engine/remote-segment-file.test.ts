@@ -5,7 +5,7 @@
  * cache stays within its bound, and a block that fails its descriptor's CRC is `CORRUPT` naming
  * the object and the block, every time it is asked for, never an answer.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { BlockCache, RemoteSegmentFile } from '../../packages/engine/src/storage/remote-segment-file.js';
@@ -15,7 +15,7 @@ import {
   segmentObjectName,
 } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { failure } from '../support/failure.js';
-import { startVersitygw, type Versitygw, versitygwBinary, versitygwMissing } from '../support/object-store.js';
+import { type Versitygw, versitygwBinary, versitygwForSuite, versitygwMissing } from '../support/object-store.js';
 
 const binary = versitygwBinary();
 const bucket = 'remote-reads';
@@ -23,7 +23,8 @@ const blockBytes = 1024 * 1024;
 /** Ten blocks and a short one. */
 const fileBytes = 10 * blockBytes + 12_345;
 const name = '0000000000000001.hist';
-let server: Versitygw | undefined;
+/** The suite's object store server, once its `describe` has started it. */
+let serverOf: () => Versitygw;
 let prefixes = 0;
 const stores: ObjectSegmentStore[] = [];
 
@@ -44,11 +45,11 @@ async function storedFile(): Promise<{
   bytes: Uint8Array;
 }> {
   const segments = new ObjectSegmentStore({
-    endpoint: server!.endpoint,
+    endpoint: serverOf().endpoint,
     bucket,
     prefix: `run-${++prefixes}/segments/`,
-    region: server!.region,
-    credentials: server!.credentials,
+    region: serverOf().region,
+    credentials: serverOf().credentials,
     forcePathStyle: true,
   });
   stores.push(segments);
@@ -83,13 +84,10 @@ const same = (actual: Uint8Array, expected: Uint8Array) =>
 describe.skipIf(binary === undefined)(
   `RemoteSegmentFile${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
   () => {
-    beforeAll(async () => {
-      server = await startVersitygw(binary!);
-      await server.createBucket(bucket);
-    });
-    afterAll(async () => {
+    // Clients close before the server stops (hooks after run in reverse order).
+    serverOf = versitygwForSuite(bucket);
+    afterAll(() => {
       for (const store of stores.splice(0)) store.close();
-      await server?.stop();
     });
 
     it('reads any range as stored, and refuses one past the end', async () => {

@@ -8,7 +8,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
 import { objectStoreFromAddress } from '../../packages/engine/src/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
@@ -20,25 +20,26 @@ import {
   segmentObjectName,
 } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { failure } from '../support/failure.js';
-import { startVersitygw, type Versitygw, versitygwBinary, versitygwMissing } from '../support/object-store.js';
+import { type Versitygw, versitygwBinary, versitygwForSuite, versitygwMissing } from '../support/object-store.js';
 import { call, ndjson, startServer } from '../support/server.js';
 import { digestTree, openStore, temporaryDirectory } from '../support/store.js';
 import { checkFeedObjects, descriptors } from '../support/tiering-check.js';
 
 const binary = versitygwBinary();
 const bucket = 'tiering';
-let server: Versitygw | undefined;
+/** The suite's object store server, once its `describe` has started it. */
+let serverOf: () => Versitygw;
 let prefixes = 0;
 const clients: ObjectSegmentStore[] = [];
 
 /** The store's object storage settings, under a prefix of the test's own. */
 function objectStore(): ObjectStoreOptions {
   return {
-    endpoint: server!.endpoint,
+    endpoint: serverOf().endpoint,
     bucket,
     prefix: `run-${++prefixes}/`,
-    region: server!.region,
-    credentials: server!.credentials,
+    region: serverOf().region,
+    credentials: serverOf().credentials,
   };
 }
 
@@ -49,8 +50,8 @@ function feedObjects(options: ObjectStoreOptions, feed: string, directory: strin
     endpoint: options.endpoint!,
     bucket,
     prefix: `${options.prefix}${feedObjectPrefix(feed, config.tag)}`,
-    region: server!.region,
-    credentials: server!.credentials,
+    region: serverOf().region,
+    credentials: serverOf().credentials,
     forcePathStyle: true,
   });
   clients.push(store);
@@ -104,13 +105,10 @@ async function checkAgainstObjects(objects: ObjectSegmentStore, directory: strin
 describe.skipIf(binary === undefined)(
   `Tiering sealed history to object storage${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
   () => {
-    beforeAll(async () => {
-      server = await startVersitygw(binary!);
-      await server.createBucket(bucket);
-    });
-    afterAll(async () => {
+    // Clients close before the server stops (hooks after run in reverse order).
+    serverOf = versitygwForSuite(bucket);
+    afterAll(() => {
       for (const client of clients.splice(0)) client.close();
-      await server?.stop();
     });
 
     it('uploads every sealed segment with its derived files, then its descriptor; ordinals go on after a reopen', async () => {
@@ -251,7 +249,7 @@ describe.skipIf(binary === undefined)(
       await feed.tiered();
       const before = (await feed.info()).tiering!.remoteSegments;
 
-      await server!.halt();
+      await serverOf().halt();
       try {
         await ingest(feed, 25, 200, 1000);
         expect((await feed.info()).records).toBe(6000);
@@ -265,7 +263,7 @@ describe.skipIf(binary === undefined)(
         expect((await feed.diskUse()).notUploadedBytes).toBe(info.pendingBytes);
         expect(info.remoteSegments).toBe(before);
       } finally {
-        await server!.resume();
+        await serverOf().resume();
       }
       // The background retry gets there on its own; `tiered` waits for it.
       let settled: Awaited<ReturnType<Feed['tiered']>> | undefined;
@@ -363,7 +361,7 @@ describe.skipIf(binary === undefined)(
       const metrics = (await call(url, 'GET', '/metrics')).text;
       expect(metrics).toContain(`streamstack_tiering{feed="served",count="remote_segments"} ${sealed}`);
       expect(metrics).toMatch(/streamstack_tiering\{feed="served",count="requests"\} [1-9]/);
-      expect(metrics).not.toContain(server!.credentials.secretAccessKey);
+      expect(metrics).not.toContain(serverOf().credentials.secretAccessKey);
     });
 
     it('refuses bad object store settings before touching the directory, and a store without them is not tiered', async () => {

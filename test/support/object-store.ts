@@ -3,7 +3,8 @@
  * 127.0.0.1 and a free port, started and stopped by PID, which the object store's tests run
  * against.
  */
-import { startVersitygw as start } from './versitygw.mjs';
+import { afterAll, beforeAll } from 'vitest';
+import { startVersitygw as start, versitygwBinary } from './versitygw.mjs';
 
 export { freePort, versitygwBinary, versitygwMissing } from './versitygw.mjs';
 
@@ -27,4 +28,23 @@ export interface Versitygw {
  */
 export function startVersitygw(binary: string): Promise<Versitygw> {
   return start(binary);
+}
+
+/**
+ * A server for the test file, started with `bucket` made before its tests and stopped after them
+ * (inside a `describe.skipIf(versitygwBinary() === undefined)`); the returned function gives it.
+ */
+export function versitygwForSuite(bucket: string): () => Versitygw {
+  let server: Versitygw | undefined;
+  beforeAll(async () => {
+    server = await startVersitygw(versitygwBinary()!);
+    await server.createBucket(bucket);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+  return () => {
+    if (!server) throw new Error('the versitygw of this suite is not started');
+    return server;
+  };
 }

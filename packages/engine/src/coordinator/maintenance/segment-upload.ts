@@ -104,27 +104,16 @@ export class SegmentUploads {
     // small derived files need not queue behind the history segment.
     const described: DescribedFile[] = await Promise.all(files.map((file) => this.uploadFile(entry.ordinal, file)));
     const commits = history.commits.commitsInSegment(entry.base);
-    const descriptor: SegmentDescriptor = {
-      format: 1,
-      feed: this.context.feed,
-      feedTag: this.context.feedTag,
-      ordinal: entry.ordinal,
-      base: entry.base,
-      lastPosition: entry.lastPosition,
+    const descriptor = this.describe(entry, state, {
       firstCommit: commits[0]?.commit ?? 0,
       lastCommit: commits[commits.length - 1]?.commit ?? 0,
-      source: entry.source,
       replaces: state.entries
         .filter(
           (other) => other.state === 'replaced' && other.base <= entry.lastPosition && other.lastPosition >= entry.base,
         )
         .map((other) => other.ordinal),
-      epoch: this.context.epoch(),
-      writer: state.writer,
-      blockBytes: tieringBlockBytes,
       files: described,
-      createdAt: this.context.clock(),
-    };
+    });
     const name = ordinalName(entry.ordinal);
     this.counters.requests++;
     if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return 'visible';
@@ -162,6 +151,15 @@ export class SegmentUploads {
 
   /** The descriptor of a segment retired before it was visible: it names no files. */
   retiredDescriptor(entry: TierEntry, state: TieringState): SegmentDescriptor {
+    return this.describe(entry, state, { firstCommit: 0, lastCommit: 0, replaces: [], files: [], retired: true });
+  }
+
+  /** The entry's descriptor, with what only the caller knows: its commits, what it replaces, its files. */
+  private describe(
+    entry: TierEntry,
+    state: TieringState,
+    own: Pick<SegmentDescriptor, 'firstCommit' | 'lastCommit' | 'replaces' | 'files' | 'retired'>,
+  ): SegmentDescriptor {
     return {
       format: 1,
       feed: this.context.feed,
@@ -169,16 +167,16 @@ export class SegmentUploads {
       ordinal: entry.ordinal,
       base: entry.base,
       lastPosition: entry.lastPosition,
-      firstCommit: 0,
-      lastCommit: 0,
+      firstCommit: own.firstCommit,
+      lastCommit: own.lastCommit,
       source: entry.source,
-      replaces: [],
+      replaces: own.replaces,
       epoch: this.context.epoch(),
       writer: state.writer,
       blockBytes: tieringBlockBytes,
-      files: [],
+      files: own.files,
       createdAt: this.context.clock(),
-      retired: true,
+      ...(own.retired ? { retired: true as const } : {}),
     };
   }
 
