@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadKernels } from '../../packages/engine/src/index.js';
 import { objectPartBytes } from '../../packages/engine/src/limits.js';
 import {
@@ -375,15 +375,28 @@ describe.skipIf(binary === undefined)(
       }
     });
 
-    it('reports a server that does not answer as UNAVAILABLE, with the cause', async () => {
+    it('reports a server that does not answer as UNAVAILABLE, with the cause, and writes nothing to the console', async () => {
       const store = objectStore('run/down/', { endpoint: `http://127.0.0.1:${await freePort()}` });
-      for (const error of [
-        await failure(() => store.read('0000000000000001.hist', 0, 1)),
-        await failure(() => store.list()),
-        await failure(() => store.put('0000000000000001.hist', bytes)),
-      ]) {
-        expect(error.code).toBe('UNAVAILABLE');
-        expect(error.cause).toBeDefined();
+      // A file streamed in one PUT: the SDK, left to itself, warns on the console when one fails.
+      const streamed = path.join(temporaryDirectory(), 'streamed');
+      fs.writeFileSync(streamed, new Uint8Array(objectPartBytes + 1));
+      const warn = vi.spyOn(console, 'warn');
+      const error = vi.spyOn(console, 'error');
+      try {
+        for (const failed of [
+          await failure(() => store.read('0000000000000001.hist', 0, 1)),
+          await failure(() => store.list()),
+          await failure(() => store.put('0000000000000001.hist', bytes)),
+          await failure(() => store.copyFile('0000000000000002.hist', streamed)),
+        ]) {
+          expect(failed.code).toBe('UNAVAILABLE');
+          expect(failed.cause).toBeDefined();
+        }
+        expect(warn).not.toHaveBeenCalled();
+        expect(error).not.toHaveBeenCalled();
+      } finally {
+        warn.mockRestore();
+        error.mockRestore();
       }
     });
 

@@ -45,6 +45,13 @@ export interface ObjectSegmentStoreOptions {
 const sdkNodeWarningSwitch = 'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED';
 
 /**
+ * Where the SDK's own log lines go: nowhere. Without a logger it writes some to the console (a
+ * streamed upload that fails says so with `console.warn`, although the failure is also thrown),
+ * which would land in a user's output; every failure reaches the caller as a typed error instead.
+ */
+const silentLogger = { debug() {}, info() {}, warn() {}, error() {}, trace() {} };
+
+/**
  * An S3 client built with the SDK's Node-version warning switched off: the switch is set for the
  * constructor (the only place the SDK checks it) and put back as it was after, so the process's
  * environment is left as the user set it.
@@ -59,6 +66,7 @@ export function quietClient(options: ObjectSegmentStoreOptions): S3Client {
       ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
       forcePathStyle: options.forcePathStyle,
       maxAttempts: objectRequestAttemptsMax,
+      logger: silentLogger,
       requestHandler: { connectionTimeout: objectConnectMsMax, requestTimeout: objectIdleMsMax },
     });
   } finally {
