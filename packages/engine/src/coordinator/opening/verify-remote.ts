@@ -2,12 +2,14 @@
  * `verify` of a tiered feed's object storage: every segment the tiering log says is visible
  * remotely has its descriptor there, naming this segment (its base and fingerprint), and every
  * object the descriptor names has the size it says and the CRC of each of its blocks, read back
- * a block at a time. A missing or damaged object is `CORRUPT` naming the object, as damage to a
+ * a block at a time through `RemoteSegmentFile`, as every remote read is checked. A missing or damaged object is `CORRUPT` naming the object, as damage to a
  * local file names the file.
  */
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
+import { tieringBlockBytes } from '../../limits.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import { BlockCache, RemoteSegmentFile } from '../../storage/remote-segment-file.js';
 import {
   decodeDescriptor,
   feedObjectPrefix,
@@ -41,6 +43,8 @@ export async function verifyRemote(
     const descriptors = root.within(objectFolders.descriptors);
     const segments = root.within(objectFolders.segments);
     let checked = 0;
+    // Two blocks: the one being checked and the one fetched ahead of it.
+    const cache = new BlockCache(2 * tieringBlockBytes);
     for (const entry of state.entries) {
       if (entry.state !== 'remote') continue;
       checked++;
@@ -66,17 +70,18 @@ export async function verifyRemote(
             );
             continue;
           }
-          for (const [block, crc] of file.blockCrcs.entries()) {
-            const offset = block * descriptor.blockBytes;
-            const length = Math.min(descriptor.blockBytes, file.bytes - offset);
-            const bytes = length === 0 ? new Uint8Array(0) : await segments.read(object, offset, length);
-            onBytes(length);
-            if (kernels.crc32(bytes) !== crc) {
-              report('CORRUPT', `${segments.prefix}${object} fails its CRC in block ${block} (bytes ${offset}…)`, {
-                file: segments.prefix + object,
-              });
-              break;
+          // Read in order through the same checked block reads as any remote read (the next
+          // block comes ahead); the first block that fails its CRC is reported, and the file left.
+          const reader = new RemoteSegmentFile(kernels, segments, descriptor, file.name, cache);
+          try {
+            for (let offset = 0; offset < file.bytes; offset += descriptor.blockBytes) {
+              const length = Math.min(descriptor.blockBytes, file.bytes - offset);
+              await reader.read(offset, length);
+              onBytes(length);
             }
+          } catch (error) {
+            if (!(error instanceof StreamStackError && error.code === 'CORRUPT')) throw error;
+            report('CORRUPT', error.message, { file: segments.prefix + object });
           }
         }
       } catch (error) {
