@@ -8,6 +8,7 @@
  * loop's thread for tens of milliseconds at every full collection, to mark and move them.
  */
 import { keyTableDecodeChunkUnits, keyTableSlotsInitial } from '../../limits.js';
+import type { PackedTermsWriter } from '../../storage/packed-terms.js';
 import { grown } from '../../typed-arrays.js';
 
 /**
@@ -171,6 +172,17 @@ export class StringKeyTable {
     for (let at = 0; at < length; at++) arena[start + at] = key.charCodeAt(at);
     this.arenaUsed += length;
     return this.slots.add(start, length, hash, probe);
+  }
+
+  /** Appends the key of `slot` to `writer` as UTF-8, with no string made of it. */
+  packInto(slot: number, writer: PackedTermsWriter): void {
+    const start = this.slots.starts[slot];
+    writer.add(this.arena, start, start + this.slots.lengths[slot]);
+  }
+
+  /** Code units all the keys take together. */
+  get units(): number {
+    return this.arenaUsed;
   }
 
   /** The key of `slot`. */
