@@ -418,6 +418,8 @@ export class KeyIndex {
     this.tail = new SegmentKeys(base, this.order);
     const last = previous?.lastCommit;
     if (!previous || !last) return;
+    // Its keys stay in memory until its dictionary is built, and get no more.
+    previous.seal();
     const slot: SealedKeys = {
       base: previous.base,
       count: last.lastPosition - previous.base + 1,

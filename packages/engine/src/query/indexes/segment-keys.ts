@@ -38,9 +38,14 @@ export class SegmentKeys {
   }));
   private previous = new Int32Array(1024);
   private positions = new Float64Array(1024);
-  private versions = new Float64Array(1024);
   private locators = new Uint32Array(1024);
-  private tombstones = new Uint8Array(1024);
+  /**
+   * Versions and tombstone flags, made when the first nonzero version or the first tombstone
+   * is added: until then every one is 0. Most keys carry no version, no tombstone is common,
+   * and a fingerprint has neither: the two columns were 9 of an occurrence's 29 bytes.
+   */
+  private versions: Float64Array | undefined;
+  private tombstones: Uint8Array | undefined;
   private count = 0;
   /** The last commit whose records are here. */
   lastCommit: CommitRecord | undefined;
@@ -55,13 +60,26 @@ export class SegmentKeys {
     return this.count;
   }
 
+  /** Bytes the occurrence columns take, room to grow included (for tests and memory accounting). */
+  get columnBytes(): number {
+    return (
+      this.previous.byteLength +
+      this.positions.byteLength +
+      this.locators.byteLength +
+      (this.versions?.byteLength ?? 0) +
+      (this.tombstones?.byteLength ?? 0)
+    );
+  }
+
   add(key: string, position: number, version: number, tombstone: boolean, locator: number): void {
-    if (this.count === this.positions.length) this.grow();
+    if (this.count === this.positions.length) this.grow(Math.max(1024, this.count * 2));
     const at = this.count++;
     this.positions[at] = position;
-    this.versions[at] = version;
     this.locators[at] = locator;
-    this.tombstones[at] = tombstone ? 1 : 0;
+    if (version !== 0) this.versions ??= new Float64Array(this.positions.length);
+    if (this.versions) this.versions[at] = version;
+    if (tombstone) this.tombstones ??= new Uint8Array(this.positions.length);
+    if (this.tombstones) this.tombstones[at] = tombstone ? 1 : 0;
     const shard = this.shards[shardOf(key)];
     const known = shard.keys.size;
     const slot = shard.keys.slotOf(key);
@@ -74,13 +92,32 @@ export class SegmentKeys {
     shard.newest[slot] = at;
   }
 
-  private grow(): void {
-    const size = this.positions.length * 2;
+  private grow(size: number): void {
     this.positions = grown(this.positions, size);
-    this.versions = grown(this.versions, size);
     this.locators = grown(this.locators, size);
-    this.tombstones = grown(this.tombstones, size);
     this.previous = grown(this.previous, size);
+    if (this.versions) this.versions = grown(this.versions, size);
+    if (this.tombstones) this.tombstones = grown(this.tombstones, size);
+  }
+
+  /**
+   * Lets go of the columns' room to grow: for a segment just sealed, whose occurrences stay in
+   * memory until its dictionary is built and get no more. Doubling leaves up to half of each
+   * column empty, and a full segment holds a million occurrences.
+   */
+  seal(): void {
+    const count = this.count;
+    if (count === this.positions.length) return;
+    this.positions = this.positions.slice(0, count);
+    this.locators = this.locators.slice(0, count);
+    this.previous = this.previous.slice(0, count);
+    this.versions = this.versions?.slice(0, count);
+    this.tombstones = this.tombstones?.slice(0, count);
+  }
+
+  /** The version of occurrence `at`. */
+  private versionAt(at: number): number {
+    return this.versions ? this.versions[at] : 0;
   }
 
   /**
@@ -121,9 +158,9 @@ export class SegmentKeys {
         keys.packInto(slot, writer);
         const best = this.bestOf(newest[slot], Number.POSITIVE_INFINITY);
         own.positions[index] = this.positions[best];
-        own.versions[index] = this.versions[best];
+        own.versions[index] = this.versionAt(best);
         own.locators[index] = this.locators[best];
-        own.tombstones[index] = this.tombstones[best];
+        own.tombstones[index] = this.tombstones ? this.tombstones[best] : 0;
         if (++index % keyBuildYieldKeys === 0) await yieldToEventLoop();
       }
     }
@@ -139,8 +176,8 @@ export class SegmentKeys {
     if (best < 0) return undefined;
     return {
       position: this.positions[best],
-      version: this.versions[best],
-      tombstone: this.tombstones[best] === 1,
+      version: this.versionAt(best),
+      tombstone: this.tombstones !== undefined && this.tombstones[best] === 1,
       locator: this.locators[best],
     };
   }
@@ -160,8 +197,8 @@ export class SegmentKeys {
       else if (first) {
         if (this.positions[at] < this.positions[best]) best = at;
       } else if (
-        this.versions[at] > this.versions[best] ||
-        (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])
+        this.versionAt(at) > this.versionAt(best) ||
+        (this.versionAt(at) === this.versionAt(best) && this.positions[at] > this.positions[best])
       )
         best = at;
     }
