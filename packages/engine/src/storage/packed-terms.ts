@@ -102,7 +102,7 @@ export class PackedTermsWriter {
   }
 
   /** Appends the term whose code units are `units[start, end)`. */
-  add(units: Uint16Array, start: number, end: number): void {
+  add(units: Uint8Array | Uint16Array, start: number, end: number): void {
     // Three bytes a code unit at most (a pair's four bytes are two units').
     if (this.used + (end - start) * 3 > this.bytes.length)
       this.bytes = grown(this.bytes, Math.max(this.bytes.length * 2, this.used + (end - start) * 3));
