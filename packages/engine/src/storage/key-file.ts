@@ -24,7 +24,7 @@ import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels, PackedBytes } from '../kernels/kernels.js';
 import { crc32, crc32c } from '../kernels/ts/crc.js';
-import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
+import { keyFileChecksumSliceWinners, keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Concat, utf8Encode } from './codec.js';
 import { firstRepeatIn, packedInOrder, utf8OrderOf } from './packed-terms.js';
 import { writeFileDurably } from './segment.js';
@@ -166,19 +166,11 @@ export function encodeKeyFileColumns(
   const { bytes: keyBytes, ends } = packedInOrder(terms, order);
   assert(firstRepeatIn({ bytes: keyBytes, ends }) < 0, 'a key dictionary holds each key once');
   const keys = ends.length;
-  const hashes = keyHashesOf(kernels, keyBytes, ends);
-  const filter = new Uint8Array(Math.max(8, Math.ceil((keys * keyFilterBitsPerKey) / 8)));
-  const bits = filter.length * 8;
+  const filter = filterOf(kernels, keyBytes, ends);
   const values = new Float64Array(keys);
   const table = new Uint8Array(keys * winnerBytes);
   const view = new DataView(table.buffer);
   for (let ordinal = 0; ordinal < keys; ordinal++) {
-    const h1 = hashes[2 * ordinal];
-    const h2 = hashes[2 * ordinal + 1];
-    for (let probe = 0; probe < keyFilterHashes; probe++) {
-      const bit = (h1 + probe * h2) % bits;
-      filter[bit >>> 3] |= 1 << (bit & 7);
-    }
     values[ordinal] = ordinal;
     const term = order[ordinal];
     const offset = ordinal * winnerBytes;
@@ -187,15 +179,19 @@ export function encodeKeyFileColumns(
     view.setUint32(offset + 16, winners.locators[term], true);
     view.setUint32(offset + 20, winners.tombstones[term] === 1 ? 1 : 0, true);
   }
-  // Every winner's CRC-32 in one kernel call (the CRC-32C it gives beside each is not needed).
-  const winnerRanges = new Uint32Array(keys * 2);
-  for (let ordinal = 0; ordinal < keys; ordinal++) {
-    winnerRanges[2 * ordinal] = ordinal * winnerBytes;
-    winnerRanges[2 * ordinal + 1] = ordinal * winnerBytes + 24;
+  // Every winner's CRC-32, a slice of winners per kernel call (the CRC-32C it gives beside each
+  // is not needed).
+  const winnerRanges = new Uint32Array(Math.min(keys, keyFileChecksumSliceWinners) * 2);
+  for (let first = 0; first < keys; first += keyFileChecksumSliceWinners) {
+    const count = Math.min(keyFileChecksumSliceWinners, keys - first);
+    for (let at = 0; at < count; at++) {
+      winnerRanges[2 * at] = (first + at) * winnerBytes;
+      winnerRanges[2 * at + 1] = (first + at) * winnerBytes + 24;
+    }
+    const winnerChecksums = kernels.payloadChecksums(table, winnerRanges.subarray(0, 2 * count));
+    for (let at = 0; at < count; at++)
+      view.setUint32((first + at) * winnerBytes + 24, winnerChecksums[2 * at + 1], true);
   }
-  const winnerChecksums = kernels.payloadChecksums(table, winnerRanges);
-  for (let ordinal = 0; ordinal < keys; ordinal++)
-    view.setUint32(ordinal * winnerBytes + 24, winnerChecksums[2 * ordinal + 1], true);
   const fst = kernels.fstBuild({ bytes: keyBytes, ends }, values);
   const sections = [filter, fst, table];
   const writer = new ByteWriter(keyFileHeadBytes + filter.length + fst.length + table.length)
@@ -208,6 +204,25 @@ export function encodeKeyFileColumns(
   for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section));
   for (const section of sections) writer.raw(section);
   return writer.finish();
+}
+
+/**
+ * The Bloom filter of the keys laid end to end in `bytes` (sorted, ending at `ends`). Its own
+ * function so that the keys' hashes (8 bytes a key) can go as soon as the filter is made.
+ */
+function filterOf(kernels: Kernels, bytes: Uint8Array, ends: Uint32Array): Uint8Array {
+  const hashes = keyHashesOf(kernels, bytes, ends);
+  const filter = new Uint8Array(Math.max(8, Math.ceil((ends.length * keyFilterBitsPerKey) / 8)));
+  const bits = filter.length * 8;
+  for (let ordinal = 0; ordinal < ends.length; ordinal++) {
+    const h1 = hashes[2 * ordinal];
+    const h2 = hashes[2 * ordinal + 1];
+    for (let probe = 0; probe < keyFilterHashes; probe++) {
+      const bit = (h1 + probe * h2) % bits;
+      filter[bit >>> 3] |= 1 << (bit & 7);
+    }
+  }
+  return filter;
 }
 
 function corrupt(file: string, reason: string, cause?: unknown): StreamStackError {

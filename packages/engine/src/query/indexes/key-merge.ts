@@ -111,7 +111,8 @@ export function mergeWithEarlier(
 /**
  * `mergeWithEarlier` over terms as UTF-8 bytes and winners as columns, with nothing allocated
  * per term but where an earlier dictionary holds it: what a build of a segment's hundreds of
- * thousands of terms runs. `own` is left as it was; the merged winners are new columns.
+ * thousands of terms runs. The merged winners are written to `into` (new columns unless given:
+ * `own` itself when the caller has no more use for it) and returned.
  */
 export function mergeColumnsWithEarlier(
   kernels: Kernels,
@@ -120,13 +121,14 @@ export function mergeColumnsWithEarlier(
   own: WinnerColumns,
   earlier: readonly DictionaryFile[],
   sections: DictionarySections,
-): WinnerColumns {
-  const merged: WinnerColumns = {
+  into: WinnerColumns = {
     positions: own.positions.slice(),
     versions: own.versions.slice(),
     locators: own.locators.slice(),
     tombstones: own.tombstones.slice(),
-  };
+  },
+): WinnerColumns {
+  const merged = into;
   if (earlier.length === 0) return merged;
   // Terms are hashed once. The walk goes dictionary by dictionary, newest first, over the terms
   // still unresolved: each filter is probed in one pass while it is in the CPU's caches, rather
@@ -173,6 +175,8 @@ export function mergeColumnsWithEarlier(
           if (ordinal !== -1) {
             // This dictionary's winner covers every segment up to it: the term is resolved.
             const found = held[at].at(ordinal);
+            // Each term is resolved once, so `own[index]` is read before `into` (which may be
+            // `own`) is written there.
             if (prefers(order, found, winnerIn(own, index))) {
               merged.positions[index] = found.position;
               merged.versions[index] = found.version;
@@ -204,9 +208,10 @@ function winnerIn(columns: WinnerColumns, index: number): KeyWinner {
 
 /**
  * A dictionary file's bytes built on this thread: `terms` (UTF-8, distinct, in any order) with
- * their winners in the segment (`own`) merged with the dictionaries before it (`earlier`, newest
- * first), then encoded. What the build worker runs, and a rewrite's worker for the segment it
- * wrote.
+ * their winners in the segment (`own`, overwritten with the merged winners: a segment's are
+ * tens of megabytes, and no caller uses them after) merged with the dictionaries before it
+ * (`earlier`, newest first), then encoded. What the build worker runs, and a rewrite's worker
+ * for the segment it wrote.
  */
 export function buildKeyFileBytes(
   kernels: Kernels,
@@ -219,6 +224,6 @@ export function buildKeyFileBytes(
   earlier: readonly DictionaryFile[],
   sections: DictionarySections,
 ): Uint8Array {
-  const winners = mergeColumnsWithEarlier(kernels, order, terms, own, earlier, sections);
+  const winners = mergeColumnsWithEarlier(kernels, order, terms, own, earlier, sections, own);
   return encodeKeyFileColumns(kernels, base, count, source, terms, winners);
 }
