@@ -69,10 +69,10 @@ export async function keyFileOfSegmentOffThread(
 }
 
 /**
- * A key or fingerprint dictionary's bytes, built on the worker: `terms` (UTF-8) with their winners in
- * the segment (`own`) merged with the dictionaries before it (`earlier`, newest first), then
- * encoded. Undefined when there is no worker: the caller builds it on its own thread. Rejects
- * when an earlier dictionary fails a check (the caller's own build rebuilds it).
+ * A key or fingerprint dictionary's bytes, built on the worker: `terms` (UTF-8) with their
+ * winners in the segment (`own`) merged with the dictionaries before it (`earlier`, newest
+ * first), then encoded. Undefined when there is no worker: the caller builds it on its own
+ * thread. Rejects when an earlier dictionary fails a check (the caller's own build rebuilds it).
  */
 export async function buildKeyFileOffThread(
   kernels: Kernels,
