@@ -104,6 +104,8 @@ describe('StringKeyTable', () => {
       'a key longer than one fromCharCode chunk',
       'a key never given',
       'a hash shared by two keys',
+      'a wide key after narrow ones',
+      'narrow keys only',
     ]);
     fc.assert(
       fc.property(
@@ -120,8 +122,14 @@ describe('StringKeyTable', () => {
           ),
           { minLength: 100, maxLength: 400 },
         ),
+        // A third of the runs keep every key's units below 256, so the table never widens.
+        fc.integer({ min: 0, max: 2 }),
         fc.array(fc.string({ unit: 'binary', minLength: 0, maxLength: 9 }), { minLength: 5, maxLength: 20 }),
-        (keys, probes) => {
+        (drawn, narrowing, probes) => {
+          const keys =
+            narrowing === 0
+              ? drawn.map((key) => Array.from(key, (unit) => (unit.charCodeAt(0) > 0xff ? 'n' : unit)).join(''))
+              : drawn;
           const table = new StringKeyTable(16);
           const model = new Map<string, number>();
           for (const key of keys) {
@@ -132,6 +140,12 @@ describe('StringKeyTable', () => {
             expectSlotAsModel(model, key, table.slotOf(key), table.size);
           }
           tally.hit('grew past its first slots', model.size > 16);
+          // Keys are kept a byte a unit until one needs two: then all of them move, and each
+          // must still come back exactly.
+          const firstWide = keys.findIndex((key) => [...key].some((character) => character.charCodeAt(0) > 0xff));
+          expect(table.wide).toBe(firstWide >= 0);
+          tally.hit('a wide key after narrow ones', firstWide > 0);
+          tally.hit('narrow keys only', firstWide < 0);
           for (const [key, slot] of model) {
             expect(table.find(key)).toBe(slot);
             expect(table.keyAt(slot)).toBe(key);

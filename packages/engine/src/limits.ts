@@ -196,6 +196,13 @@ export const keyCacheBytesMax = 64 * 1024 * 1024;
 export const mergeWinnerReadsMax = 256;
 
 /**
+ * Winners of a dictionary being encoded whose CRCs one kernel call computes: the call takes
+ * each winner's range and gives two numbers back, so over a segment's million winners at once
+ * its arguments and result took 16 MB beside the file being built; in slices they take 1 MB.
+ */
+export const keyFileChecksumSliceWinners = 65_536;
+
+/**
  * Bytes of the chunks string payloads are encoded into (one allocation per chunk, not one per
  * payload or per batch). Small enough that a chunk kept alive by one payload wastes little.
  */

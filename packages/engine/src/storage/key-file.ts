@@ -22,10 +22,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
-import type { Kernels } from '../kernels/kernels.js';
+import type { Kernels, PackedBytes } from '../kernels/kernels.js';
 import { crc32, crc32c } from '../kernels/ts/crc.js';
-import { keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
-import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
+import { keyFileChecksumSliceWinners, keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
+import { ByteReader, ByteWriter, utf8Concat, utf8Encode } from './codec.js';
+import { firstRepeatIn, packedInOrder, utf8OrderOf } from './packed-terms.js';
 import { writeFileDurably } from './segment.js';
 import {
   type HeldReads,
@@ -123,6 +124,14 @@ export function keyHashesOf(kernels: Kernels, bytes: Uint8Array, ends: Uint32Arr
   return hashes;
 }
 
+/** Winners as columns, term by term: how a build keeps a segment's winners (no object each). */
+export interface WinnerColumns {
+  readonly positions: Float64Array;
+  readonly versions: Float64Array;
+  readonly locators: Uint32Array;
+  readonly tombstones: Uint8Array;
+}
+
 /** Encodes a key file from `entries` (distinct keys), sorted here by their keys' UTF-8 bytes. */
 export function encodeKeyFile(
   kernels: Kernels,
@@ -131,41 +140,58 @@ export function encodeKeyFile(
   source: number,
   entries: readonly { readonly key: string; readonly winner: KeyWinner }[],
 ): Uint8Array {
-  const winnerOf = new Map(entries.map((entry) => [entry.key, entry.winner]));
-  const keys = [...winnerOf.keys()];
-  assert(keys.length === entries.length, 'a key dictionary holds each key once');
-  sortStringsByUtf8(keys);
-  const { bytes: keyBytes, ends } = utf8Concat(keys);
-  const hashes = keyHashesOf(kernels, keyBytes, ends);
-  const filter = new Uint8Array(Math.max(8, Math.ceil((keys.length * keyFilterBitsPerKey) / 8)));
-  const bits = filter.length * 8;
-  const values = new Float64Array(keys.length);
-  const table = new Uint8Array(keys.length * winnerBytes);
+  assert(new Set(entries.map((entry) => entry.key)).size === entries.length, 'a key dictionary holds each key once');
+  return encodeKeyFileColumns(kernels, base, count, source, utf8Concat(entries.map((entry) => entry.key)), {
+    positions: Float64Array.from(entries, (entry) => entry.winner.position),
+    versions: Float64Array.from(entries, (entry) => entry.winner.version),
+    locators: Uint32Array.from(entries, (entry) => entry.winner.locator),
+    tombstones: Uint8Array.from(entries, (entry) => (entry.winner.tombstone ? 1 : 0)),
+  });
+}
+
+/**
+ * Encodes a key file from distinct `terms` (UTF-8, in any order: sorted here by their bytes)
+ * and each one's winner at the same index of `winners`: what a build of a segment's hundreds of
+ * thousands of terms calls, with no string or object per term (`packed-terms.ts` says why).
+ */
+export function encodeKeyFileColumns(
+  kernels: Kernels,
+  base: number,
+  count: number,
+  source: number,
+  terms: PackedBytes,
+  winners: WinnerColumns,
+): Uint8Array {
+  const order = utf8OrderOf(terms);
+  const { bytes: keyBytes, ends } = packedInOrder(terms, order);
+  assert(firstRepeatIn({ bytes: keyBytes, ends }) < 0, 'a key dictionary holds each key once');
+  const keys = ends.length;
+  const filter = filterOf(kernels, keyBytes, ends);
+  const values = new Float64Array(keys);
+  const table = new Uint8Array(keys * winnerBytes);
   const view = new DataView(table.buffer);
-  for (let ordinal = 0; ordinal < keys.length; ordinal++) {
-    const h1 = hashes[2 * ordinal];
-    const h2 = hashes[2 * ordinal + 1];
-    for (let probe = 0; probe < keyFilterHashes; probe++) {
-      const bit = (h1 + probe * h2) % bits;
-      filter[bit >>> 3] |= 1 << (bit & 7);
-    }
+  for (let ordinal = 0; ordinal < keys; ordinal++) {
     values[ordinal] = ordinal;
-    const winner = winnerOf.get(keys[ordinal])!;
+    const term = order[ordinal];
     const offset = ordinal * winnerBytes;
-    view.setFloat64(offset, winner.position, true);
-    view.setFloat64(offset + 8, winner.version, true);
-    view.setUint32(offset + 16, winner.locator, true);
-    view.setUint32(offset + 20, winner.tombstone ? 1 : 0, true);
+    view.setFloat64(offset, winners.positions[term], true);
+    view.setFloat64(offset + 8, winners.versions[term], true);
+    view.setUint32(offset + 16, winners.locators[term], true);
+    view.setUint32(offset + 20, winners.tombstones[term] === 1 ? 1 : 0, true);
   }
-  // Every winner's CRC-32 in one kernel call (the CRC-32C it gives beside each is not needed).
-  const winnerRanges = new Uint32Array(keys.length * 2);
-  for (let ordinal = 0; ordinal < keys.length; ordinal++) {
-    winnerRanges[2 * ordinal] = ordinal * winnerBytes;
-    winnerRanges[2 * ordinal + 1] = ordinal * winnerBytes + 24;
+  // Every winner's CRC-32, a slice of winners per kernel call (the CRC-32C it gives beside each
+  // is not needed).
+  const winnerRanges = new Uint32Array(Math.min(keys, keyFileChecksumSliceWinners) * 2);
+  for (let first = 0; first < keys; first += keyFileChecksumSliceWinners) {
+    const count = Math.min(keyFileChecksumSliceWinners, keys - first);
+    for (let at = 0; at < count; at++) {
+      winnerRanges[2 * at] = (first + at) * winnerBytes;
+      winnerRanges[2 * at + 1] = (first + at) * winnerBytes + 24;
+    }
+    const winnerChecksums = kernels.payloadChecksums(table, winnerRanges.subarray(0, 2 * count));
+    for (let at = 0; at < count; at++)
+      view.setUint32((first + at) * winnerBytes + 24, winnerChecksums[2 * at + 1], true);
   }
-  const winnerChecksums = kernels.payloadChecksums(table, winnerRanges);
-  for (let ordinal = 0; ordinal < keys.length; ordinal++)
-    view.setUint32(ordinal * winnerBytes + 24, winnerChecksums[2 * ordinal + 1], true);
   const fst = kernels.fstBuild({ bytes: keyBytes, ends }, values);
   const sections = [filter, fst, table];
   const writer = new ByteWriter(keyFileHeadBytes + filter.length + fst.length + table.length)
@@ -174,10 +200,29 @@ export function encodeKeyFile(
     .u64(base)
     .u64(count)
     .u32(source)
-    .u32(entries.length);
+    .u32(keys);
   for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section));
   for (const section of sections) writer.raw(section);
   return writer.finish();
+}
+
+/**
+ * The Bloom filter of the keys laid end to end in `bytes` (sorted, ending at `ends`). Its own
+ * function so that the keys' hashes (8 bytes a key) can go as soon as the filter is made.
+ */
+function filterOf(kernels: Kernels, bytes: Uint8Array, ends: Uint32Array): Uint8Array {
+  const hashes = keyHashesOf(kernels, bytes, ends);
+  const filter = new Uint8Array(Math.max(8, Math.ceil((ends.length * keyFilterBitsPerKey) / 8)));
+  const bits = filter.length * 8;
+  for (let ordinal = 0; ordinal < ends.length; ordinal++) {
+    const h1 = hashes[2 * ordinal];
+    const h2 = hashes[2 * ordinal + 1];
+    for (let probe = 0; probe < keyFilterHashes; probe++) {
+      const bit = (h1 + probe * h2) % bits;
+      filter[bit >>> 3] |= 1 << (bit & 7);
+    }
+  }
+  return filter;
 }
 
 function corrupt(file: string, reason: string, cause?: unknown): StreamStackError {

@@ -10,11 +10,10 @@
 import os from 'node:os';
 import path from 'node:path';
 import { parentPort } from 'node:worker_threads';
-import { assert, errorMessageOf, StreamStackError } from '../../errors.js';
+import { errorMessageOf, StreamStackError } from '../../errors.js';
 import { loadKernels } from '../../kernels/index.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { buildWorkerNiceness, keyCacheBytesMax } from '../../limits.js';
-import { utf8DecodeRange } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { buildIndexData, type FlatIndexSource, unflattenIndexSource } from '../../storage/index-segment.js';
 import type { TermOrder } from '../../storage/key-file.js';
@@ -87,17 +86,6 @@ if (process.platform === 'linux') {
   }
 }
 
-function termsOf(bytes: Uint8Array, ends: Uint32Array): string[] {
-  const terms = new Array<string>(ends.length);
-  for (let index = 0; index < ends.length; index++) {
-    const term = utf8DecodeRange(bytes, index === 0 ? 0 : ends[index - 1], ends[index]);
-    // The caller encoded the terms from strings, so each is UTF-8 unless the caller is wrong.
-    assert(term !== undefined, `term ${index} of a dictionary build is UTF-8`);
-    terms[index] = term;
-  }
-  return terms;
-}
-
 /** Earlier dictionaries' filters and FSTs, kept between builds (each build reads them all). */
 const sections = new Map<string, DictionarySections>();
 
@@ -163,7 +151,7 @@ async function run(job: BuildJob): Promise<{ result: unknown; transfer: ArrayBuf
         job.base,
         job.count,
         job.source,
-        termsOf(job.termBytes, job.termEnds),
+        { bytes: job.termBytes, ends: job.termEnds },
         job,
         job.earlier,
         sectionsOf(kernels),

@@ -8,10 +8,7 @@
  */
 
 import { type ErrorMessage, errorFromMessage } from '../../errors.js';
-import { yieldToEventLoop } from '../../event-loop.js';
-import type { Kernels } from '../../kernels/kernels.js';
-import { keyBuildYieldKeys } from '../../limits.js';
-import { utf8Concat } from '../../storage/codec.js';
+import type { Kernels, PackedBytes } from '../../kernels/kernels.js';
 import { buildIndexData, flattenIndexSource, type IndexData, type IndexSource } from '../../storage/index-segment.js';
 import type { TermOrder } from '../../storage/key-file.js';
 import { WorkerClient } from '../worker-client.js';
@@ -71,33 +68,11 @@ export async function keyFileOfSegmentOffThread(
   return pending ? ((await pending.catch(() => undefined)) as Uint8Array | undefined) : undefined;
 }
 
-/** `utf8Concat` of many strings, a slice of `keyBuildYieldKeys` at a time, into one buffer of its own. */
-async function utf8ConcatSliced(strings: readonly string[]): Promise<{ bytes: Uint8Array; ends: Uint32Array }> {
-  const pieces: { bytes: Uint8Array; ends: Uint32Array }[] = [];
-  let total = 0;
-  for (let first = 0; first < strings.length; first += keyBuildYieldKeys) {
-    const piece = utf8Concat(strings.slice(first, first + keyBuildYieldKeys));
-    pieces.push(piece);
-    total += piece.bytes.length;
-    await yieldToEventLoop();
-  }
-  const bytes = new Uint8Array(total);
-  const ends = new Uint32Array(strings.length);
-  let at = 0;
-  let index = 0;
-  for (const piece of pieces) {
-    bytes.set(piece.bytes, at);
-    for (const end of piece.ends) ends[index++] = at + end;
-    at += piece.bytes.length;
-  }
-  return { bytes, ends };
-}
-
 /**
- * A key or fingerprint dictionary's bytes, built on the worker: `terms` with their winners in
- * the segment (`own`) merged with the dictionaries before it (`earlier`, newest first), then
- * encoded. Undefined when there is no worker: the caller builds it on its own thread. Rejects
- * when an earlier dictionary fails a check (the caller's own build rebuilds it).
+ * A key or fingerprint dictionary's bytes, built on the worker: `terms` (UTF-8) with their
+ * winners in the segment (`own`) merged with the dictionaries before it (`earlier`, newest
+ * first), then encoded. Undefined when there is no worker: the caller builds it on its own
+ * thread. Rejects when an earlier dictionary fails a check (the caller's own build rebuilds it).
  */
 export async function buildKeyFileOffThread(
   kernels: Kernels,
@@ -105,7 +80,7 @@ export async function buildKeyFileOffThread(
   base: number,
   count: number,
   source: number,
-  terms: string[],
+  terms: PackedBytes,
   own: WinnerColumns,
   earlier: readonly DictionaryFile[],
 ): Promise<Uint8Array | undefined> {
@@ -115,9 +90,10 @@ export async function buildKeyFileOffThread(
   const versions = own.versions.slice();
   const locators = own.locators.slice();
   const tombstones = own.tombstones.slice();
-  // Terms go as UTF-8 bytes, encoded a slice at a time: cloning a million strings into the
-  // worker's message held the event loop for a seventh of a second.
-  const { bytes: termBytes, ends: termEnds } = await utf8ConcatSliced(terms);
+  // Terms go as their UTF-8 bytes (cloning a million strings into the worker's message held
+  // the event loop for a seventh of a second), copied to be moved like the winners.
+  const termBytes = terms.bytes.slice();
+  const termEnds = terms.ends.slice();
   const pending = runJob(
     {
       kernels: kernels.name,

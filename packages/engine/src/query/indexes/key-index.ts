@@ -25,14 +25,14 @@
 import path from 'node:path';
 import { assert } from '../../errors.js';
 import { yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
-import type { Kernels } from '../../kernels/kernels.js';
+import type { Kernels, PackedBytes } from '../../kernels/kernels.js';
 import { keyBuildYieldKeys, keyCacheBytesMax } from '../../limits.js';
-import { concatBytes, utf8Concat, utf8Encode } from '../../storage/codec.js';
+import { concatBytes, utf8Concat, utf8DecodeRange, utf8Encode } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
 import {
-  encodeKeyFile,
+  encodeKeyFileColumns,
   filterMayHold,
   filterMayHoldHashes,
   type KeyFileHead,
@@ -53,7 +53,7 @@ import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from '../
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { KeyBuildBacklog } from './key-build-backlog.js';
-import { type DictionaryFile, type WinnerColumns, winnersOf } from './key-merge.js';
+import type { DictionaryFile, WinnerColumns } from './key-merge.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 
 /** Each kind of dictionary's file name (a fingerprint's occurrences have no version or tombstone: only positions count). */
@@ -313,22 +313,40 @@ export class KeyIndex {
   private async buildHere(
     slot: SealedKeys,
     before: number,
-    terms: readonly string[],
+    terms: PackedBytes,
     columns: WinnerColumns,
   ): Promise<Uint8Array> {
-    const own = winnersOf(columns);
-    const entries: { key: string; winner: KeyWinner }[] = [];
-    for (const [index, key] of terms.entries()) {
-      let earlier: KeyWinner | undefined;
-      if (before >= 0) {
-        const bytes = utf8Encode(key);
-        earlier = await this.walk(key, bytes, keyHashes(bytes), before, slot.base - 1, undefined);
+    const winners: WinnerColumns = {
+      positions: columns.positions.slice(),
+      versions: columns.versions.slice(),
+      locators: columns.locators.slice(),
+      tombstones: columns.tombstones.slice(),
+    };
+    const { bytes: termBytes, ends } = terms;
+    for (let index = 0; index < ends.length && before >= 0; index++) {
+      const start = index === 0 ? 0 : ends[index - 1];
+      const bytes = termBytes.subarray(start, ends[index]);
+      // Terms were encoded from well-formed keys (or fingerprints' Latin-1 characters), so each
+      // decodes back to the key it was.
+      const key = utf8DecodeRange(termBytes, start, ends[index]);
+      assert(key !== undefined, `term ${index} of a dictionary build is UTF-8`);
+      const own: KeyWinner = {
+        position: winners.positions[index],
+        version: winners.versions[index],
+        locator: winners.locators[index],
+        tombstone: winners.tombstones[index] === 1,
+      };
+      const earlier = await this.walk(key, bytes, keyHashes(bytes), before, slot.base - 1, undefined);
+      if (earlier && prefers(this.order, earlier, own)) {
+        winners.positions[index] = earlier.position;
+        winners.versions[index] = earlier.version;
+        winners.locators[index] = earlier.locator;
+        winners.tombstones[index] = earlier.tombstone ? 1 : 0;
       }
-      entries.push({ key, winner: earlier && prefers(this.order, earlier, own[index]) ? earlier : own[index] });
       // A segment holds hundreds of thousands of keys: appends and reads go on meanwhile.
       if ((index + 1) % keyBuildYieldKeys === 0) await yieldToEventLoop();
     }
-    return encodeKeyFile(this.kernels, slot.base, slot.count, slot.source(), entries);
+    return encodeKeyFileColumns(this.kernels, slot.base, slot.count, slot.source(), terms, winners);
   }
 
   /**
@@ -400,6 +418,8 @@ export class KeyIndex {
     this.tail = new SegmentKeys(base, this.order);
     const last = previous?.lastCommit;
     if (!previous || !last) return;
+    // Its keys stay in memory until its dictionary is built, and get no more.
+    previous.seal();
     const slot: SealedKeys = {
       base: previous.base,
       count: last.lastPosition - previous.base + 1,

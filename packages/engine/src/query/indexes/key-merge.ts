@@ -6,11 +6,11 @@
  * its order prefers between that and the segment's own. A dictionary that fails a check throws
  * `CORRUPT`, and the caller merges on its own thread instead (where damaged files are rebuilt).
  */
-import type { Kernels } from '../../kernels/kernels.js';
+import type { Kernels, PackedBytes } from '../../kernels/kernels.js';
 import { mergeWinnerReadsMax } from '../../limits.js';
 import { concatBytes, utf8Concat } from '../../storage/codec.js';
 import {
-  encodeKeyFile,
+  encodeKeyFileColumns,
   filterMayHoldHashes,
   type KeyFileHead,
   type KeyWinner,
@@ -18,15 +18,21 @@ import {
   prefers,
   readKeySection,
   type TermOrder,
+  type WinnerColumns,
   WinnerReader,
 } from '../../storage/key-file.js';
 
-/** Winners as columns: how a build's winners cross to the worker (moved, not copied). */
-export interface WinnerColumns {
-  readonly positions: Float64Array;
-  readonly versions: Float64Array;
-  readonly locators: Uint32Array;
-  readonly tombstones: Uint8Array;
+/** Winners as columns: how a build keeps them, and how they cross to the worker (moved, not copied). */
+export type { WinnerColumns };
+
+/** `winners` as columns. */
+export function columnsOf(winners: readonly KeyWinner[]): WinnerColumns {
+  return {
+    positions: Float64Array.from(winners, (winner) => winner.position),
+    versions: Float64Array.from(winners, (winner) => winner.version),
+    locators: Uint32Array.from(winners, (winner) => winner.locator),
+    tombstones: Uint8Array.from(winners, (winner) => (winner.tombstone ? 1 : 0)),
+  };
 }
 
 /** The winners `columns` hold, as objects. */
@@ -99,15 +105,40 @@ export function mergeWithEarlier(
   earlier: readonly DictionaryFile[],
   sections: DictionarySections,
 ): KeyWinner[] {
-  if (earlier.length === 0) return [...own];
-  // Terms are encoded and hashed once. The walk goes dictionary by dictionary, newest first,
-  // over the terms still unresolved: each filter is probed in one pass while it is in the CPU's
-  // caches, rather than every filter once per term.
-  const { bytes, ends } = utf8Concat(terms);
+  return winnersOf(mergeColumnsWithEarlier(kernels, order, utf8Concat(terms), columnsOf(own), earlier, sections));
+}
+
+/**
+ * `mergeWithEarlier` over terms as UTF-8 bytes and winners as columns, with nothing allocated
+ * per term but where an earlier dictionary holds it: what a build of a segment's hundreds of
+ * thousands of terms runs. The merged winners are written to `into` (new columns unless given:
+ * `own` itself when the caller has no more use for it) and returned.
+ */
+export function mergeColumnsWithEarlier(
+  kernels: Kernels,
+  order: TermOrder,
+  terms: PackedBytes,
+  own: WinnerColumns,
+  earlier: readonly DictionaryFile[],
+  sections: DictionarySections,
+  into: WinnerColumns = {
+    positions: own.positions.slice(),
+    versions: own.versions.slice(),
+    locators: own.locators.slice(),
+    tombstones: own.tombstones.slice(),
+  },
+): WinnerColumns {
+  const merged = into;
+  if (earlier.length === 0) return merged;
+  // Terms are hashed once. The walk goes dictionary by dictionary, newest first, over the terms
+  // still unresolved: each filter is probed in one pass while it is in the CPU's caches, rather
+  // than every filter once per term.
+  const { bytes, ends } = terms;
+  const count = ends.length;
   const hashes = keyHashesOf(kernels, bytes, ends);
-  const merged = [...own];
-  const unresolved = Uint32Array.from(terms, (_, index) => index);
-  let unresolvedCount = terms.length;
+  const unresolved = new Uint32Array(count);
+  for (let index = 0; index < count; index++) unresolved[index] = index;
+  let unresolvedCount = count;
   const held = earlier.map(
     (dictionary) => new WinnerReader(kernels, dictionary.file, dictionary.head, mergeWinnerReadsMax),
   );
@@ -144,7 +175,14 @@ export function mergeWithEarlier(
           if (ordinal !== -1) {
             // This dictionary's winner covers every segment up to it: the term is resolved.
             const found = held[at].at(ordinal);
-            if (prefers(order, found, own[index])) merged[index] = found;
+            // Each term is resolved once, so `own[index]` is read before `into` (which may be
+            // `own`) is written there.
+            if (prefers(order, found, winnerIn(own, index))) {
+              merged.positions[index] = found.position;
+              merged.versions[index] = found.version;
+              merged.locators[index] = found.locator;
+              merged.tombstones[index] = found.tombstone ? 1 : 0;
+            }
             continue;
           }
         }
@@ -158,10 +196,22 @@ export function mergeWithEarlier(
   }
 }
 
+/** The winner at `index` of `columns`. */
+function winnerIn(columns: WinnerColumns, index: number): KeyWinner {
+  return {
+    position: columns.positions[index],
+    version: columns.versions[index],
+    locator: columns.locators[index],
+    tombstone: columns.tombstones[index] === 1,
+  };
+}
+
 /**
- * A dictionary file's bytes built on this thread: `terms` with their winners in the segment
- * (`own`) merged with the dictionaries before it (`earlier`, newest first), then encoded. What the
- * build worker runs, and a rewrite's worker for the segment it wrote.
+ * A dictionary file's bytes built on this thread: `terms` (UTF-8, distinct, in any order) with
+ * their winners in the segment (`own`, overwritten with the merged winners: a segment's are
+ * tens of megabytes, and no caller uses them after) merged with the dictionaries before it
+ * (`earlier`, newest first), then encoded. What the build worker runs, and a rewrite's worker
+ * for the segment it wrote.
  */
 export function buildKeyFileBytes(
   kernels: Kernels,
@@ -169,17 +219,11 @@ export function buildKeyFileBytes(
   base: number,
   count: number,
   source: number,
-  terms: readonly string[],
+  terms: PackedBytes,
   own: WinnerColumns,
   earlier: readonly DictionaryFile[],
   sections: DictionarySections,
 ): Uint8Array {
-  const winners = mergeWithEarlier(kernels, order, terms, winnersOf(own), earlier, sections);
-  return encodeKeyFile(
-    kernels,
-    base,
-    count,
-    source,
-    terms.map((key, at) => ({ key, winner: winners[at] })),
-  );
+  const winners = mergeColumnsWithEarlier(kernels, order, terms, own, earlier, sections, own);
+  return encodeKeyFileColumns(kernels, base, count, source, terms, winners);
 }

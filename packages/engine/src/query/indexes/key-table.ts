@@ -8,6 +8,7 @@
  * loop's thread for tens of milliseconds at every full collection, to mark and move them.
  */
 import { keyTableDecodeChunkUnits, keyTableSlotsInitial } from '../../limits.js';
+import type { PackedTermsWriter } from '../../storage/packed-terms.js';
 import { grown } from '../../typed-arrays.js';
 
 /**
@@ -123,7 +124,10 @@ export class ByteKeyTable {
 
 /**
  * A table from strings to dense slots that keeps its keys as UTF-16 code units, so any string
- * (a fingerprint's bytes as characters, a key with a lone surrogate) comes back exactly.
+ * (a fingerprint's bytes as characters, a key with a lone surrogate) comes back exactly. The
+ * units are kept a byte each while every one is below 256 — ASCII keys, fingerprints (whose
+ * characters are bytes) — and two from the first key that has a wider one: a segment's keys
+ * held twice the bytes they needed.
  *
  * @example
  * const table = new StringKeyTable(16);
@@ -132,13 +136,19 @@ export class ByteKeyTable {
  * table.keyAt(0); // 'account-1'
  */
 export class StringKeyTable {
-  private arena: Uint16Array;
+  /** The keys' code units: a byte each until one is 256 or more, then two (see `slotOf`). */
+  private arena: Uint8Array | Uint16Array;
   private arenaUsed = 0;
   private readonly slots: KeySlots;
 
   constructor(slotsInitial = keyTableSlotsInitial) {
-    this.arena = new Uint16Array(slotsInitial * 16);
+    this.arena = new Uint8Array(slotsInitial * 16);
     this.slots = new KeySlots(slotsInitial);
+  }
+
+  /** True once a key with a code unit of 256 or more made the arena two bytes a unit. */
+  get wide(): boolean {
+    return this.arena instanceof Uint16Array;
   }
 
   /** FNV-1a over the code units. */
@@ -164,6 +174,16 @@ export class StringKeyTable {
     const probe = this.probeFor(key, hash);
     if (probe < 0) return -probe - 1;
     const length = key.length;
+    if (this.arena instanceof Uint8Array) {
+      for (let at = 0; at < length; at++) {
+        if (key.charCodeAt(at) <= 0xff) continue;
+        // The first unit a byte cannot hold: every key's units move to two bytes each.
+        const wide = new Uint16Array(this.arena.length);
+        wide.set(this.arena);
+        this.arena = wide;
+        break;
+      }
+    }
     if (this.arenaUsed + length > this.arena.length)
       this.arena = grown(this.arena, Math.max(this.arena.length * 2, this.arenaUsed + length));
     const arena = this.arena;
@@ -171,6 +191,17 @@ export class StringKeyTable {
     for (let at = 0; at < length; at++) arena[start + at] = key.charCodeAt(at);
     this.arenaUsed += length;
     return this.slots.add(start, length, hash, probe);
+  }
+
+  /** Appends the key of `slot` to `writer` as UTF-8, with no string made of it. */
+  packInto(slot: number, writer: PackedTermsWriter): void {
+    const start = this.slots.starts[slot];
+    writer.add(this.arena, start, start + this.slots.lengths[slot]);
+  }
+
+  /** Code units all the keys take together. */
+  get units(): number {
+    return this.arenaUsed;
   }
 
   /** The key of `slot`. */

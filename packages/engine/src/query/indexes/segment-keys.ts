@@ -6,11 +6,13 @@
  */
 import { StreamStackError } from '../../errors.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
+import type { PackedBytes } from '../../kernels/kernels.js';
 import { keyBuildYieldKeys, rebuildBatchRowsMax, segmentKeyShardSlotsInitial, segmentKeyShards } from '../../limits.js';
 import { utf8DecodeRange } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
 import type { KeyWinner, TermOrder } from '../../storage/key-file.js';
+import { PackedTermsWriter } from '../../storage/packed-terms.js';
 import { recordFlags } from '../../storage/records.js';
 import type { SegmentRunSource } from '../../storage/run-reads.js';
 import { grown } from '../../typed-arrays.js';
@@ -36,9 +38,14 @@ export class SegmentKeys {
   }));
   private previous = new Int32Array(1024);
   private positions = new Float64Array(1024);
-  private versions = new Float64Array(1024);
   private locators = new Uint32Array(1024);
-  private tombstones = new Uint8Array(1024);
+  /**
+   * Versions and tombstone flags, made when the first nonzero version or the first tombstone
+   * is added: until then every one is 0. Most keys carry no version, no tombstone is common,
+   * and a fingerprint has neither: the two columns were 9 of an occurrence's 29 bytes.
+   */
+  private versions: Float64Array | undefined;
+  private tombstones: Uint8Array | undefined;
   private count = 0;
   /** The last commit whose records are here. */
   lastCommit: CommitRecord | undefined;
@@ -53,13 +60,26 @@ export class SegmentKeys {
     return this.count;
   }
 
+  /** Bytes the occurrence columns take, room to grow included (for tests and memory accounting). */
+  get columnBytes(): number {
+    return (
+      this.previous.byteLength +
+      this.positions.byteLength +
+      this.locators.byteLength +
+      (this.versions?.byteLength ?? 0) +
+      (this.tombstones?.byteLength ?? 0)
+    );
+  }
+
   add(key: string, position: number, version: number, tombstone: boolean, locator: number): void {
-    if (this.count === this.positions.length) this.grow();
+    if (this.count === this.positions.length) this.grow(Math.max(1024, this.count * 2));
     const at = this.count++;
     this.positions[at] = position;
-    this.versions[at] = version;
     this.locators[at] = locator;
-    this.tombstones[at] = tombstone ? 1 : 0;
+    if (version !== 0) this.versions ??= new Float64Array(this.positions.length);
+    if (this.versions) this.versions[at] = version;
+    if (tombstone) this.tombstones ??= new Uint8Array(this.positions.length);
+    if (this.tombstones) this.tombstones[at] = tombstone ? 1 : 0;
     const shard = this.shards[shardOf(key)];
     const known = shard.keys.size;
     const slot = shard.keys.slotOf(key);
@@ -72,13 +92,32 @@ export class SegmentKeys {
     shard.newest[slot] = at;
   }
 
-  private grow(): void {
-    const size = this.positions.length * 2;
+  private grow(size: number): void {
     this.positions = grown(this.positions, size);
-    this.versions = grown(this.versions, size);
     this.locators = grown(this.locators, size);
-    this.tombstones = grown(this.tombstones, size);
     this.previous = grown(this.previous, size);
+    if (this.versions) this.versions = grown(this.versions, size);
+    if (this.tombstones) this.tombstones = grown(this.tombstones, size);
+  }
+
+  /**
+   * Lets go of the columns' room to grow: for a segment just sealed, whose occurrences stay in
+   * memory until its dictionary is built and get no more. Doubling leaves up to half of each
+   * column empty, and a full segment holds a million occurrences.
+   */
+  seal(): void {
+    const count = this.count;
+    if (count === this.positions.length) return;
+    this.positions = this.positions.slice(0, count);
+    this.locators = this.locators.slice(0, count);
+    this.previous = this.previous.slice(0, count);
+    this.versions = this.versions?.slice(0, count);
+    this.tombstones = this.tombstones?.slice(0, count);
+  }
+
+  /** The version of occurrence `at`. */
+  private versionAt(at: number): number {
+    return this.versions ? this.versions[at] : 0;
   }
 
   /**
@@ -94,33 +133,76 @@ export class SegmentKeys {
     return keys;
   }
 
+  /**
+   * Every key as UTF-8 bytes (in no particular order: a dictionary sorts its terms) with its
+   * winner over all its occurrences, a slice at a time: what a dictionary is built from, with no
+   * string or object made per key.
+   */
+  async winnerColumns(): Promise<{ terms: PackedBytes; own: WinnerColumns }> {
+    let count = 0;
+    let units = 0;
+    for (const { keys } of this.shards) {
+      count += keys.size;
+      units += keys.units;
+    }
+    const writer = new PackedTermsWriter(count, units);
+    const own: WinnerColumns = {
+      positions: new Float64Array(count),
+      versions: new Float64Array(count),
+      locators: new Uint32Array(count),
+      tombstones: new Uint8Array(count),
+    };
+    let index = 0;
+    for (const { keys, newest } of this.shards) {
+      for (let slot = 0; slot < keys.size; slot++) {
+        keys.packInto(slot, writer);
+        const best = this.bestOf(newest[slot], Number.POSITIVE_INFINITY);
+        own.positions[index] = this.positions[best];
+        own.versions[index] = this.versionAt(best);
+        own.locators[index] = this.locators[best];
+        own.tombstones[index] = this.tombstones ? this.tombstones[best] : 0;
+        if (++index % keyBuildYieldKeys === 0) await yieldToEventLoop();
+      }
+    }
+    return { terms: writer.finish(), own };
+  }
+
   /** The winner of `key` among its occurrences at or before `position`. */
   winnerUpTo(key: string, position: number): KeyWinner | undefined {
     const shard = this.shards[shardOf(key)];
     const slot = shard.keys.find(key);
     if (slot < 0) return undefined;
+    const best = this.bestOf(shard.newest[slot], position);
+    if (best < 0) return undefined;
+    return {
+      position: this.positions[best],
+      version: this.versionAt(best),
+      tombstone: this.tombstones !== undefined && this.tombstones[best] === 1,
+      locator: this.locators[best],
+    };
+  }
+
+  /**
+   * The occurrence that wins among a key's at or before `position`, from its newest one
+   * (`newest`) back; -1 for none.
+   */
+  private bestOf(newest: number, position: number): number {
     let best = -1;
     const first = this.order === 'first';
     // Positions in a segment are distinct, so the order the occurrences are met in (newest
     // first) cannot change the winner.
-    for (let at = shard.newest[slot]; at >= 0; at = this.previous[at]) {
+    for (let at = newest; at >= 0; at = this.previous[at]) {
       if (this.positions[at] > position) continue;
       if (best < 0) best = at;
       else if (first) {
         if (this.positions[at] < this.positions[best]) best = at;
       } else if (
-        this.versions[at] > this.versions[best] ||
-        (this.versions[at] === this.versions[best] && this.positions[at] > this.positions[best])
+        this.versionAt(at) > this.versionAt(best) ||
+        (this.versionAt(at) === this.versionAt(best) && this.positions[at] > this.positions[best])
       )
         best = at;
     }
-    if (best < 0) return undefined;
-    return {
-      position: this.positions[best],
-      version: this.versions[best],
-      tombstone: this.tombstones[best] === 1,
-      locator: this.locators[best],
-    };
+    return best;
   }
 }
 
@@ -203,25 +285,10 @@ export async function segmentKeysOf(
 }
 
 /**
- * Each of `keys`' terms with its winner in the segment, as columns, a slice at a time: a segment
- * holds hundreds of thousands of terms, and appends and reads go on meanwhile. What a dictionary
- * build merges with the dictionaries before it.
+ * Each of `keys`' terms, as UTF-8 bytes, with its winner in the segment, as columns, a slice at
+ * a time: a segment holds hundreds of thousands of terms, and appends and reads go on meanwhile.
+ * What a dictionary build merges with the dictionaries before it.
  */
-export async function winnerColumnsOf(keys: SegmentKeys): Promise<{ terms: string[]; own: WinnerColumns }> {
-  const terms = await keys.keyList();
-  const own: WinnerColumns = {
-    positions: new Float64Array(terms.length),
-    versions: new Float64Array(terms.length),
-    locators: new Uint32Array(terms.length),
-    tombstones: new Uint8Array(terms.length),
-  };
-  for (let index = 0; index < terms.length; index++) {
-    const winner = keys.winnerUpTo(terms[index], Number.POSITIVE_INFINITY)!;
-    own.positions[index] = winner.position;
-    own.versions[index] = winner.version;
-    own.locators[index] = winner.locator;
-    own.tombstones[index] = winner.tombstone ? 1 : 0;
-    if ((index + 1) % keyBuildYieldKeys === 0) await yieldToEventLoop();
-  }
-  return { terms, own };
+export function winnerColumnsOf(keys: SegmentKeys): Promise<{ terms: PackedBytes; own: WinnerColumns }> {
+  return keys.winnerColumns();
 }
