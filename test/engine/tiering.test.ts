@@ -58,6 +58,16 @@ function feedObjects(options: ObjectStoreOptions, feed: string, directory: strin
   return store;
 }
 
+/** A store tiering under a prefix of its own, with feed `name` holding `commits` commits of `ingest`. */
+async function tieredFeed(name: string, commits: number) {
+  const directory = temporaryDirectory();
+  const options = objectStore();
+  const store = await openStore(directory, { objectStore: options });
+  const feed = await store.createFeed(name);
+  await ingest(feed, commits);
+  return { directory, options, store, feed };
+}
+
 /** Appends `commits` one-shot commits of `size` records with keys and tags: several segments' worth. */
 async function ingest(feed: Feed, commits: number, size = 200, from = 0): Promise<void> {
   for (let commit = 0; commit < commits; commit++) {
@@ -170,11 +180,7 @@ describe.skipIf(binary === undefined)(
     });
 
     it('a merge publishes a new ordinal that retires the replaced ones; a trim moves the boundary, then deletes', async () => {
-      const directory = temporaryDirectory();
-      const options = objectStore();
-      const store = await openStore(directory, { objectStore: options });
-      const feed = await store.createFeed('merged');
-      await ingest(feed, 30);
+      const { directory, options, store, feed } = await tieredFeed('merged', 30);
       await feed.tiered();
       const objects = feedObjects(options, 'merged', directory);
       const before = await descriptors(objects);
@@ -241,11 +247,7 @@ describe.skipIf(binary === undefined)(
     });
 
     it('an object store that is down delays uploads, never an acknowledgement; they catch up once it is back', async () => {
-      const directory = temporaryDirectory();
-      const options = objectStore();
-      const store = await openStore(directory, { objectStore: options });
-      const feed = await store.createFeed('outage');
-      await ingest(feed, 5);
+      const { directory, options, store, feed } = await tieredFeed('outage', 5);
       await feed.tiered();
       const before = (await feed.info()).tiering!.remoteSegments;
 
@@ -280,11 +282,7 @@ describe.skipIf(binary === undefined)(
     });
 
     it('verify checks the remote copies: a damaged or missing object is CORRUPT, naming it', async () => {
-      const directory = temporaryDirectory();
-      const options = objectStore();
-      const store = await openStore(directory, { objectStore: options });
-      const feed = await store.createFeed('checked');
-      await ingest(feed, 20);
+      const { directory, options, store, feed } = await tieredFeed('checked', 20);
       const { remoteSegments } = await feed.tiered();
       await store.close();
 

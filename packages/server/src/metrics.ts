@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics at `/metrics`: request latency, appends (records and payload bytes),
- * commits, live connections, and, at scrape time, each opened feed's group commits and each of
- * its subscriptions' lag. Each server has its own registry, so two servers in one process (as
+ * commits, live connections, and, at scrape time, each opened feed's group commits, its
+ * subscriptions' lag and, for a tiered feed, its uploads. Each server has its own registry, so two servers in one process (as
  * in tests) never share or clash over metric names.
  *
  * A token sees only what it may read: series labelled with a feed only for the feeds its scope
@@ -53,72 +53,76 @@ export class ServerMetrics {
 
   constructor(openFeeds: () => Promise<Feed[]>) {
     collectDefaultMetrics({ register: this.registry });
-    const lag = new Gauge({
-      name: 'streamstack_subscription_lag_commits',
-      help: 'How many commits a subscription is behind the head.',
-      labelNames: ['feed', 'subscription'] as const,
-      registers: [this.registry],
-      async collect() {
-        this.reset();
-        for (const feed of await openFeeds()) {
-          for (const subscription of await feed.subscriptions())
-            lag.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.commits);
-        }
+    // Gauges filled at scrape time from each opened feed: emptied first, so a closed feed's
+    // series do not linger.
+    const perFeed = (
+      name: string,
+      help: string,
+      labelNames: readonly string[],
+      fill: (feed: Feed, set: (labels: Record<string, string>, value: number) => void) => Promise<void> | void,
+    ) => {
+      const gauge = new Gauge({
+        name,
+        help,
+        labelNames: ['feed', ...labelNames],
+        registers: [this.registry],
+        async collect() {
+          this.reset();
+          for (const feed of await openFeeds())
+            await fill(feed, (labels, value) => gauge.set({ feed: feed.name, ...labels }, value));
+        },
+      });
+    };
+    perFeed(
+      'streamstack_subscription_lag_commits',
+      'How many commits a subscription is behind the head.',
+      ['subscription'],
+      async (feed, set) => {
+        for (const subscription of await feed.subscriptions())
+          set({ subscription: subscription.name }, subscription.lag.commits);
       },
-    });
-    const lagRecords = new Gauge({
-      name: 'streamstack_subscription_lag_records',
-      help: 'How many records a subscription is behind the head.',
-      labelNames: ['feed', 'subscription'] as const,
-      registers: [this.registry],
-      async collect() {
-        this.reset();
-        for (const feed of await openFeeds()) {
-          for (const subscription of await feed.subscriptions())
-            lagRecords.set({ feed: feed.name, subscription: subscription.name }, subscription.lag.records);
-        }
+    );
+    perFeed(
+      'streamstack_subscription_lag_records',
+      'How many records a subscription is behind the head.',
+      ['subscription'],
+      async (feed, set) => {
+        for (const subscription of await feed.subscriptions())
+          set({ subscription: subscription.name }, subscription.lag.records);
       },
-    });
-    const groups = new Gauge({
-      name: 'streamstack_group_commits',
-      help: 'Group commits (one fdatasync each) and the requests they carried since the feed was opened.',
-      labelNames: ['feed', 'count'] as const,
-      registers: [this.registry],
-      async collect() {
-        this.reset();
-        for (const feed of await openFeeds()) {
-          const stats = feed.groupCommitStats();
-          groups.set({ feed: feed.name, count: 'groups' }, stats.groups);
-          groups.set({ feed: feed.name, count: 'requests' }, stats.requests);
-        }
+    );
+    perFeed(
+      'streamstack_group_commits',
+      'Group commits (one fdatasync each) and the requests they carried since the feed was opened.',
+      ['count'],
+      (feed, set) => {
+        const stats = feed.groupCommitStats();
+        set({ count: 'groups' }, stats.groups);
+        set({ count: 'requests' }, stats.requests);
       },
-    });
+    );
     // Tiering, for feeds of a store with object storage: what went up and what waits, as gauges
     // of the feed's counters since it was opened (a reopen starts them again, as a restart does).
-    const tiering = new Gauge({
-      name: 'streamstack_tiering',
-      help: 'Tiering to object storage since the feed was opened: uploaded objects and bytes, requests, failed passes in a row, segments and bytes remote and pending.',
-      labelNames: ['feed', 'count'] as const,
-      registers: [this.registry],
-      async collect() {
-        this.reset();
-        for (const feed of await openFeeds()) {
-          const info = (await feed.info()).tiering;
-          if (!info) continue;
-          const counts = {
-            uploaded_objects: info.uploadedObjects,
-            uploaded_bytes: info.uploadedBytes,
-            requests: info.requests,
-            failures: info.failures,
-            remote_segments: info.remoteSegments,
-            remote_bytes: info.remoteBytes,
-            pending_segments: info.pendingSegments,
-            pending_bytes: info.pendingBytes,
-          };
-          for (const [count, value] of Object.entries(counts)) tiering.set({ feed: feed.name, count }, value);
-        }
+    perFeed(
+      'streamstack_tiering',
+      'Tiering to object storage since the feed was opened: uploaded objects and bytes, requests, failed passes in a row, segments and bytes remote and pending.',
+      ['count'],
+      async (feed, set) => {
+        const info = (await feed.info()).tiering;
+        if (!info) return;
+        const counts = {
+          uploaded_objects: info.uploadedObjects,
+          uploaded_bytes: info.uploadedBytes,
+          requests: info.requests,
+          failures: info.failures,
+          remote_segments: info.remoteSegments,
+          remote_bytes: info.remoteBytes,
+          pending_segments: info.pendingSegments,
+          pending_bytes: info.pendingBytes,
+        };
+        for (const [count, value] of Object.entries(counts)) set({ count }, value);
       },
-    });
+    );
   }
 
   /** Counts an accepted append of `records` to `feed`. */

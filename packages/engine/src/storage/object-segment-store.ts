@@ -47,7 +47,7 @@ import {
   s3Code,
   s3Status,
 } from './object-store-errors.js';
-import type { SegmentStore } from './segment-store.js';
+import { type SegmentStore, withReadHandle } from './segment-store.js';
 
 export type { ObjectSegmentStoreOptions };
 
@@ -153,22 +153,17 @@ export class ObjectSegmentStore implements SegmentStore {
    * confirmed (and then stays as a cache). Resolves once the object is stored durably.
    */
   async copyFile(name: string, localFile: string): Promise<void> {
-    let handle: fsp.FileHandle;
-    try {
-      handle = await fsp.open(localFile, 'r');
-    } catch (error) {
-      throw localError(error, `cannot open ${localFile}`);
-    }
-    try {
-      await this.copyFrom(name, handle, localFile, (await handle.stat()).size);
-    } finally {
-      await handle.close();
-    }
+    await withReadHandle(
+      localFile,
+      (error) => localError(error, `cannot open ${localFile}`),
+      async (handle) => this.copyFrom(name, handle, localFile, (await handle.stat()).size),
+    );
   }
 
   /**
    * Stores the first `size` bytes of the local file open at `handle` (named `localFile` in
-   * errors) under `name`: one PUT up to `objectPartBytes`, a multipart upload past it. For a
+   * errors) under `name`: one PUT (from memory up to `objectPartBytes`, streamed from the file up
+   * to the single-PUT bound), a multipart upload past it. For a
    * caller that read the file through the same handle first (to checksum it), so that what is
    * stored is what was checked even if the name is replaced meanwhile.
    */

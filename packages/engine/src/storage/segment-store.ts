@@ -120,6 +120,29 @@ export interface HeldReads {
 }
 
 /**
+ * Opens the local file `file` for reading, runs `use` on it, and closes it whatever happens: the
+ * one shape of every read of a whole local file here (a store's reads, an upload's). A failed
+ * open is what `openError` makes of it.
+ */
+export async function withReadHandle<T>(
+  file: string,
+  openError: (error: unknown) => Error,
+  use: (handle: fsp.FileHandle) => Promise<T>,
+): Promise<T> {
+  let handle: fsp.FileHandle;
+  try {
+    handle = await fsp.open(file, 'r');
+  } catch (error) {
+    throw openError(error);
+  }
+  try {
+    return await use(handle);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
  * True when `error` is a store's report that the file it was asked for does not exist (`IO`,
  * errno `ENOENT`): a derived file not built yet, which its reader answers with undefined.
  */
@@ -222,19 +245,13 @@ export class LocalSegmentStore implements SegmentStore, SyncSegmentReads {
   }
 
   /** Opens `name` for reading, runs `use` on it, and closes it; a failed open is `IO`. */
-  private async withFile<T>(name: string, use: (handle: fsp.FileHandle, file: string) => Promise<T>): Promise<T> {
+  private withFile<T>(name: string, use: (handle: fsp.FileHandle, file: string) => Promise<T>): Promise<T> {
     const file = this.fileOf(name);
-    let handle: fsp.FileHandle;
-    try {
-      handle = await fsp.open(file, 'r');
-    } catch (error) {
-      throw ioError(error, `cannot open ${file}`);
-    }
-    try {
-      return await use(handle, file);
-    } finally {
-      await handle.close();
-    }
+    return withReadHandle(
+      file,
+      (error) => ioError(error, `cannot open ${file}`),
+      (handle) => use(handle, file),
+    );
   }
 
   readSync(name: string, offset: number, length: number): Uint8Array {

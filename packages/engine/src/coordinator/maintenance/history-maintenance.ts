@@ -23,7 +23,7 @@ import { HistoryRetention } from './history-trim.js';
 import { KeyCompaction } from './key-compaction.js';
 import type { MergeLog } from './merge-state.js';
 import type { RetentionLog } from './retention-state.js';
-import type { TieringLog } from './tiering-state.js';
+import { TieringLog } from './tiering-state.js';
 
 /** What a feed's maintenance needs from the open feed. */
 export interface MaintenanceContext {
@@ -131,4 +131,29 @@ function openTiering(
     newId: tiering.newId,
     serial: (work) => retention.serial(work),
   });
+}
+
+/**
+ * The tiering a feed's maintenance runs: uploads, for a writer with object storage; the tiering
+ * log's state alone, for a read-only open of a feed that was tiered (`feed info` shows it); none
+ * otherwise (no file is made for a feed never tiered).
+ */
+export async function tieringOf(
+  directory: string,
+  options: {
+    readonly kernels: Kernels;
+    readonly readOnly?: boolean;
+    readonly objectStore?: ObjectSegmentStore;
+    readonly newId: () => string;
+  },
+  epoch: () => number,
+): Promise<{ tiering?: MaintenanceContext['tiering'] }> {
+  const readOnly = options.readOnly ?? false;
+  if (!options.objectStore && !readOnly) return {};
+  const log = await TieringLog.open(options.kernels, directory, readOnly);
+  if (!options.objectStore && !log.written) {
+    log.close();
+    return {};
+  }
+  return { tiering: { objectStore: readOnly ? undefined : options.objectStore, log, epoch, newId: options.newId } };
 }

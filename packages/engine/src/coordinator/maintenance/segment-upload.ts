@@ -16,7 +16,7 @@ import {
   type SegmentDescriptor,
   segmentObjectName,
 } from '../../storage/segment-descriptor.js';
-import { isMissingFile } from '../../storage/segment-store.js';
+import { isMissingFile, withReadHandle } from '../../storage/segment-store.js';
 import type { FeedObjects, TieringContext } from './history-tiering.js';
 import type { TierEntry, TieringState } from './tiering-state.js';
 
@@ -129,24 +129,20 @@ export class SegmentUploads {
   }
 
   /** Checksums the local file `file` block by block, then stores it from the same descriptor. */
-  private async uploadFile(ordinal: number, file: { name: string; path: string }): Promise<DescribedFile> {
-    let handle: fsp.FileHandle;
-    try {
-      handle = await fsp.open(file.path, 'r');
-    } catch (error) {
-      throw new StreamStackError('IO', `cannot open ${file.path} to upload it`, { cause: error });
-    }
-    try {
-      const { size } = await handle.stat();
-      const blockCrcs = await this.blockCrcs(handle, size);
-      await this.objects.segments.copyFrom(segmentObjectName(ordinal, file.name), handle, file.path, size);
-      this.counters.requests += this.objects.segments.requestsToStore(size);
-      this.counters.uploadedObjects++;
-      this.counters.uploadedBytes += size;
-      return { name: file.name, bytes: size, blockCrcs };
-    } finally {
-      await handle.close();
-    }
+  private uploadFile(ordinal: number, file: { name: string; path: string }): Promise<DescribedFile> {
+    return withReadHandle(
+      file.path,
+      (error) => new StreamStackError('IO', `cannot open ${file.path} to upload it`, { cause: error }),
+      async (handle) => {
+        const { size } = await handle.stat();
+        const blockCrcs = await this.blockCrcs(handle, size);
+        await this.objects.segments.copyFrom(segmentObjectName(ordinal, file.name), handle, file.path, size);
+        this.counters.requests += this.objects.segments.requestsToStore(size);
+        this.counters.uploadedObjects++;
+        this.counters.uploadedBytes += size;
+        return { name: file.name, bytes: size, blockCrcs };
+      },
+    );
   }
 
   /** The descriptor of a segment retired before it was visible: it names no files. */

@@ -29,14 +29,13 @@ import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
 import { WalLocations } from '../../storage/wal-locations.js';
 import type { CompactionLog } from '../maintenance/compaction-state.js';
-import { type MaintenanceContext, openHistoryMaintenance } from '../maintenance/history-maintenance.js';
+import { openHistoryMaintenance, tieringOf } from '../maintenance/history-maintenance.js';
 import type { HistoryMerges } from '../maintenance/history-merge.js';
 import type { HistoryTiering } from '../maintenance/history-tiering.js';
 import type { HistoryRetention } from '../maintenance/history-trim.js';
 import type { KeyCompaction } from '../maintenance/key-compaction.js';
 import type { MergeLog } from '../maintenance/merge-state.js';
 import type { RetentionLog } from '../maintenance/retention-state.js';
-import { TieringLog } from '../maintenance/tiering-state.js';
 import { WalRetention } from '../maintenance/wal-retention.js';
 import { deletedFeedError, feedIdentity } from '../opening/data-directory.js';
 import { DerivedIndexes } from '../opening/derived-indexes.js';
@@ -910,24 +909,4 @@ export class FeedWriter {
     this.leaseLog.close();
     this.subscriptions.close();
   }
-}
-
-/**
- * The tiering a feed's maintenance runs: uploads, for a writer with object storage; the tiering
- * log's state alone, for a read-only open of a feed that was tiered (`feed info` shows it); none
- * otherwise (no file is made for a feed never tiered).
- */
-async function tieringOf(
-  directory: string,
-  options: WriterOptions,
-  epoch: () => number,
-): Promise<{ tiering?: MaintenanceContext['tiering'] }> {
-  const readOnly = options.readOnly ?? false;
-  if (!options.objectStore && !readOnly) return {};
-  const log = await TieringLog.open(options.kernels, directory, readOnly);
-  if (!options.objectStore && !log.written) {
-    log.close();
-    return {};
-  }
-  return { tiering: { objectStore: readOnly ? undefined : options.objectStore, log, epoch, newId: options.newId } };
 }
