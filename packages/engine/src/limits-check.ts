@@ -58,6 +58,8 @@ export interface LimitValues {
   readonly tieringRetryMsMin: number;
   readonly tieringRetryMsMax: number;
   readonly tieredSegmentsMax: number;
+  readonly remoteBlockCacheBytes: number;
+  readonly atHandFetchesMax: number;
   readonly stateLogBytesMax: number;
   readonly objectPartBytes: number;
   readonly objectPartBytesMin: number;
@@ -231,6 +233,11 @@ export function checkLimits(limits: LimitValues): void {
   check(
     limits.tieringBlockBytes >= 64 * 1024 && limits.tieringBlockBytes <= limits.objectPartBytes,
     'a checked block is worth a request and fits in one part (64 KiB <= tieringBlockBytes <= objectPartBytes)',
+  );
+  check(
+    limits.remoteBlockCacheBytes >= 2 * limits.tieringBlockBytes &&
+      limits.atHandFetchesMax >= limits.remoteBlockCacheBytes / limits.tieringBlockBytes,
+    'a read across two blocks fits the block cache, and a read may fetch as many blocks as it holds (remoteBlockCacheBytes >= 2 * tieringBlockBytes, atHandFetchesMax >= remoteBlockCacheBytes / tieringBlockBytes)',
   );
   check(
     limits.tieredSegmentsMax * tierEntryBytesMax <= limits.stateLogBytesMax,

@@ -634,6 +634,20 @@ export const tieringLagSamplesMax = 1000;
  */
 export const tieredSegmentsMax = 20_000;
 
+/**
+ * Verified blocks of evicted history a feed keeps in memory, in bytes: sixteen blocks, a whole
+ * 64 MiB segment, so a point lookup's few blocks and a scan's block plus the one fetched ahead
+ * stay at hand while a second reader works elsewhere, in a bounded slice of memory.
+ */
+export const remoteBlockCacheBytes = 16 * tieringBlockBytes;
+
+/**
+ * Blocks one synchronous read of evicted history may fetch before it is called a bug: a read
+ * reaches within one segment (a run references only its own segment's payloads), so at most a
+ * segment's blocks — fewer than the cache holds — and each miss brings one.
+ */
+export const atHandFetchesMax = 64;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
   objectSinglePutBytesMax,
@@ -641,6 +655,8 @@ checkLimits({
   tieringRetryMsMin,
   tieringRetryMsMax,
   tieredSegmentsMax,
+  remoteBlockCacheBytes,
+  atHandFetchesMax,
   stateLogBytesMax,
   safeIntegerMax,
   frameHeaderBytes,

@@ -57,6 +57,26 @@ export interface TieringInfo {
    * latest segments sealed since the feed was opened (`count` of them in all).
    */
   readonly visibleLagMs: { readonly count: number; readonly p50: number; readonly p99: number; readonly max: number };
+  /**
+   * Sealed history segments evicted to keep the local budget (`localHistoryBytesMax`, null for
+   * none): their records are read back from object storage. `localHistoryBytes` is what the
+   * sealed segments still local take.
+   */
+  readonly evictedSegments: number;
+  readonly localHistoryBytes: number;
+  readonly localHistoryBytesMax: number | null;
+  /**
+   * Reads of evicted history since the feed was opened: blocks found in the cache (`hits`) or
+   * fetched (`misses`, and `readAhead` fetched before a scan asked), with the requests and bytes
+   * they took.
+   */
+  readonly remoteReads: {
+    readonly hits: number;
+    readonly misses: number;
+    readonly readAhead: number;
+    readonly requests: number;
+    readonly bytesFetched: number;
+  };
 }
 
 export interface StreamInfo {

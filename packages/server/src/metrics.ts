@@ -105,7 +105,7 @@ export class ServerMetrics {
     // of the feed's counters since it was opened (a reopen starts them again, as a restart does).
     perFeed(
       'streamstack_tiering',
-      'Tiering to object storage since the feed was opened: uploaded objects and bytes, requests, failed passes in a row, segments and bytes remote and pending.',
+      'Tiering to object storage since the feed was opened: uploaded objects and bytes, requests, failed passes in a row, segments and bytes remote and pending, evicted segments, local history bytes, and reads of evicted history (block cache hits and misses, requests, bytes).',
       ['count'],
       async (feed, set) => {
         const info = (await feed.info()).tiering;
@@ -119,6 +119,12 @@ export class ServerMetrics {
           remote_bytes: info.remoteBytes,
           pending_segments: info.pendingSegments,
           pending_bytes: info.pendingBytes,
+          evicted_segments: info.evictedSegments,
+          local_history_bytes: info.localHistoryBytes,
+          cache_hits: info.remoteReads.hits,
+          cache_misses: info.remoteReads.misses,
+          read_requests: info.remoteReads.requests,
+          read_bytes: info.remoteReads.bytesFetched,
         };
         for (const [count, value] of Object.entries(counts)) set({ count }, value);
       },

@@ -103,6 +103,10 @@ export const tieringInfo = object({
   failures: integer,
   lastError: nullable(object({ code: string, message: string, at: integer })),
   visibleLagMs: object({ count: integer, p50: { type: 'number' }, p99: { type: 'number' }, max: { type: 'number' } }),
+  evictedSegments: integer,
+  localHistoryBytes: integer,
+  localHistoryBytesMax: nullable(integer),
+  remoteReads: object({ hits: integer, misses: integer, readAhead: integer, requests: integer, bytesFetched: integer }),
 });
 
 export const feedInfo = object(

@@ -33,6 +33,13 @@ export interface ObjectStoreOptions {
    * bare address need. Default: true with an `endpoint`, false for AWS S3.
    */
   readonly forcePathStyle?: boolean;
+  /**
+   * The bytes of sealed history segments kept on the local disk. Past it, segments whose upload
+   * is confirmed are cut locally, least recently read first, and read back from object storage
+   * in checked blocks when asked for; their summaries, indexes and dictionaries always stay.
+   * Default: no limit (every segment stays local as well).
+   */
+  readonly localHistoryBytesMax?: number;
 }
 
 const bucketPattern = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
@@ -41,7 +48,15 @@ const bucketPattern = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 export function objectStoreSettings(options: ObjectStoreOptions): ObjectSegmentStoreOptions {
   const bad = (message: string) => new StreamStackError('INVALID_ARGUMENT', `objectStore: ${message}`);
   if (typeof options !== 'object' || options === null) throw bad('give { bucket, endpoint?, prefix?, region? }');
-  const known = new Set(['endpoint', 'bucket', 'prefix', 'region', 'credentials', 'forcePathStyle']);
+  const known = new Set([
+    'endpoint',
+    'bucket',
+    'prefix',
+    'region',
+    'credentials',
+    'forcePathStyle',
+    'localHistoryBytesMax',
+  ]);
   for (const field of Object.keys(options)) if (!known.has(field)) throw bad(`unknown field ${field}`);
   if (typeof options.bucket !== 'string' || !bucketPattern.test(options.bucket))
     throw bad(`bucket is 3 to 63 characters of a-z, 0-9, '.' and '-' (${JSON.stringify(options.bucket)})`);
@@ -58,6 +73,7 @@ export function objectStoreSettings(options: ObjectStoreOptions): ObjectSegmentS
     if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password)
       throw bad('endpoint is an http(s) URL without credentials in it');
   }
+  localHistoryBudget(options);
   const region = options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1';
   if (typeof region !== 'string' || region.length === 0) throw bad('region is a non-empty string');
   const credentials = options.credentials;
@@ -103,4 +119,19 @@ export function objectStoreFromAddress(
   };
   objectStoreSettings(options);
   return options;
+}
+
+/**
+ * The local budget of sealed history `options` set (`localHistoryBytesMax`), checked; undefined
+ * when it sets none.
+ */
+export function localHistoryBudget(options: ObjectStoreOptions): number | undefined {
+  const budget = options.localHistoryBytesMax;
+  if (budget === undefined) return undefined;
+  if (!Number.isSafeInteger(budget) || budget < 0)
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `objectStore: localHistoryBytesMax is a count of bytes, 0 or more (${JSON.stringify(budget)})`,
+    );
+  return budget;
 }

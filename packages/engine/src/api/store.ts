@@ -24,7 +24,7 @@ import { segmentBytesDefault, segmentBytesMax, segmentBytesMin } from '../limits
 import { checkOnProgress, type OnProgress, type Progress, ProgressReporter } from '../progress.js';
 import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { Feed, type FeedInfo } from './feed.js';
-import { type ObjectStoreOptions, objectStoreSettings } from './object-store-options.js';
+import { localHistoryBudget, type ObjectStoreOptions, objectStoreSettings } from './object-store-options.js';
 import { optionsOf } from './records.js';
 
 /** `store.verify`'s progress: bytes of history read, and the feed being verified. */
@@ -81,6 +81,8 @@ export class Store {
     private readonly newId: () => string,
     private readonly segmentBytes: number,
     private readonly objectStore: ObjectSegmentStore | undefined,
+    /** Bytes of sealed history kept locally once uploaded (undefined: all of it). */
+    private readonly localHistoryBytesMax: number | undefined,
   ) {}
 
   /** Opens (creating if needed) the data directory `directory`; `LOCKED` if another opener has it. */
@@ -107,6 +109,7 @@ export class Store {
       segmentBytes,
       // The SDK is loaded only by a store that tiers: every other store starts without it.
       objectSettings && new (await import('../storage/object-segment-store.js')).ObjectSegmentStore(objectSettings),
+      options.objectStore && localHistoryBudget(options.objectStore),
     );
   }
 
@@ -165,6 +168,7 @@ export class Store {
           segmentBytes: this.segmentBytes,
           readOnly: this.directory.readOnly,
           ...(this.objectStore ? { objectStore: this.objectStore } : {}),
+          ...(this.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: this.localHistoryBytesMax }),
         });
         return new Feed(name, metadata.createdAt, writer);
       })();

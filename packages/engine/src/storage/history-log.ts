@@ -34,6 +34,7 @@ const entryReadBytesMax = 64 * 1024;
 
 import { yieldWhenDue } from '../event-loop.js';
 import {
+  atHandFetchesMax,
   coalescedReadBytesMax,
   coalescedReadGapBytes,
   payloadCacheBlockBytes,
@@ -41,7 +42,7 @@ import {
 } from '../limits.js';
 import { ByteReader } from './codec.js';
 import type { CommitList } from './commit-list.js';
-import { segmentSuffix, summaryFileOf } from './feed-layout.js';
+import { segmentFileName, segmentSuffix, summaryFileOf } from './feed-layout.js';
 import { HistoryChainRecovery, type HistoryVisitor } from './history-recovery.js';
 import { PayloadCache } from './payload-cache.js';
 import { type ManifestEntry, type PayloadLocation, type PublishedRecord, readPublishedRecord } from './records.js';
@@ -49,8 +50,9 @@ import type { Corruption } from './runs.js';
 import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
 import { removeSegmentFilesBelow, SegmentSet } from './segment-set.js';
-import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from './segment-store.js';
+import { LocalSegmentStore } from './segment-store.js';
 import { type SummaryHead, segmentSource, writeSummary } from './segment-summary.js';
+import { NotAtHand, TieredHistoryStore } from './tiered-history-store.js';
 
 /** The records of one commit read back: their entries and the run's bytes they point into. */
 export interface CommitRun {
@@ -84,7 +86,7 @@ export class History implements SegmentRunSource {
      * Where sealed segments are read from (and their summaries written to). The active segment
      * is still appended to and fsync'd in place, so it stays a local file, read directly.
      */
-    readonly store: SegmentStore & SyncSegmentReads,
+    readonly store: TieredHistoryStore,
     /** Every commit in chain order, stand-ins for lost ones included; the writer adds new ones. */
     readonly commits: CommitList,
     private floor: { readonly commit: number; readonly position: number },
@@ -127,15 +129,19 @@ export class History implements SegmentRunSource {
     replacedBases: ReadonlySet<number> = new Set(),
     /** The feed's tag (`feedTagOf`): a segment written for another feed is corruption. */
     feedTag = 0,
+    /**
+     * Segments tiering evicted (base to ordinal): their files hold only their headers, and their
+     * records are read from object storage once it is attached (`store.attachRemote`).
+     */
+    evicted: ReadonlyMap<number, number> = new Map(),
   ): Promise<History> {
     let opened: SegmentSet | undefined;
     // The local store reads a sealed segment through the descriptor the set holds open for it.
     const named = new Map<string, SegmentFile>();
-    const store = new LocalSegmentStore(
-      kernels,
-      directory,
-      (name) => named.get(name) ?? (opened && heldSegment(opened, name)),
+    const store = new TieredHistoryStore(
+      new LocalSegmentStore(kernels, directory, (name) => named.get(name) ?? (opened && heldSegment(opened, name))),
     );
+    for (const [base, ordinal] of evicted) store.markEvicted(segmentFileName(base, segmentSuffix.history), ordinal);
     // An interrupted trim may have left the summaries of segments it removed.
     if (!readOnly) await removeSegmentFilesBelow(store, floor.position);
     // Recovery reads the summaries through the same store (and the commit list their pages).
@@ -148,11 +154,16 @@ export class History implements SegmentRunSource {
       recovery.decoder,
       recovery.onEvent,
       readOnly,
-      useSummaries ? recovery.summaryOf : undefined,
+      // An evicted segment opens by its summary even where every byte is read (verify): its
+      // bytes are checked in object storage, block by block, instead.
+      useSummaries
+        ? recovery.summaryOf
+        : (segment) => (evicted.has(segment.header.base) ? recovery.summaryOf(segment) : Promise.resolve(undefined)),
       floor.position,
       replacedBases,
       feedTag,
       store,
+      new Set(evicted.keys()),
     );
     opened = segments;
     const history = new History(kernels, segments, store, recovery.list, floor, named);
@@ -377,6 +388,45 @@ export class History implements SegmentRunSource {
       );
     }
     return { commit, entries, entryOffsets, bytes };
+  }
+
+  /**
+   * Runs the synchronous `read` until it finds every byte at hand: a segment evicted to object
+   * storage has its blocks fetched as the read meets them (`NotAtHand`), a local one reads at
+   * once. What the asynchronous readers below are, for a fetch or a point lookup that may reach
+   * evicted history.
+   */
+  private async whenAtHand<T>(read: () => T): Promise<T> {
+    for (let fetched = 0; ; fetched++) {
+      try {
+        return read();
+      } catch (error) {
+        // Each miss brings one more block; a read that keeps missing has more blocks than the
+        // cache holds, which is a bug to report, not a loop.
+        if (!(error instanceof NotAtHand) || fetched >= atHandFetchesMax) throw error;
+        await this.store.fetch(error.file, error.offset, error.length);
+      }
+    }
+  }
+
+  /** `readEntrySync`, for a segment that may be evicted. */
+  entryAt(segment: number, offset: number, runStart: number): Promise<ManifestEntry> {
+    return this.whenAtHand(() => this.readEntrySync(segment, offset, runStart));
+  }
+
+  /** `readEntriesSync`, for a segment that may be evicted. */
+  entriesAt(segment: number, offsets: readonly number[], runStart: number): Promise<ManifestEntry[]> {
+    return this.whenAtHand(() => this.readEntriesSync(segment, offsets, runStart));
+  }
+
+  /** `readPayloadsSync`, for segments that may be evicted. */
+  payloadsAt(locations: readonly PayloadLocation[]): Promise<Uint8Array[]> {
+    return this.whenAtHand(() => this.readPayloadsSync(locations));
+  }
+
+  /** `readPayloadSync`, for a segment that may be evicted. */
+  payloadAt(location: PayloadLocation): Promise<Uint8Array> {
+    return this.whenAtHand(() => this.readPayloadSync(location));
   }
 
   /**

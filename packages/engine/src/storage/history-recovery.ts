@@ -18,13 +18,13 @@ import type { PayloadLocation } from './records.js';
 import type { Corruption, MarkerDecoder } from './runs.js';
 import type { SegmentFile } from './segment.js';
 import type { OpenedSegment, SegmentEvent } from './segment-set.js';
-import type { SegmentStore, SyncSegmentReads } from './segment-store.js';
 import {
   checkSummaryAgainstSegment,
   orphanSummaryCommits,
   readSummaryHead,
   type SummaryHead,
 } from './segment-summary.js';
+import type { TieredHistoryStore } from './tiered-history-store.js';
 
 /** What opening the history reports besides its commit list (`History.commits`). */
 export interface HistoryVisitor {
@@ -80,7 +80,7 @@ export class HistoryChainRecovery {
     private readonly visitor: HistoryVisitor,
     floor: { readonly commit: number; readonly position: number },
     /** Where the history's summaries are read from (the store its sealed segments are in). */
-    private readonly store: SegmentStore & SyncSegmentReads,
+    private readonly store: TieredHistoryStore,
   ) {
     this.list = new CommitList(kernels, floor, store);
     this.expectedCommit = floor.commit;
@@ -106,7 +106,9 @@ export class HistoryChainRecovery {
     const file = summaryFileOf(segment.file);
     try {
       const head = await readSummaryHead(this.kernels, this.store, path.basename(file), segment.header);
-      if (head) checkSummaryAgainstSegment(head, segment.file);
+      // An evicted segment's file holds only its header: its bytes are checked in object
+      // storage, against its descriptor's CRCs, as they are read back.
+      if (head && !this.store.isEvicted(path.basename(segment.file))) checkSummaryAgainstSegment(head, segment.file);
       return head;
     } catch (error) {
       this.summaryProblems.set(file, (error as Error).message);

@@ -14,8 +14,18 @@
  */
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
+import { remoteBlockCacheBytes } from '../limits.js';
+import { baseOfSegmentName } from './feed-layout.js';
 import type { ObjectSegmentStore } from './object-segment-store.js';
-import { type DescribedFile, type SegmentDescriptor, segmentObjectName } from './segment-descriptor.js';
+import {
+  type DescribedFile,
+  decodeDescriptor,
+  feedObjectPrefix,
+  objectFolders,
+  ordinalName,
+  type SegmentDescriptor,
+  segmentObjectName,
+} from './segment-descriptor.js';
 
 /** Counts of a cache's use, for `/metrics` and the benchmark. */
 export interface BlockCacheCounters {
@@ -206,4 +216,62 @@ export class RemoteSegmentFile {
     promise.then(forget, forget);
     return promise;
   }
+}
+
+/**
+ * The remote files of one feed's tiered segments: each descriptor read once (by GET, one request)
+ * and checked to describe the segment asked for, then its files read through one shared cache.
+ */
+export class RemoteSegmentFiles {
+  private readonly descriptors = new Map<number, Promise<SegmentDescriptor>>();
+
+  constructor(
+    private readonly kernels: Kernels,
+    /** The feed's folders of objects (`feedObjectPrefix` under the store's prefix). */
+    readonly objects: ObjectSegmentStore,
+    private readonly folders: { readonly segments: ObjectSegmentStore; readonly descriptors: ObjectSegmentStore },
+    readonly cache: BlockCache,
+  ) {}
+
+  async file(name: string, ordinal: number): Promise<RemoteSegmentFile> {
+    const descriptor = await this.descriptor(ordinal);
+    const base = baseOfSegmentName(name);
+    if (descriptor.retired || descriptor.base !== base)
+      throw new StreamStackError(
+        'CORRUPT',
+        `${this.folders.descriptors.prefix}${ordinalName(ordinal)} does not describe the segment ${name}`,
+        { details: { object: this.folders.descriptors.prefix + ordinalName(ordinal) } },
+      );
+    return new RemoteSegmentFile(this.kernels, this.folders.segments, descriptor, name, this.cache);
+  }
+
+  private descriptor(ordinal: number): Promise<SegmentDescriptor> {
+    let pending = this.descriptors.get(ordinal);
+    if (!pending) {
+      const name = ordinalName(ordinal);
+      pending = this.folders.descriptors
+        .readStart(name, Number.POSITIVE_INFINITY)
+        .then(({ bytes }) => decodeDescriptor(bytes, this.folders.descriptors.prefix + name));
+      this.descriptors.set(ordinal, pending);
+      // A failure (the store down) is not remembered: the next read asks again.
+      pending.catch(() => this.descriptors.delete(ordinal));
+    }
+    return pending;
+  }
+}
+
+/** The remote files of the feed `feed` (tagged `feedTag`) in `objectStore`, with a cache of their own. */
+export function remoteSegmentFilesOf(
+  kernels: Kernels,
+  objectStore: ObjectSegmentStore,
+  feed: string,
+  feedTag: number,
+): RemoteSegmentFiles {
+  const root = objectStore.within(feedObjectPrefix(feed, feedTag));
+  return new RemoteSegmentFiles(
+    kernels,
+    root,
+    { segments: root.within(objectFolders.segments), descriptors: root.within(objectFolders.descriptors) },
+    new BlockCache(remoteBlockCacheBytes),
+  );
 }

@@ -117,6 +117,9 @@ export class SegmentSet {
   /** The feed's tag, which new segments carry (0: none, for feeds made before tags). */
   private feedTag = 0;
 
+  /** Sealed segments evicted to object storage (see `open`). */
+  private evictedBases: ReadonlySet<number> = new Set();
+
   /** Where the log's segments are listed and deleted (see `open`, which always sets it). */
   private store!: SegmentListing;
 
@@ -156,9 +159,16 @@ export class SegmentSet {
      * folder, which is never anywhere else.
      */
     store: SegmentListing = new LocalSegmentStore(kernels, directory),
+    /**
+     * Bases of sealed segments tiering evicted: their files were cut to their headers (or are
+     * whole still, when a crash came between noting the eviction and the cut), and only their
+     * summaries stand for them; one without a sound summary is corruption, never read as empty.
+     */
+    evictedBases: ReadonlySet<number> = new Set(),
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     set.feedTag = feedTag;
+    set.evictedBases = evictedBases;
     set.store = store;
     set.floorBase = floorBase;
     if (!readOnly) fs.mkdirSync(directory, { recursive: true });
@@ -275,6 +285,22 @@ export class SegmentSet {
       };
     }
     const summary = await summarized?.(segment);
+    if (this.evictedBases.has(base)) {
+      // Its bytes are in object storage: its summary is all there is to open it by here.
+      if (summary) {
+        segment.writeOffset = summary.end;
+        segment.durableEnd = summary.end;
+        return { segment, summary };
+      }
+      segment.close();
+      return {
+        corruption: {
+          file,
+          offset: 0,
+          reason: `${name} was evicted to object storage and its summary is missing or damaged`,
+        },
+      };
+    }
     if (summary && segment.size() === segment.header.capacity) {
       segment.writeOffset = summary.end;
       segment.durableEnd = summary.end;

@@ -10,6 +10,7 @@ import type { Kernels } from '../../kernels/kernels.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import { feedObjectPrefix, objectFolders } from '../../storage/segment-descriptor.js';
 import { feedTagOf } from '../opening/data-directory.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
@@ -47,6 +48,10 @@ export interface MaintenanceContext {
      * tiered feed, which reports the tiering log's state and uploads nothing.
      */
     readonly objectStore: ObjectSegmentStore | undefined;
+    /** Where evicted segments are read back from (given read-only too; undefined without one). */
+    readonly readsFrom: ObjectSegmentStore | undefined;
+    /** Bytes of sealed history kept locally once uploaded; undefined keeps all of it. */
+    readonly localHistoryBytesMax: number | undefined;
     readonly log: TieringLog;
     /** The writer lease's epoch now. */
     readonly epoch: () => number;
@@ -113,6 +118,8 @@ function openTiering(
 ): HistoryTiering {
   const feedTag = feedTagOf(context.directory);
   const root = tiering.objectStore?.within(feedObjectPrefix(context.feed, feedTag));
+  if (tiering.readsFrom)
+    context.history.store.attachRemote(remoteSegmentFilesOf(context.kernels, tiering.readsFrom, context.feed, feedTag));
   return new HistoryTiering({
     kernels: context.kernels,
     feed: context.feed,
@@ -126,6 +133,7 @@ function openTiering(
       descriptors: root.within(objectFolders.descriptors),
     },
     log: tiering.log,
+    localHistoryBytesMax: tiering.localHistoryBytesMax,
     epoch: tiering.epoch,
     clock: context.clock,
     newId: tiering.newId,
@@ -144,6 +152,7 @@ export async function tieringOf(
     readonly kernels: Kernels;
     readonly readOnly?: boolean;
     readonly objectStore?: ObjectSegmentStore;
+    readonly localHistoryBytesMax?: number;
     readonly newId: () => string;
   },
   epoch: () => number,
@@ -155,5 +164,14 @@ export async function tieringOf(
     log.close();
     return {};
   }
-  return { tiering: { objectStore: readOnly ? undefined : options.objectStore, log, epoch, newId: options.newId } };
+  return {
+    tiering: {
+      objectStore: readOnly ? undefined : options.objectStore,
+      readsFrom: options.objectStore,
+      localHistoryBytesMax: options.localHistoryBytesMax,
+      log,
+      epoch,
+      newId: options.newId,
+    },
+  };
 }

@@ -179,6 +179,7 @@ export class HistoryMerges {
       () => ({ history, indexes: { keys: derived.keys, fingerprints: derived.fingerprints } }),
       signal,
       onRecords,
+      history.store.evictedCount > 0,
     );
     try {
       await log.write({ replaced: bases, capacity: written.header.capacity, pending: true });

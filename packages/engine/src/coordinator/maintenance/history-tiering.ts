@@ -13,19 +13,24 @@
  * trim first moves the remote boundary past them, then deletes their objects; a rewrite's
  * replaced segments lose their files once the segment that replaces them is visible.
  *
- * The local copies stay: evicting them to a local budget is the next step of tiering.
+ * (4) With a local budget (`localHistoryBytesMax`), sealed history segments past it whose
+ * descriptors are confirmed are evicted, least recently read first: noted in the tiering log,
+ * then cut locally to their headers (`TieredHistoryStore.evict`); their records are read back from
+ * object storage from then on, and their summaries, indexes and dictionaries stay local.
  */
-import { StreamStackError } from '../../errors.js';
+import fsp from 'node:fs/promises';
+import { ioError, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import {
   objectDeleteBatchKeys,
+  segmentHeaderBytes,
   tieredSegmentsMax,
   tieringLagSamplesMax,
   tieringRetryMsMax,
   tieringRetryMsMin,
 } from '../../limits.js';
 import { segmentsOf } from '../../query/indexes/feed-index.js';
-import { segmentFileName } from '../../storage/feed-layout.js';
+import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import type { FeedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
@@ -38,7 +43,7 @@ import {
 } from '../../storage/segment-descriptor.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
 import { historyFiles, indexFiles, SegmentUploads } from './segment-upload.js';
-import type { TierEntry, TieringLog, TieringState } from './tiering-state.js';
+import { isVisibleRemotely, type TierEntry, type TieringLog, type TieringState } from './tiering-state.js';
 
 /** A feed's objects: its folder (the boundary), its segments' files and their descriptors. */
 export interface FeedObjects {
@@ -57,6 +62,8 @@ export interface TieringContext {
   /** Undefined for a read-only open: the state is reported, nothing is uploaded. */
   readonly objects: FeedObjects | undefined;
   readonly log: TieringLog;
+  /** Bytes of sealed history segments kept locally once uploaded; undefined keeps them all. */
+  readonly localHistoryBytesMax: number | undefined;
   /** The writer lease's epoch now (0 for a feed never leased). */
   readonly epoch: () => number;
   readonly clock: () => number;
@@ -76,6 +83,8 @@ function sealedSegments(history: History): { base: number; count: number; source
     .sealed.filter((segment) => segment.count > 0)
     .map((segment) => ({ base: segment.base, count: segment.count, source: segment.source() }));
 }
+
+const noReads = { hits: 0, misses: 0, readAhead: 0, requests: 0, bytesFetched: 0 };
 
 export class HistoryTiering {
   private closed = false;
@@ -115,7 +124,8 @@ export class HistoryTiering {
   status(): TieringInfo {
     const state = this.context.log.stateOr(() => '');
     const sum = (entries: readonly TierEntry[]) => entries.reduce((total, entry) => total + entry.bytes, 0);
-    const remote = state.entries.filter((entry) => entry.state === 'remote');
+    const remote = state.entries.filter(isVisibleRemotely);
+    const evicted = state.entries.filter((entry) => entry.state === 'evicted');
     const pending = state.entries.filter((entry) => entry.state === 'uploading');
     const known = new Set(state.entries.map((entry) => `${entry.base}:${entry.source}`));
     const unassigned = sealedSegments(this.context.history).filter(
@@ -138,6 +148,10 @@ export class HistoryTiering {
       failures: this.failures,
       lastError: this.lastError,
       visibleLagMs: this.lagSummary(),
+      evictedSegments: evicted.length,
+      localHistoryBytes: this.localHistoryBytes(),
+      localHistoryBytesMax: this.context.localHistoryBytesMax ?? null,
+      remoteReads: { ...(this.context.history.store.cache?.counters ?? noReads) },
     };
   }
 
@@ -245,7 +259,80 @@ export class HistoryTiering {
       this.noteVisible(entry);
       worked = true;
     }
-    return (await this.retire()) === 0 && !worked;
+    const retired = await this.retire();
+    const evicted = await this.context.serial(() => this.evict());
+    return retired === 0 && evicted === 0 && !worked;
+  }
+
+  /**
+   * Evicts sealed history segments, least recently read first, until the local ones fit the
+   * budget; only segments whose descriptor is confirmed. A segment noted evicted whose file a
+   * crash left whole is cut again. Runs in the maintenance queue: no merge reads a segment by
+   * path while it is cut. Returns how many it evicted.
+   */
+  private async evict(): Promise<number> {
+    const budget = this.context.localHistoryBytesMax;
+    const { history } = this.context;
+    const store = history.store;
+    const nameOf = (base: number) => segmentFileName(base, segmentSuffix.history);
+    for (const entry of this.context.log.stateOr(this.context.newId).entries) {
+      if (entry.state !== 'evicted' || this.cut.has(entry.ordinal)) continue;
+      await this.cutLocal(entry.base);
+      this.cut.add(entry.ordinal);
+    }
+    if (budget === undefined) return 0;
+    let local = this.localHistoryBytes();
+    if (local <= budget) return 0;
+    const live = new Set(sealedSegments(history).map((segment) => `${segment.base}:${segment.source}`));
+    const candidates = this.context.log
+      .stateOr(this.context.newId)
+      .entries.filter((entry) => entry.state === 'remote' && live.has(`${entry.base}:${entry.source}`))
+      .sort((a, b) => store.lastReadOf(nameOf(a.base)) - store.lastReadOf(nameOf(b.base)) || a.base - b.base);
+    let evicted = 0;
+    for (const entry of candidates) {
+      if (local <= budget || this.closed) break;
+      await this.setState(entry.ordinal, 'evicted');
+      await store.evict(nameOf(entry.base), entry.ordinal, () => this.cutLocal(entry.base));
+      this.cut.add(entry.ordinal);
+      local -= history.segments.byBase(entry.base).header.capacity;
+      evicted++;
+    }
+    return evicted;
+  }
+
+  /** The capacity of the sealed history segments still local (not evicted). */
+  private localHistoryBytes(): number {
+    const { history } = this.context;
+    let local = 0;
+    for (const segment of segmentsOf(history).sealed)
+      if (!history.store.isEvicted(segmentFileName(segment.base, segmentSuffix.history)))
+        local += history.segments.byBase(segment.base).header.capacity;
+    return local;
+  }
+
+  /** Ordinals whose local file is known cut (this process cut it, or found it so). */
+  private readonly cut = new Set<number>();
+
+  /**
+   * Cuts the history segment at `base` to its header, durably: the header is what opening the
+   * history checks; everything else is in object storage. A cut that fails leaves the file whole,
+   * which reads never use again, and is tried again by the next pass.
+   */
+  private async cutLocal(base: number): Promise<void> {
+    const file = this.context.history.segments.fileFor(base);
+    let handle: fsp.FileHandle | undefined;
+    try {
+      handle = await fsp.open(file, 'r+');
+      if ((await handle.stat()).size > segmentHeaderBytes) {
+        await handle.truncate(segmentHeaderBytes);
+        await handle.sync();
+      }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw ioError(error, `cannot cut the evicted segment ${file} to its header`);
+    } finally {
+      await handle?.close();
+    }
   }
 
   /**
@@ -257,7 +344,7 @@ export class HistoryTiering {
     const { log, history } = this.context;
     const state = log.stateOr(this.context.newId);
     const sealed = sealedSegments(history);
-    const live = new Set(sealed.map((segment) => `${segment.base}:${segment.source}`));
+    const live = new Set(sealedSegments(history).map((segment) => `${segment.base}:${segment.source}`));
     const known = new Set(state.entries.map((entry) => `${entry.base}:${entry.source}`));
     const floor = history.floorPosition;
     let changed = false;
@@ -347,7 +434,7 @@ export class HistoryTiering {
     const trimmed = gone.filter((entry) => entry.state === 'trimmed');
     let lowOrdinal = state.lowOrdinal;
     if (trimmed.length > 0) {
-      const live = state.entries.filter((entry) => entry.state === 'remote' || entry.state === 'uploading');
+      const live = state.entries.filter((entry) => isVisibleRemotely(entry) || entry.state === 'uploading');
       lowOrdinal = Math.max(
         lowOrdinal,
         live.length > 0 ? Math.min(...live.map((entry) => entry.ordinal)) : state.nextOrdinal,

@@ -38,9 +38,15 @@ export async function runRewrite(
   signal?: AbortSignal,
   /** Called as commits are rewritten, with their records so far (on a worker, through its messages). */
   onRecords?: (records: number) => void,
+  /**
+   * Runs the rewrite on this thread even where a worker could: a history with segments evicted
+   * to object storage is read through the feed's own store, which a worker opening the folder by
+   * path would not have (it would find the evicted segments' files cut to their headers).
+   */
+  inlineOnly = false,
 ): Promise<RewriteResult> {
   signal?.throwIfAborted();
-  if (!rewritesOffThread()) return rewriteSegments(kernels, job, inline(), true, signal, onRecords);
+  if (inlineOnly || !rewritesOffThread()) return rewriteSegments(kernels, job, inline(), true, signal, onRecords);
   try {
     return await new Promise<RewriteResult>((resolve, reject) => {
       const worker = new Worker(workerFile, { workerData: job });

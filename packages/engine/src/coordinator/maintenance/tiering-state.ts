@@ -12,14 +12,22 @@ import { FeedLayout } from '../../storage/feed-layout.js';
 import { type RecordCodec, RecordLog } from '../../storage/record-log.js';
 
 /**
- * Where a segment stands: its files going up (`uploading`), visible remotely (`remote`), or gone
- * locally and being retired remotely: `replaced` by a rewrite (its files are deleted, its
- * descriptor stays so the ordinals a follower walks have no holes) or `trimmed` (its files and
- * descriptor are deleted, once the boundary is past it).
+ * Where a segment stands: its files going up (`uploading`), visible remotely (`remote`), visible
+ * remotely with its local history segment cut to its header to keep the local budget
+ * (`evicted`: its records are read back from object storage; its summary, index and
+ * dictionaries stay local), or gone locally and being retired remotely: `replaced` by a rewrite
+ * (its files are deleted, its descriptor stays so the ordinals a follower walks have no holes)
+ * or `trimmed` (its files and descriptor are deleted, once the boundary is past it).
  */
-export type TierEntryState = 'uploading' | 'remote' | 'replaced' | 'trimmed';
+export type TierEntryState = 'uploading' | 'remote' | 'replaced' | 'trimmed' | 'evicted';
 
-const stateCodes: readonly TierEntryState[] = ['uploading', 'remote', 'replaced', 'trimmed'];
+/** Codes on disk: a new state takes the next code, so older records read as they were written. */
+const stateCodes: readonly TierEntryState[] = ['uploading', 'remote', 'replaced', 'trimmed', 'evicted'];
+
+/** True for a segment object storage holds visibly, whether or not its local copy was evicted. */
+export function isVisibleRemotely(entry: TierEntry): boolean {
+  return entry.state === 'remote' || entry.state === 'evicted';
+}
 
 /** One segment given an ordinal. */
 export interface TierEntry {
@@ -109,5 +117,22 @@ export class TieringLog extends RecordLog<TieringState> {
       'tiering ordinals never go back',
     );
     await super.write(state);
+  }
+}
+
+/**
+ * The feed's evicted segments (base to ordinal), from its tiering log read as it is: what
+ * opening its history needs before anything else of tiering is set up. Empty for a feed never
+ * tiered.
+ */
+export async function evictedSegments(kernels: Kernels, directory: string): Promise<Map<number, number>> {
+  const log = await TieringLog.open(kernels, directory, true);
+  try {
+    const evicted = new Map<number, number>();
+    for (const entry of log.stateOr(() => '').entries)
+      if (entry.state === 'evicted') evicted.set(entry.base, entry.ordinal);
+    return evicted;
+  } finally {
+    log.close();
   }
 }

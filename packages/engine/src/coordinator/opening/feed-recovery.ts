@@ -15,6 +15,7 @@ import { CompactionLog } from '../maintenance/compaction-state.js';
 import { horizonWithFloor, retainedFloor } from '../maintenance/history-floors.js';
 import { leftoverBases, MergeLog, removeReplacedFiles, switchedOver } from '../maintenance/merge-state.js';
 import { RetentionLog } from '../maintenance/retention-state.js';
+import { evictedSegments } from '../maintenance/tiering-state.js';
 import { Subscriptions } from '../reading/subscriptions.js';
 import { feedTagOf } from './data-directory.js';
 
@@ -96,6 +97,7 @@ export async function recoverLogs(
       retained.floor,
       leftovers,
       feedTag,
+      await evictedSegments(kernels, directory),
     );
   } catch (error) {
     retention.close();

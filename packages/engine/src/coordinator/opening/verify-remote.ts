@@ -17,7 +17,7 @@ import {
   ordinalName,
   segmentObjectName,
 } from '../../storage/segment-descriptor.js';
-import { TieringLog } from '../maintenance/tiering-state.js';
+import { isVisibleRemotely, TieringLog } from '../maintenance/tiering-state.js';
 import { feedTagOf } from './data-directory.js';
 
 /** How verify reports a problem: its code, its message, and where. */
@@ -46,7 +46,7 @@ export async function verifyRemote(
     // Two blocks: the one being checked and the one fetched ahead of it.
     const cache = new BlockCache(2 * tieringBlockBytes);
     for (const entry of state.entries) {
-      if (entry.state !== 'remote') continue;
+      if (!isVisibleRemotely(entry)) continue;
       checked++;
       const name = ordinalName(entry.ordinal);
       const where = { file: descriptors.prefix + name };

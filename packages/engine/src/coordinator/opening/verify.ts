@@ -4,7 +4,9 @@
  * one before, positions are dense), every manifest entry against the pack directory that stored
  * its payload (location and CRC-32C of the bytes), and the WAL against history (a published
  * stream's WAL batches hold the records its commit holds). Every record's payload must lie in its
- * own segment. It repairs nothing.
+ * own segment. A segment tiering evicted is opened by its summary (its local file holds only its
+ * header): its runs are read back from object storage when verify is given it, and its objects
+ * are checked block by block against their descriptor (`verify-remote.ts`). It repairs nothing.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,38 +15,27 @@ import type { FeedVerification, VerificationCode, VerificationProblem } from '@s
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import type { ProgressReporter } from '../../progress.js';
-import { derivedMismatch, segmentsOf } from '../../query/indexes/feed-index.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
-import {
-  baseOfSegmentName,
-  FeedLayout,
-  segmentSuffix,
-  subscriptionSuffix,
-  summaryFileOf,
-} from '../../storage/feed-layout.js';
+import { baseOfSegmentName, FeedLayout, segmentSuffix, subscriptionSuffix } from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import { type CommitRun, History } from '../../storage/history-log.js';
-import { readIndexFile, readIndexHead } from '../../storage/index-segment.js';
-import { type KeyFileHead, loadKeyFileHead, readKeySectionAsync } from '../../storage/key-file.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { PayloadLocation } from '../../storage/records.js';
+import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import type { Corruption } from '../../storage/runs.js';
-import { LocalSegmentStore } from '../../storage/segment-store.js';
-import { readSummary, type SegmentSummary } from '../../storage/segment-summary.js';
 import { StateLog } from '../../storage/state-log.js';
 import { Wal, type WalEvent } from '../../storage/wal.js';
 import { CompactionLog } from '../maintenance/compaction-state.js';
 import { horizonWithFloor, retainedFloor } from '../maintenance/history-floors.js';
 import { MergeLog } from '../maintenance/merge-state.js';
 import { type RetentionFloor, RetentionLog, untrimmed } from '../maintenance/retention-state.js';
+import { evictedSegments } from '../maintenance/tiering-state.js';
 import { openSubscriptionLog } from '../reading/subscriptions.js';
 import { feedTagOf } from './data-directory.js';
+import { type Report, verifyIndexFiles, verifySummaries } from './verify-derived.js';
 import { verifyRemote } from './verify-remote.js';
 
 export type { FeedVerification, VerificationCode, VerificationProblem };
-
-/** The files of the index folder `verify` checks: each sealed segment's index and dictionaries. */
-const derivedSuffixes = [segmentSuffix.tagIndex, segmentSuffix.keyDictionary, segmentSuffix.fingerprintDictionary];
 
 /**
  * Where each history segment's bytes start if the segments were laid end to end, and their sum:
@@ -80,8 +71,6 @@ export interface FeedProgress {
   readonly offset: number;
   readonly layout: HistoryLayout;
 }
-
-type Report = (code: VerificationCode, message: string, where?: { file?: string; offset?: number }) => void;
 
 const locationKey = (location: PayloadLocation) => `${location.segment}:${location.offset}:${location.length}`;
 
@@ -124,6 +113,11 @@ async function verifyHistory(
       );
     }
     previous = commit;
+    // An evicted segment's packs were not scanned (its summary stood for it): its runs are read
+    // back and checked frame by frame when object storage is at hand, and its objects block by
+    // block (`verifyRemote`); its payloads have no pack CRCs here to be held against.
+    const evicted = history.store.isEvicted(path.basename(history.segments.fileFor(commit.segment)));
+    if (evicted && !history.store.cache) continue;
     let run: CommitRun;
     try {
       run = await history.readRun(commit);
@@ -132,6 +126,7 @@ async function verifyHistory(
       continue;
     }
     runs.set(commit.stream, run);
+    if (evicted) continue;
     for (const [index, entry] of run.entries.entries()) {
       if (entry.payload.segment !== commit.segment) {
         // Every segment holds the payloads its records need, so it can stand on its own.
@@ -214,6 +209,8 @@ function openHistoryChecked(
   commits: CommitRecord[],
   payloadCrcs: Map<string, number>,
   onCommit: (commit: CommitRecord) => void,
+  /** Segments tiering evicted (base to ordinal): opened by their summaries. */
+  evicted: ReadonlyMap<number, number>,
 ): Promise<History> {
   return History.open(
     kernels,
@@ -241,6 +238,7 @@ function openHistoryChecked(
     floor,
     new Set(),
     feedTagOf(directory),
+    evicted,
   );
 }
 
@@ -296,7 +294,26 @@ export async function verifyFeed(
     retention.close();
     if (retained.problem) report('CORRUPT', `${retained.problem.file}: ${retained.problem.reason}`, retained.problem);
     reportLogDamage(retention, report);
-    history = await openHistoryChecked(kernels, directory, floor, commits, payloadCrcs, (commit) => bytesAt(0, commit));
+    history = await openHistoryChecked(
+      kernels,
+      directory,
+      floor,
+      commits,
+      payloadCrcs,
+      (commit) => bytesAt(0, commit),
+      await evictedSegments(kernels, directory),
+    );
+    if (history.store.evictedCount > 0) {
+      // Evicted segments opened by their summaries, which name their commits without a scan:
+      // they join the chain in commit order.
+      for (const segment of history.segments.segments)
+        if (history.store.isEvicted(path.basename(segment.file)))
+          commits.push(...history.commits.commitsInSegment(segment.header.base));
+      commits.sort((a, b) => a.commit - b.commit);
+      // Their runs are read back from object storage when verify is given it.
+      if (objectStore)
+        history.store.attachRemote(remoteSegmentFilesOf(kernels, objectStore, feed, feedTagOf(directory)));
+    }
     wal = await Wal.open(
       kernels,
       new FeedLayout(directory).wal,
@@ -409,91 +426,4 @@ async function verifyHorizon(kernels: Kernels, directory: string, history: Histo
   reportLogDamage(compaction, report);
   const { problem } = horizonWithFloor(history.commits, compaction.horizon, directory);
   if (problem) report('CORRUPT', `${problem.file}: ${problem.reason}`, problem);
-}
-
-/**
- * Every index file, key and fingerprint dictionary that exists must load, and its head must
- * describe its sealed segment — the same base, record count and source fingerprint — as a
- * read-write open checks it (a missing one is rebuilt on the next open). Each problem says what
- * really happens to the file: an open rebuilds one whose head fails, and checks dictionaries
- * whole in the background; an index file's sections are checked when a query first loads it.
- */
-async function verifyIndexFiles(kernels: Kernels, directory: string, history: History, report: Report): Promise<void> {
-  const indexDirectory = new FeedLayout(directory).index;
-  if (!fs.existsSync(indexDirectory)) return;
-  // The files are read as the feed reads them: through the store of its index folder.
-  const store = new LocalSegmentStore(kernels, indexDirectory);
-  const sealed = new Map(segmentsOf(history).sealed.map((segment) => [segment.base, segment]));
-  for (const name of fs
-    .readdirSync(indexDirectory)
-    .filter((entry) => derivedSuffixes.some((suffix) => entry.endsWith(suffix)))) {
-    const file = path.join(indexDirectory, name);
-    const segment = sealed.get(Number(name.slice(0, name.lastIndexOf('.'))));
-    const index = name.endsWith(segmentSuffix.tagIndex);
-    let whole = false;
-    try {
-      const head = index ? (await readIndexHead(kernels, store, name))! : (await loadKeyFileHead({ store, name }))!;
-      // A segment with gaps from corruption gets no files: opening ignores whatever is there.
-      const mismatch = segment && !segment.gaps ? derivedMismatch(head, segment) : undefined;
-      if (mismatch !== undefined) {
-        report(
-          'INDEX',
-          `${file} is not the file of its segment (it is rebuilt on the next read-write open): ${mismatch}`,
-          { file, offset: 0 },
-        );
-        continue;
-      }
-      whole = true;
-      if (index) await readIndexFile(kernels, store, name);
-      else
-        for (const section of [0, 1, 2] as const)
-          await readKeySectionAsync(kernels, { store, name }, head as KeyFileHead, section);
-    } catch (error) {
-      const when =
-        whole && index ? 'it is rebuilt when a query first loads it' : 'it is rebuilt on the next read-write open';
-      const details = error instanceof StreamStackError ? error.details : {};
-      report('INDEX', `${file} is damaged (${when}): ${(error as Error).message}`, {
-        file,
-        ...(typeof details.offset === 'number' ? { offset: details.offset } : {}),
-      });
-    }
-  }
-}
-
-/**
- * Every summary file that exists must describe its segment as the segment's bytes do (a missing
- * one is rebuilt on the next read-write open; so is a damaged one, which opening ignores).
- */
-async function verifySummaries(
-  kernels: Kernels,
-  history: History,
-  commits: readonly CommitRecord[],
-  report: Report,
-): Promise<void> {
-  const segments = history.segments.segments;
-  for (const segment of segments) {
-    const file = summaryFileOf(segment.file);
-    if (!fs.existsSync(file)) continue;
-    const problem = (reason: string) =>
-      report('INDEX', `${file} is damaged (it is rebuilt on the next read-write open): ${reason}`, { file });
-    if (segment === history.segments.active) {
-      problem('the active segment has no summary');
-      continue;
-    }
-    let summary: SegmentSummary | undefined;
-    try {
-      // Through the history's store, as opening reads summaries.
-      summary = await readSummary(kernels, history.store, path.basename(file), segment.header);
-    } catch (error) {
-      problem((error as Error).message);
-      continue;
-    }
-    const scanned = commits.filter((commit) => commit.segment === segment.header.base);
-    const same =
-      summary !== undefined &&
-      summary.end === segment.durableEnd &&
-      summary.commits.length === scanned.length &&
-      summary.commits.every((commit, at) => JSON.stringify(commit) === JSON.stringify(scanned[at]));
-    if (!same) problem('it disagrees with the segment');
-  }
 }

@@ -73,6 +73,8 @@ export interface WriterOptions {
   readonly readOnly?: boolean;
   /** The store's object storage, when its sealed history is tiered there (see `history-tiering.ts`). */
   readonly objectStore?: ObjectSegmentStore;
+  /** Bytes of sealed history kept locally once uploaded; undefined keeps all of it. */
+  readonly localHistoryBytesMax?: number;
 }
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */

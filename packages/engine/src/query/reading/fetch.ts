@@ -49,12 +49,12 @@ export async function* fetchByPosition<T>(
     while (segments[segmentAt].base !== commit.segment) segmentAt++;
     const segment = segments[segmentAt];
     // Entries, then payloads, each read with one read per stretch of nearby bytes.
-    const entries = snapshot.history.readEntriesSync(
+    const entries = await snapshot.history.entriesAt(
       commit.segment,
       hits.map((position) => segment.locators[position - segment.base]),
       commit.runStart,
     );
-    const payloads = snapshot.history.readPayloadsSync(entries.map((entry) => entry.payload));
+    const payloads = await snapshot.history.payloadsAt(entries.map((entry) => entry.payload));
     yield hits.map((position, index) => toRecord(snapshot.feed, commit, position, entries[index], payloads[index]));
   }
 }

@@ -434,7 +434,8 @@ export async function getByKey(
   const commit = commitHolding(snapshot, winner.position);
   assert(commit !== undefined && commit.firstPosition <= winner.position, 'a key winner lies in a published commit');
   // A point lookup reads one small entry and payload: a positional read straight from the page
-  // cache costs a few microseconds, a trip through the thread pool several times that.
+  // cache costs a few microseconds, a trip through the thread pool several times that (an
+  // evicted segment's blocks are fetched first, then read the same way).
   const matches = (found: ManifestEntry | undefined): found is ManifestEntry =>
     found !== undefined &&
     found.key === key &&
@@ -442,8 +443,10 @@ export async function getByKey(
     commit.firstPosition + found.seq - 1 === winner.position;
   let entry: ManifestEntry | undefined;
   try {
-    entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
-  } catch {
+    entry = await snapshot.history.entryAt(commit.segment, winner.locator, commit.runStart);
+  } catch (error) {
+    // Object storage out of reach is its own answer; a damaged or moved entry is looked for below.
+    if (error instanceof StreamStackError && error.code === 'UNAVAILABLE') throw error;
     entry = undefined;
   }
   if (!matches(entry)) {
@@ -464,6 +467,6 @@ export async function getByKey(
       },
     );
   }
-  const payload = snapshot.history.readPayloadSync(entry.payload);
+  const payload = await snapshot.history.payloadAt(entry.payload);
   return toRecord(snapshot.feed, commit, winner.position, entry, payload);
 }
