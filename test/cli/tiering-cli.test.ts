@@ -69,10 +69,37 @@ describe.skipIf(binary === undefined)(
       const verified = cli(data, ['verify', 'events', '--quiet'], '', env);
       expect(verified.status).toBe(0);
       expect(verified.lines[0]).toMatchObject({ ok: true, remoteSegments: tiered.lines[0]!.remoteSegments });
-      // Other read commands leave object storage alone.
       expect(cli(data, ['feed', 'info', 'events'], '', env).lines[0]!.tiering).toMatchObject({
         remoteSegments: tiered.lines[0]!.remoteSegments,
       });
+    });
+
+    it('--local-history-bytes-max evicts sealed history; read and get answer from object storage as before', () => {
+      const data = temporaryDirectory();
+      const env = environment('budget/');
+      expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
+      expect(cli(data, ['append', 'events', '--commit-every', '200'], lines(4000), env).status).toBe(0);
+      const before = cli(data, ['read', 'events'], '', env);
+      const key = cli(data, ['get', 'events', 'k5'], '', env);
+      expect(before.lines).toHaveLength(4000);
+
+      const tiered = cli(data, ['--local-history-bytes-max', '0', 'tier', 'events'], '', env);
+      expect(tiered.status).toBe(0);
+      expect(tiered.lines[0]).toMatchObject({ localHistoryBytes: 0, localHistoryBytesMax: 0 });
+      expect(tiered.lines[0]!.evictedSegments).toBe(tiered.lines[0]!.remoteSegments);
+      // A reader beside it, with the same settings from the environment, reads the evicted history back.
+      const budgeted = { ...env, STREAMSTACK_LOCAL_HISTORY_BYTES_MAX: '0' };
+      expect(cli(data, ['read', 'events'], '', budgeted).lines).toEqual(before.lines);
+      expect(cli(data, ['get', 'events', 'k5'], '', budgeted).lines).toEqual(key.lines);
+      // Without object storage, a read of evicted history says where its records are.
+      const blind = cli(data, ['read', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: '' });
+      expect(blind.status).toBe(1);
+      expect(blind.error).toMatchObject({ code: 'UNAVAILABLE' });
+      expect(blind.error?.message).toContain('objectStore');
+      // The budget alone is a usage error: there is nowhere to evict to.
+      expect(
+        cli(data, ['--local-history-bytes-max', '0', 'read', 'events'], '', { STREAMSTACK_OBJECT_STORE: '' }).status,
+      ).toBe(2);
     });
 
     it('refuses an address that is not s3://, and tier on a store without object storage', () => {

@@ -196,7 +196,7 @@ function addVerifyCommand(program: Command): void {
             );
           }
         },
-        'verify',
+        'read',
       )(),
     );
 }

@@ -15,7 +15,7 @@ import { addServeCommand } from './commands-serve.js';
 import { addTokenCommand } from './commands-token.js';
 import { addWriteCommands } from './commands-write.js';
 import { guardOutput, note, OutputClosed, printError } from './io.js';
-import { exitSuccess, exitTypedError, exitUsage } from './shared.js';
+import { exitSuccess, exitTypedError, exitUsage, integer } from './shared.js';
 
 export function buildProgram(): Command {
   const program = new Command('streamstack')
@@ -38,6 +38,14 @@ export function buildProgram(): Command {
         '--object-store-region <region>',
         "the object store's region (default: AWS_REGION, else us-east-1)",
       ).env('STREAMSTACK_OBJECT_STORE_REGION'),
+    )
+    .addOption(
+      new Option(
+        '--local-history-bytes-max <bytes>',
+        'with --object-store: keep at most this many bytes of sealed history on the local disk; older segments are read back from object storage',
+      )
+        .env('STREAMSTACK_LOCAL_HISTORY_BYTES_MAX')
+        .argParser(integer('--local-history-bytes-max')),
     )
     .option(
       '--break-lock',

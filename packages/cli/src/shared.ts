@@ -25,10 +25,9 @@ export type Action = (store: Store) => Promise<void>;
 
 /**
  * How a command opens the data directory: `write` takes the directory's lock (one writer at a
- * time); `read` takes no lock and writes nothing, so it runs beside a writer; `verify` is `read`
- * that also checks the feeds' copies in object storage (`--object-store`).
+ * time); `read` takes no lock and writes nothing, so it runs beside a writer (`verify` is one).
  */
-export type Access = 'write' | 'read' | 'verify';
+export type Access = 'write' | 'read';
 
 /** The global options every command that opens the data directory reads. */
 interface StoreFlags {
@@ -37,13 +36,14 @@ interface StoreFlags {
   objectStore?: string;
   objectStoreEndpoint?: string;
   objectStoreRegion?: string;
+  localHistoryBytesMax?: number;
 }
 
 /**
  * The data directory and the options to open it with, from the global options: `--data`,
- * `--break-lock`, and `--object-store` (with its endpoint and region) for a store that writes or
- * verifies; any other read-only open uploads nothing and reads nothing remote, so it leaves the
- * object store out (and starts without loading the AWS SDK).
+ * `--break-lock`, and `--object-store` (with its endpoint, region and local budget). A read-only
+ * open uploads nothing, but reads history evicted to object storage from there, so it takes the
+ * object store too (the AWS SDK is loaded only when one is named).
  */
 export function storeSettings(program: Command, access: Access): { data: string; options: StoreOptions } {
   const flags = program.opts<StoreFlags>();
@@ -54,13 +54,21 @@ export function storeSettings(program: Command, access: Access): { data: string;
       'streamstack.usage',
       '--data (or STREAMSTACK_DATA) is empty: name the data directory',
     );
-  const objectStore =
-    flags.objectStore && access !== 'read'
-      ? objectStoreFromAddress(flags.objectStore, {
+  if (flags.localHistoryBytesMax !== undefined && !flags.objectStore)
+    throw new CommanderError(
+      exitUsage,
+      'streamstack.usage',
+      '--local-history-bytes-max keeps sealed history in object storage: give --object-store too',
+    );
+  const objectStore = flags.objectStore
+    ? {
+        ...objectStoreFromAddress(flags.objectStore, {
           endpoint: flags.objectStoreEndpoint,
           region: flags.objectStoreRegion,
-        })
-      : undefined;
+        }),
+        ...(flags.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: flags.localHistoryBytesMax }),
+      }
+    : undefined;
   return {
     data: flags.data,
     options: {
