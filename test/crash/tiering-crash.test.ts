@@ -8,6 +8,9 @@
  * no object is left without one (nothing orphaned for good), the live descriptors cover exactly
  * the sealed segments kept locally, a reader walking the descriptors (from scratch, or going on
  * from the cycle before) finds exactly those, and no ordinal ever names two different segments.
+ * The child keeps a local budget of two segments, so evictions are cut by kills too: after each
+ * reopen every record reads back whole (evicted ones from object storage), and every evicted
+ * segment's file is cut to its header.
  *
  * `STREAMSTACK_TIERING_CRASH_CYCLES` sets the number of kills (else `STREAMSTACK_CRASH_CYCLES`,
  * else 10); `STREAMSTACK_CRASH_SEED` replays a run (the seed is printed).
@@ -16,6 +19,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
+import { segmentHeaderBytes } from '../../packages/engine/src/limits.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { RemoteHistory } from '../../packages/engine/src/storage/remote-history.js';
 import { feedObjectPrefix, type SegmentDescriptor } from '../../packages/engine/src/storage/segment-descriptor.js';
@@ -34,6 +38,8 @@ const killAfterMsMax = 1500;
 const binary = versitygwBinary();
 const bucket = 'tiering-crash';
 const prefix = 'crash/';
+/** Bytes of sealed history the child and the parent keep locally: two of the test's small segments. */
+const localBudget = 2 * 64 * 1024;
 /** The suite's object store server, once its `describe` has started it. */
 let serverOf: () => Versitygw;
 
@@ -63,6 +69,7 @@ describe.skipIf(binary === undefined)(
         prefix,
         region: serverOf().region,
         credentials: serverOf().credentials,
+        localHistoryBytesMax: localBudget,
       };
       const setup = await openStore(directory, { objectStore });
       await setup.createFeed('tiered');
@@ -79,6 +86,7 @@ describe.skipIf(binary === undefined)(
       const follower = new RemoteHistory(objects);
       let acknowledged = 0;
       let sawRetirement = false;
+      let sawEviction = false;
       try {
         for (let cycle = 1; cycle <= cycles; cycle++) {
           const lines = await runChild<{ kind: string; commit?: number }>(
@@ -89,6 +97,7 @@ describe.skipIf(binary === undefined)(
               TIER_ENDPOINT: serverOf().endpoint,
               TIER_BUCKET: bucket,
               TIER_PREFIX: prefix,
+              TIER_LOCAL_BUDGET: String(localBudget),
               AWS_ACCESS_KEY_ID: serverOf().credentials.accessKeyId,
               AWS_SECRET_ACCESS_KEY: serverOf().credentials.secretAccessKey,
               AWS_REGION: serverOf().region,
@@ -119,6 +128,23 @@ describe.skipIf(binary === undefined)(
               if (descriptor.replaces.length > 0) sawRetirement = true;
             }
             if (info.lowMark > 1 || all.length > live.length) sawRetirement = true;
+            // Every record reads back whole, evicted or not, at the positions that follow each other.
+            let position = info.lowPosition;
+            for await (const record of feed.read()) {
+              expect(record.position).toBe(position++);
+              expect(JSON.parse(new TextDecoder().decode(record.payload))).toHaveProperty('round');
+            }
+            expect(position - 1).toBe(info.records);
+            const tiering = info.tiering!;
+            if (tiering.evictedSegments > 0) sawEviction = true;
+            expect(tiering.localHistoryBytes).toBeLessThanOrEqual(localBudget);
+            const history = path.join(directory, 'feeds', 'tiered', 'history');
+            const cut = fs
+              .readdirSync(history)
+              .filter(
+                (name) => name.endsWith('.hist') && fs.statSync(path.join(history, name)).size === segmentHeaderBytes,
+              );
+            expect(cut.length).toBe(tiering.evictedSegments);
           } finally {
             await store.close();
           }
@@ -130,6 +156,7 @@ describe.skipIf(binary === undefined)(
       expect(seen.size).toBeGreaterThan(cycles);
       // The branches the test is for were reached: rewrites or trims retired objects.
       expect(sawRetirement).toBe(true);
+      expect(sawEviction).toBe(true);
     }, 600_000);
   },
 );

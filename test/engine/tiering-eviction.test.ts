@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
-import { segmentHeaderBytes } from '../../packages/engine/src/limits.js';
+import { remotePointReadBytesMax, segmentHeaderBytes } from '../../packages/engine/src/limits.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { feedObjectPrefix, segmentObjectName } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { failure } from '../support/failure.js';
@@ -126,6 +126,13 @@ describe.skipIf(binary === undefined)(
       const reopened = await openStore(directory, { objectStore: settings });
       const again = await reopened.feed('orders');
       expect((await again.info()).tiering).toMatchObject({ evictedSegments: sealed });
+      // A point lookup on a cold segment fetches pieces around its entry and payload, not blocks.
+      const lookup = await again.get('k7', { asOf: 1 });
+      expect(lookup?.key).toBe('k7');
+      const pointReads = (await again.info()).tiering!.remoteReads;
+      expect(pointReads.requests).toBeGreaterThanOrEqual(1);
+      expect(pointReads.requests).toBeLessThanOrEqual(2);
+      expect(pointReads.bytesFetched).toBeLessThanOrEqual(2 * remotePointReadBytesMax);
       expect(await everyRead(again)).toEqual(expected);
       // Verify reads the evicted runs back and checks every object's blocks: nothing to report.
       await reopened.close();
@@ -196,16 +203,26 @@ describe.skipIf(binary === undefined)(
         const name = segmentObjectName(first.ordinal, first.files.find((file) => file.name.endsWith('.hist'))!.name);
         const segments = objects.within('segments/');
         const { bytes } = await segments.readStart(name, Number.POSITIVE_INFINITY);
+        // Damage throughout the segment's records, so every kind of read meets it.
         const damaged = bytes.slice();
-        damaged[segmentHeaderBytes + 100] ^= 0xff;
+        for (let at = segmentHeaderBytes + 100; at < damaged.length; at += 997) damaged[at]! ^= 0xff;
         await segments.put(name, damaged);
 
         const reopened = await openStore(directory, { objectStore: settings });
         const again = await reopened.feed('damaged');
-        const scan = await failure(() => collect(again.read()));
-        expect(scan.code).toBe('CORRUPT');
-        expect(scan.message).toContain(name);
-        expect(String(scan.details?.object)).toContain(name);
+        // A scan reads checked blocks; a point lookup and an index fetch read small pieces, whose
+        // records fail their own CRCs, and are read again in checked blocks: each is CORRUPT
+        // naming the object.
+        for (const read of [
+          () => collect(again.read()),
+          () => again.get('k0', { asOf: 1 }),
+          () => collect(again.read({ filter: { tags: ['a0'] }, plan: 'index', upTo: 1 })),
+        ]) {
+          const error = await failure(read);
+          expect(error.code).toBe('CORRUPT');
+          expect(error.message).toContain(name);
+          expect(String(error.details?.object)).toContain(name);
+        }
         await reopened.close();
       } finally {
         objects.close();

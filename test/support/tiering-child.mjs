@@ -6,7 +6,8 @@
 // engine (packages/engine/dist), as a user's process would.
 //
 // Arguments: the data directory, the cycle and the run's seed. Environment: TIER_ENDPOINT,
-// TIER_BUCKET, TIER_PREFIX, and the AWS credentials; STREAMSTACK_KERNELS.
+// TIER_BUCKET, TIER_PREFIX, TIER_LOCAL_BUDGET (bytes of sealed history kept locally, so segments
+// are evicted while it runs too), and the AWS credentials; STREAMSTACK_KERNELS.
 import { loadKernels, Store } from '../../packages/engine/dist/index.js';
 import { emit, seededRandom } from './ingest.mjs';
 
@@ -19,6 +20,7 @@ const store = await Store.open(directory, {
     endpoint: process.env.TIER_ENDPOINT,
     bucket: process.env.TIER_BUCKET,
     prefix: process.env.TIER_PREFIX,
+    localHistoryBytesMax: Number(process.env.TIER_LOCAL_BUDGET),
   },
 });
 const feed = await store.feed('tiered');

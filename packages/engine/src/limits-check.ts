@@ -60,6 +60,11 @@ export interface LimitValues {
   readonly tieredSegmentsMax: number;
   readonly remoteBlockCacheBytes: number;
   readonly atHandFetchesMax: number;
+  readonly remoteReadAheadBlocks: number;
+  readonly remotePieceBytes: number;
+  readonly remotePointReadBytesMax: number;
+  readonly runsReadBytesFirst: number;
+  readonly runsReadBytesMax: number;
   readonly stateLogBytesMax: number;
   readonly objectPartBytes: number;
   readonly objectPartBytesMin: number;
@@ -238,6 +243,21 @@ export function checkLimits(limits: LimitValues): void {
     limits.remoteBlockCacheBytes >= 2 * limits.tieringBlockBytes &&
       limits.atHandFetchesMax >= limits.remoteBlockCacheBytes / limits.tieringBlockBytes,
     'a read across two blocks fits the block cache, and a read may fetch as many blocks as it holds (remoteBlockCacheBytes >= 2 * tieringBlockBytes, atHandFetchesMax >= remoteBlockCacheBytes / tieringBlockBytes)',
+  );
+  check(
+    limits.remoteReadAheadBlocks >= 1 &&
+      (limits.remoteReadAheadBlocks + 2) * limits.tieringBlockBytes <= limits.remoteBlockCacheBytes,
+    'a scan fetches ahead, and its block and those ahead fit the cache ((remoteReadAheadBlocks + 2) * tieringBlockBytes <= remoteBlockCacheBytes)',
+  );
+  check(
+    limits.remotePieceBytes >= 4096 &&
+      limits.remotePointReadBytesMax >= limits.remotePieceBytes &&
+      limits.remotePointReadBytesMax < limits.tieringBlockBytes,
+    'a point read fetches pieces smaller than a block (4 KiB <= remotePieceBytes <= remotePointReadBytesMax < tieringBlockBytes)',
+  );
+  check(
+    limits.runsReadBytesFirst >= 4096 && limits.runsReadBytesFirst <= limits.runsReadBytesMax,
+    'a read starts with a short stretch and grows to the longest (4 KiB <= runsReadBytesFirst <= runsReadBytesMax)',
   );
   check(
     limits.tieredSegmentsMax * tierEntryBytesMax <= limits.stateLogBytesMax,

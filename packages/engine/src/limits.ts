@@ -321,6 +321,21 @@ export const coalescedReadBytesMax = 1024 * 1024;
 export const runsReadBytesMax = 8 * 1024 * 1024;
 
 /**
+ * Payloads stored by other runs that one run's decode reads side by side: a run's repeated
+ * payloads lie all over its segment, and read one after another each waits for a trip through
+ * the thread pool (or, from evicted history, a request). Eight keep a few requests in flight
+ * without a run flooding the pool.
+ */
+export const externalReadsInFlightMax = 8;
+
+/**
+ * Bytes of the first stretch a read takes (each next one doubles, up to `runsReadBytesMax`): a
+ * read that wants its first records soon — a consumer following a cursor, a page of a few —
+ * waits for a short read, not for eight MiB (from object storage, eight blocks).
+ */
+export const runsReadBytesFirst = 256 * 1024;
+
+/**
  * A run longer than `runsReadBytesMax`, read into a buffer of its own, gets this fraction more
  * room than it needs. Commits of one size make runs of nearly one length: a buffer of exactly
  * one run's length fitted no run a byte longer, so an export read most of its large runs into
@@ -601,11 +616,33 @@ export const objectIdleMsMax = 60_000;
 
 /**
  * Tiered files are checked in blocks of this size: a descriptor carries each block's CRC-32, and
- * a read of a segment from object storage fetches whole blocks and checks each. Several MiB, so a
- * cold read costs few requests (a 4 KiB ranged GET costs hundreds of times a local read), and a
- * 64 MiB segment's descriptor stays a few hundred bytes of CRCs.
+ * a scan of a segment from object storage fetches whole blocks and checks each. A MiB: large
+ * enough that a scan costs few requests (a 4 KiB ranged GET costs hundreds of times a local
+ * read) and streams at the server's rate with a couple of blocks fetched ahead, small enough that
+ * the first record of a cold segment waits for one MiB, not four (measured on loopback: a 4 MiB
+ * block took ~35 ms through the SDK); a 64 MiB segment's descriptor holds 64 CRCs.
  */
-export const tieringBlockBytes = 4 * 1024 * 1024;
+export const tieringBlockBytes = 1024 * 1024;
+
+/**
+ * Blocks fetched ahead of a reader going through an evicted segment in order: two, so the next
+ * request is always under way while a block is decoded, and a scan runs at the server's rate.
+ */
+export const remoteReadAheadBlocks = 2;
+
+/**
+ * A point read of evicted history (a `get`, an index fetch's entries and payloads) fetches this
+ * many bytes around what it needs instead of whole blocks: every byte it uses is checked by its
+ * own CRC (a manifest entry's, a payload's), and a 64 KiB ranged GET answers in a few
+ * milliseconds where a block takes tens.
+ */
+export const remotePieceBytes = 64 * 1024;
+
+/**
+ * The largest synchronous read served in pieces (`remotePieceBytes`); a larger one fetches whole
+ * blocks, checked against the descriptor's CRCs.
+ */
+export const remotePointReadBytesMax = 4 * remotePieceBytes;
 
 /**
  * The first wait, in milliseconds, before a failed tiering pass is tried again; each failure in
@@ -635,11 +672,11 @@ export const tieringLagSamplesMax = 1000;
 export const tieredSegmentsMax = 20_000;
 
 /**
- * Verified blocks of evicted history a feed keeps in memory, in bytes: sixteen blocks, a whole
- * 64 MiB segment, so a point lookup's few blocks and a scan's block plus the one fetched ahead
- * stay at hand while a second reader works elsewhere, in a bounded slice of memory.
+ * Blocks and pieces of evicted history a feed keeps in memory, in bytes: 64 MiB, a whole segment,
+ * so a scan's blocks and those fetched ahead, and many point lookups' pieces, stay at hand while
+ * another reader works elsewhere, in a bounded slice of memory.
  */
-export const remoteBlockCacheBytes = 16 * tieringBlockBytes;
+export const remoteBlockCacheBytes = 64 * tieringBlockBytes;
 
 /**
  * Blocks one synchronous read of evicted history may fetch before it is called a bug: a read
@@ -657,6 +694,11 @@ checkLimits({
   tieredSegmentsMax,
   remoteBlockCacheBytes,
   atHandFetchesMax,
+  remoteReadAheadBlocks,
+  remotePieceBytes,
+  remotePointReadBytesMax,
+  runsReadBytesFirst,
+  runsReadBytesMax,
   stateLogBytesMax,
   safeIntegerMax,
   frameHeaderBytes,

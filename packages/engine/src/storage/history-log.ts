@@ -37,6 +37,7 @@ import {
   atHandFetchesMax,
   coalescedReadBytesMax,
   coalescedReadGapBytes,
+  externalReadsInFlightMax,
   payloadCacheBlockBytes,
   payloadCacheBytesMax,
 } from '../limits.js';
@@ -130,10 +131,11 @@ export class History implements SegmentRunSource {
     /** The feed's tag (`feedTagOf`): a segment written for another feed is corruption. */
     feedTag = 0,
     /**
-     * Segments tiering evicted (base to ordinal): their files hold only their headers, and their
-     * records are read from object storage once it is attached (`store.attachRemote`).
+     * Segments tiering evicted (by base, with their ordinals and fingerprints): their files hold
+     * only their headers, and their records are read from object storage once it is attached
+     * (`store.attachRemote`).
      */
-    evicted: ReadonlyMap<number, number> = new Map(),
+    evicted: ReadonlyMap<number, { readonly ordinal: number; readonly source: number }> = new Map(),
   ): Promise<History> {
     let opened: SegmentSet | undefined;
     // The local store reads a sealed segment through the descriptor the set holds open for it.
@@ -141,7 +143,7 @@ export class History implements SegmentRunSource {
     const store = new TieredHistoryStore(
       new LocalSegmentStore(kernels, directory, (name) => named.get(name) ?? (opened && heldSegment(opened, name))),
     );
-    for (const [base, ordinal] of evicted) store.markEvicted(segmentFileName(base, segmentSuffix.history), ordinal);
+    for (const [base, { ordinal }] of evicted) store.markEvicted(segmentFileName(base, segmentSuffix.history), ordinal);
     // An interrupted trim may have left the summaries of segments it removed.
     if (!readOnly) await removeSegmentFilesBelow(store, floor.position);
     // Recovery reads the summaries through the same store (and the commit list their pages).
@@ -167,6 +169,13 @@ export class History implements SegmentRunSource {
     );
     opened = segments;
     const history = new History(kernels, segments, store, recovery.list, floor, named);
+    // A segment noted evicted that is another one now (a merge put its segment under the name
+    // and a crash came before the tiering log said so) is local and whole: it is read here.
+    for (const [base, { source }] of evicted) {
+      const name = segmentFileName(base, segmentSuffix.history);
+      const present = segments.segments.some((segment) => segment.header.base === base);
+      if (!present || history.sourceOf(base) !== source) store.forget(name);
+    }
     segments.corruptions.push(...recovery.extraCorruptions);
     history.headDamage = recovery.headDamage;
     const active = segments.active;
@@ -397,14 +406,25 @@ export class History implements SegmentRunSource {
    * evicted history.
    */
   private async whenAtHand<T>(read: () => T): Promise<T> {
-    for (let fetched = 0; ; fetched++) {
+    const fetched: NotAtHand[] = [];
+    let verified = false;
+    for (;;) {
       try {
         return read();
       } catch (error) {
-        // Each miss brings one more block; a read that keeps missing has more blocks than the
+        if (error instanceof StreamStackError && error.code === 'CORRUPT' && fetched.length > 0 && !verified) {
+          // Bytes fetched in pieces failed a record's CRC: the same ranges come again in blocks
+          // checked against the descriptor, so damage in object storage is reported naming the
+          // object (and a piece garbled on the way is replaced by sound bytes).
+          verified = true;
+          for (const miss of fetched) await this.store.fetch(miss.file, miss.offset, miss.length, true);
+          continue;
+        }
+        // Each miss brings one more piece or block; a read that keeps missing has more than the
         // cache holds, which is a bug to report, not a loop.
-        if (!(error instanceof NotAtHand) || fetched >= atHandFetchesMax) throw error;
-        await this.store.fetch(error.file, error.offset, error.length);
+        if (!(error instanceof NotAtHand) || fetched.length >= atHandFetchesMax) throw error;
+        fetched.push(error);
+        await this.store.fetch(error.file, error.offset, error.length, verified);
       }
     }
   }
@@ -777,13 +797,22 @@ export class History implements SegmentRunSource {
 
   /** Reads the payloads other runs stored for `columns` into one buffer of their own. */
   private async gatherExternal(segment: SegmentFile, columns: RunColumns): Promise<RunColumns> {
-    const payloads: Uint8Array[] = [];
-    let total = 0;
-    for (const { location } of columns.external) {
-      const payload = this.cachedPayload(segment, location) ?? (await this.readPayload(location));
-      payloads.push(payload);
-      total += payload.length;
+    const payloads = new Array<Uint8Array>(columns.external.length);
+    const missing: number[] = [];
+    for (const [index, { location }] of columns.external.entries()) {
+      const cached = this.cachedPayload(segment, location);
+      if (cached) payloads[index] = cached;
+      else missing.push(index);
     }
+    // The payloads not cached are read side by side, a few at a time: each waits for a read (of
+    // evicted history, a request), and a run's repeats lie all over its segment.
+    for (let first = 0; first < missing.length; first += externalReadsInFlightMax) {
+      const slice = missing.slice(first, first + externalReadsInFlightMax);
+      const read = await Promise.all(slice.map((index) => this.readPayload(columns.external[index].location)));
+      for (const [at, index] of slice.entries()) payloads[index] = read[at];
+    }
+    let total = 0;
+    for (const payload of payloads) total += payload.length;
     const externalBytes = new Uint8Array(total);
     let at = 0;
     for (const [index, { row }] of columns.external.entries()) {
@@ -814,11 +843,25 @@ export class History implements SegmentRunSource {
     if (blockEnd < location.offset + location.length) {
       return this.checkPayload(await this.read(segment, location.offset, location.length), location, segment.file);
     }
-    const block = await this.read(segment, blockStart, blockEnd - blockStart);
-    this.cache.add(segment, blockStart, block);
+    // Payloads read side by side (`gatherExternal`) often share a block: it is read once.
+    const key = `${segment.header.base}:${blockStart}`;
+    let reading = this.payloadBlocksReading.get(key);
+    if (!reading) {
+      reading = this.read(segment, blockStart, blockEnd - blockStart).then((bytes) => {
+        this.cache.add(segment, blockStart, bytes);
+        return bytes;
+      });
+      this.payloadBlocksReading.set(key, reading);
+      const forget = () => this.payloadBlocksReading.delete(key);
+      reading.then(forget, forget);
+    }
+    const block = await reading;
     const from = location.offset - blockStart;
     return this.checkPayload(block.subarray(from, from + location.length), location, segment.file);
   }
+
+  /** Payload cache blocks being read, by segment base and offset. */
+  private readonly payloadBlocksReading = new Map<string, Promise<Uint8Array>>();
 
   /** A payload from the cache, checked by its CRC, or undefined when the cache lacks it. */
   private cachedPayload(segment: SegmentFile, location: PayloadLocation): Uint8Array | undefined {

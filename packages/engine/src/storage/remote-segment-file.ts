@@ -14,7 +14,7 @@
  */
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { remoteBlockCacheBytes } from '../limits.js';
+import { remoteBlockCacheBytes, remotePieceBytes, remoteReadAheadBlocks } from '../limits.js';
 import { baseOfSegmentName } from './feed-layout.js';
 import type { ObjectSegmentStore } from './object-segment-store.js';
 import {
@@ -45,6 +45,11 @@ export class BlockCache {
 
   constructor(readonly bytesMax: number) {
     assert(Number.isSafeInteger(bytesMax) && bytesMax > 0, 'a block cache holds some bytes');
+  }
+
+  /** Whether `key` is cached, without making it the most recent. */
+  has(key: string): boolean {
+    return this.blocks.has(key);
   }
 
   get(key: string): Uint8Array | undefined {
@@ -78,6 +83,9 @@ export class BlockCache {
   }
 }
 
+/** Reads in order after the first before a file's blocks are fetched ahead (see `aheadOf`). */
+const readsInOrderBeforeAhead = 2;
+
 export class RemoteSegmentFile {
   private readonly file: DescribedFile;
   private readonly object: string;
@@ -85,6 +93,8 @@ export class RemoteSegmentFile {
   private readonly inFlight = new Map<number, Promise<Uint8Array>>();
   /** The block the last read ended in: a read of the next one is a reader going in order. */
   private lastBlock = -2;
+  /** Reads in a row that went on in order. */
+  private readsInOrder = 0;
 
   constructor(
     private readonly kernels: Kernels,
@@ -167,16 +177,71 @@ export class RemoteSegmentFile {
     return `${this.segments.prefix}${this.object}#${block}`;
   }
 
-  /** A reader going in order (this read began in or just after the last one's block) gets the next block fetched ahead. */
+  /**
+   * A reader going in order (this read began in or just after the last one's block, for the
+   * `readsInOrderBeforeAhead`th time in a row) gets the next `remoteReadAheadBlocks` blocks
+   * fetched ahead.
+   */
   private aheadOf(first: number, last: number): void {
     const inOrder = first === this.lastBlock || first === this.lastBlock + 1;
     this.lastBlock = last;
-    const next = last + 1;
-    if (!inOrder || next * this.descriptor.blockBytes >= this.file.bytes) return;
-    if (this.cache.get(this.keyOf(next)) || this.inFlight.has(next)) return;
-    this.cache.counters.readAhead++;
-    // Fetched ahead; a failure shows when a reader asks for the block, not here.
-    this.fetch(next).catch(() => undefined);
+    this.readsInOrder = inOrder ? this.readsInOrder + 1 : 0;
+    // A read or two in order is a reader wanting a few records (and the stretch a scan prefetches
+    // after its first); from the third on it is a scan, worth fetching ahead for.
+    if (this.readsInOrder < readsInOrderBeforeAhead) return;
+    for (let next = last + 1; next <= last + remoteReadAheadBlocks; next++) {
+      if (next * this.descriptor.blockBytes >= this.file.bytes) return;
+      if (this.cache.has(this.keyOf(next)) || this.inFlight.has(next)) continue;
+      this.cache.counters.readAhead++;
+      // Fetched ahead; a failure shows when a reader asks for the block, not here.
+      this.fetch(next).catch(() => undefined);
+    }
+  }
+
+  /**
+   * The range from the cache without a request, for a synchronous reader: from verified blocks,
+   * or else from pieces (`fetchPieces`); undefined when part of it is in neither.
+   */
+  readAtHand(offset: number, length: number): Uint8Array | undefined {
+    const blocks = this.readCached(offset, length);
+    if (blocks) return blocks;
+    const first = Math.floor(offset / remotePieceBytes);
+    const last = Math.floor((offset + Math.max(length, 1) - 1) / remotePieceBytes);
+    const pieces: Uint8Array[] = [];
+    for (let piece = first; piece <= last; piece++) {
+      const cached = this.cache.get(this.pieceKeyOf(piece));
+      if (!cached) return undefined;
+      pieces.push(cached);
+    }
+    return this.assemble(pieces, offset - first * remotePieceBytes, length);
+  }
+
+  /**
+   * Fetches the pieces (`remotePieceBytes` each) that hold the range, in one ranged GET, into the
+   * cache, where `readAtHand` finds them. Pieces are NOT checked against the descriptor's block
+   * CRCs (that takes a whole block): only readers that check every byte they use by a CRC of its
+   * own read them — a manifest entry carries its CRC-32C, a payload its pack's.
+   */
+  async fetchPieces(offset: number, length: number): Promise<void> {
+    this.checkRange(offset, length);
+    const first = Math.floor(offset / remotePieceBytes);
+    const last = Math.floor((offset + Math.max(length, 1) - 1) / remotePieceBytes);
+    const start = first * remotePieceBytes;
+    const end = Math.min(this.file.bytes, (last + 1) * remotePieceBytes);
+    if (end <= start) return;
+    this.cache.counters.misses++;
+    this.cache.counters.requests++;
+    const bytes = await this.segments.read(this.object, start, end - start);
+    this.cache.counters.bytesFetched += bytes.length;
+    for (let piece = first; piece <= last; piece++) {
+      const from = (piece - first) * remotePieceBytes;
+      // Copied out: a piece kept alone must not hold the whole response alive.
+      this.cache.set(this.pieceKeyOf(piece), bytes.slice(from, Math.min(bytes.length, from + remotePieceBytes)));
+    }
+  }
+
+  private pieceKeyOf(piece: number): string {
+    return `${this.segments.prefix}${this.object}@${piece}`;
   }
 
   /** Block `block`, from the cache or fetched and checked. */

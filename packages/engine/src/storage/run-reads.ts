@@ -54,12 +54,12 @@ export function withPlace(error: unknown, file: string, offset: number): unknown
 }
 
 /** Whether `next` may join a stretch of runs that begins with `first` (one read of at most `runsReadBytesMax`). */
-export function joinsStretch(first: CommitRecord, next: CommitRecord): boolean {
+export function joinsStretch(first: CommitRecord, next: CommitRecord, bytesMax = runsReadBytesMax): boolean {
   return (
     !first.damage &&
     !next.damage &&
     next.segment === first.segment &&
-    next.runStart + next.runBytes - first.runStart <= runsReadBytesMax
+    next.runStart + next.runBytes - first.runStart <= bytesMax
   );
 }
 

@@ -6,8 +6,9 @@
  * checks — and its summary, index and dictionaries stay local, whole: every query needs them.
  *
  * Synchronous reads (a point lookup, an index fetch) of an evicted segment are served from the
- * block cache; a range not in it throws `NotAtHand`, and the history's asynchronous readers fetch
- * the range and read again (`History.whenAtHand`). So a read never blocks the event loop on the
+ * cache; a range not in it throws `NotAtHand`, and the history's asynchronous readers fetch the
+ * range — a small one in pieces of `remotePieceBytes`, whose bytes the readers check by their own
+ * CRCs — and read again (`History.whenAtHand`). So a read never blocks the event loop on the
  * network, and the hot paths of a local segment stay synchronous.
  *
  * Eviction is safe against readers: a segment is routed to object storage first, then its local
@@ -19,6 +20,7 @@
  * const bytes = await store.read('0000000000000001.hist', 4096, 200);
  */
 import { StreamStackError } from '../errors.js';
+import { remotePointReadBytesMax } from '../limits.js';
 import type { ObjectSegmentStore } from './object-segment-store.js';
 import type { BlockCache, RemoteSegmentFile } from './remote-segment-file.js';
 import type { HeldReads, LocalSegmentStore, SegmentStore, SyncSegmentReads } from './segment-store.js';
@@ -81,6 +83,11 @@ export class TieredHistoryStore implements SegmentStore, SyncSegmentReads {
     return this.evicted.has(name);
   }
 
+  /** The ordinal `name` was evicted as; undefined when it is local. */
+  evictedAs(name: string): number | undefined {
+    return this.evicted.get(name);
+  }
+
   /** How many segments are evicted now. */
   get evictedCount(): number {
     return this.evicted.size;
@@ -126,11 +133,17 @@ export class TieredHistoryStore implements SegmentStore, SyncSegmentReads {
     return file;
   }
 
-  /** Fetches the blocks holding the range into the cache: what a `NotAtHand` asks for. */
-  async fetch(name: string, offset: number, length: number): Promise<void> {
+  /**
+   * Fetches the range into the cache, for a synchronous read to find it: what a `NotAtHand` asks
+   * for. A small range comes in pieces (one short ranged GET; every synchronous reader checks
+   * what it uses by its own CRCs), a larger one — or any, `inBlocks` — in verified blocks.
+   */
+  async fetch(name: string, offset: number, length: number, inBlocks = false): Promise<void> {
     if (!this.evicted.has(name)) return;
     const file = await this.remoteFile(name);
-    await file.read(offset, Math.min(length, Math.max(0, file.size - offset)));
+    const within = Math.min(length, Math.max(0, file.size - offset));
+    if (within <= remotePointReadBytesMax && !inBlocks) await file.fetchPieces(offset, within);
+    else await file.read(offset, within);
   }
 
   private touch(name: string): void {
@@ -168,7 +181,7 @@ export class TieredHistoryStore implements SegmentStore, SyncSegmentReads {
   readSync(name: string, offset: number, length: number): Uint8Array {
     this.touch(name);
     if (!this.evicted.has(name)) return this.local.readSync(name, offset, length);
-    const bytes = this.opened.get(name)?.readCached(offset, length);
+    const bytes = this.opened.get(name)?.readAtHand(offset, length);
     if (!bytes) throw new NotAtHand(name, offset, length);
     return bytes;
   }
@@ -179,7 +192,7 @@ export class TieredHistoryStore implements SegmentStore, SyncSegmentReads {
     const file = this.opened.get(name);
     // A read near the end comes back short, as a local one does.
     const length = file ? Math.max(0, Math.min(into.length, file.size - offset)) : into.length;
-    const bytes = file?.readCached(offset, length);
+    const bytes = file?.readAtHand(offset, length);
     if (!bytes) throw new NotAtHand(name, offset, length);
     into.set(bytes);
     return length;

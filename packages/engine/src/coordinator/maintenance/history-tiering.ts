@@ -277,6 +277,9 @@ export class HistoryTiering {
     const nameOf = (base: number) => segmentFileName(base, segmentSuffix.history);
     for (const entry of this.context.log.stateOr(this.context.newId).entries) {
       if (entry.state !== 'evicted' || this.cut.has(entry.ordinal)) continue;
+      // Only a file that still is that segment: one a merge replaced under the same name (the
+      // log not told yet) is whole, new, and read locally (`History.open` saw to that).
+      if (store.evictedAs(nameOf(entry.base)) !== entry.ordinal) continue;
       await this.cutLocal(entry.base);
       this.cut.add(entry.ordinal);
     }

@@ -120,17 +120,23 @@ export class TieringLog extends RecordLog<TieringState> {
   }
 }
 
+/** An evicted segment as the tiering log names it: its ordinal, and its fingerprint. */
+export interface EvictedSegment {
+  readonly ordinal: number;
+  readonly source: number;
+}
+
 /**
- * The feed's evicted segments (base to ordinal), from its tiering log read as it is: what
+ * The feed's evicted segments (by base), from its tiering log read as it is: what
  * opening its history needs before anything else of tiering is set up. Empty for a feed never
  * tiered.
  */
-export async function evictedSegments(kernels: Kernels, directory: string): Promise<Map<number, number>> {
+export async function evictedSegments(kernels: Kernels, directory: string): Promise<Map<number, EvictedSegment>> {
   const log = await TieringLog.open(kernels, directory, true);
   try {
-    const evicted = new Map<number, number>();
+    const evicted = new Map<number, EvictedSegment>();
     for (const entry of log.stateOr(() => '').entries)
-      if (entry.state === 'evicted') evicted.set(entry.base, entry.ordinal);
+      if (entry.state === 'evicted') evicted.set(entry.base, { ordinal: entry.ordinal, source: entry.source });
     return evicted;
   } finally {
     log.close();

@@ -29,7 +29,7 @@ import { CompactionLog } from '../maintenance/compaction-state.js';
 import { horizonWithFloor, retainedFloor } from '../maintenance/history-floors.js';
 import { MergeLog } from '../maintenance/merge-state.js';
 import { type RetentionFloor, RetentionLog, untrimmed } from '../maintenance/retention-state.js';
-import { evictedSegments } from '../maintenance/tiering-state.js';
+import { type EvictedSegment, evictedSegments } from '../maintenance/tiering-state.js';
 import { openSubscriptionLog } from '../reading/subscriptions.js';
 import { feedTagOf } from './data-directory.js';
 import { type Report, verifyIndexFiles, verifySummaries } from './verify-derived.js';
@@ -210,7 +210,7 @@ function openHistoryChecked(
   payloadCrcs: Map<string, number>,
   onCommit: (commit: CommitRecord) => void,
   /** Segments tiering evicted (base to ordinal): opened by their summaries. */
-  evicted: ReadonlyMap<number, number>,
+  evicted: ReadonlyMap<number, EvictedSegment>,
 ): Promise<History> {
   return History.open(
     kernels,

@@ -15,7 +15,7 @@ import {
   readModesInWords,
 } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../../errors.js';
-import { columnBatchRowsMax, keyTableSlotsInitial } from '../../limits.js';
+import { columnBatchRowsMax, keyTableSlotsInitial, runsReadBytesFirst, runsReadBytesMax } from '../../limits.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
 import { winsOver } from '../../storage/key-file.js';
@@ -129,7 +129,7 @@ function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<Co
 /**
  * The runs of the commits after `cursor`, as columns (batches of at most `columnBatchRowsMax`
  * rows, each within one commit), in commit order. Consecutive runs of a segment are read as one
- * stretch (`History.readRunsBytes`), and the next stretch is read from disk while this one is
+ * stretch (`History.readRunsBytes`), the first a short one, and the next stretch is read from disk while this one is
  * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
  * reads no further.
  */
@@ -143,12 +143,16 @@ async function* runColumns(
 ): AsyncGenerator<ColumnBatch> {
   const commits = windowOf(snapshot, cursor, end);
   let held = commits.next();
+  // The first stretch is small, so the first record comes after one short read (a cold block of
+  // evicted history, not eight MiB of them); each next one doubles, up to `runsReadBytesMax`.
+  let stretchBytesMax = runsReadBytesFirst;
   const nextStretch = (): CommitRecord[] => {
     const stretch: CommitRecord[] = [];
-    while (!held.done && (stretch.length === 0 || joinsStretch(stretch[0], held.value))) {
+    while (!held.done && (stretch.length === 0 || joinsStretch(stretch[0], held.value, stretchBytesMax))) {
       stretch.push(held.value);
       held = commits.next();
     }
+    stretchBytesMax = Math.min(runsReadBytesMax, stretchBytesMax * 2);
     return stretch;
   };
   let upcoming = nextStretch();
