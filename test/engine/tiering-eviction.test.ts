@@ -15,24 +15,22 @@ import { remotePointReadBytesMax, segmentHeaderBytes } from '../../packages/engi
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { feedObjectPrefix, segmentObjectName } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { failure } from '../support/failure.js';
-import { type Versitygw, versitygwBinary, versitygwForSuite, versitygwMissing } from '../support/object-store.js';
+import {
+  objectStoreSettings,
+  type Versitygw,
+  versitygwBinary,
+  versitygwForSuite,
+  versitygwMissing,
+} from '../support/object-store.js';
 import { collect, openStore, recordShapes, temporaryDirectory } from '../support/store.js';
 import { descriptors } from '../support/tiering-check.js';
 
 const binary = versitygwBinary();
 const bucket = 'eviction';
 let serverOf: () => Versitygw;
-let prefixes = 0;
 
 function objectStore(localHistoryBytesMax?: number): ObjectStoreOptions {
-  return {
-    endpoint: serverOf().endpoint,
-    bucket,
-    prefix: `run-${++prefixes}/`,
-    region: serverOf().region,
-    credentials: serverOf().credentials,
-    ...(localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax }),
-  };
+  return objectStoreSettings(serverOf(), bucket, localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax });
 }
 
 /** Appends `commits` one-shot commits of 200 records with repeated keys, types and tags. */

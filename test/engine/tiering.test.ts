@@ -20,7 +20,13 @@ import {
   segmentObjectName,
 } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { failure } from '../support/failure.js';
-import { type Versitygw, versitygwBinary, versitygwForSuite, versitygwMissing } from '../support/object-store.js';
+import {
+  objectStoreSettings,
+  type Versitygw,
+  versitygwBinary,
+  versitygwForSuite,
+  versitygwMissing,
+} from '../support/object-store.js';
 import { call, ndjson, startServer } from '../support/server.js';
 import { digestTree, openStore, temporaryDirectory } from '../support/store.js';
 import { checkFeedObjects, descriptors } from '../support/tiering-check.js';
@@ -29,18 +35,11 @@ const binary = versitygwBinary();
 const bucket = 'tiering';
 /** The suite's object store server, once its `describe` has started it. */
 let serverOf: () => Versitygw;
-let prefixes = 0;
 const clients: ObjectSegmentStore[] = [];
 
 /** The store's object storage settings, under a prefix of the test's own. */
 function objectStore(): ObjectStoreOptions {
-  return {
-    endpoint: serverOf().endpoint,
-    bucket,
-    prefix: `run-${++prefixes}/`,
-    region: serverOf().region,
-    credentials: serverOf().credentials,
-  };
+  return objectStoreSettings(serverOf(), bucket);
 }
 
 /** A client of the test's own over a feed's objects, to look at what the store put there. */

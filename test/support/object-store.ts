@@ -4,6 +4,7 @@
  * against.
  */
 import { afterAll, beforeAll } from 'vitest';
+import type { ObjectStoreOptions } from '../../packages/engine/src/index.js';
 import { startVersitygw as start, versitygwBinary } from './versitygw.mjs';
 
 export { freePort, versitygwBinary, versitygwMissing } from './versitygw.mjs';
@@ -48,3 +49,24 @@ export function versitygwForSuite(bucket: string): () => Versitygw {
     return server;
   };
 }
+
+/**
+ * Object storage settings of the server `server`'s bucket `bucket` under a prefix no other test
+ * of the process uses, with `extra` settings (a local budget) added.
+ */
+export function objectStoreSettings(
+  server: Versitygw,
+  bucket: string,
+  extra: Partial<ObjectStoreOptions> = {},
+): ObjectStoreOptions {
+  return {
+    endpoint: server.endpoint,
+    bucket,
+    prefix: `run-${++prefixesGiven}/`,
+    region: server.region,
+    credentials: server.credentials,
+    ...extra,
+  };
+}
+
+let prefixesGiven = 0;

@@ -679,6 +679,14 @@ export const tieredSegmentsMax = 20_000;
 export const remoteBlockCacheBytes = 64 * tieringBlockBytes;
 
 /**
+ * How often a follower looks for segments its writer made visible since: each look is three GETs
+ * (the boundary, the next ordinal's descriptor, the boundary again), so a followed feed costs
+ * about six requests a second when idle, and a newly tiered segment is read by followers within
+ * this much after its descriptor is created.
+ */
+export const followerRefreshMs = 500;
+
+/**
  * Blocks one synchronous read of evicted history may fetch before it is called a bug: a read
  * reaches within one segment (a run references only its own segment's payloads), so at most a
  * segment's blocks — fewer than the cache holds — and each miss brings one.

@@ -67,18 +67,85 @@ function checkedCursor(value: unknown, name: string): number | undefined {
   return value as number;
 }
 
+/**
+ * How a read-only or follower feed moves to newer history: `reopen` opens a new view of it (a
+ * follower first brings its local copy up to object storage), or says there is nothing newer.
+ * @internal
+ */
+export interface FeedViews {
+  reopen(): Promise<FeedWriter | undefined>;
+  /** Set for a follower: the error every write fails with. */
+  readonly writesRefused?: StreamStackError;
+}
+
 export class Feed {
-  /** @internal */
-  readonly reads: FeedReads;
+  private view: FeedWriter;
+  private viewReads: FeedReads;
+  /** One refresh at a time. */
+  private refreshing: Promise<Commit | undefined> | undefined;
 
   /** @internal */
   constructor(
     readonly name: string,
     private readonly createdAt: number,
-    /** @internal */
-    readonly writer: FeedWriter,
+    writer: FeedWriter,
+    private readonly views?: FeedViews,
   ) {
-    this.reads = new FeedReads(writer);
+    this.view = writer;
+    this.viewReads = new FeedReads(writer);
+  }
+
+  /** @internal The feed's writer (on a read-only store or a follower: its newest view). */
+  get writer(): FeedWriter {
+    return this.view;
+  }
+
+  /** @internal */
+  get reads(): FeedReads {
+    return this.viewReads;
+  }
+
+  /**
+   * Moves a read-only feed or a follower's to its newest history: a read-only store reopens it
+   * from its directory (what the writer beside it has published since), a follower first fetches
+   * what object storage holds (it also does so by itself every `followerRefreshMs`). Reads under
+   * way finish on the history they started on; later calls use the new one. Resolves to the head
+   * then. On a store that writes, the feed is always current: it resolves to the head.
+   *
+   * @example
+   * const head = await feed.refresh(); // a follower: the writer's last tiered commit
+   */
+  async refresh(): Promise<Commit | undefined> {
+    this.writer.assertPresent();
+    if (!this.views) return this.headNow();
+    this.refreshing ??= (async () => {
+      try {
+        const next = await this.views!.reopen();
+        if (next) this.replaceView(next);
+        return this.headNow();
+      } finally {
+        this.refreshing = undefined;
+      }
+    })();
+    return this.refreshing;
+  }
+
+  /** Later calls use `next`; the view before it closes once no read holds it. */
+  private replaceView(next: FeedWriter): void {
+    const before = this.view;
+    this.view = next;
+    this.viewReads = new FeedReads(next);
+    void before.readGate.whenIdle().then(() => before.close());
+  }
+
+  /** @internal Closes the feed's view (a follower's store closing). */
+  async closeView(reason?: StreamStackError): Promise<void> {
+    await this.view.close(reason);
+  }
+
+  /** Throws a follower's refusal: it reads what its writer tiered and writes nothing. */
+  private refuseOnFollower(): void {
+    if (this.views?.writesRefused) throw this.views.writesRefused;
   }
 
   /** What recovery cut off torn tails when this feed was opened (empty after a clean close). */
@@ -88,22 +155,26 @@ export class Feed {
 
   /** Takes the feed's writer lease with a new, strictly larger epoch and a fresh fencing token. */
   async acquireLease(options: { holder: string; ttlMs?: number }): Promise<LeaseGrant> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.acquireLease');
     return this.writer.acquireLease(options.holder, options.ttlMs ?? leaseTtlMsDefault);
   }
 
   async renewLease(options: { token: string; ttlMs?: number }): Promise<LeaseGrant> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.renewLease');
     return this.writer.renewLease(validateToken(options.token), options.ttlMs ?? leaseTtlMsDefault);
   }
 
   async releaseLease(options: { token: string }): Promise<void> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.releaseLease');
     return this.writer.releaseLease(validateToken(options.token));
   }
 
   /** Opens a stream (one at a time per feed) under the lease. */
   async openStream(options: { token: string; message?: string }): Promise<Stream> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.openStream');
     const opened = await this.writer.openStreamWith(validateToken(options.token), validateMessage(options.message));
     return new Stream(this, opened.stream);
@@ -158,6 +229,7 @@ export class Feed {
     records: readonly AppendRecord[],
     options: { token?: string; message?: string; condition?: AppendCondition } = {},
   ): Promise<Commit> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.append');
     const validated = validateRecords(records);
     const token = options.token === undefined ? undefined : validateToken(options.token);
@@ -328,6 +400,7 @@ export class Feed {
 
   /** Creates a named, durable cursor, starting after commit `after` (default 0, the start). */
   async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.createSubscription');
     this.writer.assertPresent();
     const after = checkedCursor(options.after, 'after') ?? this.writer.lowMark - 1;
@@ -401,6 +474,7 @@ export class Feed {
   async trim(
     options: { before?: number; force?: boolean; onProgress?: OnProgress<Progress> } = {},
   ): Promise<TrimResult> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.trim');
     this.writer.assertPresent();
     const before = checkedCursor(options.before, 'before');
@@ -430,6 +504,7 @@ export class Feed {
    * await feed.setRetention({ maxAgeMs: 7 * 24 * 3600_000, maxBytes: 50 * 2 ** 30 });
    */
   async setRetention(policy: RetentionPolicy): Promise<RetentionInfo> {
+    this.refuseOnFollower();
     this.writer.assertPresent();
     const checked = validateRetentionPolicy(policy);
     await this.writer.retentionKeeper().setPolicy(checked);
@@ -449,6 +524,7 @@ export class Feed {
    * const { merges, segments } = await feed.compact();
    */
   async compact(options: { signal?: AbortSignal; onProgress?: OnProgress<MergeProgress> } = {}): Promise<MergeResult> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.compact');
     this.writer.assertOpen();
     for (const name of Object.keys(options)) {
@@ -479,6 +555,7 @@ export class Feed {
    * const { recordsBefore, recordsAfter } = await feed.compactKeys({ horizon: (await feed.info()).commits });
    */
   async compactKeys(options: KeyCompactionRequest): Promise<KeyCompactionResult> {
+    this.refuseOnFollower();
     options = optionsOf(options, 'feed.compactKeys');
     this.writer.assertOpen();
     for (const name of Object.keys(options)) {

@@ -24,6 +24,7 @@ import { segmentBytesDefault, segmentBytesMax, segmentBytesMin } from '../limits
 import { checkOnProgress, type OnProgress, type Progress, ProgressReporter } from '../progress.js';
 import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { Feed, type FeedInfo } from './feed.js';
+import { FollowedFeeds } from './follower.js';
 import { localHistoryBudget, type ObjectStoreOptions, objectStoreSettings } from './object-store-options.js';
 import { optionsOf } from './records.js';
 
@@ -64,6 +65,14 @@ export interface StoreOptions {
    * too. A read-only store uploads nothing, and uses it only to verify.
    */
   readonly objectStore?: ObjectStoreOptions;
+  /**
+   * Open as a follower of the feeds another machine writes and tiers to `objectStore` (required):
+   * this directory keeps a copy of each feed's summaries, indexes and dictionaries, its records
+   * are read from object storage, and each feed follows what its writer tiers (every
+   * `followerRefreshMs`, or on `feed.refresh()`). Every read works as on the writer, over its
+   * sealed history; writes fail with `READ_ONLY`. See docs/architecture.md (Followers).
+   */
+  readonly follower?: boolean;
 }
 
 const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
@@ -83,6 +92,8 @@ export class Store {
     private readonly objectStore: ObjectSegmentStore | undefined,
     /** Bytes of sealed history kept locally once uploaded (undefined: all of it). */
     private readonly localHistoryBytesMax: number | undefined,
+    /** Set for a follower: its feeds are copies of those object storage holds. */
+    private readonly followed: FollowedFeeds | undefined = undefined,
   ) {}
 
   /** Opens (creating if needed) the data directory `directory`; `LOCKED` if another opener has it. */
@@ -97,20 +108,54 @@ export class Store {
     }
     // Checked before the directory is touched: a bad setting leaves nothing behind.
     const objectSettings = options.objectStore === undefined ? undefined : objectStoreSettings(options.objectStore);
+    if (options.follower !== undefined && typeof options.follower !== 'boolean')
+      throw new StreamStackError('INVALID_ARGUMENT', 'follower is true or false');
+    if (options.follower && (!objectSettings || options.readOnly))
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        options.readOnly
+          ? 'a follower keeps its copy in its directory: it cannot be opened readOnly'
+          : 'a follower reads its feeds from object storage: give objectStore',
+      );
     const data = await DataDirectory.open(path.resolve(directory), {
       ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
     });
-    return new Store(
+    // The SDK is loaded only by a store that tiers: every other store starts without it.
+    const objectStore =
+      objectSettings && new (await import('../storage/object-segment-store.js')).ObjectSegmentStore(objectSettings);
+    const store: Store = new Store(
       data,
       kernels,
       options.clock ?? Date.now,
       options.newId ?? (() => crypto.randomUUID()),
       segmentBytes,
-      // The SDK is loaded only by a store that tiers: every other store starts without it.
-      objectSettings && new (await import('../storage/object-segment-store.js')).ObjectSegmentStore(objectSettings),
+      objectStore,
       options.objectStore && localHistoryBudget(options.objectStore),
+      options.follower && objectStore
+        ? new FollowedFeeds(kernels, objectStore, data, (name): Promise<FeedWriter> => store.openWriter(name, true))
+        : undefined,
     );
+    return store;
+  }
+
+  /** Opens feed `name`'s writer over its directory (read-only for a follower's view). */
+  private openWriter(name: string, readOnly: boolean): Promise<FeedWriter> {
+    return FeedWriter.open(this.directory.feedDirectory(name), {
+      feed: name,
+      kernels: this.kernels,
+      clock: this.clock,
+      newId: this.newId,
+      segmentBytes: this.segmentBytes,
+      readOnly,
+      ...(this.objectStore ? { objectStore: this.objectStore } : {}),
+      ...(this.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: this.localHistoryBytesMax }),
+    });
+  }
+
+  /** True when the store follows feeds another machine writes (`follower`). */
+  get follower(): boolean {
+    return this.followed !== undefined;
   }
 
   /** True when the store was opened with `readOnly`. */
@@ -134,6 +179,7 @@ export class Store {
     options = optionsOf(options, 'store.createFeed');
     // Checked before anything is created: a bad policy leaves no feed behind.
     const retention = options.retention === undefined ? undefined : validateRetentionPolicy(options.retention);
+    this.refuseOnFollower();
     await this.deletions.get(name);
     await this.directory.createFeed(name, this.clock(), feedTagFrom(this.newId()));
     const feed = await this.feed(name);
@@ -158,20 +204,21 @@ export class Store {
       });
     }
     if (!feed) {
-      feed = (async () => {
-        const metadata = this.directory.readMetadata(name);
-        const writer = await FeedWriter.open(this.directory.feedDirectory(name), {
-          feed: name,
-          kernels: this.kernels,
-          clock: this.clock,
-          newId: this.newId,
-          segmentBytes: this.segmentBytes,
-          readOnly: this.directory.readOnly,
-          ...(this.objectStore ? { objectStore: this.objectStore } : {}),
-          ...(this.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: this.localHistoryBytesMax }),
-        });
-        return new Feed(name, metadata.createdAt, writer);
-      })();
+      const followed = this.followed;
+      feed = followed
+        ? followed.open(validateFeedName(name))
+        : (async () => {
+            const metadata = this.directory.readMetadata(name);
+            const readOnly = this.directory.readOnly;
+            const writer = await this.openWriter(name, readOnly);
+            // A read-only feed moves on when asked (`feed.refresh`): it reopens its directory.
+            return new Feed(
+              name,
+              metadata.createdAt,
+              writer,
+              readOnly ? { reopen: () => this.openWriter(name, true) } : undefined,
+            );
+          })();
       this.feeds.set(name, feed);
       feed.catch(() => this.feeds.delete(name));
     }
@@ -196,6 +243,7 @@ export class Store {
     this.assertOpen();
     validateFeedName(name);
     if (this.directory.readOnly) throw new StreamStackError('READ_ONLY', `${this.directory.root} was opened read-only`);
+    this.refuseOnFollower();
     // One deletion of a name at a time: a second one waits, then finds no feed (or a new one).
     const earlier = this.deletions.get(name);
     const deletion = (async () => {
@@ -219,10 +267,19 @@ export class Store {
     return deletion;
   }
 
-  /** The names of every feed, sorted. */
+  /** The names of every feed, sorted (a follower's: those object storage holds). */
   async feedNames(): Promise<string[]> {
     this.assertOpen();
-    return this.directory.feedNames();
+    return this.followed ? this.followed.names() : this.directory.feedNames();
+  }
+
+  /** A follower creates and deletes no feed: its writer does. */
+  private refuseOnFollower(): void {
+    if (this.followed)
+      throw new StreamStackError(
+        'READ_ONLY',
+        `${this.directory.root} follows its feeds: create and delete them on their writer`,
+      );
   }
 
   async feedInfo(name: string): Promise<FeedInfo> {
@@ -290,6 +347,7 @@ export class Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.followed?.close();
     // A deletion under way finishes under the lock (its rename must not race another opener).
     await Promise.all(this.deletions.values());
     const feeds = await Promise.allSettled(this.feeds.values());

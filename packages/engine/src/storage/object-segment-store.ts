@@ -347,7 +347,20 @@ export class ObjectSegmentStore implements SegmentStore {
   }
 
   async list(): Promise<string[]> {
+    return (await this.listing()).names;
+  }
+
+  /**
+   * The folders directly under the prefix (each name without its trailing `/`): how a follower
+   * finds the feeds a bucket holds. One LIST a page; never on a read's path.
+   */
+  async folders(): Promise<string[]> {
+    return (await this.listing()).folders;
+  }
+
+  private async listing(): Promise<{ names: string[]; folders: string[] }> {
     const names: string[] = [];
+    const folders: string[] = [];
     let token: string | undefined;
     do {
       const page = await this.request(this.prefix, 'list', () =>
@@ -366,9 +379,12 @@ export class ObjectSegmentStore implements SegmentStore {
       for (const object of page.Contents ?? [])
         if (object.Key !== undefined && object.Key.length > this.prefix.length)
           names.push(object.Key.slice(this.prefix.length));
+      for (const folder of page.CommonPrefixes ?? [])
+        if (folder.Prefix !== undefined && folder.Prefix.length > this.prefix.length + 1)
+          folders.push(folder.Prefix.slice(this.prefix.length, -1));
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token !== undefined);
-    return names;
+    return { names, folders };
   }
 
   async delete(name: string): Promise<void> {

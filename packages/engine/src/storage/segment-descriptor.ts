@@ -14,7 +14,9 @@
  * A feed's objects live under `feeds/<name>/<tag>/` of the configured prefix (the tag tells a
  * feed from an earlier one of the same name): `segments/<ordinal>-<file>` for the files,
  * `descriptors/<ordinal>` for the descriptors, and `boundary`, the lowest ordinal and position a
- * trim kept, written before anything below it is deleted.
+ * trim kept, written before anything below it is deleted. Beside the tag folders, `feeds/<name>/feed.json`
+ * holds the feed's `feed.json` as its writer has it: how a follower on another machine learns
+ * which tag folder is the feed's now.
  */
 import { StreamStackError } from '../errors.js';
 
@@ -23,8 +25,19 @@ const ordinalDigits = 16;
 
 /** The folder, under the configured prefix, of one feed's objects. */
 export function feedObjectPrefix(feed: string, feedTag: number): string {
-  return `feeds/${feed}/${feedTag.toString(16).padStart(8, '0')}/`;
+  return `${feedNameObjectPrefix(feed)}${feedTag.toString(16).padStart(8, '0')}/`;
 }
+
+/** The folder, under the configured prefix, of every feed's objects (a folder per feed name). */
+export const feedsObjectPrefix = 'feeds/';
+
+/** The folder, under the configured prefix, of every generation of the feed `feed` (its tag folders and `feed.json`). */
+export function feedNameObjectPrefix(feed: string): string {
+  return `${feedsObjectPrefix}${feed}/`;
+}
+
+/** The object, in `feedNameObjectPrefix`, that holds the feed's `feed.json`: its tag, so its folder. */
+export const feedConfigObjectName = 'feed.json';
 
 /** The sub-folders of a feed's objects. */
 export const objectFolders = { segments: 'segments/', descriptors: 'descriptors/' } as const;
@@ -86,6 +99,11 @@ export interface TrimBoundary {
   readonly format: 1;
   readonly lowOrdinal: number;
   readonly lowPosition: number;
+  /**
+   * The first commit kept (the retention floor's commit, at `lowPosition`), so a follower's
+   * history starts where the writer's does; absent in boundaries written before followers.
+   */
+  readonly lowCommit?: number;
 }
 
 /** A descriptor's bytes: JSON, so an operator can read one with any S3 tool. */
@@ -154,7 +172,12 @@ export function decodeBoundary(bytes: Uint8Array, object: string): TrimBoundary 
   } catch {
     value = undefined;
   }
-  if (value?.format !== 1 || !isCount(value.lowOrdinal) || !isCount(value.lowPosition))
+  if (
+    value?.format !== 1 ||
+    !isCount(value.lowOrdinal) ||
+    !isCount(value.lowPosition) ||
+    (value.lowCommit !== undefined && !isCount(value.lowCommit))
+  )
     throw new StreamStackError('CORRUPT', `the trim boundary ${object} is not one this build can read`, {
       details: { object },
     });

@@ -7,11 +7,12 @@
  * feed writer holds what this returns; it only starts the maintenance, never runs it.
  */
 import type { Kernels } from '../../kernels/kernels.js';
+import { FeedLayout } from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
-import { feedObjectPrefix, objectFolders } from '../../storage/segment-descriptor.js';
+import { feedNameObjectPrefix, feedObjectPrefix, objectFolders } from '../../storage/segment-descriptor.js';
 import { feedTagOf } from '../opening/data-directory.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
 import type { ReadGate } from '../reading/read-gate.js';
@@ -127,8 +128,10 @@ function openTiering(
     history: context.history,
     derived: context.derived,
     stores: feedStores(context.kernels, context.directory),
+    feedConfigFile: new FeedLayout(context.directory).config,
     objects: root && {
       root,
+      feedFolder: tiering.objectStore!.within(feedNameObjectPrefix(context.feed)),
       segments: root.within(objectFolders.segments),
       descriptors: root.within(objectFolders.descriptors),
     },

@@ -48,6 +48,8 @@ import { isVisibleRemotely, type TierEntry, type TieringLog, type TieringState }
 /** A feed's objects: its folder (the boundary), its segments' files and their descriptors. */
 export interface FeedObjects {
   readonly root: ObjectSegmentStore;
+  /** The folder of every generation of the feed's name, which holds its `feed.json`. */
+  readonly feedFolder: ObjectSegmentStore;
   readonly segments: ObjectSegmentStore;
   readonly descriptors: ObjectSegmentStore;
 }
@@ -59,6 +61,8 @@ export interface TieringContext {
   readonly history: History;
   readonly derived: () => DerivedIndexes;
   readonly stores: FeedStores;
+  /** The feed's `feed.json`, published beside its objects for followers. */
+  readonly feedConfigFile: string;
   /** Undefined for a read-only open: the state is reported, nothing is uploaded. */
   readonly objects: FeedObjects | undefined;
   readonly log: TieringLog;
@@ -236,6 +240,7 @@ export class HistoryTiering {
       const state = await this.assignOrdinals();
       const entry = state.entries.find((candidate) => candidate.state === 'uploading');
       if (!entry) break;
+      await this.uploads.publishFeedConfig();
       if (!(await this.uploads.complete(entry.base))) {
         await derived().flushed();
         await history.summariesWritten();
@@ -447,7 +452,12 @@ export class HistoryTiering {
       this.uploads.counters.requests++;
       await objects.root.put(
         boundaryObjectName,
-        encodeBoundary({ format: 1, lowOrdinal, lowPosition: this.context.history.floorPosition }),
+        encodeBoundary({
+          format: 1,
+          lowOrdinal,
+          lowPosition: this.context.history.floorPosition,
+          lowCommit: this.context.history.retainedStart.commit,
+        }),
       );
     }
     const names: string[] = [];

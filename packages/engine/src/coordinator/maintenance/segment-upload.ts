@@ -12,6 +12,7 @@ import {
   type DescribedFile,
   decodeDescriptor,
   encodeDescriptor,
+  feedConfigObjectName,
   ordinalName,
   type SegmentDescriptor,
   segmentObjectName,
@@ -39,6 +40,9 @@ export interface UploadCounters {
 export class SegmentUploads {
   readonly counters: UploadCounters = { uploadedObjects: 0, uploadedBytes: 0, requests: 0 };
 
+  /** Whether this process has seen the feed's `feed.json` in object storage. */
+  private feedConfigPublished = false;
+
   constructor(
     private readonly context: TieringContext,
     private readonly objectsOf: () => FeedObjects,
@@ -46,6 +50,30 @@ export class SegmentUploads {
 
   private get objects(): FeedObjects {
     return this.objectsOf();
+  }
+
+  /**
+   * Puts the feed's `feed.json` beside its objects before its first descriptor: a follower reads
+   * it to find the feed's tag folder. Read first and put only when it differs (a new feed of the
+   * name replaces the pointer to the old one's folder), so a reopening writer costs one request.
+   */
+  async publishFeedConfig(): Promise<void> {
+    if (this.feedConfigPublished) return;
+    const { feedFolder } = this.objects;
+    const bytes = new Uint8Array(await fsp.readFile(this.context.feedConfigFile));
+    this.counters.requests++;
+    const found = await feedFolder.readStart(feedConfigObjectName, Number.POSITIVE_INFINITY).then(
+      (start) => start.bytes,
+      (error: unknown) => {
+        if (isMissingFile(error)) return undefined;
+        throw error;
+      },
+    );
+    if (found === undefined || Buffer.compare(Buffer.from(found), Buffer.from(bytes)) !== 0) {
+      this.counters.requests++;
+      await feedFolder.put(feedConfigObjectName, bytes);
+    }
+    this.feedConfigPublished = true;
   }
 
   /** The local files of the segment at `base`, by store, that exist now. */

@@ -14,6 +14,8 @@ export class ReadGate {
   private switching: Promise<void> | undefined;
   /** Called when the last reader leaves while a switch waits. */
   private drained: (() => void) | undefined;
+  /** Called when the last reader leaves (see `whenIdle`). */
+  private idleWaiters: (() => void)[] = [];
 
   /** Enters the gate (after any switch under way); the returned function leaves it, once. */
   async enter(): Promise<() => void> {
@@ -24,8 +26,19 @@ export class ReadGate {
       assert(!left, 'a reader leaves the gate once');
       left = true;
       this.readers--;
-      if (this.readers === 0) this.drained?.();
+      if (this.readers === 0) {
+        this.drained?.();
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const waiter of waiters) waiter();
+      }
     };
+  }
+
+  /** Resolves once no reader holds the gate (at once when none does): a follower's old view closes then. */
+  whenIdle(): Promise<void> {
+    if (this.readers === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   /** Runs the reads of `body` inside the gate. */

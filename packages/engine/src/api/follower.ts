@@ -1,0 +1,112 @@
+/**
+ * A follower store's feeds: feeds another machine writes and tiers to object storage, read here
+ * from a local copy (`follower-mirror.ts`) that holds every sealed segment's summary, index and
+ * dictionaries, with the records read from object storage in checked blocks. Each feed's copy is
+ * brought up to object storage when it is first looked up, then every `followerRefreshMs`, and
+ * on `feed.refresh()`; when it changed, the feed moves to a new read-only view of it (reads under
+ * way finish on the old one). A follower sees what its writer tiered: a prefix of the writer's
+ * history that ends at the last sealed segment's last commit, never a gap and never a commit the
+ * writer does not have. With object storage down it reads what its copy holds (reads of records
+ * fail with `UNAVAILABLE` until it is back) and catches up once it is.
+ *
+ * @example
+ * await using follower = await Store.open('./replica', { objectStore, follower: true });
+ * const feed = await follower.feed('orders'); // the writer's sealed history
+ * for await (const record of feed.read({ mode: 'latest' })) console.log(record.key);
+ */
+
+import { type DataDirectory, validateFeedName } from '../coordinator/opening/data-directory.js';
+import { FollowerMirror } from '../coordinator/opening/follower-mirror.js';
+import type { FeedWriter } from '../coordinator/writing/feed-writer.js';
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { followerRefreshMs } from '../limits.js';
+import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
+import { feedsObjectPrefix } from '../storage/segment-descriptor.js';
+import { Feed } from './feed.js';
+
+/** True for an error that says object storage could not be reached (trying later may work). */
+function isUnreachable(error: unknown): boolean {
+  return error instanceof StreamStackError && error.code === 'UNAVAILABLE';
+}
+
+/** Whether a folder's name is a feed's (another tool's folder beside them is not). */
+function isFeedName(name: string): boolean {
+  try {
+    validateFeedName(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export class FollowedFeeds {
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private closed = false;
+
+  constructor(
+    private readonly kernels: Kernels,
+    private readonly objectStore: ObjectSegmentStore,
+    private readonly directory: DataDirectory,
+    /** Opens a read-only view of the feed's local copy. */
+    private readonly openView: (name: string) => Promise<FeedWriter>,
+  ) {}
+
+  /** The error every write on a follower fails with. */
+  private refusal(name: string): StreamStackError {
+    return new StreamStackError(
+      'READ_ONLY',
+      `feed ${name} is followed from object storage (${this.objectStore.bucket}/${this.objectStore.prefix}): write through its writer`,
+      { details: { feed: name, follower: true } },
+    );
+  }
+
+  /** Opens the followed feed `name`; `FEED_NOT_FOUND` when object storage and the copy hold none. */
+  async open(name: string): Promise<Feed> {
+    const mirror = await FollowerMirror.open(this.kernels, this.objectStore, name, this.directory.feedDirectory(name));
+    await this.syncOrCached(mirror);
+    const metadata = this.directory.readMetadata(name);
+    const feed = new Feed(name, metadata.createdAt, await this.openView(name), {
+      reopen: async () => ((await mirror.sync()).changed ? this.openView(name) : undefined),
+      writesRefused: this.refusal(name),
+    });
+    if (!this.closed) {
+      // A failed refresh keeps the view it had; the next one, or `feed.refresh()`, tries again.
+      const timer = setInterval(() => void feed.refresh().catch(() => undefined), followerRefreshMs);
+      timer.unref();
+      this.timers.add(timer);
+    }
+    return feed;
+  }
+
+  /** Syncs the copy; with object storage unreachable, goes on with the copy a run before left. */
+  private async syncOrCached(mirror: FollowerMirror): Promise<void> {
+    try {
+      await mirror.sync();
+    } catch (error) {
+      if (!isUnreachable(error) || !mirror.hasCopy) throw error;
+    }
+  }
+
+  /**
+   * The feeds object storage holds (one LIST of the feeds' folders), with those whose copy is
+   * here: all of them, when object storage cannot be reached.
+   */
+  async names(): Promise<string[]> {
+    const local = this.directory.feedNames();
+    let remote: string[] = [];
+    try {
+      remote = (await this.objectStore.within(feedsObjectPrefix).folders()).filter(isFeedName);
+    } catch (error) {
+      if (!isUnreachable(error)) throw error;
+    }
+    return [...new Set([...local, ...remote])].sort();
+  }
+
+  /** Stops the refreshes; the store closes the views. */
+  close(): void {
+    this.closed = true;
+    for (const timer of this.timers) clearInterval(timer);
+    this.timers.clear();
+  }
+}

@@ -1,0 +1,358 @@
+/**
+ * A follower's local copy of a feed another machine writes and tiers: the feed's directory laid
+ * out as its writer's would be once every sealed segment is evicted, so the ordinary read-only
+ * open reads it. For each live segment object storage holds, its summary, tag index and
+ * dictionaries are fetched (checked block by block against its descriptor), its history segment
+ * kept as its 48-byte header (itself CRC-checked), and the tiering log names it `evicted` under
+ * its ordinal: its records are read from object storage in checked blocks, as an evicted
+ * segment's are on the writer. The retention log holds the writer's floor, from the boundary.
+ *
+ * A sync walks the descriptors from where the last one stopped (`RemoteHistory`: GETs, no LIST),
+ * removes what the writer retired, fetches what is new, then writes the tiering log: files first,
+ * the log last, so the log never names a file not all there. Files a crash left that the log does
+ * not name are removed before anything else. A feed whose name now belongs to another feed (its
+ * tag changed) is laid out again from nothing.
+ *
+ * @example
+ * const mirror = await FollowerMirror.open(kernels, objectStore, 'orders', feedDirectory);
+ * const { changed } = await mirror.sync(); // then open the feed read-only over feedDirectory
+ */
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { ioError, StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import { segmentBytesMin, segmentHeaderBytes, tieringBlockBytes } from '../../limits.js';
+import { baseOfSegmentName, FeedLayout, segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
+import { feedStores } from '../../storage/feed-stores.js';
+import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import { RemoteHistory, type RemoteHistoryView } from '../../storage/remote-history.js';
+import { BlockCache, RemoteSegmentFile } from '../../storage/remote-segment-file.js';
+import { decodeSegmentHeader, SegmentFile, SegmentKind, syncDirectory } from '../../storage/segment.js';
+import {
+  feedConfigObjectName,
+  feedNameObjectPrefix,
+  feedObjectPrefix,
+  objectFolders,
+  type SegmentDescriptor,
+  segmentObjectName,
+} from '../../storage/segment-descriptor.js';
+import { isMissingFile } from '../../storage/segment-store.js';
+import { stateLogCopySuffix } from '../../storage/state-log.js';
+import { RetentionLog } from '../maintenance/retention-state.js';
+import { indexFiles } from '../maintenance/segment-upload.js';
+import { type TierEntry, TieringLog } from '../maintenance/tiering-state.js';
+import { feedTagOf } from './data-directory.js';
+
+/** The writer id a follower's tiering log carries: it uploads nothing under it. */
+const followerWriter = 'follower';
+
+/** What a sync did. */
+export interface MirrorSync {
+  /** Whether the local copy changed (a view opened before it is out of date). */
+  readonly changed: boolean;
+  /** Requests made to the object store. */
+  readonly requests: number;
+  /** The last commit the live segments hold (0 for none). */
+  readonly lastCommit: number;
+}
+
+/** The feed's `feed.json` as its writer published it, or undefined when object storage has none. */
+export async function publishedFeedConfig(
+  objectStore: ObjectSegmentStore,
+  feed: string,
+): Promise<{ bytes: Uint8Array; tag: number } | undefined> {
+  const folder = objectStore.within(feedNameObjectPrefix(feed));
+  let bytes: Uint8Array;
+  try {
+    bytes = (await folder.readStart(feedConfigObjectName, Number.POSITIVE_INFINITY)).bytes;
+  } catch (error) {
+    if (isMissingFile(error)) return undefined;
+    throw error;
+  }
+  let tag: unknown;
+  try {
+    tag = (JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)) as { tag?: unknown }).tag;
+  } catch {
+    tag = undefined;
+  }
+  if (!Number.isSafeInteger(tag) || (tag as number) < 1)
+    throw new StreamStackError('CORRUPT', `${folder.prefix}${feedConfigObjectName} names no feed tag`, {
+      details: { object: folder.prefix + feedConfigObjectName },
+    });
+  return { bytes, tag: tag as number };
+}
+
+export class FollowerMirror {
+  private readonly remote: RemoteHistory;
+  private readonly segments: ObjectSegmentStore;
+  /** Blocks of derived files being fetched: two, the one checked and the next. */
+  private readonly cache = new BlockCache(2 * tieringBlockBytes);
+
+  private constructor(
+    private readonly kernels: Kernels,
+    readonly feed: string,
+    private readonly directory: string,
+    readonly feedTag: number,
+    root: ObjectSegmentStore,
+  ) {
+    this.remote = new RemoteHistory(root);
+    this.segments = root.within(objectFolders.segments);
+  }
+
+  /**
+   * The mirror of `feed` in `directory` (a feed directory of the follower's store): made from
+   * nothing, or from a copy left by an earlier run when it is of the same feed. `FEED_NOT_FOUND`
+   * when object storage holds no such feed and no copy is there.
+   */
+  static async open(
+    kernels: Kernels,
+    objectStore: ObjectSegmentStore,
+    feed: string,
+    directory: string,
+  ): Promise<FollowerMirror> {
+    const layout = new FeedLayout(directory);
+    const localTag = fs.existsSync(layout.config) ? feedTagOf(directory) : undefined;
+    let published: { bytes: Uint8Array; tag: number } | undefined;
+    try {
+      published = await publishedFeedConfig(objectStore, feed);
+    } catch (error) {
+      // Object storage out of reach: a copy an earlier run left is read as it is.
+      const unreachable = error instanceof StreamStackError && error.code === 'UNAVAILABLE';
+      if (!unreachable || localTag === undefined) throw error;
+      return new FollowerMirror(
+        kernels,
+        feed,
+        directory,
+        localTag,
+        objectStore.within(feedObjectPrefix(feed, localTag)),
+      );
+    }
+    if (!published) {
+      if (localTag === undefined)
+        throw new StreamStackError('FEED_NOT_FOUND', `object storage holds no feed named ${feed}`, {
+          details: { feed },
+        });
+      // The writer's feed was deleted or never tiered: the copy is what there is.
+      return new FollowerMirror(
+        kernels,
+        feed,
+        directory,
+        localTag,
+        objectStore.within(feedObjectPrefix(feed, localTag)),
+      );
+    }
+    if (localTag !== published.tag) {
+      // Another feed of the name, or none yet: its copy is laid out from nothing.
+      await fsp.rm(directory, { recursive: true, force: true });
+      for (const folder of [layout.history, layout.index, layout.state]) await fsp.mkdir(folder, { recursive: true });
+      await writeDurably(layout.config, published.bytes);
+      await syncDirectory(path.dirname(directory));
+    }
+    return new FollowerMirror(
+      kernels,
+      feed,
+      directory,
+      published.tag,
+      objectStore.within(feedObjectPrefix(feed, published.tag)),
+    );
+  }
+
+  /** Whether a sync has laid out the copy (its tiering log is written): it can be read as it is. */
+  get hasCopy(): boolean {
+    const file = new FeedLayout(this.directory).stateLog('tiering');
+    return fs.existsSync(file) || fs.existsSync(`${file}${stateLogCopySuffix}`);
+  }
+
+  /** Brings the local copy up to what object storage holds now. */
+  async sync(): Promise<MirrorSync> {
+    const view = await this.remote.refresh();
+    const log = await TieringLog.open(this.kernels, this.directory, false);
+    try {
+      const state = log.stateOr(() => followerWriter);
+      await this.removeStrays(state.entries, tailOf(state.entries, view).base);
+      const wanted = new Map(view.live.map((descriptor) => [descriptor.ordinal, descriptor]));
+      const kept = state.entries.filter((entry) => wanted.has(entry.ordinal));
+      const have = new Set(kept.map((entry) => entry.ordinal));
+      const added = view.live.filter((descriptor) => !have.has(descriptor.ordinal));
+      const floorChanged = await this.writeFloor(view);
+      const lastCommit = view.live.at(-1)?.lastCommit ?? 0;
+      let requests = view.requests;
+      if (added.length === 0 && kept.length === state.entries.length && !floorChanged) {
+        await this.ensureTail(tailOf(state.entries, view));
+        return { changed: false, requests, lastCommit };
+      }
+      if (kept.length < state.entries.length) {
+        // What the writer retired leaves the log first, then the disk.
+        await log.write({ ...state, entries: kept, lowOrdinal: Math.max(state.lowOrdinal, view.boundary.lowOrdinal) });
+        const keptBases = new Set(kept.map((entry) => entry.base));
+        await this.removeBases(
+          state.entries.filter((entry) => !wanted.has(entry.ordinal) && !keptBases.has(entry.base)).map((e) => e.base),
+        );
+      }
+      const stores = feedStores(this.kernels, this.directory);
+      // The empty tail segment goes first: a segment fetched at its base replaces it.
+      await stores.history.deleteAll([segmentFileName(tailOf(state.entries, view).base, segmentSuffix.history)]);
+      const entries: TierEntry[] = [...kept];
+      for (const descriptor of added) {
+        requests += await this.fetchSegment(descriptor);
+        entries.push({
+          ordinal: descriptor.ordinal,
+          base: descriptor.base,
+          lastPosition: descriptor.lastPosition,
+          source: descriptor.source,
+          bytes: descriptor.files.reduce((sum, file) => sum + file.bytes, 0),
+          state: 'evicted',
+        });
+      }
+      entries.sort((a, b) => a.base - b.base);
+      // The empty segment after the last one is where the writer's active segment would be: the
+      // open reads the newest segment as the active one, so it must not be a sealed one.
+      const tail = tailOf(entries, view);
+      await stores.history.deleteAll([segmentFileName(tail.base, segmentSuffix.history)]);
+      await this.ensureTail(tail);
+      const latest = log.stateOr(() => followerWriter);
+      await log.write({
+        writer: latest.writer,
+        nextOrdinal: Math.max(latest.nextOrdinal, view.nextOrdinal),
+        lowOrdinal: Math.max(latest.lowOrdinal, view.boundary.lowOrdinal),
+        entries,
+      });
+      return { changed: true, requests, lastCommit };
+    } finally {
+      log.close();
+    }
+  }
+
+  /**
+   * Writes the writer's floor (from the boundary, or the first live segment's start) to the
+   * retention log when it moved; returns whether it did.
+   */
+  private async writeFloor(view: RemoteHistoryView): Promise<boolean> {
+    const first = view.live[0];
+    const position = Math.max(view.boundary.lowPosition, first?.base ?? 1);
+    const commit =
+      view.boundary.lowCommit !== undefined && view.boundary.lowPosition >= position
+        ? view.boundary.lowCommit
+        : (first?.firstCommit ?? 1);
+    const retention = await RetentionLog.open(this.kernels, this.directory, false);
+    try {
+      const floor = retention.state.floor;
+      if (floor.commit === commit && floor.position === position) return false;
+      if (commit < floor.commit || position < floor.position) return false;
+      await retention.write({ policy: {}, floor: { commit, position }, pending: false });
+      return true;
+    } finally {
+      retention.close();
+    }
+  }
+
+  /** Fetches one segment's derived files and its header; returns the requests it made. */
+  private async fetchSegment(descriptor: SegmentDescriptor): Promise<number> {
+    const stores = feedStores(this.kernels, this.directory);
+    let requests = 0;
+    for (const file of descriptor.files) {
+      const suffix = file.name.slice(file.name.lastIndexOf('.'));
+      const store = (indexFiles as readonly string[]).includes(suffix) ? stores.index : stores.history;
+      if (suffix === segmentSuffix.history) {
+        // The header alone: it carries its own CRC, and says which segment and feed it is.
+        requests++;
+        const object = segmentObjectName(descriptor.ordinal, file.name);
+        const header = await this.segments.read(object, 0, segmentHeaderBytes);
+        const decoded = decodeSegmentHeader(this.kernels, header, this.segments.prefix + object);
+        if (
+          decoded.kind !== SegmentKind.History ||
+          decoded.base !== descriptor.base ||
+          (decoded.feedTag ?? 0) !== this.feedTag
+        )
+          throw new StreamStackError(
+            'CORRUPT',
+            `${this.segments.prefix}${object} is not the segment its descriptor names (base ${descriptor.base})`,
+            { details: { object: this.segments.prefix + object } },
+          );
+        await store.put(file.name, header);
+        continue;
+      }
+      const reader = new RemoteSegmentFile(this.kernels, this.segments, descriptor, file.name, this.cache);
+      requests += Math.ceil(file.bytes / descriptor.blockBytes) || 1;
+      await store.put(file.name, file.bytes === 0 ? new Uint8Array(0) : await reader.read(0, file.bytes));
+    }
+    return requests;
+  }
+
+  /** Makes the empty tail segment when it is not there. */
+  private async ensureTail(tail: { base: number; commit: number }): Promise<void> {
+    const file = new FeedLayout(this.directory).historySegment(tail.base);
+    if (fs.existsSync(file)) return;
+    const segment = await SegmentFile.create(this.kernels, file, {
+      kind: SegmentKind.History,
+      base: tail.base,
+      baseCommit: tail.commit,
+      capacity: segmentBytesMin,
+      feedTag: this.feedTag,
+    });
+    segment.close();
+  }
+
+  /** Removes segment files whose base no log entry names (what a crash left mid-sync), but the tail's. */
+  private async removeStrays(entries: readonly TierEntry[], tailBase: number): Promise<void> {
+    const named = new Set(entries.map((entry) => entry.base));
+    named.add(tailBase);
+    const layout = new FeedLayout(this.directory);
+    for (const folder of [layout.history, layout.index]) {
+      let names: string[];
+      try {
+        names = await fsp.readdir(folder);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw ioError(error, `cannot list ${folder}`);
+      }
+      const strays = names.filter((name) => {
+        const base = baseOfSegmentName(name);
+        return base !== undefined && !named.has(base);
+      });
+      for (const name of strays) await fsp.rm(path.join(folder, name), { force: true });
+      if (strays.length > 0) await syncDirectory(folder);
+    }
+  }
+
+  /** Removes every file of the segments at `bases`. */
+  private async removeBases(bases: readonly number[]): Promise<void> {
+    if (bases.length === 0) return;
+    const stores = feedStores(this.kernels, this.directory);
+    await stores.history.deleteAll(
+      bases.flatMap((base) => [
+        segmentFileName(base, segmentSuffix.history),
+        segmentFileName(base, segmentSuffix.summary),
+      ]),
+    );
+    await stores.index.deleteAll(bases.flatMap((base) => indexFiles.map((suffix) => segmentFileName(base, suffix))));
+  }
+}
+
+/**
+ * Where the empty tail segment of a copy with `entries` lies: after the last segment, or at the
+ * floor when there is none.
+ */
+function tailOf(entries: readonly TierEntry[], view: RemoteHistoryView): { base: number; commit: number } {
+  const last = entries.reduce<TierEntry | undefined>(
+    (newest, entry) => (newest === undefined || entry.base > newest.base ? entry : newest),
+    undefined,
+  );
+  if (!last) return { base: view.boundary.lowPosition, commit: view.boundary.lowCommit ?? 1 };
+  const descriptor = view.live.find((candidate) => candidate.ordinal === last.ordinal);
+  return { base: last.lastPosition + 1, commit: (descriptor?.lastCommit ?? 0) + 1 };
+}
+
+/** Writes `bytes` to `file` durably (a temporary name, fsync, rename). */
+async function writeDurably(file: string, bytes: Uint8Array): Promise<void> {
+  const temporary = `${file}.tmp`;
+  const handle = await fsp.open(temporary, 'w');
+  try {
+    await handle.writeFile(bytes);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await fsp.rename(temporary, file);
+}

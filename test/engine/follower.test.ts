@@ -1,0 +1,183 @@
+/**
+ * Followers, against a real S3-compatible server (versitygw on 127.0.0.1): a store opened with
+ * `follower: true` over an empty directory and the writer's bucket reads the writer's tiered
+ * history — RAW, dedup and latest scans, `get`, tag and type queries — and every read equals the
+ * writer's over the same commits. It follows new segments, a trim and a key compaction; its
+ * view is always a prefix of the writer's; it refuses writes with a typed error; after a restart
+ * it resumes from its copy without fetching it again, and with the object store down it still
+ * opens and answers once the store is back.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Feed, Store } from '../../packages/engine/src/index.js';
+import { failure } from '../support/failure.js';
+import {
+  objectStoreSettings,
+  type Versitygw,
+  versitygwBinary,
+  versitygwForSuite,
+  versitygwMissing,
+} from '../support/object-store.js';
+import { collect, openStore, recordShapes, temporaryDirectory } from '../support/store.js';
+
+const binary = versitygwBinary();
+const bucket = 'follower';
+let serverOf: () => Versitygw;
+
+/** Appends `commits` one-shot commits of 200 records with repeated keys, types and tags. */
+async function ingest(feed: Feed, commits: number, from = 0): Promise<void> {
+  for (let commit = 0; commit < commits; commit++) {
+    await feed.append(
+      Array.from({ length: 200 }, (_, index) => {
+        const n = from + commit * 200 + index;
+        return {
+          payload: `{"n":${n},"pad":"${'y'.repeat(n % 5 === 0 ? 250 : 30)}"}`,
+          key: `k${n % 400}`,
+          type: `t${n % 3}`,
+          tags: [`a${n % 13}`],
+          ...(n % 97 === 0 ? { tombstone: true } : {}),
+        };
+      }),
+    );
+  }
+}
+
+/** Every kind of read a user makes up to commit `upTo`, as comparable values. */
+async function readsUpTo(feed: Feed, upTo: number) {
+  const keys = ['k0', 'k7', 'k123', 'k399', 'missing'];
+  return {
+    commits: (await collect(feed.commits())).filter((commit) => commit.commit <= upTo).map((c) => c.commit),
+    raw: recordShapes(await collect(feed.read({ upTo }))),
+    latest: recordShapes(await collect(feed.read({ upTo, mode: 'latest' }))),
+    dedup: recordShapes(await collect(feed.read({ upTo, mode: 'dedup' }))),
+    tagged: recordShapes(await collect(feed.read({ upTo, filter: { tags: ['a3'] }, plan: 'index' }))),
+    typed: recordShapes(await collect(feed.read({ upTo, filter: { types: ['t1'] }, plan: 'index' }))),
+    gets: await Promise.all(
+      keys.map(async (key) => recordShapes([(await feed.get(key, { asOf: upTo }))!].filter(Boolean))),
+    ),
+  };
+}
+
+/** The follower's reads equal the writer's over the follower's commits, and its head is the writer's last tiered commit. */
+async function expectSameHistory(writer: Feed, follower: Feed): Promise<number> {
+  const head = (await follower.head())?.commit ?? 0;
+  const writerHead = (await writer.head())?.commit ?? 0;
+  // A prefix of the writer's history: never a commit the writer does not have.
+  expect(head).toBeLessThanOrEqual(writerHead);
+  expect((await follower.info()).lowMark).toBe((await writer.info()).lowMark);
+  expect(await readsUpTo(follower, head)).toEqual(await readsUpTo(writer, head));
+  return head;
+}
+
+/** Each file under the follower's copy of `feed` with its inode: a file fetched again gets another. */
+function copyFiles(directory: string, feed: string): Map<string, number> {
+  const files = new Map<string, number>();
+  for (const folder of ['history', 'index']) {
+    const at = path.join(directory, 'feeds', feed, folder);
+    for (const name of fs.readdirSync(at)) files.set(`${folder}/${name}`, fs.statSync(path.join(at, name)).ino);
+  }
+  return files;
+}
+
+describe.skipIf(binary === undefined)(
+  `Followers of a tiered feed${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
+  () => {
+    serverOf = versitygwForSuite(bucket);
+
+    it('reads what its writer tiered: every read equals the writer’s, writes are refused', async () => {
+      const settings = objectStoreSettings(serverOf(), bucket);
+      const writerStore = await openStore(temporaryDirectory(), { objectStore: settings });
+      const writer = await writerStore.createFeed('orders');
+      await ingest(writer, 30);
+      await writer.tiered();
+
+      const followerDirectory = temporaryDirectory();
+      const followerStore = await openStore(followerDirectory, { objectStore: settings, follower: true });
+      expect(followerStore.follower).toBe(true);
+      expect(await followerStore.feedNames()).toEqual(['orders']);
+      const follower = await followerStore.feed('orders');
+      const head = await expectSameHistory(writer, follower);
+      // Everything but the active segment's commits: the sealed segments hold most of them.
+      expect(head).toBeGreaterThan(20);
+      // Its records come from object storage; its history files are headers only.
+      expect((await follower.info()).tiering?.remoteReads.requests).toBeGreaterThan(0);
+
+      for (const write of [
+        () => follower.append([{ payload: 'x' }]),
+        () => follower.acquireLease({ holder: 'me' }),
+        () => follower.trim({ before: 2 }),
+        () => follower.compact(),
+        () => followerStore.createFeed('other'),
+        () => followerStore.deleteFeed('orders'),
+      ]) {
+        const refused = await failure(write);
+        expect(refused.code).toBe('READ_ONLY');
+      }
+      expect((await failure(() => followerStore.feed('absent'))).code).toBe('FEED_NOT_FOUND');
+      // Bad settings change nothing.
+      const lone = await failure(() => openStore(temporaryDirectory(), { follower: true }));
+      expect(lone.code).toBe('INVALID_ARGUMENT');
+      await followerStore.close();
+      await writerStore.close();
+    });
+
+    it('follows new segments, a trim and a key compaction, and resumes from its copy after a restart', async () => {
+      const settings = objectStoreSettings(serverOf(), bucket);
+      const writerStore: Store = await openStore(temporaryDirectory(), { objectStore: settings });
+      const writer = await writerStore.createFeed('events');
+      await ingest(writer, 12);
+      await writer.tiered();
+      const followerDirectory = temporaryDirectory();
+      let followerStore = await openStore(followerDirectory, { objectStore: settings, follower: true });
+      let follower = await followerStore.feed('events');
+      const first = await expectSameHistory(writer, follower);
+
+      // New segments: seen once refreshed, and a read started before goes on over its own view.
+      await ingest(writer, 15, 12 * 200);
+      await writer.tiered();
+      const before = follower.read({ upTo: first });
+      const grown = (await follower.refresh())?.commit ?? 0;
+      expect(grown).toBeGreaterThan(first);
+      expect(recordShapes(await collect(before))).toEqual(recordShapes(await collect(writer.read({ upTo: first }))));
+      await expectSameHistory(writer, follower);
+
+      // A trim: the follower's history starts where the writer's does.
+      await writer.trim({ before: 6 });
+      await writer.tiered();
+      await follower.refresh();
+      await expectSameHistory(writer, follower);
+      expect((await follower.info()).lowMark).toBeGreaterThan(1);
+
+      // A key compaction rewrites sealed segments: the follower reads the rewritten ones.
+      const compacted = await writer.compactKeys({ horizon: grown - 3 });
+      expect(compacted.segmentsCompacted).toBeGreaterThan(0);
+      await writer.tiered();
+      await follower.refresh();
+      await expectSameHistory(writer, follower);
+
+      // A restart resumes from the copy: nothing already there is fetched again.
+      const files = copyFiles(followerDirectory, 'events');
+      await followerStore.close();
+      followerStore = await openStore(followerDirectory, { objectStore: settings, follower: true });
+      follower = await followerStore.feed('events');
+      expect(copyFiles(followerDirectory, 'events')).toEqual(files);
+      await expectSameHistory(writer, follower);
+
+      // With the object store down it still opens from its copy; reads of records wait for it.
+      await followerStore.close();
+      await serverOf().halt();
+      try {
+        followerStore = await openStore(followerDirectory, { objectStore: settings, follower: true });
+        follower = await followerStore.feed('events');
+        expect((await follower.head())?.commit).toBeGreaterThan(first);
+        expect((await failure(() => collect(follower.read()))).code).toBe('UNAVAILABLE');
+      } finally {
+        await serverOf().resume();
+      }
+      await expectSameHistory(writer, follower);
+      await followerStore.close();
+      await writerStore.close();
+    });
+  },
+);
