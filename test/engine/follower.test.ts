@@ -133,14 +133,33 @@ describe.skipIf(binary === undefined)(
       let follower = await followerStore.feed('events');
       const first = await expectSameHistory(writer, follower);
 
-      // New segments: seen once refreshed, and a read started before goes on over its own view.
+      // A follow reads every commit once, and goes on past the view it started on.
+      const stop = new AbortController();
+      const followed: number[] = [];
+      const following = (async () => {
+        for await (const batch of follower.follow({ after: 0, signal: stop.signal })) {
+          followed.push(batch.commit.commit);
+          expect(batch.records.length).toBe(batch.commit.records);
+        }
+      })().catch((error: unknown) => {
+        if (!stop.signal.aborted) throw error;
+      });
+
+      // New segments: seen once refreshed, and a read begun before goes on over its own view.
       await ingest(writer, 15, 12 * 200);
       await writer.tiered();
       const before = follower.read({ upTo: first });
+      const firstRecord = await before.next();
       const grown = (await follower.refresh())?.commit ?? 0;
       expect(grown).toBeGreaterThan(first);
-      expect(recordShapes(await collect(before))).toEqual(recordShapes(await collect(writer.read({ upTo: first }))));
+      expect(recordShapes([firstRecord.value!, ...(await collect(before))])).toEqual(
+        recordShapes(await collect(writer.read({ upTo: first }))),
+      );
       await expectSameHistory(writer, follower);
+      await expect.poll(() => followed.at(-1), { timeout: 5000 }).toBe(grown);
+      stop.abort();
+      await following;
+      expect(followed).toEqual(Array.from({ length: grown }, (_, index) => index + 1));
 
       // A trim: the follower's history starts where the writer's does.
       await writer.trim({ before: 6 });

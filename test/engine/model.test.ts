@@ -36,11 +36,19 @@ import {
   type RecordFilter,
   type Store,
   type StoredRecord,
+  type StoreOptions,
   Stream,
   type StreamRecord,
   StreamStackError,
 } from '../../packages/engine/src/index.js';
 import { branchTally } from '../support/branches.js';
+import {
+  objectStoreSettings,
+  type Versitygw,
+  versitygwBinary,
+  versitygwForSuite,
+  versitygwMissing,
+} from '../support/object-store.js';
 import {
   collect,
   cursorOf,
@@ -405,6 +413,8 @@ interface Real {
   readonly token: string;
   /** The handle the writer holds on the open stream. */
   stream: Stream | undefined;
+  /** What the store is opened with beyond the clock and ids (object storage, for the tiered runs). */
+  readonly options: StoreOptions;
 }
 
 async function errorOf(action: () => unknown): Promise<unknown> {
@@ -777,10 +787,13 @@ class WriteFinished implements Command {
 class Reopen implements Command {
   check = () => true;
   async run(m: Model, r: Real): Promise<void> {
+    // Tiered, everything sealed goes up first: with no local budget, it is evicted, and every
+    // read of it from then on goes to object storage.
+    if (r.options.objectStore) await r.feed.tiered();
     await r.store.close();
     await expectCode(() => r.store.feed('f'), 'CLOSED');
     for (const id of m.aborted) m.abortedBeforeRestart.add(id);
-    r.store = await openStore(r.directory, { clock: r.clock.read, newId: r.newId });
+    r.store = await openStore(r.directory, { ...r.options, clock: r.clock.read, newId: r.newId });
     r.feed = await r.store.feed('f');
     expect(r.feed.recovery).toEqual([]);
     r.stream = await r.feed.activeStream();
@@ -1354,7 +1367,72 @@ async function checkEverything(m: Model, r: Real): Promise<void> {
     }
   }
   const [verification] = await r.store.verify('f');
+  expect(verification!.problems).toEqual([]);
   expect(verification).toMatchObject({ ok: true, commits: head(m), records: lastPosition(m) });
+}
+
+/** What the tiered runs saw: reads that went to object storage, and segments evicted at a reopen. */
+const tieredReach = { remoteRequests: 0, evictedSegments: 0 };
+
+/**
+ * Runs the model property `numRuns` times over stores opened with `options()` (made per run);
+ * fails when the time limit cuts it short.
+ */
+async function runModel(numRuns: number, timeLimitMs: number, options: () => StoreOptions): Promise<void> {
+  const started = Date.now();
+  const details = await fc.check(
+    fc.asyncProperty(
+      fc.commands(
+        commandArbs.map((arbitrary) => arbitrary.map((command) => new Tallied(command))),
+        { maxCommands: 80, size: 'max' },
+      ),
+      async (commands) => {
+        const directory = temporaryDirectory('streamstack-model-');
+        const clock = new ManualClock();
+        const newId = sequentialIds('s');
+        const storeOptions = options();
+        const store = await openStore(directory, { ...storeOptions, clock: clock.read, newId });
+        const feed = await store.createFeed('f');
+        const { token } = await feed.acquireLease({ holder: 'model', ttlMs: limits.leaseTtlMsMax });
+        const real: Real = { directory, clock, newId, store, feed, token, stream: undefined, options: storeOptions };
+        const model: Model = {
+          commits: [],
+          open: undefined,
+          finished: new Map(),
+          aborted: [],
+          abortedBeforeRestart: new Set(),
+          subscription: undefined,
+        };
+        try {
+          await fc.asyncModelRun(() => ({ model, real }), commands);
+          await checkEverything(model, real);
+          const tiering = (await real.feed.info()).tiering;
+          tieredReach.remoteRequests += tiering?.remoteReads.requests ?? 0;
+          tieredReach.evictedSegments += tiering?.evictedSegments ?? 0;
+        } finally {
+          await real.store.close().catch(() => undefined);
+          fs.rmSync(directory, { recursive: true, force: true });
+        }
+      },
+    ),
+    {
+      numRuns,
+      interruptAfterTimeLimit: timeLimitMs,
+      // END_ON_FAILURE=1 skips shrinking: quicker when hunting for a failure's cause.
+      endOnFailure: process.env.END_ON_FAILURE !== undefined,
+    },
+  );
+  if (details.failed) {
+    throw new Error((await fc.asyncDefaultReportMessage(details)) ?? 'the model property failed', {
+      cause: details.errorInstance,
+    });
+  }
+  console.log(`model runs: ${details.numRuns} of ${numRuns} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  expect(
+    details.interrupted,
+    `the ${timeLimitMs / 1000} s time limit cut the property short after ${details.numRuns} of ${numRuns} runs`,
+  ).toBe(false);
+  expect(details.numRuns).toBe(numRuns);
 }
 
 describe('a feed against its model', () => {
@@ -1364,67 +1442,50 @@ describe('a feed against its model', () => {
    * (which can take minutes): a run it cuts short before `numRuns` fails the test, since fewer
    * runs than asked check less than the test claims.
    */
-  const numRuns = 150;
   const timeLimitMs = 100_000;
 
   it(
     'agrees with the model under random writes, restarts and reads',
     async () => {
-      const started = Date.now();
-      const details = await fc.check(
-        fc.asyncProperty(
-          fc.commands(
-            commandArbs.map((arbitrary) => arbitrary.map((command) => new Tallied(command))),
-            { maxCommands: 80, size: 'max' },
-          ),
-          async (commands) => {
-            const directory = temporaryDirectory('streamstack-model-');
-            const clock = new ManualClock();
-            const newId = sequentialIds('s');
-            const store = await openStore(directory, { clock: clock.read, newId });
-            const feed = await store.createFeed('f');
-            const { token } = await feed.acquireLease({ holder: 'model', ttlMs: limits.leaseTtlMsMax });
-            const real: Real = { directory, clock, newId, store, feed, token, stream: undefined };
-            const model: Model = {
-              commits: [],
-              open: undefined,
-              finished: new Map(),
-              aborted: [],
-              abortedBeforeRestart: new Set(),
-              subscription: undefined,
-            };
-            try {
-              await fc.asyncModelRun(() => ({ model, real }), commands);
-              await checkEverything(model, real);
-            } finally {
-              await real.store.close().catch(() => undefined);
-              fs.rmSync(directory, { recursive: true, force: true });
-            }
-          },
-        ),
-        {
-          numRuns,
-          interruptAfterTimeLimit: timeLimitMs,
-          // END_ON_FAILURE=1 skips shrinking: quicker when hunting for a failure's cause.
-          endOnFailure: process.env.END_ON_FAILURE !== undefined,
-        },
-      );
-      if (details.failed) {
-        throw new Error((await fc.asyncDefaultReportMessage(details)) ?? 'the model property failed', {
-          cause: details.errorInstance,
-        });
-      }
-      console.log(`model runs: ${details.numRuns} of ${numRuns} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-      expect(
-        details.interrupted,
-        `the ${timeLimitMs / 1000} s time limit cut the property short after ${details.numRuns} of ${numRuns} runs`,
-      ).toBe(false);
-      expect(details.numRuns).toBe(numRuns);
+      await runModel(150, timeLimitMs, () => ({}));
       commandTally.expectAllReached();
     },
     timeLimitMs + 30_000,
   );
 });
+
+const versitygw = versitygwBinary();
+const modelBucket = 'model';
+let modelServer: () => Versitygw;
+
+describe.skipIf(versitygw === undefined)(
+  `a tiered feed against its model${versitygw === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
+  () => {
+    modelServer = versitygwForSuite(modelBucket);
+    const timeLimitMs = 150_000;
+
+    /**
+     * The same commands over a store that tiers to object storage with no local budget: each
+     * reopen first waits for the uploads, so every sealed segment is evicted and read back from
+     * object storage from then on. Fewer runs (each reopen uploads and each read of evicted
+     * history makes requests); the run checks it did read remotely.
+     */
+    it(
+      'agrees with the model when sealed history is read from object storage',
+      async () => {
+        await runModel(100, timeLimitMs, () => ({
+          objectStore: objectStoreSettings(modelServer(), modelBucket, { localHistoryBytesMax: 0 }),
+        }));
+        console.log(
+          `tiered model runs: ${tieredReach.evictedSegments} segments evicted, ${tieredReach.remoteRequests} remote reads`,
+        );
+        expect(tieredReach.evictedSegments).toBeGreaterThan(0);
+        expect(tieredReach.remoteRequests).toBeGreaterThan(0);
+      },
+      timeLimitMs + 30_000,
+    );
+  },
+);
 
 /** Resolves when `promise` settles or after `ms`, whichever is first. */
 async function settledOrAfter(promise: Promise<unknown>, ms: number): Promise<void> {

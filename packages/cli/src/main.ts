@@ -47,6 +47,12 @@ export function buildProgram(): Command {
         .env('STREAMSTACK_LOCAL_HISTORY_BYTES_MAX')
         .argParser(integer('--local-history-bytes-max')),
     )
+    .addOption(
+      new Option(
+        '--follower',
+        'with --object-store: follow the feeds another machine writes and tiers there; this data directory keeps their summaries and indexes, records are read from object storage, and writes are refused',
+      ).env('STREAMSTACK_FOLLOWER'),
+    )
     .option(
       '--break-lock',
       'only where the native module cannot load: remove a LOCK file left by a process that died (check that none uses the directory first)',

@@ -37,13 +37,16 @@ interface StoreFlags {
   objectStoreEndpoint?: string;
   objectStoreRegion?: string;
   localHistoryBytesMax?: number;
+  follower?: boolean;
 }
 
 /**
  * The data directory and the options to open it with, from the global options: `--data`,
  * `--break-lock`, and `--object-store` (with its endpoint, region and local budget). A read-only
  * open uploads nothing, but reads history evicted to object storage from there, so it takes the
- * object store too (the AWS SDK is loaded only when one is named).
+ * object store too (the AWS SDK is loaded only when one is named). `--follower` opens the
+ * directory as a follower's copy of the feeds in object storage, for reads and writes alike (a
+ * follower refuses writes itself).
  */
 export function storeSettings(program: Command, access: Access): { data: string; options: StoreOptions } {
   const flags = program.opts<StoreFlags>();
@@ -60,6 +63,12 @@ export function storeSettings(program: Command, access: Access): { data: string;
       'streamstack.usage',
       '--local-history-bytes-max keeps sealed history in object storage: give --object-store too',
     );
+  if (flags.follower && !flags.objectStore)
+    throw new CommanderError(
+      exitUsage,
+      'streamstack.usage',
+      '--follower reads the feeds another machine tiers to object storage: give --object-store too',
+    );
   const objectStore = flags.objectStore
     ? {
         ...objectStoreFromAddress(flags.objectStore, {
@@ -69,6 +78,16 @@ export function storeSettings(program: Command, access: Access): { data: string;
         ...(flags.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: flags.localHistoryBytesMax }),
       }
     : undefined;
+  // A follower keeps its copy of the feeds in its directory, so it takes the lock to read too.
+  if (flags.follower)
+    return {
+      data: flags.data,
+      options: {
+        follower: true,
+        ...(flags.breakLock ? { breakLock: true } : {}),
+        ...(objectStore ? { objectStore } : {}),
+      },
+    };
   return {
     data: flags.data,
     options: {

@@ -687,6 +687,13 @@ export const remoteBlockCacheBytes = 64 * tieringBlockBytes;
 export const followerRefreshMs = 500;
 
 /**
+ * How long a follower keeps a view of a feed open after a newer one replaced it, at least (and
+ * until no read holds it): a read's iterator made on the old view and first stepped within this
+ * reads it; one first stepped later fails with `CLOSED` and is made again on the new one.
+ */
+export const followerViewGraceMs = 30_000;
+
+/**
  * Blocks one synchronous read of evicted history may fetch before it is called a bug: a read
  * reaches within one segment (a run references only its own segment's payloads), so at most a
  * segment's blocks — fewer than the cache holds — and each miss brings one.

@@ -19,7 +19,7 @@ import type { RetentionInfo, TrimResult } from '../coordinator/maintenance/histo
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/maintenance/key-compaction.js';
 import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
 import { type FeedDiskUse, feedDiskUse } from '../coordinator/opening/disk-use.js';
-import { FeedReads } from '../coordinator/reading/feed-reads.js';
+import type { FeedReads } from '../coordinator/reading/feed-reads.js';
 import { validateCondition } from '../coordinator/writing/conditions.js';
 import type { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import type {
@@ -35,6 +35,7 @@ import type { LeaseGrant } from '../coordinator/writing/lease.js';
 import { StreamStackError } from '../errors.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import { checkOnProgress, type OnProgress, type Progress } from '../progress.js';
+import { FeedView, type FeedViews } from './feed-view.js';
 import {
   type AppendRecord,
   type Commit,
@@ -67,42 +68,27 @@ function checkedCursor(value: unknown, name: string): number | undefined {
   return value as number;
 }
 
-/**
- * How a read-only or follower feed moves to newer history: `reopen` opens a new view of it (a
- * follower first brings its local copy up to object storage), or says there is nothing newer.
- * @internal
- */
-export interface FeedViews {
-  reopen(): Promise<FeedWriter | undefined>;
-  /** Set for a follower: the error every write fails with. */
-  readonly writesRefused?: StreamStackError;
-}
-
 export class Feed {
-  private view: FeedWriter;
-  private viewReads: FeedReads;
-  /** One refresh at a time. */
-  private refreshing: Promise<Commit | undefined> | undefined;
+  private readonly view: FeedView;
 
   /** @internal */
   constructor(
     readonly name: string,
     private readonly createdAt: number,
     writer: FeedWriter,
-    private readonly views?: FeedViews,
+    views?: FeedViews,
   ) {
-    this.view = writer;
-    this.viewReads = new FeedReads(writer);
+    this.view = new FeedView(writer, views);
   }
 
   /** @internal The feed's writer (on a read-only store or a follower: its newest view). */
   get writer(): FeedWriter {
-    return this.view;
+    return this.view.current;
   }
 
   /** @internal */
   get reads(): FeedReads {
-    return this.viewReads;
+    return this.view.reads;
   }
 
   /**
@@ -117,35 +103,18 @@ export class Feed {
    */
   async refresh(): Promise<Commit | undefined> {
     this.writer.assertPresent();
-    if (!this.views) return this.headNow();
-    this.refreshing ??= (async () => {
-      try {
-        const next = await this.views!.reopen();
-        if (next) this.replaceView(next);
-        return this.headNow();
-      } finally {
-        this.refreshing = undefined;
-      }
-    })();
-    return this.refreshing;
+    await this.view.refresh();
+    return this.headNow();
   }
 
-  /** Later calls use `next`; the view before it closes once no read holds it. */
-  private replaceView(next: FeedWriter): void {
-    const before = this.view;
-    this.view = next;
-    this.viewReads = new FeedReads(next);
-    void before.readGate.whenIdle().then(() => before.close());
-  }
-
-  /** @internal Closes the feed's view (a follower's store closing). */
-  async closeView(reason?: StreamStackError): Promise<void> {
-    await this.view.close(reason);
+  /** @internal Closes the feed's view and ends the follows waiting on it (the store is closing). */
+  close(): Promise<void> {
+    return this.view.close();
   }
 
   /** Throws a follower's refusal: it reads what its writer tiered and writes nothing. */
   private refuseOnFollower(): void {
-    if (this.views?.writesRefused) throw this.views.writesRefused;
+    this.view.refuseWrites();
   }
 
   /** What recovery cut off torn tails when this feed was opened (empty after a clean close). */
@@ -393,7 +362,9 @@ export class Feed {
    */
   async *follow(options: { after?: number; signal?: AbortSignal } = {}): AsyncGenerator<CommitRecords> {
     options = optionsOf(options, 'feed.follow');
-    for await (const batch of this.reads.follow(checkedCursor(options.after, 'after'), options.signal)) {
+    // A follower's follow goes on across its views: each new one brings the commits after.
+    const source = this.view.followSource();
+    for await (const batch of this.reads.follow(checkedCursor(options.after, 'after'), options.signal, source)) {
       yield { commit: toCommit(this.name, batch.commit), records: batch.records };
     }
   }

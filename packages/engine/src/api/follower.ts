@@ -67,7 +67,8 @@ export class FollowedFeeds {
     await this.syncOrCached(mirror);
     const metadata = this.directory.readMetadata(name);
     const feed = new Feed(name, metadata.createdAt, await this.openView(name), {
-      reopen: async () => ((await mirror.sync()).changed ? this.openView(name) : undefined),
+      // Nothing is opened once the store closes: the view would outlive it.
+      reopen: async () => (!this.closed && (await mirror.sync()).changed ? this.openView(name) : undefined),
       writesRefused: this.refusal(name),
     });
     if (!this.closed) {

@@ -334,10 +334,13 @@ export class Store {
         continue;
       }
       const open = this.feeds.get(feedName);
-      if (open) await (await open).writer.idle();
-      results.push(
-        await verifyFeed(this.kernels, feedName, this.directory.feedDirectory(feedName), progress, this.objectStore),
-      );
+      const writer = open && (await open).writer;
+      if (writer) await writer.idle();
+      const verify = () =>
+        verifyFeed(this.kernels, feedName, this.directory.feedDirectory(feedName), progress, this.objectStore);
+      // An open feed's maintenance waits while its files are read: no trim, merge or eviction
+      // changes one under the check.
+      results.push(await (writer ? writer.maintenanceHeld(verify) : verify()));
     }
     reporter.finish();
     return results;
@@ -351,7 +354,7 @@ export class Store {
     // A deletion under way finishes under the lock (its rename must not race another opener).
     await Promise.all(this.deletions.values());
     const feeds = await Promise.allSettled(this.feeds.values());
-    for (const feed of feeds) if (feed.status === 'fulfilled') await feed.value.writer.close();
+    for (const feed of feeds) if (feed.status === 'fulfilled') await feed.value.close();
     this.objectStore?.close();
     this.directory.close();
   }

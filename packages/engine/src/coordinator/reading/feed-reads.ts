@@ -8,7 +8,7 @@ import { StreamStackError } from '../../errors.js';
 import { checkExportOptions, type ExportOptions, writeExport } from '../../query/export/export.js';
 import type { ExportManifest } from '../../query/export/export-manifest.js';
 import type { ColumnBatch } from '../../query/reading/column-batch.js';
-import { type CommitBatch, follow, pollCommits } from '../../query/reading/follow.js';
+import { type CommitBatch, type FollowSource, follow, pollCommits } from '../../query/reading/follow.js';
 import {
   checkCursor,
   checkReadOptions,
@@ -140,8 +140,12 @@ export class FeedReads {
   }
 
   /** Catch-up then live tail from `after`, until `signal` aborts. */
-  follow(after: number | undefined, signal?: AbortSignal): AsyncGenerator<CommitBatch> {
-    return this.guarded(follow(this.writer, after, signal));
+  follow(
+    after: number | undefined,
+    signal?: AbortSignal,
+    source: FollowSource = this.writer,
+  ): AsyncGenerator<CommitBatch> {
+    return this.guarded(follow(source, after, signal));
   }
 
   /** Whole commits after `after` up to the head, at most `maxRecords` (but at least one commit). */

@@ -835,6 +835,11 @@ export class FeedWriter {
     return this.derived.caughtUp();
   }
 
+  /** Runs `work` in the feed's maintenance queue: no trim, merge, key compaction or eviction runs meanwhile. */
+  maintenanceHeld<T>(work: () => Promise<T>): Promise<T> {
+    return this.historyRetention ? this.historyRetention.serial(work) : work();
+  }
+
   /** Resolves once every write submitted so far has settled, and maintenance with it. */
   async idle(): Promise<void> {
     await this.committer.idle();

@@ -1,0 +1,110 @@
+/**
+ * A follower as a user starts one on another machine: `streamstack --follower --object-store …`
+ * over an empty directory, in a process of its own, reads the feeds a writer tiers there, line
+ * for line what the writer reads over the same commits, and refuses writes with a typed error; a
+ * follower's HTTP server serves the same reads and answers a write with 409 `READ_ONLY`.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Feed } from '../../packages/engine/src/index.js';
+import { cli } from '../support/cli.js';
+import {
+  objectStoreSettings,
+  type Versitygw,
+  versitygwBinary,
+  versitygwForSuite,
+  versitygwMissing,
+} from '../support/object-store.js';
+import { call, ndjson, startServer } from '../support/server.js';
+import { collect, openStore, temporaryDirectory } from '../support/store.js';
+
+const binary = versitygwBinary();
+const bucket = 'cli-follower';
+let serverOf: () => Versitygw;
+
+/** The environment a user sets on the follower's machine. */
+function environment(prefix: string): Record<string, string> {
+  return {
+    STREAMSTACK_OBJECT_STORE: `s3://${bucket}/${prefix}`,
+    STREAMSTACK_OBJECT_STORE_ENDPOINT: serverOf().endpoint,
+    AWS_ACCESS_KEY_ID: serverOf().credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: serverOf().credentials.secretAccessKey,
+    AWS_REGION: serverOf().region,
+  };
+}
+
+/** A writer's feed with several tiered segments; returns it with its settings' prefix. */
+async function tieredWriter(feedName: string) {
+  const settings = objectStoreSettings(serverOf(), bucket);
+  const store = await openStore(temporaryDirectory(), { objectStore: settings });
+  const feed = await store.createFeed(feedName);
+  for (let commit = 0; commit < 20; commit++)
+    await feed.append(
+      Array.from({ length: 150 }, (_, index) => {
+        const n = commit * 150 + index;
+        return { payload: `{"n":${n},"text":"${'z'.repeat(40)}"}`, key: `k${n % 90}`, tags: [`t${n % 4}`] };
+      }),
+    );
+  await feed.tiered();
+  return { store, feed, prefix: settings.prefix! };
+}
+
+/** The writer's record lines over its commits up to `upTo`, as parsed objects. */
+async function writerLines(feed: Feed, upTo: number, mode: 'raw' | 'latest' = 'raw') {
+  const text = Buffer.concat(await collect(feed.readLines({ upTo, mode }))).toString('utf8');
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line));
+}
+
+describe.skipIf(binary === undefined)(
+  `streamstack --follower${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
+  () => {
+    serverOf = versitygwForSuite(bucket);
+
+    it('reads in a process of its own what the writer tiered, and refuses writes', async () => {
+      const { store, feed, prefix } = await tieredWriter('orders');
+      const data = temporaryDirectory();
+      const env = { ...environment(prefix), STREAMSTACK_FOLLOWER: '1' };
+      const info = cli(data, ['feed', 'info', 'orders'], '', env);
+      expect(info.status).toBe(0);
+      const head = (info.lines[0]!.head as { commit: number }).commit;
+      expect(head).toBeGreaterThan(10);
+      expect(head).toBeLessThanOrEqual(20);
+      const listed = cli(data, ['feed', 'list'], '', env);
+      expect(listed.lines.map((line) => line.feed)).toContain('orders');
+
+      const read = cli(data, ['read', 'orders'], '', env);
+      expect(read.status).toBe(0);
+      expect(read.lines).toEqual(await writerLines(feed, head));
+      const latest = cli(data, ['read', 'orders', '--mode', 'latest'], '', env);
+      expect(latest.lines).toEqual(await writerLines(feed, head, 'latest'));
+
+      const refused = cli(data, ['append', 'orders'], '{"payload":"x"}\n', env);
+      expect(refused.status).not.toBe(0);
+      expect(JSON.parse(refused.stderr.trim().split('\n').at(-1)!).error).toMatchObject({ code: 'READ_ONLY' });
+      expect(refused.stderr).not.toContain(serverOf().credentials.secretAccessKey);
+
+      // --follower without object storage is a usage error, and touches nothing.
+      const lone = cli(temporaryDirectory(), ['--follower', 'read', 'orders'], '', {});
+      expect(lone.status).toBe(2);
+      await store.close();
+    });
+
+    it('serves the writer’s tiered history over HTTP and answers a write with 409 READ_ONLY', async () => {
+      const { store, feed, prefix } = await tieredWriter('served');
+      const { url } = await startServer({
+        storeOptions: { objectStore: { ...objectStoreSettings(serverOf(), bucket), prefix }, follower: true },
+      });
+      const info = (await call(url, 'GET', '/v1/feeds/served')).json;
+      const head = info.head.commit as number;
+      const read = await call(url, 'GET', '/v1/feeds/served/records?after=0');
+      expect(read.status).toBe(200);
+      expect(read.lines).toEqual(await writerLines(feed, head));
+      const write = await call(url, 'POST', '/v1/feeds/served/records', { body: ndjson({ payload: 'x' }) });
+      expect(write.status).toBe(409);
+      expect(write.json.error).toMatchObject({ code: 'READ_ONLY', follower: true });
+      await store.close();
+    });
+  },
+);
