@@ -3,7 +3,8 @@
  * `follower: true` over an empty directory and the writer's bucket reads the writer's tiered
  * history — RAW, dedup and latest scans, `get`, tag and type queries — and every read equals the
  * writer's over the same commits. It follows new segments, a trim and a key compaction; its
- * view is always a prefix of the writer's; it refuses writes with a typed error; after a restart
+ * view is always a prefix of the writer's; its subscriptions are its own and deliver each commit
+ * once across refreshes and restarts; it refuses writes with a typed error; after a restart
  * it resumes from its copy without fetching it again, and with the object store down it still
  * opens and answers once the store is back.
  */
@@ -103,6 +104,9 @@ describe.skipIf(binary === undefined)(
       // Its records come from object storage; its history files are headers only.
       expect((await follower.info()).tiering?.remoteReads.requests).toBeGreaterThan(0);
 
+      // Its subscriptions are its own; everything else that writes is the writer's.
+      expect((await (await follower.createSubscription('mine')).info()).cursor).toBe(0);
+      expect(await writer.subscriptions()).toEqual([]);
       for (const write of [
         () => follower.append([{ payload: 'x' }]),
         () => follower.acquireLease({ holder: 'me' }),
@@ -133,6 +137,12 @@ describe.skipIf(binary === undefined)(
       let follower = await followerStore.feed('events');
       const first = await expectSameHistory(writer, follower);
 
+      // The follower's own subscription: it reads and moves on over the follower's history.
+      const audit = await follower.createSubscription('audit');
+      const polled = await audit.poll({ max: 1_000_000 });
+      expect(polled.cursor).toBe(first);
+      await audit.advance(polled.cursor);
+
       // A follow reads every commit once, and goes on past the view it started on.
       const stop = new AbortController();
       const followed: number[] = [];
@@ -161,6 +171,13 @@ describe.skipIf(binary === undefined)(
       await following;
       expect(followed).toEqual(Array.from({ length: grown }, (_, index) => index + 1));
 
+      // The subscription goes on from its cursor over the newer view, each commit once.
+      const next = await (await follower.subscription('audit')).poll({ max: 1_000_000 });
+      expect(next.commits.map((commit) => commit.commit.commit)).toEqual(
+        Array.from({ length: grown - first }, (_, index) => first + 1 + index),
+      );
+      await (await follower.subscription('audit')).advance(next.cursor);
+
       // A trim: the follower's history starts where the writer's does.
       await writer.trim({ before: 6 });
       await writer.tiered();
@@ -182,6 +199,7 @@ describe.skipIf(binary === undefined)(
       follower = await followerStore.feed('events');
       expect(copyFiles(followerDirectory, 'events')).toEqual(files);
       await expectSameHistory(writer, follower);
+      expect(await (await follower.subscription('audit')).info()).toMatchObject({ cursor: grown });
 
       // With the object store down it still opens from its copy; reads of records wait for it.
       await followerStore.close();

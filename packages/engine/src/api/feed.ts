@@ -371,7 +371,6 @@ export class Feed {
 
   /** Creates a named, durable cursor, starting after commit `after` (default 0, the start). */
   async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
-    this.refuseOnFollower();
     options = optionsOf(options, 'feed.createSubscription');
     this.writer.assertPresent();
     const after = checkedCursor(options.after, 'after') ?? this.writer.lowMark - 1;

@@ -6,7 +6,8 @@
  * on `feed.refresh()`; when it changed, the feed moves to a new read-only view of it (reads under
  * way finish on the old one). A follower sees what its writer tiered: a prefix of the writer's
  * history that ends at the last sealed segment's last commit, never a gap and never a commit the
- * writer does not have. With object storage down it reads what its copy holds (reads of records
+ * writer does not have. Its subscriptions are its own (kept in its directory, shared by every
+ * view). With object storage down it reads what its copy holds (reads of records
  * fail with `UNAVAILABLE` until it is back) and catches up once it is.
  *
  * @example
@@ -17,10 +18,12 @@
 
 import { type DataDirectory, validateFeedName } from '../coordinator/opening/data-directory.js';
 import { FollowerMirror } from '../coordinator/opening/follower-mirror.js';
+import { Subscriptions } from '../coordinator/reading/subscriptions.js';
 import type { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { followerRefreshMs } from '../limits.js';
+import { FeedLayout } from '../storage/feed-layout.js';
 import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { feedsObjectPrefix } from '../storage/segment-descriptor.js';
 import { Feed } from './feed.js';
@@ -48,9 +51,13 @@ export class FollowedFeeds {
     private readonly kernels: Kernels,
     private readonly objectStore: ObjectSegmentStore,
     private readonly directory: DataDirectory,
-    /** Opens a read-only view of the feed's local copy. */
-    private readonly openView: (name: string) => Promise<FeedWriter>,
+    /** Opens a read-only view of the feed's local copy, with the follower's subscriptions. */
+    private readonly openView: (name: string, subscriptions: Subscriptions) => Promise<FeedWriter>,
+    private readonly clock: () => number,
   ) {}
+
+  /** Each followed feed's subscriptions (the views share them; the store closes them last). */
+  private readonly subscriptions: Subscriptions[] = [];
 
   /** The error every write on a follower fails with. */
   private refusal(name: string): StreamStackError {
@@ -66,9 +73,17 @@ export class FollowedFeeds {
     const mirror = await FollowerMirror.open(this.kernels, this.objectStore, name, this.directory.feedDirectory(name));
     await this.syncOrCached(mirror);
     const metadata = this.directory.readMetadata(name);
-    const feed = new Feed(name, metadata.createdAt, await this.openView(name), {
+    // The follower's own subscriptions: one writable set for every view, closed with the store.
+    const subscriptions = await Subscriptions.open(
+      this.kernels,
+      new FeedLayout(this.directory.feedDirectory(name)).subscriptions,
+      this.clock,
+    );
+    this.subscriptions.push(subscriptions);
+    const feed = new Feed(name, metadata.createdAt, await this.openView(name, subscriptions), {
       // Nothing is opened once the store closes: the view would outlive it.
-      reopen: async () => (!this.closed && (await mirror.sync()).changed ? this.openView(name) : undefined),
+      reopen: async () =>
+        !this.closed && (await mirror.sync()).changed ? this.openView(name, subscriptions) : undefined,
       writesRefused: this.refusal(name),
     });
     if (!this.closed) {
@@ -109,5 +124,10 @@ export class FollowedFeeds {
     this.closed = true;
     for (const timer of this.timers) clearInterval(timer);
     this.timers.clear();
+  }
+
+  /** Closes the subscriptions, once the views are closed. */
+  closeSubscriptions(): void {
+    for (const subscriptions of this.subscriptions.splice(0)) subscriptions.close();
   }
 }

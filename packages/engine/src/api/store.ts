@@ -16,6 +16,7 @@ import {
   validateFeedName,
 } from '../coordinator/opening/data-directory.js';
 import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator/opening/verify.js';
+import type { Subscriptions } from '../coordinator/reading/subscriptions.js';
 import { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import { StreamStackError } from '../errors.js';
 import { type KernelChoice, loadKernels } from '../kernels/index.js';
@@ -133,14 +134,20 @@ export class Store {
       objectStore,
       options.objectStore && localHistoryBudget(options.objectStore),
       options.follower && objectStore
-        ? new FollowedFeeds(kernels, objectStore, data, (name): Promise<FeedWriter> => store.openWriter(name, true))
+        ? new FollowedFeeds(
+            kernels,
+            objectStore,
+            data,
+            (name, subscriptions): Promise<FeedWriter> => store.openWriter(name, true, subscriptions),
+            options.clock ?? Date.now,
+          )
         : undefined,
     );
     return store;
   }
 
   /** Opens feed `name`'s writer over its directory (read-only for a follower's view). */
-  private openWriter(name: string, readOnly: boolean): Promise<FeedWriter> {
+  private openWriter(name: string, readOnly: boolean, subscriptions?: Subscriptions): Promise<FeedWriter> {
     return FeedWriter.open(this.directory.feedDirectory(name), {
       feed: name,
       kernels: this.kernels,
@@ -150,6 +157,7 @@ export class Store {
       readOnly,
       ...(this.objectStore ? { objectStore: this.objectStore } : {}),
       ...(this.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: this.localHistoryBytesMax }),
+      ...(subscriptions ? { subscriptions } : {}),
     });
   }
 
@@ -355,6 +363,7 @@ export class Store {
     await Promise.all(this.deletions.values());
     const feeds = await Promise.allSettled(this.feeds.values());
     for (const feed of feeds) if (feed.status === 'fulfilled') await feed.value.close();
+    this.followed?.closeSubscriptions();
     this.objectStore?.close();
     this.directory.close();
   }

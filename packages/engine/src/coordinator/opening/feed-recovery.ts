@@ -62,6 +62,8 @@ export async function recoverLogs(
   directory: string,
   clock: () => number,
   readOnly: boolean,
+  /** A follower's own subscriptions, opened once for every view of the feed. */
+  sharedSubscriptions?: Subscriptions,
 ): Promise<RecoveredLogs> {
   const payloads: { crc: number; location: PayloadLocation }[] = [];
   const retention = await RetentionLog.open(kernels, directory, readOnly);
@@ -117,7 +119,9 @@ export async function recoverLogs(
       feedTag,
     );
     const leaseLog = await StateLog.open(kernels, new FeedLayout(directory).stateLog('lease'), readOnly);
-    const subscriptions = await Subscriptions.open(kernels, new FeedLayout(directory).subscriptions, clock, readOnly);
+    const subscriptions =
+      sharedSubscriptions ??
+      (await Subscriptions.open(kernels, new FeedLayout(directory).subscriptions, clock, readOnly));
     const active = history.room()?.segment;
     // Even if the lease log was lost, no write may be fenced by an epoch below one already used.
     let epochFloor = history.commits.epochMax;

@@ -75,6 +75,11 @@ export interface WriterOptions {
   readonly objectStore?: ObjectSegmentStore;
   /** Bytes of sealed history kept locally once uploaded; undefined keeps all of it. */
   readonly localHistoryBytesMax?: number;
+  /**
+   * A follower's subscriptions, its own and writable though the feed is opened read-only: one
+   * set shared by every view of the feed, which the follower closes (the writer does not).
+   */
+  readonly subscriptions?: Subscriptions;
 }
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
@@ -214,7 +219,7 @@ export class FeedWriter {
   private static async openLogs(directory: string, options: WriterOptions): Promise<FeedWriter> {
     const { kernels } = options;
     const readOnly = options.readOnly ?? false;
-    const logs = await recoverLogs(kernels, directory, options.clock, readOnly);
+    const logs = await recoverLogs(kernels, directory, options.clock, readOnly, options.subscriptions);
     const { history, wal } = logs;
     const lease = new LeaseKeeper(logs.leaseLog, options.clock, options.newId, logs.epochFloor);
     const writer = new FeedWriter(
@@ -914,6 +919,6 @@ export class FeedWriter {
     this.history.close();
     this.wal.close();
     this.leaseLog.close();
-    this.subscriptions.close();
+    if (this.subscriptions !== this.options.subscriptions) this.subscriptions.close();
   }
 }
