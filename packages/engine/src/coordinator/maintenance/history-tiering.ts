@@ -107,6 +107,8 @@ export class HistoryTiering {
   private lagCount = 0;
   /** Whether the last pass found nothing left to upload or retire. */
   private idle = false;
+  /** The floor position of the boundary this process wrote last (none yet: undefined). */
+  private boundaryPosition: number | undefined;
 
   constructor(private readonly context: TieringContext) {
     this.uploads = new SegmentUploads(context, () => this.objects);
@@ -232,6 +234,8 @@ export class HistoryTiering {
   private async pass(): Promise<boolean> {
     const { derived, history } = this.context;
     let worked = false;
+    // The feed is there for followers from its first pass, before any segment is sealed.
+    await this.uploads.publishFeedConfig();
     // Segments go up in ordinal order, each as soon as its five files are written; one still
     // waiting for a file (a dictionary being built) makes the pass wait for the builds, not for
     // the whole indexing backlog ahead of every segment.
@@ -240,7 +244,6 @@ export class HistoryTiering {
       const state = await this.assignOrdinals();
       const entry = state.entries.find((candidate) => candidate.state === 'uploading');
       if (!entry) break;
-      await this.uploads.publishFeedConfig();
       if (!(await this.uploads.complete(entry.base))) {
         await derived().flushed();
         await history.summariesWritten();
@@ -438,28 +441,30 @@ export class HistoryTiering {
     const objects = this.objects;
     const state = log.stateOr(this.context.newId);
     const gone = state.entries.filter((entry) => entry.state === 'trimmed' || entry.state === 'replaced');
-    if (gone.length === 0) return 0;
+    // A trim inside a segment deletes nothing, but followers start where the writer's history
+    // does: the boundary says so once per floor (and once per process, for a trimmed feed).
+    const floor = this.context.history.retainedStart;
+    const floorMoved = floor.position > (this.boundaryPosition ?? 1);
+    if (gone.length === 0 && !floorMoved) return 0;
     const trimmed = gone.filter((entry) => entry.state === 'trimmed');
     let lowOrdinal = state.lowOrdinal;
-    if (trimmed.length > 0) {
+    if (trimmed.length > 0 || floorMoved) {
       const live = state.entries.filter((entry) => isVisibleRemotely(entry) || entry.state === 'uploading');
-      lowOrdinal = Math.max(
-        lowOrdinal,
-        live.length > 0 ? Math.min(...live.map((entry) => entry.ordinal)) : state.nextOrdinal,
-      );
+      if (trimmed.length > 0)
+        lowOrdinal = Math.max(
+          lowOrdinal,
+          live.length > 0 ? Math.min(...live.map((entry) => entry.ordinal)) : state.nextOrdinal,
+        );
       // The boundary moves first: a reader that finds it never looks below it, so what is
       // deleted after it is never asked for.
       this.uploads.counters.requests++;
       await objects.root.put(
         boundaryObjectName,
-        encodeBoundary({
-          format: 1,
-          lowOrdinal,
-          lowPosition: this.context.history.floorPosition,
-          lowCommit: this.context.history.retainedStart.commit,
-        }),
+        encodeBoundary({ format: 1, lowOrdinal, lowPosition: floor.position, lowCommit: floor.commit }),
       );
+      this.boundaryPosition = floor.position;
     }
+    if (gone.length === 0) return 0;
     const names: string[] = [];
     for (const entry of gone)
       for (const suffix of [...historyFiles, ...indexFiles])
