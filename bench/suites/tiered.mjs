@@ -19,7 +19,14 @@
 //   (target ≤ 50 ms), and `get(key)` as of a commit that ends an evicted segment, its winner in
 //   evicted history (target ≤ 20 ms), each beside the same reads of the untiered store, warm;
 // - requests and bytes the cold reads took, and the reader's RSS.
-// Not measured yet, because not built yet: followers.
+// Then a third ingest, tiered too, is followed by a follower in a process of its own (an empty
+// directory, the same bucket):
+// - its commit lag p50/p99 (each commit's arrival in the follower's `follow` against its
+//   acknowledgement by the writer; targets 30 ms and 250 ms), while the writer ingests;
+// - its RAW scan of the whole history it has, against the writer's byte for byte, and its rate
+//   against the warm local scan; its requests per million records and its RSS.
+import { fork } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -32,18 +39,59 @@ const totalRecords = Number(process.env.STREAMSTACK_BENCH_TIERED_RECORDS ?? 10_0
 const rounds = Number(process.env.STREAMSTACK_BENCH_TIERED_ROUNDS ?? 1);
 const batchRecords = 1_000;
 const bucket = 'bench';
+const followerScript = new URL('../follower-process.mjs', import.meta.url).pathname;
 
-/** Writes the workload into a new store in `label`'s folder; with `objectStore`, waits for its uploads. */
-async function ingest(label, objectStore) {
+/** Starts the follower process over a fresh directory, following `objectStore`; resolves once it found the feed. */
+async function startFollower(objectStore) {
+  const child = fork(followerScript, [temporaryDirectory('tiered-follower')], {
+    env: {
+      ...process.env,
+      BENCH_FOLLOW_ENDPOINT: objectStore.endpoint,
+      BENCH_FOLLOW_BUCKET: objectStore.bucket,
+      BENCH_FOLLOW_PREFIX: objectStore.prefix,
+    },
+  });
+  const messages = [];
+  const waiters = [];
+  child.on('message', (message) => {
+    messages.push(message);
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const next = async (type) => {
+    for (;;) {
+      const at = messages.findIndex((message) => message.type === type);
+      if (at >= 0) return messages.splice(at, 1)[0];
+      await new Promise((resolve) => waiters.push(resolve));
+    }
+  };
+  return {
+    ready: next('ready'),
+    async finish() {
+      child.send({ type: 'finish' });
+      return next('finished');
+    },
+  };
+}
+
+/**
+ * Writes the workload into a new store in `label`'s folder; with `objectStore`, waits for its
+ * uploads; with `follow`, a follower process follows it meanwhile, and its commit lags (each
+ * commit's arrival there against its acknowledgement here) and whole-history scan are measured.
+ */
+async function ingest(label, objectStore, follow = false) {
   const directory = temporaryDirectory(`tiered-${label}`);
   const store = await Store.open(directory, objectStore ? { objectStore } : {});
   const feed = await store.createFeed('tiered');
+  const follower = follow ? await startFollower(objectStore) : undefined;
+  await follower?.ready;
   const next = scaleWorkload(0x71e4);
   const appendMs = [];
+  const acknowledgedAt = [];
   const started = performance.now();
   for (let done = 0; done < totalRecords; done += batchRecords) {
     const before = performance.now();
-    await feed.append(next(Math.min(batchRecords, totalRecords - done)));
+    const commit = await feed.append(next(Math.min(batchRecords, totalRecords - done)));
+    acknowledgedAt[commit.commit] = Date.now();
     appendMs.push(performance.now() - before);
   }
   const seconds = (performance.now() - started) / 1000;
@@ -57,6 +105,27 @@ async function ingest(label, objectStore) {
   const rssBytes = process.memoryUsage().rss;
   const segments = (await feed.diskUse()).historySegments;
   const commits = (await feed.info()).commits;
+  let followed;
+  if (follower) {
+    // The follower has what was tiered: everything but the active segment's commits.
+    const finished = await follower.finish();
+    const tieredHead = finished.head;
+    const lags = [];
+    for (let at = 0; at < finished.arrivals.length; at += 2)
+      lags.push(finished.arrivals[at + 1] - acknowledgedAt[finished.arrivals[at]]);
+    const hash = crypto.createHash('sha256');
+    for await (const chunk of feed.readLines({ after: 0, upTo: tieredHead })) hash.update(chunk);
+    followed = {
+      lag: latencySummary(lags),
+      commits: lags.length,
+      tieredHead,
+      sameScan: hash.digest('hex') === finished.digest,
+      scanRecordsPerSecond: finished.records / (finished.scanMs / 1000),
+      rssBytes: finished.rssBytes,
+      requests: finished.requests,
+    };
+    process.stderr.write(`  ${label} follower: ${JSON.stringify(followed)}\n`);
+  }
   await store.close();
   const result = {
     directory,
@@ -67,10 +136,23 @@ async function ingest(label, objectStore) {
     drainMs,
     rssBytes,
     tiering,
+    followed,
   };
   process.stderr.write(`  ${label}: ${JSON.stringify({ ...result, tiering: undefined, directory: undefined })}\n`);
   if (tiering) process.stderr.write(`  ${label} tiering: ${JSON.stringify(tiering)}\n`);
   return result;
+}
+
+/** The warm local RAW scan rate of an ingest's store, in records per second. */
+async function warmScanRate(result) {
+  const store = await Store.open(result.directory, { readOnly: true });
+  try {
+    const feed = await store.feed('tiered');
+    await scanRate(feed);
+    return (await scanRate(feed)).perSecond;
+  } finally {
+    await store.close();
+  }
 }
 
 /** Reads every record of `feed` once; records per second. */
@@ -259,6 +341,38 @@ export async function run() {
     suite.ratio('slowest append, tiering off', off[off.length - 1].append.maxMs, undefined, 'ms');
     suite.ratio('writer RSS, tiering on', last.rssBytes / 2 ** 20, undefined, 'MiB');
     suite.ratio('writer RSS, tiering off', off[off.length - 1].rssBytes / 2 ** 20, undefined, 'MiB');
+    // A follower in a process of its own follows a third ingest, tiered like the others.
+    const followedRun = await ingest(
+      'follow',
+      { endpoint: server.endpoint, bucket, prefix: 'follow/', region: server.region },
+      true,
+    );
+    const followed = followedRun.followed;
+    suite.ratio('follower commit lag: 30 ms / p50', 30 / Math.max(followed.lag.p50Ms, 0.01), 1);
+    suite.ratio('follower commit lag: 250 ms / p99', 250 / Math.max(followed.lag.p99Ms, 0.01), 1);
+    suite.ratio('follower commit lag: p50', followed.lag.p50Ms, undefined, 'ms');
+    suite.ratio('follower commit lag: p99', followed.lag.p99Ms, undefined, 'ms');
+    suite.ratio('follower commit lag: slowest', followed.lag.maxMs, undefined, 'ms');
+    suite.ratio(
+      'follower: commits it had once the uploads were done / the writer’s',
+      followed.tieredHead / followedRun.commits,
+      undefined,
+      'ratio',
+    );
+    suite.ratio('follower RAW scan equals the writer’s, byte for byte', followed.sameScan ? 1 : 0, 1);
+    suite.ratio(
+      'follower RAW scan (all evicted) / warm local scan',
+      followed.scanRecordsPerSecond / (await warmScanRate(off[off.length - 1])),
+      0.25,
+    );
+    suite.ratio('ingest with a follower / tiering off', followedRun.recordsPerSecond / rate(off), 0.9);
+    suite.ratio(
+      'follower requests per million records',
+      (followed.requests * 1e6) / totalRecords,
+      undefined,
+      'requests',
+    );
+    suite.ratio('follower RSS', followed.rssBytes / 2 ** 20, undefined, 'MiB');
     const reads = await coldReads(last, off[off.length - 1], {
       endpoint: server.endpoint,
       bucket,

@@ -1,0 +1,84 @@
+// The follower of `pnpm bench tiered`, in a process of its own as another machine would run
+// one: it opens a fresh directory as a follower of feed `tiered` in the object store its
+// environment names (BENCH_FOLLOW_ENDPOINT, _BUCKET, _PREFIX; credentials from the AWS
+// environment), waits for the feed to appear, and follows it from the start, noting when each
+// commit reaches it (milliseconds since the epoch, the clock the writer notes its
+// acknowledgements with). On `finish` (sent once the writer's uploads are done) it refreshes,
+// waits for its follow to reach its head, hashes a RAW scan of the whole history up to it, and
+// answers with the head, the arrivals, the hash, its records, RSS and requests.
+import crypto from 'node:crypto';
+import { Store } from '@streamstack/engine';
+
+const directory = process.argv[2];
+if (!directory || !process.send) {
+  console.error('usage: fork(follower-process.mjs, [DATA_DIRECTORY]) — it talks to its parent over IPC');
+  process.exit(2);
+}
+
+const store = await Store.open(directory, {
+  follower: true,
+  objectStore: {
+    endpoint: process.env.BENCH_FOLLOW_ENDPOINT,
+    bucket: process.env.BENCH_FOLLOW_BUCKET,
+    prefix: process.env.BENCH_FOLLOW_PREFIX,
+  },
+});
+let feed;
+for (;;) {
+  try {
+    feed = await store.feed('tiered');
+    break;
+  } catch (error) {
+    if (error.code !== 'FEED_NOT_FOUND') throw error;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+process.send({ type: 'ready' });
+
+/** Commit numbers and arrival times, in order. */
+const arrivals = [];
+let reached = 0;
+let waiting;
+const stop = new AbortController();
+const following = (async () => {
+  for await (const batch of feed.follow({ after: 0, signal: stop.signal })) {
+    arrivals.push(batch.commit.commit, Date.now());
+    reached = batch.commit.commit;
+    if (waiting && reached >= waiting.head) waiting.resolve();
+  }
+})().catch((error) => {
+  if (!stop.signal.aborted) throw error;
+});
+
+process.on('message', async (message) => {
+  if (message.type !== 'finish') return;
+  // Everything tiered is in object storage now: the follower's head after a refresh is the last.
+  const head = (await feed.refresh())?.commit ?? 0;
+  if (reached < head) await new Promise((resolve) => (waiting = { head, resolve }));
+  stop.abort();
+  await following;
+  const hash = crypto.createHash('sha256');
+  const started = performance.now();
+  let bytes = 0;
+  let records = 0;
+  for await (const chunk of feed.readLines({ after: 0, upTo: head })) {
+    hash.update(chunk);
+    bytes += chunk.length;
+    for (const byte of chunk) if (byte === 10) records++;
+  }
+  const scanMs = performance.now() - started;
+  const tiering = (await feed.info()).tiering;
+  process.send({
+    type: 'finished',
+    head,
+    records,
+    arrivals,
+    digest: hash.digest('hex'),
+    scanMs,
+    bytes,
+    rssBytes: process.memoryUsage().rss,
+    requests: tiering?.remoteReads.requests ?? 0,
+  });
+  await store.close();
+  process.exit(0);
+});
