@@ -7,34 +7,15 @@
 import { describe, expect, it } from 'vitest';
 import type { Feed } from '../../packages/engine/src/index.js';
 import { cli } from '../support/cli.js';
-import {
-  objectStoreSettings,
-  type Versitygw,
-  versitygwBinary,
-  versitygwForSuite,
-  versitygwMissing,
-} from '../support/object-store.js';
+import { objectStoreSuite } from '../support/object-store.js';
 import { call, ndjson, startServer } from '../support/server.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
 
-const binary = versitygwBinary();
-const bucket = 'cli-follower';
-let serverOf: () => Versitygw;
-
-/** The environment a user sets on the follower's machine. */
-function environment(prefix: string): Record<string, string> {
-  return {
-    STREAMSTACK_OBJECT_STORE: `s3://${bucket}/${prefix}`,
-    STREAMSTACK_OBJECT_STORE_ENDPOINT: serverOf().endpoint,
-    AWS_ACCESS_KEY_ID: serverOf().credentials.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: serverOf().credentials.secretAccessKey,
-    AWS_REGION: serverOf().region,
-  };
-}
+const objects = objectStoreSuite('cli-follower');
 
 /** A writer's feed with several tiered segments; returns it with its settings' prefix. */
 async function tieredWriter(feedName: string) {
-  const settings = objectStoreSettings(serverOf(), bucket);
+  const settings = objects.settings();
   const store = await openStore(temporaryDirectory(), { objectStore: settings });
   const feed = await store.createFeed(feedName);
   for (let commit = 0; commit < 20; commit++)
@@ -57,54 +38,51 @@ async function writerLines(feed: Feed, upTo: number, mode: 'raw' | 'latest' = 'r
     .map((line) => JSON.parse(line));
 }
 
-describe.skipIf(binary === undefined)(
-  `streamstack --follower${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
-  () => {
-    serverOf = versitygwForSuite(bucket);
+describe.skipIf(objects.missing)(objects.title('streamstack --follower'), () => {
+  objects.start();
 
-    it('reads in a process of its own what the writer tiered, and refuses writes', async () => {
-      const { store, feed, prefix } = await tieredWriter('orders');
-      const data = temporaryDirectory();
-      const env = { ...environment(prefix), STREAMSTACK_FOLLOWER: '1' };
-      const info = cli(data, ['feed', 'info', 'orders'], '', env);
-      expect(info.status).toBe(0);
-      const head = (info.lines[0]!.head as { commit: number }).commit;
-      expect(head).toBeGreaterThan(10);
-      expect(head).toBeLessThanOrEqual(20);
-      const listed = cli(data, ['feed', 'list'], '', env);
-      expect(listed.lines.map((line) => line.feed)).toContain('orders');
+  it('reads in a process of its own what the writer tiered, and refuses writes', async () => {
+    const { store, feed, prefix } = await tieredWriter('orders');
+    const data = temporaryDirectory();
+    const env = { ...objects.environment(prefix), STREAMSTACK_FOLLOWER: '1' };
+    const info = cli(data, ['feed', 'info', 'orders'], '', env);
+    expect(info.status).toBe(0);
+    const head = (info.lines[0]!.head as { commit: number }).commit;
+    expect(head).toBeGreaterThan(10);
+    expect(head).toBeLessThanOrEqual(20);
+    const listed = cli(data, ['feed', 'list'], '', env);
+    expect(listed.lines.map((line) => line.feed)).toContain('orders');
 
-      const read = cli(data, ['read', 'orders'], '', env);
-      expect(read.status).toBe(0);
-      expect(read.lines).toEqual(await writerLines(feed, head));
-      const latest = cli(data, ['read', 'orders', '--mode', 'latest'], '', env);
-      expect(latest.lines).toEqual(await writerLines(feed, head, 'latest'));
+    const read = cli(data, ['read', 'orders'], '', env);
+    expect(read.status).toBe(0);
+    expect(read.lines).toEqual(await writerLines(feed, head));
+    const latest = cli(data, ['read', 'orders', '--mode', 'latest'], '', env);
+    expect(latest.lines).toEqual(await writerLines(feed, head, 'latest'));
 
-      const refused = cli(data, ['append', 'orders'], '{"payload":"x"}\n', env);
-      expect(refused.status).not.toBe(0);
-      expect(JSON.parse(refused.stderr.trim().split('\n').at(-1)!).error).toMatchObject({ code: 'READ_ONLY' });
-      expect(refused.stderr).not.toContain(serverOf().credentials.secretAccessKey);
+    const refused = cli(data, ['append', 'orders'], '{"payload":"x"}\n', env);
+    expect(refused.status).not.toBe(0);
+    expect(JSON.parse(refused.stderr.trim().split('\n').at(-1)!).error).toMatchObject({ code: 'READ_ONLY' });
+    expect(refused.stderr).not.toContain(objects.server().credentials.secretAccessKey);
 
-      // --follower without object storage is a usage error, and touches nothing.
-      const lone = cli(temporaryDirectory(), ['--follower', 'read', 'orders'], '', {});
-      expect(lone.status).toBe(2);
-      await store.close();
+    // --follower without object storage is a usage error, and touches nothing.
+    const lone = cli(temporaryDirectory(), ['--follower', 'read', 'orders'], '', {});
+    expect(lone.status).toBe(2);
+    await store.close();
+  });
+
+  it('serves the writer’s tiered history over HTTP and answers a write with 409 READ_ONLY', async () => {
+    const { store, feed, prefix } = await tieredWriter('served');
+    const { url } = await startServer({
+      storeOptions: { objectStore: objects.settings({ prefix }), follower: true },
     });
-
-    it('serves the writer’s tiered history over HTTP and answers a write with 409 READ_ONLY', async () => {
-      const { store, feed, prefix } = await tieredWriter('served');
-      const { url } = await startServer({
-        storeOptions: { objectStore: { ...objectStoreSettings(serverOf(), bucket), prefix }, follower: true },
-      });
-      const info = (await call(url, 'GET', '/v1/feeds/served')).json;
-      const head = info.head.commit as number;
-      const read = await call(url, 'GET', '/v1/feeds/served/records?after=0');
-      expect(read.status).toBe(200);
-      expect(read.lines).toEqual(await writerLines(feed, head));
-      const write = await call(url, 'POST', '/v1/feeds/served/records', { body: ndjson({ payload: 'x' }) });
-      expect(write.status).toBe(409);
-      expect(write.json.error).toMatchObject({ code: 'READ_ONLY', follower: true });
-      await store.close();
-    });
-  },
-);
+    const info = (await call(url, 'GET', '/v1/feeds/served')).json;
+    const head = info.head.commit as number;
+    const read = await call(url, 'GET', '/v1/feeds/served/records?after=0');
+    expect(read.status).toBe(200);
+    expect(read.lines).toEqual(await writerLines(feed, head));
+    const write = await call(url, 'POST', '/v1/feeds/served/records', { body: ndjson({ payload: 'x' }) });
+    expect(write.status).toBe(409);
+    expect(write.json.error).toMatchObject({ code: 'READ_ONLY', follower: true });
+    await store.close();
+  });
+});

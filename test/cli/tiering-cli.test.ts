@@ -6,113 +6,97 @@
  */
 import { describe, expect, it } from 'vitest';
 import { cli } from '../support/cli.js';
-import { type Versitygw, versitygwBinary, versitygwForSuite, versitygwMissing } from '../support/object-store.js';
+import { objectStoreSuite } from '../support/object-store.js';
 import { temporaryDirectory } from '../support/store.js';
 
-const binary = versitygwBinary();
+const objects = objectStoreSuite('cli-tiering');
 const bucket = 'cli-tiering';
-/** The suite's object store server, once its `describe` has started it. */
-let serverOf: () => Versitygw;
-
-/** The environment a user sets: where the store is, and the AWS credentials. */
-function environment(prefix: string): Record<string, string> {
-  return {
-    STREAMSTACK_OBJECT_STORE: `s3://${bucket}/${prefix}`,
-    STREAMSTACK_OBJECT_STORE_ENDPOINT: serverOf().endpoint,
-    AWS_ACCESS_KEY_ID: serverOf().credentials.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: serverOf().credentials.secretAccessKey,
-    AWS_REGION: serverOf().region,
-  };
-}
+const serverOf = () => objects.server();
+const environment = (prefix: string) => objects.environment(prefix);
 
 const lines = (count: number) =>
   Array.from({ length: count }, (_, n) =>
     JSON.stringify({ payload: `record ${n} ${'y'.repeat(60)}`, key: `k${n % 97}`, tags: [`t${n % 5}`] }),
   ).join('\n');
 
-describe.skipIf(binary === undefined)(
-  `streamstack with --object-store${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
-  () => {
-    serverOf = versitygwForSuite(bucket);
+describe.skipIf(objects.missing)(objects.title('streamstack with --object-store'), () => {
+  objects.start();
 
-    it('uploads sealed segments from the environment settings; tier waits for them and feed info shows them', () => {
-      const data = temporaryDirectory();
-      const env = environment('cli/');
-      expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
-      const appended = cli(data, ['append', 'events', '--commit-every', '200'], lines(4000), env);
-      expect(appended.status).toBe(0);
-      const tiered = cli(data, ['tier', 'events'], '', env);
-      expect(tiered.status).toBe(0);
-      expect(tiered.lines[0]).toMatchObject({ feed: 'events', pendingSegments: 0, lastError: null });
-      expect(tiered.lines[0]!.remoteSegments).toBeGreaterThanOrEqual(2);
-      const info = cli(data, ['feed', 'info', 'events'], '', env);
-      expect((info.lines[0]!.tiering as { remoteSegments: number }).remoteSegments).toBe(
-        tiered.lines[0]!.remoteSegments,
-      );
-      for (const result of [appended, tiered, info]) {
-        const output = JSON.stringify(result.lines) + result.stderr;
-        expect(output).not.toContain(serverOf().credentials.secretAccessKey);
-        expect(result.stderr).not.toMatch(/NodeVersionSupportWarning|AWS SDK/);
-      }
+  it('uploads sealed segments from the environment settings; tier waits for them and feed info shows them', () => {
+    const data = temporaryDirectory();
+    const env = environment('cli/');
+    expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
+    const appended = cli(data, ['append', 'events', '--commit-every', '200'], lines(4000), env);
+    expect(appended.status).toBe(0);
+    const tiered = cli(data, ['tier', 'events'], '', env);
+    expect(tiered.status).toBe(0);
+    expect(tiered.lines[0]).toMatchObject({ feed: 'events', pendingSegments: 0, lastError: null });
+    expect(tiered.lines[0]!.remoteSegments).toBeGreaterThanOrEqual(2);
+    const info = cli(data, ['feed', 'info', 'events'], '', env);
+    expect((info.lines[0]!.tiering as { remoteSegments: number }).remoteSegments).toBe(tiered.lines[0]!.remoteSegments);
+    for (const result of [appended, tiered, info]) {
+      const output = JSON.stringify(result.lines) + result.stderr;
+      expect(output).not.toContain(serverOf().credentials.secretAccessKey);
+      expect(result.stderr).not.toMatch(/NodeVersionSupportWarning|AWS SDK/);
+    }
 
-      // The flag says the same as the variable; a later open with the same settings goes on.
-      const flagged = cli(
-        data,
-        ['--object-store', `s3://${bucket}/cli`, '--object-store-endpoint', serverOf().endpoint, 'tier', 'events'],
-        '',
-        { ...env, STREAMSTACK_OBJECT_STORE: '' },
-      );
-      expect(flagged.status).toBe(0);
-      expect(flagged.lines[0]).toMatchObject({ remoteSegments: tiered.lines[0]!.remoteSegments, pendingSegments: 0 });
+    // The flag says the same as the variable; a later open with the same settings goes on.
+    const flagged = cli(
+      data,
+      ['--object-store', `s3://${bucket}/cli`, '--object-store-endpoint', serverOf().endpoint, 'tier', 'events'],
+      '',
+      { ...env, STREAMSTACK_OBJECT_STORE: '' },
+    );
+    expect(flagged.status).toBe(0);
+    expect(flagged.lines[0]).toMatchObject({ remoteSegments: tiered.lines[0]!.remoteSegments, pendingSegments: 0 });
 
-      // verify checks the copies in object storage too, without taking the directory's lock.
-      const verified = cli(data, ['verify', 'events', '--quiet'], '', env);
-      expect(verified.status).toBe(0);
-      expect(verified.lines[0]).toMatchObject({ ok: true, remoteSegments: tiered.lines[0]!.remoteSegments });
-      expect(cli(data, ['feed', 'info', 'events'], '', env).lines[0]!.tiering).toMatchObject({
-        remoteSegments: tiered.lines[0]!.remoteSegments,
-      });
+    // verify checks the copies in object storage too, without taking the directory's lock.
+    const verified = cli(data, ['verify', 'events', '--quiet'], '', env);
+    expect(verified.status).toBe(0);
+    expect(verified.lines[0]).toMatchObject({ ok: true, remoteSegments: tiered.lines[0]!.remoteSegments });
+    expect(cli(data, ['feed', 'info', 'events'], '', env).lines[0]!.tiering).toMatchObject({
+      remoteSegments: tiered.lines[0]!.remoteSegments,
     });
+  });
 
-    it('--local-history-bytes-max evicts sealed history; read and get answer from object storage as before', () => {
-      const data = temporaryDirectory();
-      const env = environment('budget/');
-      expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
-      expect(cli(data, ['append', 'events', '--commit-every', '200'], lines(4000), env).status).toBe(0);
-      const before = cli(data, ['read', 'events'], '', env);
-      const key = cli(data, ['get', 'events', 'k5'], '', env);
-      expect(before.lines).toHaveLength(4000);
+  it('--local-history-bytes-max evicts sealed history; read and get answer from object storage as before', () => {
+    const data = temporaryDirectory();
+    const env = environment('budget/');
+    expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
+    expect(cli(data, ['append', 'events', '--commit-every', '200'], lines(4000), env).status).toBe(0);
+    const before = cli(data, ['read', 'events'], '', env);
+    const key = cli(data, ['get', 'events', 'k5'], '', env);
+    expect(before.lines).toHaveLength(4000);
 
-      const tiered = cli(data, ['--local-history-bytes-max', '0', 'tier', 'events'], '', env);
-      expect(tiered.status).toBe(0);
-      expect(tiered.lines[0]).toMatchObject({ localHistoryBytes: 0, localHistoryBytesMax: 0 });
-      expect(tiered.lines[0]!.evictedSegments).toBe(tiered.lines[0]!.remoteSegments);
-      // A reader beside it, with the same settings from the environment, reads the evicted history back.
-      const budgeted = { ...env, STREAMSTACK_LOCAL_HISTORY_BYTES_MAX: '0' };
-      expect(cli(data, ['read', 'events'], '', budgeted).lines).toEqual(before.lines);
-      expect(cli(data, ['get', 'events', 'k5'], '', budgeted).lines).toEqual(key.lines);
-      // Without object storage, a read of evicted history says where its records are.
-      const blind = cli(data, ['read', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: '' });
-      expect(blind.status).toBe(1);
-      expect(blind.error).toMatchObject({ code: 'UNAVAILABLE' });
-      expect(blind.error?.message).toContain('objectStore');
-      // The budget alone is a usage error: there is nowhere to evict to.
-      expect(
-        cli(data, ['--local-history-bytes-max', '0', 'read', 'events'], '', { STREAMSTACK_OBJECT_STORE: '' }).status,
-      ).toBe(2);
-    });
+    const tiered = cli(data, ['--local-history-bytes-max', '0', 'tier', 'events'], '', env);
+    expect(tiered.status).toBe(0);
+    expect(tiered.lines[0]).toMatchObject({ localHistoryBytes: 0, localHistoryBytesMax: 0 });
+    expect(tiered.lines[0]!.evictedSegments).toBe(tiered.lines[0]!.remoteSegments);
+    // A reader beside it, with the same settings from the environment, reads the evicted history back.
+    const budgeted = { ...env, STREAMSTACK_LOCAL_HISTORY_BYTES_MAX: '0' };
+    expect(cli(data, ['read', 'events'], '', budgeted).lines).toEqual(before.lines);
+    expect(cli(data, ['get', 'events', 'k5'], '', budgeted).lines).toEqual(key.lines);
+    // Without object storage, a read of evicted history says where its records are.
+    const blind = cli(data, ['read', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: '' });
+    expect(blind.status).toBe(1);
+    expect(blind.error).toMatchObject({ code: 'UNAVAILABLE' });
+    expect(blind.error?.message).toContain('objectStore');
+    // The budget alone is a usage error: there is nowhere to evict to.
+    expect(
+      cli(data, ['--local-history-bytes-max', '0', 'read', 'events'], '', { STREAMSTACK_OBJECT_STORE: '' }).status,
+    ).toBe(2);
+  });
 
-    it('refuses an address that is not s3://, and tier on a store without object storage', () => {
-      const data = temporaryDirectory();
-      const env = environment('refusals/');
-      expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
-      const bad = cli(data, ['tier', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: 'https://example.com/bucket' });
-      expect(bad.status).toBe(1);
-      expect(bad.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
-      const plain = cli(data, ['tier', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: '' });
-      expect(plain.status).toBe(1);
-      expect(plain.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
-      expect(plain.error?.message).toContain('objectStore');
-    });
-  },
-);
+  it('refuses an address that is not s3://, and tier on a store without object storage', () => {
+    const data = temporaryDirectory();
+    const env = environment('refusals/');
+    expect(cli(data, ['feed', 'create', 'events'], '', env).status).toBe(0);
+    const bad = cli(data, ['tier', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: 'https://example.com/bucket' });
+    expect(bad.status).toBe(1);
+    expect(bad.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    const plain = cli(data, ['tier', 'events'], '', { ...env, STREAMSTACK_OBJECT_STORE: '' });
+    expect(plain.status).toBe(1);
+    expect(plain.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(plain.error?.message).toContain('objectStore');
+  });
+});

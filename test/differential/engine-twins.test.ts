@@ -15,13 +15,7 @@ import {
   type VerificationProblem,
 } from '../../packages/engine/src/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
-import {
-  objectStoreSettings,
-  type Versitygw,
-  versitygwBinary,
-  versitygwForSuite,
-  versitygwMissing,
-} from '../support/object-store.js';
+import { objectStoreSuite } from '../support/object-store.js';
 import { collect, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 import { branchTally, native, ts } from './both.js';
 
@@ -106,13 +100,12 @@ describe('native and ts engines', () => {
   });
 });
 
-const versitygw = versitygwBinary();
 const twinBucket = 'twins';
-let twinServer: () => Versitygw;
+const twinObjects = objectStoreSuite(twinBucket);
 
 /** Every object under `prefix` of the twins' bucket, by name under it, with its bytes. */
 async function objectsUnder(prefix: string): Promise<Map<string, Buffer>> {
-  const server = twinServer();
+  const server = twinObjects.server();
   const root = new ObjectSegmentStore({
     endpoint: server.endpoint,
     bucket: twinBucket,
@@ -135,55 +128,52 @@ async function objectsUnder(prefix: string): Promise<Map<string, Buffer>> {
   return found;
 }
 
-describe.skipIf(versitygw === undefined)(
-  `native and ts engines, tiered${versitygw === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
-  () => {
-    twinServer = versitygwForSuite(twinBucket);
+describe.skipIf(twinObjects.missing)(twinObjects.title('native and ts engines, tiered'), () => {
+  twinObjects.start();
 
-    /** The workload on `kernels`, tiered with no local budget: every sealed segment is evicted. */
-    async function tieredRun(kernels: Kernels) {
-      const directory = temporaryDirectory(`streamstack-twin-tiered-${kernels.name}-`);
-      const objectStore = objectStoreSettings(twinServer(), twinBucket, { localHistoryBytesMax: 0 });
-      const clock = new ManualClock();
-      const store = await openStore(directory, { kernels, clock: clock.read, newId: sequentialIds(), objectStore });
-      await workload(store, clock);
-      const tiering = await (await store.feed('events')).tiered();
-      expect(tiering.evictedSegments).toBeGreaterThan(0);
-      await store.close();
-      return { directory, objectStore };
+  /** The workload on `kernels`, tiered with no local budget: every sealed segment is evicted. */
+  async function tieredRun(kernels: Kernels) {
+    const directory = temporaryDirectory(`streamstack-twin-tiered-${kernels.name}-`);
+    const objectStore = twinObjects.settings({ localHistoryBytesMax: 0 });
+    const clock = new ManualClock();
+    const store = await openStore(directory, { kernels, clock: clock.read, newId: sequentialIds(), objectStore });
+    await workload(store, clock);
+    const tiering = await (await store.feed('events')).tiered();
+    expect(tiering.evictedSegments).toBeGreaterThan(0);
+    await store.close();
+    return { directory, objectStore };
+  }
+
+  it('put byte-identical objects in object storage, and each reads the other’s evicted history', async () => {
+    const fromNative = await tieredRun(native);
+    const fromTs = await tieredRun(ts);
+    const nativeObjects = await objectsUnder(fromNative.objectStore.prefix!);
+    const tsObjects = await objectsUnder(fromTs.objectStore.prefix!);
+    expect([...nativeObjects.keys()]).toEqual([...tsObjects.keys()]);
+    expect([...nativeObjects.keys()].some((name) => name.includes('/descriptors/'))).toBe(true);
+    // A descriptor says when its upload ended (the clock then, which the uploads in the
+    // background reach at their own pace): everything else in it is the same.
+    const described = (bytes: Buffer) => ({ ...JSON.parse(bytes.toString('utf8')), createdAt: 0 });
+    for (const [name, bytes] of nativeObjects) {
+      if (name.includes('/descriptors/')) expect(described(bytes), name).toEqual(described(tsObjects.get(name)!));
+      else expect(bytes.equals(tsObjects.get(name)!), name).toBe(true);
     }
 
-    it('put byte-identical objects in object storage, and each reads the other’s evicted history', async () => {
-      const fromNative = await tieredRun(native);
-      const fromTs = await tieredRun(ts);
-      const nativeObjects = await objectsUnder(fromNative.objectStore.prefix!);
-      const tsObjects = await objectsUnder(fromTs.objectStore.prefix!);
-      expect([...nativeObjects.keys()]).toEqual([...tsObjects.keys()]);
-      expect([...nativeObjects.keys()].some((name) => name.includes('/descriptors/'))).toBe(true);
-      // A descriptor says when its upload ended (the clock then, which the uploads in the
-      // background reach at their own pace): everything else in it is the same.
-      const described = (bytes: Buffer) => ({ ...JSON.parse(bytes.toString('utf8')), createdAt: 0 });
-      for (const [name, bytes] of nativeObjects) {
-        if (name.includes('/descriptors/')) expect(described(bytes), name).toEqual(described(tsObjects.get(name)!));
-        else expect(bytes.equals(tsObjects.get(name)!), name).toBe(true);
-      }
-
-      for (const [written, reader] of [
-        [fromNative, ts],
-        [fromTs, native],
-      ] as const) {
-        const store = await openStore(written.directory, { kernels: reader, objectStore: written.objectStore });
-        const feed = await store.feed('events');
-        const records = await collect(feed.read());
-        expect(records).toHaveLength(5 * 200 + 1);
-        expect(text(records[1]!.payload)).toBe(`h0 b0 r1 ${'z'.repeat(13)}`);
-        expect((await feed.info()).tiering?.remoteReads.requests).toBeGreaterThan(0);
-        expect((await store.verify('events'))[0]!.problems).toEqual([]);
-        await store.close();
-      }
-    });
-  },
-);
+    for (const [written, reader] of [
+      [fromNative, ts],
+      [fromTs, native],
+    ] as const) {
+      const store = await openStore(written.directory, { kernels: reader, objectStore: written.objectStore });
+      const feed = await store.feed('events');
+      const records = await collect(feed.read());
+      expect(records).toHaveLength(5 * 200 + 1);
+      expect(text(records[1]!.payload)).toBe(`h0 b0 r1 ${'z'.repeat(13)}`);
+      expect((await feed.info()).tiering?.remoteReads.requests).toBeGreaterThan(0);
+      expect((await store.verify('events'))[0]!.problems).toEqual([]);
+      await store.close();
+    }
+  });
+});
 
 /** Damage to one file of a data directory, chosen among its files by `pick`. */
 type FileDamage =

@@ -3,8 +3,8 @@
  * server (versitygw): the writer appends, seals segments, trims and compacts keys, and is closed
  * and reopened now and then; each follower (`follower-child.mjs`, on the built engine) is killed
  * with SIGKILL at random — between steps or in the middle of one — and started again over its
- * directory. At every step each follower's reads up to its head (RAW and latest lines, `get` of
- * ten keys) hash the same as the writer's up to that head, its head is never past the writer's,
+ * directory. At every step each follower's reads up to its head (RAW, latest and dedup lines, `get`
+ * of eleven keys) hash the same as the writer's up to that head, its head is never past the writer's,
  * its low mark is the writer's, and its own subscription delivers every commit in order: a poll
  * starts where the last durable advance left it, and no commit is ever skipped.
  */
@@ -13,18 +13,11 @@ import crypto from 'node:crypto';
 import readline from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
-import {
-  objectStoreSettings,
-  type Versitygw,
-  versitygwBinary,
-  versitygwForSuite,
-  versitygwMissing,
-} from '../support/object-store.js';
+import { seededRandom } from '../support/ingest.mjs';
+import { objectStoreSuite } from '../support/object-store.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
-const binary = versitygwBinary();
-const bucket = 'followers';
-let serverOf: () => Versitygw;
+const objects = objectStoreSuite('followers');
 const childScript = new URL('../support/follower-child.mjs', import.meta.url).pathname;
 
 /** Rounds of writes; each appends five commits of 1,000 records (10^5 in all). */
@@ -37,26 +30,14 @@ type Line =
   | { kind: 'advanced'; cursor: number }
   | { kind: 'reads'; head: number; lowMark: number; digest: string };
 
-/** A seeded generator (mulberry32), so a failure can be run again. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The digest `follower-child.mjs` makes, over the writer's reads up to `head`. */
 async function digestUpTo(feed: Feed, head: number): Promise<string> {
   const hash = crypto.createHash('sha256');
   if (head > 0) {
-    for (const mode of ['raw', 'latest'] as const)
+    for (const mode of ['raw', 'latest', 'dedup'] as const)
       for await (const chunk of feed.readLines({ upTo: head, mode })) hash.update(chunk);
-    for (let key = 0; key < 10; key++)
-      hash.update(JSON.stringify((await feed.get(`k${key}`, { asOf: head }))?.position ?? null));
+    for (const key of [...Array.from({ length: 10 }, (_, key) => `k${key}`), 'early-3'])
+      hash.update(JSON.stringify((await feed.get(key, { asOf: head }))?.position ?? null));
   }
   return hash.digest('hex');
 }
@@ -93,6 +74,7 @@ class FollowerProcess {
       for (const wake of this.waiters.splice(0)) wake();
     });
     const ready = await this.next('ready');
+    if (!ready) throw new Error(`the follower over ${this.directory} exited before it was ready`);
     // It resumes from its last durable advance: at least the last one it reported, at most
     // what it had polled (an advance made durable just before the kill, not yet reported).
     expect(ready.cursor).toBeGreaterThanOrEqual(this.advanced);
@@ -151,108 +133,105 @@ class FollowerProcess {
   }
 }
 
-describe.skipIf(binary === undefined)(
-  `Follower processes beside a writer${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
-  () => {
-    serverOf = versitygwForSuite(bucket);
+describe.skipIf(objects.missing)(objects.title('Follower processes beside a writer'), () => {
+  objects.start();
 
-    it('agree with the writer at every step while everyone restarts at random', async () => {
-      const seed = Number(process.env.FOLLOWER_SEED ?? Date.now() % 1_000_000);
-      const random = seeded(seed);
-      console.log(`follower processes: seed ${seed} (FOLLOWER_SEED=${seed} runs it again)`);
-      const settings = objectStoreSettings(serverOf(), bucket);
-      const writerDirectory = temporaryDirectory();
-      const options = { objectStore: settings, segmentBytes: 512 * 1024 };
-      let writerStore: Store = await openStore(writerDirectory, options);
-      let writer = await writerStore.createFeed('events');
-      const env = {
-        FOLLOW_ENDPOINT: settings.endpoint!,
-        FOLLOW_BUCKET: bucket,
-        FOLLOW_PREFIX: settings.prefix!,
-        FOLLOW_FEED: 'events',
-        AWS_ACCESS_KEY_ID: serverOf().credentials.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: serverOf().credentials.secretAccessKey,
-        AWS_REGION: serverOf().region,
-      };
-      // The feed must be tiered once before a follower can find it.
-      await writer.append([{ payload: '{"first":true}', key: 'k0' }]);
-      await writerStore.close();
-      writerStore = await openStore(writerDirectory, options);
-      writer = await writerStore.feed('events');
-      await writer.tiered();
-      const followers = [0, 1, 2].map(() => new FollowerProcess(temporaryDirectory(), env));
-      for (const follower of followers) await follower.start();
-      const reached = { trim: false, compaction: false, writerRestarts: 0, midStepKills: 0, checks: 0 };
-      try {
-        for (let round = 0; round < rounds; round++) {
-          for (let commit = 0; commit < 5; commit++) {
-            await writer.append(
-              Array.from({ length: recordsPerCommit }, (_, index) => {
-                const n = (round * 5 + commit) * recordsPerCommit + index;
-                return {
-                  payload: `{"n":${n},"note":"${'abcdefgh'.repeat(1 + (n % 5))}"}`,
-                  key: `k${n % 2000}`,
-                  type: `t${n % 3}`,
-                  tags: [`g${n % 7}`],
-                };
-              }),
-            );
-          }
-          // Trims and a key compaction stay behind every follower's subscription, as an operator's
-          // would stay behind their consumers.
-          const behind = Math.min(...followers.map((follower) => follower.advanced));
-          if (round === 8 && behind > 10) {
-            await writer.trim({ before: behind - 5 });
-            reached.trim = true;
-          }
-          if (round === 13 && behind > 20) {
-            const compacted = await writer.compactKeys({ horizon: behind - 2 });
-            reached.compaction = compacted.segmentsCompacted > 0;
-          }
-          if (random() < 0.15) {
-            await writerStore.close();
-            writerStore = await openStore(writerDirectory, options);
-            writer = await writerStore.feed('events');
-            reached.writerRestarts++;
-          }
-          await writer.tiered();
-          for (const follower of followers) {
-            const dice = random();
-            if (dice < 0.15) {
-              follower.kill();
-              await follower.restartIfKilled();
-            }
-            const killMidStep = dice > 0.9;
-            if (killMidStep) reached.midStepKills++;
-            const reads = await follower.step(killMidStep ? Math.floor(random() * 60) : undefined);
-            await follower.restartIfKilled();
-            if (!reads) continue;
-            const writerHead = (await writer.head())?.commit ?? 0;
-            expect(reads.head).toBeLessThanOrEqual(writerHead);
-            expect(reads.lowMark).toBe((await writer.info()).lowMark);
-            expect(reads.digest).toBe(await digestUpTo(writer, reads.head));
-            reached.checks++;
-          }
+  it('agree with the writer at every step while everyone restarts at random', async () => {
+    const seed = Number(process.env.FOLLOWER_SEED ?? Date.now() % 1_000_000);
+    const random = seededRandom(1, seed);
+    console.log(`follower processes: seed ${seed} (FOLLOWER_SEED=${seed} runs it again)`);
+    const settings = objects.settings();
+    const writerDirectory = temporaryDirectory();
+    const options = { objectStore: settings, segmentBytes: 512 * 1024 };
+    let writerStore: Store = await openStore(writerDirectory, options);
+    let writer = await writerStore.createFeed('events');
+    const env = { ...objects.environment(settings.prefix!), FOLLOW_FEED: 'events' };
+    // The feed must be tiered once before a follower can find it.
+    // Keys and a payload written only here, before the trim: their winners and first
+    // occurrences move when it cuts them (to nothing, and to the payload's next occurrence).
+    await writer.append(
+      Array.from({ length: 10 }, (_, index) => ({
+        payload: index === 0 ? 'echo' : `early ${index}`,
+        key: `early-${index}`,
+      })),
+    );
+    await writerStore.close();
+    writerStore = await openStore(writerDirectory, options);
+    writer = await writerStore.feed('events');
+    await writer.tiered();
+    const followers = [0, 1, 2].map(() => new FollowerProcess(temporaryDirectory(), env));
+    for (const follower of followers) await follower.start();
+    const reached = { trim: false, compaction: false, writerRestarts: 0, midStepKills: 0, checks: 0 };
+    try {
+      for (let round = 0; round < rounds; round++) {
+        if (round === 10) await writer.append([{ payload: 'echo', key: 'echo-late' }]);
+        for (let commit = 0; commit < 5; commit++) {
+          await writer.append(
+            Array.from({ length: recordsPerCommit }, (_, index) => {
+              const n = (round * 5 + commit) * recordsPerCommit + index;
+              return {
+                payload: `{"n":${n},"note":"${'abcdefgh'.repeat(1 + (n % 5))}"}`,
+                key: `k${n % 2000}`,
+                type: `t${n % 3}`,
+                tags: [`g${n % 7}`],
+              };
+            }),
+          );
         }
-        // At the end every follower has read everything tiered, and its subscription is there.
+        // Trims and a key compaction stay behind every follower's subscription, as an operator's
+        // would stay behind their consumers.
+        const behind = Math.min(...followers.map((follower) => follower.advanced));
+        if (round === 8 && behind > 10) {
+          await writer.trim({ before: behind - 5 });
+          reached.trim = true;
+        }
+        if (round === 13 && behind > 20) {
+          const compacted = await writer.compactKeys({ horizon: behind - 2 });
+          reached.compaction = compacted.segmentsCompacted > 0;
+        }
+        if (random() < 0.15) {
+          await writerStore.close();
+          writerStore = await openStore(writerDirectory, options);
+          writer = await writerStore.feed('events');
+          reached.writerRestarts++;
+        }
         await writer.tiered();
-        const head = (await writer.head())!.commit;
         for (const follower of followers) {
-          const reads = await follower.step();
-          expect(reads!.digest).toBe(await digestUpTo(writer, reads!.head));
-          expect(follower.advanced).toBe(reads!.head);
-          expect(reads!.head).toBeGreaterThan(head - 10);
+          const dice = random();
+          if (dice < 0.15) {
+            follower.kill();
+            await follower.restartIfKilled();
+          }
+          const killMidStep = dice > 0.9;
+          if (killMidStep) reached.midStepKills++;
+          const reads = await follower.step(killMidStep ? Math.floor(random() * 60) : undefined);
+          await follower.restartIfKilled();
+          if (!reads) continue;
+          const writerHead = (await writer.head())?.commit ?? 0;
+          expect(reads.head).toBeLessThanOrEqual(writerHead);
+          expect(reads.lowMark).toBe((await writer.info()).lowMark);
+          expect(reads.digest).toBe(await digestUpTo(writer, reads.head));
+          reached.checks++;
         }
-      } finally {
-        for (const follower of followers) await follower.stop();
-        await writerStore.close();
       }
-      const kills = followers.reduce((sum, follower) => sum + follower.kills, 0);
-      console.log(`follower processes: ${reached.checks} checks, ${kills} kills, ${JSON.stringify(reached)}`);
-      expect(reached.trim).toBe(true);
-      expect(reached.compaction).toBe(true);
-      expect(kills).toBeGreaterThan(0);
-      expect(reached.checks).toBeGreaterThan(rounds);
-    }, 240_000);
-  },
-);
+      // At the end every follower has read everything tiered, and its subscription is there.
+      await writer.tiered();
+      const head = (await writer.head())!.commit;
+      for (const follower of followers) {
+        const reads = await follower.step();
+        expect(reads!.digest).toBe(await digestUpTo(writer, reads!.head));
+        expect(follower.advanced).toBe(reads!.head);
+        expect(reads!.head).toBeGreaterThan(head - 10);
+      }
+    } finally {
+      for (const follower of followers) await follower.stop();
+      await writerStore.close();
+    }
+    const kills = followers.reduce((sum, follower) => sum + follower.kills, 0);
+    console.log(`follower processes: ${reached.checks} checks, ${kills} kills, ${JSON.stringify(reached)}`);
+    expect(reached.trim).toBe(true);
+    expect(reached.compaction).toBe(true);
+    expect(kills).toBeGreaterThan(0);
+    expect(reached.checks).toBeGreaterThan(rounds);
+  }, 240_000);
+});

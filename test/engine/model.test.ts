@@ -42,13 +42,7 @@ import {
   StreamStackError,
 } from '../../packages/engine/src/index.js';
 import { branchTally } from '../support/branches.js';
-import {
-  objectStoreSettings,
-  type Versitygw,
-  versitygwBinary,
-  versitygwForSuite,
-  versitygwMissing,
-} from '../support/object-store.js';
+import { objectStoreSuite } from '../support/object-store.js';
 import {
   collect,
   cursorOf,
@@ -1454,38 +1448,33 @@ describe('a feed against its model', () => {
   );
 });
 
-const versitygw = versitygwBinary();
-const modelBucket = 'model';
-let modelServer: () => Versitygw;
+const modelObjects = objectStoreSuite('model');
 
-describe.skipIf(versitygw === undefined)(
-  `a tiered feed against its model${versitygw === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
-  () => {
-    modelServer = versitygwForSuite(modelBucket);
-    const timeLimitMs = 150_000;
+describe.skipIf(modelObjects.missing)(modelObjects.title('a tiered feed against its model'), () => {
+  modelObjects.start();
+  const timeLimitMs = 150_000;
 
-    /**
-     * The same commands over a store that tiers to object storage with no local budget: each
-     * reopen first waits for the uploads, so every sealed segment is evicted and read back from
-     * object storage from then on. Fewer runs (each reopen uploads and each read of evicted
-     * history makes requests); the run checks it did read remotely.
-     */
-    it(
-      'agrees with the model when sealed history is read from object storage',
-      async () => {
-        await runModel(100, timeLimitMs, () => ({
-          objectStore: objectStoreSettings(modelServer(), modelBucket, { localHistoryBytesMax: 0 }),
-        }));
-        console.log(
-          `tiered model runs: ${tieredReach.evictedSegments} segments evicted, ${tieredReach.remoteRequests} remote reads`,
-        );
-        expect(tieredReach.evictedSegments).toBeGreaterThan(0);
-        expect(tieredReach.remoteRequests).toBeGreaterThan(0);
-      },
-      timeLimitMs + 30_000,
-    );
-  },
-);
+  /**
+   * The same commands over a store that tiers to object storage with no local budget: each
+   * reopen first waits for the uploads, so every sealed segment is evicted and read back from
+   * object storage from then on. Fewer runs (each reopen uploads and each read of evicted
+   * history makes requests); the run checks it did read remotely.
+   */
+  it(
+    'agrees with the model when sealed history is read from object storage',
+    async () => {
+      await runModel(100, timeLimitMs, () => ({
+        objectStore: modelObjects.settings({ localHistoryBytesMax: 0 }),
+      }));
+      console.log(
+        `tiered model runs: ${tieredReach.evictedSegments} segments evicted, ${tieredReach.remoteRequests} remote reads`,
+      );
+      expect(tieredReach.evictedSegments).toBeGreaterThan(0);
+      expect(tieredReach.remoteRequests).toBeGreaterThan(0);
+    },
+    timeLimitMs + 30_000,
+  );
+});
 
 /** Resolves when `promise` settles or after `ms`, whichever is first. */
 async function settledOrAfter(promise: Promise<unknown>, ms: number): Promise<void> {

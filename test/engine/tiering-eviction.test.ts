@@ -15,39 +15,21 @@ import { remotePointReadBytesMax, segmentHeaderBytes } from '../../packages/engi
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { feedObjectPrefix, segmentObjectName } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { failure } from '../support/failure.js';
-import {
-  objectStoreSettings,
-  type Versitygw,
-  versitygwBinary,
-  versitygwForSuite,
-  versitygwMissing,
-} from '../support/object-store.js';
+import { objectStoreSuite } from '../support/object-store.js';
 import { collect, openStore, recordShapes, temporaryDirectory } from '../support/store.js';
-import { descriptors } from '../support/tiering-check.js';
+import { appendShaped, descriptors } from '../support/tiering-check.js';
 
-const binary = versitygwBinary();
 const bucket = 'eviction';
-let serverOf: () => Versitygw;
+const objects = objectStoreSuite(bucket);
+const serverOf = () => objects.server();
 
 function objectStore(localHistoryBytesMax?: number): ObjectStoreOptions {
-  return objectStoreSettings(serverOf(), bucket, localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax });
+  return objects.settings(localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax });
 }
 
 /** Appends `commits` one-shot commits of 200 records with repeated keys, types and tags. */
-async function ingest(feed: Feed, commits: number, from = 0): Promise<void> {
-  for (let commit = 0; commit < commits; commit++) {
-    await feed.append(
-      Array.from({ length: 200 }, (_, index) => {
-        const n = from + commit * 200 + index;
-        return {
-          payload: `{"n":${n},"pad":"${'x'.repeat(n % 7 === 0 ? 300 : 40)}"}`,
-          key: `k${n % 500}`,
-          type: `t${n % 3}`,
-          tags: [`a${n % 11}`],
-        };
-      }),
-    );
-  }
+function ingest(feed: Feed, commits: number, from = 0): Promise<void> {
+  return appendShaped(feed, commits, from, { keys: 500, tags: 11, longEvery: 7, tombstoneEvery: 0 });
 }
 
 /** Every kind of read a user makes, as comparable values. */
@@ -91,140 +73,137 @@ async function tieredThenReopened(feedName: string, localHistoryBytesMax: number
   return { directory, settings: budgeted, store, feed, expected };
 }
 
-describe.skipIf(binary === undefined)(
-  `A local budget for tiered history${binary === undefined ? ` (skipped: ${versitygwMissing})` : ''}`,
-  () => {
-    serverOf = versitygwForSuite(bucket);
+describe.skipIf(objects.missing)(objects.title('A local budget for tiered history'), () => {
+  objects.start();
 
-    it('evicts sealed segments past the budget and answers every read as before, from object storage', async () => {
-      const { directory, settings, feed, store, expected } = await tieredThenReopened('orders', 0);
-      const tiered = await feed.tiered();
-      const sealed = (await feed.diskUse()).historySegments - 1;
-      expect(sealed).toBeGreaterThanOrEqual(3);
-      expect(tiered).toMatchObject({
-        remoteSegments: sealed,
-        evictedSegments: sealed,
-        localHistoryBytes: 0,
-        localHistoryBytesMax: 0,
-      });
-      // Every sealed segment is cut to its header; the active one is whole.
-      const sizes = [...historyFiles(directory, 'orders').values()];
-      expect(sizes.filter((size) => size === segmentHeaderBytes)).toHaveLength(sealed);
+  it('evicts sealed segments past the budget and answers every read as before, from object storage', async () => {
+    const { directory, settings, feed, store, expected } = await tieredThenReopened('orders', 0);
+    const tiered = await feed.tiered();
+    const sealed = (await feed.diskUse()).historySegments - 1;
+    expect(sealed).toBeGreaterThanOrEqual(3);
+    expect(tiered).toMatchObject({
+      remoteSegments: sealed,
+      evictedSegments: sealed,
+      localHistoryBytes: 0,
+      localHistoryBytesMax: 0,
+    });
+    // Every sealed segment is cut to its header; the active one is whole.
+    const sizes = [...historyFiles(directory, 'orders').values()];
+    expect(sizes.filter((size) => size === segmentHeaderBytes)).toHaveLength(sealed);
 
-      expect(await everyRead(feed)).toEqual(expected);
-      const reads = (await feed.info()).tiering!.remoteReads;
-      expect(reads.misses).toBeGreaterThan(0);
-      expect(reads.requests).toBeGreaterThanOrEqual(sealed);
-      // Blocks, not records: a whole scan costs a few requests per segment.
-      expect(reads.requests).toBeLessThan(sealed * 8);
-      expect(reads.hits).toBeGreaterThan(0);
+    expect(await everyRead(feed)).toEqual(expected);
+    const reads = (await feed.info()).tiering!.remoteReads;
+    expect(reads.misses).toBeGreaterThan(0);
+    expect(reads.requests).toBeGreaterThanOrEqual(sealed);
+    // Blocks, not records: a whole scan costs a few requests per segment.
+    expect(reads.requests).toBeLessThan(sealed * 8);
+    expect(reads.hits).toBeGreaterThan(0);
 
-      // A reopen opens the evicted segments by their summaries and reads them remotely again.
-      await store.close();
+    // A reopen opens the evicted segments by their summaries and reads them remotely again.
+    await store.close();
+    const reopened = await openStore(directory, { objectStore: settings });
+    const again = await reopened.feed('orders');
+    expect((await again.info()).tiering).toMatchObject({ evictedSegments: sealed });
+    // A point lookup on a cold segment fetches pieces around its entry and payload, not blocks.
+    const lookup = await again.get('k7', { asOf: 1 });
+    expect(lookup?.key).toBe('k7');
+    const pointReads = (await again.info()).tiering!.remoteReads;
+    expect(pointReads.requests).toBeGreaterThanOrEqual(1);
+    expect(pointReads.requests).toBeLessThanOrEqual(2);
+    expect(pointReads.bytesFetched).toBeLessThanOrEqual(2 * remotePointReadBytesMax);
+    expect(await everyRead(again)).toEqual(expected);
+    // Verify reads the evicted runs back and checks every object's blocks: nothing to report.
+    await reopened.close();
+    const checker = await openStore(directory, { objectStore: settings, readOnly: true });
+    const [report] = await checker.verify('orders');
+    expect(report!.problems).toEqual([]);
+    expect(report).toMatchObject({ ok: true, remoteSegments: sealed, records: 30 * 200 });
+    await checker.close();
+  });
+
+  it('a merge of evicted segments reads them back; new records and a larger budget keep recent segments local', async () => {
+    const { directory, settings, feed, store, expected } = await tieredThenReopened('merged', 0);
+    await feed.tiered();
+    const merge = await feed.compact();
+    expect(merge.merges.length).toBeGreaterThan(0);
+    await feed.tiered();
+    expect(await everyRead(feed)).toEqual(expected);
+    await store.close();
+
+    // With a budget of two segments' room, the least recently read are evicted, the rest stay.
+    const capacity = Math.max(...historyFiles(directory, 'merged').values());
+    const roomy = await openStore(directory, { objectStore: { ...settings, localHistoryBytesMax: 2 * capacity } });
+    const grown = await roomy.feed('merged');
+    await ingest(grown, 20, 6000);
+    const info = await grown.tiered();
+    expect(info.localHistoryBytes).toBeLessThanOrEqual(2 * capacity);
+    expect(info.localHistoryBytes).toBeGreaterThan(0);
+    expect(info.evictedSegments).toBeGreaterThan(0);
+    const records = await collect(grown.read());
+    expect(records).toHaveLength(30 * 200 + 20 * 200);
+    expect(recordShapes(records.slice(0, expected.raw.length))).toEqual(expected.raw);
+    await roomy.close();
+  });
+
+  it('with the object store down, reads of evicted history fail with a typed error and work once it is back', async () => {
+    const { feed, store, expected } = await tieredThenReopened('outage', 0);
+    await feed.tiered();
+    await serverOf().halt();
+    try {
+      const scan = await failure(() => collect(feed.read()));
+      expect(scan.code).toBe('UNAVAILABLE');
+      const lookup = await failure(() => feed.get('k7'));
+      expect(lookup.code).toBe('UNAVAILABLE');
+      // The writer goes on acknowledging meanwhile.
+      await ingest(feed, 2, 6000);
+    } finally {
+      await serverOf().resume();
+    }
+    expect((await everyRead(feed)).raw.slice(0, expected.raw.length)).toEqual(expected.raw);
+    await store.close();
+  });
+
+  it('a damaged remote block is CORRUPT naming the object, never a wrong answer', async () => {
+    const { directory, settings, feed, store } = await tieredThenReopened('damaged', 0);
+    await feed.tiered();
+    await store.close();
+    const config = JSON.parse(fs.readFileSync(path.join(directory, 'feeds', 'damaged', 'feed.json'), 'utf8'));
+    const objects = new ObjectSegmentStore({
+      endpoint: settings.endpoint!,
+      bucket,
+      prefix: `${settings.prefix}${feedObjectPrefix('damaged', config.tag)}`,
+      region: serverOf().region,
+      credentials: serverOf().credentials,
+      forcePathStyle: true,
+    });
+    try {
+      const first = (await descriptors(objects))[0]!;
+      const name = segmentObjectName(first.ordinal, first.files.find((file) => file.name.endsWith('.hist'))!.name);
+      const segments = objects.within('segments/');
+      const { bytes } = await segments.readStart(name, Number.POSITIVE_INFINITY);
+      // Damage throughout the segment's records, so every kind of read meets it.
+      const damaged = bytes.slice();
+      for (let at = segmentHeaderBytes + 100; at < damaged.length; at += 997) damaged[at]! ^= 0xff;
+      await segments.put(name, damaged);
+
       const reopened = await openStore(directory, { objectStore: settings });
-      const again = await reopened.feed('orders');
-      expect((await again.info()).tiering).toMatchObject({ evictedSegments: sealed });
-      // A point lookup on a cold segment fetches pieces around its entry and payload, not blocks.
-      const lookup = await again.get('k7', { asOf: 1 });
-      expect(lookup?.key).toBe('k7');
-      const pointReads = (await again.info()).tiering!.remoteReads;
-      expect(pointReads.requests).toBeGreaterThanOrEqual(1);
-      expect(pointReads.requests).toBeLessThanOrEqual(2);
-      expect(pointReads.bytesFetched).toBeLessThanOrEqual(2 * remotePointReadBytesMax);
-      expect(await everyRead(again)).toEqual(expected);
-      // Verify reads the evicted runs back and checks every object's blocks: nothing to report.
+      const again = await reopened.feed('damaged');
+      // A scan reads checked blocks; a point lookup and an index fetch read small pieces, whose
+      // records fail their own CRCs, and are read again in checked blocks: each is CORRUPT
+      // naming the object.
+      for (const read of [
+        () => collect(again.read()),
+        () => again.get('k0', { asOf: 1 }),
+        () => collect(again.read({ filter: { tags: ['a0'] }, plan: 'index', upTo: 1 })),
+      ]) {
+        const error = await failure(read);
+        expect(error.code).toBe('CORRUPT');
+        expect(error.message).toContain(name);
+        expect(String(error.details?.object)).toContain(name);
+      }
       await reopened.close();
-      const checker = await openStore(directory, { objectStore: settings, readOnly: true });
-      const [report] = await checker.verify('orders');
-      expect(report!.problems).toEqual([]);
-      expect(report).toMatchObject({ ok: true, remoteSegments: sealed, records: 30 * 200 });
-      await checker.close();
-    });
-
-    it('a merge of evicted segments reads them back; new records and a larger budget keep recent segments local', async () => {
-      const { directory, settings, feed, store, expected } = await tieredThenReopened('merged', 0);
-      await feed.tiered();
-      const merge = await feed.compact();
-      expect(merge.merges.length).toBeGreaterThan(0);
-      await feed.tiered();
-      expect(await everyRead(feed)).toEqual(expected);
-      await store.close();
-
-      // With a budget of two segments' room, the least recently read are evicted, the rest stay.
-      const capacity = Math.max(...historyFiles(directory, 'merged').values());
-      const roomy = await openStore(directory, { objectStore: { ...settings, localHistoryBytesMax: 2 * capacity } });
-      const grown = await roomy.feed('merged');
-      await ingest(grown, 20, 6000);
-      const info = await grown.tiered();
-      expect(info.localHistoryBytes).toBeLessThanOrEqual(2 * capacity);
-      expect(info.localHistoryBytes).toBeGreaterThan(0);
-      expect(info.evictedSegments).toBeGreaterThan(0);
-      const records = await collect(grown.read());
-      expect(records).toHaveLength(30 * 200 + 20 * 200);
-      expect(recordShapes(records.slice(0, expected.raw.length))).toEqual(expected.raw);
-      await roomy.close();
-    });
-
-    it('with the object store down, reads of evicted history fail with a typed error and work once it is back', async () => {
-      const { feed, store, expected } = await tieredThenReopened('outage', 0);
-      await feed.tiered();
-      await serverOf().halt();
-      try {
-        const scan = await failure(() => collect(feed.read()));
-        expect(scan.code).toBe('UNAVAILABLE');
-        const lookup = await failure(() => feed.get('k7'));
-        expect(lookup.code).toBe('UNAVAILABLE');
-        // The writer goes on acknowledging meanwhile.
-        await ingest(feed, 2, 6000);
-      } finally {
-        await serverOf().resume();
-      }
-      expect((await everyRead(feed)).raw.slice(0, expected.raw.length)).toEqual(expected.raw);
-      await store.close();
-    });
-
-    it('a damaged remote block is CORRUPT naming the object, never a wrong answer', async () => {
-      const { directory, settings, feed, store } = await tieredThenReopened('damaged', 0);
-      await feed.tiered();
-      await store.close();
-      const config = JSON.parse(fs.readFileSync(path.join(directory, 'feeds', 'damaged', 'feed.json'), 'utf8'));
-      const objects = new ObjectSegmentStore({
-        endpoint: settings.endpoint!,
-        bucket,
-        prefix: `${settings.prefix}${feedObjectPrefix('damaged', config.tag)}`,
-        region: serverOf().region,
-        credentials: serverOf().credentials,
-        forcePathStyle: true,
-      });
-      try {
-        const first = (await descriptors(objects))[0]!;
-        const name = segmentObjectName(first.ordinal, first.files.find((file) => file.name.endsWith('.hist'))!.name);
-        const segments = objects.within('segments/');
-        const { bytes } = await segments.readStart(name, Number.POSITIVE_INFINITY);
-        // Damage throughout the segment's records, so every kind of read meets it.
-        const damaged = bytes.slice();
-        for (let at = segmentHeaderBytes + 100; at < damaged.length; at += 997) damaged[at]! ^= 0xff;
-        await segments.put(name, damaged);
-
-        const reopened = await openStore(directory, { objectStore: settings });
-        const again = await reopened.feed('damaged');
-        // A scan reads checked blocks; a point lookup and an index fetch read small pieces, whose
-        // records fail their own CRCs, and are read again in checked blocks: each is CORRUPT
-        // naming the object.
-        for (const read of [
-          () => collect(again.read()),
-          () => again.get('k0', { asOf: 1 }),
-          () => collect(again.read({ filter: { tags: ['a0'] }, plan: 'index', upTo: 1 })),
-        ]) {
-          const error = await failure(read);
-          expect(error.code).toBe('CORRUPT');
-          expect(error.message).toContain(name);
-          expect(String(error.details?.object)).toContain(name);
-        }
-        await reopened.close();
-      } finally {
-        objects.close();
-      }
-    });
-  },
-);
+    } finally {
+      objects.close();
+    }
+  });
+});

@@ -1,27 +1,26 @@
 // A follower in a process of its own, as the follower test drives three of them: it opens its
 // directory as a follower of feed FOLLOW_FEED in object storage and keeps a subscription of its
 // own, `audit`. Each `step` line on stdin makes it refresh, poll the subscription for everything
-// after its cursor, advance it, and hash its reads up to its head (RAW and latest lines, and
-// `get` of ten keys as of the head), printing one JSON line per stage: `ready` (with the
+// after its cursor, advance it, and hash its reads up to its head (RAW, latest and dedup lines,
+// and `get` of eleven keys as of the head), printing one JSON line per stage: `ready` (with the
 // subscription's cursor), `poll` (the cursor before, the commits delivered, the head),
 // `advanced`, `reads` (the head, the low mark, the digest). It runs on the built engine
 // (packages/engine/dist), as a user's process would, and the test kills it with SIGKILL at random.
 //
-// Arguments: the data directory. Environment: FOLLOW_ENDPOINT, FOLLOW_BUCKET, FOLLOW_PREFIX,
-// FOLLOW_FEED, and the AWS credentials.
+// Arguments: the data directory. Environment: FOLLOW_FEED, and what a user sets for the CLI:
+// STREAMSTACK_OBJECT_STORE (s3://bucket/prefix), STREAMSTACK_OBJECT_STORE_ENDPOINT and the AWS
+// credentials.
 import crypto from 'node:crypto';
 import readline from 'node:readline';
-import { Store } from '../../packages/engine/dist/index.js';
+import { objectStoreFromAddress, Store } from '../../packages/engine/dist/index.js';
 import { emit } from './ingest.mjs';
 
 const [directory] = process.argv.slice(2);
 const store = await Store.open(directory, {
   follower: true,
-  objectStore: {
-    endpoint: process.env.FOLLOW_ENDPOINT,
-    bucket: process.env.FOLLOW_BUCKET,
-    prefix: process.env.FOLLOW_PREFIX,
-  },
+  objectStore: objectStoreFromAddress(process.env.STREAMSTACK_OBJECT_STORE, {
+    endpoint: process.env.STREAMSTACK_OBJECT_STORE_ENDPOINT,
+  }),
 });
 const feed = await store.feed(process.env.FOLLOW_FEED);
 const audit = await feed.subscription('audit').catch(async (error) => {
@@ -30,14 +29,16 @@ const audit = await feed.subscription('audit').catch(async (error) => {
 });
 emit({ kind: 'ready', cursor: (await audit.info()).cursor });
 
+/** The keys whose `get` the test compares: ten that recur, and one written only before a trim. */
+const keysChecked = [...Array.from({ length: 10 }, (_, key) => `k${key}`), 'early-3'];
+
 /** The SHA-256 of every read the test compares, up to commit `head`. */
 async function digestUpTo(head) {
   const hash = crypto.createHash('sha256');
   if (head > 0) {
-    for (const mode of ['raw', 'latest'])
+    for (const mode of ['raw', 'latest', 'dedup'])
       for await (const chunk of feed.readLines({ upTo: head, mode })) hash.update(chunk);
-    for (let key = 0; key < 10; key++)
-      hash.update(JSON.stringify((await feed.get(`k${key}`, { asOf: head }))?.position ?? null));
+    for (const key of keysChecked) hash.update(JSON.stringify((await feed.get(key, { asOf: head }))?.position ?? null));
   }
   return hash.digest('hex');
 }

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll } from 'vitest';
 import type { ObjectStoreOptions } from '../../packages/engine/src/index.js';
-import { startVersitygw as start, versitygwBinary } from './versitygw.mjs';
+import { startVersitygw as start, versitygwBinary, versitygwMissing } from './versitygw.mjs';
 
 export { freePort, versitygwBinary, versitygwMissing } from './versitygw.mjs';
 
@@ -70,3 +70,48 @@ export function objectStoreSettings(
 }
 
 let prefixesGiven = 0;
+
+/** What an object-store test file needs of its server, made once at the top of the file. */
+export interface ObjectStoreSuite {
+  /** True when versitygw is not built here: the suite is skipped. */
+  readonly missing: boolean;
+  /** `name`, saying why the suite is skipped when it is. */
+  title(name: string): string;
+  /** Starts the server (with the bucket) before the suite's tests: call it inside its `describe`. */
+  start(): void;
+  /** The started server. */
+  server(): Versitygw;
+  /** Settings under a prefix of their own (see `objectStoreSettings`). */
+  settings(extra?: Partial<ObjectStoreOptions>): ObjectStoreOptions;
+  /** The environment a CLI user sets for the bucket under `prefix`: its address, endpoint and AWS credentials. */
+  environment(prefix: string): Record<string, string>;
+}
+
+/**
+ * The suite of a test file whose tests need a real S3-compatible server with bucket `bucket`:
+ * `describe.skipIf(suite.missing)(suite.title(name), () => { suite.start(); … })`.
+ */
+export function objectStoreSuite(bucket: string): ObjectStoreSuite {
+  const binary = versitygwBinary();
+  let serverOf: (() => Versitygw) | undefined;
+  const server = () => {
+    if (!serverOf) throw new Error(`the versitygw of the suite over ${bucket} is not started`);
+    return serverOf();
+  };
+  return {
+    missing: binary === undefined,
+    title: (name) => (binary === undefined ? `${name} (skipped: ${versitygwMissing})` : name),
+    start: () => {
+      serverOf = versitygwForSuite(bucket);
+    },
+    server,
+    settings: (extra = {}) => objectStoreSettings(server(), bucket, extra),
+    environment: (prefix) => ({
+      STREAMSTACK_OBJECT_STORE: `s3://${bucket}/${prefix}`,
+      STREAMSTACK_OBJECT_STORE_ENDPOINT: server().endpoint,
+      AWS_ACCESS_KEY_ID: server().credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: server().credentials.secretAccessKey,
+      AWS_REGION: server().region,
+    }),
+  };
+}

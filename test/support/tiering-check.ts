@@ -5,6 +5,7 @@
  * segments folder; descriptors run without a hole from the boundary's ordinal up.
  */
 import { expect } from 'vitest';
+import type { Feed } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import type { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import {
@@ -81,4 +82,35 @@ export async function checkFeedObjects(objects: ObjectSegmentStore): Promise<Seg
   expect([...names].filter((name) => !expected.has(name))).toEqual([]);
   expect(found.every((descriptor) => ordinalName(descriptor.ordinal).length === 16)).toBe(true);
   return live;
+}
+
+/** The shape of the records `appendShaped` writes. */
+export interface RecordShape {
+  /** Distinct keys, types and tags the records cycle through. */
+  readonly keys: number;
+  readonly tags: number;
+  /** Every `longEvery`-th record has a long payload; every `tombstoneEvery`-th is a tombstone (0: none). */
+  readonly longEvery: number;
+  readonly tombstoneEvery: number;
+}
+
+/**
+ * Appends `commits` one-shot commits of 200 records, numbered on from `from`, with repeated keys,
+ * three types, a tag each and long payloads now and then: what the tiered tests read back.
+ */
+export async function appendShaped(feed: Feed, commits: number, from: number, shape: RecordShape): Promise<void> {
+  for (let commit = 0; commit < commits; commit++) {
+    await feed.append(
+      Array.from({ length: 200 }, (_, index) => {
+        const n = from + commit * 200 + index;
+        return {
+          payload: `{"n":${n},"pad":"${'x'.repeat(n % shape.longEvery === 0 ? 300 : 40)}"}`,
+          key: `k${n % shape.keys}`,
+          type: `t${n % 3}`,
+          tags: [`a${n % shape.tags}`],
+          ...(shape.tombstoneEvery > 0 && n % shape.tombstoneEvery === 0 ? { tombstone: true } : {}),
+        };
+      }),
+    );
+  }
 }

@@ -157,7 +157,8 @@ export class Store {
       readOnly,
       ...(this.objectStore ? { objectStore: this.objectStore } : {}),
       ...(this.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: this.localHistoryBytesMax }),
-      ...(subscriptions ? { subscriptions } : {}),
+      // A follower's view writes into its copy the derived files it rebuilds.
+      ...(subscriptions ? { subscriptions, derivedWritable: true } : {}),
     });
   }
 

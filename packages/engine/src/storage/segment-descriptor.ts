@@ -87,6 +87,12 @@ export interface SegmentDescriptor {
   /** Milliseconds since the epoch. */
   readonly createdAt: number;
   /**
+   * The writer's floor when the segment went up: its key and fingerprint dictionaries hold
+   * winners and first occurrences over the history from there on. A follower whose floor is
+   * higher (a trim since) builds them again rather than use them. Absent in older descriptors.
+   */
+  readonly floorPosition?: number;
+  /**
    * True for the descriptor of a segment retired before it was ever visible (a rewrite or trim
    * took it while it was going up): it names no files, and is there so that ordinals have no
    * holes for a reader walking them.
@@ -141,6 +147,7 @@ export function decodeDescriptor(bytes: Uint8Array, object: string): SegmentDesc
   if (!isCrc(value.source)) throw bad('has no valid source');
   if (!Array.isArray(value.replaces) || !value.replaces.every(isCount)) throw bad('has no valid replaces');
   if ((value.blockBytes as number) < 1) throw bad('has no valid blockBytes');
+  if (value.floorPosition !== undefined && !isCount(value.floorPosition)) throw bad('has no valid floorPosition');
   const files = value.files;
   if (value.retired !== undefined && value.retired !== true) throw bad('has no valid retired');
   if (!Array.isArray(files) || (files.length === 0) !== (value.retired === true))

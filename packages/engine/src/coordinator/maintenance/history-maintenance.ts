@@ -11,7 +11,6 @@ import { FeedLayout } from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
-import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import { feedNameObjectPrefix, feedObjectPrefix, objectFolders } from '../../storage/segment-descriptor.js';
 import { feedTagOf } from '../opening/data-directory.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
@@ -49,8 +48,6 @@ export interface MaintenanceContext {
      * tiered feed, which reports the tiering log's state and uploads nothing.
      */
     readonly objectStore: ObjectSegmentStore | undefined;
-    /** Where evicted segments are read back from (given read-only too; undefined without one). */
-    readonly readsFrom: ObjectSegmentStore | undefined;
     /** Bytes of sealed history kept locally once uploaded; undefined keeps all of it. */
     readonly localHistoryBytesMax: number | undefined;
     readonly log: TieringLog;
@@ -119,8 +116,6 @@ function openTiering(
 ): HistoryTiering {
   const feedTag = feedTagOf(context.directory);
   const root = tiering.objectStore?.within(feedObjectPrefix(context.feed, feedTag));
-  if (tiering.readsFrom)
-    context.history.store.attachRemote(remoteSegmentFilesOf(context.kernels, tiering.readsFrom, context.feed, feedTag));
   return new HistoryTiering({
     kernels: context.kernels,
     feed: context.feed,
@@ -170,7 +165,6 @@ export async function tieringOf(
   return {
     tiering: {
       objectStore: readOnly ? undefined : options.objectStore,
-      readsFrom: options.objectStore,
       localHistoryBytesMax: options.localHistoryBytesMax,
       log,
       epoch,

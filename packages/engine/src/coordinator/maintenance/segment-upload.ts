@@ -112,6 +112,9 @@ export class SegmentUploads {
   async upload(state: TieringState, entry: TierEntry, probeFirst: boolean): Promise<'visible' | 'gone'> {
     const { history } = this.context;
     const objects = this.objects;
+    // The floor the dictionaries were built over (they hold winners from it on): taken before
+    // they are read, in the maintenance queue, where no trim moves it.
+    const floorPosition = history.retainedStart.position;
     const files = await this.localFiles(entry.base);
     // Gone between the listing and now (a trim or merge ran first): the pass goes on, and
     // retires it.
@@ -133,6 +136,7 @@ export class SegmentUploads {
     const described: DescribedFile[] = await Promise.all(files.map((file) => this.uploadFile(entry.ordinal, file)));
     const commits = history.commits.commitsInSegment(entry.base);
     const descriptor = this.describe(entry, state, {
+      floorPosition,
       firstCommit: commits[0]?.commit ?? 0,
       lastCommit: commits[commits.length - 1]?.commit ?? 0,
       replaces: state.entries
@@ -182,7 +186,7 @@ export class SegmentUploads {
   private describe(
     entry: TierEntry,
     state: TieringState,
-    own: Pick<SegmentDescriptor, 'firstCommit' | 'lastCommit' | 'replaces' | 'files' | 'retired'>,
+    own: Pick<SegmentDescriptor, 'firstCommit' | 'lastCommit' | 'replaces' | 'files' | 'retired' | 'floorPosition'>,
   ): SegmentDescriptor {
     return {
       format: 1,
@@ -200,6 +204,7 @@ export class SegmentUploads {
       blockBytes: tieringBlockBytes,
       files: own.files,
       createdAt: this.context.clock(),
+      ...(own.floorPosition === undefined ? {} : { floorPosition: own.floorPosition }),
       ...(own.retired ? { retired: true as const } : {}),
     };
   }

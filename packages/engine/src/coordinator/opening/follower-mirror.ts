@@ -113,6 +113,8 @@ export class FollowerMirror {
   ): Promise<FollowerMirror> {
     const layout = new FeedLayout(directory);
     const localTag = fs.existsSync(layout.config) ? feedTagOf(directory) : undefined;
+    const mirrorOf = (tag: number) =>
+      new FollowerMirror(kernels, feed, directory, tag, objectStore.within(feedObjectPrefix(feed, tag)));
     let published: { bytes: Uint8Array; tag: number } | undefined;
     try {
       published = await publishedFeedConfig(objectStore, feed);
@@ -120,13 +122,7 @@ export class FollowerMirror {
       // Object storage out of reach: a copy an earlier run left is read as it is.
       const unreachable = error instanceof StreamStackError && error.code === 'UNAVAILABLE';
       if (!unreachable || localTag === undefined) throw error;
-      return new FollowerMirror(
-        kernels,
-        feed,
-        directory,
-        localTag,
-        objectStore.within(feedObjectPrefix(feed, localTag)),
-      );
+      return mirrorOf(localTag);
     }
     if (!published) {
       if (localTag === undefined)
@@ -134,13 +130,7 @@ export class FollowerMirror {
           details: { feed },
         });
       // The writer's feed was deleted or never tiered: the copy is what there is.
-      return new FollowerMirror(
-        kernels,
-        feed,
-        directory,
-        localTag,
-        objectStore.within(feedObjectPrefix(feed, localTag)),
-      );
+      return mirrorOf(localTag);
     }
     if (localTag !== published.tag) {
       // Another feed of the name, or none yet: its copy is laid out from nothing.
@@ -149,13 +139,7 @@ export class FollowerMirror {
       await writeDurably(layout.config, published.bytes);
       await syncDirectory(path.dirname(directory));
     }
-    return new FollowerMirror(
-      kernels,
-      feed,
-      directory,
-      published.tag,
-      objectStore.within(feedObjectPrefix(feed, published.tag)),
-    );
+    return mirrorOf(published.tag);
   }
 
   /** Whether a sync has laid out the copy (its tiering log is written): it can be read as it is. */
@@ -195,7 +179,7 @@ export class FollowerMirror {
       await stores.history.deleteAll([segmentFileName(tailOf(state.entries, view).base, segmentSuffix.history)]);
       const entries: TierEntry[] = [...kept];
       for (const descriptor of added) {
-        requests += await this.fetchSegment(descriptor);
+        requests += await this.fetchSegment(descriptor, floorOf(view).position);
         entries.push({
           ordinal: descriptor.ordinal,
           base: descriptor.base,
@@ -226,20 +210,20 @@ export class FollowerMirror {
 
   /**
    * Writes the writer's floor (from the boundary, or the first live segment's start) to the
-   * retention log when it moved; returns whether it did.
+   * retention log when it moved, and removes the dictionaries built over what it cut; returns
+   * whether it did.
    */
   private async writeFloor(view: RemoteHistoryView): Promise<boolean> {
-    const first = view.live[0];
-    const position = Math.max(view.boundary.lowPosition, first?.base ?? 1);
-    const commit =
-      view.boundary.lowCommit !== undefined && view.boundary.lowPosition >= position
-        ? view.boundary.lowCommit
-        : (first?.firstCommit ?? 1);
+    const { commit, position } = floorOf(view);
     const retention = await RetentionLog.open(this.kernels, this.directory, false);
     try {
       const floor = retention.state.floor;
       if (floor.commit === commit && floor.position === position) return false;
       if (commit < floor.commit || position < floor.position) return false;
+      // Every dictionary here holds winners over history the trim cut: the views build them
+      // again over what is left (the writer's own rebuilds never go up).
+      const { index } = feedStores(this.kernels, this.directory);
+      await index.deleteAll((await index.list()).filter(isDictionaryName));
       await retention.write({ policy: {}, floor: { commit, position }, pending: false });
       return true;
     } finally {
@@ -247,12 +231,18 @@ export class FollowerMirror {
     }
   }
 
-  /** Fetches one segment's derived files and its header; returns the requests it made. */
-  private async fetchSegment(descriptor: SegmentDescriptor): Promise<number> {
+  /**
+   * Fetches one segment's derived files and its header; returns the requests it made. Its
+   * dictionaries only when they were built over the history from `floorPosition` (the copy's
+   * floor): built before a trim, they are left for the view to build again.
+   */
+  private async fetchSegment(descriptor: SegmentDescriptor, floorPosition: number): Promise<number> {
     const stores = feedStores(this.kernels, this.directory);
+    const dictionariesSound = (descriptor.floorPosition ?? 1) >= floorPosition;
     let requests = 0;
     for (const file of descriptor.files) {
       const suffix = file.name.slice(file.name.lastIndexOf('.'));
+      if (!dictionariesSound && isDictionaryName(file.name)) continue;
       const store = (indexFiles as readonly string[]).includes(suffix) ? stores.index : stores.history;
       if (suffix === segmentSuffix.history) {
         // The header alone: it carries its own CRC, and says which segment and feed it is.
@@ -328,6 +318,22 @@ export class FollowerMirror {
     );
     await stores.index.deleteAll(bases.flatMap((base) => indexFiles.map((suffix) => segmentFileName(base, suffix))));
   }
+}
+
+/** The writer's floor as a view of object storage says it: the boundary's, or the first live segment's start. */
+function floorOf(view: RemoteHistoryView): { commit: number; position: number } {
+  const first = view.live[0];
+  const position = Math.max(view.boundary.lowPosition, first?.base ?? 1);
+  const commit =
+    view.boundary.lowCommit !== undefined && view.boundary.lowPosition >= position
+      ? view.boundary.lowCommit
+      : (first?.firstCommit ?? 1);
+  return { commit, position };
+}
+
+/** Whether `name` is a key or fingerprint dictionary's. */
+function isDictionaryName(name: string): boolean {
+  return name.endsWith(segmentSuffix.keyDictionary) || name.endsWith(segmentSuffix.fingerprintDictionary);
 }
 
 /**

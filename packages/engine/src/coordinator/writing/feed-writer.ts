@@ -24,6 +24,7 @@ import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
+import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import type { Corruption, TornTail } from '../../storage/runs.js';
 import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
@@ -37,7 +38,7 @@ import type { KeyCompaction } from '../maintenance/key-compaction.js';
 import type { MergeLog } from '../maintenance/merge-state.js';
 import type { RetentionLog } from '../maintenance/retention-state.js';
 import { WalRetention } from '../maintenance/wal-retention.js';
-import { deletedFeedError, feedIdentity } from '../opening/data-directory.js';
+import { deletedFeedError, feedIdentity, feedTagOf } from '../opening/data-directory.js';
 import { DerivedIndexes } from '../opening/derived-indexes.js';
 import { type OpenStream, recoverLogs, replayStreams } from '../opening/feed-recovery.js';
 import { ReadGate } from '../reading/read-gate.js';
@@ -80,6 +81,11 @@ export interface WriterOptions {
    * set shared by every view of the feed, which the follower closes (the writer does not).
    */
   readonly subscriptions?: Subscriptions;
+  /**
+   * A follower's view: opened read-only, but the tag indexes and dictionaries it rebuilds (those
+   * a trim left built over history it cut) are written into its copy, so the next view has them.
+   */
+  readonly derivedWritable?: boolean;
 }
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
@@ -221,6 +227,12 @@ export class FeedWriter {
     const readOnly = options.readOnly ?? false;
     const logs = await recoverLogs(kernels, directory, options.clock, readOnly, options.subscriptions);
     const { history, wal } = logs;
+    // Evicted segments are read from object storage from the start: a derived file rebuilt on
+    // open (missing, damaged, or built over history a trim cut) reads its segment.
+    if (options.objectStore)
+      history.store.attachRemote(
+        remoteSegmentFilesOf(kernels, options.objectStore, options.feed, feedTagOf(directory)),
+      );
     const lease = new LeaseKeeper(logs.leaseLog, options.clock, options.newId, logs.epochFloor);
     const writer = new FeedWriter(
       directory,
@@ -243,7 +255,8 @@ export class FeedWriter {
         directory,
         history,
         writer.watermark.position,
-        readOnly,
+        // A follower writes the derived files it rebuilds into its copy, though it writes nothing else.
+        readOnly && !options.derivedWritable,
         trimPending,
         logs.rewrittenBase,
       );
