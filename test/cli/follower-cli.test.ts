@@ -77,6 +77,10 @@ describe.skipIf(objects.missing)(objects.title('streamstack --follower'), () => 
     });
     const info = (await call(url, 'GET', '/v1/feeds/served')).json;
     const head = info.head.commit as number;
+    expect(info.follower).toMatchObject({ failures: 0, lastError: null });
+    expect(info.follower.syncs).toBeGreaterThanOrEqual(1);
+    const metrics = (await call(url, 'GET', '/metrics')).text;
+    expect(metrics).toMatch(/streamstack_follower\{[^}]*count="syncs"[^}]*\} [1-9]/);
     const read = await call(url, 'GET', '/v1/feeds/served/records?after=0');
     expect(read.status).toBe(200);
     expect(read.lines).toEqual(await writerLines(feed, head));

@@ -201,10 +201,16 @@ describe.skipIf(objects.missing)(objects.title('Followers of a tiered feed'), ()
       follower = await followerStore.feed('events');
       expect((await follower.head())?.commit).toBeGreaterThan(first);
       expect((await failure(() => collect(follower.read()))).code).toBe('UNAVAILABLE');
+      // A sync that fails keeps the history the follower has, and says why.
+      expect((await failure(() => follower.refresh())).code).toBe('UNAVAILABLE');
+      expect((await follower.info()).follower).toMatchObject({ lastError: { code: 'UNAVAILABLE' } });
+      expect((await follower.info()).follower!.failures).toBeGreaterThanOrEqual(2);
     } finally {
       await objects.server().resume();
     }
     await expectSameHistory(writer, follower);
+    await follower.refresh();
+    expect((await follower.info()).follower).toMatchObject({ failures: 0, lastError: null });
     await followerStore.close();
     await writerStore.close();
   });

@@ -22,7 +22,7 @@ export {
   recordLines,
   storedRecordFromLine,
 } from '@streamstack/protocol';
-export type { CommitRecords, FeedInfo, TieringInfo } from './api/feed.js';
+export type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo } from './api/feed.js';
 export { Feed } from './api/feed.js';
 export type { ObjectStoreOptions } from './api/object-store-options.js';
 export { objectStoreFromAddress } from './api/object-store-options.js';

@@ -27,6 +27,26 @@ export interface FeedInfo {
   readonly horizon: number;
   /** Where its sealed history stands in object storage: only for a store opened with `objectStore`. */
   readonly tiering?: TieringInfo;
+  /** How a follower keeps up with its writer: only for a store opened with `follower`. */
+  readonly follower?: FollowerInfo;
+}
+
+/**
+ * A follower's syncs of its copy with object storage (each one a look for new segments, a trim
+ * or a rewrite), since the feed was opened here. A failed sync keeps the history the follower
+ * had, and the next one tries again.
+ */
+export interface FollowerInfo {
+  /** When the last sync that succeeded ended (milliseconds since the epoch). */
+  readonly syncedAt: number;
+  readonly syncs: number;
+  /** Syncs that found something new (a new view of the feed was opened). */
+  readonly changes: number;
+  /** Requests the syncs made to the object store. */
+  readonly requests: number;
+  /** Failed syncs in a row (0 once one succeeds), and the last failure. */
+  readonly failures: number;
+  readonly lastError: { readonly code: string; readonly message: string; readonly at: number } | null;
 }
 
 /**

@@ -15,6 +15,7 @@ export type {
   FeedDiskUse,
   FeedInfo,
   FeedVerification,
+  FollowerInfo,
   LeaseGrant,
   PollResult,
   StreamInfo,

@@ -129,6 +129,21 @@ export class ServerMetrics {
         for (const [count, value] of Object.entries(counts)) set({ count }, value);
       },
     );
+    // A follower's syncs with object storage, and how old its copy is.
+    perFeed(
+      'streamstack_follower',
+      'A follower since the feed was opened: syncs with object storage, those that found something new, their requests, failed syncs in a row, and the milliseconds since the last one that succeeded.',
+      ['count'],
+      async (feed, set) => {
+        const info = (await feed.info()).follower;
+        if (!info) return;
+        set({ count: 'syncs' }, info.syncs);
+        set({ count: 'changes' }, info.changes);
+        set({ count: 'requests' }, info.requests);
+        set({ count: 'failures' }, info.failures);
+        set({ count: 'age_ms' }, Math.max(0, Date.now() - info.syncedAt));
+      },
+    );
   }
 
   /** Counts an accepted append of `records` to `feed`. */

@@ -109,6 +109,16 @@ export const tieringInfo = object({
   remoteReads: object({ hits: integer, misses: integer, readAhead: integer, requests: integer, bytesFetched: integer }),
 });
 
+/** A follower's syncs with object storage (`FeedInfo.follower`): only for a store opened as a follower. */
+export const followerInfo = object({
+  syncedAt: integer,
+  syncs: integer,
+  changes: integer,
+  requests: integer,
+  failures: integer,
+  lastError: nullable(object({ code: string, message: string, at: integer })),
+});
+
 export const feedInfo = object(
   {
     name: string,
@@ -124,6 +134,7 @@ export const feedInfo = object(
     retention: retentionInfo,
     horizon: integer,
     tiering: tieringInfo,
+    follower: followerInfo,
   },
   [
     'name',

@@ -9,6 +9,8 @@
  * const view = new FeedView(writer, { reopen: () => openWriterAgain() });
  * await view.refresh(); // view.current is the newest
  */
+
+import type { FollowerInfo } from '@streamstack/protocol';
 import { FeedReads } from '../coordinator/reading/feed-reads.js';
 import type { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import type { StreamStackError } from '../errors.js';
@@ -21,6 +23,8 @@ export interface FeedViews {
   reopen(): Promise<FeedWriter | undefined>;
   /** Set for a follower: the error every write fails with. */
   readonly writesRefused?: StreamStackError;
+  /** Set for a follower: how its syncs with object storage go. */
+  status?(): FollowerInfo;
 }
 
 export class FeedView {
@@ -45,6 +49,12 @@ export class FeedView {
 
   get reads(): FeedReads {
     return this.viewReads;
+  }
+
+  /** A follower's sync status, as `feed.info()` shows it (nothing for other feeds). */
+  followerStatus(): { follower?: FollowerInfo } {
+    const status = this.views?.status?.();
+    return status ? { follower: status } : {};
   }
 
   /** Throws a follower's refusal of writes. */

@@ -13,7 +13,7 @@
  */
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { CommitRecords, FeedInfo, TieringInfo } from '@streamstack/protocol';
+import type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo } from '@streamstack/protocol';
 import type { MergeProgress, MergeResult } from '../coordinator/maintenance/history-merge.js';
 import type { RetentionInfo, TrimResult } from '../coordinator/maintenance/history-trim.js';
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/maintenance/key-compaction.js';
@@ -51,7 +51,7 @@ import {
 import { Stream } from './stream.js';
 import { Subscription, type SubscriptionInfo } from './subscription.js';
 
-export type { CommitRecords, FeedInfo, TieringInfo };
+export type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo };
 
 /** A cursor option: a non-negative integer, checked against the head where it is used. */
 function checkedCursor(value: unknown, name: string): number | undefined {
@@ -610,6 +610,7 @@ export class Feed {
       retention: this.writer.retentionKeeper().info(),
       horizon: this.writer.compaction().horizon,
       ...(this.writer.historyTiering ? { tiering: this.writer.historyTiering.status() } : {}),
+      ...this.view.followerStatus(),
     };
   }
 

@@ -26,6 +26,7 @@ import { followerRefreshMs } from '../limits.js';
 import { FeedLayout } from '../storage/feed-layout.js';
 import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { feedsObjectPrefix } from '../storage/segment-descriptor.js';
+import type { FollowerInfo } from './feed.js';
 import { Feed } from './feed.js';
 
 /** True for an error that says object storage could not be reached (trying later may work). */
@@ -71,7 +72,30 @@ export class FollowedFeeds {
   /** Opens the followed feed `name`; `FEED_NOT_FOUND` when object storage and the copy hold none. */
   async open(name: string): Promise<Feed> {
     const mirror = await FollowerMirror.open(this.kernels, this.objectStore, name, this.directory.feedDirectory(name));
-    await this.syncOrCached(mirror);
+    const status = { syncedAt: 0, syncs: 0, changes: 0, requests: 0, failures: 0, lastError: null } as {
+      -readonly [K in keyof FollowerInfo]: FollowerInfo[K];
+    };
+    /** One sync, counted; a failure is kept for `info` and thrown. */
+    const sync = async (): Promise<boolean> => {
+      try {
+        const done = await mirror.sync();
+        Object.assign(status, {
+          syncedAt: this.clock(),
+          syncs: status.syncs + 1,
+          changes: status.changes + (done.changed ? 1 : 0),
+          requests: status.requests + done.requests,
+          failures: 0,
+          lastError: null,
+        });
+        return done.changed;
+      } catch (error) {
+        const failure = error instanceof StreamStackError ? error : new StreamStackError('IO', String(error));
+        status.failures++;
+        status.lastError = { code: failure.code, message: failure.message, at: this.clock() };
+        throw error;
+      }
+    };
+    await this.syncOrCached(mirror, sync);
     const metadata = this.directory.readMetadata(name);
     // The follower's own subscriptions: one writable set for every view, closed with the store.
     const subscriptions = await Subscriptions.open(
@@ -82,9 +106,9 @@ export class FollowedFeeds {
     this.subscriptions.push(subscriptions);
     const feed = new Feed(name, metadata.createdAt, await this.openView(name, subscriptions), {
       // Nothing is opened once the store closes: the view would outlive it.
-      reopen: async () =>
-        !this.closed && (await mirror.sync()).changed ? this.openView(name, subscriptions) : undefined,
+      reopen: async () => (!this.closed && (await sync()) ? this.openView(name, subscriptions) : undefined),
       writesRefused: this.refusal(name),
+      status: () => ({ ...status }),
     });
     if (!this.closed) {
       // A failed refresh keeps the view it had; the next one, or `feed.refresh()`, tries again.
@@ -96,9 +120,9 @@ export class FollowedFeeds {
   }
 
   /** Syncs the copy; with object storage unreachable, goes on with the copy a run before left. */
-  private async syncOrCached(mirror: FollowerMirror): Promise<void> {
+  private async syncOrCached(mirror: FollowerMirror, sync: () => Promise<boolean>): Promise<void> {
     try {
-      await mirror.sync();
+      await sync();
     } catch (error) {
       if (!isUnreachable(error) || !mirror.hasCopy) throw error;
     }
