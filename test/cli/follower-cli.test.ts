@@ -59,6 +59,10 @@ describe.skipIf(objects.missing)(objects.title('streamstack --follower'), () => 
     const latest = cli(data, ['read', 'orders', '--mode', 'latest'], '', env);
     expect(latest.lines).toEqual(await writerLines(feed, head, 'latest'));
 
+    // verify checks the copy and reads every record back from object storage.
+    const verified = cli(data, ['verify', 'orders', '--quiet'], '', env);
+    expect(verified.lines[0]).toMatchObject({ feed: 'orders', ok: true, commits: head, problems: [] });
+
     const refused = cli(data, ['append', 'orders'], '{"payload":"x"}\n', env);
     expect(refused.status).not.toBe(0);
     expect(JSON.parse(refused.stderr.trim().split('\n').at(-1)!).error).toMatchObject({ code: 'READ_ONLY' });
