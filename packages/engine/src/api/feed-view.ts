@@ -30,8 +30,9 @@ export interface FeedViews {
 export class FeedView {
   private writer: FeedWriter;
   private viewReads: FeedReads;
-  /** One refresh at a time. */
+  /** The refresh running, and the one asked for while it runs. */
   private refreshing: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
   /** Readers of `follow` waiting for a newer view. */
   private readonly waiting = new Set<() => void>();
 
@@ -62,10 +63,23 @@ export class FeedView {
     if (this.views?.writesRefused) throw this.views.writesRefused;
   }
 
-  /** Opens a newer view, when there is one; one refresh at a time. */
+  /**
+   * Opens a newer view, when there is one. One refresh at a time: a call while one runs waits
+   * for it and then for one of its own (shared by every call meanwhile), since the one running
+   * may have looked before what the caller expects to see.
+   */
   refresh(): Promise<void> {
     if (!this.views) return Promise.resolve();
-    this.refreshing ??= (async () => {
+    if (this.refreshing) {
+      this.queued ??= this.refreshing
+        .catch(() => undefined)
+        .then(() => {
+          this.queued = undefined;
+          return this.refresh();
+        });
+      return this.queued;
+    }
+    this.refreshing = (async () => {
       try {
         const next = await this.views!.reopen();
         if (next) this.replace(next);

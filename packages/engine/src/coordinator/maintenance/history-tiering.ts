@@ -245,6 +245,7 @@ export class HistoryTiering {
       const entry = state.entries.find((candidate) => candidate.state === 'uploading');
       if (!entry) break;
       if (!(await this.uploads.complete(entry.base))) {
+        if (this.assignedHere.has(entry.ordinal)) await this.uploads.startEarly(entry);
         await derived().flushed();
         await history.summariesWritten();
         if (this.closed) return false;
@@ -441,8 +442,7 @@ export class HistoryTiering {
     const objects = this.objects;
     const state = log.stateOr(this.context.newId);
     const gone = state.entries.filter((entry) => entry.state === 'trimmed' || entry.state === 'replaced');
-    // A trim inside a segment deletes nothing, but followers start where the writer's history
-    // does: the boundary says so once per floor (and once per process, for a trimmed feed).
+    // Followers start where the writer's history does: the boundary says so once per floor.
     const floor = this.context.history.retainedStart;
     const floorMoved = floor.position > (this.boundaryPosition ?? 1);
     if (gone.length === 0 && !floorMoved) return 0;
