@@ -140,6 +140,12 @@ async function* runColumns(
   more: () => boolean,
   signal: AbortSignal | undefined,
   runBuffers: RunBufferPool | undefined,
+  /**
+   * Rows the consumer still takes, when it says (a RAW read with a limit): a commit's batches are
+   * no larger, so a read of its first few records does not decode, nor fetch the payloads
+   * stored elsewhere of, the rest of a large commit.
+   */
+  rowsWanted: () => number = () => columnBatchRowsMax,
 ): AsyncGenerator<ColumnBatch> {
   const commits = windowOf(snapshot, cursor, end);
   let held = commits.next();
@@ -167,7 +173,8 @@ async function* runColumns(
     const runs = await current;
     for (const [index, commit] of stretch.entries()) {
       signal?.throwIfAborted();
-      for await (const run of snapshot.history.runColumns(commit, runs[index], columnBatchRowsMax)) {
+      const rowsMax = Math.max(1, Math.min(columnBatchRowsMax, rowsWanted()));
+      for await (const run of snapshot.history.runColumns(commit, runs[index], rowsMax)) {
         yield ColumnBatch.ofRun(snapshot.feed, commit, run);
       }
     }
@@ -214,6 +221,8 @@ async function* scanModes(
     () => remaining > 0,
     options.signal,
     runBuffers,
+    // Each row a RAW read without a filter decodes is a row it returns.
+    mode === 'raw' && !select ? () => remaining : undefined,
   )) {
     if (remaining <= 0) return;
     if (mode === 'dedup' || select) {
