@@ -75,6 +75,11 @@ export class FollowedFeeds {
     const status = { syncedAt: 0, syncs: 0, changes: 0, requests: 0, failures: 0, lastError: null } as {
       -readonly [K in keyof FollowerInfo]: FollowerInfo[K];
     };
+    const noteFailure = (error: unknown) => {
+      const failure = error instanceof StreamStackError ? error : new StreamStackError('IO', String(error));
+      status.failures++;
+      status.lastError = { code: failure.code, message: failure.message, at: this.clock() };
+    };
     /** One sync, counted; a failure is kept for `info` and thrown. */
     const sync = async (): Promise<boolean> => {
       try {
@@ -89,9 +94,17 @@ export class FollowedFeeds {
         });
         return done.changed;
       } catch (error) {
-        const failure = error instanceof StreamStackError ? error : new StreamStackError('IO', String(error));
-        status.failures++;
-        status.lastError = { code: failure.code, message: failure.message, at: this.clock() };
+        noteFailure(error);
+        throw error;
+      }
+    };
+    /** A new view of the copy after a sync that changed it; a view that fails to open is a failure too. */
+    const reopen = async (): Promise<FeedWriter | undefined> => {
+      if (this.closed || !(await sync()) || this.closed) return undefined;
+      try {
+        return await this.openView(name, subscriptions);
+      } catch (error) {
+        noteFailure(error);
         throw error;
       }
     };
@@ -106,7 +119,7 @@ export class FollowedFeeds {
     this.subscriptions.push(subscriptions);
     const feed = new Feed(name, metadata.createdAt, await this.openView(name, subscriptions), {
       // Nothing is opened once the store closes: the view would outlive it.
-      reopen: async () => (!this.closed && (await sync()) ? this.openView(name, subscriptions) : undefined),
+      reopen,
       writesRefused: this.refusal(name),
       status: () => ({ ...status }),
     });
