@@ -245,7 +245,6 @@ export class HistoryTiering {
       const entry = state.entries.find((candidate) => candidate.state === 'uploading');
       if (!entry) break;
       if (!(await this.uploads.complete(entry.base))) {
-        if (this.assignedHere.has(entry.ordinal)) await this.uploads.startEarly(entry);
         await derived().flushed();
         await history.summariesWritten();
         if (this.closed) return false;

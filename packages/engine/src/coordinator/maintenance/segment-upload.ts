@@ -43,8 +43,6 @@ export class SegmentUploads {
 
   /** Whether this process has seen the feed's `feed.json` in object storage. */
   private feedConfigPublished = false;
-  /** Uploads begun before a segment's dictionaries were built, by ordinal and file name. */
-  private readonly early = new Map<number, Map<string, Promise<DescribedFile>>>();
 
   constructor(
     private readonly context: TieringContext,
@@ -119,7 +117,6 @@ export class SegmentUploads {
     // they are read, in the maintenance queue, where no trim moves it.
     const floorPosition = history.retainedStart.position;
     const files = await this.localFiles(entry.base);
-    const early = this.takeEarly(entry.ordinal);
     // Gone between the listing and now (a trim, merge or key compaction ran first, and the name
     // holds another segment or none): the pass goes on, and retires it.
     if (!files.some((file) => file.name.endsWith(segmentSuffix.history)) || !this.holds(entry)) return 'gone';
@@ -137,9 +134,7 @@ export class SegmentUploads {
     }
     // The files go up side by side: a segment is visible once the slowest is stored, and the
     // small derived files need not queue behind the history segment.
-    const described: DescribedFile[] = await Promise.all(
-      files.map((file) => early.get(file.name) ?? this.uploadFile(entry.ordinal, file)),
-    );
+    const described: DescribedFile[] = await Promise.all(files.map((file) => this.uploadFile(entry.ordinal, file)));
     const commits = history.commits.commitsInSegment(entry.base);
     const descriptor = this.describe(entry, state, {
       floorPosition,
@@ -171,33 +166,6 @@ export class SegmentUploads {
     return segmentsOf(this.context.history).sealed.some(
       (segment) => segment.base === entry.base && segment.source() === entry.source,
     );
-  }
-
-  /**
-   * Starts storing the files of the entry's segment written so far (its history segment and
-   * summary) while its dictionaries are still built: it is visible once the slowest file is
-   * stored, and the build and the upload of its largest file take about as long. Only for an
-   * ordinal this process gave out (no descriptor of it can exist). Outside the maintenance
-   * queue, which is safe: each file is read through the descriptor it was opened with, a segment
-   * being uploaded is never cut, and `upload` finds a segment a rewrite replaced meanwhile gone.
-   */
-  async startEarly(entry: TierEntry): Promise<void> {
-    if (this.early.has(entry.ordinal) || !this.holds(entry)) return;
-    const started = new Map<string, Promise<DescribedFile>>();
-    this.early.set(entry.ordinal, started);
-    for (const file of await this.localFiles(entry.base)) {
-      const stored = this.uploadFile(entry.ordinal, file);
-      // Awaited by `upload`; a failure is its failure, never an unhandled rejection.
-      stored.catch(() => undefined);
-      started.set(file.name, stored);
-    }
-  }
-
-  /** The uploads `startEarly` began for `ordinal` (none: empty), handed over once. */
-  private takeEarly(ordinal: number): Map<string, Promise<DescribedFile>> {
-    const started = this.early.get(ordinal) ?? new Map<string, Promise<DescribedFile>>();
-    this.early.delete(ordinal);
-    return started;
   }
 
   /** Checksums the local file `file` block by block, then stores it from the same descriptor. */
