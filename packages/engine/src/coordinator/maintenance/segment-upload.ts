@@ -7,7 +7,6 @@
 import fsp from 'node:fs/promises';
 import { StreamStackError } from '../../errors.js';
 import { tieringBlockBytes } from '../../limits.js';
-import { segmentsOf } from '../../query/indexes/feed-index.js';
 import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import {
   type DescribedFile,
@@ -117,9 +116,9 @@ export class SegmentUploads {
     // they are read, in the maintenance queue, where no trim moves it.
     const floorPosition = history.retainedStart.position;
     const files = await this.localFiles(entry.base);
-    // Gone between the listing and now (a trim, merge or key compaction ran first, and the name
-    // holds another segment or none): the pass goes on, and retires it.
-    if (!files.some((file) => file.name.endsWith(segmentSuffix.history)) || !this.holds(entry)) return 'gone';
+    // Gone between the listing and now (a trim or merge ran first): the pass goes on, and
+    // retires it.
+    if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) return 'gone';
     // An upload a crash cut may have created its descriptor already: then its objects are
     // visible, and putting them again could replace a derived file's bytes with a rebuilt one's
     // that the descriptor's CRCs do not match. Only an ordinal given out by this process is
@@ -159,13 +158,6 @@ export class SegmentUploads {
       );
     this.acceptFound(found, entry, state);
     return 'visible';
-  }
-
-  /** Whether the local history holds the entry's segment now (its base, with its fingerprint). */
-  private holds(entry: TierEntry): boolean {
-    return segmentsOf(this.context.history).sealed.some(
-      (segment) => segment.base === entry.base && segment.source() === entry.source,
-    );
   }
 
   /** Checksums the local file `file` block by block, then stores it from the same descriptor. */
