@@ -73,15 +73,6 @@ export class ServerMetrics {
         },
       });
     };
-    // A feed's counters under one `count` label, from what `countsOf` finds (none: no series).
-    const perFeedCounts = (
-      name: string,
-      help: string,
-      countsOf: (feed: Feed) => Promise<Record<string, number> | undefined>,
-    ) =>
-      perFeed(name, help, ['count'], async (feed, set) => {
-        for (const [count, value] of Object.entries((await countsOf(feed)) ?? {})) set({ count }, value);
-      });
     perFeed(
       'streamstack_subscription_lag_commits',
       'How many commits a subscription is behind the head.',
@@ -112,46 +103,45 @@ export class ServerMetrics {
     );
     // Tiering, for feeds of a store with object storage: what went up and what waits, as gauges
     // of the feed's counters since it was opened (a reopen starts them again, as a restart does).
-    perFeedCounts(
+    perFeed(
       'streamstack_tiering',
       'Tiering to object storage since the feed was opened: uploaded objects and bytes, requests, failed passes in a row, segments and bytes remote and pending, evicted segments, local history bytes, and reads of evicted history (block cache hits and misses, requests, bytes).',
-      async (feed) => {
+      ['count'],
+      async (feed, set) => {
         const info = (await feed.info()).tiering;
-        return (
-          info && {
-            uploaded_objects: info.uploadedObjects,
-            uploaded_bytes: info.uploadedBytes,
-            requests: info.requests,
-            failures: info.failures,
-            remote_segments: info.remoteSegments,
-            remote_bytes: info.remoteBytes,
-            pending_segments: info.pendingSegments,
-            pending_bytes: info.pendingBytes,
-            evicted_segments: info.evictedSegments,
-            local_history_bytes: info.localHistoryBytes,
-            cache_hits: info.remoteReads.hits,
-            cache_misses: info.remoteReads.misses,
-            read_requests: info.remoteReads.requests,
-            read_bytes: info.remoteReads.bytesFetched,
-          }
-        );
+        if (!info) return;
+        const counts = {
+          uploaded_objects: info.uploadedObjects,
+          uploaded_bytes: info.uploadedBytes,
+          requests: info.requests,
+          failures: info.failures,
+          remote_segments: info.remoteSegments,
+          remote_bytes: info.remoteBytes,
+          pending_segments: info.pendingSegments,
+          pending_bytes: info.pendingBytes,
+          evicted_segments: info.evictedSegments,
+          local_history_bytes: info.localHistoryBytes,
+          cache_hits: info.remoteReads.hits,
+          cache_misses: info.remoteReads.misses,
+          read_requests: info.remoteReads.requests,
+          read_bytes: info.remoteReads.bytesFetched,
+        };
+        for (const [count, value] of Object.entries(counts)) set({ count }, value);
       },
     );
     // A follower's syncs with object storage, and how old its copy is.
-    perFeedCounts(
+    perFeed(
       'streamstack_follower',
       'A follower since the feed was opened: syncs with object storage, those that found something new, their requests, failed syncs in a row, and the milliseconds since the last one that succeeded.',
-      async (feed) => {
+      ['count'],
+      async (feed, set) => {
         const info = (await feed.info()).follower;
-        return (
-          info && {
-            syncs: info.syncs,
-            changes: info.changes,
-            requests: info.requests,
-            failures: info.failures,
-            age_ms: Math.max(0, Date.now() - info.syncedAt),
-          }
-        );
+        if (!info) return;
+        set({ count: 'syncs' }, info.syncs);
+        set({ count: 'changes' }, info.changes);
+        set({ count: 'requests' }, info.requests);
+        set({ count: 'failures' }, info.failures);
+        set({ count: 'age_ms' }, Math.max(0, Date.now() - info.syncedAt));
       },
     );
   }
