@@ -42,6 +42,9 @@ describe.skipIf(objects.missing)(objects.title('Object storage answering errors 
 
     for (const status of [503, 500] as const) {
       proxy.mode = { kind: 'fail', status };
+      // A sync the follower's timer began before the failures may still bring what went up.
+      await follower.refresh().catch(() => undefined);
+      const heldHead = (await follower.head())!.commit;
       // Acknowledgements never wait for object storage: these seal segments that cannot go up.
       await ingest(writer, 10, 20 * 200);
       expect((await failure(() => collect(writer.read()))).code).toBe('UNAVAILABLE');
@@ -51,7 +54,7 @@ describe.skipIf(objects.missing)(objects.title('Object storage answering errors 
       expect((await failure(() => follower.refresh())).code).toBe('UNAVAILABLE');
       expect((await follower.info()).follower).toMatchObject({ lastError: { code: 'UNAVAILABLE' } });
       // The follower keeps the history it had.
-      expect((await follower.head())!.commit).toBe(followedHead);
+      expect((await follower.head())!.commit).toBe(heldHead);
       expect(proxy.failed).toBeGreaterThan(0);
       proxy.mode = { kind: 'pass' };
       await writer.tiered();
