@@ -1,7 +1,7 @@
 // The follower of `pnpm bench tiered`, in a process of its own as another machine would run
 // one: it opens a fresh directory as a follower of feed `tiered` in the object store its
 // environment names (BENCH_FOLLOW_ENDPOINT, _BUCKET, _PREFIX; credentials from the AWS
-// environment), waits for the feed to appear, and follows it from the start, noting when each
+// environment; the writer's server for the unsealed tail in BENCH_FOLLOW_URL), waits for the feed to appear, and follows it from the start, noting when each
 // commit reaches it (milliseconds since the epoch, the clock the writer notes its
 // acknowledgements with). On `finish` (sent once the writer's uploads are done) it refreshes,
 // waits for its follow to reach its head, hashes a RAW scan of the whole history up to it, and
@@ -22,6 +22,7 @@ const store = await Store.open(directory, {
     bucket: process.env.BENCH_FOLLOW_BUCKET,
     prefix: process.env.BENCH_FOLLOW_PREFIX,
   },
+  ...(process.env.BENCH_FOLLOW_URL ? { follow: { url: process.env.BENCH_FOLLOW_URL } } : {}),
 });
 let feed;
 for (;;) {

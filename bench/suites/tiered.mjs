@@ -19,8 +19,9 @@
 //   (target ≤ 50 ms), and `get(key)` as of a commit that ends an evicted segment, its winner in
 //   evicted history (target ≤ 20 ms), each beside the same reads of the untiered store, warm;
 // - requests and bytes the cold reads took, and the reader's RSS.
-// Then a third ingest, tiered too, is followed by a follower in a process of its own (an empty
-// directory, the same bucket):
+// Then a third ingest, tiered too and served over HTTP, is followed by a follower in a process of
+// its own (an empty directory, the same bucket, `follow` naming the writer's server for the
+// unsealed tail):
 // - its commit lag p50/p99 (each commit's arrival in the follower's `follow` against its
 //   acknowledgement by the writer; targets 30 ms and 250 ms), while the writer ingests;
 // - its RAW scan of the whole history it has, against the writer's byte for byte, and its rate
@@ -31,6 +32,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Store } from '@streamstack/engine';
+import { createServer } from '@streamstack/server';
 import { startVersitygw, versitygwBinary, versitygwMissing } from '../../test/support/versitygw.mjs';
 import { Suite } from '../harness.mjs';
 import { keyCount, latencySummary, scaleWorkload, temporaryDirectory } from '../workload.mjs';
@@ -42,13 +44,14 @@ const bucket = 'bench';
 const followerScript = new URL('../follower-process.mjs', import.meta.url).pathname;
 
 /** Starts the follower process over a fresh directory, following `objectStore`; resolves once it found the feed. */
-async function startFollower(objectStore) {
+async function startFollower(objectStore, writerUrl) {
   const child = fork(followerScript, [temporaryDirectory('tiered-follower')], {
     env: {
       ...process.env,
       BENCH_FOLLOW_ENDPOINT: objectStore.endpoint,
       BENCH_FOLLOW_BUCKET: objectStore.bucket,
       BENCH_FOLLOW_PREFIX: objectStore.prefix,
+      BENCH_FOLLOW_URL: writerUrl,
     },
   });
   const messages = [];
@@ -82,7 +85,9 @@ async function ingest(label, objectStore, follow = false) {
   const directory = temporaryDirectory(`tiered-${label}`);
   const store = await Store.open(directory, objectStore ? { objectStore } : {});
   const feed = await store.createFeed('tiered');
-  const follower = follow ? await startFollower(objectStore) : undefined;
+  // The follower reads the unsealed tail from the writer's own server, as `--follow URL` does.
+  const server = follow ? await createServer({ store, logger: false }) : undefined;
+  const follower = server ? await startFollower(objectStore, await server.listen({ port: 0 })) : undefined;
   await follower?.ready;
   const next = scaleWorkload(0x71e4);
   const appendMs = [];
@@ -107,7 +112,7 @@ async function ingest(label, objectStore, follow = false) {
   const commits = (await feed.info()).commits;
   let followed;
   if (follower) {
-    // The follower has what was tiered: everything but the active segment's commits.
+    // The follower has what was tiered, and the active segment's commits from the writer's server.
     const finished = await follower.finish();
     const tieredHead = finished.head;
     const lags = [];
@@ -126,7 +131,8 @@ async function ingest(label, objectStore, follow = false) {
     };
     process.stderr.write(`  ${label} follower: ${JSON.stringify(followed)}\n`);
   }
-  await store.close();
+  if (server) await server.close();
+  else await store.close();
   const result = {
     directory,
     commits,
@@ -354,7 +360,7 @@ export async function run() {
     suite.ratio('follower commit lag: p99', followed.lag.p99Ms, undefined, 'ms');
     suite.ratio('follower commit lag: slowest', followed.lag.maxMs, undefined, 'ms');
     suite.ratio(
-      'follower: commits it had once the uploads were done / the writer’s',
+      'follower: commits it had once the uploads were done / the writer’s (1: the tail too)',
       followed.tieredHead / followedRun.commits,
       undefined,
       'ratio',

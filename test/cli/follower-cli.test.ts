@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Feed } from '../../packages/engine/src/index.js';
-import { cli } from '../support/cli.js';
+import { cli, cliAsync } from '../support/cli.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { call, ndjson, startServer } from '../support/server.js';
 import { collect, openStore, temporaryDirectory } from '../support/store.js';
@@ -92,5 +92,40 @@ describe.skipIf(objects.missing)(objects.title('streamstack --follower'), () => 
     expect(write.status).toBe(409);
     expect(write.json.error).toMatchObject({ code: 'READ_ONLY', follower: true });
     await store.close();
+  });
+
+  it('with --follow reads the writer’s unsealed tail from its server, in one command', async () => {
+    const settings = objects.settings();
+    const writer = await startServer({ storeOptions: { objectStore: settings } });
+    const made = await call(writer.url, 'POST', '/v1/feeds', { body: { name: 'live' } });
+    expect(made.status).toBe(201);
+    for (let commit = 0; commit < 3; commit++) {
+      const appended = await call(writer.url, 'POST', '/v1/feeds/live/records', {
+        body: ndjson(
+          ...Array.from({ length: 50 }, (_, index) => ({ payload: `c${commit}-${index}`, key: `k${index}` })),
+        ),
+      });
+      expect(appended.status).toBe(201);
+    }
+    // Nothing is tiered yet (the active segment is never uploaded) but the feed's name, which
+    // the writer's first tiering pass publishes soon after the feed is made.
+    const env = { ...objects.environment(settings.prefix!), STREAMSTACK_FOLLOWER: '1' };
+    const data = temporaryDirectory();
+    for (let tries = 0; (await cliAsync(data, ['feed', 'info', 'live'], env)).status !== 0; tries++) {
+      expect(tries).toBeLessThan(100);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const read = await cliAsync(data, ['--follow', writer.url, 'read', 'live'], env);
+    expect(read.status, read.stderr).toBe(0);
+    expect(read.lines.map((line) => line.payload)).toEqual(
+      [0, 1, 2].flatMap((commit) => Array.from({ length: 50 }, (_, index) => `c${commit}-${index}`)),
+    );
+    const info = (await cliAsync(data, ['--follow', writer.url, 'feed', 'info', 'live'], env)).lines[0] as {
+      follower: { tail: { url: string } };
+    };
+    expect(info.follower.tail.url).toBe(`${writer.url}/`);
+    // --follow is for a follower: alone it is a usage error.
+    const lone = cli(temporaryDirectory(), ['--follow', writer.url, 'read', 'live'], '', {});
+    expect(lone.status).toBe(2);
   });
 });

@@ -2,7 +2,7 @@
  * Runs the built `streamstack` command line as scripts do, and parses what it printed: NDJSON
  * lines from stdout and the typed error line from stderr.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 
 export const cliBinary = new URL('../../packages/cli/bin/streamstack.js', import.meta.url).pathname;
 
@@ -21,6 +21,28 @@ export function cli(data: string, args: readonly string[], input = '', env: Reco
     encoding: 'utf8',
     env: { ...process.env, ...env },
   });
+  return parsed(result);
+}
+
+/**
+ * `cli` without blocking this process while the command runs (no input): for a command that
+ * talks to a server this process runs.
+ */
+export function cliAsync(data: string, args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [cliBinary, '--data', data, ...args],
+      { encoding: 'utf8', env: { ...process.env, ...env }, maxBuffer: 256 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const status = error ? (typeof error.code === 'number' ? error.code : null) : 0;
+        resolve(parsed({ status, stdout, stderr }));
+      },
+    );
+  });
+}
+
+function parsed(result: { status: number | null; stdout: string; stderr: string }): CliResult {
   const lines = result.stdout
     .split('\n')
     .filter((line) => line !== '')

@@ -53,6 +53,12 @@ export function buildProgram(): Command {
         'with --object-store: follow the feeds another machine writes and tiers there; this data directory keeps their summaries and indexes, records are read from object storage, and writes are refused',
       ).env('STREAMSTACK_FOLLOWER'),
     )
+    .addOption(
+      new Option(
+        '--follow <url>',
+        "with --follower: also read each feed's unsealed tail from its writer's server (streamstack serve at this address), so new commits are read within moments of their seal; a token the server asks for comes from STREAMSTACK_FOLLOW_TOKEN",
+      ).env('STREAMSTACK_FOLLOW'),
+    )
     .option(
       '--break-lock',
       'only where the native module cannot load: remove a LOCK file left by a process that died (check that none uses the directory first)',

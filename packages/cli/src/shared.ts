@@ -38,6 +38,7 @@ interface StoreFlags {
   objectStoreRegion?: string;
   localHistoryBytesMax?: number;
   follower?: boolean;
+  follow?: string;
 }
 
 /**
@@ -46,7 +47,7 @@ interface StoreFlags {
  * open uploads nothing, but reads history evicted to object storage from there, so it takes the
  * object store too (the AWS SDK is loaded only when one is named). `--follower` opens the
  * directory as a follower's copy of the feeds in object storage, for reads and writes alike (a
- * follower refuses writes itself).
+ * follower refuses writes itself); `--follow` adds the writer's server for the unsealed tails.
  */
 export function storeSettings(program: Command, access: Access): { data: string; options: StoreOptions } {
   const flags = program.opts<StoreFlags>();
@@ -69,6 +70,12 @@ export function storeSettings(program: Command, access: Access): { data: string;
       'streamstack.usage',
       '--follower reads the feeds another machine tiers to object storage: give --object-store too',
     );
+  if (flags.follow !== undefined && !flags.follower)
+    throw new CommanderError(
+      exitUsage,
+      'streamstack.usage',
+      "--follow reads a followed feed's unsealed tail from its writer: give --follower too",
+    );
   const objectStore = flags.objectStore
     ? {
         ...objectStoreFromAddress(flags.objectStore, {
@@ -84,6 +91,15 @@ export function storeSettings(program: Command, access: Access): { data: string;
       data: flags.data,
       options: {
         follower: true,
+        // The token comes from the environment only: a command line is seen by every user of the machine.
+        ...(flags.follow === undefined
+          ? {}
+          : {
+              follow: {
+                url: flags.follow,
+                ...(process.env.STREAMSTACK_FOLLOW_TOKEN ? { token: process.env.STREAMSTACK_FOLLOW_TOKEN } : {}),
+              },
+            }),
         ...(flags.breakLock ? { breakLock: true } : {}),
         ...(objectStore ? { objectStore } : {}),
       },

@@ -24,6 +24,8 @@ export {
 } from '@streamstack/protocol';
 export type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo } from './api/feed.js';
 export { Feed } from './api/feed.js';
+export type { FollowOptions } from './api/follower-tail.js';
+export { tailHeaders } from './api/follower-tail.js';
 export type { ObjectStoreOptions } from './api/object-store-options.js';
 export { objectStoreFromAddress } from './api/object-store-options.js';
 export type { AppendRecord, Commit, StoredRecord } from './api/records.js';

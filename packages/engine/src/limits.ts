@@ -694,6 +694,25 @@ export const followerRefreshMs = 500;
 export const followerViewGraceMs = 30_000;
 
 /**
+ * How long a writer holds a follower's request for its tail open when there is nothing new (a
+ * long poll): a commit is answered at once, and an idle follower costs a request this often.
+ */
+export const followerTailWaitMs = 1_000;
+
+/**
+ * Bytes of tail groups a writer sends in one answer at most (a group larger than this goes
+ * whole): a follower starting on a full active segment copies it in a few steps, each bounded
+ * in memory on both sides.
+ */
+export const followerTailBytesMax = 8 * 1024 * 1024;
+
+/**
+ * How long a follower waits before asking its writer for the tail again after a failure, or
+ * while the writer's active segment is one object storage does not reach yet.
+ */
+export const followerTailRetryMs = 250;
+
+/**
  * Blocks one synchronous read of evicted history may fetch before it is called a bug: a read
  * reaches within one segment (a run references only its own segment's payloads), so at most a
  * segment's blocks — fewer than the cache holds — and each miss brings one.

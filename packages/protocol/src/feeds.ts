@@ -47,6 +47,12 @@ export interface FollowerInfo {
   /** Failed syncs in a row (0 once one succeeds), and the last failure. */
   readonly failures: number;
   readonly lastError: { readonly code: string; readonly message: string; readonly at: number } | null;
+  /**
+   * With `follow`: the unsealed tail read from the writer's server — its address, the commits
+   * taken from it (not counting those a new view opened with), and the requests made. Null
+   * without `follow`.
+   */
+  readonly tail: { readonly url: string; readonly commits: number; readonly requests: number } | null;
 }
 
 /**

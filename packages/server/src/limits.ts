@@ -36,3 +36,12 @@ export const bodyWaitMsMaxDefault = 10_000;
 
 /** Seconds a request refused for want of room among the bodies in flight is told to wait. */
 export const bodyRetryAfterSeconds = 1;
+
+/**
+ * Bytes of a feed's history tail one answer may be asked for (`bytesMax`): a follower asks for
+ * less (`followerTailBytesMax`); the bound keeps one request's buffer bounded whatever it asks.
+ */
+export const tailBytesMax = 64 * 1024 * 1024;
+
+/** Milliseconds a request for a feed's history tail may wait for a group (its long poll). */
+export const tailWaitMsMax = 30_000;

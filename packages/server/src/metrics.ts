@@ -132,7 +132,7 @@ export class ServerMetrics {
     // A follower's syncs with object storage, and how old its copy is.
     perFeed(
       'streamstack_follower',
-      'A follower since the feed was opened: syncs with object storage, those that found something new, their requests, failed syncs in a row, and the milliseconds since the last one that succeeded.',
+      'A follower since the feed was opened: syncs with object storage, those that found something new, their requests, failed syncs in a row, the milliseconds since the last one that succeeded, and with `follow` the commits and requests of the tail read from the writer.',
       ['count'],
       async (feed, set) => {
         const info = (await feed.info()).follower;
@@ -142,6 +142,10 @@ export class ServerMetrics {
         set({ count: 'requests' }, info.requests);
         set({ count: 'failures' }, info.failures);
         set({ count: 'age_ms' }, Math.max(0, Date.now() - info.syncedAt));
+        if (info.tail) {
+          set({ count: 'tail_commits' }, info.tail.commits);
+          set({ count: 'tail_requests' }, info.tail.requests);
+        }
       },
     );
   }

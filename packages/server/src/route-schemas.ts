@@ -40,6 +40,10 @@ const descriptions: Record<string, string> = {
   offset: 'where to read from: -1 (the start), now (the tail) or an offset of 16 digits',
   live: 'long-poll or sse (absent: catch-up)',
   cursor: "the Stream-Cursor of the last answer, echoed back for the server's cache-busting",
+  base: 'the first position of the history segment asked for',
+  from: 'the byte offset to send from: 0 (the segment header first) or where a group starts',
+  waitMs: 'long-poll: wait up to this many milliseconds for a group when there is none',
+  bytesMax: 'send at most this many bytes (a larger group still goes whole)',
 };
 
 /** A querystring schema: every parameter optional, described, its kind as the docs give it. */

@@ -117,6 +117,7 @@ export const followerInfo = object({
   requests: integer,
   failures: integer,
   lastError: nullable(object({ code: string, message: string, at: integer })),
+  tail: nullable(object({ url: string, commits: integer, requests: integer })),
 });
 
 export const feedInfo = object(

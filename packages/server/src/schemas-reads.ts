@@ -85,3 +85,32 @@ export const key = routeSchema({
   responses: { 200: json('the record line', models.recordLine) },
   errors: [...cursorErrors, 'KEY_NOT_FOUND'],
 });
+
+const tailHeaderSchemas = {
+  'Streamstack-Tail-Base': { type: 'string', description: 'the base of the segment the bytes are from' },
+  'Streamstack-Tail-From': { type: 'string', description: 'the offset of the first byte sent' },
+  'Streamstack-Tail-End': { type: 'string', description: 'the offset just past the last byte sent (a group end)' },
+};
+
+export const historyTail = routeSchema({
+  id: 'readHistoryTail',
+  tag: 'reads',
+  summary: "the durable groups of the feed's active history segment, for a follower on another machine",
+  description:
+    'A follower (`--follower --follow URL`) copies these bytes into its own copy of the segment and reads the commits they hold. 204 when the active segment is not the one based at `base` (its base in Streamstack-Tail-Base, when there is one).',
+  operation: 'read',
+  params: feedParams,
+  query: querySchema({ base: 'integer', from: 'integer', waitMs: 'integer', bytesMax: 'integer' }),
+  responses: {
+    200: {
+      description: 'whole groups of the segment from `from` on',
+      headers: tailHeaderSchemas,
+      content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+    },
+    204: {
+      description: 'the active segment is another',
+      headers: { 'Streamstack-Tail-Base': tailHeaderSchemas['Streamstack-Tail-Base'] },
+    },
+  },
+  errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'READ_ONLY'],
+});

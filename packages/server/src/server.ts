@@ -32,6 +32,7 @@ import { bearerScheme, finishDocument } from './route-schemas.js';
 import { addDurableStreamRoutes, type DurableStreamSettings, durableStreamDefaults } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
+import { addHistoryTailRoute } from './routes-history-tail.js';
 import { addReadRoutes } from './routes-read.js';
 import { addServiceRoutes } from './routes-service.js';
 import { addSubscriptionRoutes } from './routes-subscriptions.js';
@@ -188,6 +189,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addFeedRoutes(app, ctx, auth);
   addWriteRoutes(app, ctx);
   addReadRoutes(app, ctx);
+  addHistoryTailRoute(app, ctx);
   addSubscriptionRoutes(app, ctx);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
   await addDurableStreamRoutes(

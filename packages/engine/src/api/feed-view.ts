@@ -134,6 +134,26 @@ export class FeedView {
     }
   }
 
+  /** Catch-ups of the current view with its tail segment, one after another. */
+  private catchingUp: Promise<number> = Promise.resolve(0);
+
+  /**
+   * A follower: the current view takes what its tail segment (based at `base`) gained up to
+   * `end`, and `follow` readers waiting for more wake. Nothing when the view's tail is another
+   * segment (a newer view is being opened). Resolves to the commits it took.
+   */
+  catchUp(base: number, end: number): Promise<number> {
+    const next = this.catchingUp
+      .catch(() => 0)
+      .then(async () => {
+        const taken = await this.writer.catchUp(base, end);
+        if (taken > 0) for (const wake of this.waiting) wake();
+        return taken;
+      });
+    this.catchingUp = next;
+    return next;
+  }
+
   /** Closes the current view, and wakes readers waiting for a newer one (they then see it closed). */
   async close(reason?: StreamStackError): Promise<void> {
     await this.writer.close(reason);

@@ -107,6 +107,21 @@ export class Feed {
     return this.headNow();
   }
 
+  /**
+   * @internal The durable groups of the feed's active history segment from byte `from` on, when
+   * it is based at `base` (else only which base is active), waiting up to `waitMs` for some: what
+   * a follower on another machine copies as its tail (`GET /v1/feeds/{feed}/history/tail`).
+   */
+  historyTail(options: { base: number; from: number; bytesMax: number; waitMs: number; signal?: AbortSignal }) {
+    this.refuseOnFollower();
+    return this.writer.historyTail(options.base, options.from, options.bytesMax, options.waitMs, options.signal);
+  }
+
+  /** @internal A follower: the view takes what its tail segment gained (see `FeedView.catchUp`). */
+  catchUpTail(base: number, end: number): Promise<number> {
+    return this.view.catchUp(base, end);
+  }
+
   /** @internal Closes the feed's view and ends the follows waiting on it (the store is closing). */
   close(): Promise<void> {
     return this.view.close();

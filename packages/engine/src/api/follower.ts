@@ -28,6 +28,7 @@ import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { feedsObjectPrefix } from '../storage/segment-descriptor.js';
 import type { FollowerInfo } from './feed.js';
 import { Feed } from './feed.js';
+import { FollowerTail, type FollowOptions } from './follower-tail.js';
 
 /** True for an error that says object storage could not be reached (trying later may work). */
 function isUnreachable(error: unknown): boolean {
@@ -55,7 +56,12 @@ export class FollowedFeeds {
     /** Opens a read-only view of the feed's local copy, with the follower's subscriptions. */
     private readonly openView: (name: string, subscriptions: Subscriptions) => Promise<FeedWriter>,
     private readonly clock: () => number,
+    /** Where the unsealed tails are read, when they are: the writer's server. */
+    private readonly follow?: FollowOptions,
   ) {}
+
+  /** The tails being followed, stopped when the store closes. */
+  private readonly tails = new Set<FollowerTail>();
 
   /** Each followed feed's subscriptions (the views share them; the store closes them last). */
   private readonly subscriptions: Subscriptions[] = [];
@@ -73,17 +79,24 @@ export class FollowedFeeds {
   async open(name: string): Promise<Feed> {
     const mirror = await FollowerMirror.open(this.kernels, this.objectStore, name, this.directory.feedDirectory(name));
     const status = { syncedAt: 0, syncs: 0, changes: 0, requests: 0, failures: 0, lastError: null } as {
-      -readonly [K in keyof FollowerInfo]: FollowerInfo[K];
+      -readonly [K in keyof Omit<FollowerInfo, 'tail'>]: FollowerInfo[K];
     };
     const noteFailure = (error: unknown) => {
       const failure = error instanceof StreamStackError ? error : new StreamStackError('IO', String(error));
       status.failures++;
       status.lastError = { code: failure.code, message: failure.message, at: this.clock() };
     };
+    // Syncs with object storage and copies of the tail change the copy one at a time.
+    let queue: Promise<unknown> = Promise.resolve();
+    const serial = <T>(work: () => Promise<T>): Promise<T> => {
+      const next = queue.catch(() => undefined).then(work);
+      queue = next;
+      return next;
+    };
     /** One sync, counted; a failure is kept for `info` and thrown. */
     const sync = async (): Promise<boolean> => {
       try {
-        const done = await mirror.sync();
+        const done = await serial(() => mirror.sync());
         Object.assign(status, {
           syncedAt: this.clock(),
           syncs: status.syncs + 1,
@@ -99,10 +112,16 @@ export class FollowedFeeds {
       }
     };
     /** A new view of the copy after a sync that changed it; a view that fails to open is a failure too. */
+    // Set while the copy changed since the current view opened: a view that failed to open is tried again.
+    let stale = false;
     const reopen = async (): Promise<FeedWriter | undefined> => {
-      if (this.closed || !(await sync()) || this.closed) return undefined;
+      if (this.closed) return undefined;
+      stale = (await sync()) || stale;
+      if (!stale || this.closed) return undefined;
       try {
-        return await this.openView(name, subscriptions);
+        const view = await this.openView(name, subscriptions);
+        stale = false;
+        return view;
       } catch (error) {
         noteFailure(error);
         throw error;
@@ -117,12 +136,21 @@ export class FollowedFeeds {
       this.clock,
     );
     this.subscriptions.push(subscriptions);
+    let tail: FollowerTail | undefined;
     const feed = new Feed(name, metadata.createdAt, await this.openView(name, subscriptions), {
       // Nothing is opened once the store closes: the view would outlive it.
       reopen,
       writesRefused: this.refusal(name),
-      status: () => ({ ...status }),
+      status: () => ({
+        ...status,
+        tail: tail ? { url: this.follow!.url, commits: tail.tailCommits, requests: tail.tailRequests } : null,
+      }),
     });
+    if (!this.closed && this.follow) {
+      tail = new FollowerTail(name, this.follow, mirror, () => feed, serial, noteFailure);
+      this.tails.add(tail);
+      await tail.start();
+    }
     if (!this.closed) {
       // A failed refresh keeps the view it had; the next one, or `feed.refresh()`, tries again.
       const timer = setInterval(() => void feed.refresh().catch(() => undefined), followerRefreshMs);
@@ -156,11 +184,13 @@ export class FollowedFeeds {
     return [...new Set([...local, ...remote])].sort();
   }
 
-  /** Stops the refreshes; the store closes the views. */
-  close(): void {
+  /** Stops the refreshes and the tails; the store closes the views. */
+  async close(): Promise<void> {
     this.closed = true;
     for (const timer of this.timers) clearInterval(timer);
     this.timers.clear();
+    await Promise.all([...this.tails].map((tail) => tail.stop()));
+    this.tails.clear();
   }
 
   /** Closes the subscriptions, once the views are closed. */

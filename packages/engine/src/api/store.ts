@@ -26,6 +26,7 @@ import { checkOnProgress, type OnProgress, type Progress, ProgressReporter } fro
 import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { Feed, type FeedInfo } from './feed.js';
 import { FollowedFeeds } from './follower.js';
+import type { FollowOptions } from './follower-tail.js';
 import { localHistoryBudget, type ObjectStoreOptions, objectStoreSettings } from './object-store-options.js';
 import { optionsOf } from './records.js';
 
@@ -74,6 +75,15 @@ export interface StoreOptions {
    * sealed history; writes fail with `READ_ONLY`. See docs/architecture.md (Followers).
    */
   readonly follower?: boolean;
+  /**
+   * A follower: also read each feed's unsealed tail from its writer's server (`streamstack
+   * serve`), so that a commit is read here within a round trip of its seal rather than once its
+   * segment is uploaded. `token` is sent as a bearer token when the server asks for one.
+   *
+   * @example
+   * await Store.open('./replica', { objectStore, follower: true, follow: { url: 'http://writer:7070' } });
+   */
+  readonly follow?: FollowOptions;
 }
 
 const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
@@ -118,6 +128,7 @@ export class Store {
           ? 'a follower keeps its copy in its directory: it cannot be opened readOnly'
           : 'a follower reads its feeds from object storage: give objectStore',
       );
+    const follow = options.follow === undefined ? undefined : followOptions(options.follow, options.follower);
     const data = await DataDirectory.open(path.resolve(directory), {
       ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
@@ -140,6 +151,7 @@ export class Store {
             data,
             (name, subscriptions): Promise<FeedWriter> => store.openWriter(name, true, subscriptions),
             options.clock ?? Date.now,
+            follow,
           )
         : undefined,
     );
@@ -359,7 +371,7 @@ export class Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.followed?.close();
+    await this.followed?.close();
     // A deletion under way finishes under the lock (its rename must not race another opener).
     await Promise.all(this.deletions.values());
     const feeds = await Promise.allSettled(this.feeds.values());
@@ -372,4 +384,23 @@ export class Store {
   async [asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+/** Checks a follower's `follow` option: an http(s) URL, on a follower only. */
+function followOptions(follow: FollowOptions, follower: boolean | undefined): FollowOptions {
+  if (!follower) throw new StreamStackError('INVALID_ARGUMENT', 'follow is for a follower: give follower: true');
+  let url: URL;
+  try {
+    url = new URL(follow?.url);
+  } catch {
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `follow.url must be the writer's server address, not ${String(follow?.url)}`,
+    );
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new StreamStackError('INVALID_ARGUMENT', `follow.url must be an http or https address, not ${follow.url}`);
+  if (follow.token !== undefined && typeof follow.token !== 'string')
+    throw new StreamStackError('INVALID_ARGUMENT', 'follow.token is a string');
+  return { url: url.href, ...(follow.token === undefined ? {} : { token: follow.token }) };
 }

@@ -129,21 +129,7 @@ export class HistoryChainRecovery {
   };
 
   private decodeCommit(bytes: Uint8Array, frame: ScannedFrame, runFrames: readonly ScannedFrame[]) {
-    let commit: CommitRecord;
-    try {
-      commit = readCommitRecord(bytes, frame, this.segmentBase, `commit record at offset ${frame.offset}`);
-    } catch {
-      return undefined;
-    }
-    // The run must be exactly the frames the commit record names.
-    const named = new Set(
-      [...commit.manifests, ...commit.packs, ...commit.retired].map((offset) => commit.runStart + offset),
-    );
-    const runOk =
-      runFrames.length === named.size &&
-      runFrames.every((runFrame) => named.has(runFrame.offset)) &&
-      (runFrames.length === 0 ? commit.runStart === frame.offset : runFrames[0].offset === commit.runStart);
-    return runOk ? commit : undefined;
+    return commitOfRun(bytes, frame, runFrames, this.segmentBase);
   }
 
   private note(damage: Corruption): void {
@@ -292,4 +278,31 @@ export class HistoryChainRecovery {
     };
     this.previousUnfinished = scanned.trailer ? undefined : { file: segment.file, offset: scanned.end, reason: '' };
   }
+}
+
+/**
+ * The commit record that ends a run in a segment based at `segmentBase`, when the run is exactly
+ * the frames it names; undefined otherwise.
+ */
+export function commitOfRun(
+  bytes: Uint8Array,
+  frame: ScannedFrame,
+  runFrames: readonly ScannedFrame[],
+  segmentBase: number,
+): CommitRecord | undefined {
+  let commit: CommitRecord;
+  try {
+    commit = readCommitRecord(bytes, frame, segmentBase, `commit record at offset ${frame.offset}`);
+  } catch {
+    return undefined;
+  }
+  // The run must be exactly the frames the commit record names.
+  const named = new Set(
+    [...commit.manifests, ...commit.packs, ...commit.retired].map((offset) => commit.runStart + offset),
+  );
+  const runOk =
+    runFrames.length === named.size &&
+    runFrames.every((runFrame) => named.has(runFrame.offset)) &&
+    (runFrames.length === 0 ? commit.runStart === frame.offset : runFrames[0].offset === commit.runStart);
+  return runOk ? commit : undefined;
 }

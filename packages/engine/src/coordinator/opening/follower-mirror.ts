@@ -23,7 +23,13 @@ import path from 'node:path';
 import { ioError, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { segmentBytesMin, segmentHeaderBytes, tieringBlockBytes } from '../../limits.js';
-import { baseOfSegmentName, FeedLayout, segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
+import {
+  baseOfSegmentName,
+  FeedLayout,
+  segmentFileName,
+  segmentSuffix,
+  temporarySuffix,
+} from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { RemoteHistory, type RemoteHistoryView } from '../../storage/remote-history.js';
@@ -88,6 +94,17 @@ export class FollowerMirror {
   private readonly segments: ObjectSegmentStore;
   /** Blocks of derived files being fetched: two, the one checked and the next. */
   private readonly cache = new BlockCache(2 * tieringBlockBytes);
+  /** Where the copy's tail segment starts (known once a sync has looked at object storage). */
+  private tailAt: { readonly base: number; readonly commit: number } | undefined;
+  /**
+   * How far the tail segment holds its writer's bytes; undefined until the first copy of it is
+   * made here (a run before may have left any part of it: it is copied again from the start).
+   */
+  private tailEnd: number | undefined;
+  /** Set when the tail segment's file was replaced: a view open on the one before sees no more of it. */
+  private tailReplaced = false;
+  /** The capacity the tail segment's header gives: the writer's groups never pass it. */
+  private tailCapacity = 0;
 
   private constructor(
     private readonly kernels: Kernels,
@@ -162,9 +179,10 @@ export class FollowerMirror {
       const floorChanged = await this.writeFloor(view);
       const lastCommit = view.live.at(-1)?.lastCommit ?? 0;
       let requests = view.requests;
+      const tailBefore = tailOf(state.entries, view);
       if (added.length === 0 && kept.length === state.entries.length && !floorChanged) {
-        await this.ensureTail(tailOf(state.entries, view));
-        return { changed: false, requests, lastCommit };
+        await this.ensureTail(tailBefore);
+        return { changed: this.takeTailReplaced(), requests, lastCommit };
       }
       if (kept.length < state.entries.length) {
         // What the writer retired leaves the log first, then the disk.
@@ -175,8 +193,11 @@ export class FollowerMirror {
         );
       }
       const stores = feedStores(this.kernels, this.directory);
-      // The empty tail segment goes first: a segment fetched at its base replaces it.
-      await stores.history.deleteAll([segmentFileName(tailOf(state.entries, view).base, segmentSuffix.history)]);
+      // The tail segment goes first when segments come after it: one fetched at its base replaces it.
+      if (added.length > 0) {
+        await stores.history.deleteAll([segmentFileName(tailBefore.base, segmentSuffix.history)]);
+        this.tailEnd = undefined;
+      }
       const entries: TierEntry[] = [...kept];
       for (const descriptor of added) {
         requests += await this.fetchSegment(descriptor, floorOf(view).position);
@@ -193,7 +214,10 @@ export class FollowerMirror {
       // The empty segment after the last one is where the writer's active segment would be: the
       // open reads the newest segment as the active one, so it must not be a sealed one.
       const tail = tailOf(entries, view);
-      await stores.history.deleteAll([segmentFileName(tail.base, segmentSuffix.history)]);
+      if (tail.base !== tailBefore.base) {
+        await stores.history.deleteAll([segmentFileName(tail.base, segmentSuffix.history)]);
+        this.tailEnd = undefined;
+      }
       await this.ensureTail(tail);
       const latest = log.stateOr(() => followerWriter);
       await log.write({
@@ -202,6 +226,7 @@ export class FollowerMirror {
         lowOrdinal: Math.max(latest.lowOrdinal, view.boundary.lowOrdinal),
         entries,
       });
+      this.takeTailReplaced();
       return { changed: true, requests, lastCommit };
     } finally {
       log.close();
@@ -272,8 +297,11 @@ export class FollowerMirror {
 
   /** Makes the empty tail segment when it is not there. */
   private async ensureTail(tail: { base: number; commit: number }): Promise<void> {
+    if (this.tailAt?.base !== tail.base) this.tailEnd = undefined;
+    this.tailAt = tail;
     const file = new FeedLayout(this.directory).historySegment(tail.base);
     if (fs.existsSync(file)) return;
+    this.tailEnd = undefined;
     const segment = await SegmentFile.create(this.kernels, file, {
       kind: SegmentKind.History,
       base: tail.base,
@@ -282,6 +310,70 @@ export class FollowerMirror {
       feedTag: this.feedTag,
     });
     segment.close();
+  }
+
+  /**
+   * What the copy asks its writer for next: the tail segment's base and the offset its bytes
+   * reach (0: from the start, header included). Undefined before a sync has placed the tail.
+   */
+  get tailWanted(): { readonly base: number; readonly from: number } | undefined {
+    return this.tailAt && { base: this.tailAt.base, from: this.tailEnd ?? 0 };
+  }
+
+  /** Whether the tail segment's file was replaced since the last call (a view must open again). */
+  private takeTailReplaced(): boolean {
+    const replaced = this.tailReplaced;
+    this.tailReplaced = false;
+    return replaced;
+  }
+
+  /**
+   * Writes groups its writer sent (`readTailGroups`) into the tail segment, at the offsets they
+   * have there. From offset 0 the segment is made anew from the writer's header (checked against
+   * the segment the tail should be), then named; after that, groups are written in place.
+   * Returns how far the tail now reaches, or undefined when the groups are for another segment
+   * or offset than the copy's (a sync moved the tail meanwhile): they are dropped.
+   */
+  async writeTail(tail: { base: number; from: number; end: number; bytes: Uint8Array }): Promise<number | undefined> {
+    const at = this.tailAt;
+    if (!at || tail.base !== at.base || tail.from !== (this.tailEnd ?? 0)) return undefined;
+    if (tail.bytes.length !== tail.end - tail.from)
+      throw new StreamStackError(
+        'IO',
+        `the writer sent ${tail.bytes.length} bytes of a tail ${tail.from}..${tail.end}`,
+      );
+    const file = new FeedLayout(this.directory).historySegment(at.base);
+    if (tail.from === 0) {
+      const header = decodeSegmentHeader(this.kernels, tail.bytes, `the writer's segment ${at.base}`);
+      if (
+        header.kind !== SegmentKind.History ||
+        header.base !== at.base ||
+        header.baseCommit !== at.commit ||
+        (header.feedTag ?? 0) !== this.feedTag ||
+        header.capacity < tail.end
+      )
+        throw new StreamStackError(
+          'CORRUPT',
+          `the writer's active segment (base ${header.base}, commit ${header.baseCommit}) is not the one after object storage's last (base ${at.base}, commit ${at.commit})`,
+          { details: { base: at.base } },
+        );
+      const temporary = `${file}${temporarySuffix}`;
+      await SegmentFile.prepareSpare(this.kernels, temporary, header.capacity);
+      await writeAt(temporary, tail.bytes, 0);
+      await fsp.rename(temporary, file);
+      this.tailReplaced = true;
+      this.tailCapacity = header.capacity;
+    } else {
+      if (tail.end > this.tailCapacity)
+        throw new StreamStackError(
+          'CORRUPT',
+          `the writer sent groups up to offset ${tail.end} of segment ${at.base}, past its capacity ${this.tailCapacity}`,
+          { details: { base: at.base } },
+        );
+      await writeAt(file, tail.bytes, tail.from);
+    }
+    this.tailEnd = tail.end;
+    return tail.end;
   }
 
   /** Removes segment files whose base no log entry names (what a crash left mid-sync), but the tail's. */
@@ -348,6 +440,22 @@ function tailOf(entries: readonly TierEntry[], view: RemoteHistoryView): { base:
   if (!last) return { base: view.boundary.lowPosition, commit: view.boundary.lowCommit ?? 1 };
   const descriptor = view.live.find((candidate) => candidate.ordinal === last.ordinal);
   return { base: last.lastPosition + 1, commit: (descriptor?.lastCommit ?? 0) + 1 };
+}
+
+/**
+ * Writes `bytes` at `offset` of `file`, not synced: a tail is copied again from its start after
+ * a restart, so what a crash tore is never read.
+ */
+async function writeAt(file: string, bytes: Uint8Array, offset: number): Promise<void> {
+  const handle = await fsp.open(file, 'r+');
+  try {
+    for (let done = 0; done < bytes.length; ) {
+      const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, offset + done);
+      done += bytesWritten;
+    }
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Writes `bytes` to `file` durably (a temporary name, fsync, rename). */

@@ -13,15 +13,17 @@
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { frameHeaderBytes } from '../../limits.js';
+import { frameHeaderBytes, segmentHeaderBytes } from '../../limits.js';
 import type { FeedIndex, IndexRebuild } from '../../query/indexes/feed-index.js';
 import type { KeyIndex } from '../../query/indexes/key-index.js';
 import type { Query } from '../../query/reading/planner.js';
 import { corruptionError, type Snapshot } from '../../query/reading/snapshot.js';
 import { type CommitRecord, commitRecord } from '../../storage/commit-record.js';
+import { fingerprintKey } from '../../storage/commit-run.js';
 import type { FrameBuilder } from '../../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';
+import { catchUpCommits, readTailGroups, type TailGroups } from '../../storage/history-tail.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
 import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
@@ -846,6 +848,64 @@ export class FeedWriter {
 
   readPayload(...args: Parameters<History['readPayload']>) {
     return this.history.readPayload(...args);
+  }
+
+  /**
+   * The durable groups of the active history segment from `from` on (`readTailGroups`), for a
+   * follower on another machine, when the segment is based at `base`; with `waitMs`, waits that
+   * long for one when there is none yet. `base` says which segment is active when it is another.
+   */
+  async historyTail(
+    base: number,
+    from: number,
+    bytesMax: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ base: number | undefined; tail?: TailGroups }> {
+    this.assertPresent();
+    const active = () => this.history.segments.active;
+    if (waitMs > 0 && active()?.header.base === base && active()!.durableEnd <= Math.max(from, segmentHeaderBytes)) {
+      const waited = AbortSignal.timeout(waitMs);
+      await this.published
+        .waitForCommitAfter(this.watermark.commit, signal ? AbortSignal.any([signal, waited]) : waited)
+        .catch((error) => {
+          // A wait cut short (its time is up, or the caller went) answers with what there is.
+          if (!waited.aborted && !signal?.aborted) throw error;
+        });
+    }
+    const segment = active();
+    if (!segment || segment.header.base !== base) return { base: segment?.header.base };
+    return { base, tail: await readTailGroups(this.options.kernels, segment, from, bytesMax) };
+  }
+
+  /**
+   * A read-only view of a follower's copy: takes the commits its active segment (when based at
+   * `base`) gained up to `end` (the follower wrote them there, copied from the writer), indexes
+   * and publishes them. One call at a time. Returns how many it took.
+   */
+  async catchUp(base: number, end: number): Promise<number> {
+    assert(this.options.readOnly === true, 'only a read-only view catches up with its files');
+    this.assertOpen();
+    if (this.history.segments.active?.header.base !== base) return 0;
+    const commits = await catchUpCommits(this.options.kernels, this.history, end);
+    for (const commit of commits) {
+      const run = await this.history.readRun(commit);
+      const types = new Set<string>();
+      for (const entry of run.entries) if (entry.type !== undefined) types.add(entry.type);
+      this.history.published(commit);
+      this.derived.push(
+        {
+          commit,
+          records: run.entries,
+          runStart: 0,
+          entryOffsets: run.entryOffsets,
+          fingerprints: run.entries.map((entry) => fingerprintKey(entry.fingerprint)),
+        },
+        types,
+      );
+      this.publish(commit);
+    }
+    return commits.length;
   }
 
   /** Resolves once the indexes and condition maps hold every commit published so far. */

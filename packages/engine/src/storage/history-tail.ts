@@ -1,0 +1,155 @@
+/**
+ * The unsealed tail of a history, copied byte for byte from the process that writes it to a
+ * follower on another machine. The writer hands out the durable groups of its active segment
+ * (`readTailGroups`): whole groups only, each checked before it leaves, and never the
+ * `SegmentEnd` that finishes the segment (a follower learns of that from object storage, once
+ * the segment is uploaded). The follower writes them at the same offsets of its own copy of the
+ * segment, and its read-only view takes the commits they add (`catchUpCommits`), checked again:
+ * every group sound, every run exactly the frames its commit record names, and the commits
+ * continuing the chain. So a follower's tail is always a prefix of the writer's history.
+ *
+ * @example
+ * const tail = await readTailGroups(kernels, activeSegment, 0, 4 << 20); // on the writer
+ * const commits = await catchUpCommits(kernels, history); // on the follower, after writing them
+ */
+import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import { segmentHeaderBytes } from '../limits.js';
+import type { CommitRecord } from './commit-record.js';
+import { FrameKind } from './frame-kinds.js';
+import type { ScannedFrame } from './framing.js';
+import { type Group, scanGroups } from './groups.js';
+import type { History } from './history-log.js';
+import { commitOfRun } from './history-recovery.js';
+import type { SegmentFile } from './segment.js';
+
+/** Durable groups of a writer's active segment, from an offset on. */
+export interface TailGroups {
+  /** The bytes from `from` to `end`: the segment's header first when `from` is 0. */
+  readonly bytes: Uint8Array;
+  readonly from: number;
+  readonly end: number;
+}
+
+/**
+ * Reads the sound groups of `segment` (a writer's active segment) from `from` up to its durable
+ * end, at most `bytesMax` of them unless one group alone is larger (it is then sent whole), and
+ * stopping before a `SegmentEnd`. `from` must be 0 or where a group starts; `CORRUPT` when the
+ * bytes there are not sound groups.
+ */
+export async function readTailGroups(
+  kernels: Kernels,
+  segment: SegmentFile,
+  from: number,
+  bytesMax: number,
+): Promise<TailGroups> {
+  const durableEnd = segment.durableEnd;
+  const start = Math.max(from, segmentHeaderBytes);
+  if (from > durableEnd)
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `offset ${from} is past the durable end (${durableEnd}) of ${segment.file}: the copy asking is not of this history`,
+      { details: { offset: from, durableEnd } },
+    );
+  // The header goes with the first group: a segment with none may still be replaced by one of
+  // another capacity at the same base (see `SegmentSet.roll`).
+  if (durableEnd <= start) return { bytes: new Uint8Array(0), from, end: from };
+  let limit = Math.min(durableEnd, start + bytesMax);
+  let groups = await groupsBetween(kernels, segment, from, start, limit);
+  if (groups.whole.length === 0 && limit < durableEnd) {
+    // One group larger than a response's bound: it goes whole, for a group is never split.
+    limit = durableEnd;
+    const all = await groupsBetween(kernels, segment, from, start, limit);
+    groups = { bytes: all.bytes, whole: all.whole.slice(0, 1) };
+  }
+  let end = start;
+  for (const group of groups.whole) {
+    if (group.frames.some((frame) => frame.kind === FrameKind.SegmentEnd)) break;
+    end = group.end;
+  }
+  if (groups.whole.length === 0)
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `offset ${start} of ${segment.file} is not where a sound group starts`,
+      {
+        details: { offset: start },
+      },
+    );
+  return { bytes: groups.bytes.subarray(from, end), from, end };
+}
+
+/**
+ * The segment's bytes read up to `limit` (only those from `from` filled in: the header too when it
+ * is 0), and the whole groups from `start` among them.
+ */
+async function groupsBetween(
+  kernels: Kernels,
+  segment: SegmentFile,
+  from: number,
+  start: number,
+  limit: number,
+): Promise<{ bytes: Uint8Array; whole: Group[] }> {
+  // Offsets in the scan are the segment's own: the bytes before `from` are left unread.
+  const bytes = Buffer.allocUnsafe(limit);
+  await segment.readInto(bytes.subarray(from, limit), from);
+  const { groups, damages } = scanGroups(kernels, bytes, start, limit);
+  // A group cut by `limit` shows as damage at its start: the groups before it are whole.
+  const firstDamage = damages[0]?.offset ?? Number.POSITIVE_INFINITY;
+  return { bytes, whole: groups.filter((group) => group.end <= firstDamage) };
+}
+
+/**
+ * Takes what another process wrote to the active segment of `history` (a read-only view) since
+ * it was opened or last caught up: checks the groups from the segment's durable end to the end of
+ * the file's data, and returns the commits they add, in order. The segment's durable end moves
+ * past them. `CORRUPT` when a group is damaged or a commit does not continue the chain; nothing
+ * moves then.
+ */
+export async function catchUpCommits(kernels: Kernels, history: History, end: number): Promise<CommitRecord[]> {
+  const segment = history.segments.active;
+  if (!segment) return [];
+  const start = segment.durableEnd;
+  if (end <= start) return [];
+  const bytes = Buffer.allocUnsafe(end);
+  await segment.readInto(bytes.subarray(start, end), start);
+  const { groups, damages } = scanGroups(kernels, bytes, start, end);
+  const corrupt = (offset: number, reason: string) =>
+    new StreamStackError('CORRUPT', `${segment.file} is corrupt at offset ${offset}: ${reason}`, {
+      details: { file: segment.file, offset },
+    });
+  if (damages.length > 0) throw corrupt(damages[0].offset, damages[0].reason);
+  const commits: CommitRecord[] = [];
+  // `positionAfter(n)` is the last position of commit n: the next commit starts one past it.
+  let expected = {
+    commit: history.commits.length + 1,
+    position: history.commits.positionAfter(history.commits.length) + 1,
+  };
+  for (const group of groups) {
+    let pending: ScannedFrame[] = [];
+    for (const frame of group.frames) {
+      if (frame.kind === FrameKind.SegmentEnd) throw corrupt(frame.offset, 'a follower copy holds a segment end');
+      if (frame.kind === FrameKind.LiveSegments) continue;
+      if (frame.kind !== FrameKind.Commit) {
+        pending.push(frame);
+        continue;
+      }
+      const commit = commitOfRun(bytes, frame, pending, segment.header.base);
+      if (!commit) throw corrupt(frame.offset, 'a run whose frames its commit record does not name');
+      if (commit.commit !== expected.commit || commit.firstPosition !== expected.position)
+        throw corrupt(
+          frame.offset,
+          `commit ${commit.commit} at position ${commit.firstPosition} does not continue the history (commit ${expected.commit}, position ${expected.position})`,
+        );
+      commits.push(commit);
+      expected = { commit: commit.commit + 1, position: commit.lastPosition + 1 };
+      pending = [];
+    }
+    if (pending.length > 0) throw corrupt(group.offset, 'a group with frames of no run');
+  }
+  const last = groups.at(-1);
+  if (last) {
+    segment.writeOffset = last.end;
+    segment.durableEnd = last.end;
+  }
+  return commits;
+}
