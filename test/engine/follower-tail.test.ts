@@ -11,28 +11,14 @@ import type { Feed, Store } from '../../packages/engine/src/index.js';
 import { createServer, type StreamStackServer } from '../../packages/server/src/index.js';
 import { freePort, objectStoreSuite } from '../support/object-store.js';
 import { collect, openStore, recordShapes, temporaryDirectory } from '../support/store.js';
-import { appendShaped } from '../support/tiering-check.js';
+import { appendShaped, readsUpTo } from '../support/tiering-check.js';
+
+const keys = ['k0', 'k89', 'k299', 'missing'];
 
 const objects = objectStoreSuite('follower-tail');
 
 function ingest(feed: Feed, commits: number, from = 0): Promise<void> {
   return appendShaped(feed, commits, from, { keys: 300, tags: 11, longEvery: 7, tombstoneEvery: 89 });
-}
-
-/** Every kind of read a user makes up to commit `upTo`, as comparable values. */
-async function readsUpTo(feed: Feed, upTo: number) {
-  return {
-    commits: (await collect(feed.commits())).filter((commit) => commit.commit <= upTo).map((c) => c.commit),
-    raw: recordShapes(await collect(feed.read({ upTo }))),
-    latest: recordShapes(await collect(feed.read({ upTo, mode: 'latest' }))),
-    dedup: recordShapes(await collect(feed.read({ upTo, mode: 'dedup' }))),
-    tagged: recordShapes(await collect(feed.read({ upTo, filter: { tags: ['a3'] }, plan: 'index' }))),
-    gets: await Promise.all(
-      ['k0', 'k89', 'k299', 'missing'].map(async (key) =>
-        recordShapes([(await feed.get(key, { asOf: upTo }))!].filter(Boolean)),
-      ),
-    ),
-  };
 }
 
 /** Polls until `check` holds (it throws or returns false until then), for at most `ms`. */
@@ -86,7 +72,8 @@ describe.skipIf(objects.missing)(objects.title('A follower’s unsealed tail'), 
     const sealedOnly = await sealedOnlyStore.feed('orders');
     expect(await headOf(sealedOnly)).toBeLessThan(await headOf(follower));
     await sealedOnlyStore.close();
-    expect(await readsUpTo(follower, await headOf(follower))).toEqual(await readsUpTo(feed, await headOf(follower)));
+    const reached = await headOf(follower);
+    expect(await readsUpTo(follower, reached, keys)).toEqual(await readsUpTo(feed, reached, keys));
 
     // A live follow on the follower gets each new commit once, in order, as the writer seals it.
     const live = new AbortController();
@@ -115,7 +102,8 @@ describe.skipIf(objects.missing)(objects.title('A follower’s unsealed tail'), 
     const tail = (await follower.info()).follower?.tail;
     expect(tail?.url).toBe(`${writer.url}/`);
     expect(tail?.commits).toBeGreaterThan(0);
-    expect(await readsUpTo(follower, await headOf(follower))).toEqual(await readsUpTo(feed, await headOf(follower)));
+    const caught = await headOf(follower);
+    expect(await readsUpTo(follower, caught, keys)).toEqual(await readsUpTo(feed, caught, keys));
 
     // The writer restarts on the same address; the follower goes on with it.
     await writer.server.close();
@@ -135,7 +123,7 @@ describe.skipIf(objects.missing)(objects.title('A follower’s unsealed tail'), 
     await ingest(feed, 1, 9900);
     await until(async () => (await headOf(follower)) === (await headOf(feed)));
     const head = await headOf(follower);
-    expect(await readsUpTo(follower, head)).toEqual(await readsUpTo(feed, head));
+    expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
     await followerStore.close();
     await writer.server.close();
   }, 120_000);

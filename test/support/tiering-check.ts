@@ -18,6 +18,7 @@ import {
   type TrimBoundary,
 } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { isMissingFile } from '../../packages/engine/src/storage/segment-store.js';
+import { collect, recordShapes } from './store.js';
 
 /** Every descriptor of the feed whose objects are under `objects`, by ordinal. */
 export async function descriptors(objects: ObjectSegmentStore): Promise<SegmentDescriptor[]> {
@@ -113,4 +114,23 @@ export async function appendShaped(feed: Feed, commits: number, from: number, sh
       }),
     );
   }
+}
+
+/**
+ * Every kind of read a user makes up to commit `upTo` — commits, RAW, latest and dedup scans, a
+ * tag and a type query by index, and `get` of each of `keys` — as comparable values: what a
+ * follower's reads are compared with its writer's by.
+ */
+export async function readsUpTo(feed: Feed, upTo: number, keys: readonly string[]) {
+  return {
+    commits: (await collect(feed.commits())).filter((commit) => commit.commit <= upTo).map((c) => c.commit),
+    raw: recordShapes(await collect(feed.read({ upTo }))),
+    latest: recordShapes(await collect(feed.read({ upTo, mode: 'latest' }))),
+    dedup: recordShapes(await collect(feed.read({ upTo, mode: 'dedup' }))),
+    tagged: recordShapes(await collect(feed.read({ upTo, filter: { tags: ['a3'] }, plan: 'index' }))),
+    typed: recordShapes(await collect(feed.read({ upTo, filter: { types: ['t1'] }, plan: 'index' }))),
+    gets: await Promise.all(
+      keys.map(async (key) => recordShapes([(await feed.get(key, { asOf: upTo }))!].filter(Boolean))),
+    ),
+  };
 }

@@ -11,6 +11,7 @@
  * const tail = new FollowerTail('orders', { url: 'http://writer:7070', token }, mirror, feed, serial, onError);
  * await tail.start(); // has what the writer has now, and follows it; tail.stop() when the store closes
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type { FollowerMirror } from '../coordinator/opening/follower-mirror.js';
 import { StreamStackError } from '../errors.js';
 import { followerTailBytesMax, followerTailRetryMs, followerTailWaitMs } from '../limits.js';
@@ -23,6 +24,10 @@ export interface FollowOptions {
   /** A token with read access to the feed, when the writer's server asks for one. */
   readonly token?: string;
 }
+
+/** Waits `ms`, or less when `signal` aborts. */
+const pause = (ms: number, signal: AbortSignal): Promise<void> =>
+  delay(ms, undefined, { signal }).catch(() => undefined);
 
 /** Headers of a tail answer (`routes-history-tail.ts` on the server). */
 export const tailHeaders = {
@@ -177,18 +182,4 @@ export class FollowerTail {
       throw new StreamStackError('UNAVAILABLE', `the writer at ${this.options.url} sent another tail than asked`);
     return { kind: 'groups', ...answer, bytes };
   }
-}
-
-/** Waits `ms`, or less when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

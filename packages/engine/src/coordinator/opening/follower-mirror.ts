@@ -358,7 +358,11 @@ export class FollowerMirror {
           { details: { base: at.base } },
         );
       const temporary = `${file}${temporarySuffix}`;
-      await SegmentFile.prepareSpare(this.kernels, temporary, header.capacity);
+      // Sized to its capacity as a segment must be, but sparse: a cache copied again after a
+      // restart needs none of the zero-filling that makes a writer's segment durable.
+      await fsp.rm(temporary, { force: true });
+      await fsp.writeFile(temporary, new Uint8Array(0));
+      await fsp.truncate(temporary, header.capacity);
       await writeAt(temporary, tail.bytes, 0);
       await fsp.rename(temporary, file);
       this.tailReplaced = true;
