@@ -1,11 +1,13 @@
 // The follower of `pnpm bench tiered`, in a process of its own as another machine would run
 // one: it opens a fresh directory as a follower of feed `tiered` in the object store its
 // environment names (BENCH_FOLLOW_ENDPOINT, _BUCKET, _PREFIX; credentials from the AWS
-// environment; the writer's server for the unsealed tail in BENCH_FOLLOW_URL), waits for the feed to appear, and follows it from the start, noting when each
-// commit reaches it (milliseconds since the epoch, the clock the writer notes its
-// acknowledgements with). On `finish` (sent once the writer's uploads are done) it refreshes,
-// waits for its follow to reach its head, hashes a RAW scan of the whole history up to it, and
-// answers with the head, the arrivals, the hash, its records, RSS and requests.
+// environment; the writer's server for the unsealed tail in BENCH_FOLLOW_URL), waits for the
+// feed to appear, and follows it from the start, noting when each commit reaches it
+// (milliseconds since the epoch, the clock the writer notes its acknowledgements with). On
+// `finish` (sent once the writer's uploads are done, with the writer's head) it refreshes, waits
+// up to a minute for its head to reach the writer's, waits for its follow to reach its head,
+// hashes a RAW scan of the whole history up to it, and answers with the head, the arrivals, the
+// hash, its records, RSS and requests.
 import crypto from 'node:crypto';
 import { Store } from '@streamstack/engine';
 
@@ -53,8 +55,15 @@ const following = (async () => {
 
 process.on('message', async (message) => {
   if (message.type !== 'finish') return;
-  // Everything tiered is in object storage now: the follower's head after a refresh is the last.
-  const head = (await feed.refresh())?.commit ?? 0;
+  // Everything tiered is in object storage now, and the tail is at the writer's server: the
+  // follower's head reaches the writer's (`message.head`) soon, or stays at the last tiered
+  // commit without a writer to follow.
+  let head = (await feed.refresh())?.commit ?? 0;
+  const deadline = Date.now() + 60_000;
+  while (process.env.BENCH_FOLLOW_URL && head < message.head && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    head = (await feed.head())?.commit ?? 0;
+  }
   if (reached < head) await new Promise((resolve) => (waiting = { head, resolve }));
   stop.abort();
   await following;

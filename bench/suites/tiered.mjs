@@ -69,8 +69,8 @@ async function startFollower(objectStore, writerUrl) {
   };
   return {
     ready: next('ready'),
-    async finish() {
-      child.send({ type: 'finish' });
+    async finish(head) {
+      child.send({ type: 'finish', head });
       return next('finished');
     },
   };
@@ -113,7 +113,7 @@ async function ingest(label, objectStore, follow = false) {
   let followed;
   if (follower) {
     // The follower has what was tiered, and the active segment's commits from the writer's server.
-    const finished = await follower.finish();
+    const finished = await follower.finish(commits);
     const tieredHead = finished.head;
     const lags = [];
     for (let at = 0; at < finished.arrivals.length; at += 2)
