@@ -26,6 +26,9 @@
 //   acknowledgement by the writer; targets 30 ms and 250 ms), while the writer ingests;
 // - its RAW scan of the whole history it has, against the writer's byte for byte, and its rate
 //   against the warm local scan; its requests per million records and its RSS.
+// And a paced feed (a commit of 100 records every 20 ms, within one segment) is followed the
+// same way: the commit lag the unsealed tail gives while no segment rolls (a roll waits for the
+// finished segment's upload, which bounds the lag of the full-speed ingest above).
 import { fork } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -40,6 +43,10 @@ import { keyCount, latencySummary, scaleWorkload, temporaryDirectory } from '../
 const totalRecords = Number(process.env.STREAMSTACK_BENCH_TIERED_RECORDS ?? 10_000_000);
 const rounds = Number(process.env.STREAMSTACK_BENCH_TIERED_ROUNDS ?? 1);
 const batchRecords = 1_000;
+/** The paced phase: commits of 100 records this far apart, after this many commits of 1,000. */
+const pacedCommitMs = 20;
+const pacedCommits = 300;
+const pacedWarmupCommits = 120;
 const bucket = 'bench';
 const followerScript = new URL('../follower-process.mjs', import.meta.url).pathname;
 
@@ -150,6 +157,45 @@ async function ingest(label, objectStore, follow = false) {
 }
 
 /** The warm local RAW scan rate of an ingest's store, in records per second. */
+/**
+ * A feed that commits every `pacedCommitMs` (100 records each) within one segment, followed by
+ * a follower process through the writer's server: the lag of a commit while no segment rolls,
+ * which is what the unsealed tail bounds (a roll waits for the finished segment's upload).
+ */
+async function pacedLag(objectStore) {
+  const store = await Store.open(temporaryDirectory('tiered-paced'), { objectStore });
+  const server = await createServer({ store, logger: false });
+  const url = await server.listen({ port: 0 });
+  const feed = await store.createFeed('tiered');
+  const next = scaleWorkload(0x9ace);
+  // Past the small first segments (they grow to full size), then tiered, so no roll comes soon.
+  for (let commit = 0; commit < pacedWarmupCommits; commit++) await feed.append(next(batchRecords));
+  await feed.tiered();
+  const follower = await startFollower(objectStore, url);
+  await follower.ready;
+  // The follower copies the segment's tail so far in steps of 8 MiB first: the lag measured is
+  // the steady one, after that.
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  const acknowledgedAt = new Map();
+  const segmentsBefore = (await feed.diskUse()).historySegments;
+  for (let commit = 0; commit < pacedCommits; commit++) {
+    const written = await feed.append(next(100));
+    acknowledgedAt.set(written.commit, Date.now());
+    await new Promise((resolve) => setTimeout(resolve, pacedCommitMs));
+  }
+  const rolled = (await feed.diskUse()).historySegments !== segmentsBefore;
+  const finished = await follower.finish((await feed.head()).commit);
+  const lags = [];
+  for (let at = 0; at < finished.arrivals.length; at += 2) {
+    const acknowledged = acknowledgedAt.get(finished.arrivals[at]);
+    if (acknowledged !== undefined) lags.push(finished.arrivals[at + 1] - acknowledged);
+  }
+  await server.close();
+  const lag = latencySummary(lags);
+  process.stderr.write(`  paced follower: ${JSON.stringify({ lag, rolled })}\n`);
+  return { lag, rolled };
+}
+
 async function warmScanRate(result) {
   const store = await Store.open(result.directory, { readOnly: true });
   try {
@@ -379,6 +425,17 @@ export async function run() {
       'requests',
     );
     suite.ratio('follower RSS', followed.rssBytes / 2 ** 20, undefined, 'MiB');
+    const paced = await pacedLag({ endpoint: server.endpoint, bucket, prefix: 'paced/', region: server.region });
+    suite.ratio(
+      `paced commits (${pacedCommitMs} ms apart, no roll), follower lag: 30 ms / p50`,
+      30 / Math.max(paced.lag.p50Ms, 0.01),
+      1,
+    );
+    suite.ratio(`paced commits, follower lag: 250 ms / p99`, 250 / Math.max(paced.lag.p99Ms, 0.01), 1);
+    suite.ratio('paced commits, follower lag: p50', paced.lag.p50Ms, undefined, 'ms');
+    suite.ratio('paced commits, follower lag: p99', paced.lag.p99Ms, undefined, 'ms');
+    suite.ratio('paced commits, follower lag: slowest', paced.lag.maxMs, undefined, 'ms');
+    suite.ratio('paced commits: a segment rolled meanwhile (0: none)', paced.rolled ? 1 : 0, undefined, 'ratio');
     const reads = await coldReads(last, off[off.length - 1], {
       endpoint: server.endpoint,
       bucket,
