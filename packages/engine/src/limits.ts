@@ -120,6 +120,14 @@ export { jsonNestingDepthMax } from '@streamstack/protocol';
  */
 export const tailPollMsMin = 200;
 
+/**
+ * Bytes of buffer a byte writer keeps between uses, at most. A group of a full batch of small
+ * records (about 8 MiB) still reuses its buffer; a larger group (a seal of a long stream, a
+ * merge) hands its buffer to the write instead of copying it, and the writer starts again at
+ * this size rather than holding hundreds of megabytes after one large seal.
+ */
+export const writerRetainedBytesMax = 16 * 1024 * 1024;
+
 /** Most records in one batch or one-shot append. */
 export const batchRecordsMax = 100_000;
 

@@ -4,7 +4,8 @@
  * reads past its input and never allocates more than its input could describe: malformed bytes
  * become `CORRUPT`, not a RangeError or an allocation of gigabytes.
  */
-import { StreamStackError } from '../errors.js';
+import { assert, StreamStackError } from '../errors.js';
+import { writerRetainedBytesMax } from '../limits.js';
 
 const textEncoder = new TextEncoder();
 /**
@@ -66,6 +67,8 @@ const asciiScratch: number[][] = [];
 export class ByteWriter {
   private buffer: Uint8Array;
   private view: DataView;
+  /** True from a `finish` that gave its buffer away until the next `clear`. */
+  private handedOver = false;
   length = 0;
 
   constructor(capacity = writerBytesInitial) {
@@ -77,6 +80,7 @@ export class ByteWriter {
   reserve(bytes: number): void {
     const needed = this.length + bytes;
     if (needed <= this.buffer.length) return;
+    assert(!this.handedOver, 'a writer whose bytes were handed over is cleared before it is written again');
     let capacity = this.buffer.length * 2;
     while (capacity < needed) capacity *= 2;
     const grown = new Uint8Array(capacity);
@@ -174,13 +178,38 @@ export class ByteWriter {
     return this.buffer.subarray(0, this.length);
   }
 
-  /** A copy of the bytes written so far. */
+  /**
+   * The bytes written so far, for the caller to keep: a copy when they are few, else the bytes
+   * themselves, the writer starting again on a small buffer. Either way the writer keeps at most
+   * `writerRetainedBytesMax` of capacity: one seal of a million records grows it to hundreds of
+   * megabytes, which a long-lived writer would otherwise hold for good, and copying them would
+   * double them at the worst moment. Write again only after `clear`.
+   */
   finish(): Uint8Array {
-    return this.buffer.slice(0, this.length);
+    if (this.length <= writerRetainedBytesMax) {
+      const copy = this.buffer.slice(0, this.length);
+      if (this.buffer.length > writerRetainedBytesMax) this.replaceBuffer(writerBytesInitial);
+      return copy;
+    }
+    const bytes = this.buffer.subarray(0, this.length);
+    this.replaceBuffer(writerBytesInitial);
+    this.handedOver = true;
+    return bytes;
+  }
+
+  /** Bytes the writer can hold before it grows. */
+  get capacity(): number {
+    return this.buffer.length;
   }
 
   clear(): void {
     this.length = 0;
+    this.handedOver = false;
+  }
+
+  private replaceBuffer(capacity: number): void {
+    this.buffer = new Uint8Array(capacity);
+    this.view = new DataView(this.buffer.buffer);
   }
 }
 
