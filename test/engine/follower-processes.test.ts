@@ -66,6 +66,9 @@ class FollowerProcess {
     });
     this.child = child;
     this.lines = [];
+    // A kill timed for one step may land before the next writes its command: the write then
+    // finds the pipe closed (EPIPE), and the step sees the process ended instead.
+    child.stdin!.on('error', () => undefined);
     readline.createInterface({ input: child.stdout! }).on('line', (text) => {
       this.lines.push(JSON.parse(text) as Line);
       for (const wake of this.waiters.splice(0)) wake();

@@ -186,6 +186,7 @@ export class History implements SegmentRunSource {
         history.summaryRebuilds.push({ segment: segment.header.base, file: summaryFileOf(segment.file), reason });
         history.writeSummaryLater(segment, end, commits);
       }
+      history.summarizeMissing();
     }
     return history;
   }
@@ -209,18 +210,47 @@ export class History implements SegmentRunSource {
           ? undefined
           : this.segments.segments.find((segment) => segment.header.base === this.activeBase);
       if (finished && finished !== this.segments.active) {
-        const commits = this.commits.commitsInSegment(finished.header.base);
-        // A summary stands for its whole segment: one whose commits corruption broke gets none,
-        // and is read whole (and its damage reported) on every open.
-        const whole = commits.every((held, at) =>
-          at === 0
-            ? held.commit === finished.header.baseCommit && held.firstPosition === finished.header.base
-            : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1,
-        );
-        if (commits.length > 0 && whole) this.writeSummaryLater(finished, finished.durableEnd, commits);
+        this.summarizeIfWhole(finished);
       }
       this.activeBase = commit.segment;
     }
+  }
+
+  /**
+   * Writes in the background the summary of every sealed segment that has none, is not being
+   * summarized and is local. Most get theirs when the next segment takes its first commit, or on
+   * open when read whole with their `SegmentEnd`; this catches one whose `SegmentEnd` a crash
+   * tore while the next segment was written (groups are pipelined): it is whole, as the next
+   * segment starting where it ends shows, yet would be read whole on every open, and tiering,
+   * which uploads a segment with its summary and keeps only the summary when it evicts it,
+   * would wait for one forever. Await `summariesWritten()` after it.
+   */
+  summarizeMissing(): void {
+    const active = this.segments.active;
+    for (const segment of this.segments.segments) {
+      if (segment === active || this.commits.summaryOf(segment.header.base)) continue;
+      if (this.store.isEvicted(segmentFileName(segment.header.base, segmentSuffix.history))) continue;
+      this.summarizeIfWhole(segment);
+    }
+  }
+
+  /** Bases whose summary is being written. */
+  private readonly summarizing = new Set<number>();
+
+  /**
+   * Writes `segment`'s summary in the background unless one is being written. A summary stands
+   * for its whole segment: one whose commits corruption broke gets none, and is read whole (and
+   * its damage reported) on every open.
+   */
+  private summarizeIfWhole(segment: SegmentFile): void {
+    if (this.summarizing.has(segment.header.base)) return;
+    const commits = this.commits.commitsInSegment(segment.header.base);
+    const whole = commits.every((held, at) =>
+      at === 0
+        ? held.commit === segment.header.baseCommit && held.firstPosition === segment.header.base
+        : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1,
+    );
+    if (commits.length > 0 && whole) this.writeSummaryLater(segment, segment.durableEnd, commits);
   }
 
   /**
@@ -233,10 +263,12 @@ export class History implements SegmentRunSource {
     const file = summaryFileOf(segment.file);
     // Through the store, as the segment's reads are: a summary lives where its segment does.
     const put = (bytes: Uint8Array) => this.store.put(path.basename(file), bytes);
+    this.summarizing.add(base);
     this.summaryWrites = this.summaryWrites
       .then(async () => this.commits.summarized(await writeSummary(this.kernels, file, summary, segment.header, put)))
       // A summary is derived: if writing it fails, the next open reads the segment instead.
-      .catch(() => undefined);
+      .catch(() => undefined)
+      .finally(() => this.summarizing.delete(base));
   }
 
   /**

@@ -160,9 +160,10 @@ export class SegmentSet {
      */
     store: SegmentListing = new LocalSegmentStore(kernels, directory),
     /**
-     * Bases of sealed segments tiering evicted: their files were cut to their headers (or are
-     * whole still, when a crash came between noting the eviction and the cut), and only their
-     * summaries stand for them; one without a sound summary is corruption, never read as empty.
+     * Bases of sealed segments tiering evicted: their files were cut to their headers, and only
+     * their summaries stand for them; one without a sound summary is corruption, never read as
+     * empty. A file still whole under such a base (its cut not made yet, or a merge's new
+     * segment under the name) is read as the local file it is.
      */
     evictedBases: ReadonlySet<number> = new Set(),
   ): Promise<SegmentSet> {
@@ -285,8 +286,8 @@ export class SegmentSet {
       };
     }
     const summary = await summarized?.(segment);
-    if (this.evictedBases.has(base)) {
-      // Its bytes are in object storage: its summary is all there is to open it by here.
+    if (this.evictedBases.has(base) && segment.size() <= segmentHeaderBytes) {
+      // Cut: its bytes are in object storage, its summary all there is to open it by here.
       if (summary) {
         segment.writeOffset = summary.end;
         segment.durableEnd = summary.end;

@@ -17,6 +17,10 @@
  * descriptors are confirmed are evicted, least recently read first: noted in the tiering log,
  * then cut locally to their headers (`TieredHistoryStore.evict`); their records are read back from
  * object storage from then on, and their summaries, indexes and dictionaries stay local.
+ *
+ * It is longer than 500 lines because the four steps are one pass over one tiering log, whose
+ * writes they order among themselves; the uploads (`segment-upload.ts`) and the log's states
+ * (`tiering-state.ts`) are apart already.
  */
 import fsp from 'node:fs/promises';
 import { ioError, StreamStackError } from '../../errors.js';
@@ -43,7 +47,13 @@ import {
 } from '../../storage/segment-descriptor.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
 import { historyFiles, indexFiles, SegmentUploads } from './segment-upload.js';
-import { isVisibleRemotely, type TierEntry, type TieringLog, type TieringState } from './tiering-state.js';
+import {
+  isVisibleRemotely,
+  replacementVisible,
+  type TierEntry,
+  type TieringLog,
+  type TieringState,
+} from './tiering-state.js';
 
 /** A feed's objects: its folder (the boundary), its segments' files and their descriptors. */
 export interface FeedObjects {
@@ -246,8 +256,22 @@ export class HistoryTiering {
       if (!entry) break;
       if (!(await this.uploads.complete(entry.base))) {
         await derived().flushed();
-        await history.summariesWritten();
+        // In the maintenance queue: no merge replaces a segment while its summary is written.
+        await this.context.serial(async () => {
+          history.summarizeMissing();
+          await history.summariesWritten();
+        });
         if (this.closed) return false;
+        // Uploaded without one of its files, the segment would be evicted without its summary
+        // (all that stands for it locally then), and followers would lack it: tried again later.
+        const sealed = sealedSegments(history).some(
+          (segment) => segment.base === entry.base && segment.source === entry.source,
+        );
+        if (sealed && !(await this.uploads.complete(entry.base)))
+          throw new StreamStackError(
+            'IO',
+            `the segment at ${entry.base} of feed ${this.context.feed} lacks its summary or a derived file: its upload waits for them`,
+          );
       }
       const outcome = await this.context.serial(() =>
         this.uploads.upload(this.context.log.stateOr(this.context.newId), entry, !this.assignedHere.has(entry.ordinal)),
@@ -440,9 +464,11 @@ export class HistoryTiering {
     const { log } = this.context;
     const objects = this.objects;
     const state = log.stateOr(this.context.newId);
-    const gone = state.entries.filter((entry) => entry.state === 'trimmed' || entry.state === 'replaced');
     // Followers start where the writer's history does: the boundary says so once per floor.
     const floor = this.context.history.retainedStart;
+    const gone = state.entries.filter(
+      (entry) => entry.state === 'trimmed' || (entry.state === 'replaced' && replacementVisible(entry, state, floor)),
+    );
     const floorMoved = floor.position > (this.boundaryPosition ?? 1);
     if (gone.length === 0 && !floorMoved) return 0;
     const trimmed = gone.filter((entry) => entry.state === 'trimmed');

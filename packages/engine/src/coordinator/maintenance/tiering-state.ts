@@ -142,3 +142,25 @@ export async function evictedSegments(kernels: Kernels, directory: string): Prom
     log.close();
   }
 }
+
+/**
+ * Whether a replaced segment's objects may go: only once what replaces it is visible remotely
+ * (a later ordinal covering its positions, whose descriptor lists it in `replaces`), or once it
+ * lies below the floor. Deleted before, its descriptor would be live and name missing objects
+ * for as long as the rewrite's upload takes, and for good if the entry left the tiering log
+ * before that upload listed it as replaced.
+ */
+export function replacementVisible(
+  entry: TierEntry,
+  state: TieringState,
+  floor: { readonly position: number },
+): boolean {
+  if (entry.lastPosition < floor.position) return true;
+  return state.entries.some(
+    (other) =>
+      other.ordinal > entry.ordinal &&
+      isVisibleRemotely(other) &&
+      other.base <= entry.base &&
+      other.lastPosition >= entry.lastPosition,
+  );
+}
