@@ -128,6 +128,13 @@ export const tailPollMsMin = 200;
  */
 export const writerRetainedBytesMax = 16 * 1024 * 1024;
 
+/**
+ * Distinct types and tags the WAL's decoder keeps one shared copy of, at most (about 4 MB of
+ * short strings): enough for the tags of any realistic stream, and a stream of unique tags
+ * costs a cleared map now and then, not unbounded memory.
+ */
+export const walSharedStringsMax = 65_536;
+
 /** Most records in one batch or one-shot append. */
 export const batchRecordsMax = 100_000;
 

@@ -186,6 +186,9 @@ export async function buildCommitRun(
       ? onePayloadChecksums(kernels, input.records[0].payload)
       : await payloadChecksumsOf(kernels, input.records);
   const { sources, fresh } = await payloadSources(input.records, checksums, lookup);
+  // Room for the whole run at once: grown by doubling, a run of hundreds of megabytes would
+  // hold its old and new buffer side by side at each step, and end in one up to twice its size.
+  if (input.records.length > 1) builder.writer.reserve(runBytesBound(input.records, fresh, frameDataBytesMax));
   const { newPayloads, packs } = writePackFrames(builder, runStart, fresh, frameDataBytesMax);
   const { manifests, entryOffsets, fingerprintTerms, types } = await writeManifestFrames(
     kernels,
@@ -230,6 +233,36 @@ export async function buildCommitRun(
   writeCommitFields(builder.begin(FrameKind.Commit, true), commit);
   builder.end();
   return { newPayloads, runStart, fingerprintTerms, entryOffsets, types, commit };
+}
+
+/** Bytes a manifest entry spends at most besides its strings and fingerprint (flags, varints, CRCs). */
+const entryFixedBytesMax = 96;
+/** Bytes a frame spends at most besides its entries or payloads (header, kind, counts). */
+const frameFixedBytesMax = 32;
+
+/**
+ * About the bytes `buildCommitRun` lays for a run (pack and manifest frames and the commit
+ * frame), erring high: every string at three UTF-8 bytes a UTF-16 unit. Pages of the reservation
+ * that are never written cost no memory.
+ */
+function runBytesBound(
+  records: CommitRunInput['records'],
+  fresh: readonly FreshPayload[],
+  frameDataBytesMax: number,
+): number {
+  let bytes = 64 * 1024;
+  let packed = 0;
+  for (const { payload } of fresh) packed += payload.length + packDirectoryEntryBytesMax;
+  let entries = 0;
+  for (const record of records) {
+    let units = (record.key?.length ?? 0) + (record.type?.length ?? 0);
+    for (const tag of record.tags ?? []) units += tag.length + 2;
+    entries += entryFixedBytesMax + (record.fingerprint?.length ?? 8) + 3 * units;
+  }
+  // Pack frames are filled to the frame limit, manifest frames to half of it.
+  const frames = Math.ceil(packed / frameDataBytesMax) + Math.ceil(entries / Math.floor(frameDataBytesMax / 2)) + 2;
+  bytes += packed + entries + frames * frameFixedBytesMax;
+  return bytes;
 }
 
 /** A payload new in the run being laid out, and its CRC-32C. */

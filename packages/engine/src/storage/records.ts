@@ -5,6 +5,7 @@
 
 import type { StoredRecord } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
+import { walSharedStringsMax } from '../limits.js';
 import type { ByteReader, ByteWriter } from './codec.js';
 
 /** A published record, as reads return it: the protocol's `StoredRecord`, which the client shares. */
@@ -174,13 +175,29 @@ function writeMetadata(writer: ByteWriter, flags: number, record: Omit<RecordDat
 
 const noTags: readonly string[] = Object.freeze([]);
 
-function readTags(reader: ByteReader, flags: number): readonly string[] {
+function readTags(reader: ByteReader, flags: number, share?: (text: string) => string): readonly string[] {
   if ((flags & hasTags) === 0) return noTags;
   const count = reader.varint();
   if (count > reader.remaining) throw reader.corrupt(`tag count ${count} exceeds the frame`);
   const tags = new Array<string>(count);
-  for (let index = 0; index < count; index++) tags[index] = reader.string();
+  for (let index = 0; index < count; index++) tags[index] = share ? share(reader.string()) : reader.string();
   return tags;
+}
+
+/**
+ * Types and tags read back from the WAL, one copy of each: a seal holds every record of its
+ * stream at once, and a million records may carry a few thousand distinct tags between them,
+ * each decoded into a string of its own per record. Bounded: cleared when full.
+ */
+const walStrings = new Map<string, string>();
+
+/** The copy of `text` the WAL's records share. */
+function shareWalString(text: string): string {
+  const known = walStrings.get(text);
+  if (known !== undefined) return known;
+  if (walStrings.size >= walSharedStringsMax) walStrings.clear();
+  walStrings.set(text, text);
+  return text;
 }
 
 /** WAL RECORD frame data after the kind byte: flags, timestamp, metadata, then the payload. */
@@ -202,8 +219,8 @@ export function readWalRecord(reader: ByteReader): RecordData {
   const fingerprint = flags & hasFingerprint ? reader.bytes() : undefined;
   const key = flags & hasKey ? reader.string() : undefined;
   const version = flags & hasVersion ? reader.varint() : undefined;
-  const type = flags & hasType ? reader.string() : undefined;
-  const tags = readTags(reader, flags);
+  const type = flags & hasType ? shareWalString(reader.string()) : undefined;
+  const tags = readTags(reader, flags, shareWalString);
   return {
     payload: reader.raw(reader.remaining),
     timestamp,
