@@ -226,11 +226,12 @@ export class History implements SegmentRunSource {
    * would wait for one forever. Await `summariesWritten()` after it.
    */
   summarizeMissing(): void {
-    const active = this.segments.active;
-    for (const segment of this.segments.segments) {
-      if (segment === active || this.commits.summaryOf(segment.header.base)) continue;
+    const segments = this.segments.segments;
+    for (let at = 0; at + 1 < segments.length; at++) {
+      const segment = segments[at];
+      if (segment === this.segments.active || this.commits.summaryOf(segment.header.base)) continue;
       if (this.store.isEvicted(segmentFileName(segment.header.base, segmentSuffix.history))) continue;
-      this.summarizeIfWhole(segment);
+      this.summarizeIfWhole(segment, segments[at + 1].header);
     }
   }
 
@@ -242,14 +243,23 @@ export class History implements SegmentRunSource {
    * for its whole segment: one whose commits corruption broke gets none, and is read whole (and
    * its damage reported) on every open.
    */
-  private summarizeIfWhole(segment: SegmentFile): void {
+  private summarizeIfWhole(
+    segment: SegmentFile,
+    /** The next segment's header, when the segment's end is not known durable: it must start right after. */
+    next?: { readonly base: number; readonly baseCommit: number },
+  ): void {
     if (this.summarizing.has(segment.header.base)) return;
     const commits = this.commits.commitsInSegment(segment.header.base);
-    const whole = commits.every((held, at) =>
-      at === 0
-        ? held.commit === segment.header.baseCommit && held.firstPosition === segment.header.base
-        : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1,
+    const whole = commits.every(
+      (held, at) =>
+        held.damage === undefined &&
+        (at === 0
+          ? held.commit === segment.header.baseCommit && held.firstPosition === segment.header.base
+          : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1),
     );
+    const last = commits.at(-1);
+    // A segment cut short (damage, not a torn segment end) would get a summary of what is left.
+    if (next && (!last || next.baseCommit !== last.commit + 1 || next.base !== last.lastPosition + 1)) return;
     if (commits.length > 0 && whole) this.writeSummaryLater(segment, segment.durableEnd, commits);
   }
 
