@@ -175,6 +175,7 @@ export class ByteWriter {
 
   /** The bytes written so far (a view, valid until the next write). */
   peek(): Uint8Array {
+    assert(!this.handedOver, 'a writer whose bytes were handed over is cleared before it is read again');
     return this.buffer.subarray(0, this.length);
   }
 

@@ -162,8 +162,8 @@ export class SegmentSet {
     /**
      * Bases of sealed segments tiering evicted: their files were cut to their headers, and only
      * their summaries stand for them; one without a sound summary is corruption, never read as
-     * empty. A file still whole under such a base (its cut not made yet, or a merge's new
-     * segment under the name) is read as the local file it is.
+     * empty. A file still whole under such a base, exactly its capacity (its cut not made yet,
+     * or a merge's new segment under the name), is read as the local file it is.
      */
     evictedBases: ReadonlySet<number> = new Set(),
   ): Promise<SegmentSet> {
@@ -286,7 +286,7 @@ export class SegmentSet {
       };
     }
     const summary = await summarized?.(segment);
-    if (this.evictedBases.has(base) && segment.size() <= segmentHeaderBytes) {
+    if (this.evictedBases.has(base) && segment.size() !== segment.header.capacity) {
       // Cut: its bytes are in object storage, its summary all there is to open it by here.
       if (summary) {
         segment.writeOffset = summary.end;
