@@ -262,16 +262,6 @@ export class HistoryTiering {
           await history.summariesWritten();
         });
         if (this.closed) return false;
-        // Uploaded without one of its files, the segment would be evicted without its summary
-        // (all that stands for it locally then), and followers would lack it: tried again later.
-        const sealed = sealedSegments(history).some(
-          (segment) => segment.base === entry.base && segment.source === entry.source,
-        );
-        if (sealed && !(await this.uploads.complete(entry.base)))
-          throw new StreamStackError(
-            'IO',
-            `the segment at ${entry.base} of feed ${this.context.feed} lacks its summary or a derived file: its upload waits for them`,
-          );
       }
       const outcome = await this.context.serial(() =>
         this.uploads.upload(this.context.log.stateOr(this.context.newId), entry, !this.assignedHere.has(entry.ordinal)),
@@ -326,6 +316,8 @@ export class HistoryTiering {
     let evicted = 0;
     for (const entry of candidates) {
       if (local <= budget || this.closed) break;
+      // Evicted, a segment has only its summary here to stand for it: one without is kept whole.
+      if (!(await history.store.size(segmentFileName(entry.base, segmentSuffix.summary)))) continue;
       await this.setState(entry.ordinal, 'evicted');
       await store.evict(nameOf(entry.base), entry.ordinal, () => this.cutLocal(entry.base));
       this.cut.add(entry.ordinal);
