@@ -38,7 +38,7 @@ import { Store } from '@streamstack/engine';
 import { createServer } from '@streamstack/server';
 import { startVersitygw, versitygwBinary, versitygwMissing } from '../../test/support/versitygw.mjs';
 import { Suite } from '../harness.mjs';
-import { keyCount, latencySummary, scaleWorkload, temporaryDirectory } from '../workload.mjs';
+import { latencySummary, scaleWorkload, temporaryDirectory } from '../workload.mjs';
 
 const totalRecords = Number(process.env.STREAMSTACK_BENCH_TIERED_RECORDS ?? 10_000_000);
 const rounds = Number(process.env.STREAMSTACK_BENCH_TIERED_ROUNDS ?? 1);

@@ -2,15 +2,18 @@
  * A follower's unsealed tail, against a real S3-compatible server (versitygw) and the writer's
  * own HTTP server: with `follow`, a follower reads the commits of the writer's active segment —
  * never uploaded while it is active — within moments of their seal, every read equal to the
- * writer's; it goes on across segment rolls (waiting for each upload), a writer restart and its
- * own; its `follow` delivers each commit once; and what it reads is always a prefix of the
- * writer's history. The route refuses bad input with typed errors.
+ * writer's; it goes on across segment rolls, a writer restart and its own; its `follow` delivers
+ * each commit once; and what it reads is always a prefix of the writer's history. Segments the
+ * writer finished but cannot upload (its object storage failing) come through the tail too, so
+ * the follower is never held back by uploads, and takes them from object storage once they are
+ * there. The route refuses bad input with typed errors.
  */
 import { describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
 import { createServer, type StreamStackServer } from '../../packages/server/src/index.js';
+import { startFaultProxy } from '../support/fault-proxy.js';
 import { freePort, objectStoreSuite } from '../support/object-store.js';
-import { collect, openStore, recordShapes, temporaryDirectory } from '../support/store.js';
+import { openStore, temporaryDirectory } from '../support/store.js';
 import { appendShaped, readsUpTo } from '../support/tiering-check.js';
 
 const keys = ['k0', 'k89', 'k299', 'missing'];
@@ -126,6 +129,77 @@ describe.skipIf(objects.missing)(objects.title('A follower’s unsealed tail'), 
     expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
     await followerStore.close();
     await writer.server.close();
+  }, 120_000);
+
+  it('takes segments the writer finished but has not uploaded through the tail, then from object storage', async () => {
+    const settings = objects.settings();
+    // The writer reaches object storage through a proxy that can fail its requests.
+    const proxy = await startFaultProxy(objects.server().endpoint);
+    const writerDirectory = temporaryDirectory();
+    const store = await openStore(writerDirectory, {
+      objectStore: { ...settings, endpoint: proxy.endpoint },
+      segmentBytes: 256 * 1024,
+    });
+    const server = await createServer({ store, logger: false });
+    const url = await server.listen({ port: 0 });
+    const feed = await store.createFeed('orders');
+    await ingest(feed, 3);
+    await feed.tiered();
+    const remoteBefore = (await feed.tiered()).remoteSegments;
+    const followerDirectory = temporaryDirectory();
+    let followerStore = await openStore(followerDirectory, { objectStore: settings, follower: true, follow: { url } });
+    let follower = await followerStore.feed('orders');
+    await until(async () => (await headOf(follower)) === (await headOf(feed)));
+    const live = new AbortController();
+    const seen: number[] = [];
+    const start = await headOf(follower);
+    const following = (async () => {
+      try {
+        for await (const batch of follower.follow({ after: start, signal: live.signal }))
+          seen.push(batch.commit.commit);
+      } catch (error) {
+        if (!live.signal.aborted) throw error;
+      }
+    })();
+
+    // Uploads fail from now on: the segments the writer finishes stay local to it.
+    proxy.mode = { kind: 'fail', status: 503 };
+    for (let round = 0; round < 8; round++) await ingest(feed, 3, 3000 + round * 600);
+    const info = await feed.info();
+    expect(info.tiering!.pendingSegments).toBeGreaterThanOrEqual(3);
+    expect(info.tiering!.remoteSegments).toBe(remoteBefore);
+    await until(async () => (await headOf(follower)) === (await headOf(feed)));
+    await until(async () => seen.length === (await headOf(feed)) - start);
+    expect(seen).toEqual(Array.from({ length: seen.length }, (_, index) => start + 1 + index));
+    let head = await headOf(follower);
+    expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
+    // Object storage alone has none of it.
+    const sealedOnlyStore = await openStore(temporaryDirectory(), { objectStore: settings, follower: true });
+    expect(await headOf(await sealedOnlyStore.feed('orders'))).toBeLessThan(head);
+    await sealedOnlyStore.close();
+
+    // A restart copies the finished segments from the writer again.
+    live.abort();
+    await following;
+    await followerStore.close();
+    followerStore = await openStore(followerDirectory, { objectStore: settings, follower: true, follow: { url } });
+    follower = await followerStore.feed('orders');
+    await until(async () => (await headOf(follower)) === (await headOf(feed)));
+    expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
+
+    // Uploads go through again: the follower takes those segments from object storage, and goes on.
+    proxy.mode = { kind: 'pass' };
+    const uploaded = await feed.tiered();
+    expect(uploaded.pendingSegments).toBe(0);
+    await ingest(feed, 3, 9000);
+    await follower.refresh();
+    await until(async () => (await headOf(follower)) === (await headOf(feed)));
+    head = await headOf(follower);
+    expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
+    expect((await follower.info()).follower?.syncs).toBeGreaterThan(0);
+    await followerStore.close();
+    await server.close();
+    await proxy.close();
   }, 120_000);
 
   it('answers the tail route with typed errors for bad input, and 204 for another segment', async () => {

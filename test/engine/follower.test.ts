@@ -39,12 +39,21 @@ async function expectSameHistory(writer: Feed, follower: Feed): Promise<number> 
 }
 
 /** Each file under the follower's copy of `feed` with its inode: a file fetched again gets another. */
+/**
+ * The copy's files fetched from object storage, by name, with their inodes: the newest history
+ * segment is left out, for it is the tail, which is never synced and so made anew on each start.
+ */
 function copyFiles(directory: string, feed: string): Map<string, number> {
   const files = new Map<string, number>();
   for (const folder of ['history', 'index']) {
     const at = path.join(directory, 'feeds', feed, folder);
     for (const name of fs.readdirSync(at)) files.set(`${folder}/${name}`, fs.statSync(path.join(at, name)).ino);
   }
+  const tail = [...files.keys()]
+    .filter((name) => name.endsWith('.hist'))
+    .sort()
+    .at(-1);
+  if (tail) files.delete(tail);
   return files;
 }
 

@@ -4,6 +4,8 @@
  * the feed takes the commits they add once they are written at their offsets (`catchUpTail`) —
  * every read then equals the writer's — and a damaged group, a group that does not continue the
  * chain, or an offset that is not a group's start is refused with a typed error, taking nothing.
+ * A segment the writer finished comes whole, its `SegmentEnd` last, and the view opens the next
+ * segment in place when its first bytes are copied.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -44,6 +46,7 @@ async function writerAndCopy(): Promise<{
   view: Feed;
   file: string;
   base: number;
+  writerDirectory: string;
 }> {
   const writerDirectory = temporaryDirectory();
   const writer = await openStore(writerDirectory, { segmentBytes });
@@ -68,7 +71,15 @@ async function writerAndCopy(): Promise<{
     view: await copy.feed('f'),
     file: path.join(history, name),
     base: Number(name.slice(0, name.indexOf('.'))),
+    writerDirectory,
   };
+}
+
+/** Whether the writer in `directory` has a history segment after the one based at `base`. */
+function rolledPast(directory: string, base: number): boolean {
+  return fs
+    .readdirSync(path.join(directory, 'feeds', 'f', 'history'))
+    .some((name) => name.endsWith('.hist') && Number(name.slice(0, name.indexOf('.'))) > base);
 }
 
 /** Writes `bytes` at `offset` of `file`. */
@@ -94,7 +105,7 @@ describe('the unsealed tail, as bytes', () => {
       if (answer.tail!.end === from) break;
       writeAt(file, answer.tail!.bytes, from);
       from = answer.tail!.end;
-      expect(await view.catchUpTail(base, from)).toBe(1);
+      expect(await view.catchUpTail(base, from, false)).toBe(1);
       rounds++;
     }
     expect(rounds).toBe(5);
@@ -120,16 +131,16 @@ describe('the unsealed tail, as bytes', () => {
     const damaged = Uint8Array.from(groups.bytes);
     damaged[Math.floor(damaged.length / 2)] ^= 0x40;
     writeAt(file, damaged, end);
-    const corrupt = await failure(() => view.catchUpTail(base, groups.end));
+    const corrupt = await failure(() => view.catchUpTail(base, groups.end, false));
     expect(corrupt.code).toBe('CORRUPT');
     expect(await headOf(view)).toBe(3);
     // The sound group then goes in.
     writeAt(file, groups.bytes, end);
-    expect(await view.catchUpTail(base, groups.end)).toBe(1);
+    expect(await view.catchUpTail(base, groups.end, false)).toBe(1);
     expect(await headOf(view)).toBe(4);
     // The same group again after it (it names another offset, and a commit taken): CORRUPT, nothing taken.
     writeAt(file, groups.bytes, groups.end);
-    const repeated = await failure(() => view.catchUpTail(base, groups.end + groups.bytes.length));
+    const repeated = await failure(() => view.catchUpTail(base, groups.end + groups.bytes.length, false));
     expect(repeated.code).toBe('CORRUPT');
     expect(corrupt.message).toContain(file);
     expect(await headOf(view)).toBe(4);
@@ -150,6 +161,95 @@ describe('the unsealed tail, as bytes', () => {
     const idle = await feed.historyTail({ base, from: answer.tail!.end, bytesMax: 1 << 20, waitMs: 50 });
     expect(idle.tail!.bytes.length).toBe(0);
     await copy.close();
+    await writer.close();
+  });
+
+  it('a finished segment comes with its end, and the view goes on in the next one in place', async () => {
+    const { writer, feed, copy, view, file, base, writerDirectory } = await writerAndCopy();
+    let from = (await feed.historyTail({ base, from: 0, bytesMax: 1 << 20, waitMs: 0 })).tail!.end;
+    writeAt(file, (await feed.historyTail({ base, from: 0, bytesMax: 1 << 20, waitMs: 0 })).tail!.bytes, 0);
+    // Commits until the writer rolls past the copied segment, and a few in the next.
+    let head = 3;
+    while (!rolledPast(writerDirectory, base)) {
+      await appendCommits(feed, 20, head * 40);
+      head += 20;
+    }
+    await appendCommits(feed, 2, head * 40);
+    head += 2;
+    // The finished segment's groups, a bounded answer at a time, until its end names the next.
+    let next: { nextBase: number; nextBaseCommit: number } | undefined;
+    let taken = 0;
+    while (!next) {
+      const answer = await feed.historyTail({ base, from, bytesMax: 16 * 1024, waitMs: 0 });
+      expect(answer.base).toBe(base);
+      writeAt(file, answer.tail!.bytes, from);
+      taken += (await view.catchUpTail(base, answer.tail!.end, false))!;
+      from = answer.tail!.end;
+      next = answer.tail!.next;
+    }
+    expect(next.nextBaseCommit).toBe(3 + taken + 1);
+    expect(await headOf(view)).toBe(3 + taken);
+    // Past its end there is nothing more to ask for in it: groups written there are refused.
+    const beyond = await failure(() => view.catchUpTail(base, from + 64, false));
+    expect(beyond.code).toBe('CORRUPT');
+    // The next segment, copied from its start into a file of its own as a follower does.
+    const first = (await feed.historyTail({ base: next.nextBase, from: 0, bytesMax: 1 << 20, waitMs: 0 })).tail!;
+    const name = `${String(next.nextBase).padStart(path.basename(file).indexOf('.'), '0')}.hist`;
+    const nextFile = path.join(path.dirname(file), name);
+    fs.writeFileSync(nextFile, new Uint8Array(0));
+    fs.truncateSync(nextFile, fs.statSync(path.join(writerDirectory, 'feeds', 'f', 'history', name)).size);
+    writeAt(nextFile, first.bytes, 0);
+    // Another base than the one after the finished segment is not the view's to take.
+    expect(await view.catchUpTail(next.nextBase + 1, first.end, true)).toBeUndefined();
+    expect(await view.catchUpTail(next.nextBase, first.end, true)).toBe(head - 3 - taken);
+    expect(await headOf(view)).toBe(head);
+    expect(await readsOf(view, head)).toEqual(await readsOf(feed, head));
+    // A new read-only view of the copy reads it all the same.
+    await copy.close();
+    const again = await openStore(path.dirname(path.dirname(path.dirname(path.dirname(file)))), {
+      readOnly: true,
+      segmentBytes,
+    });
+    expect(await readsOf(await again.feed('f'), head)).toEqual(await readsOf(feed, head));
+    await again.close();
+    await writer.close();
+  });
+
+  it('a view of a copy whose newest segment is finished opens, and takes the next when it comes', async () => {
+    const { writer, feed, copy, file, base, writerDirectory } = await writerAndCopy();
+    await copy.close();
+    const copyDirectory = path.dirname(path.dirname(path.dirname(path.dirname(file))));
+    let head = 3;
+    while (!rolledPast(writerDirectory, base)) {
+      await appendCommits(feed, 20, head * 40);
+      head += 20;
+    }
+    // The finished segment whole, as the writer has it, and no segment after it yet.
+    const finished = await feed.historyTail({ base, from: 0, bytesMax: 64 << 20, waitMs: 0 });
+    expect(finished.tail!.next).toBeDefined();
+    writeAt(file, finished.tail!.bytes, 0);
+    const next = finished.tail!.next!;
+    // The successor missing is what a lost file looks like: `verify` reports it; a view waits for it.
+    const checker = await openStore(copyDirectory, { readOnly: true, segmentBytes });
+    const problems = (await checker.verify('f'))[0].problems;
+    expect(problems.map((problem) => `${problem.code}: ${problem.message}`).join('\n')).toContain('is missing');
+    await checker.close();
+    const reader = await openStore(copyDirectory, { readOnly: true, segmentBytes });
+    const view = await reader.feed('f');
+    const copied = next.nextBaseCommit - 1;
+    expect(await headOf(view)).toBe(copied);
+    expect(await readsOf(view, copied)).toEqual(await readsOf(feed, copied));
+    await appendCommits(feed, 1, head * 40);
+    head += 1;
+    const first = (await feed.historyTail({ base: next.nextBase, from: 0, bytesMax: 1 << 20, waitMs: 0 })).tail!;
+    const name = `${String(next.nextBase).padStart(path.basename(file).indexOf('.'), '0')}.hist`;
+    const nextFile = path.join(path.dirname(file), name);
+    fs.writeFileSync(nextFile, new Uint8Array(0));
+    fs.truncateSync(nextFile, fs.statSync(path.join(writerDirectory, 'feeds', 'f', 'history', name)).size);
+    writeAt(nextFile, first.bytes, 0);
+    expect(await view.catchUpTail(next.nextBase, first.end, true)).toBe(head - copied);
+    expect(await readsOf(view, head)).toEqual(await readsOf(feed, head));
+    await reader.close();
     await writer.close();
   });
 });

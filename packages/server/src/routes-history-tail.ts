@@ -1,7 +1,9 @@
 /**
  * A feed's unsealed tail for followers on other machines: the durable groups of its active
- * history segment from a byte offset on, as they lie on disk (checked before they are sent), with
- * a long poll when there are none yet. A follower copies them into its own copy of the segment.
+ * history segment, or of a finished one still whole here (its `SegmentEnd` last, and the next
+ * segment named in headers), from a byte offset on, as they lie on disk (checked before they are
+ * sent), with a long poll when there are none yet. A follower copies them into its own copy of
+ * the segment.
  */
 import { StreamStackError, tailHeaders } from '@streamstack/engine';
 import type { FastifyInstance } from 'fastify';
@@ -44,6 +46,10 @@ export function addHistoryTailRoute(app: FastifyInstance, ctx: ServerContext): v
       reply.header(tailHeaders.base, String(base));
       reply.header(tailHeaders.from, String(tail.from));
       reply.header(tailHeaders.end, String(tail.end));
+      if (tail.next) {
+        reply.header(tailHeaders.nextBase, String(tail.next.nextBase));
+        reply.header(tailHeaders.nextCommit, String(tail.next.nextBaseCommit));
+      }
       reply.header('content-type', 'application/octet-stream');
       return reply.send(Buffer.from(tail.bytes.buffer, tail.bytes.byteOffset, tail.bytes.byteLength));
     },

@@ -90,14 +90,22 @@ const tailHeaderSchemas = {
   'Streamstack-Tail-Base': { type: 'string', description: 'the base of the segment the bytes are from' },
   'Streamstack-Tail-From': { type: 'string', description: 'the offset of the first byte sent' },
   'Streamstack-Tail-End': { type: 'string', description: 'the offset just past the last byte sent (a group end)' },
+  'Streamstack-Tail-Next-Base': {
+    type: 'string',
+    description: "set when the bytes end with the finished segment's SegmentEnd: the next segment's base",
+  },
+  'Streamstack-Tail-Next-Commit': {
+    type: 'string',
+    description: "set when the bytes end with the finished segment's SegmentEnd: the next segment's first commit",
+  },
 };
 
 export const historyTail = routeSchema({
   id: 'readHistoryTail',
   tag: 'reads',
-  summary: "the durable groups of the feed's active history segment, for a follower on another machine",
+  summary: 'the durable groups of a history segment not yet in object storage, for a follower on another machine',
   description:
-    'A follower (`--follower --follow URL`) copies these bytes into its own copy of the segment and reads the commits they hold. 204 when the active segment is not the one based at `base` (its base in Streamstack-Tail-Base, when there is one).',
+    "A follower (`--follower --follow URL`) copies these bytes into its own copy of the segment and reads the commits they hold. The segment based at `base` is the active one, or a finished one still whole on the writer: then its SegmentEnd comes last, and Streamstack-Tail-Next-Base and Streamstack-Tail-Next-Commit name the segment after it. 204 when the writer has no such segment here (its active segment's base in Streamstack-Tail-Base, when there is one): the follower reads it from object storage.",
   operation: 'read',
   params: feedParams,
   query: querySchema({ base: 'integer', from: 'integer', waitMs: 'integer', bytesMax: 'integer' }),
@@ -108,7 +116,7 @@ export const historyTail = routeSchema({
       content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
     },
     204: {
-      description: 'the active segment is another',
+      description: 'no segment based at `base` is active or whole here',
       headers: { 'Streamstack-Tail-Base': tailHeaderSchemas['Streamstack-Tail-Base'] },
     },
   },

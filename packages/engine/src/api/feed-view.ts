@@ -135,19 +135,20 @@ export class FeedView {
   }
 
   /** Catch-ups of the current view with its tail segment, one after another. */
-  private catchingUp: Promise<number> = Promise.resolve(0);
+  private catchingUp: Promise<number | undefined> = Promise.resolve(0);
 
   /**
    * A follower: the current view takes what its tail segment (based at `base`) gained up to
-   * `end`, and `follow` readers waiting for more wake. Nothing when the view's tail is another
-   * segment (a newer view is being opened). Resolves to the commits it took.
+   * `end` (opening it first when it follows the view's finished one), and `follow` readers waiting
+   * for more wake. Resolves to the commits it took, or undefined when the view cannot take them
+   * (another segment, or with `replaced` a file made anew): a newer view must be opened.
    */
-  catchUp(base: number, end: number): Promise<number> {
+  catchUp(base: number, end: number, replaced: boolean): Promise<number | undefined> {
     const next = this.catchingUp
       .catch(() => 0)
       .then(async () => {
-        const taken = await this.writer.catchUp(base, end);
-        if (taken > 0) for (const wake of this.waiting) wake();
+        const taken = await this.writer.catchUp(base, end, replaced);
+        if (taken !== undefined && taken > 0) for (const wake of this.waiting) wake();
         return taken;
       });
     this.catchingUp = next;

@@ -118,8 +118,8 @@ export class Feed {
   }
 
   /** @internal A follower: the view takes what its tail segment gained (see `FeedView.catchUp`). */
-  catchUpTail(base: number, end: number): Promise<number> {
-    return this.view.catchUp(base, end);
+  catchUpTail(base: number, end: number, replaced: boolean): Promise<number | undefined> {
+    return this.view.catchUp(base, end, replaced);
   }
 
   /** @internal Closes the feed's view and ends the follows waiting on it (the store is closing). */

@@ -3,9 +3,11 @@
  * copied from the writer's HTTP server (`GET /v1/feeds/{feed}/history/tail`, a long poll) byte
  * for byte into the copy's tail segment, and taken by the feed's current view at once. A
  * follower thus reads a commit within a round trip of its seal, not once its segment is
- * uploaded. When the writer's active segment is one object storage does not reach yet (a segment
- * was finished and is being uploaded), the follower waits for the upload: the tail always
- * continues the sealed history it has, so what it reads stays a prefix of the writer's.
+ * uploaded. A segment the writer finished and has not uploaded yet comes the same way, its
+ * `SegmentEnd` last; the copy then goes on in the next segment, which the view opens in place.
+ * Only when the writer no longer has a segment whole (it evicted it: object storage has it) does
+ * the follower wait for a sync. The tail always continues the history the copy has, so what it
+ * reads stays a prefix of the writer's.
  *
  * @example
  * const tail = new FollowerTail('orders', { url: 'http://writer:7070', token }, mirror, feed, serial, onError);
@@ -34,6 +36,9 @@ export const tailHeaders = {
   base: 'streamstack-tail-base',
   from: 'streamstack-tail-from',
   end: 'streamstack-tail-end',
+  /** Set when the bytes end with the segment's `SegmentEnd`: the next segment's base and first commit. */
+  nextBase: 'streamstack-tail-next-base',
+  nextCommit: 'streamstack-tail-next-commit',
 } as const;
 
 /** What the writer said of the tail a follower asked for. */
@@ -44,6 +49,8 @@ type TailAnswer =
       readonly from: number;
       readonly end: number;
       readonly bytes: Uint8Array;
+      /** Where the history goes on, when the bytes end with the segment's `SegmentEnd`. */
+      readonly next?: { readonly nextBase: number; readonly nextBaseCommit: number };
     }
   /** Its active segment is another (or none): the follower waits for object storage. */
   | { readonly kind: 'elsewhere' };
@@ -121,9 +128,11 @@ export class FollowerTail {
     if (answer.end === wanted.from) return true;
     const end = await this.serial(() => this.mirror.writeTail(answer));
     if (end === undefined) return true;
-    // A tail made anew from its start is a new file: a new view opens it; else the view takes it.
-    if (wanted.from === 0) await feed.refresh();
-    else this.tailCommits += await feed.catchUpTail(answer.base, end);
+    // The view takes the groups in place; when it cannot (a file it holds was made anew, or it
+    // is behind on another segment), a new view opens the copy as it is now.
+    const taken = await feed.catchUpTail(answer.base, end, wanted.from === 0);
+    if (taken === undefined) await feed.refresh();
+    else this.tailCommits += taken;
     return true;
   }
 
@@ -177,9 +186,12 @@ export class FollowerTail {
       return value;
     };
     const answer = { base: number(tailHeaders.base), from: number(tailHeaders.from), end: number(tailHeaders.end) };
+    const next = response.headers.has(tailHeaders.nextBase)
+      ? { nextBase: number(tailHeaders.nextBase), nextBaseCommit: number(tailHeaders.nextCommit) }
+      : undefined;
     const bytes = new Uint8Array(await response.arrayBuffer());
     if (answer.base !== base || answer.from !== from || bytes.length !== answer.end - answer.from)
       throw new StreamStackError('UNAVAILABLE', `the writer at ${this.options.url} sent another tail than asked`);
-    return { kind: 'groups', ...answer, bytes };
+    return { kind: 'groups', ...answer, bytes, ...(next ? { next } : {}) };
   }
 }

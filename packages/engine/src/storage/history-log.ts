@@ -136,6 +136,8 @@ export class History implements SegmentRunSource {
      * (`store.attachRemote`).
      */
     evicted: ReadonlyMap<number, { readonly ordinal: number; readonly source: number }> = new Map(),
+    /** A view of history another process writes: its newest segment may be finished before the next is there. */
+    successorMayFollow = false,
   ): Promise<History> {
     let opened: SegmentSet | undefined;
     // The local store reads a sealed segment through the descriptor the set holds open for it.
@@ -166,6 +168,7 @@ export class History implements SegmentRunSource {
       feedTag,
       store,
       new Set(evicted.keys()),
+      successorMayFollow,
     );
     opened = segments;
     const history = new History(kernels, segments, store, recovery.list, floor, named);
@@ -209,7 +212,8 @@ export class History implements SegmentRunSource {
         this.activeBase === undefined
           ? undefined
           : this.segments.segments.find((segment) => segment.header.base === this.activeBase);
-      if (finished && finished !== this.segments.active) {
+      // A view writes nothing: the process that writes the history writes its summaries.
+      if (finished && finished !== this.segments.active && !this.segments.readOnly) {
         this.summarizeIfWhole(finished);
       }
       this.activeBase = commit.segment;

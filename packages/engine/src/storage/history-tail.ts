@@ -1,12 +1,14 @@
 /**
  * The unsealed tail of a history, copied byte for byte from the process that writes it to a
- * follower on another machine. The writer hands out the durable groups of its active segment
- * (`readTailGroups`): whole groups only, each checked before it leaves, and never the
- * `SegmentEnd` that finishes the segment (a follower learns of that from object storage, once
- * the segment is uploaded). The follower writes them at the same offsets of its own copy of the
- * segment, and its read-only view takes the commits they add (`catchUpCommits`), checked again:
- * every group sound, every run exactly the frames its commit record names, and the commits
- * continuing the chain. So a follower's tail is always a prefix of the writer's history.
+ * follower on another machine. The writer hands out the durable groups of its active segment, and
+ * of a finished segment not yet in object storage while it is still whole locally, its
+ * `SegmentEnd` included (`readTailGroups`): whole groups only, each checked before it leaves. The
+ * follower writes them at the same offsets of its own copy of the segment, and its read-only view
+ * takes the commits they add (`catchUpCommits`), checked again: every group sound, every run
+ * exactly the frames its commit record names, the commits continuing the chain, and a
+ * `SegmentEnd` naming the commit after the last. The view then opens the next segment in place
+ * (`SegmentSet.adoptNext`) once the follower has its first bytes. So a follower's tail is always
+ * a prefix of the writer's history, and a segment roll costs it no wait for the upload.
  *
  * @example
  * const tail = await readTailGroups(kernels, activeSegment, 0, 4 << 20); // on the writer
@@ -21,27 +23,33 @@ import type { ScannedFrame } from './framing.js';
 import { type Group, scanGroups } from './groups.js';
 import type { History } from './history-log.js';
 import { commitOfRun } from './history-recovery.js';
+import { readSegmentTrailer, type SegmentTrailer } from './runs.js';
 import type { SegmentFile } from './segment.js';
 
-/** Durable groups of a writer's active segment, from an offset on. */
+/** Durable groups of a writer's segment, from an offset on. */
 export interface TailGroups {
   /** The bytes from `from` to `end`: the segment's header first when `from` is 0. */
   readonly bytes: Uint8Array;
   readonly from: number;
   readonly end: number;
+  /** For a finished segment whose `SegmentEnd` the bytes end with: where the history goes on. */
+  readonly next?: SegmentTrailer;
 }
 
 /**
- * Reads the sound groups of `segment` (a writer's active segment) from `from` up to its durable
- * end, at most `bytesMax` of them unless one group alone is larger (it is then sent whole), and
- * stopping before a `SegmentEnd`. `from` must be 0 or where a group starts; `CORRUPT` when the
- * bytes there are not sound groups.
+ * Reads the sound groups of `segment` (a writer's active segment, or with `finished` a sealed one
+ * still whole locally) from `from` up to its durable end, at most `bytesMax` of them unless one
+ * group alone is larger (it is then sent whole). The active segment's groups stop before a
+ * `SegmentEnd` (the segment is being finished: the next request finds it sealed); a finished
+ * one's include it, and say where the history goes on. `from` must be 0 or where a group starts;
+ * `CORRUPT` when the bytes there are not sound groups.
  */
 export async function readTailGroups(
   kernels: Kernels,
   segment: SegmentFile,
   from: number,
   bytesMax: number,
+  finished = false,
 ): Promise<TailGroups> {
   const durableEnd = segment.durableEnd;
   const start = Math.max(from, segmentHeaderBytes);
@@ -63,9 +71,15 @@ export async function readTailGroups(
     groups = { bytes: all.bytes, whole: all.whole.slice(0, 1) };
   }
   let end = start;
+  let next: SegmentTrailer | undefined;
   for (const group of groups.whole) {
-    if (group.frames.some((frame) => frame.kind === FrameKind.SegmentEnd)) break;
+    const segmentEnd = group.frames.find((frame) => frame.kind === FrameKind.SegmentEnd);
+    if (segmentEnd && !finished) break;
     end = group.end;
+    if (segmentEnd) {
+      next = readSegmentTrailer(groups.bytes, segmentEnd, segment.file);
+      break;
+    }
   }
   if (groups.whole.length === 0)
     throw new StreamStackError(
@@ -75,7 +89,7 @@ export async function readTailGroups(
         details: { offset: start },
       },
     );
-  return { bytes: groups.bytes.subarray(from, end), from, end };
+  return { bytes: groups.bytes.subarray(from, end), from, end, ...(next ? { next } : {}) };
 }
 
 /**
@@ -100,23 +114,26 @@ async function groupsBetween(
 
 /**
  * Takes what another process wrote to the active segment of `history` (a read-only view) since
- * it was opened or last caught up: checks the groups from the segment's durable end to the end of
- * the file's data, and returns the commits they add, in order. The segment's durable end moves
- * past them. `CORRUPT` when a group is damaged or a commit does not continue the chain; nothing
- * moves then.
+ * it was opened or last caught up: checks the groups from the segment's durable end to `end`, and
+ * returns the commits they add, in order, and where the history goes on when they end with the
+ * segment's `SegmentEnd` (which must name the position and commit after the last). The segment's
+ * durable end moves past them. `CORRUPT` when a group is damaged, a commit does not continue the
+ * chain, or anything follows a `SegmentEnd`; nothing moves then.
  */
-export async function catchUpCommits(kernels: Kernels, history: History, end: number): Promise<CommitRecord[]> {
+export async function catchUpCommits(
+  kernels: Kernels,
+  history: History,
+  end: number,
+): Promise<{ commits: CommitRecord[]; next?: SegmentTrailer }> {
   const segment = history.segments.active;
-  if (!segment) return [];
+  if (!segment) return { commits: [] };
   const start = segment.durableEnd;
-  if (end <= start) return [];
+  if (end <= start) return { commits: [] };
+  if (history.segments.activeTrailer) throw corruptAt(segment.file, start, 'groups after the segment end');
   const bytes = Buffer.allocUnsafe(end);
   await segment.readInto(bytes.subarray(start, end), start);
   const { groups, damages } = scanGroups(kernels, bytes, start, end);
-  const corrupt = (offset: number, reason: string) =>
-    new StreamStackError('CORRUPT', `${segment.file} is corrupt at offset ${offset}: ${reason}`, {
-      details: { file: segment.file, offset },
-    });
+  const corrupt = (offset: number, reason: string) => corruptAt(segment.file, offset, reason);
   if (damages.length > 0) throw corrupt(damages[0].offset, damages[0].reason);
   const commits: CommitRecord[] = [];
   // `positionAfter(n)` is the last position of commit n: the next commit starts one past it.
@@ -124,10 +141,20 @@ export async function catchUpCommits(kernels: Kernels, history: History, end: nu
     commit: history.commits.length + 1,
     position: history.commits.positionAfter(history.commits.length) + 1,
   };
+  let next: SegmentTrailer | undefined;
   for (const group of groups) {
     let pending: ScannedFrame[] = [];
     for (const frame of group.frames) {
-      if (frame.kind === FrameKind.SegmentEnd) throw corrupt(frame.offset, 'a follower copy holds a segment end');
+      if (next) throw corrupt(frame.offset, 'a frame after the segment end');
+      if (frame.kind === FrameKind.SegmentEnd) {
+        next = readSegmentTrailer(bytes, frame, segment.file);
+        if (next.nextBase !== expected.position || next.nextBaseCommit !== expected.commit)
+          throw corrupt(
+            frame.offset,
+            `the segment end names commit ${next.nextBaseCommit} at position ${next.nextBase} next, not commit ${expected.commit} at position ${expected.position}`,
+          );
+        continue;
+      }
       if (frame.kind === FrameKind.LiveSegments) continue;
       if (frame.kind !== FrameKind.Commit) {
         pending.push(frame);
@@ -151,5 +178,12 @@ export async function catchUpCommits(kernels: Kernels, history: History, end: nu
     segment.writeOffset = last.end;
     segment.durableEnd = last.end;
   }
-  return commits;
+  if (next) history.segments.activeTrailer = next;
+  return { commits, ...(next ? { next } : {}) };
+}
+
+function corruptAt(file: string, offset: number, reason: string): StreamStackError {
+  return new StreamStackError('CORRUPT', `${file} is corrupt at offset ${offset}: ${reason}`, {
+    details: { file, offset },
+  });
 }

@@ -107,19 +107,27 @@ function groupRuns<M>(bytes: Uint8Array, group: Group, decoder: MarkerDecoder<M>
   return pending.length === 0 ? runs : undefined;
 }
 
+/** Where the log goes on, from a sound `SegmentEnd` frame of `file`. */
+export function readSegmentTrailer(bytes: Uint8Array, frame: ScannedFrame, file: string): SegmentTrailer {
+  const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, `${file}:${frame.offset}`);
+  const trailer = { nextBase: reader.u64(), nextBaseCommit: reader.u64() };
+  reader.expectEnd();
+  return trailer;
+}
+
 /** Reads the log's control frames of a sound group. */
 function readControl(bytes: Uint8Array, group: Group, file: string): { trailer?: SegmentTrailer; live?: number[] } {
   const found: { trailer?: SegmentTrailer; live?: number[] } = {};
   for (const frame of group.frames) {
     if (!isLogControl(frame)) continue;
-    const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, `${file}:${frame.offset}`);
     if (frame.kind === FrameKind.SegmentEnd) {
-      found.trailer = { nextBase: reader.u64(), nextBaseCommit: reader.u64() };
-    } else {
-      const count = reader.varint();
-      found.live = [];
-      for (let index = 0; index < count; index++) found.live.push(reader.varint());
+      found.trailer = readSegmentTrailer(bytes, frame, file);
+      continue;
     }
+    const reader = new ByteReader(bytes, frame.dataStart + 1, frame.dataEnd, `${file}:${frame.offset}`);
+    const count = reader.varint();
+    found.live = [];
+    for (let index = 0; index < count; index++) found.live.push(reader.varint());
     reader.expectEnd();
   }
   return found;

@@ -27,7 +27,14 @@ import { segmentBytesFirst, segmentHeaderBytes, trimmedSegmentCloseDelayMs } fro
 import { baseOfSegmentName, segmentFile, segmentFileName, temporarySuffix } from './feed-layout.js';
 import { FrameKind } from './frame-kinds.js';
 import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
-import { type Corruption, type MarkerDecoder, type ScannedSegment, scanSegment, type TornTail } from './runs.js';
+import {
+  type Corruption,
+  type MarkerDecoder,
+  type ScannedSegment,
+  type SegmentTrailer,
+  scanSegment,
+  type TornTail,
+} from './runs.js';
 import { SegmentFile, type SegmentHeader, type SegmentKind } from './segment.js';
 import { LocalSegmentStore, type SegmentStore } from './segment-store.js';
 
@@ -111,7 +118,8 @@ export class SegmentSet {
     readonly directory: string,
     private readonly kind: SegmentKind,
     private readonly extension: string,
-    private readonly readOnly: boolean,
+    /** Opened by a reader: nothing on disk is changed through it. */
+    readonly readOnly: boolean,
   ) {}
 
   /** The feed's tag, which new segments carry (0: none, for feeds made before tags). */
@@ -126,7 +134,8 @@ export class SegmentSet {
   /**
    * Opens every segment in `directory` (creating the directory if needed, unless read-only),
    * reporting each segment and each corruption to `onEvent` in log order. Read-only, it changes
-   * nothing on disk: a torn tail is reported but not cut.
+   * nothing on disk: a torn tail is reported but not cut. It is longer than 100 lines because
+   * each of its many inputs is documented where it is declared; the work itself is short.
    */
   static async open<M, S = never>(
     kernels: Kernels,
@@ -166,6 +175,13 @@ export class SegmentSet {
      * or a merge's new segment under the name), is read as the local file it is.
      */
     evictedBases: ReadonlySet<number> = new Set(),
+    /**
+     * Whether the newest segment may be finished with its successor not there yet: a read-only
+     * view of a log another process writes (or copies) may list the files just before the next
+     * segment gets its name. The view then opens the successor when it appears (`adoptNext`).
+     * Otherwise (a writer, or `verify`) that successor was lost: corruption.
+     */
+    successorMayFollow = false,
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     set.feedTag = feedTag;
@@ -216,7 +232,9 @@ export class SegmentSet {
       for (const segment of set.segments.slice(-2)) await segment.sync(kernels);
     }
     const last = set.active;
-    if (newest && 'scanned' in newest && newest.scanned.trailer && last === newest.segment) {
+    if (newest && 'scanned' in newest && newest.scanned.trailer && last === newest.segment && successorMayFollow) {
+      set.activeTrailer = newest.scanned.trailer;
+    } else if (newest && 'scanned' in newest && newest.scanned.trailer && last === newest.segment) {
       // The newest segment says the log goes on: the segment after it was lost.
       const corruption = {
         file: set.fileFor(newest.scanned.trailer.nextBase),
@@ -376,6 +394,51 @@ export class SegmentSet {
 
   get active(): SegmentFile | undefined {
     return this.segments[this.segments.length - 1];
+  }
+
+  /**
+   * Read-only: where the log goes on when the active segment is finished (its `SegmentEnd` was
+   * read) and the next segment is not opened yet.
+   */
+  activeTrailer: SegmentTrailer | undefined;
+
+  /**
+   * Read-only: opens the segment after the finished active one (`activeTrailer`), which another
+   * process wrote since, as the new active segment, empty as far as this set knows: its groups
+   * are taken as they are checked (`catchUpCommits`). `CORRUPT` when the file there is not that
+   * segment.
+   */
+  adoptNext(): SegmentFile {
+    const trailer = this.activeTrailer;
+    assert(this.readOnly && trailer !== undefined, 'a read-only set adopts the segment after a finished one');
+    const file = this.fileFor(trailer.nextBase);
+    let segment: SegmentFile;
+    try {
+      segment = SegmentFile.open(this.kernels, file, true);
+    } catch (error) {
+      if (error instanceof StreamStackError) throw error;
+      throw ioError(error, `cannot open ${file}`);
+    }
+    const { header } = segment;
+    const tag = header.feedTag ?? 0;
+    if (
+      header.kind !== this.kind ||
+      header.base !== trailer.nextBase ||
+      header.baseCommit !== trailer.nextBaseCommit ||
+      (tag !== 0 && this.feedTag !== 0 && tag !== this.feedTag)
+    ) {
+      segment.close();
+      throw new StreamStackError(
+        'CORRUPT',
+        `${file} is not the segment the one before it names (base ${trailer.nextBase}, commit ${trailer.nextBaseCommit})`,
+        { details: { file, offset: 0 } },
+      );
+    }
+    segment.writeOffset = segmentHeaderBytes;
+    segment.durableEnd = segmentHeaderBytes;
+    this.segments.push(segment);
+    this.activeTrailer = undefined;
+    return segment;
   }
 
   fileFor(base: number): string {

@@ -151,6 +151,16 @@ export class TieredHistoryStore implements SegmentStore, SyncSegmentReads {
   }
 
   /** Runs a local asynchronous read of `name`, noted so an eviction of `name` waits for it. */
+  /**
+   * Runs `read` on the local file of `name` unless it is evicted (then undefined, and `read` is
+   * not run): an eviction that starts meanwhile waits for it before cutting the file. For reads
+   * that must never go to object storage (a follower asks for a segment's bytes as they lie here).
+   */
+  whileLocal<T>(name: string, read: () => Promise<T>): Promise<T | undefined> {
+    if (this.evicted.has(name)) return Promise.resolve(undefined);
+    return this.tracked(name, read());
+  }
+
   private tracked<T>(name: string, read: Promise<T>): Promise<T> {
     let pending = this.reading.get(name);
     if (!pending) this.reading.set(name, (pending = new Set()));

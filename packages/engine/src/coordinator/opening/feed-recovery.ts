@@ -100,6 +100,8 @@ export async function recoverLogs(
       leftovers,
       feedTag,
       await evictedSegments(kernels, directory),
+      // A reader lists the segments while the writer (or a follower's tail) may be rolling.
+      readOnly,
     );
   } catch (error) {
     retention.close();

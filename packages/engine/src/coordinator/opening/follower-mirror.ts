@@ -13,6 +13,11 @@
  * not name are removed before anything else. A feed whose name now belongs to another feed (its
  * tag changed) is laid out again from nothing.
  *
+ * After the last segment object storage holds come the segments copied from the writer
+ * (`writeTail`): those it finished, whole, and the one it is writing, the tail. A sync deletes
+ * the copies of segments object storage now holds, before it fetches their evicted form under
+ * the same names.
+ *
  * @example
  * const mirror = await FollowerMirror.open(kernels, objectStore, 'orders', feedDirectory);
  * const { changed } = await mirror.sync(); // then open the feed read-only over feedDirectory
@@ -22,19 +27,13 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { segmentBytesMin, segmentHeaderBytes, tieringBlockBytes } from '../../limits.js';
-import {
-  baseOfSegmentName,
-  FeedLayout,
-  segmentFileName,
-  segmentSuffix,
-  temporarySuffix,
-} from '../../storage/feed-layout.js';
+import { segmentHeaderBytes, tieringBlockBytes } from '../../limits.js';
+import { baseOfSegmentName, FeedLayout, segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { RemoteHistory, type RemoteHistoryView } from '../../storage/remote-history.js';
 import { BlockCache, RemoteSegmentFile } from '../../storage/remote-segment-file.js';
-import { decodeSegmentHeader, SegmentFile, SegmentKind, syncDirectory } from '../../storage/segment.js';
+import { decodeSegmentHeader, SegmentKind, syncDirectory } from '../../storage/segment.js';
 import {
   feedConfigObjectName,
   feedNameObjectPrefix,
@@ -49,6 +48,7 @@ import { RetentionLog } from '../maintenance/retention-state.js';
 import { indexFiles } from '../maintenance/segment-upload.js';
 import { type TierEntry, TieringLog } from '../maintenance/tiering-state.js';
 import { feedTagOf } from './data-directory.js';
+import { TailCopy } from './follower-tail-copy.js';
 
 /** The writer id a follower's tiering log carries: it uploads nothing under it. */
 const followerWriter = 'follower';
@@ -94,17 +94,8 @@ export class FollowerMirror {
   private readonly segments: ObjectSegmentStore;
   /** Blocks of derived files being fetched: two, the one checked and the next. */
   private readonly cache = new BlockCache(2 * tieringBlockBytes);
-  /** Where the copy's tail segment starts (known once a sync has looked at object storage). */
-  private tailAt: { readonly base: number; readonly commit: number } | undefined;
-  /**
-   * How far the tail segment holds its writer's bytes; undefined until the first copy of it is
-   * made here (a run before may have left any part of it: it is copied again from the start).
-   */
-  private tailEnd: number | undefined;
-  /** Set when the tail segment's file was replaced: a view open on the one before sees no more of it. */
-  private tailReplaced = false;
-  /** The capacity the tail segment's header gives: the writer's groups never pass it. */
-  private tailCapacity = 0;
+  /** The segments copied from the writer: the tail, and those it finished before it. */
+  private readonly tail: TailCopy;
 
   private constructor(
     private readonly kernels: Kernels,
@@ -114,6 +105,7 @@ export class FollowerMirror {
     root: ObjectSegmentStore,
   ) {
     this.remote = new RemoteHistory(root);
+    this.tail = new TailCopy(kernels, directory, feedTag);
     this.segments = root.within(objectFolders.segments);
   }
 
@@ -171,7 +163,9 @@ export class FollowerMirror {
     const log = await TieringLog.open(this.kernels, this.directory, false);
     try {
       const state = log.stateOr(() => followerWriter);
-      await this.removeStrays(state.entries, tailOf(state.entries, view).base);
+      // Segment files the log does not name are strays, but the copies of the writer's made in
+      // this run (after a restart, those too: they were never synced, and are copied again).
+      await this.removeStrays(state.entries, this.tail.localBases());
       const wanted = new Map(view.live.map((descriptor) => [descriptor.ordinal, descriptor]));
       const kept = state.entries.filter((entry) => wanted.has(entry.ordinal));
       const have = new Set(kept.map((entry) => entry.ordinal));
@@ -179,10 +173,9 @@ export class FollowerMirror {
       const floorChanged = await this.writeFloor(view);
       const lastCommit = view.live.at(-1)?.lastCommit ?? 0;
       let requests = view.requests;
-      const tailBefore = tailOf(state.entries, view);
       if (added.length === 0 && kept.length === state.entries.length && !floorChanged) {
-        await this.ensureTail(tailBefore);
-        return { changed: this.takeTailReplaced(), requests, lastCommit };
+        await this.tail.place(tailOf(state.entries, view));
+        return { changed: this.tail.takeReplaced(), requests, lastCommit };
       }
       if (kept.length < state.entries.length) {
         // What the writer retired leaves the log first, then the disk.
@@ -192,15 +185,8 @@ export class FollowerMirror {
           state.entries.filter((entry) => !wanted.has(entry.ordinal) && !keptBases.has(entry.base)).map((e) => e.base),
         );
       }
-      const stores = feedStores(this.kernels, this.directory);
-      // The tail segment goes first when segments come after it: one fetched at its base replaces it.
-      if (added.length > 0) {
-        await stores.history.deleteAll([segmentFileName(tailBefore.base, segmentSuffix.history)]);
-        this.tailEnd = undefined;
-      }
       const entries: TierEntry[] = [...kept];
       for (const descriptor of added) {
-        requests += await this.fetchSegment(descriptor, floorOf(view).position);
         entries.push({
           ordinal: descriptor.ordinal,
           base: descriptor.base,
@@ -211,14 +197,10 @@ export class FollowerMirror {
         });
       }
       entries.sort((a, b) => a.base - b.base);
-      // The empty segment after the last one is where the writer's active segment would be: the
-      // open reads the newest segment as the active one, so it must not be a sealed one.
-      const tail = tailOf(entries, view);
-      if (tail.base !== tailBefore.base) {
-        await stores.history.deleteAll([segmentFileName(tail.base, segmentSuffix.history)]);
-        this.tailEnd = undefined;
-      }
-      await this.ensureTail(tail);
+      // The copies of the writer's segments that object storage now holds go first: one fetched
+      // at the same base replaces its file.
+      await this.tail.place(tailOf(entries, view));
+      for (const descriptor of added) requests += await this.fetchSegment(descriptor, floorOf(view).position);
       const latest = log.stateOr(() => followerWriter);
       await log.write({
         writer: latest.writer,
@@ -226,7 +208,7 @@ export class FollowerMirror {
         lowOrdinal: Math.max(latest.lowOrdinal, view.boundary.lowOrdinal),
         entries,
       });
-      this.takeTailReplaced();
+      this.tail.takeReplaced();
       return { changed: true, requests, lastCommit };
     } finally {
       log.close();
@@ -295,95 +277,23 @@ export class FollowerMirror {
     return requests;
   }
 
-  /** Makes the empty tail segment when it is not there. */
-  private async ensureTail(tail: { base: number; commit: number }): Promise<void> {
-    if (this.tailAt?.base !== tail.base) this.tailEnd = undefined;
-    this.tailAt = tail;
-    const file = new FeedLayout(this.directory).historySegment(tail.base);
-    if (fs.existsSync(file)) return;
-    this.tailEnd = undefined;
-    const segment = await SegmentFile.create(this.kernels, file, {
-      kind: SegmentKind.History,
-      base: tail.base,
-      baseCommit: tail.commit,
-      capacity: segmentBytesMin,
-      feedTag: this.feedTag,
-    });
-    segment.close();
-  }
-
   /**
    * What the copy asks its writer for next: the tail segment's base and the offset its bytes
    * reach (0: from the start, header included). Undefined before a sync has placed the tail.
    */
   get tailWanted(): { readonly base: number; readonly from: number } | undefined {
-    return this.tailAt && { base: this.tailAt.base, from: this.tailEnd ?? 0 };
+    return this.tail.wanted;
   }
 
-  /** Whether the tail segment's file was replaced since the last call (a view must open again). */
-  private takeTailReplaced(): boolean {
-    const replaced = this.tailReplaced;
-    this.tailReplaced = false;
-    return replaced;
+  /** Writes groups its writer sent into the copy (see `TailCopy.write`). */
+  writeTail(tail: Parameters<TailCopy['write']>[0]): Promise<number | undefined> {
+    return this.tail.write(tail);
   }
 
-  /**
-   * Writes groups its writer sent (`readTailGroups`) into the tail segment, at the offsets they
-   * have there. From offset 0 the segment is made anew from the writer's header (checked against
-   * the segment the tail should be), then named; after that, groups are written in place.
-   * Returns how far the tail now reaches, or undefined when the groups are for another segment
-   * or offset than the copy's (a sync moved the tail meanwhile): they are dropped.
-   */
-  async writeTail(tail: { base: number; from: number; end: number; bytes: Uint8Array }): Promise<number | undefined> {
-    const at = this.tailAt;
-    if (!at || tail.base !== at.base || tail.from !== (this.tailEnd ?? 0)) return undefined;
-    if (tail.bytes.length !== tail.end - tail.from)
-      throw new StreamStackError(
-        'IO',
-        `the writer sent ${tail.bytes.length} bytes of a tail ${tail.from}..${tail.end}`,
-      );
-    const file = new FeedLayout(this.directory).historySegment(at.base);
-    if (tail.from === 0) {
-      const header = decodeSegmentHeader(this.kernels, tail.bytes, `the writer's segment ${at.base}`);
-      if (
-        header.kind !== SegmentKind.History ||
-        header.base !== at.base ||
-        header.baseCommit !== at.commit ||
-        (header.feedTag ?? 0) !== this.feedTag ||
-        header.capacity < tail.end
-      )
-        throw new StreamStackError(
-          'CORRUPT',
-          `the writer's active segment (base ${header.base}, commit ${header.baseCommit}) is not the one after object storage's last (base ${at.base}, commit ${at.commit})`,
-          { details: { base: at.base } },
-        );
-      const temporary = `${file}${temporarySuffix}`;
-      // Sized to its capacity as a segment must be, but sparse: a cache copied again after a
-      // restart needs none of the zero-filling that makes a writer's segment durable.
-      await fsp.rm(temporary, { force: true });
-      await fsp.writeFile(temporary, new Uint8Array(0));
-      await fsp.truncate(temporary, header.capacity);
-      await writeAt(temporary, tail.bytes, 0);
-      await fsp.rename(temporary, file);
-      this.tailReplaced = true;
-      this.tailCapacity = header.capacity;
-    } else {
-      if (tail.end > this.tailCapacity)
-        throw new StreamStackError(
-          'CORRUPT',
-          `the writer sent groups up to offset ${tail.end} of segment ${at.base}, past its capacity ${this.tailCapacity}`,
-          { details: { base: at.base } },
-        );
-      await writeAt(file, tail.bytes, tail.from);
-    }
-    this.tailEnd = tail.end;
-    return tail.end;
-  }
-
-  /** Removes segment files whose base no log entry names (what a crash left mid-sync), but the tail's. */
-  private async removeStrays(entries: readonly TierEntry[], tailBase: number): Promise<void> {
+  /** Removes segment files whose base no log entry names (what a crash left mid-sync), but those of `copied`. */
+  private async removeStrays(entries: readonly TierEntry[], copied: readonly number[]): Promise<void> {
     const named = new Set(entries.map((entry) => entry.base));
-    named.add(tailBase);
+    for (const base of copied) named.add(base);
     const layout = new FeedLayout(this.directory);
     for (const folder of [layout.history, layout.index]) {
       let names: string[];
@@ -444,22 +354,6 @@ function tailOf(entries: readonly TierEntry[], view: RemoteHistoryView): { base:
   if (!last) return { base: view.boundary.lowPosition, commit: view.boundary.lowCommit ?? 1 };
   const descriptor = view.live.find((candidate) => candidate.ordinal === last.ordinal);
   return { base: last.lastPosition + 1, commit: (descriptor?.lastCommit ?? 0) + 1 };
-}
-
-/**
- * Writes `bytes` at `offset` of `file`, not synced: a tail is copied again from its start after
- * a restart, so what a crash tore is never read.
- */
-async function writeAt(file: string, bytes: Uint8Array, offset: number): Promise<void> {
-  const handle = await fsp.open(file, 'r+');
-  try {
-    for (let done = 0; done < bytes.length; ) {
-      const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, offset + done);
-      done += bytesWritten;
-    }
-  } finally {
-    await handle.close();
-  }
 }
 
 /** Writes `bytes` to `file` durably (a temporary name, fsync, rename). */

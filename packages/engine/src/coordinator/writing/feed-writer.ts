@@ -20,6 +20,7 @@ import type { Query } from '../../query/reading/planner.js';
 import { corruptionError, type Snapshot } from '../../query/reading/snapshot.js';
 import { type CommitRecord, commitRecord } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
+import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import type { FrameBuilder } from '../../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';
@@ -874,20 +875,54 @@ export class FeedWriter {
         });
     }
     const segment = active();
+    if (segment && segment.header.base !== base) {
+      const finished = await this.finishedTail(base, from, bytesMax);
+      if (finished) return { base, tail: finished };
+    }
     if (!segment || segment.header.base !== base) return { base: segment?.header.base };
     return { base, tail: await readTailGroups(this.options.kernels, segment, from, bytesMax) };
   }
 
   /**
+   * The groups from `from` of the finished segment at `base`, its `SegmentEnd` last, while it is
+   * whole here: a follower takes a segment the writer just finished without waiting for its
+   * upload. Undefined once it is evicted (object storage has it), trimmed or merged away, or when
+   * it has no `SegmentEnd` to give (a crash tore it; the next segment shows it is whole): the
+   * follower then has it from object storage.
+   */
+  private async finishedTail(base: number, from: number, bytesMax: number): Promise<TailGroups | undefined> {
+    const { segments, store } = this.history;
+    // In the read gate, no merge closes the segment's file; tracked by the store, no eviction cuts it.
+    return this.holdReads(async () => {
+      const segment = segments.segments.find((candidate) => candidate.header.base === base);
+      if (!segment || segment === segments.active) return undefined;
+      const tail = await store.whileLocal(segmentFileName(base, segmentSuffix.history), () =>
+        readTailGroups(this.options.kernels, segment, from, bytesMax, true),
+      );
+      return tail && (tail.end > from || tail.next) ? tail : undefined;
+    });
+  }
+
+  /**
    * A read-only view of a follower's copy: takes the commits its active segment (when based at
    * `base`) gained up to `end` (the follower wrote them there, copied from the writer), indexes
-   * and publishes them. One call at a time. Returns how many it took.
+   * and publishes them. When the active segment is finished and `base` is the next one's, it
+   * opens that segment first. One call at a time. Returns how many it took, or undefined when the
+   * view cannot take them (another segment; or, `replaced`, the segment's file was made anew
+   * since the view opened it): a newer view must be opened.
    */
-  async catchUp(base: number, end: number): Promise<number> {
+  async catchUp(base: number, end: number, replaced: boolean): Promise<number | undefined> {
     assert(this.options.readOnly === true, 'only a read-only view catches up with its files');
     this.assertOpen();
-    if (this.history.segments.active?.header.base !== base) return 0;
-    const commits = await catchUpCommits(this.options.kernels, this.history, end);
+    const segments = this.history.segments;
+    if (segments.active?.header.base === base) {
+      if (replaced) return undefined;
+    } else if (segments.activeTrailer?.nextBase === base) {
+      segments.adoptNext();
+    } else {
+      return undefined;
+    }
+    const { commits } = await catchUpCommits(this.options.kernels, this.history, end);
     for (const commit of commits) {
       const run = await this.history.readRun(commit);
       const types = new Set<string>();
