@@ -36,6 +36,7 @@ import {
   objectPartBytes,
   objectPartsInFlightMax,
   objectSinglePutBytesMax,
+  objectStreamChunkBytes,
 } from '../limits.js';
 import { type ObjectSegmentStoreOptions, quietClient } from './object-client.js';
 import {
@@ -182,7 +183,12 @@ export class ObjectSegmentStore implements SegmentStore {
           new PutObjectCommand({
             Bucket: this.bucket,
             Key: key,
-            Body: handle.createReadStream({ start: 0, end: size - 1, autoClose: false }),
+            Body: handle.createReadStream({
+              start: 0,
+              end: size - 1,
+              autoClose: false,
+              highWaterMark: objectStreamChunkBytes,
+            }),
             ContentLength: size,
           }),
         ),
