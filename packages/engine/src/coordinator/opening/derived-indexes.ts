@@ -36,7 +36,8 @@ export class DerivedIndexes {
     this.index.add(commit, record.type, record.tags, locator, position);
     this.keys.add(commit, record.key, record.version, record.tombstone, locator, position);
     this.fingerprints.add(commit, run.fingerprints[index], 0, false, locator, position);
-    this.conditions.note(position, record.type, record.tags);
+    // Conditions are checked by the writer alone: a view (a reader, a follower) keeps no maps.
+    if (!this.readOnly) this.conditions.note(position, record.type, record.tags);
   });
 
   private constructor(
