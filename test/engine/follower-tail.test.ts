@@ -10,6 +10,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
+import { followerSegmentsReplacedInPlaceMax } from '../../packages/engine/src/limits.js';
 import { createServer, type StreamStackServer } from '../../packages/server/src/index.js';
 import { startFaultProxy } from '../support/fault-proxy.js';
 import { freePort, objectStoreSuite } from '../support/object-store.js';
@@ -188,15 +189,37 @@ describe.skipIf(objects.missing)(objects.title('A follower’s unsealed tail'), 
     expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
 
     // Uploads go through again: the follower takes those segments from object storage, and goes on.
+    const pending = (await feed.info()).tiering!.pendingSegments;
+    const changesBefore = (await follower.info()).follower!.changes;
     proxy.mode = { kind: 'pass' };
     const uploaded = await feed.tiered();
     expect(uploaded.pendingSegments).toBe(0);
-    await ingest(feed, 3, 9000);
     await follower.refresh();
+    await follower.refresh();
+    // The segments replace copies the view reads already: it goes on, opened anew at most
+    // once every fifth such segment (or for what else changed: a merge's retirements).
+    expect(pending).toBeLessThanOrEqual(followerSegmentsReplacedInPlaceMax);
+    expect((await follower.info()).follower!.changes - changesBefore).toBe(0);
+    await ingest(feed, 3, 9000);
     await until(async () => (await headOf(follower)) === (await headOf(feed)));
     head = await headOf(follower);
     expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
     expect((await follower.info()).follower?.syncs).toBeGreaterThan(0);
+
+    // Past the bound on segments replaced in place, the follower opens a new view.
+    proxy.mode = { kind: 'fail', status: 503 };
+    for (let round = 0; (await feed.info()).tiering!.pendingSegments <= followerSegmentsReplacedInPlaceMax; round++)
+      await ingest(feed, 3, 20_000 + round * 600);
+    await until(async () => (await headOf(follower)) === (await headOf(feed)));
+    const reopenedBefore = (await follower.info()).follower!.changes;
+    proxy.mode = { kind: 'pass' };
+    await feed.tiered();
+    await follower.refresh();
+    await follower.refresh();
+    expect((await follower.info()).follower!.changes - reopenedBefore).toBeGreaterThanOrEqual(1);
+    head = await headOf(feed);
+    await until(async () => (await headOf(follower)) === head);
+    expect(await readsUpTo(follower, head, keys)).toEqual(await readsUpTo(feed, head, keys));
     await followerStore.close();
     await server.close();
     await proxy.close();

@@ -711,6 +711,16 @@ export const remoteBlockCacheBytes = 64 * tieringBlockBytes;
 export const followerRefreshMs = 500;
 
 /**
+ * How many segments a follower takes from object storage in place of the copies of them its
+ * writer sent (the same commits, which its view already reads from those copies' open files)
+ * before it opens a new view anyway. A new view builds the in-memory indexes of the copy's tail
+ * again, which at full speed cost a follower as much as taking the tail itself; the view it keeps
+ * holds the indexes of the copies in memory, a few tens of MB a 64 MiB segment. 4: a new view
+ * every fifth roll, and at most about 300 MB held for copies.
+ */
+export const followerSegmentsReplacedInPlaceMax = 4;
+
+/**
  * How long a follower keeps a view of a feed open after a newer one replaced it, at least (and
  * until no read holds it): a read's iterator made on the old view and first stepped within this
  * reads it; one first stepped later fails with `CLOSED` and is made again on the new one.

@@ -27,7 +27,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ioError, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { segmentHeaderBytes, tieringBlockBytes } from '../../limits.js';
+import { followerSegmentsReplacedInPlaceMax, segmentHeaderBytes, tieringBlockBytes } from '../../limits.js';
 import { baseOfSegmentName, FeedLayout, segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
@@ -96,6 +96,8 @@ export class FollowerMirror {
   private readonly cache = new BlockCache(2 * tieringBlockBytes);
   /** The segments copied from the writer: the tail, and those it finished before it. */
   private readonly tail: TailCopy;
+  /** Segments fetched since a sync last said the copy changed that only replaced copies from the writer. */
+  private replacedInPlace = 0;
 
   private constructor(
     private readonly kernels: Kernels,
@@ -199,7 +201,7 @@ export class FollowerMirror {
       entries.sort((a, b) => a.base - b.base);
       // The copies of the writer's segments that object storage now holds go first: one fetched
       // at the same base replaces its file.
-      await this.tail.place(tailOf(entries, view));
+      const dropped = await this.tail.place(tailOf(entries, view));
       for (const descriptor of added) requests += await this.fetchSegment(descriptor, floorOf(view).position);
       const latest = log.stateOr(() => followerWriter);
       await log.write({
@@ -208,8 +210,17 @@ export class FollowerMirror {
         lowOrdinal: Math.max(latest.lowOrdinal, view.boundary.lowOrdinal),
         entries,
       });
-      this.tail.takeReplaced();
-      return { changed: true, requests, lastCommit };
+      // Segments that only replace copies a view already reads, the same commits, need no new
+      // view, which would build the indexes of the copy's tail again; they count toward the
+      // bound on what the view holds in memory for them, past which it is opened anew.
+      const inPlace =
+        !this.tail.takeReplaced() &&
+        kept.length === state.entries.length &&
+        !floorChanged &&
+        added.every((descriptor) => dropped.includes(descriptor.base));
+      this.replacedInPlace = inPlace ? this.replacedInPlace + added.length : 0;
+      if (this.replacedInPlace > followerSegmentsReplacedInPlaceMax) this.replacedInPlace = 0;
+      return { changed: this.replacedInPlace === 0, requests, lastCommit };
     } finally {
       log.close();
     }

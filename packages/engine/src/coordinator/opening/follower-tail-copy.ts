@@ -59,9 +59,10 @@ export class TailCopy {
    * segments) the tail starts again at `remote`, from nothing. Then, when no finished segment
    * lies before the tail and its file is not there, the empty tail segment is made: it is where
    * the writer's active segment would be, for the open reads the newest segment as the active
-   * one, which must not be a sealed one.
+   * one, which must not be a sealed one. Returns the bases of the finished copies deleted while
+   * the rest stayed lined up: a view that holds them reads on from its open files.
    */
-  async place(remote: { base: number; commit: number }): Promise<void> {
+  async place(remote: { base: number; commit: number }): Promise<number[]> {
     const copied = this.localBases();
     const kept = copied.filter((base) => base >= remote.base);
     const lined = kept[0] === remote.base;
@@ -70,8 +71,8 @@ export class TailCopy {
       await feedStores(this.kernels, this.directory).history.deleteAll(
         gone.map((base) => segmentFileName(base, segmentSuffix.history)),
       );
-      // A view may hold one of them open as its active segment.
-      this.replaced = true;
+      // Started again: a view may hold the tail deleted here as its active segment.
+      if (!lined) this.replaced = true;
     }
     if (lined) {
       this.finished = this.finished.filter((base) => base >= remote.base);
@@ -80,9 +81,10 @@ export class TailCopy {
       this.at = remote;
       this.end = undefined;
     }
+    const dropped = lined ? gone : [];
     const at = this.at!;
     const file = new FeedLayout(this.directory).historySegment(at.base);
-    if (this.finished.length > 0 || fs.existsSync(file)) return;
+    if (this.finished.length > 0 || fs.existsSync(file)) return dropped;
     this.end = undefined;
     const segment = await SegmentFile.create(this.kernels, file, {
       kind: SegmentKind.History,
@@ -92,6 +94,7 @@ export class TailCopy {
       feedTag: this.feedTag,
     });
     segment.close();
+    return dropped;
   }
 
   /**
