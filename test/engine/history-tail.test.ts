@@ -82,6 +82,21 @@ function rolledPast(directory: string, base: number): boolean {
     .some((name) => name.endsWith('.hist') && Number(name.slice(0, name.indexOf('.'))) > base);
 }
 
+/**
+ * Copies the writer's segment based at `base` from its start into a file of its own beside
+ * `file` (the copy's finished segment), sized as the writer's, as a follower does; returns what
+ * the writer sent.
+ */
+async function copyNextSegment(feed: Feed, base: number, file: string, writerDirectory: string) {
+  const first = (await feed.historyTail({ base, from: 0, bytesMax: 1 << 20, waitMs: 0 })).tail!;
+  const name = `${String(base).padStart(path.basename(file).indexOf('.'), '0')}.hist`;
+  const nextFile = path.join(path.dirname(file), name);
+  fs.writeFileSync(nextFile, new Uint8Array(0));
+  fs.truncateSync(nextFile, fs.statSync(path.join(writerDirectory, 'feeds', 'f', 'history', name)).size);
+  writeAt(nextFile, first.bytes, 0);
+  return first;
+}
+
 /** Writes `bytes` at `offset` of `file`. */
 function writeAt(file: string, bytes: Uint8Array, offset: number): void {
   const fd = fs.openSync(file, 'r+');
@@ -193,12 +208,7 @@ describe('the unsealed tail, as bytes', () => {
     const beyond = await failure(() => view.catchUpTail(base, from + 64, false));
     expect(beyond.code).toBe('CORRUPT');
     // The next segment, copied from its start into a file of its own as a follower does.
-    const first = (await feed.historyTail({ base: next.nextBase, from: 0, bytesMax: 1 << 20, waitMs: 0 })).tail!;
-    const name = `${String(next.nextBase).padStart(path.basename(file).indexOf('.'), '0')}.hist`;
-    const nextFile = path.join(path.dirname(file), name);
-    fs.writeFileSync(nextFile, new Uint8Array(0));
-    fs.truncateSync(nextFile, fs.statSync(path.join(writerDirectory, 'feeds', 'f', 'history', name)).size);
-    writeAt(nextFile, first.bytes, 0);
+    const first = await copyNextSegment(feed, next.nextBase, file, writerDirectory);
     // Another base than the one after the finished segment is not the view's to take.
     expect(await view.catchUpTail(next.nextBase + 1, first.end, true)).toBeUndefined();
     expect(await view.catchUpTail(next.nextBase, first.end, true)).toBe(head - 3 - taken);
@@ -241,12 +251,7 @@ describe('the unsealed tail, as bytes', () => {
     expect(await readsOf(view, copied)).toEqual(await readsOf(feed, copied));
     await appendCommits(feed, 1, head * 40);
     head += 1;
-    const first = (await feed.historyTail({ base: next.nextBase, from: 0, bytesMax: 1 << 20, waitMs: 0 })).tail!;
-    const name = `${String(next.nextBase).padStart(path.basename(file).indexOf('.'), '0')}.hist`;
-    const nextFile = path.join(path.dirname(file), name);
-    fs.writeFileSync(nextFile, new Uint8Array(0));
-    fs.truncateSync(nextFile, fs.statSync(path.join(writerDirectory, 'feeds', 'f', 'history', name)).size);
-    writeAt(nextFile, first.bytes, 0);
+    const first = await copyNextSegment(feed, next.nextBase, file, writerDirectory);
     expect(await view.catchUpTail(next.nextBase, first.end, true)).toBe(head - copied);
     expect(await readsOf(view, head)).toEqual(await readsOf(feed, head));
     await reader.close();
