@@ -27,8 +27,8 @@
 // - its RAW scan of the whole history it has, against the writer's byte for byte, and its rate
 //   against the warm local scan; its requests per million records and its RSS.
 // And a paced feed (a commit of 100 records every 20 ms, within one segment) is followed the
-// same way: the commit lag the unsealed tail gives while no segment rolls (a roll waits for the
-// finished segment's upload, which bounds the lag of the full-speed ingest above).
+// same way: the commit lag the unsealed tail gives while no segment rolls and the machine is not
+// saturated (at full speed on two cores, writer, follower and object server share them).
 import { fork } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -156,11 +156,10 @@ async function ingest(label, objectStore, follow = false) {
   return result;
 }
 
-/** The warm local RAW scan rate of an ingest's store, in records per second. */
 /**
  * A feed that commits every `pacedCommitMs` (100 records each) within one segment, followed by
- * a follower process through the writer's server: the lag of a commit while no segment rolls,
- * which is what the unsealed tail bounds (a roll waits for the finished segment's upload).
+ * a follower process through the writer's server: the lag of a commit while no segment rolls and
+ * the writer leaves the machine room, which is what the unsealed tail itself costs.
  */
 async function pacedLag(objectStore) {
   const store = await Store.open(temporaryDirectory('tiered-paced'), { objectStore });
@@ -196,6 +195,7 @@ async function pacedLag(objectStore) {
   return { lag, rolled };
 }
 
+/** The warm local RAW scan rate of an ingest's store, in records per second. */
 async function warmScanRate(result) {
   const store = await Store.open(result.directory, { readOnly: true });
   try {

@@ -129,10 +129,13 @@ export class FollowerTail {
     const end = await this.serial(() => this.mirror.writeTail(answer));
     if (end === undefined) return true;
     // The view takes the groups in place; when it cannot (a file it holds was made anew, or it
-    // is behind on another segment), a new view opens the copy as it is now.
+    // opened while the copy moved on by more than a segment), a new view opens the copy as it
+    // is now: the refresh is told to open one even though object storage did not change.
     const taken = await feed.catchUpTail(answer.base, end, wanted.from === 0);
-    if (taken === undefined) await feed.refresh();
-    else this.tailCommits += taken;
+    if (taken === undefined) {
+      this.mirror.viewBehind();
+      await feed.refresh();
+    } else this.tailCommits += taken;
     return true;
   }
 

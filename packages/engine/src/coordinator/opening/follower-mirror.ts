@@ -296,6 +296,11 @@ export class FollowerMirror {
     return this.tail.wanted;
   }
 
+  /** The current view cannot take the copy's tail: a new view must be opened (see `TailCopy.markReplaced`). */
+  viewBehind(): void {
+    this.tail.markReplaced();
+  }
+
   /** Writes groups its writer sent into the copy (see `TailCopy.write`). */
   writeTail(tail: Parameters<TailCopy['write']>[0]): Promise<number | undefined> {
     return this.tail.write(tail);

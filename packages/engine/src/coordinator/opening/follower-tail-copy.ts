@@ -105,6 +105,14 @@ export class TailCopy {
     return this.at && { base: this.at.base, from: this.end ?? 0 };
   }
 
+  /**
+   * Notes that the view cannot take what was copied (it is more than a segment behind: it opened
+   * while the copy moved on): the next sync says the copy changed, and a new view opens.
+   */
+  markReplaced(): void {
+    this.replaced = true;
+  }
+
   /** Whether the tail segment's file was replaced since the last call (a view must open again). */
   takeReplaced(): boolean {
     const replaced = this.replaced;
