@@ -664,7 +664,9 @@ export const remotePieceBytes = 64 * 1024;
 
 /**
  * The largest synchronous read served in pieces (`remotePieceBytes`); a larger one fetches whole
- * blocks, checked against the descriptor's CRCs.
+ * blocks, checked against the descriptor's CRCs. A point lookup's entry fetch reaches this far
+ * back into its run, where the payload of a record new in that run lies (a 256 KiB ranged GET
+ * costs little more than a 64 KiB one, and saves the lookup a second request in turn).
  */
 export const remotePointReadBytesMax = 4 * remotePieceBytes;
 

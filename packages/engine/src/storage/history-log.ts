@@ -40,6 +40,7 @@ import {
   externalReadsInFlightMax,
   payloadCacheBlockBytes,
   payloadCacheBytesMax,
+  remotePointReadBytesMax,
 } from '../limits.js';
 import { ByteReader } from './codec.js';
 import type { CommitList } from './commit-list.js';
@@ -451,7 +452,7 @@ export class History implements SegmentRunSource {
    * once. What the asynchronous readers below are, for a fetch or a point lookup that may reach
    * evicted history.
    */
-  private async whenAtHand<T>(read: () => T): Promise<T> {
+  private async whenAtHand<T>(read: () => T, widen: (miss: NotAtHand) => NotAtHand = (miss) => miss): Promise<T> {
     const fetched: NotAtHand[] = [];
     let verified = false;
     for (;;) {
@@ -469,15 +470,29 @@ export class History implements SegmentRunSource {
         // Each miss brings one more piece or block; a read that keeps missing has more than the
         // cache holds, which is a bug to report, not a loop.
         if (!(error instanceof NotAtHand) || fetched.length >= atHandFetchesMax) throw error;
-        fetched.push(error);
-        await this.store.fetch(error.file, error.offset, error.length, verified);
+        const wanted = widen(error);
+        fetched.push(wanted);
+        await this.store.fetch(wanted.file, wanted.offset, wanted.length, verified);
       }
     }
   }
 
-  /** `readEntrySync`, for a segment that may be evicted. */
+  /**
+   * `readEntrySync`, for a segment that may be evicted. A point lookup reads the entry and then
+   * its payload, which, for a record whose payload was new in its run, lies before the entry in
+   * the same run (packs come before manifests): so a miss fetches back towards the run's start,
+   * up to `remotePointReadBytesMax` in all, and the payload read that follows usually finds its
+   * bytes at hand instead of making a second request in turn.
+   */
   entryAt(segment: number, offset: number, runStart: number): Promise<ManifestEntry> {
-    return this.whenAtHand(() => this.readEntrySync(segment, offset, runStart));
+    return this.whenAtHand(
+      () => this.readEntrySync(segment, offset, runStart),
+      (miss) => {
+        const end = miss.offset + miss.length;
+        const start = Math.min(miss.offset, Math.max(runStart, end - remotePointReadBytesMax));
+        return new NotAtHand(miss.file, start, end - start);
+      },
+    );
   }
 
   /** `readEntriesSync`, for a segment that may be evicted. */
