@@ -121,7 +121,7 @@ describe.skipIf(objects.missing)(objects.title('A local budget for tiered histor
     await checker.close();
   });
 
-  it('a point lookup of an evicted record fetches its entry and a payload new in its run in one request', async () => {
+  it('a point lookup of an evicted record takes one request: its descriptor is kept locally, its payload fetched with its entry', async () => {
     const directory = temporaryDirectory();
     const settings = objectStore();
     let store = await openStore(directory, { objectStore: settings });
@@ -147,7 +147,8 @@ describe.skipIf(objects.missing)(objects.title('A local budget for tiered histor
     feed = await store.feed('wide');
     const requests = async () => (await feed.info()).tiering!.remoteReads.requests;
 
-    // Record 300 of the first run: its payload lies about 100 KiB before its entry.
+    // Record 300 of the first run: its payload lies about 100 KiB before its entry. The segment's
+    // descriptor comes from the copy its upload left beside it, without a request.
     const near = await feed.get('w300', { asOf: 1 });
     expect(near && text(near.payload)).toBe(payloadOf(300));
     expect(await requests()).toBe(1);
@@ -156,6 +157,22 @@ describe.skipIf(objects.missing)(objects.title('A local budget for tiered histor
     const far = await feed.get('w400', { asOf: 2 });
     expect(far && text(far.payload)).toBe(payloadOf(400));
     expect(await requests()).toBe(3);
+    await store.close();
+
+    // A damaged or missing copy is not trusted: the descriptor is read from object storage.
+    const folder = path.join(directory, 'feeds', 'wide', 'history');
+    const copies = fs.readdirSync(folder).filter((name) => name.endsWith('.desc'));
+    expect(copies.length).toBeGreaterThanOrEqual(3);
+    for (const name of copies) {
+      const bytes = fs.readFileSync(path.join(folder, name));
+      bytes[bytes.length - 3] ^= 0x01;
+      fs.writeFileSync(path.join(folder, name), bytes);
+    }
+    store = await openStore(directory, { objectStore: { ...settings, localHistoryBytesMax: 0 } });
+    feed = await store.feed('wide');
+    const again = await feed.get('w300', { asOf: 1 });
+    expect(again && text(again.payload)).toBe(payloadOf(300));
+    expect(await requests()).toBe(2);
     await store.close();
   });
 

@@ -94,7 +94,7 @@ export interface TieringInfo {
   /**
    * Reads of evicted history since the feed was opened: blocks found in the cache (`hits`) or
    * fetched (`misses`, and `readAhead` fetched before a scan asked), with the requests and bytes
-   * they took.
+   * they took (descriptors read by GET included: one whose local copy is kept takes none).
    */
   readonly remoteReads: {
     readonly hits: number;

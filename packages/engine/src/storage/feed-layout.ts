@@ -34,6 +34,11 @@ export const segmentSuffix = {
   keyDictionary: '.keys',
   /** A sealed segment's fingerprint dictionary (each fingerprint's first occurrence). */
   fingerprintDictionary: '.fps',
+  /**
+   * A tiered segment's descriptor, kept beside it as uploaded (with a CRC of its own), so a
+   * read of the segment once evicted needs no request for it.
+   */
+  descriptor: '.desc',
 } as const;
 
 /** What a file written under a temporary name ends with; a log's open deletes every one it finds. */

@@ -15,17 +15,20 @@
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { remoteBlockCacheBytes, remotePieceBytes, remoteReadAheadBlocks } from '../limits.js';
-import { baseOfSegmentName } from './feed-layout.js';
+import { baseOfSegmentName, segmentFileName, segmentSuffix } from './feed-layout.js';
 import type { ObjectSegmentStore } from './object-segment-store.js';
 import {
   type DescribedFile,
   decodeDescriptor,
+  decodeDescriptorCopy,
+  encodeDescriptorCopy,
   feedObjectPrefix,
   objectFolders,
   ordinalName,
   type SegmentDescriptor,
   segmentObjectName,
 } from './segment-descriptor.js';
+import type { SegmentStore } from './segment-store.js';
 
 /** Counts of a cache's use, for `/metrics` and the benchmark. */
 export interface BlockCacheCounters {
@@ -33,6 +36,7 @@ export interface BlockCacheCounters {
   misses: number;
   /** Blocks fetched ahead of a reader going through a file in order. */
   readAhead: number;
+  /** Ranged GETs of blocks and pieces, and GETs of descriptors not kept locally. */
   requests: number;
   bytesFetched: number;
 }
@@ -296,10 +300,16 @@ export class RemoteSegmentFiles {
     readonly objects: ObjectSegmentStore,
     private readonly folders: { readonly segments: ObjectSegmentStore; readonly descriptors: ObjectSegmentStore },
     readonly cache: BlockCache,
+    /** The feed's tag: a local copy of another feed's descriptor (a feed made anew) is not used. */
+    private readonly feedTag: number,
   ) {}
 
-  async file(name: string, ordinal: number): Promise<RemoteSegmentFile> {
-    const descriptor = await this.descriptor(ordinal);
+  /**
+   * The remote file `name` of the segment tiered as `ordinal`. Its descriptor comes from the
+   * local copy in `copies` when there is a sound one of that ordinal, else by GET.
+   */
+  async file(name: string, ordinal: number, copies?: SegmentStore): Promise<RemoteSegmentFile> {
+    const descriptor = await this.descriptor(ordinal, name, copies);
     const base = baseOfSegmentName(name);
     if (descriptor.retired || descriptor.base !== base)
       throw new StreamStackError(
@@ -310,19 +320,59 @@ export class RemoteSegmentFiles {
     return new RemoteSegmentFile(this.kernels, this.folders.segments, descriptor, name, this.cache);
   }
 
-  private descriptor(ordinal: number): Promise<SegmentDescriptor> {
+  /**
+   * Keeps `descriptor`, confirmed in object storage, as a local copy in `copies` beside its
+   * segment, so reads of the segment once evicted need no request for it (`file`).
+   */
+  async keep(descriptor: SegmentDescriptor, copies: SegmentStore): Promise<void> {
+    await copies.put(descriptorCopyName(descriptor.base), encodeDescriptorCopy(this.kernels, descriptor));
+  }
+
+  private descriptor(ordinal: number, file: string, copies: SegmentStore | undefined): Promise<SegmentDescriptor> {
     let pending = this.descriptors.get(ordinal);
     if (!pending) {
       const name = ordinalName(ordinal);
-      pending = this.folders.descriptors
-        .readStart(name, Number.POSITIVE_INFINITY)
-        .then(({ bytes }) => decodeDescriptor(bytes, this.folders.descriptors.prefix + name));
+      pending = this.copyOf(ordinal, file, copies).then(async (kept) => {
+        if (kept) return kept;
+        this.cache.counters.requests++;
+        const { bytes } = await this.folders.descriptors.readStart(name, Number.POSITIVE_INFINITY);
+        this.cache.counters.bytesFetched += bytes.length;
+        return decodeDescriptor(bytes, this.folders.descriptors.prefix + name);
+      });
       this.descriptors.set(ordinal, pending);
       // A failure (the store down) is not remembered: the next read asks again.
       pending.catch(() => this.descriptors.delete(ordinal));
     }
     return pending;
   }
+
+  /**
+   * The local copy of the descriptor of `ordinal`, the segment `file`; undefined when there is
+   * none, or none to trust: missing, failing its CRC, or of another ordinal (a merge's segment
+   * took the name since) — the descriptor is then read from object storage.
+   */
+  private async copyOf(
+    ordinal: number,
+    file: string,
+    copies: SegmentStore | undefined,
+  ): Promise<SegmentDescriptor | undefined> {
+    const base = baseOfSegmentName(file);
+    if (!copies || base === undefined) return undefined;
+    const name = descriptorCopyName(base);
+    try {
+      const { bytes } = await copies.readStart(name, Number.POSITIVE_INFINITY);
+      const kept = decodeDescriptorCopy(this.kernels, bytes, copies.localPath(name) ?? name);
+      return kept.ordinal === ordinal && kept.base === base && kept.feedTag === this.feedTag ? kept : undefined;
+    } catch {
+      // A copy is only a shortcut: whatever is wrong with it, object storage has the descriptor.
+      return undefined;
+    }
+  }
+}
+
+/** The name of the local copy of the descriptor of the segment at `base`. */
+function descriptorCopyName(base: number): string {
+  return segmentFileName(base, segmentSuffix.descriptor);
 }
 
 /** The remote files of the feed `feed` (tagged `feedTag`) in `objectStore`, with a cache of their own. */
@@ -338,5 +388,6 @@ export function remoteSegmentFilesOf(
     root,
     { segments: root.within(objectFolders.segments), descriptors: root.within(objectFolders.descriptors) },
     new BlockCache(remoteBlockCacheBytes),
+    feedTag,
   );
 }

@@ -19,6 +19,7 @@
  * which tag folder is the feed's now.
  */
 import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
 
 /** Digits of an ordinal in an object name, so names sort as ordinals do. */
 const ordinalDigits = 16;
@@ -159,6 +160,31 @@ export function decodeDescriptor(bytes: Uint8Array, object: string): SegmentDesc
       throw bad(`has the wrong block CRCs for ${file.name}`);
   }
   return value as unknown as SegmentDescriptor;
+}
+
+/**
+ * A descriptor's local copy (`segmentSuffix.descriptor`): the CRC-32 of its bytes (`u32le`),
+ * then the bytes `encodeDescriptor` makes. The CRC tells a copy a crash cut short or the disk
+ * damaged, which is then read from object storage again instead of trusted.
+ */
+export function encodeDescriptorCopy(kernels: Pick<Kernels, 'crc32'>, descriptor: SegmentDescriptor): Uint8Array {
+  const json = encodeDescriptor(descriptor);
+  const bytes = new Uint8Array(4 + json.length);
+  new DataView(bytes.buffer).setUint32(0, kernels.crc32(json), true);
+  bytes.set(json, 4);
+  return bytes;
+}
+
+/** Reads a local copy (`encodeDescriptorCopy`); `CORRUPT` naming `file` when it fails its CRC or is no descriptor. */
+export function decodeDescriptorCopy(
+  kernels: Pick<Kernels, 'crc32'>,
+  bytes: Uint8Array,
+  file: string,
+): SegmentDescriptor {
+  const json = bytes.subarray(4);
+  if (bytes.length < 4 || new DataView(bytes.buffer, bytes.byteOffset).getUint32(0, true) !== kernels.crc32(json))
+    throw new StreamStackError('CORRUPT', `the descriptor copy ${file} fails its CRC`, { details: { file } });
+  return decodeDescriptor(json, file);
 }
 
 /** How many blocks of `blockBytes` a file of `bytes` is checked in (an empty file: one, empty). */

@@ -23,6 +23,7 @@ import { StreamStackError } from '../errors.js';
 import { remotePointReadBytesMax } from '../limits.js';
 import type { ObjectSegmentStore } from './object-segment-store.js';
 import type { BlockCache, RemoteSegmentFile } from './remote-segment-file.js';
+import type { SegmentDescriptor } from './segment-descriptor.js';
 import type { HeldReads, LocalSegmentStore, SegmentStore, SyncSegmentReads } from './segment-store.js';
 
 /**
@@ -43,8 +44,13 @@ export class NotAtHand extends Error {
 
 /** Where evicted segments are read from: the files of tiered segments, by ordinal. */
 export interface RemoteHistoryFiles {
-  /** The remote copy of `name`, the segment tiered as `ordinal` (its descriptor checked). */
-  file(name: string, ordinal: number): Promise<RemoteSegmentFile>;
+  /**
+   * The remote copy of `name`, the segment tiered as `ordinal` (its descriptor checked, read from
+   * its local copy in `copies` when there is a sound one).
+   */
+  file(name: string, ordinal: number, copies?: SegmentStore): Promise<RemoteSegmentFile>;
+  /** Keeps a confirmed descriptor as a local copy in `copies`, beside its segment. */
+  keep(descriptor: SegmentDescriptor, copies: SegmentStore): Promise<void>;
   /** The blocks read back, shared by the files (its counters are the cache's hits and misses). */
   readonly cache: BlockCache;
   readonly objects: ObjectSegmentStore;
@@ -72,6 +78,14 @@ export class TieredHistoryStore implements SegmentStore, SyncSegmentReads {
   /** The block cache's counters, when object storage is attached. */
   get cache(): BlockCache | undefined {
     return this.remote?.cache;
+  }
+
+  /**
+   * Keeps the descriptor of a segment just confirmed in object storage beside it, so that once
+   * evicted its reads need no request for the descriptor, in this process or the next.
+   */
+  async keepDescriptor(descriptor: SegmentDescriptor): Promise<void> {
+    await this.remote?.keep(descriptor, this.local);
   }
 
   /** Notes `name` as evicted (tiered as `ordinal`): from now on it is read from object storage. */
@@ -127,7 +141,7 @@ export class TieredHistoryStore implements SegmentStore, SyncSegmentReads {
         `${name} was evicted to object storage (ordinal ${ordinal}): open the store with its objectStore to read it`,
         { details: { file: name, ordinal } },
       );
-    const file = await this.remote.file(name, ordinal);
+    const file = await this.remote.file(name, ordinal, this.local);
     // A merge may have reused the name meanwhile: only a name still evicted as that ordinal keeps it.
     if (this.evicted.get(name) === ordinal) this.opened.set(name, file);
     return file;

@@ -128,7 +128,7 @@ export class SegmentUploads {
       const found = await this.descriptorOf(entry.ordinal);
       if (found) {
         this.acceptFound(found, entry, state);
-        return 'visible';
+        return this.visible(found);
       }
     }
     // The files go up side by side: a segment is visible once the slowest is stored, and the
@@ -148,7 +148,7 @@ export class SegmentUploads {
     });
     const name = ordinalName(entry.ordinal);
     this.counters.requests++;
-    if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return 'visible';
+    if (await objects.descriptors.putIfAbsent(name, encodeDescriptor(descriptor))) return this.visible(descriptor);
     this.counters.requests++;
     const found = await this.descriptorOf(entry.ordinal);
     if (!found)
@@ -157,6 +157,12 @@ export class SegmentUploads {
         `the descriptor ${objects.descriptors.prefix}${name} was refused as present, then not found`,
       );
     this.acceptFound(found, entry, state);
+    return this.visible(found);
+  }
+
+  /** A segment made visible by `descriptor`: a copy of it stays beside the segment, for reads once it is evicted. */
+  private async visible(descriptor: SegmentDescriptor): Promise<'visible'> {
+    await this.context.history.store.keepDescriptor(descriptor);
     return 'visible';
   }
 
