@@ -12,8 +12,8 @@
 //   object store shows;
 // - RSS of the writer at the end of each.
 // Then the tiered store is reopened with a local budget of 25% of its history (the rest evicted)
-// and read cold, each phase from a fresh open (an empty block cache), against the untiered store
-// read warm from its local disk:
+// and read cold, in a process of its own as a reader would be, each phase from a fresh open (an
+// empty block cache), against the untiered store read warm from its local disk:
 // - a cold RAW scan of the whole history against the warm local scan (target ≥ 0.25);
 // - the first record of a cold segment: a read of one record from a cursor in evicted history
 //   (target ≤ 50 ms), and `get(key)` as of a commit that ends an evicted segment, its winner in
@@ -31,24 +31,23 @@
 // saturated (at full speed on two cores, writer, follower and object server share them).
 import { fork } from 'node:child_process';
 import crypto from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Store } from '@streamstack/engine';
 import { createServer } from '@streamstack/server';
 import { startVersitygw, versitygwBinary, versitygwMissing } from '../../test/support/versitygw.mjs';
+import { batchRecords, scanRate } from '../cold-reads.mjs';
 import { Suite } from '../harness.mjs';
 import { latencySummary, scaleWorkload, temporaryDirectory } from '../workload.mjs';
 
 const totalRecords = Number(process.env.STREAMSTACK_BENCH_TIERED_RECORDS ?? 10_000_000);
 const rounds = Number(process.env.STREAMSTACK_BENCH_TIERED_ROUNDS ?? 1);
-const batchRecords = 1_000;
 /** The paced phase: commits of 100 records this far apart, after this many commits of 1,000. */
 const pacedCommitMs = 20;
 const pacedCommits = 300;
 const pacedWarmupCommits = 120;
 const bucket = 'bench';
 const followerScript = new URL('../follower-process.mjs', import.meta.url).pathname;
+const coldReadsScript = new URL('../cold-reads-process.mjs', import.meta.url).pathname;
 
 /** Starts the follower process over a fresh directory, following `objectStore`; resolves once it found the feed. */
 async function startFollower(objectStore, writerUrl) {
@@ -207,147 +206,24 @@ async function warmScanRate(result) {
   }
 }
 
-/** Reads every record of `feed` once; records per second. */
-async function scanRate(feed) {
-  const started = performance.now();
-  let records = 0;
-  for await (const batch of feed.readBatches()) records += batch.length;
-  return { records, perSecond: records / ((performance.now() - started) / 1000) };
-}
-
-/** A seeded stream of integers below `limit`, so every run asks for the same cursors and keys. */
-function integers(seed) {
-  let state = seed >>> 0 || 1;
-  return (limit) => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) % limit;
-  };
-}
-
 /**
- * Reads the tiered store (`on`) cold with 25% of its history local, against the untiered one
- * (`off`) read warm. Each phase opens the store afresh, so its block cache starts empty.
+ * Runs the cold reads (`bench/cold-reads.mjs`) in a process of their own, as a reader would
+ * run them, and resolves with what they measured.
  */
-async function coldReads(on, off, objectStore) {
-  const untiered = await Store.open(off.directory, { readOnly: true });
-  await scanRate(await untiered.feed('tiered'));
-  const warm = await scanRate(await untiered.feed('tiered'));
-  await untiered.close();
-
-  const historyBytes = (await diskUseOf(on.directory)).historyBytes;
-  const budgeted = { ...objectStore, localHistoryBytesMax: Math.floor(historyBytes * 0.25) };
-  const writer = await Store.open(on.directory, { objectStore: budgeted });
-  const evicted = await (await writer.feed('tiered')).tiered();
-  await writer.close();
-  process.stderr.write(`  evicted: ${JSON.stringify({ historyBytes, ...evicted, visibleLagMs: undefined })}\n`);
-
-  const reopen = async () => {
-    const store = await Store.open(on.directory, { objectStore: budgeted, readOnly: true });
-    return { store, feed: await store.feed('tiered') };
-  };
-  // The same point reads on the untiered store (warm, local) and on the tiered one (cold, a
-  // fresh open): what evicted history adds to them.
-  const localStore = await Store.open(off.directory, { readOnly: true });
-  const localFeed = await localStore.feed('tiered');
-  const keys = await keysToGet(localFeed, on.commits, segmentEndsOf(on.directory, on.commits));
-  const local = { firstRecord: await firstRecords(localFeed, on.commits), get: await gets(localFeed, keys) };
-  await localStore.close();
-  let { store, feed } = await reopen();
-  const firstRecord = await firstRecords(feed, on.commits);
-  const firstRequests = (await feed.info()).tiering.remoteReads;
-  await store.close();
-  ({ store, feed } = await reopen());
-  const remote = { firstRecord, get: await gets(feed, keys) };
-  const getRequests = (await feed.info()).tiering.remoteReads;
-  await store.close();
-  ({ store, feed } = await reopen());
-  const cold = await scanRate(feed);
-  const scanReads = (await feed.info()).tiering.remoteReads;
-  const rssBytes = process.memoryUsage().rss;
-  await store.close();
-  const result = {
-    warm,
-    cold,
-    local,
-    remote,
-    firstRequests,
-    getRequests,
-    scanReads,
-    rssBytes,
-    evictedSegments: evicted.evictedSegments,
-  };
-  process.stderr.write(`  cold reads: ${JSON.stringify(result)}\n`);
-  return result;
-}
-
-/**
- * Point reads of the oldest half of history (evicted, in the tiered store): the first record
- * after a cursor there, and `get(key)` of a key found there, as of the commit that ends its
- * segment, so the lookup asks dictionaries only and its winner lies in that half (as of a commit
- * inside a segment, a lookup reads the keys of that whole segment: a scan, not a point read).
- * Seeded, so both stores are asked the same; the keys are found in the untiered store, and each
- * kind of read is timed from a fresh open of the tiered one (a cold cache).
- */
-async function firstRecords(feed, commits) {
-  const pick = integers(0x5eed);
-  const firstRecordMs = [];
-  for (let probe = 0; probe < 41; probe++) {
-    const before = performance.now();
-    for await (const _record of feed.read({ after: 1 + pick(Math.floor(commits / 2)), limit: 1 })) break;
-    firstRecordMs.push(performance.now() - before);
-  }
-  // The very first read after an open also sets up the object store client (its first
-  // connection, the SDK's lazily loaded parts): reported on its own.
-  return { ...latencySummary(firstRecordMs.slice(1)), afterOpenMs: firstRecordMs[0] };
-}
-
-/** Keys of records in the oldest half, each with the commit that ends its segment (found untimed). */
-async function keysToGet(feed, commits, segmentEnds) {
-  const pick = integers(0x6e75);
-  const keys = [];
-  for (let probe = 0; probe < 200; probe++)
-    for await (const record of feed.read({ after: pick(Math.floor(commits / 2)), limit: 1 })) {
-      const asOf = segmentEnds.find((end) => end >= record.commit);
-      if (asOf !== undefined) keys.push({ key: record.key, asOf });
-    }
-  return keys;
-}
-
-/** Times `get` of each key as of its commit. */
-async function gets(feed, keys) {
-  const getMs = [];
-  let found = 0;
-  for (const { key, asOf } of keys) {
-    const before = performance.now();
-    if (await feed.get(key, { asOf })) found++;
-    getMs.push(performance.now() - before);
-  }
-  return { ...latencySummary(getMs), found };
-}
-
-/**
- * The commits that end a segment in the oldest half of the tiered store's history: every commit
- * holds `batchRecords` records, so the segment based at position `base` follows commit
- * `(base - 1) / batchRecords`.
- */
-function segmentEndsOf(directory, commits) {
-  return fs
-    .readdirSync(path.join(directory, 'feeds', 'tiered', 'history'))
-    .filter((name) => name.endsWith('.hist'))
-    .map((name) => (Number(name.slice(0, -'.hist'.length)) - 1) / batchRecords)
-    .filter((commit) => Number.isInteger(commit) && commit >= 1 && commit <= commits / 2)
-    .sort((a, b) => a - b);
-}
-
-/** The bytes of a store's history segments on disk (allocated, so a cut segment counts its header). */
-async function diskUseOf(directory) {
-  const folder = path.join(directory, 'feeds', 'tiered', 'history');
-  let historyBytes = 0;
-  for (const name of await fs.promises.readdir(folder))
-    if (name.endsWith('.hist')) historyBytes += (await fs.promises.stat(path.join(folder, name))).size;
-  return { historyBytes };
+function coldReads(on, off, objectStore) {
+  return new Promise((resolve, reject) => {
+    const child = fork(coldReadsScript, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    child.on('message', (message) => {
+      if (message.type === 'result') resolve(message.result);
+      else reject(new Error(message.error));
+    });
+    child.on('exit', (code) => reject(new Error(`the cold reads process exited with ${code}`)));
+    child.send({
+      on: { directory: on.directory, commits: on.commits },
+      off: { directory: off.directory },
+      objectStore,
+    });
+  });
 }
 
 export async function run() {
