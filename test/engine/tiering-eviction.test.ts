@@ -121,7 +121,7 @@ describe.skipIf(objects.missing)(objects.title('A local budget for tiered histor
     await checker.close();
   });
 
-  it('a point lookup of an evicted record takes one request: its descriptor is kept locally, its payload fetched with its entry', async () => {
+  it('point reads of evicted history take one request each: the descriptor is kept locally, a lookup fetches its payload with its entry, a limited read reads nothing ahead', async () => {
     const directory = temporaryDirectory();
     const settings = objectStore();
     let store = await openStore(directory, { objectStore: settings });
@@ -157,6 +157,15 @@ describe.skipIf(objects.missing)(objects.title('A local budget for tiered histor
     const far = await feed.get('w400', { asOf: 2 });
     expect(far && text(far.payload)).toBe(payloadOf(400));
     expect(await requests()).toBe(3);
+    await store.close();
+
+    // The first record after a cursor: one block of its run, and nothing read ahead that the
+    // read never takes.
+    store = await openStore(directory, { objectStore: { ...settings, localHistoryBytesMax: 0 } });
+    feed = await store.feed('wide');
+    const [first] = await collect(feed.read({ after: 1, limit: 1 }));
+    expect(first && text(first.payload)).toBe(payloadOf(400));
+    expect(await requests()).toBe(1);
     await store.close();
 
     // A damaged or missing copy is not trusted: the descriptor is read from object storage.

@@ -145,7 +145,7 @@ async function* runColumns(
    * no larger, so a read of its first few records does not decode, nor fetch the payloads
    * stored elsewhere of, the rest of a large commit.
    */
-  rowsWanted: () => number = () => columnBatchRowsMax,
+  rowsWanted?: () => number,
 ): AsyncGenerator<ColumnBatch> {
   const commits = windowOf(snapshot, cursor, end);
   let held = commits.next();
@@ -161,26 +161,46 @@ async function* runColumns(
     stretchBytesMax = Math.min(runsReadBytesMax, stretchBytesMax * 2);
     return stretch;
   };
+  const readNext = (): Promise<Uint8Array[]> | undefined => {
+    if (upcoming.length === 0) return undefined;
+    const reading = snapshot.history.readRunsBytes(upcoming, runBuffers);
+    // A prefetch that is never awaited must not turn into an unhandled rejection.
+    reading.catch(() => undefined);
+    return reading;
+  };
   let upcoming = nextStretch();
-  let next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming, runBuffers) : undefined;
+  let next = readNext();
   while (upcoming.length > 0) {
     const stretch = upcoming;
     const current = next!;
-    upcoming = more() ? nextStretch() : [];
-    next = upcoming.length > 0 ? snapshot.history.readRunsBytes(upcoming, runBuffers) : undefined;
-    // A prefetch that is never awaited must not turn into an unhandled rejection.
-    next?.catch(() => undefined);
+    // The next stretch is read ahead unless this one holds every row the consumer still takes:
+    // the first record after a cursor in evicted history then costs one request, not a second
+    // for bytes it never reads. Should it hold fewer after all (a compacted run), the next
+    // stretch is read below, once this one is consumed.
+    upcoming = more() && (rowsWanted === undefined || entriesOf(stretch) < rowsWanted()) ? nextStretch() : [];
+    next = readNext();
     const runs = await current;
     for (const [index, commit] of stretch.entries()) {
       signal?.throwIfAborted();
-      const rowsMax = Math.max(1, Math.min(columnBatchRowsMax, rowsWanted()));
+      const rowsMax = Math.max(1, Math.min(columnBatchRowsMax, rowsWanted?.() ?? columnBatchRowsMax));
       for await (const run of snapshot.history.runColumns(commit, runs[index], rowsMax)) {
         yield ColumnBatch.ofRun(snapshot.feed, commit, run);
       }
     }
     // Every batch of the stretch was handed out: the consumer says when it holds none.
     runBuffers?.readerDone(runs[0]);
+    if (upcoming.length === 0 && more()) {
+      upcoming = nextStretch();
+      next = readNext();
+    }
   }
+}
+
+/** The entries the runs of `stretch` hold: the rows its columns give. */
+function entriesOf(stretch: readonly CommitRecord[]): number {
+  let entries = 0;
+  for (const commit of stretch) entries += commit.entries;
+  return entries;
 }
 
 /** A fingerprint's bytes as its dictionary term, straight from the batch (no view is made). */
