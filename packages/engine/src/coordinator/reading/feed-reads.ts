@@ -9,10 +9,10 @@ import { checkExportOptions, type ExportOptions, writeExport } from '../../query
 import type { ExportManifest } from '../../query/export/export-manifest.js';
 import type { ColumnBatch } from '../../query/reading/column-batch.js';
 import { type CommitBatch, type FollowSource, follow, pollCommits } from '../../query/reading/follow.js';
+import { getByKey } from '../../query/reading/get-by-key.js';
 import {
   checkCursor,
   checkReadOptions,
-  getByKey,
   type ReadOptions,
   readBatches,
   readColumns,
