@@ -327,13 +327,10 @@ export async function run() {
     suite.ratio('get, winner in evicted history: 20 ms / p99', 20 / Math.max(reads.remote.get.p99Ms, 0.01), 1);
     suite.ratio('get, winner in evicted history: p50', reads.remote.get.p50Ms, undefined, 'ms');
     suite.ratio('get, winner in evicted history: slowest', reads.remote.get.maxMs, undefined, 'ms');
+    suite.ratio('get, the first lookup after an open', reads.remote.get.afterOpenMs, undefined, 'ms');
     suite.ratio('get, the same lookups, local warm: p50', reads.local.get.p50Ms, undefined, 'ms');
     suite.ratio('get, the same lookups, local warm: p99', reads.local.get.p99Ms, undefined, 'ms');
-    suite.ratio(
-      'get: lookups that found their key',
-      reads.remote.get.count && reads.remote.get.found / reads.remote.get.count,
-      1,
-    );
+    suite.ratio('get: lookups that found their key', reads.remote.get.found / (reads.remote.get.count + 1), 1);
     suite.ratio(
       'first record: requests per read',
       reads.firstRequests.requests / (reads.remote.firstRecord.count + 1),
@@ -342,7 +339,7 @@ export async function run() {
     );
     suite.ratio(
       'get: requests per lookup',
-      reads.getRequests.requests / Math.max(1, reads.remote.get.count),
+      reads.getRequests.requests / (reads.remote.get.count + 1),
       undefined,
       'requests',
     );
