@@ -185,6 +185,27 @@ describe.skipIf(objects.missing)(objects.title('A local budget for tiered histor
     await store.close();
   });
 
+  it('a descriptor copy that cannot be written fails nothing: the upload is done, and reads take the descriptor remotely', async () => {
+    const directory = temporaryDirectory();
+    const settings = objectStore();
+    let store = await openStore(directory, { objectStore: settings });
+    let feed = await store.createFeed('uncopied');
+    // A folder where the first segment's copy goes: renaming the written copy over it fails.
+    const blocked = path.join(directory, 'feeds', 'uncopied', 'history', '0000000000000001.desc');
+    fs.mkdirSync(path.join(blocked, 'in-the-way'), { recursive: true });
+    await ingest(feed, 10);
+    const expected = await everyRead(feed);
+    const tiered = await feed.tiered();
+    expect(tiered).toMatchObject({ failures: 0, lastError: null, pendingSegments: 0 });
+    expect(fs.statSync(blocked).isDirectory()).toBe(true);
+    await store.close();
+    store = await openStore(directory, { objectStore: { ...settings, localHistoryBytesMax: 0 } });
+    feed = await store.feed('uncopied');
+    expect((await feed.tiered()).evictedSegments).toBeGreaterThanOrEqual(2);
+    expect(await everyRead(feed)).toEqual(expected);
+    await store.close();
+  });
+
   it('a merge of evicted segments reads them back; new records and a larger budget keep recent segments local', async () => {
     const { directory, settings, feed, store, expected } = await tieredThenReopened('merged', 0);
     await feed.tiered();

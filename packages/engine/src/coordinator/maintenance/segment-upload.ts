@@ -160,9 +160,19 @@ export class SegmentUploads {
     return this.visible(found);
   }
 
-  /** A segment made visible by `descriptor`: a copy of it stays beside the segment, for reads once it is evicted. */
+  /**
+   * A segment made visible by `descriptor`: a copy of it stays beside the segment, for reads once
+   * it is evicted. The copy is only a shortcut, so failing to write it (a full disk) does not
+   * fail the upload: the descriptor is visible already, and a retry would put the segment's
+   * objects again under an ordinal that has one. A copy not written whole is not renamed in,
+   * and reads then take the descriptor from object storage.
+   */
   private async visible(descriptor: SegmentDescriptor): Promise<'visible'> {
-    await this.context.history.store.keepDescriptor(descriptor);
+    try {
+      await this.context.history.store.keepDescriptor(descriptor);
+    } catch {
+      // Nothing to report: the segment is visible and readable, at one request more once evicted.
+    }
     return 'visible';
   }
 
