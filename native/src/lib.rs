@@ -14,13 +14,14 @@ pub mod error;
 pub mod frames;
 pub mod fst_dict;
 pub mod json;
+pub mod manifests;
 pub mod ndjson;
 pub mod platform;
 pub mod postings;
 
 use napi::bindgen_prelude::{
-    AsyncTask, Float64Array, Int32Array, JsObjectValue, JsValue, Status, Task, Uint32Array,
-    Uint32ArraySlice, Uint8Array, Uint8ArraySlice,
+    AsyncTask, Float64Array, Float64ArraySlice, Int32Array, JsObjectValue, JsValue, Status, Task,
+    Uint32Array, Uint32ArraySlice, Uint8Array, Uint8ArraySlice,
 };
 use napi::Env;
 use napi_derive::napi;
@@ -189,6 +190,54 @@ pub fn fst_range(
         ends: Uint32Array::new(entries.ends),
         values: Float64Array::new(entries.values),
     })
+}
+
+/// Decodes a run's manifest entries into one batch of columns, from the cursor on (see
+/// `manifests::decode`; the arguments are the fields of `ManifestDecodeJob` in
+/// `kernels/manifest-columns.ts`, in order). Positional and borrowed: an object's fields, each
+/// looked up by name and referenced, cost more to cross than a small batch costs to decode.
+#[napi]
+#[allow(clippy::too_many_arguments)]
+pub fn decode_manifests(
+    bytes: &[u8],
+    frames: &[u32],
+    count: f64,
+    place: String,
+    rows: u32,
+    mut cursor: Uint32ArraySlice,
+    mut columns: Uint8ArraySlice,
+    mut tag_starts: Uint32ArraySlice,
+    mut tag_ends: Uint32ArraySlice,
+    mut type_ranges: Uint32ArraySlice,
+    mut external: Float64ArraySlice,
+) -> napi::Result<(), ErrorCode> {
+    let count = safe_integer_from_number(count, "count")?;
+    // SAFETY: the call is synchronous, so JS cannot touch these buffers while Rust holds them;
+    // the contract has the caller pass outputs that do not overlap one another or the run.
+    let (cursor, columns, tag_starts, tag_ends, type_ranges, external) = unsafe {
+        (
+            cursor.as_mut(),
+            columns.as_mut(),
+            tag_starts.as_mut(),
+            tag_ends.as_mut(),
+            type_ranges.as_mut(),
+            external.as_mut(),
+        )
+    };
+    manifests::decode(manifests::Job {
+        bytes,
+        frames,
+        count,
+        place: &place,
+        rows: rows as usize,
+        cursor,
+        columns,
+        tag_starts,
+        tag_ends,
+        type_ranges,
+        external,
+    })?;
+    Ok(())
 }
 
 /// One batch's columns for `ndjsonLinesInto` (see `ndjson::Columns`).

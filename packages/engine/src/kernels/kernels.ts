@@ -13,6 +13,7 @@
  * - Integer values that the format stores as u64 are JS numbers and must be safe integers
  *   (below 2^53); anything else is `INVALID_ARGUMENT`.
  */
+import type { ManifestDecodeJob } from './manifest-columns.js';
 
 /** Byte strings packed as one buffer and exclusive end offsets. */
 export interface PackedBytes {
@@ -131,6 +132,15 @@ export interface Kernels {
    * NDJSON export most of its time.
    */
   ndjsonLines(columns: NdjsonColumns, out: Uint8Array): number;
+
+  /**
+   * Decodes a commit run's manifest entries into one batch of columns, from the job's cursor on,
+   * until the batch is done or an entry needs more room for tags or types than the job gives (the
+   * cursor's `stop` says which; the caller grows that and calls again). One call per batch: the
+   * contract, the column layout and the cursor are in `manifest-columns.ts`. An entry that does
+   * not decode, or manifests that do not hold the commit's records, are `CORRUPT`.
+   */
+  decodeManifests(job: ManifestDecodeJob): void;
 
   /**
    * Fills in the CRC field of every frame that starts at one of `frameOffsets` in `buffer`.

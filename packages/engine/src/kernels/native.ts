@@ -11,6 +11,7 @@
 import { createRequire } from 'node:module';
 import { type ErrorCode, StreamStackError } from '../errors.js';
 import type { FstEntries, FstRange, Kernels, NdjsonColumns, PackedBytes } from './kernels.js';
+import type { ManifestDecodeJob } from './manifest-columns.js';
 import { checkCopyRange } from './ts/copy.js';
 
 /**
@@ -31,6 +32,19 @@ export interface NativeModule {
   fstGet(fst: Uint8Array, key: Uint8Array): number | null;
   fstGetMany(fst: Uint8Array, keys: Uint8Array, ends: Uint32Array): Float64Array;
   ndjsonLinesInto(columns: NdjsonColumns, out: Uint8Array): number;
+  decodeManifests(
+    bytes: Uint8Array,
+    frames: Uint32Array,
+    count: number,
+    place: string,
+    rows: number,
+    cursor: Uint32Array,
+    columns: Uint8Array,
+    tagStarts: Uint32Array,
+    tagEnds: Uint32Array,
+    typeRanges: Uint32Array,
+    external: Float64Array,
+  ): void;
   fstRange(
     fst: Uint8Array,
     gte: Uint8Array | undefined,
@@ -66,6 +80,7 @@ const nativeFunctionNames: readonly (keyof NativeModule)[] = [
   'fstGetMany',
   'fstRange',
   'ndjsonLinesInto',
+  'decodeManifests',
   'postingsEncode',
   'postingsDecode',
   'intersect',
@@ -225,6 +240,22 @@ export function loadNativeKernels(): Kernels {
     },
     ndjsonLines: translatingErrors((columns: NdjsonColumns, out: Uint8Array): number =>
       native.ndjsonLinesInto(columns, out),
+    ),
+    // Positional arguments: an object's fields cost more to cross than a small batch to decode.
+    decodeManifests: translatingErrors((job: ManifestDecodeJob): void =>
+      native.decodeManifests(
+        job.bytes,
+        job.frames,
+        job.count,
+        job.place,
+        job.rows,
+        job.cursor,
+        job.columns,
+        job.tagStarts,
+        job.tagEnds,
+        job.typeRanges,
+        job.external,
+      ),
     ),
     frameChecksumsWrite: translatingErrors((buffer: Uint8Array, frameOffsets: Uint32Array): void =>
       native.frameChecksumsWrite(buffer, frameOffsets),

@@ -5,6 +5,7 @@
 
 import type { StoredRecord } from '@streamstack/protocol';
 import { StreamStackError } from '../errors.js';
+import { recordFlags } from '../kernels/manifest-columns.js';
 import { walSharedStringsMax } from '../limits.js';
 import type { ByteReader, ByteWriter } from './codec.js';
 
@@ -134,15 +135,10 @@ export function readPublishedRecord(
   };
 }
 
-const hasFingerprint = 1;
-const hasKey = 2;
-const hasVersion = 4;
-const isTombstone = 8;
-const hasType = 16;
-const hasTags = 32;
+// The bits of a record's flags byte are part of the manifest decoding kernel's contract.
+const { hasFingerprint, hasKey, hasVersion, isTombstone, hasType, hasTags } = recordFlags;
 
-/** The bits of a record's flags byte, as manifest entries and WAL records store it. */
-export const recordFlags = { hasFingerprint, hasKey, hasVersion, isTombstone, hasType, hasTags } as const;
+export { recordFlags };
 
 function flagsOf(record: {
   fingerprint?: Uint8Array;

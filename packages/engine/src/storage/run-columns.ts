@@ -4,18 +4,25 @@
  * object is made per record and no byte is copied: the scan path of reads works on these, and
  * records are made from them only when a reader asks for objects.
  *
- * The decoder checks what `readPublishedRecord` checks (docs/formats.md has the bytes): every
- * field within its frame, the fingerprint present, a payload of the run within the run. Strings
- * are decoded (and their UTF-8 checked) only when read.
- *
- * It is longer than 500 lines because the decoder and the row lookups over its columns share the
- * column layout they depend on; the decoder's per-entry loop is kept whole (see `next`).
+ * The decoding itself is a kernel (`Kernels.decodeManifests`, one call per batch, in Rust with the
+ * native kernels): this module drives it, gives it room for tags and types as a batch needs, and
+ * makes the batch from what it wrote. Type names are decoded once per run; keys and tags only
+ * when read.
  */
 import { StreamStackError } from '../errors.js';
+import type { Kernels } from '../kernels/kernels.js';
+import {
+  type ManifestDecodeJob,
+  manifestColumnsLayout,
+  manifestCursor,
+  manifestCursorSlots,
+  manifestExternalFields,
+  manifestStop,
+} from '../kernels/manifest-columns.js';
 import { utf8DecodeRange } from './codec.js';
 import { FrameKind } from './frame-kinds.js';
 import type { ScannedFrame } from './framing.js';
-import { type PayloadLocation, recordFlags } from './records.js';
+import type { PayloadLocation } from './records.js';
 
 /** The columns of one run's records, in seq order. */
 export interface RunColumns {
@@ -66,86 +73,18 @@ export interface RunColumns {
  */
 export const payloadElsewhere = 0x80;
 
-/** The tag ranges of a batch without tags: shared, never written. */
-const noTagRanges = new Uint32Array(0);
+/** The tag ranges of a batch without tags: shared, never written (a decode given none writes none). */
+const noTagStarts = new Uint32Array(0);
+const noTagEnds = new Uint32Array(0);
 
-/** The type slot table's size less one: a power of two, far more slots than a run has types. */
-const typeSlotMask = 255;
-
-/** Distinct types a run's dictionary is searched by their bytes before it falls back to a map. */
-const typesScannedMax = 16;
+/** Types a run's table has room for at first; it doubles when a run has more. */
+const typeRangesInitial = 16;
 
 /**
- * Where the last `varintAt` ended. The decoder keeps its cursor in a local (a module variable in
- * the hot loop costs a context load at every byte); only this slow path hands one back here.
+ * Where the kernel lists a batch's payloads stored in other runs: shared, since a decode is
+ * synchronous and they are copied out before the next one.
  */
-let varintEnd = 0;
-
-function corrupt(place: string, at: number, reason: string): StreamStackError {
-  return new StreamStackError('CORRUPT', `${place} is corrupt at byte ${at}: ${reason}`);
-}
-
-/** The varint at `bytes[at]` (within `end`); `varintEnd` is set past it. */
-function varintAt(bytes: Uint8Array, at: number, end: number, place: string): number {
-  // Up to four bytes (28 bits) in integer arithmetic: lengths, offsets, seqs. Timestamps and
-  // other large values go on in floating point below.
-  if (at + 4 <= end) {
-    const b0 = bytes[at];
-    if (b0 < 0x80) return ((varintEnd = at + 1), b0);
-    const b1 = bytes[at + 1];
-    if (b1 < 0x80) return ((varintEnd = at + 2), (b0 & 0x7f) | (b1 << 7));
-    const b2 = bytes[at + 2];
-    if (b2 < 0x80) return ((varintEnd = at + 3), (b0 & 0x7f) | ((b1 & 0x7f) << 7) | (b2 << 14));
-    const b3 = bytes[at + 3];
-    if (b3 < 0x80) return ((varintEnd = at + 4), (b0 & 0x7f) | ((b1 & 0x7f) << 7) | ((b2 & 0x7f) << 14) | (b3 << 21));
-  }
-  varintEnd = varintInto(bytes, at, end, place, wideValue, 0);
-  return wideValue[0];
-}
-
-/** Where `varintAt` has `varintInto` leave a value it reads in floating point. */
-const wideValue = new Float64Array(1);
-
-/**
- * Stores the varint at `bytes[at]` (within `end`) at `column[row]` and returns where it ends:
- * for values that are never small, such as timestamps. A double returned from a call that is not
- * inlined is a new heap object, one per record (160 MB of garbage in a scan of 10^7 records);
- * one stored into a column is not.
- */
-function varintInto(
-  bytes: Uint8Array,
-  at: number,
-  end: number,
-  place: string,
-  column: Float64Array,
-  row: number,
-): number {
-  let value = 0;
-  let scale = 1;
-  for (let index = 0; index < 8; index++) {
-    if (at >= end) throw corrupt(place, at, 'needs 1 more byte');
-    const byte = bytes[at++];
-    value += (byte & 0x7f) * scale;
-    if ((byte & 0x80) === 0) {
-      if (value > Number.MAX_SAFE_INTEGER) throw corrupt(place, at, 'a varint exceeds 2^53');
-      column[row] = value;
-      return at;
-    }
-    scale *= 0x80;
-  }
-  throw corrupt(place, at, 'a varint is too long');
-}
-
-function u32At(bytes: Uint8Array, at: number, end: number, place: string): number {
-  if (at + 4 > end) throw corrupt(place, at, 'needs 4 more bytes');
-  return (bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24)) >>> 0;
-}
-
-function equalRanges(bytes: Uint8Array, aStart: number, aEnd: number, bStart: number, bEnd: number): boolean {
-  if (aEnd - aStart !== bEnd - bStart) return false;
-  for (let index = 0; index < aEnd - aStart; index++) if (bytes[aStart + index] !== bytes[bStart + index]) return false;
-  return true;
-}
+let externalScratch = new Float64Array(manifestExternalFields * 64);
 
 /**
  * Decodes the manifests among `frames` (already verified by their CRCs) into columns, a bounded
@@ -156,21 +95,20 @@ function equalRanges(bytes: Uint8Array, aStart: number, aEnd: number, bStart: nu
 export class RunColumnsDecoder {
   /** Rows decoded so far. */
   private row = 0;
-  /** The next frame to look at, and the cursor and entries left in the current manifest. */
-  private frame = 0;
-  private at = 0;
-  private end = 0;
-  private left = 0;
-  private what = '';
+  /** The run's manifest frames for the kernel: offset, data start, data end. */
+  private readonly manifests: Uint32Array;
+  /** Where the decode stands between batches (`manifestCursor`). */
+  private readonly cursor = new Uint32Array(manifestCursorSlots);
+  /** The run's distinct types' byte ranges, as the kernel fills them, and their names. */
+  private typeRanges = new Uint32Array(2 * typeRangesInitial);
   private readonly types: string[] = [];
-  private readonly typeRanges: number[] = [];
-  /** Made when a run has more types than the slot table and the scan settle (rarely). */
-  private typeMap: Map<string, number> | undefined;
-  private readonly typeSlots = new Int32Array(typeSlotMask + 1);
+  /** The last position placed so far, in a compacted run. */
+  private lastPlaced = -1;
 
   constructor(
+    private readonly kernels: Kernels,
     private readonly bytes: Uint8Array,
-    private readonly frames: readonly ScannedFrame[],
+    frames: readonly ScannedFrame[],
     private readonly count: number,
     private readonly place: string,
     /**
@@ -178,38 +116,18 @@ export class RunColumnsDecoder {
      * then each entry's seq from the first, checked to ascend within the span.
      */
     private readonly sparseLast?: number,
-  ) {}
-
-  /** The last position placed so far, in a compacted run. */
-  private lastPlaced = -1;
+  ) {
+    const manifests = frames.filter((frame) => frame.kind === FrameKind.Manifest);
+    this.manifests = new Uint32Array(3 * manifests.length);
+    manifests.forEach((frame, index) => {
+      this.manifests[3 * index] = frame.offset;
+      this.manifests[3 * index + 1] = frame.dataStart;
+      this.manifests[3 * index + 2] = frame.dataEnd;
+    });
+  }
 
   get done(): boolean {
     return this.row === this.count;
-  }
-
-  /** Moves to the next manifest frame with entries; `CORRUPT` when the manifests end too soon. */
-  private nextManifest(): void {
-    const { bytes } = this;
-    for (; this.frame < this.frames.length; ) {
-      const frame = this.frames[this.frame++];
-      if (frame.kind !== FrameKind.Manifest) continue;
-      this.end = frame.dataEnd;
-      this.what = `manifest at ${this.place}+${frame.offset}`;
-      u32At(bytes, frame.dataStart + 1, this.end, this.what);
-      const entries = u32At(bytes, frame.dataStart + 5, this.end, this.what);
-      this.at = frame.dataStart + 9;
-      if (this.row + entries > this.count) break;
-      if (entries === 0) {
-        if (this.at !== this.end) throw corrupt(this.what, this.at, `${this.end - this.at} trailing bytes`);
-        continue;
-      }
-      this.left = entries;
-      return;
-    }
-    throw new StreamStackError(
-      'CORRUPT',
-      `${this.place}: the commit names ${this.count} records but its manifests hold ${this.row}`,
-    );
   }
 
   private placeBySeq(positions: Float64Array, seqs: Float64Array, firstPosition: number): void {
@@ -229,267 +147,108 @@ export class RunColumnsDecoder {
   }
 
   /**
-   * The id of the type whose name is `bytes[start, end)`, adding it on its first sight. Most
-   * batches hold a few types: a small table keyed by the name's length and end bytes finds one
-   * (checked against its bytes) without decoding it.
-   */
-  private typeIdOf(bytes: Uint8Array, start: number, end: number, what: string): number {
-    const { types, typeRanges, typeSlots } = this;
-    const slot = ((end - start) * 31 + bytes[start] * 7 + bytes[end - 1]) & typeSlotMask;
-    let id = typeSlots[slot] - 1;
-    if (id >= 0 && !equalRanges(bytes, start, end, typeRanges[2 * id], typeRanges[2 * id + 1])) id = -1;
-    if (id < 0 && types.length <= typesScannedMax) {
-      for (let type = 0; type < types.length; type++) {
-        if (equalRanges(bytes, start, end, typeRanges[2 * type], typeRanges[2 * type + 1])) {
-          id = type;
-          break;
-        }
-      }
-    }
-    if (id < 0) {
-      const name = utf8DecodeRange(bytes, start, end);
-      if (name === undefined) throw corrupt(what, start, 'a type is not valid UTF-8');
-      const typeMap = (this.typeMap ??= new Map());
-      id = typeMap.get(name) ?? -1;
-      if (id < 0) {
-        id = types.length;
-        types.push(name);
-        typeRanges.push(start, end);
-        typeMap.set(name, id);
-      }
-    }
-    typeSlots[slot] = id + 1;
-    return id;
-  }
-
-  /**
    * The next (at most) `rowsMax` rows; `firstRow` says where they start in the run, and
    * `firstPosition` is the position of the run's first record.
-   *
-   * It is longer than 100 lines because its per-entry loop is one body on purpose: its one-byte
-   * varint reads are inlined by hand and its cursor stays in locals, where a call per field made
-   * every scan measurably slower. Typed and tagged entries' rarer work is in functions.
    */
   next(rowsMax: number, firstPosition: number): RunColumns {
     const firstRow = this.row;
     const count = Math.min(rowsMax, this.count - firstRow);
-    const bytes = this.bytes;
-    const {
-      seqs,
-      timestamps,
-      versions,
-      positions,
-      typeIds,
-      fingerprintStarts,
-      fingerprintEnds,
-      keyStarts,
-      keyEnds,
-      payloadStarts,
-      payloadEnds,
-      entryStarts,
-      tagRows,
-      flags: flagsColumn,
-    } = allocateRowColumns(count);
+    const layout = manifestColumnsLayout(count);
+    const buffer = new ArrayBuffer(layout.bytes);
+    const columns = new Uint8Array(buffer);
+    const { cursor } = this;
+    cursor[manifestCursor.runRow] = firstRow;
+    cursor[manifestCursor.row] = 0;
+    cursor[manifestCursor.tags] = 0;
+    cursor[manifestCursor.externals] = 0;
+    if (externalScratch.length < manifestExternalFields * count)
+      externalScratch = new Float64Array(manifestExternalFields * count);
+    let tagStarts = noTagStarts;
+    let tagEnds = noTagEnds;
+    for (;;) {
+      const job: ManifestDecodeJob = {
+        bytes: this.bytes,
+        frames: this.manifests,
+        count: this.count,
+        place: this.place,
+        rows: count,
+        cursor,
+        columns,
+        tagStarts,
+        tagEnds,
+        typeRanges: this.typeRanges,
+        external: externalScratch,
+      };
+      this.kernels.decodeManifests(job);
+      const stop = cursor[manifestCursor.stop];
+      if (stop === manifestStop.done) break;
+      if (stop === manifestStop.typesFull) {
+        const grown = new Uint32Array(2 * this.typeRanges.length);
+        grown.set(this.typeRanges);
+        this.typeRanges = grown;
+      } else {
+        // Room for the rows left at the rate of tags so far: most batches grow once.
+        const needed = cursor[manifestCursor.tagsNeeded];
+        const done = cursor[manifestCursor.row] + 1;
+        const capacity = Math.max(2 * tagStarts.length, needed, Math.ceil((needed * count) / done));
+        const starts = new Uint32Array(capacity);
+        starts.set(tagStarts);
+        const ends = new Uint32Array(capacity);
+        ends.set(tagEnds);
+        tagStarts = starts;
+        tagEnds = ends;
+      }
+    }
+    const { types } = this;
+    for (let type = types.length; type < cursor[manifestCursor.types]; type++) {
+      // The kernel checked the name's UTF-8 when it first met it.
+      types.push(utf8DecodeRange(this.bytes, this.typeRanges[2 * type], this.typeRanges[2 * type + 1])!);
+    }
+    const external: { row: number; location: PayloadLocation }[] = [];
+    for (let index = 0; index < cursor[manifestCursor.externals]; index++) {
+      const field = manifestExternalFields * index;
+      external.push({
+        row: externalScratch[field],
+        location: {
+          segment: externalScratch[field + 1],
+          offset: externalScratch[field + 2],
+          length: externalScratch[field + 3],
+          crc: externalScratch[field + 4],
+        },
+      });
+    }
+    const positions = new Float64Array(buffer, layout.positions, count);
+    const seqs = new Float64Array(buffer, layout.seqs, count);
     if (this.sparseLast === undefined)
       for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
-    // Grown on the first tag: most batches of small commits have none.
-    const tagRanges: TagRanges = { starts: noTagRanges, ends: noTagRanges, count: 0 };
-    const external: { row: number; location: PayloadLocation }[] = [];
-    const types = this.types;
-    let row = 0;
-    while (row < count) {
-      if (this.left === 0) this.nextManifest();
-      const end = this.end;
-      const what = this.what;
-      let at = this.at;
-      const stop = Math.min(count, row + this.left);
-      this.left -= stop - row;
-      // Varints of one byte (seqs, lengths, most versions) are read inline; the rest by `varintAt`.
-      let value = 0;
-      for (; row < stop; row++) {
-        if (at >= end) throw corrupt(what, at, 'needs 1 more byte');
-        entryStarts[row] = at;
-        const flags = bytes[at++];
-        if ((flags & recordFlags.hasFingerprint) === 0)
-          throw corrupt(what, at, 'a manifest entry lacks its fingerprint');
-        flagsColumn[row] = flags;
-        if (at < end && bytes[at] < 0x80) value = bytes[at++];
-        else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
-        seqs[row] = value;
-        at = varintInto(bytes, at, end, what, timestamps, row);
-        // The fingerprint: a length, then its bytes.
-        if (at < end && bytes[at] < 0x80) value = bytes[at++];
-        else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
-        if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
-        fingerprintStarts[row] = at;
-        at += value;
-        fingerprintEnds[row] = at;
-        keyStarts[row] = at;
-        if (flags & recordFlags.hasKey) {
-          if (at < end && bytes[at] < 0x80) value = bytes[at++];
-          else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
-          if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
-          keyStarts[row] = at;
-          at += value;
-        }
-        keyEnds[row] = at;
-        if (flags & recordFlags.hasVersion) {
-          if (at < end && bytes[at] < 0x80) value = bytes[at++];
-          else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
-          versions[row] = value;
-        }
-        if (flags & recordFlags.hasType) {
-          if (at < end && bytes[at] < 0x80) value = bytes[at++];
-          else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
-          if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
-          typeIds[row] = this.typeIdOf(bytes, at, at + value, what);
-          at += value;
-        } else {
-          typeIds[row] = -1;
-        }
-        tagRows[row] = tagRanges.count;
-        if (flags & recordFlags.hasTags) at = readTagRanges(bytes, at, end, what, tagRanges, count);
-        at = readPayloadLocation(bytes, at, end, what, row, payloadStarts, payloadEnds, external);
-      }
-      this.at = at;
-      if (this.left === 0 && at !== end) throw corrupt(what, at, `${end - at} trailing bytes`);
-    }
-    const tagCount = tagRanges.count;
-    tagRows[row] = tagCount;
-    if (this.sparseLast !== undefined) this.placeBySeq(positions, seqs, firstPosition);
+    else this.placeBySeq(positions, seqs, firstPosition);
+    const tagCount = cursor[manifestCursor.tags];
     this.row += count;
     return {
       count,
       firstRow,
-      bytes,
+      bytes: this.bytes,
       positions,
       seqs,
-      timestamps,
-      versions,
-      flags: flagsColumn,
-      typeIds,
+      timestamps: new Float64Array(buffer, layout.timestamps, count),
+      versions: new Float64Array(buffer, layout.versions, count),
+      flags: new Uint8Array(buffer, layout.flags, count),
+      typeIds: new Int32Array(buffer, layout.typeIds, count),
       types: types.slice(),
-      fingerprintStarts,
-      fingerprintEnds,
-      keyStarts,
-      keyEnds,
-      tagRows,
-      tagStarts: tagCount === 0 ? noTagRanges : tagRanges.starts.subarray(0, tagCount),
-      tagEnds: tagCount === 0 ? noTagRanges : tagRanges.ends.subarray(0, tagCount),
-      payloadStarts,
-      payloadEnds,
+      fingerprintStarts: new Uint32Array(buffer, layout.fingerprintStarts, count),
+      fingerprintEnds: new Uint32Array(buffer, layout.fingerprintEnds, count),
+      keyStarts: new Uint32Array(buffer, layout.keyStarts, count),
+      keyEnds: new Uint32Array(buffer, layout.keyEnds, count),
+      tagRows: new Uint32Array(buffer, layout.tagRows, count + 1),
+      tagStarts: tagCount === 0 ? noTagStarts : tagStarts.subarray(0, tagCount),
+      tagEnds: tagCount === 0 ? noTagEnds : tagEnds.subarray(0, tagCount),
+      payloadStarts: new Uint32Array(buffer, layout.payloadStarts, count),
+      payloadEnds: new Uint32Array(buffer, layout.payloadEnds, count),
       external,
       externalBytes: undefined,
-      entryStarts,
+      entryStarts: new Uint32Array(buffer, layout.entryStarts, count),
     };
   }
-}
-
-/** The byte ranges of a batch's tags so far: grown as tags come, `count` of them filled. */
-interface TagRanges {
-  starts: Uint32Array;
-  ends: Uint32Array;
-  count: number;
-}
-
-/**
- * Reads an entry's tags (a count, then each one's length and bytes) at `at` into `ranges`,
- * growing them when full (`rows` sizes the first growth); returns where the tags end.
- */
-function readTagRanges(
-  bytes: Uint8Array,
-  at: number,
-  end: number,
-  what: string,
-  ranges: TagRanges,
-  rows: number,
-): number {
-  const tags = varintAt(bytes, at, end, what);
-  at = varintEnd;
-  if (tags > end - at) throw corrupt(what, at, `tag count ${tags} exceeds the frame`);
-  if (ranges.count + tags > ranges.starts.length) {
-    const grown = Math.max(ranges.starts.length * 2, ranges.count + tags, Math.min(rows, 1024));
-    const starts = new Uint32Array(grown);
-    starts.set(ranges.starts);
-    const ends = new Uint32Array(grown);
-    ends.set(ranges.ends);
-    ranges.starts = starts;
-    ranges.ends = ends;
-  }
-  const { starts, ends } = ranges;
-  let count = ranges.count;
-  let value = 0;
-  for (let tag = 0; tag < tags; tag++, count++) {
-    if (at < end && bytes[at] < 0x80) value = bytes[at++];
-    else (value = varintAt(bytes, at, end, what)), (at = varintEnd);
-    if (at + value > end) throw corrupt(what, at, `needs ${value} more bytes`);
-    starts[count] = at;
-    at += value;
-    ends[count] = at;
-  }
-  ranges.count = count;
-  return at;
-}
-
-/**
- * Reads an entry's payload location and its own CRC at `at`: a payload in this run fills the
- * row's payload range, one elsewhere is listed in `external` for the caller to gather. Returns
- * where the entry ends.
- */
-function readPayloadLocation(
-  bytes: Uint8Array,
-  at: number,
-  end: number,
-  what: string,
-  row: number,
-  payloadStarts: Uint32Array,
-  payloadEnds: Uint32Array,
-  external: { row: number; location: PayloadLocation }[],
-): number {
-  let payloadSegment: number;
-  if (at < end && bytes[at] < 0x80) payloadSegment = bytes[at++];
-  else (payloadSegment = varintAt(bytes, at, end, what)), (at = varintEnd);
-  const offset = varintAt(bytes, at, end, what);
-  const length = varintAt(bytes, varintEnd, end, what);
-  at = varintEnd;
-  const crc = u32At(bytes, at, end, what);
-  // Then the entry's own CRC: a run read whole is covered by its frames' CRCs.
-  u32At(bytes, at + 4, end, what);
-  at += 8;
-  if (payloadSegment === 0) {
-    if (offset + length > bytes.length) throw corrupt(what, at, 'a payload lies past its run');
-    payloadStarts[row] = offset;
-    payloadEnds[row] = offset + length;
-  } else {
-    external.push({ row, location: { segment: payloadSegment, offset, length, crc } });
-  }
-  return at;
-}
-
-/**
- * Every fixed-width column of `count` rows in one buffer: one allocation (and one object for the
- * collector to track) per batch instead of one per column. 8-byte columns first, for alignment.
- */
-function allocateRowColumns(count: number) {
-  const wide = 4 * count * 8;
-  const narrow = (8 * count + count + 1) * 4;
-  const buffer = new ArrayBuffer(wide + narrow + count);
-  return {
-    seqs: new Float64Array(buffer, 0, count),
-    timestamps: new Float64Array(buffer, count * 8, count),
-    versions: new Float64Array(buffer, 2 * count * 8, count),
-    positions: new Float64Array(buffer, 3 * count * 8, count),
-    typeIds: new Int32Array(buffer, wide, count),
-    fingerprintStarts: new Uint32Array(buffer, wide + count * 4, count),
-    fingerprintEnds: new Uint32Array(buffer, wide + 2 * count * 4, count),
-    keyStarts: new Uint32Array(buffer, wide + 3 * count * 4, count),
-    keyEnds: new Uint32Array(buffer, wide + 4 * count * 4, count),
-    payloadStarts: new Uint32Array(buffer, wide + 5 * count * 4, count),
-    payloadEnds: new Uint32Array(buffer, wide + 6 * count * 4, count),
-    entryStarts: new Uint32Array(buffer, wide + 7 * count * 4, count),
-    tagRows: new Uint32Array(buffer, wide + 8 * count * 4, count + 1),
-    flags: new Uint8Array(buffer, wide + narrow, count),
-  };
 }
 
 /**

@@ -93,6 +93,7 @@ export function runColumnsDecoder(
       });
     }
     return new RunColumnsDecoder(
+      kernels,
       bytes,
       frames,
       commit.entries,

@@ -5,6 +5,7 @@ import { crc32, crc32c, crc32cRanges, payloadChecksums } from './crc.js';
 import { writeDirect, writeDurable } from './durable.js';
 import { frameChecksumsVerify, frameChecksumsWrite } from './frames.js';
 import { fstBuild, fstGet, fstGetMany, fstLength, fstRange, fstVerify } from './fst.js';
+import { decodeManifests } from './manifests.js';
 import { ndjsonLines } from './ndjson.js';
 import { intersect, postingsDecode, postingsEncode, union } from './postings.js';
 
@@ -16,6 +17,7 @@ export const tsKernels: Kernels = Object.freeze({
   payloadChecksums,
   copyRange,
   ndjsonLines,
+  decodeManifests,
   frameChecksumsWrite,
   frameChecksumsVerify,
   fstBuild,

@@ -1,0 +1,393 @@
+/**
+ * `decodeManifests`, native and ts: a commit run's manifest entries decode into the same columns
+ * from both kernel sets, batch by batch, and a decode begun by one set may be finished by the
+ * other; the columns hold what the run was built from; damaged manifests fail alike, with the
+ * same `CORRUPT` message, and neither set reads outside the run.
+ *
+ * Runs are built by the engine's own `buildCommitRun`, so the bytes are the format as written:
+ * dense and compacted (sparse) runs, payloads new in the run and payloads stored earlier (in
+ * another segment), every record flag, and varints of every width up to 2^53 - 1.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
+import { manifestCursor, manifestStop } from '../../packages/engine/src/kernels/manifest-columns.js';
+import { buildCommitRun, type CommitRunInput } from '../../packages/engine/src/storage/commit-run.js';
+import { FrameKind } from '../../packages/engine/src/storage/frame-kinds.js';
+import { FrameBuilder, type ScannedFrame, scanFrames } from '../../packages/engine/src/storage/framing.js';
+import type { PayloadLocation } from '../../packages/engine/src/storage/records.js';
+import { type RunColumns, RunColumnsDecoder } from '../../packages/engine/src/storage/run-columns.js';
+import { branchTally, encoder, native, ts } from './both.js';
+
+/** Bytes a frame holds at most: small, so a run of a few hundred records spans many manifest frames. */
+const frameDataBytesMax = 2048;
+/** Records a run holds: 1 to this many (fast-check's default would stop near 10). */
+const runRecordsMax = 300;
+/** Runs generated per property. */
+const runs = 120;
+
+/** Values at every varint width: 1 to 8 bytes, up to 2^53 - 1. */
+const wideNat = fc.oneof(
+  fc.integer({ min: 0, max: 127 }),
+  fc.integer({ min: 128, max: 2 ** 14 - 1 }),
+  fc.integer({ min: 2 ** 14, max: 2 ** 28 - 1 }),
+  fc.integer({ min: 2 ** 28, max: 2 ** 42 }),
+  fc.constantFrom(2 ** 49, Number.MAX_SAFE_INTEGER),
+);
+
+const text = fc.string({
+  unit: fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom('a', 'b', 'Z', '0', '-', '.') },
+    { weight: 1, arbitrary: fc.constantFrom('é', '€', '\u{1f600}') },
+  ),
+  maxLength: 24,
+});
+
+interface GeneratedRecord {
+  payload: Uint8Array;
+  /** Stored by an earlier run: the lookup finds it in another segment. */
+  storedEarlier: boolean;
+  timestamp: number;
+  fingerprint?: Uint8Array;
+  key?: string;
+  version?: number;
+  tombstone: boolean;
+  type?: string;
+  tags: string[];
+}
+
+const recordArb = (typePool: readonly string[]) =>
+  fc.record({
+    payload: fc.uint8Array({ maxLength: 48 }),
+    storedEarlier: fc.boolean(),
+    timestamp: wideNat,
+    fingerprint: fc.option(fc.uint8Array({ minLength: 1, maxLength: 40 }), { nil: undefined }),
+    key: fc.option(text, { nil: undefined }),
+    version: fc.option(wideNat, { nil: undefined }),
+    tombstone: fc.boolean(),
+    type: fc.option(fc.constantFrom(...typePool), { nil: undefined }),
+    tags: fc.array(text, { maxLength: 5 }),
+  }) as fc.Arbitrary<GeneratedRecord>;
+
+/** A run: its records, its type pool (more than 16 types at times), and, when compacted, its span. */
+const runArb = fc.integer({ min: 1, max: 40 }).chain((types) =>
+  fc.record({
+    // The length is drawn first: fast-check would otherwise keep arrays near ten elements.
+    records: fc
+      .integer({ min: 1, max: runRecordsMax })
+      .chain((length) =>
+        fc.array(
+          recordArb(Array.from({ length: types }, (_, index) => `type-${index}${index % 7 === 0 ? '-é' : ''}`)),
+          { minLength: length, maxLength: length },
+        ),
+      ),
+    compacted: fc.boolean(),
+    spanGap: fc.integer({ min: 0, max: 2 ** 20 }),
+    storedSegment: wideNat.filter((segment) => segment > 0),
+    rowsMax: fc.integer({ min: 1, max: 400 }),
+  }),
+);
+
+/** Builds the run as the engine writes one, and returns its bytes and frames. */
+async function buildRun(run: RunShape) {
+  const storedLocations = new Map<string, PayloadLocation>();
+  const lookup = (payload: Uint8Array): PayloadLocation | undefined =>
+    storedLocations.get(Buffer.from(payload).toString('hex'));
+  run.records.forEach((record, index) => {
+    if (!record.storedEarlier) return;
+    storedLocations.set(Buffer.from(record.payload).toString('hex'), {
+      segment: run.storedSegment,
+      offset: index * 1_000_003,
+      length: record.payload.length,
+      crc: 0x9e3779b9 ^ index,
+    });
+  });
+  // A compacted run keeps some seqs of a longer span: every record's seq ascends, with gaps.
+  let seq = 0;
+  const records: CommitRunInput['records'] = run.records.map((record, index) => {
+    seq += run.compacted ? 1 + ((index * 7919 + run.spanGap) % 5) : 1;
+    return { ...record, ...(run.compacted ? { seq } : {}) };
+  });
+  const builder = new FrameBuilder(frameDataBytesMax);
+  const built = await buildCommitRun(
+    native,
+    builder,
+    {
+      commit: 7,
+      stream: 's',
+      parent: 6,
+      firstPosition: 1000,
+      openedAt: 1,
+      sealedAt: 2,
+      epoch: 1,
+      oneShot: false,
+      records,
+      timestampDefault: 0,
+      ...(run.compacted ? { span: seq + run.spanGap } : {}),
+    },
+    lookup,
+    frameDataBytesMax,
+  );
+  const bytes = builder.finish(native).slice();
+  const frames = scanFrames(native, bytes, 0, bytes.length);
+  return { bytes, frames, commit: built.commit };
+}
+
+interface RunShape {
+  records: GeneratedRecord[];
+  compacted: boolean;
+  spanGap: number;
+  storedSegment: number;
+  rowsMax: number;
+}
+
+/** Kernels that alternate between the two sets at every decode call: the cursor is the contract. */
+function alternating(): Kernels {
+  let calls = 0;
+  return { ...ts, decodeManifests: (job) => ((calls++ & 1) === 0 ? native : ts).decodeManifests(job) };
+}
+
+/** The native set, counting the calls that stopped for room (`manifestStop`) by reason. */
+function countingStops(stops: { tags: number; types: number }): Kernels {
+  return {
+    ...native,
+    decodeManifests(job) {
+      native.decodeManifests(job);
+      if (job.cursor[manifestCursor.stop] === manifestStop.tagsFull) stops.tags++;
+      if (job.cursor[manifestCursor.stop] === manifestStop.typesFull) stops.types++;
+    },
+  };
+}
+
+/** Every batch of a run from `kernels`, or the error that stopped it. */
+function decodeAll(
+  kernels: Kernels,
+  bytes: Uint8Array,
+  frames: readonly ScannedFrame[],
+  count: number,
+  sparseLast: number | undefined,
+  rowsMax: number,
+): { batches: RunColumns[] } | { code: string; message: string } {
+  try {
+    const decoder = new RunColumnsDecoder(kernels, bytes, frames, count, 'run', sparseLast);
+    const batches: RunColumns[] = [];
+    while (!decoder.done) batches.push(decoder.next(rowsMax, 1000));
+    return { batches };
+  } catch (error) {
+    const { code, message } = error as { code: string; message: string };
+    return { code, message };
+  }
+}
+
+/** A batch's columns as plain values, for comparison. */
+function plain(batch: RunColumns) {
+  const { bytes, ...rest } = batch;
+  return { ...rest, bytesLength: bytes.length };
+}
+
+describe('decodeManifests: native and ts agree', () => {
+  it('decode every run the engine writes into the same columns, holding what was written', async () => {
+    const tally = branchTally('manifest decode', [
+      'compacted run',
+      'payload stored earlier',
+      'more than 16 types',
+      'tags',
+      'a version of 5 bytes or more',
+      'several manifest frames in one batch',
+      'a batch of one row',
+      'a batch of hundreds of rows',
+      'Rust stopped for tag room',
+      'Rust stopped for type room',
+    ]);
+    await fc.assert(
+      fc.asyncProperty(runArb, async (run) => {
+        const { bytes, frames, commit } = await buildRun(run);
+        const sparseLast = run.compacted ? commit.lastPosition : undefined;
+        const fromTs = decodeAll(ts, bytes, frames, commit.entries, sparseLast, run.rowsMax);
+        const stops = { tags: 0, types: 0 };
+        const fromNative = decodeAll(countingStops(stops), bytes, frames, commit.entries, sparseLast, run.rowsMax);
+        tally.hit('Rust stopped for tag room', stops.tags > 0);
+        tally.hit('Rust stopped for type room', stops.types > 0);
+        const fromBoth = decodeAll(alternating(), bytes, frames, commit.entries, sparseLast, run.rowsMax);
+        expect('batches' in fromTs, JSON.stringify(fromTs)).toBe(true);
+        if (!('batches' in fromTs) || !('batches' in fromNative) || !('batches' in fromBoth)) {
+          expect(fromNative).toEqual(fromTs);
+          return;
+        }
+        expect(fromNative.batches.map(plain)).toEqual(fromTs.batches.map(plain));
+        expect(fromBoth.batches.map(plain)).toEqual(fromTs.batches.map(plain));
+
+        // What the columns say is what the run was built from.
+        const decoder = new TextDecoder();
+        let seq = 0;
+        let index = 0;
+        for (const batch of fromNative.batches) {
+          for (let row = 0; row < batch.count; row++, index++) {
+            const record = run.records[index];
+            seq += run.compacted ? 1 + ((index * 7919 + run.spanGap) % 5) : 1;
+            expect(batch.seqs[row]).toBe(seq);
+            expect(batch.positions[row]).toBe(1000 + seq - 1);
+            expect(batch.timestamps[row]).toBe(record.timestamp);
+            const slice = (start: number, end: number) => batch.bytes.subarray(start, end);
+            if (record.fingerprint)
+              expect(slice(batch.fingerprintStarts[row], batch.fingerprintEnds[row])).toEqual(record.fingerprint);
+            expect(
+              record.key === undefined ? undefined : decoder.decode(slice(batch.keyStarts[row], batch.keyEnds[row])),
+            ).toBe(record.key);
+            expect(batch.versions[row]).toBe(record.version ?? 0);
+            expect(batch.typeIds[row] < 0 ? undefined : batch.types[batch.typeIds[row]]).toBe(record.type);
+            const tags = [];
+            for (let tag = batch.tagRows[row]; tag < batch.tagRows[row + 1]; tag++)
+              tags.push(decoder.decode(slice(batch.tagStarts[tag], batch.tagEnds[tag])));
+            expect(tags).toEqual(record.tags);
+            const external = batch.external.find((item) => item.row === row);
+            // The lookup finds a payload by its bytes: a record that repeats a stored one's finds it too.
+            const hex = Buffer.from(record.payload).toString('hex');
+            const stored = run.records.some(
+              (other) => other.storedEarlier && Buffer.from(other.payload).toString('hex') === hex,
+            );
+            if (stored) expect(external?.location.segment).toBe(run.storedSegment);
+            else expect(slice(batch.payloadStarts[row], batch.payloadEnds[row])).toEqual(record.payload);
+            tally.hit('payload stored earlier', external !== undefined);
+            tally.hit('a version of 5 bytes or more', (record.version ?? 0) >= 2 ** 28);
+          }
+          tally.hit('tags', batch.tagStarts.length > 0);
+          tally.hit('a batch of one row', batch.count === 1);
+          tally.hit('a batch of hundreds of rows', batch.count >= 200);
+          tally.hit('more than 16 types', batch.types.length > 16);
+        }
+        tally.hit('compacted run', run.compacted);
+        const manifests = frames.filter((frame) => frame.kind === FrameKind.Manifest).length;
+        tally.hit('several manifest frames in one batch', manifests > 1 && run.rowsMax >= commit.entries);
+      }),
+      { numRuns: runs },
+    );
+    tally.expectAllReached();
+  });
+
+  it('fail alike on damaged manifests, with the same message, and never read outside the run', async () => {
+    const tally = branchTally(
+      'damaged manifests',
+      ['CORRUPT', 'decoded anyway', 'count too high', 'count too low', 'frame cut short'],
+      ['a type that is not UTF-8'],
+    );
+    const damageArb = fc.record({
+      flips: fc.array(fc.record({ at: fc.nat(), byte: fc.integer({ min: 0, max: 255 }) }), {
+        minLength: 0,
+        maxLength: 4,
+      }),
+      countChange: fc.constantFrom(0, 0, 1, -1),
+      cut: fc.oneof(fc.constant(0), fc.nat({ max: 40 })),
+    });
+    await fc.assert(
+      fc.asyncProperty(runArb, damageArb, async (run, damage) => {
+        const { bytes, frames, commit } = await buildRun(run);
+        const manifests = frames.filter((frame) => frame.kind === FrameKind.Manifest);
+        // Damage lands inside manifest data, past each frame's kind byte, as a read would see it
+        // if the frames' CRCs had been forged: the decoder's own checks are what is tested.
+        for (const flip of damage.flips) {
+          const frame = manifests[flip.at % manifests.length];
+          const span = frame.dataEnd - frame.dataStart - 1;
+          if (span > 0) bytes[frame.dataStart + 1 + (flip.at % span)] = flip.byte;
+        }
+        const cutFrames = frames.map((frame, index) =>
+          index === frames.indexOf(manifests[manifests.length - 1]) && damage.cut > 0
+            ? { ...frame, dataEnd: Math.max(frame.dataStart + 1, frame.dataEnd - damage.cut) }
+            : frame,
+        );
+        const count = Math.max(1, commit.entries + damage.countChange);
+        const sparseLast = run.compacted ? commit.lastPosition : undefined;
+        const fromTs = decodeAll(ts, bytes, cutFrames, count, sparseLast, run.rowsMax);
+        const fromNative = decodeAll(native, bytes, cutFrames, count, sparseLast, run.rowsMax);
+        if ('batches' in fromTs && 'batches' in fromNative) {
+          expect(fromNative.batches.map(plain)).toEqual(fromTs.batches.map(plain));
+        } else {
+          expect(fromNative).toEqual(fromTs);
+        }
+        const failed = !('batches' in fromTs);
+        tally.hit('CORRUPT', failed && fromTs.code === 'CORRUPT');
+        if (failed) expect(fromTs.code).toBe('CORRUPT');
+        tally.hit('decoded anyway', !failed);
+        tally.hit('count too high', damage.countChange > 0);
+        tally.hit('count too low', damage.countChange < 0 && commit.entries > 1);
+        tally.hit('frame cut short', damage.cut > 0);
+        tally.hit('a type that is not UTF-8', failed && fromTs.message.includes('not valid UTF-8'));
+      }),
+      { numRuns: runs },
+    );
+    tally.expectAllReached();
+  });
+
+  it('stop when the tag ranges or the type table are full, and go on from the cursor', async () => {
+    // Three records, each with a type and two tags. Given no room for tags and one type slot,
+    // each call decodes as far as its room allows and says what it needs.
+    const entries = [
+      { type: 'a', tags: ['x', 'y'] },
+      { type: 'b', tags: ['z', 'w'] },
+      { type: 'b', tags: ['v', 'u'] },
+    ];
+    const builder = new FrameBuilder(frameDataBytesMax);
+    const { commit } = await buildCommitRun(
+      native,
+      builder,
+      {
+        commit: 1,
+        stream: 's',
+        parent: 0,
+        firstPosition: 1,
+        openedAt: 1,
+        sealedAt: 1,
+        epoch: 1,
+        oneShot: true,
+        records: entries.map((entry) => ({ ...entry, payload: encoder.encode(entry.type), tombstone: false })),
+        timestampDefault: 5,
+      },
+      () => undefined,
+      frameDataBytesMax,
+    );
+    const bytes = builder.finish(native).slice();
+    const manifest = scanFrames(native, bytes, 0, bytes.length).find((frame) => frame.kind === FrameKind.Manifest)!;
+    for (const kernels of [native, ts]) {
+      const cursor = new Uint32Array(12);
+      const job = {
+        bytes,
+        frames: Uint32Array.of(manifest.offset, manifest.dataStart, manifest.dataEnd),
+        count: commit.entries,
+        place: 'run',
+        rows: entries.length,
+        cursor,
+        columns: new Uint8Array(new ArrayBuffer(4096)),
+        external: new Float64Array(5 * entries.length),
+        tagStarts: new Uint32Array(0),
+        tagEnds: new Uint32Array(0),
+        typeRanges: new Uint32Array(2),
+      };
+      kernels.decodeManifests(job);
+      expect([cursor[manifestCursor.stop], cursor[manifestCursor.row], cursor[manifestCursor.tagsNeeded]]).toEqual([
+        manifestStop.tagsFull,
+        0,
+        2,
+      ]);
+      const tagStarts = new Uint32Array(2 * entries.length);
+      const tagEnds = new Uint32Array(2 * entries.length);
+      kernels.decodeManifests({ ...job, tagStarts, tagEnds });
+      // The first record's type took the one slot; the second's does not fit.
+      expect([cursor[manifestCursor.stop], cursor[manifestCursor.row], cursor[manifestCursor.types]]).toEqual([
+        manifestStop.typesFull,
+        1,
+        1,
+      ]);
+      const typeRanges = new Uint32Array(4);
+      typeRanges.set(job.typeRanges);
+      kernels.decodeManifests({ ...job, tagStarts, tagEnds, typeRanges });
+      expect([cursor[manifestCursor.stop], cursor[manifestCursor.row], cursor[manifestCursor.types]]).toEqual([
+        manifestStop.done,
+        entries.length,
+        2,
+      ]);
+      const text = (start: number, end: number) => new TextDecoder().decode(bytes.subarray(start, end));
+      expect([0, 1, 2, 3].map((tag) => text(tagStarts[tag], tagEnds[tag]))).toEqual(['x', 'y', 'z', 'w']);
+      expect([0, 1].map((type) => text(typeRanges[2 * type], typeRanges[2 * type + 1]))).toEqual(['a', 'b']);
+    }
+  });
+});
