@@ -50,6 +50,7 @@ import {
   winnerAt,
 } from '../../storage/key-file.js';
 import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from '../../storage/segment-store.js';
+import { DictionaryCache } from './dictionary-cache.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { KeyBuildBacklog } from './key-build-backlog.js';
@@ -99,6 +100,8 @@ interface SealedKeys {
   firsts?: Uint8Array;
   /** Its winners, read one at a time through a descriptor held while the slot is cached. */
   winners?: WinnerReader;
+  /** When a lookup last used its sections (`DictionaryCache`): the cache evicts the oldest. */
+  lastUsed?: number;
   /** Set while its dictionary is rebuilt (see `KeyIndex.rebuild`). */
   rebuilding?: Promise<void>;
 }
@@ -118,9 +121,13 @@ export class KeyIndex {
   private readonly sealed: SealedKeys[] = [];
   private tail: SegmentKeys | undefined;
   private pending: Promise<void> = Promise.resolve();
-  /** Dictionaries with sections in memory, least recently used first, and their bytes. */
-  private readonly cache = new Map<SealedKeys, number>();
-  private cachedBytes = 0;
+  /** Dictionaries with sections in memory, within `keyCacheBytesMax`. */
+  private readonly cache = new DictionaryCache<SealedKeys>(keyCacheBytesMax, (slot) => {
+    slot.sections = [];
+    slot.firsts = undefined;
+    slot.winners?.close();
+    slot.winners = undefined;
+  });
   /** The keys sealed segments hold until their dictionaries are built: writers wait on it. */
   readonly backlog = new KeyBuildBacklog();
 
@@ -640,27 +647,15 @@ export class KeyIndex {
   }
 
   private touch(slot: SealedKeys): void {
-    const bytes = this.cache.get(slot);
-    if (bytes === undefined) return;
-    this.cache.delete(slot);
-    this.cache.set(slot, bytes);
+    this.cache.use(slot);
   }
 
   /** Accounts for a dictionary's sections in memory, dropping the least recently used past the bound. */
   private remember(slot: SealedKeys): void {
-    const bytes = slot.sections.reduce((sum, section) => sum + (section?.length ?? 0), slot.firsts?.length ?? 0);
-    this.cachedBytes += bytes - (this.cache.get(slot) ?? 0);
-    this.cache.delete(slot);
-    this.cache.set(slot, bytes);
-    for (const [oldest, held] of this.cache) {
-      if (this.cachedBytes <= keyCacheBytesMax || oldest === slot) break;
-      this.cache.delete(oldest);
-      this.cachedBytes -= held;
-      oldest.sections = [];
-      oldest.firsts = undefined;
-      oldest.winners?.close();
-      oldest.winners = undefined;
-    }
+    this.cache.remember(
+      slot,
+      slot.sections.reduce((sum, section) => sum + (section?.length ?? 0), slot.firsts?.length ?? 0),
+    );
   }
 
   /** Releases the descriptors lookups hold (the feed is closing). */
@@ -878,18 +873,15 @@ export class KeyIndex {
 
   /** Lets go of a dictionary's sections in memory. */
   private forget(slot: SealedKeys): void {
-    const held = this.cache.get(slot);
-    if (held !== undefined) {
-      this.cache.delete(slot);
-      this.cachedBytes -= held;
-    }
+    this.cache.forget(slot);
     slot.sections = [];
     slot.firsts = undefined;
   }
 
   /** Dictionaries with sections in memory now, and their bytes (for tests and memory accounting). */
   get cacheUse(): { segments: number; bytes: number } {
-    return { segments: this.cache.size, bytes: this.cachedBytes };
+    const { entries, bytes } = this.cache.holding;
+    return { segments: entries, bytes };
   }
 
   /** Resolves once dictionaries being built in the background are on disk. */
