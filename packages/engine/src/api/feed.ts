@@ -36,6 +36,7 @@ import { StreamStackError } from '../errors.js';
 import { leaseTtlMsDefault } from '../limits.js';
 import { checkOnProgress, type OnProgress, type Progress } from '../progress.js';
 import { FeedView, type FeedViews } from './feed-view.js';
+import { FlatAsyncIterator } from './flat-iterator.js';
 import {
   type AppendRecord,
   type Commit,
@@ -272,9 +273,9 @@ export class Feed {
    * for await (const record of feed.read({ after: 0, mode: 'latest', signal })) console.log(record.key);
    * for await (const record of feed.read({ after: 10, upTo: 20 })) console.log(record.commit); // 11 … 20
    */
-  async *read(options: ReadOptions = {}): AsyncGenerator<StoredRecord> {
-    options = optionsOf(options, 'feed.read', readOptionNames);
-    for await (const batch of this.readBatches(options)) yield* batch;
+  read(options: ReadOptions = {}): AsyncGenerator<StoredRecord, undefined> {
+    // Records one at a time from the batch form; its options are checked at the first `next`.
+    return new FlatAsyncIterator(() => this.readBatches(optionsOf(options, 'feed.read', readOptionNames)));
   }
 
   /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
