@@ -54,6 +54,17 @@ import { Subscription, type SubscriptionInfo } from './subscription.js';
 
 export type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo };
 
+/** A read's options, their names and cursors checked (`what` names the call in errors). */
+function checkedReadOptions(options: ReadOptions, what: string): ReadOptions {
+  const checked = optionsOf(options, what, readOptionNames);
+  return {
+    ...checked,
+    after: checkedCursor(checked.after, 'after'),
+    upTo: checkedCursor(checked.upTo, 'upTo'),
+    limit: validateCursor(checked.limit, 'limit'),
+  };
+}
+
 /** A cursor option: a non-negative integer, checked against the head where it is used. */
 function checkedCursor(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
@@ -274,19 +285,14 @@ export class Feed {
    * for await (const record of feed.read({ after: 10, upTo: 20 })) console.log(record.commit); // 11 … 20
    */
   read(options: ReadOptions = {}): AsyncGenerator<StoredRecord, undefined> {
-    // Records one at a time from the batch form; its options are checked at the first `next`.
-    return new FlatAsyncIterator(() => this.readBatches(optionsOf(options, 'feed.read', readOptionNames)));
+    // Records one at a time, made from columns as they are handed out; the options are checked
+    // at the first `next`, as a generator's would be.
+    return new FlatAsyncIterator(() => this.reads.records(checkedReadOptions(options, 'feed.read')));
   }
 
   /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
   readBatches(options: ReadOptions = {}): AsyncGenerator<StoredRecord[]> {
-    options = optionsOf(options, 'feed.readBatches', readOptionNames);
-    return this.reads.batches({
-      ...options,
-      after: checkedCursor(options.after, 'after'),
-      upTo: checkedCursor(options.upTo, 'upTo'),
-      limit: validateCursor(options.limit, 'limit'),
-    });
+    return this.reads.batches(checkedReadOptions(options, 'feed.readBatches'));
   }
 
   /**

@@ -17,6 +17,7 @@ import {
   readBatches,
   readColumns,
   readEnd,
+  readRecords,
 } from '../../query/reading/read.js';
 import { readLineChunks, readsThroughPool, recordLineChunks } from '../../query/reading/read-lines.js';
 import { corruptionError, readCommitRecords, type StoredRecord } from '../../query/reading/snapshot.js';
@@ -31,6 +32,11 @@ export class FeedReads {
   batches(options: ReadOptions): AsyncGenerator<StoredRecord[]> {
     // Options are checked now; the indexes are waited for when the read begins.
     return this.guarded(this.afterIndexing(readBatches(this.writer.snapshot(), options, this.writer.fingerprints)));
+  }
+
+  /** A feed read for `feed.read`: batches of columns, or arrays of records (`readRecords`). */
+  records(options: ReadOptions): AsyncGenerator<ColumnBatch | StoredRecord[]> {
+    return this.guarded(this.afterIndexing(readRecords(this.writer.snapshot(), options, this.writer.fingerprints)));
   }
 
   /** The columnar form of a feed read: one batch of columns per commit. */

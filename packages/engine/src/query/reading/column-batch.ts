@@ -191,7 +191,7 @@ export class ColumnBatch implements Iterable<StoredRecord> {
 
   /** Record `row`'s payload: a view of `bytes` (or `externalBytes`), not a copy. */
   payload(row: number): Uint8Array {
-    return this.payloadSource(row).subarray(this.payloadStarts[row], this.payloadEnds[row]);
+    return viewOf(this.payloadSource(row), this.payloadStarts[row], this.payloadEnds[row]);
   }
 
   /** The buffer record `row`'s payload range indexes. */
@@ -200,7 +200,7 @@ export class ColumnBatch implements Iterable<StoredRecord> {
   }
 
   fingerprint(row: number): Uint8Array {
-    return this.bytes.subarray(this.fingerprintStarts[row], this.fingerprintEnds[row]);
+    return viewOf(this.bytes, this.fingerprintStarts[row], this.fingerprintEnds[row]);
   }
 
   key(row: number): string | undefined {
@@ -330,4 +330,12 @@ export class ColumnBatch implements Iterable<StoredRecord> {
     }
     return text;
   }
+}
+
+/**
+ * `bytes.subarray(start, end)`, made directly: `subarray` looks up the constructor to use, which
+ * cost the object form of reads twice as much per view (two views a record).
+ */
+function viewOf(bytes: Uint8Array, start: number, end: number): Uint8Array {
+  return new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start);
 }

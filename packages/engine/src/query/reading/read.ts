@@ -415,6 +415,21 @@ export function readBatches(
   return asRecords(readColumns(snapshot, options, fingerprints));
 }
 
+/**
+ * The records of a read as they come: batches of columns, whose records are made as they are
+ * handed out (so a record not kept dies young), or arrays of records where a filtered RAW read
+ * fetched them one by one. What `feed.read` flattens.
+ */
+export function readRecords(
+  snapshot: Snapshot,
+  options: ReadOptions,
+  fingerprints: KeyIndex,
+): AsyncGenerator<ColumnBatch | StoredRecord[]> {
+  const { mode, query } = checkReadOptions(snapshot, options);
+  if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
+  return readColumns(snapshot, options, fingerprints);
+}
+
 /** Records made from the batches, one array per commit (a commit may span several batches). */
 async function* asRecords(batches: AsyncGenerator<ColumnBatch>): AsyncGenerator<StoredRecord[]> {
   let pending: StoredRecord[] = [];
