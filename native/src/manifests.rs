@@ -786,6 +786,10 @@ mod tests {
         );
     }
 
+    fn reader(bytes: &[u8], end: usize) -> Reader<'_> {
+        Reader { bytes, at: 0, end }
+    }
+
     #[test]
     fn reads_varints_of_every_width_alike_on_both_paths() {
         for shift in 0..53 {
@@ -799,16 +803,8 @@ mod tests {
                 let short = bytes.len();
                 // With eight or more bytes after it, the word path reads it; without, the byte loop.
                 bytes.extend_from_slice(&[0xFF; 8]);
-                let mut fast = Reader {
-                    bytes: &bytes,
-                    at: 0,
-                    end: bytes.len(),
-                };
-                let mut slow = Reader {
-                    bytes: &bytes,
-                    at: 0,
-                    end: short,
-                };
+                let mut fast = reader(&bytes, bytes.len());
+                let mut slow = reader(&bytes, short);
                 assert_eq!(fast.varint().ok(), Some(value));
                 assert_eq!(slow.varint().ok(), Some(value));
                 assert_eq!((fast.at, slow.at), (short, short));
@@ -819,16 +815,8 @@ mod tests {
             vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0],
             vec![0xFF; 10],
         ] {
-            let mut fast = Reader {
-                bytes: &bytes,
-                at: 0,
-                end: bytes.len(),
-            };
-            let mut slow = Reader {
-                bytes: &bytes,
-                at: 0,
-                end: bytes.len(),
-            };
+            let mut fast = reader(&bytes, bytes.len());
+            let mut slow = reader(&bytes, bytes.len());
             let (fast, slow) = (
                 fast.varint().err().unwrap(),
                 slow.varint_long().err().unwrap(),
