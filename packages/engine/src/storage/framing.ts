@@ -119,6 +119,14 @@ export class FrameBuilder {
  * the sound frames in order. It stops at the first frame that is empty (zeroed space is not a
  * frame: every frame carries at least its kind byte), runs past `end`, or fails its CRC.
  */
+/**
+ * The frame offsets `scanFrames` hands the checksum kernel, in one buffer made outside the V8
+ * heap and used again: a small typed array made fresh lives on the heap, and the native kernel
+ * would have it moved off before it could read it, which cost more than checking the frames of a
+ * one-record run.
+ */
+let offsetsScratch = new Uint32Array(new ArrayBuffer(4 * 256));
+
 export function scanFrames(kernels: Kernels, bytes: Uint8Array, start: number, end: number): ScannedFrame[] {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const offsets: number[] = [];
@@ -130,7 +138,10 @@ export function scanFrames(kernels: Kernels, bytes: Uint8Array, start: number, e
     at += frameHeaderBytes + length;
   }
   const window = bytes.subarray(0, end);
-  const firstBad = kernels.frameChecksumsVerify(window, Uint32Array.from(offsets));
+  if (offsetsScratch.length < offsets.length) offsetsScratch = new Uint32Array(new ArrayBuffer(8 * offsets.length));
+  const frameOffsets = offsetsScratch.subarray(0, offsets.length);
+  frameOffsets.set(offsets);
+  const firstBad = kernels.frameChecksumsVerify(window, frameOffsets);
   const soundCount = firstBad < 0 ? offsets.length : firstBad;
   const frames: ScannedFrame[] = [];
   for (let index = 0; index < soundCount; index++) {

@@ -73,9 +73,19 @@ export interface RunColumns {
  */
 export const payloadElsewhere = 0x80;
 
-/** The tag ranges of a batch without tags: shared, never written (a decode given none writes none). */
-const noTagStarts = new Uint32Array(0);
-const noTagEnds = new Uint32Array(0);
+/**
+ * The tag ranges of a batch without tags: shared, never written (a decode given none writes none).
+ * Every array the native kernel is handed is a view of an `ArrayBuffer` made as such: a small
+ * typed array made with a length lives on the V8 heap, and crossing into Rust moves it off first,
+ * which cost several times the decode of a one-record run.
+ */
+const noTagStarts = new Uint32Array(new ArrayBuffer(0));
+const noTagEnds = new Uint32Array(new ArrayBuffer(0));
+
+/** `length` zeroed u32s off the V8 heap (see `noTagStarts`). */
+function offHeapUint32s(length: number): Uint32Array<ArrayBuffer> {
+  return new Uint32Array(new ArrayBuffer(4 * length));
+}
 
 /** Types a run's table has room for at first; it doubles when a run has more. */
 const typeRangesInitial = 16;
@@ -85,6 +95,18 @@ const typeRangesInitial = 16;
  * synchronous and they are copied out before the next one.
  */
 let externalScratch = new Float64Array(manifestExternalFields * 64);
+
+/**
+ * Where a decode's cursor and manifest frames (`sharedState`) and its type table
+ * (`sharedTypeRanges`) are laid for each kernel call, shared by every decoder for the same
+ * reason: a decoder keeps its own copies on the heap, where a buffer of its own off the heap cost
+ * an allocation per run, more than the decode of a one-record run.
+ */
+let sharedState = offHeapUint32s(manifestCursorSlots + 3 * 64);
+let sharedTypeRanges = offHeapUint32s(2 * 64);
+/** Where the kernel lays a batch's tag ranges; they are copied out into the batch's own buffer. */
+let sharedTagStarts = offHeapUint32s(4096);
+let sharedTagEnds = offHeapUint32s(4096);
 
 /**
  * Decodes the manifests among `frames` (already verified by their CRCs) into columns, a bounded
@@ -99,8 +121,9 @@ export class RunColumnsDecoder {
   private readonly manifests: Uint32Array;
   /** Where the decode stands between batches (`manifestCursor`). */
   private readonly cursor = new Uint32Array(manifestCursorSlots);
-  /** The run's distinct types' byte ranges, as the kernel fills them, and their names. */
-  private typeRanges = new Uint32Array(2 * typeRangesInitial);
+  /** The run's distinct types' byte ranges as the kernel found them, room for how many, and their names. */
+  private typeRanges: number[] = [];
+  private typeRoom = typeRangesInitial;
   private readonly types: string[] = [];
   /** The last position placed so far, in a compacted run. */
   private lastPlaced = -1;
@@ -156,51 +179,63 @@ export class RunColumnsDecoder {
     const layout = manifestColumnsLayout(count);
     const buffer = new ArrayBuffer(layout.bytes);
     const columns = new Uint8Array(buffer);
-    const { cursor } = this;
+    // The decode's state goes into the shared buffers for the kernel calls, and back after.
+    if (sharedState.length < manifestCursorSlots + this.manifests.length)
+      sharedState = offHeapUint32s(manifestCursorSlots + this.manifests.length);
+    const cursor = sharedState.subarray(0, manifestCursorSlots);
+    cursor.set(this.cursor);
+    const frames = sharedState.subarray(manifestCursorSlots, manifestCursorSlots + this.manifests.length);
+    frames.set(this.manifests);
+    if (sharedTypeRanges.length < 2 * this.typeRoom) sharedTypeRanges = offHeapUint32s(2 * this.typeRoom);
+    sharedTypeRanges.set(this.typeRanges);
     cursor[manifestCursor.runRow] = firstRow;
     cursor[manifestCursor.row] = 0;
     cursor[manifestCursor.tags] = 0;
     cursor[manifestCursor.externals] = 0;
     if (externalScratch.length < manifestExternalFields * count)
       externalScratch = new Float64Array(manifestExternalFields * count);
-    let tagStarts = noTagStarts;
-    let tagEnds = noTagEnds;
     for (;;) {
       const job: ManifestDecodeJob = {
         bytes: this.bytes,
-        frames: this.manifests,
+        frames,
         count: this.count,
         place: this.place,
         rows: count,
         cursor,
         columns,
-        tagStarts,
-        tagEnds,
-        typeRanges: this.typeRanges,
+        tagStarts: sharedTagStarts,
+        tagEnds: sharedTagEnds,
+        typeRanges: sharedTypeRanges.subarray(0, 2 * this.typeRoom),
         external: externalScratch,
       };
       this.kernels.decodeManifests(job);
       const stop = cursor[manifestCursor.stop];
       if (stop === manifestStop.done) break;
       if (stop === manifestStop.typesFull) {
-        const grown = new Uint32Array(2 * this.typeRanges.length);
-        grown.set(this.typeRanges);
-        this.typeRanges = grown;
+        this.typeRoom *= 2;
+        if (sharedTypeRanges.length < 2 * this.typeRoom) {
+          const grown = offHeapUint32s(2 * this.typeRoom);
+          grown.set(sharedTypeRanges);
+          sharedTypeRanges = grown;
+        }
       } else {
-        // Room for the rows left at the rate of tags so far: most batches grow once.
+        // Room for the rows left at the rate of tags so far: a batch grows it once at most.
         const needed = cursor[manifestCursor.tagsNeeded];
         const done = cursor[manifestCursor.row] + 1;
-        const capacity = Math.max(2 * tagStarts.length, needed, Math.ceil((needed * count) / done));
-        const starts = new Uint32Array(capacity);
-        starts.set(tagStarts);
-        const ends = new Uint32Array(capacity);
-        ends.set(tagEnds);
-        tagStarts = starts;
-        tagEnds = ends;
+        const capacity = Math.max(2 * sharedTagStarts.length, needed, Math.ceil((needed * count) / done));
+        const starts = offHeapUint32s(capacity);
+        starts.set(sharedTagStarts);
+        const ends = offHeapUint32s(capacity);
+        ends.set(sharedTagEnds);
+        sharedTagStarts = starts;
+        sharedTagEnds = ends;
       }
     }
+    this.cursor.set(cursor);
+    const typeCount = cursor[manifestCursor.types];
+    for (let at = this.typeRanges.length; at < 2 * typeCount; at++) this.typeRanges.push(sharedTypeRanges[at]);
     const { types } = this;
-    for (let type = types.length; type < cursor[manifestCursor.types]; type++) {
+    for (let type = types.length; type < typeCount; type++) {
       // The kernel checked the name's UTF-8 when it first met it.
       types.push(utf8DecodeRange(this.bytes, this.typeRanges[2 * type], this.typeRanges[2 * type + 1])!);
     }
@@ -223,6 +258,12 @@ export class RunColumnsDecoder {
       for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
     else this.placeBySeq(positions, seqs, firstPosition);
     const tagCount = cursor[manifestCursor.tags];
+    // The batch's tag ranges, starts then ends, in one buffer of its own.
+    const tagBuffer = tagCount === 0 ? undefined : new ArrayBuffer(8 * tagCount);
+    const tagStarts = tagBuffer ? new Uint32Array(tagBuffer, 0, tagCount) : noTagStarts;
+    const tagEnds = tagBuffer ? new Uint32Array(tagBuffer, 4 * tagCount, tagCount) : noTagEnds;
+    tagStarts.set(sharedTagStarts.subarray(0, tagCount));
+    tagEnds.set(sharedTagEnds.subarray(0, tagCount));
     this.row += count;
     return {
       count,
@@ -240,8 +281,8 @@ export class RunColumnsDecoder {
       keyStarts: new Uint32Array(buffer, layout.keyStarts, count),
       keyEnds: new Uint32Array(buffer, layout.keyEnds, count),
       tagRows: new Uint32Array(buffer, layout.tagRows, count + 1),
-      tagStarts: tagCount === 0 ? noTagStarts : tagStarts.subarray(0, tagCount),
-      tagEnds: tagCount === 0 ? noTagEnds : tagEnds.subarray(0, tagCount),
+      tagStarts,
+      tagEnds,
       payloadStarts: new Uint32Array(buffer, layout.payloadStarts, count),
       payloadEnds: new Uint32Array(buffer, layout.payloadEnds, count),
       external,
