@@ -133,6 +133,31 @@ async function buildRun(run: RunShape) {
   return { bytes, frames, commit: built.commit };
 }
 
+/** A one-shot commit's run of `records`, as the engine lays it, with frames of `frameBytes` at most. */
+async function oneShotRun(records: CommitRunInput['records'], frameBytes: number) {
+  const builder = new FrameBuilder(frameBytes);
+  const { commit } = await buildCommitRun(
+    native,
+    builder,
+    {
+      commit: 1,
+      stream: 's',
+      parent: 0,
+      firstPosition: 1,
+      openedAt: 1,
+      sealedAt: 1,
+      epoch: 1,
+      oneShot: true,
+      records,
+      timestampDefault: 5,
+    },
+    () => undefined,
+    frameBytes,
+  );
+  const bytes = builder.finish(native).slice();
+  return { bytes, frames: scanFrames(native, bytes, 0, bytes.length), commit };
+}
+
 interface RunShape {
   records: GeneratedRecord[];
   compacted: boolean;
@@ -326,27 +351,7 @@ describe('decodeManifests: native and ts agree', () => {
       tombstone: false,
       tags: [`a${index}`, `b${index % 7}`, `c${index % 11}`],
     }));
-    const builder = new FrameBuilder(1 << 20);
-    const { commit } = await buildCommitRun(
-      native,
-      builder,
-      {
-        commit: 1,
-        stream: 's',
-        parent: 0,
-        firstPosition: 1,
-        openedAt: 1,
-        sealedAt: 1,
-        epoch: 1,
-        oneShot: true,
-        records,
-        timestampDefault: 5,
-      },
-      () => undefined,
-      1 << 20,
-    );
-    const bytes = builder.finish(native).slice();
-    const frames = scanFrames(native, bytes, 0, bytes.length);
+    const { bytes, frames, commit } = await oneShotRun(records, 1 << 20);
     const fromTs = decodeAll(ts, bytes, frames, commit.entries, undefined, 4096);
     const fromNative = decodeAll(native, bytes, frames, commit.entries, undefined, 4096);
     if (!('batches' in fromNative) || !('batches' in fromTs)) throw new Error(JSON.stringify(fromNative));
@@ -373,27 +378,11 @@ describe('decodeManifests: native and ts agree', () => {
       { type: 'b', tags: ['z', 'w'] },
       { type: 'b', tags: ['v', 'u'] },
     ];
-    const builder = new FrameBuilder(frameDataBytesMax);
-    const { commit } = await buildCommitRun(
-      native,
-      builder,
-      {
-        commit: 1,
-        stream: 's',
-        parent: 0,
-        firstPosition: 1,
-        openedAt: 1,
-        sealedAt: 1,
-        epoch: 1,
-        oneShot: true,
-        records: entries.map((entry) => ({ ...entry, payload: encoder.encode(entry.type), tombstone: false })),
-        timestampDefault: 5,
-      },
-      () => undefined,
+    const { bytes, frames, commit } = await oneShotRun(
+      entries.map((entry) => ({ ...entry, payload: encoder.encode(entry.type), tombstone: false })),
       frameDataBytesMax,
     );
-    const bytes = builder.finish(native).slice();
-    const manifest = scanFrames(native, bytes, 0, bytes.length).find((frame) => frame.kind === FrameKind.Manifest)!;
+    const manifest = frames.find((frame) => frame.kind === FrameKind.Manifest)!;
     for (const kernels of [native, ts]) {
       const cursor = new Uint32Array(12);
       const job = {
