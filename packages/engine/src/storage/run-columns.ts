@@ -170,15 +170,12 @@ export class RunColumnsDecoder {
   }
 
   /**
-   * The next (at most) `rowsMax` rows; `firstRow` says where they start in the run, and
-   * `firstPosition` is the position of the run's first record.
+   * Has the kernel decode rows `firstRow` on (`count` of them) into `columns`, giving it more
+   * room for tags or types each time it stops for some. The decode's state goes into the shared
+   * buffers for the calls and back after; returns the shared cursor, which holds until the next
+   * decode (the batch's tags and payloads stored elsewhere are in the shared scratch until then).
    */
-  next(rowsMax: number, firstPosition: number): RunColumns {
-    const firstRow = this.row;
-    const count = Math.min(rowsMax, this.count - firstRow);
-    const layout = manifestColumnsLayout(count);
-    const buffer = new ArrayBuffer(layout.bytes);
-    const columns = new Uint8Array(buffer);
+  private decodeInto(columns: Uint8Array, firstRow: number, count: number): Uint32Array {
     // The decode's state goes into the shared buffers for the kernel calls, and back after.
     if (sharedState.length < manifestCursorSlots + this.manifests.length)
       sharedState = offHeapUint32s(manifestCursorSlots + this.manifests.length);
@@ -232,8 +229,23 @@ export class RunColumnsDecoder {
       }
     }
     this.cursor.set(cursor);
+    for (let at = this.typeRanges.length; at < 2 * cursor[manifestCursor.types]; at++)
+      this.typeRanges.push(sharedTypeRanges[at]);
+    return cursor;
+  }
+
+  /**
+   * The next (at most) `rowsMax` rows; `firstRow` says where they start in the run, and
+   * `firstPosition` is the position of the run's first record.
+   */
+  next(rowsMax: number, firstPosition: number): RunColumns {
+    const firstRow = this.row;
+    const count = Math.min(rowsMax, this.count - firstRow);
+    const layout = manifestColumnsLayout(count);
+    const buffer = new ArrayBuffer(layout.bytes);
+    const columns = new Uint8Array(buffer);
+    const cursor = this.decodeInto(columns, firstRow, count);
     const typeCount = cursor[manifestCursor.types];
-    for (let at = this.typeRanges.length; at < 2 * typeCount; at++) this.typeRanges.push(sharedTypeRanges[at]);
     const { types } = this;
     for (let type = types.length; type < typeCount; type++) {
       // The kernel checked the name's UTF-8 when it first met it.
