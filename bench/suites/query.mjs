@@ -18,7 +18,9 @@
 //   checked in the index;
 // - condition checks per second: appends whose condition fails (CONDITION_FAILED is caught); a
 //   failed request writes nothing, so this is the check and the request's way through the
-//   group committer.
+//   group committer;
+// - uniqueness checks (a fresh tag per record, after 0: a hundred items at batch 100) against
+//   unconditional appends, on the feed reopened so no tag is known to the high-water map.
 //
 // Scans of 10^6 records take seconds, so scan-plan and type-query cases are timed by hand, a
 // few runs each; every query checks its record count (and the tag or type of what it returns),
@@ -459,6 +461,62 @@ export async function run() {
 
   await store.close();
 
+  // 7. Uniqueness checks on a feed opened afresh: each record carries a tag no record has yet,
+  // and the condition fails if any record carries it, after position 0 (one item per record: a
+  // hundred at batch 100). Reopened, the high-water map knows no tag, so every check goes to the
+  // index: each sealed segment's tag filter rules the tags out without loading its index.
+  // Interleaved with unconditional appends of the same records, round by round, as above.
+  const reopened = await Store.open(directory);
+  const uniqueFeed = await reopened.feed('query');
+  let fresh = 0;
+  const freshBatch = (size) => {
+    const records = new Array(size);
+    for (let i = 0; i < size; i++) {
+      records[i] = {
+        payload: payloadOf(appended + i),
+        type: types[(appended + i) % typeCount],
+        tags: [`fresh-${fresh++}`],
+      };
+    }
+    appended += size;
+    return records;
+  };
+  for (const size of appendBatchSizes) {
+    const seconds = { plain: [], unique: [] };
+    const deadline = performance.now() + appendSeconds * 1000;
+    for (let round = 0; performance.now() < deadline || round < 6; round++) {
+      const order = round % 2 === 0 ? ['plain', 'unique'] : ['unique', 'plain'];
+      for (const kind of order) {
+        let taken = 0;
+        for (let i = 0; i < appendsPerRound; i++) {
+          const records = freshBatch(size);
+          const options =
+            kind === 'unique'
+              ? { condition: { failIfMatch: { items: records.map((record) => ({ tags: record.tags })) }, after: 0 } }
+              : {};
+          const startedAt = performance.now();
+          await uniqueFeed.append(records, options);
+          const ms = performance.now() - startedAt;
+          taken += ms;
+          if (ms > slowest[size].ms) slowest[size] = { ms, kind: `uniqueness, ${kind}` };
+        }
+        seconds[kind].push(taken / 1000);
+      }
+    }
+    const ratios = seconds.plain.map((plain, round) => plain / seconds.unique[round]).sort((a, b) => a - b);
+    rates[`unique-${size}`] = ratios[Math.floor(ratios.length / 2)];
+    const total = seconds.unique.reduce((sum, value) => sum + value, 0);
+    pushCase(suite, {
+      name: `one-shot append, uniqueness check (${size === 1 ? 'a fresh tag' : `${size} fresh tags`} after 0, feed reopened), batch ${size}`,
+      opsPerSecond: (seconds.unique.length * appendsPerRound) / total,
+      itemsPerSecond: (seconds.unique.length * appendsPerRound * size) / total,
+      relativeMarginPercent: summary(seconds.unique.map((value) => (appendsPerRound * size) / value)).rme,
+      samples: seconds.unique.length * appendsPerRound,
+    });
+  }
+  if ((await uniqueFeed.info()).records !== appended) throw new Error('the uniqueness appends lost records');
+  await reopened.close();
+
   const checks = suite.cases.find((entry) =>
     entry.name.startsWith('condition check that fails (CONDITION_FAILED), tag'),
   );
@@ -484,6 +542,13 @@ export async function run() {
     suite.ratio(
       `conditional (index-checked) / unconditional append, batch ${size} (median of rounds)`,
       rates[`indexed-${size}`],
+      0.9,
+    );
+  }
+  for (const size of appendBatchSizes) {
+    suite.ratio(
+      `uniqueness check (fresh tags after 0, feed reopened) / unconditional append, batch ${size} (median of rounds)`,
+      rates[`unique-${size}`],
       0.9,
     );
   }

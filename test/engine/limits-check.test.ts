@@ -37,6 +37,7 @@ describe('limits', () => {
     ['more types than a u16 id', { typesPerFeedMax: 0x10000 }, 'typesPerFeedMax'],
     ['a default lease longer than the longest', { leaseTtlMsDefault: limits.leaseTtlMsMax + 1 }, 'leaseTtlMsDefault'],
     ['an empty index cache', { indexCacheBytesMax: 0 }, 'indexCacheBytesMax'],
+    ['a tag filter smaller than the smallest filter', { tagFilterBytesMax: 4 }, 'tagFilterBytesMax'],
     ['no group in flight', { groupsInFlightMax: 0 }, 'groupsInFlightMax'],
     ['no key held for a dictionary build', { keyBuildBacklogKeysMax: 0 }, 'keyBuildBacklogKeysMax'],
     [

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Feed } from '../../packages/engine/src/index.js';
 import { commitPagesCachedMax } from '../../packages/engine/src/limits.js';
+import { bytesReadDuring } from '../support/file-reads.js';
 import { collect, openStore, temporaryDirectory, text } from '../support/store.js';
 
 afterEach(() => {
@@ -63,44 +64,6 @@ async function readEverything(feed: Feed): Promise<unknown[]> {
 }
 
 const historyDirectory = (directory: string) => path.join(directory, 'feeds', 'f', 'history');
-
-/** Counts the bytes read from each file while `action` runs, through every read path fs offers. */
-async function bytesReadDuring(action: () => Promise<void>): Promise<Map<string, number>> {
-  const pathOf = new Map<number, string>();
-  const bytes = new Map<string, number>();
-  const add = (file: string | undefined, count: number) => {
-    if (file !== undefined) bytes.set(file, (bytes.get(file) ?? 0) + count);
-  };
-  const openSync = fs.openSync;
-  vi.spyOn(fs, 'openSync').mockImplementation(((file: fs.PathLike, ...rest: unknown[]) => {
-    const fd = (openSync as (...args: unknown[]) => number)(file, ...rest);
-    pathOf.set(fd, path.resolve(String(file)));
-    return fd;
-  }) as typeof fs.openSync);
-  const readSync = fs.readSync;
-  vi.spyOn(fs, 'readSync').mockImplementation(((fd: number, ...rest: unknown[]) => {
-    const count = (readSync as (...args: unknown[]) => number)(fd, ...rest);
-    add(pathOf.get(fd), count);
-    return count;
-  }) as typeof fs.readSync);
-  const read = fs.read;
-  vi.spyOn(fs, 'read').mockImplementation(((fd: number, ...rest: unknown[]) => {
-    const callback = rest.pop() as (error: unknown, count: number, buffer: unknown) => void;
-    (read as (...args: unknown[]) => void)(fd, ...rest, (error: unknown, count: number, buffer: unknown) => {
-      if (!error) add(pathOf.get(fd), count);
-      callback(error, count, buffer);
-    });
-  }) as typeof fs.read);
-  const readFileSync = fs.readFileSync;
-  vi.spyOn(fs, 'readFileSync').mockImplementation(((file: fs.PathOrFileDescriptor, ...rest: unknown[]) => {
-    const out = (readFileSync as (...args: unknown[]) => Buffer | string)(file, ...rest);
-    add(typeof file === 'number' ? pathOf.get(file) : path.resolve(String(file)), out.length);
-    return out;
-  }) as typeof fs.readFileSync);
-  await action();
-  vi.restoreAllMocks();
-  return bytes;
-}
 
 describe('opening a feed', () => {
   it('reads no data of finished segments, only their summaries and index heads', async () => {

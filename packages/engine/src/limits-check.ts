@@ -32,6 +32,7 @@ export interface LimitValues {
   readonly payloadCacheBytesMax: number;
   readonly payloadCacheBlockBytes: number;
   readonly indexCacheBytesMax: number;
+  readonly tagFilterBytesMax: number;
   readonly keyCacheBytesMax: number;
   readonly commitPagesCachedMax: number;
   readonly summaryPageCommits: number;
@@ -164,6 +165,10 @@ export function checkLimits(limits: LimitValues): void {
       `a cache, page or queue holds something (${name} >= 1)`,
     );
   }
+  check(
+    Number.isSafeInteger(limits.tagFilterBytesMax) && limits.tagFilterBytesMax >= 8,
+    'a tag filter holds at least the eight bytes of the smallest filter (tagFilterBytesMax >= 8)',
+  );
   check(
     limits.payloadCacheBlockBytes <= limits.payloadCacheBytesMax,
     'the payload cache holds the block it reads (payloadCacheBlockBytes <= payloadCacheBytesMax)',

@@ -193,7 +193,26 @@ export const indexCacheBytesMax = 64 * 1024 * 1024;
  * touches that segment's FST. Format.
  */
 export const keyFilterBitsPerKey = 10;
-export const keyFilterHashes = 7;
+export const keyFilterProbes = 7;
+
+/**
+ * Bits per tag in an index file's tag filter, and probes per tag at most: about one false
+ * positive in 15,000. Tighter than keys', because a condition asks about many tags at once: a
+ * uniqueness check of a hundred fresh tags passes a segment only if all hundred miss, which at
+ * one in a hundred each would load most segments' indexes.
+ */
+export const tagFilterBitsPerTag = 20;
+export const tagFilterProbesMax = 14;
+
+/**
+ * Bytes of one index file's tag filter at most. Every sealed segment's filter stays in memory
+ * for the life of the feed, so its size is bounded whatever a segment holds: 512 KiB filters
+ * about 210,000 distinct tags at full precision (a segment of 300,000 records tagged with
+ * 100,000 customers needs 250 KiB; with 5,000, 12 KiB), and a hundred segments of that many tags
+ * hold 50 MiB. Past it, tags share the bits and get fewer probes each (`filterShapeOf`): at
+ * 400,000 tags about one absent tag in a hundred passes, like the key filters.
+ */
+export const tagFilterBytesMax = 512 * 1024;
 
 /**
  * Bytes of key dictionaries (filters, FSTs, winners) held in memory, least recently used out
@@ -794,6 +813,7 @@ checkLimits({
   payloadCacheBytesMax,
   payloadCacheBlockBytes,
   indexCacheBytesMax,
+  tagFilterBytesMax,
   keyCacheBytesMax,
   commitPagesCachedMax,
   summaryPageCommits,

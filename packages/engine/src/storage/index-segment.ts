@@ -6,7 +6,10 @@
  * record count · u32 source (the fingerprint of the segment it was built from, `segmentSource`,
  * so a file of another segment with the same base and count is told apart) · u32 section count,
  * then five sections, each `u32 length · u32 crc32 · bytes`:
- * 1. type names: varint count, then the names; a type's id is its index + 1 (0: no type);
+ * 1. the head: type names (varint count, then the names; a type's id is its index + 1, 0: no
+ *    type), then the Bloom filter of the segment's tags (`term-filter.ts`): varint probes per
+ *    tag, then varint length and bytes. Opening a feed reads only this section of every index, and keeps the filters: a
+ *    query or condition on a tag passes every segment whose filter lacks it without loading it;
  * 2. type column: u16 per position, the dense type id of each record;
  * 3. locator column: u32 per position, where the record's manifest entry starts in the history
  *    segment (so a record found by the index is fetched without decoding its whole commit);
@@ -19,13 +22,18 @@
 import { StreamStackError } from '../errors.js';
 import { yieldWhenDue } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
+import { tagFilterBitsPerTag, tagFilterBytesMax, tagFilterProbesMax } from '../limits.js';
 import { ByteReader, ByteWriter, sortStringsByUtf8, utf8Concat, utf8Encode } from './codec.js';
 import { writeFileDurably } from './segment.js';
 import { isMissingFile, type SegmentStore } from './segment-store.js';
+import { filterShapeOf, termFilterOf } from './term-filter.js';
 
 const magic = 'SSINDEX1';
-/** 2: the head carries the source fingerprint; files of version 1 are rebuilt. */
-export const indexFormatVersion = 2;
+/**
+ * 2: the head carries the source fingerprint. 3: the first section carries the tag filter after
+ * the type names. Files of older versions are rebuilt.
+ */
+export const indexFormatVersion = 3;
 const sectionCount = 5;
 
 /** The data an index segment holds, in memory. */
@@ -38,6 +46,16 @@ export interface IndexData {
   /** The FST over tags (sealed segments). */
   readonly fst: Uint8Array;
   readonly postings: Uint8Array;
+  /** The Bloom filter of the tags (see `term-filter.ts`), and its probes per tag. */
+  readonly tagFilter: Uint8Array;
+  readonly tagProbes: number;
+}
+
+/** What an index file's head section holds: what a feed keeps of every sealed segment's index. */
+export interface IndexHead {
+  readonly typeNames: readonly string[];
+  readonly tagFilter: Uint8Array;
+  readonly tagProbes: number;
 }
 
 /** What a segment index is built from: per record, its type, tags and manifest entry offset. */
@@ -67,6 +85,7 @@ export function buildIndexData(kernels: Kernels, source: IndexSource): IndexData
     values[index] = postings.length * 2;
     postings.bytes(kernels.postingsEncode(Uint32Array.from(positions)));
   });
+  const tagShape = filterShapeOf(tags.length, tagFilterBitsPerTag, tagFilterProbesMax, tagFilterBytesMax);
   return {
     base: source.base,
     count: source.count,
@@ -75,15 +94,18 @@ export function buildIndexData(kernels: Kernels, source: IndexSource): IndexData
     locators: source.locators.slice(0, source.count),
     fst: kernels.fstBuild({ bytes: keyBytes, ends }, values),
     postings: postings.finish(),
+    tagFilter: termFilterOf(kernels, keyBytes, ends, tagShape),
+    tagProbes: tagShape.probes,
   };
 }
 
 /** The index file of `data`, built from the segment whose fingerprint is `source`. */
 export function encodeIndexFile(kernels: Kernels, data: IndexData, source: number): Uint8Array {
-  const names = new ByteWriter().varint(data.typeNames.length);
-  for (const name of data.typeNames) names.string(name);
+  const head = new ByteWriter().varint(data.typeNames.length);
+  for (const name of data.typeNames) head.string(name);
+  head.varint(data.tagProbes).bytes(data.tagFilter);
   const sections = [
-    names.finish(),
+    head.finish(),
     new Uint8Array(data.typeColumn.buffer, data.typeColumn.byteOffset, data.typeColumn.byteLength),
     new Uint8Array(data.locators.buffer, data.locators.byteOffset, data.locators.byteLength),
     data.fst,
@@ -129,9 +151,7 @@ export function decodeIndexFile(
     sections.push(section.slice());
   }
   reader.expectEnd();
-  const names = new ByteReader(sections[0], 0, sections[0].length, `type names of ${file}`);
-  const typeNames = Array.from({ length: names.varint() }, () => names.string());
-  names.expectEnd();
+  const { typeNames, tagFilter, tagProbes } = readHeadSection(sections[0], file);
   if (sections[1].length !== count * 2 || sections[2].length !== count * 4)
     throw reader.corrupt('columns disagree with the count');
   kernels.fstVerify(sections[3]);
@@ -144,7 +164,23 @@ export function decodeIndexFile(
     locators: new Uint32Array(sections[2].buffer, sections[2].byteOffset, count),
     fst: sections[3],
     postings: sections[4],
+    tagFilter,
+    tagProbes,
   };
+}
+
+/** Parses an index file's first section: its type names, then its tag filter. */
+function readHeadSection(section: Uint8Array, file: string): IndexHead {
+  const reader = new ByteReader(section, 0, section.length, `head of ${file}`);
+  const count = reader.varint();
+  if (count > reader.remaining) throw reader.corrupt(`type count ${count} exceeds the section`);
+  const typeNames = Array.from({ length: count }, () => reader.string());
+  const tagProbes = reader.varint();
+  if (tagProbes < 1 || tagProbes > tagFilterProbesMax) throw reader.corrupt(`${tagProbes} tag filter probes`);
+  const tagFilter = reader.bytes().slice();
+  if (tagFilter.length === 0) throw reader.corrupt('the tag filter is empty');
+  reader.expectEnd();
+  return { typeNames, tagFilter, tagProbes };
 }
 
 /** Writes an index file durably (see `writeFileDurably`). */
@@ -194,16 +230,16 @@ export async function readIndexFile(
 const indexHeadBytes = 8 + 4 + 8 + 8 + 4 + 4;
 
 /**
- * Reads only an index file's header and its type names (its first section), checked by their
- * CRC, through `store`: what opening a feed needs from every sealed segment's index, in two small
- * reads each. The rest is read and verified when a query first needs it. Undefined when the file
- * is missing.
+ * Reads only an index file's header and its head section (type names and tag filter), checked
+ * by their CRC, through `store`: what opening a feed needs from every sealed segment's index, in
+ * two small reads each. The rest is read and verified when a query first needs it. Undefined
+ * when the file is missing.
  */
 export async function readIndexHead(
   kernels: Kernels,
   store: SegmentStore,
   name: string,
-): Promise<{ base: number; count: number; source: number; typeNames: string[] } | undefined> {
+): Promise<({ base: number; count: number; source: number } & IndexHead) | undefined> {
   const file = labelOf(store, name);
   let head: { bytes: Uint8Array; size: number };
   try {
@@ -217,14 +253,11 @@ export async function readIndexHead(
     const { base, count, source } = readIndexHeader(reader);
     const length = reader.u32();
     const crc = reader.u32();
-    // The size the first read reported says whether the type names are all there.
-    if (indexHeadBytes + 8 + length > head.size) throw reader.corrupt('the type names are cut short');
+    // The size the first read reported says whether the head section is all there.
+    if (indexHeadBytes + 8 + length > head.size) throw reader.corrupt('the head section is cut short');
     const section = await store.read(name, indexHeadBytes + 8, length);
     if (kernels.crc32(section) !== crc) throw reader.corrupt('section 1 fails its CRC');
-    const names = new ByteReader(section, 0, section.length, `type names of ${file}`);
-    const typeNames = Array.from({ length: names.varint() }, () => names.string());
-    names.expectEnd();
-    return { base, count, source, typeNames };
+    return { base, count, source, ...readHeadSection(section, file) };
   } catch (error) {
     throw unreadable(file, error);
   }

@@ -11,9 +11,8 @@
  * merge or key compaction rewrote the segment — is told apart by it) · u32 key count, then three
  * section descriptors (`u32` length, `u32` CRC-32)
  * and the three sections in order:
- * 1. the Bloom filter: `keyFilterHashes` probes per key, at `(h1 + i·h2) mod bits` where h1 is
- *    the key's CRC-32C and h2 its CRC-32 with the low bit set; bit `b` is bit `b % 8` of byte
- *    `b / 8`;
+ * 1. the Bloom filter of the keys, `keyFilterBitsPerKey` bits a key (`term-filter.ts` has the
+ *    scheme);
  * 2. an FST (the kernel's format) from each key's UTF-8 bytes to its ordinal in section 3;
  * 3. the winners, 28 bytes each: `f64` position, `f64` version, `u32` locator (where the
  *    winner's manifest entry starts in its history segment), `u32` flags (1: tombstone), and a
@@ -23,8 +22,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels, PackedBytes } from '../kernels/kernels.js';
-import { crc32, crc32c } from '../kernels/ts/crc.js';
-import { keyFileChecksumSliceWinners, keyFilterBitsPerKey, keyFilterHashes } from '../limits.js';
+import { crc32 } from '../kernels/ts/crc.js';
+import { keyFileChecksumSliceWinners, keyFilterBitsPerKey, keyFilterProbes } from '../limits.js';
 import { ByteReader, ByteWriter, utf8Concat, utf8Encode } from './codec.js';
 import { firstRepeatIn, packedInOrder, utf8OrderOf } from './packed-terms.js';
 import { writeFileDurably } from './segment.js';
@@ -35,6 +34,7 @@ import {
   type SegmentStore,
   type SyncSegmentReads,
 } from './segment-store.js';
+import { filterShapeOf, termFilterOf } from './term-filter.js';
 
 const magic = 'SSKEYS01';
 /** 2: the head carries the source fingerprint; files of version 1 are rebuilt. */
@@ -73,31 +73,6 @@ export function prefers(order: TermOrder, a: KeyWinner, b: KeyWinner | undefined
   return order === 'latest' ? winsOver(a, b) : b === undefined || a.position < b.position;
 }
 
-/**
- * The two hashes a key's filter probes are made from. They are computed by the TypeScript CRC
- * functions whatever kernel set is in use: keys are short, so a call into the native module
- * would cost a few times what the hash of a 16-byte key does, and the native CRCs give the same
- * values anyway. Many keys at once go through the kernels: `keyHashesOf`.
- */
-export function keyHashes(key: Uint8Array, start = 0, end = key.length): [number, number] {
-  return [crc32c(key, 0, start, end), (crc32(key, 0, start, end) | 1) >>> 0];
-}
-
-/** True when the filter may hold the key (false: it surely does not). */
-export function filterMayHold(filter: Uint8Array, [h1, h2]: [number, number]): boolean {
-  return filterMayHoldHashes(filter, h1, h2);
-}
-
-/** `filterMayHold` with the two hashes apart (no pair to allocate in a merge's inner loop). */
-export function filterMayHoldHashes(filter: Uint8Array, h1: number, h2: number): boolean {
-  const bits = filter.length * 8;
-  for (let probe = 0; probe < keyFilterHashes; probe++) {
-    const bit = (h1 + probe * h2) % bits;
-    if ((filter[bit >>> 3] & (1 << (bit & 7))) === 0) return false;
-  }
-  return true;
-}
-
 export interface KeyFileHead {
   readonly base: number;
   readonly count: number;
@@ -106,22 +81,6 @@ export interface KeyFileHead {
   readonly keys: number;
   /** Each section's offset in the file, length and CRC-32. */
   readonly sections: readonly { readonly offset: number; readonly length: number; readonly crc: number }[];
-}
-
-/**
- * The filter hashes of every key laid end to end in `bytes` (ending at `ends`), in one kernel
- * call: `out[2i]` is key i's first hash, `out[2i + 1]` its second (the same values `keyHashes`
- * gives one key at a time).
- */
-export function keyHashesOf(kernels: Kernels, bytes: Uint8Array, ends: Uint32Array): Uint32Array {
-  const ranges = new Uint32Array(ends.length * 2);
-  for (let index = 0; index < ends.length; index++) {
-    ranges[2 * index] = index === 0 ? 0 : ends[index - 1];
-    ranges[2 * index + 1] = ends[index];
-  }
-  const hashes = kernels.payloadChecksums(bytes, ranges);
-  for (let index = 1; index < hashes.length; index += 2) hashes[index] = (hashes[index] | 1) >>> 0;
-  return hashes;
 }
 
 /** Winners as columns, term by term: how a build keeps a segment's winners (no object each). */
@@ -166,7 +125,11 @@ export function encodeKeyFileColumns(
   const { bytes: keyBytes, ends } = packedInOrder(terms, order);
   assert(firstRepeatIn({ bytes: keyBytes, ends }) < 0, 'a key dictionary holds each key once');
   const keys = ends.length;
-  const filter = filterOf(kernels, keyBytes, ends);
+  const filter = termFilterOf(kernels, keyBytes, ends, {
+    bytes: filterShapeOf(ends.length, keyFilterBitsPerKey, keyFilterProbes).bytes,
+    // The key files' probes are fixed by their format, whatever their size.
+    probes: keyFilterProbes,
+  });
   const values = new Float64Array(keys);
   const table = new Uint8Array(keys * winnerBytes);
   const view = new DataView(table.buffer);
@@ -204,25 +167,6 @@ export function encodeKeyFileColumns(
   for (const section of sections) writer.u32(section.length).u32(kernels.crc32(section));
   for (const section of sections) writer.raw(section);
   return writer.finish();
-}
-
-/**
- * The Bloom filter of the keys laid end to end in `bytes` (sorted, ending at `ends`). Its own
- * function so that the keys' hashes (8 bytes a key) can go as soon as the filter is made.
- */
-function filterOf(kernels: Kernels, bytes: Uint8Array, ends: Uint32Array): Uint8Array {
-  const hashes = keyHashesOf(kernels, bytes, ends);
-  const filter = new Uint8Array(Math.max(8, Math.ceil((ends.length * keyFilterBitsPerKey) / 8)));
-  const bits = filter.length * 8;
-  for (let ordinal = 0; ordinal < ends.length; ordinal++) {
-    const h1 = hashes[2 * ordinal];
-    const h2 = hashes[2 * ordinal + 1];
-    for (let probe = 0; probe < keyFilterHashes; probe++) {
-      const bit = (h1 + probe * h2) % bits;
-      filter[bit >>> 3] |= 1 << (bit & 7);
-    }
-  }
-  return filter;
 }
 
 function corrupt(file: string, reason: string, cause?: unknown): StreamStackError {
@@ -381,7 +325,7 @@ export async function readKeySectionAsync(
 /**
  * The winner stored at `ordinal` of a winners section (or of `table`, that one winner's bytes
  * read on their own at ordinal 0), checked by its own CRC: `CORRUPT` when it fails. The CRC of
- * its 24 bytes is the TypeScript one, for the reason `keyHashes` gives.
+ * its 24 bytes is the TypeScript one, for the reason `termHashes` gives.
  */
 export function winnerAt(table: Uint8Array, ordinal: number, file = 'a key dictionary'): KeyWinner {
   const view = new DataView(table.buffer, table.byteOffset + ordinal * winnerBytes, winnerBytes);

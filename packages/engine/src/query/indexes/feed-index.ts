@@ -6,6 +6,7 @@
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
 import path from 'node:path';
+import type { QueryItem } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
@@ -15,8 +16,10 @@ import type { CommitRun, History } from '../../storage/history-log.js';
 import { encodeIndexFile, type IndexData, readIndexFile, readIndexHead } from '../../storage/index-segment.js';
 import type { ManifestEntry } from '../../storage/records.js';
 import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
+import type { TermHashes } from '../../storage/term-filter.js';
 import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
 import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
+import { HeadTerms, itemMayMatchIn } from './segment-terms.js';
 
 export type { SegmentIndex };
 
@@ -136,6 +139,12 @@ export interface IndexRebuild {
 interface SealedSlot extends SealedSegment {
   /** Set while the index is only in memory: a tail being compacted, or one with gaps. */
   resident?: SegmentIndex;
+  /**
+   * What the feed keeps of the index for good once it has read its file's head (at open) or
+   * built or loaded it: its types and its tag filter, so a query passes the segment without
+   * loading it when none of its items can match there.
+   */
+  terms?: HeadTerms;
 }
 
 export class FeedIndex {
@@ -203,7 +212,10 @@ export class FeedIndex {
             : await readIndexHead(kernels, index.store, path.basename(file));
         if (!head) reason ??= 'missing';
         else reason = derivedMismatch(head, segment);
-        if (head && reason === undefined) for (const name of head.typeNames) index.typeNames.add(name);
+        if (head && reason === undefined) {
+          for (const name of head.typeNames) index.typeNames.add(name);
+          slot.terms = new HeadTerms(head);
+        }
       } catch (error) {
         reason = (error as Error).message;
       }
@@ -245,6 +257,7 @@ export class FeedIndex {
     // Kept in memory for good when it cannot be written (read-only): its file, if any, is wrong.
     if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
     else this.remember(slot.base, new SealedIndex(this.kernels, data), data);
+    slot.terms = new HeadTerms(data);
     this.rebuilt.push({ segment: slot.base, file, reason });
     return data;
   }
@@ -306,17 +319,26 @@ export class FeedIndex {
     }
     const index = new SealedIndex(this.kernels, data);
     this.remember(slot.base, index, data);
+    slot.terms ??= new HeadTerms(data);
     return index;
   }
 
   /**
    * The indexes of the segments that hold positions `from`..`to`, sealed then tail, loaded: a
-   * query holds on to what it was given, whatever the cache drops meanwhile.
+   * query holds on to what it was given, whatever the cache drops meanwhile. With `query`, a
+   * sealed segment whose head says none of its items can match there is passed without being
+   * loaded: a condition on a tag no record carries yet reads no index at all.
    */
-  async segmentsFor(from: number, to: number): Promise<SegmentIndex[]> {
+  async segmentsFor(
+    from: number,
+    to: number,
+    query?: { readonly items: readonly QueryItem[]; readonly hashes: TermHashes },
+  ): Promise<SegmentIndex[]> {
     const out: SegmentIndex[] = [];
     for (const slot of this.sealed) {
       if (slot.base + slot.count - 1 < from || slot.base > to || slot.count === 0) continue;
+      const terms = slot.terms;
+      if (query && terms && !query.items.some((item) => itemMayMatchIn(terms, item, query.hashes))) continue;
       out.push(await this.load(slot));
     }
     if (this.tail && this.tail.count > 0 && this.tail.base + this.tail.count - 1 >= from && this.tail.base <= to)
@@ -434,6 +456,7 @@ export class FeedIndex {
           if (!this.readOnly)
             await this.store.put(path.basename(file), encodeIndexFile(this.kernels, data, slot.source()));
           this.remember(slot.base, new SealedIndex(this.kernels, data), data);
+          slot.terms = new HeadTerms(data);
           if (!this.readOnly) slot.resident = undefined;
         })
         .catch(() => undefined);

@@ -26,21 +26,17 @@ import path from 'node:path';
 import { assert } from '../../errors.js';
 import { yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
 import type { Kernels, PackedBytes } from '../../kernels/kernels.js';
-import { keyBuildYieldKeys, keyCacheBytesMax } from '../../limits.js';
+import { keyBuildYieldKeys, keyCacheBytesMax, keyFilterProbes } from '../../limits.js';
 import { concatBytes, utf8Concat, utf8DecodeRange, utf8Encode } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
 import {
   encodeKeyFileColumns,
-  filterMayHold,
-  filterMayHoldHashes,
   type KeyFileHead,
   type KeyFileSource,
   type KeyWinner,
   keyFileHeadBytes,
-  keyHashes,
-  keyHashesOf,
   loadKeyFileHead,
   parseKeyFileHead,
   prefers,
@@ -50,6 +46,7 @@ import {
   winnerAt,
 } from '../../storage/key-file.js';
 import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from '../../storage/segment-store.js';
+import { filterMayHold, filterMayHoldHashes, termHashes, termHashesOf } from '../../storage/term-filter.js';
 import { DictionaryCache } from './dictionary-cache.js';
 import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
@@ -343,7 +340,7 @@ export class KeyIndex {
         locator: winners.locators[index],
         tombstone: winners.tombstones[index] === 1,
       };
-      const earlier = await this.walk(key, bytes, keyHashes(bytes), before, slot.base - 1, undefined);
+      const earlier = await this.walk(key, bytes, termHashes(bytes), before, slot.base - 1, undefined);
       if (earlier && prefers(this.order, earlier, own)) {
         winners.positions[index] = earlier.position;
         winners.versions[index] = earlier.version;
@@ -465,7 +462,7 @@ export class KeyIndex {
     const bytes = utf8Encode(key);
     const tail = this.tail;
     const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
-    return this.walk(key, bytes, keyHashes(bytes), this.sealed.length - 1, asOfPosition, best);
+    return this.walk(key, bytes, termHashes(bytes), this.sealed.length - 1, asOfPosition, best);
   }
 
   /**
@@ -482,7 +479,7 @@ export class KeyIndex {
     const pieces: { bytes: Uint8Array; ends: Uint32Array; hashes: Uint32Array }[] = [];
     for (let first = 0; first < keys.length; first += keyBuildYieldKeys) {
       const piece = utf8Concat(keys.slice(first, first + keyBuildYieldKeys));
-      pieces.push({ ...piece, hashes: keyHashesOf(this.kernels, piece.bytes, piece.ends) });
+      pieces.push({ ...piece, hashes: termHashesOf(this.kernels, piece.bytes, piece.ends) });
       await yieldToEventLoop();
     }
     const pieceOf = (index: number) => pieces[Math.floor(index / keyBuildYieldKeys)];
@@ -528,7 +525,7 @@ export class KeyIndex {
         const candidates: number[] = [];
         for (let walk = first; walk < last; walk++) {
           const index = before[walk];
-          if (filterMayHoldHashes(filter, hashOf(index, 0), hashOf(index, 1))) candidates.push(walk);
+          if (filterMayHoldHashes(filter, hashOf(index, 0), hashOf(index, 1), keyFilterProbes)) candidates.push(walk);
         }
         const ordinals =
           candidates.length === 0
@@ -592,7 +589,7 @@ export class KeyIndex {
     const [filter, fst, table] = slot.sections;
     if (!filter || !fst) return notHeld;
     if (!slot.pinned) this.touch(slot);
-    if (!filterMayHold(filter, hashes)) return undefined;
+    if (!filterMayHold(filter, hashes, keyFilterProbes)) return undefined;
     const ordinal = this.kernels.fstGet(fst, bytes);
     if (ordinal === undefined) return undefined;
     const file = this.fileFor(slot.base);
@@ -608,7 +605,7 @@ export class KeyIndex {
   /** The dictionary's winner for a key, or undefined when the segment lacks the key. */
   private async lookup(slot: SealedKeys, bytes: Uint8Array, hashes: [number, number]): Promise<KeyWinner | undefined> {
     const filter = await this.section(slot, 0);
-    if (!filterMayHold(filter, hashes)) return undefined;
+    if (!filterMayHold(filter, hashes, keyFilterProbes)) return undefined;
     const ordinal = this.kernels.fstGet(await this.section(slot, 1), bytes);
     if (ordinal === undefined) return undefined;
     // The winners section is megabytes, and lookups walk many segments: one winner is read on
@@ -707,7 +704,7 @@ export class KeyIndex {
    */
   private winnerHeld(key: string): KeyWinner | undefined | typeof notHeld {
     const bytes = utf8Encode(key);
-    const hashes = keyHashes(bytes);
+    const hashes = termHashes(bytes);
     let best = this.tail?.winnerUpTo(key, Number.POSITIVE_INFINITY);
     for (let at = this.sealed.length - 1; at >= 0; at--) {
       const slot = this.sealed[at];

@@ -7,20 +7,19 @@
  * `CORRUPT`, and the caller merges on its own thread instead (where damaged files are rebuilt).
  */
 import type { Kernels, PackedBytes } from '../../kernels/kernels.js';
-import { mergeWinnerReadsMax } from '../../limits.js';
+import { keyFilterProbes, mergeWinnerReadsMax } from '../../limits.js';
 import { concatBytes, utf8Concat } from '../../storage/codec.js';
 import {
   encodeKeyFileColumns,
-  filterMayHoldHashes,
   type KeyFileHead,
   type KeyWinner,
-  keyHashesOf,
   prefers,
   readKeySection,
   type TermOrder,
   type WinnerColumns,
   WinnerReader,
 } from '../../storage/key-file.js';
+import { filterMayHoldHashes, termHashesOf } from '../../storage/term-filter.js';
 
 /** Winners as columns: how a build keeps them, and how they cross to the worker (moved, not copied). */
 export type { WinnerColumns };
@@ -135,7 +134,7 @@ export function mergeColumnsWithEarlier(
   // than every filter once per term.
   const { bytes, ends } = terms;
   const count = ends.length;
-  const hashes = keyHashesOf(kernels, bytes, ends);
+  const hashes = termHashesOf(kernels, bytes, ends);
   const unresolved = new Uint32Array(count);
   for (let index = 0; index < count; index++) unresolved[index] = index;
   let unresolvedCount = count;
@@ -151,7 +150,8 @@ export function mergeColumnsWithEarlier(
       const candidates: number[] = [];
       for (let walk = 0; walk < unresolvedCount; walk++) {
         const index = unresolved[walk];
-        if (filterMayHoldHashes(filter, hashes[2 * index], hashes[2 * index + 1])) candidates.push(walk);
+        if (filterMayHoldHashes(filter, hashes[2 * index], hashes[2 * index + 1], keyFilterProbes))
+          candidates.push(walk);
       }
       const ordinals =
         candidates.length === 0

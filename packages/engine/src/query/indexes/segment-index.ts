@@ -12,6 +12,7 @@ import { utf8DecodeRange } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import type { IndexData, IndexSource } from '../../storage/index-segment.js';
 import type { SegmentRunSource } from '../../storage/run-reads.js';
+import { filterMayHold, type TermHashes } from '../../storage/term-filter.js';
 
 /** The index of one segment, sealed or tail: what the planner asks of either. */
 export interface SegmentIndex {
@@ -26,6 +27,11 @@ export interface SegmentIndex {
   tagCount(tag: string): number;
   /** The relative positions carrying `tag`, ascending. */
   tagPositions(tag: string): Uint32Array;
+  /**
+   * False when no record here carries `tag` (`hashes` are its `TermHashes`); true when one may
+   * (a sealed segment answers from its tag filter, which errs only towards true).
+   */
+  mayHoldTag(tag: string, hashes: TermHashes): boolean;
 }
 
 const encoder = new TextEncoder();
@@ -99,6 +105,10 @@ export class SealedIndex implements SegmentIndex {
     if (value % 2 === 1) return Uint32Array.of((value - 1) / 2);
     return this.kernels.postingsDecode(this.list(value / 2));
   }
+
+  mayHoldTag(tag: string, hashes: TermHashes): boolean {
+    return filterMayHold(this.data.tagFilter, hashes.of(tag), this.data.tagProbes);
+  }
 }
 
 /** Tags of the positions no entry holds: none, one array for them all. */
@@ -143,6 +153,10 @@ export class TailIndex implements SegmentIndex {
   tagCount(tag: string): number {
     const held = this.tags.get(tag);
     return held === undefined ? 0 : typeof held === 'number' ? 1 : held.length;
+  }
+
+  mayHoldTag(tag: string): boolean {
+    return this.tags.has(tag);
   }
 
   tagPositions(tag: string): Uint32Array {

@@ -14,7 +14,9 @@ import type { Kernels } from '../../kernels/kernels.js';
 import { queryItemsMax, scanEntryCostPostings } from '../../limits.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import type { ManifestEntry } from '../../storage/records.js';
+import { TermHashes } from '../../storage/term-filter.js';
 import type { FeedIndex, SegmentIndex } from '../indexes/feed-index.js';
+import { itemMayMatchIn } from '../indexes/segment-terms.js';
 import { assertIntact, type Snapshot } from './snapshot.js';
 
 export type { Plan, Query, QueryItem };
@@ -150,7 +152,10 @@ async function scanPath(snapshot: Snapshot, query: Query, from: number, to: numb
 
 /**
  * The positions after `after` (up to the snapshot's watermark) that match `query`, ascending.
- * Segments wholly at or before `after` are skipped by their base alone.
+ * Segments wholly at or before `after` are skipped by their base alone, and those where no item
+ * of the query can match by their types and tag filters (unloaded sealed ones too); in the rest,
+ * only the items that may match are looked up. A condition of a hundred fresh tags is one pass
+ * over the filters.
  */
 export async function findPositions(
   kernels: Kernels,
@@ -165,23 +170,33 @@ export async function findPositions(
   assertIntact(snapshot, after + 1, until, until === snapshot.watermark.position);
   let limit = options.limit ?? Number.POSITIVE_INFINITY;
   const out: number[] = [];
-  for (const segment of await index.segmentsFor(after + 1, until)) {
+  // A scan asked for stays the index's independent check: no filter decides what it reads.
+  const filtered = options.plan !== 'scan';
+  const hashes = new TermHashes();
+  for (const segment of await index.segmentsFor(
+    after + 1,
+    until,
+    filtered ? { items: query.items, hashes } : undefined,
+  )) {
     if (limit <= 0) break;
     const from = Math.max(after + 1, segment.base);
     const to = Math.min(until, segment.base + segment.count - 1);
     if (from > to) continue;
+    const items = filtered ? query.items.filter((item) => itemMayMatchIn(segment, item, hashes)) : query.items;
+    if (items.length === 0) continue;
+    const narrowed = items.length === query.items.length ? query : { items };
     const low = from - segment.base;
     const high = to - segment.base + 1;
     const width = high - low;
     let plan = options.plan ?? 'auto';
-    if (plan === 'auto') plan = autoPlan(query, (tag) => segment.tagCount(tag), width);
+    if (plan === 'auto') plan = autoPlan(narrowed, (tag) => segment.tagCount(tag), width);
     const found =
       plan === 'index'
         ? Array.from(
-            indexPath(kernels, segment, query, low, high).subarray(0, Math.min(limit, 2 ** 32 - 1)),
+            indexPath(kernels, segment, narrowed, low, high).subarray(0, Math.min(limit, 2 ** 32 - 1)),
             (relative) => segment.base + relative,
           )
-        : await scanPath(snapshot, query, from, to, limit);
+        : await scanPath(snapshot, narrowed, from, to, limit);
     for (const position of found) {
       if (limit-- <= 0) break;
       out.push(position);
