@@ -45,9 +45,14 @@ export function filterMayHold(filter: Uint8Array, [h1, h2]: [number, number], pr
 /** `filterMayHold` with the two hashes apart (no pair to allocate in a merge's inner loop). */
 export function filterMayHoldHashes(filter: Uint8Array, h1: number, h2: number, probes: number): boolean {
   const bits = filter.length * 8;
+  // `(h1 + i·h2) mod bits`, stepped in integers below `bits`: the products would leave the
+  // 32-bit range, and a modulo of doubles on every probe costs more than the probe.
+  const step = h2 % bits;
+  let bit = h1 % bits;
   for (let probe = 0; probe < probes; probe++) {
-    const bit = (h1 + probe * h2) % bits;
     if ((filter[bit >>> 3] & (1 << (bit & 7))) === 0) return false;
+    bit += step;
+    if (bit >= bits) bit -= bits;
   }
   return true;
 }
@@ -82,29 +87,13 @@ export function termFilterOf(kernels: Kernels, bytes: Uint8Array, ends: Uint32Ar
   const filter = new Uint8Array(shape.bytes);
   const bits = filter.length * 8;
   for (let term = 0; term < ends.length; term++) {
-    const h1 = hashes[2 * term];
-    const h2 = hashes[2 * term + 1];
+    const step = hashes[2 * term + 1] % bits;
+    let bit = hashes[2 * term] % bits;
     for (let probe = 0; probe < shape.probes; probe++) {
-      const bit = (h1 + probe * h2) % bits;
       filter[bit >>> 3] |= 1 << (bit & 7);
+      bit += step;
+      if (bit >= bits) bit -= bits;
     }
   }
   return filter;
-}
-
-const encoder = new TextEncoder();
-
-/**
- * The hashes of the terms one query asks about, each made once: a query walks every segment's
- * filter with the same terms, and a condition of a hundred items would otherwise encode and hash
- * each of them once per segment.
- */
-export class TermHashes {
-  private readonly known = new Map<string, [number, number]>();
-
-  of(term: string): [number, number] {
-    let hashes = this.known.get(term);
-    if (hashes === undefined) this.known.set(term, (hashes = termHashes(encoder.encode(term))));
-    return hashes;
-  }
 }

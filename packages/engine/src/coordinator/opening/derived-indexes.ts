@@ -8,6 +8,7 @@
 import type { Kernels } from '../../kernels/kernels.js';
 import { FeedIndex, type IndexRebuild, segmentsOf } from '../../query/indexes/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../../query/indexes/key-index.js';
+import { type Query, queryMatcher } from '../../query/reading/planner.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
@@ -150,6 +151,21 @@ export class DerivedIndexes {
   /** Resolves once the indexes and condition maps hold every run pushed so far. */
   caughtUp(): Promise<void> {
     return this.indexer.caughtUp();
+  }
+
+  /**
+   * Whether a published record the indexes have not folded in yet matches `query` at a position
+   * after `after`: with none, the indexes as they are now hold every match a condition could
+   * find. True also when the indexer stopped (a fold failed): the caller then waits for it, and
+   * its failure answers.
+   */
+  unindexedMatch(query: Query | undefined, after: number): boolean {
+    const matches = queryMatcher(query);
+    return (
+      this.indexer.someQueued(
+        (run, index) => run.commit.firstPosition + index > after && matches(run.records[index]),
+      ) ?? true
+    );
   }
 
   /** Whether the indexes hold every run pushed so far now, in this turn. */

@@ -22,7 +22,13 @@ import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { tagHighWaterEntriesMax } from '../../limits.js';
 import type { FeedIndex } from '../../query/indexes/feed-index.js';
-import { findPositions, matches, normalizeQuery, type Query, type QueryItem } from '../../query/reading/planner.js';
+import {
+  findPositions,
+  normalizeQuery,
+  type Query,
+  type QueryItem,
+  queryMatcher,
+} from '../../query/reading/planner.js';
 import type { Snapshot } from '../../query/reading/snapshot.js';
 
 export type { AppendCondition };
@@ -157,7 +163,9 @@ export class ConditionChecker {
     foldStaged(staged);
     const items = query.items.filter((item) => itemMayMatch(item, staged));
     const narrowed = { items };
-    return items.length > 0 && staged.batches.some((batch) => batch.some((record) => matches(narrowed, record)));
+    if (items.length === 0) return false;
+    const matches = queryMatcher(narrowed);
+    return staged.batches.some((batch) => batch.some(matches));
   }
 
   stage(staged: StagedGroup, records: readonly StagedRecord[]): void {

@@ -56,6 +56,20 @@ export class PublishIndexer<R> {
     this.done = this.drain();
   }
 
+  /**
+   * Whether a record queued and not yet folded in passes `test` (given its run and its index in
+   * the run); undefined when the queue stopped (a fold failed), whose state no caller should
+   * trust. Synchronous: the records it looks at are exactly those the indexes lack in this turn.
+   */
+  someQueued(test: (run: PublishedRun<R>, index: number) => boolean): boolean | undefined {
+    if (this.queue.length > 0 && !this.running) return undefined;
+    for (let at = 0; at < this.queue.length; at++) {
+      const run = this.queue[at];
+      for (let index = at === 0 ? this.next : 0; index < run.records.length; index++) if (test(run, index)) return true;
+    }
+    return false;
+  }
+
   /** Whether every record queued so far is in the indexes already (nothing is left to fold in). */
   get idle(): boolean {
     return !this.running;

@@ -6,7 +6,6 @@
  * writer appends and publishes, and nothing a reader holds is ever moved.
  */
 import path from 'node:path';
-import type { QueryItem } from '@streamstack/protocol';
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
@@ -16,10 +15,9 @@ import type { CommitRun, History } from '../../storage/history-log.js';
 import { encodeIndexFile, type IndexData, readIndexFile, readIndexHead } from '../../storage/index-segment.js';
 import type { ManifestEntry } from '../../storage/records.js';
 import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
-import type { TermHashes } from '../../storage/term-filter.js';
 import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
 import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
-import { HeadTerms, itemMayMatchIn } from './segment-terms.js';
+import { HeadTerms, type QueryTerms } from './segment-terms.js';
 
 export type { SegmentIndex };
 
@@ -329,16 +327,12 @@ export class FeedIndex {
    * sealed segment whose head says none of its items can match there is passed without being
    * loaded: a condition on a tag no record carries yet reads no index at all.
    */
-  async segmentsFor(
-    from: number,
-    to: number,
-    query?: { readonly items: readonly QueryItem[]; readonly hashes: TermHashes },
-  ): Promise<SegmentIndex[]> {
+  async segmentsFor(from: number, to: number, query?: QueryTerms): Promise<SegmentIndex[]> {
     const out: SegmentIndex[] = [];
     for (const slot of this.sealed) {
       if (slot.base + slot.count - 1 < from || slot.base > to || slot.count === 0) continue;
       const terms = slot.terms;
-      if (query && terms && !query.items.some((item) => itemMayMatchIn(terms, item, query.hashes))) continue;
+      if (query && terms && !query.anyMayMatchIn(terms)) continue;
       out.push(await this.load(slot));
     }
     if (this.tail && this.tail.count > 0 && this.tail.base + this.tail.count - 1 >= from && this.tail.base <= to)

@@ -12,7 +12,7 @@ import { utf8DecodeRange } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import type { IndexData, IndexSource } from '../../storage/index-segment.js';
 import type { SegmentRunSource } from '../../storage/run-reads.js';
-import { filterMayHold, type TermHashes } from '../../storage/term-filter.js';
+import { filterMayHoldHashes } from '../../storage/term-filter.js';
 
 /** The index of one segment, sealed or tail: what the planner asks of either. */
 export interface SegmentIndex {
@@ -28,10 +28,10 @@ export interface SegmentIndex {
   /** The relative positions carrying `tag`, ascending. */
   tagPositions(tag: string): Uint32Array;
   /**
-   * False when no record here carries `tag` (`hashes` are its `TermHashes`); true when one may
-   * (a sealed segment answers from its tag filter, which errs only towards true).
+   * False when no record here carries `tag` (`h1`, `h2`: its filter hashes, `termHashes`); true
+   * when one may (a sealed segment answers from its tag filter, which errs only towards true).
    */
-  mayHoldTag(tag: string, hashes: TermHashes): boolean;
+  mayHoldTag(tag: string, h1: number, h2: number): boolean;
 }
 
 const encoder = new TextEncoder();
@@ -106,8 +106,8 @@ export class SealedIndex implements SegmentIndex {
     return this.kernels.postingsDecode(this.list(value / 2));
   }
 
-  mayHoldTag(tag: string, hashes: TermHashes): boolean {
-    return filterMayHold(this.data.tagFilter, hashes.of(tag), this.data.tagProbes);
+  mayHoldTag(_tag: string, h1: number, h2: number): boolean {
+    return filterMayHoldHashes(this.data.tagFilter, h1, h2, this.data.tagProbes);
   }
 }
 

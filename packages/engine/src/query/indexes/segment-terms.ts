@@ -7,7 +7,7 @@
  */
 import type { QueryItem } from '@streamstack/protocol';
 import type { IndexHead } from '../../storage/index-segment.js';
-import { filterMayHold, type TermHashes } from '../../storage/term-filter.js';
+import { filterMayHoldHashes, termHashes } from '../../storage/term-filter.js';
 import type { SegmentIndex } from './segment-index.js';
 
 /** The part of a segment index that tells whether a query item may match there. */
@@ -30,17 +30,65 @@ export class HeadTerms implements ItemTerms {
     return this.types.has(name) ? 1 : undefined;
   }
 
-  mayHoldTag(tag: string, hashes: TermHashes): boolean {
-    return filterMayHold(this.tagFilter, hashes.of(tag), this.tagProbes);
+  mayHoldTag(_tag: string, h1: number, h2: number): boolean {
+    return filterMayHoldHashes(this.tagFilter, h1, h2, this.tagProbes);
   }
 }
 
+const encoder = new TextEncoder();
+
 /**
- * False when no record of the segment `terms` describes can match `item`: a type it names is
- * there for none of its types, or a tag it needs is surely not there. True when one may.
+ * A query's items with their tags' filter hashes, each made once: a query asks every segment's
+ * filter about the same tags, and a condition of a hundred items would otherwise encode and hash
+ * each tag once per segment.
  */
-export function itemMayMatchIn(terms: ItemTerms, item: QueryItem, hashes: TermHashes): boolean {
-  if (item.types && !item.types.some((type) => terms.typeId(type) !== undefined)) return false;
-  if (item.tags && !item.tags.every((tag) => terms.mayHoldTag(tag, hashes))) return false;
-  return true;
+export class QueryTerms {
+  /** Each item's tags' hashes, two a tag, in the item's tag order. */
+  private readonly hashes: Uint32Array[];
+
+  constructor(readonly items: readonly QueryItem[]) {
+    this.hashes = items.map((item) => {
+      const tags = item.tags ?? [];
+      const out = new Uint32Array(2 * tags.length);
+      for (let index = 0; index < tags.length; index++) {
+        const [h1, h2] = termHashes(encoder.encode(tags[index]));
+        out[2 * index] = h1;
+        out[2 * index + 1] = h2;
+      }
+      return out;
+    });
+  }
+
+  /**
+   * False when no record of the segment `terms` describes can match item `index`: a type it
+   * names is there for none of its types, or a tag it needs is surely not there.
+   */
+  private itemMayMatch(terms: ItemTerms, index: number): boolean {
+    const { types, tags } = this.items[index];
+    if (types) {
+      let any = false;
+      for (const type of types) if (terms.typeId(type) !== undefined) any = true;
+      if (!any) return false;
+    }
+    if (tags) {
+      const hashes = this.hashes[index];
+      for (let tag = 0; tag < tags.length; tag++)
+        if (!terms.mayHoldTag(tags[tag], hashes[2 * tag], hashes[2 * tag + 1])) return false;
+    }
+    return true;
+  }
+
+  /** Whether any item may match in the segment `terms` describes. */
+  anyMayMatchIn(terms: ItemTerms): boolean {
+    for (let index = 0; index < this.items.length; index++) if (this.itemMayMatch(terms, index)) return true;
+    return false;
+  }
+
+  /** The items that may match in the segment `terms` describes (`items` itself when all may). */
+  itemsMayMatchIn(terms: ItemTerms): readonly QueryItem[] {
+    const out: QueryItem[] = [];
+    for (let index = 0; index < this.items.length; index++)
+      if (this.itemMayMatch(terms, index)) out.push(this.items[index]);
+    return out.length === this.items.length ? this.items : out;
+  }
 }

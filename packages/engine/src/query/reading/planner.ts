@@ -14,9 +14,8 @@ import type { Kernels } from '../../kernels/kernels.js';
 import { queryItemsMax, scanEntryCostPostings } from '../../limits.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import type { ManifestEntry } from '../../storage/records.js';
-import { TermHashes } from '../../storage/term-filter.js';
 import type { FeedIndex, SegmentIndex } from '../indexes/feed-index.js';
-import { itemMayMatchIn } from '../indexes/segment-terms.js';
+import { QueryTerms } from '../indexes/segment-terms.js';
 import { assertIntact, type Snapshot } from './snapshot.js';
 
 export type { Plan, Query, QueryItem };
@@ -69,6 +68,38 @@ export function matches(query: Query | undefined, record: { type?: string; tags:
       (!item.types || (record.type !== undefined && item.types.includes(record.type))) &&
       (!item.tags || item.tags.every((tag) => record.tags.includes(tag))),
   );
+}
+
+/**
+ * `matches` for one query over many records, made once: items with tags are found through the
+ * record's own tags (an item can match only a record carrying its first tag), the rest by type.
+ * A condition of a hundred items tested against each record of a seal would otherwise walk all
+ * hundred items per record.
+ */
+export function queryMatcher(
+  query: Query | undefined,
+): (record: { type?: string; tags: readonly string[] }) => boolean {
+  if (!query) return () => true;
+  const byFirstTag = new Map<string, QueryItem[]>();
+  const byTypeOnly: QueryItem[] = [];
+  for (const item of query.items) {
+    if (!item.tags) {
+      byTypeOnly.push(item);
+      continue;
+    }
+    const listed = byFirstTag.get(item.tags[0]);
+    if (listed) listed.push(item);
+    else byFirstTag.set(item.tags[0], [item]);
+  }
+  const typeOnly = byTypeOnly.length > 0 ? { items: byTypeOnly } : undefined;
+  return (record) => {
+    if (typeOnly && matches(typeOnly, record)) return true;
+    for (const tag of record.tags) {
+      const items = byFirstTag.get(tag);
+      if (items && matches({ items }, record)) return true;
+    }
+    return false;
+  };
 }
 
 /**
@@ -172,17 +203,13 @@ export async function findPositions(
   const out: number[] = [];
   // A scan asked for stays the index's independent check: no filter decides what it reads.
   const filtered = options.plan !== 'scan';
-  const hashes = new TermHashes();
-  for (const segment of await index.segmentsFor(
-    after + 1,
-    until,
-    filtered ? { items: query.items, hashes } : undefined,
-  )) {
+  const terms = filtered ? new QueryTerms(query.items) : undefined;
+  for (const segment of await index.segmentsFor(after + 1, until, terms)) {
     if (limit <= 0) break;
     const from = Math.max(after + 1, segment.base);
     const to = Math.min(until, segment.base + segment.count - 1);
     if (from > to) continue;
-    const items = filtered ? query.items.filter((item) => itemMayMatchIn(segment, item, hashes)) : query.items;
+    const items = terms ? terms.itemsMayMatchIn(segment) : query.items;
     if (items.length === 0) continue;
     const narrowed = items.length === query.items.length ? query : { items };
     const low = from - segment.base;
