@@ -332,7 +332,7 @@ export class FeedIndex {
     for (const slot of this.sealed) {
       if (slot.base + slot.count - 1 < from || slot.base > to || slot.count === 0) continue;
       const terms = slot.terms;
-      if (query && terms && !query.anyMayMatchIn(terms)) continue;
+      if (query && terms && !terms.anyMayMatch(query)) continue;
       out.push(await this.load(slot));
     }
     if (this.tail && this.tail.count > 0 && this.tail.base + this.tail.count - 1 >= from && this.tail.base <= to)
