@@ -197,18 +197,19 @@ export const keyFilterProbes = 7;
 
 /**
  * Bits per tag in an index file's tag filter, and probes per tag at most: about one false
- * positive in 15,000. Tighter than keys', because a condition asks about many tags at once: a
- * uniqueness check of a hundred fresh tags passes a segment only if all hundred miss, which at
- * one in a hundred each would load most segments' indexes.
+ * positive in 100,000. Tighter than keys', because a condition asks about many tags at once and
+ * a false positive loads a whole index (milliseconds): a uniqueness check of a hundred fresh tags
+ * over a hundred segments makes 10,000 lookups, which at one in a hundred each would load most
+ * indexes, and at one in 15,000 (20 bits) still one index every other request.
  */
-export const tagFilterBitsPerTag = 20;
-export const tagFilterProbesMax = 14;
+export const tagFilterBitsPerTag = 24;
+export const tagFilterProbesMax = 17;
 
 /**
  * Bytes of one index file's tag filter at most. Every sealed segment's filter stays in memory
  * for the life of the feed, so its size is bounded whatever a segment holds: 512 KiB filters
- * about 210,000 distinct tags at full precision (a segment of 300,000 records tagged with
- * 100,000 customers needs 250 KiB; with 5,000, 12 KiB), and a hundred segments of that many tags
+ * about 175,000 distinct tags at full precision (a segment of 300,000 records tagged with
+ * 100,000 customers needs 300 KiB; with 5,000, 15 KiB), and a hundred segments of that many tags
  * hold 50 MiB. Past it, tags share the bits and get fewer probes each (`filterShapeOf`): at
  * 400,000 tags about one absent tag in a hundred passes, like the key filters.
  */
