@@ -180,6 +180,14 @@ export const payloadCacheBytesMax = 32 * 1024 * 1024;
 export const payloadCacheBlockBytes = 64 * 1024;
 
 /**
+ * Heap bytes the payload cache charges a region beyond its payload: the region object, its view
+ * and buffer headers and its two list slots come to about 250 bytes. Without the charge, the runs
+ * of one-record commits (about 100 bytes each) that readers following the head cache would hold
+ * three to four times `payloadCacheBytesMax` of heap.
+ */
+export const payloadCacheRegionBytes = 256;
+
+/**
  * Bytes of sealed segments' indexes held in memory (type and locator columns, FST, postings).
  * Index files are read when a query first needs them and the least recently used are dropped
  * past this bound, so memory does not grow with the history. A default segment's index is a

@@ -2,13 +2,15 @@
  * Recently read bytes of history segments, kept so that a payload stored once and referenced by
  * many records (a repeated payload is stored once per segment) is read from memory instead of
  * with one positional read per record. It holds whole regions — the runs a scan just read, and
- * blocks read around payloads it did not hold — up to a byte bound, oldest out first.
+ * blocks read around payloads it did not hold — up to a byte bound, oldest out first. Each
+ * region is charged its heap overhead too, so many small ones stay within the bound.
  *
  * Only bytes the disk has confirmed are kept (below the segment's `durableEnd`), and segment
  * bytes below that never change, so a held region is never stale. Regions belong to one open
  * `SegmentFile`: a segment deleted and created again is a different file object.
  */
 import { assert } from '../errors.js';
+import { payloadCacheRegionBytes } from '../limits.js';
 import type { SegmentFile } from './segment.js';
 
 /** Regions before the nearest one that a lookup also tries. */
@@ -30,7 +32,7 @@ export class PayloadCache {
 
   constructor(private readonly bytesMax: number) {}
 
-  /** Bytes held now (for tests and memory accounting). */
+  /** Bytes held now, overheads included (for tests and memory accounting). */
   get heldBytes(): number {
     return this.bytesHeld;
   }
@@ -64,7 +66,7 @@ export class PayloadCache {
     }
     regions.splice(lastStartingAtOrBefore(regions, start) + 1, 0, region);
     this.order.push(region);
-    this.bytesHeld += usable;
+    this.bytesHeld += usable + payloadCacheRegionBytes;
     while (this.bytesHeld > this.bytesMax) this.evictOldest();
   }
 
@@ -81,7 +83,7 @@ export class PayloadCache {
     assert(at >= 0, 'a held region is in its segment list');
     regions.splice(at, 1);
     if (regions.length === 0) this.bySegment.delete(region.segment);
-    this.bytesHeld -= region.bytes.length;
+    this.bytesHeld -= region.bytes.length + payloadCacheRegionBytes;
   }
 
   /** Forgets everything (the history closed). */
