@@ -5,6 +5,8 @@
  * closure that captured a tail, say) fails here rather than as slow growth over millions of
  * records.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +15,8 @@ import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 v8.setFlagsFromString('--expose-gc');
 const collectGarbage = vm.runInNewContext('gc') as () => void;
+const run = promisify(execFile);
+const smallCommitsChild = new URL('../support/small-commits-child.mjs', import.meta.url).pathname;
 
 /** The writer's in-memory tails of the active segment (internal fields, read for this test only). */
 interface Tails {
@@ -87,6 +91,61 @@ describe('memory of a large seal', () => {
     expect(text((await feed.get(`k${records - 1}`))!.payload)).toBe(`${records - 1} `.padEnd(payloadBytes, 'x'));
     await feed.append([{ payload: 'after', key: 'after' }], { token: lease.token });
     expect(text((await feed.get('after'))!.payload)).toBe('after');
+    await store.close();
+  });
+});
+
+describe('memory of small commits', () => {
+  it('is about 200 bytes a commit in the active segment, with no commit page decoded', async () => {
+    // Segments start small and double: past 14,000 commits the active one has room for about
+    // 13,000, so the next 10,000 stay in it, and what they took is what a commit costs there (a
+    // segment's fixed costs, like its key table's first slots, are paid before).
+    const { stdout } = await run(process.execPath, ['--expose-gc', smallCommitsChild], {
+      env: { ...process.env, FROM: '14000', TO: '24000' },
+    });
+    const measured = JSON.parse(stdout) as { bytesPerCommit: number; oneSegment: boolean; pagesRead: number };
+    expect(measured.oneSegment).toBe(true);
+    // Publishing looks at the newest commit's segment without decoding the page it sits in.
+    expect(measured.pagesRead).toBe(0);
+    // Held as objects, a commit cost over 600 bytes. As an encoded page and a stream hash it
+    // costs about 70, and its record's key, fingerprint, dedup and index tails about 110 more
+    // (140 to 210 bytes in all here, by where the tails' arrays double): 260 leaves room for
+    // that spread, not for an object per commit.
+    expect(measured.bytesPerCommit).toBeGreaterThan(0);
+    expect(measured.bytesPerCommit).toBeLessThan(260);
+  });
+
+  it('lets readers that follow the head read the newest page without decoding it', async () => {
+    const store = await openStore(temporaryDirectory(), { segmentBytes: 64 * 1024 * 1024 });
+    const feed = await store.createFeed('f');
+    const list = feed.writer.published.commits;
+    const commits = 1_000;
+    const followers = new AbortController();
+    const seen = [0, 0];
+    let lagMax = 0;
+    const following = seen.map(async (_, at) => {
+      try {
+        for await (const commit of feed.follow({ signal: followers.signal })) {
+          seen[at] = commit.commit.commit;
+          lagMax = Math.max(lagMax, list.length - commit.commit.commit);
+        }
+      } catch (error) {
+        if (!followers.signal.aborted) throw error;
+      }
+    });
+    for (let n = 0; n < commits; n++) await feed.append([{ payload: `event ${n}` }]);
+    while (seen.some((commit) => commit < commits)) await new Promise((resolve) => setTimeout(resolve, 5));
+    followers.abort();
+    await Promise.all(following);
+    // The followers stayed within a page of the head, so they only ever wanted the newest one.
+    expect(lagMax).toBeLessThan(limits.summaryPageCommits);
+    // Every page filled while the followers read, and none was decoded for them.
+    expect(list.pagesRead).toBe(0);
+    // Reading back from the start decodes the older pages, as before.
+    const all = [];
+    for await (const commit of feed.commits()) all.push(commit.commit);
+    expect(all).toEqual(Array.from({ length: commits }, (_, index) => index + 1));
+    expect(list.pagesRead).toBeGreaterThan(0);
     await store.close();
   });
 });

@@ -43,8 +43,18 @@ interface Part {
   /** Held parts: the encoded full pages, and the commits after them. */
   readonly encoded?: Uint8Array[];
   readonly open: CommitRecord[];
-  /** Held parts: commits by the CRC-32 of their stream id (one commit, or several). */
-  readonly streams?: Map<number, number | number[]>;
+  /**
+   * Held parts: the records of the newest full page, kept until the next page fills. Readers
+   * that follow the head ask for the commits just behind it, and would otherwise decode (and
+   * cache) every page the moment it is encoded.
+   */
+  newestPage?: CommitRecord[];
+  /**
+   * Held parts: the hash of each commit's stream id, by its index in the part (4 bytes a commit,
+   * where a map cost 30 to 60). A lookup scans them: only the active segment is held, and
+   * looking a stream up by id is rare next to appending.
+   */
+  streamHashes?: Uint32Array;
   readonly summary?: SummaryHead;
   count: number;
   lastPosition: number;
@@ -232,6 +242,14 @@ export class CommitList {
     return this.count;
   }
 
+  /**
+   * The segment of the newest commit (undefined while the list is empty), without decoding the
+   * page it may sit in: the writer asks after every commit whether it started a segment.
+   */
+  get lastSegment(): number | undefined {
+    return this.parts.at(-1)?.segment;
+  }
+
   /** The first commit still held: commits before it were trimmed. */
   get low(): number {
     return this.first;
@@ -302,7 +320,7 @@ export class CommitList {
         pages: [],
         encoded: [],
         open: [],
-        streams: new Map(),
+        streamHashes: new Uint32Array(summaryPageCommits),
         count: 0,
         lastPosition: commit.firstPosition - 1,
       };
@@ -312,18 +330,14 @@ export class CommitList {
     part.count++;
     part.lastPosition = commit.lastPosition;
     if (commit.damage) this.lost.push(commit);
-    else {
-      const hash = this.streamHash(commit.stream);
-      const held = part.streams!.get(hash);
-      part.streams!.set(
-        hash,
-        held === undefined
-          ? commit.commit
-          : typeof held === 'number'
-            ? [held, commit.commit]
-            : [...held, commit.commit],
-      );
+    const index = part.count - 1;
+    if (index === part.streamHashes!.length) {
+      const grown = new Uint32Array(part.streamHashes!.length * 2);
+      grown.set(part.streamHashes!);
+      part.streamHashes = grown;
     }
+    // A stand-in's stream id is empty, which no stream has: its hash never finds it.
+    part.streamHashes![index] = this.streamHash(commit.stream);
     // Stand-ins stay records: there are few, and no page of them could be read back in order.
     if (part.open.length === part.pageCommits && part.segment >= 0) {
       part.encoded!.push(encodeCommitPage(this.kernels, part.open));
@@ -331,6 +345,7 @@ export class CommitList {
         lastPosition: part.lastPosition,
         runBytes: part.open.reduce((sum, held) => sum + held.runBytes, 0),
       });
+      part.newestPage = [...part.open];
       part.open.length = 0;
     }
     this.count++;
@@ -427,6 +442,7 @@ export class CommitList {
   private page(part: Part, page: number): CommitRecord[] {
     // A number, not a string: this runs for every commit looked up (a fetch looks up each hit's).
     // A page's first commit names it within its part, and held and summarized parts differ.
+    if (part.newestPage && page === part.pages.length - 1) return part.newestPage;
     const key = (part.firstCommit + page * part.pageCommits) * 2 + (part.summary ? 1 : 0);
     let commits = this.pages.get(key);
     if (commits) {
@@ -527,10 +543,16 @@ export class CommitList {
           (index) => part.firstCommit + index,
         );
       else {
-        const held = part.streams!.get(this.streamHash(id));
-        candidates = held === undefined ? [] : typeof held === 'number' ? [held] : held;
+        const hash = this.streamHash(id);
+        const hashes = part.streamHashes!;
+        candidates = [];
+        for (let index = 0; index < part.count; index++)
+          if (hashes[index] === hash) candidates.push(part.firstCommit + index);
       }
-      for (const commit of candidates) if (this.at(commit).stream === id) return commit;
+      for (const commit of candidates) {
+        const held = this.at(commit);
+        if (held.stream === id && !held.damage) return commit;
+      }
     }
     return undefined;
   }

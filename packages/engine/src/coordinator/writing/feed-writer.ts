@@ -815,9 +815,8 @@ export class FeedWriter {
         },
         built.types,
       );
-      const finishedSegment =
-        this.history.commits.length > 0 &&
-        this.history.commits.at(this.history.commits.length).segment !== commit.segment;
+      const newestSegment = this.history.commits.lastSegment;
+      const finishedSegment = newestSegment !== undefined && newestSegment !== commit.segment;
       this.history.published(commit);
       this.publish(commit);
       if (finishedSegment) {
