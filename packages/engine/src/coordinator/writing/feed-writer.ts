@@ -9,22 +9,21 @@
  * head, the open stream and the group committer are one state, and the invariants between them
  * (a request is staged only once it is surely part of its group, the staged head never falls
  * behind the published one) hold because one class changes them. Maintenance set-up, recovery,
- * the derived indexes and publishing are in modules of their own.
+ * the derived indexes, publishing and a follower's tail (`tail-handout.ts`) are in modules of
+ * their own.
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { frameHeaderBytes, segmentHeaderBytes } from '../../limits.js';
+import { frameHeaderBytes } from '../../limits.js';
 import type { FeedIndex, IndexRebuild } from '../../query/indexes/feed-index.js';
 import type { KeyIndex } from '../../query/indexes/key-index.js';
 import type { Query } from '../../query/reading/planner.js';
 import { corruptionError, type Snapshot } from '../../query/reading/snapshot.js';
 import { type CommitRecord, commitRecord } from '../../storage/commit-record.js';
-import { fingerprintKey } from '../../storage/commit-run.js';
-import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import type { FrameBuilder } from '../../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';
-import { catchUpCommits, readTailGroups, type TailGroups } from '../../storage/history-tail.js';
+import type { TailGroups } from '../../storage/history-tail.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
 import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
@@ -59,6 +58,7 @@ import { type LeaseGrant, LeaseKeeper } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import { layRun } from './run-layout.js';
+import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
 
 export interface WriterOptions {
   /** The feed's name, as records and commits report it. */
@@ -856,9 +856,8 @@ export class FeedWriter {
   }
 
   /**
-   * The durable groups of the active history segment from `from` on (`readTailGroups`), for a
-   * follower on another machine, when the segment is based at `base`; with `waitMs`, waits that
-   * long for one when there is none yet. `base` says which segment is active when it is another.
+   * The durable groups of the active history segment from `from` on, for a follower on another
+   * machine, when the segment is based at `base` (see `tail-handout.ts`).
    */
   async historyTail(
     base: number,
@@ -868,83 +867,31 @@ export class FeedWriter {
     signal?: AbortSignal,
   ): Promise<{ base: number | undefined; tail?: TailGroups }> {
     this.assertPresent();
-    const active = () => this.history.segments.active;
-    if (waitMs > 0 && active()?.header.base === base && active()!.durableEnd <= Math.max(from, segmentHeaderBytes)) {
-      const waited = AbortSignal.timeout(waitMs);
-      await this.published
-        .waitForCommitAfter(this.watermark.commit, signal ? AbortSignal.any([signal, waited]) : waited)
-        .catch((error) => {
-          // A wait cut short (its time is up, or the caller went) answers with what there is.
-          if (!waited.aborted && !signal?.aborted) throw error;
-        });
-    }
-    const segment = active();
-    if (segment && segment.header.base !== base) {
-      const finished = await this.finishedTail(base, from, bytesMax);
-      if (finished) return { base, tail: finished };
-    }
-    if (!segment || segment.header.base !== base) return { base: segment?.header.base };
-    return { base, tail: await readTailGroups(this.options.kernels, segment, from, bytesMax) };
+    return handOutTail(this.tailParties(), { base, from, bytesMax, waitMs, signal });
   }
 
   /**
-   * The groups from `from` of the finished segment at `base`, its `SegmentEnd` last, while it is
-   * whole here: a follower takes a segment the writer just finished without waiting for its
-   * upload. Undefined once it is evicted (object storage has it), trimmed or merged away, or when
-   * it has no `SegmentEnd` to give (a crash tore it; the next segment shows it is whole): the
-   * follower then has it from object storage.
-   */
-  private async finishedTail(base: number, from: number, bytesMax: number): Promise<TailGroups | undefined> {
-    const { segments, store } = this.history;
-    // In the read gate, no merge closes the segment's file; tracked by the store, no eviction cuts it.
-    return this.holdReads(async () => {
-      const segment = segments.segments.find((candidate) => candidate.header.base === base);
-      if (!segment || segment === segments.active) return undefined;
-      const tail = await store.whileLocal(segmentFileName(base, segmentSuffix.history), () =>
-        readTailGroups(this.options.kernels, segment, from, bytesMax, true),
-      );
-      return tail && (tail.end > from || tail.next) ? tail : undefined;
-    });
-  }
-
-  /**
-   * A read-only view of a follower's copy: takes the commits its active segment (when based at
-   * `base`) gained up to `end` (the follower wrote them there, copied from the writer), indexes
-   * and publishes them. When the active segment is finished and `base` is the next one's, it
-   * opens that segment first. One call at a time. Returns how many it took, or undefined when the
-   * view cannot take them (another segment; or, `replaced`, the segment's file was made anew
-   * since the view opened it): a newer view must be opened.
+   * A read-only view of a follower's copy takes the commits its active segment gained up to
+   * `end`; how many, or undefined when a newer view must be opened (see `tail-handout.ts`).
    */
   async catchUp(base: number, end: number, replaced: boolean): Promise<number | undefined> {
     assert(this.options.readOnly === true, 'only a read-only view catches up with its files');
     this.assertOpen();
-    const segments = this.history.segments;
-    if (segments.active?.header.base === base) {
-      if (replaced) return undefined;
-    } else if (segments.activeTrailer?.nextBase === base) {
-      segments.adoptNext();
-    } else {
-      return undefined;
-    }
-    const { commits } = await catchUpCommits(this.options.kernels, this.history, end);
-    for (const commit of commits) {
-      const run = await this.history.readRun(commit);
-      const types = new Set<string>();
-      for (const entry of run.entries) if (entry.type !== undefined) types.add(entry.type);
-      this.history.published(commit);
-      this.derived.push(
-        {
-          commit,
-          records: run.entries,
-          runStart: 0,
-          entryOffsets: run.entryOffsets,
-          fingerprints: run.entries.map((entry) => fingerprintKey(entry.fingerprint)),
-        },
-        types,
-      );
-      this.publish(commit);
-    }
-    return commits.length;
+    return takeCopiedTail(this.tailParties(), base, end, replaced);
+  }
+
+  private tailParties(): TailParties {
+    return {
+      kernels: this.options.kernels,
+      history: this.history,
+      published: this.published,
+      holdReads: (read) => this.holdReads(read),
+      take: (run, types) => {
+        this.history.published(run.commit);
+        this.derived.push(run, types);
+        this.publish(run.commit);
+      },
+    };
   }
 
   /** Resolves once the indexes and condition maps hold every commit published so far. */
