@@ -11,6 +11,8 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { limits } from '../../packages/engine/src/index.js';
+import { ByteReader, ByteWriter } from '../../packages/engine/src/storage/codec.js';
+import { readManifestEntry, writeManifestEntry } from '../../packages/engine/src/storage/records.js';
 import { openStore, temporaryDirectory, text } from '../support/store.js';
 
 v8.setFlagsFromString('--expose-gc');
@@ -147,5 +149,37 @@ describe('memory of small commits', () => {
     expect(all).toEqual(Array.from({ length: commits }, (_, index) => index + 1));
     expect(list.pagesRead).toBeGreaterThan(0);
     await store.close();
+  });
+});
+
+describe('memory of a decoded run', () => {
+  it('is let go once the entries read from it are', async () => {
+    // A run buffer of a few megabytes, as a replay reads, with one manifest entry at its start.
+    const writer = new ByteWriter();
+    const record = { key: 'k', tombstone: false, type: 't', tags: ['a', 'b'] };
+    writeManifestEntry(writer, record, 1, 1_000, new Uint8Array(16).fill(9), {
+      segment: 1,
+      offset: 0,
+      length: 3,
+      crc: 0,
+    });
+    const written = writer.finish();
+    let run: Uint8Array | undefined = new Uint8Array(4 * 1024 * 1024);
+    run.set(written);
+    const buffer = new WeakRef(run.buffer);
+    let entry: ReturnType<typeof readManifestEntry> | undefined = readManifestEntry(
+      new ByteReader(run, 0, written.length, 'a test run'),
+      1,
+      0,
+    );
+    expect(entry).toMatchObject({ seq: 1, key: 'k', type: 't', tags: ['a', 'b'] });
+    expect(entry.fingerprint).toEqual(new Uint8Array(16).fill(9));
+    run = undefined;
+    entry = undefined;
+    collectGarbage();
+    await new Promise((resolve) => setImmediate(resolve));
+    collectGarbage();
+    // The decoder's scratch no longer holds the fingerprint, a view of the run's buffer.
+    expect(buffer.deref()).toBeUndefined();
   });
 });

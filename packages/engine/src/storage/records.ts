@@ -71,6 +71,14 @@ const entry = {
   payloadCrc: 0,
 };
 
+/**
+ * The scratch forgets the fingerprint it last read, a view of the run's bytes: a module-level
+ * object holding it kept the last run decoded (megabytes, after a replay) alive for good.
+ */
+function letGoOfRun(): void {
+  entry.fingerprint = noPayload;
+}
+
 function readEntryFields(reader: ByteReader): typeof entry {
   const flags = reader.u8();
   if ((flags & hasFingerprint) === 0) throw reader.corrupt('a manifest entry lacks its fingerprint');
@@ -114,6 +122,7 @@ export function readPublishedRecord(
 ): PublishedRecord {
   const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } =
     readEntryFields(reader);
+  letGoOfRun();
   let payload = noPayload;
   if (payloadSegment === 0 && offset + length <= runBytes.length) payload = runBytes.subarray(offset, offset + length);
   else if (payloadSegment === 0) throw reader.corrupt('a payload lies past its run');
@@ -270,6 +279,7 @@ export function checkEntryCrc(
 export function readManifestEntry(reader: ByteReader, segment: number, runStart: number): ManifestEntry {
   const { flags, seq, timestamp, fingerprint, key, version, type, tags, payloadSegment, offset, length, payloadCrc } =
     readEntryFields(reader);
+  letGoOfRun();
   const payload =
     payloadSegment === 0
       ? { segment, offset: runStart + offset, length, crc: payloadCrc }

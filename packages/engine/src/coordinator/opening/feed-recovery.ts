@@ -65,7 +65,9 @@ export async function recoverLogs(
   /** A follower's own subscriptions, opened once for every view of the feed. */
   sharedSubscriptions?: Subscriptions,
 ): Promise<RecoveredLogs> {
-  const payloads: { crc: number; location: PayloadLocation }[] = [];
+  // Let go of once recovery is done: the history keeps its recovery's visitor for the segments
+  // it opens later, and a quarter of a million payloads of a replay would stay with it.
+  let payloads: { crc: number; location: PayloadLocation }[] | undefined = [];
   const retention = await RetentionLog.open(kernels, directory, readOnly);
   const merges = await MergeLog.open(kernels, directory, readOnly);
   const compaction = await CompactionLog.open(kernels, directory, readOnly);
@@ -93,7 +95,7 @@ export async function recoverLogs(
     history = await History.open(
       kernels,
       new FeedLayout(directory).history,
-      { onPayload: (crc, location) => payloads.push({ crc, location }) },
+      { onPayload: (crc, location) => payloads?.push({ crc, location }) },
       readOnly,
       true,
       retained.floor,
@@ -128,6 +130,8 @@ export async function recoverLogs(
     // Even if the lease log was lost, no write may be fenced by an epoch below one already used.
     let epochFloor = history.commits.epochMax;
     for (const event of events) epochFloor = Math.max(epochFloor, event.epoch);
+    const activePayloads = payloads.filter(({ location }) => location.segment === active);
+    payloads = undefined;
     return {
       history,
       wal,
@@ -137,7 +141,7 @@ export async function recoverLogs(
       merges,
       compaction,
       rewrittenBase,
-      payloads: payloads.filter(({ location }) => location.segment === active),
+      payloads: activePayloads,
       events,
       epochFloor,
     };
