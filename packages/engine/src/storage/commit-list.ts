@@ -15,16 +15,18 @@
 import { assert, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { commitPagesCachedMax, summaryPageCommits } from '../limits.js';
-import { type CommitRecord, commitRecord, isCompactedRun } from './commit-record.js';
-import type { LostCommits } from './history-recovery.js';
-import type { SyncSegmentReads } from './segment-store.js';
 import {
   decodeCommitPage,
   encodeCommitPage,
-  readSummaryPage,
-  type SummaryHead,
-  summaryStreamCandidates,
-} from './segment-summary.js';
+  type SummaryContent,
+  sourceOfPages,
+  streamHash,
+  streamHashesOf,
+} from './commit-pages.js';
+import { type CommitRecord, commitRecord, isCompactedRun } from './commit-record.js';
+import type { LostCommits } from './history-recovery.js';
+import type { SyncSegmentReads } from './segment-store.js';
+import { readSummaryPage, type SummaryHead, summaryStreamCandidates } from './segment-summary.js';
 
 /**
  * Consecutive commits of one segment (or stand-ins for lost ones, segment −1). Their records are
@@ -50,11 +52,18 @@ interface Part {
    */
   newestPage?: CommitRecord[];
   /**
-   * Held parts: the hash of each commit's stream id, by its index in the part (4 bytes a commit,
-   * where a map cost 30 to 60). A lookup scans them: only the active segment is held, and
-   * looking a stream up by id is rare next to appending.
+   * Held parts: the `streamHash` of each commit's stream id in the full pages, by its index in
+   * the part (4 bytes a commit, where a map cost 30 to 60), hashed a page at a time when the page
+   * is encoded. A lookup scans them, and the newest commits by id: only the active segment is
+   * held, and looking a stream up by id is rare next to appending. A finished segment's summary
+   * takes them as its stream table.
    */
   streamHashes?: Uint32Array;
+  /** Held parts: the highest epoch and compacted commit of its commits, for its summary's head. */
+  epochMax: number;
+  compactedMax: number;
+  /** Held parts: every commit starts right after the one before, so a summary may stand for them. */
+  contiguous: boolean;
   readonly summary?: SummaryHead;
   count: number;
   lastPosition: number;
@@ -160,6 +169,8 @@ export class CommitList {
   private readonly pages = new Map<number, CommitRecord[]>();
   /** Summary pages read since the list was made (tests check that opening reads none). */
   pagesRead = 0;
+  /** Pages decoded since the list was made, cached or not (tests check that finishing a segment decodes none). */
+  pagesDecoded = 0;
 
   /** The first commit still in the list: 1, or the retention floor once history was trimmed. */
   private first: number;
@@ -321,25 +332,36 @@ export class CommitList {
         encoded: [],
         open: [],
         streamHashes: new Uint32Array(summaryPageCommits),
+        epochMax: 0,
+        compactedMax: 0,
+        contiguous: true,
         count: 0,
         lastPosition: commit.firstPosition - 1,
       };
       this.parts.push(part);
     }
+    if (commit.firstPosition !== part.lastPosition + 1) part.contiguous = false;
     part.open.push(commit);
     part.count++;
     part.lastPosition = commit.lastPosition;
+    part.epochMax = Math.max(part.epochMax, commit.epoch);
+    if (!commit.damage && isCompactedRun(commit)) part.compactedMax = commit.commit;
     if (commit.damage) this.lost.push(commit);
-    const index = part.count - 1;
-    if (index === part.streamHashes!.length) {
-      const grown = new Uint32Array(part.streamHashes!.length * 2);
-      grown.set(part.streamHashes!);
-      part.streamHashes = grown;
-    }
-    // A stand-in's stream id is empty, which no stream has: its hash never finds it.
-    part.streamHashes![index] = this.streamHash(commit.stream);
     // Stand-ins stay records: there are few, and no page of them could be read back in order.
     if (part.open.length === part.pageCommits && part.segment >= 0) {
+      const first = part.pages.length * part.pageCommits;
+      if (first + part.pageCommits > part.streamHashes!.length) {
+        const grown = new Uint32Array(part.streamHashes!.length * 2);
+        grown.set(part.streamHashes!);
+        part.streamHashes = grown;
+      }
+      part.streamHashes!.set(
+        streamHashesOf(
+          this.kernels,
+          part.open.map((held) => held.stream),
+        ),
+        first,
+      );
       part.encoded!.push(encodeCommitPage(this.kernels, part.open));
       part.pages.push({
         lastPosition: part.lastPosition,
@@ -351,17 +373,6 @@ export class CommitList {
     this.count++;
     this.epochHighest = Math.max(this.epochHighest, commit.epoch);
     if (!commit.damage && isCompactedRun(commit)) this.compactedNewest = Math.max(this.compactedNewest, commit.commit);
-  }
-
-  /**
-   * The held parts' stream table hash: FNV-1a over the id's UTF-16 code units, made without
-   * encoding the id (a summary's table has its own, a CRC-32 of the UTF-8 bytes). Candidates are
-   * confirmed by their stream id, so a collision costs a comparison, never a wrong answer.
-   */
-  private streamHash(stream: string): number {
-    let hash = 0x811c9dc5;
-    for (let index = 0; index < stream.length; index++) hash = Math.imul(hash ^ stream.charCodeAt(index), 0x01000193);
-    return hash >>> 0;
   }
 
   /** Adds a summarized segment's commits, which follow the list's last. */
@@ -383,6 +394,9 @@ export class CommitList {
       pages: [...head.pages],
       open: [],
       summary: head,
+      epochMax: head.epochMax,
+      compactedMax: head.compactedMax,
+      contiguous: true,
       count: head.commitCount,
       lastPosition: head.lastPosition,
     };
@@ -421,6 +435,7 @@ export class CommitList {
 
   /** Decodes page `page` of a part: from its summary, or from the bytes held in memory. */
   private decodePage(part: Part, page: number): CommitRecord[] {
+    this.pagesDecoded++;
     if (part.summary) return readSummaryPage(this.kernels, this.summaries, part.summary, page);
     const first = page * part.pageCommits;
     return decodeCommitPage(
@@ -495,6 +510,63 @@ export class CommitList {
     return record;
   }
 
+  /**
+   * The summary content of segment `segment` from what the list holds, without decoding a page:
+   * its full pages as they are held encoded, its newest commits encoded now. Undefined unless its
+   * commits are one held part, sound and each right after the one before (from `start`, when
+   * given) — what a summary may stand for.
+   */
+  heldSummaryContent(
+    segment: number,
+    /** Where the segment's header says it starts, when known: the commits must start there. */
+    start?: { readonly baseCommit: number; readonly base: number },
+  ): SummaryContent | undefined {
+    const parts = this.parts.filter((part) => part.segment === segment);
+    if (parts.length !== 1 || parts[0].summary || !parts[0].contiguous) return undefined;
+    const part = parts[0];
+    if (start && (part.firstCommit !== start.baseCommit || part.firstPosition !== start.base)) return undefined;
+    if (part.open.some((commit) => commit.damage) || part.count === 0) return undefined;
+    const pages = [...part.encoded!];
+    const pageTable = [...part.pages];
+    const hashed = part.pages.length * part.pageCommits;
+    const streamHashes = new Uint32Array(part.count);
+    streamHashes.set(part.streamHashes!.subarray(0, hashed));
+    if (part.open.length > 0) {
+      pages.push(encodeCommitPage(this.kernels, part.open));
+      pageTable.push({
+        lastPosition: part.lastPosition,
+        runBytes: part.open.reduce((sum, held) => sum + held.runBytes, 0),
+      });
+      streamHashes.set(
+        streamHashesOf(
+          this.kernels,
+          part.open.map((held) => held.stream),
+        ),
+        hashed,
+      );
+    }
+    let runBytes = 0;
+    for (const page of pageTable) runBytes += page.runBytes;
+    const last = part.open.at(-1) ?? part.newestPage?.at(-1);
+    assert(last?.commit === part.firstCommit + part.count - 1, "a held part's last commit is at hand");
+    return {
+      count: part.count,
+      pages,
+      pageTable,
+      streamHashes,
+      last,
+      epochMax: part.epochMax,
+      compactedMax: part.compactedMax,
+      runBytes,
+    };
+  }
+
+  /** Segment `segment`'s fingerprint (`segmentSource`) from the pages held for it, if it is whole here. */
+  heldSourceOf(segment: number): number | undefined {
+    const content = this.heldSummaryContent(segment);
+    return content && sourceOfPages(this.kernels, content.pages);
+  }
+
   /** Commits `from` to `to` (inclusive), in order. */
   *range(from: number, to: number): Generator<CommitRecord> {
     for (let commit = from; commit <= to; commit++) yield this.at(commit);
@@ -535,6 +607,7 @@ export class CommitList {
 
   /** The commit stream `id` was sealed into, if it was: newest segments first. */
   commitOfStream(id: string): number | undefined {
+    let hash: number | undefined;
     for (let at = this.parts.length - 1; at >= 0; at--) {
       const part = this.parts[at];
       let candidates: number[];
@@ -543,11 +616,14 @@ export class CommitList {
           (index) => part.firstCommit + index,
         );
       else {
-        const hash = this.streamHash(id);
+        // Full pages by their hashes; the commits after them, held as records, by their ids.
+        hash ??= streamHash(this.kernels, id);
         const hashes = part.streamHashes!;
+        const hashed = part.pages.length * part.pageCommits;
         candidates = [];
-        for (let index = 0; index < part.count; index++)
+        for (let index = 0; index < hashed; index++)
           if (hashes[index] === hash) candidates.push(part.firstCommit + index);
+        for (const held of part.open) if (held.stream === id) candidates.push(held.commit);
       }
       for (const commit of candidates) {
         const held = this.at(commit);

@@ -44,6 +44,7 @@ import {
 } from '../limits.js';
 import { ByteReader } from './codec.js';
 import type { CommitList } from './commit-list.js';
+import { type SummaryContent, segmentSource } from './commit-pages.js';
 import { segmentFileName, segmentSuffix, summaryFileOf } from './feed-layout.js';
 import { HistoryChainRecovery, type HistoryVisitor } from './history-recovery.js';
 import { PayloadCache } from './payload-cache.js';
@@ -53,7 +54,7 @@ import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
 import { removeSegmentFilesBelow, SegmentSet } from './segment-set.js';
 import { LocalSegmentStore } from './segment-store.js';
-import { type SummaryHead, segmentSource, writeSummary } from './segment-summary.js';
+import { type SummaryHead, writeSummary } from './segment-summary.js';
 import { NotAtHand, TieredHistoryStore } from './tiered-history-store.js';
 
 /** The records of one commit read back: their entries and the run's bytes they point into. */
@@ -254,13 +255,20 @@ export class History implements SegmentRunSource {
     next?: { readonly base: number; readonly baseCommit: number },
   ): void {
     if (this.summarizing.has(segment.header.base)) return;
+    // The pages the commit list holds encoded are the summary's: nothing is decoded or encoded again.
+    const held = this.commits.heldSummaryContent(segment.header.base, segment.header);
+    if (held) {
+      if (next && (next.baseCommit !== held.last!.commit + 1 || next.base !== held.last!.lastPosition + 1)) return;
+      this.writeSummaryLater(segment, segment.durableEnd, held);
+      return;
+    }
     const commits = this.commits.commitsInSegment(segment.header.base);
     const whole = commits.every(
-      (held, at) =>
-        held.damage === undefined &&
+      (commit, at) =>
+        commit.damage === undefined &&
         (at === 0
-          ? held.commit === segment.header.baseCommit && held.firstPosition === segment.header.base
-          : held.commit === commits[at - 1].commit + 1 && held.firstPosition === commits[at - 1].lastPosition + 1),
+          ? commit.commit === segment.header.baseCommit && commit.firstPosition === segment.header.base
+          : commit.commit === commits[at - 1].commit + 1 && commit.firstPosition === commits[at - 1].lastPosition + 1),
     );
     const last = commits.at(-1);
     // A segment cut short (damage, not a torn segment end) would get a summary of what is left.
@@ -272,9 +280,16 @@ export class History implements SegmentRunSource {
    * Writes a finished segment's summary in the background; once it is on disk, the commit list
    * lets go of the segment's commits and reads them from the summary instead.
    */
-  private writeSummaryLater(segment: SegmentFile, end: number, commits: readonly CommitRecord[]): void {
+  private writeSummaryLater(
+    segment: SegmentFile,
+    end: number,
+    commits: readonly CommitRecord[] | SummaryContent,
+  ): void {
     const { base, baseCommit, capacity } = segment.header;
-    const summary = { base, baseCommit, capacity, end, commits };
+    const summary =
+      'pages' in commits
+        ? { base, baseCommit, capacity, end, content: commits }
+        : { base, baseCommit, capacity, end, commits };
     const file = summaryFileOf(segment.file);
     // Through the store, as the segment's reads are: a summary lives where its segment does.
     const put = (bytes: Uint8Array) => this.store.put(path.basename(file), bytes);
@@ -718,7 +733,11 @@ export class History implements SegmentRunSource {
    * from the commits held.
    */
   sourceOf(base: number): number {
-    return this.commits.summaryOf(base)?.source ?? segmentSource(this.kernels, this.commits.commitsInSegment(base));
+    return (
+      this.commits.summaryOf(base)?.source ??
+      this.commits.heldSourceOf(base) ??
+      segmentSource(this.kernels, this.commits.commitsInSegment(base))
+    );
   }
 
   /** The file of the segment at `base`. */

@@ -24,6 +24,7 @@ import { dictionaryFileOf } from '../../query/indexes/key-index.js';
 import { buildKeyFileBytes, type DictionaryFile, DictionarySections } from '../../query/indexes/key-merge.js';
 import { indexTailOf } from '../../query/indexes/segment-index.js';
 import { segmentKeysOf, winnerColumnsOf } from '../../query/indexes/segment-keys.js';
+import { segmentSource } from '../../storage/commit-pages.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { FeedLayout, rewriteTemporarySuffix, summaryFileOf } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
@@ -32,7 +33,7 @@ import { type TermOrder, writeKeyFile } from '../../storage/key-file.js';
 import { SegmentRuns } from '../../storage/run-reads.js';
 import { SegmentFile, type SegmentHeader } from '../../storage/segment.js';
 import { type MergedSegment, writeMergedSegment } from '../../storage/segment-merge.js';
-import { segmentSource, writeSummary } from '../../storage/segment-summary.js';
+import { writeSummary } from '../../storage/segment-summary.js';
 import { type KeyIndexes, keyCompactionSelection } from './compaction-selection.js';
 
 /** What a rewrite is to do, as plain data: it crosses to a worker thread. */
