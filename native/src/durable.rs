@@ -131,10 +131,25 @@ pub fn write_at(
     Ok(file)
 }
 
-/// Writes `data` at byte `position` of the open file `descriptor` (looping over short writes and
-/// interruptions), then fdatasyncs it. The descriptor stays open: it belongs to the caller.
-pub fn write_durable(descriptor: i32, position: u64, data: &[u8]) -> Result<(), DurableWriteError> {
-    let file = write_at(descriptor, position, data)?;
+/// Writes `pieces` one after another from byte `position` of the open file `descriptor` (looping
+/// over short writes and interruptions), then fdatasyncs it. The descriptor stays open: it
+/// belongs to the caller.
+pub fn write_durable(
+    descriptor: i32,
+    position: u64,
+    pieces: &[&[u8]],
+) -> Result<(), DurableWriteError> {
+    // An empty first write checks the descriptor, so a call with no bytes still syncs through it.
+    let file = write_at(descriptor, position, &[])?;
+    let mut at = position;
+    for piece in pieces {
+        file.write_all_at(piece, at)
+            .map_err(|error| DurableWriteError {
+                syscall: Syscall::Pwrite,
+                error,
+            })?;
+        at += piece.len() as u64;
+    }
     file.sync_data().map_err(|error| DurableWriteError {
         syscall: Syscall::Fdatasync,
         error,
@@ -161,9 +176,9 @@ mod tests {
             .truncate(true)
             .open(&path)
             .unwrap();
-        write_durable(file.as_raw_fd(), 0, b"hello world").unwrap();
-        write_durable(file.as_raw_fd(), 6, b"there").unwrap();
-        write_durable(file.as_raw_fd(), 11, b"").unwrap();
+        write_durable(file.as_raw_fd(), 0, &[b"hello world"]).unwrap();
+        write_durable(file.as_raw_fd(), 6, &[b"th", b"", b"ere"]).unwrap();
+        write_durable(file.as_raw_fd(), 11, &[]).unwrap();
         // The descriptor is still usable after the calls, so it was not closed.
         let mut content = String::new();
         (&file).read_to_string(&mut content).unwrap();
@@ -174,7 +189,7 @@ mod tests {
 
     #[test]
     fn reports_the_errno_of_a_failed_call() {
-        let error = write_durable(-1, 0, b"x").unwrap_err();
+        let error = write_durable(-1, 0, &[b"x"]).unwrap_err();
         assert_eq!(error.syscall, Syscall::Pwrite);
         assert_eq!(error.errno(), Some(9));
         assert_eq!(error.errno_name(), Some("EBADF"));
@@ -190,7 +205,7 @@ mod tests {
         let path = temporary_path("read-only");
         std::fs::write(&path, b"").unwrap();
         let file = File::open(&path).unwrap();
-        let error = write_durable(file.as_raw_fd(), 0, b"x").unwrap_err();
+        let error = write_durable(file.as_raw_fd(), 0, &[b"x"]).unwrap_err();
         assert_eq!(error.errno_name(), Some("EBADF"));
         drop(file);
         std::fs::remove_file(&path).unwrap();
@@ -198,7 +213,7 @@ mod tests {
         let full = std::path::Path::new("/dev/full");
         if full.exists() {
             let file = std::fs::OpenOptions::new().write(true).open(full).unwrap();
-            let error = write_durable(file.as_raw_fd(), 0, b"x").unwrap_err();
+            let error = write_durable(file.as_raw_fd(), 0, &[b"x"]).unwrap_err();
             assert_eq!(error.errno_name(), Some("ENOSPC"));
             assert!(error.message().contains("ENOSPC (os error 28)"));
         }

@@ -199,6 +199,8 @@ export interface Kernels {
   /**
    * Writes `buffers` one after another at byte `position` of the open file `fd`, then
    * fdatasyncs, off the main thread. Resolves only once the fdatasync has returned success.
+   * The buffers are read where they are, off the main thread: the caller leaves them unchanged
+   * until the promise settles.
    * Any write or sync failure rejects with `IO` (the errno in `cause`); the caller must then
    * treat the file as failed, because after a failed fsync the kernel may have dropped the dirty
    * pages, and a retry that "succeeds" would report data durable that is not.

@@ -188,8 +188,8 @@ export async function buildCommitRun(
   const { sources, fresh } = await payloadSources(input.records, checksums, lookup);
   // Room for the whole run at once: grown by doubling, a run of hundreds of megabytes would
   // hold its old and new buffer side by side at each step, and end in one up to twice its size.
-  if (input.records.length > 1) builder.writer.reserve(runBytesBound(input.records, fresh, frameDataBytesMax));
-  const { newPayloads, packs } = writePackFrames(builder, runStart, fresh, frameDataBytesMax);
+  if (input.records.length > 1) builder.writer.reserve(await runBytesBound(input.records, fresh, frameDataBytesMax));
+  const { newPayloads, packs } = await writePackFrames(builder, runStart, fresh, frameDataBytesMax);
   const { manifests, entryOffsets, fingerprintTerms, types } = await writeManifestFrames(
     kernels,
     builder,
@@ -245,16 +245,20 @@ const frameFixedBytesMax = 32;
  * frame), erring high: every string at three UTF-8 bytes a UTF-16 unit. Pages of the reservation
  * that are never written cost no memory.
  */
-function runBytesBound(
+async function runBytesBound(
   records: CommitRunInput['records'],
   fresh: readonly FreshPayload[],
   frameDataBytesMax: number,
-): number {
+): Promise<number> {
   let bytes = 64 * 1024;
   let packed = 0;
   for (const { payload } of fresh) packed += payload.length + packDirectoryEntryBytesMax;
   let entries = 0;
-  for (const record of records) {
+  for (let index = 0; index < records.length; index++) {
+    // A run of 100,000 records with tags takes tens of milliseconds to size: it yields too.
+    const pause = yieldWhenDue(index);
+    if (pause) await pause;
+    const record = records[index];
     let units = (record.key?.length ?? 0) + (record.type?.length ?? 0);
     for (const tag of record.tags ?? []) units += tag.length + 2;
     entries += entryFixedBytesMax + (record.fingerprint?.length ?? 8) + 3 * units;
@@ -306,13 +310,18 @@ async function payloadSources(
   return { sources, fresh };
 }
 
-/** Lays out the run's new payloads in pack frames; returns where each landed and each frame's offset. */
-function writePackFrames(
+/**
+ * Lays out the run's new payloads in pack frames; returns where each landed and each frame's
+ * offset. Yields between payloads when its slice is due: copying the payloads of a seal of
+ * 100,000 records held the event loop for 50 to 100 ms. The frame being filled is open in the
+ * builder, and nothing else touches the builder meanwhile.
+ */
+async function writePackFrames(
   builder: FrameBuilder,
   runStart: number,
   fresh: readonly FreshPayload[],
   frameDataBytesMax: number,
-): { newPayloads: NewPayload[]; packs: number[] } {
+): Promise<{ newPayloads: NewPayload[]; packs: number[] }> {
   const newPayloads: NewPayload[] = [];
   const packs: number[] = [];
   for (let start = 0; start < fresh.length; ) {
@@ -329,6 +338,8 @@ function writePackFrames(
     const writer = builder.begin(FrameKind.Pack, false).varint(end - start);
     for (let index = start; index < end; index++) writer.u32(fresh[index].crc).varint(fresh[index].payload.length);
     for (let index = start; index < end; index++) {
+      const pause = yieldWhenDue(index);
+      if (pause) await pause;
       newPayloads.push({
         bytes: fresh[index].payload,
         crc: fresh[index].crc,
