@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { type PublishedRun, PublishIndexer } from '../../packages/engine/src/coordinator/writing/publish-indexer.js';
+import { eventLoopCheckRecords, eventLoopSliceMs, publishIndexSliceRecords } from '../../packages/engine/src/limits.js';
 import type { CommitRecord } from '../../packages/engine/src/storage/commit-record.js';
 
 function run(records: number): PublishedRun<number> {
@@ -57,5 +58,34 @@ describe('PublishIndexer backlog', () => {
     await room;
     expect(await failed).toMatchObject({ message: 'the index broke' });
     expect(indexer.roomInBacklog()).toBeUndefined();
+  });
+
+  it('ends a slice once it has run its time, before its record bound, when records cost more than usual', async () => {
+    // Each record costs a tenth of a slice's time spread over a look at the clock's worth of
+    // records: a slice counted alone would fold `publishIndexSliceRecords` of them in one turn.
+    const recordMs = (eventLoopSliceMs * 2) / eventLoopCheckRecords;
+    let folded = 0;
+    const indexer = new PublishIndexer<number>(() => {
+      const until = performance.now() + recordMs;
+      while (performance.now() < until);
+      folded++;
+    }, 1_000_000);
+    const total = 2 * publishIndexSliceRecords;
+    indexer.push(run(total));
+    // A sampler that runs once a turn sees how many records each turn folded.
+    const perTurn: number[] = [];
+    let seen = 0;
+    let sampling = true;
+    const sample = () => {
+      if (folded > seen) perTurn.push(folded - seen);
+      seen = folded;
+      if (sampling) setImmediate(sample);
+    };
+    setImmediate(sample);
+    await indexer.caughtUp();
+    sampling = false;
+    expect(folded).toBe(total);
+    expect(perTurn.length).toBeGreaterThan(total / publishIndexSliceRecords);
+    expect(Math.max(...perTurn)).toBeLessThanOrEqual(eventLoopCheckRecords);
   });
 });

@@ -287,8 +287,9 @@ export const rebuildBatchRowsMax = 1024;
 
 /**
  * Published records folded into the derived indexes and condition maps between yields to the
- * event loop (a few microseconds each: about 10 ms a slice), so that indexing a seal of 100,000
- * records never holds the loop for long.
+ * event loop at most (a few microseconds each: about 10 ms a slice), so that indexing a seal of
+ * 100,000 records never holds the loop for long. A slice also ends once it has run
+ * `eventLoopSliceMs`.
  */
 export const publishIndexSliceRecords = 2048;
 

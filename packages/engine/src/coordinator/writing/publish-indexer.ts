@@ -3,8 +3,8 @@
  * dictionaries' active segment, and the condition high-water maps take every published record.
  * A seal of 100,000 records would block the event loop for hundreds of milliseconds doing that
  * in the turn that publishes it, so the records are queued when their commit is published and
- * folded in a slice of `publishIndexSliceRecords` at a time, yielding in between, strictly in
- * publish order. Whatever reads those indexes first waits for `caughtUp()`: it then sees every
+ * folded in slices of at most `publishIndexSliceRecords` records and `eventLoopSliceMs`, yielding
+ * in between, strictly in publish order. Whatever reads those indexes first waits for `caughtUp()`: it then sees every
  * commit published before it asked.
  *
  * The queue is bounded: a writer that publishes faster than the indexes fold records in (a bulk
@@ -12,8 +12,8 @@
  * held for indexing never pass `publishIndexBacklogRecordsMax`. Unbounded, a load of 3 million
  * records held some 230 MB of them in the queue at its end.
  */
-import { yieldToEventLoop } from '../../event-loop.js';
-import { publishIndexBacklogRecordsMax, publishIndexSliceRecords } from '../../limits.js';
+import { sliceDue, yieldToEventLoop } from '../../event-loop.js';
+import { eventLoopCheckRecords, publishIndexBacklogRecordsMax, publishIndexSliceRecords } from '../../limits.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 
 /** A published commit's records as the indexes take them. */
@@ -103,11 +103,14 @@ export class PublishIndexer<R> {
         // Each slice is a turn of its own: the first does not run on from the turn that
         // published the commit (its writes and finishes are work enough for one turn).
         await yieldToEventLoop();
+        // A slice ends at its record bound or its time, whichever comes first: a record costs a
+        // few microseconds, more while the collector is busy, and a slice counted alone held the
+        // loop for 40 ms now and then during a large ingest.
         let budget = publishIndexSliceRecords;
         while (budget > 0 && this.queue.length > 0) {
           const run = this.queue[0];
           const start = this.next;
-          const end = Math.min(run.records.length, start + budget);
+          const end = Math.min(run.records.length, start + Math.min(budget, eventLoopCheckRecords));
           budget -= end - start;
           for (; this.next < end; this.next++) this.apply(run, this.next);
           this.backlog -= end - start;
@@ -115,6 +118,7 @@ export class PublishIndexer<R> {
             this.queue.shift();
             this.next = 0;
           }
+          if (sliceDue()) break;
         }
         this.release();
       }
