@@ -6,7 +6,9 @@
  * up, down and repeat, so the newest occurrence of a key is often not its winner.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { keyWinnersHotReads } from '../../packages/engine/src/limits.js';
+import { WinnerReader } from '../../packages/engine/src/storage/key-file.js';
 import { branchTally } from '../support/branches.js';
 import { historySegmentBases, openStore, temporaryDirectory, text } from '../support/store.js';
 
@@ -119,4 +121,44 @@ describe('get through the key index', () => {
     );
     tally.expectAllReached();
   }, 180_000);
+
+  it("holds a dictionary's winners once lookups in it pass the bound, and reads no winner from its file after that", async () => {
+    const directory = temporaryDirectory();
+    let store = await openStore(directory);
+    let feed = await store.createFeed('f');
+    // Keys enough for several small sealed segments, each with a dictionary of its own.
+    const keys = 3_000;
+    for (let first = 0; first < keys; first += 500) {
+      await feed.append(
+        Array.from({ length: 500 }, (_, index) => ({
+          payload: `v${first + index}-${'p'.repeat(200)}`,
+          key: `k${first + index}`,
+        })),
+      );
+    }
+    expect(historySegmentBases(directory).length).toBeGreaterThan(2);
+    // Reopened, sealed segments are looked up through their dictionary files.
+    await store.close();
+    store = await openStore(directory);
+    feed = await store.feed('f');
+    const winnerReads = vi.spyOn(WinnerReader.prototype, 'at');
+    try {
+      // Keys of the first segment only, over and over: the first thousand or so are read one
+      // winner at a time, then the section is held.
+      const lookups = keyWinnersHotReads + 200;
+      for (let lookup = 0; lookup < lookups; lookup++) {
+        const key = `k${lookup % 100}`;
+        const got = await feed.get(key);
+        expect(got && text(got.payload).startsWith(`v${lookup % 100}-`), key).toBe(true);
+      }
+      expect(winnerReads.mock.calls.length).toBeGreaterThan(0);
+      expect(winnerReads.mock.calls.length).toBeLessThanOrEqual(keyWinnersHotReads);
+      const readsBefore = winnerReads.mock.calls.length;
+      for (let key = 0; key < 100; key++) expect(text((await feed.get(`k${key}`))!.payload)).toMatch(`v${key}-`);
+      expect(winnerReads.mock.calls.length).toBe(readsBefore);
+    } finally {
+      winnerReads.mockRestore();
+      await store.close();
+    }
+  });
 });

@@ -34,6 +34,7 @@ export interface LimitValues {
   readonly indexCacheBytesMax: number;
   readonly tagFilterBytesMax: number;
   readonly keyCacheBytesMax: number;
+  readonly keyWinnersHotReads: number;
   readonly commitPagesCachedMax: number;
   readonly summaryPageCommits: number;
   readonly publishIndexSliceRecords: number;
@@ -153,6 +154,7 @@ export function checkLimits(limits: LimitValues): void {
     'payloadDedupEntriesMax',
     'indexCacheBytesMax',
     'keyCacheBytesMax',
+    'keyWinnersHotReads',
     'commitPagesCachedMax',
     'summaryPageCommits',
     'publishIndexSliceRecords',

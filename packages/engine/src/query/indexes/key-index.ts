@@ -26,7 +26,7 @@ import path from 'node:path';
 import { assert } from '../../errors.js';
 import { yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
 import type { Kernels, PackedBytes } from '../../kernels/kernels.js';
-import { keyBuildYieldKeys, keyCacheBytesMax, keyFilterProbes } from '../../limits.js';
+import { keyBuildYieldKeys, keyCacheBytesMax, keyFilterProbes, keyWinnersHotReads } from '../../limits.js';
 import { concatBytes, utf8Concat, utf8DecodeRange, utf8Encode } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
@@ -97,6 +97,8 @@ interface SealedKeys {
   firsts?: Uint8Array;
   /** Its winners, read one at a time through a descriptor held while the slot is cached. */
   winners?: WinnerReader;
+  /** Winners read one at a time so far: past `keyWinnersHotReads`, the whole section is worth holding. */
+  winnerReads?: number;
   /** When a lookup last used its sections (`DictionaryCache`): the cache evicts the oldest. */
   lastUsed?: number;
   /** Set while its dictionary is rebuilt (see `KeyIndex.rebuild`). */
@@ -124,6 +126,7 @@ export class KeyIndex {
     slot.firsts = undefined;
     slot.winners?.close();
     slot.winners = undefined;
+    slot.winnerReads = 0;
   });
   /** The keys sealed segments hold until their dictionaries are built: writers wait on it. */
   readonly backlog = new KeyBuildBacklog();
@@ -593,13 +596,34 @@ export class KeyIndex {
     const ordinal = this.kernels.fstGet(fst, bytes);
     if (ordinal === undefined) return undefined;
     const file = this.fileFor(slot.base);
+    // The section is read in by the asynchronous lookup.
+    if (!table && this.winnersWorthHolding(slot)) return notHeld;
     try {
       if (table) return winnerAt(table, ordinal, file);
-      slot.winners ??= new WinnerReader(this.kernels, this.sourceFor(slot.base), slot.head!, Number.POSITIVE_INFINITY);
-      return slot.winners.at(ordinal);
+      return this.readWinner(slot, ordinal);
     } catch {
       return notHeld;
     }
+  }
+
+  /** One winner read on its own, counted towards holding the whole section. */
+  private readWinner(slot: SealedKeys, ordinal: number): KeyWinner {
+    slot.winnerReads = (slot.winnerReads ?? 0) + 1;
+    slot.winners ??= new WinnerReader(this.kernels, this.sourceFor(slot.base), slot.head!, Number.POSITIVE_INFINITY);
+    return slot.winners.at(ordinal);
+  }
+
+  /**
+   * Whether a dictionary's winners are looked up often enough to hold the whole section (a
+   * point lookup then reads nothing but its record), and it fits the cache without pushing
+   * anything out: holding it must never cost another dictionary its filter and FST.
+   */
+  private winnersWorthHolding(slot: SealedKeys): boolean {
+    return (
+      (slot.winnerReads ?? 0) >= keyWinnersHotReads &&
+      slot.head !== undefined &&
+      this.cache.holding.bytes + slot.head.sections[2].length <= keyCacheBytesMax
+    );
   }
 
   /** The dictionary's winner for a key, or undefined when the segment lacks the key. */
@@ -611,11 +635,10 @@ export class KeyIndex {
     // The winners section is megabytes, and lookups walk many segments: one winner is read on
     // its own (checked by its own CRC) unless the section is in memory already.
     const file = this.fileFor(slot.base);
-    const table = slot.sections[2];
+    const table = slot.sections[2] ?? (this.winnersWorthHolding(slot) ? await this.section(slot, 2) : undefined);
     try {
       if (table) return winnerAt(table, ordinal, file);
-      slot.winners ??= new WinnerReader(this.kernels, this.sourceFor(slot.base), slot.head!, Number.POSITIVE_INFINITY);
-      return slot.winners.at(ordinal);
+      return this.readWinner(slot, ordinal);
     } catch (error) {
       await this.rebuild(slot, (error as Error).message);
       return this.lookup(slot, bytes, hashes);
