@@ -97,6 +97,8 @@ interface SealedKeys {
   firsts?: Uint8Array;
   /** Its winners, read one at a time through a descriptor held while the slot is cached. */
   winners?: WinnerReader;
+  /** Its dictionary's path, made once: lookups name it in their errors. */
+  file?: string;
   /** Winners read one at a time so far: past `keyWinnersHotReads`, the whole section is worth holding. */
   winnerReads?: number;
   /** When a lookup last used its sections (`DictionaryCache`): the cache evicts the oldest. */
@@ -157,6 +159,12 @@ export class KeyIndex {
 
   fileFor(base: number): string {
     return dictionaryFileOf(this.directory, base, this.order);
+  }
+
+  /** `fileFor(slot.base)`, made once per slot: a point lookup joining the path each time spent a microsecond on it. */
+  private slotFile(slot: SealedKeys): string {
+    slot.file ??= this.fileFor(slot.base);
+    return slot.file;
   }
 
   /** The store's name of the dictionary of the segment at `base`. */
@@ -595,7 +603,7 @@ export class KeyIndex {
     if (!filterMayHold(filter, hashes, keyFilterProbes)) return undefined;
     const ordinal = this.kernels.fstGet(fst, bytes);
     if (ordinal === undefined) return undefined;
-    const file = this.fileFor(slot.base);
+    const file = this.slotFile(slot);
     // The section is read in by the asynchronous lookup.
     if (!table && this.winnersWorthHolding(slot)) return notHeld;
     try {
@@ -634,7 +642,7 @@ export class KeyIndex {
     if (ordinal === undefined) return undefined;
     // The winners section is megabytes, and lookups walk many segments: one winner is read on
     // its own (checked by its own CRC) unless the section is in memory already.
-    const file = this.fileFor(slot.base);
+    const file = this.slotFile(slot);
     const table = slot.sections[2] ?? (this.winnersWorthHolding(slot) ? await this.section(slot, 2) : undefined);
     try {
       if (table) return winnerAt(table, ordinal, file);
