@@ -366,6 +366,9 @@ impl Task for DurableWrite {
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<()> {
+        // The references are let go of here, on the main thread: dropped with the task on a
+        // worker thread, each would be handed back to the main thread through a threadsafe call.
+        self.buffers.clear();
         output.map_err(|failure| write_error(&env, &failure))
     }
 }
