@@ -254,9 +254,11 @@ async function runBytesBound(
   let packed = 0;
   for (const { payload } of fresh) packed += payload.length + packDirectoryEntryBytesMax;
   let entries = 0;
+  // A run of 100,000 records with tags takes tens of milliseconds to size: it yields too. A
+  // small one does not: a yield that a small append takes waits behind a slice of other work.
+  const yields = records.length > eventLoopSliceRecords;
   for (let index = 0; index < records.length; index++) {
-    // A run of 100,000 records with tags takes tens of milliseconds to size: it yields too.
-    const pause = yieldWhenDue(index);
+    const pause = yields ? yieldWhenDue(index) : undefined;
     if (pause) await pause;
     const record = records[index];
     let units = (record.key?.length ?? 0) + (record.type?.length ?? 0);
@@ -312,8 +314,8 @@ async function payloadSources(
 
 /**
  * Lays out the run's new payloads in pack frames; returns where each landed and each frame's
- * offset. Yields between payloads when its slice is due: copying the payloads of a seal of
- * 100,000 records held the event loop for 50 to 100 ms. The frame being filled is open in the
+ * offset. A large run yields between payloads when its slice is due: copying the payloads of a
+ * seal of 100,000 records held the event loop for 50 to 100 ms. The frame being filled is open in the
  * builder, and nothing else touches the builder meanwhile.
  */
 async function writePackFrames(
@@ -322,6 +324,8 @@ async function writePackFrames(
   fresh: readonly FreshPayload[],
   frameDataBytesMax: number,
 ): Promise<{ newPayloads: NewPayload[]; packs: number[] }> {
+  // As `runBytesBound`: only a large run yields.
+  const yields = fresh.length > eventLoopSliceRecords;
   const newPayloads: NewPayload[] = [];
   const packs: number[] = [];
   for (let start = 0; start < fresh.length; ) {
@@ -338,7 +342,7 @@ async function writePackFrames(
     const writer = builder.begin(FrameKind.Pack, false).varint(end - start);
     for (let index = start; index < end; index++) writer.u32(fresh[index].crc).varint(fresh[index].payload.length);
     for (let index = start; index < end; index++) {
-      const pause = yieldWhenDue(index);
+      const pause = yields ? yieldWhenDue(index) : undefined;
       if (pause) await pause;
       newPayloads.push({
         bytes: fresh[index].payload,
