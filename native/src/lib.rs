@@ -347,8 +347,8 @@ pub fn union(a: &[u32], b: &[u32]) -> napi::Result<Uint32Array, ErrorCode> {
 pub struct DurableWrite {
     descriptor: i32,
     position: u64,
-    /// The caller's buffers, each held by a reference until the task is dropped, so JS can
-    /// neither free nor move them while the worker reads them.
+    /// The caller's buffers, each held by a reference until the write settles (`resolve`), so
+    /// JS can neither free nor move them while the worker reads them.
     buffers: Vec<Uint8Array>,
 }
 

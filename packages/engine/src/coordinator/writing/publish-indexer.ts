@@ -4,8 +4,8 @@
  * A seal of 100,000 records would block the event loop for hundreds of milliseconds doing that
  * in the turn that publishes it, so the records are queued when their commit is published and
  * folded in slices of at most `publishIndexSliceRecords` records and `eventLoopSliceMs`, yielding
- * in between, strictly in publish order. Whatever reads those indexes first waits for `caughtUp()`: it then sees every
- * commit published before it asked.
+ * in between, strictly in publish order. Whatever reads those indexes first waits for
+ * `caughtUp()`: it then sees every commit published before it asked.
  *
  * The queue is bounded: a writer that publishes faster than the indexes fold records in (a bulk
  * load of one-shot commits) waits for `roomInBacklog()` before it writes more, so the records
