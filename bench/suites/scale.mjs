@@ -8,7 +8,8 @@
 // - in a fresh process after closing, at 1M and at the full size: open time, first get, first
 //   RAW batch, first whole-history dedup batch, RSS after open and after 10,000 random gets;
 // - RAW scan rates with 10% and 90% repeated payloads against unique payloads;
-// - 2M one-record commits from 64 concurrent appenders against 200,000: open time and RSS;
+// - 2M one-record commits from 64 concurrent appenders against 200,000: open time and RSS, and
+//   their columnar scan against the large commits' (batches span small commits);
 // - the raw baseline: the same records framed and fdatasync'd into a preallocated file in
 //   batches of 1,000, and per seal, the time to write and fsync that seal's own bytes.
 import { execFileSync } from 'node:child_process';
@@ -330,6 +331,20 @@ export async function run() {
     (1.5 * few.openMs) / many.openMs,
     1,
   );
+  // A feed of one-record commits scans like one of large commits: its batches span commits.
+  const largeScan = report.stream.probes.atEnd?.columnsScanRecordsPerSecond;
+  suite.ratio(
+    `one-record commits: columnar RAW scan of ${commitsMany}`,
+    many.columnsScanRecordsPerSecond,
+    undefined,
+    'records/s',
+  );
+  if (largeScan)
+    suite.ratio(
+      `one-record commits: columnar RAW scan of ${commitsMany} / of the ${totalRecords / 1e6}M-record feed (streams of 100k)`,
+      many.columnsScanRecordsPerSecond / largeScan,
+      0.25,
+    );
 
   const result = suite.finish();
   // The raw figures behind the ratios, for the closing notes and for comparing runs.

@@ -201,7 +201,7 @@ pub fn fst_range(
 pub fn decode_manifests(
     bytes: &[u8],
     frames: &[u32],
-    count: f64,
+    runs: &[u32],
     place: String,
     rows: u32,
     mut cursor: Uint32ArraySlice,
@@ -211,7 +211,6 @@ pub fn decode_manifests(
     mut type_ranges: Uint32ArraySlice,
     mut external: Float64ArraySlice,
 ) -> napi::Result<(), ErrorCode> {
-    let count = safe_integer_from_number(count, "count")?;
     // SAFETY: the call is synchronous, so JS cannot touch these buffers while Rust holds them;
     // the contract has the caller pass outputs that do not overlap one another or the run.
     let (cursor, columns, tag_starts, tag_ends, type_ranges, external) = unsafe {
@@ -227,7 +226,7 @@ pub fn decode_manifests(
     manifests::decode(manifests::Job {
         bytes,
         frames,
-        count,
+        runs,
         place: &place,
         rows: rows as usize,
         cursor,

@@ -29,8 +29,13 @@ const EXTERNALS: usize = 8;
 const FRAME_OFFSET: usize = 9;
 const STOP: usize = 10;
 const TAGS_NEEDED: usize = 11;
+const RUN: usize = 12;
 /// Slots a cursor has.
-pub const CURSOR_SLOTS: usize = 12;
+pub const CURSOR_SLOTS: usize = 13;
+
+/// Numbers `runs` holds per run: its first frame (an index into `frames`), its entries, and where
+/// it starts and ends in `bytes` (`manifestRunFields` in the contract).
+pub const RUN_FIELDS: usize = 4;
 
 /// Why a call returned (`manifestStop`).
 const STOP_DONE: u32 = 0;
@@ -47,7 +52,7 @@ const TYPES_SCANNED_MAX: usize = 16;
 pub struct Job<'a> {
     pub bytes: &'a [u8],
     pub frames: &'a [u32],
-    pub count: u64,
+    pub runs: &'a [u32],
     pub place: &'a str,
     pub rows: usize,
     pub cursor: &'a mut [u32],
@@ -339,6 +344,45 @@ fn check_job(job: &Job) -> KernelResult<()> {
             "frames come in threes and type ranges in pairs",
         ));
     }
+    if job.runs.is_empty() || !job.runs.len().is_multiple_of(RUN_FIELDS) {
+        return Err(KernelError::invalid_argument(
+            "runs come in fours, at least one",
+        ));
+    }
+    let run_count = job.runs.len() / RUN_FIELDS;
+    let frame_count = job.frames.len() / 3;
+    for index in 0..run_count {
+        let run = run_at(job.runs, frame_count, index);
+        if run.first_frame > run.end_frame || run.end_frame > frame_count {
+            return Err(KernelError::invalid_argument(
+                "a run's frames are not in order",
+            ));
+        }
+        if run.start > run.end || run.end > job.bytes.len() {
+            return Err(KernelError::invalid_argument(
+                "a run lies outside the bytes",
+            ));
+        }
+        for frame in job.frames[3 * run.first_frame..3 * run.end_frame].chunks_exact(3) {
+            if (frame[1] as usize) < run.start || frame[2] as usize > run.end {
+                return Err(KernelError::invalid_argument(
+                    "a frame's data lies outside its run",
+                ));
+            }
+        }
+    }
+    let current = job.cursor[RUN] as usize;
+    if current > run_count
+        || (current < run_count && {
+            let run = run_at(job.runs, frame_count, current);
+            (job.cursor[FRAME] as usize) < run.first_frame
+                || job.cursor[FRAME] as usize > run.end_frame
+        })
+    {
+        return Err(KernelError::invalid_argument(
+            "the cursor's frame is not one of its run's",
+        ));
+    }
     if job.tag_starts.len() != job.tag_ends.len() {
         return Err(KernelError::invalid_argument(
             "tag starts and ends have the same capacity",
@@ -375,7 +419,7 @@ pub fn decode(job: Job) -> KernelResult<()> {
     let Job {
         bytes,
         frames,
-        count,
+        runs,
         place,
         rows,
         cursor,
@@ -393,7 +437,7 @@ pub fn decode(job: Job) -> KernelResult<()> {
     let result = decode_rows(
         bytes,
         frames,
-        count,
+        runs,
         rows,
         cursor,
         &mut columns,
@@ -409,17 +453,49 @@ pub fn decode(job: Job) -> KernelResult<()> {
             "manifest at {place}+{} is corrupt at byte {}: {}",
             cursor[FRAME_OFFSET], failure.at, failure.reason
         ))),
-        Err(Failure::Short(held)) => Err(KernelError::corrupt(format!(
-            "{place}: the commit names {count} records but its manifests hold {held}"
+        Err(Failure::Short { run, count, held }) => {
+            Err(KernelError::corrupt(if runs.len() > RUN_FIELDS {
+                format!("{place}: run {run}: the commit names {count} records but its manifests hold {held}")
+            } else {
+                format!("{place}: the commit names {count} records but its manifests hold {held}")
+            }))
+        }
+        Err(Failure::Rows(held)) => Err(KernelError::invalid_argument(format!(
+            "the batch has {rows} rows but its runs hold {held}"
         ))),
     }
 }
 
-/// How a decode failed: an entry or frame that does not decode, or manifests that end before
-/// the commit's records do (with the records they held).
+/// One run of a job (`RUN_FIELDS` numbers of `runs`): its frames are `first_frame..end_frame`.
+struct Run {
+    first_frame: usize,
+    end_frame: usize,
+    count: u64,
+    start: usize,
+    end: usize,
+}
+
+fn run_at(runs: &[u32], frame_count: usize, index: usize) -> Run {
+    let fields = &runs[RUN_FIELDS * index..RUN_FIELDS * (index + 1)];
+    let end_frame = runs
+        .get(RUN_FIELDS * (index + 1))
+        .map_or(frame_count, |&first| first as usize);
+    Run {
+        first_frame: fields[0] as usize,
+        end_frame,
+        count: fields[1] as u64,
+        start: fields[2] as usize,
+        end: fields[3] as usize,
+    }
+}
+
+/// How a decode failed: an entry or frame that does not decode, manifests that end before the
+/// commit's records do (which run, the records it names and those its manifests held), or a
+/// batch with more rows than its runs hold (the rows they held).
 enum Failure {
     Entry(Fail),
-    Short(u64),
+    Short { run: usize, count: u64, held: u64 },
+    Rows(usize),
 }
 
 impl From<Fail> for Failure {
@@ -428,16 +504,33 @@ impl From<Fail> for Failure {
     }
 }
 
-/// Opens the next manifest frame that has entries (`nextManifest` in the twin).
+/// Opens the next manifest frame of the current run that has entries (`nextManifest` in the
+/// twin), moving on to the next run once this one's records are all decoded.
 fn next_manifest(
     bytes: &[u8],
     frames: &[u32],
-    count: u64,
+    runs: &[u32],
     cursor: &mut [u32],
-) -> Result<(), Failure> {
-    let run_row = cursor[RUN_ROW] as u64 + cursor[ROW] as u64;
+) -> Result<Run, Failure> {
+    let frame_count = frames.len() / 3;
+    let run_count = runs.len() / RUN_FIELDS;
+    let mut index = cursor[RUN] as usize;
+    while index < run_count && cursor[RUN_ROW] as u64 == run_at(runs, frame_count, index).count {
+        index += 1;
+        cursor[RUN] = index as u32;
+        cursor[RUN_ROW] = 0;
+        if index < run_count {
+            cursor[FRAME] = run_at(runs, frame_count, index).first_frame as u32;
+        }
+    }
+    if index == run_count {
+        return Err(Failure::Rows(cursor[ROW] as usize));
+    }
+    let run = run_at(runs, frame_count, index);
+    let count = run.count;
+    let run_row = cursor[RUN_ROW] as u64;
     let mut frame = cursor[FRAME] as usize;
-    while 3 * frame < frames.len() {
+    while frame < run.end_frame {
         let offset = frames[3 * frame];
         let data_start = frames[3 * frame + 1] as usize;
         let end = frames[3 * frame + 2] as usize;
@@ -464,9 +557,13 @@ fn next_manifest(
         cursor[AT] = at as u32;
         cursor[END] = end as u32;
         cursor[LEFT] = entries;
-        return Ok(());
+        return Ok(run);
     }
-    Err(Failure::Short(run_row))
+    Err(Failure::Short {
+        run: index,
+        count,
+        held: run_row,
+    })
 }
 
 /// The per-entry loop (`decodeManifests` in the twin).
@@ -474,7 +571,7 @@ fn next_manifest(
 fn decode_rows<'a>(
     bytes: &'a [u8],
     frames: &[u32],
-    count: u64,
+    runs: &[u32],
     rows: usize,
     cursor: &mut [u32],
     columns: &mut Columns,
@@ -488,11 +585,19 @@ fn decode_rows<'a>(
     let mut tags = cursor[TAGS] as usize;
     let mut externals = cursor[EXTERNALS] as usize;
     cursor[STOP] = STOP_DONE;
+    // Where the current run lies: its payloads' offsets count from its start.
+    let frame_count = frames.len() / 3;
+    let mut run = run_at(
+        runs,
+        frame_count,
+        (cursor[RUN] as usize).min(runs.len() / RUN_FIELDS - 1),
+    );
     while row < rows {
         if cursor[LEFT] == 0 {
             cursor[ROW] = row as u32;
-            next_manifest(bytes, frames, count, cursor)?;
+            run = next_manifest(bytes, frames, runs, cursor)?;
         }
+        let row_before = row;
         let mut reader = Reader {
             bytes,
             at: cursor[AT] as usize,
@@ -573,11 +678,11 @@ fn decode_rows<'a>(
             reader.u32_at(reader.at + 4)?;
             reader.at += 8;
             if segment == 0 {
-                if offset + length > bytes.len() as u64 {
+                if offset + length > (run.end - run.start) as u64 {
                     return Err(fail(reader.at, "a payload lies past its run").into());
                 }
-                columns.payload_starts[row] = offset as u32;
-                columns.payload_ends[row] = (offset + length) as u32;
+                columns.payload_starts[row] = (run.start as u64 + offset) as u32;
+                columns.payload_ends[row] = (run.start as u64 + offset + length) as u32;
             } else {
                 let field = EXTERNAL_FIELDS * externals;
                 external[field] = row as f64;
@@ -594,6 +699,7 @@ fn decode_rows<'a>(
         }
         cursor[AT] = reader.at as u32;
         cursor[LEFT] = left;
+        cursor[RUN_ROW] += (row - row_before) as u32;
         cursor[ROW] = row as u32;
         cursor[TAGS] = tags as u32;
         cursor[EXTERNALS] = externals as u32;
@@ -706,6 +812,18 @@ mod tests {
             count: u64,
             rows: usize,
         ) -> KernelResult<()> {
+            let runs = [0, count as u32, 0, bytes.len() as u32];
+            self.decode_runs(bytes, frames, &runs, rows)
+        }
+
+        /// A decode of several runs laid side by side in `bytes` (`RUN_FIELDS` numbers a run).
+        fn decode_runs(
+            &mut self,
+            bytes: &[u8],
+            frames: &[u32],
+            runs: &[u32],
+            rows: usize,
+        ) -> KernelResult<()> {
             // SAFETY: a Vec<f64>'s bytes, viewed as bytes for the one buffer the contract takes.
             let columns = unsafe {
                 std::slice::from_raw_parts_mut(
@@ -716,7 +834,7 @@ mod tests {
             decode(Job {
                 bytes,
                 frames,
-                count,
+                runs,
                 place: "run",
                 rows,
                 cursor: &mut self.cursor,
@@ -784,6 +902,73 @@ mod tests {
             (room.cursor[STOP], room.cursor[ROW], room.cursor[TAGS]),
             (STOP_DONE, 4, 8)
         );
+    }
+
+    /// Two runs side by side, as a stretch of a segment holds them: the second's frame and
+    /// payload offsets are its own, from where it starts.
+    fn two_runs() -> (Vec<u8>, Vec<u32>, Vec<u32>) {
+        let (mut bytes, first) = run(2, true);
+        let (second_bytes, second) = run(3, true);
+        let start = bytes.len() as u32;
+        bytes.extend_from_slice(&second_bytes);
+        let frames = vec![
+            first[0],
+            first[1],
+            first[2],
+            start + second[0],
+            start + second[1],
+            start + second[2],
+        ];
+        let runs = vec![0, 2, 0, start, 1, 3, start, bytes.len() as u32];
+        (bytes, frames, runs)
+    }
+
+    #[test]
+    fn decodes_runs_side_by_side_into_one_batch() {
+        let (mut bytes, frames, runs) = two_runs();
+        // Payloads of the run: make the second run's first one (seq 1, offset 4) readable.
+        let mut room = Room::new(5, 10, 4);
+        room.decode_runs(&bytes, &frames, &runs, 5).unwrap();
+        assert_eq!((room.cursor[STOP], room.cursor[ROW]), (STOP_DONE, 5));
+        assert_eq!((room.cursor[RUN], room.cursor[RUN_ROW]), (1, 3));
+        assert_eq!(room.f64_column(5, 0), &[1.0, 2.0, 1.0, 2.0, 3.0]);
+        // The types are the batch's: "odd" and "even" once each, from whichever run met them first.
+        assert_eq!(room.cursor[TYPES], 2);
+        // Same-run payloads count from their own run's start.
+        let layout = layout(5);
+        let narrow = |column: usize, row: usize| {
+            let at = layout.int32_at + 4 * (column * 5 + row);
+            let bytes: &[u8] = unsafe {
+                std::slice::from_raw_parts(
+                    room.columns.as_ptr() as *const u8,
+                    room.columns.len() * 8,
+                )
+            };
+            u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+        };
+        assert_eq!((narrow(5, 0), narrow(6, 0)), (4, 7));
+        assert_eq!((narrow(5, 2), narrow(6, 2)), (runs[6] + 4, runs[6] + 7));
+        // A batch with a row more than the runs hold is the caller's mistake.
+        let mut room = Room::new(6, 12, 4);
+        let error = room.decode_runs(&bytes, &frames, &runs, 6).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidArgument);
+        assert_eq!(error.message, "the batch has 6 rows but its runs hold 5");
+        // A run whose manifests hold fewer records than it names is named in the error.
+        let mut short = runs.clone();
+        short[5] = 4;
+        let mut room = Room::new(6, 12, 4);
+        let error = room.decode_runs(&bytes, &frames, &short, 6).unwrap_err();
+        assert_eq!(
+            error.message,
+            "run: run 1: the commit names 4 records but its manifests hold 3"
+        );
+        // A frame outside its run is refused before anything is decoded.
+        bytes.push(0);
+        let mut outside = runs.clone();
+        outside[3] = 10;
+        let mut room = Room::new(5, 10, 4);
+        let error = room.decode_runs(&bytes, &frames, &outside, 5).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidArgument);
     }
 
     fn reader(bytes: &[u8], end: usize) -> Reader<'_> {

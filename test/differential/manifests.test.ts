@@ -11,12 +11,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Kernels } from '../../packages/engine/src/kernels/kernels.js';
-import { manifestCursor, manifestStop } from '../../packages/engine/src/kernels/manifest-columns.js';
+import {
+  manifestCursor,
+  manifestCursorSlots,
+  manifestStop,
+} from '../../packages/engine/src/kernels/manifest-columns.js';
 import { buildCommitRun, type CommitRunInput } from '../../packages/engine/src/storage/commit-run.js';
 import { FrameKind } from '../../packages/engine/src/storage/frame-kinds.js';
 import { FrameBuilder, type ScannedFrame, scanFrames } from '../../packages/engine/src/storage/framing.js';
 import type { PayloadLocation } from '../../packages/engine/src/storage/records.js';
-import { type RunColumns, RunColumnsDecoder } from '../../packages/engine/src/storage/run-columns.js';
+import { decoderLayout, type RunColumns, RunColumnsDecoder } from '../../packages/engine/src/storage/run-columns.js';
 import { branchTally, encoder, native, ts } from './both.js';
 
 /** Bytes a frame holds at most: small, so a run of a few hundred records spans many manifest frames. */
@@ -197,9 +201,17 @@ function decodeAll(
   rowsMax: number,
 ): { batches: RunColumns[] } | { code: string; message: string } {
   try {
-    const decoder = new RunColumnsDecoder(kernels, bytes, frames, count, 'run', sparseLast);
+    const run = {
+      start: 0,
+      end: bytes.length,
+      frames,
+      count,
+      firstPosition: 1000,
+      ...(sparseLast === undefined ? {} : { sparseLast }),
+    };
+    const decoder = new RunColumnsDecoder(kernels, bytes, decoderLayout([run]), 'run');
     const batches: RunColumns[] = [];
-    while (!decoder.done) batches.push(decoder.next(rowsMax, 1000));
+    while (!decoder.done) batches.push(decoder.next(rowsMax));
     return { batches };
   } catch (error) {
     const { code, message } = error as { code: string; message: string };
@@ -287,6 +299,141 @@ describe('decodeManifests: native and ts agree', () => {
         tally.hit('several manifest frames in one batch', manifests > 1 && run.rowsMax >= commit.entries);
       }),
       { numRuns: runs },
+    );
+    tally.expectAllReached();
+  });
+
+  it('decode runs side by side (a stretch of commits) into batches that span them, as each decodes alone', async () => {
+    const tally = branchTally('stretch decode', [
+      'a batch spanning runs',
+      'a run split between batches',
+      'a compacted run in the stretch',
+      'payload stored earlier',
+      'bytes between runs',
+    ]);
+    // 2 to 8 runs of 1 to 40 records each (drawn as lengths first, as `runArb` does), with 0 to 64
+    // bytes between them (a group's header lies between runs in a segment).
+    const stretchArb = fc.record({
+      runs: fc
+        .integer({ min: 2, max: 8 })
+        .chain((length) => fc.array(runArb, { minLength: length, maxLength: length })),
+      gaps: fc.array(fc.integer({ min: 0, max: 64 }), { minLength: 8, maxLength: 8 }),
+      rowsMax: fc.integer({ min: 1, max: 200 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(stretchArb, async (stretch) => {
+        const built = await Promise.all(
+          stretch.runs.map((run) => buildRun({ ...run, records: run.records.slice(0, 1 + (run.records.length % 40)) })),
+        );
+        let length = 0;
+        const starts = built.map((run, index) => {
+          length += stretch.gaps[index];
+          const start = length;
+          length += run.bytes.length;
+          return start;
+        });
+        const bytes = new Uint8Array(length).fill(0xee);
+        let position = 1000;
+        const decoderRuns = built.map((run, index) => {
+          bytes.set(run.bytes, starts[index]);
+          const firstPosition = position;
+          position += run.commit.records;
+          const sparse = run.commit.entries !== run.commit.records;
+          const start = starts[index];
+          return {
+            start,
+            end: start + run.bytes.length,
+            frames: run.frames.map((frame) => ({
+              ...frame,
+              offset: frame.offset + start,
+              dataStart: frame.dataStart + start,
+              dataEnd: frame.dataEnd + start,
+            })),
+            count: run.commit.entries,
+            firstPosition,
+            ...(sparse ? { sparseLast: firstPosition + run.commit.records - 1 } : {}),
+          };
+        });
+        const decodeStretch = (kernels: Kernels) => {
+          const decoder = new RunColumnsDecoder(kernels, bytes, decoderLayout(decoderRuns), 'stretch');
+          const batches: RunColumns[] = [];
+          while (!decoder.done) batches.push(decoder.next(stretch.rowsMax));
+          return batches;
+        };
+        const fromTs = decodeStretch(ts);
+        const fromNative = decodeStretch(native);
+        expect(fromNative.map(plain)).toEqual(fromTs.map(plain));
+        expect(decodeStretch(alternating()).map(plain)).toEqual(fromTs.map(plain));
+
+        // Each row is what the run's own decode says, its ranges moved by where the run starts.
+        const alone = built.map((run, index) => {
+          const result = decodeAll(
+            native,
+            run.bytes,
+            run.frames,
+            run.commit.entries,
+            decoderRuns[index].sparseLast,
+            1 << 20,
+          );
+          if (!('batches' in result)) throw new Error(result.message);
+          return result.batches[0];
+        });
+        let runIndex = 0;
+        let runRow = 0;
+        for (const batch of fromNative) {
+          const runsInBatch = new Set(batch.rowRuns);
+          tally.hit('a batch spanning runs', runsInBatch.size > 1);
+          for (let row = 0; row < batch.count; row++) {
+            while (runRow === alone[runIndex].count) {
+              runIndex++;
+              runRow = 0;
+            }
+            const single = alone[runIndex];
+            const start = starts[runIndex];
+            if (runRow > 0 && row === 0) tally.hit('a run split between batches', true);
+            expect(batch.rowRuns![row]).toBe(runIndex);
+            expect(batch.seqs[row]).toBe(single.seqs[runRow]);
+            expect(batch.positions[row]).toBe(single.positions[runRow] - 1000 + decoderRuns[runIndex].firstPosition);
+            expect(batch.timestamps[row]).toBe(single.timestamps[runRow]);
+            expect(batch.versions[row]).toBe(single.versions[runRow]);
+            expect(batch.flags[row]).toBe(single.flags[runRow]);
+            expect(batch.entryStarts[row]).toBe(single.entryStarts[runRow] + start);
+            expect(batch.fingerprintStarts[row]).toBe(single.fingerprintStarts[runRow] + start);
+            expect(batch.keyEnds[row]).toBe(single.keyEnds[runRow] + start);
+            const type = (columns: RunColumns, at: number) =>
+              columns.typeIds[at] < 0 ? undefined : columns.types[columns.typeIds[at]];
+            expect(type(batch, row)).toBe(type(single, runRow));
+            const tags = (columns: RunColumns, at: number) =>
+              Array.from({ length: columns.tagRows[at + 1] - columns.tagRows[at] }, (_, tag) =>
+                Buffer.from(
+                  columns.bytes.subarray(
+                    columns.tagStarts[columns.tagRows[at] + tag],
+                    columns.tagEnds[columns.tagRows[at] + tag],
+                  ),
+                ).toString('hex'),
+              );
+            expect(tags(batch, row)).toEqual(tags(single, runRow));
+            const external = batch.external.find((item) => item.row === row);
+            const singleExternal = single.external.find((item) => item.row === runRow);
+            expect(external?.location).toEqual(singleExternal?.location);
+            tally.hit('payload stored earlier', external !== undefined);
+            if (!external) {
+              expect(batch.payloadStarts[row]).toBe(single.payloadStarts[runRow] + start);
+              expect(batch.payloadEnds[row]).toBe(single.payloadEnds[runRow] + start);
+            }
+            runRow++;
+          }
+        }
+        tally.hit(
+          'a compacted run in the stretch',
+          stretch.runs.some((run) => run.compacted),
+        );
+        tally.hit(
+          'bytes between runs',
+          stretch.gaps.slice(0, built.length).some((gap) => gap > 0),
+        );
+      }),
+      { numRuns: 60 },
     );
     tally.expectAllReached();
   });
@@ -384,11 +531,11 @@ describe('decodeManifests: native and ts agree', () => {
     );
     const manifest = frames.find((frame) => frame.kind === FrameKind.Manifest)!;
     for (const kernels of [native, ts]) {
-      const cursor = new Uint32Array(12);
+      const cursor = new Uint32Array(manifestCursorSlots);
       const job = {
         bytes,
         frames: Uint32Array.of(manifest.offset, manifest.dataStart, manifest.dataEnd),
-        count: commit.entries,
+        runs: Uint32Array.of(0, commit.entries, 0, bytes.length),
         place: 'run',
         rows: entries.length,
         cursor,

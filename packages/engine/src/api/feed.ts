@@ -287,7 +287,12 @@ export class Feed {
   read(options: ReadOptions = {}): AsyncGenerator<StoredRecord, undefined> {
     // Records one at a time, made from columns as they are handed out; the options are checked
     // at the first `next`, as a generator's would be.
-    return new FlatAsyncIterator(() => this.reads.records(checkedReadOptions(options, 'feed.read')));
+    // The signal is looked at before each record; a bad one is refused with the other options.
+    const signal = (options as ReadOptions | null)?.signal;
+    return new FlatAsyncIterator(
+      () => this.reads.records(checkedReadOptions(options, 'feed.read')),
+      signal instanceof AbortSignal ? signal : undefined,
+    );
   }
 
   /** The batch form of `read`: arrays of records (one commit's worth each), for throughput. */
@@ -296,9 +301,11 @@ export class Feed {
   }
 
   /**
-   * The columnar form of `read`, and the fastest: batches of one commit's records each, every
-   * field a typed array, variable-length fields ranges of the bytes read from disk. Records
-   * are made only when asked for (`batch.record(i)`); `batch.toArrow()` converts a batch.
+   * The columnar form of `read`, and the fastest: batches of records, every field a typed array,
+   * variable-length fields ranges of the bytes read from disk. A batch holds one commit's records,
+   * or — where the read meets small commits — several consecutive commits' (`batch.spansCommits`;
+   * `batch.commitOf(i)`, `batch.streamOf(i)` and `batch.commits` name each row's). Records are
+   * made only when asked for (`batch.record(i)`); `batch.toArrow()` converts a batch.
    *
    * @example
    * for await (const batch of feed.readColumns({ mode: 'dedup' })) {

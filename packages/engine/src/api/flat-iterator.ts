@@ -23,7 +23,14 @@ export class FlatAsyncIterator<T> implements AsyncGenerator<T, undefined> {
   private pulling = 0;
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly open: () => AsyncGenerator<Chunk<T>>) {}
+  constructor(
+    private readonly open: () => AsyncGenerator<Chunk<T>>,
+    /**
+     * Looked at before each item: a chunk may hold many (a batch of a thousand small commits),
+     * and a read whose signal aborts stops at the next one, not at the next chunk.
+     */
+    private readonly signal?: AbortSignal,
+  ) {}
 
   /** The chunk in hand's item at `at`, which moves on. */
   private take(): T {
@@ -32,6 +39,12 @@ export class FlatAsyncIterator<T> implements AsyncGenerator<T, undefined> {
   }
 
   next(): Promise<IteratorResult<T, undefined>> {
+    if (this.signal?.aborted && !this.finished) {
+      // As the source would fail at its next step: with the signal's reason, the source closed.
+      this.finish();
+      this.source?.return(undefined).catch(() => undefined);
+      return Promise.reject(this.signal.reason);
+    }
     if (this.pulling === 0 && this.at < this.length) return Promise.resolve({ value: this.take(), done: false });
     this.pulling++;
     const result = this.queue.then(() => this.pull());

@@ -19,7 +19,8 @@ export const recordFlags = {
 
 /**
  * The slots of a decode's cursor (`ManifestDecodeJob.cursor`, a `Uint32Array`). The decoder reads
- * and writes them; the caller sets `runRow` before a batch and `row`, `tags` and `externals` to 0.
+ * and writes them; the caller starts a decode with every slot 0 and sets `row`, `tags` and
+ * `externals` to 0 before each batch.
  */
 export const manifestCursor = {
   /** The next manifest frame to open, as an index into `frames` (three numbers a frame). */
@@ -29,7 +30,7 @@ export const manifestCursor = {
   end: 2,
   /** Entries of the current frame not decoded yet. */
   left: 3,
-  /** Rows of the run decoded before this batch: the batch's first row in the run. */
+  /** Rows of the current run decoded so far: the decoder keeps it, across batches too. */
   runRow: 4,
   /** The batch's next row to decode. The batch is done when it equals `rows`. */
   row: 5,
@@ -45,10 +46,20 @@ export const manifestCursor = {
   stop: 10,
   /** With `manifestStop.tagsFull`: the tag ranges the next entry needs in all. */
   tagsNeeded: 11,
+  /** The run being decoded, as an index into `runs`. */
+  run: 12,
 } as const;
 
 /** Slots of a cursor. */
-export const manifestCursorSlots = 12;
+export const manifestCursorSlots = 13;
+
+/**
+ * Numbers `ManifestDecodeJob.runs` holds per run: its first manifest frame (an index into
+ * `frames`; its frames end where the next run's begin), the records its commit names, and where
+ * it starts and ends in `bytes`. Several runs side by side (a stretch of small commits) decode
+ * into one batch, each run whole.
+ */
+export const manifestRunFields = 4;
 
 /** Why `decodeManifests` returned before the batch was done (the cursor's `stop` slot). */
 export const manifestStop = {
@@ -65,13 +76,17 @@ export const manifestExternalFields = 5;
 
 /** One batch's decode: what it reads, where it writes, and the cursor that carries on between calls. */
 export interface ManifestDecodeJob {
-  /** The run's bytes; every range written is an offset into them. */
+  /** The runs' bytes; every range written is an offset into them. */
   readonly bytes: Uint8Array;
-  /** The run's manifest frames, three numbers each: the frame's offset, its data start and its data end. */
+  /** The runs' manifest frames, three numbers each: the frame's offset, its data start and its data end. */
   readonly frames: Uint32Array;
-  /** Records the commit names: its manifests must hold that many entries. */
-  readonly count: number;
-  /** Names the run in error messages (`file:runStart`). */
+  /**
+   * The runs, `manifestRunFields` numbers each; each run's manifests must hold as many entries
+   * as its commit names. One run for a batch of a commit; several for a batch of small commits,
+   * whose rows then hold whole runs.
+   */
+  readonly runs: Uint32Array;
+  /** Names the runs in error messages (`file:offset` of `bytes`). */
   readonly place: string;
   /** Rows of the batch: the layout of `columns` is `manifestColumnsLayout(rows)`. */
   readonly rows: number;

@@ -35,7 +35,7 @@ export interface NativeModule {
   decodeManifests(
     bytes: Uint8Array,
     frames: Uint32Array,
-    count: number,
+    runs: Uint32Array,
     place: string,
     rows: number,
     cursor: Uint32Array,
@@ -246,7 +246,7 @@ export function loadNativeKernels(): Kernels {
       native.decodeManifests(
         job.bytes,
         job.frames,
-        job.count,
+        job.runs,
         job.place,
         job.rows,
         job.cursor,

@@ -22,7 +22,9 @@ import {
   nextColumns,
   retiredOfRun,
   runColumnsDecoder,
+  runsOfStretch,
   type SegmentRunSource,
+  stretchColumnsDecoder,
   stretchesOf,
   withPlace,
 } from './run-reads.js';
@@ -691,10 +693,11 @@ export class History implements SegmentRunSource {
   /**
    * The runs of `commits` (consecutive, readable, of one segment, spanning at most
    * `runsReadBytesMax`) with one read: a scan of many small commits costs one read per stretch,
-   * not one (a trip through the thread pool) per commit. Each run is a view of the stretch,
-   * which is read into a buffer of `pool` when given (see `readRunBytes`).
+   * not one (a trip through the thread pool) per commit. The bytes run from the first run's
+   * start to the last run's end, and are read into a buffer of `pool` when given (see
+   * `readRunBytes`).
    */
-  async readRunsBytes(commits: readonly CommitRecord[], pool?: RunBufferPool): Promise<Uint8Array[]> {
+  async readStretchBytes(commits: readonly CommitRecord[], pool?: RunBufferPool): Promise<Uint8Array> {
     for (const commit of commits) assertReadable(commit);
     const first = commits[0];
     const last = commits[commits.length - 1];
@@ -702,16 +705,19 @@ export class History implements SegmentRunSource {
       commits.every((commit) => commit.segment === first.segment),
       'a stretch of runs lies in one segment',
     );
-    if (commits.length === 1) return [await this.readRunBytes(first, pool)];
+    if (commits.length === 1) return this.readRunBytes(first, pool);
     const segment = this.segments.byBase(first.segment);
     const length = last.runStart + last.runBytes - first.runStart;
     const bytes = pool
       ? await this.readInto(segment, pool.take(length), first.runStart)
       : await this.read(segment, first.runStart, length);
     if (!pool) this.cache.add(segment, first.runStart, bytes);
-    return commits.map((commit) =>
-      bytes.subarray(commit.runStart - first.runStart, commit.runStart - first.runStart + commit.runBytes),
-    );
+    return bytes;
+  }
+
+  /** The runs of `commits` as `readStretchBytes` reads them, each a view of the stretch. */
+  async readRunsBytes(commits: readonly CommitRecord[], pool?: RunBufferPool): Promise<Uint8Array[]> {
+    return runsOfStretch(commits, await this.readStretchBytes(commits, pool));
   }
 
   /**
@@ -863,12 +869,40 @@ export class History implements SegmentRunSource {
     const segment = this.segments.byBase(commit.segment);
     const decoder = runColumnsDecoder(this.kernels, segment.file, commit, bytes);
     while (!decoder.done) {
-      let columns = nextColumns(decoder, segment.file, commit, rowsMax);
+      let columns = nextColumns(decoder, segment.file, commit.runStart, rowsMax);
       if (payloads && columns.external.length > 0) {
         try {
           columns = await this.gatherExternal(segment, columns);
         } catch (error) {
           throw withPlace(error, segment.file, commit.runStart);
+        }
+      }
+      yield columns;
+    }
+  }
+
+  /**
+   * The runs of `commits` (a stretch: consecutive, readable, of one segment, read as `bytes`
+   * from the first run's start) as columns of at most `rowsMax` rows each, whose batches span
+   * commits (`RunColumns.rowRuns` names each row's). What a scan of many small commits reads:
+   * one kernel call per batch, not one per commit.
+   */
+  async *stretchColumns(
+    commits: readonly CommitRecord[],
+    bytes: Uint8Array,
+    /** Asked before each batch: a read with a limit takes no more rows than it still wants. */
+    rowsMax: () => number,
+  ): AsyncGenerator<RunColumns> {
+    const segment = this.segments.byBase(commits[0].segment);
+    const offset = commits[0].runStart;
+    const decoder = stretchColumnsDecoder(this.kernels, segment.file, commits, bytes);
+    while (!decoder.done) {
+      let columns = nextColumns(decoder, segment.file, offset, rowsMax());
+      if (columns.external.length > 0) {
+        try {
+          columns = await this.gatherExternal(segment, columns);
+        } catch (error) {
+          throw withPlace(error, segment.file, offset);
         }
       }
       yield columns;

@@ -17,6 +17,7 @@ import {
   manifestCursor,
   manifestCursorSlots,
   manifestExternalFields,
+  manifestRunFields,
   manifestStop,
 } from '../kernels/manifest-columns.js';
 import { utf8DecodeRange } from './codec.js';
@@ -24,12 +25,20 @@ import { FrameKind } from './frame-kinds.js';
 import type { ScannedFrame } from './framing.js';
 import type { PayloadLocation } from './records.js';
 
-/** The columns of one run's records, in seq order. */
+/**
+ * The columns of one run's records, in seq order; or of several runs side by side in one buffer
+ * (a stretch of small commits), run after run.
+ */
 export interface RunColumns {
   readonly count: number;
-  /** The run's row (seq order, from 0) of these columns' first. */
+  /** The decoder's row (seq order, from 0) of these columns' first. */
   readonly firstRow: number;
-  /** The run's bytes: every start/end below is an offset into them. */
+  /**
+   * Set when the decoder has several runs: the run (an index into the decoder's runs) each row
+   * belongs to.
+   */
+  readonly rowRuns: Uint32Array | undefined;
+  /** The run's bytes (the runs'): every start/end below is an offset into them. */
   readonly bytes: Uint8Array;
   /** Each record's position in the feed. */
   readonly positions: Float64Array;
@@ -63,7 +72,7 @@ export interface RunColumns {
   readonly payloadEnds: Uint32Array;
   readonly external: readonly { readonly row: number; readonly location: PayloadLocation }[];
   readonly externalBytes: Uint8Array | undefined;
-  /** Where each record's manifest entry starts in `bytes` (a key dictionary's locator, from the run's start). */
+  /** Where each record's manifest entry starts in `bytes` (a key dictionary's locator, from the run's start, for a decoder of one run). */
   readonly entryStarts: Uint32Array;
 }
 
@@ -109,58 +118,122 @@ let sharedTagStarts = offHeapUint32s(4096);
 let sharedTagEnds = offHeapUint32s(4096);
 
 /**
- * Decodes the manifests among `frames` (already verified by their CRCs) into columns, a bounded
- * number of rows at a time: a commit of a million records is read as batches that fit in the
- * CPU's caches, not as one set of columns megabytes long. `count` is the number of records the
- * commit names; `place` names the run for error messages.
+ * One run a decoder reads: where it lies in the decoder's bytes, its frames (verified by their
+ * CRCs; offsets in the decoder's bytes too), the records its commit names, and how its rows are
+ * placed.
+ */
+export interface DecoderRun {
+  readonly start: number;
+  readonly end: number;
+  readonly frames: readonly ScannedFrame[];
+  readonly count: number;
+  /** The position of the run's first record. */
+  readonly firstPosition: number;
+  /**
+   * Set for a compacted run (fewer entries than positions): its last position. Positions are
+   * then each entry's seq from the first, checked to ascend within the span.
+   */
+  readonly sparseLast?: number;
+}
+
+/**
+ * The runs a decoder reads, as typed arrays (no object per run or frame: a stretch of small
+ * commits holds thousands of runs): their manifest frames for the kernel (offset, data start and
+ * data end in the decoder's bytes), the runs for the kernel (`manifestRunFields` numbers each),
+ * and each run's first position and, for a compacted run, its last (-1 for any other).
+ */
+export interface DecoderLayout {
+  readonly manifests: Uint32Array;
+  readonly runFields: Uint32Array;
+  readonly firstPositions: Float64Array;
+  readonly sparseLasts: Float64Array;
+}
+
+/** The layout of `runs` (see `DecoderRun`). */
+export function decoderLayout(runs: readonly DecoderRun[]): DecoderLayout {
+  let frameCount = 0;
+  for (const run of runs) for (const frame of run.frames) if (frame.kind === FrameKind.Manifest) frameCount++;
+  const layout = {
+    manifests: new Uint32Array(3 * frameCount),
+    runFields: new Uint32Array(manifestRunFields * runs.length),
+    firstPositions: new Float64Array(runs.length),
+    sparseLasts: new Float64Array(runs.length),
+  };
+  let at = 0;
+  runs.forEach((run, index) => {
+    layout.runFields.set([at / 3, run.count, run.start, run.end], manifestRunFields * index);
+    layout.firstPositions[index] = run.firstPosition;
+    layout.sparseLasts[index] = run.sparseLast ?? -1;
+    for (const frame of run.frames) {
+      if (frame.kind !== FrameKind.Manifest) continue;
+      layout.manifests[at++] = frame.offset;
+      layout.manifests[at++] = frame.dataStart;
+      layout.manifests[at++] = frame.dataEnd;
+    }
+  });
+  return layout;
+}
+
+/**
+ * Decodes the manifests of one run — or of several laid side by side in `bytes`, as a stretch of
+ * small commits is read — into columns, a bounded number of rows at a time: a commit of a
+ * million records is read as batches that fit in the CPU's caches, not as one set of columns
+ * megabytes long, and a thousand one-record commits as one batch, not a thousand. `place` names
+ * the bytes for error messages.
  */
 export class RunColumnsDecoder {
-  /** Rows decoded so far. */
+  /** Rows decoded so far, and all the runs hold. */
   private row = 0;
-  /** The run's manifest frames for the kernel: offset, data start, data end. */
-  private readonly manifests: Uint32Array;
+  private readonly count: number;
+  private readonly runCount: number;
+  /** The decoder's first row of each run, and one past the last. */
+  private readonly runRows: Float64Array;
   /** Where the decode stands between batches (`manifestCursor`). */
   private readonly cursor = new Uint32Array(manifestCursorSlots);
-  /** The run's distinct types' byte ranges as the kernel found them, room for how many, and their names. */
+  /** The runs' distinct types' byte ranges as the kernel found them, room for how many, and their names. */
   private typeRanges: number[] = [];
   private typeRoom = typeRangesInitial;
   private readonly types: string[] = [];
-  /** The last position placed so far, in a compacted run. */
+  /** The last position placed so far in the current compacted run, and that run. */
   private lastPlaced = -1;
+  private placingRun = -1;
 
   constructor(
     private readonly kernels: Kernels,
     private readonly bytes: Uint8Array,
-    frames: readonly ScannedFrame[],
-    private readonly count: number,
+    private readonly layout: DecoderLayout,
     private readonly place: string,
-    /**
-     * Set for a compacted run (fewer entries than positions): its last position. Positions are
-     * then each entry's seq from the first, checked to ascend within the span.
-     */
-    private readonly sparseLast?: number,
   ) {
-    const manifests = frames.filter((frame) => frame.kind === FrameKind.Manifest);
-    this.manifests = new Uint32Array(3 * manifests.length);
-    manifests.forEach((frame, index) => {
-      this.manifests[3 * index] = frame.offset;
-      this.manifests[3 * index + 1] = frame.dataStart;
-      this.manifests[3 * index + 2] = frame.dataEnd;
-    });
+    this.runCount = layout.firstPositions.length;
+    this.runRows = new Float64Array(this.runCount + 1);
+    let rows = 0;
+    for (let run = 0; run < this.runCount; run++) {
+      this.runRows[run] = rows;
+      rows += layout.runFields[manifestRunFields * run + 1];
+    }
+    this.runRows[this.runCount] = rows;
+    this.count = rows;
   }
 
   get done(): boolean {
     return this.row === this.count;
   }
 
-  private placeBySeq(positions: Float64Array, seqs: Float64Array, firstPosition: number): void {
+  /** Positions of `rows` rows of compacted run `run` from its seqs, checked to ascend within its span. */
+  private placeBySeq(positions: Float64Array, seqs: Float64Array, from: number, to: number, run: number): void {
+    const firstPosition = this.layout.firstPositions[run];
+    const sparseLast = this.layout.sparseLasts[run];
+    if (this.placingRun !== run) {
+      this.placingRun = run;
+      this.lastPlaced = -1;
+    }
     let previous = this.lastPlaced < 0 ? firstPosition - 1 : this.lastPlaced;
-    for (let row = 0; row < positions.length; row++) {
+    for (let row = from; row < to; row++) {
       const position = firstPosition + seqs[row] - 1;
-      if (position <= previous || position > this.sparseLast!) {
+      if (position <= previous || position > sparseLast) {
         throw new StreamStackError(
           'CORRUPT',
-          `${this.place}: a compacted run places a record at position ${position}, outside ${previous + 1}..${this.sparseLast}`,
+          `${this.place}: a compacted run places a record at position ${position}, outside ${previous + 1}..${sparseLast}`,
         );
       }
       positions[row] = position;
@@ -169,23 +242,47 @@ export class RunColumnsDecoder {
     this.lastPlaced = previous;
   }
 
+  /** Fills `positions` (and `rowRuns`, when set) for the batch of `count` rows from `firstRow`. */
+  private placeRows(
+    positions: Float64Array,
+    seqs: Float64Array,
+    rowRuns: Uint32Array | undefined,
+    firstRow: number,
+    count: number,
+  ): void {
+    let run = 0;
+    while (this.runRows[run + 1] <= firstRow && run < this.runCount - 1) run++;
+    for (let from = 0; from < count; run++) {
+      const to = Math.min(count, this.runRows[run + 1] - firstRow);
+      if (this.layout.sparseLasts[run] < 0) {
+        const base = this.layout.firstPositions[run] + firstRow - this.runRows[run];
+        for (let row = from; row < to; row++) positions[row] = base + row;
+      } else this.placeBySeq(positions, seqs, from, to, run);
+      if (rowRuns) rowRuns.fill(run, from, to);
+      from = to;
+    }
+  }
+
   /**
    * Has the kernel decode rows `firstRow` on (`count` of them) into `columns`, giving it more
    * room for tags or types each time it stops for some. The decode's state goes into the shared
    * buffers for the calls and back after; returns the shared cursor, which holds until the next
    * decode (the batch's tags and payloads stored elsewhere are in the shared scratch until then).
    */
-  private decodeInto(columns: Uint8Array, firstRow: number, count: number): Uint32Array {
+  private decodeInto(columns: Uint8Array, count: number): Uint32Array {
     // The decode's state goes into the shared buffers for the kernel calls, and back after.
-    if (sharedState.length < manifestCursorSlots + this.manifests.length)
-      sharedState = offHeapUint32s(manifestCursorSlots + this.manifests.length);
+    const { manifests, runFields } = this.layout;
+    if (sharedState.length < manifestCursorSlots + manifests.length + runFields.length)
+      sharedState = offHeapUint32s(manifestCursorSlots + manifests.length + runFields.length);
     const cursor = sharedState.subarray(0, manifestCursorSlots);
     cursor.set(this.cursor);
-    const frames = sharedState.subarray(manifestCursorSlots, manifestCursorSlots + this.manifests.length);
-    frames.set(this.manifests);
+    const framesEnd = manifestCursorSlots + manifests.length;
+    const frames = sharedState.subarray(manifestCursorSlots, framesEnd);
+    frames.set(manifests);
+    const runs = sharedState.subarray(framesEnd, framesEnd + runFields.length);
+    runs.set(runFields);
     if (sharedTypeRanges.length < 2 * this.typeRoom) sharedTypeRanges = offHeapUint32s(2 * this.typeRoom);
     sharedTypeRanges.set(this.typeRanges);
-    cursor[manifestCursor.runRow] = firstRow;
     cursor[manifestCursor.row] = 0;
     cursor[manifestCursor.tags] = 0;
     cursor[manifestCursor.externals] = 0;
@@ -195,7 +292,7 @@ export class RunColumnsDecoder {
       const job: ManifestDecodeJob = {
         bytes: this.bytes,
         frames,
-        count: this.count,
+        runs,
         place: this.place,
         rows: count,
         cursor,
@@ -234,17 +331,14 @@ export class RunColumnsDecoder {
     return cursor;
   }
 
-  /**
-   * The next (at most) `rowsMax` rows; `firstRow` says where they start in the run, and
-   * `firstPosition` is the position of the run's first record.
-   */
-  next(rowsMax: number, firstPosition: number): RunColumns {
+  /** The next (at most) `rowsMax` rows. */
+  next(rowsMax: number): RunColumns {
     const firstRow = this.row;
     const count = Math.min(rowsMax, this.count - firstRow);
     const layout = manifestColumnsLayout(count);
     const buffer = new ArrayBuffer(layout.bytes);
     const columns = new Uint8Array(buffer);
-    const cursor = this.decodeInto(columns, firstRow, count);
+    const cursor = this.decodeInto(columns, count);
     const typeCount = cursor[manifestCursor.types];
     const { types } = this;
     for (let type = types.length; type < typeCount; type++) {
@@ -266,9 +360,8 @@ export class RunColumnsDecoder {
     }
     const positions = new Float64Array(buffer, layout.positions, count);
     const seqs = new Float64Array(buffer, layout.seqs, count);
-    if (this.sparseLast === undefined)
-      for (let row = 0; row < count; row++) positions[row] = firstPosition + firstRow + row;
-    else this.placeBySeq(positions, seqs, firstPosition);
+    const rowRuns = this.runCount > 1 ? new Uint32Array(count) : undefined;
+    this.placeRows(positions, seqs, rowRuns, firstRow, count);
     const tagCount = cursor[manifestCursor.tags];
     // The batch's tag ranges, starts then ends, in one buffer of its own.
     const tagBuffer = tagCount === 0 ? undefined : new ArrayBuffer(8 * tagCount);
@@ -280,6 +373,7 @@ export class RunColumnsDecoder {
     return {
       count,
       firstRow,
+      rowRuns,
       bytes: this.bytes,
       positions,
       seqs,

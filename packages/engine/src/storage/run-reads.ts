@@ -9,12 +9,19 @@
 import { StreamStackError } from '../errors.js';
 import { yieldToEventLoop } from '../event-loop.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { runsReadBytesMax } from '../limits.js';
+import { manifestRunFields } from '../kernels/manifest-columns.js';
+import { frameHeaderBytes, frameLengthMask, runsReadBytesMax } from '../limits.js';
 import type { CommitRecord } from './commit-record.js';
 import { type RetiredFingerprint, readRetiredFrame } from './commit-run.js';
 import { FrameKind } from './frame-kinds.js';
-import { scanFrames } from './framing.js';
-import { type RunColumns, RunColumnsDecoder } from './run-columns.js';
+import { type ScannedFrame, scanFrames } from './framing.js';
+import {
+  type DecoderLayout,
+  type DecoderRun,
+  decoderLayout,
+  type RunColumns,
+  RunColumnsDecoder,
+} from './run-columns.js';
 import type { SegmentFile } from './segment.js';
 
 /**
@@ -63,6 +70,13 @@ export function joinsStretch(first: CommitRecord, next: CommitRecord, bytesMax =
   );
 }
 
+/** Each run of a stretch (`commits`, read as `bytes` from the first run's start) as a view of it. */
+export function runsOfStretch(commits: readonly CommitRecord[], bytes: Uint8Array): Uint8Array[] {
+  if (commits.length === 1) return [bytes];
+  const first = commits[0].runStart;
+  return commits.map((commit) => bytes.subarray(commit.runStart - first, commit.runStart - first + commit.runBytes));
+}
+
 /** `commits` cut into stretches that are each read at once (see `joinsStretch`). */
 export function* stretchesOf(commits: readonly CommitRecord[]): Generator<readonly CommitRecord[]> {
   for (let at = 0; at < commits.length; ) {
@@ -71,6 +85,30 @@ export function* stretchesOf(commits: readonly CommitRecord[]): Generator<readon
     yield commits.slice(at, end);
     at = end;
   }
+}
+
+/** A run's frames, verified by their CRCs and found to fill it (`file` names its segment in errors). */
+function verifiedFrames(kernels: Kernels, file: string, commit: CommitRecord, bytes: Uint8Array): ScannedFrame[] {
+  const frames = scanFrames(kernels, bytes, 0, bytes.length);
+  const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
+  if (frameEnd !== bytes.length) {
+    throw new StreamStackError('CORRUPT', `the run of commit ${commit.commit} in ${file} is damaged`, {
+      details: { file, offset: commit.runStart + frameEnd },
+    });
+  }
+  return frames;
+}
+
+/** A commit's run as a decoder takes it: where it lies in the decoder's bytes, and how it is placed. */
+function decoderRun(commit: CommitRecord, frames: readonly ScannedFrame[], start: number): DecoderRun {
+  return {
+    start,
+    end: start + commit.runBytes,
+    frames,
+    count: commit.entries,
+    firstPosition: commit.firstPosition,
+    ...(commit.entries !== commit.records ? { sparseLast: commit.lastPosition } : {}),
+  };
 }
 
 /**
@@ -85,37 +123,140 @@ export function runColumnsDecoder(
 ): RunColumnsDecoder {
   assertReadable(commit);
   try {
-    const frames = scanFrames(kernels, bytes, 0, bytes.length);
-    const frameEnd = frames.length === 0 ? 0 : frames[frames.length - 1].dataEnd;
-    if (frameEnd !== bytes.length) {
-      throw new StreamStackError('CORRUPT', `the run of commit ${commit.commit} in ${file} is damaged`, {
-        details: { file, offset: commit.runStart + frameEnd },
-      });
-    }
+    const frames = verifiedFrames(kernels, file, commit, bytes);
     return new RunColumnsDecoder(
       kernels,
       bytes,
-      frames,
-      commit.entries,
+      decoderLayout([decoderRun(commit, frames, 0)]),
       `${file}:${commit.runStart}`,
-      commit.entries !== commit.records ? commit.lastPosition : undefined,
     );
   } catch (error) {
     throw withPlace(error, file, commit.runStart);
   }
 }
 
-/** The next batch of at most `rowsMax` rows from `decoder`, its errors placed in `file`. */
-export function nextColumns(
-  decoder: RunColumnsDecoder,
+/**
+ * Verifies the runs of `commits` (consecutive, readable, of one segment: a stretch) and makes
+ * one decoder over all of them, whose batches span commits: `bytes` is the stretch as read, from
+ * the first run's start to the last run's end. The stretch's frames (its runs' and the group
+ * headers between them) are verified with one scan; should they not tile it, each run is
+ * verified on its own, which names the damage and where it lies.
+ */
+export function stretchColumnsDecoder(
+  kernels: Kernels,
   file: string,
-  commit: CommitRecord,
-  rowsMax: number,
-): RunColumns {
+  commits: readonly CommitRecord[],
+  bytes: Uint8Array,
+): RunColumnsDecoder {
+  const first = commits[0].runStart;
+  for (const commit of commits) assertReadable(commit);
+  const layout =
+    stretchLayout(kernels, commits, bytes) ??
+    decoderLayout(
+      commits.map((commit) => {
+        const start = commit.runStart - first;
+        try {
+          const frames = verifiedFrames(kernels, file, commit, bytes.subarray(start, start + commit.runBytes));
+          return decoderRun(
+            commit,
+            frames.map((frame) => movedFrame(frame, start)),
+            start,
+          );
+        } catch (error) {
+          throw withPlace(error, file, commit.runStart);
+        }
+      }),
+    );
+  return new RunColumnsDecoder(kernels, bytes, layout, `${file}:${first}`);
+}
+
+/** `frame`, `by` bytes further on. */
+function movedFrame(frame: ScannedFrame, by: number): ScannedFrame {
+  return { ...frame, offset: frame.offset + by, dataStart: frame.dataStart + by, dataEnd: frame.dataEnd + by };
+}
+
+/**
+ * Where a stretch's frames start, for the checksum kernel: one buffer made outside the V8 heap
+ * and used again (see `scanFrames`), grown as a stretch needs.
+ */
+let stretchFrameOffsets = new Uint32Array(new ArrayBuffer(4 * 4096));
+
+/**
+ * The layout of a stretch's runs for a decoder, from one walk over its frames and one checksum
+ * kernel call, with no object per frame or run; undefined when the frames do not tile the
+ * stretch with each run beginning and ending at a frame's edge, or one fails its CRC.
+ */
+function stretchLayout(
+  kernels: Kernels,
+  commits: readonly CommitRecord[],
+  bytes: Uint8Array,
+): DecoderLayout | undefined {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let frames = 0;
+  for (let at = 0; at < bytes.length; ) {
+    if (at + frameHeaderBytes > bytes.length) return undefined;
+    const length = view.getUint32(at, true) & frameLengthMask;
+    if (length === 0 || at + frameHeaderBytes + length > bytes.length) return undefined;
+    if (frames === stretchFrameOffsets.length) {
+      const grown = new Uint32Array(new ArrayBuffer(8 * frames));
+      grown.set(stretchFrameOffsets);
+      stretchFrameOffsets = grown;
+    }
+    stretchFrameOffsets[frames++] = at;
+    at += frameHeaderBytes + length;
+  }
+  const offsets = stretchFrameOffsets.subarray(0, frames);
+  if (kernels.frameChecksumsVerify(bytes, offsets) >= 0) return undefined;
+  // Every manifest frame of the stretch is a run's (group headers and the log's own frames are
+  // control frames of other kinds), so the count bounds the layout's frames.
+  let manifestCount = 0;
+  for (let frame = 0; frame < frames; frame++)
+    if (bytes[offsets[frame] + frameHeaderBytes] === FrameKind.Manifest) manifestCount++;
+  const layout = {
+    manifests: new Uint32Array(3 * manifestCount),
+    runFields: new Uint32Array(manifestRunFields * commits.length),
+    firstPositions: new Float64Array(commits.length),
+    sparseLasts: new Float64Array(commits.length),
+  };
+  const first = commits[0].runStart;
+  let frame = 0;
+  let manifest = 0;
+  for (let run = 0; run < commits.length; run++) {
+    const commit = commits[run];
+    const start = commit.runStart - first;
+    const end = start + commit.runBytes;
+    // Frames before the run (a group's header) are passed over; the run's own must fill it.
+    while (frame < frames && offsets[frame] < start) frame++;
+    if (frame === frames || offsets[frame] !== start) return undefined;
+    layout.runFields[manifestRunFields * run] = manifest;
+    layout.runFields[manifestRunFields * run + 1] = commit.entries;
+    layout.runFields[manifestRunFields * run + 2] = start;
+    layout.runFields[manifestRunFields * run + 3] = end;
+    layout.firstPositions[run] = commit.firstPosition;
+    layout.sparseLasts[run] = commit.entries !== commit.records ? commit.lastPosition : -1;
+    for (; frame < frames && offsets[frame] < end; frame++) {
+      const offset = offsets[frame];
+      const dataStart = offset + frameHeaderBytes;
+      const dataEnd = dataStart + (view.getUint32(offset, true) & frameLengthMask);
+      if (dataEnd > end) return undefined;
+      if (bytes[dataStart] !== FrameKind.Manifest) continue;
+      layout.manifests[3 * manifest] = offset;
+      layout.manifests[3 * manifest + 1] = dataStart;
+      layout.manifests[3 * manifest + 2] = dataEnd;
+      manifest++;
+    }
+    // The frames tile the stretch, so the run's last one ends where the next frame begins: at its end.
+    if (frame === frames && end !== bytes.length) return undefined;
+  }
+  return layout;
+}
+
+/** The next batch of at most `rowsMax` rows from `decoder`, its errors placed in `file` at `offset`. */
+export function nextColumns(decoder: RunColumnsDecoder, file: string, offset: number, rowsMax: number): RunColumns {
   try {
-    return decoder.next(rowsMax, commit.firstPosition);
+    return decoder.next(rowsMax);
   } catch (error) {
-    throw withPlace(error, file, commit.runStart);
+    throw withPlace(error, file, offset);
   }
 }
 
@@ -189,7 +330,7 @@ export class SegmentRuns implements SegmentRunSource {
 
   async *runColumns(commit: CommitRecord, bytes: Uint8Array, rowsMax: number): AsyncGenerator<RunColumns> {
     const decoder = runColumnsDecoder(this.kernels, this.segment.file, commit, bytes);
-    while (!decoder.done) yield nextColumns(decoder, this.segment.file, commit, rowsMax);
+    while (!decoder.done) yield nextColumns(decoder, this.segment.file, commit.runStart, rowsMax);
   }
 
   readRetired(commit: CommitRecord, runBytes: Uint8Array): Promise<RetiredFingerprint[]> {

@@ -39,9 +39,11 @@ export class FeedReads {
     return this.guarded(this.afterIndexing(readRecords(this.writer.snapshot(), options, this.writer.fingerprints)));
   }
 
-  /** The columnar form of a feed read: one batch of columns per commit. */
+  /** The columnar form of a feed read: batches of columns, spanning small commits. */
   columns(options: ReadOptions): AsyncGenerator<ColumnBatch> {
-    return this.guarded(this.afterIndexing(readColumns(this.writer.snapshot(), options, this.writer.fingerprints)));
+    return this.guarded(
+      this.afterIndexing(readColumns(this.writer.snapshot(), options, this.writer.fingerprints, undefined, true)),
+    );
   }
 
   /**

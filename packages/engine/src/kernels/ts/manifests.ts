@@ -11,6 +11,7 @@ import {
   type ManifestDecodeJob,
   manifestColumnsLayout,
   manifestExternalFields,
+  manifestRunFields,
   manifestStop,
   recordFlags,
   manifestCursor as slot,
@@ -93,14 +94,66 @@ function frameWhat(job: ManifestDecodeJob): string {
   return `manifest at ${job.place}+${job.cursor[slot.frameOffset]}`;
 }
 
+/** The first and end frame (exclusive) of run `index`: its frames end where the next run's begin. */
+function runFrames(job: ManifestDecodeJob, index: number): { first: number; end: number } {
+  const { runs } = job;
+  const next = manifestRunFields * (index + 1);
+  return { first: runs[manifestRunFields * index], end: next < runs.length ? runs[next] : job.frames.length / 3 };
+}
+
+/** Checks what the native twin refuses before it decodes: runs and frames that do not fit. */
+function checkRuns(job: ManifestDecodeJob): void {
+  const { runs, frames, cursor } = job;
+  if (runs.length === 0 || runs.length % manifestRunFields !== 0)
+    throw new StreamStackError('INVALID_ARGUMENT', 'runs come in fours, at least one');
+  const runCount = runs.length / manifestRunFields;
+  const frameCount = Math.floor(frames.length / 3);
+  for (let index = 0; index < runCount; index++) {
+    const { first, end } = runFrames(job, index);
+    const start = runs[manifestRunFields * index + 2];
+    const runEnd = runs[manifestRunFields * index + 3];
+    if (first > end || end > frameCount)
+      throw new StreamStackError('INVALID_ARGUMENT', "a run's frames are not in order");
+    if (start > runEnd || runEnd > job.bytes.length)
+      throw new StreamStackError('INVALID_ARGUMENT', 'a run lies outside the bytes');
+    for (let frame = first; frame < end; frame++) {
+      if (frames[3 * frame + 1] < start || frames[3 * frame + 2] > runEnd)
+        throw new StreamStackError('INVALID_ARGUMENT', "a frame's data lies outside its run");
+    }
+  }
+  const current = cursor[slot.run];
+  if (current > runCount) throw new StreamStackError('INVALID_ARGUMENT', "the cursor's frame is not one of its run's");
+  if (current < runCount) {
+    const { first, end } = runFrames(job, current);
+    if (cursor[slot.frame] < first || cursor[slot.frame] > end)
+      throw new StreamStackError('INVALID_ARGUMENT', "the cursor's frame is not one of its run's");
+  }
+}
+
 /**
- * Opens the next manifest frame that has entries. `CORRUPT` when the manifests end before the
- * commit's records do, or a frame holds more entries than the commit has left.
+ * Opens the next manifest frame of the current run that has entries, moving on to the next run
+ * once this one's records are all decoded. `CORRUPT` when the manifests end before the commit's
+ * records do, or a frame holds more entries than the commit has left; returns the run's index.
  */
-function nextManifest(job: ManifestDecodeJob): void {
-  const { bytes, frames, cursor } = job;
-  const runRow = cursor[slot.runRow] + cursor[slot.row];
-  for (let frame = cursor[slot.frame]; 3 * frame < frames.length; ) {
+function nextManifest(job: ManifestDecodeJob): number {
+  const { bytes, frames, runs, cursor } = job;
+  const runCount = runs.length / manifestRunFields;
+  let index = cursor[slot.run];
+  while (index < runCount && cursor[slot.runRow] === runs[manifestRunFields * index + 1]) {
+    index++;
+    cursor[slot.run] = index;
+    cursor[slot.runRow] = 0;
+    if (index < runCount) cursor[slot.frame] = runs[manifestRunFields * index];
+  }
+  if (index === runCount)
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `the batch has ${job.rows} rows but its runs hold ${cursor[slot.row]}`,
+    );
+  const count = runs[manifestRunFields * index + 1];
+  const runRow = cursor[slot.runRow];
+  const { end: endFrame } = runFrames(job, index);
+  for (let frame = cursor[slot.frame]; frame < endFrame; ) {
     const offset = frames[3 * frame];
     const dataStart = frames[3 * frame + 1];
     const end = frames[3 * frame + 2];
@@ -111,7 +164,7 @@ function nextManifest(job: ManifestDecodeJob): void {
     u32At(bytes, dataStart + 1, end, what);
     const entries = u32At(bytes, dataStart + 5, end, what);
     const at = dataStart + 9;
-    if (runRow + entries > job.count) break;
+    if (runRow + entries > count) break;
     if (entries === 0) {
       if (at !== end) throw corrupt(what, at, `${end - at} trailing bytes`);
       continue;
@@ -119,11 +172,12 @@ function nextManifest(job: ManifestDecodeJob): void {
     cursor[slot.at] = at;
     cursor[slot.end] = end;
     cursor[slot.left] = entries;
-    return;
+    return index;
   }
+  const named = runCount > 1 ? `run ${index}: ` : '';
   throw new StreamStackError(
     'CORRUPT',
-    `${job.place}: the commit names ${job.count} records but its manifests hold ${runRow}`,
+    `${job.place}: ${named}the commit names ${count} records but its manifests hold ${runRow}`,
   );
 }
 
@@ -211,15 +265,21 @@ export function decodeManifests(job: ManifestDecodeJob): void {
   const entryStarts = new Uint32Array(buffer, base + layout.entryStarts, rows);
   const tagRows = new Uint32Array(buffer, base + layout.tagRows, rows + 1);
   const flagsColumn = new Uint8Array(buffer, base + layout.flags, rows);
+  checkRuns(job);
   let row = cursor[slot.row];
   let tags = cursor[slot.tags];
   let externals = cursor[slot.externals];
   cursor[slot.stop] = manifestStop.done;
+  // Where the current run lies: its payloads' offsets count from its start.
+  let run = Math.min(cursor[slot.run], job.runs.length / manifestRunFields - 1);
   while (row < rows) {
     if (cursor[slot.left] === 0) {
       cursor[slot.row] = row;
-      nextManifest(job);
+      run = nextManifest(job);
     }
+    const runStart = job.runs[manifestRunFields * run + 2];
+    const runBytes = job.runs[manifestRunFields * run + 3] - runStart;
+    const rowBefore = row;
     const end = cursor[slot.end];
     const what = frameWhat(job);
     let at = cursor[slot.at];
@@ -305,9 +365,9 @@ export function decodeManifests(job: ManifestDecodeJob): void {
       u32At(bytes, at + 4, end, what);
       at += 8;
       if (segment === 0) {
-        if (offset + length > bytes.length) throw corrupt(what, at, 'a payload lies past its run');
-        payloadStarts[row] = offset;
-        payloadEnds[row] = offset + length;
+        if (offset + length > runBytes) throw corrupt(what, at, 'a payload lies past its run');
+        payloadStarts[row] = runStart + offset;
+        payloadEnds[row] = runStart + offset + length;
       } else {
         const field = manifestExternalFields * externals++;
         external[field] = row;
@@ -321,6 +381,7 @@ export function decodeManifests(job: ManifestDecodeJob): void {
     }
     cursor[slot.at] = at;
     cursor[slot.left] = left;
+    cursor[slot.runRow] += row - rowBefore;
     cursor[slot.row] = row;
     cursor[slot.tags] = tags;
     cursor[slot.externals] = externals;

@@ -80,20 +80,39 @@ function dictionary(values: readonly string[]): arrow.Vector<arrow.Utf8> {
   return arrow.vectorFromArray(values, new arrow.Utf8());
 }
 
+/** The batch's streams, each once, and each row's as an index into them. */
+function streamsOf(batch: ColumnBatch): { names: string[]; ids: Int32Array } {
+  const ids = new Int32Array(batch.length);
+  if (!batch.spansCommits) return { names: [batch.stream], ids };
+  const known = new Map<string, number>();
+  for (let row = 0; row < batch.length; row++) {
+    const stream = batch.streamOf(row);
+    let id = known.get(stream);
+    if (id === undefined) known.set(stream, (id = known.size));
+    ids[row] = id;
+  }
+  return { names: [...known.keys()], ids };
+}
+
 /** The batch as an Arrow record batch with `recordSchema`. */
 export function toArrowBatch(batch: ColumnBatch): arrow.RecordBatch {
   const length = batch.length;
   const field = (name: string) => recordSchema.fields.find((candidate) => candidate.name === name)!.type;
   const keys = binary(batch.bytes, batch.keyStarts, batch.keyEnds);
   const tags = binary(batch.bytes, batch.tagStarts, batch.tagEnds);
+  const streams = streamsOf(batch);
   const children = [
     arrow.makeData({ type: new arrow.Int64(), length, data: int64(batch.positions) }),
-    arrow.makeData({ type: new arrow.Int64(), length, data: new BigInt64Array(length).fill(BigInt(batch.commit)) }),
+    arrow.makeData({
+      type: new arrow.Int64(),
+      length,
+      data: batch.spansCommits ? int64(batch.commits) : new BigInt64Array(length).fill(BigInt(batch.commit)),
+    }),
     arrow.makeData({
       type: field('stream') as arrow.Dictionary<arrow.Utf8, arrow.Int32>,
       length,
-      data: new Int32Array(length),
-      dictionary: dictionary([batch.stream]),
+      data: streams.ids,
+      dictionary: dictionary(streams.names),
     }),
     arrow.makeData({ type: new arrow.Int64(), length, data: int64(batch.seqs) }),
     arrow.makeData({ type: new arrow.TimestampMillisecond(), length, data: int64(batch.timestamps) }),

@@ -26,6 +26,7 @@ import {
   type RangeCopy,
   repeatedStrings,
   rowCount,
+  streamStrings,
   tagListOffsets,
   textValues,
   tombstoneBits,
@@ -161,7 +162,7 @@ export function exportArrowBatch(
     arrow.makeData({
       type: new arrow.Utf8(),
       length,
-      ...repeatedStrings(batches, length, (batch) => batch.stream, alloc),
+      ...streamStrings(batches, length, alloc),
     }),
     arrow.makeData({
       type: new arrow.Int64(),

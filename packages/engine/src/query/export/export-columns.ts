@@ -129,7 +129,7 @@ export function int64Column(
   return out;
 }
 
-/** Each row's commit: one value per batch. */
+/** Each row's commit: one value per batch, or per row of a batch that spans commits. */
 export function commitColumn(
   batches: readonly ColumnBatch[],
   length: number,
@@ -138,7 +138,8 @@ export function commitColumn(
   const out = alloc.bigInt64(length);
   let at = 0;
   for (const batch of batches) {
-    out.fill(BigInt(batch.commit), at, at + batch.length);
+    if (batch.spansCommits) for (let row = 0; row < batch.length; row++) out[at + row] = BigInt(batch.commitOf(row));
+    else out.fill(BigInt(batch.commit), at, at + batch.length);
     at += batch.length;
   }
   return out;
@@ -349,6 +350,38 @@ export function textValues(
   }
   copy(source, runStart, runEnd, data, runAt, copyLong);
   valueOffsets[length] = at;
+  return { valueOffsets, data };
+}
+
+/** Each row's stream: the same for every row of a batch, unless the batch spans commits. */
+export function streamStrings(
+  batches: readonly ColumnBatch[],
+  length: number,
+  alloc: ColumnAllocator = newArrays,
+): Gathered {
+  if (!batches.some((batch) => batch.spansCommits))
+    return repeatedStrings(batches, length, (batch) => batch.stream, alloc);
+  // Each commit's stream encoded once; rows copy theirs.
+  const encoded = batches.map((batch) => batch.commitList().commits.map(({ stream }) => encoder.encode(stream)));
+  let total = 0;
+  for (const [index, batch] of batches.entries()) {
+    const { rows } = batch.commitList();
+    for (let row = 0; row < batch.length; row++) total += encoded[index][rows[row]].length;
+  }
+  const valueOffsets = alloc.int32(length + 1);
+  const data = alloc.bytes(total);
+  let value = 0;
+  let at = 0;
+  for (const [index, batch] of batches.entries()) {
+    const { rows } = batch.commitList();
+    for (let row = 0; row < batch.length; row++) {
+      const text = encoded[index][rows[row]];
+      valueOffsets[value++] = at;
+      data.set(text, at);
+      at += text.length;
+    }
+  }
+  valueOffsets[value] = at;
   return { valueOffsets, data };
 }
 

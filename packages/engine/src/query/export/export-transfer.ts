@@ -7,7 +7,7 @@
 
 import type { ErrorMessage } from '../../errors.js';
 import { payloadElsewhere } from '../../storage/run-columns.js';
-import { ColumnBatch } from '../reading/column-batch.js';
+import { type BatchCommit, ColumnBatch } from '../reading/column-batch.js';
 import { gatherRanges } from './export-columns.js';
 import { batchBytes, type ExportFileWritten, type FileJob } from './export-file.js';
 
@@ -51,6 +51,8 @@ export interface PackedBatch {
   readonly typeIds: ArrayRef;
   readonly float64: ArrayRef[];
   readonly uint32: ArrayRef[];
+  /** A batch that spans commits: its commits, and each row's (`ColumnBatch.rowCommits`). */
+  readonly rowCommits: { readonly commits: readonly BatchCommit[]; readonly rows: ArrayRef } | undefined;
 }
 
 export interface FileMessage {
@@ -114,23 +116,32 @@ export function compactBatch(batch: ColumnBatch): ColumnBatch {
   for (let row = 0; row <= batch.length; row++) tagRows[row] = batch.tagRows[row] - first;
   // Every payload now lies in the batch's own bytes.
   const flags = batch.flags.map((flag) => flag & ~payloadElsewhere);
-  return new ColumnBatch(batch.feed, batch.commit, batch.stream, batch.types, bytes, {
-    positions: batch.positions,
-    seqs: batch.seqs,
-    timestamps: batch.timestamps,
-    versions: batch.versions,
-    flags,
-    typeIds: batch.typeIds,
-    fingerprintStarts: fingerprints.starts,
-    fingerprintEnds: fingerprints.ends,
-    keyStarts: keys.starts,
-    keyEnds: keys.ends,
-    tagRows,
-    tagStarts: tags.starts,
-    tagEnds: tags.ends,
-    payloadStarts: payloads.starts,
-    payloadEnds: payloads.ends,
-  });
+  return new ColumnBatch(
+    batch.feed,
+    batch.commit,
+    batch.stream,
+    batch.types,
+    bytes,
+    {
+      positions: batch.positions,
+      seqs: batch.seqs,
+      timestamps: batch.timestamps,
+      versions: batch.versions,
+      flags,
+      typeIds: batch.typeIds,
+      fingerprintStarts: fingerprints.starts,
+      fingerprintEnds: fingerprints.ends,
+      keyStarts: keys.starts,
+      keyEnds: keys.ends,
+      tagRows,
+      tagStarts: tags.starts,
+      tagEnds: tags.ends,
+      payloadStarts: payloads.starts,
+      payloadEnds: payloads.ends,
+    },
+    undefined,
+    batch.rowCommits,
+  );
 }
 
 /** The batches, those that use little of the bytes they view compacted (`sharedBufferUseMin`). */
@@ -188,6 +199,7 @@ export function packBatches(
       typeIds: rebase(batch.typeIds),
       float64: batch.float64.map(rebase),
       uint32: batch.uint32.map(rebase),
+      rowCommits: batch.rowCommits && { commits: batch.rowCommits.commits, rows: rebase(batch.rowCommits.rows) },
     })),
     buffers: [combined.buffer],
   };
@@ -232,6 +244,7 @@ function referBatches(batches: readonly ColumnBatch[]): {
     typeIds: ref(batch.typeIds),
     float64: float64Columns.map((column) => ref(batch[column])),
     uint32: uint32Columns.map((column) => ref(batch[column])),
+    rowCommits: batch.rowCommits && { commits: batch.rowCommits.commits, rows: ref(batch.rowCommits.rows) },
   }));
   return { batches: packed, buffers, spans };
 }
@@ -258,6 +271,7 @@ export function unpackBatches(packed: readonly PackedBatch[], buffers: readonly 
       view(Uint8Array, batch.bytes),
       columns,
       externalBytes,
+      batch.rowCommits && { commits: batch.rowCommits.commits, rows: view(Uint32Array, batch.rowCommits.rows) },
     );
   });
 }

@@ -1,5 +1,6 @@
 /**
- * The columnar form of a read: a batch of one commit's records as typed arrays, the primary form
+ * The columnar form of a read: a batch of records as typed arrays (of one commit, or of several
+ * small ones side by side), the primary form
  * every feed scan produces. Variable-length fields (fingerprints, keys, tags, payloads) are
  * ranges of one byte buffer — the bytes read from disk, not copied — and strings are decoded
  * only when asked for. Records (the object form) are made from a batch on demand.
@@ -37,9 +38,25 @@ type BatchColumns = Pick<
 
 const noTags: readonly string[] = Object.freeze([]);
 
+/** A commit some rows of a batch belong to. */
+export interface BatchCommit {
+  readonly commit: number;
+  readonly stream: string;
+}
+
 /**
- * Records of one commit, as columns. Row `i` of every column is the batch's `i`-th record, in
- * position order.
+ * The commits of a batch that spans several: each one once, in order, and each row's as an
+ * index into them.
+ */
+export interface RowCommits {
+  readonly commits: readonly BatchCommit[];
+  readonly rows: Uint32Array;
+}
+
+/**
+ * Records as columns: of one commit, or — where a read meets many small commits — of several
+ * consecutive ones (`spansCommits`; `commitOf(i)` and `streamOf(i)` say whose each row is).
+ * Row `i` of every column is the batch's `i`-th record, in position order.
  *
  * @example
  * for await (const batch of feed.readColumns()) {
@@ -57,7 +74,10 @@ export class ColumnBatch implements Iterable<StoredRecord> {
 
   constructor(
     readonly feed: string,
-    /** The commit every record of the batch belongs to, and its stream. */
+    /**
+     * The commit of the batch's first record, and its stream: of every record, unless the batch
+     * `spansCommits`.
+     */
     readonly commit: number,
     readonly stream: string,
     /** The distinct types the batch's `typeIds` index. */
@@ -70,6 +90,8 @@ export class ColumnBatch implements Iterable<StoredRecord> {
      * flags carry `ColumnBatch.payloadElsewhere` index this buffer instead of `bytes`.
      */
     readonly externalBytes: Uint8Array | undefined = undefined,
+    /** Set when the rows belong to several commits: whose each row is. */
+    readonly rowCommits: RowCommits | undefined = undefined,
   ) {
     this.length = columns.positions.length;
     // Assigned one by one, always in this order: every batch has one hidden class.
@@ -96,9 +118,69 @@ export class ColumnBatch implements Iterable<StoredRecord> {
   static readonly payloadElsewhere = payloadElsewhere;
 
   /** Decoded rows of a run as a batch. */
-  static ofRun(feed: string, commit: { commit: number; stream: string }, run: RunColumns): ColumnBatch {
+  static ofRun(feed: string, commit: BatchCommit, run: RunColumns): ColumnBatch {
     return new ColumnBatch(feed, commit.commit, commit.stream, run.types, run.bytes, run, run.externalBytes);
   }
+
+  /**
+   * Decoded rows of several runs side by side as a batch: `commits` are the decoder's runs'
+   * commits, in its order, and `run.rowRuns` (when set) says whose each row is.
+   */
+  static ofRuns(feed: string, commits: readonly BatchCommit[], run: RunColumns): ColumnBatch {
+    const { rowRuns } = run;
+    const first = rowRuns && run.count > 0 ? rowRuns[0] : 0;
+    const last = rowRuns && run.count > 0 ? rowRuns[run.count - 1] : 0;
+    const commit = commits[first];
+    if (first === last) return ColumnBatch.ofRun(feed, commit, run);
+    // The batch's rows are its own: their run indexes become indexes into its commits.
+    for (let row = 0; row < run.count; row++) rowRuns![row] -= first;
+    return new ColumnBatch(feed, commit.commit, commit.stream, run.types, run.bytes, run, run.externalBytes, {
+      commits: commits.slice(first, last + 1),
+      rows: rowRuns!,
+    });
+  }
+
+  /**
+   * The batch's commits, each once and in order, and each row's as an index into them (all 0
+   * when the batch holds one commit's records).
+   */
+  commitList(): RowCommits {
+    return (
+      this.rowCommits ?? {
+        commits: [{ commit: this.commit, stream: this.stream }],
+        rows: new Uint32Array(this.length),
+      }
+    );
+  }
+
+  /** Whether the batch holds records of more than one commit. */
+  get spansCommits(): boolean {
+    return this.rowCommits !== undefined;
+  }
+
+  /** The commit record `row` belongs to. */
+  commitOf(row: number): number {
+    return this.rowCommits ? this.rowCommits.commits[this.rowCommits.rows[row]].commit : this.commit;
+  }
+
+  /** The stream record `row` was appended to. */
+  streamOf(row: number): string {
+    return this.rowCommits ? this.rowCommits.commits[this.rowCommits.rows[row]].stream : this.stream;
+  }
+
+  /** Each row's commit, as a column (made when first asked for). */
+  get commits(): Float64Array {
+    if (this.commitColumn) return this.commitColumn;
+    const column = new Float64Array(this.length);
+    if (!this.rowCommits) column.fill(this.commit);
+    else
+      for (let row = 0; row < this.length; row++)
+        column[row] = this.rowCommits.commits[this.rowCommits.rows[row]].commit;
+    this.commitColumn = column;
+    return column;
+  }
+
+  private commitColumn: Float64Array | undefined = undefined;
 
   /**
    * Records of one commit (at least one) as a batch, their bytes copied into a buffer of its
@@ -226,8 +308,8 @@ export class ColumnBatch implements Iterable<StoredRecord> {
   record(row: number): StoredRecord {
     return {
       feed: this.feed,
-      commit: this.commit,
-      stream: this.stream,
+      commit: this.commitOf(row),
+      stream: this.streamOf(row),
       seq: this.seqs[row],
       position: this.positions[row],
       timestamp: this.timestamps[row],
@@ -268,6 +350,20 @@ export class ColumnBatch implements Iterable<StoredRecord> {
   take(rows: Uint32Array): ColumnBatch {
     const count = rows.length;
     if (count === this.length) return this;
+    const { rowCommits } = this;
+    // The rows taken may all be one commit's, or span fewer commits than the batch did.
+    let taken: RowCommits | undefined;
+    let commit: BatchCommit = { commit: this.commit, stream: this.stream };
+    if (rowCommits && count > 0) {
+      const first = rowCommits.rows[rows[0]];
+      const last = rowCommits.rows[rows[count - 1]];
+      commit = rowCommits.commits[first];
+      if (first !== last) {
+        const indexes = new Uint32Array(count);
+        for (let index = 0; index < count; index++) indexes[index] = rowCommits.rows[rows[index]] - first;
+        taken = { commits: rowCommits.commits.slice(first, last + 1), rows: indexes };
+      }
+    }
     const gather = <T extends Float64Array | Uint32Array | Int32Array | Uint8Array>(
       column: T,
       make: new (length: number) => T,
@@ -293,8 +389,8 @@ export class ColumnBatch implements Iterable<StoredRecord> {
     }
     return new ColumnBatch(
       this.feed,
-      this.commit,
-      this.stream,
+      commit.commit,
+      commit.stream,
       this.types,
       this.bytes,
       {
@@ -315,6 +411,7 @@ export class ColumnBatch implements Iterable<StoredRecord> {
         payloadEnds: gather(this.payloadEnds, Uint32Array),
       },
       this.externalBytes,
+      taken,
     );
   }
 

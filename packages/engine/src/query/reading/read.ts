@@ -21,7 +21,7 @@ import { fingerprintKey } from '../../storage/commit-run.js';
 import { winsOver } from '../../storage/key-file.js';
 import type { RunBufferPool } from '../../storage/run-buffers.js';
 import { rowsOfPositions } from '../../storage/run-columns.js';
-import { joinsStretch } from '../../storage/run-reads.js';
+import { joinsStretch, runsOfStretch } from '../../storage/run-reads.js';
 import type { KeyIndex } from '../indexes/key-index.js';
 import { ByteKeyTable } from '../indexes/key-table.js';
 import { ColumnBatch } from './column-batch.js';
@@ -120,7 +120,9 @@ function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<Co
 
 /**
  * The runs of the commits after `cursor`, as columns (batches of at most `columnBatchRowsMax`
- * rows, each within one commit), in commit order. Consecutive runs of a segment are read as one
+ * rows, each within one commit unless `spanCommits`), in commit order. Spanning, the runs of
+ * each stretch are decoded together: a thousand one-record commits are one batch, one kernel
+ * call, not a thousand. Consecutive runs of a segment are read as one
  * stretch (`History.readRunsBytes`), the first a short one, and the next stretch is read from disk while this one is
  * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
  * reads no further.
@@ -138,6 +140,7 @@ async function* runColumns(
    * stored elsewhere of, the rest of a large commit.
    */
   rowsWanted?: () => number,
+  spanCommits = false,
 ): AsyncGenerator<ColumnBatch> {
   const commits = windowOf(snapshot, cursor, end);
   let held = commits.next();
@@ -153,9 +156,9 @@ async function* runColumns(
     stretchBytesMax = Math.min(runsReadBytesMax, stretchBytesMax * 2);
     return stretch;
   };
-  const readNext = (): Promise<Uint8Array[]> | undefined => {
+  const readNext = (): Promise<Uint8Array> | undefined => {
     if (upcoming.length === 0) return undefined;
-    const reading = snapshot.history.readRunsBytes(upcoming, runBuffers);
+    const reading = snapshot.history.readStretchBytes(upcoming, runBuffers);
     // A prefetch that is never awaited must not turn into an unhandled rejection.
     reading.catch(() => undefined);
     return reading;
@@ -171,16 +174,25 @@ async function* runColumns(
     // stretch is read below, once this one is consumed.
     upcoming = more() && (rowsWanted === undefined || entriesOf(stretch) < rowsWanted()) ? nextStretch() : [];
     next = readNext();
-    const runs = await current;
-    for (const [index, commit] of stretch.entries()) {
-      signal?.throwIfAborted();
-      const rowsMax = Math.max(1, Math.min(columnBatchRowsMax, rowsWanted?.() ?? columnBatchRowsMax));
-      for await (const run of snapshot.history.runColumns(commit, runs[index], rowsMax)) {
-        yield ColumnBatch.ofRun(snapshot.feed, commit, run);
+    const bytes = await current;
+    const rowsMax = () => Math.max(1, Math.min(columnBatchRowsMax, rowsWanted?.() ?? columnBatchRowsMax));
+    if (spanCommits && stretch.length > 1) {
+      // The stretch's runs lie side by side in one buffer, as they were read.
+      for await (const run of snapshot.history.stretchColumns(stretch, bytes, rowsMax)) {
+        signal?.throwIfAborted();
+        yield ColumnBatch.ofRuns(snapshot.feed, stretch, run);
+      }
+    } else {
+      const runs = runsOfStretch(stretch, bytes);
+      for (const [index, commit] of stretch.entries()) {
+        signal?.throwIfAborted();
+        for await (const run of snapshot.history.runColumns(commit, runs[index], rowsMax())) {
+          yield ColumnBatch.ofRun(snapshot.feed, commit, run);
+        }
       }
     }
     // Every batch of the stretch was handed out: the consumer says when it holds none.
-    runBuffers?.readerDone(runs[0]);
+    runBuffers?.readerDone(bytes);
     if (upcoming.length === 0 && more()) {
       upcoming = nextStretch();
       next = readNext();
@@ -214,12 +226,16 @@ function fingerprintTerm(batch: ColumnBatch, row: number): string {
   return fingerprintKey(batch.fingerprint(row));
 }
 
-/** Reads records in RAW or dedup mode, one commit's worth at a time; runs are read into `runBuffers` when given. */
+/**
+ * Reads records in RAW or dedup mode, a batch at a time (of one commit, or spanning commits when
+ * `spanCommits`); runs are read into `runBuffers` when given.
+ */
 async function* scanModes(
   snapshot: Snapshot,
   options: ReadOptions,
   fingerprints: KeyIndex,
-  runBuffers?: RunBufferPool,
+  runBuffers: RunBufferPool | undefined,
+  spanCommits: boolean,
 ): AsyncGenerator<ColumnBatch> {
   const cursor = checkCursor(snapshot, options.after);
   const mode = options.mode ?? 'raw';
@@ -235,11 +251,13 @@ async function* scanModes(
     runBuffers,
     // Each row a RAW read without a filter decodes is a row it returns.
     mode === 'raw' && !select ? () => remaining : undefined,
+    spanCommits,
   )) {
     if (remaining <= 0) return;
     if (mode === 'dedup' || select) {
       // Whole-history dedup: first occurrences were decided per sealed segment when its
-      // fingerprint dictionary was built; the active segment's are looked up.
+      // fingerprint dictionary was built; the active segment's are looked up. A batch's rows
+      // lie in one segment, spanning commits or not: a stretch is read from one.
       const current = batch;
       const firsts =
         mode === 'dedup' && !windowFirst
@@ -314,7 +332,7 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
       } else if (!winsOver({ version, position }, { version: versions[slot], position: positions[slot] })) {
         continue;
       }
-      commits[slot] = batch.commit;
+      commits[slot] = batch.commitOf(row);
       positions[slot] = position;
       versions[slot] = version;
       tombstones[slot] = batch.isTombstone(row) ? 1 : 0;
@@ -379,12 +397,17 @@ export function checkReadOptions(
   return { mode, query: normalizeQuery(options.filter) };
 }
 
-/** The columnar form of a feed read: batches, each of one commit's records, in position order. */
+/**
+ * The columnar form of a feed read: batches in position order, each of one commit's records —
+ * or, with `spanCommits`, of several small commits' where a RAW or dedup scan meets them (see
+ * `ColumnBatch.spansCommits`).
+ */
 export function readColumns(
   snapshot: Snapshot,
   options: ReadOptions,
   fingerprints: KeyIndex,
   runBuffers?: RunBufferPool,
+  spanCommits = false,
 ): AsyncGenerator<ColumnBatch> {
   const { mode, query } = checkReadOptions(snapshot, options);
   // Only a scan in RAW or dedup mode reads through `runBuffers`: the others read few runs.
@@ -393,7 +416,7 @@ export function readColumns(
       ? plannedColumns(snapshot, query, options)
       : mode === 'latest'
         ? scanLatest(snapshot, options)
-        : scanModes(snapshot, options, fingerprints, runBuffers);
+        : scanModes(snapshot, options, fingerprints, runBuffers, spanCommits);
   // A read that stops before the head never reaches the damage, so it ends as any read does.
   const toHead = readEnd(snapshot, options) === snapshot.watermark.commit;
   if (!snapshot.headDamage || !toHead || (mode === 'raw' && query)) return reads;
@@ -412,7 +435,7 @@ export function readBatches(
   const { mode, query } = checkReadOptions(snapshot, options);
   // A filtered RAW read fetches its few records one by one: they are made as objects directly.
   if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
-  return asRecords(readColumns(snapshot, options, fingerprints));
+  return asRecords(readColumns(snapshot, options, fingerprints, undefined, true), options.signal);
 }
 
 /**
@@ -427,21 +450,28 @@ export function readRecords(
 ): AsyncGenerator<ColumnBatch | StoredRecord[]> {
   const { mode, query } = checkReadOptions(snapshot, options);
   if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
-  return readColumns(snapshot, options, fingerprints);
+  return readColumns(snapshot, options, fingerprints, undefined, true);
 }
 
-/** Records made from the batches, one array per commit (a commit may span several batches). */
-async function* asRecords(batches: AsyncGenerator<ColumnBatch>): AsyncGenerator<StoredRecord[]> {
+/**
+ * Records made from the batches, one array per commit: a commit may span several batches, and a
+ * batch several commits.
+ */
+async function* asRecords(batches: AsyncGenerator<ColumnBatch>, signal?: AbortSignal): AsyncGenerator<StoredRecord[]> {
   let pending: StoredRecord[] = [];
   let commit = 0;
   for await (const batch of batches) {
-    if (batch.commit !== commit && pending.length > 0) {
-      yield pending;
-      pending = [];
+    for (let row = 0; row < batch.length; row++) {
+      const rowCommit = batch.commitOf(row);
+      if (rowCommit !== commit && pending.length > 0) {
+        // A batch may hold a thousand commits: a read whose signal aborts stops at the next.
+        signal?.throwIfAborted();
+        yield pending;
+        pending = [];
+      }
+      commit = rowCommit;
+      pending.push(batch.record(row));
     }
-    commit = batch.commit;
-    if (pending.length === 0) pending = batch.records();
-    else for (let row = 0; row < batch.length; row++) pending.push(batch.record(row));
   }
   if (pending.length > 0) yield pending;
 }
