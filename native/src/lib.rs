@@ -243,6 +243,8 @@ pub fn decode_manifests(
 #[napi(object)]
 pub struct NdjsonColumns {
     pub head: Uint8Array,
+    pub head_ends: Uint32Array,
+    pub row_heads: Uint32Array,
     pub types: Uint8Array,
     pub type_ends: Uint32Array,
     pub bytes: Uint8Array,
@@ -290,6 +292,8 @@ pub fn ndjson_lines_into(
     };
     let view = ndjson::Columns {
         head: &columns.head,
+        head_ends: &columns.head_ends,
+        row_heads: &columns.row_heads,
         types: &columns.types,
         type_ends: &columns.type_ends,
         bytes: &columns.bytes,

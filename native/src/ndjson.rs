@@ -32,8 +32,13 @@ pub struct FlagBits {
 
 /// One batch's columns, as a column batch holds them.
 pub struct Columns<'a> {
-    /// What every line of the batch starts with: `{"feed":…,"commit":…,"stream":…,"seq":`.
+    /// What every line of the batch starts with: `{"feed":…,"commit":…,"stream":…,"seq":`. A
+    /// batch that spans commits has one head per commit, end to end.
     pub head: &'a [u8],
+    /// With `row_heads` set: where each of the heads in `head` ends.
+    pub head_ends: &'a [u32],
+    /// Empty when `head` is every line's; else each row's head, as an index into `head_ends`.
+    pub row_heads: &'a [u32],
     /// The batch's type names as JSON strings, end to end, and where each ends.
     pub types: &'a [u8],
     pub type_ends: &'a [u32],
@@ -132,6 +137,27 @@ fn check(columns: &Columns) -> KernelResult<usize> {
         }
         Ok(())
     };
+    if !columns.row_heads.is_empty() {
+        if columns.row_heads.len() < rows {
+            return Err(invalid(format!(
+                "column rowHeads holds {} values for {rows} rows",
+                columns.row_heads.len()
+            )));
+        }
+        let mut previous = 0u32;
+        for (index, &end) in columns.head_ends.iter().enumerate() {
+            range(&format!("head {index}"), previous, end, columns.head.len())?;
+            previous = end;
+        }
+        for (row, &head) in columns.row_heads[..rows].iter().enumerate() {
+            if head as usize >= columns.head_ends.len() {
+                return Err(invalid(format!(
+                    "row {row}'s head {head} is not one of the batch's {}",
+                    columns.head_ends.len()
+                )));
+            }
+        }
+    }
     let mut previous_end = 0usize;
     for (index, &end) in columns.type_ends.iter().enumerate() {
         range(
@@ -334,10 +360,25 @@ fn write_read_line<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) -> K
     Ok(())
 }
 
+/// Row `row`'s head: the batch's, or its commit's in a batch that spans commits.
+#[inline]
+fn head_of<'a>(columns: &Columns<'a>, row: usize) -> &'a [u8] {
+    if columns.row_heads.is_empty() {
+        return columns.head;
+    }
+    let index = columns.row_heads[row] as usize;
+    let start = if index == 0 {
+        0
+    } else {
+        columns.head_ends[index - 1] as usize
+    };
+    &columns.head[start..columns.head_ends[index] as usize]
+}
+
 /// What every line starts with, in both forms: the batch's head, then the seq, position and
 /// timestamp.
 fn write_line_start<W: ByteSink>(out: &mut W, columns: &Columns, row: usize) {
-    out.extend_from_slice(columns.head);
+    out.extend_from_slice(head_of(columns, row));
     write_integer(out, columns.seqs[row]);
     out.extend_from_slice(b",\"position\":");
     write_integer(out, columns.positions[row]);

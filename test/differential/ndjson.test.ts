@@ -72,8 +72,39 @@ const recordArb = (types: number) =>
     timestamp: fc.maxSafeNat(),
   });
 
+/**
+ * The commit of row `row` of a batch: 7 for every row of a batch of one commit; in a batch that
+ * spans commits, a new one every three rows. Its stream is `s-` and its number less six.
+ */
+function commitOfRow(row: number, spanning: boolean): number {
+  return spanning ? 7 + Math.floor(row / 3) : 7;
+}
+
+/** The head every line of `commit`'s rows starts with. */
+function headOf(commit: number): string {
+  return `{"feed":"f","commit":${commit},"stream":"s-${commit - 6}","seq":`;
+}
+
+/** The heads of a batch: one, or one per commit with each row's (`commitOfRow`). */
+function headsOf(rows: number, spanning: boolean) {
+  if (!spanning) return { head: encoder.encode(headOf(7)), headEnds: new Uint32Array(0), rowHeads: new Uint32Array(0) };
+  const commits = rows === 0 ? 0 : commitOfRow(rows - 1, true) - 6;
+  const heads = Array.from({ length: commits }, (_, index) => encoder.encode(headOf(7 + index)));
+  let end = 0;
+  return {
+    head: Buffer.concat(heads),
+    headEnds: Uint32Array.from(heads, (head) => (end += head.length)),
+    rowHeads: Uint32Array.from({ length: rows }, (_, row) => commitOfRow(row, true) - 7),
+  };
+}
+
 /** The records as a batch's columns: strings and payloads laid out in one buffer (or the external one). */
-function columnsOf(records: readonly TestRecord[], types: readonly string[], readLines = false): NdjsonColumns {
+function columnsOf(
+  records: readonly TestRecord[],
+  types: readonly string[],
+  readLines = false,
+  spanning = false,
+): NdjsonColumns {
   const parts: Uint8Array[] = [];
   const external: Uint8Array[] = [];
   let at = 0;
@@ -133,7 +164,7 @@ function columnsOf(records: readonly TestRecord[], types: readonly string[], rea
   const typeBytes = types.map((type) => encoder.encode(JSON.stringify(type)));
   let typeAt = 0;
   return {
-    head: encoder.encode('{"feed":"f","commit":7,"stream":"s-1","seq":'),
+    ...headsOf(rows, spanning),
     types: Buffer.concat(typeBytes),
     typeEnds: Uint32Array.from(typeBytes, (bytes) => (typeAt += bytes.length)),
     bytes: Buffer.concat(parts),
@@ -150,11 +181,11 @@ function columnsOf(records: readonly TestRecord[], types: readonly string[], rea
 }
 
 /** What `JSON.stringify` writes for a record's line, its payload as `read` writes it: text where it is UTF-8, else base64, the other null. */
-function expectedLine(record: TestRecord, types: readonly string[]): string {
+function expectedLine(record: TestRecord, types: readonly string[], commit = 7): string {
   const value: Record<string, unknown> = {
     feed: 'f',
-    commit: 7,
-    stream: 's-1',
+    commit,
+    stream: `s-${commit - 6}`,
     seq: record.seq,
     position: record.position,
     timestamp: record.timestamp,
@@ -172,11 +203,11 @@ function expectedLine(record: TestRecord, types: readonly string[]): string {
 }
 
 /** The read line of a record: what `recordLine` makes of it, as `JSON.stringify` writes it. */
-function expectedReadLine(record: TestRecord, types: readonly string[]): string {
+function expectedReadLine(record: TestRecord, types: readonly string[], commit = 7): string {
   const stored: StreamRecord = {
     feed: 'f',
-    commit: 7,
-    stream: 's-1',
+    commit,
+    stream: `s-${commit - 6}`,
     seq: record.seq,
     position: record.position,
     timestamp: record.timestamp,
@@ -207,6 +238,7 @@ describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
       'tags',
       'over 50 records',
       'out too small',
+      'a batch spanning commits',
     ]);
     // Batches of up to 80 records (size 'max', so long ones come often), each with up to 4 tags
     // and strings up to 120 characters; payloads text or not, mixed in a batch (up to 200 random
@@ -218,12 +250,18 @@ describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
         records: fc.array(recordArb(types.length), { maxLength: 80, size: 'max' }),
         short: fc.boolean(),
         readLines: fc.boolean(),
+        spanning: fc.boolean(),
       }),
     );
     fc.assert(
-      fc.property(batchArb, ({ types, records, short, readLines }) => {
-        const columns = columnsOf(records, types, readLines);
-        const expected = records.map((record) => (readLines ? expectedReadLine : expectedLine)(record, types)).join('');
+      fc.property(batchArb, ({ types, records, short, readLines, spanning }) => {
+        const columns = columnsOf(records, types, readLines, spanning);
+        const expected = records
+          .map((record, row) =>
+            (readLines ? expectedReadLine : expectedLine)(record, types, commitOfRow(row, spanning)),
+          )
+          .join('');
+        tally.hit('a batch spanning commits', spanning && records.length > 3);
         tally.hit(readLines ? 'read lines' : 'export lines');
         const bytes = encoder.encode(expected);
         const texts = records.filter((record) => isText(record.payload)).length;
@@ -284,6 +322,21 @@ describe('ndjsonLines: native and ts agree, and match JSON.stringify', () => {
       ],
       ['a type that is not the batch’s', { ...good, typeIds: Int32Array.of(0, 1) }, 'INVALID_ARGUMENT'],
       ['tags past the tag columns', { ...good, tagRows: Uint32Array.of(0, 1, 5) }, 'INVALID_ARGUMENT'],
+      [
+        'a row head that is not the batch’s',
+        { ...columnsOf([base(), base()], ['created'], false, true), rowHeads: Uint32Array.of(0, 1) },
+        'INVALID_ARGUMENT',
+      ],
+      [
+        'a head past the heads’ bytes',
+        { ...columnsOf([base(), base()], ['created'], false, true), headEnds: Uint32Array.of(500) },
+        'INVALID_ARGUMENT',
+      ],
+      [
+        'row heads short of the rows',
+        { ...columnsOf([base(), base()], ['created'], false, true), rowHeads: Uint32Array.of(0) },
+        'INVALID_ARGUMENT',
+      ],
     ];
     for (const [what, columns, code] of cases) {
       // Also into a buffer too small, and as read lines: the columns are refused whatever the room and the form.

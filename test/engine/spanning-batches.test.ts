@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type ColumnBatch, isStreamStackError, type StoredRecord } from '../../packages/engine/src/index.js';
+import { recordLine } from '../../packages/protocol/src/record-lines.js';
 import { collect, historySegmentBases, openStore, temporaryDirectory } from '../support/store.js';
 
 const encoder = new TextEncoder();
@@ -74,6 +75,9 @@ describe('batches that span commits', () => {
         }
         // The object form flattens the same rows.
         expect((await collect(feed.read())).map(plain)).toEqual(records.map(plain));
+        // NDJSON lines (the CLI's read, GET …/records) start each line with its own commit's head.
+        const lines = Buffer.concat(await collect(feed.readLines())).toString();
+        expect(lines).toBe(records.map((record) => `${JSON.stringify(recordLine(record))}\n`).join(''));
 
         // A window and a limit take exactly their rows, spanning or not.
         const window = (await collect(feed.readColumns({ after: 100, upTo: 250 }))).flatMap((batch) =>

@@ -22,6 +22,8 @@ fn two_rows(
     let k = key.len() as u32;
     let columns = Columns {
         head: b"{\"feed\":\"f\",\"commit\":7,\"stream\":\"s\",\"seq\":",
+        head_ends: &[],
+        row_heads: &[],
         types: b"\"created\"",
         type_ends: &[9],
         bytes: &bytes,
@@ -163,6 +165,8 @@ fn refuses_a_key_that_is_not_utf8_and_columns_that_do_not_fit() {
     );
     let columns = Columns {
         head: b"",
+        head_ends: &[],
+        row_heads: &[],
         types: b"",
         type_ends: &[],
         bytes: b"",
@@ -192,6 +196,62 @@ fn refuses_a_key_that_is_not_utf8_and_columns_that_do_not_fit() {
     let columns = Columns {
         seqs: &[1.0],
         payload_ends: &[5],
+        ..columns
+    };
+    assert_eq!(
+        lines(&columns, &mut out).unwrap_err().code,
+        ErrorCode::InvalidArgument
+    );
+}
+
+#[test]
+fn starts_each_line_with_its_own_commits_head_in_a_batch_that_spans_commits() {
+    let first = b"{\"feed\":\"f\",\"commit\":7,\"stream\":\"a\",\"seq\":";
+    let second = b"{\"feed\":\"f\",\"commit\":8,\"stream\":\"bb\",\"seq\":";
+    let mut head = first.to_vec();
+    head.extend_from_slice(second);
+    let ends = [first.len() as u32, head.len() as u32];
+    let columns = Columns {
+        head: &head,
+        head_ends: &ends,
+        row_heads: &[1, 0],
+        types: b"",
+        type_ends: &[],
+        bytes: b"xy",
+        external: b"",
+        seqs: &[1.0, 1.0],
+        positions: &[9.0, 10.0],
+        timestamps: &[5.0, 6.0],
+        versions: &[0.0, 0.0],
+        flags: &[0, 0],
+        type_ids: &[-1, -1],
+        key_starts: &[0, 0],
+        key_ends: &[0, 0],
+        tag_rows: &[0, 0, 0],
+        tag_starts: &[],
+        tag_ends: &[],
+        fingerprint_starts: &[0, 0],
+        fingerprint_ends: &[0, 0],
+        payload_starts: &[0, 1],
+        payload_ends: &[1, 2],
+        flag_bits: BITS,
+        read_lines: true,
+    };
+    let mut out = vec![0u8; 1024];
+    let written = lines(&columns, &mut out).unwrap().unwrap();
+    let text = std::str::from_utf8(&out[..written]).unwrap();
+    let written_lines: Vec<&str> = text.lines().collect();
+    assert!(
+        written_lines[0].starts_with(std::str::from_utf8(second).unwrap()),
+        "{text}"
+    );
+    assert!(
+        written_lines[1].starts_with(std::str::from_utf8(first).unwrap()),
+        "{text}"
+    );
+    // A row naming a head the batch does not have is refused.
+    let columns = Columns {
+        row_heads: &[2, 0],
         ..columns
     };
     assert_eq!(

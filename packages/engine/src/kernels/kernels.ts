@@ -26,8 +26,14 @@ export interface PackedBytes {
  * line head the batch's lines share, its type names as JSON strings, and which flag bit says what.
  */
 export interface NdjsonColumns {
-  /** What every line starts with: `{"feed":…,"commit":…,"stream":…,"seq":`. */
+  /**
+   * What every line starts with: `{"feed":…,"commit":…,"stream":…,"seq":`. A batch that spans
+   * commits has one head per commit, end to end: `headEnds` says where each ends and `rowHeads`
+   * which is each row's (both empty when `head` is every line's).
+   */
   readonly head: Uint8Array;
+  readonly headEnds: Uint32Array;
+  readonly rowHeads: Uint32Array;
   /** The batch's type names as JSON strings, end to end, and where each ends. */
   readonly types: Uint8Array;
   readonly typeEnds: Uint32Array;

@@ -59,7 +59,8 @@ export class FeedReads {
         recordLineChunks(this.afterIndexing(readBatches(snapshot, options, this.writer.fingerprints))),
       );
     const runBuffers = readsThroughPool(snapshot, options) ? new RunBufferPool() : undefined;
-    const batches = readColumns(snapshot, options, this.writer.fingerprints, runBuffers);
+    // Small commits' lines come from batches that span them (one kernel call each).
+    const batches = readColumns(snapshot, options, this.writer.fingerprints, runBuffers, true);
     return this.guarded(readLineChunks(snapshot.kernels, this.afterIndexing(batches), runBuffers));
   }
 
@@ -76,11 +77,13 @@ export class FeedReads {
     // The export copies or writes each file's batches before it lets their run buffers go, so
     // the runs are read into buffers used again rather than new ones (see `RunBufferPool`).
     const runBuffers = new RunBufferPool();
+    // Small commits' records come in batches that span them, as a scan reads them.
     const batches = readColumns(
       snapshot,
       { after, upTo, mode, ...(options.signal ? { signal: options.signal } : {}) },
       this.writer.fingerprints,
       runBuffers,
+      true,
     );
     return this.settled(writeExport(snapshot, { after, upTo }, options, this.afterIndexing(batches), runBuffers));
   }

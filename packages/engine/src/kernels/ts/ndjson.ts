@@ -74,6 +74,20 @@ function check(columns: NdjsonColumns): number {
     if (start > end || end > within)
       throw invalid(`${what} [${start}, ${end}) is reversed or runs past the ${within} bytes`);
   };
+  if (columns.rowHeads.length > 0) {
+    if (columns.rowHeads.length < rows)
+      throw invalid(`column rowHeads holds ${columns.rowHeads.length} values for ${rows} rows`);
+    let previous = 0;
+    columns.headEnds.forEach((end, index) => {
+      range(`head ${index}`, previous, end, columns.head.length);
+      previous = end;
+    });
+    for (let row = 0; row < rows; row++) {
+      const head = columns.rowHeads[row];
+      if (head >= columns.headEnds.length)
+        throw invalid(`row ${row}'s head ${head} is not one of the batch's ${columns.headEnds.length}`);
+    }
+  }
   let previousEnd = 0;
   columns.typeEnds.forEach((end, index) => {
     range(`type ${index}`, previousEnd, end, columns.types.length);
@@ -118,7 +132,7 @@ function writeText(out: Uint8Array, at: number, bytes: Uint8Array, start: number
 function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): number {
   let bytes =
     lineFixedBytesMax +
-    columns.head.length +
+    headLength(columns, row) +
     typeBytes +
     jsonStringBytesMax(columns.keyEnds[row] - columns.keyStarts[row]);
   for (let tag = columns.tagRows[row]; tag < columns.tagRows[row + 1]; tag++)
@@ -130,9 +144,25 @@ function lineBytesMax(columns: NdjsonColumns, row: number, typeBytes: number): n
   return bytes + Math.max(jsonStringBytesMax(payload), base64Bytes(payload));
 }
 
-/** Writes what every line starts with, in both forms: the batch's head, the seq, position and timestamp. */
+/** Where row `row`'s head starts in `columns.head`: 0 unless the batch spans commits. */
+function headStart(columns: NdjsonColumns, row: number): number {
+  if (columns.rowHeads.length === 0) return 0;
+  const index = columns.rowHeads[row];
+  return index === 0 ? 0 : columns.headEnds[index - 1];
+}
+
+function headLength(columns: NdjsonColumns, row: number): number {
+  if (columns.rowHeads.length === 0) return columns.head.length;
+  return columns.headEnds[columns.rowHeads[row]] - headStart(columns, row);
+}
+
+/** Writes what every line starts with, in both forms: the row's head, the seq, position and timestamp. */
 function writeLineStart(out: Uint8Array, at: number, columns: NdjsonColumns, row: number): number {
-  at = writeAscii(out, at, columns.head);
+  if (columns.rowHeads.length === 0) at = writeAscii(out, at, columns.head);
+  else {
+    const start = headStart(columns, row);
+    at = writeAscii(out, at, columns.head.subarray(start, start + headLength(columns, row)));
+  }
   at = writeInteger(out, at, columns.seqs[row]);
   at = writeAscii(out, at, positionField);
   at = writeInteger(out, at, columns.positions[row]);

@@ -51,13 +51,21 @@ function allText(batch: ColumnBatch): boolean {
 }
 
 /** The batch's columns as the kernels write lines from them: export lines, or read lines. */
+/** The head ends and row heads of a batch of one commit: none. */
+const noEnds = new Uint32Array(0);
+
 export function ndjsonColumnsOf(batch: ColumnBatch, readLines: boolean): NdjsonColumns {
   // What is the same for the whole batch is encoded once.
   const types = utf8Concat(batch.types.map((type) => JSON.stringify(type)));
+  const headOf = (commit: number, stream: string) =>
+    `{"feed":${JSON.stringify(batch.feed)},"commit":${commit},"stream":${JSON.stringify(stream)},"seq":`;
+  // A batch that spans commits: a head per commit, and each row's.
+  const heads = batch.spansCommits ? batch.commitList() : undefined;
+  const spanning = heads && utf8Concat(heads.commits.map(({ commit, stream }) => headOf(commit, stream)));
   return {
-    head: encoder.encode(
-      `{"feed":${JSON.stringify(batch.feed)},"commit":${batch.commit},"stream":${JSON.stringify(batch.stream)},"seq":`,
-    ),
+    head: spanning ? spanning.bytes : encoder.encode(headOf(batch.commit, batch.stream)),
+    headEnds: spanning ? spanning.ends : noEnds,
+    rowHeads: heads ? heads.rows : noEnds,
     types: types.bytes,
     typeEnds: types.ends,
     bytes: batch.bytes,
@@ -109,7 +117,10 @@ export async function writeNdjson(
       while ((written = kernels.ndjsonLines(columns, out)) < 0) out = new Uint8Array(2 * out.length);
     } catch (error) {
       if (!(error instanceof StreamStackError) || error.code !== 'CORRUPT') throw error;
-      throw new StreamStackError('CORRUPT', `${error.message} (commit ${batch.commit})`, {
+      const commits = batch.spansCommits
+        ? `commits ${batch.commit} to ${batch.commitOf(batch.length - 1)}`
+        : `commit ${batch.commit}`;
+      throw new StreamStackError('CORRUPT', `${error.message} (${commits})`, {
         cause: error,
         details: { commit: batch.commit },
       });

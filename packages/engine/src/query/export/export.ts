@@ -137,7 +137,7 @@ export async function writeExport(
       name,
       records: count,
       firstCommit: batchesOfFile[0].commit,
-      lastCommit: batchesOfFile.at(-1)!.commit,
+      lastCommit: lastCommitOf(batchesOfFile.at(-1)!),
     };
     // At most `filesInFlightMax` files are written at once, so at most one more file's records
     // are held: the one being read.
@@ -173,7 +173,7 @@ export async function writeExport(
       part.push(batch);
       partBytes += batchBytes(batch);
       records += batch.length;
-      progress.read(batch.commit, records);
+      progress.read(lastCommitOf(batch), records);
       if (partBytes >= exportFileBytesTarget) await flush();
     }
     await flush();
@@ -280,4 +280,9 @@ function exportProgress(snapshot: Snapshot, range: { after: number; upTo: number
       reporter.finish({ commit: range.upTo, records });
     },
   };
+}
+
+/** The commit of a batch's last record (batches may span commits). */
+function lastCommitOf(batch: ColumnBatch): number {
+  return batch.length === 0 ? batch.commit : batch.commitOf(batch.length - 1);
 }

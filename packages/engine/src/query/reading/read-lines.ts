@@ -8,7 +8,7 @@
 
 import { recordLine, type StoredRecord } from '@streamstack/protocol';
 import { assert } from '../../errors.js';
-import type { Kernels } from '../../kernels/kernels.js';
+import type { Kernels, NdjsonColumns } from '../../kernels/kernels.js';
 import {
   readLinesChunkBytes,
   readLinesFirstChunkBytes,
@@ -100,7 +100,7 @@ class LineChunks {
     const columns = ndjsonColumnsOf(batch, true);
     // Room is made for the batch's lines before they are written, for a call that finds them
     // too long has done the whole batch's work for nothing.
-    const needed = lineBytesEstimate(batch, columns.head.length);
+    const needed = lineBytesEstimate(batch, longestHead(columns));
     let done = this.makeRoom(needed);
     let written = kernels.ndjsonLines(columns, this.chunk.subarray(this.used));
     if (written < 0 && this.used > 0) {
@@ -143,6 +143,14 @@ class LineChunks {
   private takeWhenFull(): Uint8Array | undefined {
     return this.used >= readLinesChunkBytes ? this.take() : undefined;
   }
+}
+
+/** Bytes of the longest of the batch's heads (one per commit, when it spans several). */
+function longestHead(columns: NdjsonColumns): number {
+  let longest = columns.headEnds.length === 0 ? columns.head.length : 0;
+  for (let index = 0; index < columns.headEnds.length; index++)
+    longest = Math.max(longest, columns.headEnds[index] - (index === 0 ? 0 : columns.headEnds[index - 1]));
+  return longest;
 }
 
 /** Bytes of a read line besides its head and its variable fields: names, punctuation, integers. */
