@@ -567,9 +567,31 @@ export class CommitList {
     return content && sourceOfPages(this.kernels, content.pages);
   }
 
-  /** Commits `from` to `to` (inclusive), in order. */
+  /**
+   * Commits `from` to `to` (inclusive), in order. A page's commits are handed out from the page
+   * in hand, not looked up one by one (a scan of one-record commits asked for each commit's part
+   * and page, and moved the page to the front of the cache, a quarter of a microsecond a commit);
+   * each is still checked against the list's low mark, so a trim under the range ends it.
+   */
   *range(from: number, to: number): Generator<CommitRecord> {
-    for (let commit = from; commit <= to; commit++) yield this.at(commit);
+    for (let commit = from; commit <= to; ) {
+      const part = this.partOf(commit);
+      const index = commit - part.firstCommit;
+      const page = Math.floor(index / part.pageCommits);
+      if (page >= part.pages.length) {
+        yield this.at(commit++);
+        continue;
+      }
+      const records = this.page(part, page);
+      const pageFirst = part.firstCommit + page * part.pageCommits;
+      const end = Math.min(to, pageFirst + records.length - 1);
+      for (; commit <= end; commit++) {
+        if (commit < this.first) throw trimmedError(commit, this.first);
+        const record = records[commit - pageFirst];
+        assert(record?.commit === commit, 'a page holds the commits its place says');
+        yield record;
+      }
+    }
   }
 
   /**
