@@ -21,7 +21,7 @@ import { FrameKind } from '../../packages/engine/src/storage/frame-kinds.js';
 import { FrameBuilder, type ScannedFrame, scanFrames } from '../../packages/engine/src/storage/framing.js';
 import type { PayloadLocation } from '../../packages/engine/src/storage/records.js';
 import { decoderLayout, type RunColumns, RunColumnsDecoder } from '../../packages/engine/src/storage/run-columns.js';
-import { branchTally, encoder, native, ts } from './both.js';
+import { branchTally, encoder, expectSameOutcome, native, ts } from './both.js';
 
 /** Bytes a frame holds at most: small, so a run of a few hundred records spans many manifest frames. */
 const frameDataBytesMax = 2048;
@@ -515,6 +515,54 @@ describe('decodeManifests: native and ts agree', () => {
       `b${2999 % 7}`,
       `c${2999 % 11}`,
     ]);
+  });
+
+  it('refuse runs that do not describe the bytes, alike and before writing a column', async () => {
+    const { bytes, frames, commit } = await oneShotRun(
+      [{ payload: encoder.encode('one'), tombstone: false, type: 't', tags: ['x'] }],
+      frameDataBytesMax,
+    );
+    const manifest = frames.find((frame) => frame.kind === FrameKind.Manifest)!;
+    const job = (runs: Uint32Array, cursor = new Uint32Array(manifestCursorSlots)) => ({
+      bytes,
+      frames: Uint32Array.of(manifest.offset, manifest.dataStart, manifest.dataEnd),
+      runs,
+      place: 'run',
+      rows: 1,
+      cursor,
+      columns: new Uint8Array(new ArrayBuffer(4096)),
+      external: new Float64Array(5),
+      tagStarts: new Uint32Array(4),
+      tagEnds: new Uint32Array(4),
+      typeRanges: new Uint32Array(8),
+    });
+    const whole = bytes.length;
+    const cases: [string, Uint32Array, Uint32Array?][] = [
+      ['no run', new Uint32Array(0)],
+      ['a run of three numbers', Uint32Array.of(0, 1, 0)],
+      ['a run past the bytes', Uint32Array.of(0, commit.entries, 0, whole + 1)],
+      ['a run that ends before it starts', Uint32Array.of(0, commit.entries, 10, 5)],
+      ['a frame outside its run', Uint32Array.of(0, commit.entries, manifest.dataEnd, whole)],
+      ['frames out of order', Uint32Array.of(1, commit.entries, 0, whole, 0, 0, 0, whole)],
+      [
+        'a cursor on another run',
+        Uint32Array.of(0, commit.entries, 0, whole),
+        Uint32Array.of(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5),
+      ],
+    ];
+    for (const [what, runs, cursor] of cases) {
+      const jobs = { native: job(runs, cursor?.slice()), ts: job(runs, cursor?.slice()) };
+      expect(
+        expectSameOutcome((kernels) => kernels.decodeManifests(kernels === native ? jobs.native : jobs.ts)),
+        what,
+      ).toEqual({ ok: false, code: 'INVALID_ARGUMENT' });
+      // Nothing was decoded: the columns are as they were given.
+      for (const written of [jobs.native, jobs.ts])
+        expect(
+          written.columns.every((byte) => byte === 0),
+          what,
+        ).toBe(true);
+    }
   });
 
   it('stop when the tag ranges or the type table are full, and go on from the cursor', async () => {
