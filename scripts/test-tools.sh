@@ -51,3 +51,15 @@ if [ -n "$go_command" ]; then
 else
   echo "test-tools: Go is missing, so versitygw cannot be built: the object store tests will be skipped" >&2
 fi
+
+# etcd, the coordination store the lease tests run against (test/support/etcd.mjs), built the
+# same way from the Go module proxy: `go install` refuses etcd's module (its go.mod has `replace`
+# directives), so tools/etcd-server is a wrapper module calling etcd's own entry point, pinned in
+# its go.mod and go.sum. Built once into Go's bin folder. Without Go the lease tests against etcd
+# skip, saying so.
+if [ -n "$go_command" ]; then
+  if [ ! -x "$go_bin/etcd" ]; then
+    echo "test-tools: building etcd from tools/etcd-server (once; a minute or two)" >&2
+    (cd tools/etcd-server && nice -n 19 "$go_command" build -o "$go_bin/etcd" .)
+  fi
+fi

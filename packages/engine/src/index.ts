@@ -46,6 +46,7 @@ export type { RetentionPolicy } from './coordinator/maintenance/retention-state.
 export type { FeedDiskUse } from './coordinator/opening/disk-use.js';
 export { storeFormatVersion } from './coordinator/opening/store-marker.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/opening/verify.js';
+export type { CoordinationOptions, WriterRecord } from './coordinator/writing/etcd-leases.js';
 export type {
   AppendCondition,
   ExportedFile,

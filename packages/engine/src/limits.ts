@@ -792,6 +792,28 @@ export const followerTailRetryMs = 250;
  */
 export const atHandFetchesMax = 64;
 
+/**
+ * The longest one request to etcd may take, in milliseconds, before the coordination store is
+ * called unreachable (`UNAVAILABLE`): far above a healthy cluster's few milliseconds, and well
+ * below the shortest useful lease, so that a producer learns of the outage while its lease is
+ * still live and can say why.
+ */
+export const etcdRequestMsMax = 5_000;
+
+/**
+ * Tries of a lease acquisition whose transaction lost a race (another node changed the feed's
+ * writer or epoch key between our read and our write) before it gives up with `LEASE_HELD`:
+ * each loss means someone else made progress, so a few are enough.
+ */
+export const etcdTxnAttemptsMax = 8;
+
+/**
+ * How long the watch of the writer keys waits before it reconnects after its stream broke (etcd
+ * restarting, a network blip), in milliseconds. On reconnecting it reads every writer key again,
+ * so a lease lost meanwhile is noticed then at the latest; its expiry stops writes anyway.
+ */
+export const etcdWatchRetryMs = 250;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
   objectSinglePutBytesMax,

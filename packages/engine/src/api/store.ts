@@ -17,6 +17,7 @@ import {
 } from '../coordinator/opening/data-directory.js';
 import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator/opening/verify.js';
 import type { Subscriptions } from '../coordinator/reading/subscriptions.js';
+import { type CoordinationOptions, EtcdLeases } from '../coordinator/writing/etcd-leases.js';
 import { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import { StreamStackError } from '../errors.js';
 import { type KernelChoice, loadKernels } from '../kernels/index.js';
@@ -84,6 +85,17 @@ export interface StoreOptions {
    * await Store.open('./replica', { objectStore, follower: true, follow: { url: 'http://writer:7070' } });
    */
   readonly follow?: FollowOptions;
+  /**
+   * Keep every feed's writer lease in etcd rather than in the feed's directory: a grant is then
+   * one transaction that creates the feed's writer key (only if no one holds it) under an etcd
+   * lease of the grant's TTL, and raises the feed's epoch there. A grant whose key is deleted or
+   * taken over in etcd is lost at once: writes under its token fail `FENCED`. Opening fails with
+   * `UNAVAILABLE` if etcd does not answer. See docs/cluster.md.
+   *
+   * @example
+   * await Store.open('./data', { coordination: { etcd: 'http://127.0.0.1:2379' } });
+   */
+  readonly coordination?: CoordinationOptions;
 }
 
 const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
@@ -105,6 +117,8 @@ export class Store {
     private readonly localHistoryBytesMax: number | undefined,
     /** Set for a follower: its feeds are copies of those object storage holds. */
     private readonly followed: FollowedFeeds | undefined = undefined,
+    /** The writer leases in etcd, when the store has a coordination store. */
+    private readonly leases: EtcdLeases | undefined = undefined,
   ) {}
 
   /** Opens (creating if needed) the data directory `directory`; `LOCKED` if another opener has it. */
@@ -129,10 +143,23 @@ export class Store {
           : 'a follower reads its feeds from object storage: give objectStore',
       );
     const follow = options.follow === undefined ? undefined : followOptions(options.follow, options.follower);
-    const data = await DataDirectory.open(path.resolve(directory), {
-      ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
-      ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
-    });
+    if (options.coordination !== undefined && (options.readOnly || options.follower))
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        'coordination keeps writer leases: a read-only store or a follower takes none',
+      );
+    // etcd is asked first: a store that cannot reach it touches nothing.
+    const leases = options.coordination === undefined ? undefined : await EtcdLeases.open(options.coordination);
+    let data: DataDirectory;
+    try {
+      data = await DataDirectory.open(path.resolve(directory), {
+        ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
+        ...(options.breakLock === undefined ? {} : { breakLock: options.breakLock }),
+      });
+    } catch (error) {
+      await leases?.close();
+      throw error;
+    }
     // The SDK is loaded only by a store that tiers: every other store starts without it.
     const objectStore =
       objectSettings && new (await import('../storage/object-segment-store.js')).ObjectSegmentStore(objectSettings);
@@ -154,6 +181,7 @@ export class Store {
             follow,
           )
         : undefined,
+      leases,
     );
     return store;
   }
@@ -169,6 +197,7 @@ export class Store {
       readOnly,
       ...(this.objectStore ? { objectStore: this.objectStore } : {}),
       ...(this.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: this.localHistoryBytesMax }),
+      ...(this.leases ? { leases: this.leases } : {}),
       // A follower's view writes into its copy the derived files it rebuilds.
       ...(subscriptions ? { subscriptions, derivedWritable: true } : {}),
     });
@@ -378,6 +407,7 @@ export class Store {
     for (const feed of feeds) if (feed.status === 'fulfilled') await feed.value.close();
     this.followed?.closeSubscriptions();
     this.objectStore?.close();
+    await this.leases?.close();
     this.directory.close();
   }
 

@@ -46,6 +46,7 @@ import { type OpenStream, recoverLogs, replayStreams } from '../opening/feed-rec
 import { ReadGate } from '../reading/read-gate.js';
 import type { Subscriptions } from '../reading/subscriptions.js';
 import { type ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
+import type { EtcdLeases } from './etcd-leases.js';
 import {
   type EarlierGroup,
   type GroupCommitStats,
@@ -89,6 +90,8 @@ export interface WriterOptions {
    * a trim left built over history it cut) are written into its copy, so the next view has them.
    */
   readonly derivedWritable?: boolean;
+  /** The store's writer leases in etcd, when it has a coordination store (see `etcd-leases.ts`). */
+  readonly leases?: EtcdLeases;
 }
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
@@ -236,7 +239,13 @@ export class FeedWriter {
       history.store.attachRemote(
         remoteSegmentFilesOf(kernels, options.objectStore, options.feed, feedTagOf(directory)),
       );
-    const lease = new LeaseKeeper(logs.leaseLog, options.clock, options.newId, logs.epochFloor);
+    const lease = new LeaseKeeper(
+      logs.leaseLog,
+      options.clock,
+      options.newId,
+      logs.epochFloor,
+      readOnly ? undefined : options.leases?.forFeed(options.feed),
+    );
     const writer = new FeedWriter(
       directory,
       options,
@@ -252,6 +261,8 @@ export class FeedWriter {
     );
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
+      // A lease live in the local log is live only if etcd still has it.
+      await lease.reconcile();
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(
         kernels,

@@ -11,6 +11,7 @@ import { StreamStackError } from '../../errors.js';
 import { leaseTtlMsDefault, leaseTtlMsMax, leaseTtlMsMin } from '../../limits.js';
 import { ByteReader, ByteWriter } from '../../storage/codec.js';
 import type { StateLog } from '../../storage/state-log.js';
+import type { RemoteLease } from './etcd-leases.js';
 
 export type { LeaseGrant };
 
@@ -70,8 +71,22 @@ export class LeaseKeeper {
      * so fencing holds even when the lease log was lost.
      */
     private readonly epochFloor = 0,
+    /**
+     * The feed's lease in a coordination store (etcd), when the store has one: grants are then
+     * made there first, and a grant lost there is dead here at once.
+     */
+    private readonly remote?: RemoteLease,
   ) {
     this.current = log.last ? decodeLease(log.last, log.file) : undefined;
+  }
+
+  /**
+   * At open, with a coordination store: a lease live in the local log holds only if etcd still
+   * has its key (the process may have been down past its TTL, and another node taken over).
+   */
+  async reconcile(): Promise<void> {
+    const live = this.live();
+    if (this.remote && live) await this.remote.adopt(live.token);
   }
 
   /** The highest epoch ever granted or written under (0 before the first grant). */
@@ -79,10 +94,11 @@ export class LeaseKeeper {
     return Math.max(this.current?.epoch ?? 0, this.epochFloor);
   }
 
-  /** The lease when it is live (granted, not released, not expired), else undefined. */
+  /** The lease when it is live (granted, not released, not expired, not lost in etcd), else undefined. */
   live(): LeaseState | undefined {
     const lease = this.current;
-    return lease && !lease.released && this.clock() < lease.expiresAt ? lease : undefined;
+    if (!lease || lease.released || this.clock() >= lease.expiresAt) return undefined;
+    return this.remote?.lostReason(lease.token) === undefined ? lease : undefined;
   }
 
   private serial<T>(change: () => Promise<T>): Promise<T> {
@@ -109,14 +125,20 @@ export class LeaseKeeper {
           },
         );
       }
-      const epoch = this.epoch + 1;
-      const lease: LeaseState = {
-        epoch,
-        holder,
-        token: `${epoch}.${this.newId()}`,
-        expiresAt: this.clock() + ttl,
-        released: false,
-      };
+      // The expiry counts from before any request to etcd: a lease ends here no later than there.
+      const now = this.clock();
+      let epoch = this.epoch + 1;
+      let token = `${epoch}.${this.newId()}`;
+      if (this.remote) {
+        ({ epoch, token } = await this.remote.acquire({
+          holder,
+          nonce: this.newId(),
+          epochFloor: this.epoch,
+          ttlMs: ttl,
+          replacing: this.current?.token,
+        }));
+      }
+      const lease: LeaseState = { epoch, holder, token, expiresAt: now + ttl, released: false };
       await this.log.write(encodeLease(lease));
       this.current = lease;
       return { epoch, token: lease.token, expiresAt: lease.expiresAt, holder };
@@ -127,7 +149,9 @@ export class LeaseKeeper {
     const ttl = validateTtl(ttlMs);
     return this.serial(async () => {
       const lease = this.check(token);
-      const renewed = { ...lease, expiresAt: this.clock() + ttl };
+      const now = this.clock();
+      await this.remote?.renew(token, ttl);
+      const renewed = { ...lease, expiresAt: now + ttl };
       await this.log.write(encodeLease(renewed));
       this.current = renewed;
       return { epoch: renewed.epoch, token, expiresAt: renewed.expiresAt, holder: renewed.holder };
@@ -140,6 +164,8 @@ export class LeaseKeeper {
       const released = { ...lease, released: true };
       await this.log.write(encodeLease(released));
       this.current = released;
+      // Released here first: nothing writes under it from now, whether or not etcd answers.
+      await this.remote?.release(token);
     });
   }
 
@@ -159,6 +185,12 @@ export class LeaseKeeper {
           : 'the token does not name the current lease of this feed',
         { details: { epoch: lease?.epoch ?? 0 } },
       );
+    }
+    const lost = this.remote?.lostReason(token);
+    if (lost !== undefined) {
+      throw new StreamStackError('FENCED', `the lease of epoch ${lease.epoch} was lost in etcd: ${lost}`, {
+        details: { epoch: lease.epoch, service: 'etcd' },
+      });
     }
     if (lease.released || this.clock() >= lease.expiresAt) {
       throw new StreamStackError(
@@ -186,6 +218,14 @@ export class LeaseKeeper {
         {
           details: { holder: live.holder, epoch: live.epoch },
         },
+      );
+    }
+    const elsewhere = this.remote?.heldElsewhere(this.current?.token);
+    if (elsewhere) {
+      throw new StreamStackError(
+        'LEASE_HELD',
+        `the feed is leased to ${elsewhere.holder} on node ${elsewhere.node} (epoch ${elsewhere.epoch}); writes must carry its token`,
+        { details: { holder: elsewhere.holder, node: elsewhere.node, epoch: elsewhere.epoch } },
       );
     }
     return this.epoch;

@@ -1,0 +1,391 @@
+/**
+ * Writer leases kept in etcd, for a store opened with `coordination`: the lease of a feed is then
+ * one key every node of a cluster sees, not a file on one machine. Two keys per feed, under the
+ * prefix (default `/streamstack/`):
+ *
+ * - `feeds/<feed>/writer`: who holds the lease (`{ holder, node, epoch, token }` as JSON),
+ *   attached to an etcd lease whose TTL is the writer lease's, so the key vanishes when its
+ *   holder stops renewing;
+ * - `feeds/<feed>/epoch`: the highest epoch granted, in decimal.
+ *
+ * Acquiring is one transaction that creates the writer key (only if absent) and raises the epoch
+ * (only if nobody raised it since it was read). The epoch is raised from the highest of etcd's and
+ * the node's own floor (every epoch its logs were written under), so an etcd restored from an
+ * old backup, or wiped, never hands out an epoch already used. One watch of the prefix mirrors
+ * every writer key: a lease whose key is deleted or taken over is lost at once, and writes under
+ * it are refused `FENCED` from then on.
+ *
+ * Why this is safe without the watch: the local expiry of a grant is counted from before its
+ * request was sent, and etcd counts its TTL from when the request arrived (and rounds it up to
+ * whole seconds), so a node always stops writing under a lease before etcd lets another node
+ * take it.
+ */
+import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { StreamStackError } from '../../errors.js';
+import { etcdTxnAttemptsMax, etcdWatchRetryMs } from '../../limits.js';
+import { EtcdClient, type EtcdEvent } from '../../storage/etcd-client.js';
+
+/** Where a cluster keeps its writer leases: `Store.open(dir, { coordination })`. */
+export interface CoordinationOptions {
+  /** etcd's client URLs (`http://127.0.0.1:2379`): one, or several members of a cluster. */
+  readonly etcd: string | readonly string[];
+  /** What every key starts with (default `/streamstack/`): clusters that share one etcd use different ones. */
+  readonly prefix?: string;
+  /** This node's name, written beside each lease it holds (default: host name and process id). */
+  readonly node?: string;
+}
+
+/** Who holds a feed's writer lease, as its key in etcd says. */
+export interface WriterRecord {
+  readonly holder: string;
+  readonly node: string;
+  readonly epoch: number;
+  readonly token: string;
+}
+
+/** A grant this node holds in etcd. */
+interface HeldGrant {
+  readonly token: string;
+  /** The etcd lease the writer key is attached to. */
+  leaseId: string;
+  /** Its TTL in seconds (0: unknown, after a restart). */
+  ttlSeconds: number;
+  /** The writer key's value, exactly as written: transactions compare against it. */
+  readonly raw: string;
+  /** The etcd revision that wrote it: older news of the key says nothing about it. */
+  readonly revision: bigint;
+  /** Set once the grant is lost in etcd: why. */
+  lost?: string;
+}
+
+/** One feed's lease in etcd, as the feed's `LeaseKeeper` uses it. */
+export interface RemoteLease {
+  /**
+   * Creates the writer key for `holder` under a new epoch (above `epochFloor` and etcd's epoch),
+   * `LEASE_HELD` if another holder's key is there. `replacing` is this node's previous token of
+   * the feed, no longer live here: its key, if still in etcd, may be taken over.
+   */
+  acquire(request: {
+    holder: string;
+    nonce: string;
+    epochFloor: number;
+    ttlMs: number;
+    replacing: string | undefined;
+  }): Promise<{ epoch: number; token: string }>;
+  /** Extends the grant of `token` to `ttlMs` from now; `FENCED` if etcd no longer has it. */
+  renew(token: string, ttlMs: number): Promise<void>;
+  /** Deletes the writer key of `token`, if etcd still has it; best effort (its TTL ends it anyway). */
+  release(token: string): Promise<void>;
+  /** Why the grant of `token` was lost in etcd, or undefined while it holds. */
+  lostReason(token: string): string | undefined;
+  /** The holder of the feed's key in etcd when it is not this node's grant `token`. */
+  heldElsewhere(token: string | undefined): WriterRecord | undefined;
+  /** At open: takes back the grant of `token` (the live local lease) if etcd still has it, else marks it lost. */
+  adopt(token: string): Promise<void>;
+}
+
+const prefixDefault = '/streamstack/';
+
+function endpointsOf(etcd: CoordinationOptions['etcd']): string[] {
+  const list = typeof etcd === 'string' ? etcd.split(',') : [...(etcd ?? [])];
+  if (list.length === 0) throw new StreamStackError('INVALID_ARGUMENT', 'coordination.etcd names no etcd endpoint');
+  return list.map((entry) => {
+    let url: URL;
+    try {
+      url = new URL(String(entry).trim());
+    } catch {
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `coordination.etcd must be etcd's http(s) URLs, not ${String(entry)}`,
+      );
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new StreamStackError('INVALID_ARGUMENT', `coordination.etcd must be etcd's http(s) URLs, not ${url.href}`);
+    return url.origin;
+  });
+}
+
+function parseRecord(raw: string): WriterRecord | undefined {
+  try {
+    const record = JSON.parse(raw) as WriterRecord;
+    return typeof record.token === 'string' && Number.isSafeInteger(record.epoch) ? record : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function lostError(feed: string, reason: string): StreamStackError {
+  return new StreamStackError('FENCED', `the lease of ${feed} was lost in etcd: ${reason}`, {
+    details: { service: 'etcd' },
+  });
+}
+
+function heldError(record: WriterRecord | undefined, feed: string): StreamStackError {
+  return new StreamStackError(
+    'LEASE_HELD',
+    record
+      ? `the lease of ${feed} is held by ${record.holder} on node ${record.node} (epoch ${record.epoch})`
+      : `the lease of ${feed} is held by an unreadable writer key in etcd`,
+    { details: record ? { holder: record.holder, node: record.node, epoch: record.epoch } : {} },
+  );
+}
+
+export class EtcdLeases {
+  /** Every feed's writer key, as the watch last reported it. */
+  private readonly writers = new Map<string, WriterRecord>();
+  private readonly held = new Map<string, HeldGrant>();
+  private readonly stopping = new AbortController();
+  private revision = 0n;
+  private watching: Promise<void> = Promise.resolve();
+
+  private constructor(
+    readonly client: EtcdClient,
+    readonly prefix: string,
+    readonly node: string,
+  ) {}
+
+  /** Checks `options`, reads every writer key (`UNAVAILABLE` if etcd does not answer) and starts the watch. */
+  static async open(options: CoordinationOptions): Promise<EtcdLeases> {
+    if (typeof options !== 'object' || options === null)
+      throw new StreamStackError('INVALID_ARGUMENT', 'coordination is { etcd, prefix?, node? }');
+    const prefix = options.prefix ?? prefixDefault;
+    if (typeof prefix !== 'string' || !prefix.endsWith('/'))
+      throw new StreamStackError('INVALID_ARGUMENT', `coordination.prefix must end with "/", not ${String(prefix)}`);
+    const node = options.node ?? `${os.hostname()}:${process.pid}`;
+    if (typeof node !== 'string' || node.length === 0 || node.length > 256)
+      throw new StreamStackError('INVALID_ARGUMENT', 'coordination.node must be a name of 1 to 256 characters');
+    const leases = new EtcdLeases(new EtcdClient(endpointsOf(options.etcd)), prefix, node);
+    await leases.sync();
+    leases.watching = leases.follow();
+    return leases;
+  }
+
+  private get feedsPrefix(): string {
+    return `${this.prefix}feeds/`;
+  }
+
+  private writerKey(feed: string): string {
+    return `${this.feedsPrefix}${feed}/writer`;
+  }
+
+  private epochKey(feed: string): string {
+    return `${this.feedsPrefix}${feed}/epoch`;
+  }
+
+  /** The feed whose writer key `key` is, or undefined for any other key. */
+  private feedOfKey(key: string): string | undefined {
+    if (!key.startsWith(this.feedsPrefix) || !key.endsWith('/writer')) return undefined;
+    return key.slice(this.feedsPrefix.length, -'/writer'.length);
+  }
+
+  /** Reads every writer key anew, at one revision, and judges the grants held against them. */
+  private async sync(): Promise<void> {
+    const { kvs, revision } = await this.client.getPrefix(this.feedsPrefix);
+    const at = BigInt(revision);
+    this.writers.clear();
+    for (const kv of kvs) {
+      const feed = this.feedOfKey(kv.key);
+      const record = feed === undefined ? undefined : parseRecord(kv.value);
+      if (feed !== undefined && record) this.writers.set(feed, record);
+    }
+    for (const [feed, grant] of this.held) {
+      if (grant.lost || at < grant.revision) continue;
+      const record = this.writers.get(feed);
+      if (record?.token !== grant.token)
+        grant.lost = record
+          ? `etcd gave the lease to ${record.holder} on node ${record.node} (epoch ${record.epoch})`
+          : 'its key in etcd is gone (its etcd lease expired or was revoked)';
+    }
+    this.revision = at;
+  }
+
+  private apply(events: readonly EtcdEvent[]): void {
+    for (const event of events) {
+      const at = BigInt(event.modRevision);
+      if (at > this.revision) this.revision = at;
+      const feed = this.feedOfKey(event.key);
+      if (feed === undefined) continue;
+      const record = event.type === 'put' && event.value !== undefined ? parseRecord(event.value) : undefined;
+      if (record) this.writers.set(feed, record);
+      else this.writers.delete(feed);
+      const grant = this.held.get(feed);
+      if (!grant || grant.lost || at <= grant.revision) continue;
+      if (record?.token !== grant.token)
+        grant.lost = record
+          ? `etcd gave the lease to ${record.holder} on node ${record.node} (epoch ${record.epoch})`
+          : 'its key in etcd was deleted (its etcd lease expired or was revoked)';
+    }
+  }
+
+  /** The watch, for as long as the store is open: reconnects after a break and reads every key again. */
+  private async follow(): Promise<void> {
+    const signal = this.stopping.signal;
+    while (!signal.aborted) {
+      try {
+        await this.client.watch(
+          this.feedsPrefix,
+          (this.revision + 1n).toString(),
+          (events) => this.apply(events),
+          signal,
+        );
+      } catch {
+        // The stream broke (or the store is closing): wait, read every key again, watch anew.
+      }
+      if (signal.aborted) return;
+      await sleep(etcdWatchRetryMs, undefined, { signal }).catch(() => undefined);
+      if (signal.aborted) return;
+      await this.sync().catch(() => undefined);
+    }
+  }
+
+  /** The lease of feed `feed` in etcd. */
+  forFeed(feed: string): RemoteLease {
+    return {
+      acquire: (request) => this.acquire(feed, request),
+      renew: (token, ttlMs) => this.renew(feed, token, ttlMs),
+      release: (token) => this.release(feed, token),
+      lostReason: (token) => {
+        const grant = this.held.get(feed);
+        return grant && grant.token === token ? grant.lost : undefined;
+      },
+      heldElsewhere: (token) => {
+        const record = this.writers.get(feed);
+        return record && record.token !== token ? record : undefined;
+      },
+      adopt: (token) => this.adopt(feed, token),
+    };
+  }
+
+  private async acquire(
+    feed: string,
+    request: { holder: string; nonce: string; epochFloor: number; ttlMs: number; replacing: string | undefined },
+  ): Promise<{ epoch: number; token: string }> {
+    const grant = await this.client.leaseGrant(Math.ceil(request.ttlMs / 1000));
+    let taken = false;
+    try {
+      for (let attempt = 0; attempt < etcdTxnAttemptsMax; attempt++) {
+        const read = await this.client.txn(
+          [],
+          [{ range: { key: this.writerKey(feed) } }, { range: { key: this.epochKey(feed) } }],
+        );
+        const [writer, epochKv] = read.ranges;
+        if (writer) {
+          const record = parseRecord(writer.value);
+          if (record?.token !== request.replacing || request.replacing === undefined) throw heldError(record, feed);
+        }
+        const stored = epochKv ? Number(epochKv.value) : 0;
+        const epoch = Math.max(Number.isSafeInteger(stored) ? stored : 0, request.epochFloor) + 1;
+        const token = `${epoch}.${request.nonce}`;
+        const raw = JSON.stringify({ holder: request.holder, node: this.node, epoch, token } satisfies WriterRecord);
+        const result = await this.client.txn(
+          [
+            writer ? { key: this.writerKey(feed), value: writer.value } : { key: this.writerKey(feed), version: '0' },
+            epochKv
+              ? { key: this.epochKey(feed), modRevision: epochKv.modRevision }
+              : { key: this.epochKey(feed), version: '0' },
+          ],
+          [
+            { put: { key: this.writerKey(feed), value: raw, lease: grant.id } },
+            { put: { key: this.epochKey(feed), value: String(epoch) } },
+          ],
+        );
+        if (!result.succeeded) continue;
+        taken = true;
+        const previous = this.held.get(feed);
+        this.held.set(feed, {
+          token,
+          leaseId: grant.id,
+          ttlSeconds: grant.ttlSeconds,
+          raw,
+          revision: BigInt(result.revision),
+        });
+        this.writers.set(feed, { holder: request.holder, node: this.node, epoch, token });
+        // The replaced key now hangs on the new lease: the old one ends with nothing attached.
+        if (previous && previous.leaseId !== grant.id)
+          await this.client.leaseRevoke(previous.leaseId).catch(() => undefined);
+        return { epoch, token };
+      }
+      throw new StreamStackError(
+        'LEASE_HELD',
+        `the lease of ${feed} changed hands ${etcdTxnAttemptsMax} times while this node tried to take it`,
+      );
+    } finally {
+      // A grant that was not taken holds nothing, or (after an answer lost on the way) a key
+      // no one here will use: revoking it frees the feed now rather than at its TTL.
+      if (!taken) await this.client.leaseRevoke(grant.id).catch(() => undefined);
+    }
+  }
+
+  /** The grant of `token`, held and not lost; `FENCED` otherwise. */
+  private grantOf(feed: string, token: string): HeldGrant {
+    const grant = this.held.get(feed);
+    if (!grant || grant.token !== token || grant.lost) throw lostError(feed, grant?.lost ?? 'no such grant');
+    return grant;
+  }
+
+  private async renew(feed: string, token: string, ttlMs: number): Promise<void> {
+    const grant = this.grantOf(feed, token);
+    const ttlSeconds = Math.ceil(ttlMs / 1000);
+    if (ttlSeconds === grant.ttlSeconds) {
+      if ((await this.client.leaseKeepAlive(grant.leaseId)) > 0) return;
+      grant.lost = 'its etcd lease expired before it was renewed';
+      throw lostError(feed, grant.lost);
+    }
+    // Another TTL: the key moves to a new etcd lease, if it is still this grant's.
+    const fresh = await this.client.leaseGrant(ttlSeconds);
+    const result = await this.client
+      .txn(
+        [{ key: this.writerKey(feed), value: grant.raw }],
+        [{ put: { key: this.writerKey(feed), value: grant.raw, lease: fresh.id } }],
+      )
+      .catch(async (error: unknown) => {
+        await this.client.leaseRevoke(fresh.id).catch(() => undefined);
+        throw error;
+      });
+    if (!result.succeeded) {
+      await this.client.leaseRevoke(fresh.id).catch(() => undefined);
+      grant.lost ??= 'its key in etcd is gone or was taken over';
+      throw lostError(feed, grant.lost);
+    }
+    const old = grant.leaseId;
+    grant.leaseId = fresh.id;
+    grant.ttlSeconds = fresh.ttlSeconds;
+    await this.client.leaseRevoke(old).catch(() => undefined);
+  }
+
+  private async release(feed: string, token: string): Promise<void> {
+    const grant = this.held.get(feed);
+    if (!grant || grant.token !== token) return;
+    this.held.delete(feed);
+    if (grant.lost) return;
+    try {
+      await this.client.txn(
+        [{ key: this.writerKey(feed), value: grant.raw }],
+        [{ delete: { key: this.writerKey(feed) } }],
+      );
+      await this.client.leaseRevoke(grant.leaseId);
+    } catch {
+      // etcd is unreachable: the key ends with its TTL, and nothing here writes under it any more.
+    }
+  }
+
+  private async adopt(feed: string, token: string): Promise<void> {
+    const { kv, revision } = await this.client.get(this.writerKey(feed));
+    const record = kv && parseRecord(kv.value);
+    this.held.set(feed, {
+      token,
+      leaseId: kv?.lease ?? '0',
+      ttlSeconds: 0,
+      raw: kv?.value ?? '',
+      revision: kv ? BigInt(kv.modRevision) : BigInt(revision),
+      ...(record?.token === token ? {} : { lost: 'etcd no longer had it when the feed was opened again' }),
+    });
+  }
+
+  /** Stops the watch. Grants are not released: each ends with its TTL, as on a crash. */
+  async close(): Promise<void> {
+    this.stopping.abort();
+    await this.watching;
+  }
+}

@@ -1,0 +1,285 @@
+/**
+ * Writer leases kept in etcd (`Store.open(dir, { coordination })`), against a real etcd server:
+ * a grant is one transaction that creates the feed's writer key and raises its epoch; a second
+ * node is refused while the key lives; a grant lost in etcd stops writes at once; an etcd wiped
+ * empty never hands out an epoch already used; nodes racing for a lease get exactly one writer
+ * per epoch.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Store, StreamStackError } from '../../packages/engine/src/index.js';
+import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { openStore, temporaryDirectory } from '../support/store.js';
+
+const binary = etcdBinary();
+
+interface Etcd {
+  readonly endpoint: string;
+  halt(): Promise<void>;
+  resume(): Promise<void>;
+  wipe(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const encode = (text: string): string => Buffer.from(text).toString('base64');
+
+/** A key's value in etcd, read straight through its gateway: undefined when absent. */
+async function etcdValue(endpoint: string, key: string): Promise<string | undefined> {
+  const response = await fetch(`${endpoint}/v3/kv/range`, {
+    method: 'POST',
+    body: JSON.stringify({ key: encode(key) }),
+  });
+  const answer = (await response.json()) as { kvs?: { value: string }[] };
+  const value = answer.kvs?.[0]?.value;
+  return value === undefined ? undefined : Buffer.from(value, 'base64').toString();
+}
+
+async function etcdDelete(endpoint: string, key: string): Promise<void> {
+  const response = await fetch(`${endpoint}/v3/kv/deleterange`, {
+    method: 'POST',
+    body: JSON.stringify({ key: encode(key) }),
+  });
+  expect(response.ok).toBe(true);
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof StreamStackError) return error.code;
+    throw error;
+  }
+  return 'none';
+}
+
+/** Waits until `check` holds, up to `timeoutMs`. */
+async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('the condition did not come to hold in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+let prefixes = 0;
+/** A key prefix no other test uses: each test is its own cluster within the one etcd. */
+const freshPrefix = (): string => `/test-${process.pid}-${++prefixes}/`;
+
+describe.skipIf(binary === undefined)(
+  binary === undefined ? `etcd leases (skipped: ${etcdMissing})` : 'etcd leases',
+  () => {
+    let etcd: Etcd;
+    beforeAll(async () => {
+      etcd = (await startEtcd(binary)) as Etcd;
+    }, 30_000);
+    afterAll(async () => {
+      await etcd?.stop();
+    });
+
+    async function node(prefix: string, name: string): Promise<Store> {
+      return openStore(temporaryDirectory(), { coordination: { etcd: etcd.endpoint, prefix, node: name } });
+    }
+
+    it('a grant writes the writer key and raises the epoch; another node is refused while it lives', async () => {
+      const prefix = freshPrefix();
+      await using first = await node(prefix, 'node-a');
+      await using second = await node(prefix, 'node-b');
+      const feedA = await first.createFeed('orders');
+      const feedB = await second.createFeed('orders');
+
+      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 2000 });
+      expect(grant.epoch).toBe(1);
+      const record = JSON.parse((await etcdValue(etcd.endpoint, `${prefix}feeds/orders/writer`)) ?? '{}');
+      expect(record).toEqual({ holder: 'ingest-1', node: 'node-a', epoch: 1, token: grant.token });
+      expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/epoch`)).toBe('1');
+
+      const refusal = await feedB.acquireLease({ holder: 'ingest-2' }).catch((error: unknown) => error);
+      expect(refusal).toBeInstanceOf(StreamStackError);
+      expect((refusal as StreamStackError).code).toBe('LEASE_HELD');
+      expect((refusal as StreamStackError).message).toContain('node-a');
+      // The refusal changed nothing in etcd.
+      expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/epoch`)).toBe('1');
+      // A one-shot append without a token on the other node is refused too, once its watch saw the key.
+      await eventually(async () => (await codeOf(feedB.append([{ payload: 'x' }]))) === 'LEASE_HELD');
+
+      // The holder writes under its token; a release frees the feed for the other node at once.
+      await feedA.append([{ payload: 'a1' }], { token: grant.token });
+      await feedA.releaseLease({ token: grant.token });
+      expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/writer`)).toBeUndefined();
+      const next = await feedB.acquireLease({ holder: 'ingest-2', ttlMs: 2000 });
+      expect(next.epoch).toBe(2);
+    });
+
+    it('a grant that expires in etcd frees the feed for another node, under a higher epoch', async () => {
+      const prefix = freshPrefix();
+      await using first = await node(prefix, 'node-a');
+      await using second = await node(prefix, 'node-b');
+      const feedA = await first.createFeed('orders');
+      const feedB = await second.createFeed('orders');
+      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 1000 });
+      // Not renewed: the local lease ends at 1 s, etcd's key at its TTL (a second, or etcd's minimum).
+      const started = Date.now();
+      await eventually(
+        async () => (await codeOf(feedB.acquireLease({ holder: 'ingest-2', ttlMs: 5000 }))) === 'none',
+        10_000,
+      );
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      expect(await codeOf(feedA.append([{ payload: 'late' }], { token: grant.token }))).toBe('FENCED');
+    });
+
+    it('a grant lost in etcd stops writes at once, and a renewal says so', async () => {
+      const prefix = freshPrefix();
+      await using store = await node(prefix, 'node-a');
+      const feed = await store.createFeed('orders');
+      const grant = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 60_000 });
+      const stream = await feed.openStream({ token: grant.token });
+      await stream.append([{ payload: 'one' }], { token: grant.token });
+
+      // An operator (or etcd's own expiry) deletes the key: the watch reports it within moments,
+      // and writes are refused from then on although the local lease still has a minute to run.
+      await etcdDelete(etcd.endpoint, `${prefix}feeds/orders/writer`);
+      await eventually(async () => (await feed.info()).lease === null);
+      expect(await codeOf(stream.append([{ payload: 'two' }], { token: grant.token }))).toBe('FENCED');
+      expect(await codeOf(feed.append([{ payload: 'three' }], { token: grant.token }))).toBe('FENCED');
+      expect(await codeOf(feed.renewLease({ token: grant.token, ttlMs: 60_000 }))).toBe('FENCED');
+      // Nothing after the loss was acknowledged: the stream holds the one record written before it.
+      expect(await stream.info()).toMatchObject({ state: 'open', records: 1 });
+
+      // The feed can be taken again, under a new epoch.
+      const again = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 60_000 });
+      expect(again.epoch).toBe(grant.epoch + 1);
+    });
+
+    it('renewals keep the grant alive in etcd past its TTL, with the same and with another TTL', async () => {
+      const prefix = freshPrefix();
+      await using first = await node(prefix, 'node-a');
+      await using second = await node(prefix, 'node-b');
+      const feedA = await first.createFeed('orders');
+      const feedB = await second.createFeed('orders');
+      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 1000 });
+      for (let round = 0; round < 6; round++) {
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        // Alternate between the grant's own TTL (a keep-alive) and a longer one (a new etcd lease).
+        await feedA.renewLease({ token: grant.token, ttlMs: round % 2 === 0 ? 1000 : 2000 });
+      }
+      expect(await codeOf(feedB.acquireLease({ holder: 'ingest-2' }))).toBe('LEASE_HELD');
+      await feedA.append([{ payload: 'still mine' }], { token: grant.token });
+    });
+
+    it('an etcd wiped empty never hands out an epoch already used', async () => {
+      const prefix = freshPrefix();
+      const directory = temporaryDirectory();
+      let store = await openStore(directory, { coordination: { etcd: etcd.endpoint, prefix, node: 'node-a' } });
+      let feed = await store.createFeed('orders');
+      let token = '';
+      for (let round = 0; round < 3; round++) {
+        ({ token } = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 5000 }));
+        await feed.append([{ payload: `r${round}` }], { token });
+        await feed.releaseLease({ token });
+      }
+      await store.close();
+
+      await etcd.wipe();
+      expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/epoch`)).toBeUndefined();
+      store = await openStore(directory, { coordination: { etcd: etcd.endpoint, prefix, node: 'node-a' } });
+      feed = await store.feed('orders');
+      const grant = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 5000 });
+      expect(grant.epoch).toBe(4);
+      expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/epoch`)).toBe('4');
+      await store.close();
+    }, 30_000);
+
+    it('a lease live in the local log holds after a restart only if etcd still has it', async () => {
+      const prefix = freshPrefix();
+      const directory = temporaryDirectory();
+      const options = { coordination: { etcd: etcd.endpoint, prefix, node: 'node-a' } };
+      let store = await openStore(directory, options);
+      let feed = await store.createFeed('orders');
+      const kept = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 60_000 });
+      await store.close();
+      store = await openStore(directory, options);
+      feed = await store.feed('orders');
+      await feed.append([{ payload: 'after restart' }], { token: kept.token });
+      await feed.renewLease({ token: kept.token, ttlMs: 60_000 });
+      await store.close();
+
+      // Taken over in etcd while the node was down: the local lease is dead when it comes back.
+      await etcdDelete(etcd.endpoint, `${prefix}feeds/orders/writer`);
+      store = await openStore(directory, options);
+      feed = await store.feed('orders');
+      expect(await codeOf(feed.append([{ payload: 'stale' }], { token: kept.token }))).toBe('FENCED');
+      expect((await feed.info()).lease).toBeNull();
+      await store.close();
+    });
+
+    it('two nodes racing for one lease 100 times: exactly one writer per epoch, epochs never repeat', async () => {
+      const prefix = freshPrefix();
+      await using first = await node(prefix, 'node-a');
+      await using second = await node(prefix, 'node-b');
+      const feeds = [await first.createFeed('orders'), await second.createFeed('orders')];
+      const epochs: number[] = [];
+      for (let round = 0; round < 100; round++) {
+        const outcomes = await Promise.allSettled(
+          feeds.map((feed, index) => feed.acquireLease({ holder: `racer-${index}`, ttlMs: 5000 })),
+        );
+        const winners = outcomes.flatMap((outcome, index) =>
+          outcome.status === 'fulfilled' ? [{ index, grant: outcome.value }] : [],
+        );
+        expect(winners).toHaveLength(1);
+        for (const outcome of outcomes) {
+          if (outcome.status === 'rejected') expect((outcome.reason as StreamStackError).code).toBe('LEASE_HELD');
+        }
+        const [winner] = winners;
+        if (!winner) continue;
+        epochs.push(winner.grant.epoch);
+        await feeds[winner.index]?.releaseLease({ token: winner.grant.token });
+      }
+      expect(epochs).toHaveLength(100);
+      // Each round's epoch is above the last: no epoch was granted twice, none went back.
+      for (let index = 1; index < epochs.length; index++) expect(epochs[index]).toBeGreaterThan(epochs[index - 1] ?? 0);
+      expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/epoch`)).toBe(String(epochs.at(-1)));
+    }, 60_000);
+
+    it('etcd down: a grant is refused UNAVAILABLE and changes nothing; writes stop when the lease ends', async () => {
+      const prefix = freshPrefix();
+      await using store = await node(prefix, 'node-a');
+      const feed = await store.createFeed('orders');
+      const grant = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 1500 });
+      await etcd.halt();
+      try {
+        expect(await codeOf(feed.renewLease({ token: grant.token, ttlMs: 1500 }))).toBe('UNAVAILABLE');
+        // The grant made before the outage still writes until its local expiry, then never again.
+        await feed.append([{ payload: 'during' }], { token: grant.token });
+        await new Promise((resolve) => setTimeout(resolve, 1600));
+        expect(await codeOf(feed.append([{ payload: 'late' }], { token: grant.token }))).toBe('LEASE_EXPIRED');
+        expect(await codeOf(feed.acquireLease({ holder: 'ingest-2' }))).toBe('UNAVAILABLE');
+        expect((await feed.info()).lease).toBeNull();
+      } finally {
+        await etcd.resume();
+      }
+      // Back up: the watch reconnects and grants work again.
+      const next = await feed.acquireLease({ holder: 'ingest-2', ttlMs: 5000 });
+      expect(next.epoch).toBeGreaterThan(grant.epoch);
+    }, 30_000);
+
+    it('bad coordination settings are refused before the directory is touched', async () => {
+      const directory = temporaryDirectory();
+      for (const coordination of [
+        { etcd: 'not a url' },
+        { etcd: 'ftp://127.0.0.1:1' },
+        { etcd: [] as string[] },
+        { etcd: etcd.endpoint, prefix: 'no-slash' },
+        { etcd: etcd.endpoint, node: '' },
+      ]) {
+        expect(await codeOf(openStore(directory, { coordination }))).toBe('INVALID_ARGUMENT');
+      }
+      expect(await codeOf(openStore(directory, { coordination: { etcd: etcd.endpoint }, readOnly: true }))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      const { freePort } = await import('../support/versitygw.mjs');
+      const unreachable = `http://127.0.0.1:${await freePort()}`;
+      expect(await codeOf(openStore(directory, { coordination: { etcd: unreachable } }))).toBe('UNAVAILABLE');
+      const fs = await import('node:fs');
+      expect(fs.readdirSync(directory)).toEqual([]);
+    }, 30_000);
+  },
+);
