@@ -59,6 +59,23 @@ export function buildProgram(): Command {
         "with --follower: also read each feed's unsealed tail from its writer's server (streamstack serve at this address), so new commits are read within moments of their seal; a token the server asks for comes from STREAMSTACK_FOLLOW_TOKEN",
       ).env('STREAMSTACK_FOLLOW'),
     )
+    .addOption(
+      new Option(
+        '--etcd <urls>',
+        'keep writer leases in etcd at these client URLs (comma-separated), so that every node of a cluster sees one lease per feed (docs/cluster.md)',
+      ).env('STREAMSTACK_ETCD'),
+    )
+    .addOption(
+      new Option('--etcd-prefix <prefix>', 'with --etcd: what every key starts with (default /streamstack/)').env(
+        'STREAMSTACK_ETCD_PREFIX',
+      ),
+    )
+    .addOption(
+      new Option(
+        '--etcd-node <name>',
+        "with --etcd: this node's name beside the leases it holds (default: host name and process id)",
+      ).env('STREAMSTACK_ETCD_NODE'),
+    )
     .option(
       '--break-lock',
       'only where the native module cannot load: remove a LOCK file left by a process that died (check that none uses the directory first)',

@@ -39,6 +39,9 @@ interface StoreFlags {
   localHistoryBytesMax?: number;
   follower?: boolean;
   follow?: string;
+  etcd?: string;
+  etcdPrefix?: string;
+  etcdNode?: string;
 }
 
 /**
@@ -48,6 +51,8 @@ interface StoreFlags {
  * object store too (the AWS SDK is loaded only when one is named). `--follower` opens the
  * directory as a follower's copy of the feeds in object storage, for reads and writes alike (a
  * follower refuses writes itself); `--follow` adds the writer's server for the unsealed tails.
+ * `--etcd` (with `--etcd-prefix` and `--etcd-node`) keeps the writer leases of commands that write
+ * in etcd.
  */
 export function storeSettings(program: Command, access: Access): { data: string; options: StoreOptions } {
   const flags = program.opts<StoreFlags>();
@@ -104,12 +109,29 @@ export function storeSettings(program: Command, access: Access): { data: string;
         ...(objectStore ? { objectStore } : {}),
       },
     };
+  if ((flags.etcdPrefix !== undefined || flags.etcdNode !== undefined) && flags.etcd === undefined)
+    throw new CommanderError(
+      exitUsage,
+      'streamstack.usage',
+      '--etcd-prefix and --etcd-node name where leases are kept in etcd: give --etcd too',
+    );
+  // Leases are taken only by commands that write: a read opens the directory read-only and never
+  // needs etcd, so a STREAMSTACK_ETCD set for the whole machine does not make reads depend on it.
+  const coordination =
+    access === 'write' && flags.etcd !== undefined
+      ? {
+          etcd: flags.etcd,
+          ...(flags.etcdPrefix === undefined ? {} : { prefix: flags.etcdPrefix }),
+          ...(flags.etcdNode === undefined ? {} : { node: flags.etcdNode }),
+        }
+      : undefined;
   return {
     data: flags.data,
     options: {
       readOnly: access !== 'write',
       ...(flags.breakLock ? { breakLock: true } : {}),
       ...(objectStore ? { objectStore } : {}),
+      ...(coordination ? { coordination } : {}),
     },
   };
 }
