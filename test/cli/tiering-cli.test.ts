@@ -99,4 +99,26 @@ describe.skipIf(objects.missing)(objects.title('streamstack with --object-store'
     expect(plain.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(plain.error?.message).toContain('objectStore');
   });
+
+  it('creates a replicated feed, whose info says so; refuses one without object storage', () => {
+    const data = temporaryDirectory();
+    const env = environment('replicated/');
+    const created = cli(data, ['feed', 'create', 'payments', '--durability', 'replicated'], '', env);
+    expect(created.status).toBe(0);
+    expect(created.lines[0]).toMatchObject({
+      feed: 'payments',
+      durability: 'replicated',
+      replication: { lastSlot: 0, stalled: null },
+    });
+    expect(cli(data, ['append', 'payments'], lines(50), env).status).toBe(0);
+    const info = cli(data, ['feed', 'info', 'payments'], '', env);
+    expect(info.lines[0]).toMatchObject({ durability: 'replicated', records: 50 });
+    // Without object storage there is nowhere to keep the slots: refused, nothing created.
+    const bare = temporaryDirectory();
+    const refused = cli(bare, ['feed', 'create', 'payments', '--durability', 'replicated']);
+    expect(refused.status).toBe(1);
+    expect(refused.error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(cli(bare, ['feed', 'list']).lines).toEqual([]);
+    expect(cli(bare, ['feed', 'create', 'x', '--durability', 'quorum']).status).toBe(2);
+  });
 });

@@ -235,6 +235,7 @@ describe('the OpenAPI document at /openapi.json', () => {
         'activeStream',
         'commits',
         'createdAt',
+        'durability',
         'epoch',
         'head',
         'horizon',

@@ -1,7 +1,7 @@
 /** The write-side commands: feed, lease, stream, commits, verify (append is `commands-append.ts`). */
 
-import { StreamStackError } from '@streamstack/engine';
-import type { Command } from 'commander';
+import { type Durability, StreamStackError } from '@streamstack/engine';
+import { type Command, Option } from 'commander';
 import { emit } from './io.js';
 import { quietOption, withProgress } from './progress.js';
 import {
@@ -29,9 +29,17 @@ function addFeedCommands(program: Command): void {
   feedCommand
     .command('create <name>')
     .description('create a feed')
-    .action((name: string) =>
+    .addOption(
+      new Option(
+        '--durability <mode>',
+        'local: acknowledged once on the local disk; replicated (with --object-store): also stored in object storage first, one object per group commit (docs/cluster.md)',
+      )
+        .choices(['local', 'replicated'])
+        .default('local'),
+    )
+    .action((name: string, flags: { durability: Durability }) =>
       withStore(program, async (store) => {
-        await emit(await feedLine(await store.createFeed(name)));
+        await emit(await feedLine(await store.createFeed(name, { durability: flags.durability })));
       })(),
     );
   feedCommand

@@ -37,7 +37,10 @@ export class RemoteStore {
     if (this.closed) throw new StreamStackError('CLOSED', 'the store is closed');
   }
 
-  async createFeed(name: string, options: { retention?: RetentionPolicy } = {}): Promise<RemoteFeed> {
+  async createFeed(
+    name: string,
+    options: { retention?: RetentionPolicy; durability?: 'local' | 'replicated' } = {},
+  ): Promise<RemoteFeed> {
     this.assertOpen();
     await this.transport.json('POST', '/v1/feeds', { json: { name, ...options } });
     return new RemoteFeed(name, this.transport);

@@ -22,7 +22,7 @@ export {
   recordLines,
   storedRecordFromLine,
 } from '@streamstack/protocol';
-export type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo } from './api/feed.js';
+export type { CommitRecords, FeedInfo, FollowerInfo, ReplicationInfo, TieringInfo } from './api/feed.js';
 export { Feed } from './api/feed.js';
 export type { FollowOptions } from './api/follower-tail.js';
 export { tailHeaders } from './api/follower-tail.js';
@@ -47,6 +47,7 @@ export type { FeedDiskUse } from './coordinator/opening/disk-use.js';
 export { storeFormatVersion } from './coordinator/opening/store-marker.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/opening/verify.js';
 export type { CoordinationOptions, WriterRecord } from './coordinator/writing/etcd-leases.js';
+export type { Durability } from './coordinator/writing/feed-writer.js';
 export type {
   AppendCondition,
   ExportedFile,

@@ -814,6 +814,26 @@ export const etcdTxnAttemptsMax = 8;
  */
 export const etcdWatchRetryMs = 250;
 
+/**
+ * The first wait, in milliseconds, before a replicated feed stores a slot again after object
+ * storage failed to answer; each further failure doubles it, up to `slotPutRetryMsMax`. Short:
+ * every acknowledgement of the feed waits on that slot.
+ */
+export const slotPutRetryMsMin = 50;
+
+/**
+ * The longest wait between two tries of a slot, in milliseconds: once object storage is back, a
+ * replicated feed acknowledges again within this long.
+ */
+export const slotPutRetryMsMax = 2_000;
+
+/**
+ * Slots a replicated feed asks for one by one past the newest its listing named, before it calls
+ * the listing unusable: S3 lists what it stored (strongly consistent), so the probe finds the few
+ * a writer stored between the listing and now.
+ */
+export const slotsProbedMax = 1_000;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
   objectSinglePutBytesMax,

@@ -14,6 +14,11 @@ export interface FeedInfo {
   readonly lease: { readonly epoch: number; readonly holder: string; readonly expiresAt: number } | null;
   /** The highest epoch ever granted. */
   readonly epoch: number;
+  /**
+   * What an acknowledgement promises: `local` (on this machine's disk) or `replicated` (also in
+   * object storage), chosen when the feed was created.
+   */
+  readonly durability: 'local' | 'replicated';
   /** The first commit the history keeps (1 until a trim); cursors from `lowMark - 1` are valid. */
   readonly lowMark: number;
   /** The first position the history keeps. */
@@ -29,6 +34,23 @@ export interface FeedInfo {
   readonly tiering?: TieringInfo;
   /** How a follower keeps up with its writer: only for a store opened with `follower`. */
   readonly follower?: FollowerInfo;
+  /** A replicated feed's slots in object storage: only for a feed created `durability: 'replicated'`. */
+  readonly replication?: ReplicationInfo;
+}
+
+/**
+ * A replicated feed's slots (each group commit stored as an object before it is acknowledged),
+ * since the feed was opened here.
+ */
+export interface ReplicationInfo {
+  /** The highest slot number this writer took (0: none yet). */
+  readonly lastSlot: number;
+  /** Slots stored since the feed opened, fences included. */
+  readonly slotsWritten: number;
+  /** Object requests made for them (retries and read-backs included). */
+  readonly requests: number;
+  /** Why acknowledgements are waiting on object storage now, or null. */
+  readonly stalled: string | null;
 }
 
 /**

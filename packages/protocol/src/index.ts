@@ -18,6 +18,7 @@ export type {
   FollowerInfo,
   LeaseGrant,
   PollResult,
+  ReplicationInfo,
   StreamInfo,
   SubscriptionInfo,
   TieringInfo,

@@ -1,6 +1,6 @@
 /** Feeds, leases, retention, trim and verify: the CLI's `feed`, `lease`, `retention`, `trim`, `verify`. */
 
-import { type RetentionPolicy, StreamStackError } from '@streamstack/engine';
+import { type Durability, type RetentionPolicy, StreamStackError } from '@streamstack/engine';
 import type { FastifyInstance } from 'fastify';
 import type { Authorizer, TokenGrant } from './auth.js';
 import type { ServerContext } from './context.js';
@@ -31,12 +31,12 @@ function addFeedListRoutes(app: FastifyInstance, ctx: ServerContext, auth: Autho
     '/v1/feeds',
     { config: { operation: 'admin', scope: 'any' }, schema: schemas.createFeed },
     async (request, reply) => {
-      const { name, retention } = bodyObject(request.body);
+      const { name, retention, durability } = bodyObject(request.body);
       if (auth) auth.authorize(request.grant!, 'admin', typeof name === 'string' ? name : undefined);
-      const feed = await ctx.store.createFeed(
-        name as string,
-        retention === undefined ? {} : { retention: retention as RetentionPolicy },
-      );
+      const feed = await ctx.store.createFeed(name as string, {
+        ...(retention === undefined ? {} : { retention: retention as RetentionPolicy }),
+        ...(durability === undefined ? {} : { durability: durability as Durability }),
+      });
       return reply.code(201).send(await feed.info());
     },
   );

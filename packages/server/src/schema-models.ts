@@ -120,6 +120,14 @@ export const followerInfo = object({
   tail: nullable(object({ url: string, commits: integer, requests: integer })),
 });
 
+/** A replicated feed's slots (`FeedInfo.replication`): only for a feed created `durability: 'replicated'`. */
+export const replicationInfo = object({
+  lastSlot: integer,
+  slotsWritten: integer,
+  requests: integer,
+  stalled: nullable(string),
+});
+
 export const feedInfo = object(
   {
     name: string,
@@ -130,12 +138,14 @@ export const feedInfo = object(
     activeStream: nullable(string),
     lease: nullable(object({ epoch: integer, holder: string, expiresAt: integer })),
     epoch: integer,
+    durability: { type: 'string', enum: ['local', 'replicated'] },
     lowMark: integer,
     lowPosition: integer,
     retention: retentionInfo,
     horizon: integer,
     tiering: tieringInfo,
     follower: followerInfo,
+    replication: replicationInfo,
   },
   [
     'name',
@@ -146,6 +156,7 @@ export const feedInfo = object(
     'activeStream',
     'lease',
     'epoch',
+    'durability',
     'lowMark',
     'lowPosition',
     'retention',

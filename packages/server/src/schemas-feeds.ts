@@ -28,9 +28,20 @@ export const createFeed = routeSchema({
   tag: 'feeds',
   summary: 'create a feed',
   operation: 'admin',
-  body: jsonBody({ required: ['name'], properties: { name: feedName, retention: retentionBody } }),
+  body: jsonBody({
+    required: ['name'],
+    properties: {
+      name: feedName,
+      retention: retentionBody,
+      durability: {
+        type: 'string',
+        enum: ['local', 'replicated'],
+        description: 'replicated: acknowledged once also in object storage (the server needs --object-store)',
+      },
+    },
+  }),
   responses: { 201: json('the new feed', models.feedInfo) },
-  errors: ['INVALID_NAME', 'FEED_EXISTS', 'READ_ONLY'],
+  errors: ['INVALID_NAME', 'FEED_EXISTS', 'READ_ONLY', 'INVALID_ARGUMENT'],
 });
 
 export const listFeeds = routeSchema({

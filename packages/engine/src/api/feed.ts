@@ -13,7 +13,7 @@
  */
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo } from '@streamstack/protocol';
+import type { CommitRecords, FeedInfo, FollowerInfo, ReplicationInfo, TieringInfo } from '@streamstack/protocol';
 import type { MergeProgress, MergeResult } from '../coordinator/maintenance/history-merge.js';
 import type { RetentionInfo, TrimResult } from '../coordinator/maintenance/history-trim.js';
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/maintenance/key-compaction.js';
@@ -52,7 +52,7 @@ import {
 import { Stream } from './stream.js';
 import { Subscription, type SubscriptionInfo } from './subscription.js';
 
-export type { CommitRecords, FeedInfo, FollowerInfo, TieringInfo };
+export type { CommitRecords, FeedInfo, FollowerInfo, ReplicationInfo, TieringInfo };
 
 /** A read's options, their names and cursors checked (`what` names the call in errors). */
 function checkedReadOptions(options: ReadOptions, what: string): ReadOptions {
@@ -634,12 +634,14 @@ export class Feed {
       activeStream: this.writer.activeStream ?? null,
       lease: live ? { epoch: live.epoch, holder: live.holder, expiresAt: live.expiresAt } : null,
       epoch: this.writer.lease.epoch,
+      durability: this.writer.durability,
       lowMark: this.writer.lowMark,
       lowPosition: this.writer.published.commits.lowPosition,
       retention: this.writer.retentionKeeper().info(),
       horizon: this.writer.compaction().horizon,
       ...(this.writer.historyTiering ? { tiering: this.writer.historyTiering.status() } : {}),
       ...this.view.followerStatus(),
+      ...(this.writer.replication ? { replication: this.writer.replication.info } : {}),
     };
   }
 

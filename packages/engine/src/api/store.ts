@@ -18,7 +18,7 @@ import {
 import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator/opening/verify.js';
 import type { Subscriptions } from '../coordinator/reading/subscriptions.js';
 import { type CoordinationOptions, EtcdLeases } from '../coordinator/writing/etcd-leases.js';
-import { FeedWriter } from '../coordinator/writing/feed-writer.js';
+import { type Durability, FeedWriter } from '../coordinator/writing/feed-writer.js';
 import { StreamStackError } from '../errors.js';
 import { type KernelChoice, loadKernels } from '../kernels/index.js';
 import type { Kernels } from '../kernels/kernels.js';
@@ -188,7 +188,10 @@ export class Store {
 
   /** Opens feed `name`'s writer over its directory (read-only for a follower's view). */
   private openWriter(name: string, readOnly: boolean, subscriptions?: Subscriptions): Promise<FeedWriter> {
+    // A follower's copy names its durability too, but the follower never writes: it is left out.
+    const durability = this.followed ? undefined : this.directory.readMetadata(name).durability;
     return FeedWriter.open(this.directory.feedDirectory(name), {
+      ...(durability ? { durability } : {}),
       feed: name,
       kernels: this.kernels,
       clock: this.clock,
@@ -222,16 +225,38 @@ export class Store {
     if (this.closed) throw new StreamStackError('CLOSED', 'the store is closed');
   }
 
-  /** Creates a feed; `FEED_EXISTS` if one has the name, `INVALID_NAME` if the name is not allowed. */
-  async createFeed(name: string, options: { retention?: RetentionPolicy } = {}): Promise<Feed> {
+  /**
+   * Creates a feed; `FEED_EXISTS` if one has the name, `INVALID_NAME` if the name is not allowed.
+   * `durability: 'replicated'` (with `objectStore`) acknowledges each write only once it is also
+   * in object storage, as a slot object; the default, `local`, once the local fsync returns (see
+   * docs/cluster.md for what each costs and promises).
+   *
+   * @example
+   * await store.createFeed('payments', { durability: 'replicated' });
+   */
+  async createFeed(
+    name: string,
+    options: { retention?: RetentionPolicy; durability?: Durability } = {},
+  ): Promise<Feed> {
     this.assertOpen();
     validateFeedName(name);
     options = optionsOf(options, 'store.createFeed');
     // Checked before anything is created: a bad policy leaves no feed behind.
     const retention = options.retention === undefined ? undefined : validateRetentionPolicy(options.retention);
+    const durability = options.durability ?? 'local';
+    if (durability !== 'local' && durability !== 'replicated')
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        `durability is 'local' or 'replicated', not ${String(durability)}`,
+      );
+    if (durability === 'replicated' && !this.objectStore)
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        'a replicated feed keeps its slots in object storage: open the store with objectStore',
+      );
     this.refuseOnFollower();
     await this.deletions.get(name);
-    await this.directory.createFeed(name, this.clock(), feedTagFrom(this.newId()));
+    await this.directory.createFeed(name, this.clock(), feedTagFrom(this.newId()), durability);
     const feed = await this.feed(name);
     if (retention) await feed.setRetention(retention);
     return feed;

@@ -353,20 +353,21 @@ export class History implements SegmentRunSource {
    * fdatasync. `first` names the first run's position and commit, which base a new segment.
    * `placed` is true when the group went into the active segment, its bytes reserved before this
    * returned (the next group may be laid out behind it); false when it needs a new segment (of
-   * the next size up to `capacityMax`, see `SegmentSet.grownCapacity`).
+   * the next size up to `capacityMax`, see `SegmentSet.grownCapacity`). `bytes` is the group as
+   * written, for a feed that also stores it elsewhere (a replicated feed's slots).
    */
   commit(
     builder: FrameBuilder,
     first: { position: number; commit: number },
     capacityMax: number,
-  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
+  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }>; bytes: Uint8Array } {
     const bytes = builder.finish(this.kernels);
     const active = this.segments.activeWithRoom(bytes.length, capacityMax);
-    if (active) return { placed: true, durable: this.appendTo(active, bytes) };
+    if (active) return { placed: true, durable: this.appendTo(active, bytes), bytes };
     const durable = this.segments
       .roll(bytes.length, () => ({ base: first.position, baseCommit: first.commit }), capacityMax)
       .then((segment) => this.appendTo(segment, bytes));
-    return { placed: false, durable };
+    return { placed: false, durable, bytes };
   }
 
   private async appendTo(segment: SegmentFile, bytes: Uint8Array): Promise<{ segment: number; offset: number }> {

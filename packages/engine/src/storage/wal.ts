@@ -232,7 +232,7 @@ export class Wal {
   commit(
     builder: GroupBuilder,
     capacityMax: number,
-  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }> } {
+  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }>; bytes: Uint8Array } {
     const sequence = this.nextSequence++;
     builder.begin(FrameKind.WalMarker, true).varint(sequence).varint(builder.runFrameCount);
     builder.end();
@@ -242,7 +242,7 @@ export class Wal {
       offset: await this.segments.appendGroup(segment, bytes),
     });
     const active = this.segments.activeWithRoom(bytes.length, capacityMax);
-    if (active) return { placed: true, durable: append(active) };
+    if (active) return { placed: true, durable: append(active), bytes };
     const durable = this.segments
       .roll(
         bytes.length,
@@ -251,7 +251,7 @@ export class Wal {
         (base) => this.liveListGroup(base),
       )
       .then(append);
-    return { placed: false, durable };
+    return { placed: false, durable, bytes };
   }
 
   /** The bases of the segments live now. */

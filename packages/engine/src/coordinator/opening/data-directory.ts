@@ -28,6 +28,11 @@ export interface FeedMetadata {
    * carry 0 and are not checked).
    */
   readonly tag?: number;
+  /**
+   * `replicated` when every acknowledged write is also in object storage (slot objects, see
+   * `slot-replication.ts`); absent for local durability, the default. Chosen at creation.
+   */
+  readonly durability?: 'replicated';
 }
 
 /** The largest feed tag: it fills the segment header's u32. */
@@ -224,13 +229,15 @@ export class DataDirectory {
     }
     // Written once, in one exact form: any other bytes are damage, even ones that still parse.
     const tag = metadata?.tag;
-    const exact = `${JSON.stringify({ name: metadata?.name, createdAt: metadata?.createdAt, formatVersion: metadata?.formatVersion, ...(tag === undefined ? {} : { tag }) })}\n`;
+    const durability = metadata?.durability;
+    const exact = `${JSON.stringify({ name: metadata?.name, createdAt: metadata?.createdAt, formatVersion: metadata?.formatVersion, ...(tag === undefined ? {} : { tag }), ...(durability === undefined ? {} : { durability }) })}\n`;
     const tagSound = tag === undefined || (Number.isSafeInteger(tag) && tag >= 1 && tag <= feedTagMax);
     if (
       metadata?.name !== name ||
       !Number.isSafeInteger(metadata.createdAt) ||
       metadata.formatVersion !== 1 ||
       !tagSound ||
+      (durability !== undefined && durability !== 'replicated') ||
       text !== exact
     ) {
       throw new StreamStackError('CORRUPT', `${file} does not describe feed ${name}`, { details: { file, offset: 0 } });
@@ -239,7 +246,12 @@ export class DataDirectory {
   }
 
   /** Creates a feed's directory and its `feed.json`, durably; `FEED_EXISTS` if it is there. */
-  async createFeed(name: string, createdAt: number, tag: number): Promise<FeedMetadata> {
+  async createFeed(
+    name: string,
+    createdAt: number,
+    tag: number,
+    durability: 'local' | 'replicated' = 'local',
+  ): Promise<FeedMetadata> {
     if (this.readOnly) throw new StreamStackError('READ_ONLY', `${this.root} was opened read-only`);
     const directory = this.feedDirectory(name);
     const file = new FeedLayout(directory).config;
@@ -248,7 +260,13 @@ export class DataDirectory {
     }
     fs.mkdirSync(directory, { recursive: true });
     assert(Number.isSafeInteger(tag) && tag >= 1 && tag <= feedTagMax, 'a feed tag fits a segment header');
-    const metadata: FeedMetadata = { name, createdAt, formatVersion: 1, tag };
+    const metadata: FeedMetadata = {
+      name,
+      createdAt,
+      formatVersion: 1,
+      tag,
+      ...(durability === 'replicated' ? { durability } : {}),
+    };
     // Written to a temporary name, synced, then renamed: a crash leaves either no feed or a
     // whole one, never a feed.json half written.
     writeSmallFileSync(file, `${JSON.stringify(metadata)}\n`);

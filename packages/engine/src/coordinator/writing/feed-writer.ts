@@ -28,6 +28,8 @@ import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
 import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import type { Corruption, TornTail } from '../../storage/runs.js';
+import { feedObjectPrefix } from '../../storage/segment-descriptor.js';
+import { slotsObjectFolder } from '../../storage/slot-object.js';
 import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
 import { WalLocations } from '../../storage/wal-locations.js';
@@ -59,6 +61,7 @@ import { type LeaseGrant, LeaseKeeper } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import { layRun } from './run-layout.js';
+import { SlotReplication } from './slot-replication.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
 
 export interface WriterOptions {
@@ -92,7 +95,16 @@ export interface WriterOptions {
   readonly derivedWritable?: boolean;
   /** The store's writer leases in etcd, when it has a coordination store (see `etcd-leases.ts`). */
   readonly leases?: EtcdLeases;
+  /**
+   * `replicated`: every group is also stored as a slot object before it is acknowledged (see
+   * `slot-replication.ts`); needs `objectStore`. Default `local`: acknowledged once the local
+   * fsync returns.
+   */
+  readonly durability?: Durability;
 }
+
+/** Where a feed's acknowledged writes are durable: on the local disk, or also in object storage. */
+export type Durability = 'local' | 'replicated';
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
 export type RecordInput = Omit<RecordData, 'timestamp'> & { readonly timestamp?: number };
@@ -156,6 +168,13 @@ export class FeedWriter {
   keyCompaction: KeyCompaction | undefined;
   /** Uploads of sealed segments to object storage, when the store has one (see `history-tiering.ts`). */
   historyTiering: HistoryTiering | undefined;
+  /** A replicated feed's slots in object storage (undefined for a local-durability feed, or read-only). */
+  replication: SlotReplication | undefined;
+
+  /** What the feed's acknowledgements promise (see `WriterOptions.durability`). */
+  get durability(): Durability {
+    return this.options.durability ?? 'local';
+  }
   private readonly frameDataBytesMax: number;
 
   /** The tag and type index: sealed segments from their files, the active one in memory. */
@@ -263,6 +282,17 @@ export class FeedWriter {
     try {
       // A lease live in the local log is live only if etcd still has it.
       await lease.reconcile();
+      if (options.durability === 'replicated' && !readOnly) {
+        if (!options.objectStore)
+          throw new StreamStackError(
+            'INVALID_ARGUMENT',
+            `feed ${options.feed} is replicated: its writer needs the object store its slots are kept in (objectStore, --object-store)`,
+          );
+        const slots = options.objectStore.within(
+          `${feedObjectPrefix(options.feed, feedTagOf(directory))}${slotsObjectFolder}`,
+        );
+        writer.replication = await SlotReplication.open(kernels, slots, lease.epoch);
+      }
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(
         kernels,
@@ -464,6 +494,9 @@ export class FeedWriter {
     this.assertWritable();
     const grant = await this.lease.acquire(holder, ttlMs);
     await this.committer.inFlightSettled();
+    // A replicated feed's new writer fences the slots: a writer of an older epoch elsewhere that
+    // has not noticed its loss finds its next slot taken, and stops.
+    await this.replication?.fence(grant.epoch);
     return grant;
   }
 
@@ -850,9 +883,24 @@ export class FeedWriter {
 
   private writeGroup(lane: Lane, builder: GroupBuilder, group: WriterGroup): GroupWrite {
     group.earlier = [];
-    if (lane === 'wal') return this.wal.commit(builder, this.options.segmentBytes);
-    assert(group.first !== undefined, 'a history group holds a run');
-    return this.history.commit(builder, group.first, this.options.segmentBytes);
+    const replication = this.replication;
+    // The slot is taken before the local write: a fenced writer writes nothing more.
+    const slot = replication?.reserve();
+    let written: ReturnType<Wal['commit']>;
+    if (lane === 'wal') written = this.wal.commit(builder, this.options.segmentBytes);
+    else {
+      assert(group.first !== undefined, 'a history group holds a run');
+      written = this.history.commit(builder, group.first, this.options.segmentBytes);
+    }
+    if (!replication || slot === undefined) return written;
+    const epoch = this.lease.epoch;
+    return {
+      placed: written.placed,
+      durable: written.durable.then(async (location) => {
+        await replication.storeGroup(slot, epoch, lane, location, written.bytes);
+        return location;
+      }),
+    };
   }
 
   // ---- Reading history ---------------------------------------------------------------------
@@ -975,6 +1023,8 @@ export class FeedWriter {
       reason ?? new StreamStackError('CLOSED', `feed ${this.options.feed} is closed (its store was closed)`);
     this.committer.refuse(this.closedError);
     this.published.close(this.closedError);
+    // A slot waiting for object storage stops waiting: its group is not acknowledged.
+    this.replication?.close();
     await this.idle();
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();

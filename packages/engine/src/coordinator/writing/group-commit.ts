@@ -278,8 +278,9 @@ export class GroupCommitter<G> {
   }
 
   private fail(error: unknown): void {
+    // A fenced replicated feed says so: its slot was taken by a newer writer, not a disk failure.
     this.failure =
-      error instanceof StreamStackError && error.code === 'IO'
+      error instanceof StreamStackError && (error.code === 'IO' || error.code === 'FENCED')
         ? error
         : new StreamStackError(
             'IO',

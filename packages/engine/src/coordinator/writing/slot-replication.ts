@@ -1,0 +1,178 @@
+/**
+ * A replicated feed's slots (`durability: 'replicated'`): every group commit, once durable on the
+ * local disk, is also stored as one object at the next slot number, created with put-if-absent,
+ * and acknowledged only then. Slot numbers are taken in group order, so the slots of a writer
+ * are contiguous; each carries the epoch it was written under.
+ *
+ * Fencing needs no cooperation from the writer fenced: a new writer's first slot is a fence, put
+ * at the next free number. A writer that lost its lease without noticing (a paused process, a
+ * partitioned node) then finds its next slot taken — a 412 — and stops with `FENCED`: nothing it
+ * writes after that is acknowledged. A slot found taken is read back first: a put whose answer
+ * was lost on the way may have landed, and then the slot holds exactly our bytes.
+ *
+ * While object storage is unavailable, a slot is tried again with a growing backoff, and nothing
+ * after it is acknowledged; `info().stalled` says why. A local-durability feed never waits on
+ * object storage.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ReplicationInfo } from '@streamstack/protocol';
+import { StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import { slotPutRetryMsMax, slotPutRetryMsMin, slotsProbedMax } from '../../limits.js';
+import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import {
+  decodeSlot,
+  encodeSlot,
+  type SlotLane,
+  type SlotObject,
+  slotObjectName,
+  slotOfObjectName,
+} from '../../storage/slot-object.js';
+
+function fencedBy(slot: number, epoch: number, own: number): StreamStackError {
+  return new StreamStackError(
+    'FENCED',
+    `slot ${slot} was written under epoch ${epoch}${epoch > own ? `, above this writer's ${own}` : ''}: another writer holds the feed`,
+    { details: { slot, epoch } },
+  );
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && Buffer.compare(a, b) === 0;
+}
+
+export class SlotReplication {
+  private fenced: StreamStackError | undefined;
+  private stalledBy: string | undefined;
+  private written = 0;
+  private requests = 0;
+  /** Aborted by `close`: a slot waiting out a backoff gives up at once. */
+  private readonly closing = new AbortController();
+
+  private constructor(
+    private readonly kernels: Kernels,
+    private readonly slots: ObjectSegmentStore,
+    /** The next slot number to take. */
+    private next: number,
+  ) {}
+
+  /**
+   * Finds the newest slot (a listing, then a probe past it: a listing may lag a put) and takes
+   * the one after it. A newest slot written under an epoch above `epochFloor` (every epoch this
+   * node ever wrote under) means another writer took the feed over: every write is refused
+   * `FENCED`.
+   */
+  static async open(kernels: Kernels, slots: ObjectSegmentStore, epochFloor: number): Promise<SlotReplication> {
+    const names = await slots.list();
+    let last = 0;
+    for (const name of names) last = Math.max(last, slotOfObjectName(name) ?? 0);
+    const replication = new SlotReplication(kernels, slots, last + 1);
+    replication.requests += 1;
+    last = await replication.probe(last);
+    replication.next = last + 1;
+    if (last > 0) {
+      const newest = await replication.read(last);
+      if (newest.epoch > epochFloor) replication.fenced = fencedBy(last, newest.epoch, epochFloor);
+    }
+    return replication;
+  }
+
+  /** The newest slot at or past `known`, found by asking for each next one. */
+  private async probe(known: number): Promise<number> {
+    let last = known;
+    for (let probed = 0; probed < slotsProbedMax; probed++) {
+      this.requests++;
+      if ((await this.slots.size(slotObjectName(last + 1))) === undefined) return last;
+      last++;
+    }
+    throw new StreamStackError(
+      'UNAVAILABLE',
+      `more than ${slotsProbedMax} slots past the listing's newest: another writer is writing fast, or the listing is stale`,
+    );
+  }
+
+  private async read(slot: number): Promise<SlotObject> {
+    this.requests++;
+    const name = slotObjectName(slot);
+    const { bytes } = await this.slots.readStart(name, Number.POSITIVE_INFINITY);
+    return decodeSlot(this.kernels, bytes, this.slots.prefix + name);
+  }
+
+  /** Refuses with `FENCED` once a slot showed that another writer took the feed. */
+  assertNotFenced(): void {
+    if (this.fenced) throw this.fenced;
+  }
+
+  /** Takes the next slot number, for a group about to be written: called in group order. */
+  reserve(): number {
+    this.assertNotFenced();
+    return this.next++;
+  }
+
+  /**
+   * Stores the group `bytes` (lane `lane`, written at `segment`/`offset`) at slot `slot`, under
+   * `epoch`; resolves once object storage holds it. `FENCED` if the slot is another writer's.
+   */
+  storeGroup(
+    slot: number,
+    epoch: number,
+    lane: SlotLane,
+    location: { segment: number; offset: number },
+    bytes: Uint8Array,
+  ): Promise<void> {
+    return this.store({ kind: 'group', epoch, slot, lane, segment: location.segment, offset: location.offset, bytes });
+  }
+
+  /**
+   * Puts a fence under `epoch` at the next free slot (past any another writer took meanwhile):
+   * from then on, a writer of an older epoch cannot store a slot. Returns its number.
+   */
+  async fence(epoch: number): Promise<number> {
+    this.assertNotFenced();
+    // Slots another writer stored since this one last looked are skipped over, not fenced at.
+    this.next = (await this.probe(this.next - 1)) + 1;
+    const slot = this.next++;
+    await this.store({ kind: 'fence', epoch, slot });
+    return slot;
+  }
+
+  private async store(object: SlotObject): Promise<void> {
+    const name = slotObjectName(object.slot);
+    const encoded = encodeSlot(this.kernels, object);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.requests++;
+        if (await this.slots.putIfAbsent(name, encoded)) break;
+        // Taken: by our own earlier try whose answer was lost, or by another writer.
+        this.requests++;
+        const { bytes } = await this.slots.readStart(name, Number.POSITIVE_INFINITY);
+        if (sameBytes(bytes, encoded)) break;
+        const other = decodeSlot(this.kernels, bytes, this.slots.prefix + name);
+        this.fenced ??= fencedBy(object.slot, other.epoch, object.epoch);
+        throw this.fenced;
+      } catch (error) {
+        if (!(error instanceof StreamStackError && error.code === 'UNAVAILABLE') || this.closing.signal.aborted)
+          throw error;
+        this.stalledBy = `slot ${object.slot} waits for object storage: ${error.message}`;
+        const backoff = Math.min(slotPutRetryMsMax, slotPutRetryMsMin * 2 ** Math.min(attempt, 16));
+        await sleep(backoff, undefined, { signal: this.closing.signal }).catch(() => undefined);
+      }
+    }
+    this.stalledBy = undefined;
+    this.written++;
+  }
+
+  get info(): ReplicationInfo {
+    return {
+      lastSlot: this.next - 1,
+      slotsWritten: this.written,
+      requests: this.requests,
+      stalled: this.stalledBy ?? null,
+    };
+  }
+
+  /** Stops retrying: a slot still waiting fails (its group is not acknowledged). */
+  close(): void {
+    this.closing.abort();
+  }
+}

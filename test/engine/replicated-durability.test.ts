@@ -1,0 +1,185 @@
+/**
+ * `durability: 'replicated'` against a real S3-compatible server (versitygw): every acknowledged
+ * group is also a slot object, contiguous from 1, holding the group's bytes; a new writer's fence
+ * slot stops a writer that has not noticed its loss (a 412 on its next slot: `FENCED`, nothing
+ * acknowledged, no slot of its own); while object storage is down a replicated feed stops
+ * acknowledging and says why, then resumes, and a local feed beside it goes on.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
+import { type ObjectStoreOptions, StreamStackError } from '../../packages/engine/src/index.js';
+import { tsKernels } from '../../packages/engine/src/kernels/index.js';
+import { segmentFileName, segmentSuffix } from '../../packages/engine/src/storage/feed-layout.js';
+import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
+import { feedObjectPrefix } from '../../packages/engine/src/storage/segment-descriptor.js';
+import { decodeSlot, type SlotObject, slotOfObjectName } from '../../packages/engine/src/storage/slot-object.js';
+import { objectStoreSuite } from '../support/object-store.js';
+import { openStore, temporaryDirectory } from '../support/store.js';
+
+const objects = objectStoreSuite('replicated-durability');
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof StreamStackError) return error.code;
+    throw error;
+  }
+  return 'none';
+}
+
+/** Every slot object of feed `feed` (whose local directory is under `data`), decoded, in slot order. */
+async function slotsOf(settings: ObjectStoreOptions, data: string, feed: string): Promise<SlotObject[]> {
+  const config = JSON.parse(fs.readFileSync(path.join(data, 'feeds', feed, 'feed.json'), 'utf8')) as { tag: number };
+  const store = new ObjectSegmentStore(engineObjectSettings(settings));
+  try {
+    const folder = store.within(`${feedObjectPrefix(feed, config.tag)}slots/`);
+    const names = (await folder.list()).filter((name) => slotOfObjectName(name) !== undefined).sort();
+    const slots: SlotObject[] = [];
+    for (const name of names) {
+      const { bytes } = await folder.readStart(name, Number.POSITIVE_INFINITY);
+      slots.push(decodeSlot(tsKernels, bytes, name));
+    }
+    return slots;
+  } finally {
+    store.close();
+  }
+}
+
+describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
+  objects.start();
+
+  it('stores every acknowledged group as a slot, contiguous, holding its bytes; a grant puts a fence', async () => {
+    const data = temporaryDirectory();
+    const settings = objects.settings();
+    await using store = await openStore(data, { objectStore: settings });
+    const feed = await store.createFeed('payments', { durability: 'replicated' });
+    const config = JSON.parse(fs.readFileSync(path.join(data, 'feeds', 'payments', 'feed.json'), 'utf8'));
+    expect(config.durability).toBe('replicated');
+
+    const payloads = Array.from({ length: 40 }, (_, n) => `payment-${n}-${'p'.repeat(n)}`);
+    // Concurrent one-shot appends share groups: fewer slots than appends, each one group.
+    await Promise.all(payloads.slice(0, 20).map((payload) => feed.append([{ payload }])));
+    const grant = await feed.acquireLease({ holder: 'ingest-1' });
+    const stream = await feed.openStream({ token: grant.token });
+    for (const payload of payloads.slice(20)) await stream.append([{ payload }], { token: grant.token });
+    await stream.seal({ token: grant.token });
+
+    const slots = await slotsOf(settings, data, 'payments');
+    expect(slots.map((slot) => slot.slot)).toEqual(slots.map((_, index) => index + 1));
+    const info = (await feed.info()).replication;
+    expect(info).toMatchObject({ lastSlot: slots.length, slotsWritten: slots.length, stalled: null });
+    const fences = slots.filter((slot) => slot.kind === 'fence');
+    expect(fences).toEqual([{ kind: 'fence', epoch: grant.epoch, slot: expect.any(Number) }]);
+    // Every group of the history and the WAL went up: each payload is in a slot of its lane.
+    const text = (lane: string) =>
+      slots
+        .flatMap((slot) =>
+          slot.kind === 'group' && slot.lane === lane ? [Buffer.from(slot.bytes).toString('latin1')] : [],
+        )
+        .join('');
+    for (const payload of payloads.slice(0, 20)) expect(text('history')).toContain(payload);
+    for (const payload of payloads.slice(20)) {
+      expect(text('wal')).toContain(payload);
+      // The seal copied the stream's records into a history run, and that group went up too.
+      expect(text('history')).toContain(payload);
+    }
+    // A group's bytes are the bytes at its place in the local segment.
+    const group = slots.find((slot) => slot.kind === 'group' && slot.lane === 'history');
+    if (group?.kind !== 'group') throw new Error('no history group');
+    const local = fs.readFileSync(
+      path.join(data, 'feeds', 'payments', 'history', segmentFileName(group.segment, segmentSuffix.history)),
+    );
+    expect(Buffer.compare(local.subarray(group.offset, group.offset + group.bytes.length), group.bytes)).toBe(0);
+  });
+
+  it('a writer that has not noticed a new writer finds its next slot fenced: FENCED, nothing acknowledged', async () => {
+    const dataA = temporaryDirectory();
+    const settings = objects.settings();
+    const storeA = await openStore(dataA, { objectStore: settings });
+    const feedA = await storeA.createFeed('payments', { durability: 'replicated' });
+    await feedA.append([{ payload: 'a1' }]);
+    await feedA.append([{ payload: 'a2' }]);
+    const before = (await feedA.info()).commits;
+
+    // A standby restored from the writer's state takes the lease: its first slot is a fence.
+    const dataB = temporaryDirectory();
+    fs.cpSync(dataA, dataB, { recursive: true, filter: (source) => path.basename(source) !== 'LOCK' });
+    const storeB = await openStore(dataB, { objectStore: settings });
+    const feedB = await storeB.feed('payments');
+    const grant = await feedB.acquireLease({ holder: 'standby' });
+
+    // The old writer (no lease of its own, so nothing told it) tries to go on.
+    const refused = await feedA.append([{ payload: 'a3 from the zombie' }]).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(StreamStackError);
+    expect((refused as StreamStackError).code).toBe('FENCED');
+    expect((refused as StreamStackError).message).toContain(`epoch ${grant.epoch}`);
+    expect(await codeOf(feedA.append([{ payload: 'a4' }]))).toBe('FENCED');
+    expect((await feedA.info()).commits).toBe(before);
+
+    // No slot holds the zombie's write; the fence is the newest slot.
+    const slots = await slotsOf(settings, dataA, 'payments');
+    expect(slots.at(-1)).toMatchObject({ kind: 'fence', epoch: grant.epoch });
+    expect(
+      slots.some((slot) => slot.kind === 'group' && Buffer.from(slot.bytes).toString('latin1').includes('zombie')),
+    ).toBe(false);
+    await storeA.close();
+
+    // Opened again, the old writer sees the newer epoch in the slots and stays fenced.
+    const reopened = await openStore(dataA, { objectStore: settings });
+    expect(await codeOf((await reopened.feed('payments')).append([{ payload: 'a5' }]))).toBe('FENCED');
+    await reopened.close();
+
+    // The new writer writes on after its fence.
+    await feedB.append([{ payload: 'b1' }], { token: grant.token });
+    const after = await slotsOf(settings, dataB, 'payments');
+    expect(after.map((slot) => slot.slot)).toEqual(after.map((_, index) => index + 1));
+    expect(after.at(-1)).toMatchObject({ kind: 'group', epoch: grant.epoch });
+    await storeB.close();
+  });
+
+  it('object storage down: a replicated feed stops acknowledging and says why, then resumes; a local feed goes on', async () => {
+    const data = temporaryDirectory();
+    const settings = objects.settings();
+    await using store = await openStore(data, { objectStore: settings });
+    const replicated = await store.createFeed('payments', { durability: 'replicated' });
+    const local = await store.createFeed('clicks');
+    await replicated.append([{ payload: 'before' }]);
+
+    await objects.server().halt();
+    let acknowledged = false;
+    let pending: Promise<unknown> | undefined;
+    try {
+      pending = replicated.append([{ payload: 'during' }]).then((commit) => {
+        acknowledged = true;
+        return commit;
+      });
+      // The local feed acknowledges as ever.
+      await local.append([{ payload: 'click' }]);
+      const deadline = Date.now() + 15_000;
+      while ((await replicated.info()).replication?.stalled == null && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect((await replicated.info()).replication?.stalled).toMatch(/waits for object storage/);
+      expect(acknowledged).toBe(false);
+    } finally {
+      await objects.server().resume();
+    }
+    await pending;
+    expect(acknowledged).toBe(true);
+    expect((await replicated.info()).replication?.stalled).toBeNull();
+    const slots = await slotsOf(settings, data, 'payments');
+    expect(slots.map((slot) => slot.slot)).toEqual(slots.map((_, index) => index + 1));
+    expect(
+      Buffer.from(slots.map((slot) => (slot.kind === 'group' ? Buffer.from(slot.bytes) : '')).join('')).toString(),
+    ).toContain('during');
+  }, 60_000);
+
+  it('refuses a replicated feed without object storage, and a durability it does not know', async () => {
+    await using bare = await openStore(temporaryDirectory());
+    expect(await codeOf(bare.createFeed('payments', { durability: 'replicated' }))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(bare.createFeed('payments', { durability: 'quorum' as 'local' }))).toBe('INVALID_ARGUMENT');
+    expect(await bare.feedNames()).toEqual([]);
+  });
+});
