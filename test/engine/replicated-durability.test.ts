@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
 import { type ObjectStoreOptions, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
@@ -175,6 +175,79 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
       Buffer.from(slots.map((slot) => (slot.kind === 'group' ? Buffer.from(slot.bytes) : '')).join('')).toString(),
     ).toContain('during');
   }, 60_000);
+
+  it("retires slots once their history is in tiered segments, never an open stream's, never the newest", async () => {
+    const data = temporaryDirectory();
+    const settings = objects.settings();
+    const store = await openStore(data, { objectStore: settings });
+    const feed = await store.createFeed('payments', { durability: 'replicated' });
+    const batch = (n: number) => [{ payload: `payment ${n} ${'x'.repeat(400)}`, key: `k${n % 7}` }];
+    // A stream opened first and left open: its WAL groups must outlive every retirement.
+    const grant = await feed.acquireLease({ holder: 'ingest-1' });
+    const stream = await feed.openStream({ token: grant.token });
+    await stream.append([{ payload: 'held open' }], { token: grant.token });
+    for (let n = 0; n < 400; n++) await feed.append(batch(n), { token: grant.token });
+    await feed.tiered();
+    const before = await slotsOf(settings, data, 'payments');
+    // Stores after the upload look for slots to retire.
+    for (let n = 400; n < 480; n++) await feed.append(batch(n), { token: grant.token });
+    await vi.waitFor(async () => expect((await feed.info()).replication?.slotsRetired).toBeGreaterThan(0), {
+      timeout: 10_000,
+    });
+    const after = await slotsOf(settings, data, 'payments');
+    const info = (await feed.info()).replication!;
+    // A prefix went, contiguous from there to the newest.
+    expect(after.map((slot) => slot.slot)).toEqual(
+      Array.from({ length: after.length }, (_, index) => info.slotsRetired + 1 + index),
+    );
+    expect(after.at(-1)?.slot).toBe(info.lastSlot);
+    // The open stream's frames are still there, and so is every group of the segment being written.
+    const kept = new Set(after.map((slot) => slot.slot));
+    const walOfStream = before.filter(
+      (slot) =>
+        slot.kind === 'group' &&
+        slot.lane === 'wal' &&
+        Buffer.from(slot.bytes).toString('latin1').includes('held open'),
+    );
+    expect(walOfStream.length).toBeGreaterThan(0);
+    for (const slot of walOfStream) expect(kept.has(slot.slot)).toBe(true);
+    const active = Math.max(
+      ...before.flatMap((slot) => (slot.kind === 'group' && slot.lane === 'history' ? [slot.segment] : [])),
+    );
+    for (const slot of before)
+      if (slot.kind === 'group' && slot.lane === 'history' && slot.segment === active)
+        expect(kept.has(slot.slot)).toBe(true);
+
+    // Sealed, its records are in a history group: once that is uploaded, the stream's slots go too.
+    await stream.seal({ token: grant.token });
+    for (let n = 480; n < 900; n++) await feed.append(batch(n), { token: grant.token });
+    await feed.tiered();
+    for (let n = 900; n < 980; n++) await feed.append(batch(n), { token: grant.token });
+    await vi.waitFor(
+      async () => {
+        const oldest = (await slotsOf(settings, data, 'payments'))[0]!.slot;
+        for (const slot of walOfStream) expect(slot.slot).toBeLessThan(oldest);
+      },
+      { timeout: 10_000 },
+    );
+    await store.close();
+
+    // Slots found at open go once the history up to the head at open is uploaded.
+    const reopened = await openStore(data, { objectStore: settings });
+    const again = await reopened.feed('payments');
+    const found = await slotsOf(settings, data, 'payments');
+    for (let n = 980; n < 1400; n++) await again.append(batch(n), { token: grant.token });
+    await again.tiered();
+    for (let n = 1400; n < 1480; n++) await again.append(batch(n), { token: grant.token });
+    await vi.waitFor(
+      async () => {
+        const oldest = (await slotsOf(settings, data, 'payments'))[0]!.slot;
+        expect(oldest).toBeGreaterThan(found.at(-1)!.slot);
+      },
+      { timeout: 10_000 },
+    );
+    await reopened.close();
+  }, 120_000);
 
   it('refuses a replicated feed without object storage, and a durability it does not know', async () => {
     await using bare = await openStore(temporaryDirectory());

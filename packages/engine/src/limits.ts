@@ -834,6 +834,13 @@ export const slotPutRetryMsMax = 2_000;
  */
 export const slotsProbedMax = 1_000;
 
+/**
+ * A replicated feed looks for slots to retire after storing this many: often enough that the
+ * slots waiting in object storage stay about a segment's groups, rarely enough that the check
+ * (a walk of the tiering state) costs nothing next to the PUTs.
+ */
+export const slotsRetireEvery = 32;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
   objectSinglePutBytesMax,

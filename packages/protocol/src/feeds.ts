@@ -51,6 +51,8 @@ export interface ReplicationInfo {
   readonly requests: number;
   /** Why acknowledgements are waiting on object storage now, or null. */
   readonly stalled: string | null;
+  /** Slots deleted since the feed opened: their content is in tiered history, or no longer needed. */
+  readonly slotsRetired: number;
 }
 
 /**

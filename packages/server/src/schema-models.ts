@@ -126,6 +126,7 @@ export const replicationInfo = object({
   slotsWritten: integer,
   requests: integer,
   stalled: nullable(string),
+  slotsRetired: integer,
 });
 
 export const feedInfo = object(

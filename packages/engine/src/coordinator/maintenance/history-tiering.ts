@@ -136,6 +136,24 @@ export class HistoryTiering {
     this.schedule();
   }
 
+  /**
+   * The last position up to which the history is in object storage: every position from the
+   * feed's floor (`lowPosition`, below which it was trimmed) to it lies in a segment visible
+   * remotely. A replicated feed retires the slots of the groups up to it.
+   */
+  coveredThrough(lowPosition: number): number {
+    const visible = this.context.log
+      .stateOr(() => '')
+      .entries.filter(isVisibleRemotely)
+      .sort((a, b) => a.base - b.base);
+    let covered = lowPosition - 1;
+    for (const entry of visible) {
+      if (entry.base > covered + 1) break;
+      covered = Math.max(covered, entry.lastPosition);
+    }
+    return covered;
+  }
+
   /** What is tiered, what is waiting, and the last failure (cleared by a pass that succeeds). */
   status(): TieringInfo {
     const state = this.context.log.stateOr(() => '');

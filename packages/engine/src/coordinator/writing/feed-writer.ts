@@ -291,7 +291,17 @@ export class FeedWriter {
         const slots = options.objectStore.within(
           `${feedObjectPrefix(options.feed, feedTagOf(directory))}${slotsObjectFolder}`,
         );
-        writer.replication = await SlotReplication.open(kernels, slots, lease.epoch);
+        writer.replication = await SlotReplication.open(
+          kernels,
+          slots,
+          lease.epoch,
+          (position, stream) => writer.slotNeedsMet(position, stream),
+          {
+            position: writer.watermark.position,
+            stream: replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined).open
+              ?.id,
+          },
+        );
       }
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(
@@ -894,13 +904,30 @@ export class FeedWriter {
     }
     if (!replication || slot === undefined) return written;
     const epoch = this.lease.epoch;
+    // What the slot holds that is not elsewhere yet: a history group's runs, up to the last
+    // position staged; a WAL group's frames of the stream open now.
+    const needs =
+      lane === 'history'
+        ? { position: this.stagedNextPosition - 1, stream: undefined }
+        : { position: 0, stream: this.openStream?.id };
     return {
       placed: written.placed,
       durable: written.durable.then(async (location) => {
-        await replication.storeGroup(slot, epoch, lane, location, written.bytes);
+        await replication.storeGroup(slot, epoch, lane, location, written.bytes, needs);
         return location;
       }),
     };
+  }
+
+  /**
+   * Whether a replicated feed's slot may be retired: the history up to `position` is in object
+   * storage (every segment to there visible, or trimmed away), and `stream` is not open.
+   */
+  private slotNeedsMet(position: number, stream: string | undefined): boolean {
+    if (stream !== undefined && this.openStream?.id === stream) return false;
+    if (position === 0) return true;
+    const covered = this.historyTiering?.coveredThrough(this.history.commits.lowPosition) ?? 0;
+    return covered >= position;
   }
 
   // ---- Reading history ---------------------------------------------------------------------

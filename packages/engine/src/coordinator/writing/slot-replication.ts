@@ -13,12 +13,25 @@
  * While object storage is unavailable, a slot is tried again with a growing backoff, and nothing
  * after it is acknowledged; `info().stalled` says why. A local-durability feed never waits on
  * object storage.
+ *
+ * Slots are retired (deleted, oldest first) once what they hold is elsewhere: a history group
+ * once every position up to its last is in a segment visible in object storage, a WAL group
+ * once the stream it was written for is no longer open (its records are then in a sealed
+ * commit's history group, or were aborted), a fence at once. The newest slot is never retired,
+ * so slot numbers are never given out twice. Slots found at open are retired together, once the
+ * history up to the head at open is in object storage and the stream open then is closed.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReplicationInfo } from '@streamstack/protocol';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { slotPutRetryMsMax, slotPutRetryMsMin, slotsProbedMax } from '../../limits.js';
+import {
+  objectDeleteBatchKeys,
+  slotPutRetryMsMax,
+  slotPutRetryMsMin,
+  slotsProbedMax,
+  slotsRetireEvery,
+} from '../../limits.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import {
   decodeSlot,
@@ -41,6 +54,20 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && Buffer.compare(a, b) === 0;
 }
 
+/** What a slot still in object storage waits for before it may be retired. */
+interface HeldSlots {
+  /** The slots, `first` to `last`, that share the need. */
+  readonly first: number;
+  last: number;
+  /** The last position of history they hold (0: none). */
+  readonly position: number;
+  /** The stream whose frames they hold, while it is open. */
+  readonly stream: string | undefined;
+}
+
+/** Whether a slot's content is elsewhere: its history up to `position` is in object storage, and `stream` is not open. */
+export type SlotNeedsMet = (position: number, stream: string | undefined) => boolean;
+
 export class SlotReplication {
   private fenced: StreamStackError | undefined;
   private stalledBy: string | undefined;
@@ -49,11 +76,19 @@ export class SlotReplication {
   /** Aborted by `close`: a slot waiting out a backoff gives up at once. */
   private readonly closing = new AbortController();
 
+  /** Slots stored and not retired, oldest first (with those found at open as one entry). */
+  private readonly held: HeldSlots[] = [];
+  private retired = 0;
+  private sinceRetire = 0;
+  /** The retirement under way, if any: one at a time. */
+  private retiring: Promise<void> | undefined;
+
   private constructor(
     private readonly kernels: Kernels,
     private readonly slots: ObjectSegmentStore,
     /** The next slot number to take. */
     private next: number,
+    private readonly needsMet: SlotNeedsMet,
   ) {}
 
   /**
@@ -62,17 +97,31 @@ export class SlotReplication {
    * node ever wrote under) means another writer took the feed over: every write is refused
    * `FENCED`.
    */
-  static async open(kernels: Kernels, slots: ObjectSegmentStore, epochFloor: number): Promise<SlotReplication> {
+  static async open(
+    kernels: Kernels,
+    slots: ObjectSegmentStore,
+    epochFloor: number,
+    needsMet: SlotNeedsMet,
+    /** What the slots found now may hold: history up to the head, and the stream open now. */
+    atOpen: { position: number; stream: string | undefined },
+  ): Promise<SlotReplication> {
     const names = await slots.list();
+    let first = Number.POSITIVE_INFINITY;
     let last = 0;
-    for (const name of names) last = Math.max(last, slotOfObjectName(name) ?? 0);
-    const replication = new SlotReplication(kernels, slots, last + 1);
+    for (const name of names) {
+      const slot = slotOfObjectName(name);
+      if (slot === undefined) continue;
+      first = Math.min(first, slot);
+      last = Math.max(last, slot);
+    }
+    const replication = new SlotReplication(kernels, slots, last + 1, needsMet);
     replication.requests += 1;
     last = await replication.probe(last);
     replication.next = last + 1;
     if (last > 0) {
       const newest = await replication.read(last);
       if (newest.epoch > epochFloor) replication.fenced = fencedBy(last, newest.epoch, epochFloor);
+      replication.held.push({ first: Math.min(first, last), last, ...atOpen });
     }
     return replication;
   }
@@ -119,8 +168,18 @@ export class SlotReplication {
     lane: SlotLane,
     location: { segment: number; offset: number },
     bytes: Uint8Array,
+    needs: { position: number; stream: string | undefined },
   ): Promise<void> {
+    this.hold(slot, needs);
     return this.store({ kind: 'group', epoch, slot, lane, segment: location.segment, offset: location.offset, bytes });
+  }
+
+  /** Notes what slot `slot` waits for, in slot order (a slot is reserved before the one after it is). */
+  private hold(slot: number, needs: { position: number; stream: string | undefined }): void {
+    const newest = this.held.at(-1);
+    if (newest && newest.last === slot - 1 && newest.position === needs.position && newest.stream === needs.stream)
+      newest.last = slot;
+    else this.held.push({ first: slot, last: slot, ...needs });
   }
 
   /**
@@ -132,6 +191,7 @@ export class SlotReplication {
     // Slots another writer stored since this one last looked are skipped over, not fenced at.
     this.next = (await this.probe(this.next - 1)) + 1;
     const slot = this.next++;
+    this.hold(slot, { position: 0, stream: undefined });
     await this.store({ kind: 'fence', epoch, slot });
     return slot;
   }
@@ -160,6 +220,41 @@ export class SlotReplication {
     }
     this.stalledBy = undefined;
     this.written++;
+    if (++this.sinceRetire >= slotsRetireEvery) {
+      this.sinceRetire = 0;
+      void this.retire().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Deletes the oldest slots whose content is elsewhere, up to the first that is still needed
+   * (never the newest). A failure leaves them for the next try. Resolves once done.
+   */
+  retire(): Promise<void> {
+    this.retiring ??= this.retireNow().finally(() => {
+      this.retiring = undefined;
+    });
+    return this.retiring;
+  }
+
+  private async retireNow(): Promise<void> {
+    const newest = this.next - 1;
+    const names: string[] = [];
+    let through = 0;
+    for (const entry of this.held) {
+      if (!this.needsMet(entry.position, entry.stream)) break;
+      const last = Math.min(entry.last, newest - 1);
+      for (let slot = Math.max(entry.first, through + 1); slot <= last; slot++) names.push(slotObjectName(slot));
+      through = last;
+      if (last < entry.last) break;
+    }
+    if (names.length === 0) return;
+    this.requests += Math.ceil(names.length / objectDeleteBatchKeys);
+    await this.slots.deleteAll(names);
+    this.retired += names.length;
+    while (this.held.length > 0 && (this.held[0] as HeldSlots).last <= through) this.held.shift();
+    const oldest = this.held[0];
+    if (oldest && oldest.first <= through) this.held[0] = { ...oldest, first: through + 1 };
   }
 
   get info(): ReplicationInfo {
@@ -168,6 +263,7 @@ export class SlotReplication {
       slotsWritten: this.written,
       requests: this.requests,
       stalled: this.stalledBy ?? null,
+      slotsRetired: this.retired,
     };
   }
 
