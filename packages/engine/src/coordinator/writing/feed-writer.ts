@@ -28,8 +28,6 @@ import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
 import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import type { Corruption, TornTail } from '../../storage/runs.js';
-import { feedObjectPrefix } from '../../storage/segment-descriptor.js';
-import { slotsObjectFolder } from '../../storage/slot-object.js';
 import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
 import { WalLocations } from '../../storage/wal-locations.js';
@@ -61,7 +59,7 @@ import { type LeaseGrant, LeaseKeeper } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import { layRun } from './run-layout.js';
-import { SlotReplication } from './slot-replication.js';
+import { openReplication, type SlotReplication } from './slot-replication.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
 
 export interface WriterOptions {
@@ -283,25 +281,13 @@ export class FeedWriter {
       // A lease live in the local log is live only if etcd still has it.
       await lease.reconcile();
       if (options.durability === 'replicated' && !readOnly) {
-        if (!options.objectStore)
-          throw new StreamStackError(
-            'INVALID_ARGUMENT',
-            `feed ${options.feed} is replicated: its writer needs the object store its slots are kept in (objectStore, --object-store)`,
-          );
-        const slots = options.objectStore.within(
-          `${feedObjectPrefix(options.feed, feedTagOf(directory))}${slotsObjectFolder}`,
-        );
-        writer.replication = await SlotReplication.open(
-          kernels,
-          slots,
-          lease.epoch,
-          (position, stream) => writer.slotNeedsMet(position, stream),
-          {
-            position: writer.watermark.position,
-            stream: replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined).open
-              ?.id,
-          },
-        );
+        writer.replication = await openReplication(kernels, options, directory, {
+          epochFloor: lease.epoch,
+          needsMet: (position, stream) => writer.slotNeedsMet(position, stream),
+          position: writer.watermark.position,
+          stream: replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined).open
+            ?.id,
+        });
       }
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(

@@ -33,6 +33,7 @@ import {
   slotsRetireEvery,
 } from '../../limits.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import { feedObjectPrefix } from '../../storage/segment-descriptor.js';
 import {
   decodeSlot,
   encodeSlot,
@@ -40,7 +41,9 @@ import {
   type SlotObject,
   slotObjectName,
   slotOfObjectName,
+  slotsObjectFolder,
 } from '../../storage/slot-object.js';
+import { feedTagOf } from '../opening/data-directory.js';
 
 function fencedBy(slot: number, epoch: number, own: number): StreamStackError {
   return new StreamStackError(
@@ -271,4 +274,26 @@ export class SlotReplication {
   close(): void {
     this.closing.abort();
   }
+}
+
+/**
+ * The slots of replicated feed `options.feed` (whose directory is `directory`), opened: in its
+ * folder of the object store, after the newest slot there. `INVALID_ARGUMENT` without an object
+ * store: a replicated feed's writer cannot acknowledge anything without one.
+ */
+export function openReplication(
+  kernels: Kernels,
+  options: { readonly feed: string; readonly objectStore?: ObjectSegmentStore },
+  directory: string,
+  at: { epochFloor: number; needsMet: SlotNeedsMet; position: number; stream: string | undefined },
+): Promise<SlotReplication> {
+  if (!options.objectStore)
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `feed ${options.feed} is replicated: its writer needs the object store its slots are kept in (objectStore, --object-store)`,
+    );
+  const slots = options.objectStore.within(
+    `${feedObjectPrefix(options.feed, feedTagOf(directory))}${slotsObjectFolder}`,
+  );
+  return SlotReplication.open(kernels, slots, at.epochFloor, at.needsMet, { position: at.position, stream: at.stream });
 }
