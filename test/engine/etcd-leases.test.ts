@@ -7,7 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Store, StreamStackError } from '../../packages/engine/src/index.js';
+import { hashToken } from '../../packages/server/src/index.js';
 import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { call, startServer } from '../support/server.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
 const binary = etcdBinary();
@@ -260,6 +262,62 @@ describe.skipIf(binary === undefined)(
       const next = await feed.acquireLease({ holder: 'ingest-2', ttlMs: 5000 });
       expect(next.epoch).toBeGreaterThan(grant.epoch);
     }, 30_000);
+
+    it('lists the cluster: every node with its address, and who writes each leased feed; never a token', async () => {
+      const prefix = freshPrefix();
+      await using first = await node(prefix, 'node-a');
+      const second = await node(prefix, 'node-b');
+      await first.advertise('http://10.0.0.1:4437');
+      const orders = await (await first.createFeed('orders')).acquireLease({ holder: 'ingest-1' });
+      const invoices = await (await second.createFeed('invoices')).acquireLease({ holder: 'billing' });
+
+      const cluster = await second.cluster();
+      expect(cluster.node).toBe('node-b');
+      expect(
+        cluster.nodes.map(({ node, url }) => ({ node, url })).sort((a, b) => a.node.localeCompare(b.node)),
+      ).toEqual([
+        { node: 'node-a', url: 'http://10.0.0.1:4437' },
+        { node: 'node-b', url: null },
+      ]);
+      expect(cluster.feeds.sort((a, b) => a.feed.localeCompare(b.feed))).toEqual([
+        { feed: 'invoices', holder: 'billing', node: 'node-b', epoch: invoices.epoch },
+        { feed: 'orders', holder: 'ingest-1', node: 'node-a', epoch: orders.epoch },
+      ]);
+      expect(JSON.stringify(cluster)).not.toContain(orders.token);
+
+      // Over HTTP, a token sees the leases of the feeds it covers only.
+      const server = await startServer({
+        directory: temporaryDirectory(),
+        storeOptions: { coordination: { etcd: etcd.endpoint, prefix, node: 'node-c' } },
+        tokens: [
+          { name: 'reader', sha256: hashToken('reader-secret'), feeds: ['orders'], operations: ['read'] },
+          { name: 'ops', sha256: hashToken('ops-secret'), feeds: ['*'], operations: ['read'] },
+        ],
+      });
+      const scoped = await call(server.url, 'GET', '/v1/cluster', {
+        headers: { authorization: 'Bearer reader-secret' },
+      });
+      expect(scoped.status).toBe(200);
+      expect(scoped.json.feeds).toEqual([{ feed: 'orders', holder: 'ingest-1', node: 'node-a', epoch: orders.epoch }]);
+      const whole = await call(server.url, 'GET', '/v1/cluster', { headers: { authorization: 'Bearer ops-secret' } });
+      expect(whole.json.feeds).toHaveLength(2);
+      expect(whole.json.nodes.map((entry: { node: string }) => entry.node).sort()).toEqual([
+        'node-a',
+        'node-b',
+        'node-c',
+      ]);
+
+      // A node that closes leaves the list at once (its key's etcd lease is revoked).
+      await second.close();
+      expect((await first.cluster()).nodes.map(({ node }) => node).sort()).toEqual(['node-a', 'node-c']);
+    });
+
+    it('GET /v1/cluster on a server without --etcd is a typed refusal', async () => {
+      const server = await startServer();
+      const answer = await call(server.url, 'GET', '/v1/cluster');
+      expect(answer.status).toBe(400);
+      expect(answer.json.error.code).toBe('INVALID_ARGUMENT');
+    });
 
     it('bad coordination settings are refused before the directory is touched', async () => {
       const directory = temporaryDirectory();

@@ -13,6 +13,7 @@ interface ServeFlags {
   allowHost: string[];
   cors: string[];
   logLevel: string;
+  advertiseUrl?: string;
 }
 
 /** Collects a repeatable option's values. */
@@ -42,6 +43,10 @@ export function addServeCommand(program: Command): void {
       repeated,
       [],
     )
+    .option(
+      '--advertise-url <url>',
+      'with --etcd: the address other nodes and clients reach this server at, listed by GET /v1/cluster (default: the address it listens on)',
+    )
     .option('--log-level <level>', 'pino log level', 'info')
     .action(async (flags: ServeFlags) => {
       // Loaded here, not at the top: fastify and its plugins would add to every command's start.
@@ -60,7 +65,9 @@ export function addServeCommand(program: Command): void {
           corsOrigins: flags.cors,
           logger: { level: flags.logLevel },
         });
-        await server.listen({ host: flags.host, port: flags.port });
+        const address = await server.listen({ host: flags.host, port: flags.port });
+        // With --etcd, the other nodes list this one at the address its clients reach.
+        await store.advertise(flags.advertiseUrl ?? address);
       } catch (error) {
         await (server ? server.close() : store.close());
         throw error;

@@ -9,7 +9,13 @@
  * const feed = await store.createFeed('events');
  * await feed.append([{ payload: 'hello', type: 'greeting', tags: ['user:1'] }]);
  */
-import { type FeedInfo, type FeedVerification, type RetentionPolicy, StreamStackError } from '@streamstack/protocol';
+import {
+  type ClusterInfo,
+  type FeedInfo,
+  type FeedVerification,
+  type RetentionPolicy,
+  StreamStackError,
+} from '@streamstack/protocol';
 import { feedPath } from './paths.js';
 import { RemoteFeed } from './remote-feed.js';
 import { Transport, type TransportOptions } from './transport.js';
@@ -64,6 +70,12 @@ export class RemoteStore {
   async feedInfo(name: string): Promise<FeedInfo> {
     this.assertOpen();
     return this.transport.json('GET', feedPath(name));
+  }
+
+  /** The cluster the server is a node of (`store.cluster()` over HTTP): its nodes, and who writes each leased feed. */
+  async cluster(): Promise<ClusterInfo> {
+    this.assertOpen();
+    return this.transport.json('GET', '/v1/cluster');
   }
 
   async verify(name?: string): Promise<FeedVerification[]> {

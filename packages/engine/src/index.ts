@@ -6,6 +6,7 @@
  * const kernels = loadKernels(); // native when the module loads, else the TypeScript twins
  */
 
+export type { ClusterFeed, ClusterInfo, ClusterNode } from '@streamstack/protocol';
 export {
   appendRecordLine,
   byteLines,

@@ -801,6 +801,12 @@ export const atHandFetchesMax = 64;
 export const etcdRequestMsMax = 5_000;
 
 /**
+ * The TTL of a node's key in etcd, in seconds (kept alive three times a TTL): a node that died
+ * leaves the cluster's list within this long; one that merely paused for less stays in it.
+ */
+export const clusterNodeTtlSeconds = 10;
+
+/**
  * Tries of a lease acquisition whose transaction lost a race (another node changed the feed's
  * writer or epoch key between our read and our write) before it gives up with `LEASE_HELD`:
  * each loss means someone else made progress, so a few are enough.

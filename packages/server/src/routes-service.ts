@@ -1,6 +1,7 @@
 /**
  * The routes about the server itself rather than a feed: the OpenAPI document, the Prometheus
- * metrics (filtered to a token's feeds), and the health check an operator tries first.
+ * metrics (filtered to a token's feeds), the health check an operator tries first, and the
+ * cluster the server is a node of (filtered the same way).
  */
 import { createRequire } from 'node:module';
 import { type Store, storeFormatVersion } from '@streamstack/engine';
@@ -33,6 +34,19 @@ export function addServiceRoutes(
           ? text
           : filterMetricsText(text, (feed) => coversFeed(grant, feed), coversFeed(grant, undefined));
       return reply.type(metrics.registry.contentType).send(visible);
+    },
+  );
+  // Every node can answer for the whole cluster: the list comes from etcd, not from this node.
+  app.get(
+    '/v1/cluster',
+    { schema: serviceSchemas.cluster, config: { operation: 'read', scope: 'any' } },
+    async (request) => {
+      const cluster = await store.cluster();
+      const grant = request.grant;
+      // A token sees the leases of the feeds it covers, as the feed list shows it only those.
+      return grant === undefined
+        ? cluster
+        : { ...cluster, feeds: cluster.feeds.filter(({ feed }) => coversFeed(grant, feed)) };
     },
   );
   // What an operator checks first: that the server answers, which kernels it runs on (the native

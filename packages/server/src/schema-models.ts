@@ -268,6 +268,13 @@ export const verifyReport = {
   description: "a feed's verify report: what was checked and any damage found",
 };
 
+/** A cluster's nodes and its leased feeds' writers (`GET /v1/cluster`). */
+export const clusterInfo = object({
+  node: string,
+  nodes: { type: 'array', items: object({ node: string, url: nullable(string), startedAt: integer }) },
+  feeds: { type: 'array', items: object({ feed: string, holder: string, node: string, epoch: integer }) },
+});
+
 export const health = object({
   ok: { const: true },
   version: { type: 'string', description: "the server package's version" },

@@ -1,4 +1,4 @@
-/** Schemas of the routes outside /v1 that a monitor calls (server.ts): health and metrics. */
+/** Schemas of the routes about the server itself (server.ts): health, metrics, and the cluster it is a node of. */
 
 import { json, routeSchema } from './route-schemas.js';
 import * as models from './schema-models.js';
@@ -20,4 +20,15 @@ export const metrics = routeSchema({
   responses: {
     200: { description: 'the Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
   },
+});
+
+export const cluster = routeSchema({
+  id: 'cluster',
+  tag: 'service',
+  summary: 'the cluster this server is a node of',
+  description:
+    'Its nodes (each with the address it serves at) and who writes each leased feed, under which epoch, read from etcd now. With a token file, only the feeds the token covers. 400 INVALID_ARGUMENT when the server runs without --etcd.',
+  operation: 'read',
+  responses: { 200: json('the cluster', models.clusterInfo) },
+  errors: ['INVALID_ARGUMENT', 'UNAVAILABLE'],
 });

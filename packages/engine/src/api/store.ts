@@ -8,6 +8,7 @@
  */
 import crypto from 'node:crypto';
 import path from 'node:path';
+import type { ClusterInfo } from '@streamstack/protocol';
 import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
 import {
   DataDirectory,
@@ -419,6 +420,35 @@ export class Store {
     }
     reporter.finish();
     return results;
+  }
+
+  /**
+   * The cluster this store is a node of (a store opened with `coordination`): every node and the
+   * address it serves at, and who writes each leased feed, under which epoch, read from etcd now.
+   * `INVALID_ARGUMENT` for a store without a coordination store.
+   *
+   * @example
+   * const { nodes, feeds } = await store.cluster();
+   */
+  async cluster(): Promise<ClusterInfo> {
+    this.assertOpen();
+    if (!this.leases)
+      throw new StreamStackError('INVALID_ARGUMENT', 'this store is no node of a cluster: open it with coordination');
+    return this.leases.cluster();
+  }
+
+  /** True when the store keeps its leases in a coordination store (`coordination`). */
+  get clustered(): boolean {
+    return this.leases !== undefined;
+  }
+
+  /**
+   * Names the address this node's server answers at (`streamstack serve` calls it once it
+   * listens), for `cluster()` on every node. Nothing for a store without coordination.
+   */
+  async advertise(url: string): Promise<void> {
+    this.assertOpen();
+    await this.leases?.advertise(url);
   }
 
   /** Waits for queued writes, closes every feed and releases the lock. */

@@ -15,6 +15,9 @@
  * every writer key: a lease whose key is deleted or taken over is lost at once, and writes under
  * it are refused `FENCED` from then on.
  *
+ * Each store also registers its node (`nodes/<node>`: `{ node, url, startedAt }`, on an etcd lease
+ * it keeps alive), so that `cluster()` lists the nodes and the leases each holds.
+ *
  * Why this is safe without the watch: the local expiry of a grant is counted from before its
  * request was sent, and etcd counts its TTL from when the request arrived (and rounds it up to
  * whole seconds), so a node always stops writing under a lease before etcd lets another node
@@ -22,8 +25,9 @@
  */
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { ClusterInfo, ClusterNode } from '@streamstack/protocol';
 import { StreamStackError } from '../../errors.js';
-import { etcdTxnAttemptsMax, etcdWatchRetryMs } from '../../limits.js';
+import { clusterNodeTtlSeconds, etcdTxnAttemptsMax, etcdWatchRetryMs } from '../../limits.js';
 import { EtcdClient, type EtcdEvent } from '../../storage/etcd-client.js';
 
 /** Where a cluster keeps its writer leases: `Store.open(dir, { coordination })`. */
@@ -138,6 +142,11 @@ export class EtcdLeases {
   private readonly stopping = new AbortController();
   private revision = 0n;
   private watching: Promise<void> = Promise.resolve();
+  /** This node's key: its etcd lease (kept alive), and the server address it gives. */
+  private nodeLease: string | undefined;
+  private url: string | null = null;
+  private readonly startedAt = Date.now();
+  private keepAlive: NodeJS.Timeout | undefined;
 
   private constructor(
     readonly client: EtcdClient,
@@ -157,8 +166,61 @@ export class EtcdLeases {
       throw new StreamStackError('INVALID_ARGUMENT', 'coordination.node must be a name of 1 to 256 characters');
     const leases = new EtcdLeases(new EtcdClient(endpointsOf(options.etcd)), prefix, node);
     await leases.sync();
+    await leases.register();
     leases.watching = leases.follow();
+    leases.keepAlive = setInterval(
+      () => void leases.keepNode().catch(() => undefined),
+      (clusterNodeTtlSeconds * 1000) / 3,
+    );
+    leases.keepAlive.unref();
     return leases;
+  }
+
+  private get nodeKey(): string {
+    return `${this.prefix}nodes/${this.node}`;
+  }
+
+  /** Puts this node's key, on a new etcd lease when it has none. */
+  private async register(): Promise<void> {
+    this.nodeLease ??= (await this.client.leaseGrant(clusterNodeTtlSeconds)).id;
+    const record: ClusterNode = { node: this.node, url: this.url, startedAt: this.startedAt };
+    await this.client.txn([], [{ put: { key: this.nodeKey, value: JSON.stringify(record), lease: this.nodeLease } }]);
+  }
+
+  /** Keeps the node's key alive; puts it again if its etcd lease ended (etcd restarted empty, a long outage). */
+  private async keepNode(): Promise<void> {
+    if (this.nodeLease !== undefined && (await this.client.leaseKeepAlive(this.nodeLease)) > 0) return;
+    this.nodeLease = undefined;
+    await this.register();
+  }
+
+  /** Names the address this node's server answers at, for `cluster()` and redirects. */
+  async advertise(url: string): Promise<void> {
+    this.url = url;
+    await this.register();
+  }
+
+  /** The nodes and the feeds' writers, read from etcd now. */
+  async cluster(): Promise<ClusterInfo> {
+    const { kvs } = await this.client.getPrefix(this.prefix);
+    const nodes: ClusterNode[] = [];
+    const feeds: ClusterInfo['feeds'] = [];
+    for (const kv of kvs) {
+      const feed = this.feedOfKey(kv.key);
+      if (feed !== undefined) {
+        const record = parseRecord(kv.value);
+        if (record) feeds.push({ feed, holder: record.holder, node: record.node, epoch: record.epoch });
+      } else if (kv.key.startsWith(`${this.prefix}nodes/`)) {
+        try {
+          const record = JSON.parse(kv.value) as ClusterNode;
+          if (typeof record.node === 'string')
+            nodes.push({ node: record.node, url: record.url ?? null, startedAt: record.startedAt });
+        } catch {
+          // A node key this release cannot read is not listed.
+        }
+      }
+    }
+    return { node: this.node, nodes, feeds };
   }
 
   private get feedsPrefix(): string {
@@ -386,6 +448,9 @@ export class EtcdLeases {
   /** Stops the watch. Grants are not released: each ends with its TTL, as on a crash. */
   async close(): Promise<void> {
     this.stopping.abort();
+    clearInterval(this.keepAlive);
     await this.watching;
+    // The node leaves the cluster's list at once, rather than when its key's lease expires.
+    if (this.nodeLease !== undefined) await this.client.leaseRevoke(this.nodeLease).catch(() => undefined);
   }
 }
