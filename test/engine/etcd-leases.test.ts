@@ -263,6 +263,20 @@ describe.skipIf(binary === undefined)(
       expect(next.epoch).toBeGreaterThan(grant.epoch);
     }, 30_000);
 
+    it('after etcd restarts, the watch comes back: a grant lost then is still noticed at once', async () => {
+      const prefix = freshPrefix();
+      await using store = await node(prefix, 'node-a');
+      const feed = await store.createFeed('orders');
+      const grant = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 60_000 });
+      await etcd.halt();
+      await etcd.resume();
+      // The store's watch broke with the restart; its key survived (etcd keeps its data).
+      await feed.append([{ payload: 'after the restart' }], { token: grant.token });
+      await etcdDelete(etcd.endpoint, `${prefix}feeds/orders/writer`);
+      await eventually(async () => (await feed.info()).lease === null, 10_000);
+      expect(await codeOf(feed.append([{ payload: 'lost' }], { token: grant.token }))).toBe('FENCED');
+    }, 30_000);
+
     it('lists the cluster: every node with its address, and who writes each leased feed; never a token', async () => {
       const prefix = freshPrefix();
       await using first = await node(prefix, 'node-a');
