@@ -360,10 +360,19 @@ export class History implements SegmentRunSource {
     builder: FrameBuilder,
     first: { position: number; commit: number },
     capacityMax: number,
-  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }>; bytes: Uint8Array } {
+  ): {
+    placed: boolean;
+    durable: Promise<{ segment: number; offset: number }>;
+    bytes: Uint8Array;
+    /** Where a placed group lands, known before it is durable (its bytes are final then too). */
+    at?: { segment: number; offset: number };
+  } {
     const bytes = builder.finish(this.kernels);
     const active = this.segments.activeWithRoom(bytes.length, capacityMax);
-    if (active) return { placed: true, durable: this.appendTo(active, bytes), bytes };
+    if (active) {
+      const at = { segment: active.header.base, offset: active.writeOffset };
+      return { placed: true, durable: this.appendTo(active, bytes), bytes, at };
+    }
     const durable = this.segments
       .roll(bytes.length, () => ({ base: first.position, baseCommit: first.commit }), capacityMax)
       .then((segment) => this.appendTo(segment, bytes));

@@ -232,7 +232,13 @@ export class Wal {
   commit(
     builder: GroupBuilder,
     capacityMax: number,
-  ): { placed: boolean; durable: Promise<{ segment: number; offset: number }>; bytes: Uint8Array } {
+  ): {
+    placed: boolean;
+    durable: Promise<{ segment: number; offset: number }>;
+    bytes: Uint8Array;
+    /** Where a placed group lands, known before it is durable (its bytes are final then too). */
+    at?: { segment: number; offset: number };
+  } {
     const sequence = this.nextSequence++;
     builder.begin(FrameKind.WalMarker, true).varint(sequence).varint(builder.runFrameCount);
     builder.end();
@@ -242,7 +248,10 @@ export class Wal {
       offset: await this.segments.appendGroup(segment, bytes),
     });
     const active = this.segments.activeWithRoom(bytes.length, capacityMax);
-    if (active) return { placed: true, durable: append(active), bytes };
+    if (active) {
+      const at = { segment: active.header.base, offset: active.writeOffset };
+      return { placed: true, durable: append(active), bytes, at };
+    }
     const durable = this.segments
       .roll(
         bytes.length,

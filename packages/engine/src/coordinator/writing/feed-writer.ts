@@ -896,6 +896,22 @@ export class FeedWriter {
       lane === 'history'
         ? { position: this.stagedNextPosition - 1, stream: undefined }
         : { position: 0, stream: this.openStream?.id };
+    // A placed group's bytes and place are final already: its slot goes up while the local
+    // write is under way, so an acknowledgement waits for the slower of the two, not both.
+    const { at } = written;
+    if (at) {
+      const stored = replication.storeGroup(slot, epoch, lane, at, written.bytes, needs);
+      return {
+        placed: written.placed,
+        durable: Promise.all([written.durable, stored]).then(([location]) => {
+          assert(
+            location.segment === at.segment && location.offset === at.offset,
+            'a placed group lands where it was placed',
+          );
+          return location;
+        }),
+      };
+    }
     return {
       placed: written.placed,
       durable: written.durable.then(async (location) => {
