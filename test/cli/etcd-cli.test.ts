@@ -39,6 +39,15 @@ describe.skipIf(binary === undefined)(
       const { token, epoch } = granted.lines[0] as { token: string; epoch: number };
       expect(epoch).toBe(1);
 
+      // `cluster` reads etcd without joining: no node is up (each command left as it ended), the lease is held.
+      const cluster = cli(dataB, ['cluster'], '', nodeB);
+      expect(cluster.status).toBe(0);
+      expect(cluster.lines[0]).toMatchObject({
+        nodes: [],
+        feeds: [{ feed: 'orders', holder: 'ingest-1', node: 'node-a', epoch: 1 }],
+      });
+      expect(JSON.stringify(cluster.lines)).not.toContain(token);
+
       const refused = cli(dataB, ['lease', 'acquire', 'orders', '--holder', 'ingest-2'], '', nodeB);
       expect(refused.status).toBe(1);
       expect(refused.error).toMatchObject({
@@ -71,10 +80,13 @@ describe.skipIf(binary === undefined)(
       expect(cli(data, ['read', 'orders']).lines).toHaveLength(1);
     });
 
-    it('--etcd-prefix without --etcd is a usage error', () => {
+    it('--etcd-prefix without --etcd is a usage error, and so is cluster', () => {
       const result = cli(temporaryDirectory(), ['--etcd-prefix', '/x/', 'feed', 'list']);
       expect(result.status).toBe(2);
       expect(result.stderr).toContain('--etcd');
+      const cluster = cli(temporaryDirectory(), ['cluster']);
+      expect(cluster.status).toBe(2);
+      expect(cluster.stderr).toContain('--etcd');
     });
   },
 );

@@ -1,9 +1,10 @@
-/** `streamstack info` and `--version`: what is installed, and what it runs on. */
+/** `streamstack info` and `--version`: what is installed, and what it runs on; `cluster`: the cluster `--etcd` names. */
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { loadKernels, storeFormatVersion } from '@streamstack/engine';
-import type { Command } from 'commander';
+import { loadKernels, readClusterOf, storeFormatVersion } from '@streamstack/engine';
+import { type Command, CommanderError } from 'commander';
 import { emit } from './io.js';
+import { exitUsage } from './shared.js';
 
 /** The version of this package, from its package.json (shipped beside `dist`). */
 export const cliVersion: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
@@ -34,5 +35,29 @@ export function addInfoCommand(program: Command): void {
         storeFormat: storeFormatVersion,
         data: path.resolve(data),
       });
+    });
+}
+
+export function addClusterCommand(program: Command): void {
+  program
+    .command('cluster')
+    .description(
+      'the cluster --etcd names, read from etcd without joining it: its nodes (with their addresses) and who writes each leased feed, under which epoch',
+    )
+    .action(async () => {
+      const flags = program.opts<{ etcd?: string; etcdPrefix?: string; etcdNode?: string }>();
+      if (flags.etcd === undefined)
+        throw new CommanderError(
+          exitUsage,
+          'streamstack.usage',
+          'cluster reads etcd: give --etcd (or STREAMSTACK_ETCD)',
+        );
+      await emit(
+        await readClusterOf({
+          etcd: flags.etcd,
+          ...(flags.etcdPrefix === undefined ? {} : { prefix: flags.etcdPrefix }),
+          ...(flags.etcdNode === undefined ? {} : { node: flags.etcdNode }),
+        }),
+      );
     });
 }

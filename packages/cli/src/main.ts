@@ -9,7 +9,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { addAppendCommand } from './commands-append.js';
 import { addExportCommand } from './commands-export.js';
 import { addHistoryCommands } from './commands-history.js';
-import { addInfoCommand, cliVersion } from './commands-info.js';
+import { addClusterCommand, addInfoCommand, cliVersion } from './commands-info.js';
 import { addReadCommands } from './commands-read.js';
 import { addServeCommand } from './commands-serve.js';
 import { addTokenCommand } from './commands-token.js';
@@ -90,6 +90,7 @@ export function buildProgram(): Command {
   addServeCommand(program);
   addTokenCommand(program);
   addInfoCommand(program);
+  addClusterCommand(program);
   return program;
 }
 

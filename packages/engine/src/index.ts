@@ -48,6 +48,7 @@ export type { FeedDiskUse } from './coordinator/opening/disk-use.js';
 export { storeFormatVersion } from './coordinator/opening/store-marker.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/opening/verify.js';
 export type { CoordinationOptions, WriterRecord } from './coordinator/writing/etcd-leases.js';
+export { readClusterOf } from './coordinator/writing/etcd-leases.js';
 export type { Durability } from './coordinator/writing/feed-writer.js';
 export type {
   AppendCondition,

@@ -135,6 +135,55 @@ function heldError(record: WriterRecord | undefined, feed: string): StreamStackE
   );
 }
 
+/** Checks coordination options: etcd's URLs, the key prefix, this node's name. */
+function settingsOf(options: CoordinationOptions): { endpoints: string[]; prefix: string; node: string } {
+  if (typeof options !== 'object' || options === null)
+    throw new StreamStackError('INVALID_ARGUMENT', 'coordination is { etcd, prefix?, node? }');
+  const prefix = options.prefix ?? prefixDefault;
+  if (typeof prefix !== 'string' || !prefix.endsWith('/'))
+    throw new StreamStackError('INVALID_ARGUMENT', `coordination.prefix must end with "/", not ${String(prefix)}`);
+  const node = options.node ?? `${os.hostname()}:${process.pid}`;
+  if (typeof node !== 'string' || node.length === 0 || node.length > 256)
+    throw new StreamStackError('INVALID_ARGUMENT', 'coordination.node must be a name of 1 to 256 characters');
+  return { endpoints: endpointsOf(options.etcd), prefix, node };
+}
+
+/** The cluster under `prefix`, read from etcd now, as node `node` sees it. */
+async function readCluster(client: EtcdClient, prefix: string, node: string): Promise<ClusterInfo> {
+  const { kvs } = await client.getPrefix(prefix);
+  const nodes: ClusterNode[] = [];
+  const feeds: ClusterInfo['feeds'] = [];
+  const feedsPrefix = `${prefix}feeds/`;
+  for (const kv of kvs) {
+    if (kv.key.startsWith(feedsPrefix) && kv.key.endsWith('/writer')) {
+      const record = parseRecord(kv.value);
+      const feed = kv.key.slice(feedsPrefix.length, -'/writer'.length);
+      if (record) feeds.push({ feed, holder: record.holder, node: record.node, epoch: record.epoch });
+    } else if (kv.key.startsWith(`${prefix}nodes/`)) {
+      try {
+        const record = JSON.parse(kv.value) as ClusterNode;
+        if (typeof record.node === 'string')
+          nodes.push({ node: record.node, url: record.url ?? null, startedAt: record.startedAt });
+      } catch {
+        // A node key this release cannot read is not listed.
+      }
+    }
+  }
+  return { node, nodes, feeds };
+}
+
+/**
+ * The cluster that `options` names, read from etcd without joining it (no node key, no watch):
+ * what `streamstack cluster` prints.
+ *
+ * @example
+ * const { nodes, feeds } = await readClusterOf({ etcd: 'http://127.0.0.1:2379' });
+ */
+export function readClusterOf(options: CoordinationOptions): Promise<ClusterInfo> {
+  const { endpoints, prefix, node } = settingsOf(options);
+  return readCluster(new EtcdClient(endpoints), prefix, node);
+}
+
 export class EtcdLeases {
   /** Every feed's writer key, as the watch last reported it. */
   private readonly writers = new Map<string, WriterRecord>();
@@ -156,15 +205,8 @@ export class EtcdLeases {
 
   /** Checks `options`, reads every writer key (`UNAVAILABLE` if etcd does not answer) and starts the watch. */
   static async open(options: CoordinationOptions): Promise<EtcdLeases> {
-    if (typeof options !== 'object' || options === null)
-      throw new StreamStackError('INVALID_ARGUMENT', 'coordination is { etcd, prefix?, node? }');
-    const prefix = options.prefix ?? prefixDefault;
-    if (typeof prefix !== 'string' || !prefix.endsWith('/'))
-      throw new StreamStackError('INVALID_ARGUMENT', `coordination.prefix must end with "/", not ${String(prefix)}`);
-    const node = options.node ?? `${os.hostname()}:${process.pid}`;
-    if (typeof node !== 'string' || node.length === 0 || node.length > 256)
-      throw new StreamStackError('INVALID_ARGUMENT', 'coordination.node must be a name of 1 to 256 characters');
-    const leases = new EtcdLeases(new EtcdClient(endpointsOf(options.etcd)), prefix, node);
+    const { endpoints, prefix, node } = settingsOf(options);
+    const leases = new EtcdLeases(new EtcdClient(endpoints), prefix, node);
     await leases.sync();
     await leases.register();
     leases.watching = leases.follow();
@@ -201,26 +243,8 @@ export class EtcdLeases {
   }
 
   /** The nodes and the feeds' writers, read from etcd now. */
-  async cluster(): Promise<ClusterInfo> {
-    const { kvs } = await this.client.getPrefix(this.prefix);
-    const nodes: ClusterNode[] = [];
-    const feeds: ClusterInfo['feeds'] = [];
-    for (const kv of kvs) {
-      const feed = this.feedOfKey(kv.key);
-      if (feed !== undefined) {
-        const record = parseRecord(kv.value);
-        if (record) feeds.push({ feed, holder: record.holder, node: record.node, epoch: record.epoch });
-      } else if (kv.key.startsWith(`${this.prefix}nodes/`)) {
-        try {
-          const record = JSON.parse(kv.value) as ClusterNode;
-          if (typeof record.node === 'string')
-            nodes.push({ node: record.node, url: record.url ?? null, startedAt: record.startedAt });
-        } catch {
-          // A node key this release cannot read is not listed.
-        }
-      }
-    }
-    return { node: this.node, nodes, feeds };
+  cluster(): Promise<ClusterInfo> {
+    return readCluster(this.client, this.prefix, this.node);
   }
 
   private get feedsPrefix(): string {
