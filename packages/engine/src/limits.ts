@@ -349,6 +349,14 @@ export const commitPagesCachedMax = 512;
 export const groupsInFlightMax = 2;
 
 /**
+ * Group commits of one lane in flight at once in a replicated feed: each waits mostly on its
+ * slot's PUT (milliseconds on a server nearby, hundreds on S3), not on the disk, so more of them
+ * overlap those round trips; the local writes behind them still finish in order, each group
+ * naming the durable end it was written after, so a power loss tears only unacknowledged groups.
+ */
+export const replicatedGroupsInFlightMax = 8;
+
+/**
  * Rows in one batch of a columnar read at most. A commit of more records is read as several
  * batches: a batch's columns (about 70 bytes a row) then stay within the CPU's L2 cache while
  * they are decoded and consumed, where one set of columns per 100,000-record commit did not.

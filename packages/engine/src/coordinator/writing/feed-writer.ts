@@ -14,7 +14,7 @@
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { frameHeaderBytes } from '../../limits.js';
+import { frameHeaderBytes, groupsInFlightMax, replicatedGroupsInFlightMax } from '../../limits.js';
 import type { FeedIndex, IndexRebuild } from '../../query/indexes/feed-index.js';
 import type { KeyIndex } from '../../query/indexes/key-index.js';
 import type { Query } from '../../query/reading/planner.js';
@@ -217,6 +217,9 @@ export class FeedWriter {
       (lane, builder, group) => this.writeGroup(lane, builder as GroupBuilder, group),
       () => undefined,
       (earlier) => ({ ...newStagedGroup(), newTypes: new Set<string>(), payloads: new GroupPayloads(), earlier }),
+      // A replicated group waits mostly on its slot's PUT, not the disk: more of them in flight
+      // overlap those round trips.
+      options.durability === 'replicated' ? replicatedGroupsInFlightMax : groupsInFlightMax,
     );
     this.retention = new WalRetention(wal, (bases) =>
       this.committer.submit('wal', (builder) => {

@@ -117,6 +117,8 @@ export class GroupCommitter<G> {
     /** Told once, when a write fails and the feed stops acknowledging. */
     private readonly onFatal: (error: StreamStackError) => void,
     private readonly newGroup: (inFlight: readonly EarlierGroup<G>[]) => G,
+    /** Groups of one lane in flight at once (`groupsInFlightMax`; more for a replicated feed). */
+    private readonly inFlightMax = groupsInFlightMax,
   ) {}
 
   /** The fatal error, once a write has failed. */
@@ -180,7 +182,7 @@ export class GroupCommitter<G> {
     while (this.queue.length > 0) {
       const lane = this.queue[0].lane;
       const last = this.inFlight[this.inFlight.length - 1];
-      if (last && (last.lane !== lane || !last.placed || this.inFlight.length >= groupsInFlightMax)) {
+      if (last && (last.lane !== lane || !last.placed || this.inFlight.length >= this.inFlightMax)) {
         // Lanes are different logs, and a request may depend on the other lane's effects once
         // they are published (a seal reads the appends before it back from the WAL).
         await this.inFlight[0].settled;
