@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Store, StreamStackError } from '../../packages/engine/src/index.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { outcomeCode } from '../support/failure.js';
 import { call, startServer } from '../support/server.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
@@ -43,16 +44,6 @@ async function etcdDelete(endpoint: string, key: string): Promise<void> {
   expect(response.ok).toBe(true);
 }
 
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof StreamStackError) return error.code;
-    throw error;
-  }
-  return 'none';
-}
-
 /** Waits until `check` holds, up to `timeoutMs`. */
 async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -81,12 +72,25 @@ describe.skipIf(binary === undefined)(
       return openStore(temporaryDirectory(), { coordination: { etcd: etcd.endpoint, prefix, node: name } });
     }
 
-    it('a grant writes the writer key and raises the epoch; another node is refused while it lives', async () => {
+    /** Two nodes of a cluster of their own, each with a feed `orders`; closed when the test's `using` ends. */
+    async function twoNodes() {
       const prefix = freshPrefix();
-      await using first = await node(prefix, 'node-a');
-      await using second = await node(prefix, 'node-b');
-      const feedA = await first.createFeed('orders');
-      const feedB = await second.createFeed('orders');
+      const stores = [await node(prefix, 'node-a'), await node(prefix, 'node-b')] as const;
+      const feedA = await stores[0].createFeed('orders');
+      const feedB = await stores[1].createFeed('orders');
+      return {
+        prefix,
+        feedA,
+        feedB,
+        async [Symbol.asyncDispose]() {
+          for (const store of stores) await store.close();
+        },
+      };
+    }
+
+    it('a grant writes the writer key and raises the epoch; another node is refused while it lives', async () => {
+      await using nodes = await twoNodes();
+      const { prefix, feedA, feedB } = nodes;
 
       const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 2000 });
       expect(grant.epoch).toBe(1);
@@ -101,7 +105,7 @@ describe.skipIf(binary === undefined)(
       // The refusal changed nothing in etcd.
       expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/epoch`)).toBe('1');
       // A one-shot append without a token on the other node is refused too, once its watch saw the key.
-      await eventually(async () => (await codeOf(feedB.append([{ payload: 'x' }]))) === 'LEASE_HELD');
+      await eventually(async () => (await outcomeCode(feedB.append([{ payload: 'x' }]))) === 'LEASE_HELD');
 
       // The holder writes under its token; a release frees the feed for the other node at once.
       await feedA.append([{ payload: 'a1' }], { token: grant.token });
@@ -112,20 +116,17 @@ describe.skipIf(binary === undefined)(
     });
 
     it('a grant that expires in etcd frees the feed for another node, under a higher epoch', async () => {
-      const prefix = freshPrefix();
-      await using first = await node(prefix, 'node-a');
-      await using second = await node(prefix, 'node-b');
-      const feedA = await first.createFeed('orders');
-      const feedB = await second.createFeed('orders');
+      await using nodes = await twoNodes();
+      const { feedA, feedB } = nodes;
       const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 1000 });
       // Not renewed: the local lease ends at 1 s, etcd's key at its TTL (a second, or etcd's minimum).
       const started = Date.now();
       await eventually(
-        async () => (await codeOf(feedB.acquireLease({ holder: 'ingest-2', ttlMs: 5000 }))) === 'none',
+        async () => (await outcomeCode(feedB.acquireLease({ holder: 'ingest-2', ttlMs: 5000 }))) === 'none',
         10_000,
       );
       expect(Date.now() - started).toBeGreaterThanOrEqual(900);
-      expect(await codeOf(feedA.append([{ payload: 'late' }], { token: grant.token }))).toBe('FENCED');
+      expect(await outcomeCode(feedA.append([{ payload: 'late' }], { token: grant.token }))).toBe('FENCED');
     });
 
     it('a grant lost in etcd stops writes at once, and a renewal says so', async () => {
@@ -140,9 +141,9 @@ describe.skipIf(binary === undefined)(
       // and writes are refused from then on although the local lease still has a minute to run.
       await etcdDelete(etcd.endpoint, `${prefix}feeds/orders/writer`);
       await eventually(async () => (await feed.info()).lease === null);
-      expect(await codeOf(stream.append([{ payload: 'two' }], { token: grant.token }))).toBe('FENCED');
-      expect(await codeOf(feed.append([{ payload: 'three' }], { token: grant.token }))).toBe('FENCED');
-      expect(await codeOf(feed.renewLease({ token: grant.token, ttlMs: 60_000 }))).toBe('FENCED');
+      expect(await outcomeCode(stream.append([{ payload: 'two' }], { token: grant.token }))).toBe('FENCED');
+      expect(await outcomeCode(feed.append([{ payload: 'three' }], { token: grant.token }))).toBe('FENCED');
+      expect(await outcomeCode(feed.renewLease({ token: grant.token, ttlMs: 60_000 }))).toBe('FENCED');
       // Nothing after the loss was acknowledged: the stream holds the one record written before it.
       expect(await stream.info()).toMatchObject({ state: 'open', records: 1 });
 
@@ -152,18 +153,15 @@ describe.skipIf(binary === undefined)(
     });
 
     it('renewals keep the grant alive in etcd past its TTL, with the same and with another TTL', async () => {
-      const prefix = freshPrefix();
-      await using first = await node(prefix, 'node-a');
-      await using second = await node(prefix, 'node-b');
-      const feedA = await first.createFeed('orders');
-      const feedB = await second.createFeed('orders');
+      await using nodes = await twoNodes();
+      const { feedA, feedB } = nodes;
       const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 1000 });
       for (let round = 0; round < 6; round++) {
         await new Promise((resolve) => setTimeout(resolve, 400));
         // Alternate between the grant's own TTL (a keep-alive) and a longer one (a new etcd lease).
         await feedA.renewLease({ token: grant.token, ttlMs: round % 2 === 0 ? 1000 : 2000 });
       }
-      expect(await codeOf(feedB.acquireLease({ holder: 'ingest-2' }))).toBe('LEASE_HELD');
+      expect(await outcomeCode(feedB.acquireLease({ holder: 'ingest-2' }))).toBe('LEASE_HELD');
       await feedA.append([{ payload: 'still mine' }], { token: grant.token });
     });
 
@@ -208,16 +206,15 @@ describe.skipIf(binary === undefined)(
       await etcdDelete(etcd.endpoint, `${prefix}feeds/orders/writer`);
       store = await openStore(directory, options);
       feed = await store.feed('orders');
-      expect(await codeOf(feed.append([{ payload: 'stale' }], { token: kept.token }))).toBe('FENCED');
+      expect(await outcomeCode(feed.append([{ payload: 'stale' }], { token: kept.token }))).toBe('FENCED');
       expect((await feed.info()).lease).toBeNull();
       await store.close();
     });
 
     it('two nodes racing for one lease 100 times: exactly one writer per epoch, epochs never repeat', async () => {
-      const prefix = freshPrefix();
-      await using first = await node(prefix, 'node-a');
-      await using second = await node(prefix, 'node-b');
-      const feeds = [await first.createFeed('orders'), await second.createFeed('orders')];
+      await using nodes = await twoNodes();
+      const { prefix } = nodes;
+      const feeds = [nodes.feedA, nodes.feedB];
       const epochs: number[] = [];
       for (let round = 0; round < 100; round++) {
         const outcomes = await Promise.allSettled(
@@ -248,12 +245,12 @@ describe.skipIf(binary === undefined)(
       const grant = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 1500 });
       await etcd.halt();
       try {
-        expect(await codeOf(feed.renewLease({ token: grant.token, ttlMs: 1500 }))).toBe('UNAVAILABLE');
+        expect(await outcomeCode(feed.renewLease({ token: grant.token, ttlMs: 1500 }))).toBe('UNAVAILABLE');
         // The grant made before the outage still writes until its local expiry, then never again.
         await feed.append([{ payload: 'during' }], { token: grant.token });
         await new Promise((resolve) => setTimeout(resolve, 1600));
-        expect(await codeOf(feed.append([{ payload: 'late' }], { token: grant.token }))).toBe('LEASE_EXPIRED');
-        expect(await codeOf(feed.acquireLease({ holder: 'ingest-2' }))).toBe('UNAVAILABLE');
+        expect(await outcomeCode(feed.append([{ payload: 'late' }], { token: grant.token }))).toBe('LEASE_EXPIRED');
+        expect(await outcomeCode(feed.acquireLease({ holder: 'ingest-2' }))).toBe('UNAVAILABLE');
         expect((await feed.info()).lease).toBeNull();
       } finally {
         await etcd.resume();
@@ -274,7 +271,7 @@ describe.skipIf(binary === undefined)(
       await feed.append([{ payload: 'after the restart' }], { token: grant.token });
       await etcdDelete(etcd.endpoint, `${prefix}feeds/orders/writer`);
       await eventually(async () => (await feed.info()).lease === null, 10_000);
-      expect(await codeOf(feed.append([{ payload: 'lost' }], { token: grant.token }))).toBe('FENCED');
+      expect(await outcomeCode(feed.append([{ payload: 'lost' }], { token: grant.token }))).toBe('FENCED');
     }, 30_000);
 
     it('lists the cluster: every node with its address, and who writes each leased feed; never a token', async () => {
@@ -342,14 +339,14 @@ describe.skipIf(binary === undefined)(
         { etcd: etcd.endpoint, prefix: 'no-slash' },
         { etcd: etcd.endpoint, node: '' },
       ]) {
-        expect(await codeOf(openStore(directory, { coordination }))).toBe('INVALID_ARGUMENT');
+        expect(await outcomeCode(openStore(directory, { coordination }))).toBe('INVALID_ARGUMENT');
       }
-      expect(await codeOf(openStore(directory, { coordination: { etcd: etcd.endpoint }, readOnly: true }))).toBe(
+      expect(await outcomeCode(openStore(directory, { coordination: { etcd: etcd.endpoint }, readOnly: true }))).toBe(
         'INVALID_ARGUMENT',
       );
       const { freePort } = await import('../support/versitygw.mjs');
       const unreachable = `http://127.0.0.1:${await freePort()}`;
-      expect(await codeOf(openStore(directory, { coordination: { etcd: unreachable } }))).toBe('UNAVAILABLE');
+      expect(await outcomeCode(openStore(directory, { coordination: { etcd: unreachable } }))).toBe('UNAVAILABLE');
       const fs = await import('node:fs');
       expect(fs.readdirSync(directory)).toEqual([]);
     }, 30_000);

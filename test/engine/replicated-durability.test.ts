@@ -15,20 +15,11 @@ import { segmentFileName, segmentSuffix } from '../../packages/engine/src/storag
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { feedObjectPrefix } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { decodeSlot, type SlotObject, slotOfObjectName } from '../../packages/engine/src/storage/slot-object.js';
+import { outcomeCode } from '../support/failure.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
 const objects = objectStoreSuite('replicated-durability');
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof StreamStackError) return error.code;
-    throw error;
-  }
-  return 'none';
-}
 
 /** Every slot object of feed `feed` (whose local directory is under `data`), decoded, in slot order. */
 async function slotsOf(settings: ObjectStoreOptions, data: string, feed: string): Promise<SlotObject[]> {
@@ -116,7 +107,7 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
     expect(refused).toBeInstanceOf(StreamStackError);
     expect((refused as StreamStackError).code).toBe('FENCED');
     expect((refused as StreamStackError).message).toContain(`epoch ${grant.epoch}`);
-    expect(await codeOf(feedA.append([{ payload: 'a4' }]))).toBe('FENCED');
+    expect(await outcomeCode(feedA.append([{ payload: 'a4' }]))).toBe('FENCED');
     expect((await feedA.info()).commits).toBe(before);
 
     // No slot holds the zombie's write; the fence is the newest slot.
@@ -129,7 +120,7 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
 
     // Opened again, the old writer sees the newer epoch in the slots and stays fenced.
     const reopened = await openStore(dataA, { objectStore: settings });
-    expect(await codeOf((await reopened.feed('payments')).append([{ payload: 'a5' }]))).toBe('FENCED');
+    expect(await outcomeCode((await reopened.feed('payments')).append([{ payload: 'a5' }]))).toBe('FENCED');
     await reopened.close();
 
     // The new writer writes on after its fence.
@@ -251,8 +242,10 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
 
   it('refuses a replicated feed without object storage, and a durability it does not know', async () => {
     await using bare = await openStore(temporaryDirectory());
-    expect(await codeOf(bare.createFeed('payments', { durability: 'replicated' }))).toBe('INVALID_ARGUMENT');
-    expect(await codeOf(bare.createFeed('payments', { durability: 'quorum' as 'local' }))).toBe('INVALID_ARGUMENT');
+    expect(await outcomeCode(bare.createFeed('payments', { durability: 'replicated' }))).toBe('INVALID_ARGUMENT');
+    expect(await outcomeCode(bare.createFeed('payments', { durability: 'quorum' as 'local' }))).toBe(
+      'INVALID_ARGUMENT',
+    );
     expect(await bare.feedNames()).toEqual([]);
   });
 });

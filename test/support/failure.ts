@@ -16,3 +16,17 @@ export async function failure(run: () => unknown): Promise<StreamStackError> {
   }
   throw new Error('expected a failure');
 }
+
+/**
+ * The code a promise fails with, or `'none'` when it succeeds: for tests that poll until a call
+ * starts failing, or that list outcomes. A failure other than a `StreamStackError` is thrown.
+ */
+export async function outcomeCode(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof StreamStackError) return error.code;
+    throw error;
+  }
+  return 'none';
+}
