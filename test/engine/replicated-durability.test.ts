@@ -120,7 +120,10 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
 
     // Opened again, the old writer sees the newer epoch in the slots and stays fenced.
     const reopened = await openStore(dataA, { objectStore: settings });
-    expect(await outcomeCode((await reopened.feed('payments')).append([{ payload: 'a5' }]))).toBe('FENCED');
+    const reopenedFeed = await reopened.feed('payments');
+    expect(await outcomeCode(reopenedFeed.append([{ payload: 'a5' }]))).toBe('FENCED');
+    // The epoch found in the slots is its floor now: no grant of its own could reuse it.
+    expect((await reopenedFeed.info()).epoch).toBe(grant.epoch);
     await reopened.close();
 
     // The new writer writes on after its fence.

@@ -291,6 +291,8 @@ export class FeedWriter {
           stream: replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined).open
             ?.id,
         });
+        // An epoch found in the slots is one no grant here may reuse, whatever the logs and etcd say.
+        lease.raiseFloor(writer.replication.newestEpoch);
       }
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(

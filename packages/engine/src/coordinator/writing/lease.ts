@@ -70,7 +70,7 @@ export class LeaseKeeper {
      * The highest epoch any write in the logs was made under: the epoch never goes below it,
      * so fencing holds even when the lease log was lost.
      */
-    private readonly epochFloor = 0,
+    private epochFloor = 0,
     /**
      * The feed's lease in a coordination store (etcd), when the store has one: grants are then
      * made there first, and a grant lost there is dead here at once.
@@ -87,6 +87,14 @@ export class LeaseKeeper {
   async reconcile(): Promise<void> {
     const live = this.live();
     if (this.remote && live) await this.remote.adopt(live.token);
+  }
+
+  /**
+   * Raises the floor to `epoch`, an epoch found in storage (a replicated feed's newest slot): no
+   * grant here goes back to it or below, even with the lease log and etcd both lost.
+   */
+  raiseFloor(epoch: number): void {
+    this.epochFloor = Math.max(this.epochFloor, epoch);
   }
 
   /** The highest epoch ever granted or written under (0 before the first grant). */

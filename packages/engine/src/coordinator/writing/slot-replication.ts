@@ -82,6 +82,8 @@ export class SlotReplication {
   /** Slots stored and not retired, oldest first (with those found at open as one entry). */
   private readonly held: HeldSlots[] = [];
   private retired = 0;
+  /** The epoch of the newest slot found at open (0: none): the lease's epochs stay above it. */
+  newestEpoch = 0;
   private sinceRetire = 0;
   /** The retirement under way, if any: one at a time. */
   private retiring: Promise<void> | undefined;
@@ -123,6 +125,7 @@ export class SlotReplication {
     replication.next = last + 1;
     if (last > 0) {
       const newest = await replication.read(last);
+      replication.newestEpoch = newest.epoch;
       if (newest.epoch > epochFloor) replication.fenced = fencedBy(last, newest.epoch, epochFloor);
       replication.held.push({ first: Math.min(first, last), last, ...atOpen });
     }
