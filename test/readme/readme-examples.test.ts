@@ -18,6 +18,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { etcdBinary, startEtcd } from '../support/etcd.mjs';
+import { startVersitygw, versitygwBinary } from '../support/object-store.js';
 import { temporaryDirectory } from '../support/store.js';
 
 const root = path.resolve('.');
@@ -131,6 +133,8 @@ const settings: Record<string, { readonly prelude: string; readonly declarations
       "import { Store } from '@streamstack/engine';\nconst store = await Store.open('./data');\nconst feed = await store.createFeed('orders');\n",
     after: '\nawait store.close();\n',
   },
+  // Complete programs: the example names the etcd and the object store it runs against.
+  'cluster.md': { prelude: '', declarations: '', after: '' },
   'http.md': {
     prelude: [
       'const stop = new AbortController();',
@@ -239,7 +243,7 @@ describe('README examples', () => {
 });
 
 /** Type-checks the block after its page's declarations, then runs it after its prelude as `.mjs`; returns what it printed. */
-function runDocsBlock(block: DocsBlock, directory: string): string {
+function runDocsBlock(block: DocsBlock, directory: string, env: Record<string, string> = {}): string {
   const setting = settings[block.page]!;
   const where = `docs/${block.page} line ${block.line}`;
   fs.writeFileSync(path.join(directory, 'example.ts'), `${setting.declarations}${block.code}${setting.after}`);
@@ -250,7 +254,12 @@ function runDocsBlock(block: DocsBlock, directory: string): string {
   );
   expect(checked.status, `${where} does not type-check:\n${checked.stdout}${checked.stderr}`).toBe(0);
   fs.writeFileSync(path.join(directory, 'example.mjs'), `${setting.prelude}${block.code}${setting.after}`);
-  const ran = spawnSync(process.execPath, ['example.mjs'], { cwd: directory, encoding: 'utf8', timeout: 60_000 });
+  const ran = spawnSync(process.execPath, ['example.mjs'], {
+    cwd: directory,
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
   expect(ran.status, `${where} failed as .mjs:\n${ran.stderr}`).toBe(0);
   return ran.stdout;
 }
@@ -271,6 +280,36 @@ describe('docs/ examples', () => {
           expect(fs.existsSync(path.join(directory, 'exports', month, 'manifest.json')), month).toBe(true);
       }
     }, 120_000);
+  }
+
+  for (const block of docsBlocks.filter((candidate) => candidate.page === 'cluster.md')) {
+    it.skipIf(etcdBinary() === undefined || versitygwBinary() === undefined)(
+      `docs/cluster.md line ${block.line} runs against the etcd and the object store it names`,
+      async () => {
+        const directory = workspace();
+        const etcdPort = Number(/coordination: \{ etcd: 'http:\/\/127\.0\.0\.1:(\d+)'/.exec(block.code)?.[1]);
+        const objects = /bucket: '([^']+)'.*endpoint: 'http:\/\/127\.0\.0\.1:(\d+)'/.exec(block.code);
+        expect(etcdPort).toBeGreaterThan(0);
+        expect(objects).not.toBeNull();
+        const etcd = await startEtcd(etcdBinary(), etcdPort);
+        const s3 = await startVersitygw(versitygwBinary()!, Number(objects![2]));
+        try {
+          await s3.createBucket(objects![1]!);
+          const credentials = {
+            AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+            AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
+            AWS_REGION: s3.region,
+          };
+          const printed = runDocsBlock(block, directory, credentials);
+          // Epoch 1; one node (this one); the holder; a fence and the append's group as slots.
+          expect(printed.trim()).toBe('1 1 ingest-1 2');
+        } finally {
+          await s3.stop();
+          await etcd.stop();
+        }
+      },
+      120_000,
+    );
   }
 
   for (const block of docsBlocks.filter((candidate) => candidate.page === 'http.md')) {

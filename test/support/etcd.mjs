@@ -82,18 +82,21 @@ async function launch(binary, clientPort, peerPort, dataDir, output) {
 }
 
 /**
- * Starts etcd and waits until it serves. Returns its `endpoint` and controls: `halt` stops it by
- * its PID (etcd is down, its data kept), `resume` starts it again on the same ports, `wipe` halts
- * it, deletes its data and starts it empty (an etcd restored from nothing), `stop` ends it and
- * removes its folder.
+ * Starts etcd and waits until it serves (on `fixedClientPort` when an example names its address,
+ * else a free port). Returns its `endpoint` and controls: `halt` stops it by its PID (etcd is
+ * down, its data kept), `resume` starts it again on the same ports, `wipe` halts it, deletes its
+ * data and starts it empty (an etcd restored from nothing), `stop` ends it and removes its folder.
+ *
+ * @param {string | undefined} binary
+ * @param {number | undefined} [fixedClientPort]
  */
-export async function startEtcd(binary = etcdBinary()) {
+export async function startEtcd(binary = etcdBinary(), fixedClientPort) {
   if (!binary) throw new Error(etcdMissing);
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'streamstack-etcd-'));
   const dataDir = path.join(root, 'data');
   const output = [];
-  for (let start = 0; start < 3; start++) {
-    const clientPort = await freePort();
+  for (let start = 0; start < (fixedClientPort ? 1 : 3); start++) {
+    const clientPort = fixedClientPort ?? (await freePort());
     const peerPort = await freePort();
     let running = await launch(binary, clientPort, peerPort, dataDir, output);
     if (!running) continue;

@@ -27,8 +27,8 @@ export interface Versitygw {
  * Starts versitygw (`binary`) and waits until it answers. A port taken between `freePort` and the
  * server's listen makes it exit: another port is tried.
  */
-export function startVersitygw(binary: string): Promise<Versitygw> {
-  return start(binary);
+export function startVersitygw(binary: string, fixedPort?: number): Promise<Versitygw> {
+  return start(binary, fixedPort);
 }
 
 /**

@@ -77,9 +77,10 @@ async function launch(binary, port, root, region, credentials, output) {
 
 /**
  * Starts versitygw (`binary`) and waits until it answers. A port taken between `freePort` and the
- * server's listen makes it exit: another port is tried.
+ * server's listen makes it exit: another port is tried. With `fixedPort` (an example that names
+ * its address), that port only.
  */
-export async function startVersitygw(binary) {
+export async function startVersitygw(binary, fixedPort) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'streamstack-versitygw-'));
   const credentials = {
     accessKeyId: `test${crypto.randomBytes(6).toString('hex')}`,
@@ -87,8 +88,8 @@ export async function startVersitygw(binary) {
   };
   const region = 'us-east-1';
   const output = [];
-  for (let start = 0; start < 3; start++) {
-    const port = await freePort();
+  for (let start = 0; start < (fixedPort ? 1 : 3); start++) {
+    const port = fixedPort ?? (await freePort());
     const endpoint = `http://127.0.0.1:${port}`;
     let running = await launch(binary, port, root, region, credentials, output);
     if (!running) continue;
