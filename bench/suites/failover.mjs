@@ -8,6 +8,9 @@
 // - appends per second at 64 concurrent producers of one record each, replicated against local,
 //   for STREAMSTACK_BENCH_FAILOVER_SECONDS each (default 10): group commit shares one PUT among
 //   the appends that wait together;
+// - each phase alternates local and replicated runs for STREAMSTACK_BENCH_FAILOVER_ROUNDS rounds
+//   (default 3; the records split among them) and reports the median of the rounds' ratios: on two
+//   cores shared with the object server, one run's ratio swings by half;
 // - object requests per commit and per million records of the replicated runs; etcd requests
 //   per commit are none (a lease is taken and renewed, commits never ask etcd);
 // - the slowest append of each run, and a lease grant in etcd against one in the local log.
@@ -22,6 +25,8 @@ import { latencySummary, scaleWorkload, temporaryDirectory } from '../workload.m
 
 const totalRecords = Number(process.env.STREAMSTACK_BENCH_FAILOVER_RECORDS ?? 10_000_000);
 const concurrentSeconds = Number(process.env.STREAMSTACK_BENCH_FAILOVER_SECONDS ?? 10);
+/** Local and replicated runs alternate this many times; each ratio is the median of the rounds'. */
+const rounds = Number(process.env.STREAMSTACK_BENCH_FAILOVER_ROUNDS ?? 3);
 const producers = 64;
 const leaseCycles = 200;
 const bucket = 'failover';
@@ -85,58 +90,99 @@ export async function run() {
     try {
       const local = await store.createFeed('local');
       const replicated = await store.createFeed('replicated', { durability: 'replicated' });
+      const median = (values) => values.slice().sort((a, b) => a - b)[Math.floor(values.length / 2)];
       for (const batch of [1000, 100]) {
         const records = batch === 1000 ? totalRecords : Math.floor(totalRecords / 10);
-        process.stderr.write(`  ${records} records in batches of ${batch}, local then replicated\n`);
-        const off = await ingest(local, records, batch, 0x5eed + batch);
-        const on = await ingest(replicated, records, batch, 0x5eed + batch);
-        suite.ratio(`batch ${batch}: replicated / local ingest`, on.recordsPerSecond / off.recordsPerSecond);
-        suite.ratio(`batch ${batch}: local ingest`, off.recordsPerSecond, undefined, 'records/s');
-        suite.ratio(`batch ${batch}: replicated ingest`, on.recordsPerSecond, undefined, 'records/s');
-        suite.ratio(`batch ${batch}: replicated append p50`, on.append.p50Ms, undefined, 'ms');
-        suite.ratio(`batch ${batch}: slowest append, local`, off.append.maxMs, undefined, 'ms');
-        suite.ratio(`batch ${batch}: slowest append, replicated`, on.append.maxMs, undefined, 'ms');
-        suite.ratio(`batch ${batch}: object requests per commit`, on.requests / on.commits, undefined, 'requests');
+        const perRound = Math.ceil(records / rounds / batch) * batch;
+        process.stderr.write(`  ${records} records in batches of ${batch}, local and replicated in ${rounds} rounds\n`);
+        const runs = [];
+        for (let round = 0; round < rounds; round++) {
+          const off = await ingest(local, perRound, batch, 0x5eed + batch + round);
+          const on = await ingest(replicated, perRound, batch, 0x5eed + batch + round);
+          runs.push({ off, on, ratio: on.recordsPerSecond / off.recordsPerSecond });
+        }
+        const all = (side, pick) => runs.map((run) => pick(run[side]));
+        const requests = runs.reduce((sum, run) => sum + run.on.requests, 0);
+        const commits = runs.reduce((sum, run) => sum + run.on.commits, 0);
+        suite.ratio(
+          `batch ${batch}: replicated / local ingest (median of rounds)`,
+          median(runs.map((run) => run.ratio)),
+        );
+        suite.ratio(
+          `batch ${batch}: local ingest`,
+          median(all('off', (r) => r.recordsPerSecond)),
+          undefined,
+          'records/s',
+        );
+        suite.ratio(
+          `batch ${batch}: replicated ingest`,
+          median(all('on', (r) => r.recordsPerSecond)),
+          undefined,
+          'records/s',
+        );
+        suite.ratio(`batch ${batch}: replicated append p50`, median(all('on', (r) => r.append.p50Ms)), undefined, 'ms');
+        suite.ratio(
+          `batch ${batch}: slowest append, local`,
+          Math.max(...all('off', (r) => r.append.maxMs)),
+          undefined,
+          'ms',
+        );
+        suite.ratio(
+          `batch ${batch}: slowest append, replicated`,
+          Math.max(...all('on', (r) => r.append.maxMs)),
+          undefined,
+          'ms',
+        );
+        suite.ratio(`batch ${batch}: object requests per commit`, requests / commits, undefined, 'requests');
         suite.ratio(
           `batch ${batch}: object requests per million records`,
-          (on.requests * 1e6) / records,
+          (requests * 1e6) / (perRound * rounds),
           undefined,
           'requests',
         );
       }
 
-      const concurrent = {};
-      for (const [label, feed] of [
-        ['local', local],
-        ['replicated', replicated],
-      ]) {
-        const next = scaleWorkload(0xc0c0);
-        const before = (await feed.info()).replication;
-        const result = await timedConcurrent(concurrentSeconds, producers, () => feed.append(next(1)));
-        const after = (await feed.info()).replication;
-        concurrent[label] = { ...result, requests: after && before ? after.requests - before.requests : 0 };
+      const concurrent = { local: [], replicated: [] };
+      const next = scaleWorkload(0xc0c0);
+      for (let round = 0; round < rounds; round++) {
+        for (const [label, feed] of [
+          ['local', local],
+          ['replicated', replicated],
+        ]) {
+          const before = (await feed.info()).replication;
+          const result = await timedConcurrent(concurrentSeconds, producers, () => feed.append(next(1)));
+          const after = (await feed.info()).replication;
+          concurrent[label].push({ ...result, requests: after && before ? after.requests - before.requests : 0 });
+        }
       }
+      const ratios = concurrent.replicated.map((on, round) => on.perSecond / concurrent.local[round].perSecond);
       suite.ratio(
-        `${producers} producers, 1 record each: replicated / local appends per second`,
-        concurrent.replicated.perSecond / concurrent.local.perSecond,
+        `${producers} producers, 1 record each: replicated / local appends per second (median)`,
+        median(ratios),
       );
-      suite.ratio(`${producers} producers: local appends`, concurrent.local.perSecond, undefined, 'appends/s');
       suite.ratio(
-        `${producers} producers: replicated appends`,
-        concurrent.replicated.perSecond,
+        `${producers} producers: local appends`,
+        median(concurrent.local.map((r) => r.perSecond)),
         undefined,
         'appends/s',
       );
-      const appendsDone = concurrent.replicated.perSecond * concurrentSeconds;
+      suite.ratio(
+        `${producers} producers: replicated appends`,
+        median(concurrent.replicated.map((r) => r.perSecond)),
+        undefined,
+        'appends/s',
+      );
+      const appendsDone = concurrent.replicated.reduce((sum, r) => sum + r.latencies.length, 0);
+      const putRequests = concurrent.replicated.reduce((sum, r) => sum + r.requests, 0);
       suite.ratio(
         `${producers} producers: replicated appends per object request`,
-        appendsDone / Math.max(1, concurrent.replicated.requests),
+        appendsDone / Math.max(1, putRequests),
         undefined,
         'appends',
       );
       suite.ratio(
         `${producers} producers: slowest append, replicated`,
-        concurrent.replicated.latencies.at(-1) ?? 0,
+        Math.max(...concurrent.replicated.map((r) => r.latencies.at(-1) ?? 0)),
         undefined,
         'ms',
       );
