@@ -1,8 +1,9 @@
 /**
- * A replicated feed's slots (`durability: 'replicated'`): every group commit, once durable on the
- * local disk, is also stored as one object at the next slot number, created with put-if-absent,
- * and acknowledged only then. Slot numbers are taken in group order, so the slots of a writer
- * are contiguous; each carries the epoch it was written under.
+ * A replicated feed's slots (`durability: 'replicated'`): every group commit is also stored as
+ * one object at the next slot number, created with put-if-absent, and acknowledged only once it
+ * is both durable on the local disk and stored (the PUT runs while the local write does, once the
+ * group's place is known). Slot numbers are taken in group order, so the slots of a writer are
+ * contiguous; each carries the epoch it was written under.
  *
  * Fencing needs no cooperation from the writer fenced: a new writer's first slot is a fence, put
  * at the next free number. A writer that lost its lease without noticing (a paused process, a
