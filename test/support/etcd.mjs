@@ -10,6 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { serverProcess } from './server-process.mjs';
 import { freePort } from './versitygw.mjs';
 
 /** The etcd to run: Go's bin folder first (test-tools builds it there), then the PATH. */
@@ -98,38 +99,25 @@ export async function startEtcd(binary = etcdBinary(), fixedClientPort) {
   for (let start = 0; start < (fixedClientPort ? 1 : 3); start++) {
     const clientPort = fixedClientPort ?? (await freePort());
     const peerPort = await freePort();
-    let running = await launch(binary, clientPort, peerPort, dataDir, output);
+    const running = await launch(binary, clientPort, peerPort, dataDir, output);
     if (!running) continue;
-    const stopOnExit = () => {
-      const pid = running?.child.pid;
-      if (running?.child.exitCode === null && pid !== undefined) process.kill(pid, 'SIGKILL');
-    };
-    process.once('exit', stopOnExit);
-    const halt = async () => {
-      const current = running;
-      running = undefined;
-      if (current && current.child.exitCode === null && current.child.pid !== undefined) {
-        process.kill(current.child.pid, 'SIGKILL');
-        await current.exited;
-      }
-    };
-    const resume = async () => {
-      if (running) return;
-      running = await launch(binary, clientPort, peerPort, dataDir, output);
-      if (!running) throw new Error(`etcd did not start again on port ${clientPort}: ${output.join('')}`);
-    };
+    const server = serverProcess(
+      running,
+      () => launch(binary, clientPort, peerPort, dataDir, output),
+      'SIGKILL',
+      () => `etcd did not start again on port ${clientPort}: ${output.join('')}`,
+    );
     return {
       endpoint: `http://127.0.0.1:${clientPort}`,
-      halt,
-      resume,
+      halt: server.halt,
+      resume: server.resume,
       async wipe() {
-        await halt();
+        await server.halt();
         fs.rmSync(dataDir, { recursive: true, force: true });
-        await resume();
+        await server.resume();
       },
       async stop() {
-        process.off('exit', stopOnExit);
-        await halt();
+        await server.stop();
         fs.rmSync(root, { recursive: true, force: true });
       },
     };

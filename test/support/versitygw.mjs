@@ -14,6 +14,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { serverProcess } from './server-process.mjs';
 
 const warningSwitch = 'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED';
 
@@ -91,22 +92,15 @@ export async function startVersitygw(binary, fixedPort) {
   for (let start = 0; start < (fixedPort ? 1 : 3); start++) {
     const port = fixedPort ?? (await freePort());
     const endpoint = `http://127.0.0.1:${port}`;
-    let running = await launch(binary, port, root, region, credentials, output);
+    const running = await launch(binary, port, root, region, credentials, output);
     if (!running) continue;
     // A test process that ends without its afterAll (a crash, an interrupt) still stops it.
-    const stopOnExit = () => {
-      const pid = running?.child.pid;
-      if (running?.child.exitCode === null && pid !== undefined) process.kill(pid, 'SIGKILL');
-    };
-    process.once('exit', stopOnExit);
-    const halt = async () => {
-      const current = running;
-      running = undefined;
-      if (current && current.child.exitCode === null && current.child.pid !== undefined) {
-        process.kill(current.child.pid, 'SIGTERM');
-        await current.exited;
-      }
-    };
+    const server = serverProcess(
+      running,
+      () => launch(binary, port, root, region, credentials, output),
+      'SIGTERM',
+      () => `versitygw did not start again on port ${port}: ${output.join('')}`,
+    );
     return {
       endpoint,
       region,
@@ -130,15 +124,10 @@ export async function startVersitygw(binary, fixedPort) {
           client.destroy();
         }
       },
-      halt,
-      async resume() {
-        if (running) return;
-        running = await launch(binary, port, root, region, credentials, output);
-        if (!running) throw new Error(`versitygw did not start again on port ${port}: ${output.join('')}`);
-      },
+      halt: server.halt,
+      resume: server.resume,
       async stop() {
-        process.off('exit', stopOnExit);
-        await halt();
+        await server.stop();
         fs.rmSync(root, { recursive: true, force: true });
       },
     };
