@@ -21,6 +21,8 @@ const group: SlotObject = {
   lane: 'history',
   segment: 1_000_001,
   offset: 65_536,
+  baseCommit: 3_001,
+  capacity: 8_388_608,
   bytes: new TextEncoder().encode('the bytes of one group, exactly as written'),
 };
 

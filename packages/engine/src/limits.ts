@@ -855,6 +855,21 @@ export const slotsProbedMax = 1_000;
  */
 export const slotsRetireEvery = 32;
 
+/**
+ * Slot numbers at the top that a replicated feed never retires, nor a new writer's fence skips:
+ * twice the groups a writer has in flight. A writer that lost its lease may still hold that many
+ * slots reserved and not stored; a new writer fences every free number among them (see
+ * `SlotReplication.fence`), and a number retired there would look like one never stored.
+ */
+export const slotsFencedAroundNewest = 2 * replicatedGroupsInFlightMax;
+
+/**
+ * Slots a failover's restore reads at once: enough to hide object storage's round trip (the
+ * slots since the last uploaded segment are a segment's groups, hundreds), few enough not to
+ * crowd a server that the live feeds' writes share.
+ */
+export const slotsReadConcurrently = 16;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
   objectSinglePutBytesMax,

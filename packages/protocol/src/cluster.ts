@@ -1,5 +1,7 @@
 /** What `GET /v1/cluster` and `store.cluster()` report: a cluster's nodes, and who writes each leased feed. */
 
+import type { LeaseGrant } from './feeds.js';
+
 /** A node of the cluster, as its key in etcd says. */
 export interface ClusterNode {
   readonly node: string;
@@ -22,4 +24,28 @@ export interface ClusterInfo {
   readonly node: string;
   readonly nodes: ClusterNode[];
   readonly feeds: ClusterFeed[];
+}
+
+/**
+ * What a takeover did (`POST /v1/feeds/{feed}/takeover`, `store.takeOver`): this node became the
+ * writer of a replicated feed, laid out from object storage and its slots.
+ */
+export interface TakeoverResult {
+  /** The grant the takeover made, as `acquireLease` returns it. */
+  readonly grant: LeaseGrant;
+  /** The last commit of the feed as restored (0: none). */
+  readonly head: number;
+  /** The stream that was open, restored with its acknowledged records (seal or abort it), or null. */
+  readonly activeStream: string | null;
+  /** Commits the local copy held past the restored head, dropped: none was acknowledged. */
+  readonly droppedCommits: number;
+  /** The slots: the last fence put, slots read, groups restored and groups left out (stored past a fence). */
+  readonly slots: {
+    readonly fence: number;
+    readonly read: number;
+    readonly historyGroups: number;
+    readonly walGroups: number;
+    readonly groupsFenced: number;
+    readonly requests: number;
+  };
 }

@@ -9,7 +9,7 @@
  * const record = recordFromLine(JSON.parse(line)); // a StreamRecord, its payload as bytes
  */
 
-export type { ClusterFeed, ClusterInfo, ClusterNode } from './cluster.js';
+export type { ClusterFeed, ClusterInfo, ClusterNode, TakeoverResult } from './cluster.js';
 export type { ErrorCode } from './errors.js';
 export { isStreamStackError, StreamStackError } from './errors.js';
 export type {

@@ -1,6 +1,10 @@
 /**
  * A StreamStack store: one data directory, opened read-write by one process at a time.
  *
+ * It is longer than 500 lines because it is the store's whole public surface — its options,
+ * each documented, and one method per operation with its checks of the caller's arguments; the
+ * work itself is in the coordinator (and a takeover's part on the store, in `store-takeover.ts`).
+ *
  * @example
  * await using store = await Store.open('./data');
  * const feed = await store.createFeed('events');
@@ -8,7 +12,7 @@
  */
 import crypto from 'node:crypto';
 import path from 'node:path';
-import type { ClusterInfo } from '@streamstack/protocol';
+import type { ClusterInfo, LeaseGrant, TakeoverResult } from '@streamstack/protocol';
 import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
 import {
   DataDirectory,
@@ -20,7 +24,7 @@ import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator
 import type { Subscriptions } from '../coordinator/reading/subscriptions.js';
 import { type CoordinationOptions, EtcdLeases } from '../coordinator/writing/etcd-leases.js';
 import { type Durability, FeedWriter } from '../coordinator/writing/feed-writer.js';
-import { StreamStackError } from '../errors.js';
+import { isStreamStackError, StreamStackError } from '../errors.js';
 import { type KernelChoice, loadKernels } from '../kernels/index.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { segmentBytesDefault, segmentBytesMax, segmentBytesMin } from '../limits.js';
@@ -31,6 +35,7 @@ import { FollowedFeeds } from './follower.js';
 import type { FollowOptions } from './follower-tail.js';
 import { localHistoryBudget, type ObjectStoreOptions, objectStoreSettings } from './object-store-options.js';
 import { optionsOf } from './records.js';
+import { takeOverInStore } from './store-takeover.js';
 
 /** `store.verify`'s progress: bytes of history read, and the feed being verified. */
 export interface VerifyProgress extends Progress {
@@ -332,15 +337,7 @@ export class Store {
       await feed?.writer.close(deletedFeedError(name));
       await this.directory.deleteFeed(name);
     })();
-    const settled = deletion.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.deletions.set(name, settled);
-    void settled.then(() => {
-      if (this.deletions.get(name) === settled) this.deletions.delete(name);
-    });
-    return deletion;
+    return this.guard(name, deletion);
   }
 
   /** The names of every feed, sorted (a follower's: those object storage holds). */
@@ -435,6 +432,87 @@ export class Store {
     if (!this.leases)
       throw new StreamStackError('INVALID_ARGUMENT', 'this store is no node of a cluster: open it with coordination');
     return this.leases.cluster();
+  }
+
+  /**
+   * The writer lease of feed `name` for `holder`, as `feed.acquireLease` grants it. On a node of
+   * a cluster with an object store, a replicated feed this node has no copy of, or whose copy
+   * another writer fenced off, is taken over first (`takeOver`): a producer whose writer died
+   * asks any other node for the lease.
+   *
+   * @example
+   * const { token } = await store.acquireLease('orders', { holder: 'ingest-1' });
+   */
+  async acquireLease(name: string, options: { holder: string; ttlMs?: number }): Promise<LeaseGrant> {
+    this.assertOpen();
+    options = optionsOf(options, 'store.acquireLease');
+    if (!this.leases || !this.objectStore || this.followed) return (await this.feed(name)).acquireLease(options);
+    try {
+      return await (await this.feed(name)).acquireLease(options);
+    } catch (error) {
+      if (!isStreamStackError(error, 'FEED_NOT_FOUND') && !isStreamStackError(error, 'FENCED')) throw error;
+      return (await this.takeOver(name, options)).grant;
+    }
+  }
+
+  /**
+   * Makes this node the writer of replicated feed `name`, which another node wrote (its writer
+   * key in etcd expired: it died, or stopped answering) or which fenced this node's copy off.
+   * The lease is taken in etcd for `holder` under a new epoch; the slots are fenced, so nothing
+   * the old writer still stores can be acknowledged; the feed is laid out from object storage
+   * and its slots in place of any local copy (a stream left open comes back with its records:
+   * seal or abort it), and opened. Needs `coordination` and `objectStore`; `LEASE_HELD` while
+   * another grant lives in etcd; `INVALID_ARGUMENT` for a feed of `local` durability, whose
+   * acknowledged writes only its writer's disk holds. See docs/cluster.md.
+   *
+   * @example
+   * const { grant, activeStream } = await store.takeOver('orders', { holder: 'ingest-1' });
+   */
+  async takeOver(name: string, options: { holder: string; ttlMs?: number }): Promise<TakeoverResult> {
+    this.assertOpen();
+    validateFeedName(name);
+    options = optionsOf(options, 'store.takeOver');
+    const { leases, objectStore } = this;
+    if (!leases || !objectStore || this.followed)
+      throw new StreamStackError(
+        'INVALID_ARGUMENT',
+        'a takeover needs a writable node of a cluster: open the store with coordination and objectStore',
+      );
+    await this.deletions.get(name);
+    return takeOverInStore(
+      {
+        kernels: this.kernels,
+        objectStore,
+        leases,
+        directory: this.directory,
+        segmentBytes: this.segmentBytes,
+        clock: this.clock,
+        newId: this.newId,
+        feed: (feed) => this.feed(feed),
+        forget: (feed) => {
+          const open = this.feeds.get(feed);
+          this.feeds.delete(feed);
+          return open;
+        },
+        // Lookups of the name wait while its directory is replaced.
+        guard: (feed, work) => this.guard(feed, work),
+      },
+      name,
+      options,
+    );
+  }
+
+  /** Makes lookups (and creations, deletions) of feed `name` wait for `work` to settle. */
+  private guard<T>(name: string, work: Promise<T>): Promise<T> {
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.deletions.set(name, settled);
+    void settled.then(() => {
+      if (this.deletions.get(name) === settled) this.deletions.delete(name);
+    });
+    return work;
   }
 
   /** True when the store keeps its leases in a coordination store (`coordination`). */

@@ -17,6 +17,8 @@ export const storeLockName = 'LOCK';
 export const feedsFolderName = 'feeds';
 /** What a feed directory being deleted is renamed to start with, so it is no longer a feed. */
 export const deletedFeedPrefix = '.deleted-';
+/** What a feed directory being laid out by a failover's restore is named first: not a feed until renamed. */
+export const restoringFeedPrefix = '.restoring-';
 /** A feed's settings and identity (its tag). */
 export const feedConfigName = 'feed.json';
 

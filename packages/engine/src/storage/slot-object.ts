@@ -6,8 +6,12 @@
  * The format is in docs/formats.md (Slot objects):
  *
  *   magic "SSLT" · version u8 · kind u8 (0 group, 1 fence) · lane u8 (0 WAL, 1 history) · 0 u8
- *   epoch u64 · slot u64 · segment base u64 · offset u64 · length u32 · CRC-32 u32
+ *   epoch u64 · slot u64 · segment base u64 · offset u64 · base commit u64 · capacity u64
+ *   length u32 · CRC-32 u32
  *   the group's bytes, exactly as written to the segment (`length` of them)
+ *
+ * The segment's base commit and capacity are its header's: with them, a new writer rebuilds a
+ * history segment that was never uploaded byte for byte from its slots (`slot-restore.ts`).
  *
  * The CRC-32 covers every byte before it and the group's bytes after it: a slot is whole or
  * `CORRUPT`, never half believed.
@@ -23,9 +27,9 @@ export const slotsObjectFolder = 'slots/';
 const slotDigits = 16;
 
 const magic = [0x53, 0x53, 0x4c, 0x54]; // "SSLT"
-const version = 1;
+const version = 2;
 /** Bytes before a slot's group bytes. */
-export const slotHeaderBytes = 4 + 4 + 8 * 4 + 4 + 4;
+export const slotHeaderBytes = 4 + 4 + 8 * 6 + 4 + 4;
 
 export type SlotLane = 'wal' | 'history';
 
@@ -39,6 +43,9 @@ export type SlotObject =
       /** Where the group lies locally: the base of its segment, and its offset there. */
       readonly segment: number;
       readonly offset: number;
+      /** The header of that segment: its first commit (0 for the WAL's) and its capacity in bytes. */
+      readonly baseCommit: number;
+      readonly capacity: number;
       readonly bytes: Uint8Array;
     }
   | { readonly kind: 'fence'; readonly epoch: number; readonly slot: number };
@@ -69,6 +76,8 @@ export function encodeSlot(kernels: Pick<Kernels, 'crc32'>, slot: SlotObject): U
     .u64(slot.slot)
     .u64(slot.kind === 'group' ? slot.segment : 0)
     .u64(slot.kind === 'group' ? slot.offset : 0)
+    .u64(slot.kind === 'group' ? slot.baseCommit : 0)
+    .u64(slot.kind === 'group' ? slot.capacity : 0)
     .u32(bytes.length);
   const header = writer.peek();
   writer.u32(kernels.crc32(bytes, kernels.crc32(header))).raw(bytes);
@@ -92,6 +101,8 @@ export function decodeSlot(kernels: Pick<Kernels, 'crc32'>, encoded: Uint8Array,
   const slot = reader.u64();
   const segment = reader.u64();
   const offset = reader.u64();
+  const baseCommit = reader.u64();
+  const capacity = reader.u64();
   const length = reader.u32();
   const crc = reader.u32();
   if (encoded.length !== slotHeaderBytes + length)
@@ -103,5 +114,15 @@ export function decodeSlot(kernels: Pick<Kernels, 'crc32'>, encoded: Uint8Array,
     throw corrupt('does not describe itself');
   return kind === 1
     ? { kind: 'fence', epoch, slot }
-    : { kind: 'group', epoch, slot, lane: lane === 1 ? 'history' : 'wal', segment, offset, bytes };
+    : {
+        kind: 'group',
+        epoch,
+        slot,
+        lane: lane === 1 ? 'history' : 'wal',
+        segment,
+        offset,
+        baseCommit,
+        capacity,
+        bytes,
+      };
 }

@@ -11,7 +11,7 @@ import { ByteReader } from './codec.js';
 import { segmentSuffix } from './feed-layout.js';
 import { FrameKind } from './frame-kinds.js';
 import type { FrameBuilder, ScannedFrame } from './framing.js';
-import { controlGroup, type GroupBuilder } from './groups.js';
+import { controlGroup, type GroupBuilder, groupAt, groupHeaderBytes, sealGroup } from './groups.js';
 import { type RecordData, readWalRecord, writeWalRecord } from './records.js';
 import type { Corruption } from './runs.js';
 import { type SegmentFile, SegmentKind } from './segment.js';
@@ -115,6 +115,44 @@ function decodeEvents(bytes: Uint8Array, segment: number, frames: readonly Scann
     throw new StreamStackError('CORRUPT', `a batch in ${file} ends early`, { details: { file } });
   }
   return events;
+}
+
+/** Frames of a WAL group that carry what users did (a replay copies them; log control it leaves). */
+const streamFrameKinds: ReadonlySet<number> = new Set([
+  FrameKind.StreamOpen,
+  FrameKind.StreamAbort,
+  FrameKind.BatchHeader,
+  FrameKind.Record,
+]);
+
+/**
+ * The stream events of one WAL group as another copy holds it (a replicated feed's slot: its
+ * header sealed for wherever it was first written), each batch with its records read: what a
+ * new writer replays into its own WAL. `CORRUPT` naming `name` when the group does not check.
+ */
+export function walGroupEvents(
+  kernels: Kernels,
+  bytes: Uint8Array,
+  name: string,
+): { event: WalEvent; records: RecordData[] }[] {
+  // Sealed again for offset 0 so it reads as a group of its own; its frames' CRCs are unchanged.
+  const copy = bytes.slice();
+  if (copy.length < groupHeaderBytes)
+    throw new StreamStackError('CORRUPT', `${name} holds no WAL group`, { details: { object: name } });
+  sealGroup(kernels, copy, 0, 0);
+  const group = groupAt(kernels, copy, 0, copy.length);
+  if (!group || group.end !== copy.length)
+    throw new StreamStackError('CORRUPT', `${name} holds no whole WAL group`, { details: { object: name } });
+  const frames = group.frames.filter((frame) => streamFrameKinds.has(frame.kind));
+  return decodeEvents(copy, 0, frames, name).map((event) => ({
+    event,
+    records:
+      event.kind === 'batch'
+        ? event.records.map((location) =>
+            readWalRecord(new ByteReader(copy, location.dataStart + 1, location.dataEnd, `a record in ${name}`)),
+          )
+        : [],
+  }));
 }
 
 export class Wal {

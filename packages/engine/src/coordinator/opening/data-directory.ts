@@ -9,7 +9,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../../errors.js';
 import { feedNameCharactersMax } from '../../limits.js';
-import { deletedFeedPrefix, FeedLayout, StoreLayout } from '../../storage/feed-layout.js';
+import { deletedFeedPrefix, FeedLayout, restoringFeedPrefix, StoreLayout } from '../../storage/feed-layout.js';
 import { DirectoryLock, type LockOptions } from '../../storage/lock.js';
 import { syncDirectory, writeSmallFileSync } from '../../storage/segment.js';
 import { checkDataDirectory, writeStoreMarker } from './store-marker.js';
@@ -198,10 +198,42 @@ export class DataDirectory {
     }
   }
 
-  /** Removes the tombstones a deletion left when its process died (or its removal failed). */
+  /**
+   * An empty place, beside the feeds, where a failover lays feed `name` out before `replaceFeed`
+   * puts it in place; what an earlier try left there is removed first.
+   */
+  async restoringDirectory(name: string): Promise<string> {
+    const directory = path.join(new StoreLayout(this.root).feeds, `${restoringFeedPrefix}${validateFeedName(name)}`);
+    await removeTree(directory);
+    return directory;
+  }
+
+  /**
+   * Puts the feed laid out in `restored` in place of feed `name`'s directory (renamed to a
+   * tombstone first, then removed, when there is one), durably. A crash leaves the old feed, the
+   * restored one, or (between the two renames) none here: never a mix. A replicated feed lacks
+   * nothing then, and the next takeover lays it out again from object storage.
+   */
+  async replaceFeed(name: string, restored: string): Promise<void> {
+    const feeds = new StoreLayout(this.root).feeds;
+    const directory = this.feedDirectory(name);
+    let tombstone: string | undefined;
+    if (fs.existsSync(directory)) {
+      for (let n = 1; tombstone === undefined || fs.existsSync(tombstone); n++)
+        tombstone = path.join(feeds, `${deletedFeedPrefix}${name}-${n}`);
+      fs.renameSync(directory, tombstone);
+    }
+    fs.renameSync(restored, directory);
+    await syncDirectory(feeds);
+    if (tombstone) await removeTree(tombstone);
+  }
+
+  /** Removes the tombstones a deletion left when its process died (or its removal failed), and restores cut short. */
   private async removeTombstones(): Promise<void> {
     const feeds = new StoreLayout(this.root).feeds;
-    const tombstones = fs.readdirSync(feeds).filter((entry) => entry.startsWith(deletedFeedPrefix));
+    const tombstones = fs
+      .readdirSync(feeds)
+      .filter((entry) => entry.startsWith(deletedFeedPrefix) || entry.startsWith(restoringFeedPrefix));
     for (const entry of tombstones) await removeTree(path.join(feeds, entry));
     if (tombstones.length > 0) await syncDirectory(feeds);
   }

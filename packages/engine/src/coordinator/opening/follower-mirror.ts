@@ -288,6 +288,11 @@ export class FollowerMirror {
     return requests;
   }
 
+  /** Where the history after object storage's starts (base and first commit), once a sync placed it. */
+  get tailPlaced(): { readonly base: number; readonly commit: number } | undefined {
+    return this.tail.placed;
+  }
+
   /**
    * What the copy asks its writer for next: the tail segment's base and the offset its bytes
    * reach (0: from the start, header included). Undefined before a sync has placed the tail.

@@ -97,6 +97,11 @@ export class TailCopy {
     return dropped;
   }
 
+  /** Where the copy's tail segment starts (its base and first commit), once a sync placed it. */
+  get placed(): { readonly base: number; readonly commit: number } | undefined {
+    return this.at;
+  }
+
   /**
    * What the copy asks its writer for next: the tail segment's base and the offset its bytes
    * reach (0: from the start, header included). Undefined before a sync has placed the tail.

@@ -493,11 +493,19 @@ export class FeedWriter {
   async acquireLease(holder: string, ttlMs?: number): Promise<LeaseGrant> {
     this.assertOpen();
     this.assertWritable();
+    // A copy another writer fenced off takes no grant: the feed must be taken over instead.
+    this.replication?.assertNotFenced();
     const grant = await this.lease.acquire(holder, ttlMs);
     await this.committer.inFlightSettled();
     // A replicated feed's new writer fences the slots: a writer of an older epoch elsewhere that
     // has not noticed its loss finds its next slot taken, and stops.
-    await this.replication?.fence(grant.epoch);
+    try {
+      await this.replication?.fence(grant.epoch);
+    } catch (error) {
+      // Not fenced, the grant would hold the feed in etcd for nothing until its TTL.
+      await this.lease.release(grant.token).catch(() => undefined);
+      throw error;
+    }
     return grant;
   }
 
@@ -904,8 +912,14 @@ export class FeedWriter {
     // A placed group's bytes and place are final already: its slot goes up while the local
     // write is under way, so an acknowledgement waits for the slower of the two, not both.
     const { at } = written;
+    // The segment's header goes with the group: a new writer rebuilds the segment from its slots.
+    const placedIn = (where: { segment: number; offset: number }) => {
+      const segments = lane === 'wal' ? this.wal.segments : this.history.segments;
+      const { baseCommit, capacity } = segments.byBase(where.segment).header;
+      return { ...where, baseCommit, capacity };
+    };
     if (at) {
-      const stored = replication.storeGroup(slot, epoch, lane, at, written.bytes, needs);
+      const stored = replication.storeGroup(slot, epoch, lane, placedIn(at), written.bytes, needs);
       return {
         placed: written.placed,
         durable: Promise.all([written.durable, stored]).then(([location]) => {
@@ -920,7 +934,7 @@ export class FeedWriter {
     return {
       placed: written.placed,
       durable: written.durable.then(async (location) => {
-        await replication.storeGroup(slot, epoch, lane, location, written.bytes, needs);
+        await replication.storeGroup(slot, epoch, lane, placedIn(location), written.bytes, needs);
         return location;
       }),
     };

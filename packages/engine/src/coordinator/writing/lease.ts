@@ -46,7 +46,23 @@ function decodeLease(bytes: Uint8Array, file: string): LeaseState {
   return lease;
 }
 
-function validateTtl(ttlMs: number | undefined): number {
+/**
+ * Writes `lease` to a feed's lease log as its current grant: a grant made in etcd before the
+ * feed's directory was laid out here (a failover's restore), which the feed then opens with.
+ */
+export async function recordLease(log: StateLog, lease: LeaseState): Promise<void> {
+  await log.write(encodeLease(lease));
+}
+
+/** `INVALID_ARGUMENT` unless `holder` is a name a lease may be held under. */
+export function validateHolder(holder: unknown): string {
+  if (typeof holder !== 'string' || holder.length === 0 || holder.length > 256)
+    throw new StreamStackError('INVALID_ARGUMENT', 'holder must be a non-empty string of at most 256 characters');
+  return holder;
+}
+
+/** `ttlMs`, or the default TTL; `INVALID_ARGUMENT` for one out of bounds. */
+export function validateTtl(ttlMs: number | undefined): number {
   const ttl = ttlMs ?? leaseTtlMsDefault;
   if (!Number.isSafeInteger(ttl) || ttl < leaseTtlMsMin || ttl > leaseTtlMsMax) {
     throw new StreamStackError(
@@ -117,10 +133,10 @@ export class LeaseKeeper {
 
   acquire(holder: string, ttlMs?: number): Promise<LeaseGrant> {
     const ttl = validateTtl(ttlMs);
-    if (typeof holder !== 'string' || holder.length === 0 || holder.length > 256) {
-      return Promise.reject(
-        new StreamStackError('INVALID_ARGUMENT', 'holder must be a non-empty string of at most 256 characters'),
-      );
+    try {
+      validateHolder(holder);
+    } catch (error) {
+      return Promise.reject(error);
     }
     return this.serial(async () => {
       const live = this.live();

@@ -5,11 +5,13 @@
  * group's place is known). Slot numbers are taken in group order, so the slots of a writer are
  * contiguous; each carries the epoch it was written under.
  *
- * Fencing needs no cooperation from the writer fenced: a new writer's first slot is a fence, put
- * at the next free number. A writer that lost its lease without noticing (a paused process, a
- * partitioned node) then finds its next slot taken — a 412 — and stops with `FENCED`: nothing it
- * writes after that is acknowledged. A slot found taken is read back first: a put whose answer
- * was lost on the way may have landed, and then the slot holds exactly our bytes.
+ * Fencing needs no cooperation from the writer fenced: a new writer puts fences, under its epoch,
+ * at every free number among the newest slots (`fence`). A writer that lost its lease without
+ * noticing (a paused process, a partitioned node) then finds its next slot taken — a 412 — and
+ * stops with `FENCED`: nothing it writes after that is acknowledged, and groups it stored past
+ * a fence are never read as history (`slot-restore.ts`). A slot found taken is read back first:
+ * a put whose answer was lost on the way may have landed, and then the slot holds exactly our
+ * bytes.
  *
  * While object storage is unavailable, a slot is tried again with a growing backoff, and nothing
  * after it is acknowledged; `info().stalled` says why. A local-durability feed never waits on
@@ -30,11 +32,13 @@ import {
   objectDeleteBatchKeys,
   slotPutRetryMsMax,
   slotPutRetryMsMin,
+  slotsFencedAroundNewest,
   slotsProbedMax,
   slotsRetireEvery,
 } from '../../limits.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { feedObjectPrefix } from '../../storage/segment-descriptor.js';
+import { isMissingFile } from '../../storage/segment-store.js';
 import {
   decodeSlot,
   encodeSlot,
@@ -122,6 +126,7 @@ export class SlotReplication {
     }
     const replication = new SlotReplication(kernels, slots, last + 1, needsMet);
     replication.requests += 1;
+    if (Number.isFinite(first)) replication.oldest = first;
     last = await replication.probe(last);
     replication.next = last + 1;
     if (last > 0) {
@@ -132,6 +137,11 @@ export class SlotReplication {
     }
     return replication;
   }
+
+  /** The oldest slot the listing at open found (undefined for none): where a restore starts reading. */
+  oldest: number | undefined;
+  /** The newest slot this writer stored or fenced itself (0: none yet). */
+  private ownNewest = 0;
 
   /** The newest slot at or past `known`, found by asking for each next one. */
   private async probe(known: number): Promise<number> {
@@ -154,6 +164,16 @@ export class SlotReplication {
     return decodeSlot(this.kernels, bytes, this.slots.prefix + name);
   }
 
+  /** Slot `slot` as object storage holds it, or undefined when it holds none (retired, or never stored). */
+  async readIfPresent(slot: number): Promise<SlotObject | undefined> {
+    try {
+      return await this.read(slot);
+    } catch (error) {
+      if (isMissingFile(error)) return undefined;
+      throw error;
+    }
+  }
+
   /** Refuses with `FENCED` once a slot showed that another writer took the feed. */
   assertNotFenced(): void {
     if (this.fenced) throw this.fenced;
@@ -166,19 +186,20 @@ export class SlotReplication {
   }
 
   /**
-   * Stores the group `bytes` (lane `lane`, written at `segment`/`offset`) at slot `slot`, under
+   * Stores the group `bytes` (lane `lane`, written at `segment`/`offset`, in a segment whose
+   * header has `baseCommit` and `capacity`) at slot `slot`, under
    * `epoch`; resolves once object storage holds it. `FENCED` if the slot is another writer's.
    */
   storeGroup(
     slot: number,
     epoch: number,
     lane: SlotLane,
-    location: { segment: number; offset: number },
+    location: { segment: number; offset: number; baseCommit: number; capacity: number },
     bytes: Uint8Array,
     needs: { position: number; stream: string | undefined },
   ): Promise<void> {
     this.hold(slot, needs);
-    return this.store({ kind: 'group', epoch, slot, lane, segment: location.segment, offset: location.offset, bytes });
+    return this.store({ kind: 'group', epoch, slot, lane, ...location, bytes });
   }
 
   /** Notes what slot `slot` waits for, in slot order (a slot is reserved before the one after it is). */
@@ -190,17 +211,47 @@ export class SlotReplication {
   }
 
   /**
-   * Puts a fence under `epoch` at the next free slot (past any another writer took meanwhile):
-   * from then on, a writer of an older epoch cannot store a slot. Returns its number.
+   * Fences the slots under `epoch`, so that no writer of an older epoch can store one from now
+   * on; returns the number of the last fence. When the newest slot is this writer's own, one
+   * fence after it does. Otherwise another writer may have slots reserved and not stored yet, up
+   * to its groups in flight on either side of the newest slot stored (`slotsFencedAroundNewest`):
+   * a fence goes at every free number among them, and this writer's slots start after them. A
+   * group that writer stored past one of these fences was never acknowledged (its groups are
+   * acknowledged in order, and the one fenced out before it failed), and a restore leaves it out.
    */
   async fence(epoch: number): Promise<number> {
     this.assertNotFenced();
-    // Slots another writer stored since this one last looked are skipped over, not fenced at.
-    this.next = (await this.probe(this.next - 1)) + 1;
-    const slot = this.next++;
-    this.hold(slot, { position: 0, stream: undefined });
-    await this.store({ kind: 'fence', epoch, slot });
-    return slot;
+    const newest = await this.probe(this.next - 1);
+    const own = newest === this.ownNewest && newest > 0;
+    if (!own && newest > 0) {
+      // A writer of a newer epoch stored slots since: this grant came too late to write at all.
+      const found = await this.readIfPresent(newest);
+      if (found && found.epoch > epoch) {
+        this.fenced ??= fencedBy(newest, found.epoch, epoch);
+        throw this.fenced;
+      }
+    }
+    const from = own ? newest + 1 : Math.max(1, newest - slotsFencedAroundNewest / 2 + 1);
+    const through = own ? newest + 1 : newest + slotsFencedAroundNewest / 2;
+    this.next = through + 1;
+    const numbers: number[] = [];
+    for (let slot = from; slot <= through; slot++) numbers.push(slot);
+    const present = await Promise.all(
+      numbers.map((slot) => (slot <= newest ? this.slotExists(slot) : Promise.resolve(false))),
+    );
+    const free = numbers.filter((_, index) => !present[index]);
+    for (const slot of free) this.hold(slot, { position: 0, stream: undefined });
+    // A fence that finds its number taken now read back a group of an older epoch: stored
+    // after the probe, by the writer fenced here, and never acknowledged (`fencedBy` only
+    // refuses an epoch above this one, see `store`).
+    await Promise.all(free.map((slot) => this.store({ kind: 'fence', epoch, slot })));
+    this.ownNewest = through;
+    return through;
+  }
+
+  private async slotExists(slot: number): Promise<boolean> {
+    this.requests++;
+    return (await this.slots.size(slotObjectName(slot))) !== undefined;
   }
 
   private async store(object: SlotObject): Promise<void> {
@@ -215,6 +266,9 @@ export class SlotReplication {
         const { bytes } = await this.slots.readStart(name, Number.POSITIVE_INFINITY);
         if (sameBytes(bytes, encoded)) break;
         const other = decodeSlot(this.kernels, bytes, this.slots.prefix + name);
+        // A fence that lost its number to a fenced writer's last group still fences: that
+        // group is after a fence of this epoch, and a restore leaves it out.
+        if (object.kind === 'fence' && other.epoch < object.epoch) break;
         this.fenced ??= fencedBy(object.slot, other.epoch, object.epoch);
         throw this.fenced;
       } catch (error) {
@@ -227,6 +281,7 @@ export class SlotReplication {
     }
     this.stalledBy = undefined;
     this.written++;
+    this.ownNewest = Math.max(this.ownNewest, object.slot);
     if (++this.sinceRetire >= slotsRetireEvery) {
       this.sinceRetire = 0;
       void this.retire().catch(() => undefined);
@@ -250,7 +305,8 @@ export class SlotReplication {
     let through = 0;
     for (const entry of this.held) {
       if (!this.needsMet(entry.position, entry.stream)) break;
-      const last = Math.min(entry.last, newest - 1);
+      // The newest numbers stay: a new writer tells the ones never stored among them by their absence.
+      const last = Math.min(entry.last, newest - slotsFencedAroundNewest);
       for (let slot = Math.max(entry.first, through + 1); slot <= last; slot++) names.push(slotObjectName(slot));
       through = last;
       if (last < entry.last) break;

@@ -1,0 +1,108 @@
+/**
+ * A takeover: a node of a cluster becomes the writer of a replicated feed another node wrote
+ * (it died, or stopped answering, and its writer key in etcd expired), or that this node wrote
+ * before and was fenced off. The lease is taken in etcd first, under an epoch above every
+ * epoch the slots and the local copy hold; then the feed's directory is laid out anew, beside
+ * the feeds, from object storage and the slots (`slot-restore.ts`), with that lease as its
+ * grant. The caller puts it in place of any local copy and opens it.
+ *
+ * The grant is renewed in etcd while the restore runs: laying out a long history may take
+ * longer than a short TTL, and the feed must not change hands under it.
+ */
+import { setInterval } from 'node:timers';
+import { StreamStackError } from '../../errors.js';
+import type { Kernels } from '../../kernels/kernels.js';
+import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
+import { publishedFeedConfig } from '../opening/follower-mirror.js';
+import { restoreFromSlots, type SlotRestoreReport, slotsOf, writeLeaseLog } from '../opening/slot-restore.js';
+import type { RemoteLease } from './etcd-leases.js';
+import type { LeaseState } from './lease.js';
+import { SlotReplication } from './slot-replication.js';
+
+export interface TakeoverRequest {
+  readonly kernels: Kernels;
+  readonly objectStore: ObjectSegmentStore;
+  readonly feed: string;
+  /** The feed's lease in etcd. */
+  readonly remote: RemoteLease;
+  readonly holder: string;
+  readonly ttlMs: number;
+  /** The highest epoch the local copy of the feed knows (0 without one). */
+  readonly localEpoch: number;
+  /** An empty place to lay the feed out in. */
+  readonly directory: string;
+  readonly segmentBytes: number;
+  readonly clock: () => number;
+  readonly newId: () => string;
+}
+
+/** Takes feed `request.feed` over (see above); returns the grant and what the restore did. */
+export async function takeOverFeed(
+  request: TakeoverRequest,
+): Promise<{ lease: LeaseState; restore: SlotRestoreReport }> {
+  const { kernels, objectStore, feed, remote } = request;
+  const published = await publishedFeedConfig(objectStore, feed);
+  if (!published)
+    throw new StreamStackError('FEED_NOT_FOUND', `object storage holds no feed named ${feed}`, { details: { feed } });
+  const durability = durabilityOf(published.bytes);
+  if (durability !== 'replicated')
+    throw new StreamStackError(
+      'INVALID_ARGUMENT',
+      `feed ${feed} acknowledges writes once they are on its writer's disk (durability ${durability}): no other node holds them, so none can take it over`,
+      { details: { feed, durability } },
+    );
+  // The epoch goes above every one a slot was written under, whatever etcd remembers.
+  const probe = await SlotReplication.open(
+    kernels,
+    slotsOf(objectStore, feed, published.tag),
+    Number.MAX_SAFE_INTEGER,
+    () => false,
+    { position: 0, stream: undefined },
+  );
+  probe.close();
+  const { epoch, token } = await remote.acquire({
+    holder: request.holder,
+    nonce: request.newId(),
+    epochFloor: Math.max(probe.newestEpoch, request.localEpoch),
+    ttlMs: request.ttlMs,
+    replacing: undefined,
+  });
+  const renewal = setInterval(() => void remote.renew(token, request.ttlMs).catch(() => undefined), request.ttlMs / 3);
+  renewal.unref();
+  try {
+    const restore = await restoreFromSlots({
+      kernels,
+      objectStore,
+      feed,
+      directory: request.directory,
+      epoch,
+      writerId: request.newId(),
+      segmentBytes: request.segmentBytes,
+    });
+    const lost = remote.lostReason(token);
+    if (lost !== undefined)
+      throw new StreamStackError('FENCED', `the lease of ${feed} was lost in etcd during its takeover: ${lost}`, {
+        details: { feed, epoch },
+      });
+    // The grant's expiry counts from the last renewal: a restore may have outlasted the first TTL.
+    const renewedAt = request.clock();
+    await remote.renew(token, request.ttlMs);
+    const lease = { epoch, holder: request.holder, token, expiresAt: renewedAt + request.ttlMs, released: false };
+    await writeLeaseLog(kernels, request.directory, lease);
+    return { lease, restore };
+  } catch (error) {
+    await remote.release(token).catch(() => undefined);
+    throw error;
+  } finally {
+    clearInterval(renewal);
+  }
+}
+
+function durabilityOf(bytes: Uint8Array): string {
+  try {
+    const config = JSON.parse(new TextDecoder().decode(bytes)) as { durability?: unknown };
+    return typeof config.durability === 'string' ? config.durability : 'local';
+  } catch {
+    return 'local';
+  }
+}

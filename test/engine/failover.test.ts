@@ -1,0 +1,152 @@
+/**
+ * Failover of a replicated feed between two nodes (two stores, one etcd, one object store): when
+ * the writer stops and its key in etcd expires, another node asked for the lease takes the feed
+ * over — fences the slots, lays the feed out from the tiered history and the slots, and writes
+ * on — with every acknowledged commit there exactly once and the open stream's acknowledged
+ * records kept; the old writer, back, is fenced and takes the feed back only by a takeover
+ * that drops nothing acknowledged. A local-durability feed cannot be taken over.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
+import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { outcomeCode } from '../support/failure.js';
+import { objectStoreSuite } from '../support/object-store.js';
+import { openStore, temporaryDirectory } from '../support/store.js';
+
+const objects = objectStoreSuite('failover');
+const binary = etcdBinary();
+const skipped = objects.missing || binary === undefined;
+
+let prefixes = 0;
+const freshPrefix = (): string => `/failover-${process.pid}-${++prefixes}/`;
+
+/** Every record's payload, in order, read from the start. */
+async function payloads(feed: Feed): Promise<string[]> {
+  const found: string[] = [];
+  for await (const record of feed.read({ after: 0 })) found.push(Buffer.from(record.payload).toString());
+  return found;
+}
+
+/** Waits for the writer key of a stopped node to expire: its TTL, and etcd's expiry tick. */
+async function takeOverWhenFree(store: Store, feed: string, holder: string) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return await store.takeOver(feed, { holder, ttlMs: 2000 });
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'LEASE_HELD' || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+describe.skipIf(skipped)(
+  skipped ? `failover (skipped: ${objects.missing ? 'no versitygw' : etcdMissing})` : 'failover',
+  () => {
+    objects.start();
+    let etcd: { endpoint: string; stop(): Promise<void> };
+    beforeAll(async () => {
+      etcd = await startEtcd(binary);
+    }, 30_000);
+    afterAll(async () => {
+      await etcd?.stop();
+    });
+
+    /** A node of cluster `prefix` over the object store `settings`, with data directory `data`. */
+    function node(settings: ObjectStoreOptions, prefix: string, name: string, data = temporaryDirectory()) {
+      return openStore(data, {
+        objectStore: settings,
+        coordination: { etcd: etcd.endpoint, prefix, node: name },
+        // Small segments: the history spans several, some tiered, some only in slots.
+        segmentBytes: 64 * 1024,
+      });
+    }
+
+    it('another node takes a stopped writer over: every acknowledged commit and open-stream record, once', async () => {
+      const prefix = freshPrefix();
+      const settings = objects.settings();
+      const dataA = temporaryDirectory();
+      const open = (name: string, data: string) => node(settings, prefix, name, data);
+      const storeA = await open('node-a', dataA);
+      const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
+      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 1000 });
+      const written: string[] = [];
+      // Enough commits to fill several segments: some are uploaded, the newest only in slots.
+      for (let n = 0; n < 300; n++) {
+        // A short TTL, renewed as a producer would: the takeover below waits for it to run out.
+        if (n % 25 === 0) await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
+        const batch = Array.from({ length: 4 }, (_, k) => `order ${n}.${k} ${'o'.repeat(200)}`);
+        await feedA.append(
+          batch.map((payload) => ({ payload, key: `k${n % 13}`, type: 'placed', tags: [`shop:${n % 5}`] })),
+          { token: grantA.token },
+        );
+        written.push(...batch);
+      }
+      await feedA.tiered();
+      // A stream left open: its two acknowledged batches must survive the writer.
+      const stream = await feedA.openStream({ token: grantA.token, message: 'nightly' });
+      await stream.append([{ payload: 'open 1' }, { payload: 'open 2' }], { token: grantA.token });
+      await stream.append([{ payload: 'open 3' }], { token: grantA.token });
+      const headA = (await feedA.info()).head?.commit;
+      // The writer stops as a crash would: its grant is neither renewed nor released.
+      await storeA.close();
+
+      const storeB = await open('node-b', temporaryDirectory());
+      // While the old grant lives in etcd, the feed is not free.
+      expect(await outcomeCode(storeB.takeOver('orders', { holder: 'ingest' }))).toBe('LEASE_HELD');
+      const taken = await takeOverWhenFree(storeB, 'orders', 'ingest');
+      expect(taken.grant.epoch).toBeGreaterThan(grantA.epoch);
+      expect(taken.head).toBe(headA);
+      expect(taken.activeStream).toBe(stream.id);
+      expect(taken.slots.historyGroups).toBeGreaterThan(0);
+      expect(taken.slots.walGroups).toBeGreaterThan(0);
+      expect(taken.droppedCommits).toBe(0);
+
+      const feedB = await storeB.feed('orders');
+      expect(await payloads(feedB)).toEqual(written);
+      // The new owner seals the stream it inherited: its acknowledged records become a commit.
+      const inherited = await feedB.stream(stream.id);
+      const sealed = await inherited.seal({ token: taken.grant.token });
+      expect(sealed.commit).toBe((headA ?? 0) + 1);
+      await feedB.append([{ payload: 'after failover' }], { token: taken.grant.token });
+      expect((await payloads(feedB)).slice(written.length)).toEqual(['open 1', 'open 2', 'open 3', 'after failover']);
+      // Tag and key reads work over the restored history.
+      let shop3 = 0;
+      for await (const _ of feedB.read({ after: 0, filter: { tags: ['shop:3'] } })) shop3++;
+      expect(shop3).toBe(written.length / 5);
+      const headB = (await feedB.info()).head?.commit ?? 0;
+      await feedB.releaseLease({ token: taken.grant.token });
+
+      // The old writer comes back: its copy is fenced off, and asking it for the lease takes the
+      // feed back over, laid out again, without dropping anything acknowledged.
+      const reopened = await open('node-a', dataA);
+      const oldFeed = await reopened.feed('orders');
+      expect(await outcomeCode(oldFeed.append([{ payload: 'zombie' }]))).toBe('FENCED');
+      const back = await reopened.acquireLease('orders', { holder: 'ingest', ttlMs: 2000 });
+      expect(back.epoch).toBeGreaterThan(taken.grant.epoch);
+      const again = await reopened.feed('orders');
+      expect((await again.info()).head?.commit).toBe(headB);
+      expect(await payloads(again)).toEqual([...written, 'open 1', 'open 2', 'open 3', 'after failover']);
+      expect(await outcomeCode(oldFeed.append([{ payload: 'old handle' }]))).toBe('FENCED');
+      await reopened.close();
+      await storeB.close();
+    }, 120_000);
+
+    it('a local-durability feed is refused: only its writer disk held its acknowledged writes', async () => {
+      const prefix = freshPrefix();
+      const settings = objects.settings();
+      const storeA = await node(settings, prefix, 'node-a');
+      await storeA.createFeed('clicks');
+      await (await storeA.feed('clicks')).append([{ payload: 'c' }]);
+      // Its feed.json goes up with its first segment: fill one.
+      const clicks = await storeA.feed('clicks');
+      for (let n = 0; n < 200; n++) await clicks.append([{ payload: `click ${n} ${'c'.repeat(400)}` }]);
+      await clicks.tiered();
+      const storeB = await node(settings, prefix, 'node-b');
+      expect(await outcomeCode(storeB.takeOver('clicks', { holder: 'x' }))).toBe('INVALID_ARGUMENT');
+      expect(await outcomeCode(storeB.takeOver('nothing-here', { holder: 'x' }))).toBe('FEED_NOT_FOUND');
+      await storeA.close();
+      await storeB.close();
+    }, 60_000);
+  },
+);
