@@ -13,15 +13,16 @@
 //   cores shared with the object server, one run's ratio swings by half;
 // - object requests per commit and per million records of the replicated runs; etcd requests
 //   per commit are none (a lease is taken and renewed, commits never ask etcd);
-// - the slowest append of each run, and a lease grant in etcd against one in the local log.
-// Failover itself (a standby rebuilding the unsealed tail from the slots) is not built yet, so
-// its time is not measured here.
+// - the slowest append of each run, and a lease grant in etcd against one in the local log;
+// - failover over the replicated feed so filled (`failover-time.mjs`): death of the writer to the
+//   first acknowledgement by the new one, and the takeover's own part of it.
 import { performance } from 'node:perf_hooks';
 import { Store } from '@streamstack/engine';
 import { etcdBinary, etcdMissing, startEtcd } from '../../test/support/etcd.mjs';
 import { startVersitygw, versitygwBinary, versitygwMissing } from '../../test/support/versitygw.mjs';
 import { Suite, timedConcurrent } from '../harness.mjs';
 import { latencySummary, scaleWorkload, temporaryDirectory } from '../workload.mjs';
+import { measureFailover } from './failover-time.mjs';
 
 const totalRecords = Number(process.env.STREAMSTACK_BENCH_FAILOVER_RECORDS ?? 10_000_000);
 const concurrentSeconds = Number(process.env.STREAMSTACK_BENCH_FAILOVER_SECONDS ?? 10);
@@ -83,7 +84,8 @@ export async function run() {
       region: server.region,
       credentials: server.credentials,
     };
-    const store = await Store.open(temporaryDirectory('failover'), {
+    const data = temporaryDirectory('failover');
+    const store = await Store.open(data, {
       objectStore,
       coordination: { etcd: etcd.endpoint, node: 'bench' },
     });
@@ -200,6 +202,19 @@ export async function run() {
     } finally {
       await store.close();
     }
+    process.stderr.write('  failover of the replicated feed between two serve processes\n');
+    await measureFailover(suite, {
+      data,
+      feed: 'replicated',
+      etcd: etcd.endpoint,
+      env: {
+        STREAMSTACK_OBJECT_STORE: `s3://${bucket}/failover`,
+        STREAMSTACK_OBJECT_STORE_ENDPOINT: server.endpoint,
+        AWS_ACCESS_KEY_ID: server.credentials.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: server.credentials.secretAccessKey,
+        AWS_REGION: server.region,
+      },
+    });
   } finally {
     await etcd.stop();
     await server.stop();

@@ -5,25 +5,12 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { hashToken } from '../../packages/server/src/index.js';
 import { cli, cliBinary } from '../support/cli.js';
+import { startServe } from '../support/serve-process.mjs';
 import { temporaryDirectory } from '../support/store.js';
 
 /** Starts `streamstack serve` and resolves with its URL once its log says it listens. */
 function serve(data: string, args: string[] = []) {
-  const child = spawn(process.execPath, [cliBinary, '--data', data, 'serve', '--port', '0', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = new Promise<string>((resolve, reject) => {
-    child.stdout.on('data', (chunk) => {
-      output += String(chunk);
-      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
-      if (match) resolve(match[1]!);
-    });
-    child.stderr.on('data', (chunk) => (output += String(chunk)));
-    exited.then(() => reject(new Error(`serve exited early: ${output}`)));
-  });
-  return { child, url, exited, output: () => output };
+  return startServe(data, args);
 }
 
 describe('streamstack serve', () => {

@@ -90,11 +90,30 @@ function addLeaseCommands(program: Command): void {
     .option('--ttl-ms <ms>', 'lease duration in milliseconds', integer('--ttl-ms'))
     .action((feedName: string, options: { holder: string; ttlMs?: number }) =>
       withStore(program, async (store) => {
-        const grant = await (await openFeed(store, feedName)).acquireLease({
+        if (!store.clustered) await openFeed(store, feedName);
+        // With --etcd and --object-store, a replicated feed written elsewhere is taken over.
+        const grant = await store.acquireLease(feedName, {
           holder: options.holder,
           ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
         });
         await emit({ epoch: grant.epoch, token: grant.token, expiresAt: grant.expiresAt });
+      })(),
+    );
+  lease
+    .command('takeover <feed>')
+    .description(
+      'with --etcd and --object-store: become the writer of a replicated feed whose writer stopped (its lease expired in etcd), laid out from object storage and its slots (docs/cluster.md)',
+    )
+    .requiredOption('--holder <holder>', 'who takes the lease')
+    .option('--ttl-ms <ms>', 'lease duration in milliseconds', integer('--ttl-ms'))
+    .action((feedName: string, options: { holder: string; ttlMs?: number }) =>
+      withStore(program, async (store) => {
+        const taken = await store.takeOver(feedName, {
+          holder: options.holder,
+          ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+        });
+        const { grant, ...restored } = taken;
+        await emit({ epoch: grant.epoch, token: grant.token, expiresAt: grant.expiresAt, ...restored });
       })(),
     );
   lease

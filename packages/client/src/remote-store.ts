@@ -13,8 +13,10 @@ import {
   type ClusterInfo,
   type FeedInfo,
   type FeedVerification,
+  type LeaseGrant,
   type RetentionPolicy,
   StreamStackError,
+  type TakeoverResult,
 } from '@streamstack/protocol';
 import { feedPath } from './paths.js';
 import { RemoteFeed } from './remote-feed.js';
@@ -76,6 +78,21 @@ export class RemoteStore {
   async cluster(): Promise<ClusterInfo> {
     this.assertOpen();
     return this.transport.json('GET', '/v1/cluster');
+  }
+
+  /**
+   * The writer lease of feed `name` (`store.acquireLease` over HTTP): a node of a cluster takes
+   * a replicated feed it has no writable copy of over first.
+   */
+  async acquireLease(name: string, options: { holder: string; ttlMs?: number }): Promise<LeaseGrant> {
+    this.assertOpen();
+    return this.transport.json('POST', `${feedPath(name)}/lease`, { json: options });
+  }
+
+  /** Makes the server the writer of replicated feed `name` (`store.takeOver` over HTTP). */
+  async takeOver(name: string, options: { holder: string; ttlMs?: number }): Promise<TakeoverResult> {
+    this.assertOpen();
+    return this.transport.json('POST', `${feedPath(name)}/takeover`, { json: options });
   }
 
   async verify(name?: string): Promise<FeedVerification[]> {

@@ -32,6 +32,14 @@ export class ServerContext {
     return feed;
   }
 
+  /**
+   * Notes that feed `name` is open here (a lease or a takeover may have opened it without a
+   * lookup), for the metrics.
+   */
+  remember(name: string): void {
+    this.opened.add(name);
+  }
+
   /** Forgets feed `name` (it was deleted): the metrics no longer look it up. */
   forget(name: string): void {
     this.opened.delete(name);

@@ -76,11 +76,27 @@ function addLeaseRoutes(app: FastifyInstance, ctx: ServerContext): void {
     { config: { operation: 'lease' }, schema: schemas.acquireLease },
     async (request, reply) => {
       const { holder, ttlMs } = bodyObject(request.body);
-      const grant = await (await ctx.feed(request.params.feed)).acquireLease({
+      // On a node of a cluster, a replicated feed written elsewhere (or fenced off here) is taken over.
+      const grant = await ctx.store.acquireLease(request.params.feed, {
         holder: holder as string,
         ...(ttlMs === undefined ? {} : { ttlMs: ttlMs as number }),
       });
+      ctx.remember(request.params.feed);
       return reply.code(201).send(grant);
+    },
+  );
+
+  app.post<{ Params: FeedParams }>(
+    '/v1/feeds/:feed/takeover',
+    { config: { operation: 'lease' }, schema: schemas.takeOver },
+    async (request, reply) => {
+      const { holder, ttlMs } = bodyObject(request.body);
+      const taken = await ctx.store.takeOver(request.params.feed, {
+        holder: holder as string,
+        ...(ttlMs === undefined ? {} : { ttlMs: ttlMs as number }),
+      });
+      ctx.remember(request.params.feed);
+      return reply.code(201).send(taken);
     },
   );
 

@@ -177,6 +177,21 @@ export const leaseGrant = object({
   holder: string,
 });
 
+export const takeoverResult = object({
+  grant: leaseGrant,
+  head: { ...integer, description: 'the last commit of the feed as restored (0: none)' },
+  activeStream: { ...nullable(string), description: 'the stream left open, restored with its records' },
+  droppedCommits: { ...integer, description: "commits this node's copy held past the restored head" },
+  slots: object({
+    fence: integer,
+    read: integer,
+    historyGroups: integer,
+    walGroups: integer,
+    groupsFenced: integer,
+    requests: integer,
+  }),
+});
+
 export const released = object({ feed: string, released: { const: true } });
 
 export const openedStream = object({ stream: string });

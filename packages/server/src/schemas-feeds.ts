@@ -83,7 +83,23 @@ export const acquireLease = routeSchema({
     properties: { holder: { type: 'string', description: 'who holds it (for people reading FeedInfo)' }, ttlMs },
   }),
   responses: { 201: json('the grant: its token is the fencing token', models.leaseGrant) },
-  errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'LEASE_HELD', 'READ_ONLY'],
+  errors: ['INVALID_NAME', 'FEED_NOT_FOUND', 'LEASE_HELD', 'READ_ONLY', 'FENCED', 'UNAVAILABLE'],
+});
+
+export const takeOver = routeSchema({
+  id: 'takeOver',
+  tag: 'leases',
+  summary: 'take a replicated feed over from the writer that held it',
+  description:
+    "This node becomes the feed's writer: the lease is taken in etcd, the slots fenced, and the feed laid out from object storage and its slots. Needs a server of a cluster (--etcd) with an object store. POST /lease does the same when this node has no writable copy.",
+  operation: 'lease',
+  params: feedParams,
+  body: jsonBody({
+    required: ['holder'],
+    properties: { holder: { type: 'string', description: 'who holds the new grant' }, ttlMs },
+  }),
+  responses: { 201: json('the grant, and what was restored', models.takeoverResult) },
+  errors: ['INVALID_NAME', 'INVALID_ARGUMENT', 'FEED_NOT_FOUND', 'LEASE_HELD', 'FENCED', 'UNAVAILABLE', 'CORRUPT'],
 });
 
 export const renewLease = routeSchema({
