@@ -9,11 +9,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
+import { readPacks } from '../../packages/engine/src/coordinator/writing/slot-packs.js';
+import { slotFoldersOf } from '../../packages/engine/src/coordinator/writing/slot-replication.js';
 import { type ObjectStoreOptions, StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { segmentFileName, segmentSuffix } from '../../packages/engine/src/storage/feed-layout.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
-import { feedObjectPrefix } from '../../packages/engine/src/storage/segment-descriptor.js';
 import { decodeSlot, type SlotObject, slotOfObjectName } from '../../packages/engine/src/storage/slot-object.js';
 import { outcomeCode } from '../support/failure.js';
 import { objectStoreSuite } from '../support/object-store.js';
@@ -21,19 +22,25 @@ import { openStore, temporaryDirectory } from '../support/store.js';
 
 const objects = objectStoreSuite('replicated-durability');
 
-/** Every slot object of feed `feed` (whose local directory is under `data`), decoded, in slot order. */
+/**
+ * Every slot of feed `feed` (whose local directory is under `data`), decoded, in slot order:
+ * those that are objects of their own and those in packs. Packs are read after the slots: a
+ * slot packed meanwhile is gone as an object, and in its pack.
+ */
 async function slotsOf(settings: ObjectStoreOptions, data: string, feed: string): Promise<SlotObject[]> {
   const config = JSON.parse(fs.readFileSync(path.join(data, 'feeds', feed, 'feed.json'), 'utf8')) as { tag: number };
   const store = new ObjectSegmentStore(engineObjectSettings(settings));
   try {
-    const folder = store.within(`${feedObjectPrefix(feed, config.tag)}slots/`);
-    const names = (await folder.list()).filter((name) => slotOfObjectName(name) !== undefined).sort();
-    const slots: SlotObject[] = [];
-    for (const name of names) {
-      const { bytes } = await folder.readStart(name, Number.POSITIVE_INFINITY);
-      slots.push(decodeSlot(tsKernels, bytes, name));
+    const folders = slotFoldersOf(store, feed, config.tag);
+    const found = new Map<number, SlotObject>();
+    for (const name of (await folders.slots.list()).filter((entry) => slotOfObjectName(entry) !== undefined)) {
+      const read = await folders.slots.readStart(name, Number.POSITIVE_INFINITY).catch(() => undefined);
+      if (!read) continue;
+      const slot = decodeSlot(tsKernels, read.bytes, name);
+      found.set(slot.slot, slot);
     }
-    return slots;
+    for (const [number, slot] of (await readPacks(tsKernels, folders.packs)).slots) found.set(number, slot);
+    return [...found.values()].sort((a, b) => a.slot - b.slot);
   } finally {
     store.close();
   }
@@ -190,6 +197,8 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
     });
     const after = await slotsOf(settings, data, 'payments');
     const info = (await feed.info()).replication!;
+    // Most slots went into packs (one object per run of them) before their retirement.
+    expect(info.slotsPacked).toBeGreaterThan(0);
     // A prefix went, contiguous from there to the newest.
     expect(after.map((slot) => slot.slot)).toEqual(
       Array.from({ length: after.length }, (_, index) => info.slotsRetired + 1 + index),

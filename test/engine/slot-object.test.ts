@@ -7,11 +7,15 @@ import { StreamStackError } from '../../packages/engine/src/index.js';
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import {
   decodeSlot,
+  decodeSlotPack,
   encodeSlot,
+  encodeSlotPack,
   type SlotObject,
   slotHeaderBytes,
   slotObjectName,
   slotOfObjectName,
+  slotPackName,
+  slotPackRange,
 } from '../../packages/engine/src/storage/slot-object.js';
 
 const group: SlotObject = {
@@ -66,5 +70,38 @@ describe('slot objects', () => {
     expect(corruptCode(encoded.subarray(0, slotHeaderBytes - 1), name)).toBe('CORRUPT');
     expect(corruptCode(encoded, slotObjectName(43))).toBe('CORRUPT');
     expect(corruptCode(encoded, name)).toBe('none');
+  });
+
+  it('packs a run of slots, fences included, and reads back exactly that run, or CORRUPT', () => {
+    const run: SlotObject[] = [
+      { ...group, slot: 42 },
+      { kind: 'fence', epoch: 9, slot: 43 },
+      { ...group, slot: 44, epoch: 9, lane: 'wal' },
+    ];
+    const packed = encodeSlotPack(
+      tsKernels,
+      run.map((slot) => encodeSlot(tsKernels, slot)),
+    );
+    const name = `feeds/x/slot-packs/${slotPackName(42, 44)}`;
+    expect(decodeSlotPack(tsKernels, packed, name)).toEqual(run);
+    expect(slotPackRange(slotPackName(42, 44))).toEqual({ first: 42, last: 44 });
+    expect(slotPackRange(slotObjectName(42))).toBeUndefined();
+    const code = (bytes: Uint8Array, as: string) => {
+      try {
+        decodeSlotPack(tsKernels, bytes, as);
+        return 'none';
+      } catch (error) {
+        return error instanceof StreamStackError ? error.code : 'thrown';
+      }
+    };
+    for (let index = 0; index < packed.length; index += 7) {
+      const damaged = packed.slice();
+      damaged[index] = (damaged[index] ?? 0) ^ 0x01;
+      expect(code(damaged, name)).toBe('CORRUPT');
+    }
+    // A pack must hold exactly the run its name says.
+    expect(code(packed, `feeds/x/slot-packs/${slotPackName(42, 45)}`)).toBe('CORRUPT');
+    expect(code(packed, `feeds/x/slot-packs/${slotPackName(41, 43)}`)).toBe('CORRUPT');
+    expect(code(packed.subarray(0, packed.length - 1), name)).toBe('CORRUPT');
   });
 });

@@ -870,6 +870,24 @@ export const slotsFencedAroundNewest = 2 * replicatedGroupsInFlightMax;
  */
 export const slotsReadConcurrently = 16;
 
+/**
+ * Slots a replicated feed's writer moves into one pack once that many lie below the newest it
+ * leaves alone: a takeover then reads one object for them rather than each (see
+ * `slot-packs.ts`). Low enough that a takeover's reads stay few (a pack per this many groups),
+ * high enough that packing costs one PUT per that many slot PUTs.
+ */
+export const slotsPerPackMin = 64;
+
+/** Most slots in one pack: a takeover reads a segment's groups in a few GETs. */
+export const slotsPerPackMax = 4_096;
+
+/**
+ * Most bytes of slots in one pack: the writer keeps the slots it has not packed in memory until
+ * then, so this bounds what a replicated feed holds for packing (groups are up to a quarter of a
+ * segment, so a pack of large groups holds a few).
+ */
+export const slotPackBytesMax = 16 * 1024 * 1024;
+
 // The relations between the bounds above hold, or no process starts (see `limits-check.ts`).
 checkLimits({
   objectSinglePutBytesMax,

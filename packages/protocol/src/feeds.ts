@@ -53,6 +53,8 @@ export interface ReplicationInfo {
   readonly stalled: string | null;
   /** Slots deleted since the feed opened: their content is in tiered history, or no longer needed. */
   readonly slotsRetired: number;
+  /** Slots moved into packs (one object per run of them) since the feed opened. */
+  readonly slotsPacked: number;
 }
 
 /**

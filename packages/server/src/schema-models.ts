@@ -127,6 +127,7 @@ export const replicationInfo = object({
   requests: integer,
   stalled: nullable(string),
   slotsRetired: integer,
+  slotsPacked: integer,
 });
 
 export const feedInfo = object(

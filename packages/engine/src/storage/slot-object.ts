@@ -126,3 +126,77 @@ export function decodeSlot(kernels: Pick<Kernels, 'crc32'>, encoded: Uint8Array,
         bytes,
       };
 }
+
+/**
+ * Slot packs: a run of consecutive slots moved into one object (`slot-packs/<first>-<last>` in
+ * the feed's folder), so that a takeover reads a few large objects rather than every group's
+ * slot. A pack holds the slots' objects exactly as stored, fences included, so reading it is
+ * reading them:
+ *
+ *   magic "SSPK" · version u8 · 0 u8 · 0 u16 · count u32
+ *   count × (length u32 · the slot object's bytes)
+ *   CRC-32 u32 of every byte before it
+ */
+export const slotPacksObjectFolder = 'slot-packs/';
+
+const packMagic = [0x53, 0x53, 0x50, 0x4b]; // "SSPK"
+const packVersion = 1;
+
+/** The object name of the pack of slots `first` to `last`. */
+export function slotPackName(first: number, last: number): string {
+  assert(last >= first, 'a pack holds a run of slots');
+  return `${slotObjectName(first)}-${slotObjectName(last)}`;
+}
+
+/** The slots a pack's object name spells, or undefined for any other name. */
+export function slotPackRange(name: string): { first: number; last: number } | undefined {
+  const dash = name.indexOf('-');
+  if (dash !== slotDigits || name.length !== 2 * slotDigits + 1) return undefined;
+  const first = slotOfObjectName(name.slice(0, dash));
+  const last = slotOfObjectName(name.slice(dash + 1));
+  return first !== undefined && last !== undefined && last >= first ? { first, last } : undefined;
+}
+
+/** A pack of the encoded slots `encoded`, consecutive from the first. */
+export function encodeSlotPack(kernels: Pick<Kernels, 'crc32'>, encoded: readonly Uint8Array[]): Uint8Array {
+  const size = 12 + encoded.reduce((sum, slot) => sum + 4 + slot.length, 0) + 4;
+  const writer = new ByteWriter(size);
+  for (const byte of packMagic) writer.u8(byte);
+  writer.u8(packVersion).u8(0).u8(0).u8(0).u32(encoded.length);
+  for (const slot of encoded) writer.u32(slot.length).raw(slot);
+  writer.u32(kernels.crc32(writer.peek()));
+  const bytes = writer.finish().slice();
+  assert(bytes.length === size, 'a pack is its header, its slots and its CRC');
+  return bytes;
+}
+
+/**
+ * The slots of pack `name` (its bytes `encoded`), in order; `CORRUPT` naming it when it does not
+ * check, or when its slots are not exactly the run its name says.
+ */
+export function decodeSlotPack(kernels: Pick<Kernels, 'crc32'>, encoded: Uint8Array, name: string): SlotObject[] {
+  const corrupt = (reason: string) =>
+    new StreamStackError('CORRUPT', `slot pack ${name} ${reason}`, { details: { object: name } });
+  const range = slotPackRange(name.slice(name.lastIndexOf('/') + 1));
+  if (!range) throw corrupt('has no pack name');
+  if (encoded.length < 16 || packMagic.some((byte, index) => encoded[index] !== byte)) throw corrupt('is not a pack');
+  const view = new DataView(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+  if (kernels.crc32(encoded.subarray(0, encoded.length - 4)) !== view.getUint32(encoded.length - 4, true))
+    throw corrupt('fails its CRC');
+  const reader = new ByteReader(encoded, 4, encoded.length - 4, `slot pack ${name}`);
+  if (reader.u8() !== packVersion) throw corrupt('has a version this release does not read');
+  reader.u8();
+  reader.u8();
+  reader.u8();
+  const count = reader.u32();
+  if (count !== range.last - range.first + 1)
+    throw corrupt(`holds ${count} slots, not ${range.last - range.first + 1}`);
+  const slots: SlotObject[] = [];
+  for (let index = 0; index < count; index++) {
+    const length = reader.u32();
+    const slot = decodeSlot(kernels, reader.raw(length), `${name}/${slotObjectName(range.first + index)}`);
+    slots.push(slot);
+  }
+  reader.expectEnd();
+  return slots;
+}

@@ -31,19 +31,26 @@
 import fsp from 'node:fs/promises';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { frameHeaderBytes, segmentHeaderBytes, slotsReadConcurrently } from '../../limits.js';
+import {
+  frameHeaderBytes,
+  segmentHeaderBytes,
+  slotPackBytesMax,
+  slotsFencedAroundNewest,
+  slotsPerPackMax,
+  slotsReadConcurrently,
+} from '../../limits.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
 import { FrameKind } from '../../storage/frame-kinds.js';
 import { controlGroup, GroupBuilder, sealGroup } from '../../storage/groups.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { SegmentFile, SegmentKind } from '../../storage/segment.js';
-import { feedObjectPrefix } from '../../storage/segment-descriptor.js';
-import { type SlotObject, slotsObjectFolder } from '../../storage/slot-object.js';
+import { encodeSlot, type SlotObject } from '../../storage/slot-object.js';
 import { StateLog } from '../../storage/state-log.js';
 import { Wal, walFrames, walGroupEvents } from '../../storage/wal.js';
 import { TieringLog } from '../maintenance/tiering-state.js';
 import { type LeaseState, recordLease } from '../writing/lease.js';
-import { SlotReplication } from '../writing/slot-replication.js';
+import { listPacks, readPacks, type SlotFolders, SlotPacks } from '../writing/slot-packs.js';
+import type { SlotReplication } from '../writing/slot-replication.js';
 import { feedTagOf } from './data-directory.js';
 import { FollowerMirror } from './follower-mirror.js';
 
@@ -68,6 +75,10 @@ export interface SlotRestoreOptions {
   readonly kernels: Kernels;
   readonly objectStore: ObjectSegmentStore;
   readonly feed: string;
+  /** The feed's slots and slot packs. */
+  readonly folders: SlotFolders;
+  /** The slots, opened (`SlotReplication.open`) before the lease was taken. */
+  readonly replication: SlotReplication;
   /** A directory that does not exist yet: the feed's directory is laid out there. */
   readonly directory: string;
   /** The epoch of the lease just granted in etcd: it fences the slots. */
@@ -78,54 +89,93 @@ export interface SlotRestoreOptions {
   readonly segmentBytes: number;
 }
 
-/** The slots of feed `feed` (tag `tag`) in object storage. */
-export function slotsOf(objectStore: ObjectSegmentStore, feed: string, tag: number): ObjectSegmentStore {
-  return objectStore.within(`${feedObjectPrefix(feed, tag)}${slotsObjectFolder}`);
-}
-
 /** Lays out the directory of replicated feed `feed` from object storage and its slots (see above). */
 export async function restoreFromSlots(options: SlotRestoreOptions): Promise<SlotRestoreReport> {
-  const { kernels, objectStore, feed, directory, epoch } = options;
-  const mirror = await FollowerMirror.open(kernels, objectStore, feed, directory);
+  const { kernels, objectStore, feed, directory, epoch, replication, folders } = options;
+  const fence = await replication.fence(epoch);
+  // The tiered history is laid out while the slots are read, and looked at again after them
+  // (step 3): that second look only fetches what was uploaded meanwhile.
+  const [read, mirror] = await Promise.all([
+    readSlotsAndPacks(kernels, replication, folders, fence),
+    FollowerMirror.open(kernels, objectStore, feed, directory).then(async (opened) => {
+      await opened.sync();
+      return opened;
+    }),
+  ]);
   const tag = feedTagOf(directory);
-  const replication = await SlotReplication.open(kernels, slotsOf(objectStore, feed, tag), epoch, () => false, {
-    position: 0,
-    stream: undefined,
-  });
-  try {
-    replication.assertNotFenced();
-    const fence = await replication.fence(epoch);
-    const read = await readSlots(replication, replication.oldest ?? fence, fence);
-    const { groups, groupsFenced } = acknowledgeable(read, epoch);
-    const tail = await layOutTieredHistory(mirror);
-    const history = groups.filter((group) => group.lane === 'history' && group.segment >= tail.base);
-    await writeHistorySegments(kernels, directory, tag, history, tail);
-    const wal = groups.filter((group) => group.lane === 'wal');
-    await replayWal(kernels, directory, tag, wal, options.segmentBytes);
-    await nameTieringWriter(kernels, directory, options.writerId);
-    return {
-      fence,
-      slotsRead: read.length,
-      historyGroups: history.length,
-      walGroups: wal.length,
-      groupsFenced,
-      requests: replication.info.requests,
-    };
-  } finally {
-    replication.close();
-  }
+  const { groups, groupsFenced } = acknowledgeable(read.all, epoch);
+  const tail = await layOutTieredHistory(mirror);
+  const history = groups.filter((group) => group.lane === 'history' && group.segment >= tail.base);
+  await writeHistorySegments(kernels, directory, tag, history, tail);
+  const wal = groups.filter((group) => group.lane === 'wal');
+  await replayWal(kernels, directory, tag, wal, options.segmentBytes);
+  await nameTieringWriter(kernels, directory, options.writerId);
+  // The slots read one by one go into packs: the next takeover reads them in a few objects.
+  const packer = new SlotPacks(kernels, folders);
+  await packSlots(packer, read.individually, fence - 2 * slotsFencedAroundNewest, kernels);
+  return {
+    fence,
+    slotsRead: read.all.length,
+    historyGroups: history.length,
+    walGroups: wal.length,
+    groupsFenced,
+    requests: replication.info.requests + packer.requests + read.requests,
+  };
 }
 
-/** Slots `from` to `through`, in order, those present; a few requests at a time. */
-async function readSlots(replication: SlotReplication, from: number, through: number): Promise<SlotObject[]> {
-  const found: SlotObject[] = [];
-  for (let start = from; start <= through; start += slotsReadConcurrently) {
-    const numbers: number[] = [];
-    for (let slot = start; slot <= Math.min(through, start + slotsReadConcurrently - 1); slot++) numbers.push(slot);
-    const slots = await Promise.all(numbers.map((slot) => replication.readIfPresent(slot)));
-    for (const slot of slots) if (slot) found.push(slot);
+/**
+ * Every slot from the oldest kept to `fence`, in order: those that are slots of their own (read
+ * a few at a time), and those in packs. The packs are listed again after the slots are read: a
+ * writer that packed slots meanwhile deleted them as slots only once their pack was stored.
+ */
+async function readSlotsAndPacks(
+  kernels: Kernels,
+  replication: SlotReplication,
+  folders: SlotFolders,
+  fence: number,
+): Promise<{ all: SlotObject[]; individually: SlotObject[]; requests: number }> {
+  const packedBefore = await listPacks(folders.packs);
+  const packed = (slot: number) => packedBefore.some((pack) => pack.first <= slot && slot <= pack.last);
+  const numbers: number[] = [];
+  for (let slot = replication.oldestSlot ?? fence; slot <= fence; slot++) if (!packed(slot)) numbers.push(slot);
+  const individually: SlotObject[] = [];
+  for (let at = 0; at < numbers.length; at += slotsReadConcurrently) {
+    const batch = numbers.slice(at, at + slotsReadConcurrently);
+    for (const slot of await Promise.all(batch.map((number) => replication.readIfPresent(number))))
+      if (slot) individually.push(slot);
   }
-  return found;
+  const { slots: all, packs } = await readPacks(kernels, folders.packs);
+  for (const slot of individually) all.set(slot.slot, slot);
+  return {
+    all: [...all.values()].sort((a, b) => a.slot - b.slot),
+    individually,
+    // Two listings and a read per pack; the slots' own reads are counted by the replication.
+    requests: 2 + packs,
+  };
+}
+
+/** Moves the slots of `slots` at or below `through` into packs, each a run of consecutive ones. */
+async function packSlots(packer: SlotPacks, slots: readonly SlotObject[], through: number, kernels: Kernels) {
+  let run: SlotObject[] = [];
+  let bytes = 0;
+  const flush = async () => {
+    if (run.length > 0)
+      await packer.write(
+        run.map((slot) => encodeSlot(kernels, slot)),
+        (run[0] as SlotObject).slot,
+      );
+    run = [];
+    bytes = 0;
+  };
+  for (const slot of slots) {
+    if (slot.slot > through) break;
+    const size = slot.kind === 'group' ? slot.bytes.length : 0;
+    const follows = run.length > 0 && (run.at(-1) as SlotObject).slot + 1 === slot.slot;
+    if (run.length > 0 && (!follows || run.length >= slotsPerPackMax || bytes + size > slotPackBytesMax)) await flush();
+    run.push(slot);
+    bytes += size;
+  }
+  await flush();
 }
 
 /**

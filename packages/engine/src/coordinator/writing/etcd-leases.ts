@@ -125,7 +125,8 @@ function lostError(feed: string, reason: string): StreamStackError {
   });
 }
 
-function heldError(record: WriterRecord | undefined, feed: string): StreamStackError {
+/** `LEASE_HELD`, naming who holds feed `feed`'s writer key (`record`). */
+export function heldError(record: WriterRecord | undefined, feed: string): StreamStackError {
   return new StreamStackError(
     'LEASE_HELD',
     record

@@ -14,10 +14,11 @@ import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { publishedFeedConfig } from '../opening/follower-mirror.js';
-import { restoreFromSlots, type SlotRestoreReport, slotsOf, writeLeaseLog } from '../opening/slot-restore.js';
-import type { RemoteLease } from './etcd-leases.js';
+import { restoreFromSlots, type SlotRestoreReport, writeLeaseLog } from '../opening/slot-restore.js';
+import { heldError, type RemoteLease } from './etcd-leases.js';
 import type { LeaseState } from './lease.js';
-import { SlotReplication } from './slot-replication.js';
+import type { SlotFolders } from './slot-packs.js';
+import { SlotReplication, slotFoldersOf } from './slot-replication.js';
 
 export interface TakeoverRequest {
   readonly kernels: Kernels;
@@ -41,6 +42,10 @@ export async function takeOverFeed(
   request: TakeoverRequest,
 ): Promise<{ lease: LeaseState; restore: SlotRestoreReport }> {
   const { kernels, objectStore, feed, remote } = request;
+  // A key this node sees live in etcd refuses at once, before any request to object storage: a
+  // producer retries until its TTL runs out, and each try should cost nothing.
+  const holder = remote.heldElsewhere(undefined);
+  if (holder) throw heldError(holder, feed);
   const published = await publishedFeedConfig(objectStore, feed);
   if (!published)
     throw new StreamStackError('FEED_NOT_FOUND', `object storage holds no feed named ${feed}`, { details: { feed } });
@@ -51,19 +56,29 @@ export async function takeOverFeed(
       `feed ${feed} acknowledges writes once they are on its writer's disk (durability ${durability}): no other node holds them, so none can take it over`,
       { details: { feed, durability } },
     );
+  const folders = slotFoldersOf(objectStore, feed, published.tag);
   // The epoch goes above every one a slot was written under, whatever etcd remembers.
-  const probe = await SlotReplication.open(
-    kernels,
-    slotsOf(objectStore, feed, published.tag),
-    Number.MAX_SAFE_INTEGER,
-    () => false,
-    { position: 0, stream: undefined },
-  );
-  probe.close();
+  const replication = await SlotReplication.open(kernels, folders, Number.MAX_SAFE_INTEGER, () => false, {
+    position: 0,
+    stream: undefined,
+  });
+  try {
+    return await takeOverWith(request, replication, folders);
+  } finally {
+    replication.close();
+  }
+}
+
+async function takeOverWith(
+  request: TakeoverRequest,
+  replication: SlotReplication,
+  folders: SlotFolders,
+): Promise<{ lease: LeaseState; restore: SlotRestoreReport }> {
+  const { kernels, objectStore, feed, remote } = request;
   const { epoch, token } = await remote.acquire({
     holder: request.holder,
     nonce: request.newId(),
-    epochFloor: Math.max(probe.newestEpoch, request.localEpoch),
+    epochFloor: Math.max(replication.newestEpoch, request.localEpoch),
     ttlMs: request.ttlMs,
     replacing: undefined,
   });
@@ -74,6 +89,8 @@ export async function takeOverFeed(
       kernels,
       objectStore,
       feed,
+      folders,
+      replication,
       directory: request.directory,
       epoch,
       writerId: request.newId(),

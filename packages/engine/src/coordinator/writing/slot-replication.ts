@@ -46,9 +46,11 @@ import {
   type SlotObject,
   slotObjectName,
   slotOfObjectName,
+  slotPacksObjectFolder,
   slotsObjectFolder,
 } from '../../storage/slot-object.js';
 import { feedTagOf } from '../opening/data-directory.js';
+import { type SlotFolders, SlotPacks } from './slot-packs.js';
 
 function fencedBy(slot: number, epoch: number, own: number): StreamStackError {
   return new StreamStackError(
@@ -93,13 +95,20 @@ export class SlotReplication {
   /** The retirement under way, if any: one at a time. */
   private retiring: Promise<void> | undefined;
 
+  /** The runs of slots moved into packs. */
+  private readonly packs: SlotPacks;
+  private readonly slots: ObjectSegmentStore;
+
   private constructor(
     private readonly kernels: Kernels,
-    private readonly slots: ObjectSegmentStore,
+    folders: SlotFolders,
     /** The next slot number to take. */
     private next: number,
     private readonly needsMet: SlotNeedsMet,
-  ) {}
+  ) {
+    this.slots = folders.slots;
+    this.packs = new SlotPacks(kernels, folders);
+  }
 
   /**
    * Finds the newest slot (a listing, then a probe past it: a listing may lag a put) and takes
@@ -109,13 +118,13 @@ export class SlotReplication {
    */
   static async open(
     kernels: Kernels,
-    slots: ObjectSegmentStore,
+    folders: SlotFolders,
     epochFloor: number,
     needsMet: SlotNeedsMet,
     /** What the slots found now may hold: history up to the head, and the stream open now. */
     atOpen: { position: number; stream: string | undefined },
   ): Promise<SlotReplication> {
-    const names = await slots.list();
+    const names = await folders.slots.list();
     let first = Number.POSITIVE_INFINITY;
     let last = 0;
     for (const name of names) {
@@ -124,22 +133,25 @@ export class SlotReplication {
       first = Math.min(first, slot);
       last = Math.max(last, slot);
     }
-    const replication = new SlotReplication(kernels, slots, last + 1, needsMet);
+    const replication = new SlotReplication(kernels, folders, last + 1, needsMet);
     replication.requests += 1;
-    if (Number.isFinite(first)) replication.oldest = first;
-    last = await replication.probe(last);
+    if (Number.isFinite(first)) replication.oldestSlot = first;
+    // Packs hold only slots below the newest, which always stay slots: they are listed after
+    // the slots (a pack made in between deleted its slots only once it was stored).
+    const [packed, probed] = await Promise.all([replication.packs.found(), replication.probe(last)]);
+    last = probed;
     replication.next = last + 1;
     if (last > 0) {
       const newest = await replication.read(last);
       replication.newestEpoch = newest.epoch;
       if (newest.epoch > epochFloor) replication.fenced = fencedBy(last, newest.epoch, epochFloor);
-      replication.held.push({ first: Math.min(first, last), last, ...atOpen });
+      replication.held.push({ first: Math.min(first, packed ?? last, last), last, ...atOpen });
     }
     return replication;
   }
 
-  /** The oldest slot the listing at open found (undefined for none): where a restore starts reading. */
-  oldest: number | undefined;
+  /** The oldest slot (not in a pack) the listing at open found, or undefined for none. */
+  oldestSlot: number | undefined;
   /** The newest slot this writer stored or fenced itself (0: none yet). */
   private ownNewest = 0;
 
@@ -282,6 +294,7 @@ export class SlotReplication {
     this.stalledBy = undefined;
     this.written++;
     this.ownNewest = Math.max(this.ownNewest, object.slot);
+    this.packs.stored(object.slot, encoded, this.next - 1 - slotsFencedAroundNewest);
     if (++this.sinceRetire >= slotsRetireEvery) {
       this.sinceRetire = 0;
       void this.retire().catch(() => undefined);
@@ -303,18 +316,25 @@ export class SlotReplication {
     const newest = this.next - 1;
     const names: string[] = [];
     let through = 0;
+    let count = 0;
     for (const entry of this.held) {
       if (!this.needsMet(entry.position, entry.stream)) break;
       // The newest numbers stay: a new writer tells the ones never stored among them by their absence.
       const last = Math.min(entry.last, newest - slotsFencedAroundNewest);
-      for (let slot = Math.max(entry.first, through + 1); slot <= last; slot++) names.push(slotObjectName(slot));
+      if (last < entry.first) break;
+      for (let slot = Math.max(entry.first, through + 1); slot <= last; slot++) {
+        count++;
+        // A packed slot goes with its pack.
+        if (!this.packs.holds(slot)) names.push(slotObjectName(slot));
+      }
       through = last;
       if (last < entry.last) break;
     }
-    if (names.length === 0) return;
+    if (count === 0) return;
     this.requests += Math.ceil(names.length / objectDeleteBatchKeys);
     await this.slots.deleteAll(names);
-    this.retired += names.length;
+    await this.packs.retireThrough(through);
+    this.retired += count;
     while (this.held.length > 0 && (this.held[0] as HeldSlots).last <= through) this.held.shift();
     const oldest = this.held[0];
     if (oldest && oldest.first <= through) this.held[0] = { ...oldest, first: through + 1 };
@@ -324,9 +344,10 @@ export class SlotReplication {
     return {
       lastSlot: this.next - 1,
       slotsWritten: this.written,
-      requests: this.requests,
+      requests: this.requests + this.packs.requests,
       stalled: this.stalledBy ?? null,
       slotsRetired: this.retired,
+      slotsPacked: this.packs.packed,
     };
   }
 
@@ -352,8 +373,18 @@ export function openReplication(
       'INVALID_ARGUMENT',
       `feed ${options.feed} is replicated: its writer needs the object store its slots are kept in (objectStore, --object-store)`,
     );
-  const slots = options.objectStore.within(
-    `${feedObjectPrefix(options.feed, feedTagOf(directory))}${slotsObjectFolder}`,
-  );
-  return SlotReplication.open(kernels, slots, at.epochFloor, at.needsMet, { position: at.position, stream: at.stream });
+  const folders = slotFoldersOf(options.objectStore, options.feed, feedTagOf(directory));
+  return SlotReplication.open(kernels, folders, at.epochFloor, at.needsMet, {
+    position: at.position,
+    stream: at.stream,
+  });
+}
+
+/** Where the slots and slot packs of feed `feed` (tag `tag`) are in object storage. */
+export function slotFoldersOf(objectStore: ObjectSegmentStore, feed: string, tag: number): SlotFolders {
+  const folder = feedObjectPrefix(feed, tag);
+  return {
+    slots: objectStore.within(`${folder}${slotsObjectFolder}`),
+    packs: objectStore.within(`${folder}${slotPacksObjectFolder}`),
+  };
 }
