@@ -3,9 +3,10 @@
  * refused to the other with the holder's node named, writes go under it, and reads never need
  * etcd (a machine-wide STREAMSTACK_ETCD pointing at an etcd that is down leaves them working).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cli } from '../support/cli.js';
-import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
+import { etcdForSuite } from '../support/etcd-suite.js';
 import { temporaryDirectory } from '../support/store.js';
 import { freePort } from '../support/versitygw.mjs';
 
@@ -14,20 +15,14 @@ const binary = etcdBinary();
 describe.skipIf(binary === undefined)(
   binary === undefined ? `streamstack --etcd (skipped: ${etcdMissing})` : 'streamstack --etcd',
   () => {
-    let etcd: { endpoint: string; stop(): Promise<void> };
-    beforeAll(async () => {
-      etcd = await startEtcd(binary);
-    }, 30_000);
-    afterAll(async () => {
-      await etcd?.stop();
-    });
+    const etcdOf = etcdForSuite();
 
     it('a lease taken on one node is refused on another, naming the holder; its token writes', () => {
       const prefix = `/cli-${process.pid}/`;
       const [dataA, dataB] = [temporaryDirectory(), temporaryDirectory()];
-      const nodeA = ['--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--etcd-node', 'node-a'];
+      const nodeA = ['--etcd', etcdOf().endpoint, '--etcd-prefix', prefix, '--etcd-node', 'node-a'];
       const nodeB = {
-        STREAMSTACK_ETCD: etcd.endpoint,
+        STREAMSTACK_ETCD: etcdOf().endpoint,
         STREAMSTACK_ETCD_PREFIX: prefix,
         STREAMSTACK_ETCD_NODE: 'node-b',
       };

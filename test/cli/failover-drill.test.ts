@@ -11,7 +11,7 @@
  * `STREAMSTACK_DRILL_RUNS` sets the number of runs (50 here; `pnpm soak` runs 1,000).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RemoteStore } from '../../packages/client/src/index.js';
 import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
 import { publishedFeedConfig } from '../../packages/engine/src/coordinator/opening/follower-mirror.js';
@@ -20,7 +20,8 @@ import { slotFoldersOf } from '../../packages/engine/src/coordinator/writing/slo
 import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import { decodeSlot, type SlotObject, slotOfObjectName } from '../../packages/engine/src/storage/slot-object.js';
-import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
+import { etcdForSuite } from '../support/etcd-suite.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { startServe } from '../support/serve-process.mjs';
 
@@ -82,13 +83,7 @@ describe.skipIf(skipped)(
   skipped ? `failover drill (skipped: ${objects.missing ? 'no versitygw' : etcdMissing})` : 'failover drill',
   () => {
     objects.start();
-    let etcd: { endpoint: string; stop(): Promise<void> };
-    beforeAll(async () => {
-      etcd = await startEtcd(binary);
-    }, 30_000);
-    afterAll(async () => {
-      await etcd?.stop();
-    });
+    const etcdOf = etcdForSuite();
 
     it(
       `${runs} runs: writer killed -9 or paused at random under load; nothing acknowledged is lost or doubled`,
@@ -97,7 +92,7 @@ describe.skipIf(skipped)(
         const prefix = `/drill-${process.pid}/`;
         const start = async (name: string, data: string): Promise<Node> => {
           const process = startServe(data, [], {
-            globalArgs: ['--etcd', etcd.endpoint, '--etcd-prefix', prefix, '--etcd-node', name],
+            globalArgs: ['--etcd', etcdOf().endpoint, '--etcd-prefix', prefix, '--etcd-node', name],
             env,
           });
           return { name, data, process, url: await process.url };

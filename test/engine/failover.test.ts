@@ -6,9 +6,10 @@
  * records kept; the old writer, back, is fenced and takes the feed back only by a takeover
  * that drops nothing acknowledged. A local-durability feed cannot be taken over.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
-import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
+import { etcdForSuite } from '../support/etcd-suite.js';
 import { outcomeCode } from '../support/failure.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
@@ -27,16 +28,12 @@ async function payloads(feed: Feed): Promise<string[]> {
   return found;
 }
 
-/** Waits for the writer key of a stopped node to expire: its TTL, and etcd's expiry tick. */
-async function takeOverWhenFree(store: Store, feed: string, holder: string) {
+/** Waits until no node holds feed `feed`'s writer key: a stopped node's TTL ran out. */
+async function untilFree(store: Store, feed: string): Promise<void> {
   const deadline = Date.now() + 10_000;
-  for (;;) {
-    try {
-      return await store.takeOver(feed, { holder, ttlMs: 2000 });
-    } catch (error) {
-      if ((error as { code?: string }).code !== 'LEASE_HELD' || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  while ((await store.cluster()).feeds.some((leased) => leased.feed === feed)) {
+    if (Date.now() > deadline) throw new Error(`the lease of ${feed} did not expire`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
@@ -44,19 +41,13 @@ describe.skipIf(skipped)(
   skipped ? `failover (skipped: ${objects.missing ? 'no versitygw' : etcdMissing})` : 'failover',
   () => {
     objects.start();
-    let etcd: { endpoint: string; stop(): Promise<void> };
-    beforeAll(async () => {
-      etcd = await startEtcd(binary);
-    }, 30_000);
-    afterAll(async () => {
-      await etcd?.stop();
-    });
+    const etcdOf = etcdForSuite();
 
     /** A node of cluster `prefix` over the object store `settings`, with data directory `data`. */
     function node(settings: ObjectStoreOptions, prefix: string, name: string, data = temporaryDirectory()) {
       return openStore(data, {
         objectStore: settings,
-        coordination: { etcd: etcd.endpoint, prefix, node: name },
+        coordination: { etcd: etcdOf().endpoint, prefix, node: name },
         // Small segments: the history spans several, some tiered, some only in slots.
         segmentBytes: 64 * 1024,
       });
@@ -94,7 +85,17 @@ describe.skipIf(skipped)(
       const storeB = await open('node-b', temporaryDirectory());
       // While the old grant lives in etcd, the feed is not free.
       expect(await outcomeCode(storeB.takeOver('orders', { holder: 'ingest' }))).toBe('LEASE_HELD');
-      const taken = await takeOverWhenFree(storeB, 'orders', 'ingest');
+      await untilFree(storeB, 'orders');
+      // Two producers ask at once: one takeover runs, the other finds the lease held.
+      const asked = await Promise.allSettled([
+        storeB.takeOver('orders', { holder: 'ingest', ttlMs: 2000 }),
+        storeB.takeOver('orders', { holder: 'ingest-2', ttlMs: 2000 }),
+      ]);
+      const granted = asked.filter((outcome) => outcome.status === 'fulfilled');
+      expect(granted).toHaveLength(1);
+      const refused = asked.find((outcome) => outcome.status === 'rejected') as PromiseRejectedResult;
+      expect((refused.reason as { code?: string }).code).toBe('LEASE_HELD');
+      const taken = (granted[0] as PromiseFulfilledResult<Awaited<ReturnType<Store['takeOver']>>>).value;
       expect(taken.grant.epoch).toBeGreaterThan(grantA.epoch);
       expect(taken.head).toBe(headA);
       expect(taken.activeStream).toBe(stream.id);

@@ -478,7 +478,8 @@ export class Store {
         'INVALID_ARGUMENT',
         'a takeover needs a writable node of a cluster: open the store with coordination and objectStore',
       );
-    await this.deletions.get(name);
+    // One takeover (or deletion) of a name at a time: a second one waits, then finds the lease held.
+    for (let pending = this.deletions.get(name); pending; pending = this.deletions.get(name)) await pending;
     return takeOverInStore(
       {
         kernels: this.kernels,
