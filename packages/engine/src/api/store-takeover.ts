@@ -4,7 +4,7 @@
  * place of the local copy, which is closed first (its handles fail `FENCED` from then on), opens
  * it, and says what was restored and what the local copy held that is gone.
  */
-import type { TakeoverResult } from '@streamstack/protocol';
+import type { FeedInfo, LeaseGrant, TakeoverResult } from '@streamstack/protocol';
 import type { DataDirectory } from '../coordinator/opening/data-directory.js';
 import type { EtcdLeases } from '../coordinator/writing/etcd-leases.js';
 import { takeOverFeed } from '../coordinator/writing/feed-takeover.js';
@@ -59,20 +59,34 @@ export async function takeOverInStore(
       await directory.restoringDirectory(name);
       throw error;
     });
-    const open = await store.forget(name)?.catch(() => undefined);
-    await open?.writer.close(
-      new StreamStackError('FENCED', `feed ${name} was taken over and laid out again: look it up again`, {
-        details: { feed: name },
-      }),
-    );
-    await directory.replaceFeed(name, restoring);
+    try {
+      const open = await store.forget(name)?.catch(() => undefined);
+      await open?.writer.close(
+        new StreamStackError('FENCED', `feed ${name} was taken over and laid out again: look it up again`, {
+          details: { feed: name },
+        }),
+      );
+      await directory.replaceFeed(name, restoring);
+    } catch (error) {
+      taken.stopRenewing();
+      throw error;
+    }
     return { ...taken, localHead: before?.head?.commit ?? 0 };
   })();
-  const { lease, restore, localHead } = await store.guard(name, replacement);
-  const info = await (await store.feed(name)).info();
+  const { lease, restore, localHead, stopRenewing } = await store.guard(name, replacement);
+  let grant: LeaseGrant;
+  let info: FeedInfo;
+  try {
+    const feed = await store.feed(name);
+    // Opening a long history may outlast the TTL: the grant is renewed now that the feed is open.
+    grant = await feed.writer.resumeLease(lease.token, ttlMs);
+    info = await feed.info();
+  } finally {
+    stopRenewing();
+  }
   const head = info.head?.commit ?? 0;
   return {
-    grant: { epoch: lease.epoch, token: lease.token, expiresAt: lease.expiresAt, holder: lease.holder },
+    grant,
     head,
     activeStream: info.activeStream,
     droppedCommits: Math.max(0, localHead - head),

@@ -37,10 +37,18 @@ export interface TakeoverRequest {
   readonly newId: () => string;
 }
 
+/**
+ * A takeover done: the grant (renewed in etcd every third of its TTL until `stopRenewing`, for
+ * the caller opens the feed first, which may take longer than the TTL) and what the restore did.
+ */
+export interface TakenOver {
+  readonly lease: LeaseState;
+  readonly restore: SlotRestoreReport;
+  stopRenewing(): void;
+}
+
 /** Takes feed `request.feed` over (see above); returns the grant and what the restore did. */
-export async function takeOverFeed(
-  request: TakeoverRequest,
-): Promise<{ lease: LeaseState; restore: SlotRestoreReport }> {
+export async function takeOverFeed(request: TakeoverRequest): Promise<TakenOver> {
   const { kernels, objectStore, feed, remote } = request;
   // A key this node sees live in etcd refuses at once, before any request to object storage: a
   // producer retries until its TTL runs out, and each try should cost nothing.
@@ -73,7 +81,7 @@ async function takeOverWith(
   request: TakeoverRequest,
   replication: SlotReplication,
   folders: SlotFolders,
-): Promise<{ lease: LeaseState; restore: SlotRestoreReport }> {
+): Promise<TakenOver> {
   const { kernels, objectStore, feed, remote } = request;
   const { epoch, token } = await remote.acquire({
     holder: request.holder,
@@ -106,12 +114,11 @@ async function takeOverWith(
     await remote.renew(token, request.ttlMs);
     const lease = { epoch, holder: request.holder, token, expiresAt: renewedAt + request.ttlMs, released: false };
     await writeLeaseLog(kernels, request.directory, lease);
-    return { lease, restore };
+    return { lease, restore, stopRenewing: () => clearInterval(renewal) };
   } catch (error) {
+    clearInterval(renewal);
     await remote.release(token).catch(() => undefined);
     throw error;
-  } finally {
-    clearInterval(renewal);
   }
 }
 

@@ -515,6 +515,13 @@ export class FeedWriter {
     return this.lease.renew(token, ttlMs);
   }
 
+  /** Renews a takeover's grant of `token` once the feed is open, though it expired here meanwhile (see `LeaseKeeper.resume`). */
+  resumeLease(token: string, ttlMs: number): Promise<LeaseGrant> {
+    this.assertOpen();
+    this.assertWritable();
+    return this.lease.resume(token, ttlMs);
+  }
+
   releaseLease(token: string): Promise<void> {
     this.assertOpen();
     this.assertWritable();

@@ -182,6 +182,28 @@ export class LeaseKeeper {
     });
   }
 
+  /**
+   * Renews the grant of `token` even if it expired here, as long as etcd still holds it: a
+   * takeover keeps its grant alive in etcd while it lays the feed out and opens it, which may
+   * take longer than the TTL. The expiry counts from before the request to etcd, as a grant's.
+   */
+  resume(token: string, ttlMs: number): Promise<LeaseGrant> {
+    const ttl = validateTtl(ttlMs);
+    return this.serial(async () => {
+      const lease = this.current;
+      if (!lease || lease.token !== token || lease.released || !this.remote)
+        throw new StreamStackError('FENCED', 'the token does not name the current lease of this feed', {
+          details: { epoch: lease?.epoch ?? 0 },
+        });
+      const now = this.clock();
+      await this.remote.renew(token, ttl);
+      const renewed = { ...lease, expiresAt: now + ttl };
+      await this.log.write(encodeLease(renewed));
+      this.current = renewed;
+      return { epoch: renewed.epoch, token, expiresAt: renewed.expiresAt, holder: renewed.holder };
+    });
+  }
+
   release(token: string): Promise<void> {
     return this.serial(async () => {
       const lease = this.check(token);
