@@ -871,6 +871,14 @@ export const slotsFencedAroundNewest = 2 * replicatedGroupsInFlightMax;
 export const slotsReadConcurrently = 16;
 
 /**
+ * The shortest TTL, in milliseconds, a takeover holds a feed's writer key in etcd with while it
+ * lays the feed out and opens it (then the grant's own TTL): opening a long history blocks the
+ * event loop for up to seconds at a time, and a renewal that comes too late would hand the feed
+ * to another node in the middle of the takeover.
+ */
+export const takeoverLeaseTtlMsMin = 10_000;
+
+/**
  * Slots a replicated feed's writer moves into one pack once that many lie below the newest it
  * leaves alone: a takeover then reads one object for them rather than each (see
  * `slot-packs.ts`). Low enough that a takeover's reads stay few (a pack per this many groups),

@@ -78,7 +78,9 @@ export async function takeOverInStore(
   let info: FeedInfo;
   try {
     const feed = await store.feed(name);
-    // Opening a long history may outlast the TTL: the grant is renewed now that the feed is open.
+    stopRenewing();
+    // Opening a long history may outlast the TTL: the grant is renewed now that the feed is open,
+    // under its own TTL.
     grant = await feed.writer.resumeLease(lease.token, ttlMs);
     info = await feed.info();
   } finally {

@@ -6,12 +6,15 @@
  * the feeds, from object storage and the slots (`slot-restore.ts`), with that lease as its
  * grant. The caller puts it in place of any local copy and opens it.
  *
- * The grant is renewed in etcd while the restore runs: laying out a long history may take
- * longer than a short TTL, and the feed must not change hands under it.
+ * The grant is held in etcd with a TTL of at least `takeoverLeaseTtlMsMin`, renewed while the
+ * restore runs and until the feed is open: laying out and opening a long history may take
+ * longer than a short TTL (and block the event loop for a while), and the feed must not change
+ * hands under it. Once the feed is open, the grant's own TTL takes over.
  */
 import { setInterval } from 'node:timers';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
+import { takeoverLeaseTtlMsMin } from '../../limits.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { publishedFeedConfig } from '../opening/follower-mirror.js';
 import { restoreFromSlots, type SlotRestoreReport, writeLeaseLog } from '../opening/slot-restore.js';
@@ -83,14 +86,18 @@ async function takeOverWith(
   folders: SlotFolders,
 ): Promise<TakenOver> {
   const { kernels, objectStore, feed, remote } = request;
+  // Held in etcd with a TTL long enough to outlast a busy event loop while the feed is laid out
+  // and opened; the grant's own TTL takes over once it is open (`LeaseKeeper.resume`). Nothing
+  // is written under it meanwhile: only a takeover that dies holds the feed that much longer.
+  const holdMs = Math.max(request.ttlMs, takeoverLeaseTtlMsMin);
   const { epoch, token } = await remote.acquire({
     holder: request.holder,
     nonce: request.newId(),
     epochFloor: Math.max(replication.newestEpoch, request.localEpoch),
-    ttlMs: request.ttlMs,
+    ttlMs: holdMs,
     replacing: undefined,
   });
-  const renewal = setInterval(() => void remote.renew(token, request.ttlMs).catch(() => undefined), request.ttlMs / 3);
+  const renewal = setInterval(() => void remote.renew(token, holdMs).catch(() => undefined), holdMs / 3);
   renewal.unref();
   try {
     const restore = await restoreFromSlots({
@@ -109,10 +116,14 @@ async function takeOverWith(
       throw new StreamStackError('FENCED', `the lease of ${feed} was lost in etcd during its takeover: ${lost}`, {
         details: { feed, epoch },
       });
-    // The grant's expiry counts from the last renewal: a restore may have outlasted the first TTL.
-    const renewedAt = request.clock();
-    await remote.renew(token, request.ttlMs);
-    const lease = { epoch, holder: request.holder, token, expiresAt: renewedAt + request.ttlMs, released: false };
+    // Its expiry here never passes etcd's: it counts the grant's TTL from now, within the hold.
+    const lease = {
+      epoch,
+      holder: request.holder,
+      token,
+      expiresAt: request.clock() + request.ttlMs,
+      released: false,
+    };
     await writeLeaseLog(kernels, request.directory, lease);
     return { lease, restore, stopRenewing: () => clearInterval(renewal) };
   } catch (error) {
