@@ -146,6 +146,12 @@ describe.skipIf(skipped)(
       const storeB = await node(settings, prefix, 'node-b');
       expect(await outcomeCode(storeB.takeOver('clicks', { holder: 'x' }))).toBe('INVALID_ARGUMENT');
       expect(await outcomeCode(storeB.takeOver('nothing-here', { holder: 'x' }))).toBe('FEED_NOT_FOUND');
+      // Bad input is refused before etcd or object storage is asked, and leaves nothing behind.
+      expect(await outcomeCode(storeB.takeOver('clicks', { holder: '' }))).toBe('INVALID_ARGUMENT');
+      expect(await outcomeCode(storeB.takeOver('clicks', { holder: 'x', ttlMs: -1 }))).toBe('INVALID_ARGUMENT');
+      expect(await outcomeCode(storeB.takeOver('../etc', { holder: 'x' }))).toBe('INVALID_NAME');
+      expect(await storeB.feedNames()).toEqual([]);
+      expect((await storeB.cluster()).feeds).toEqual([]);
       await storeA.close();
       await storeB.close();
     }, 60_000);

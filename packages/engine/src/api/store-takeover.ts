@@ -7,22 +7,16 @@
 import type { FeedInfo, LeaseGrant, TakeoverResult } from '@streamstack/protocol';
 import type { DataDirectory } from '../coordinator/opening/data-directory.js';
 import type { EtcdLeases } from '../coordinator/writing/etcd-leases.js';
-import { takeOverFeed } from '../coordinator/writing/feed-takeover.js';
+import { type TakeoverRequest, takeOverFeed } from '../coordinator/writing/feed-takeover.js';
 import { validateHolder, validateTtl } from '../coordinator/writing/lease.js';
 import { StreamStackError } from '../errors.js';
-import type { Kernels } from '../kernels/kernels.js';
-import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import type { Feed } from './feed.js';
 
 /** What of the store a takeover uses. */
-export interface StoreForTakeover {
-  readonly kernels: Kernels;
-  readonly objectStore: ObjectSegmentStore;
+export interface StoreForTakeover
+  extends Pick<TakeoverRequest, 'kernels' | 'objectStore' | 'segmentBytes' | 'clock' | 'newId'> {
   readonly leases: EtcdLeases;
   readonly directory: DataDirectory;
-  readonly segmentBytes: number;
-  readonly clock: () => number;
-  readonly newId: () => string;
   /** The feed, opened (or as open already). */
   feed(name: string): Promise<Feed>;
   /** Drops the store's handle of the feed, returning it: the next lookup opens the directory anew. */
