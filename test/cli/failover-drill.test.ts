@@ -15,15 +15,13 @@ import { describe, expect, it } from 'vitest';
 import { RemoteStore } from '../../packages/client/src/index.js';
 import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
 import { publishedFeedConfig } from '../../packages/engine/src/coordinator/opening/follower-mirror.js';
-import { readPacks } from '../../packages/engine/src/coordinator/writing/slot-packs.js';
-import { slotFoldersOf } from '../../packages/engine/src/coordinator/writing/slot-replication.js';
-import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
-import { decodeSlot, type SlotObject, slotOfObjectName } from '../../packages/engine/src/storage/slot-object.js';
+import type { SlotObject } from '../../packages/engine/src/storage/slot-object.js';
 import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
 import { etcdForSuite } from '../support/etcd-suite.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { startServe } from '../support/serve-process.mjs';
+import { allSlots } from '../support/slots.js';
 
 type ServeProcess = ReturnType<typeof startServe>;
 
@@ -44,19 +42,11 @@ interface Node {
   url: string;
 }
 
-/** Every slot of the feed, decoded, in slot order: those of their own and those in packs. */
-async function allSlots(objectStore: ObjectSegmentStore): Promise<SlotObject[]> {
+/** Every slot of the feed (see `allSlots`). */
+async function feedSlots(objectStore: ObjectSegmentStore): Promise<SlotObject[]> {
   const published = await publishedFeedConfig(objectStore, feedName);
   if (!published) throw new Error('the feed was never published');
-  const folders = slotFoldersOf(objectStore, feedName, published.tag);
-  const { slots } = await readPacks(tsKernels, folders.packs);
-  for (const name of await folders.slots.list()) {
-    if (slotOfObjectName(name) === undefined) continue;
-    const { bytes } = await folders.slots.readStart(name, Number.POSITIVE_INFINITY);
-    const slot = decodeSlot(tsKernels, bytes, name);
-    slots.set(slot.slot, slot);
-  }
-  return [...slots.values()].sort((a, b) => a.slot - b.slot);
+  return allSlots(objectStore, feedName, published.tag);
 }
 
 /** Renews the lease of `token` at `feed`'s server every quarter TTL, as a producer would, until stopped. */
@@ -183,7 +173,7 @@ describe.skipIf(skipped)(
               expect(positions).toEqual([...positions].sort((a, b) => a - b));
             }
 
-            const slots = await allSlots(objectStore);
+            const slots = await feedSlots(objectStore);
             expect(slots.map((slot) => slot.slot)).toEqual(slots.map((_, index) => (slots[0]?.slot ?? 0) + index));
             let fencedBelow = 0;
             for (const slot of slots) {

@@ -9,15 +9,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
-import { readPacks } from '../../packages/engine/src/coordinator/writing/slot-packs.js';
-import { slotFoldersOf } from '../../packages/engine/src/coordinator/writing/slot-replication.js';
 import { type ObjectStoreOptions, StreamStackError } from '../../packages/engine/src/index.js';
-import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { segmentFileName, segmentSuffix } from '../../packages/engine/src/storage/feed-layout.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
-import { decodeSlot, type SlotObject, slotOfObjectName } from '../../packages/engine/src/storage/slot-object.js';
+import type { SlotObject } from '../../packages/engine/src/storage/slot-object.js';
 import { outcomeCode } from '../support/failure.js';
 import { objectStoreSuite } from '../support/object-store.js';
+import { allSlots } from '../support/slots.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
 const objects = objectStoreSuite('replicated-durability');
@@ -31,16 +29,7 @@ async function slotsOf(settings: ObjectStoreOptions, data: string, feed: string)
   const config = JSON.parse(fs.readFileSync(path.join(data, 'feeds', feed, 'feed.json'), 'utf8')) as { tag: number };
   const store = new ObjectSegmentStore(engineObjectSettings(settings));
   try {
-    const folders = slotFoldersOf(store, feed, config.tag);
-    const found = new Map<number, SlotObject>();
-    for (const name of (await folders.slots.list()).filter((entry) => slotOfObjectName(entry) !== undefined)) {
-      const read = await folders.slots.readStart(name, Number.POSITIVE_INFINITY).catch(() => undefined);
-      if (!read) continue;
-      const slot = decodeSlot(tsKernels, read.bytes, name);
-      found.set(slot.slot, slot);
-    }
-    for (const [number, slot] of (await readPacks(tsKernels, folders.packs)).slots) found.set(number, slot);
-    return [...found.values()].sort((a, b) => a.slot - b.slot);
+    return await allSlots(store, feed, config.tag);
   } finally {
     store.close();
   }
