@@ -9,11 +9,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
+import { publishedFeedConfig } from '../../packages/engine/src/coordinator/opening/follower-mirror.js';
 import { type ObjectStoreOptions, StreamStackError } from '../../packages/engine/src/index.js';
 import { segmentFileName, segmentSuffix } from '../../packages/engine/src/storage/feed-layout.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
 import type { SlotObject } from '../../packages/engine/src/storage/slot-object.js';
 import { outcomeCode } from '../support/failure.js';
+import { startFaultProxy } from '../support/fault-proxy.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { allSlots } from '../support/slots.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
@@ -164,6 +166,36 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
     expect(
       Buffer.from(slots.map((slot) => (slot.kind === 'group' ? Buffer.from(slot.bytes) : '')).join('')).toString(),
     ).toContain('during');
+  }, 60_000);
+
+  it('puts the feed (feed.json) in object storage before its first slot: no acknowledged write is where a takeover cannot find it', async () => {
+    const proxy = await startFaultProxy(objects.server().endpoint);
+    try {
+      // The feed's pointer to its folder cannot be stored; its slots could be.
+      proxy.refuse = (method, url) => method === 'PUT' && url.includes('/feeds/payments/feed.json');
+      const data = temporaryDirectory();
+      const settings = objects.settings({ endpoint: proxy.endpoint });
+      await using store = await openStore(data, { objectStore: settings });
+      const written = store
+        .createFeed('payments', { durability: 'replicated' })
+        .then((feed) => feed.append([{ payload: 'unpublished' }]));
+      expect(await outcomeCode(written)).toBe('UNAVAILABLE');
+      expect(await slotsOf(settings, data, 'payments')).toEqual([]);
+      // Once it can be stored, the feed opens and acknowledges, and a takeover would find it.
+      proxy.refuse = undefined;
+      const feed = await store.feed('payments');
+      await feed.append([{ payload: 'published' }]);
+      const objectStore = new ObjectSegmentStore(engineObjectSettings(settings));
+      try {
+        expect((await publishedFeedConfig(objectStore, 'payments'))?.tag).toBe(
+          JSON.parse(fs.readFileSync(path.join(data, 'feeds', 'payments', 'feed.json'), 'utf8')).tag,
+        );
+      } finally {
+        objectStore.close();
+      }
+    } finally {
+      await proxy.close();
+    }
   }, 60_000);
 
   it("retires slots once their history is in tiered segments, never an open stream's, never the newest", async () => {

@@ -14,6 +14,8 @@ export interface FaultProxy {
   readonly endpoint: string;
   /** What the proxy does from now on. */
   mode: FaultMode;
+  /** Requests this says yes to are answered 503 whatever the mode (by method and path). */
+  refuse: ((method: string, path: string) => boolean) | undefined;
   /** Requests answered with an error of the proxy's own so far. */
   readonly failed: number;
   close(): Promise<void>;
@@ -25,12 +27,14 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let failed = 0;
   const proxy = {
     mode: { kind: 'pass' } as FaultMode,
+    refuse: undefined as ((method: string, path: string) => boolean) | undefined,
     get failed() {
       return failed;
     },
   };
   const server = http.createServer((request, response) => {
-    const mode = proxy.mode;
+    const refused = proxy.refuse?.(request.method ?? 'GET', request.url ?? '/') === true;
+    const mode: FaultMode = refused ? { kind: 'fail', status: 503 } : proxy.mode;
     if (mode.kind === 'fail') {
       failed++;
       request.resume();

@@ -7,11 +7,12 @@
  * feed writer holds what this returns; it only starts the maintenance, never runs it.
  */
 import type { Kernels } from '../../kernels/kernels.js';
+import { feedNameFolder } from '../../storage/feed-config-object.js';
 import { FeedLayout } from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
-import { feedNameObjectPrefix, feedObjectPrefix, objectFolders } from '../../storage/segment-descriptor.js';
+import { feedObjectPrefix, objectFolders } from '../../storage/segment-descriptor.js';
 import { feedTagOf } from '../opening/data-directory.js';
 import type { DerivedIndexes } from '../opening/derived-indexes.js';
 import type { ReadGate } from '../reading/read-gate.js';
@@ -126,7 +127,7 @@ function openTiering(
     feedConfigFile: new FeedLayout(context.directory).config,
     objects: root && {
       root,
-      feedFolder: tiering.objectStore!.within(feedNameObjectPrefix(context.feed)),
+      feedFolder: feedNameFolder(tiering.objectStore!, context.feed),
       segments: root.within(objectFolders.segments),
       descriptors: root.within(objectFolders.descriptors),
     },

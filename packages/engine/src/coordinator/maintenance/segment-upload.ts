@@ -7,12 +7,12 @@
 import fsp from 'node:fs/promises';
 import { StreamStackError } from '../../errors.js';
 import { tieringBlockBytes } from '../../limits.js';
+import { publishFeedConfig } from '../../storage/feed-config-object.js';
 import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import {
   type DescribedFile,
   decodeDescriptor,
   encodeDescriptor,
-  feedConfigObjectName,
   ordinalName,
   type SegmentDescriptor,
   segmentObjectName,
@@ -59,20 +59,8 @@ export class SegmentUploads {
    */
   async publishFeedConfig(): Promise<void> {
     if (this.feedConfigPublished) return;
-    const { feedFolder } = this.objects;
     const bytes = new Uint8Array(await fsp.readFile(this.context.feedConfigFile));
-    this.counters.requests++;
-    const found = await feedFolder.readStart(feedConfigObjectName, Number.POSITIVE_INFINITY).then(
-      (start) => start.bytes,
-      (error: unknown) => {
-        if (isMissingFile(error)) return undefined;
-        throw error;
-      },
-    );
-    if (found === undefined || Buffer.compare(Buffer.from(found), Buffer.from(bytes)) !== 0) {
-      this.counters.requests++;
-      await feedFolder.put(feedConfigObjectName, bytes);
-    }
+    this.counters.requests += await publishFeedConfig(this.objects.feedFolder, bytes);
     this.feedConfigPublished = true;
   }
 

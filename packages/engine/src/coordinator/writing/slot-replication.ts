@@ -24,6 +24,7 @@
  * so slot numbers are never given out twice. Slots found at open are retired together, once the
  * history up to the head at open is in object storage and the stream open then is closed.
  */
+import fsp from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReplicationInfo } from '@streamstack/protocol';
 import { StreamStackError } from '../../errors.js';
@@ -36,6 +37,8 @@ import {
   slotsProbedMax,
   slotsRetireEvery,
 } from '../../limits.js';
+import { feedNameFolder, publishFeedConfig } from '../../storage/feed-config-object.js';
+import { FeedLayout } from '../../storage/feed-layout.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { feedObjectPrefix } from '../../storage/segment-descriptor.js';
 import { isMissingFile } from '../../storage/segment-store.js';
@@ -362,7 +365,7 @@ export class SlotReplication {
  * folder of the object store, after the newest slot there. `INVALID_ARGUMENT` without an object
  * store: a replicated feed's writer cannot acknowledge anything without one.
  */
-export function openReplication(
+export async function openReplication(
   kernels: Kernels,
   options: { readonly feed: string; readonly objectStore?: ObjectSegmentStore },
   directory: string,
@@ -373,6 +376,10 @@ export function openReplication(
       'INVALID_ARGUMENT',
       `feed ${options.feed} is replicated: its writer needs the object store its slots are kept in (objectStore, --object-store)`,
     );
+  // The feed's `feed.json` goes up before its first slot: a node taking the feed over finds the
+  // slots through it, so an acknowledged write never sits where no one would look for it.
+  const config = new Uint8Array(await fsp.readFile(new FeedLayout(directory).config));
+  await publishFeedConfig(feedNameFolder(options.objectStore, options.feed), config);
   const folders = slotFoldersOf(options.objectStore, options.feed, feedTagOf(directory));
   return SlotReplication.open(kernels, folders, at.epochFloor, at.needsMet, {
     position: at.position,
