@@ -95,7 +95,7 @@ describe.skipIf(binary === undefined)(
       const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 2000 });
       expect(grant.epoch).toBe(1);
       const record = JSON.parse((await etcdValue(etcd.endpoint, `${prefix}feeds/orders/writer`)) ?? '{}');
-      expect(record).toEqual({ holder: 'ingest-1', node: 'node-a', epoch: 1, token: grant.token });
+      expect(record).toEqual({ holder: 'ingest-1', node: 'node-a', url: null, epoch: 1, token: grant.token });
       expect(await etcdValue(etcd.endpoint, `${prefix}feeds/orders/epoch`)).toBe('1');
 
       const refusal = await feedB.acquireLease({ holder: 'ingest-2' }).catch((error: unknown) => error);
@@ -291,8 +291,9 @@ describe.skipIf(binary === undefined)(
         { node: 'node-b', url: null },
       ]);
       expect(cluster.feeds.sort((a, b) => a.feed.localeCompare(b.feed))).toEqual([
-        { feed: 'invoices', holder: 'billing', node: 'node-b', epoch: invoices.epoch },
-        { feed: 'orders', holder: 'ingest-1', node: 'node-a', epoch: orders.epoch },
+        // A writer's node names where it served when it took the lease: B serves nothing.
+        { feed: 'invoices', holder: 'billing', node: 'node-b', url: null, epoch: invoices.epoch },
+        { feed: 'orders', holder: 'ingest-1', node: 'node-a', url: 'http://10.0.0.1:4437', epoch: orders.epoch },
       ]);
       expect(JSON.stringify(cluster)).not.toContain(orders.token);
 
@@ -309,7 +310,9 @@ describe.skipIf(binary === undefined)(
         headers: { authorization: 'Bearer reader-secret' },
       });
       expect(scoped.status).toBe(200);
-      expect(scoped.json.feeds).toEqual([{ feed: 'orders', holder: 'ingest-1', node: 'node-a', epoch: orders.epoch }]);
+      expect(scoped.json.feeds).toEqual([
+        { feed: 'orders', holder: 'ingest-1', node: 'node-a', url: 'http://10.0.0.1:4437', epoch: orders.epoch },
+      ]);
       const whole = await call(server.url, 'GET', '/v1/cluster', { headers: { authorization: 'Bearer ops-secret' } });
       expect(whole.json.feeds).toHaveLength(2);
       expect(whole.json.nodes.map((entry: { node: string }) => entry.node).sort()).toEqual([

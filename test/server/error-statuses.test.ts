@@ -21,7 +21,7 @@ describe('HTTP statuses of error codes', () => {
     for (const code of codes) expect(errorStatuses, code).toHaveProperty(code);
     expect(Object.keys(errorStatuses).sort()).toEqual([...codes].sort());
     for (const status of Object.values(errorStatuses))
-      expect([400, 401, 403, 404, 409, 410, 412, 413, 415, 416, 431, 500, 503]).toContain(status);
+      expect([307, 400, 401, 403, 404, 409, 410, 412, 413, 415, 416, 431, 500, 503]).toContain(status);
   });
 
   it('maps codes as docs/http.md lists them', () => {
@@ -35,6 +35,7 @@ describe('HTTP statuses of error codes', () => {
       STREAM_NOT_FOUND: 404,
       SUBSCRIPTION_NOT_FOUND: 404,
       KEY_NOT_FOUND: 404,
+      NOT_OWNER: 307,
       LEASE_HELD: 409,
       STREAM_OPEN: 409,
       SAME_BATCH: 409,
@@ -63,6 +64,10 @@ describe('HTTP statuses of error codes', () => {
     });
     expect(errorHeaders(sameBatch)).toEqual({ 'retry-after': '0' });
     expect(errorHeaders(new StreamStackError('CONDITION_FAILED', 'x'))).toEqual({});
+    // A redirect to a feed's writer goes to the address its details name, when they name one.
+    const location = 'http://10.0.0.2:4437/v1/feeds/orders/records?after=3';
+    expect(errorHeaders(new StreamStackError('NOT_OWNER', 'x', { details: { location } }))).toEqual({ location });
+    expect(errorHeaders(new StreamStackError('NOT_OWNER', 'x', { details: { url: null } }))).toEqual({});
     expect(errorBody(sameBatch)).toEqual({
       error: { code: 'SAME_BATCH', message: 'a matching record is in the same group', retryable: true },
     });

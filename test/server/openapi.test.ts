@@ -106,7 +106,13 @@ describe('the OpenAPI document at /openapi.json', () => {
 
     // Creates answer 201; deletes of the protocol and empty answers have no body.
     const success = (at: string, method: string) =>
-      Object.keys(document.paths[at]![method]!.responses).filter((status) => /^[23]/.test(status));
+      Object.keys(document.paths[at]![method]!.responses).filter((status) => /^[23]/.test(status) && status !== '307');
+    // A feed's routes may redirect to the node that writes it, with Location; taking the lease does not.
+    const redirect = document.paths['/v1/feeds/{feed}/records']!.post!.responses['307'];
+    expect(redirect?.headers?.location).toBeDefined();
+    expect(JSON.stringify(redirect)).toContain('NOT_OWNER');
+    expect(document.paths['/v1/feeds/{feed}/lease']!.post!.responses['307']).toBeUndefined();
+    expect(document.paths['/v1/feeds']!.post!.responses['307']).toBeUndefined();
     for (const [at, method] of [
       ['/v1/feeds', 'post'],
       ['/v1/feeds/{feed}/lease', 'post'],

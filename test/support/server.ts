@@ -4,7 +4,7 @@
  * reader for live reads.
  */
 import { afterEach } from 'vitest';
-import type { StoreOptions } from '../../packages/engine/src/index.js';
+import type { Store, StoreOptions } from '../../packages/engine/src/index.js';
 import { createServer, type ServerOptions, type StreamStackServer } from '../../packages/server/src/index.js';
 import { openStore, temporaryDirectory } from './store.js';
 
@@ -17,6 +17,8 @@ export interface TestServer {
   readonly server: StreamStackServer;
   readonly url: string;
   readonly directory: string;
+  /** The store the server serves (closed with it). */
+  readonly store: Store;
 }
 
 /** A server on 127.0.0.1 and a free port, over a store in a fresh directory; closed after the test. */
@@ -30,7 +32,7 @@ export async function startServer(
   running.push(server);
   // Port 0 (any free one) unless a test restarts a server where its clients already point.
   const url = await server.listen({ port: port ?? 0 });
-  return { server, url, directory };
+  return { server, url, directory, store };
 }
 
 export interface Answer {

@@ -116,6 +116,11 @@ function httpSend(agent: http.Agent, url: string, init: SendInit): Promise<Answe
   });
 }
 
+/** True for the `UNAVAILABLE` of a server that could not be reached at all. */
+function isUnreachable(error: unknown): boolean {
+  return error instanceof StreamStackError && error.code === 'UNAVAILABLE' && error.details.unreachable === true;
+}
+
 /** The typed error an error body describes. */
 export function errorFromBody(body: unknown, status: number): StreamStackError {
   const error = (body as { error?: Record<string, unknown> } | null)?.error;
@@ -147,27 +152,46 @@ function errorLineOf(lines: Uint8Array, status: number): { start: number; error:
   return { start, error: errorFromBody(line, status) };
 }
 
+/**
+ * How many `NOT_OWNER` redirects one request follows. One is the rule (this node to the feed's
+ * writer); a second happens when the feed moved while the first was on its way; past three, the
+ * nodes disagree about the owner, and the error is the caller's.
+ */
+const redirectsMax = 3;
+
+/** The feed a request path names (`/v1/feeds/<feed>/…`), as it is written in the path. */
+function feedOfPath(path: string): string | undefined {
+  return /^\/v1\/feeds\/([^/?]+)/.exec(path)?.[1];
+}
+
 export class Transport {
   /** Keeps connections open between requests (the server's `Keep-Alive` hint bounds their idle time). */
-  private readonly agent: http.Agent | undefined;
+  private readonly agents: { http?: http.Agent; https?: https.Agent } = {};
+  /**
+   * Where each feed's requests go when a node of a cluster named its writer (a `NOT_OWNER`
+   * redirect): straight there from then on, until that address stops answering.
+   */
+  private readonly owners = new Map<string, string>();
 
   constructor(
     readonly baseUrl: string,
     private readonly options: TransportOptions = {},
-  ) {
-    if (options.fetch === undefined)
-      this.agent = baseUrl.startsWith('https:')
-        ? new https.Agent({ keepAlive: true })
-        : new http.Agent({ keepAlive: true });
-  }
+  ) {}
 
   /** Closes the idle connections; requests in flight finish. */
   close(): void {
-    this.agent?.destroy();
+    this.agents.http?.destroy();
+    this.agents.https?.destroy();
   }
 
-  /** The URL of `path` with `query` (arrays become repeated parameters). */
-  url(path: string, query: QueryInput = {}): string {
+  /** The keep-alive agent for `url`'s scheme. */
+  private agentFor(url: string): http.Agent {
+    if (url.startsWith('https:')) return (this.agents.https ??= new https.Agent({ keepAlive: true }));
+    return (this.agents.http ??= new http.Agent({ keepAlive: true }));
+  }
+
+  /** The URL of `path` with `query` (arrays become repeated parameters), at `base` (the server given by default). */
+  url(path: string, query: QueryInput = {}, base: string = this.baseUrl): string {
     const search = new URLSearchParams();
     for (const [name, value] of Object.entries(query)) {
       if (value === undefined) continue;
@@ -175,11 +199,41 @@ export class Transport {
       else search.append(name, String(value));
     }
     const text = search.toString();
-    return `${this.baseUrl}${path}${text === '' ? '' : `?${text}`}`;
+    return `${base}${path}${text === '' ? '' : `?${text}`}`;
   }
 
-  /** Sends a request; a non-2xx answer throws its typed error, a failed connection `UNAVAILABLE`. */
+  /** The node a feed's requests go to: its writer's, once a redirect named it. */
+  ownerOf(feed: string): string | undefined {
+    return this.owners.get(feed);
+  }
+
+  /**
+   * Sends a request; a non-2xx answer throws its typed error, a failed connection `UNAVAILABLE`.
+   * A `NOT_OWNER` answer (a node of a cluster that does not write the feed) is followed to the
+   * node it names, and remembered for the feed's next requests; when that node stops
+   * answering, the next request asks the server given again (which may take the feed over).
+   */
   async send(method: string, path: string, options: RequestOptions = {}): Promise<Answer> {
+    const feed = feedOfPath(path);
+    let base = (feed === undefined ? undefined : this.owners.get(feed)) ?? this.baseUrl;
+    for (let redirects = 0; ; redirects++) {
+      try {
+        return await this.sendTo(base, method, path, options);
+      } catch (error) {
+        if (feed !== undefined && base !== this.baseUrl && isUnreachable(error)) this.owners.delete(feed);
+        const url = (error as StreamStackError).details?.url;
+        const redirected =
+          error instanceof StreamStackError && error.code === 'NOT_OWNER' && typeof url === 'string' && url !== '';
+        if (!redirected || feed === undefined || redirects >= redirectsMax) throw error;
+        base = url.replace(/\/+$/, '');
+        if (base === this.baseUrl) this.owners.delete(feed);
+        else this.owners.set(feed, base);
+      }
+    }
+  }
+
+  /** One request to the server at `base`. */
+  private async sendTo(base: string, method: string, path: string, options: RequestOptions): Promise<Answer> {
     const headers: Record<string, string> = {};
     if (this.options.token !== undefined) headers.authorization = `Bearer ${this.options.token}`;
     for (const [name, value] of Object.entries(options.headers ?? {})) if (value !== undefined) headers[name] = value;
@@ -197,17 +251,20 @@ export class Transport {
       ...(body === undefined ? {} : { body }),
       ...(options.signal ? { signal: options.signal } : {}),
     };
+    const url = this.url(path, options.query, base);
     let response: Answer;
     try {
-      response = this.agent
-        ? await httpSend(this.agent, this.url(path, options.query), init)
-        : ((await this.options.fetch!(this.url(path, options.query), init)) as unknown as Answer);
+      response =
+        this.options.fetch === undefined
+          ? await httpSend(this.agentFor(url), url, init)
+          : // A redirect is this transport's to follow: fetch would drop the token on the way.
+            ((await this.options.fetch(url, { ...init, redirect: 'manual' })) as unknown as Answer);
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
       throw new StreamStackError(
         'UNAVAILABLE',
-        `cannot reach ${this.baseUrl}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`,
-        { cause: error, details: { url: this.baseUrl } },
+        `cannot reach ${base}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`,
+        { cause: error, details: { url: base, unreachable: true } },
       );
     }
     if (!response.ok) {

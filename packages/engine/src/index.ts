@@ -47,7 +47,8 @@ export type { RetentionPolicy } from './coordinator/maintenance/retention-state.
 export type { FeedDiskUse } from './coordinator/opening/disk-use.js';
 export { storeFormatVersion } from './coordinator/opening/store-marker.js';
 export type { FeedVerification, VerificationProblem } from './coordinator/opening/verify.js';
-export type { CoordinationOptions, WriterRecord } from './coordinator/writing/etcd-leases.js';
+export type { WriterRecord } from './coordinator/writing/cluster-keys.js';
+export type { CoordinationOptions } from './coordinator/writing/etcd-leases.js';
 export { readClusterOf } from './coordinator/writing/etcd-leases.js';
 export type { Durability } from './coordinator/writing/feed-writer.js';
 export type {

@@ -16,6 +16,8 @@ export interface ClusterFeed {
   readonly feed: string;
   readonly holder: string;
   readonly node: string;
+  /** Where the writer's node served when it took the lease (null: it served nothing, or an older release took it). */
+  readonly url: string | null;
   readonly epoch: number;
 }
 

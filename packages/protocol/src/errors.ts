@@ -33,6 +33,9 @@ export type ErrorCode =
   | 'STREAM_NOT_FOUND'
   | 'STREAM_SEALED'
   | 'SEQ_MISMATCH'
+  // A request for a feed at a node of a cluster that does not write it: its details name the
+  // node that does (`node`, `url`, `epoch`), and over HTTP it is a 307 redirect there.
+  | 'NOT_OWNER'
   // Reading.
   | 'CURSOR_OUT_OF_RANGE'
   | 'SUBSCRIPTION_EXISTS'

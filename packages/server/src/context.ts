@@ -83,6 +83,11 @@ export interface RouteConfig {
    * feed, and the route checks the feed itself (create names it in the body; list filters).
    */
   readonly scope?: 'feed' | 'any';
+  /**
+   * `owner` (the default): on a node of a cluster, a request for a feed another node writes is
+   * redirected there (owner-redirect.ts). `any`: this node answers it (taking the lease).
+   */
+  readonly owner?: 'owner' | 'any';
 }
 
 declare module 'fastify' {
@@ -90,6 +95,7 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     operation?: Operation;
     scope?: 'feed' | 'any';
+    owner?: 'owner' | 'any';
   }
 }
 

@@ -48,6 +48,9 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   LEASE_EXPIRED: 412,
   SEQ_MISMATCH: 412,
   CONDITION_FAILED: 412,
+  // A feed another node of the cluster writes: 307 to the same path there (`Location`), so the
+  // request, body and method unchanged, goes where it can be answered.
+  NOT_OWNER: 307,
   // Things that are not there.
   FEED_NOT_FOUND: 404,
   STREAM_NOT_FOUND: 404,
@@ -83,10 +86,13 @@ export function errorBody(error: StreamStackError): { error: Record<string, unkn
 
 /**
  * Headers an error response carries besides its status: a retry hint for SAME_BATCH (at once),
- * and for an error that names one in `details.retryAfterSeconds` (a server busy with bodies).
+ * and for an error that names one in `details.retryAfterSeconds` (a server busy with bodies);
+ * the owner's address of the same request for NOT_OWNER.
  */
 export function errorHeaders(error: StreamStackError): Record<string, string> {
   if (error.code === 'SAME_BATCH') return { 'retry-after': '0' };
+  const location = (error.details as { location?: unknown }).location;
+  if (error.code === 'NOT_OWNER' && typeof location === 'string') return { location };
   const seconds = (error.details as { retryAfterSeconds?: unknown }).retryAfterSeconds;
   return typeof seconds === 'number' ? { 'retry-after': String(seconds) } : {};
 }

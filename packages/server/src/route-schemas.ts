@@ -165,6 +165,14 @@ const everyRouteCodes: readonly ErrorCode[] = [
 /** Codes that a route taking a body can answer besides: the body's size and type. */
 const bodyCodes: readonly ErrorCode[] = ['REQUEST_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'];
 
+/** The header of a redirect to a feed's writer (NOT_OWNER). */
+const redirectHeaders: Schema = {
+  location: {
+    description: "the same request at the node that writes the feed (the error body's url)",
+    schema: { type: 'string' },
+  },
+};
+
 /** Responses for `codes`, one per status, each listing its codes. */
 export function errorResponses(
   codes: readonly ErrorCode[],
@@ -178,7 +186,10 @@ export function errorResponses(
   return Object.fromEntries(
     [...byStatus]
       .sort(([a], [b]) => a - b)
-      .map(([status, list]) => [String(status), json(`an error: ${list.join(', ')}`, errorSchema(list))]),
+      .map(([status, list]) => [
+        String(status),
+        json(`an error: ${list.join(', ')}`, errorSchema(list), status === 307 ? redirectHeaders : undefined),
+      ]),
   );
 }
 
@@ -200,11 +211,18 @@ export interface RouteDoc {
   readonly errors?: readonly ErrorCode[];
   /** The route's statuses where they differ from http-errors.ts (the Durable Streams protocol's). */
   readonly statusOf?: (code: ErrorCode) => number;
+  /**
+   * True for a feed's route that any node of a cluster answers (taking the lease); a feed's
+   * other routes are redirected to its writer's node (`NOT_OWNER`, owner-redirect.ts).
+   */
+  readonly anyNode?: boolean;
 }
 
 /** A route's schema: validation, and its operation in the OpenAPI document. */
 export function routeSchema(doc: RouteDoc): Schema {
   const codes: ErrorCode[] = [...everyRouteCodes, ...(doc.errors ?? [])];
+  const namesFeed = (doc.params as { properties?: Record<string, unknown> } | undefined)?.properties?.feed;
+  if (namesFeed !== undefined && !doc.anyNode) codes.push('NOT_OWNER');
   if (doc.operation) codes.push('UNAUTHENTICATED', 'FORBIDDEN');
   if (doc.body) codes.push(...bodyCodes);
   return {

@@ -73,7 +73,7 @@ function addFeedListRoutes(app: FastifyInstance, ctx: ServerContext, auth: Autho
 function addLeaseRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.post<{ Params: FeedParams }>(
     '/v1/feeds/:feed/lease',
-    { config: { operation: 'lease' }, schema: schemas.acquireLease },
+    { config: { operation: 'lease', owner: 'any' }, schema: schemas.acquireLease },
     async (request, reply) => {
       const { holder, ttlMs } = bodyObject(request.body);
       // On a node of a cluster, a replicated feed written elsewhere (or fenced off here) is taken over.
@@ -88,7 +88,7 @@ function addLeaseRoutes(app: FastifyInstance, ctx: ServerContext): void {
 
   app.post<{ Params: FeedParams }>(
     '/v1/feeds/:feed/takeover',
-    { config: { operation: 'lease' }, schema: schemas.takeOver },
+    { config: { operation: 'lease', owner: 'any' }, schema: schemas.takeOver },
     async (request, reply) => {
       const { holder, ttlMs } = bodyObject(request.body);
       const taken = await ctx.store.takeOver(request.params.feed, {

@@ -288,7 +288,10 @@ export const verifyReport = {
 export const clusterInfo = object({
   node: string,
   nodes: { type: 'array', items: object({ node: string, url: nullable(string), startedAt: integer }) },
-  feeds: { type: 'array', items: object({ feed: string, holder: string, node: string, epoch: integer }) },
+  feeds: {
+    type: 'array',
+    items: object({ feed: string, holder: string, node: string, url: nullable(string), epoch: integer }),
+  },
 });
 
 export const health = object({

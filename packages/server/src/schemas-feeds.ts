@@ -78,6 +78,7 @@ export const acquireLease = routeSchema({
   summary: 'acquire the lease',
   operation: 'lease',
   params: feedParams,
+  anyNode: true,
   body: jsonBody({
     required: ['holder'],
     properties: { holder: { type: 'string', description: 'who holds it (for people reading FeedInfo)' }, ttlMs },
@@ -94,6 +95,7 @@ export const takeOver = routeSchema({
     "This node becomes the feed's writer: the lease is taken in etcd, the slots fenced, and the feed laid out from object storage and its slots. Needs a server of a cluster (--etcd) with an object store. POST /lease does the same when this node has no writable copy.",
   operation: 'lease',
   params: feedParams,
+  anyNode: true,
   body: jsonBody({
     required: ['holder'],
     properties: { holder: { type: 'string', description: 'who holds the new grant' }, ttlMs },

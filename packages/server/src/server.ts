@@ -27,6 +27,7 @@ import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError
 import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
 import { ServerMetrics } from './metrics.js';
 import { bytesOfStream, ndjsonTypes, recordsOfStream } from './ndjson.js';
+import { ownerRedirect } from './owner-redirect.js';
 import { RequestGuards } from './request-guards.js';
 import { bearerScheme, finishDocument } from './route-schemas.js';
 import { addDurableStreamRoutes, type DurableStreamSettings, durableStreamDefaults } from './routes-durable-streams.js';
@@ -295,6 +296,11 @@ function addRequestHooks(
       return;
     }
     auth.authorize(request.grant, config.operation, feedParam(request));
+  });
+  // After the token: a request the token does not allow learns nothing of where a feed lives.
+  app.addHook('onRequest', async (request) => {
+    const redirect = ownerRedirect(ctx.store, request);
+    if (redirect) throw redirect;
   });
   app.addHook('onResponse', async (request, reply) => {
     metrics.requestSeconds.observe(

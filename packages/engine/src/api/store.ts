@@ -12,7 +12,7 @@
  */
 import crypto from 'node:crypto';
 import path from 'node:path';
-import type { ClusterInfo, LeaseGrant, TakeoverResult } from '@streamstack/protocol';
+import type { ClusterFeed, ClusterInfo, LeaseGrant, TakeoverResult } from '@streamstack/protocol';
 import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
 import {
   DataDirectory,
@@ -514,6 +514,20 @@ export class Store {
       if (this.deletions.get(name) === settled) this.deletions.delete(name);
     });
     return work;
+  }
+
+  /**
+   * Who writes feed `name` when it is another node of the cluster: its node, the address it
+   * serves at and its epoch, as this node's watch of etcd last saw the writer key. Undefined
+   * when this node holds the lease, when nobody does, or for a store without coordination. A
+   * server answers a request for such a feed with a redirect to that node (`NOT_OWNER`, 307): a
+   * copy here, if any, was fenced off by that writer and is stale.
+   *
+   * @example
+   * const owner = store.ownerElsewhere('orders'); // { node: 'b', url: 'http://10.0.0.2:4437', … }
+   */
+  ownerElsewhere(name: string): ClusterFeed | undefined {
+    return this.leases?.ownerElsewhere(name);
   }
 
   /** True when the store keeps its leases in a coordination store (`coordination`). */

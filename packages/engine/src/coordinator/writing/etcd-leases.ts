@@ -3,7 +3,7 @@
  * one key every node of a cluster sees, not a file on one machine. Two keys per feed, under the
  * prefix (default `/streamstack/`):
  *
- * - `feeds/<feed>/writer`: who holds the lease (`{ holder, node, epoch, token }` as JSON),
+ * - `feeds/<feed>/writer`: who holds the lease (`{ holder, node, url, epoch, token }` as JSON),
  *   attached to an etcd lease whose TTL is the writer lease's, so the key vanishes when its
  *   holder stops renewing;
  * - `feeds/<feed>/epoch`: the highest epoch granted, in decimal.
@@ -25,10 +25,11 @@
  */
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ClusterInfo, ClusterNode } from '@streamstack/protocol';
+import type { ClusterFeed, ClusterInfo, ClusterNode } from '@streamstack/protocol';
 import { StreamStackError } from '../../errors.js';
 import { clusterNodeTtlSeconds, etcdTxnAttemptsMax, etcdWatchRetryMs } from '../../limits.js';
 import { EtcdClient, type EtcdEvent } from '../../storage/etcd-client.js';
+import { clusterFeedOf, heldError, parseRecord, readCluster, type WriterRecord } from './cluster-keys.js';
 
 /** Where a cluster keeps its writer leases: `Store.open(dir, { coordination })`. */
 export interface CoordinationOptions {
@@ -38,14 +39,6 @@ export interface CoordinationOptions {
   readonly prefix?: string;
   /** This node's name, written beside each lease it holds (default: host name and process id). */
   readonly node?: string;
-}
-
-/** Who holds a feed's writer lease, as its key in etcd says. */
-export interface WriterRecord {
-  readonly holder: string;
-  readonly node: string;
-  readonly epoch: number;
-  readonly token: string;
 }
 
 /** A grant this node holds in etcd. */
@@ -110,30 +103,10 @@ function endpointsOf(etcd: CoordinationOptions['etcd']): string[] {
   });
 }
 
-function parseRecord(raw: string): WriterRecord | undefined {
-  try {
-    const record = JSON.parse(raw) as WriterRecord;
-    return typeof record.token === 'string' && Number.isSafeInteger(record.epoch) ? record : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function lostError(feed: string, reason: string): StreamStackError {
   return new StreamStackError('FENCED', `the lease of ${feed} was lost in etcd: ${reason}`, {
     details: { service: 'etcd' },
   });
-}
-
-/** `LEASE_HELD`, naming who holds feed `feed`'s writer key (`record`). */
-export function heldError(record: WriterRecord | undefined, feed: string): StreamStackError {
-  return new StreamStackError(
-    'LEASE_HELD',
-    record
-      ? `the lease of ${feed} is held by ${record.holder} on node ${record.node} (epoch ${record.epoch})`
-      : `the lease of ${feed} is held by an unreadable writer key in etcd`,
-    { details: record ? { holder: record.holder, node: record.node, epoch: record.epoch } : {} },
-  );
 }
 
 /** Checks coordination options: etcd's URLs, the key prefix, this node's name. */
@@ -147,30 +120,6 @@ function settingsOf(options: CoordinationOptions): { endpoints: string[]; prefix
   if (typeof node !== 'string' || node.length === 0 || node.length > 256)
     throw new StreamStackError('INVALID_ARGUMENT', 'coordination.node must be a name of 1 to 256 characters');
   return { endpoints: endpointsOf(options.etcd), prefix, node };
-}
-
-/** The cluster under `prefix`, read from etcd now, as node `node` sees it. */
-async function readCluster(client: EtcdClient, prefix: string, node: string): Promise<ClusterInfo> {
-  const { kvs } = await client.getPrefix(prefix);
-  const nodes: ClusterNode[] = [];
-  const feeds: ClusterInfo['feeds'] = [];
-  const feedsPrefix = `${prefix}feeds/`;
-  for (const kv of kvs) {
-    if (kv.key.startsWith(feedsPrefix) && kv.key.endsWith('/writer')) {
-      const record = parseRecord(kv.value);
-      const feed = kv.key.slice(feedsPrefix.length, -'/writer'.length);
-      if (record) feeds.push({ feed, holder: record.holder, node: record.node, epoch: record.epoch });
-    } else if (kv.key.startsWith(`${prefix}nodes/`)) {
-      try {
-        const record = JSON.parse(kv.value) as ClusterNode;
-        if (typeof record.node === 'string')
-          nodes.push({ node: record.node, url: record.url ?? null, startedAt: record.startedAt });
-      } catch {
-        // A node key this release cannot read is not listed.
-      }
-    }
-  }
-  return { node, nodes, feeds };
 }
 
 /**
@@ -326,6 +275,15 @@ export class EtcdLeases {
     }
   }
 
+  /**
+   * Feed `feed`'s writer, as the watch last saw its key, when another node holds it; undefined
+   * when this node does or nobody does.
+   */
+  ownerElsewhere(feed: string): ClusterFeed | undefined {
+    const record = this.writers.get(feed);
+    return record && record.node !== this.node ? clusterFeedOf(feed, record) : undefined;
+  }
+
   /** The lease of feed `feed` in etcd. */
   forFeed(feed: string): RemoteLease {
     return {
@@ -364,7 +322,8 @@ export class EtcdLeases {
         const stored = epochKv ? Number(epochKv.value) : 0;
         const epoch = Math.max(Number.isSafeInteger(stored) ? stored : 0, request.epochFloor) + 1;
         const token = `${epoch}.${request.nonce}`;
-        const raw = JSON.stringify({ holder: request.holder, node: this.node, epoch, token } satisfies WriterRecord);
+        const record: WriterRecord = { holder: request.holder, node: this.node, url: this.url, epoch, token };
+        const raw = JSON.stringify(record);
         const result = await this.client.txn(
           [
             writer ? { key: this.writerKey(feed), value: writer.value } : { key: this.writerKey(feed), version: '0' },
@@ -387,7 +346,7 @@ export class EtcdLeases {
           raw,
           revision: BigInt(result.revision),
         });
-        this.writers.set(feed, { holder: request.holder, node: this.node, epoch, token });
+        this.writers.set(feed, record);
         // The replaced key now hangs on the new lease: the old one ends with nothing attached.
         if (previous && previous.leaseId !== grant.id)
           await this.client.leaseRevoke(previous.leaseId).catch(() => undefined);

@@ -1,0 +1,74 @@
+/**
+ * What a cluster's keys in etcd hold, read back: a feed's writer record (`feeds/<feed>/writer`),
+ * the nodes' records (`nodes/<node>`), and the cluster listing built from both — never a fencing
+ * token. The writing side (grants, the watch) is etcd-leases.ts.
+ */
+import type { ClusterFeed, ClusterInfo, ClusterNode } from '@streamstack/protocol';
+import { StreamStackError } from '../../errors.js';
+import type { EtcdClient } from '../../storage/etcd-client.js';
+
+/** Who holds a feed's writer lease, as its key in etcd says. */
+export interface WriterRecord {
+  readonly holder: string;
+  readonly node: string;
+  /** Where the node's server answered when it took the lease (absent from an older release's keys). */
+  readonly url?: string | null;
+  readonly epoch: number;
+  readonly token: string;
+}
+
+/** A writer record, or undefined for a value this release cannot read. */
+export function parseRecord(raw: string): WriterRecord | undefined {
+  try {
+    const record = JSON.parse(raw) as WriterRecord;
+    return typeof record.token === 'string' && Number.isSafeInteger(record.epoch) ? record : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `LEASE_HELD`, naming who holds feed `feed`'s writer key (`record`). */
+export function heldError(record: WriterRecord | undefined, feed: string): StreamStackError {
+  return new StreamStackError(
+    'LEASE_HELD',
+    record
+      ? `the lease of ${feed} is held by ${record.holder} on node ${record.node} (epoch ${record.epoch})`
+      : `the lease of ${feed} is held by an unreadable writer key in etcd`,
+    { details: record ? { holder: record.holder, node: record.node, epoch: record.epoch } : {} },
+  );
+}
+
+/** What the cluster listing says of feed `feed`'s writer: never its fencing token. */
+export function clusterFeedOf(feed: string, record: WriterRecord): ClusterFeed {
+  return {
+    feed,
+    holder: record.holder,
+    node: record.node,
+    url: typeof record.url === 'string' ? record.url : null,
+    epoch: record.epoch,
+  };
+}
+
+/** The cluster under `prefix`, read from etcd now, as node `node` sees it. */
+export async function readCluster(client: EtcdClient, prefix: string, node: string): Promise<ClusterInfo> {
+  const { kvs } = await client.getPrefix(prefix);
+  const nodes: ClusterNode[] = [];
+  const feeds: ClusterInfo['feeds'] = [];
+  const feedsPrefix = `${prefix}feeds/`;
+  for (const kv of kvs) {
+    if (kv.key.startsWith(feedsPrefix) && kv.key.endsWith('/writer')) {
+      const record = parseRecord(kv.value);
+      const feed = kv.key.slice(feedsPrefix.length, -'/writer'.length);
+      if (record) feeds.push(clusterFeedOf(feed, record));
+    } else if (kv.key.startsWith(`${prefix}nodes/`)) {
+      try {
+        const record = JSON.parse(kv.value) as ClusterNode;
+        if (typeof record.node === 'string')
+          nodes.push({ node: record.node, url: record.url ?? null, startedAt: record.startedAt });
+      } catch {
+        // A node key this release cannot read is not listed.
+      }
+    }
+  }
+  return { node, nodes, feeds };
+}
