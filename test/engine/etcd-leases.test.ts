@@ -6,6 +6,7 @@
  * per epoch.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RemoteLease } from '../../packages/engine/src/coordinator/writing/etcd-leases.js';
 import { type Store, StreamStackError } from '../../packages/engine/src/index.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
@@ -161,6 +162,20 @@ describe.skipIf(binary === undefined)(
         // Alternate between the grant's own TTL (a keep-alive) and a longer one (a new etcd lease).
         await feedA.renewLease({ token: grant.token, ttlMs: round % 2 === 0 ? 1000 : 2000 });
       }
+      expect(await outcomeCode(feedB.acquireLease({ holder: 'ingest-2' }))).toBe('LEASE_HELD');
+      await feedA.append([{ payload: 'still mine' }], { token: grant.token });
+    });
+
+    it('renewals of one grant with different TTLs at once never lose it', async () => {
+      await using nodes = await twoNodes();
+      const { feedA, feedB } = nodes;
+      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 1000 });
+      const remote = (feedA as unknown as { writer: { lease: { remote: RemoteLease } } }).writer.lease.remote;
+      // As a takeover's timer renews beside the feed's own renewal: keep-alives and moves to
+      // a new etcd lease, all in flight together.
+      for (let round = 0; round < 20; round++)
+        await Promise.all([1000, 3000, 1000, 2000, 3000, 1000].map((ttlMs) => remote.renew(grant.token, ttlMs)));
+      expect(remote.lostReason(grant.token)).toBeUndefined();
       expect(await outcomeCode(feedB.acquireLease({ holder: 'ingest-2' }))).toBe('LEASE_HELD');
       await feedA.append([{ payload: 'still mine' }], { token: grant.token });
     });

@@ -138,6 +138,8 @@ export class EtcdLeases {
   /** Every feed's writer key, as the watch last reported it. */
   private readonly writers = new Map<string, WriterRecord>();
   private readonly held = new Map<string, HeldGrant>();
+  /** Each feed's renewal in flight, settled: the next one waits for it (`renew`). */
+  private readonly renewals = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
   private revision = 0n;
   private watching: Promise<void> = Promise.resolve();
@@ -370,7 +372,27 @@ export class EtcdLeases {
     return grant;
   }
 
-  private async renew(feed: string, token: string, ttlMs: number): Promise<void> {
+  /**
+   * Renewals of one feed's grant run one at a time: a renewal with another TTL moves the key to
+   * a new etcd lease and revokes the old one, so a keep-alive (or a second move) running beside
+   * it would renew a revoked lease, or revoke the one the key now hangs on, and lose a grant
+   * that nobody took. A takeover's timer renews beside the feed's own first renewal.
+   */
+  private renew(feed: string, token: string, ttlMs: number): Promise<void> {
+    const before = this.renewals.get(feed) ?? Promise.resolve();
+    const renewal = before.then(() => this.renewNow(feed, token, ttlMs));
+    const settled = renewal.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.renewals.set(feed, settled);
+    void settled.then(() => {
+      if (this.renewals.get(feed) === settled) this.renewals.delete(feed);
+    });
+    return renewal;
+  }
+
+  private async renewNow(feed: string, token: string, ttlMs: number): Promise<void> {
     const grant = this.grantOf(feed, token);
     const ttlSeconds = Math.ceil(ttlMs / 1000);
     if (ttlSeconds === grant.ttlSeconds) {
