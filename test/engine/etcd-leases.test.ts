@@ -307,8 +307,16 @@ describe.skipIf(binary === undefined)(
       ]);
       expect(cluster.feeds.sort((a, b) => a.feed.localeCompare(b.feed))).toEqual([
         // A writer's node names where it served when it took the lease: B serves nothing.
-        { feed: 'invoices', holder: 'billing', node: 'node-b', url: null, epoch: invoices.epoch },
-        { feed: 'orders', holder: 'ingest-1', node: 'node-a', url: 'http://10.0.0.1:4437', epoch: orders.epoch },
+        // Nothing committed yet: no head hinted.
+        { feed: 'invoices', holder: 'billing', node: 'node-b', url: null, epoch: invoices.epoch, head: null },
+        {
+          feed: 'orders',
+          holder: 'ingest-1',
+          node: 'node-a',
+          url: 'http://10.0.0.1:4437',
+          epoch: orders.epoch,
+          head: null,
+        },
       ]);
       expect(JSON.stringify(cluster)).not.toContain(orders.token);
 
@@ -326,7 +334,14 @@ describe.skipIf(binary === undefined)(
       });
       expect(scoped.status).toBe(200);
       expect(scoped.json.feeds).toEqual([
-        { feed: 'orders', holder: 'ingest-1', node: 'node-a', url: 'http://10.0.0.1:4437', epoch: orders.epoch },
+        {
+          feed: 'orders',
+          holder: 'ingest-1',
+          node: 'node-a',
+          url: 'http://10.0.0.1:4437',
+          epoch: orders.epoch,
+          head: null,
+        },
       ]);
       const whole = await call(server.url, 'GET', '/v1/cluster', { headers: { authorization: 'Bearer ops-secret' } });
       expect(whole.json.feeds).toHaveLength(2);

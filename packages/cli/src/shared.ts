@@ -90,6 +90,23 @@ export function storeSettings(program: Command, access: Access): { data: string;
         ...(flags.localHistoryBytesMax === undefined ? {} : { localHistoryBytesMax: flags.localHistoryBytesMax }),
       }
     : undefined;
+  if ((flags.etcdPrefix !== undefined || flags.etcdNode !== undefined) && flags.etcd === undefined)
+    throw new CommanderError(
+      exitUsage,
+      'streamstack.usage',
+      '--etcd-prefix and --etcd-node name where leases are kept in etcd: give --etcd too',
+    );
+  // Leases are taken only by commands that write: a read opens the directory read-only and never
+  // needs etcd, so a STREAMSTACK_ETCD set for the whole machine does not make reads depend on it.
+  // A follower that serves (`serve --follower --etcd`) watches the feeds' head hints there.
+  const coordination =
+    access === 'write' && flags.etcd !== undefined
+      ? {
+          etcd: flags.etcd,
+          ...(flags.etcdPrefix === undefined ? {} : { prefix: flags.etcdPrefix }),
+          ...(flags.etcdNode === undefined ? {} : { node: flags.etcdNode }),
+        }
+      : undefined;
   // A follower keeps its copy of the feeds in its directory, so it takes the lock to read too.
   if (flags.follower)
     return {
@@ -107,24 +124,9 @@ export function storeSettings(program: Command, access: Access): { data: string;
             }),
         ...(flags.breakLock ? { breakLock: true } : {}),
         ...(objectStore ? { objectStore } : {}),
+        ...(coordination ? { coordination } : {}),
       },
     };
-  if ((flags.etcdPrefix !== undefined || flags.etcdNode !== undefined) && flags.etcd === undefined)
-    throw new CommanderError(
-      exitUsage,
-      'streamstack.usage',
-      '--etcd-prefix and --etcd-node name where leases are kept in etcd: give --etcd too',
-    );
-  // Leases are taken only by commands that write: a read opens the directory read-only and never
-  // needs etcd, so a STREAMSTACK_ETCD set for the whole machine does not make reads depend on it.
-  const coordination =
-    access === 'write' && flags.etcd !== undefined
-      ? {
-          etcd: flags.etcd,
-          ...(flags.etcdPrefix === undefined ? {} : { prefix: flags.etcdPrefix }),
-          ...(flags.etcdNode === undefined ? {} : { node: flags.etcdNode }),
-        }
-      : undefined;
   return {
     data: flags.data,
     options: {

@@ -758,6 +758,20 @@ export const remoteBlockCacheBytes = 64 * tieringBlockBytes;
 export const followerRefreshMs = 500;
 
 /**
+ * The least time between two head hints of one feed in etcd, in milliseconds: a writer's
+ * hints are coalesced so that a feed costs etcd at most twenty transactions a second however
+ * fast it commits, and a hint lags the head by about this much at most.
+ */
+export const headHintIntervalMs = 50;
+
+/**
+ * How often a follower of a cluster (one that hears head hints from etcd) looks for new
+ * segments without one, in milliseconds: a hint can lag or be lost with a watch that broke, so
+ * it still polls, ten times less often than a follower without hints (`followerRefreshMs`).
+ */
+export const followerHintedRefreshMs = 5_000;
+
+/**
  * How many segments a follower takes from object storage in place of the copies of them its
  * writer sent (the same commits, which its view already reads from those copies' open files)
  * before it opens a new view anyway. A new view builds the in-memory indexes of the copy's tail

@@ -19,6 +19,8 @@ export interface ClusterFeed {
   /** Where the writer's node served when it took the lease (null: it served nothing, or an older release took it). */
   readonly url: string | null;
   readonly epoch: number;
+  /** The last commit the writer hinted in etcd under this epoch (it may lag the head), or null. */
+  readonly head: number | null;
 }
 
 export interface ClusterInfo {

@@ -5,7 +5,8 @@
  * the body is read, so a producer's batch crosses the network once, to the owner.
  *
  * Reads are redirected too: a cluster node's copy of a feed another node writes is one that
- * writer fenced off (a takeover moved the feed), so it is stale. Taking the lease (and a
+ * writer fenced off (a takeover moved the feed), so it is stale. A follower of the cluster
+ * answers from its own copy. Taking the lease (and a
  * takeover) is answered here, as `LEASE_HELD` naming the owner while its key lives: a producer
  * whose writer died asks any node for the lease.
  */
@@ -15,7 +16,8 @@ import { feedParam, type RouteConfig } from './context.js';
 
 /** The `NOT_OWNER` error for `request`, or undefined when this node answers it. */
 export function ownerRedirect(store: Store, request: FastifyRequest): StreamStackError | undefined {
-  if (!store.clustered) return undefined;
+  // A follower answers from its own copy: that is what it is for.
+  if (!store.clustered || store.follower) return undefined;
   const config = request.routeOptions.config as Partial<RouteConfig>;
   if (config.owner === 'any') return undefined;
   const feed = feedParam(request);

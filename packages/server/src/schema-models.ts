@@ -290,7 +290,14 @@ export const clusterInfo = object({
   nodes: { type: 'array', items: object({ node: string, url: nullable(string), startedAt: integer }) },
   feeds: {
     type: 'array',
-    items: object({ feed: string, holder: string, node: string, url: nullable(string), epoch: integer }),
+    items: object({
+      feed: string,
+      holder: string,
+      node: string,
+      url: nullable(string),
+      epoch: integer,
+      head: nullable(integer),
+    }),
   },
 });
 

@@ -64,13 +64,32 @@ export class FollowerTail {
 
   constructor(
     private readonly feed: string,
-    private readonly options: FollowOptions,
+    private options: FollowOptions,
     private readonly mirror: FollowerMirror,
     private readonly target: () => Feed | undefined,
     /** Runs work on the copy one piece at a time (the object storage syncs share it). */
     private readonly serial: <T>(work: () => Promise<T>) => Promise<T>,
     private readonly onError: (error: unknown) => void,
   ) {}
+
+  /** The writer's server the tail is read from. */
+  get url(): string {
+    return this.options.url;
+  }
+
+  /**
+   * Reads the tail from the server at `url` from the next request on: the feed's writer moved
+   * there (a takeover), as its head hint in etcd says. The tail still continues the copy's
+   * history, so what the follower reads stays a prefix of the new writer's.
+   */
+  pointAt(url: string): void {
+    this.options = { ...this.options, url: new URL(url).href };
+  }
+
+  /** True when `url` names the server the tail is read from now. */
+  readsFrom(url: string): boolean {
+    return new URL(url).href === new URL(this.options.url).href;
+  }
 
   /**
    * Takes what the writer has now (one request that does not wait, so a command run once reads

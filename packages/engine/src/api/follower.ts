@@ -19,10 +19,11 @@
 import { type DataDirectory, validateFeedName } from '../coordinator/opening/data-directory.js';
 import { FollowerMirror } from '../coordinator/opening/follower-mirror.js';
 import { Subscriptions } from '../coordinator/reading/subscriptions.js';
+import type { EtcdLeases } from '../coordinator/writing/etcd-leases.js';
 import type { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import { StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { followerRefreshMs } from '../limits.js';
+import { followerHintedRefreshMs, followerRefreshMs } from '../limits.js';
 import { FeedLayout } from '../storage/feed-layout.js';
 import type { ObjectSegmentStore } from '../storage/object-segment-store.js';
 import { feedsObjectPrefix } from '../storage/segment-descriptor.js';
@@ -58,7 +59,12 @@ export class FollowedFeeds {
     private readonly clock: () => number,
     /** Where the unsealed tails are read, when they are: the writer's server. */
     private readonly follow?: FollowOptions,
+    /** The cluster's head hints, for a follower opened with `coordination`. */
+    private readonly hints?: Pick<EtcdLeases, 'onHeadHint'>,
   ) {}
+
+  /** Stops hearing of head hints, when the store closes. */
+  private readonly unlisten = new Set<() => void>();
 
   /** The tails being followed, stopped when the store closes. */
   private readonly tails = new Set<FollowerTail>();
@@ -143,7 +149,7 @@ export class FollowedFeeds {
       writesRefused: this.refusal(name),
       status: () => ({
         ...status,
-        tail: tail ? { url: this.follow!.url, commits: tail.tailCommits, requests: tail.tailRequests } : null,
+        tail: tail ? { url: tail.url, commits: tail.tailCommits, requests: tail.tailRequests } : null,
       }),
     });
     if (!this.closed && this.follow) {
@@ -153,11 +159,66 @@ export class FollowedFeeds {
     }
     if (!this.closed) {
       // A failed refresh keeps the view it had; the next one, or `feed.refresh()`, tries again.
-      const timer = setInterval(() => void feed.refresh().catch(() => undefined), followerRefreshMs);
-      timer.unref();
-      this.timers.add(timer);
+      const refresh = () => feed.refresh().catch(() => undefined);
+      if (this.hints) this.followHints(name, feed, () => tail, refresh);
+      else {
+        const timer = setInterval(() => void refresh(), followerRefreshMs);
+        timer.unref();
+        this.timers.add(timer);
+      }
     }
     return feed;
+  }
+
+  /**
+   * Refreshes feed `name` as its head hints say: every `followerRefreshMs` while the last hint
+   * is past the view's head (the writer's segments reach object storage some time after their
+   * commits), and every `followerHintedRefreshMs` once caught up, since a hint can lag or be
+   * lost with a broken watch. A hint from a writer at another address than the tail's moves the
+   * tail there (the feed was taken over).
+   */
+  private followHints(
+    name: string,
+    feed: Feed,
+    tail: () => FollowerTail | undefined,
+    refresh: () => Promise<unknown>,
+  ): void {
+    let hinted = 0;
+    let timer: NodeJS.Timeout | undefined;
+    // When the timer fires (none while a refresh runs: it schedules the next when done).
+    let due = Number.POSITIVE_INFINITY;
+    let refreshing = false;
+    let lastRefresh = Number.NEGATIVE_INFINITY;
+    const behind = () => hinted > feed.writer.watermark.commit;
+    const schedule = (delayMs: number) => {
+      // Never sooner than `followerRefreshMs` after the last refresh, however fast hints come.
+      const at = Math.max(this.clock() + delayMs, lastRefresh + followerRefreshMs);
+      if (this.closed || refreshing || at >= due) return;
+      if (timer) this.timers.delete(timer);
+      clearTimeout(timer);
+      due = at;
+      timer = setTimeout(() => {
+        due = Number.POSITIVE_INFINITY;
+        refreshing = true;
+        lastRefresh = this.clock();
+        void refresh().finally(() => {
+          refreshing = false;
+          schedule(behind() ? followerRefreshMs : followerHintedRefreshMs);
+        });
+      }, at - this.clock());
+      timer.unref();
+      this.timers.add(timer);
+    };
+    schedule(followerHintedRefreshMs);
+    this.unlisten.add(
+      this.hints!.onHeadHint((hintedFeed, hint) => {
+        if (hintedFeed !== name || this.closed) return;
+        const following = tail();
+        if (following && hint.url !== null && !following.readsFrom(hint.url)) following.pointAt(hint.url);
+        hinted = hint.commit;
+        if (behind()) schedule(0);
+      }),
+    );
   }
 
   /** Syncs the copy; with object storage unreachable, goes on with the copy a run before left. */
@@ -187,6 +248,8 @@ export class FollowedFeeds {
   /** Stops the refreshes and the tails; the store closes the views. */
   async close(): Promise<void> {
     this.closed = true;
+    for (const unlisten of this.unlisten) unlisten();
+    this.unlisten.clear();
     for (const timer of this.timers) clearInterval(timer);
     this.timers.clear();
     await Promise.all([...this.tails].map((tail) => tail.stop()));

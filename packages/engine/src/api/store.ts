@@ -24,6 +24,7 @@ import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator
 import type { Subscriptions } from '../coordinator/reading/subscriptions.js';
 import { type CoordinationOptions, EtcdLeases } from '../coordinator/writing/etcd-leases.js';
 import { type Durability, FeedWriter } from '../coordinator/writing/feed-writer.js';
+import { publishHeadHints } from '../coordinator/writing/head-hints.js';
 import { isStreamStackError, StreamStackError } from '../errors.js';
 import { type KernelChoice, loadKernels } from '../kernels/index.js';
 import type { Kernels } from '../kernels/kernels.js';
@@ -149,10 +150,10 @@ export class Store {
           : 'a follower reads its feeds from object storage: give objectStore',
       );
     const follow = options.follow === undefined ? undefined : followOptions(options.follow, options.follower);
-    if (options.coordination !== undefined && (options.readOnly || options.follower))
+    if (options.coordination !== undefined && options.readOnly)
       throw new StreamStackError(
         'INVALID_ARGUMENT',
-        'coordination keeps writer leases: a read-only store or a follower takes none',
+        'coordination keeps writer leases and head hints: a read-only store takes none (a follower may watch the hints)',
       );
     // etcd is asked first: a store that cannot reach it touches nothing.
     const leases = options.coordination === undefined ? undefined : await EtcdLeases.open(options.coordination);
@@ -185,6 +186,7 @@ export class Store {
             (name, subscriptions): Promise<FeedWriter> => store.openWriter(name, true, subscriptions),
             options.clock ?? Date.now,
             follow,
+            leases,
           )
         : undefined,
       leases,
@@ -193,10 +195,10 @@ export class Store {
   }
 
   /** Opens feed `name`'s writer over its directory (read-only for a follower's view). */
-  private openWriter(name: string, readOnly: boolean, subscriptions?: Subscriptions): Promise<FeedWriter> {
+  private async openWriter(name: string, readOnly: boolean, subscriptions?: Subscriptions): Promise<FeedWriter> {
     // A follower's copy names its durability too, but the follower never writes: it is left out.
     const durability = this.followed ? undefined : this.directory.readMetadata(name).durability;
-    return FeedWriter.open(this.directory.feedDirectory(name), {
+    const writer = await FeedWriter.open(this.directory.feedDirectory(name), {
       ...(durability ? { durability } : {}),
       feed: name,
       kernels: this.kernels,
@@ -210,6 +212,9 @@ export class Store {
       // A follower's view writes into its copy the derived files it rebuilds.
       ...(subscriptions ? { subscriptions, derivedWritable: true } : {}),
     });
+    // On a node of a cluster, the followers hear of each new head through etcd.
+    if (this.leases && !readOnly && !this.followed) publishHeadHints(name, writer, this.leases);
+    return writer;
   }
 
   /** True when the store follows feeds another machine writes (`follower`). */

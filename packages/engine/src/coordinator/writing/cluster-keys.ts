@@ -17,6 +17,31 @@ export interface WriterRecord {
   readonly token: string;
 }
 
+/**
+ * A feed's head hint (`feeds/<feed>/head`): the last commit its writer published, put at most
+ * every `headHintIntervalMs` under the writer's epoch. A hint can lag the head; it never names
+ * a commit the writer does not have.
+ */
+export interface HeadHint {
+  readonly epoch: number;
+  readonly commit: number;
+  readonly node: string;
+  /** Where the writer's node serves (its tail, for followers), or null. */
+  readonly url: string | null;
+}
+
+/** A head hint, or undefined for a value this release cannot read. */
+export function parseHeadHint(raw: string): HeadHint | undefined {
+  try {
+    const hint = JSON.parse(raw) as HeadHint;
+    return Number.isSafeInteger(hint.epoch) && Number.isSafeInteger(hint.commit) && typeof hint.node === 'string'
+      ? { epoch: hint.epoch, commit: hint.commit, node: hint.node, url: typeof hint.url === 'string' ? hint.url : null }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A writer record, or undefined for a value this release cannot read. */
 export function parseRecord(raw: string): WriterRecord | undefined {
   try {
@@ -39,13 +64,15 @@ export function heldError(record: WriterRecord | undefined, feed: string): Strea
 }
 
 /** What the cluster listing says of feed `feed`'s writer: never its fencing token. */
-export function clusterFeedOf(feed: string, record: WriterRecord): ClusterFeed {
+export function clusterFeedOf(feed: string, record: WriterRecord, hint?: HeadHint): ClusterFeed {
   return {
     feed,
     holder: record.holder,
     node: record.node,
     url: typeof record.url === 'string' ? record.url : null,
     epoch: record.epoch,
+    // The hint of this writer's epoch only: an older writer's says nothing of this one.
+    head: hint && hint.epoch === record.epoch ? hint.commit : null,
   };
 }
 
@@ -53,13 +80,16 @@ export function clusterFeedOf(feed: string, record: WriterRecord): ClusterFeed {
 export async function readCluster(client: EtcdClient, prefix: string, node: string): Promise<ClusterInfo> {
   const { kvs } = await client.getPrefix(prefix);
   const nodes: ClusterNode[] = [];
-  const feeds: ClusterInfo['feeds'] = [];
+  const writers = new Map<string, WriterRecord>();
+  const hints = new Map<string, HeadHint>();
   const feedsPrefix = `${prefix}feeds/`;
   for (const kv of kvs) {
     if (kv.key.startsWith(feedsPrefix) && kv.key.endsWith('/writer')) {
       const record = parseRecord(kv.value);
-      const feed = kv.key.slice(feedsPrefix.length, -'/writer'.length);
-      if (record) feeds.push(clusterFeedOf(feed, record));
+      if (record) writers.set(kv.key.slice(feedsPrefix.length, -'/writer'.length), record);
+    } else if (kv.key.startsWith(feedsPrefix) && kv.key.endsWith('/head')) {
+      const hint = parseHeadHint(kv.value);
+      if (hint) hints.set(kv.key.slice(feedsPrefix.length, -'/head'.length), hint);
     } else if (kv.key.startsWith(`${prefix}nodes/`)) {
       try {
         const record = JSON.parse(kv.value) as ClusterNode;
@@ -70,5 +100,6 @@ export async function readCluster(client: EtcdClient, prefix: string, node: stri
       }
     }
   }
+  const feeds = [...writers].map(([feed, record]) => clusterFeedOf(feed, record, hints.get(feed)));
   return { node, nodes, feeds };
 }

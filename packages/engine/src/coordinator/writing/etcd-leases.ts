@@ -29,7 +29,15 @@ import type { ClusterFeed, ClusterInfo, ClusterNode } from '@streamstack/protoco
 import { StreamStackError } from '../../errors.js';
 import { clusterNodeTtlSeconds, etcdTxnAttemptsMax, etcdWatchRetryMs } from '../../limits.js';
 import { EtcdClient, type EtcdEvent } from '../../storage/etcd-client.js';
-import { clusterFeedOf, heldError, parseRecord, readCluster, type WriterRecord } from './cluster-keys.js';
+import {
+  clusterFeedOf,
+  type HeadHint,
+  heldError,
+  parseHeadHint,
+  parseRecord,
+  readCluster,
+  type WriterRecord,
+} from './cluster-keys.js';
 
 /** Where a cluster keeps its writer leases: `Store.open(dir, { coordination })`. */
 export interface CoordinationOptions {
@@ -138,6 +146,8 @@ export class EtcdLeases {
   /** Every feed's writer key, as the watch last reported it. */
   private readonly writers = new Map<string, WriterRecord>();
   private readonly held = new Map<string, HeldGrant>();
+  /** Who hears of head hints as the watch sees them (followers). */
+  private readonly headListeners = new Set<(feed: string, hint: HeadHint) => void>();
   /** Each feed's renewal in flight, settled: the next one waits for it (`renew`). */
   private readonly renewals = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
@@ -211,10 +221,29 @@ export class EtcdLeases {
     return `${this.feedsPrefix}${feed}/epoch`;
   }
 
-  /** The feed whose writer key `key` is, or undefined for any other key. */
-  private feedOfKey(key: string): string | undefined {
-    if (!key.startsWith(this.feedsPrefix) || !key.endsWith('/writer')) return undefined;
-    return key.slice(this.feedsPrefix.length, -'/writer'.length);
+  /** The feed whose writer key (or head key) `key` is, or undefined for any other key. */
+  private feedOfKey(key: string, suffix: '/writer' | '/head' = '/writer'): string | undefined {
+    if (!key.startsWith(this.feedsPrefix) || !key.endsWith(suffix)) return undefined;
+    return key.slice(this.feedsPrefix.length, -suffix.length);
+  }
+
+  /**
+   * Puts feed `feed`'s head hint (`commit`) under this node's grant, guarded by its epoch: once
+   * another node raised it (a takeover), the old writer's hints are refused. False then, or with no grant here.
+   */
+  async publishHead(feed: string, commit: number): Promise<boolean> {
+    const grant = this.held.get(feed);
+    const epoch = grant && !grant.lost ? parseRecord(grant.raw)?.epoch : undefined;
+    if (epoch === undefined) return false;
+    const hint: HeadHint = { epoch, commit, node: this.node, url: this.url };
+    const put = { key: `${this.feedsPrefix}${feed}/head`, value: JSON.stringify(hint) };
+    return (await this.client.txn([{ key: this.epochKey(feed), value: String(epoch) }], [{ put }])).succeeded;
+  }
+
+  /** Calls `listener` with every head hint the watch sees, until the returned function is called. */
+  onHeadHint(listener: (feed: string, hint: HeadHint) => void): () => void {
+    this.headListeners.add(listener);
+    return () => this.headListeners.delete(listener);
   }
 
   /** Reads every writer key anew, at one revision, and judges the grants held against them. */
@@ -242,6 +271,12 @@ export class EtcdLeases {
     for (const event of events) {
       const at = BigInt(event.modRevision);
       if (at > this.revision) this.revision = at;
+      const hinted = this.feedOfKey(event.key, '/head');
+      if (hinted !== undefined && event.type === 'put' && event.value !== undefined) {
+        const hint = parseHeadHint(event.value);
+        if (hint) for (const listener of this.headListeners) listener(hinted, hint);
+        continue;
+      }
       const feed = this.feedOfKey(event.key);
       if (feed === undefined) continue;
       const record = event.type === 'put' && event.value !== undefined ? parseRecord(event.value) : undefined;
