@@ -22,6 +22,7 @@ import fastify, {
 } from 'fastify';
 import { Authorizer, type TokenGrant } from './auth.js';
 import { BodyGate } from './body-gate.js';
+import { ConnectionSweep } from './connection-sweep.js';
 import { feedParam, type LiveSettings, type RouteConfig, ServerContext } from './context.js';
 import { answerClientError, errorBody, errorHeaders, statusOf, typedRequestError } from './http-errors.js';
 import { bodyBytesInFlightMaxDefault, bodyRetryAfterSeconds, bodyWaitMsMaxDefault } from './limits.js';
@@ -337,6 +338,7 @@ function serverHandle(
   routes: () => ServedRoute[],
 ): StreamStackServer {
   let closing: Promise<void> | undefined;
+  const connections = new ConnectionSweep(app.server);
   return {
     app,
     servedRoutes: routes,
@@ -359,8 +361,11 @@ function serverHandle(
         // New requests get 503 from here on; live reads end, so that close does not wait on them.
         ctx.startDraining();
         // Connections whose last response ends while draining would otherwise idle in
-        // keep-alive until it times out, holding close up: they are closed as they go idle.
-        const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
+        // keep-alive until it times out, holding close up: they are closed as they go quiet.
+        const sweep = setInterval(() => {
+          app.server.closeIdleConnections();
+          connections.closeQuiet();
+        }, 50);
         try {
           await app.close();
         } finally {
