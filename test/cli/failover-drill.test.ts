@@ -7,7 +7,9 @@
  *
  * Checked after every run: every acknowledged append is in the new writer's history exactly
  * once, each producer's in the order acknowledged; slot numbers are contiguous; epochs only go
- * up; no group stored past a fence is of an epoch below it (nothing of a fenced writer lands).
+ * up; no group stored past a fence is of an epoch below it (nothing of a fenced writer lands);
+ * a follower of the cluster (a third process) holds a prefix of the writer's history, and the
+ * head hints move its tail to the new writer.
  * `STREAMSTACK_DRILL_RUNS` sets the number of runs (50 here; `pnpm soak` runs 1,000).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -105,8 +107,26 @@ describe.skipIf(skipped)(
           await client.createFeed(feedName, { durability: 'replicated' });
           let grant = await client.acquireLease(feedName, { holder: 'producer', ttlMs });
           let renewing = keepAlive(await client.feed(feedName), grant.token);
+          await (await client.feed(feedName)).append([{ payload: 'before the drill' }], { token: grant.token });
+          // A follower of the cluster, pointed at the first writer: the head hints in etcd move
+          // its tail to each new writer.
+          const follower = startServe(temporaryDirectory(), [], {
+            globalArgs: [
+              '--follower',
+              '--follow',
+              nodes[writer]!.url,
+              '--etcd',
+              etcdOf().endpoint,
+              '--etcd-prefix',
+              prefix,
+              '--etcd-node',
+              'follower',
+            ],
+            env,
+          });
+          const followed = await (await RemoteStore.open(await follower.url)).feed(feedName);
+          const acknowledged: string[] = ['before the drill'];
           const epochs = [grant.epoch];
-          const acknowledged: string[] = [];
           const failoverMs: number[] = [];
           const takeoverMs: number[] = [];
           const modes = { kill: 0, pause: 0 };
@@ -181,6 +201,16 @@ describe.skipIf(skipped)(
               else expect(slot.epoch, `slot ${slot.slot}`).toBeGreaterThanOrEqual(fencedBelow);
             }
 
+            // The follower's history is a prefix of the writer's, and its tail reads from the new writer.
+            const followedHistory: string[] = [];
+            for await (const record of followed.read({ after: 0 }))
+              followedHistory.push(Buffer.from(record.payload).toString());
+            expect(followedHistory).toEqual(history.slice(0, followedHistory.length));
+            const tailUrl = async () => new URL((await followed.info()).follower?.tail?.url ?? 'http://none').href;
+            const deadline = Date.now() + 10_000;
+            while ((await tailUrl()) !== new URL(standby.url).href && Date.now() < deadline) await sleep(50);
+            expect(await tailUrl()).toBe(new URL(standby.url).href);
+
             // The dead node comes back with its old copy, as the next run's standby.
             nodes[writer] = await start(old.name, old.data);
             await client.close();
@@ -199,6 +229,7 @@ describe.skipIf(skipped)(
           );
           await renewing.stop();
           await client.close();
+          follower.child.kill('SIGKILL');
         } finally {
           for (const node of nodes) {
             node.process.child.kill('SIGCONT');

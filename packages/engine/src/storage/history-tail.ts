@@ -38,7 +38,8 @@ export interface TailGroups {
 
 /**
  * Reads the sound groups of `segment` (a writer's active segment, or with `finished` a sealed one
- * still whole locally) from `from` up to its durable end, at most `bytesMax` of them unless one
+ * still whole locally) from `from` up to its durable end (and `visibleEnd`, where a replicated
+ * feed's stored slots end), at most `bytesMax` of them unless one
  * group alone is larger (it is then sent whole). The active segment's groups stop before a
  * `SegmentEnd` (the segment is being finished: the next request finds it sealed); a finished
  * one's include it, and say where the history goes on. `from` must be 0 or where a group starts;
@@ -50,15 +51,17 @@ export async function readTailGroups(
   from: number,
   bytesMax: number,
   finished = false,
+  visibleEnd = Number.POSITIVE_INFINITY,
 ): Promise<TailGroups> {
-  const durableEnd = segment.durableEnd;
   const start = Math.max(from, segmentHeaderBytes);
-  if (from > durableEnd)
+  if (from > segment.durableEnd)
     throw new StreamStackError(
       'INVALID_ARGUMENT',
-      `offset ${from} is past the durable end (${durableEnd}) of ${segment.file}: the copy asking is not of this history`,
-      { details: { offset: from, durableEnd } },
+      `offset ${from} is past the durable end (${segment.durableEnd}) of ${segment.file}: the copy asking is not of this history`,
+      { details: { offset: from, durableEnd: segment.durableEnd } },
     );
+  // A replicated feed's groups are handed out once their slots are stored too (`visibleEnd`).
+  const durableEnd = Math.min(segment.durableEnd, visibleEnd);
   // The header goes with the first group: a segment with none may still be replaced by one of
   // another capacity at the same base (see `SegmentSet.roll`).
   if (durableEnd <= start) return { bytes: new Uint8Array(0), from, end: from };

@@ -58,6 +58,7 @@ import {
 import { type LeaseGrant, LeaseKeeper } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
+import { ReplicatedEnd } from './replicated-end.js';
 import { layRun } from './run-layout.js';
 import { openReplication, type SlotReplication } from './slot-replication.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
@@ -155,6 +156,8 @@ export class FeedWriter {
   /** The head as prepared requests left it: ahead of the watermark while a group is in flight. */
   private stagedHead = 0;
   private stagedNextPosition = 1;
+  /** How far a replicated feed's history may be handed to followers (`historyTail`). */
+  private readonly replicatedEnd = new ReplicatedEnd();
   private readonly committer: GroupCommitter<WriterGroup>;
   /** What the feed derives from its published records (see `derived-indexes.ts`). */
   private derived!: DerivedIndexes;
@@ -902,6 +905,8 @@ export class FeedWriter {
     const replication = this.replication;
     // The slot is taken before the local write: a fenced writer writes nothing more.
     const slot = replication?.reserve();
+    // Where the history's stored slots end before this group: followers read no further.
+    const active = this.history.segments.active;
     let written: ReturnType<Wal['commit']>;
     if (lane === 'wal') written = this.wal.commit(builder, this.options.segmentBytes);
     else {
@@ -909,6 +914,26 @@ export class FeedWriter {
       written = this.history.commit(builder, group.first, this.options.segmentBytes);
     }
     if (!replication || slot === undefined) return written;
+    if (lane === 'history') {
+      const replicated = this.replicatedGroup(lane, written, replication, slot);
+      this.replicatedEnd.note(
+        active?.header.base ?? 0,
+        active?.durableEnd ?? 0,
+        replicated.durable,
+        written.bytes.length,
+      );
+      return replicated;
+    }
+    return this.replicatedGroup(lane, written, replication, slot);
+  }
+
+  /** A group written locally whose slot goes up too: durable once both are. */
+  private replicatedGroup(
+    lane: Lane,
+    written: ReturnType<Wal['commit']>,
+    replication: SlotReplication,
+    slot: number,
+  ): GroupWrite {
     const epoch = this.lease.epoch;
     // What the slot holds that is not elsewhere yet: a history group's runs, up to the last
     // position staged; a WAL group's frames of the stream open now.
@@ -1005,6 +1030,7 @@ export class FeedWriter {
         this.derived.push(run, types);
         this.publish(run.commit);
       },
+      visibleEnd: (base) => this.replicatedEnd.visibleEnd(base),
     };
   }
 

@@ -29,6 +29,8 @@ export interface TailParties {
   holdReads<T>(read: () => Promise<T>): Promise<T>;
   /** Publishes a commit the view took: into the history's commit list, the indexes and the watermark. */
   take(run: PublishedRun<IndexedRecord>, types: ReadonlySet<string>): void;
+  /** Where the bytes of segment `base` that may be handed out end (a replicated feed's stored slots). */
+  visibleEnd(base: number): number;
 }
 
 /** Where a follower asks for the tail from, and how long it waits for one. */
@@ -52,7 +54,8 @@ export async function handOutTail(
 ): Promise<{ base: number | undefined; tail?: TailGroups }> {
   const { base, from, bytesMax, waitMs, signal } = request;
   const active = () => writer.history.segments.active;
-  if (waitMs > 0 && active()?.header.base === base && active()!.durableEnd <= Math.max(from, segmentHeaderBytes)) {
+  const visible = () => Math.min(active()!.durableEnd, writer.visibleEnd(base));
+  if (waitMs > 0 && active()?.header.base === base && visible() <= Math.max(from, segmentHeaderBytes)) {
     const waited = AbortSignal.timeout(waitMs);
     await writer.published
       .waitForCommitAfter(writer.published.watermark.commit, signal ? AbortSignal.any([signal, waited]) : waited)
@@ -60,6 +63,9 @@ export async function handOutTail(
         // A wait cut short (its time is up, or the caller went) answers with what there is.
         if (!waited.aborted && !signal?.aborted) throw error;
       });
+    // A commit is published as its group's slot is stored, in the same turn as the visible end
+    // moves past it: once the promise callbacks of that turn ran, both have.
+    await new Promise((resolve) => setImmediate(resolve));
   }
   const segment = active();
   if (segment && segment.header.base !== base) {
@@ -67,7 +73,7 @@ export async function handOutTail(
     if (finished) return { base, tail: finished };
   }
   if (!segment || segment.header.base !== base) return { base: segment?.header.base };
-  return { base, tail: await readTailGroups(writer.kernels, segment, from, bytesMax) };
+  return { base, tail: await readTailGroups(writer.kernels, segment, from, bytesMax, false, writer.visibleEnd(base)) };
 }
 
 /**
@@ -89,7 +95,7 @@ async function finishedTail(
     const segment = segments.segments.find((candidate) => candidate.header.base === base);
     if (!segment || segment === segments.active) return undefined;
     const tail = await store.whileLocal(segmentFileName(base, segmentSuffix.history), () =>
-      readTailGroups(writer.kernels, segment, from, bytesMax, true),
+      readTailGroups(writer.kernels, segment, from, bytesMax, true, writer.visibleEnd(base)),
     );
     return tail && (tail.end > from || tail.next) ? tail : undefined;
   });
