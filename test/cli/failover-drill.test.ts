@@ -9,7 +9,8 @@
  * once, each producer's in the order acknowledged; slot numbers are contiguous; epochs only go
  * up; no group stored past a fence is of an epoch below it (nothing of a fenced writer lands);
  * a follower of the cluster (a third process) holds a prefix of the writer's history, and the
- * head hints move its tail to the new writer.
+ * head hints move its tail to the new writer; a consumer of a named subscription, polling at the
+ * writer before the failure and at the new one after, is handed every commit exactly once.
  * `STREAMSTACK_DRILL_RUNS` sets the number of runs (50 here; `pnpm soak` runs 1,000).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -49,6 +50,25 @@ async function feedSlots(objectStore: ObjectSegmentStore): Promise<SlotObject[]>
   const published = await publishedFeedConfig(objectStore, feedName);
   if (!published) throw new Error('the feed was never published');
   return allSlots(objectStore, feedName, published.tag);
+}
+
+/**
+ * Polls subscription `audit` of `feed` up to `batches` times, as a consumer does: each batch's
+ * payloads handled (added to `delivered`), then the cursor advanced past it.
+ */
+async function consume(
+  feed: Awaited<ReturnType<Awaited<ReturnType<typeof RemoteStore.open>>['feed']>>,
+  delivered: string[],
+  batches: number,
+): Promise<void> {
+  const subscription = await feed.subscription('audit');
+  for (let batch = 0; batch < batches; batch++) {
+    const polled = await subscription.poll({ max: 200 });
+    if (polled.commits.length === 0) return;
+    for (const commit of polled.commits)
+      for (const record of commit.records) delivered.push(Buffer.from(record.payload).toString());
+    await subscription.advance(polled.cursor);
+  }
 }
 
 /** Renews the lease of `token` at `feed`'s server every quarter TTL, as a producer would, until stopped. */
@@ -125,6 +145,9 @@ describe.skipIf(skipped)(
             env,
           });
           const followed = await (await RemoteStore.open(await follower.url)).feed(feedName);
+          // A consumer of a named subscription, polling and advancing at whichever node writes.
+          await (await client.feed(feedName)).createSubscription('audit');
+          const delivered: string[] = [];
           const acknowledged: string[] = ['before the drill'];
           const epochs = [grant.epoch];
           const failoverMs: number[] = [];
@@ -149,6 +172,7 @@ describe.skipIf(skipped)(
               }
             });
             await sleep(150 + Math.random() * 500);
+            await consume(feed, delivered, 3);
 
             const old = nodes[writer]!;
             const killedAt = performance.now();
@@ -200,6 +224,10 @@ describe.skipIf(skipped)(
               if (slot.kind === 'fence') fencedBelow = Math.max(fencedBelow, slot.epoch);
               else expect(slot.epoch, `slot ${slot.slot}`).toBeGreaterThanOrEqual(fencedBelow);
             }
+
+            // The consumer goes on at the new writer: nothing it advanced past comes again.
+            await consume(nextFeed, delivered, Number.POSITIVE_INFINITY);
+            expect(delivered).toEqual(history);
 
             // The follower's history is a prefix of the writer's, and its tail reads from the new writer.
             const followedHistory: string[] = [];

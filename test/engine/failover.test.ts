@@ -133,6 +133,53 @@ describe.skipIf(skipped)(
       await storeB.close();
     }, 120_000);
 
+    it('subscriptions carry over a takeover: each commit is delivered once, and the old writer moves none', async () => {
+      const prefix = freshPrefix();
+      const settings = objects.settings();
+      const dataA = temporaryDirectory();
+      const storeA = await node(settings, prefix, 'node-a', dataA);
+      const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
+      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 1000 });
+      for (let n = 0; n < 20; n++) await feedA.append([{ payload: `order ${n}` }], { token: grantA.token });
+      const billing = await feedA.createSubscription('billing');
+      await feedA.createSubscription('gone');
+      await (await feedA.subscription('gone')).delete();
+      const delivered: string[] = [];
+      // The consumer takes a first batch and advances past it: acknowledged only once etcd has it.
+      const first = await billing.poll({ max: 3 });
+      for (const commit of first.commits)
+        for (const record of commit.records) delivered.push(Buffer.from(record.payload).toString());
+      await billing.advance(first.cursor);
+      const cursorBefore = (await billing.info()).cursor;
+      await storeA.close();
+
+      const storeB = await node(settings, prefix, 'node-b');
+      await untilFree(storeB, 'orders');
+      const taken = await storeB.takeOver('orders', { holder: 'ingest', ttlMs: 2000 });
+      const feedB = await storeB.feed('orders');
+      expect((await feedB.subscriptions()).map((listed) => listed.name)).toEqual(['billing']);
+      const carried = await feedB.subscription('billing');
+      expect((await carried.info()).cursor).toBe(cursorBefore);
+      // The consumer goes on at the new writer: the rest, once, in order.
+      for (;;) {
+        const batch = await carried.poll({ max: 5 });
+        if (batch.commits.length === 0) break;
+        for (const commit of batch.commits)
+          for (const record of commit.records) delivered.push(Buffer.from(record.payload).toString());
+        await carried.advance(batch.cursor);
+      }
+      expect(delivered).toEqual(Array.from({ length: 20 }, (_, n) => `order ${n}`));
+
+      // The old writer, back, moves no cursor: the feed has a newer writer.
+      const reopened = await node(settings, prefix, 'node-a', dataA);
+      const stale = await (await reopened.feed('orders')).subscription('billing');
+      expect(await outcomeCode(stale.advance(cursorBefore + 1))).toBe('FENCED');
+      expect((await carried.info()).cursor).toBe((await feedB.info()).head?.commit);
+      await feedB.releaseLease({ token: taken.grant.token });
+      await reopened.close();
+      await storeB.close();
+    }, 60_000);
+
     it('a local-durability feed is refused: only its writer disk held its acknowledged writes', async () => {
       const prefix = freshPrefix();
       const settings = objects.settings();

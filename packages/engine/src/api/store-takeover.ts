@@ -9,6 +9,7 @@ import type { DataDirectory } from '../coordinator/opening/data-directory.js';
 import type { EtcdLeases } from '../coordinator/writing/etcd-leases.js';
 import { type TakeoverRequest, takeOverFeed } from '../coordinator/writing/feed-takeover.js';
 import { validateHolder, validateTtl } from '../coordinator/writing/lease.js';
+import { subscriptionCopies } from '../coordinator/writing/subscription-copies.js';
 import { StreamStackError } from '../errors.js';
 import type { Feed } from './feed.js';
 
@@ -42,6 +43,7 @@ export async function takeOverInStore(
       objectStore: store.objectStore,
       feed: name,
       remote: store.leases.forFeed(name),
+      subscriptions: () => subscriptionCopies(store.leases.client, store.leases.prefix, name),
       holder: options.holder,
       ttlMs,
       localEpoch: before?.epoch ?? 0,

@@ -72,8 +72,44 @@ export function validateSubscriptionName(name: unknown): string {
   }
 }
 
+/**
+ * Where a replicated feed's writer keeps a copy of its subscriptions off the machine (etcd, on a
+ * node of a cluster), so that a node taking the feed over delivers from where consumers left off.
+ * Each change is copied there before it is written here: a change acknowledged to a consumer is
+ * never lost with the writer. `FENCED` once another writer owns the feed.
+ */
+export interface SubscriptionMirror {
+  put(state: SubscriptionState): Promise<void>;
+  remove(name: string): Promise<void>;
+}
+
+/**
+ * Writes the subscriptions `states` into `directory` (a feed's `state/subscriptions`, being laid
+ * out by a takeover), each as its own log, as `create` would.
+ */
+export async function restoreSubscriptions(
+  kernels: Kernels,
+  directory: string,
+  states: readonly SubscriptionState[],
+): Promise<void> {
+  if (states.length === 0) return;
+  fs.mkdirSync(directory, { recursive: true });
+  for (const state of states) {
+    validateSubscriptionName(state.name);
+    const log = await StateLog.open(kernels, path.join(directory, `${state.name}${subscriptionSuffix}`));
+    try {
+      await log.write(encode(state));
+    } finally {
+      log.close();
+    }
+  }
+  await syncDirectory(directory);
+}
+
 export class Subscriptions {
   private readonly open = new Map<string, { log: StateLog; state: SubscriptionState }>();
+  /** The copy off the machine, for a replicated feed on a node of a cluster. */
+  private mirror: SubscriptionMirror | undefined;
   /** Damage found in the subscriptions' logs (reported by verify; the newest records still serve). */
   readonly corruptions: Corruption[] = [];
   /** Changes run one at a time, in call order. */
@@ -133,6 +169,11 @@ export class Subscriptions {
     return result;
   }
 
+  /** Copies every change from now on to `mirror` before writing it here (see `SubscriptionMirror`). */
+  mirrorTo(mirror: SubscriptionMirror): void {
+    this.mirror = mirror;
+  }
+
   list(): SubscriptionState[] {
     return [...this.open.values()].map((entry) => entry.state).sort((a, b) => a.name.localeCompare(b.name));
   }
@@ -158,9 +199,10 @@ export class Subscriptions {
       const file = path.join(this.directory, `${name}${subscriptionSuffix}`);
       fs.rmSync(file, { force: true });
       fs.rmSync(`${file}${stateLogCopySuffix}`, { force: true });
-      const log = await StateLog.open(this.kernels, file);
       const now = this.clock();
       const state = { name, cursor, createdAt: now, updatedAt: now };
+      await this.mirror?.put(state);
+      const log = await StateLog.open(this.kernels, file);
       await log.write(encode(state));
       this.open.set(name, { log, state });
       return state;
@@ -184,6 +226,7 @@ export class Subscriptions {
       }
       if (cursor === entry.state.cursor) return entry.state;
       const state = { ...entry.state, cursor, updatedAt: this.clock() };
+      await this.mirror?.put(state);
       await entry.log.write(encode(state));
       entry.state = state;
       return state;
@@ -197,6 +240,7 @@ export class Subscriptions {
         throw new StreamStackError('SUBSCRIPTION_NOT_FOUND', `no subscription named ${name}`, {
           details: { subscription: name },
         });
+      await this.mirror?.remove(name);
       entry.log.remove();
       await syncDirectory(this.directory);
       this.open.delete(name);

@@ -6,6 +6,7 @@
 import type { ClusterFeed, ClusterInfo, ClusterNode } from '@streamstack/protocol';
 import { StreamStackError } from '../../errors.js';
 import type { EtcdClient } from '../../storage/etcd-client.js';
+import type { SubscriptionState } from '../reading/subscriptions.js';
 
 /** Who holds a feed's writer lease, as its key in etcd says. */
 export interface WriterRecord {
@@ -36,6 +37,19 @@ export function parseHeadHint(raw: string): HeadHint | undefined {
     const hint = JSON.parse(raw) as HeadHint;
     return Number.isSafeInteger(hint.epoch) && Number.isSafeInteger(hint.commit) && typeof hint.node === 'string'
       ? { epoch: hint.epoch, commit: hint.commit, node: hint.node, url: typeof hint.url === 'string' ? hint.url : null }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A subscription's copy (`feeds/<feed>/subscriptions/<name>`), or undefined for a value this release cannot read. */
+export function parseSubscription(raw: string): SubscriptionState | undefined {
+  try {
+    const state = JSON.parse(raw) as SubscriptionState;
+    const counts = [state.cursor, state.createdAt, state.updatedAt];
+    return typeof state.name === 'string' && counts.every((count) => Number.isSafeInteger(count) && count >= 0)
+      ? { name: state.name, cursor: state.cursor, createdAt: state.createdAt, updatedAt: state.updatedAt }
       : undefined;
   } catch {
     return undefined;

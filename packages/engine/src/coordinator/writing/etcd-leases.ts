@@ -224,7 +224,9 @@ export class EtcdLeases {
   /** The feed whose writer key (or head key) `key` is, or undefined for any other key. */
   private feedOfKey(key: string, suffix: '/writer' | '/head' = '/writer'): string | undefined {
     if (!key.startsWith(this.feedsPrefix) || !key.endsWith(suffix)) return undefined;
-    return key.slice(this.feedsPrefix.length, -suffix.length);
+    const feed = key.slice(this.feedsPrefix.length, -suffix.length);
+    // A feed's name holds no '/': a deeper key (a subscription's copy) is another kind.
+    return feed.includes('/') ? undefined : feed;
   }
 
   /**

@@ -15,9 +15,11 @@ import { setInterval } from 'node:timers';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { takeoverLeaseTtlMsMin } from '../../limits.js';
+import { FeedLayout } from '../../storage/feed-layout.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { publishedFeedConfig } from '../opening/follower-mirror.js';
 import { restoreFromSlots, type SlotRestoreReport, writeLeaseLog } from '../opening/slot-restore.js';
+import { restoreSubscriptions, type SubscriptionState } from '../reading/subscriptions.js';
 import { heldError } from './cluster-keys.js';
 import type { RemoteLease } from './etcd-leases.js';
 import type { LeaseState } from './lease.js';
@@ -39,6 +41,8 @@ export interface TakeoverRequest {
   readonly segmentBytes: number;
   readonly clock: () => number;
   readonly newId: () => string;
+  /** The copies of the feed's subscriptions (in etcd), laid out with it. */
+  readonly subscriptions: () => Promise<SubscriptionState[]>;
 }
 
 /**
@@ -112,6 +116,8 @@ async function takeOverWith(
       writerId: request.newId(),
       segmentBytes: request.segmentBytes,
     });
+    // Read once the slots are fenced: the old writer changes no subscription after that.
+    await restoreSubscriptions(kernels, new FeedLayout(request.directory).subscriptions, await request.subscriptions());
     const lost = remote.lostReason(token);
     if (lost !== undefined)
       throw new StreamStackError('FENCED', `the lease of ${feed} was lost in etcd during its takeover: ${lost}`, {

@@ -61,6 +61,7 @@ import { PublishedState, type Watermark } from './published-state.js';
 import { ReplicatedEnd } from './replicated-end.js';
 import { layRun } from './run-layout.js';
 import { openReplication, type SlotReplication } from './slot-replication.js';
+import { subscriptionMirror } from './subscription-copies.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
 
 export interface WriterOptions {
@@ -286,17 +287,7 @@ export class FeedWriter {
     try {
       // A lease live in the local log is live only if etcd still has it.
       await lease.reconcile();
-      if (options.durability === 'replicated' && !readOnly) {
-        writer.replication = await openReplication(kernels, options, directory, {
-          epochFloor: lease.epoch,
-          needsMet: (position, stream) => writer.slotNeedsMet(position, stream),
-          position: writer.watermark.position,
-          stream: replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined).open
-            ?.id,
-        });
-        // An epoch found in the slots is one no grant here may reuse, whatever the logs and etcd say.
-        lease.raiseFloor(writer.replication.newestEpoch);
-      }
+      if (options.durability === 'replicated' && !readOnly) await writer.openReplicated(directory, logs.events);
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(
         kernels,
@@ -898,6 +889,28 @@ export class FeedWriter {
     this.published.publish(commit);
     this.stagedHead = Math.max(this.stagedHead, commit.commit);
     this.stagedNextPosition = Math.max(this.stagedNextPosition, commit.lastPosition + 1);
+  }
+
+  /**
+   * Opens a replicated feed's slots (after the newest in object storage) and, on a node of a
+   * cluster, copies the subscriptions' changes to etcd, so consumers' cursors outlive the writer.
+   */
+  private async openReplicated(directory: string, events: Parameters<typeof replayStreams>[0]): Promise<void> {
+    const { options, lease } = this;
+    const replication = await openReplication(options.kernels, options, directory, {
+      epochFloor: lease.epoch,
+      needsMet: (position, stream) => this.slotNeedsMet(position, stream),
+      position: this.watermark.position,
+      stream: replayStreams(events, (stream) => this.published.commitOfStream(stream) !== undefined).open?.id,
+    });
+    this.replication = replication;
+    // An epoch found in the slots is one no grant here may reuse, whatever the logs and etcd say.
+    lease.raiseFloor(replication.newestEpoch);
+    const { leases } = options;
+    if (leases)
+      this.subscriptions.mirrorTo(
+        subscriptionMirror(leases.client, leases.prefix, options.feed, () => lease.grantedEpoch),
+      );
   }
 
   private writeGroup(lane: Lane, builder: GroupBuilder, group: WriterGroup): GroupWrite {

@@ -113,6 +113,14 @@ export class LeaseKeeper {
     this.epochFloor = Math.max(this.epochFloor, epoch);
   }
 
+  /**
+   * The epoch of this node's last grant of the feed, live or not (0 before the first): what its
+   * changes elsewhere are guarded by. Unlike `epoch`, never raised by what others wrote.
+   */
+  get grantedEpoch(): number {
+    return this.current?.epoch ?? 0;
+  }
+
   /** The highest epoch ever granted or written under (0 before the first grant). */
   get epoch(): number {
     return Math.max(this.current?.epoch ?? 0, this.epochFloor);
