@@ -10,6 +10,7 @@ import type { RemoteLease } from '../../packages/engine/src/coordinator/writing/
 import { type Store, StreamStackError } from '../../packages/engine/src/index.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { etcdBinary, etcdMissing, startEtcd } from '../support/etcd.mjs';
+import { eventually } from '../support/etcd-suite.js';
 import { outcomeCode } from '../support/failure.js';
 import { call, startServer } from '../support/server.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
@@ -43,15 +44,6 @@ async function etcdDelete(endpoint: string, key: string): Promise<void> {
     body: JSON.stringify({ key: encode(key) }),
   });
   expect(response.ok).toBe(true);
-}
-
-/** Waits until `check` holds, up to `timeoutMs`. */
-async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('the condition did not come to hold in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 let prefixes = 0;
@@ -298,6 +290,14 @@ describe.skipIf(binary === undefined)(
       const invoices = await (await second.createFeed('invoices')).acquireLease({ holder: 'billing' });
 
       const cluster = await second.cluster();
+      const ordersListed = {
+        feed: 'orders',
+        holder: 'ingest-1',
+        node: 'node-a',
+        url: 'http://10.0.0.1:4437',
+        epoch: orders.epoch,
+        head: null,
+      };
       expect(cluster.node).toBe('node-b');
       expect(
         cluster.nodes.map(({ node, url }) => ({ node, url })).sort((a, b) => a.node.localeCompare(b.node)),
@@ -309,14 +309,7 @@ describe.skipIf(binary === undefined)(
         // A writer's node names where it served when it took the lease: B serves nothing.
         // Nothing committed yet: no head hinted.
         { feed: 'invoices', holder: 'billing', node: 'node-b', url: null, epoch: invoices.epoch, head: null },
-        {
-          feed: 'orders',
-          holder: 'ingest-1',
-          node: 'node-a',
-          url: 'http://10.0.0.1:4437',
-          epoch: orders.epoch,
-          head: null,
-        },
+        ordersListed,
       ]);
       expect(JSON.stringify(cluster)).not.toContain(orders.token);
 
@@ -333,16 +326,7 @@ describe.skipIf(binary === undefined)(
         headers: { authorization: 'Bearer reader-secret' },
       });
       expect(scoped.status).toBe(200);
-      expect(scoped.json.feeds).toEqual([
-        {
-          feed: 'orders',
-          holder: 'ingest-1',
-          node: 'node-a',
-          url: 'http://10.0.0.1:4437',
-          epoch: orders.epoch,
-          head: null,
-        },
-      ]);
+      expect(scoped.json.feeds).toEqual([ordersListed]);
       const whole = await call(server.url, 'GET', '/v1/cluster', { headers: { authorization: 'Bearer ops-secret' } });
       expect(whole.json.feeds).toHaveLength(2);
       expect(whole.json.nodes.map((entry: { node: string }) => entry.node).sort()).toEqual([

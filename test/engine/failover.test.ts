@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
 import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
-import { etcdForSuite } from '../support/etcd-suite.js';
+import { etcdForSuite, untilFree } from '../support/etcd-suite.js';
 import { outcomeCode } from '../support/failure.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
@@ -26,15 +26,6 @@ async function payloads(feed: Feed): Promise<string[]> {
   const found: string[] = [];
   for await (const record of feed.read({ after: 0 })) found.push(Buffer.from(record.payload).toString());
   return found;
-}
-
-/** Waits until no node holds feed `feed`'s writer key: a stopped node's TTL ran out. */
-async function untilFree(store: Store, feed: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while ((await store.cluster()).feeds.some((leased) => leased.feed === feed)) {
-    if (Date.now() > deadline) throw new Error(`the lease of ${feed} did not expire`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 describe.skipIf(skipped)(

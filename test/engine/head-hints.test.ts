@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Feed } from '../../packages/engine/src/index.js';
 import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
-import { etcdForSuite } from '../support/etcd-suite.js';
+import { etcdForSuite, eventually } from '../support/etcd-suite.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { startServer } from '../support/server.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
@@ -41,15 +41,6 @@ async function etcdPut(endpoint: string, key: string, value: string): Promise<vo
     body: JSON.stringify({ key: encode(key), value: encode(value) }),
   });
   expect(response.ok).toBe(true);
-}
-
-/** Waits until `check` holds, up to `timeoutMs`. */
-async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('the condition did not come to hold in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 const headOf = async (feed: Feed): Promise<number> => (await feed.info()).head?.commit ?? 0;

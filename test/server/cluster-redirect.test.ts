@@ -7,10 +7,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RemoteStore } from '../../packages/client/src/index.js';
-import type { ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
+import type { ObjectStoreOptions } from '../../packages/engine/src/index.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
-import { etcdForSuite } from '../support/etcd-suite.js';
+import { etcdForSuite, untilFree } from '../support/etcd-suite.js';
 import { outcomeCode } from '../support/failure.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { ndjson, startServer } from '../support/server.js';
@@ -18,15 +18,6 @@ import { ndjson, startServer } from '../support/server.js';
 const objects = objectStoreSuite('cluster-redirect');
 const binary = etcdBinary();
 const skipped = objects.missing || binary === undefined;
-
-/** Waits until no node holds feed `feed`'s writer key: a stopped node's TTL ran out. */
-async function untilFree(store: Store, feed: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while ((await store.cluster()).feeds.some((leased) => leased.feed === feed)) {
-    if (Date.now() > deadline) throw new Error(`the lease of ${feed} did not expire`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe.skipIf(skipped)(
   skipped ? `cluster redirects (skipped: ${objects.missing ? 'no versitygw' : etcdMissing})` : 'cluster redirects',
