@@ -10,10 +10,13 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { objectStoreSettings as engineObjectSettings } from '../../packages/engine/src/api/object-store-options.js';
 import { publishedFeedConfig } from '../../packages/engine/src/coordinator/opening/follower-mirror.js';
+import { listPacks, SlotPacks } from '../../packages/engine/src/coordinator/writing/slot-packs.js';
+import { slotFoldersOf } from '../../packages/engine/src/coordinator/writing/slot-replication.js';
 import { type ObjectStoreOptions, StreamStackError } from '../../packages/engine/src/index.js';
+import { tsKernels } from '../../packages/engine/src/kernels/index.js';
 import { segmentFileName, segmentSuffix } from '../../packages/engine/src/storage/feed-layout.js';
 import { ObjectSegmentStore } from '../../packages/engine/src/storage/object-segment-store.js';
-import type { SlotObject } from '../../packages/engine/src/storage/slot-object.js';
+import { encodeSlot, type SlotObject } from '../../packages/engine/src/storage/slot-object.js';
 import { outcomeCode } from '../support/failure.js';
 import { startFaultProxy } from '../support/fault-proxy.js';
 import { objectStoreSuite } from '../support/object-store.js';
@@ -272,6 +275,28 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
     );
     await reopened.close();
   }, 120_000);
+
+  it("retires a pack another writer stored after this one listed the packs (a fenced writer's, resumed)", async () => {
+    const settings = objects.settings();
+    const store = new ObjectSegmentStore(engineObjectSettings(settings));
+    try {
+      const folders = slotFoldersOf(store, 'zombie', 1);
+      const encoded = (slot: number) => encodeSlot(tsKernels, { kind: 'fence', epoch: 1, slot });
+      const mine = new SlotPacks(tsKernels, folders);
+      await mine.found();
+      // The fenced writer packs slots 1 to 64 after this writer listed the packs at open.
+      const theirs = new SlotPacks(tsKernels, folders);
+      await theirs.write(
+        Array.from({ length: 64 }, (_, index) => encoded(index + 1)),
+        1,
+      );
+      expect(await listPacks(folders.packs)).toHaveLength(1);
+      await mine.retireThrough(100);
+      expect(await listPacks(folders.packs)).toEqual([]);
+    } finally {
+      store.close();
+    }
+  });
 
   it('refuses a replicated feed without object storage, and a durability it does not know', async () => {
     await using bare = await openStore(temporaryDirectory());

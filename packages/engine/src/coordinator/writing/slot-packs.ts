@@ -162,9 +162,18 @@ export class SlotPacks {
     return false;
   }
 
-  /** Deletes the packs whose slots are all at or below `through` (retired), and forgets those slots. */
+  /**
+   * Deletes the packs whose slots are all at or below `through` (retired), and forgets those
+   * slots. The packs are listed anew first: a writer fenced off by this one, still running
+   * (paused, then resumed), may have stored a pack after this writer's listing at open, and
+   * that pack must go with the slots it holds rather than stay behind forever.
+   */
   async retireThrough(through: number): Promise<void> {
     for (const slot of this.unpacked.keys()) if (slot <= through) this.unpacked.delete(slot);
+    this.requests++;
+    for (const pack of await listPacks(this.folders.packs))
+      if (!this.held.some((known) => known.name === pack.name)) this.held.push(pack);
+    this.held.sort((a, b) => a.first - b.first);
     const gone = this.held.filter((pack) => pack.last <= through);
     if (gone.length === 0) return;
     this.requests += Math.ceil(gone.length / objectDeleteBatchKeys);
