@@ -54,6 +54,11 @@ export interface MaintenanceContext {
     readonly log: TieringLog;
     /** The writer lease's epoch now. */
     readonly epoch: () => number;
+    /**
+     * True once another writer fenced this one off (a replicated feed taken over): it uploads
+     * nothing more, for its objects would replace the new writer's under the same names.
+     */
+    readonly fenced: () => boolean;
     readonly newId: () => string;
   };
 }
@@ -132,6 +137,7 @@ function openTiering(
       descriptors: root.within(objectFolders.descriptors),
     },
     log: tiering.log,
+    fenced: tiering.fenced,
     localHistoryBytesMax: tiering.localHistoryBytesMax,
     epoch: tiering.epoch,
     clock: context.clock,
@@ -155,6 +161,7 @@ export async function tieringOf(
     readonly newId: () => string;
   },
   epoch: () => number,
+  fenced: () => boolean = () => false,
 ): Promise<{ tiering?: MaintenanceContext['tiering'] }> {
   const readOnly = options.readOnly ?? false;
   if (!options.objectStore && !readOnly) return {};
@@ -169,6 +176,7 @@ export async function tieringOf(
       localHistoryBytesMax: options.localHistoryBytesMax,
       log,
       epoch,
+      fenced,
       newId: options.newId,
     },
   };

@@ -73,6 +73,8 @@ export interface TieringContext {
   readonly stores: FeedStores;
   /** The feed's `feed.json`, published beside its objects for followers. */
   readonly feedConfigFile: string;
+  /** True once another writer fenced this one off: nothing more goes up. */
+  readonly fenced: () => boolean;
   /** Undefined for a read-only open: the state is reported, nothing is uploaded. */
   readonly objects: FeedObjects | undefined;
   readonly log: TieringLog;
@@ -262,6 +264,8 @@ export class HistoryTiering {
   private async pass(): Promise<boolean> {
     const { derived, history } = this.context;
     let worked = false;
+    // A fenced writer's objects would replace the new writer's: it tiers nothing more.
+    if (this.context.fenced()) return true;
     // The feed is there for followers from its first pass, before any segment is sealed.
     await this.uploads.publishFeedConfig();
     // Segments go up in ordinal order, each as soon as its five files are written; one still
@@ -282,7 +286,7 @@ export class HistoryTiering {
         if (this.closed) return false;
       }
       const outcome = await this.context.serial(() =>
-        this.uploads.upload(this.context.log.stateOr(this.context.newId), entry, !this.assignedHere.has(entry.ordinal)),
+        this.uploads.upload(this.context.log.stateOr(this.context.newId), entry),
       );
       if (outcome === 'gone') {
         // The next listing marks it retired; the loop then moves past it.

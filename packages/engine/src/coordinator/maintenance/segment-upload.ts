@@ -95,9 +95,8 @@ export class SegmentUploads {
   /**
    * Uploads the entry's files, then creates its descriptor; `gone` when its segment left the
    * local history first (the next listing retires it). Runs in the maintenance queue.
-   * `probeFirst` for an ordinal given out before this process: a descriptor of it may exist.
    */
-  async upload(state: TieringState, entry: TierEntry, probeFirst: boolean): Promise<'visible' | 'gone'> {
+  async upload(state: TieringState, entry: TierEntry): Promise<'visible' | 'gone'> {
     const { history } = this.context;
     const objects = this.objects;
     // The floor the dictionaries were built over (they hold winners from it on): taken before
@@ -109,15 +108,15 @@ export class SegmentUploads {
     if (!files.some((file) => file.name.endsWith(segmentSuffix.history))) return 'gone';
     // An upload a crash cut may have created its descriptor already: then its objects are
     // visible, and putting them again could replace a derived file's bytes with a rebuilt one's
-    // that the descriptor's CRCs do not match. Only an ordinal given out by this process is
-    // known to have no descriptor yet.
-    if (probeFirst) {
-      this.counters.requests++;
-      const found = await this.descriptorOf(entry.ordinal);
-      if (found) {
-        this.acceptFound(found, entry, state);
-        return this.visible(found);
-      }
+    // that the descriptor's CRCs do not match. An ordinal given out by this process has none of
+    // its own, but another writer (one that took a replicated feed over, while this one had not
+    // yet noticed) may have made it visible: a visible segment's files are never put over. One
+    // GET per segment.
+    this.counters.requests++;
+    const existing = await this.descriptorOf(entry.ordinal);
+    if (existing) {
+      this.acceptFound(existing, entry, state);
+      return this.visible(existing);
     }
     // The files go up side by side: a segment is visible once the slowest is stored, and the
     // small derived files need not queue behind the history segment.

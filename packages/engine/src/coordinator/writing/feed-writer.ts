@@ -315,7 +315,12 @@ export class FeedWriter {
         frameDataBytesMax: writer.frameDataBytesMax,
         readOnly,
         logs: { retention: logs.retention, merges: logs.merges, compaction: logs.compaction },
-        ...(await tieringOf(directory, options, () => writer.lease.epoch)),
+        ...(await tieringOf(
+          directory,
+          options,
+          () => writer.lease.epoch,
+          () => writer.replication?.fencedOff ?? false,
+        )),
       });
       writer.historyRetention = maintenance.retention;
       writer.historyMerges = maintenance.merges;

@@ -153,6 +153,11 @@ export class SlotReplication {
     return replication;
   }
 
+  /** True once a newer writer's slot or fence was found: this writer stores nothing more. */
+  get fencedOff(): boolean {
+    return this.fenced !== undefined;
+  }
+
   /** The oldest slot (not in a pack) the listing at open found, or undefined for none. */
   oldestSlot: number | undefined;
   /** The newest slot this writer stored or fenced itself (0: none yet). */
