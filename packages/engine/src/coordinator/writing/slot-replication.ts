@@ -321,6 +321,8 @@ export class SlotReplication {
   }
 
   private async retireNow(): Promise<void> {
+    // A fenced writer deletes nothing: the slots are the new writer's to retire.
+    if (this.fenced) return;
     const newest = this.next - 1;
     const names: string[] = [];
     let through = 0;
