@@ -122,6 +122,7 @@ describe.skipIf(skipped)(
             credentials: server.credentials,
           }),
         );
+        let followerProcess: ServeProcess | undefined;
         try {
           let writer = 0;
           let client = await RemoteStore.open(nodes[writer]!.url);
@@ -145,6 +146,7 @@ describe.skipIf(skipped)(
             ],
             env,
           });
+          followerProcess = follower;
           const followed = await (await RemoteStore.open(await follower.url)).feed(feedName);
           // A consumer of a named subscription, polling and advancing at whichever node writes.
           await (await client.feed(feedName)).createSubscription('audit');
@@ -264,8 +266,9 @@ describe.skipIf(skipped)(
           );
           await renewing.stop();
           await client.close();
-          follower.child.kill('SIGKILL');
         } finally {
+          // Every process goes, the follower too, whether the drill passed or not.
+          followerProcess?.child.kill('SIGKILL');
           for (const node of nodes) {
             node.process.child.kill('SIGCONT');
             node.process.child.kill('SIGKILL');
