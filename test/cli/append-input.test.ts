@@ -171,9 +171,13 @@ describe('append of any amount of input', () => {
     ).join('\n');
     for (let batch = 0; batch < 6; batch++) child.stdin.write(`${lines}\n`);
     const wal = path.join(data, 'feeds', 'f', 'wal');
+    // A file listed may be renamed before its stat (a segment's `.tmp` going into place): it
+    // counts as nothing this time, and under its new name the next.
     const walBytes = () =>
       fs.existsSync(wal)
-        ? fs.readdirSync(wal).reduce((sum, name) => sum + fs.statSync(path.join(wal, name)).size, 0)
+        ? fs
+            .readdirSync(wal)
+            .reduce((sum, name) => sum + (fs.statSync(path.join(wal, name), { throwIfNoEntry: false })?.size ?? 0), 0)
         : 0;
     const deadline = Date.now() + 30_000;
     while (walBytes() < 1_000_000 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
