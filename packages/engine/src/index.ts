@@ -6,7 +6,16 @@
  * const kernels = loadKernels(); // native when the module loads, else the TypeScript twins
  */
 
-export type { ClusterFeed, ClusterInfo, ClusterNode } from '@streamstack/protocol';
+export type {
+  ClusterFeed,
+  ClusterInfo,
+  ClusterNode,
+  GroupClaim,
+  GroupOrder,
+  NackResult,
+  SubscriptionGroupInfo,
+  SubscriptionGroupOptions,
+} from '@streamstack/protocol';
 export {
   appendRecordLine,
   byteLines,
@@ -27,6 +36,7 @@ export type { CommitRecords, FeedInfo, FollowerInfo, ReplicationInfo, TieringInf
 export { Feed } from './api/feed.js';
 export type { FollowOptions } from './api/follower-tail.js';
 export { tailHeaders } from './api/follower-tail.js';
+export { parkedTag } from './api/group-work.js';
 export type { ObjectStoreOptions } from './api/object-store-options.js';
 export { objectStoreFromAddress } from './api/object-store-options.js';
 export type { AppendRecord, Commit, StoredRecord } from './api/records.js';
@@ -36,6 +46,7 @@ export type { StreamInfo, StreamRecord } from './api/stream.js';
 export { Stream } from './api/stream.js';
 export type { PollResult, SubscriptionInfo } from './api/subscription.js';
 export { Subscription } from './api/subscription.js';
+export { SubscriptionGroup } from './api/subscription-group.js';
 export type { MergeProgress, MergeResult, SegmentMerge } from './coordinator/maintenance/history-merge.js';
 export type { RetentionInfo, RetentionPin, TrimResult } from './coordinator/maintenance/history-trim.js';
 export type {

@@ -60,6 +60,9 @@ export interface LimitValues {
   readonly tieringRetryMsMin: number;
   readonly tieringRetryMsMax: number;
   readonly tieredSegmentsMax: number;
+  readonly groupWindowCommitsMax: number;
+  readonly groupWorkerBytesMax: number;
+  readonly groupReasonBytesMax: number;
   readonly remoteBlockCacheBytes: number;
   readonly atHandFetchesMax: number;
   readonly remoteReadAheadBlocks: number;
@@ -270,7 +273,16 @@ export function checkLimits(limits: LimitValues): void {
     limits.tieredSegmentsMax * tierEntryBytesMax <= limits.stateLogBytesMax,
     'the tiering log holds every segment it may track in one record (tieredSegmentsMax * tierEntryBytesMax <= stateLogBytesMax)',
   );
+  check(
+    limits.groupWindowCommitsMax * (2 * groupEntryBytesMax + limits.groupWorkerBytesMax + limits.groupReasonBytesMax) +
+      groupEntryBytesMax * 16 <=
+      limits.stateLogBytesMax,
+    "a subscription group's state, with every commit of its window held and given a reason, is one record of its log (groupWindowCommitsMax * (worker + reason + entry) <= stateLogBytesMax)",
+  );
 }
+
+/** The most bytes of a subscription group's entry besides its worker and reason: varints. */
+const groupEntryBytesMax = 5 * 9;
 
 /** The most bytes one segment's entry takes in the tiering log: five varints and a CRC. */
 const tierEntryBytesMax = 5 * 9 + 4 + 1;

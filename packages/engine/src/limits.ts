@@ -141,6 +141,31 @@ export const batchRecordsMax = 100_000;
 /** Records a subscription poll returns at most when the caller does not say. */
 export const subscriptionPollRecordsDefault = 10_000;
 
+/**
+ * Commits past a subscription group's settled cursor that its workers may hold or have finished.
+ * The group's durable state names each of them, and every claim and acknowledgement rewrites that
+ * state, so this bounds the bytes each one writes (a few KiB). A group whose oldest unsettled
+ * commit is this far behind hands out nothing newer until it is settled.
+ */
+export const groupWindowCommitsMax = 1024;
+/** How long a worker holds claimed work when the group does not say: then it goes to another. */
+export const groupAckTimeoutMsDefault = 30_000;
+/** Below this a claim would expire before a network round trip acknowledged it. */
+export const groupAckTimeoutMsMin = 100;
+/** A day: work held longer than this is lost work, not slow work. */
+export const groupAckTimeoutMsMax = 86_400_000;
+/** Deliveries of one commit before it is parked, when the group does not say. */
+export const groupDeliveriesDefault = 5;
+/** Most deliveries a group may allow one commit: past it, work that always fails is never parked. */
+export const groupDeliveriesMax = 1000;
+/** Most commits one claim hands out (each is read in full for the worker). */
+export const groupClaimCommitsMax = 1000;
+/** Longest a claim waits for work (long-poll), so a request never hangs past a proxy's timeout. */
+export const groupClaimWaitMsMax = 60_000;
+/** A worker's name and a nack's reason are kept in the group's state: bounded like a tag. */
+export const groupWorkerBytesMax = 128;
+export const groupReasonBytesMax = 256;
+
 /** Distinct record types per feed: the type column stores a u16 id per record (0 is "none"). */
 export const typesPerFeedMax = 65_535;
 
@@ -917,6 +942,9 @@ checkLimits({
   tieringRetryMsMin,
   tieringRetryMsMax,
   tieredSegmentsMax,
+  groupWindowCommitsMax,
+  groupWorkerBytesMax,
+  groupReasonBytesMax,
   remoteBlockCacheBytes,
   atHandFetchesMax,
   remoteReadAheadBlocks,

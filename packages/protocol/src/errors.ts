@@ -41,6 +41,10 @@ export type ErrorCode =
   | 'SUBSCRIPTION_EXISTS'
   | 'SUBSCRIPTION_NOT_FOUND'
   | 'CURSOR_BEHIND'
+  // Subscription groups: work acknowledged or released by a worker that does not hold it, and a
+  // group's own cursor moved or deleted as a plain subscription.
+  | 'CLAIM_NOT_HELD'
+  | 'SUBSCRIPTION_GROUPED'
   | 'KEY_NOT_FOUND'
   // History management.
   | 'TRIMMED'

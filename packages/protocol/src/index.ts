@@ -26,6 +26,7 @@ export type {
   VerificationCode,
   VerificationProblem,
 } from './feeds.js';
+export type { GroupClaim, GroupOrder, NackResult, SubscriptionGroupInfo, SubscriptionGroupOptions } from './groups.js';
 export { jsonNestingDepthMax } from './limits.js';
 export type {
   ExportedFile,

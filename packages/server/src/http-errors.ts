@@ -38,6 +38,8 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   STREAM_SEALED: 409,
   SUBSCRIPTION_EXISTS: 409,
   CURSOR_BEHIND: 409,
+  CLAIM_NOT_HELD: 409,
+  SUBSCRIPTION_GROUPED: 409,
   TYPE_LIMIT: 409,
   // SAME_BATCH is a conflict that a retry settles at once (sent with `Retry-After: 0`).
   SAME_BATCH: 409,

@@ -13,13 +13,22 @@
  */
 
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
-import type { CommitRecords, FeedInfo, FollowerInfo, ReplicationInfo, TieringInfo } from '@streamstack/protocol';
+import type {
+  CommitRecords,
+  FeedInfo,
+  FollowerInfo,
+  ReplicationInfo,
+  SubscriptionGroupInfo,
+  SubscriptionGroupOptions,
+  TieringInfo,
+} from '@streamstack/protocol';
 import type { MergeProgress, MergeResult } from '../coordinator/maintenance/history-merge.js';
 import type { RetentionInfo, TrimResult } from '../coordinator/maintenance/history-trim.js';
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/maintenance/key-compaction.js';
 import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
 import { type FeedDiskUse, feedDiskUse } from '../coordinator/opening/disk-use.js';
 import type { FeedReads } from '../coordinator/reading/feed-reads.js';
+import { validateSubscriptionName } from '../coordinator/reading/subscriptions.js';
 import { validateCondition } from '../coordinator/writing/conditions.js';
 import type { FeedWriter } from '../coordinator/writing/feed-writer.js';
 import type {
@@ -37,6 +46,7 @@ import { leaseTtlMsDefault } from '../limits.js';
 import { checkOnProgress, type OnProgress, type Progress } from '../progress.js';
 import { FeedView, type FeedViews } from './feed-view.js';
 import { FlatAsyncIterator } from './flat-iterator.js';
+import { type FeedSiblings, GroupWork } from './group-work.js';
 import {
   type AppendRecord,
   type Commit,
@@ -51,6 +61,7 @@ import {
 } from './records.js';
 import { Stream } from './stream.js';
 import { Subscription, type SubscriptionInfo } from './subscription.js';
+import { groupInfo, openGroup, SubscriptionGroup } from './subscription-group.js';
 
 export type { CommitRecords, FeedInfo, FollowerInfo, ReplicationInfo, TieringInfo };
 
@@ -89,9 +100,14 @@ export class Feed {
     private readonly createdAt: number,
     writer: FeedWriter,
     views?: FeedViews,
+    /** The store's other feeds, on a store that writes (subscription groups park work in one). */
+    private readonly siblings?: FeedSiblings,
   ) {
     this.view = new FeedView(writer, views);
   }
+
+  /** The feed's subscription groups, opened on first use. */
+  private groupWork: Promise<GroupWork> | undefined;
 
   /** @internal The feed's writer (on a read-only store or a follower: its newest view). */
   get writer(): FeedWriter {
@@ -135,7 +151,10 @@ export class Feed {
   }
 
   /** @internal Closes the feed's view and ends the follows waiting on it (the store is closing). */
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    const groups = this.groupWork;
+    this.groupWork = undefined;
+    if (groups) (await groups.catch(() => undefined))?.close();
     return this.view.close();
   }
 
@@ -401,8 +420,15 @@ export class Feed {
   /** Creates a named, durable cursor, starting after commit `after` (default 0, the start). */
   async createSubscription(name: string, options: { after?: number } = {}): Promise<Subscription> {
     options = optionsOf(options, 'feed.createSubscription');
+    const after = this.startCursor(checkedCursor(options.after, 'after'));
+    await this.writer.subscriptions.create(name, after);
+    return new Subscription(this, name);
+  }
+
+  /** Where a new subscription starts: after `after`, by default the low mark's commit before. */
+  private startCursor(given: number | undefined): number {
     this.writer.assertPresent();
-    const after = checkedCursor(options.after, 'after') ?? this.writer.lowMark - 1;
+    const after = given ?? this.writer.lowMark - 1;
     this.writer.assertNotTrimmed(after, 'after');
     const head = this.writer.watermark.commit;
     if (after > head) {
@@ -410,8 +436,7 @@ export class Feed {
         details: { cursor: after, head },
       });
     }
-    await this.writer.subscriptions.create(name, after);
-    return new Subscription(this, name);
+    return after;
   }
 
   /** The subscription `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
@@ -419,6 +444,63 @@ export class Feed {
     this.writer.assertPresent();
     this.writer.subscriptions.get(name);
     return new Subscription(this, name);
+  }
+
+  /** @internal The feed's subscription groups; `READ_ONLY` on a store that does not write. */
+  groups(): Promise<GroupWork> {
+    this.refuseOnFollower();
+    this.writer.assertPresent();
+    const siblings = this.siblings;
+    if (!siblings) return Promise.reject(new StreamStackError('READ_ONLY', `feed ${this.name} was opened read-only`));
+    if (!this.groupWork) {
+      const opening = GroupWork.open(this, siblings);
+      this.groupWork = opening;
+      opening.catch(() => {
+        if (this.groupWork === opening) this.groupWork = undefined;
+      });
+    }
+    return this.groupWork;
+  }
+
+  /**
+   * The subscription group `name`, created with `options` when there is none (its cursor is the
+   * subscription of the same name, so the name must be free). For a group that exists, the
+   * options given replace its ack timeout, deliveries and dead-letter feed; its order is fixed.
+   *
+   * @example
+   * const group = await feed.subscriptionGroup('thumbnails', { maxDeliveries: 3 });
+   * const [claim] = await group.claim({ worker: 'w1', waitMs: 5_000 });
+   */
+  async subscriptionGroup(name: string, options: SubscriptionGroupOptions = {}): Promise<SubscriptionGroup> {
+    options = optionsOf(options, 'feed.subscriptionGroup', [
+      'ackTimeoutMs',
+      'maxDeliveries',
+      'orderedBy',
+      'deadLetter',
+      'after',
+    ]);
+    validateSubscriptionName(name);
+    const work = await this.groups();
+    const given = options.after === undefined ? undefined : checkedCursor(options.after, 'after');
+    await openGroup(this, work, name, options, () => this.startCursor(given));
+    return new SubscriptionGroup(this, name, work);
+  }
+
+  /** Every subscription group with its options, counts and lag, by name. */
+  async subscriptionGroups(): Promise<SubscriptionGroupInfo[]> {
+    const work = await this.groups();
+    return work.groups.list().map((state) => groupInfo(this, state));
+  }
+
+  /** @internal Fails when subscription `name` is a group's cursor: only the group moves it. */
+  async assertNotGrouped(name: string): Promise<void> {
+    if (!this.siblings) return;
+    if ((await this.groups()).groups.has(name))
+      throw new StreamStackError(
+        'SUBSCRIPTION_GROUPED',
+        `subscription ${name} is the cursor of subscription group ${name}: claim, ack or reset through the group`,
+        { details: { subscription: name } },
+      );
   }
 
   /**

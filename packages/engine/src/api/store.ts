@@ -303,6 +303,7 @@ export class Store {
               metadata.createdAt,
               writer,
               readOnly ? { reopen: () => this.openWriter(name, true) } : undefined,
+              readOnly ? undefined : this,
             );
           })();
       this.feeds.set(name, feed);

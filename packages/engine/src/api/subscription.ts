@@ -63,6 +63,7 @@ export class Subscription {
   /** Saves `cursor` durably; it must not be behind the saved one (`CURSOR_BEHIND`) or past the head. */
   async advance(cursor: number): Promise<SubscriptionInfo> {
     this.checkInRange(cursor);
+    await this.feed.assertNotGrouped(this.name);
     await this.feed.writer.subscriptions.move(this.name, cursor, false);
     return this.info();
   }
@@ -70,12 +71,14 @@ export class Subscription {
   /** Moves the cursor anywhere in the history, backwards included, durably. */
   async reset(cursor: number): Promise<SubscriptionInfo> {
     this.checkInRange(cursor);
+    await this.feed.assertNotGrouped(this.name);
     await this.feed.writer.subscriptions.move(this.name, cursor, true);
     return this.info();
   }
 
   async delete(): Promise<void> {
     this.feed.writer.assertPresent();
+    await this.feed.assertNotGrouped(this.name);
     await this.feed.writer.subscriptions.delete(this.name);
   }
 

@@ -138,6 +138,11 @@ export class FeedLayout {
     return path.join(this.state, 'subscriptions');
   }
 
+  /** Subscription groups' state logs, one per group (its cursor is the subscription of its name). */
+  get groups(): string {
+    return path.join(this.state, 'groups');
+  }
+
   /** The folders that hold a feed's logs: any of them present means the directory holds data. */
   get logFolders(): readonly string[] {
     return logFolderNames.map((name) => path.join(this.directory, name));
@@ -166,3 +171,5 @@ export class FeedLayout {
 
 /** What a subscription's log file ends with. */
 export const subscriptionSuffix = '.log';
+/** What a subscription group's state log ends with. */
+export const groupSuffix = '.group';

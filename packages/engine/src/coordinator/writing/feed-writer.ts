@@ -177,6 +177,15 @@ export class FeedWriter {
   get durability(): Durability {
     return this.options.durability ?? 'local';
   }
+
+  /** The kernels and the clock the feed was opened with, for state kept beside it (subscription groups). */
+  get kernels(): Kernels {
+    return this.options.kernels;
+  }
+
+  now(): number {
+    return this.options.clock();
+  }
   private readonly frameDataBytesMax: number;
 
   /** The tag and type index: sealed segments from their files, the active one in memory. */
