@@ -82,6 +82,7 @@ export function pathSchema(parameters: Record<string, string>): Schema {
 export const feedParams = pathSchema({ feed: 'the feed name' });
 export const streamParams = pathSchema({ feed: 'the feed name', id: 'the stream id' });
 export const subscriptionParams = pathSchema({ feed: 'the feed name', name: 'the subscription name' });
+export const groupParams = pathSchema({ feed: 'the feed name', group: 'the subscription group name' });
 
 /** A headers schema of `names`, those in `required` required; the route still checks each value. */
 export function headerSchema(names: readonly HeaderName[], required: readonly HeaderName[] = []): Schema {

@@ -222,6 +222,50 @@ export const polled = object({
   commits: { type: 'array', items: object({ commit, records: { type: 'array', items: recordLine } }) },
 });
 
+export const groupInfo = object({
+  name: string,
+  ackTimeoutMs: integer,
+  maxDeliveries: integer,
+  orderedBy: { type: 'string', enum: ['commit', 'key'] },
+  deadLetter: string,
+  cursor: integer,
+  held: integer,
+  released: integer,
+  settledAhead: integer,
+  acked: integer,
+  parked: integer,
+  redelivered: integer,
+  lag: object({ commits: integer, records: integer, bytes: integer }),
+  createdAt: integer,
+  updatedAt: integer,
+});
+
+export const groupDeleted = object({ feed: string, group: string, deleted: { const: true } });
+
+export const groupClaims = object({
+  claims: {
+    type: 'array',
+    items: object(
+      {
+        commit,
+        records: { type: 'array', items: recordLine },
+        delivery: integer,
+        deadline: integer,
+        reason: string,
+      },
+      ['commit', 'records', 'delivery', 'deadline'],
+    ),
+  },
+});
+
+export const groupAcked = object({ commit: integer, acked: { const: true } });
+
+export const nackResult = object({
+  commit: integer,
+  outcome: { type: 'string', enum: ['released', 'parked'] },
+  deliveries: integer,
+});
+
 export const trimResult = object(
   {
     lowMark: integer,

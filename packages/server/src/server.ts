@@ -34,6 +34,7 @@ import { bearerScheme, finishDocument } from './route-schemas.js';
 import { addDurableStreamRoutes, type DurableStreamSettings, durableStreamDefaults } from './routes-durable-streams.js';
 import { addExportRoutes } from './routes-export.js';
 import { addFeedRoutes } from './routes-feeds.js';
+import { addGroupRoutes } from './routes-groups.js';
 import { addHistoryTailRoute } from './routes-history-tail.js';
 import { addReadRoutes } from './routes-read.js';
 import { addServiceRoutes } from './routes-service.js';
@@ -193,6 +194,7 @@ export async function createServer(options: ServerOptions): Promise<StreamStackS
   addReadRoutes(app, ctx);
   addHistoryTailRoute(app, ctx);
   addSubscriptionRoutes(app, ctx);
+  addGroupRoutes(app, ctx, auth);
   addExportRoutes(app, ctx, options.exportDirectory === undefined ? undefined : path.resolve(options.exportDirectory));
   await addDurableStreamRoutes(
     app,

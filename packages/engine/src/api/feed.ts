@@ -486,6 +486,14 @@ export class Feed {
     return new SubscriptionGroup(this, name, work);
   }
 
+  /** The subscription group `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
+  async existingSubscriptionGroup(name: string): Promise<SubscriptionGroup> {
+    validateSubscriptionName(name);
+    const work = await this.groups();
+    work.groups.get(name);
+    return new SubscriptionGroup(this, name, work);
+  }
+
   /** Every subscription group with its options, counts and lag, by name. */
   async subscriptionGroups(): Promise<SubscriptionGroupInfo[]> {
     const work = await this.groups();
