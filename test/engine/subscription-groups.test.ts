@@ -58,8 +58,9 @@ describe('subscription groups', () => {
     expect((await feed.subscriptions()).map(({ name, cursor }) => ({ name, cursor }))).toEqual([
       { name: 'mail', cursor: 3 },
     ]);
-    // Acknowledging settled work again changes nothing; another worker's work is not ours to settle.
-    await group.ack(1, { worker: 'a' });
+    // An acknowledgement that succeeds is the one that settled the commit: a second one is refused.
+    expect(await codeOf(group.ack(1, { worker: 'a' }))).toBe('CLAIM_NOT_HELD');
+    expect((await group.info()).acked).toBe(3);
     expect(await codeOf(group.ack(4, { worker: 'a' }))).toBe('CLAIM_NOT_HELD');
     await store.close();
   });

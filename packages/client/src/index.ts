@@ -21,10 +21,13 @@ export type {
   FeedDiskUse,
   FeedInfo,
   FeedVerification,
+  GroupClaim,
+  GroupOrder,
   KeyCompactionRequest,
   KeyCompactionResult,
   LeaseGrant,
   MergeResult,
+  NackResult,
   Plan,
   PollResult,
   Query,
@@ -39,6 +42,8 @@ export type {
   StoredRecord,
   StreamInfo,
   StreamRecord,
+  SubscriptionGroupInfo,
+  SubscriptionGroupOptions,
   SubscriptionInfo,
   TrimResult,
   VerificationCode,
@@ -54,5 +59,6 @@ export type { RemoteStoreOptions } from './remote-store.js';
 export { RemoteStore } from './remote-store.js';
 export { RemoteStream } from './remote-stream.js';
 export { RemoteSubscription } from './remote-subscription.js';
+export { RemoteSubscriptionGroup } from './remote-subscription-group.js';
 export type { TransportOptions } from './transport.js';
 export { errorFromBody } from './transport.js';

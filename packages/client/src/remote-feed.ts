@@ -28,6 +28,8 @@ import {
   type RetentionPolicy,
   type StoredRecord,
   StreamStackError,
+  type SubscriptionGroupInfo,
+  type SubscriptionGroupOptions,
   type SubscriptionInfo,
   storedRecordFromLine,
   type TrimResult,
@@ -36,6 +38,7 @@ import { serverEvents } from './event-stream.js';
 import { conditionQuery, feedPath, readQuery, recordLines } from './paths.js';
 import { RemoteStream } from './remote-stream.js';
 import { RemoteSubscription } from './remote-subscription.js';
+import { RemoteSubscriptionGroup } from './remote-subscription-group.js';
 import { type Answer, errorFromBody, type Transport } from './transport.js';
 
 /** How long `follow` waits before it reconnects a dropped event stream. */
@@ -255,6 +258,30 @@ export class RemoteFeed {
     const subscription = new RemoteSubscription(this, name);
     await subscription.info();
     return subscription;
+  }
+
+  /**
+   * The subscription group `name`, created with `options` when there is none, else given the
+   * options passed (see the embedded `feed.subscriptionGroup`).
+   */
+  async subscriptionGroup(name: string, options: SubscriptionGroupOptions = {}): Promise<RemoteSubscriptionGroup> {
+    await this.transport.json('PUT', `${this.path}/groups/${encodeURIComponent(name)}`, { json: options });
+    return new RemoteSubscriptionGroup(this, name);
+  }
+
+  /** The subscription group `name`; `SUBSCRIPTION_NOT_FOUND` if there is none. */
+  async existingSubscriptionGroup(name: string): Promise<RemoteSubscriptionGroup> {
+    const group = new RemoteSubscriptionGroup(this, name);
+    await group.info();
+    return group;
+  }
+
+  /** Every subscription group with its options, counts and lag, by name. */
+  async subscriptionGroups(): Promise<SubscriptionGroupInfo[]> {
+    const list: SubscriptionGroupInfo[] = [];
+    for await (const line of this.transport.lines(`${this.path}/groups`))
+      list.push(line as unknown as SubscriptionGroupInfo);
+    return list;
   }
 
   /** Every subscription with its cursor and lag, by name. */

@@ -178,7 +178,8 @@ export class GroupWork {
       }
       const candidates = this.cachedCandidates(state.cursor, known);
       if (state.choose(candidates, this.now(), max).length >= max) return candidates;
-      const { batches } = await this.feed.reads.poll(known, subscriptionPollRecordsDefault);
+      // A commit holds one record at least: this reads no further than the window's end.
+      const { batches } = await this.feed.reads.poll(known, Math.min(subscriptionPollRecordsDefault, end - known));
       for (const batch of batches) {
         if (batch.commit.commit > end) break;
         const keys = new Set<string>();
@@ -199,12 +200,16 @@ export class GroupWork {
     return candidates;
   }
 
-  /** Acknowledges `commit` for `worker`: it is settled for good. Acknowledging settled work again changes nothing. */
+  /**
+   * Acknowledges `commit` for `worker`: it is settled for good. Work settled already is refused
+   * (`CLAIM_NOT_HELD`, `settled: true`) even to the worker that settled it: an acknowledgement
+   * that succeeds is the one that settled the commit, so a worker can count what it did.
+   */
   async ack(name: string, worker: string, commit: number): Promise<void> {
     const state = await this.groups.change(name, (state) => {
-      if (state.isSettled(commit)) return { next: state, result: state };
       const work = state.work.get(commit);
-      if (work?.worker !== worker) throw notHeld(name, commit, worker, state.holder(commit, this.now()));
+      if (state.isSettled(commit) || work?.worker !== worker)
+        throw notHeld(name, commit, worker, state.holder(commit, this.now()), state.isSettled(commit));
       const next = state.settle(commit, 'acked', this.now());
       return { next, result: next };
     });

@@ -117,7 +117,7 @@ export class SubscriptionGroup {
     }
   }
 
-  /** Settles `commit` for good; `CLAIM_NOT_HELD` if another worker holds it now. Settled work again is a no-op. */
+  /** Settles `commit` for good; `CLAIM_NOT_HELD` unless `worker` holds it (work settled already included). */
   async ack(commit: number, options: { worker: string }): Promise<void> {
     options = optionsOf(options, 'group.ack');
     this.state();

@@ -253,13 +253,23 @@ export function decodeGroupState(bytes: Uint8Array, file: string): GroupState {
   );
 }
 
-/** The error for work `worker` does not hold (never claimed, claimed by another, or timed out and taken). */
-export function notHeld(group: string, commit: number, worker: string, holder: string | undefined): StreamStackError {
-  return new StreamStackError(
-    'CLAIM_NOT_HELD',
-    holder
+/**
+ * The error for work `worker` does not hold: never claimed, claimed by another, timed out and
+ * taken, or settled already.
+ */
+export function notHeld(
+  group: string,
+  commit: number,
+  worker: string,
+  holder: string | undefined,
+  settled = false,
+): StreamStackError {
+  const why = settled
+    ? `commit ${commit} of group ${group} is settled already`
+    : holder
       ? `commit ${commit} of group ${group} is held by ${holder}, not ${worker}`
-      : `worker ${worker} holds no claim on commit ${commit} of group ${group} (its time may have run out)`,
-    { details: { group, commit, worker, holder: holder ?? null } },
-  );
+      : `worker ${worker} holds no claim on commit ${commit} of group ${group} (its time may have run out)`;
+  return new StreamStackError('CLAIM_NOT_HELD', why, {
+    details: { group, commit, worker, holder: holder ?? null, settled },
+  });
 }
