@@ -158,6 +158,11 @@ export const groupAckTimeoutMsMax = 86_400_000;
 export const groupDeliveriesDefault = 5;
 /** Most deliveries a group may allow one commit: past it, work that always fails is never parked. */
 export const groupDeliveriesMax = 1000;
+/**
+ * Commits whose keys a key-ordered claim reads at a time (from the key column), when it has not
+ * found enough free commits among those it knows: a claim waits for one such read, not a window's.
+ */
+export const groupKeyReadCommits = 256;
 /** Most commits one claim hands out (each is read in full for the worker). */
 export const groupClaimCommitsMax = 1000;
 /** Longest a claim waits for work (long-poll), so a request never hangs past a proxy's timeout. */

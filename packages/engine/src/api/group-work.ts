@@ -12,10 +12,19 @@ import type { GroupClaim, NackResult } from '@streamstack/protocol';
 import { type GroupCandidate, type GroupState, notHeld } from '../coordinator/reading/group-state.js';
 import { SubscriptionGroups } from '../coordinator/reading/subscription-groups.js';
 import { assert, isStreamStackError } from '../errors.js';
-import { groupClaimCommitsMax, subscriptionPollRecordsDefault } from '../limits.js';
+import { groupClaimCommitsMax, groupKeyReadCommits } from '../limits.js';
 import { FeedLayout } from '../storage/feed-layout.js';
 import type { Feed } from './feed.js';
 import { toCommit } from './records.js';
+
+/** The keys of a window's commits, read once: commit → the distinct keys of its records. */
+interface KeyCache {
+  readonly keys: Map<number, string[]>;
+  /** Keys are known for every commit up to this one (past the group's cursor). */
+  through: number;
+  /** The read under way, which claims arriving meanwhile wait for. */
+  reading: Promise<void> | undefined;
+}
 
 /** How a feed reaches the store's other feeds: its groups park work in a dead-letter feed. */
 export interface FeedSiblings {
@@ -29,8 +38,8 @@ export function parkedTag(feed: string, group: string, commit: number): string {
 }
 
 export class GroupWork {
-  /** The keys of commits a group ordered by key has looked at: commit → keys. */
-  private readonly keysOf = new Map<number, readonly string[]>();
+  /** The keys of the commits each group ordered by key has looked at. */
+  private readonly keyCaches = new Map<string, KeyCache>();
   /** Claims waiting for work: called on every change that may free some. */
   private readonly waiters = new Set<() => void>();
 
@@ -157,47 +166,62 @@ export class GroupWork {
     const end = Math.min(head, state.windowEnd);
     if (state.config.orderedBy === 'commit') {
       const candidates: GroupCandidate[] = [];
-      for (
-        let commit = state.cursor + 1;
-        commit <= end && candidates.length < max + state.work.size + state.settled.length;
-        commit++
-      ) {
+      const enough = max + state.work.size + state.settled.length;
+      for (let commit = state.cursor + 1; commit <= end && candidates.length < enough; commit++) {
         candidates.push({ commit, keys: [] });
       }
       return candidates;
     }
-    // Keys below every group's cursor are needed no more.
-    const lowest = Math.min(...this.groups.list().map((group) => group.cursor));
-    for (const commit of this.keysOf.keys()) if (commit <= lowest) this.keysOf.delete(commit);
-    // Keys are read as far as needed to find `max` free commits, a poll's worth at a time.
-    let known = state.cursor;
-    while (known < end) {
-      if (this.keysOf.has(known + 1)) {
-        known++;
-        continue;
+    const cache = this.keyCache(state.name);
+    for (const commit of cache.keys.keys()) if (commit <= state.cursor) cache.keys.delete(commit);
+    cache.through = Math.max(cache.through, state.cursor);
+    // Keys are read a stretch at a time, as far as needed to find `max` free commits.
+    for (;;) {
+      const candidates: GroupCandidate[] = [];
+      for (let commit = state.cursor + 1; commit <= cache.through; commit++) {
+        candidates.push({ commit, keys: cache.keys.get(commit) ?? [] });
       }
-      const candidates = this.cachedCandidates(state.cursor, known);
-      if (state.choose(candidates, this.now(), max).length >= max) return candidates;
-      // A commit holds one record at least: this reads no further than the window's end.
-      const { batches } = await this.feed.reads.poll(known, Math.min(subscriptionPollRecordsDefault, end - known));
-      for (const batch of batches) {
-        if (batch.commit.commit > end) break;
-        const keys = new Set<string>();
-        for (const record of batch.records) if (record.key !== undefined) keys.add(record.key);
-        this.keysOf.set(batch.commit.commit, [...keys]);
-        known = batch.commit.commit;
-      }
-      if (batches.length === 0) break;
+      if (cache.through >= end || state.choose(candidates, this.now(), max).length >= max) return candidates;
+      await this.readKeys(cache, Math.min(end, cache.through + groupKeyReadCommits));
     }
-    return this.cachedCandidates(state.cursor, known);
   }
 
-  private cachedCandidates(cursor: number, last: number): GroupCandidate[] {
-    const candidates: GroupCandidate[] = [];
-    for (let commit = cursor + 1; commit <= last; commit++) {
-      candidates.push({ commit, keys: this.keysOf.get(commit) ?? [] });
+  private keyCache(name: string): KeyCache {
+    let cache = this.keyCaches.get(name);
+    if (!cache) {
+      cache = { keys: new Map(), through: 0, reading: undefined };
+      this.keyCaches.set(name, cache);
     }
-    return candidates;
+    return cache;
+  }
+
+  /** Forgets the keys read for group `name` (its cursor moved back, or it is gone). */
+  forgetKeys(name: string): void {
+    this.keyCaches.delete(name);
+  }
+
+  /**
+   * Reads the keys of the commits after `cache.through` up to `upTo` from the key column, once
+   * for every claim that needs them at the same time.
+   */
+  private readKeys(cache: KeyCache, upTo: number): Promise<void> {
+    cache.reading ??= (async () => {
+      const from = cache.through;
+      for await (const batch of this.feed.readColumns({ after: from, upTo })) {
+        for (let row = 0; row < batch.length; row++) {
+          const key = batch.key(row);
+          if (key === undefined) continue;
+          const commit = batch.commitOf(row);
+          const keys = cache.keys.get(commit);
+          if (!keys) cache.keys.set(commit, [key]);
+          else if (!keys.includes(key)) keys.push(key);
+        }
+      }
+      cache.through = Math.max(cache.through, upTo);
+    })().finally(() => {
+      cache.reading = undefined;
+    });
+    return cache.reading;
   }
 
   /**

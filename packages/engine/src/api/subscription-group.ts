@@ -146,6 +146,7 @@ export class SubscriptionGroup {
       const next = current.reset(at, this.work.now());
       return { next, result: next };
     });
+    this.work.forgetKeys(this.name);
     await this.feed.writer.subscriptions.move(this.name, at, true);
     this.work.wake();
     return groupInfo(this.feed, state);
@@ -155,6 +156,7 @@ export class SubscriptionGroup {
   async delete(): Promise<void> {
     this.state();
     await this.work.groups.delete(this.name);
+    this.work.forgetKeys(this.name);
     await this.feed.writer.subscriptions.delete(this.name);
     this.work.wake();
   }
