@@ -4,6 +4,8 @@
  * deliveries are spent, keeps each key's commits in order when ordered by key, and keeps all of
  * that across restarts. Bad input changes nothing.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type Feed, parkedTag, type Store, StreamStackError } from '../../packages/engine/src/index.js';
 import { digestTree, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
@@ -165,6 +167,26 @@ describe('subscription groups', () => {
     expect(await group.claim({ worker: 'b', max: 3 })).toMatchObject([{ commit: { commit: 3 }, delivery: 2 }]);
     await group.ack(3, { worker: 'b' });
     expect(await group.info()).toMatchObject({ cursor: 3, acked: 3, held: 0, released: 0 });
+    await reopened.close();
+  });
+
+  it('reports damage to a group log on verify, and serves from the sound copy', async () => {
+    const { directory, store, feed, clock } = await fixture();
+    await commits(feed, [[], []]);
+    const group = await feed.subscriptionGroup('mail');
+    await group.claim({ worker: 'a', max: 2 });
+    await group.ack(1, { worker: 'a' });
+    await store.close();
+    // A flipped byte in the first record of the first file: the newest record is sound in both.
+    const file = path.join(directory, 'feeds', 'jobs', 'state', 'groups', 'mail.group');
+    const bytes = fs.readFileSync(file);
+    bytes[12] = (bytes[12] ?? 0) ^ 0xff;
+    fs.writeFileSync(file, bytes);
+    const reopened = await openStore(directory, { clock: clock.read });
+    const again = await (await reopened.feed('jobs')).existingSubscriptionGroup('mail');
+    expect(await again.info()).toMatchObject({ cursor: 1, held: 1, acked: 1 });
+    const [verification] = await reopened.verify('jobs');
+    expect(verification?.problems).toEqual([expect.objectContaining({ code: 'CORRUPT', file })]);
     await reopened.close();
   });
 

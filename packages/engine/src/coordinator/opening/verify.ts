@@ -16,7 +16,13 @@ import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import type { ProgressReporter } from '../../progress.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
-import { baseOfSegmentName, FeedLayout, segmentSuffix, subscriptionSuffix } from '../../storage/feed-layout.js';
+import {
+  baseOfSegmentName,
+  FeedLayout,
+  groupSuffix,
+  segmentSuffix,
+  subscriptionSuffix,
+} from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
 import { type CommitRun, History } from '../../storage/history-log.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
@@ -30,6 +36,7 @@ import { horizonWithFloor, retainedFloor } from '../maintenance/history-floors.j
 import { MergeLog } from '../maintenance/merge-state.js';
 import { type RetentionFloor, RetentionLog, untrimmed } from '../maintenance/retention-state.js';
 import { type EvictedSegment, evictedSegments } from '../maintenance/tiering-state.js';
+import { openGroupLog } from '../reading/subscription-groups.js';
 import { openSubscriptionLog } from '../reading/subscriptions.js';
 import { feedTagOf } from './data-directory.js';
 import { type Report, verifyIndexFiles, verifySummaries } from './verify-derived.js';
@@ -392,6 +399,18 @@ async function verifyStateLogs(kernels: Kernels, directory: string, report: Repo
           true,
         ),
       );
+    }
+  }
+  const groups = new FeedLayout(directory).groups;
+  if (fs.existsSync(groups)) {
+    const names = new Set(
+      fs
+        .readdirSync(groups)
+        .map((name) => name.replace(/\.copy$/, ''))
+        .filter((name) => name.endsWith(groupSuffix)),
+    );
+    for (const name of [...names].sort()) {
+      logs.push(await openGroupLog(kernels, path.join(groups, name), name.slice(0, -groupSuffix.length), true));
     }
   }
   for (const log of logs) {

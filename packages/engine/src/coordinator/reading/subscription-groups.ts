@@ -33,6 +33,17 @@ interface OpenGroup {
   deleted: boolean;
 }
 
+/** Opens the log of group `name`: records that do not decode, or name another group, are damage. */
+export function openGroupLog(kernels: Kernels, file: string, name: string, readOnly: boolean): Promise<StateLog> {
+  return StateLog.open(kernels, file, readOnly, (record) => {
+    try {
+      return decodeGroupState(record, file).name === name;
+    } catch {
+      return false;
+    }
+  });
+}
+
 export class SubscriptionGroups {
   private readonly open = new Map<string, OpenGroup>();
   /** Damage found in the groups' logs (the newest sound record still serves). */
@@ -56,13 +67,7 @@ export class SubscriptionGroups {
     for (const name of [...files].sort()) {
       const file = path.join(directory, name);
       const group = name.slice(0, -groupSuffix.length);
-      const log = await StateLog.open(kernels, file, false, (record) => {
-        try {
-          return decodeGroupState(record, file).name === group;
-        } catch {
-          return false;
-        }
-      });
+      const log = await openGroupLog(kernels, file, group, false);
       groups.corruptions.push(...log.corruptions);
       if (!log.last) {
         // Created but never durably written: the group does not exist.
