@@ -10,7 +10,8 @@
  * page describes, given below as a prelude: for `docs/history.md`, a feed `orders` of 120 commits
  * in small segments (so trims and key compactions have whole segments to work on); for
  * `docs/http.md`, a server at the address the example names, with the feed it opens, and a
- * `handle` that stops the follow after its first commit. Every JavaScript or TypeScript block of
+ * `handle` that stops the follow after its first commit; `docs/cluster.md` and `docs/groups.md`
+ * hold complete programs. Every JavaScript or TypeScript block of
  * `docs/` runs here: a new one fails the suite until it is given a setting. (One file, so that
  * the README's and the docs' servers never race for the one port both name.)
  */
@@ -135,6 +136,8 @@ const settings: Record<string, { readonly prelude: string; readonly declarations
   },
   // Complete programs: the example names the etcd and the object store it runs against.
   'cluster.md': { prelude: '', declarations: '', after: '' },
+  // A complete program over a store of its own.
+  'groups.md': { prelude: '', declarations: '', after: '' },
   'http.md': {
     prelude: [
       'const stop = new AbortController();',
@@ -311,6 +314,16 @@ describe('docs/ examples', () => {
       },
       120_000,
     );
+  }
+
+  for (const block of docsBlocks.filter((candidate) => candidate.page === 'groups.md')) {
+    it(`docs/groups.md line ${block.line} shares its feed among workers as it says`, () => {
+      const printed = runDocsBlock(block, workspace());
+      // The key order held ada's second email back from the first claim.
+      expect(printed.match(/^send /gm)).toHaveLength(2);
+      expect(printed).toContain('cursor: 3');
+      expect(printed).toContain('acked: 3');
+    }, 120_000);
   }
 
   for (const block of docsBlocks.filter((candidate) => candidate.page === 'http.md')) {
