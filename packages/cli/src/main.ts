@@ -8,6 +8,7 @@ import { ioError, StreamStackError } from '@streamstack/engine';
 import { Command, CommanderError, Option } from 'commander';
 import { addAppendCommand } from './commands-append.js';
 import { addExportCommand } from './commands-export.js';
+import { addGroupCommands } from './commands-groups.js';
 import { addHistoryCommands } from './commands-history.js';
 import { addClusterCommand, addInfoCommand, cliVersion } from './commands-info.js';
 import { addReadCommands } from './commands-read.js';
@@ -85,6 +86,7 @@ export function buildProgram(): Command {
   addWriteCommands(program);
   addAppendCommand(program);
   addReadCommands(program);
+  addGroupCommands(program);
   addHistoryCommands(program);
   addExportCommand(program);
   addServeCommand(program);
