@@ -190,6 +190,21 @@ describe('subscription groups', () => {
     await reopened.close();
   });
 
+  it('hands out nothing past a forced trim of unsettled commits until it is reset', async () => {
+    const { store, feed } = await fixture();
+    const group = await feed.subscriptionGroup('mail');
+    // 1 KiB payloads in 64 KiB segments: a few hundred commits fill several segments.
+    for (let index = 0; index < 300; index++) await feed.append([{ payload: `${index}`.padEnd(1024, '.') }]);
+    const trim = await feed.trim({ before: 200, force: true });
+    expect(trim.lowMark).toBeGreaterThan(1);
+    const claimed = await codeOf(group.claim({ worker: 'a' }));
+    expect(['TRIMMED', 'COMPACTED']).toContain(claimed);
+    expect((await group.info()).held).toBe(0);
+    await group.reset(trim.lowMark - 1);
+    expect((await group.claim({ worker: 'a' })).map((claim) => claim.commit.commit)).toEqual([trim.lowMark]);
+    await store.close();
+  });
+
   it('waits for work when asked to, and hands out the commit that comes', async () => {
     const { store, feed } = await fixture(undefined);
     const group = await feed.subscriptionGroup('mail');

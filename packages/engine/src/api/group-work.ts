@@ -124,6 +124,8 @@ export class GroupWork {
    * claims are durable before they are returned, so a restart redelivers rather than forgets them.
    */
   async claim(name: string, worker: string, max: number): Promise<GroupClaim[]> {
+    // A forced trim took commits the group had not settled: nothing is handed out until a reset.
+    this.feed.writer.assertNotTrimmed(this.groups.get(name).cursor, `the cursor of group ${name}`);
     await this.parkExhausted(name);
     const limit = Math.min(max, groupClaimCommitsMax);
     const candidates = await this.candidates(this.groups.get(name), limit);
