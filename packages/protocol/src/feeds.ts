@@ -36,6 +36,18 @@ export interface FeedInfo {
   readonly follower?: FollowerInfo;
   /** A replicated feed's slots in object storage: only for a feed created `durability: 'replicated'`. */
   readonly replication?: ReplicationInfo;
+  /** Only for a fork: the feed it was forked from, and the last commit of it that it holds. */
+  readonly fork?: { readonly feed: string; readonly at: number };
+  /** Only while some of its history segments are shared with other feeds (forks): what, and with whom. */
+  readonly shared?: FeedSharing;
+}
+
+/** History segments a feed shares with other feeds of its store (hard links made by forks). */
+export interface FeedSharing {
+  readonly segments: number;
+  readonly bytes: number;
+  /** The other feeds holding at least one of them. */
+  readonly feeds: readonly string[];
 }
 
 /**

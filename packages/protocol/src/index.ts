@@ -15,6 +15,7 @@ export { isStreamStackError, StreamStackError } from './errors.js';
 export type {
   FeedDiskUse,
   FeedInfo,
+  FeedSharing,
   FeedVerification,
   FollowerInfo,
   LeaseGrant,

@@ -27,6 +27,8 @@ import type { RetentionInfo, TrimResult } from '../coordinator/maintenance/histo
 import type { KeyCompactionRequest, KeyCompactionResult } from '../coordinator/maintenance/key-compaction.js';
 import { type RetentionPolicy, validateRetentionPolicy } from '../coordinator/maintenance/retention-state.js';
 import { type FeedDiskUse, feedDiskUse } from '../coordinator/opening/disk-use.js';
+import { readForkOrigin } from '../coordinator/opening/feed-fork.js';
+import { sharedHistory } from '../coordinator/opening/feed-sharing.js';
 import type { FeedReads } from '../coordinator/reading/feed-reads.js';
 import { validateSubscriptionName } from '../coordinator/reading/subscriptions.js';
 import { validateCondition } from '../coordinator/writing/conditions.js';
@@ -446,6 +448,27 @@ export class Feed {
     return new Subscription(this, name);
   }
 
+  /** Where the feed was forked from, and what of its history it shares (`info().fork`, `.shared`). */
+  private forkInfo(): Pick<FeedInfo, 'fork' | 'shared'> {
+    const origin = readForkOrigin(this.writer.directory);
+    const shared = sharedHistory(this.writer.directory);
+    return { ...(origin ? { fork: origin } : {}), ...(shared ? { shared } : {}) };
+  }
+
+  /**
+   * Forks this feed at commit `at` (default: the head) into a new feed `name` that shares its
+   * sealed history (see `store.forkFeed`).
+   *
+   * @example
+   * const replay = await feed.fork('orders-replay', { at: 5_000 });
+   */
+  async fork(name: string, options: { at?: number } = {}): Promise<Feed> {
+    this.refuseOnFollower();
+    const siblings = this.siblings;
+    if (!siblings) throw new StreamStackError('READ_ONLY', `feed ${this.name} was opened read-only`);
+    return siblings.forkFeed(this.name, name, options);
+  }
+
   /** @internal The feed's subscription groups; `READ_ONLY` on a store that does not write. */
   groups(): Promise<GroupWork> {
     this.refuseOnFollower();
@@ -732,6 +755,7 @@ export class Feed {
       ...(this.writer.historyTiering ? { tiering: this.writer.historyTiering.status() } : {}),
       ...this.view.followerStatus(),
       ...(this.writer.replication ? { replication: this.writer.replication.info } : {}),
+      ...this.forkInfo(),
     };
   }
 

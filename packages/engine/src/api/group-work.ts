@@ -26,10 +26,11 @@ interface KeyCache {
   reading: Promise<void> | undefined;
 }
 
-/** How a feed reaches the store's other feeds: its groups park work in a dead-letter feed. */
+/** How a feed reaches the store's other feeds: its groups park work in a dead-letter feed, a fork makes one. */
 export interface FeedSiblings {
   feed(name: string): Promise<Feed>;
   createFeed(name: string): Promise<Feed>;
+  forkFeed(source: string, name: string, options: { at?: number }): Promise<Feed>;
 }
 
 /** The tag a parked record carries: it names its origin, and makes parking it twice a no-op. */

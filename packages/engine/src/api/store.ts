@@ -36,6 +36,7 @@ import { FollowedFeeds } from './follower.js';
 import type { FollowOptions } from './follower-tail.js';
 import { localHistoryBudget, type ObjectStoreOptions, objectStoreSettings } from './object-store-options.js';
 import { optionsOf } from './records.js';
+import { forkInStore } from './store-fork.js';
 import { takeOverInStore } from './store-takeover.js';
 
 /** `store.verify`'s progress: bytes of history read, and the feed being verified. */
@@ -507,6 +508,40 @@ export class Store {
       name,
       options,
     );
+  }
+
+  /**
+   * Forks feed `source` at commit `at` (default: its head) into a new feed `name`: its history is
+   * the source's commits up to `at`, sharing the source's sealed segments instead of copying them
+   * (only the segment holding `at` is copied, up to it), with its own lease, subscriptions and
+   * writes from there on. Deleting, trimming or compacting either feed never changes what the
+   * other reads. `CURSOR_OUT_OF_RANGE` past the head, `TRIMMED` or `COMPACTED` below what the
+   * source keeps whole, `FEED_EXISTS` if `name` is taken.
+   *
+   * @example
+   * const trial = await store.forkFeed('orders', 'orders-trial', { at: 1_000 });
+   */
+  async forkFeed(source: string, name: string, options: { at?: number } = {}): Promise<Feed> {
+    this.assertOpen();
+    validateFeedName(source);
+    validateFeedName(name);
+    options = optionsOf(options, 'store.forkFeed', ['at']);
+    this.refuseOnFollower();
+    if (this.directory.readOnly) throw new StreamStackError('READ_ONLY', 'the store was opened read-only');
+    await this.deletions.get(name);
+    const work = forkInStore(
+      {
+        directory: this.directory,
+        tiered: this.objectStore !== undefined,
+        clock: this.clock,
+        feed: (feed) => this.feed(feed),
+      },
+      source,
+      name,
+      options.at,
+    );
+    await this.guard(name, work);
+    return this.feed(name);
   }
 
   /** Makes lookups (and creations, deletions) of feed `name` wait for `work` to settle. */

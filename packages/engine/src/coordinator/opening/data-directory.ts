@@ -228,6 +228,28 @@ export class DataDirectory {
     if (tombstone) await removeTree(tombstone);
   }
 
+  /**
+   * Puts the feed laid out in `laidOut` (a restoring directory) in place as feed `name`, by one
+   * rename, durably; `FEED_EXISTS` (and the layout removed) when the name is taken.
+   */
+  async adoptFeed(name: string, laidOut: string): Promise<void> {
+    const taken = () =>
+      new StreamStackError('FEED_EXISTS', `a feed named ${name} exists already`, { details: { feed: name } });
+    if (this.holdsFeed(name)) {
+      await removeTree(laidOut);
+      throw taken();
+    }
+    try {
+      fs.renameSync(laidOut, this.feedDirectory(name));
+    } catch (error) {
+      await removeTree(laidOut);
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOTEMPTY' || code === 'EEXIST') throw taken();
+      throw ioError(error, `cannot put feed ${name} in place`);
+    }
+    await syncDirectory(new StoreLayout(this.root).feeds);
+  }
+
   /** Removes the tombstones a deletion left when its process died (or its removal failed), and restores cut short. */
   private async removeTombstones(): Promise<void> {
     const feeds = new StoreLayout(this.root).feeds;

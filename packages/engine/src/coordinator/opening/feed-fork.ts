@@ -1,0 +1,194 @@
+/**
+ * Lays out a fork of a feed: a new feed whose history is the source's commits up to `at`, sharing
+ * the source's sealed segments instead of copying them. Every sealed segment wholly before the
+ * one holding `at` is hard-linked, with its summary, index and dictionaries (immutable files: a
+ * merge, trim or compaction of either feed replaces or unlinks names, never writes into them).
+ * The segment holding `at` is copied up to the end of `at`'s commit frame and becomes the fork's
+ * active segment, exactly as if its writer had stopped right after `at`: recovery replays it on
+ * open. The fork keeps the source's feed tag, which its linked segments carry in their headers.
+ *
+ * The fork is laid out in a directory of its own beside the feeds and put in place by one
+ * rename, so a crash leaves no fork or a whole one.
+ *
+ * @example
+ * await writer.retentionKeeper().serial(() => layOutFork(writer, restoring, { name: 'b', at: 40, createdAt, source: 'a' }));
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { assert, StreamStackError } from '../../errors.js';
+import { frameHeaderBytes, frameLengthMask, segmentHeaderBytes } from '../../limits.js';
+import type { CommitRecord } from '../../storage/commit-record.js';
+import { FeedLayout, segmentFile, segmentSuffix, summaryFileOf } from '../../storage/feed-layout.js';
+import { scanGroups, sealGroup } from '../../storage/groups.js';
+import { syncDirectory, writeSmallFileSync } from '../../storage/segment.js';
+import { commitFrameHeader } from '../../storage/segment-summary.js';
+import { CompactionLog } from '../maintenance/compaction-state.js';
+import { RetentionLog } from '../maintenance/retention-state.js';
+import type { FeedWriter } from '../writing/feed-writer.js';
+import { feedTagOf } from './data-directory.js';
+
+/** Where a fork comes from, kept in its directory (`fork.json`) for `info()`. */
+export interface ForkOrigin {
+  /** The feed it was forked from. */
+  readonly feed: string;
+  /** The last commit of the source it holds. */
+  readonly at: number;
+}
+
+export interface ForkLayout {
+  /** Sealed segments shared with the source, and their bytes. */
+  readonly linkedSegments: number;
+  readonly linkedBytes: number;
+  /** Bytes of the segment holding `at`, copied. */
+  readonly copiedBytes: number;
+}
+
+/**
+ * Lays the fork of `source` (an open writer) at commit `at` out in `target`, an empty directory,
+ * durably. Run it in the source's maintenance queue (`retentionKeeper().serial`), so no trim,
+ * merge or compaction of the source changes its files meanwhile.
+ */
+export async function layOutFork(
+  source: FeedWriter,
+  target: string,
+  fork: { readonly name: string; readonly createdAt: number; readonly origin: ForkOrigin },
+): Promise<ForkLayout> {
+  const { at } = fork.origin;
+  const kernels = source.kernels;
+  const snapshot = source.snapshot();
+  source.assertNotTrimmed(at, 'at');
+  assert(at >= snapshot.commits.low && at <= snapshot.watermark.commit, 'a fork point is a kept, published commit');
+  const record = snapshot.commits.at(at);
+  const from = new FeedLayout(source.directory);
+  const to = new FeedLayout(target);
+  for (const folder of [to.history, to.index, to.wal, to.state]) fs.mkdirSync(folder, { recursive: true });
+
+  let linkedSegments = 0;
+  let linkedBytes = 0;
+  for (const segment of snapshot.history.segments.segments) {
+    const base = segment.header.base;
+    if (base >= record.segment) break;
+    fs.linkSync(from.historySegment(base), to.historySegment(base));
+    linkedSegments++;
+    linkedBytes += fs.statSync(to.historySegment(base)).size;
+    // Derived files: shared when they are there, rebuilt by the fork's open when they are not.
+    const derived: [string, string][] = [
+      [summaryFileOf(from.historySegment(base)), summaryFileOf(to.historySegment(base))],
+      [from.tagIndex(base), to.tagIndex(base)],
+      [
+        segmentFile(from.index, base, segmentSuffix.keyDictionary),
+        segmentFile(to.index, base, segmentSuffix.keyDictionary),
+      ],
+      [
+        segmentFile(from.index, base, segmentSuffix.fingerprintDictionary),
+        segmentFile(to.index, base, segmentSuffix.fingerprintDictionary),
+      ],
+    ];
+    for (const [file, link] of derived) {
+      try {
+        fs.linkSync(file, link);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+    }
+  }
+
+  const copiedBytes = copyActivePrefix(source, snapshot.history.segments.byBase(record.segment), record, to);
+
+  // The fork starts where the source's history stands: the same floor, policy and horizon.
+  const retention = await RetentionLog.open(kernels, target, false);
+  try {
+    await retention.write({
+      policy: source.retentionKeeper().info().policy,
+      floor: { commit: snapshot.commits.low, position: snapshot.commits.lowPosition },
+      pending: false,
+    });
+  } finally {
+    retention.close();
+  }
+  const horizon = source.compaction().horizon;
+  if (horizon > 0) {
+    const compaction = await CompactionLog.open(kernels, target, false);
+    try {
+      await compaction.write({ horizon });
+    } finally {
+      compaction.close();
+    }
+  }
+  writeSmallFileSync(path.join(target, forkOriginFile), `${JSON.stringify(fork.origin)}\n`);
+  const tag = feedTagOf(source.directory);
+  writeSmallFileSync(
+    to.config,
+    `${JSON.stringify({ name: fork.name, createdAt: fork.createdAt, formatVersion: 1, ...(tag === 0 ? {} : { tag }) })}\n`,
+  );
+  for (const folder of [to.history, to.index, to.wal, to.state, target]) await syncDirectory(folder);
+  return { linkedSegments, linkedBytes, copiedBytes };
+}
+
+/** The name of a fork's origin file in its feed directory. */
+export const forkOriginFile = 'fork.json';
+
+/** A fork's origin, or undefined for a feed that is not one (or whose file cannot be read). */
+export function readForkOrigin(feedDirectory: string): ForkOrigin | undefined {
+  try {
+    const origin = JSON.parse(fs.readFileSync(path.join(feedDirectory, forkOriginFile), 'utf8')) as ForkOrigin;
+    return typeof origin.feed === 'string' && Number.isSafeInteger(origin.at)
+      ? { feed: origin.feed, at: origin.at }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Copies the bytes of `segment` up to the end of `record`'s commit frame into the fork's history,
+ * zeros after them up to the segment's capacity, as an active segment whose writer stopped there.
+ * When `record` is not the last commit of its group, the group is cut after it and sealed again.
+ */
+function copyActivePrefix(
+  source: FeedWriter,
+  segment: { readonly file: string; readonly durableEnd: number; readonly header: { base: number; capacity: number } },
+  record: CommitRecord,
+  to: FeedLayout,
+): number {
+  const kernels = source.kernels;
+  const { offset, header } = commitFrameHeader(kernels, record);
+  const end = offset + frameHeaderBytes + (new DataView(header.buffer).getUint32(0, true) & frameLengthMask);
+  const bytes = new Uint8Array(segment.durableEnd);
+  const fd = fs.openSync(segment.file, 'r');
+  try {
+    fs.readSync(fd, bytes, 0, bytes.length, 0);
+  } finally {
+    fs.closeSync(fd);
+  }
+  // Checked after reading, as it was before writing: the commit frame is where its record says.
+  const onDisk = bytes.subarray(offset, offset + frameHeaderBytes);
+  if (end > bytes.length || !onDisk.every((byte, index) => byte === header[index])) {
+    throw new StreamStackError('CORRUPT', `${segment.file}: commit ${record.commit} is not at offset ${offset}`, {
+      details: { file: segment.file, offset },
+    });
+  }
+  const { groups } = scanGroups(kernels, bytes, segmentHeaderBytes, bytes.length);
+  const group = groups.find((candidate) => candidate.offset < end && end <= candidate.end);
+  if (!group || !group.frames.some((frame) => frame.dataEnd === end)) {
+    throw new StreamStackError(
+      'CORRUPT',
+      `${segment.file}: commit ${record.commit} does not end a frame of a sound group`,
+      {
+        details: { file: segment.file, offset },
+      },
+    );
+  }
+  const copy = bytes.slice(0, end);
+  if (group.end !== end) sealGroup(kernels, copy.subarray(group.offset, end), group.offset, group.confirmed);
+  const file = to.historySegment(segment.header.base);
+  const out = fs.openSync(file, 'w');
+  try {
+    fs.writeSync(out, copy, 0, copy.length, 0);
+    fs.ftruncateSync(out, segment.header.capacity);
+    fs.fsyncSync(out);
+  } finally {
+    fs.closeSync(out);
+  }
+  return copy.length;
+}
