@@ -36,6 +36,19 @@ describe('streamstack command line', () => {
     expect(cli(data, ['read', 'orders']).lines).toEqual([]);
   });
 
+  it('forks a feed at a commit: the fork holds the source up to it and lives apart after', () => {
+    const data = temporaryDirectory();
+    cli(data, ['feed', 'create', 'orders']);
+    for (const payload of ['a', 'b', 'c']) cli(data, ['append', 'orders'], `{"payload":"${payload}"}\n`);
+    const forked = cli(data, ['feed', 'fork', 'orders', 'trial', '--at', '2']);
+    expect(forked.lines).toEqual([expect.objectContaining({ feed: 'trial', commits: 2 })]);
+    cli(data, ['append', 'trial'], '{"payload":"t"}\n');
+    expect(cli(data, ['read', 'trial']).lines.map((line) => line.payload)).toEqual(['a', 'b', 't']);
+    expect(cli(data, ['read', 'orders']).lines.map((line) => line.payload)).toEqual(['a', 'b', 'c']);
+    const late = cli(data, ['feed', 'fork', 'orders', 'late', '--at', '7']);
+    expect([late.status, late.error?.code]).toEqual([1, 'CURSOR_OUT_OF_RANGE']);
+  });
+
   it('runs a producer session: lease, stream, batches, seal, one-shot append, commits, verify', () => {
     const data = temporaryDirectory();
     expect(cli(data, ['feed', 'create', 'orders']).lines[0]).toMatchObject({ feed: 'orders', commits: 0 });

@@ -1,9 +1,10 @@
 // The process the fork crash test kills: over feed `source` (made and filled by the first child,
 // grown by each later one), it forks at random commits, appends to the forks and deletes some,
 // printing a line before each fork (`fork`) and after it (`forked`), and before each deletion
-// (`delete`), so the parent knows which were acknowledged. Every record is a function of where it lies, so the parent can check any
-// feed without a log: commit n of the source holds `s<n>.0` and `s<n>.1`; commit n of fork F,
-// past its fork point, holds `F.<n>`. It runs on the built engine (packages/engine/dist).
+// (`delete`), so the parent knows which were acknowledged. Every record is a function of where it
+// lies, so the parent can check any feed without a log: commit n of the source holds `s<n>.0`
+// and `s<n>.1`; commit n of fork F, past its fork point, holds `F.<n>`. It runs on the built
+// engine (packages/engine/dist).
 import { Store } from '../../packages/engine/dist/index.js';
 
 const [directory, cycleText, seedText] = process.argv.slice(2);

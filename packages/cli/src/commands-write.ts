@@ -23,7 +23,7 @@ export function addWriteCommands(program: Command): void {
   addVerifyCommand(program);
 }
 
-/** `feed create`, `feed delete`, `feed list` and `feed info`. */
+/** `feed create`, `feed fork`, `feed delete`, `feed list` and `feed info`. */
 function addFeedCommands(program: Command): void {
   const feedCommand = program.command('feed').description('create, delete, list and describe feeds').exitOverride();
   feedCommand
@@ -40,6 +40,15 @@ function addFeedCommands(program: Command): void {
     .action((name: string, flags: { durability: Durability }) =>
       withStore(program, async (store) => {
         await emit(await feedLine(await store.createFeed(name, { durability: flags.durability })));
+      })(),
+    );
+  feedCommand
+    .command('fork <source> <name>')
+    .description('a new feed holding the source up to a commit, sharing its sealed history (no copy)')
+    .option('--at <commit>', 'the last commit the fork holds (default: the head)', integer('--at'))
+    .action((source: string, name: string, flags: { at?: number }) =>
+      withStore(program, async (store) => {
+        await emit(await feedLine(await store.forkFeed(source, name, flags)));
       })(),
     );
   feedCommand

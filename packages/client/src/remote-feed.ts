@@ -248,6 +248,12 @@ export class RemoteFeed {
     }
   }
 
+  /** Forks this feed at commit `at` (default: the head) into a new feed `name` that shares its sealed history. */
+  async fork(name: string, options: { at?: number } = {}): Promise<RemoteFeed> {
+    await this.transport.json('POST', `${this.path}/fork`, { json: { name, ...options } });
+    return new RemoteFeed(name, this.transport);
+  }
+
   async createSubscription(name: string, options: { after?: number } = {}): Promise<RemoteSubscription> {
     await this.transport.json('POST', `${this.path}/subscriptions`, { json: { name, ...options } });
     return new RemoteSubscription(this, name);

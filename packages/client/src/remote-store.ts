@@ -54,6 +54,13 @@ export class RemoteStore {
     return new RemoteFeed(name, this.transport);
   }
 
+  /** Forks feed `source` at commit `at` (default: its head) into a new feed `name` (see the embedded `store.forkFeed`). */
+  async forkFeed(source: string, name: string, options: { at?: number } = {}): Promise<RemoteFeed> {
+    this.assertOpen();
+    await this.transport.json('POST', `${feedPath(source)}/fork`, { json: { name, ...options } });
+    return new RemoteFeed(name, this.transport);
+  }
+
   /** The feed `name`; `FEED_NOT_FOUND` if there is none. */
   async feed(name: string): Promise<RemoteFeed> {
     this.assertOpen();

@@ -62,6 +62,22 @@ function addFeedListRoutes(app: FastifyInstance, ctx: ServerContext, auth: Autho
     async (request) => (await ctx.feed(request.params.feed)).info(),
   );
 
+  app.post<{ Params: FeedParams }>(
+    '/v1/feeds/:feed/fork',
+    { config: { operation: 'read' }, schema: schemas.forkFeed },
+    async (request, reply) => {
+      const { name, at } = bodyObject(request.body);
+      // The fork is a new feed: its name needs what creating one needs.
+      if (auth) auth.authorize(request.grant!, 'admin', typeof name === 'string' ? name : undefined);
+      const fork = await ctx.store.forkFeed(
+        request.params.feed,
+        name as string,
+        at === undefined ? {} : { at: at as number },
+      );
+      return reply.code(201).send(await fork.info());
+    },
+  );
+
   app.get<{ Params: FeedParams }>(
     '/v1/feeds/:feed/disk',
     { config: { operation: 'read' }, schema: schemas.diskUse },

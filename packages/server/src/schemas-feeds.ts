@@ -44,6 +44,37 @@ export const createFeed = routeSchema({
   errors: ['INVALID_NAME', 'FEED_EXISTS', 'READ_ONLY', 'INVALID_ARGUMENT'],
 });
 
+export const forkFeed = routeSchema({
+  id: 'forkFeed',
+  tag: 'feeds',
+  summary: 'fork a feed at a commit into a new feed that shares its sealed history',
+  description: 'Needs read on the feed forked and admin on the new name, as creating a feed does.',
+  operation: 'read',
+  params: feedParams,
+  body: jsonBody({
+    required: ['name'],
+    properties: {
+      name: feedName,
+      at: {
+        type: 'integer',
+        'x-error-code': 'CURSOR_OUT_OF_RANGE',
+        description: 'the last commit the fork holds (default: the head)',
+      },
+    },
+  }),
+  responses: { 201: json('the new feed', models.feedInfo) },
+  errors: [
+    'INVALID_NAME',
+    'FEED_NOT_FOUND',
+    'FEED_EXISTS',
+    'CURSOR_OUT_OF_RANGE',
+    'TRIMMED',
+    'COMPACTED',
+    'READ_ONLY',
+    'INVALID_ARGUMENT',
+  ],
+});
+
 export const listFeeds = routeSchema({
   id: 'listFeeds',
   tag: 'feeds',
