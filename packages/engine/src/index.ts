@@ -10,6 +10,7 @@ export type {
   ClusterFeed,
   ClusterInfo,
   ClusterNode,
+  FeedSharing,
   GroupClaim,
   GroupOrder,
   NackResult,
