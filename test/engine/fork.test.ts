@@ -135,7 +135,7 @@ describe('forks', () => {
     expect(
       await Promise.all([
         codeOf(source.fork('f', { at: 61 })),
-        codeOf(source.fork('f', { at: 0 })),
+        codeOf(source.fork('f', { at: -1 })),
         codeOf(source.fork('f', { at: low - 1 })),
         codeOf(source.fork('taken')),
         codeOf(source.fork('bad name')),
@@ -151,6 +151,11 @@ describe('forks', () => {
     ]);
     expect(digestTree(directory)).toBe(before);
     expect(await history(await source.fork('f', { at: low }))).toEqual(await history(source, low));
+    // At 0 a fork holds nothing, whatever the source trimmed, and starts its own history at 1.
+    const empty = await source.fork('empty', { at: 0 });
+    expect(await history(empty)).toEqual([]);
+    expect((await empty.info()).fork).toEqual({ feed: 'source', at: 0 });
+    expect((await empty.append([{ payload: 'first' }])).commit).toBe(1);
     await store.close();
   });
 });

@@ -43,16 +43,15 @@ export async function forkInStore(
     );
   const head = writer.watermark.commit;
   const point = at ?? head;
-  if (!Number.isSafeInteger(point) || point < 1 || point > head)
+  if (!Number.isSafeInteger(point) || point < 0 || point > head)
     throw new StreamStackError(
       'CURSOR_OUT_OF_RANGE',
-      head === 0
-        ? `feed ${sourceName} has no commit to fork at`
-        : `a fork point is a commit from 1 to the head (${head}), not ${String(at)}`,
+      `a fork point is a commit from 0 (an empty fork) to the head (${head}), not ${String(at)}`,
       { details: { at: at ?? null, head } },
     );
-  writer.assertNotTrimmed(point, 'at');
-  if (point < writer.lowMark)
+  // At 0 the fork holds nothing of the source: what the source trimmed does not matter.
+  if (point > 0) writer.assertNotTrimmed(point, 'at');
+  if (point > 0 && point < writer.lowMark)
     throw new StreamStackError('TRIMMED', `commit ${point} was trimmed: the history starts at ${writer.lowMark}`, {
       details: { at: point, lowMark: writer.lowMark },
     });

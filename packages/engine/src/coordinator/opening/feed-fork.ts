@@ -56,11 +56,18 @@ export async function layOutFork(
   const { at } = fork.origin;
   const kernels = source.kernels;
   const snapshot = source.snapshot();
+  const to = new FeedLayout(target);
+  fs.mkdirSync(target, { recursive: true });
+  if (at === 0) {
+    // An empty fork: nothing to share, only where it came from.
+    writeForkFiles(source, target, fork);
+    await syncDirectory(target);
+    return { linkedSegments: 0, linkedBytes: 0, copiedBytes: 0 };
+  }
   source.assertNotTrimmed(at, 'at');
   assert(at >= snapshot.commits.low && at <= snapshot.watermark.commit, 'a fork point is a kept, published commit');
   const record = snapshot.commits.at(at);
   const from = new FeedLayout(source.directory);
-  const to = new FeedLayout(target);
   for (const folder of [to.history, to.index, to.wal, to.state]) fs.mkdirSync(folder, { recursive: true });
 
   let linkedSegments = 0;
@@ -115,14 +122,23 @@ export async function layOutFork(
       compaction.close();
     }
   }
+  writeForkFiles(source, target, fork);
+  for (const folder of [to.history, to.index, to.wal, to.state, target]) await syncDirectory(folder);
+  return { linkedSegments, linkedBytes, copiedBytes };
+}
+
+/** A fork's `fork.json`, and its `feed.json` with the source's tag. */
+function writeForkFiles(
+  source: FeedWriter,
+  target: string,
+  fork: { readonly name: string; readonly createdAt: number; readonly origin: ForkOrigin },
+): void {
   writeSmallFileSync(path.join(target, forkOriginFile), `${JSON.stringify(fork.origin)}\n`);
   const tag = feedTagOf(source.directory);
   writeSmallFileSync(
-    to.config,
+    new FeedLayout(target).config,
     `${JSON.stringify({ name: fork.name, createdAt: fork.createdAt, formatVersion: 1, ...(tag === 0 ? {} : { tag }) })}\n`,
   );
-  for (const folder of [to.history, to.index, to.wal, to.state, target]) await syncDirectory(folder);
-  return { linkedSegments, linkedBytes, copiedBytes };
 }
 
 /** The name of a fork's origin file in its feed directory. */
