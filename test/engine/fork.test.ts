@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type Feed, type Store, StreamStackError } from '../../packages/engine/src/index.js';
+import type { Feed, Store } from '../../packages/engine/src/index.js';
+import { outcomeCode } from '../support/failure.js';
 import { digestTree, openStore, temporaryDirectory, text } from '../support/store.js';
 
 /** A feed's RAW history as comparable lines: commit, position, key, payload. */
@@ -37,16 +38,6 @@ async function fill(feed: Feed, count: number, label: string): Promise<void> {
         ]),
       ),
     );
-  }
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'none';
-  } catch (error) {
-    if (error instanceof StreamStackError) return error.code;
-    throw error;
   }
 }
 
@@ -134,12 +125,12 @@ describe('forks', () => {
     const before = digestTree(directory);
     expect(
       await Promise.all([
-        codeOf(source.fork('f', { at: 61 })),
-        codeOf(source.fork('f', { at: -1 })),
-        codeOf(source.fork('f', { at: low - 1 })),
-        codeOf(source.fork('taken')),
-        codeOf(source.fork('bad name')),
-        codeOf(store.forkFeed('nothing', 'f')),
+        outcomeCode(source.fork('f', { at: 61 })),
+        outcomeCode(source.fork('f', { at: -1 })),
+        outcomeCode(source.fork('f', { at: low - 1 })),
+        outcomeCode(source.fork('taken')),
+        outcomeCode(source.fork('bad name')),
+        outcomeCode(store.forkFeed('nothing', 'f')),
       ]),
     ).toEqual([
       'CURSOR_OUT_OF_RANGE',

@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type Feed, parkedTag, type Store, StreamStackError } from '../../packages/engine/src/index.js';
+import { type Feed, parkedTag, type Store } from '../../packages/engine/src/index.js';
+import { outcomeCode } from '../support/failure.js';
 import { digestTree, ManualClock, openStore, sequentialIds, temporaryDirectory, text } from '../support/store.js';
 
 async function fixture(
@@ -26,16 +27,6 @@ async function commits(feed: Feed, entries: readonly (readonly string[])[]): Pro
       keys.length === 0 ? [{ payload: `job ${index}` }] : keys.map((key) => ({ payload: `job ${index} ${key}`, key }));
     await feed.append(records);
   }
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof StreamStackError) return error.code;
-    throw error;
-  }
-  return 'none';
 }
 
 describe('subscription groups', () => {
@@ -61,9 +52,9 @@ describe('subscription groups', () => {
       { name: 'mail', cursor: 3 },
     ]);
     // An acknowledgement that succeeds is the one that settled the commit: a second one is refused.
-    expect(await codeOf(group.ack(1, { worker: 'a' }))).toBe('CLAIM_NOT_HELD');
+    expect(await outcomeCode(group.ack(1, { worker: 'a' }))).toBe('CLAIM_NOT_HELD');
     expect((await group.info()).acked).toBe(3);
-    expect(await codeOf(group.ack(4, { worker: 'a' }))).toBe('CLAIM_NOT_HELD');
+    expect(await outcomeCode(group.ack(4, { worker: 'a' }))).toBe('CLAIM_NOT_HELD');
     await store.close();
   });
 
@@ -77,7 +68,7 @@ describe('subscription groups', () => {
     clock.advance(1_000);
     const [again] = await group.claim({ worker: 'fast' });
     expect(again).toMatchObject({ commit: { commit: 1 }, delivery: 2 });
-    expect(await codeOf(group.ack(1, { worker: 'slow' }))).toBe('CLAIM_NOT_HELD');
+    expect(await outcomeCode(group.ack(1, { worker: 'slow' }))).toBe('CLAIM_NOT_HELD');
     await group.ack(1, { worker: 'fast' });
     expect(await group.info()).toMatchObject({ cursor: 1, acked: 1, redelivered: 1 });
     await store.close();
@@ -197,7 +188,7 @@ describe('subscription groups', () => {
     for (let index = 0; index < 300; index++) await feed.append([{ payload: `${index}`.padEnd(1024, '.') }]);
     const trim = await feed.trim({ before: 200, force: true });
     expect(trim.lowMark).toBeGreaterThan(1);
-    const claimed = await codeOf(group.claim({ worker: 'a' }));
+    const claimed = await outcomeCode(group.claim({ worker: 'a' }));
     expect(['TRIMMED', 'COMPACTED']).toContain(claimed);
     expect((await group.info()).held).toBe(0);
     await group.reset(trim.lowMark - 1);
@@ -227,18 +218,18 @@ describe('subscription groups', () => {
     const plain = await feed.subscription('mail');
     const before = digestTree(directory);
     const refusals = await Promise.all([
-      codeOf(feed.subscriptionGroup('plain')),
-      codeOf(feed.subscriptionGroup('mail', { orderedBy: 'key' })),
-      codeOf(feed.subscriptionGroup('mail', { ackTimeoutMs: 5 })),
-      codeOf(feed.subscriptionGroup('mail', { maxDeliveries: 0 })),
-      codeOf(feed.subscriptionGroup('bad name')),
-      codeOf(group.claim({ worker: '' })),
-      codeOf(group.claim({ worker: 'a', max: 0 })),
-      codeOf(group.claim({ worker: 'a', waitMs: 3_600_000 })),
-      codeOf(group.ack(1, { worker: 'a' })),
-      codeOf(group.nack(0, { worker: 'a' })),
-      codeOf(plain.advance(1)),
-      codeOf(plain.delete()),
+      outcomeCode(feed.subscriptionGroup('plain')),
+      outcomeCode(feed.subscriptionGroup('mail', { orderedBy: 'key' })),
+      outcomeCode(feed.subscriptionGroup('mail', { ackTimeoutMs: 5 })),
+      outcomeCode(feed.subscriptionGroup('mail', { maxDeliveries: 0 })),
+      outcomeCode(feed.subscriptionGroup('bad name')),
+      outcomeCode(group.claim({ worker: '' })),
+      outcomeCode(group.claim({ worker: 'a', max: 0 })),
+      outcomeCode(group.claim({ worker: 'a', waitMs: 3_600_000 })),
+      outcomeCode(group.ack(1, { worker: 'a' })),
+      outcomeCode(group.nack(0, { worker: 'a' })),
+      outcomeCode(plain.advance(1)),
+      outcomeCode(plain.delete()),
     ]);
     expect(refusals).toEqual([
       'SUBSCRIPTION_EXISTS',
@@ -256,8 +247,8 @@ describe('subscription groups', () => {
     ]);
     expect(digestTree(directory)).toBe(before);
     await group.delete();
-    expect(await codeOf(feed.subscription('mail'))).toBe('SUBSCRIPTION_NOT_FOUND');
-    expect(await codeOf(group.claim({ worker: 'a' }))).toBe('SUBSCRIPTION_NOT_FOUND');
+    expect(await outcomeCode(feed.subscription('mail'))).toBe('SUBSCRIPTION_NOT_FOUND');
+    expect(await outcomeCode(group.claim({ worker: 'a' }))).toBe('SUBSCRIPTION_NOT_FOUND');
     await store.close();
   });
 });
