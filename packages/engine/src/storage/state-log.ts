@@ -28,6 +28,23 @@ const stateRecordKind = 0x22;
 /** The suffix of a state log's second file. */
 export const stateLogCopySuffix = '.copy';
 
+/**
+ * The names of the state logs in `directory` whose files end with `suffix` (subscriptions,
+ * groups), without the suffix, sorted: a log lives in two files, and either one is enough to
+ * find it. None when the directory is not there.
+ */
+export function stateLogNames(directory: string, suffix: string): string[] {
+  if (!fs.existsSync(directory)) return [];
+  const names = new Set(
+    fs
+      .readdirSync(directory)
+      .map((file) => (file.endsWith(stateLogCopySuffix) ? file.slice(0, -stateLogCopySuffix.length) : file))
+      .filter((file) => file.endsWith(suffix))
+      .map((file) => file.slice(0, -suffix.length)),
+  );
+  return [...names].sort();
+}
+
 interface StateFrame {
   readonly end: number;
   readonly sequence: number;

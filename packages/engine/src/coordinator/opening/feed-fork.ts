@@ -186,7 +186,7 @@ function copyActivePrefix(
   }
   const { groups } = scanGroups(kernels, bytes, segmentHeaderBytes, bytes.length);
   const group = groups.find((candidate) => candidate.offset < end && end <= candidate.end);
-  if (!group || !group.frames.some((frame) => frame.dataEnd === end)) {
+  if (!group?.frames.some((frame) => frame.dataEnd === end)) {
     throw new StreamStackError(
       'CORRUPT',
       `${segment.file}: commit ${record.commit} does not end a frame of a sound group`,

@@ -1,14 +1,3 @@
-/**
- * `verify`: reads a feed's files without changing them and reports what is wrong. It checks
- * every frame's CRC (by scanning every segment), the commit chain (each commit's parent is the
- * one before, positions are dense), every manifest entry against the pack directory that stored
- * its payload (location and CRC-32C of the bytes), and the WAL against history (a published
- * stream's WAL batches hold the records its commit holds). Every record's payload must lie in its
- * own segment. A segment tiering evicted is opened by its summary (its local file holds only its
- * header): its runs are read back from object storage when verify is given it, and its objects
- * are checked block by block against their descriptor (`verify-remote.ts`). It repairs nothing.
- */
-import fs from 'node:fs';
 import path from 'node:path';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { FeedVerification, VerificationCode, VerificationProblem } from '@streamstack/protocol';
@@ -29,7 +18,7 @@ import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { PayloadLocation } from '../../storage/records.js';
 import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import type { Corruption } from '../../storage/runs.js';
-import { StateLog } from '../../storage/state-log.js';
+import { StateLog, stateLogNames } from '../../storage/state-log.js';
 import { Wal, type WalEvent } from '../../storage/wal.js';
 import { CompactionLog } from '../maintenance/compaction-state.js';
 import { horizonWithFloor, retainedFloor } from '../maintenance/history-floors.js';
@@ -382,36 +371,12 @@ async function verifyStateLogs(kernels: Kernels, directory: string, report: Repo
     );
   }
   const logs = [lease];
-  const subscriptions = new FeedLayout(directory).subscriptions;
-  if (fs.existsSync(subscriptions)) {
-    const names = new Set(
-      fs
-        .readdirSync(subscriptions)
-        .map((name) => name.replace(/\.copy$/, ''))
-        .filter((name) => name.endsWith(subscriptionSuffix)),
-    );
-    for (const name of [...names].sort()) {
-      logs.push(
-        await openSubscriptionLog(
-          kernels,
-          path.join(subscriptions, name),
-          name.slice(0, -subscriptionSuffix.length),
-          true,
-        ),
-      );
-    }
+  const { subscriptions, groups } = new FeedLayout(directory);
+  for (const name of stateLogNames(subscriptions, subscriptionSuffix)) {
+    logs.push(await openSubscriptionLog(kernels, path.join(subscriptions, `${name}${subscriptionSuffix}`), name, true));
   }
-  const groups = new FeedLayout(directory).groups;
-  if (fs.existsSync(groups)) {
-    const names = new Set(
-      fs
-        .readdirSync(groups)
-        .map((name) => name.replace(/\.copy$/, ''))
-        .filter((name) => name.endsWith(groupSuffix)),
-    );
-    for (const name of [...names].sort()) {
-      logs.push(await openGroupLog(kernels, path.join(groups, name), name.slice(0, -groupSuffix.length), true));
-    }
+  for (const name of stateLogNames(groups, groupSuffix)) {
+    logs.push(await openGroupLog(kernels, path.join(groups, `${name}${groupSuffix}`), name, true));
   }
   for (const log of logs) {
     log.close();

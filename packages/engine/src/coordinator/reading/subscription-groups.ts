@@ -12,7 +12,7 @@ import type { Kernels } from '../../kernels/kernels.js';
 import { groupSuffix } from '../../storage/feed-layout.js';
 import type { Corruption } from '../../storage/runs.js';
 import { syncDirectory } from '../../storage/segment.js';
-import { StateLog, stateLogCopySuffix } from '../../storage/state-log.js';
+import { StateLog, stateLogCopySuffix, stateLogNames } from '../../storage/state-log.js';
 import { decodeGroupState, encodeGroupState, type GroupState } from './group-state.js';
 
 /** A change to a group's state: the next state, and what the caller is told once it is durable. */
@@ -57,16 +57,8 @@ export class SubscriptionGroups {
   /** Opens every group in `directory` (a feed's `state/groups`). */
   static async open(kernels: Kernels, directory: string): Promise<SubscriptionGroups> {
     const groups = new SubscriptionGroups(kernels, directory);
-    if (!fs.existsSync(directory)) return groups;
-    const files = new Set(
-      fs
-        .readdirSync(directory)
-        .map((file) => (file.endsWith(stateLogCopySuffix) ? file.slice(0, -stateLogCopySuffix.length) : file))
-        .filter((file) => file.endsWith(groupSuffix)),
-    );
-    for (const name of [...files].sort()) {
-      const file = path.join(directory, name);
-      const group = name.slice(0, -groupSuffix.length);
+    for (const group of stateLogNames(directory, groupSuffix)) {
+      const file = path.join(directory, `${group}${groupSuffix}`);
       const log = await openGroupLog(kernels, file, group, false);
       groups.corruptions.push(...log.corruptions);
       if (!log.last) {

@@ -11,7 +11,7 @@ import { ByteReader, ByteWriter } from '../../storage/codec.js';
 import { subscriptionSuffix } from '../../storage/feed-layout.js';
 import type { Corruption } from '../../storage/runs.js';
 import { syncDirectory } from '../../storage/segment.js';
-import { StateLog, stateLogCopySuffix } from '../../storage/state-log.js';
+import { StateLog, stateLogCopySuffix, stateLogNames } from '../../storage/state-log.js';
 import { validateFeedName } from '../opening/data-directory.js';
 
 export interface SubscriptionState {
@@ -129,34 +129,24 @@ export class Subscriptions {
     readOnly = false,
   ): Promise<Subscriptions> {
     const subscriptions = new Subscriptions(kernels, directory, clock, readOnly);
-    if (fs.existsSync(directory)) {
-      // A subscription lives in two files; either one is enough to find it.
-      const names = new Set(
-        fs
-          .readdirSync(directory)
-          .map((file) => (file.endsWith(stateLogCopySuffix) ? file.slice(0, -stateLogCopySuffix.length) : file))
-          .filter((file) => file.endsWith(subscriptionSuffix)),
-      );
-      for (const name of [...names].sort()) {
-        const file = path.join(directory, name);
-        const subscription = name.slice(0, -subscriptionSuffix.length);
-        const log = await openSubscriptionLog(kernels, file, subscription, readOnly);
-        subscriptions.corruptions.push(...log.corruptions);
-        if (!log.last) {
-          // Created but never durably written: the subscription does not exist.
-          if (readOnly) log.close();
-          else log.remove();
-          continue;
-        }
-        let state: SubscriptionState;
-        try {
-          state = decode(log.last, file);
-        } catch (error) {
-          log.close();
-          throw error;
-        }
-        subscriptions.open.set(state.name, { log, state });
+    for (const subscription of stateLogNames(directory, subscriptionSuffix)) {
+      const file = path.join(directory, `${subscription}${subscriptionSuffix}`);
+      const log = await openSubscriptionLog(kernels, file, subscription, readOnly);
+      subscriptions.corruptions.push(...log.corruptions);
+      if (!log.last) {
+        // Created but never durably written: the subscription does not exist.
+        if (readOnly) log.close();
+        else log.remove();
+        continue;
       }
+      let state: SubscriptionState;
+      try {
+        state = decode(log.last, file);
+      } catch (error) {
+        log.close();
+        throw error;
+      }
+      subscriptions.open.set(state.name, { log, state });
     }
     return subscriptions;
   }
