@@ -68,6 +68,29 @@ export function addGroupCommands(program: Command): void {
     })(),
   );
   group
+    .command('reset')
+    .argument('<feed>')
+    .argument('<name>')
+    .argument('<cursor>', 'a commit number', integer('cursor'))
+    .description('forget every claim and count, and start again after the cursor')
+    .action((feedName: string, name: string, cursor: number) =>
+      withStore(program, async (store) => {
+        const existing = await (await openFeed(store, feedName)).existingSubscriptionGroup(name);
+        await emit(groupLine(feedName, await existing.reset(cursor)));
+      })(),
+    );
+  group.command('delete <feed> <name>').action((feedName: string, name: string) =>
+    withStore(program, async (store) => {
+      await (await (await openFeed(store, feedName)).existingSubscriptionGroup(name)).delete();
+      await emit({ feed: feedName, group: name, deleted: true });
+    })(),
+  );
+  addWorkerCommands(program, group);
+}
+
+/** `group claim`, `ack`, `nack`: what a worker does, each invocation its own process if it likes. */
+function addWorkerCommands(program: Command, group: Command): void {
+  group
     .command('claim <feed> <name>')
     .description('one line per commit handed to the worker: {"commit","delivery","deadline","reason"?,"records":[…]}')
     .requiredOption('--worker <name>', 'the worker claiming (only it may ack or nack what it gets)')
@@ -117,22 +140,4 @@ export function addGroupCommands(program: Command): void {
         await emit({ feed: feedName, group: name, ...(await existing.nack(commit, flags)) });
       })(),
     );
-  group
-    .command('reset')
-    .argument('<feed>')
-    .argument('<name>')
-    .argument('<cursor>', 'a commit number', integer('cursor'))
-    .description('forget every claim and count, and start again after the cursor')
-    .action((feedName: string, name: string, cursor: number) =>
-      withStore(program, async (store) => {
-        const existing = await (await openFeed(store, feedName)).existingSubscriptionGroup(name);
-        await emit(groupLine(feedName, await existing.reset(cursor)));
-      })(),
-    );
-  group.command('delete <feed> <name>').action((feedName: string, name: string) =>
-    withStore(program, async (store) => {
-      await (await (await openFeed(store, feedName)).existingSubscriptionGroup(name)).delete();
-      await emit({ feed: feedName, group: name, deleted: true });
-    })(),
-  );
 }

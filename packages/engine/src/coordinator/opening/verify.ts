@@ -1,3 +1,13 @@
+/**
+ * `verify`: reads a feed's files without changing them and reports what is wrong. It checks
+ * every frame's CRC (by scanning every segment), the commit chain (each commit's parent is the
+ * one before, positions are dense), every manifest entry against the pack directory that stored
+ * its payload (location and CRC-32C of the bytes), and the WAL against history (a published
+ * stream's WAL batches hold the records its commit holds). Every record's payload must lie in its
+ * own segment. A segment tiering evicted is opened by its summary (its local file holds only its
+ * header): its runs are read back from object storage when verify is given it, and its objects
+ * are checked block by block against their descriptor (`verify-remote.ts`). It repairs nothing.
+ */
 import path from 'node:path';
 // Public types the HTTP client shares, defined in @streamstack/protocol; re-exported for the engine's own imports.
 import type { FeedVerification, VerificationCode, VerificationProblem } from '@streamstack/protocol';
