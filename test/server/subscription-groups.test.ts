@@ -70,6 +70,10 @@ describe('subscription groups over HTTP', () => {
     const info = await call(url, 'GET', '/v1/feeds/jobs/groups/senders');
     expect(info.json).toEqual(expect.objectContaining({ cursor: 3, acked: 2, parked: 1, held: 0 }));
     expect((await call(url, 'GET', '/v1/feeds/jobs/groups')).lines.map((line) => line.name)).toEqual(['senders']);
+    const metrics = (await call(url, 'GET', '/metrics')).text;
+    expect(metrics).toContain('streamstack_subscription_group{feed="jobs",group="senders",count="acked"} 2');
+    expect(metrics).toContain('streamstack_subscription_group{feed="jobs",group="senders",count="parked"} 1');
+    expect(metrics).toContain('streamstack_subscription_lag_commits{feed="jobs",subscription="senders"} 0');
 
     const missing = await call(url, 'POST', '/v1/feeds/jobs/groups/nobody/claim', { body: { worker: 'w1' } });
     expect([missing.status, missing.json.error.code]).toEqual([404, 'SUBSCRIPTION_NOT_FOUND']);

@@ -92,6 +92,26 @@ export class ServerMetrics {
       },
     );
     perFeed(
+      'streamstack_subscription_group',
+      "Subscription groups: commits held by workers now, given back and waiting, settled past the cursor, and totals acked, parked and redelivered. (Each group's lag is its subscription's.)",
+      ['group', 'count'],
+      async (feed, set) => {
+        // A store that does not write has no groups (READ_ONLY): nothing to report.
+        const groups = await feed.subscriptionGroups().catch(() => []);
+        for (const group of groups) {
+          const counts = {
+            held: group.held,
+            released: group.released,
+            settled_ahead: group.settledAhead,
+            acked: group.acked,
+            parked: group.parked,
+            redelivered: group.redelivered,
+          };
+          for (const [count, value] of Object.entries(counts)) set({ group: group.name, count }, value);
+        }
+      },
+    );
+    perFeed(
       'streamstack_group_commits',
       'Group commits (one fdatasync each) and the requests they carried since the feed was opened.',
       ['count'],
