@@ -55,12 +55,7 @@ export class ServerMetrics {
     collectDefaultMetrics({ register: this.registry });
     // Gauges filled at scrape time from each opened feed: emptied first, so a closed feed's
     // series do not linger.
-    const perFeed = (
-      name: string,
-      help: string,
-      labelNames: readonly string[],
-      fill: (feed: Feed, set: (labels: Record<string, string>, value: number) => void) => Promise<void> | void,
-    ) => {
+    const perFeed: PerFeedGauge = (name, help, labelNames, fill) => {
       const gauge = new Gauge({
         name,
         help,
@@ -73,44 +68,7 @@ export class ServerMetrics {
         },
       });
     };
-    perFeed(
-      'streamstack_subscription_lag_commits',
-      'How many commits a subscription is behind the head.',
-      ['subscription'],
-      async (feed, set) => {
-        for (const subscription of await feed.subscriptions())
-          set({ subscription: subscription.name }, subscription.lag.commits);
-      },
-    );
-    perFeed(
-      'streamstack_subscription_lag_records',
-      'How many records a subscription is behind the head.',
-      ['subscription'],
-      async (feed, set) => {
-        for (const subscription of await feed.subscriptions())
-          set({ subscription: subscription.name }, subscription.lag.records);
-      },
-    );
-    perFeed(
-      'streamstack_subscription_group',
-      "Subscription groups: commits held by workers now, given back and waiting, settled past the cursor, and totals acked, parked and redelivered. (Each group's lag is its subscription's.)",
-      ['group', 'count'],
-      async (feed, set) => {
-        // A store that does not write has no groups (READ_ONLY): nothing to report.
-        const groups = await feed.subscriptionGroups().catch(() => []);
-        for (const group of groups) {
-          const counts = {
-            held: group.held,
-            released: group.released,
-            settled_ahead: group.settledAhead,
-            acked: group.acked,
-            parked: group.parked,
-            redelivered: group.redelivered,
-          };
-          for (const [count, value] of Object.entries(counts)) set({ group: group.name, count }, value);
-        }
-      },
-    );
+    addConsumerGauges(perFeed);
     perFeed(
       'streamstack_group_commits',
       'Group commits (one fdatasync each) and the requests they carried since the feed was opened.',
@@ -178,6 +136,56 @@ export class ServerMetrics {
     this.appendedRecords.inc({ feed, kind }, records.length);
     this.appendedBytes.inc({ feed }, bytes);
   }
+}
+
+/** Registers a gauge filled at scrape time from each opened feed (`ServerMetrics`' constructor). */
+type PerFeedGauge = (
+  name: string,
+  help: string,
+  labelNames: readonly string[],
+  fill: (feed: Feed, set: (labels: Record<string, string>, value: number) => void) => Promise<void> | void,
+) => void;
+
+/** What consumers stand at: each subscription's lag, and each subscription group's work. */
+function addConsumerGauges(perFeed: PerFeedGauge): void {
+  perFeed(
+    'streamstack_subscription_lag_commits',
+    'How many commits a subscription is behind the head.',
+    ['subscription'],
+    async (feed, set) => {
+      for (const subscription of await feed.subscriptions())
+        set({ subscription: subscription.name }, subscription.lag.commits);
+    },
+  );
+  perFeed(
+    'streamstack_subscription_lag_records',
+    'How many records a subscription is behind the head.',
+    ['subscription'],
+    async (feed, set) => {
+      for (const subscription of await feed.subscriptions())
+        set({ subscription: subscription.name }, subscription.lag.records);
+    },
+  );
+  perFeed(
+    'streamstack_subscription_group',
+    "Subscription groups: commits held by workers now, given back and waiting, settled past the cursor, and totals acked, parked and redelivered. (Each group's lag is its subscription's.)",
+    ['group', 'count'],
+    async (feed, set) => {
+      // A store that does not write has no groups (READ_ONLY): nothing to report.
+      const groups = await feed.subscriptionGroups().catch(() => []);
+      for (const group of groups) {
+        const counts = {
+          held: group.held,
+          released: group.released,
+          settled_ahead: group.settledAhead,
+          acked: group.acked,
+          parked: group.parked,
+          redelivered: group.redelivered,
+        };
+        for (const [count, value] of Object.entries(counts)) set({ group: group.name, count }, value);
+      }
+    },
+  );
 }
 
 /** The `feed` label of one sample line of the Prometheus text format, unescaped; undefined without one. */
