@@ -148,6 +148,12 @@ export const feedInfo = object(
     tiering: tieringInfo,
     follower: followerInfo,
     replication: replicationInfo,
+    fork: object({ feed: string, at: integer }, ['feed', 'at'], 'a fork: the feed and the last commit of it it holds'),
+    shared: object(
+      { segments: integer, bytes: integer, feeds: { type: 'array', items: string } },
+      ['segments', 'bytes', 'feeds'],
+      'history segments shared with other feeds (forks), and with which',
+    ),
   },
   [
     'name',
