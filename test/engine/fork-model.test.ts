@@ -5,8 +5,9 @@
  * nothing wrong in any feed. Trims remove whole segments, so the model takes each trim's low mark
  * from its result.
  *
- * Sizes: 40 runs of 15 to 40 random steps after 32 commits appended to the root (fast-check's default would give about 10), records of about
- * 10 KB in 64 KiB segments, so trees share several segments and cut groups of several commits.
+ * Sizes: 60 runs of 15 to 40 random steps (fast-check's default would give about 10), after 32
+ * commits appended to the root; records of about 10 KB in 64 KiB segments, so trees share several
+ * segments and cut groups of several commits.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -146,7 +147,7 @@ describe('forks against a model', () => {
           await store.close();
         }
       }),
-      { numRuns: 40 },
+      { numRuns: 60 },
     );
     tally.expectAllReached();
   }, 600_000);

@@ -7,7 +7,7 @@
  * refused as the model says. At the end one worker drains the group: every commit is settled
  * exactly once, and the dead-letter feed holds each parked commit once.
  *
- * Sizes: 40 runs of 20 to 80 steps each (fast-check's default would give about 10).
+ * Sizes: 60 runs of 20 to 80 steps each (fast-check's default would give about 10).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -17,7 +17,7 @@ import { outcomeCode } from '../support/failure.js';
 import { ManualClock, openStore, sequentialIds, temporaryDirectory } from '../support/store.js';
 
 const ackTimeoutMs = 1_000;
-const maxDeliveries = 3;
+const maxDeliveries = 2;
 const keys = ['k0', 'k1', 'k2', 'k3'];
 const workers = ['w0', 'w1', 'w2'];
 
@@ -230,7 +230,7 @@ describe('subscription groups against a model', () => {
           }
         },
       ),
-      { numRuns: 40 },
+      { numRuns: 60 },
     );
     tally.expectAllReached();
   }, 240_000);
