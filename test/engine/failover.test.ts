@@ -171,6 +171,47 @@ describe.skipIf(skipped)(
       await storeB.close();
     }, 60_000);
 
+    it('subscription groups carry over a takeover: claims, counts and settled work, and the old writer changes none', async () => {
+      const prefix = freshPrefix();
+      const settings = objects.settings();
+      const dataA = temporaryDirectory();
+      const storeA = await node(settings, prefix, 'node-a', dataA);
+      const feedA = await storeA.createFeed('jobs', { durability: 'replicated' });
+      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 1000 });
+      for (let n = 0; n < 6; n++) await feedA.append([{ payload: `job ${n}` }], { token: grantA.token });
+      const groupA = await feedA.subscriptionGroup('workers', { ackTimeoutMs: 60_000, maxDeliveries: 3 });
+      const claimed = await groupA.claim({ worker: 'w1', max: 3 });
+      expect(claimed.map((claim) => claim.commit.commit)).toEqual([1, 2, 3]);
+      await groupA.ack(1, { worker: 'w1' });
+      await groupA.nack(2, { worker: 'w1', reason: 'later' });
+      const before = await groupA.info();
+      await storeA.close();
+
+      const storeB = await node(settings, prefix, 'node-b');
+      await untilFree(storeB, 'jobs');
+      const taken = await storeB.takeOver('jobs', { holder: 'ingest', ttlMs: 2000 });
+      const feedB = await storeB.feed('jobs');
+      const groupB = await feedB.existingSubscriptionGroup('workers');
+      const after = await groupB.info();
+      expect({ ...after, lag: undefined }).toEqual({ ...before, lag: undefined });
+      // The claim w1 still holds is its to settle at the new writer; the one given back goes again.
+      await groupB.ack(3, { worker: 'w1' });
+      expect(await groupB.claim({ worker: 'w2', max: 10 })).toMatchObject([
+        { commit: { commit: 2 }, delivery: 2, reason: 'later' },
+        { commit: { commit: 4 } },
+        { commit: { commit: 5 } },
+        { commit: { commit: 6 } },
+      ]);
+
+      // The old writer, back, changes nothing of the group: the feed has a newer writer.
+      const reopened = await node(settings, prefix, 'node-a', dataA);
+      const stale = await (await reopened.feed('jobs')).existingSubscriptionGroup('workers');
+      expect(await outcomeCode(stale.claim({ worker: 'w3' }))).toBe('FENCED');
+      await feedB.releaseLease({ token: taken.grant.token });
+      await reopened.close();
+      await storeB.close();
+    }, 60_000);
+
     it('a local-durability feed is refused: only its writer disk held its acknowledged writes', async () => {
       const prefix = freshPrefix();
       const settings = objects.settings();

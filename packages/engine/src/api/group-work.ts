@@ -53,6 +53,9 @@ export class GroupWork {
   static async open(feed: Feed, siblings: FeedSiblings | undefined): Promise<GroupWork> {
     const writer = feed.writer;
     const groups = await SubscriptionGroups.open(writer.kernels, new FeedLayout(writer.directory).groups);
+    // A replicated feed on a node of a cluster: every change is copied to etcd first.
+    const mirror = writer.groupMirror();
+    if (mirror) groups.mirrorTo(mirror);
     const work = new GroupWork(feed, groups, siblings);
     // A crash between writing a group and its subscription leaves the group: its cursor is the truth.
     for (const state of groups.list()) await work.keepSubscription(state);

@@ -9,7 +9,7 @@ import type { DataDirectory } from '../coordinator/opening/data-directory.js';
 import type { EtcdLeases } from '../coordinator/writing/etcd-leases.js';
 import { type TakeoverRequest, takeOverFeed } from '../coordinator/writing/feed-takeover.js';
 import { validateHolder, validateTtl } from '../coordinator/writing/lease.js';
-import { subscriptionCopies } from '../coordinator/writing/subscription-copies.js';
+import { groupCopies, subscriptionCopies } from '../coordinator/writing/subscription-copies.js';
 import { StreamStackError } from '../errors.js';
 import type { Feed } from './feed.js';
 
@@ -44,6 +44,7 @@ export async function takeOverInStore(
       feed: name,
       remote: store.leases.forFeed(name),
       subscriptions: () => subscriptionCopies(store.leases.client, store.leases.prefix, name),
+      groups: () => groupCopies(store.leases.client, store.leases.prefix, name),
       holder: options.holder,
       ttlMs,
       localEpoch: before?.epoch ?? 0,

@@ -15,6 +15,37 @@ import { syncDirectory } from '../../storage/segment.js';
 import { StateLog, stateLogCopySuffix, stateLogNames } from '../../storage/state-log.js';
 import { decodeGroupState, encodeGroupState, type GroupState } from './group-state.js';
 
+/**
+ * Where a replicated feed's writer copies its groups off the machine (etcd, on a node of a
+ * cluster), so a node taking the feed over goes on with the same claims and counts. Each state
+ * is copied there before it is written here; `FENCED` once another writer owns the feed.
+ */
+export interface GroupMirror {
+  put(state: GroupState): Promise<void>;
+  remove(name: string): Promise<void>;
+}
+
+/** A group's copy as a takeover lays it out: its name and its state-log record. */
+export interface GroupCopy {
+  readonly name: string;
+  readonly record: Uint8Array;
+}
+
+/** Writes the groups `copies` into `directory` (a feed's `state/groups`, being laid out by a takeover). */
+export async function restoreGroups(kernels: Kernels, directory: string, copies: readonly GroupCopy[]): Promise<void> {
+  if (copies.length === 0) return;
+  fs.mkdirSync(directory, { recursive: true });
+  for (const copy of copies) {
+    const log = await StateLog.open(kernels, path.join(directory, `${copy.name}${groupSuffix}`));
+    try {
+      await log.write(copy.record);
+    } finally {
+      log.close();
+    }
+  }
+  await syncDirectory(directory);
+}
+
 /** A change to a group's state: the next state, and what the caller is told once it is durable. */
 export type GroupChange<T> = (state: GroupState) => { next: GroupState; result: T };
 
@@ -46,6 +77,8 @@ export function openGroupLog(kernels: Kernels, file: string, name: string, readO
 
 export class SubscriptionGroups {
   private readonly open = new Map<string, OpenGroup>();
+  /** The copy off the machine, for a replicated feed on a node of a cluster. */
+  private mirror: GroupMirror | undefined;
   /** Damage found in the groups' logs (the newest sound record still serves). */
   readonly corruptions: Corruption[] = [];
 
@@ -82,6 +115,11 @@ export class SubscriptionGroups {
     return groups;
   }
 
+  /** Copies every change from now on to `mirror` before writing it here (see `GroupMirror`). */
+  mirrorTo(mirror: GroupMirror): void {
+    this.mirror = mirror;
+  }
+
   has(name: string): boolean {
     return this.open.has(name);
   }
@@ -109,6 +147,7 @@ export class SubscriptionGroups {
     const file = path.join(this.directory, `${state.name}${groupSuffix}`);
     fs.rmSync(file, { force: true });
     fs.rmSync(`${file}${stateLogCopySuffix}`, { force: true });
+    await this.mirror?.put(state);
     const log = await StateLog.open(this.kernels, file);
     await log.write(encodeGroupState(state));
     this.open.set(state.name, { log, state, pending: [], writing: false, deleted: false });
@@ -143,7 +182,10 @@ export class SubscriptionGroups {
       }
       if (done.length === 0) continue;
       try {
-        if (state !== group.state) await group.log.write(encodeGroupState(state));
+        if (state !== group.state) {
+          await this.mirror?.put(state);
+          await group.log.write(encodeGroupState(state));
+        }
         group.state = state;
         for (const { pending, result } of done) pending.resolve(result);
       } catch (error) {
@@ -164,6 +206,7 @@ export class SubscriptionGroups {
 
   async delete(name: string): Promise<void> {
     const group = this.entry(name);
+    await this.mirror?.remove(name);
     group.deleted = true;
     group.log.remove();
     await syncDirectory(this.directory);

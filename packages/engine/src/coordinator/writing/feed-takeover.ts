@@ -19,6 +19,7 @@ import { FeedLayout } from '../../storage/feed-layout.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import { publishedFeedConfig } from '../opening/follower-mirror.js';
 import { restoreFromSlots, type SlotRestoreReport, writeLeaseLog } from '../opening/slot-restore.js';
+import { type GroupCopy, restoreGroups } from '../reading/subscription-groups.js';
 import { restoreSubscriptions, type SubscriptionState } from '../reading/subscriptions.js';
 import { heldError } from './cluster-keys.js';
 import type { RemoteLease } from './etcd-leases.js';
@@ -43,6 +44,8 @@ export interface TakeoverRequest {
   readonly newId: () => string;
   /** The copies of the feed's subscriptions (in etcd), laid out with it. */
   readonly subscriptions: () => Promise<SubscriptionState[]>;
+  /** The copies of the feed's subscription groups (in etcd), laid out with it. */
+  readonly groups: () => Promise<GroupCopy[]>;
 }
 
 /**
@@ -118,6 +121,7 @@ async function takeOverWith(
     });
     // Read once the slots are fenced: the old writer changes no subscription after that.
     await restoreSubscriptions(kernels, new FeedLayout(request.directory).subscriptions, await request.subscriptions());
+    await restoreGroups(kernels, new FeedLayout(request.directory).groups, await request.groups());
     const lost = remote.lostReason(token);
     if (lost !== undefined)
       throw new StreamStackError('FENCED', `the lease of ${feed} was lost in etcd during its takeover: ${lost}`, {

@@ -44,6 +44,7 @@ import { deletedFeedError, feedIdentity, feedTagOf } from '../opening/data-direc
 import { DerivedIndexes } from '../opening/derived-indexes.js';
 import { type OpenStream, recoverLogs, replayStreams } from '../opening/feed-recovery.js';
 import { ReadGate } from '../reading/read-gate.js';
+import type { GroupMirror } from '../reading/subscription-groups.js';
 import type { Subscriptions } from '../reading/subscriptions.js';
 import { type ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
 import type { EtcdLeases } from './etcd-leases.js';
@@ -61,7 +62,7 @@ import { PublishedState, type Watermark } from './published-state.js';
 import { ReplicatedEnd } from './replicated-end.js';
 import { layRun } from './run-layout.js';
 import { openReplication, type SlotReplication } from './slot-replication.js';
-import { subscriptionMirror } from './subscription-copies.js';
+import { groupMirror, subscriptionMirror } from './subscription-copies.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
 
 export interface WriterOptions {
@@ -925,6 +926,16 @@ export class FeedWriter {
       this.subscriptions.mirrorTo(
         subscriptionMirror(leases.client, leases.prefix, options.feed, () => lease.grantedEpoch),
       );
+  }
+
+  /**
+   * Where a replicated feed's subscription groups are copied, on a node of a cluster: etcd,
+   * under this writer's epoch (see `groupMirror`). None for other feeds.
+   */
+  groupMirror(): GroupMirror | undefined {
+    const { leases } = this.options;
+    if (!leases || this.durability !== 'replicated') return undefined;
+    return groupMirror(leases.client, leases.prefix, this.options.feed, () => this.lease.grantedEpoch);
   }
 
   private writeGroup(lane: Lane, builder: GroupBuilder, group: WriterGroup): GroupWrite {

@@ -5,12 +5,16 @@
  * consumer's advance is acknowledged only once etcd holds it. Each change is a transaction
  * guarded by the writer's epoch: once another node took the feed over, the old writer's
  * changes are refused `FENCED`, and the new writer reads the copies when it lays the feed out.
+ * Subscription groups are copied the same way (`feeds/<feed>/groups/<name>`: the group's
+ * state-log record in base64), claims and delivery counts included.
  *
  * @example
  * subscriptions.mirrorTo(subscriptionMirror(client, '/streamstack/', 'orders', () => lease.epoch));
  */
 import { StreamStackError } from '../../errors.js';
 import type { EtcdClient, EtcdCompare, EtcdOperation } from '../../storage/etcd-client.js';
+import { decodeGroupState, encodeGroupState, type GroupState } from '../reading/group-state.js';
+import type { GroupCopy, GroupMirror } from '../reading/subscription-groups.js';
 import type { SubscriptionMirror, SubscriptionState } from '../reading/subscriptions.js';
 import { parseSubscription } from './cluster-keys.js';
 
@@ -39,15 +43,11 @@ export async function subscriptionCopies(
 }
 
 /**
- * The mirror a replicated feed's subscriptions are copied to, in etcd, under the epoch
- * `epoch()` returns at each change (the writer's current lease's).
+ * Puts and removes keys of `folder` under feed `feed`'s keys, each change a transaction guarded by
+ * the epoch `epoch()` returns (the writer's current lease's): `FENCED` once another writer holds
+ * a newer one.
  */
-export function subscriptionMirror(
-  client: EtcdClient,
-  prefix: string,
-  feed: string,
-  epoch: () => number,
-): SubscriptionMirror {
+function guardedFolder(client: EtcdClient, prefix: string, feed: string, folder: string, epoch: () => number) {
   const epochKey = `${prefix}feeds/${feed}/epoch`;
   // Epoch 0 (no grant was ever made in etcd): no other writer may have raised the key either.
   const guard = (): EtcdCompare =>
@@ -57,12 +57,67 @@ export function subscriptionMirror(
     if (!result.succeeded)
       throw new StreamStackError(
         'FENCED',
-        `feed ${feed} has a newer writer (its epoch in etcd is past ${epoch()}): this node changes its subscriptions no more`,
+        `feed ${feed} has a newer writer (its epoch in etcd is past ${epoch()}): this node changes its ${folder} no more`,
         { details: { feed, epoch: epoch() } },
       );
   };
+  const keyOf = (name: string) => `${prefix}feeds/${feed}/${folder}/${name}`;
   return {
-    put: (state) => change({ put: { key: `${folderOf(prefix, feed)}${state.name}`, value: JSON.stringify(state) } }),
-    remove: (name) => change({ delete: { key: `${folderOf(prefix, feed)}${name}` } }),
+    put: (name: string, value: string) => change({ put: { key: keyOf(name), value } }),
+    remove: (name: string) => change({ delete: { key: keyOf(name) } }),
   };
+}
+
+/**
+ * The mirror a replicated feed's subscriptions are copied to, in etcd, under the epoch
+ * `epoch()` returns at each change (the writer's current lease's).
+ */
+export function subscriptionMirror(
+  client: EtcdClient,
+  prefix: string,
+  feed: string,
+  epoch: () => number,
+): SubscriptionMirror {
+  const folder = guardedFolder(client, prefix, feed, 'subscriptions', epoch);
+  return {
+    put: (state) => folder.put(state.name, JSON.stringify(state)),
+    remove: (name) => folder.remove(name),
+  };
+}
+
+/** Where feed `feed`'s subscription group copies are: each group's state-log record, in base64. */
+function groupFolderOf(prefix: string, feed: string): string {
+  return `${prefix}feeds/${feed}/groups/`;
+}
+
+/**
+ * The mirror a replicated feed's subscription groups are copied to, in etcd: each group's whole
+ * state (its state-log record), put before it is written locally, under the writer's epoch.
+ */
+export function groupMirror(client: EtcdClient, prefix: string, feed: string, epoch: () => number): GroupMirror {
+  const folder = guardedFolder(client, prefix, feed, 'groups', epoch);
+  return {
+    put: (state) => folder.put(state.name, Buffer.from(encodeGroupState(state)).toString('base64')),
+    remove: (name) => folder.remove(name),
+  };
+}
+
+/** The copies of feed `feed`'s subscription groups, read from etcd now (a takeover lays them out). */
+export async function groupCopies(client: EtcdClient, prefix: string, feed: string): Promise<GroupCopy[]> {
+  const { kvs } = await client.getPrefix(groupFolderOf(prefix, feed));
+  return kvs.map((kv) => {
+    const name = kv.key.slice(groupFolderOf(prefix, feed).length);
+    const record = new Uint8Array(Buffer.from(kv.value, 'base64'));
+    let state: GroupState | undefined;
+    try {
+      state = decodeGroupState(record, kv.key);
+    } catch {
+      state = undefined;
+    }
+    if (!state || state.name !== name)
+      throw new StreamStackError('CORRUPT', `etcd key ${kv.key} holds no subscription group of feed ${feed}`, {
+        details: { key: kv.key },
+      });
+    return { name, record };
+  });
 }
