@@ -148,24 +148,18 @@ type PerFeedGauge = (
 
 /** What consumers stand at: each subscription's lag, and each subscription group's work. */
 function addConsumerGauges(perFeed: PerFeedGauge): void {
-  perFeed(
-    'streamstack_subscription_lag_commits',
-    'How many commits a subscription is behind the head.',
-    ['subscription'],
-    async (feed, set) => {
-      for (const subscription of await feed.subscriptions())
-        set({ subscription: subscription.name }, subscription.lag.commits);
-    },
-  );
-  perFeed(
-    'streamstack_subscription_lag_records',
-    'How many records a subscription is behind the head.',
-    ['subscription'],
-    async (feed, set) => {
-      for (const subscription of await feed.subscriptions())
-        set({ subscription: subscription.name }, subscription.lag.records);
-    },
-  );
+  // The same lag, counted in commits and in records: one gauge each, filled the same way.
+  for (const unit of ['commits', 'records'] as const) {
+    perFeed(
+      `streamstack_subscription_lag_${unit}`,
+      `How many ${unit} a subscription is behind the head.`,
+      ['subscription'],
+      async (feed, set) => {
+        for (const subscription of await feed.subscriptions())
+          set({ subscription: subscription.name }, subscription.lag[unit]);
+      },
+    );
+  }
   perFeed(
     'streamstack_subscription_group',
     "Subscription groups: commits held by workers now, given back and waiting, settled past the cursor, and totals acked, parked and redelivered. (Each group's lag is its subscription's.)",
