@@ -122,8 +122,22 @@ export class HistoryTiering {
   /** The floor position of the boundary this process wrote last (none yet: undefined). */
   private boundaryPosition: number | undefined;
 
+  /**
+   * The writer named by the first state of a feed never tiered, drawn once here, when the feed
+   * opens. Drawn later, by the pass in the background, it would take an id at a moment that
+   * depends on timing, and the ids the writer draws after it (streams, commits) would change
+   * with the machine's load.
+   */
+  private readonly freshWriter: string;
+
   constructor(private readonly context: TieringContext) {
     this.uploads = new SegmentUploads(context, () => this.objects);
+    this.freshWriter = context.log.written ? '' : context.newId();
+  }
+
+  /** The tiering state now, or the first one of a feed never tiered. */
+  private currentState(): TieringState {
+    return this.context.log.stateOr(() => this.freshWriter);
   }
 
   /** The feed's objects; only passes use them, and a pass runs only when there are some. */
@@ -285,9 +299,7 @@ export class HistoryTiering {
         });
         if (this.closed) return false;
       }
-      const outcome = await this.context.serial(() =>
-        this.uploads.upload(this.context.log.stateOr(this.context.newId), entry),
-      );
+      const outcome = await this.context.serial(() => this.uploads.upload(this.currentState(), entry));
       if (outcome === 'gone') {
         // The next listing marks it retired; the loop then moves past it.
         const sealed = new Set(sealedSegments(history).map((segment) => `${segment.base}:${segment.source}`));
@@ -319,7 +331,7 @@ export class HistoryTiering {
     const { history } = this.context;
     const store = history.store;
     const nameOf = (base: number) => segmentFileName(base, segmentSuffix.history);
-    for (const entry of this.context.log.stateOr(this.context.newId).entries) {
+    for (const entry of this.currentState().entries) {
       if (entry.state !== 'evicted' || this.cut.has(entry.ordinal)) continue;
       // Only a file that still is that segment: one a merge replaced under the same name (the
       // log not told yet) is whole, new, and read locally (`History.open` saw to that).
@@ -331,8 +343,7 @@ export class HistoryTiering {
     let local = this.localHistoryBytes();
     if (local <= budget) return 0;
     const live = new Set(sealedSegments(history).map((segment) => `${segment.base}:${segment.source}`));
-    const candidates = this.context.log
-      .stateOr(this.context.newId)
+    const candidates = this.currentState()
       .entries.filter((entry) => entry.state === 'remote' && live.has(`${entry.base}:${entry.source}`))
       .sort((a, b) => store.lastReadOf(nameOf(a.base)) - store.lastReadOf(nameOf(b.base)) || a.base - b.base);
     let evicted = 0;
@@ -391,7 +402,7 @@ export class HistoryTiering {
    */
   private async assignOrdinals(): Promise<TieringState> {
     const { log, history } = this.context;
-    const state = log.stateOr(this.context.newId);
+    const state = this.currentState();
     const sealed = sealedSegments(history);
     const live = new Set(sealedSegments(history).map((segment) => `${segment.base}:${segment.source}`));
     const known = new Set(state.entries.map((entry) => `${entry.base}:${entry.source}`));
@@ -456,7 +467,7 @@ export class HistoryTiering {
   }
 
   private async setState(ordinal: number, to: TierEntry['state'], bytes?: number): Promise<TieringState> {
-    const state = this.context.log.stateOr(this.context.newId);
+    const state = this.currentState();
     const next = {
       ...state,
       entries: state.entries.map((entry) =>
@@ -477,7 +488,7 @@ export class HistoryTiering {
   private async retire(): Promise<number> {
     const { log } = this.context;
     const objects = this.objects;
-    const state = log.stateOr(this.context.newId);
+    const state = this.currentState();
     // Followers start where the writer's history does: the boundary says so once per floor.
     const floor = this.context.history.retainedStart;
     const gone = state.entries.filter(
@@ -528,7 +539,7 @@ export class HistoryTiering {
     await objects.segments.deleteAll(names);
     if (descriptorNames.length > 0) await objects.descriptors.deleteAll(descriptorNames);
     const retired = new Set(gone.map((entry) => entry.ordinal));
-    const latest = log.stateOr(this.context.newId);
+    const latest = this.currentState();
     await log.write({
       ...latest,
       lowOrdinal,
