@@ -149,4 +149,21 @@ describe('forks', () => {
     expect((await empty.append([{ payload: 'first' }])).commit).toBe(1);
     await store.close();
   });
+
+  it('are listed by their source: direct forks only, and a deleted one no more', async () => {
+    const store = await openStore(temporaryDirectory());
+    const source = await store.createFeed('source');
+    await fill(source, 5, 's');
+    await source.fork('b', { at: 3 });
+    const a = await source.fork('a');
+    await a.fork('a-child', { at: 2 });
+    await store.createFeed('unrelated');
+    expect(await store.forksOf('source')).toEqual(['a', 'b']);
+    expect(await store.forksOf('a')).toEqual(['a-child']);
+    expect(await store.forksOf('unrelated')).toEqual([]);
+    await store.deleteFeed('b');
+    expect(await store.forksOf('source')).toEqual(['a']);
+    expect(await outcomeCode(store.forksOf('bad name'))).toBe('INVALID_NAME');
+    await store.close();
+  });
 });

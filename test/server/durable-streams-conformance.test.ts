@@ -4,9 +4,9 @@
  * over a fresh store, its long-poll cut to half a second so that the suite's waits are short.
  *
  * The suite has no hook to skip or expect failures, so this file decides per test in a
- * `beforeEach` over the suite's own task tree: the fork groups are skipped (forks are not
- * served yet), and a test listed in `expectedFailures` is marked to fail, so that it passing
- * fails the run and the list cannot go stale. Each entry says why it is there.
+ * `beforeEach` over the suite's own task tree: a test listed in `expectedFailures` is marked to
+ * fail, so that it passing fails the run and the list cannot go stale. Each entry says why it
+ * is there.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,12 +17,9 @@ import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
 import { Store } from '../../packages/engine/src/index.js';
 import { createServer, type StreamStackServer } from '../../packages/server/src/index.js';
 
-/** Groups the suite runs that this server does not serve yet: forks (issue 14, phase 2). */
-const skippedGroup = /^Fork - /;
-
 /**
  * Tests expected to fail, by their path in the suite (`Group > … > test`), each with its reason.
- * None today: every test outside the fork groups passes.
+ * None today: every test of the suite passes, the fork groups included.
  */
 const expectedFailures = new Map<string, string>([]);
 
@@ -61,7 +58,6 @@ function pathOf(task: RunnerTask): string[] {
 beforeEach((context: TestContext) => {
   const names = pathOf(context.task);
   // The outermost group is this file's own describe below.
-  if (names.some((name) => skippedGroup.test(name))) context.skip('forks are not served yet (issue 14, phase 2)');
   if (expectedFailures.has(names.slice(1).join(' > '))) (context.task as { fails?: boolean }).fails = true;
 });
 

@@ -32,6 +32,8 @@ export type ErrorCode =
   | 'STREAM_OPEN'
   | 'STREAM_NOT_FOUND'
   | 'STREAM_SEALED'
+  // A Durable Streams stream deleted while forks of it live: kept for them, gone to everyone else.
+  | 'STREAM_DELETED'
   | 'SEQ_MISMATCH'
   // A request for a feed at a node of a cluster that does not write it: its details name the
   // node that does (`node`, `url`, `epoch`), and over HTTP it is a 307 redirect there.

@@ -5,11 +5,14 @@
  * `INVALID_ARGUMENT` naming the header or parameter.
  *
  * Offsets are commit cursors: `Stream-Next-Offset` is the number of the last commit that holds
- * data at or before the point reached, zero-padded to 16 digits (`0000000000000000` is the
- * start). Every append is one commit, and a read returns whole commits, so an offset never
- * falls inside one; commits that hold no data (a close, an empty create) never become an
- * offset, so closing leaves the tail offset as it was. Sixteen digits hold every safe integer,
- * so the offsets sort as strings in commit order, and never read `-1` or `now`.
+ * data at or before the point reached, zero-padded to 16 digits, then `_` and 16 zeros
+ * (`0000000000000000_0000000000000000` is the start). The second part would name a point
+ * inside a commit; every append is one commit and a read returns whole commits, so an offset
+ * never falls inside one and the part is always zero. Commits that hold no data (a close, an
+ * empty create) never become an offset, so closing leaves the tail offset as it was. Sixteen
+ * digits hold every safe integer, so the offsets sort as strings in commit order, and never
+ * read `-1` or `now`. The 16-digit offsets of earlier releases (the first part alone) are still
+ * taken, so a client's stored offset stays valid.
  */
 import { StreamStackError } from '@streamstack/engine';
 import type { QueryParams } from './request-params.js';
@@ -33,12 +36,42 @@ export const dsHeader = {
 
 type Headers = Record<string, string | string[] | undefined>;
 
-/** Digits of an offset: enough for every safe integer, so string order is commit order. */
+/** Digits of each part of an offset: enough for every safe integer, so string order is commit order. */
 export const offsetDigits = 16;
+
+/** The second part of every offset this server returns (see above). */
+const offsetSubPart = '0'.repeat(offsetDigits);
 
 /** The offset of the point just after commit `commit` (0: the start of the stream). */
 export function offsetOf(commit: number): string {
-  return String(commit).padStart(offsetDigits, '0');
+  return `${String(commit).padStart(offsetDigits, '0')}_${offsetSubPart}`;
+}
+
+const offsetPattern = new RegExp(`^(\\d{${offsetDigits}})(?:_(\\d{${offsetDigits}}))?$`);
+
+/**
+ * The commit an offset stands after; `INVALID_ARGUMENT` naming `where` (a parameter or a header)
+ * for anything but an offset this server returns (or an earlier release's 16-digit one).
+ */
+export function commitOfOffset(value: string, where: { parameter: string } | { header: string }): number {
+  const match = offsetPattern.exec(value);
+  const commit = match ? Number(match[1]) : Number.NaN;
+  if (!match || !Number.isSafeInteger(commit)) {
+    throw invalid(
+      `${Object.values(where)[0]} must be an offset this server returned (${offsetDigits} digits, _, ${offsetDigits} digits)`,
+      {
+        ...where,
+        value,
+      },
+    );
+  }
+  if (match[2] !== undefined && match[2] !== offsetSubPart) {
+    throw invalid(`offset ${value} names a point inside a commit, which this server never returns`, {
+      ...where,
+      value,
+    });
+  }
+  return commit;
 }
 
 /** Where a read starts: the stream's start (`-1` or no offset), its tail (`now`), or after a commit. */
@@ -47,8 +80,6 @@ export type ReadStart =
   | { readonly kind: 'now' }
   | { readonly kind: 'after'; readonly commit: number };
 
-const offsetPattern = new RegExp(`^\\d{${offsetDigits}}$`);
-
 /** The `offset` parameter; undefined when there is none. */
 export function readStartOf(query: QueryParams): ReadStart | undefined {
   const value = query.offset;
@@ -56,13 +87,7 @@ export function readStartOf(query: QueryParams): ReadStart | undefined {
   if (Array.isArray(value)) throw invalid('offset is given more than once', { parameter: 'offset' });
   if (value === '-1') return { kind: 'start' };
   if (value === 'now') return { kind: 'now' };
-  if (!offsetPattern.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw invalid(`offset must be -1, now, or an offset this server returned (${offsetDigits} digits)`, {
-      parameter: 'offset',
-      value,
-    });
-  }
-  return { kind: 'after', commit: Number(value) };
+  return { kind: 'after', commit: commitOfOffset(value, { parameter: 'offset' }) };
 }
 
 /** The media type of a Content-Type, lower-case and without parameters: what streams are matched on. */
@@ -158,6 +183,71 @@ export function lifetimeOf(headers: Headers): Lifetime {
   if (expiresAt !== undefined)
     return { expiresAt: new Date(rfc3339Millis(expiresAt, 'Stream-Expires-At')).toISOString() };
   return {};
+}
+
+/** What a PUT's fork headers ask for (docs/http.md, forks on the compatibility route). */
+export interface ForkRequest {
+  /** The source stream's name. */
+  readonly source: string;
+  /** The commit the fork inherits through (`Stream-Fork-Offset`); undefined: the source's tail. */
+  readonly offset: number | undefined;
+  /** Bytes (JSON: messages) of the source's next data commit inherited too; 0: none. */
+  readonly subOffset: number;
+}
+
+/** The roots a `Stream-Forked-From` path may start with: the route's full path, or the path relative to `/ds`. */
+const forkSourceRoots = ['/ds/v1/stream/', '/v1/stream/'];
+
+/**
+ * The fork a PUT asks for, or undefined for a plain creation. `Stream-Forked-From` is the
+ * source's path on this server; the offset and sub-offset need it, and a sub-offset past 0
+ * needs an offset to count from.
+ */
+export function forkRequestOf(headers: Headers): ForkRequest | undefined {
+  const from = singleHeader(headers, 'stream-forked-from');
+  const offset = singleHeader(headers, 'stream-fork-offset');
+  const sub = singleHeader(headers, 'stream-fork-sub-offset');
+  if (from === undefined) {
+    if (offset !== undefined || sub !== undefined) {
+      throw invalid('Stream-Fork-Offset and Stream-Fork-Sub-Offset are only for a fork: they need Stream-Forked-From', {
+        header: offset === undefined ? 'Stream-Fork-Sub-Offset' : 'Stream-Fork-Offset',
+      });
+    }
+    return undefined;
+  }
+  const subOffset = sub === undefined ? 0 : protocolInteger(sub.trim(), 'Stream-Fork-Sub-Offset');
+  if (subOffset > 0 && offset === undefined) {
+    throw invalid('Stream-Fork-Sub-Offset counts from Stream-Fork-Offset: give both', {
+      header: 'Stream-Fork-Sub-Offset',
+    });
+  }
+  return {
+    source: forkSourceName(from.trim()),
+    offset: offset === undefined ? undefined : commitOfOffset(offset.trim(), { header: 'Stream-Fork-Offset' }),
+    subOffset,
+  };
+}
+
+/** The stream a `Stream-Forked-From` path names (percent-decoded, as the route's own paths are). */
+function forkSourceName(path: string): string {
+  const root = forkSourceRoots.find((candidate) => path.startsWith(candidate));
+  const encoded = root === undefined ? '' : path.slice(root.length).split('?')[0]!;
+  let name = '';
+  try {
+    name = decodeURIComponent(encoded);
+  } catch {
+    // A malformed escape is refused below, as a path that names no stream.
+  }
+  if (name.length === 0) {
+    throw invalid(
+      `Stream-Forked-From must be a stream's path on this server (${forkSourceRoots.join('{name} or ')}{name})`,
+      {
+        header: 'Stream-Forked-From',
+        value: path.slice(0, contentTypeCharactersMax),
+      },
+    );
+  }
+  return name;
 }
 
 /** The protocol's cursor epoch (2024-10-09T00:00:00Z) and interval: cursors count intervals. */

@@ -80,7 +80,8 @@ export async function readChunk(state: StreamState, point: ReadPoint, bytesMax: 
         dataCommits++;
         dataCommit = commit.commit;
       }
-      if (meta.closed) closed = true;
+      // A close a fork inherited is its source's, not its own: the fork starts open.
+      if (meta.closed && commit.commit >= state.ownStart) closed = true;
       lastCommit = commit.commit;
     }
   }

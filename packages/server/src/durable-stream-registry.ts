@@ -11,13 +11,20 @@
  * A stream with a TTL or an expiry is deleted when it is found expired (on any request, HEAD
  * included) and by a sweep over the streams this server has open; streams not opened since a
  * restart are found on their first request.
+ *
+ * Forks (durable-stream-forks.ts): a stream deleted (or expired) while forks of it live is
+ * soft-deleted: one commit marks it, and it answers `STREAM_DELETED` (410) until the last fork
+ * goes; then it is deleted for good, and so on up the chain of sources. The forks of a stream
+ * are the feeds the store says were forked from its feed (`store.forksOf`), so the count holds
+ * across restarts; a soft-deleted stream found with none left is deleted when next asked for.
  */
 import { type AppendRecord, type Feed, isStreamStackError, StreamStackError } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { checkProducer, isClosingAppend, type ProducerState, type ProducerTuple } from './durable-producers.js';
 import { recordsOfBody } from './durable-stream-bodies.js';
+import { checkForkPoint, forkConfig, sameFork, subOffsetRecords } from './durable-stream-forks.js';
 import { streamFeedName } from './durable-stream-names.js';
-import { mediaTypeOf, offsetOf } from './durable-stream-protocol.js';
+import { type ForkRequest, type Lifetime, mediaTypeOf, offsetOf } from './durable-stream-protocol.js';
 import {
   applyCommit,
   type CommitMeta,
@@ -32,9 +39,13 @@ import {
 
 /** What a PUT asks for. */
 export interface CreateRequest {
-  readonly config: StreamConfig;
+  /** The Content-Type given; undefined: `application/octet-stream`, or a fork's source's. */
+  readonly contentType: string | undefined;
+  readonly lifetime: Lifetime;
   readonly closed: boolean;
   readonly body: Buffer;
+  /** Only for a fork (`Stream-Forked-From`). */
+  readonly fork: ForkRequest | undefined;
 }
 
 /** What a POST carries. */
@@ -97,15 +108,19 @@ export class DurableStreams {
     clearInterval(this.sweeper);
   }
 
-  /** The stream `name`, for a read or a HEAD; `FEED_NOT_FOUND` if there is none (or it expired). */
+  /**
+   * The stream `name`, for a read or a HEAD; `FEED_NOT_FOUND` if there is none (or it expired),
+   * `STREAM_DELETED` while it is kept only for its forks.
+   */
   async stream(name: string): Promise<StreamState> {
     const found = await this.lookup(name);
     if (found.kind !== 'stream') throw notFound(name);
-    if (isExpired(found.state, this.clock())) {
-      await this.serialize(name, () => this.dropIfExpired(found.state));
-      throw notFound(name);
+    const { state } = found;
+    if (state.softDeleted || isExpired(state, this.clock())) {
+      const source = await this.serialize(name, () => this.settle(state));
+      await this.collect(source);
     }
-    return found.state;
+    return live(state);
   }
 
   /** A read resets the TTL countdown (HEAD does not). */
@@ -113,20 +128,40 @@ export class DurableStreams {
     state.lastAccess = Math.max(state.lastAccess, this.clock());
   }
 
-  /** Creates stream `name`, or finds it as asked (`created: false`); `FEED_EXISTS` if it differs. */
+  /**
+   * Creates stream `name` (a fork of another, with `request.fork`), or finds it as asked
+   * (`created: false`); `FEED_EXISTS` if it differs.
+   */
   async create(name: string, request: CreateRequest): Promise<{ created: boolean; state: StreamState }> {
     const feedName = streamFeedName(name);
-    // Checked before anything is written: a bad body creates no stream.
-    const records = recordsOfBody(request.config.contentType, request.body, true);
+    const { fork } = request;
+    if (fork) streamFeedName(fork.source);
     return this.serialize(name, async () => {
       let found = await this.lookup(name);
-      if (found.kind === 'stream' && (await this.dropIfExpired(found.state))) found = { kind: 'absent' };
+      if (found.kind === 'stream' && (await this.settle(found.state)) !== undefined) found = { kind: 'absent' };
+      if (found.kind === 'stream' && found.state.deleted) found = { kind: 'absent' };
+      const source = fork ? await this.forkSource(fork.source) : undefined;
+      const config: StreamConfig =
+        fork && source
+          ? forkConfig(source, { contentType: request.contentType, lifetime: request.lifetime, fork })
+          : { contentType: request.contentType ?? 'application/octet-stream', ...request.lifetime };
+      // Checked before anything is written: a bad body creates no stream.
+      const records = recordsOfBody(config.contentType, request.body, true);
       if (found.kind === 'stream') {
         const { state } = found;
-        if (sameCreation(state, request)) return { created: false, state };
+        if (state.softDeleted) {
+          throw new StreamStackError(
+            'FEED_EXISTS',
+            `stream ${name} was deleted and is kept for its forks: its name is taken until they go`,
+            {
+              details: { stream: name },
+            },
+          );
+        }
+        if (sameCreation(state, config, request.closed)) return { created: false, state };
         throw new StreamStackError(
           'FEED_EXISTS',
-          `stream ${name} exists with another configuration (Content-Type, TTL, expiry or closure)`,
+          `stream ${name} exists with another configuration (Content-Type, TTL, expiry, closure or fork)`,
           {
             details: { stream: name, contentType: state.config.contentType, closed: state.closedAt !== undefined },
           },
@@ -137,16 +172,27 @@ export class DurableStreams {
           details: { stream: name, feed: feedName },
         });
       }
-      if (found.kind === 'absent') await this.ctx.store.createFeed(feedName);
-      const feed = found.kind === 'empty' ? found.feed : await this.ctx.feed(feedName);
+      let inherited: AppendRecord[] = [];
+      let feed: Feed;
+      if (source && config.fork) {
+        await checkForkPoint(source, config.fork.offset);
+        inherited = await subOffsetRecords(source, config.fork.offset, config.fork.subOffset);
+        // A feed left with no commit by a creation cut short is in the fork's way.
+        if (found.kind === 'empty') await this.ctx.store.deleteFeed(feedName);
+        feed = await this.ctx.store.forkFeed(source.feed.name, feedName, { at: config.fork.offset });
+      } else {
+        if (found.kind === 'absent') await this.ctx.store.createFeed(feedName);
+        feed = found.kind === 'empty' ? found.feed : await this.ctx.feed(feedName);
+      }
+      const written = [...inherited, ...records];
       const meta: CommitMeta = {
-        create: request.config,
+        create: config,
         ...(request.closed ? { closed: true } : {}),
-        ...(records.length === 0 ? { empty: true } : {}),
+        ...(written.length === 0 ? { empty: true } : {}),
       };
       let commit;
       try {
-        commit = await feed.append(records.length === 0 ? [placeholder] : records, {
+        commit = await feed.append(written.length === 0 ? [placeholder] : written, {
           message: encodeCommitMeta(meta)!,
         });
       } catch (error) {
@@ -154,12 +200,34 @@ export class DurableStreams {
         await this.ctx.store.deleteFeed(feedName).catch(() => undefined);
         throw error;
       }
-      const state = newState(name, feed, request.config, (await feed.info()).createdAt, this.clock());
+      const state = newState(name, feed, config, (await feed.info()).createdAt, this.clock());
+      // A fork's data so far is what it inherited, up to its fork point.
+      state.lastDataCommit = config.fork?.offset ?? 0;
       applyCommit(state, commit.commit, meta);
       this.remember(state);
-      this.counted(feed, records);
+      this.counted(feed, written);
       return { created: true, state };
     });
+  }
+
+  /**
+   * The source of a fork: `FEED_NOT_FOUND` if there is none, `STREAM_DELETED` (its `source`
+   * detail set: the protocol answers 409) if it is kept only for its forks. Its data is read,
+   * never written: a fork takes no turn of its source.
+   */
+  private async forkSource(name: string): Promise<StreamState> {
+    const found = await this.lookup(name);
+    if (found.kind !== 'stream' || found.state.deleted || isExpired(found.state, this.clock())) throw notFound(name);
+    if (found.state.softDeleted) {
+      throw new StreamStackError(
+        'STREAM_DELETED',
+        `stream ${name} was deleted and is kept for its forks: it cannot be forked`,
+        {
+          details: { stream: name, source: true },
+        },
+      );
+    }
+    return found.state;
   }
 
   /** Appends to stream `name` (and closes it, if asked): one commit, after every check. */
@@ -224,19 +292,27 @@ export class DurableStreams {
     });
   }
 
-  /** Deletes stream `name` and its data; `FEED_NOT_FOUND` if there is none. */
+  /**
+   * Deletes stream `name` and its data (kept, soft-deleted, while forks of it live); then its
+   * source, if that was soft-deleted and this was its last fork, and so on up the chain.
+   * `FEED_NOT_FOUND` if there is none.
+   */
   async delete(name: string): Promise<void> {
-    await this.serialize(name, async () => {
-      const state = await this.writable(name);
-      await this.drop(state);
-    });
+    const source = await this.serialize(name, async () => this.retire(await this.writable(name)));
+    await this.collect(source);
   }
 
-  /** The stream `name` inside its write turn; `FEED_NOT_FOUND` if there is none or it expired. */
+  /**
+   * The stream `name` inside its write turn; `FEED_NOT_FOUND` if there is none or it expired,
+   * `STREAM_DELETED` while it is kept only for its forks.
+   */
   private async writable(name: string): Promise<StreamState> {
     const found = await this.lookup(name);
-    if (found.kind !== 'stream' || (await this.dropIfExpired(found.state))) throw notFound(name);
-    return found.state;
+    if (found.kind !== 'stream') throw notFound(name);
+    const source = await this.settle(found.state);
+    // The source's turn is not taken inside this one: its cleanup goes on by itself.
+    if (source !== undefined) void this.collect(source).catch(() => undefined);
+    return live(found.state);
   }
 
   private lookup(name: string): Promise<Lookup> {
@@ -283,21 +359,55 @@ export class DurableStreams {
     this.ctx.forget(feedName);
   }
 
-  /** Drops the stream if it has expired; true when it had. */
-  private async dropIfExpired(state: StreamState): Promise<boolean> {
-    if (state.deleted) return true;
-    if (!isExpired(state, this.clock())) return false;
+  /**
+   * Deletes the stream, or soft-deletes it while forks of it live; inside its write turn.
+   * Returns the source whose fork it was, when it was deleted for good (to `collect`).
+   */
+  private async retire(state: StreamState): Promise<string | undefined> {
+    if ((await this.ctx.store.forksOf(state.feed.name)).length > 0) {
+      if (!state.softDeleted) {
+        const meta: CommitMeta = { deleted: true, empty: true };
+        const commit = await state.feed.append([placeholder], { message: encodeCommitMeta(meta)! });
+        applyCommit(state, commit.commit, meta);
+      }
+      return undefined;
+    }
     await this.drop(state);
-    return true;
+    return state.config.fork?.stream;
   }
 
-  /** Deletes the open streams that have expired, each in its write turn. */
+  /**
+   * Brings the stream's lifecycle up to date inside its write turn: an expired stream is
+   * retired, a soft-deleted one whose forks are all gone is deleted for good. Returns the
+   * source to `collect`, if it was deleted.
+   */
+  private async settle(state: StreamState): Promise<string | undefined> {
+    if (state.deleted) return undefined;
+    if (state.softDeleted || isExpired(state, this.clock())) return this.retire(state);
+    return undefined;
+  }
+
+  /**
+   * Deletes `source` for good if it is soft-deleted and no fork of it is left, then its own
+   * source likewise, up the chain; each in its own write turn.
+   */
+  private async collect(source: string | undefined): Promise<void> {
+    for (let name = source; name !== undefined; ) {
+      const next: string | undefined = await this.serialize(name, async () => {
+        const found = await this.lookup(name!);
+        return found.kind === 'stream' && found.state.softDeleted ? this.settle(found.state) : undefined;
+      });
+      name = next;
+    }
+  }
+
+  /** Retires the open streams that have expired, each in its write turn. */
   private async sweep(): Promise<void> {
     const now = this.clock();
     for (const state of [...this.open.values()]) {
-      if (!isExpired(state, now)) continue;
+      if (state.softDeleted || !isExpired(state, now)) continue;
       try {
-        await this.serialize(state.name, () => this.dropIfExpired(state));
+        await this.collect(await this.serialize(state.name, () => this.settle(state)));
       } catch (error) {
         // The store closing under the sweep (the server is shutting down) is no failure.
         if (!isStreamStackError(error, 'CLOSED')) throw error;
@@ -326,14 +436,15 @@ export class DurableStreams {
   }
 }
 
-/** True when a PUT asks for the stream as it is: the same media type, lifetime and closure. */
-function sameCreation(state: StreamState, request: CreateRequest): boolean {
+/** True when a PUT asks for the stream as it is: the same media type, lifetime, closure and fork. */
+function sameCreation(state: StreamState, asked: StreamConfig, closed: boolean): boolean {
   const { config } = state;
   return (
-    mediaTypeOf(config.contentType) === mediaTypeOf(request.config.contentType) &&
-    config.ttlSeconds === request.config.ttlSeconds &&
-    config.expiresAt === request.config.expiresAt &&
-    (state.closedAt !== undefined) === request.closed
+    mediaTypeOf(config.contentType) === mediaTypeOf(asked.contentType) &&
+    config.ttlSeconds === asked.ttlSeconds &&
+    config.expiresAt === asked.expiresAt &&
+    sameFork(config, asked) &&
+    (state.closedAt !== undefined) === closed
   );
 }
 
@@ -353,6 +464,17 @@ function checkStreamSeq(state: StreamState, seq: string): void {
       details: { stream: state.name, streamSeq: state.streamSeq, received: seq },
     });
   }
+}
+
+/** The state, unless the stream is gone (`FEED_NOT_FOUND`) or kept only for its forks (`STREAM_DELETED`). */
+function live(state: StreamState): StreamState {
+  if (state.deleted) throw notFound(state.name);
+  if (state.softDeleted) {
+    throw new StreamStackError('STREAM_DELETED', `stream ${state.name} was deleted: it is kept only for its forks`, {
+      details: { stream: state.name },
+    });
+  }
+  return state;
 }
 
 function notFound(name: string): StreamStackError {

@@ -22,8 +22,11 @@ export interface DurableStreamRoute {
   readonly settings: DurableStreamSettings;
   /** The headers every answer carries, which an SSE answer writes itself. */
   readonly routeHeaders: Record<string, string>;
-  /** Checks the token's scope on the stream's feed (the hook checked the operation on some feed); returns the stream's name. */
-  readonly authorize: (request: FastifyRequest, operation: Operation) => string;
+  /**
+   * Checks the token's scope on the stream's feed, or on the feed of stream `name` (the hook
+   * checked the operation on some feed); returns the stream's name.
+   */
+  readonly authorize: (request: FastifyRequest, operation: Operation, name?: string) => string;
 }
 
 /** A route's auth settings and schema. */

@@ -5,8 +5,14 @@
  * Every write is one commit, and a commit that says something beyond "data" carries a small
  * JSON message, `{"ds":1, …}`:
  *
- * - `create`: the stream's configuration (`contentType`, `ttlSeconds` or `expiresAt`), on its
- *   first commit;
+ * - `create`: the stream's configuration (`contentType`, `ttlSeconds` or `expiresAt`, and for a
+ *   fork its source), on its first commit. A fork is a feed forked from its source's feed
+ *   (`store.forkFeed`): its history starts with the source's commits, and its own begins at the
+ *   commit carrying its `create`, which may also hold the part of the source's next commit a
+ *   sub-offset inherits. What the stream is (configuration, producers, `Stream-Seq`, closure)
+ *   starts over at every `create`: only the data before it is inherited;
+ * - `deleted: true`: the stream was deleted while forks of it lived: it is kept for them, and
+ *   answers `STREAM_DELETED` until the last of them goes and it is deleted for good;
  * - `closed: true`: the stream is closed from this commit on (the close and the final append
  *   are one commit, so they are atomic);
  * - `empty: true`: the commit holds no data, only the one placeholder record a commit must
@@ -31,11 +37,24 @@ export interface StreamConfig {
   readonly ttlSeconds?: number;
   /** An absolute expiry (RFC 3339, normalised to UTC). */
   readonly expiresAt?: string;
+  /** Only for a fork: where it was forked from. */
+  readonly fork?: StreamFork;
+}
+
+/** Where a fork was forked from: its source, and how much of it it inherits. */
+export interface StreamFork {
+  /** The source stream's name. */
+  readonly stream: string;
+  /** The last commit of the source it inherits whole. */
+  readonly offset: number;
+  /** Bytes (JSON: messages) of the source's next data commit it inherits too. */
+  readonly subOffset: number;
 }
 
 /** What one commit's message says (all absent: a plain data commit). */
 export interface CommitMeta {
   readonly create?: StreamConfig;
+  readonly deleted?: boolean;
   readonly closed?: boolean;
   readonly empty?: boolean;
   readonly seq?: string;
@@ -51,6 +70,7 @@ const formatVersion = 1;
 export function encodeCommitMeta(meta: CommitMeta): string | undefined {
   const fields: Record<string, unknown> = {};
   if (meta.create) fields.create = meta.create;
+  if (meta.deleted) fields.deleted = true;
   if (meta.closed) fields.closed = true;
   if (meta.empty) fields.empty = true;
   if (meta.seq !== undefined) fields.seq = meta.seq;
@@ -83,6 +103,7 @@ export function decodeCommitMeta(message: string | null): CommitMeta {
   if (typeof fields !== 'object' || fields === null || fields.ds !== formatVersion) return {};
   return {
     ...(isConfig(fields.create) ? { create: fields.create } : {}),
+    ...(fields.deleted === true ? { deleted: true } : {}),
     ...(fields.closed === true ? { closed: true } : {}),
     ...(fields.empty === true ? { empty: true } : {}),
     ...(typeof fields.seq === 'string' ? { seq: fields.seq } : {}),
@@ -92,7 +113,16 @@ export function decodeCommitMeta(message: string | null): CommitMeta {
 
 function isConfig(value: unknown): value is StreamConfig {
   const config = value as StreamConfig;
-  return typeof config === 'object' && config !== null && typeof config.contentType === 'string';
+  if (typeof config !== 'object' || config === null || typeof config.contentType !== 'string') return false;
+  const fork = config.fork;
+  return (
+    fork === undefined ||
+    (typeof fork === 'object' &&
+      fork !== null &&
+      typeof fork.stream === 'string' &&
+      Number.isSafeInteger(fork.offset) &&
+      Number.isSafeInteger(fork.subOffset))
+  );
 }
 
 function isProducer(value: unknown): value is ProducerTuple {
@@ -105,7 +135,10 @@ function isProducer(value: unknown): value is ProducerTuple {
 export interface StreamState {
   readonly name: string;
   readonly feed: Feed;
-  readonly config: StreamConfig;
+  /** Set by the stream's `create` commit (a fork's replaces the source's it inherited). */
+  config: StreamConfig;
+  /** The commit holding the stream's `create`: 1, or for a fork the first of its own. */
+  ownStart: number;
   /** When the feed was made: a stream recreated under the same name gets new ETags. */
   readonly createdAt: number;
   /** The last commit this state has taken in. */
@@ -123,11 +156,24 @@ export interface StreamState {
   lastAccess: number;
   /** Set once the stream is deleted or expired: handles still held must not be used. */
   deleted: boolean;
+  /** Deleted while forks of it lived: kept for them, and `STREAM_DELETED` to everyone else. */
+  softDeleted: boolean;
 }
 
 /** Takes one commit's meta into the state (in commit order). */
 export function applyCommit(state: StreamState, commit: number, meta: CommitMeta): void {
   state.head = commit;
+  if (meta.create) {
+    // A creation starts the stream over: a fork inherits the source's data, never its state.
+    state.config = meta.create;
+    state.ownStart = commit;
+    state.producers.clear();
+    state.streamSeq = undefined;
+    state.closedAt = undefined;
+    state.closedBy = undefined;
+    state.softDeleted = false;
+  }
+  if (meta.deleted) state.softDeleted = true;
   if (!meta.empty) state.lastDataCommit = commit;
   if (meta.seq !== undefined) state.streamSeq = meta.seq;
   if (meta.producer) state.producers.set(meta.producer.id, { epoch: meta.producer.epoch, lastSeq: meta.producer.seq });
@@ -165,6 +211,7 @@ export function newState(name: string, feed: Feed, config: StreamConfig, created
     name,
     feed,
     config,
+    ownStart: 0,
     createdAt,
     head: 0,
     lastDataCommit: 0,
@@ -174,6 +221,7 @@ export function newState(name: string, feed: Feed, config: StreamConfig, created
     producers: new Map(),
     lastAccess: now,
     deleted: false,
+    softDeleted: false,
   };
 }
 

@@ -64,6 +64,8 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   // A cursor below the low mark names commits that existed and were trimmed for good: 410 Gone.
   TRIMMED: 410,
   COMPACTED: 410,
+  // A Durable Streams stream deleted and kept only for its forks (the protocol's soft delete).
+  STREAM_DELETED: 410,
   // Authentication and authorisation.
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,

@@ -16,7 +16,10 @@ export const headerDescriptions = {
   'Producer-Epoch': 'the producer’s epoch, a non-negative integer',
   'Producer-Seq': 'the producer’s seq in its epoch, a non-negative integer from 0',
   'If-None-Match': 'an ETag of an earlier read: 304 when the answer would be the same',
-  'Stream-Forked-From': 'not supported yet: refused with 400 INVALID_ARGUMENT',
+  'Stream-Forked-From':
+    'creates a fork of the stream at this path (/ds/v1/stream/{name}, or /v1/stream/{name} relative to /ds)',
+  'Stream-Fork-Offset': "the source's offset the fork inherits through (default: its tail)",
+  'Stream-Fork-Sub-Offset': "bytes (JSON: messages) of the source's next append the fork inherits too (default 0)",
 } as const;
 
 export type HeaderName = keyof typeof headerDescriptions;

@@ -11,7 +11,7 @@
  * // curl 'http://127.0.0.1:4437/ds/v1/stream/chat-1?offset=-1'
  */
 import type { Readable } from 'node:stream';
-import { StreamStackError } from '@streamstack/engine';
+import type { StreamStackError } from '@streamstack/engine';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Authorizer, Operation } from './auth.js';
 import type { ServerContext } from './context.js';
@@ -21,6 +21,7 @@ import {
   closedFlagOf,
   contentTypeOf,
   dsHeader,
+  forkRequestOf,
   lifetimeOf,
   offsetOf,
   singleHeader,
@@ -116,9 +117,8 @@ export async function addDurableStreamRoutes(
     scope.addHook('onClose', async () => streams.close());
     setUpScope(scope, ctx, readBodyBytes, routeHeaders);
 
-    /** Checks the token's scope on the stream's feed (the hook checked the operation on some feed). */
-    const authorize = (request: FastifyRequest, operation: Operation): string => {
-      const name = streamNameOf(request);
+    /** Checks the token's scope on the feed of the request's stream, or of `name` (a fork's source). */
+    const authorize = (request: FastifyRequest, operation: Operation, name = streamNameOf(request)): string => {
       const feed = streamFeedName(name);
       if (auth) auth.authorize(request.grant!, operation, feed);
       return name;
@@ -157,7 +157,7 @@ function setUpScope(
 
   scope.setErrorHandler((error, request, reply) => {
     const typed = typedRequestError(error);
-    const status = schemas.protocolStatusOf(typed.code);
+    const status = schemas.protocolStatusOf(typed.code, typed.details as Record<string, unknown>);
     if (status >= 500 && typed.code !== 'UNAVAILABLE') request.log.error({ err: error }, typed.message);
     if (ctx.draining) reply.header('connection', 'close');
     reply.code(status).headers({ ...errorHeaders(typed), ...protocolErrorHeaders(typed) });
@@ -179,19 +179,15 @@ function addPreflightRoute(scope: FastifyInstance): void {
 function addCreateRoute({ scope, streams, authorize }: DurableStreamRoute): void {
   scope.put(route, routeOptions('admin', schemas.create), async (request, reply) => {
     const name = authorize(request, 'admin');
-    if (request.headers['stream-forked-from'] !== undefined) {
-      throw new StreamStackError('INVALID_ARGUMENT', 'forks (Stream-Forked-From) are not supported yet', {
-        details: { header: 'Stream-Forked-From' },
-      });
-    }
-    const config = {
-      contentType: contentTypeOf(request.headers) ?? 'application/octet-stream',
-      ...lifetimeOf(request.headers),
-    };
+    const fork = forkRequestOf(request.headers);
+    // A fork reads its source: the token must be allowed to read it.
+    if (fork) authorize(request, 'read', fork.source);
     const { created, state } = await streams.create(name, {
-      config,
+      contentType: contentTypeOf(request.headers),
+      lifetime: lifetimeOf(request.headers),
       closed: closedFlagOf(request.headers),
       body: bodyOf(request),
+      fork,
     });
     reply.header('content-type', state.config.contentType).header(dsHeader.nextOffset, offsetOf(state.lastDataCommit));
     if (state.closedAt !== undefined) reply.header(dsHeader.closed, 'true');

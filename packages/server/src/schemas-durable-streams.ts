@@ -16,7 +16,10 @@ export const protocolStatuses: Partial<Record<ErrorCode, number>> = {
   FENCED: 403,
 };
 
-export function protocolStatusOf(code: ErrorCode): number {
+export function protocolStatusOf(code: ErrorCode, details?: Record<string, unknown>): number {
+  // A fork of a soft-deleted source is a conflict with that source's state (409); every
+  // request to the soft-deleted stream itself is 410 Gone.
+  if (code === 'STREAM_DELETED' && details?.source === true) return 409;
   return protocolStatuses[code] ?? serverStatusOf(code);
 }
 
@@ -26,11 +29,11 @@ const params = pathSchema({ '*': 'the stream name, URL-encoded (it may hold /)' 
 const bytes = { type: 'string', format: 'binary' };
 const anyBody = { description: "the stream's bytes, of its Content-Type", content: { '*/*': { schema: bytes } } };
 const text = (description: string) => ({ type: 'string', description });
-const nextOffset = { 'Stream-Next-Offset': text('the offset after the data answered: 16 digits') };
+const nextOffset = { 'Stream-Next-Offset': text('the offset after the data answered: 16 digits, _, 16 digits') };
 const closed = { 'Stream-Closed': text('true once the stream is closed') };
 const upToDate = { 'Stream-Up-To-Date': text('true when the answer reaches the tail') };
 const cursor = { 'Stream-Cursor': text('echo it as cursor= on the next live read') };
-const lookupErrors: ErrorCode[] = ['INVALID_NAME', 'FEED_NOT_FOUND', 'FEED_EXISTS'];
+const lookupErrors: ErrorCode[] = ['INVALID_NAME', 'FEED_NOT_FOUND', 'FEED_EXISTS', 'STREAM_DELETED'];
 
 export const preflight = routeSchema({
   id: 'durableStreamPreflight',
@@ -47,13 +50,20 @@ export const create = routeSchema({
   summary: 'create a stream (or find it as asked); the body is its first data',
   operation: 'admin',
   params,
-  headers: headerSchema(['Stream-TTL', 'Stream-Expires-At', 'Stream-Closed', 'Stream-Forked-From']),
+  headers: headerSchema([
+    'Stream-TTL',
+    'Stream-Expires-At',
+    'Stream-Closed',
+    'Stream-Forked-From',
+    'Stream-Fork-Offset',
+    'Stream-Fork-Sub-Offset',
+  ]),
   body: anyBody,
   responses: {
     200: empty('the stream exists as asked', { ...nextOffset, ...closed }),
     201: empty('created', { ...nextOffset, ...closed, Location: text('the stream’s URL') }),
   },
-  errors: [...lookupErrors, 'INVALID_RECORD'],
+  errors: [...lookupErrors, 'INVALID_RECORD', 'CONTENT_TYPE_MISMATCH'],
   statusOf: protocolStatusOf,
 });
 

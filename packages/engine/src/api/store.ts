@@ -20,6 +20,7 @@ import {
   feedTagFrom,
   validateFeedName,
 } from '../coordinator/opening/data-directory.js';
+import { readForkOrigin } from '../coordinator/opening/feed-fork.js';
 import { type FeedVerification, historyLayout, verifyFeed } from '../coordinator/opening/verify.js';
 import type { Subscriptions } from '../coordinator/reading/subscriptions.js';
 import { type CoordinationOptions, EtcdLeases } from '../coordinator/writing/etcd-leases.js';
@@ -542,6 +543,22 @@ export class Store {
     );
     await this.guard(name, work);
     return this.feed(name);
+  }
+
+  /**
+   * The feeds of this store forked from `source` (`store.forkFeed`), sorted: each fork's origin
+   * names the feed it was forked from; forks of those forks are not listed. It reads one small
+   * file per feed and opens none.
+   *
+   * @example
+   * if ((await store.forksOf('orders')).length === 0) await store.deleteFeed('orders');
+   */
+  async forksOf(source: string): Promise<string[]> {
+    this.assertOpen();
+    validateFeedName(source);
+    return this.directory
+      .feedNames()
+      .filter((name) => readForkOrigin(this.directory.feedDirectory(name))?.feed === source);
   }
 
   /** Makes lookups (and creations, deletions) of feed `name` wait for `work` to settle. */
