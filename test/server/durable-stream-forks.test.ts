@@ -145,4 +145,22 @@ describe('forks on the compatibility route', () => {
     expect([made.status, made.json.error.header]).toEqual([400, 'Stream-Fork-Offset']);
     expect(await store.feedNames()).toEqual(['ds.empty-start']);
   });
+
+  it('answer a repeated fork PUT as the fork it made, after its source grew and after its source was deleted', async () => {
+    const { url } = await startServer();
+    await ds(url, 'PUT', 'src', { headers: text, body: 'one' });
+    expect((await ds(url, 'PUT', 'copy', { headers: forkOf('src') })).status).toBe(201);
+    await ds(url, 'POST', 'src', { headers: text, body: 'two' });
+    // Without an offset, the repeat asks for the fork as it was made, not at the tail now.
+    expect((await ds(url, 'PUT', 'copy', { headers: forkOf('src') })).status).toBe(200);
+    const tail = (await ds(url, 'HEAD', 'src')).headers.get('stream-next-offset')!;
+    expect((await ds(url, 'PUT', 'copy', { headers: forkOf('src', { 'stream-fork-offset': tail }) })).status).toBe(409);
+    expect((await ds(url, 'DELETE', 'src')).status).toBe(204);
+    expect((await ds(url, 'HEAD', 'src')).status).toBe(410);
+    expect((await ds(url, 'PUT', 'copy', { headers: forkOf('src') })).status).toBe(200);
+    expect((await ds(url, 'PUT', 'copy', { headers: forkOf('src', { 'stream-ttl': '60' }) })).status).toBe(409);
+    const another = await ds(url, 'PUT', 'another', { headers: forkOf('src') });
+    expect([another.status, another.json.error.code]).toEqual([409, 'STREAM_DELETED']);
+    expect((await ds(url, 'GET', 'copy?offset=-1')).text).toBe('one');
+  });
 });

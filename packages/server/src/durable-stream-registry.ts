@@ -140,10 +140,17 @@ export class DurableStreams {
       let found = await this.lookup(name);
       if (found.kind === 'stream' && (await this.settle(found.state)) !== undefined) found = { kind: 'absent' };
       if (found.kind === 'stream' && found.state.deleted) found = { kind: 'absent' };
-      const source = fork ? await this.forkSource(fork.source) : undefined;
+      const existing = found.kind === 'stream' ? found.state.config.fork : undefined;
+      // A PUT repeating a fork is compared with it even once its source is soft-deleted.
+      const source = fork ? await this.forkSource(fork.source, existing !== undefined) : undefined;
+      // A repeated fork without an offset asks for the one it was made at, wherever the tail is now.
+      const asked =
+        fork && fork.offset === undefined && existing?.stream === fork.source
+          ? { ...fork, offset: existing.offset }
+          : fork;
       const config: StreamConfig =
-        fork && source
-          ? forkConfig(source, { contentType: request.contentType, lifetime: request.lifetime, fork })
+        asked && source
+          ? forkConfig(source, { contentType: request.contentType, lifetime: request.lifetime, fork: asked })
           : { contentType: request.contentType ?? 'application/octet-stream', ...request.lifetime };
       // Checked before anything is written: a bad body creates no stream.
       const records = recordsOfBody(config.contentType, request.body, true);
@@ -212,12 +219,15 @@ export class DurableStreams {
 
   /**
    * The source of a fork: `FEED_NOT_FOUND` if there is none, `STREAM_DELETED` (its `source`
-   * detail set: the protocol answers 409) if it is kept only for its forks. Its data is read,
-   * never written: a fork takes no turn of its source.
+   * detail set: the protocol answers 409) if it is kept only for its forks, unless
+   * `softDeletedToo` (a repeated PUT of an existing fork is compared with it). Its data is
+   * read, never written: a fork takes no turn of its source.
    */
-  private async forkSource(name: string): Promise<StreamState> {
+  private async forkSource(name: string, softDeletedToo: boolean): Promise<StreamState> {
     const found = await this.lookup(name);
-    if (found.kind !== 'stream' || found.state.deleted || isExpired(found.state, this.clock())) throw notFound(name);
+    if (found.kind !== 'stream' || found.state.deleted) throw notFound(name);
+    if (found.state.softDeleted && softDeletedToo) return found.state;
+    if (isExpired(found.state, this.clock())) throw notFound(name);
     if (found.state.softDeleted) {
       throw new StreamStackError(
         'STREAM_DELETED',
