@@ -163,4 +163,25 @@ describe('forks on the compatibility route', () => {
     expect([another.status, another.json.error.code]).toEqual([409, 'STREAM_DELETED']);
     expect((await ds(url, 'GET', 'copy?offset=-1')).text).toBe('one');
   });
+
+  it('treat a fork cut short before its own creation commit as no stream, and make it again on the next PUT', async () => {
+    const { url, store } = await startServer({});
+    await ds(url, 'PUT', 'src', { headers: { ...text, 'stream-ttl': '3600' }, body: 'kept' });
+    await ds(url, 'POST', 'src', { headers: text, body: ' more' });
+    // What a crash between the engine's fork and the route's creation commit leaves behind.
+    await store.forkFeed('ds.src', 'ds.half', { at: 1 });
+    expect((await ds(url, 'GET', 'half?offset=-1')).status).toBe(404);
+    expect((await ds(url, 'HEAD', 'half')).status).toBe(404);
+    const made = await ds(url, 'PUT', 'half', {
+      headers: forkOf('src', { 'stream-fork-offset': '0000000000000001_0000000000000000', 'stream-ttl': '5' }),
+    });
+    expect(made.status).toBe(201);
+    const head = await ds(url, 'HEAD', 'half');
+    expect([head.headers.get('stream-ttl'), (await ds(url, 'GET', 'half?offset=-1')).text]).toEqual(['5', 'kept']);
+    // A plain PUT does not take over a fork cut short either: it starts an empty stream.
+    await store.forkFeed('ds.src', 'ds.plain', { at: 2 });
+    expect((await ds(url, 'PUT', 'plain', { headers: text })).status).toBe(201);
+    expect((await ds(url, 'GET', 'plain?offset=-1')).text).toBe('');
+    expect((await (await store.feed('ds.plain')).info()).fork).toBeUndefined();
+  });
 });

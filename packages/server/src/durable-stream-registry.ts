@@ -69,7 +69,7 @@ export interface AppendOutcome {
 type Lookup =
   | { readonly kind: 'stream'; readonly state: StreamState }
   | { readonly kind: 'absent' }
-  /** A feed with no commit yet: a creation cut short before its first commit. */
+  /** A feed with no commit of its own yet: a creation (or a fork) cut short before it. */
   | { readonly kind: 'empty'; readonly feed: Feed }
   /** A feed whose first commit is not a stream's creation. */
   | { readonly kind: 'foreign' };
@@ -179,13 +179,22 @@ export class DurableStreams {
           details: { stream: name, feed: feedName },
         });
       }
+      if (found.kind === 'empty' && (await found.feed.head()) !== undefined) {
+        // A fork cut short holds its source's commits: it is removed, never taken over.
+        await this.ctx.store.deleteFeed(feedName);
+        this.ctx.forget(feedName);
+        found = { kind: 'absent' };
+      }
       let inherited: AppendRecord[] = [];
       let feed: Feed;
       if (source && config.fork) {
         await checkForkPoint(source, config.fork.offset);
         inherited = await subOffsetRecords(source, config.fork.offset, config.fork.subOffset);
         // A feed left with no commit by a creation cut short is in the fork's way.
-        if (found.kind === 'empty') await this.ctx.store.deleteFeed(feedName);
+        if (found.kind === 'empty') {
+          await this.ctx.store.deleteFeed(feedName);
+          this.ctx.forget(feedName);
+        }
         feed = await this.ctx.store.forkFeed(source.feed.name, feedName, { at: config.fork.offset });
       } else {
         if (found.kind === 'absent') await this.ctx.store.createFeed(feedName);
@@ -337,7 +346,11 @@ export class DurableStreams {
         if (isStreamStackError(error, 'FEED_NOT_FOUND')) return { kind: 'absent' };
         throw error;
       }
-      if ((await feed.head()) === undefined) return { kind: 'empty', feed };
+      const head = (await feed.head())?.commit ?? 0;
+      // A fork's feed holding nothing past its fork point is a fork cut short before its own
+      // creation commit: its first commit is its source's creation, not its own.
+      const origin = head === 0 ? undefined : (await feed.info()).fork;
+      if (head === 0 || (origin !== undefined && head <= origin.at)) return { kind: 'empty', feed };
       const state = await replayState(name, feed, this.clock());
       return state ? { kind: 'stream', state } : { kind: 'foreign' };
     })();
