@@ -22,9 +22,10 @@ import { type AppendRecord, type Feed, isStreamStackError, StreamStackError } fr
 import type { ServerContext } from './context.js';
 import { checkProducer, isClosingAppend, type ProducerState, type ProducerTuple } from './durable-producers.js';
 import { recordsOfBody } from './durable-stream-bodies.js';
-import { checkForkPoint, forkConfig, sameFork, subOffsetRecords } from './durable-stream-forks.js';
+import { checkStreamSeq, closedError, live, notFound, sameCreation } from './durable-stream-checks.js';
+import { checkForkPoint, forkConfig, subOffsetRecords } from './durable-stream-forks.js';
 import { streamFeedName } from './durable-stream-names.js';
-import { type ForkRequest, type Lifetime, mediaTypeOf, offsetOf } from './durable-stream-protocol.js';
+import { type ForkRequest, type Lifetime, mediaTypeOf } from './durable-stream-protocol.js';
 import {
   applyCommit,
   type CommitMeta,
@@ -76,9 +77,6 @@ type Lookup =
 
 /** The placeholder record of a commit without data: a commit holds at least one record. */
 const placeholder: AppendRecord = { payload: '', type: emptyRecordType };
-
-/** Longest `Stream-Seq`, in characters: it is kept in the commit message of the append. */
-export const streamSeqCharactersMax = 1024;
 
 export class DurableStreams {
   /** Lookups by stream name: in flight, or settled on a stream (absent names are not kept). */
@@ -457,56 +455,4 @@ export class DurableStreams {
     this.ctx.metrics.appended(feed.name, 'one-shot', records);
     this.ctx.metrics.commits.inc({ feed: feed.name });
   }
-}
-
-/** True when a PUT asks for the stream as it is: the same media type, lifetime, closure and fork. */
-function sameCreation(state: StreamState, asked: StreamConfig, closed: boolean): boolean {
-  const { config } = state;
-  return (
-    mediaTypeOf(config.contentType) === mediaTypeOf(asked.contentType) &&
-    config.ttlSeconds === asked.ttlSeconds &&
-    config.expiresAt === asked.expiresAt &&
-    sameFork(config, asked) &&
-    (state.closedAt !== undefined) === closed
-  );
-}
-
-/**
- * `Stream-Seq` must grow, compared as strings: byte-wise, since Node gives header values one
- * character per byte.
- */
-function checkStreamSeq(state: StreamState, seq: string): void {
-  if (seq.length === 0 || seq.length > streamSeqCharactersMax) {
-    throw new StreamStackError('INVALID_ARGUMENT', `Stream-Seq is 1 to ${streamSeqCharactersMax} characters`, {
-      details: { header: 'Stream-Seq' },
-    });
-  }
-  if (state.streamSeq !== undefined && seq <= state.streamSeq) {
-    const message = `Stream-Seq ${JSON.stringify(seq)} does not follow ${JSON.stringify(state.streamSeq)}: it must grow (compared byte by byte)`;
-    throw new StreamStackError('SEQ_MISMATCH', message, {
-      details: { stream: state.name, streamSeq: state.streamSeq, received: seq },
-    });
-  }
-}
-
-/** The state, unless the stream is gone (`FEED_NOT_FOUND`) or kept only for its forks (`STREAM_DELETED`). */
-function live(state: StreamState): StreamState {
-  if (state.deleted) throw notFound(state.name);
-  if (state.softDeleted) {
-    throw new StreamStackError('STREAM_DELETED', `stream ${state.name} was deleted: it is kept only for its forks`, {
-      details: { stream: state.name },
-    });
-  }
-  return state;
-}
-
-function notFound(name: string): StreamStackError {
-  return new StreamStackError('FEED_NOT_FOUND', `no stream ${name}`, { details: { stream: name } });
-}
-
-/** An append to a closed stream: 409 with `Stream-Closed` and the final offset. */
-function closedError(state: StreamState): StreamStackError {
-  return new StreamStackError('STREAM_SEALED', `stream ${state.name} is closed: it takes no more appends`, {
-    details: { stream: state.name, streamClosed: true, nextOffset: offsetOf(state.lastDataCommit) },
-  });
 }
