@@ -7,25 +7,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { hashToken } from '../../packages/server/src/index.js';
-import { startServer } from '../support/server.js';
+import { durableStreamCall, startServer } from '../support/server.js';
 
-async function ds(
-  url: string,
-  method: string,
-  name: string,
-  options: { headers?: Record<string, string>; body?: string } = {},
-) {
-  const response = await fetch(`${url}/ds/v1/stream/${name}`, {
-    method,
-    headers: options.headers ?? {},
-    ...(options.body === undefined ? {} : { body: options.body }),
-  });
-  const text = await response.text();
-  const isJson = text !== '' && response.headers.get('content-type')?.startsWith('application/json');
-  const json = isJson ? JSON.parse(text) : undefined;
-  return { status: response.status, headers: response.headers, text, json };
-}
-
+const ds = durableStreamCall;
 const text = { 'content-type': 'text/plain' };
 const forkOf = (source: string, more: Record<string, string> = {}) => ({
   'stream-forked-from': `/ds/v1/stream/${source}`,

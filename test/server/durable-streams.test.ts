@@ -13,7 +13,7 @@ import {
   streamNameEncodedMax,
 } from '../../packages/server/src/durable-stream-names.js';
 import { feedStreamName, streamFeedName } from '../../packages/server/src/index.js';
-import { startServer } from '../support/server.js';
+import { durableStreamCall, startServer } from '../support/server.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
 /** The engine's rule for feed names (docs/cli.md): what every mapped name must satisfy. */
@@ -125,27 +125,7 @@ describe('stream names as feed names', () => {
   });
 });
 
-/** One request to the compatibility route. */
-async function ds(
-  url: string,
-  method: string,
-  name: string,
-  options: { headers?: Record<string, string>; body?: string } = {},
-) {
-  const response = await fetch(`${url}/ds/v1/stream/${name}`, {
-    method,
-    headers: options.headers ?? {},
-    ...(options.body === undefined ? {} : { body: options.body }),
-  });
-  const text = await response.text();
-  let json: any;
-  try {
-    json = text === '' ? undefined : JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: response.status, headers: response.headers, text, json };
-}
+const ds = durableStreamCall;
 
 const producer = (id: string, epoch: number, seq: number) => ({
   'content-type': 'text/plain',

@@ -133,3 +133,25 @@ export async function readEvents(
   }
   return { status: response.status, events };
 }
+
+/** One request to the Durable Streams compatibility route; `json` is the body parsed, when it is JSON. */
+export async function durableStreamCall(
+  url: string,
+  method: string,
+  name: string,
+  options: { headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; headers: Headers; text: string; json: any }> {
+  const response = await fetch(`${url}/ds/v1/stream/${name}`, {
+    method,
+    headers: options.headers ?? {},
+    ...(options.body === undefined ? {} : { body: options.body }),
+  });
+  const text = await response.text();
+  let json: any;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json };
+}
