@@ -118,4 +118,25 @@ describe('streamstack serve', () => {
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
   });
+
+  it('signs Durable Streams webhooks with the key of --webhook-key, made owner-only and kept across restarts', async () => {
+    const data = temporaryDirectory();
+    const keyFile = path.join(temporaryDirectory(), 'webhook.pem');
+    const kidOf = async (url: string) =>
+      ((await (await fetch(`${url}/ds/v1/stream/__ds/jwks.json`)).json()) as { keys: { kid: string }[] }).keys[0]!.kid;
+    const first = serve(data, ['--webhook-key', keyFile]);
+    const kid = await kidOf(await first.url);
+    expect(fs.statSync(keyFile).mode & 0o777).toBe(0o600);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    const second = serve(data, ['--webhook-key', keyFile]);
+    expect(await kidOf(await second.url)).toBe(kid);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+    // Without the flag the key is the process's own: another one each start.
+    const third = serve(data);
+    expect(await kidOf(await third.url)).not.toBe(kid);
+    third.child.kill('SIGTERM');
+    expect(await third.exited).toBe(0);
+  });
 });

@@ -1,7 +1,8 @@
 /**
  * The Durable Streams conformance suite (@durable-streams/server-conformance-tests, pinned at
  * 0.3.6) against the compatibility route, `/ds/v1/stream/{name}` (docs/http.md): one server
- * over a fresh store, its long-poll cut to half a second so that the suite's waits are short.
+ * over a fresh store, its long-poll cut to half a second so that the suite's waits are short,
+ * with the suite's tests of the reserved subscription APIs turned on (it runs them only when asked).
  *
  * The suite has no hook to skip or expect failures, so this file decides per test in a
  * `beforeEach` over the suite's own task tree: a test listed in `expectedFailures` is marked to
@@ -26,7 +27,7 @@ const expectedFailures = new Map<string, string>([]);
 /** The server's long-poll wait: short, so that the suite's timed-out polls answer quickly. */
 const longPollMs = 500;
 
-const config = { baseUrl: '', longPollTimeoutMs: 4 * longPollMs };
+const config = { baseUrl: '', longPollTimeoutMs: 4 * longPollMs, subscriptions: true };
 let server: StreamStackServer | undefined;
 let directory: string | undefined;
 

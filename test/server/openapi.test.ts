@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { ErrorCode } from '../../packages/engine/src/index.js';
 import { errorStatuses } from '../../packages/server/src/http-errors.js';
 import { protocolStatusOf } from '../../packages/server/src/schemas-durable-streams.js';
+import { subscriptionStatusOf } from '../../packages/server/src/schemas-durable-subscriptions.js';
 import { call, startServer } from '../support/server.js';
 import { temporaryDirectory } from '../support/store.js';
 
@@ -79,7 +80,11 @@ describe('the OpenAPI document at /openapi.json', () => {
         where,
       ).not.toContain('Default Response');
       // Every error answer has the one error body, its codes those of its status on this route.
-      const statusOf = at.startsWith('/ds/') ? protocolStatusOf : (code: ErrorCode) => errorStatuses[code];
+      const statusOf = at.startsWith('/ds/v1/stream/__ds/')
+        ? subscriptionStatusOf
+        : at.startsWith('/ds/')
+          ? protocolStatusOf
+          : (code: ErrorCode) => errorStatuses[code];
       const errors = statuses.filter((status) => Number(status) >= 400);
       expect(errors, where).toEqual(expect.arrayContaining(['400', '403', '500', '503']));
       for (const status of errors) {

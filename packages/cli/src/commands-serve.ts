@@ -14,6 +14,7 @@ interface ServeFlags {
   cors: string[];
   logLevel: string;
   advertiseUrl?: string;
+  webhookKey?: string;
 }
 
 /** Collects a repeatable option's values. */
@@ -47,6 +48,10 @@ export function addServeCommand(program: Command): void {
       '--advertise-url <url>',
       'with --etcd: the address other nodes and clients reach this server at, listed by GET /v1/cluster (default: the address it listens on)',
     )
+    .option(
+      '--webhook-key <file>',
+      'the Ed25519 key Durable Streams webhooks are signed with (made there, owner-only, if missing); without it a key of this process only',
+    )
     .option('--log-level <level>', 'pino log level', 'info')
     .action(async (flags: ServeFlags) => {
       // Loaded here, not at the top: fastify and its plugins would add to every command's start.
@@ -63,6 +68,7 @@ export function addServeCommand(program: Command): void {
           ...(flags.exports === undefined ? {} : { exportDirectory: flags.exports }),
           allowedHosts: flags.allowHost,
           corsOrigins: flags.cors,
+          ...(flags.webhookKey === undefined ? {} : { durableStreams: { webhookKeyFile: flags.webhookKey } }),
           logger: { level: flags.logLevel },
         });
         const address = await server.listen({ host: flags.host, port: flags.port });

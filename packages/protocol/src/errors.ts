@@ -34,6 +34,10 @@ export type ErrorCode =
   | 'STREAM_SEALED'
   // A Durable Streams stream deleted while forks of it live: kept for them, gone to everyone else.
   | 'STREAM_DELETED'
+  // Durable Streams subscriptions: a webhook URL refused (server-side request forgery), and a
+  // pull-wake claimed by another worker.
+  | 'WEBHOOK_URL_REJECTED'
+  | 'ALREADY_CLAIMED'
   | 'SEQ_MISMATCH'
   // A request for a feed at a node of a cluster that does not write it: its details name the
   // node that does (`node`, `url`, `epoch`), and over HTTP it is a 307 redirect there.

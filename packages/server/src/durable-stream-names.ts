@@ -101,3 +101,11 @@ export function feedStreamName(feed: string): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * True for a name under `__ds`, which the protocol reserves for its control APIs
+ * (routes-durable-subscriptions.ts): no stream is named so.
+ */
+export function isReservedName(name: string): boolean {
+  return name === '__ds' || name.startsWith('__ds/');
+}

@@ -24,7 +24,7 @@ import { checkProducer, isClosingAppend, type ProducerState, type ProducerTuple 
 import { recordsOfBody } from './durable-stream-bodies.js';
 import { checkStreamSeq, closedError, live, notFound, sameCreation } from './durable-stream-checks.js';
 import { checkForkPoint, forkConfig, subOffsetRecords } from './durable-stream-forks.js';
-import { streamFeedName } from './durable-stream-names.js';
+import { feedStreamName, isReservedName, streamFeedName } from './durable-stream-names.js';
 import { type ForkRequest, type Lifetime, mediaTypeOf } from './durable-stream-protocol.js';
 import {
   applyCommit,
@@ -37,6 +37,7 @@ import {
   type StreamConfig,
   type StreamState,
 } from './durable-stream-state.js';
+import { KeyedTurns } from './keyed-turns.js';
 
 /** What a PUT asks for. */
 export interface CreateRequest {
@@ -84,8 +85,13 @@ export class DurableStreams {
   /** The streams open now, for the expiry sweep. */
   private readonly open = new Map<string, StreamState>();
   /** Each stream's queue of writes: the last one's settling. */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly turns = new KeyedTurns();
   private readonly sweeper: NodeJS.Timeout;
+  /**
+   * Told of every commit holding data, with the stream's tail before it (subscriptions link and
+   * wake on it); it must not throw.
+   */
+  onDataWritten: ((name: string, before: number) => void) | undefined;
 
   /**
    * @param sweepMs how often the open streams are checked for expiry
@@ -220,6 +226,7 @@ export class DurableStreams {
       applyCommit(state, commit.commit, meta);
       this.remember(state);
       this.counted(feed, written);
+      if (written.length > 0) this.onDataWritten?.(name, config.fork?.offset ?? 0);
       return { created: true, state };
     });
   }
@@ -302,9 +309,11 @@ export class DurableStreams {
         records.length === 0 ? [placeholder] : records,
         message === undefined ? {} : { message },
       );
+      const before = state.lastDataCommit;
       applyCommit(state, commit.commit, meta);
       this.touch(state);
       this.counted(state.feed, records);
+      if (records.length > 0) this.onDataWritten?.(name, before);
       return { kind: 'appended', state, producer: request.producer && state.producers.get(request.producer.id) };
     });
   }
@@ -317,6 +326,36 @@ export class DurableStreams {
   async delete(name: string): Promise<void> {
     const source = await this.serialize(name, async () => this.retire(await this.writable(name)));
     await this.collect(source);
+  }
+
+  /** The tail (last data commit) of stream `name`, or undefined when it is not there to read. */
+  async tailOf(name: string): Promise<number | undefined> {
+    try {
+      const found = await this.lookup(name);
+      if (found.kind !== 'stream' || found.state.deleted || found.state.softDeleted) return undefined;
+      return isExpired(found.state, this.clock()) ? undefined : found.state.lastDataCommit;
+    } catch (error) {
+      if (isStreamStackError(error, 'INVALID_NAME')) return undefined;
+      throw error;
+    }
+  }
+
+  /** The name of every stream's feed in the namespace, the route's reserved ones aside. */
+  async streamNames(): Promise<string[]> {
+    return (await this.ctx.store.feedNames())
+      .map((feed) => feedStreamName(feed))
+      .filter((name): name is string => name !== undefined && !isReservedName(name));
+  }
+
+  /** Appends one JSON message to stream `name` (a pull-wake subscription's wake event). */
+  async appendJson(name: string, value: unknown): Promise<void> {
+    await this.append(name, {
+      contentType: 'application/json',
+      body: Buffer.from(JSON.stringify(value)),
+      closed: false,
+      seq: undefined,
+      producer: undefined,
+    });
   }
 
   /**
@@ -438,17 +477,7 @@ export class DurableStreams {
 
   /** Runs `write` after every earlier write to stream `name` has settled. */
   private serialize<T>(name: string, write: () => Promise<T>): Promise<T> {
-    const before = this.queues.get(name) ?? Promise.resolve();
-    const turn = before.then(write, write);
-    const settled = turn.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.queues.set(name, settled);
-    void settled.then(() => {
-      if (this.queues.get(name) === settled) this.queues.delete(name);
-    });
-    return turn;
+    return this.turns.run(name, write);
   }
 
   private counted(feed: Feed, records: readonly AppendRecord[]): void {

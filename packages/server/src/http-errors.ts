@@ -19,6 +19,7 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   INVALID_ARGUMENT: 400,
   INVALID_NAME: 400,
   INVALID_RECORD: 400,
+  WEBHOOK_URL_REJECTED: 400,
   RECORD_TOO_LARGE: 413,
   REQUEST_TOO_LARGE: 413,
   // A body of a type the route does not take (a cross-site page's text/plain or form POST).
@@ -39,6 +40,7 @@ export const errorStatuses: Readonly<Record<ErrorCode, number>> = {
   SUBSCRIPTION_EXISTS: 409,
   CURSOR_BEHIND: 409,
   CLAIM_NOT_HELD: 409,
+  ALREADY_CLAIMED: 409,
   SUBSCRIPTION_GROUPED: 409,
   TYPE_LIMIT: 409,
   // SAME_BATCH is a conflict that a retry settles at once (sent with `Retry-After: 0`).

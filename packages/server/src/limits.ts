@@ -45,3 +45,28 @@ export const tailBytesMax = 64 * 1024 * 1024;
 
 /** Milliseconds a request for a feed's history tail may wait for a group (its long poll). */
 export const tailWaitMsMax = 30_000;
+
+/**
+ * A Durable Streams subscription's lease, in milliseconds: the protocol's bounds (1 s to 10 min)
+ * and default (30 s). It bounds how long a worker that went silent holds a wake.
+ */
+export const subscriptionLeaseMsMin = 1_000;
+export const subscriptionLeaseMsMax = 600_000;
+export const subscriptionLeaseMsDefault = 30_000;
+
+/**
+ * Longest pattern, stream path and description of a subscription, in characters; and most
+ * explicit streams one links. A subscription's whole state is written as one record on every
+ * change, so these keep it small (about 1 MiB at worst).
+ */
+export const subscriptionTextCharactersMax = 1024;
+export const subscriptionStreamsMax = 1024;
+
+/**
+ * The retry schedule of a failed webhook delivery, in milliseconds: the protocol's exponential
+ * backoff from 1 s up to 60 s, each wait moved by up to 20% of jitter so that many failed
+ * subscriptions do not retry in step.
+ */
+export const webhookRetryMsMin = 1_000;
+export const webhookRetryMsMax = 60_000;
+export const webhookRetryJitterRatio = 0.2;

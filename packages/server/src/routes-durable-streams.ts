@@ -11,12 +11,12 @@
  * // curl 'http://127.0.0.1:4437/ds/v1/stream/chat-1?offset=-1'
  */
 import type { Readable } from 'node:stream';
-import type { StreamStackError } from '@streamstack/engine';
+import { StreamStackError } from '@streamstack/engine';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Authorizer, Operation } from './auth.js';
 import type { ServerContext } from './context.js';
 import { producerOf } from './durable-producers.js';
-import { streamFeedName } from './durable-stream-names.js';
+import { isReservedName, streamFeedName } from './durable-stream-names.js';
 import {
   closedFlagOf,
   contentTypeOf,
@@ -29,8 +29,11 @@ import {
 import { addReadRoute } from './durable-stream-read-route.js';
 import { DurableStreams } from './durable-stream-registry.js';
 import { type DurableStreamRoute, route, routeOptions } from './durable-stream-route.js';
+import { DurableSubscriptions } from './durable-subscriptions.js';
 import { errorBody, errorHeaders, typedRequestError } from './http-errors.js';
+import { addDurableSubscriptionRoutes } from './routes-durable-subscriptions.js';
 import * as schemas from './schemas-durable-streams.js';
+import { WebhookKeys } from './webhook-signing.js';
 
 /** Settings of the compatibility route. */
 export interface DurableStreamSettings {
@@ -42,6 +45,12 @@ export interface DurableStreamSettings {
   readonly expirySweepMs: number;
   /** Payload bytes a read gathers at most before it stops at a commit boundary (default 4 MiB). */
   readonly readBytesMax: number;
+  /**
+   * The file of the Ed25519 key webhooks are signed with, made there (owner-only) if missing;
+   * undefined: a key of this process only, so receivers must fetch the JWK Set again after a
+   * restart.
+   */
+  readonly webhookKeyFile: string | undefined;
 }
 
 export const durableStreamDefaults: DurableStreamSettings = {
@@ -49,6 +58,7 @@ export const durableStreamDefaults: DurableStreamSettings = {
   sseConnectionMs: 60_000,
   expirySweepMs: 5_000,
   readBytesMax: 4 * 1024 * 1024,
+  webhookKeyFile: undefined,
 };
 
 /**
@@ -114,11 +124,23 @@ export async function addDurableStreamRoutes(
     const streams = new DurableStreams(ctx, settings.expirySweepMs, (error) =>
       scope.log.warn({ err: error }, 'durable streams expiry sweep failed'),
     );
-    scope.addHook('onClose', async () => streams.close());
+    const subscriptions = new DurableSubscriptions(ctx, WebhookKeys.load(settings.webhookKeyFile), streams, (error) =>
+      scope.log.warn({ err: error }, 'durable streams subscription failed'),
+    );
+    streams.onDataWritten = (name, before) => subscriptions.streamWritten(name, before);
+    scope.addHook('onClose', async () => {
+      streams.close();
+      subscriptions.close();
+    });
     setUpScope(scope, ctx, readBodyBytes, routeHeaders);
 
     /** Checks the token's scope on the feed of the request's stream, or of `name` (a fork's source). */
     const authorize = (request: FastifyRequest, operation: Operation, name = streamNameOf(request)): string => {
+      if (isReservedName(name)) {
+        throw new StreamStackError('INVALID_NAME', `stream names under __ds are the protocol's own: ${name} is none`, {
+          details: { stream: name },
+        });
+      }
       const feed = streamFeedName(name);
       if (auth) auth.authorize(request.grant!, operation, feed);
       return name;
@@ -132,6 +154,7 @@ export async function addDurableStreamRoutes(
     addHeadRoute(handlers);
     addReadRoute(handlers);
     addDeleteRoute(handlers);
+    await addDurableSubscriptionRoutes(scope, auth, readBodyBytes, subscriptions);
   });
 }
 
