@@ -33,6 +33,14 @@ export interface Wake {
   leaseUntil: number | null;
 }
 
+/** What an ack, a callback or a release names. */
+export interface WakeRequest {
+  readonly wakeId: unknown;
+  readonly generation: unknown;
+  readonly acks?: unknown;
+  readonly done?: unknown;
+}
+
 export interface SubscriptionState {
   readonly id: string;
   readonly config: SubscriptionConfig;

@@ -29,7 +29,13 @@ import {
   sameSubscription,
   streamPaths,
 } from './durable-subscription-config.js';
-import { type SubscriptionState, subscriptionView, type Wake, wakeStreams } from './durable-subscription-state.js';
+import {
+  type SubscriptionState,
+  subscriptionView,
+  type Wake,
+  type WakeRequest,
+  wakeStreams,
+} from './durable-subscription-state.js';
 import type { WebhookKeys } from './webhook-signing.js';
 
 /** What subscriptions need of the streams: their tails, their names, and a wake stream to append to. */
@@ -40,14 +46,6 @@ export interface StreamAccess {
   streamNames(): Promise<string[]>;
   /** Appends one JSON message to stream `name`. */
   appendJson(name: string, value: unknown): Promise<void>;
-}
-
-/** What an ack, a callback or a release names. */
-export interface WakeRequest {
-  readonly wakeId: unknown;
-  readonly generation: unknown;
-  readonly acks?: unknown;
-  readonly done?: unknown;
 }
 
 export class DurableSubscriptions {
@@ -411,7 +409,8 @@ export class DurableSubscriptions {
         const link = typeof ack?.stream === 'string' ? state.links.get(ack.stream) : undefined;
         if (!link) throw invalidBody(`acks names ${JSON.stringify(ack?.stream)}, which the subscription does not link`);
         const commit = commitOfOffset(String(ack.offset), { parameter: 'acks.offset' });
-        const tail = (await this.streams.tailOf(link.path)) ?? 0;
+        // A stream gone since the wake takes the ack as it is: its worker must be able to finish.
+        const tail = (await this.streams.tailOf(link.path)) ?? wake.tails[link.path] ?? 0;
         if (commit > tail) throw invalidBody(`acks.offset for ${link.path} lies past its tail`);
         link.acked = Math.max(link.acked, commit);
       }

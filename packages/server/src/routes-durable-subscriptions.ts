@@ -18,7 +18,8 @@ import { StreamStackError } from '@streamstack/engine';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Operation } from './auth.js';
 import { subscriptionConfigOf } from './durable-subscription-config.js';
-import type { DurableSubscriptions, WakeRequest } from './durable-subscriptions.js';
+import type { WakeRequest } from './durable-subscription-state.js';
+import type { DurableSubscriptions } from './durable-subscriptions.js';
 import { errorBody, errorHeaders, typedRequestError } from './http-errors.js';
 import * as schemas from './schemas-durable-subscriptions.js';
 
