@@ -281,6 +281,7 @@ describe('Durable Streams subscriptions', () => {
         feeds: ['ds.events*'],
         operations: ['admin', 'read', 'write'] as const,
       },
+      { name: 'streams', sha256: hashToken('streams-secret'), feeds: ['ds.*'], operations: ['read'] as const },
     ];
     const { url } = await startServer({ tokens: grants });
     const as = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -289,6 +290,10 @@ describe('Durable Streams subscriptions', () => {
     expect((await control(url, 'PUT', 'subscriptions/s', body, as('all-secret'))).status).toBe(201);
     expect((await control(url, 'GET', 'subscriptions/s', undefined, as('events-secret'))).status).toBe(403);
     expect((await control(url, 'GET', 'jwks.json')).status).toBe(200);
+    // The subscription's state is a feed outside the streams' namespace: a token for every stream does not read it.
+    const state = (token: string) => fetch(`${url}/v1/feeds/dssub.s/records`, { headers: as(token) });
+    expect((await state('streams-secret')).status).toBe(403);
+    expect((await state('all-secret')).status).toBe(200);
     await ds(url, 'PUT', 'events/x', { headers: { ...json, ...as('events-secret') }, body: '{"e":1}' });
     const wake = (await until(() => hook.deliveries[0])).body;
     const answer = await fetch(wake.callback_url, {

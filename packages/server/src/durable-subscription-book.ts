@@ -1,17 +1,19 @@
 /**
  * Where Durable Streams subscriptions are kept (durable-subscriptions.ts has what they do): each
- * one a feed of the route's namespace, `__ds/subscriptions/{id}`, whose last commit holds its
- * whole state (durable-subscription-state.ts), read once when first needed; the turns its
- * changes take, one at a time; and its one timer (a lease or a retry).
+ * one a feed, `dssub.` and its id encoded as stream names are, whose last commit holds its whole
+ * state (durable-subscription-state.ts), read once when first needed; the turns its changes
+ * take, one at a time; and its one timer (a lease or a retry). The feeds are outside the
+ * streams' `ds.` namespace, so a token scoped to the streams (`ds.*`) does not read what a
+ * subscription holds (its webhook URL may carry a secret).
  */
-import { type Feed, isStreamStackError, StreamStackError } from '@streamstack/engine';
+import { type Feed, isStreamStackError, limits, StreamStackError } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
-import { feedStreamName, streamFeedName } from './durable-stream-names.js';
+import { feedStreamName, streamFeedName, streamFeedPrefix } from './durable-stream-names.js';
 import { decodeSubscription, encodeSubscription, type SubscriptionState } from './durable-subscription-state.js';
 import { KeyedTurns } from './keyed-turns.js';
 
-/** Where subscriptions live in the route's namespace (under `__ds`, which no stream may use). */
-const subscriptionPrefix = '__ds/subscriptions/';
+/** What every subscription's feed name starts with. */
+const subscriptionFeedPrefix = 'dssub.';
 
 /** Commits of a subscription's feed between trims of the older ones (each is a whole state). */
 const trimEveryCommits = 1024;
@@ -95,8 +97,7 @@ export class SubscriptionBook {
   load(): Promise<void> {
     this.loaded ??= (async () => {
       for (const feedName of await this.ctx.store.feedNames()) {
-        const name = feedStreamName(feedName);
-        if (!name?.startsWith(subscriptionPrefix)) continue;
+        if (subscriptionIdOf(feedName) === undefined) continue;
         const feed = await this.ctx.feed(feedName);
         const head = await feed.head();
         if (!head) continue;
@@ -146,5 +147,17 @@ export function subscriptionFeedName(id: string): string {
       details: { subscription: id },
     });
   }
-  return streamFeedName(`${subscriptionPrefix}${id}`);
+  const name = subscriptionFeedPrefix + streamFeedName(id).slice(streamFeedPrefix.length);
+  if (name.length > limits.feedNameCharactersMax) {
+    throw new StreamStackError('INVALID_NAME', `subscription id ${id} is too long for a feed name`, {
+      details: { subscription: id, max: limits.feedNameCharactersMax },
+    });
+  }
+  return name;
+}
+
+/** The subscription a feed name stands for, or undefined when it is no subscription's feed. */
+function subscriptionIdOf(feed: string): string | undefined {
+  if (!feed.startsWith(subscriptionFeedPrefix)) return undefined;
+  return feedStreamName(streamFeedPrefix + feed.slice(subscriptionFeedPrefix.length));
 }
