@@ -303,4 +303,30 @@ describe('Durable Streams subscriptions', () => {
     });
     expect(answer.status).toBe(200);
   });
+
+  it('start a stream deleted and made again over from its new start, not from the offset acked before', async () => {
+    const hook = await receiver(() => ({ status: 200, body: { done: true } }));
+    const { url } = await startServer();
+    await control(url, 'PUT', 'subscriptions/again', { type: 'webhook', streams: ['log'], webhook: { url: hook.url } });
+    await ds(url, 'PUT', 'log', { headers: json, body: '[{"n":1},{"n":2}]' });
+    await ds(url, 'POST', 'log', { headers: json, body: '{"n":3}' });
+    const acked = async () => (await control(url, 'GET', 'subscriptions/again')).json.streams[0].acked_offset;
+    const before = await until(async () => {
+      const offset = await acked();
+      return offset === (await ds(url, 'HEAD', 'log')).headers.get('stream-next-offset') ? offset : undefined;
+    });
+    expect(before).not.toBe('0000000000000000_0000000000000000');
+    await ds(url, 'DELETE', 'log');
+    await ds(url, 'PUT', 'log', { headers: json, body: '{"n":"new"}' });
+    const woken = await until(() =>
+      hook.deliveries.find(
+        (delivery) =>
+          delivery.body.streams[0].acked_offset === '0000000000000000_0000000000000000' && delivery.body.generation > 1,
+      ),
+    );
+    expect(woken.body.streams[0]).toMatchObject({
+      has_pending: true,
+      tail_offset: '0000000000000001_0000000000000000',
+    });
+  });
 });

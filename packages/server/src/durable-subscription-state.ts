@@ -41,6 +41,12 @@ export interface WakeRequest {
   readonly done?: unknown;
 }
 
+/** What an ack or callback answers: whether pending work will wake again. */
+export interface Acknowledged {
+  readonly ok: true;
+  readonly next_wake: boolean;
+}
+
 export interface SubscriptionState {
   readonly id: string;
   readonly config: SubscriptionConfig;

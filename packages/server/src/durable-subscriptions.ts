@@ -30,6 +30,7 @@ import {
   streamPaths,
 } from './durable-subscription-config.js';
 import {
+  type Acknowledged,
   type SubscriptionState,
   subscriptionView,
   type Wake,
@@ -169,16 +170,12 @@ export class DurableSubscriptions {
   }
 
   /** A webhook's callback for its wake: acks, and `done` ends the wake. */
-  async callback(
-    id: string,
-    token: string | undefined,
-    request: WakeRequest,
-  ): Promise<{ ok: true; next_wake: boolean }> {
+  async callback(id: string, token: string | undefined, request: WakeRequest): Promise<Acknowledged> {
     return this.acknowledge(id, token, request, 'webhook');
   }
 
   /** A pull-wake worker's ack for the wake it claimed: a heartbeat, and with `done` the end of it. */
-  async ack(id: string, token: string | undefined, request: WakeRequest): Promise<{ ok: true; next_wake: boolean }> {
+  async ack(id: string, token: string | undefined, request: WakeRequest): Promise<Acknowledged> {
     return this.acknowledge(id, token, request, 'pull-wake');
   }
 
@@ -239,10 +236,10 @@ export class DurableSubscriptions {
   }
 
   /**
-   * Stream `name` took a commit, its tail moving from `before` to `tail`: a subscription whose
-   * pattern matches it and that does not link it yet links it at `before` (so this commit is
-   * pending), and every subscription linking it is woken if idle. Never throws: failures are
-   * reported, and the next write or lease tries again.
+   * Stream `name` took a commit, its tail moving on from `before`: a subscription whose pattern
+   * matches it and that does not link it yet links it at `before` (so this commit is pending); a
+   * link acked past `before` names a stream deleted and made again, and starts over at `before`;
+   * every subscription linking it is woken if idle. Never throws: failures are reported.
    */
   streamWritten(name: string, before: number): void {
     if (isReservedName(name)) return;
@@ -251,13 +248,15 @@ export class DurableSubscriptions {
       for (const state of this.book.all()) {
         const { pattern } = state.config;
         const matches = pattern !== null && linkable(state.config, name) && globMatches(pattern, name);
-        if (!matches && !state.links.has(name)) continue;
-        if (matches && !state.links.get(name)?.glob) {
+        const known = state.links.get(name);
+        if (!matches && !known) continue;
+        if ((matches && !known?.glob) || (known && known.acked > before)) {
           await this.book.turn(state.id, async () => {
             if (state.deleted) return;
-            const link = state.links.get(name);
-            if (link) link.glob = true;
-            else state.links.set(name, { path: name, explicit: false, glob: true, acked: before });
+            const link = state.links.get(name) ?? { path: name, explicit: false, glob: true, acked: before };
+            link.glob ||= matches;
+            link.acked = Math.min(link.acked, before);
+            state.links.set(name, link);
             await this.book.persist(state);
           });
         }
@@ -398,7 +397,7 @@ export class DurableSubscriptions {
     token: string | undefined,
     request: WakeRequest,
     type: SubscriptionConfig['type'],
-  ): Promise<{ ok: true; next_wake: boolean }> {
+  ): Promise<Acknowledged> {
     await this.book.load();
     const nextWake = await this.book.turn(id, async () => {
       const state = this.book.existing(id);
