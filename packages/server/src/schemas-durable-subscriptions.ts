@@ -110,16 +110,24 @@ export const removeStream = routeSchema({
   statusOf: subscriptionStatusOf,
 });
 
-export const callback = routeSchema({
-  id: 'durableStreamsWebhookCallback',
-  tag,
-  summary: "a webhook's callback for its wake: acks, and done ends the wake (Authorization: Bearer <callback_token>)",
-  params,
-  body: jsonText('the acks', wakeFields),
-  responses: { 200: acknowledged },
-  errors: [...lookupErrors, 'INVALID_ARGUMENT', 'FENCED'],
-  statusOf: subscriptionStatusOf,
-});
+/** A wake's acks, by the token the wake handed out: a webhook's callback and a pull-wake's ack are one shape. */
+function wakeAcks(id: string, summary: string) {
+  return routeSchema({
+    id,
+    tag,
+    summary,
+    params,
+    body: jsonText('the acks', wakeFields),
+    responses: { 200: acknowledged },
+    errors: [...lookupErrors, 'INVALID_ARGUMENT', 'FENCED'],
+    statusOf: subscriptionStatusOf,
+  });
+}
+
+export const callback = wakeAcks(
+  'durableStreamsWebhookCallback',
+  "a webhook's callback for its wake: acks, and done ends the wake (Authorization: Bearer <callback_token>)",
+);
 
 export const claim = routeSchema({
   id: 'claimDurableStreamsSubscription',
@@ -133,16 +141,10 @@ export const claim = routeSchema({
   statusOf: subscriptionStatusOf,
 });
 
-export const ack = routeSchema({
-  id: 'ackDurableStreamsSubscription',
-  tag,
-  summary: 'ack a claimed wake (a heartbeat; done ends it) (Authorization: Bearer <claim token>)',
-  params,
-  body: jsonText('the acks', wakeFields),
-  responses: { 200: acknowledged },
-  errors: [...lookupErrors, 'INVALID_ARGUMENT', 'FENCED'],
-  statusOf: subscriptionStatusOf,
-});
+export const ack = wakeAcks(
+  'ackDurableStreamsSubscription',
+  'ack a claimed wake (a heartbeat; done ends it) (Authorization: Bearer <claim token>)',
+);
 
 export const release = routeSchema({
   id: 'releaseDurableStreamsSubscription',
