@@ -54,6 +54,7 @@ import { type ManifestEntry, type PayloadLocation, type PublishedRecord, readPub
 import type { Corruption } from './runs.js';
 import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
+import { readSegmentCuts } from './segment-cuts.js';
 import { removeSegmentFilesBelow, SegmentSet } from './segment-set.js';
 import { LocalSegmentStore } from './segment-store.js';
 import { type SummaryHead, writeSummary } from './segment-summary.js';
@@ -173,6 +174,8 @@ export class History implements SegmentRunSource {
       store,
       new Set(evicted.keys()),
       successorMayFollow,
+      // A fork holds the segment its fork point lies in only up to that point.
+      readSegmentCuts(kernels, path.dirname(directory)),
     );
     opened = segments;
     const history = new History(kernels, segments, store, recovery.list, floor, named);

@@ -36,6 +36,7 @@ import {
   type TornTail,
 } from './runs.js';
 import { SegmentFile, type SegmentHeader, type SegmentKind } from './segment.js';
+import { cutFor, type SegmentCut } from './segment-cuts.js';
 import { LocalSegmentStore, type SegmentStore } from './segment-store.js';
 
 /**
@@ -106,6 +107,23 @@ function nonZeroEnd(bytes: Uint8Array, from: number, to: number): number {
   return end;
 }
 
+/**
+ * What a segment read whole holds for a feed that holds it only up to `cut`: the runs and damage
+ * before the end of the cut's commit frame, finished there (the log goes on at the commit after
+ * the cut). What lies after it is another feed's: neither read nor judged.
+ */
+function cutScanned<M>(scanned: ScannedSegment<M>, cut: SegmentCut): ScannedSegment<M> {
+  const entries = scanned.entries.filter((entry) =>
+    entry.kind === 'run' ? entry.run.marker.offset <= cut.frameOffset : entry.offset < cut.end,
+  );
+  return {
+    entries,
+    end: Math.min(scanned.end, cut.end),
+    dataGroups: scanned.dataGroups,
+    trailer: { nextBase: cut.lastPosition + 1, nextBaseCommit: cut.commit + 1 },
+  };
+}
+
 export class SegmentSet {
   readonly segments: SegmentFile[] = [];
   /** What recovery cut (or, read-only, would cut) when the set was opened. */
@@ -124,6 +142,12 @@ export class SegmentSet {
 
   /** The feed's tag, which new segments carry (0: none, for feeds made before tags). */
   private feedTag = 0;
+
+  /** Segments held only up to a fork point (see `open`). */
+  private cuts: ReadonlyMap<number, SegmentCut> = new Map();
+
+  /** The bases of the segments a cut applied to when the set was opened (see `open`). */
+  readonly cutBases = new Set<number>();
 
   /** Sealed segments evicted to object storage (see `open`). */
   private evictedBases: ReadonlySet<number> = new Set();
@@ -182,9 +206,16 @@ export class SegmentSet {
      * Otherwise (a writer, or `verify`) that successor was lost: corruption.
      */
     successorMayFollow = false,
+    /**
+     * Segments this log shares with another feed and holds only up to a fork point
+     * (`segment-cuts.ts`): read whole, nothing after the cut is theirs, and the segment counts
+     * as finished there. Never written to (nor cut as torn): the file is another feed's too.
+     */
+    cuts: ReadonlyMap<number, SegmentCut> = new Map(),
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     set.feedTag = feedTag;
+    set.cuts = cuts;
     set.evictedBases = evictedBases;
     set.store = store;
     set.floorBase = floorBase;
@@ -209,9 +240,14 @@ export class SegmentSet {
       }
       // Only the last write can be torn: in the newest segment, or in the one before it when
       // the newest holds no data yet (that write was the older segment's SegmentEnd).
+      // A cut segment was durable where it was cut: damage before the cut is corruption.
       const tornAllowed =
-        index === names.length - 1 ||
-        (index === names.length - 2 && newest !== undefined && 'scanned' in newest && newest.scanned.dataGroups === 0);
+        !one.cut &&
+        (index === names.length - 1 ||
+          (index === names.length - 2 &&
+            newest !== undefined &&
+            'scanned' in newest &&
+            newest.scanned.dataGroups === 0));
       const scanned = await set.settleDamage(one, tornAllowed);
       set.segments.push(one.segment);
       onEvent({ kind: 'segment', opened: { ...one, scanned } });
@@ -256,7 +292,7 @@ export class SegmentSet {
     decoder: MarkerDecoder<M>,
     summarized?: (segment: SegmentFile) => Promise<(S & { readonly end: number }) | undefined>,
   ): Promise<
-    | { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M> }
+    | { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M>; cut?: SegmentCut }
     | { segment: SegmentFile; summary: S }
     | { corruption: Corruption }
     | { vanished: true }
@@ -276,34 +312,16 @@ export class SegmentSet {
       if (this.readOnly && (error as NodeJS.ErrnoException).code === 'ENOENT') return { vanished: true };
       throw ioError(error, `cannot open ${file}`);
     }
-    if (
-      segment.header.kind !== this.kind ||
-      segment.header.base !== base ||
-      name !== segmentFileName(base, this.extension)
-    ) {
+    const foreign = this.foreignReason(segment, name, base);
+    if (foreign !== undefined) {
       segment.close();
-      return {
-        corruption: {
-          file,
-          offset: 0,
-          reason: `${name} does not hold the segment its name says (kind ${segment.header.kind}, base ${segment.header.base})`,
-        },
-      };
+      return { corruption: { file, offset: 0, reason: foreign } };
     }
-    const tag = segment.header.feedTag ?? 0;
-    if (tag !== 0 && this.feedTag !== 0 && tag !== this.feedTag) {
-      // Another feed's segment of the same layout would pass every other check, and its records
-      // would be read as this feed's.
-      segment.close();
-      return {
-        corruption: {
-          file,
-          offset: 0,
-          reason: `${name} was written for another feed (tag ${tag}; this feed's is ${this.feedTag})`,
-        },
-      };
-    }
-    const summary = await summarized?.(segment);
+    const cut = cutFor(this.cuts, segment.header);
+    if (cut) this.cutBases.add(base);
+    const found = await summarized?.(segment);
+    // A summary of a cut segment describes it up to the cut, or it is another feed's.
+    const summary = found && cut && found.end !== cut.end ? undefined : found;
     if (this.evictedBases.has(base) && segment.size() !== segment.header.capacity) {
       // Cut: its bytes are in object storage, its summary all there is to open it by here.
       if (summary) {
@@ -328,7 +346,8 @@ export class SegmentSet {
     const bytes = segment.readAll();
     const limit = Math.min(bytes.length, segment.header.capacity);
     decoder.beginSegment?.(segment.header);
-    const scanned = scanSegment(this.kernels, bytes, limit, file, decoder);
+    const whole = scanSegment(this.kernels, bytes, limit, file, decoder);
+    const scanned = cut ? cutScanned(whole, cut) : whole;
     if (bytes.length !== segment.header.capacity) {
       // A segment gets its name only once its full size is durable, so a different size is
       // damage, never a torn write. It took nothing written when the file is longer, or when it
@@ -349,7 +368,20 @@ export class SegmentSet {
     }
     segment.writeOffset = scanned.end;
     segment.durableEnd = scanned.end;
-    return { segment, bytes, scanned };
+    return { segment, bytes, scanned, ...(cut ? { cut } : {}) };
+  }
+
+  /** Why the file named `name` is not this log's segment at `base`; undefined when it is. */
+  private foreignReason(segment: SegmentFile, name: string, base: number): string | undefined {
+    const { header } = segment;
+    if (header.kind !== this.kind || header.base !== base || name !== segmentFileName(base, this.extension))
+      return `${name} does not hold the segment its name says (kind ${header.kind}, base ${header.base})`;
+    const tag = header.feedTag ?? 0;
+    // Another feed's segment of the same layout would pass every other check, and its records
+    // would be read as this feed's.
+    if (tag !== 0 && this.feedTag !== 0 && tag !== this.feedTag)
+      return `${name} was written for another feed (tag ${tag}; this feed's is ${this.feedTag})`;
+    return undefined;
   }
 
   /**

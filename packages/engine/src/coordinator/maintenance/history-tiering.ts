@@ -33,7 +33,7 @@ import {
   tieringRetryMsMax,
   tieringRetryMsMin,
 } from '../../limits.js';
-import { segmentsOf } from '../../query/indexes/feed-index.js';
+import { segmentsOf } from '../../query/indexes/sealed-segments.js';
 import { segmentFileName, segmentSuffix } from '../../storage/feed-layout.js';
 import type { FeedStores } from '../../storage/feed-stores.js';
 import type { History } from '../../storage/history-log.js';

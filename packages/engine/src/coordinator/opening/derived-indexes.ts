@@ -6,8 +6,9 @@
  * at a time after each commit is published, and flushed together.
  */
 import type { Kernels } from '../../kernels/kernels.js';
-import { FeedIndex, type IndexRebuild, segmentsOf } from '../../query/indexes/feed-index.js';
+import { FeedIndex, type IndexRebuild } from '../../query/indexes/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../../query/indexes/key-index.js';
+import { segmentsOf } from '../../query/indexes/sealed-segments.js';
 import { type Query, queryMatcher } from '../../query/reading/planner.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
@@ -84,8 +85,11 @@ export class DerivedIndexes {
     if (trimPending && !readOnly) await removeDictionaryFiles(store);
     // A rewrite's stale dictionary would also feed the ones after it: all are rebuilt in memory.
     const stale = (trimPending && readOnly) || rewrittenBase !== undefined;
-    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale);
-    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale);
+    // A fork's cut segment has no derived files of its own at first: they are built after the
+    // open, so that a fork opens in the time its layout takes (reads that need them wait).
+    const cut = history.segments.cutBases;
+    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale, cut);
+    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale, cut);
     const index = await FeedIndex.open(
       kernels,
       indexDirectory,
@@ -93,6 +97,7 @@ export class DerivedIndexes {
       readOnly,
       (commit, entry, locator, position) => addActiveEntry(keys, fingerprints, commit, entry, locator, position),
       new Set(rewrittenBase === undefined ? [] : [rewrittenBase]),
+      cut,
     );
     index.rebuilt.unshift(...rebuilt);
     keys.reportTo(index.rebuilt);
@@ -140,12 +145,19 @@ export class DerivedIndexes {
   }
 
   /**
-   * Undefined, or a promise to await before writing more records (then ask again): the records
-   * waiting to be folded in (`PublishIndexer.roomInBacklog`), and the keys sealed segments hold
-   * until their dictionaries are built (`KeyBuildBacklog.roomInBacklog`), each within its bound.
+   * Undefined, or a promise to await before writing more records (then ask again): index files
+   * built after the open, whose types count toward the type limit (`FeedIndex.buildsPending`),
+   * the records waiting to be folded in (`PublishIndexer.roomInBacklog`), and the keys sealed
+   * segments hold until their dictionaries are built (`KeyBuildBacklog.roomInBacklog`), each
+   * within its bound.
    */
   roomInBacklog(): Promise<void> | undefined {
-    return this.indexer.roomInBacklog() ?? this.keys.roomInBacklog() ?? this.fingerprints.roomInBacklog();
+    return (
+      this.index.buildsPending() ??
+      this.indexer.roomInBacklog() ??
+      this.keys.roomInBacklog() ??
+      this.fingerprints.roomInBacklog()
+    );
   }
 
   /** Resolves once the indexes and condition maps hold every run pushed so far. */

@@ -1,11 +1,15 @@
 /**
  * Lays out a fork of a feed: a new feed whose history is the source's commits up to `at`, sharing
- * the source's sealed segments instead of copying them. Every sealed segment wholly before the
- * one holding `at` is hard-linked, with its summary, index and dictionaries (immutable files: a
+ * the source's segments instead of copying them. Every sealed segment wholly before the one
+ * holding `at` is hard-linked, with its summary, index and dictionaries (immutable files: a
  * merge, trim or compaction of either feed replaces or unlinks names, never writes into them).
- * The segment holding `at` is copied up to the end of `at`'s commit frame and becomes the fork's
- * active segment, exactly as if its writer had stopped right after `at`: recovery replays it on
- * open. The fork keeps the source's feed tag, which its linked segments carry in their headers.
+ * The segment holding `at` is hard-linked too, whole, and cut (`segment-cuts.ts`): the fork holds
+ * it up to the end of `at`'s commit frame, with a summary of its own naming those commits. Its
+ * index and dictionaries, which would describe the source's later records too, are built by the
+ * fork. The fork then writes to a new segment of its own. This holds when that segment is the
+ * source's active one, which the source goes on writing: nothing before a durable commit frame
+ * changes, and nothing after the cut is read. The fork keeps the source's feed tag, which the
+ * shared segments carry in their headers.
  *
  * The fork is laid out in a directory of its own beside the feeds and put in place by one
  * rename, so a crash leaves no fork or a whole one.
@@ -16,15 +20,24 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { assert, StreamStackError } from '../../errors.js';
-import { frameHeaderBytes, frameLengthMask, segmentHeaderBytes } from '../../limits.js';
+import { frameHeaderBytes, frameLengthMask, segmentBytesFirst, segmentHeaderBytes } from '../../limits.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { FeedLayout, segmentFile, segmentSuffix, summaryFileOf } from '../../storage/feed-layout.js';
 import { scanGroups, sealGroup } from '../../storage/groups.js';
-import { syncDirectory, writeSmallFileSync } from '../../storage/segment.js';
-import { commitFrameHeader } from '../../storage/segment-summary.js';
+import {
+  readFileRangeSync,
+  SegmentFile,
+  SegmentKind,
+  syncDirectory,
+  writeSmallFileSync,
+} from '../../storage/segment.js';
+import { cutFor, readSegmentCuts, type SegmentCut, writeSegmentCuts } from '../../storage/segment-cuts.js';
+import { commitFrameHeader, writeSummary } from '../../storage/segment-summary.js';
+import { StateLog } from '../../storage/state-log.js';
 import { CompactionLog } from '../maintenance/compaction-state.js';
 import { RetentionLog } from '../maintenance/retention-state.js';
 import type { FeedWriter } from '../writing/feed-writer.js';
+import { recordLease } from '../writing/lease.js';
 import { feedTagOf } from './data-directory.js';
 
 /** Where a fork comes from, kept in its directory (`fork.json`) for `info()`. */
@@ -70,37 +83,45 @@ export async function layOutFork(
   const from = new FeedLayout(source.directory);
   for (const folder of [to.history, to.index, to.wal, to.state]) fs.mkdirSync(folder, { recursive: true });
 
+  const sourceCuts = readSegmentCuts(kernels, source.directory);
+  const cuts: SegmentCut[] = [];
   let linkedSegments = 0;
   let linkedBytes = 0;
-  for (const segment of snapshot.history.segments.segments) {
+  const link = (segment: SegmentFile, withFiles: boolean) => {
     const base = segment.header.base;
-    if (base >= record.segment) break;
     fs.linkSync(from.historySegment(base), to.historySegment(base));
     linkedSegments++;
     linkedBytes += fs.statSync(to.historySegment(base)).size;
-    // Derived files: shared when they are there, rebuilt by the fork's open when they are not.
-    const derived: [string, string][] = [
-      [summaryFileOf(from.historySegment(base)), summaryFileOf(to.historySegment(base))],
-      [from.tagIndex(base), to.tagIndex(base)],
-      [
-        segmentFile(from.index, base, segmentSuffix.keyDictionary),
-        segmentFile(to.index, base, segmentSuffix.keyDictionary),
-      ],
-      [
-        segmentFile(from.index, base, segmentSuffix.fingerprintDictionary),
-        segmentFile(to.index, base, segmentSuffix.fingerprintDictionary),
-      ],
-    ];
-    for (const [file, link] of derived) {
-      try {
-        fs.linkSync(file, link);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      }
-    }
+    // A segment the source holds only up to its own fork point is held so by the fork too.
+    const cut = cutFor(sourceCuts, segment.header);
+    if (cut) cuts.push(cut);
+    if (withFiles) linkDerivedFiles(from, to, base);
+  };
+  for (const segment of snapshot.history.segments.segments) {
+    if (segment.header.base >= record.segment) break;
+    link(segment, true);
   }
 
-  const copiedBytes = copyActivePrefix(source, snapshot.history.segments.byBase(record.segment), record, to);
+  const holding = snapshot.history.segments.byBase(record.segment);
+  let copiedBytes = 0;
+  if (record.lastPosition < holding.header.base) {
+    // Nothing but empty commits of the segment up to the fork point: the fork's next segment
+    // would take its name. The little there is is copied, as the fork's active segment.
+    copiedBytes = copyActivePrefix(source, holding, record, to);
+  } else {
+    const cut = await shareHoldingSegment(source, holding, record, to, link);
+    if (cut) cuts.splice(0, cuts.length, ...cuts.filter((other) => other.base !== cut.base), cut);
+    // The fork writes its own commits to a segment of its own, small at first as any log's is.
+    const next = await SegmentFile.create(kernels, to.historySegment(record.lastPosition + 1), {
+      kind: SegmentKind.History,
+      base: record.lastPosition + 1,
+      baseCommit: at + 1,
+      capacity: segmentBytesFirst,
+      feedTag: feedTagOf(source.directory),
+    });
+    next.close();
+  }
+  writeSegmentCuts(kernels, target, cuts);
 
   // The fork starts where the source's history stands: the same floor, policy and horizon.
   const retention = await RetentionLog.open(kernels, target, false);
@@ -122,9 +143,103 @@ export async function layOutFork(
       compaction.close();
     }
   }
+  const epoch = snapshot.commits.epochMax;
+  if (epoch > 0) {
+    // Commits were written under leases: the fork's lease log starts released at the highest
+    // epoch the history holds, so the fork's first lease is above it, and its log is not lost.
+    const log = await StateLog.open(kernels, to.stateLog('lease'), false);
+    try {
+      await recordLease(log, { epoch, holder: '', token: '', expiresAt: 0, released: true });
+    } finally {
+      log.close();
+    }
+  }
   writeForkFiles(source, target, fork);
   for (const folder of [to.history, to.index, to.wal, to.state, target]) await syncDirectory(folder);
   return { linkedSegments, linkedBytes, copiedBytes };
+}
+
+/**
+ * Shares the segment holding the fork point `record`: whole, with its files, when the point
+ * ends it and it is sealed; else whole and cut after the point's commit frame, with a summary
+ * of the fork's own naming the commits up to it. Returns the cut, if one was made.
+ */
+async function shareHoldingSegment(
+  source: FeedWriter,
+  holding: SegmentFile,
+  record: CommitRecord,
+  to: FeedLayout,
+  link: (segment: SegmentFile, withFiles: boolean) => void,
+): Promise<SegmentCut | undefined> {
+  const snapshot = source.snapshot();
+  const inSegment = snapshot.commits.commitsInSegment(holding.header.base);
+  if (holding !== snapshot.history.segments.active && inSegment[inSegment.length - 1]?.commit === record.commit) {
+    link(holding, true);
+    return undefined;
+  }
+  const { offset, end } = checkedCommitFrame(source.kernels, holding, record);
+  link(holding, false);
+  const { base, baseCommit, capacity } = holding.header;
+  const commits = inSegment.filter((commit) => commit.commit <= record.commit);
+  await writeSummary(
+    source.kernels,
+    summaryFileOf(to.historySegment(base)),
+    { base, baseCommit, capacity, end, commits },
+    holding.header,
+  );
+  return {
+    base,
+    baseCommit,
+    capacity,
+    feedTag: holding.header.feedTag ?? 0,
+    commit: record.commit,
+    lastPosition: record.lastPosition,
+    frameOffset: offset,
+    end,
+  };
+}
+
+/** Links a sealed segment's derived files that are there; the fork's open rebuilds the others. */
+function linkDerivedFiles(from: FeedLayout, to: FeedLayout, base: number): void {
+  const derived: [string, string][] = [
+    [summaryFileOf(from.historySegment(base)), summaryFileOf(to.historySegment(base))],
+    [from.tagIndex(base), to.tagIndex(base)],
+    [
+      segmentFile(from.index, base, segmentSuffix.keyDictionary),
+      segmentFile(to.index, base, segmentSuffix.keyDictionary),
+    ],
+    [
+      segmentFile(from.index, base, segmentSuffix.fingerprintDictionary),
+      segmentFile(to.index, base, segmentSuffix.fingerprintDictionary),
+    ],
+  ];
+  for (const [file, link] of derived) {
+    try {
+      fs.linkSync(file, link);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+}
+
+/**
+ * Where `record`'s commit frame lies in `segment`, checked after reading as it was before
+ * writing: the frame the record names is there. `CORRUPT` otherwise.
+ */
+function checkedCommitFrame(
+  kernels: FeedWriter['kernels'],
+  segment: { readonly file: string },
+  record: CommitRecord,
+): { offset: number; end: number } {
+  const { offset, header } = commitFrameHeader(kernels, record);
+  const end = offset + frameHeaderBytes + (new DataView(header.buffer).getUint32(0, true) & frameLengthMask);
+  const onDisk = readFileRangeSync(segment.file, offset, frameHeaderBytes);
+  if (!onDisk.every((byte, index) => byte === header[index])) {
+    throw new StreamStackError('CORRUPT', `${segment.file}: commit ${record.commit} is not at offset ${offset}`, {
+      details: { file: segment.file, offset },
+    });
+  }
+  return { offset, end };
 }
 
 /** A fork's `fork.json`, and its `feed.json` with the source's tag. */

@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { VerificationCode } from '@streamstack/protocol';
 import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { derivedMismatch, segmentsOf } from '../../query/indexes/feed-index.js';
+import { derivedMismatch, segmentsOf } from '../../query/indexes/sealed-segments.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { FeedLayout, segmentSuffix, summaryFileOf } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';

@@ -7,8 +7,9 @@
  */
 import path from 'node:path';
 import { assert, StreamStackError } from '../../errors.js';
+import { mapInFlight } from '../../in-flight.js';
 import type { Kernels } from '../../kernels/kernels.js';
-import { indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
+import { headReadsInFlightMax, indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
 import type { CommitRun, History } from '../../storage/history-log.js';
@@ -16,107 +17,11 @@ import { encodeIndexFile, type IndexData, readIndexFile, readIndexHead } from '.
 import type { ManifestEntry } from '../../storage/records.js';
 import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
 import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
+import { derivedMismatch, type SealedSegment, segmentCommits, segmentSourceOf, segmentsOf } from './sealed-segments.js';
 import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
 import { HeadTerms, type QueryTerms } from './segment-terms.js';
 
 export type { SegmentIndex };
-
-/**
- * True when corruption took records of the segment at `base` (up to `nextBase`): inside it (a
- * gap between its readable commits) or at its end (lost commits before the next segment). Its
- * derived files are then built in memory only: written, they would be wrong once repaired.
- */
-export function damagedSegment(
-  lost: readonly CommitRecord[],
-  inSegment: readonly CommitRecord[],
-  base: number,
-  nextBase: number,
-): boolean {
-  if (inSegment.some((commit, at) => commit.firstPosition !== (at === 0 ? base : inSegment[at - 1].lastPosition + 1)))
-    return true;
-  return lost.some((commit) => commit.records > 0 && commit.firstPosition < nextBase && commit.lastPosition >= base);
-}
-
-/** A sealed history segment as its derived files see it: its readable commits and its range. */
-export interface SealedSegment {
-  readonly base: number;
-  /** Records it covers: its last readable position − base + 1. */
-  readonly count: number;
-  /** Its readable commits (read from its summary when it has one: only a rebuild needs them). */
-  readonly commits: () => readonly CommitRecord[];
-  /** Corruption took records of it (see `damagedSegment`). */
-  readonly gaps: boolean;
-  /** Its source fingerprint (`History.sourceOf`), which its derived files must carry. */
-  readonly source: () => number;
-}
-
-/**
- * A function that gives segment `base`'s source fingerprint when called: made here, apart from
- * the caller's scope, for the reason `segmentCommits` is.
- */
-export function segmentSourceOf(history: History, base: number): () => number {
-  return () => history.sourceOf(base);
-}
-
-/**
- * Why a derived file whose head says it covers `count` records from `base`, built from the
- * segment whose fingerprint is `source`, is not the file of `segment`; undefined when it is.
- */
-export function derivedMismatch(
-  head: { base: number; count: number; source: number },
-  segment: { base: number; count: number; source: () => number },
-): string | undefined {
-  if (head.base !== segment.base || head.count !== segment.count)
-    return `it covers ${head.count} records from ${head.base}, the segment ${segment.count} from ${segment.base}`;
-  const source = segment.source();
-  if (head.source !== source)
-    return `it was built from another segment (source fingerprint ${head.source}, the segment's ${source})`;
-  return undefined;
-}
-
-/**
- * A function that reads segment `base`'s commits when called. It is made here, apart from the
- * caller's scope, because a closure keeps its whole enclosing scope alive: one made where a
- * segment's tail index is in scope would hold that index for the life of the feed.
- */
-export function segmentCommits(history: History, base: number): () => CommitRecord[] {
-  return () => history.commits.commitsInSegment(base);
-}
-
-/** The history's segments, sealed ones described, and the active segment's (its commits read when asked for). */
-export function segmentsOf(history: History): {
-  sealed: SealedSegment[];
-  active?: { base: number; commits: () => CommitRecord[] };
-} {
-  const list = history.commits;
-  const bases = history.segments.segments.map((segment) => segment.header.base);
-  const extents = new Map(list.segments().map((extent) => [extent.segment, extent]));
-  const sealed = bases.slice(0, -1).map((base, at): SealedSegment => {
-    const extent = extents.get(base);
-    const count = extent ? extent.lastPosition - base + 1 : 0;
-    // A summary's commits follow each other, so only lost commits can leave gaps in it.
-    if (!extent || extent.summarized) {
-      return {
-        base,
-        count,
-        commits: () => list.commitsInSegment(base),
-        gaps: damagedSegment(list.lost, [], base, bases[at + 1]),
-        source: segmentSourceOf(history, base),
-      };
-    }
-    // Held commits are checked for gaps now and read again when needed: a slot must not keep
-    // a segment's commits as objects for the life of the feed.
-    const gaps = damagedSegment(list.lost, list.commitsInSegment(base), base, bases[at + 1]);
-    return { base, count, commits: () => list.commitsInSegment(base), gaps, source: segmentSourceOf(history, base) };
-  });
-  const activeBase = bases[bases.length - 1];
-  return {
-    sealed,
-    ...(activeBase === undefined
-      ? {}
-      : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }),
-  };
-}
 
 /** The index file of the segment at `base` in the index `directory`: named like the history segment it derives from. */
 export function indexFileOf(directory: string, base: number): string {
@@ -143,6 +48,8 @@ interface SealedSlot extends SealedSegment {
    * loading it when none of its items can match there.
    */
   terms?: HeadTerms;
+  /** Set while its index is being built (see `FeedIndex.rebuild`). */
+  rebuilding?: Promise<IndexData>;
 }
 
 export class FeedIndex {
@@ -192,22 +99,34 @@ export class FeedIndex {
      * was not finished (a read-only open cannot finish it): rebuilt, whatever their files say.
      */
     staleBases: ReadonlySet<number> = new Set(),
+    /**
+     * Segments whose missing index files are built in the background after the open (a fork's
+     * cut segment, whose source's files describe records the fork does not hold): a query
+     * builds one itself meanwhile, and writers wait for them (`buildsPending`), for their types.
+     */
+    deferredBases: ReadonlySet<number> = new Set(),
   ): Promise<FeedIndex> {
     const index = new FeedIndex(kernels, directory, history, readOnly);
     index.onActiveEntry = onActiveEntry;
     const { sealed, active } = segmentsOf(history);
-    for (const segment of sealed) {
+    const deferred: SealedSlot[] = [];
+    // The heads are read side by side; what they say is then taken in segment order.
+    const heads = await mapInFlight(sealed, headReadsInFlightMax, (segment) =>
+      segment.gaps || staleBases.has(segment.base)
+        ? Promise.resolve(undefined)
+        : readIndexHead(kernels, index.store, path.basename(index.fileFor(segment.base))).catch((error: unknown) =>
+            error instanceof Error ? error : new Error(String(error)),
+          ),
+    );
+    for (const [at, segment] of sealed.entries()) {
       const slot: SealedSlot = { ...segment };
       index.sealed.push(slot);
-      const file = index.fileFor(segment.base);
       let reason: string | undefined = staleBases.has(segment.base)
         ? 'its segment was rewritten, and the switch-over not finished'
         : undefined;
       try {
-        const head =
-          segment.gaps || reason !== undefined
-            ? undefined
-            : await readIndexHead(kernels, index.store, path.basename(file));
+        const head = heads[at];
+        if (head instanceof Error) throw head;
         if (!head) reason ??= 'missing';
         else reason = derivedMismatch(head, segment);
         if (head && reason === undefined) {
@@ -217,11 +136,10 @@ export class FeedIndex {
       } catch (error) {
         reason = (error as Error).message;
       }
-      if (reason !== undefined) {
-        const data = await index.rebuild(slot, reason);
-        for (const name of data.typeNames) index.typeNames.add(name);
-      }
+      if (reason === 'missing' && deferredBases.has(segment.base)) deferred.push(slot);
+      else if (reason !== undefined) await index.rebuild(slot, reason);
     }
+    if (deferred.length > 0) index.buildLater(deferred);
     if (active) {
       index.tail = new TailIndex(active.base);
       for await (const run of history.readRuns(active.commits())) index.addRun(run);
@@ -229,8 +147,43 @@ export class FeedIndex {
     return index;
   }
 
-  /** Builds a sealed segment's index from its history segment, writes it (when whole), reports it. */
-  private async rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
+  /**
+   * Builds `slots`' indexes in the background, in order, after the builds already queued. Until
+   * they are done `buildsPending` says so: their types are not known yet.
+   */
+  private buildLater(slots: readonly SealedSlot[]): void {
+    const built = this.pending.then(async () => {
+      for (const slot of slots) await this.load(slot).catch(() => undefined);
+    });
+    this.pending = built;
+    this.building = built;
+    void built.then(() => {
+      if (this.building === built) this.building = undefined;
+    });
+  }
+
+  /** Set while `buildLater` builds: the feed's types are known once it settles. */
+  private building: Promise<void> | undefined;
+
+  /** Undefined, or a promise that settles once the index files built after the open are built. */
+  buildsPending(): Promise<void> | undefined {
+    return this.building;
+  }
+
+  /**
+   * Builds a sealed segment's index from its history segment, writes it (when whole), reports
+   * it. A build asked for while one of the same segment is under way waits for that one.
+   */
+  private rebuild(slot: SealedSlot, reason: string): Promise<IndexData> {
+    if (slot.rebuilding) return slot.rebuilding;
+    const done = this.rebuildNow(slot, reason).finally(() => {
+      if (slot.rebuilding === done) slot.rebuilding = undefined;
+    });
+    slot.rebuilding = done;
+    return done;
+  }
+
+  private async rebuildNow(slot: SealedSlot, reason: string): Promise<IndexData> {
     // Read and built on the index worker when it can (the segment has a summary, no gaps): a
     // segment's FST and posting lists take long enough to stall every read and append were they
     // built here, and reading its records here stalls them too. Otherwise read here and built there.
@@ -256,6 +209,7 @@ export class FeedIndex {
     if (slot.gaps || this.readOnly) slot.resident = new SealedIndex(this.kernels, data);
     else this.remember(slot.base, new SealedIndex(this.kernels, data), data);
     slot.terms = new HeadTerms(data);
+    for (const name of data.typeNames) this.typeNames.add(name);
     this.rebuilt.push({ segment: slot.base, file, reason });
     return data;
   }

@@ -25,8 +25,15 @@
 import path from 'node:path';
 import { assert } from '../../errors.js';
 import { yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
+import { mapInFlight } from '../../in-flight.js';
 import type { Kernels, PackedBytes } from '../../kernels/kernels.js';
-import { keyBuildYieldKeys, keyCacheBytesMax, keyFilterProbes, keyWinnersHotReads } from '../../limits.js';
+import {
+  headReadsInFlightMax,
+  keyBuildYieldKeys,
+  keyCacheBytesMax,
+  keyFilterProbes,
+  keyWinnersHotReads,
+} from '../../limits.js';
 import { concatBytes, utf8Concat, utf8DecodeRange, utf8Encode } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
@@ -48,11 +55,13 @@ import {
 import { LocalSegmentStore, type SegmentStore, type SyncSegmentReads } from '../../storage/segment-store.js';
 import { filterMayHold, filterMayHoldHashes, termHashes, termHashesOf } from '../../storage/term-filter.js';
 import { DictionaryCache } from './dictionary-cache.js';
-import { derivedMismatch, type IndexRebuild, segmentCommits, segmentSourceOf, segmentsOf } from './feed-index.js';
+import type { IndexRebuild } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { KeyBuildBacklog } from './key-build-backlog.js';
 import type { DictionaryFile, WinnerColumns } from './key-merge.js';
+import { derivedMismatch, segmentCommits, segmentSourceOf, segmentsOf } from './sealed-segments.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
+import { checkWholeOnce } from './whole-checks.js';
 
 /** Each kind of dictionary's file name (a fingerprint's occurrences have no version or tombstone: only positions count). */
 const kinds = {
@@ -191,10 +200,24 @@ export class KeyIndex {
     order: TermOrder = 'latest',
     /** The files were built over history a trim removed (read-only, a trim not finished): not used. */
     stale = false,
+    /**
+     * Segments whose missing dictionaries are built in the background after the open, in
+     * segment order (a fork's cut segment: see `FeedIndex.open`). Lookups wait for them.
+     */
+    deferredBases: ReadonlySet<number> = new Set(),
   ): Promise<KeyIndex> {
     const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt, order);
     const { sealed, active } = segmentsOf(history);
-    for (const segment of sealed) {
+    const deferred: SealedKeys[] = [];
+    // The heads are read side by side; what they say is then taken in segment order.
+    const heads = await mapInFlight(sealed, headReadsInFlightMax, (segment) =>
+      segment.gaps || stale
+        ? Promise.resolve(undefined)
+        : loadKeyFileHead(index.sourceFor(segment.base)).catch((error: unknown) =>
+            error instanceof Error ? error : new Error(String(error)),
+          ),
+    );
+    for (const [at, segment] of sealed.entries()) {
       const slot: SealedKeys = {
         base: segment.base,
         count: segment.count,
@@ -211,16 +234,19 @@ export class KeyIndex {
         continue;
       }
       let reason: string | undefined = stale ? 'the history before it was trimmed' : undefined;
-      try {
-        const head = stale ? undefined : await loadKeyFileHead(index.sourceFor(segment.base));
-        if (!head) reason ??= 'missing';
-        else reason = derivedMismatch(head, segment);
-        if (head && reason === undefined) slot.head = head;
-      } catch (error) {
-        reason = (error as Error).message;
+      const head = heads[at];
+      if (head instanceof Error) reason = head.message;
+      else if (!head) reason ??= 'missing';
+      else {
+        reason = derivedMismatch(head, segment);
+        if (reason === undefined) slot.head = head;
       }
-      if (reason !== undefined) await index.rebuild(slot, reason);
+      // Only the newest sealed dictionary waits: each later one is built over those before it.
+      if (reason === 'missing' && deferredBases.has(segment.base) && segment === sealed[sealed.length - 1])
+        deferred.push(slot);
+      else if (reason !== undefined) await index.rebuild(slot, reason);
     }
+    if (deferred.length > 0) index.rebuildLater(deferred);
     if (active) index.tail = new SegmentKeys(active.base, order);
     return index;
   }
@@ -245,15 +271,17 @@ export class KeyIndex {
     for (const slot of [...this.sealed]) {
       const head = slot.head;
       if (!head || slot.resident || slot.pinned) continue;
-      let reason: string | undefined;
-      for (const section of [0, 1, 2] as const) {
-        try {
-          await readKeySectionAsync(this.kernels, this.sourceFor(slot.base), head, section);
-        } catch (error) {
-          reason = (error as Error).message;
-          break;
+      // A file another feed's open checked (a fork's shared dictionary) is not read again.
+      const reason = await checkWholeOnce(this.slotFile(slot), async () => {
+        for (const section of [0, 1, 2] as const) {
+          try {
+            await readKeySectionAsync(this.kernels, this.sourceFor(slot.base), head, section);
+          } catch (error) {
+            return (error as Error).message;
+          }
         }
-      }
+        return undefined;
+      });
       // Replaced or rebuilt meanwhile (a lookup met the damage first): the new file is sound.
       if (reason !== undefined && slot.head === head && this.sealed.includes(slot)) await this.rebuild(slot, reason);
     }
@@ -896,8 +924,22 @@ export class KeyIndex {
     return files.every((held): held is DictionaryFile => held.file !== undefined) ? files : undefined;
   }
 
-  /** Set while dictionaries are rebuilt after a trim: lookups wait for it. */
+  /** Set while dictionaries are rebuilt after a trim or an open (`rebuildLater`): lookups wait for it. */
   private rebasing: Promise<void> | undefined;
+
+  /** Rebuilds `slots`' dictionaries in the background, in order; lookups wait for them. */
+  private rebuildLater(slots: readonly SealedKeys[]): void {
+    const done = this.pending
+      .then(async () => {
+        for (const slot of slots) await this.rebuild(slot, 'missing');
+      })
+      .catch(() => undefined);
+    this.pending = done;
+    this.rebasing = done;
+    void done.then(() => {
+      if (this.rebasing === done) this.rebasing = undefined;
+    });
+  }
 
   /** Lets go of a dictionary's sections in memory. */
   private forget(slot: SealedKeys): void {
