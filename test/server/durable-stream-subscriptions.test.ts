@@ -329,4 +329,45 @@ describe('Durable Streams subscriptions', () => {
       tail_offset: '0000000000000001_0000000000000000',
     });
   });
+
+  it('show and act on no change whose write failed: the state goes back to what its feed holds', async () => {
+    const { url, store } = await startServer();
+    await ds(url, 'PUT', 'wake/q', { headers: json, body: '[]' });
+    await control(url, 'PUT', 'subscriptions/w', {
+      type: 'pull-wake',
+      streams: ['jobs/1'],
+      wake_stream: 'wake/q',
+      lease_ttl_ms: 60_000,
+    });
+    await ds(url, 'PUT', 'jobs/1', { headers: json, body: '{"j":1}' });
+    await until(async () => ((await ds(url, 'GET', 'wake/q?offset=-1')).json.length > 0 ? true : undefined));
+    const claim = (await control(url, 'POST', 'subscriptions/w/claim', { worker: 'w1' })).json;
+    const before = (await control(url, 'GET', 'subscriptions/w')).json;
+    // Another holder of the subscription feed's lease makes its next write fail.
+    const feed = await store.feed('dssub.w');
+    const { token } = await feed.acquireLease({ holder: 'in-the-way', ttlMs: 60_000 });
+    const ack = () =>
+      control(
+        url,
+        'POST',
+        'subscriptions/w/ack',
+        {
+          wake_id: claim.wake_id,
+          generation: claim.generation,
+          acks: [{ stream: 'jobs/1', offset: claim.streams[0].tail_offset }],
+          done: true,
+        },
+        { authorization: `Bearer ${claim.token}` },
+      );
+    const failed = await ack();
+    expect(failed.status).toBeGreaterThanOrEqual(400);
+    expect(failed.json.error.code).toBe('LEASE_HELD');
+    expect((await control(url, 'GET', 'subscriptions/w')).json).toEqual(before);
+    // The wake the failed ack would have ended is still held: once the write goes through, it ends.
+    await feed.releaseLease({ token });
+    expect((await ack()).json).toEqual({ ok: true, next_wake: false });
+    const after = (await control(url, 'GET', 'subscriptions/w')).json;
+    expect(after.streams[0].acked_offset).toBe(claim.streams[0].tail_offset);
+    expect(after.streams[0].acked_offset).not.toBe(before.streams[0].acked_offset);
+  });
 });

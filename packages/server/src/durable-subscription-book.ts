@@ -9,7 +9,12 @@
 import { type Feed, isStreamStackError, limits, StreamStackError } from '@streamstack/engine';
 import type { ServerContext } from './context.js';
 import { feedStreamName, streamFeedName, streamFeedPrefix } from './durable-stream-names.js';
-import { decodeSubscription, encodeSubscription, type SubscriptionState } from './durable-subscription-state.js';
+import {
+  decodeSubscription,
+  encodeSubscription,
+  restoreSubscription,
+  type SubscriptionState,
+} from './durable-subscription-state.js';
 import { KeyedTurns } from './keyed-turns.js';
 
 /** What every subscription's feed name starts with. */
@@ -24,6 +29,8 @@ export class SubscriptionBook {
   private readonly feeds = new Map<string, Feed>();
   private readonly turns = new KeyedTurns();
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Each subscription's state as its feed last took it (what a failed write goes back to). */
+  private readonly written = new Map<string, string>();
   private closed = false;
 
   /**
@@ -76,6 +83,7 @@ export class SubscriptionBook {
   async remove(state: SubscriptionState): Promise<void> {
     state.deleted = true;
     this.states.delete(state.id);
+    this.written.delete(state.id);
     this.feeds.delete(state.id);
     this.clearTimer(state.id);
     const feedName = subscriptionFeedName(state.id);
@@ -85,11 +93,24 @@ export class SubscriptionBook {
     this.ctx.forget(feedName);
   }
 
-  /** Writes the state as its feed's next commit (and drops older commits now and then). */
+  /**
+   * Writes the state as its feed's next commit (and drops older commits now and then). A change
+   * is made on the state in memory first: when its write fails, the state goes back to what its
+   * feed holds, so nothing shows or acts on a change the disk did not take.
+   */
   async persist(state: SubscriptionState): Promise<void> {
     if (state.deleted) return;
     const feed = this.feeds.get(state.id)!;
-    const { commit } = await feed.append([{ payload: encodeSubscription(state) }]);
+    const record = encodeSubscription(state);
+    let commit: number;
+    try {
+      ({ commit } = await feed.append([{ payload: record }]));
+    } catch (error) {
+      const held = this.written.get(state.id);
+      if (held !== undefined) restoreSubscription(state, decodeSubscription(held, feed.name));
+      throw error;
+    }
+    this.written.set(state.id, record);
     if (commit % trimEveryCommits === 0) await feed.trim({ before: commit, force: true });
   }
 
@@ -102,7 +123,9 @@ export class SubscriptionBook {
         const head = await feed.head();
         if (!head) continue;
         const [record] = await feed.readCommit(head.commit);
-        const state = decodeSubscription(Buffer.from(record!.payload).toString('utf8'), feedName);
+        const text = Buffer.from(record!.payload).toString('utf8');
+        const state = decodeSubscription(text, feedName);
+        this.written.set(state.id, text);
         this.states.set(state.id, state);
         this.feeds.set(state.id, feed);
         this.resume(state);

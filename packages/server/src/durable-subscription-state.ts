@@ -106,6 +106,19 @@ export function decodeSubscription(text: string, feed: string): SubscriptionStat
   }
 }
 
+/**
+ * Puts `state` back as `saved` says it was, in place (the turns, timers and requests under way
+ * hold the object): what a change of it can touch, its links, generation, wake and retries.
+ */
+export function restoreSubscription(state: SubscriptionState, saved: SubscriptionState): void {
+  state.links.clear();
+  for (const [path, link] of saved.links) state.links.set(path, link);
+  state.generation = saved.generation;
+  state.wake = saved.wake;
+  state.status = saved.status;
+  state.retry = saved.retry;
+}
+
 /** How a link is shown: explicit wins over glob. */
 function linkType(link: StreamLink): 'explicit' | 'glob' {
   return link.explicit ? 'explicit' : 'glob';
