@@ -178,6 +178,11 @@ describe('forks share the segment of their fork point, cut', () => {
       ),
     );
     expect(appended.records).toBe(1);
+    await fork.settled();
+    // Reported as built after the open, for the cut segment only (the others are shared).
+    expect(new Set(fork.indexRebuilds.map(({ segment, reason }) => `${segment} ${reason}`))).toEqual(
+      new Set([`${cut.base} missing: built after the open (a fork holds its segment up to a cut)`]),
+    );
     await store.close();
     expect(
       fs

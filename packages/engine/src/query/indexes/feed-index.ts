@@ -17,7 +17,14 @@ import { encodeIndexFile, type IndexData, readIndexFile, readIndexHead } from '.
 import type { ManifestEntry } from '../../storage/records.js';
 import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
 import { buildIndexDataOffThread, indexDataOfSegmentOffThread } from './index-builder.js';
-import { derivedMismatch, type SealedSegment, segmentCommits, segmentSourceOf, segmentsOf } from './sealed-segments.js';
+import {
+  deferredReason,
+  derivedMismatch,
+  type SealedSegment,
+  segmentCommits,
+  segmentSourceOf,
+  segmentsOf,
+} from './sealed-segments.js';
 import { indexTailOf, SealedIndex, type SegmentIndex, TailIndex, unreadableLocator } from './segment-index.js';
 import { HeadTerms, type QueryTerms } from './segment-terms.js';
 
@@ -153,7 +160,8 @@ export class FeedIndex {
    */
   private buildLater(slots: readonly SealedSlot[]): void {
     const built = this.pending.then(async () => {
-      for (const slot of slots) await this.load(slot).catch(() => undefined);
+      // A query may have built one meanwhile (its terms are then known).
+      for (const slot of slots) if (!slot.terms) await this.rebuild(slot, deferredReason).catch(() => undefined);
     });
     this.pending = built;
     this.building = built;

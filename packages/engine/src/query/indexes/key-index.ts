@@ -59,7 +59,7 @@ import type { IndexRebuild } from './feed-index.js';
 import { buildKeyFileOffThread, keyFileOfSegmentOffThread } from './index-builder.js';
 import { KeyBuildBacklog } from './key-build-backlog.js';
 import type { DictionaryFile, WinnerColumns } from './key-merge.js';
-import { derivedMismatch, segmentCommits, segmentSourceOf, segmentsOf } from './sealed-segments.js';
+import { deferredReason, derivedMismatch, segmentCommits, segmentSourceOf, segmentsOf } from './sealed-segments.js';
 import { SegmentKeys, segmentKeysOf, winnerColumnsOf } from './segment-keys.js';
 import { checkWholeOnce } from './whole-checks.js';
 
@@ -931,7 +931,7 @@ export class KeyIndex {
   private rebuildLater(slots: readonly SealedKeys[]): void {
     const done = this.pending
       .then(async () => {
-        for (const slot of slots) await this.rebuild(slot, 'missing');
+        for (const slot of slots) await this.rebuild(slot, deferredReason);
       })
       .catch(() => undefined);
     this.pending = done;

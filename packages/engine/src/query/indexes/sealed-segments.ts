@@ -106,3 +106,9 @@ export function segmentsOf(history: History): {
       : { active: { base: activeBase, commits: () => list.commitsInSegment(activeBase) } }),
   };
 }
+
+/**
+ * Why a derived file built after the open (a fork's cut segment's: see `FeedIndex.open`) was
+ * built, as the feed's index rebuilds report it.
+ */
+export const deferredReason = 'missing: built after the open (a fork holds its segment up to a cut)';
