@@ -13,3 +13,25 @@ export function grown<T extends GrowableArray>(array: T, length: number): T {
   larger.set(array);
   return larger;
 }
+
+/** The bytes of the first `count` elements of `array`, as they lie in memory (no copy). */
+export function columnBytes(array: GrowableArray, count: number): Uint8Array {
+  return new Uint8Array(array.buffer, array.byteOffset, count * array.BYTES_PER_ELEMENT);
+}
+
+/**
+ * A column of `count` elements made of `bytes` as `columnBytes` gave them (copied: `bytes` may
+ * lie anywhere in a file's buffer, and a typed array must start at a multiple of its element
+ * size), with room for `capacity`. Undefined when the length does not fit the count.
+ */
+export function columnOf<T extends GrowableArray>(
+  make: new (length: number) => T,
+  bytes: Uint8Array,
+  count: number,
+  capacity = count,
+): T | undefined {
+  const column = new make(Math.max(capacity, count, 1));
+  if (bytes.length !== count * column.BYTES_PER_ELEMENT) return undefined;
+  new Uint8Array(column.buffer).set(bytes);
+  return column;
+}

@@ -36,6 +36,8 @@ export const segmentSuffix = {
   keyDictionary: '.keys',
   /** A sealed segment's fingerprint dictionary (each fingerprint's first occurrence). */
   fingerprintDictionary: '.fps',
+  /** The active segment's tails as the feed last closed with them (see `tail-checkpoint.ts`). */
+  tailCheckpoint: '.tail',
   /**
    * A tiered segment's descriptor, kept beside it as uploaded (with a CRC of its own), so a
    * read of the segment once evicted needs no request for it.

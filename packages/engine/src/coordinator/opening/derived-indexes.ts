@@ -9,10 +9,16 @@ import type { Kernels } from '../../kernels/kernels.js';
 import { FeedIndex, type IndexRebuild } from '../../query/indexes/feed-index.js';
 import { KeyIndex, removeDictionaryFiles } from '../../query/indexes/key-index.js';
 import { segmentsOf } from '../../query/indexes/sealed-segments.js';
+import {
+  readTailCheckpoint,
+  type TailCheckpoint,
+  tailCheckpointName,
+  writeTailCheckpoint,
+} from '../../query/indexes/tail-checkpoint.js';
 import { type Query, queryMatcher } from '../../query/reading/planner.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
-import { FeedLayout } from '../../storage/feed-layout.js';
+import { baseOfSegmentName, FeedLayout, segmentSuffix } from '../../storage/feed-layout.js';
 import type { History } from '../../storage/history-log.js';
 import type { ManifestEntry, RecordData } from '../../storage/records.js';
 import { removeSegmentFilesBelow } from '../../storage/segment-set.js';
@@ -54,6 +60,7 @@ export class DerivedIndexes {
     /** The index folder's files, each named for the segment it derives from. */
     readonly store: SegmentStore,
     private readonly readOnly: boolean,
+    private readonly kernels: Kernels,
   ) {}
 
   /**
@@ -88,8 +95,30 @@ export class DerivedIndexes {
     // A fork's cut segment has no derived files of its own at first: they are built after the
     // open, so that a fork opens in the time its layout takes (reads that need them wait).
     const cut = history.segments.cutBases;
-    const keys = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'latest', stale, cut);
-    const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, readOnly, 'first', stale, cut);
+    // The active segment's tails as the feed last closed with them: only later commits are replayed.
+    const checkpoint = await activeCheckpoint(kernels, store, history, readOnly, rebuilt);
+    const keys = await KeyIndex.open(
+      kernels,
+      indexDirectory,
+      history,
+      rebuilt,
+      readOnly,
+      'latest',
+      stale,
+      cut,
+      checkpoint?.keys,
+    );
+    const fingerprints = await KeyIndex.open(
+      kernels,
+      indexDirectory,
+      history,
+      rebuilt,
+      readOnly,
+      'first',
+      stale,
+      cut,
+      checkpoint?.fingerprints,
+    );
     const index = await FeedIndex.open(
       kernels,
       indexDirectory,
@@ -98,13 +127,15 @@ export class DerivedIndexes {
       (commit, entry, locator, position) => addActiveEntry(keys, fingerprints, commit, entry, locator, position),
       new Set(rewrittenBase === undefined ? [] : [rewrittenBase]),
       cut,
+      checkpoint && { tail: checkpoint.tail, after: checkpoint.commit },
     );
     index.rebuilt.unshift(...rebuilt);
     keys.reportTo(index.rebuilt);
     fingerprints.reportTo(index.rebuilt);
     keys.checkWholeLater();
     fingerprints.checkWholeLater();
-    return new DerivedIndexes(index, keys, fingerprints, new ConditionChecker(kernels, watermark), store, readOnly);
+    const conditions = new ConditionChecker(kernels, watermark);
+    return new DerivedIndexes(index, keys, fingerprints, conditions, store, readOnly, kernels);
   }
 
   /**
@@ -213,11 +244,66 @@ export class DerivedIndexes {
     return { removed, rebuilt: Promise.all([removed, keys.rebuilt, fingerprints.rebuilt]).then(() => undefined) };
   }
 
+  /**
+   * Writes the active segment's tails as a checkpoint (`tail-checkpoint.ts`), holding every
+   * commit up to `last` (the last one published, all folded in: call it once the feed is idle),
+   * so the next open replays none of them. Nothing is written for a history with damage, whose
+   * tails hold stand-ins. A checkpoint is derived: if writing it fails, the next open replays.
+   */
+  async writeCheckpoint(history: History, last: CommitRecord | undefined): Promise<void> {
+    const base = history.segments.active?.header.base;
+    const tail = this.index.activeTail;
+    const keys = this.keys.activeTail;
+    const fingerprints = this.fingerprints.activeTail;
+    if (this.readOnly || !last || base === undefined || last.segment !== base || !tail || !keys || !fingerprints)
+      return;
+    if (!checkpointable(history) || !this.indexer.idle) return;
+    await writeTailCheckpoint(this.kernels, this.store, base, last, { tail, keys, fingerprints }).catch(
+      () => undefined,
+    );
+  }
+
   /** Releases what the indexes hold open. */
   close(): void {
     this.keys.close();
     this.fingerprints.close();
   }
+}
+
+/** Whether the history is whole, so its tails hold no stand-ins: only then are they checkpointed. */
+function checkpointable(history: History): boolean {
+  // A torn tail is no damage: what it cut was never acknowledged, and a checkpoint names only
+  // commits the disk had confirmed.
+  return history.commits.lost.length === 0 && history.corruptions.length === 0 && history.headDamage === undefined;
+}
+
+/**
+ * The checkpoint of the active segment's tails, when one holds (a damaged one is reported in
+ * `rebuilt`, as the segment is replayed instead); the checkpoints of segments sealed since are
+ * deleted (unless read-only). A history with damage takes none and deletes none.
+ */
+async function activeCheckpoint(
+  kernels: Kernels,
+  store: SegmentStore,
+  history: History,
+  readOnly: boolean,
+  rebuilt: IndexRebuild[],
+): Promise<TailCheckpoint | undefined> {
+  const base = history.segments.active?.header.base;
+  // A history with damage keeps every file as it is: which segment is the active one is then
+  // not known for sure, and a checkpoint is derived, never worth a guess.
+  if (base === undefined || !checkpointable(history)) return undefined;
+  if (!readOnly) {
+    // The segments sealed since their checkpoints were written.
+    const stale = (await store.list()).filter(
+      (name) => name.endsWith(segmentSuffix.tailCheckpoint) && (baseOfSegmentName(name) ?? base) < base,
+    );
+    await store.deleteAll(stale);
+  }
+  const { checkpoint, problem } = await readTailCheckpoint(kernels, store, history, base);
+  if (problem !== undefined)
+    rebuilt.push({ segment: base, file: tailCheckpointName(base), reason: `tail checkpoint: ${problem}` });
+  return checkpoint;
 }
 
 /** Adds a record of the active segment, replayed on open, to the key and fingerprint dictionaries. */

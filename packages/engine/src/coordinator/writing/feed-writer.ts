@@ -1145,6 +1145,9 @@ export class FeedWriter {
     // A slot waiting for object storage stops waiting: its group is not acknowledged.
     this.replication?.close();
     await this.idle();
+    // The active segment's tails, so that the next open replays none of its commits (not for a
+    // feed being deleted, nor one whose writes failed).
+    if (!reason && !this.failed && this.derived) await this.derived.writeCheckpoint(this.history, this.headCommit());
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();
     // Uploads stop first: they read segment files the closes below release.

@@ -112,6 +112,8 @@ export class FeedIndex {
      * builds one itself meanwhile, and writers wait for them (`buildsPending`), for their types.
      */
     deferredBases: ReadonlySet<number> = new Set(),
+    /** The active segment's tail as a checkpoint holds it after commit `after`: only later commits are replayed. */
+    checkpoint?: { readonly tail: TailIndex; readonly after: number },
   ): Promise<FeedIndex> {
     const index = new FeedIndex(kernels, directory, history, readOnly);
     index.onActiveEntry = onActiveEntry;
@@ -148,8 +150,11 @@ export class FeedIndex {
     }
     if (deferred.length > 0) index.buildLater(deferred);
     if (active) {
-      index.tail = new TailIndex(active.base);
-      for await (const run of history.readRuns(active.commits())) index.addRun(run);
+      index.tail = checkpoint?.tail ?? new TailIndex(active.base);
+      for (const name of index.tail.typeNames) index.typeNames.add(name);
+      const commits = active.commits();
+      const replayed = checkpoint ? commits.filter((commit) => commit.commit > checkpoint.after) : commits;
+      for await (const run of history.readRuns(replayed)) index.addRun(run);
     }
     return index;
   }
@@ -367,6 +372,11 @@ export class FeedIndex {
 
   get cacheUse(): { segments: number; bytes: number } {
     return { segments: this.cache.size, bytes: this.cachedBytes };
+  }
+
+  /** The active segment's tail (what a checkpoint holds), if there is an active segment. */
+  get activeTail(): TailIndex | undefined {
+    return this.tail;
   }
 
   /**

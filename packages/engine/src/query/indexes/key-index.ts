@@ -205,6 +205,8 @@ export class KeyIndex {
      * segment order (a fork's cut segment: see `FeedIndex.open`). Lookups wait for them.
      */
     deferredBases: ReadonlySet<number> = new Set(),
+    /** The active segment's occurrences as a checkpoint holds them (the caller replays what came after). */
+    activeTail?: SegmentKeys,
   ): Promise<KeyIndex> {
     const index = new KeyIndex(kernels, directory, history, readOnly, rebuilt, order);
     const { sealed, active } = segmentsOf(history);
@@ -247,7 +249,7 @@ export class KeyIndex {
       else if (reason !== undefined) await index.rebuild(slot, reason);
     }
     if (deferred.length > 0) index.rebuildLater(deferred);
-    if (active) index.tail = new SegmentKeys(active.base, order);
+    if (active) index.tail = activeTail ?? new SegmentKeys(active.base, order);
     return index;
   }
 
@@ -946,6 +948,11 @@ export class KeyIndex {
     this.cache.forget(slot);
     slot.sections = [];
     slot.firsts = undefined;
+  }
+
+  /** The active segment's occurrences (what a checkpoint holds), if there is an active segment. */
+  get activeTail(): SegmentKeys | undefined {
+    return this.tail;
   }
 
   /** Dictionaries with sections in memory now, and their bytes (for tests and memory accounting). */

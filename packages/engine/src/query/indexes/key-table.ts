@@ -8,8 +8,9 @@
  * loop's thread for tens of milliseconds at every full collection, to mark and move them.
  */
 import { keyTableDecodeChunkUnits, keyTableSlotsInitial } from '../../limits.js';
+import type { ByteReader, ByteWriter } from '../../storage/codec.js';
 import type { PackedTermsWriter } from '../../storage/packed-terms.js';
-import { grown } from '../../typed-arrays.js';
+import { columnBytes, columnOf, grown } from '../../typed-arrays.js';
 
 /**
  * The columns both tables keep per slot (where its key lies in the arena, its length, its
@@ -216,6 +217,47 @@ export class StringKeyTable {
       );
     }
     return key;
+  }
+
+  /** Writes the table as a tail checkpoint holds it (`tail-checkpoint.ts`): its keys and slots. */
+  writeTo(writer: ByteWriter): void {
+    const { size, starts, lengths, hashes, table } = this.slots;
+    writer
+      .u8(this.wide ? 1 : 0)
+      .varint(size)
+      .varint(this.arenaUsed)
+      .varint(table.length);
+    writer.bytes(columnBytes(this.arena, this.arenaUsed));
+    writer.bytes(columnBytes(starts, size)).bytes(columnBytes(lengths, size)).bytes(columnBytes(hashes, size));
+  }
+
+  /**
+   * The table `writeTo` wrote, its probe table made again from the hashes; `CORRUPT` (through
+   * `reader`) when its parts do not hold together. The checkpoint's CRC vouches for the bytes;
+   * this checks what a wrong read would otherwise turn into reads out of range.
+   */
+  static readFrom(reader: ByteReader): StringKeyTable {
+    const wide = reader.u8() === 1;
+    const size = reader.varint();
+    const units = reader.varint();
+    const tableLength = reader.varint();
+    const arena = wide
+      ? columnOf(Uint16Array, reader.bytes(), units, units * 2)
+      : columnOf(Uint8Array, reader.bytes(), units, units * 2);
+    const starts = columnOf(Uint32Array, reader.bytes(), size, size * 2);
+    const lengths = columnOf(Uint32Array, reader.bytes(), size, size * 2);
+    const hashes = columnOf(Uint32Array, reader.bytes(), size, size * 2);
+    if (!arena || !starts || !lengths || !hashes) throw reader.corrupt('a key table column does not fit its count');
+    if (tableLength < 2 || (tableLength & (tableLength - 1)) !== 0 || size * 2 > tableLength)
+      throw reader.corrupt(`a key table of ${size} keys cannot have ${tableLength} probes`);
+    for (let slot = 0; slot < size; slot++) {
+      if (starts[slot] + lengths[slot] > units) throw reader.corrupt(`key ${slot} lies past the table's keys`);
+    }
+    const restored = new StringKeyTable(1);
+    restored.arena = arena;
+    restored.arenaUsed = units;
+    Object.assign(restored.slots, { starts, lengths, hashes, size, table: probeTableOf(hashes, size, tableLength) });
+    return restored;
   }
 
   /** `-(slot + 1)` when `key` holds a slot, else the empty probe where it would go. */

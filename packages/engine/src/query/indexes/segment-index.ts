@@ -8,11 +8,12 @@ import { StreamStackError } from '../../errors.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import { rebuildBatchRowsMax } from '../../limits.js';
-import { utf8DecodeRange } from '../../storage/codec.js';
+import { type ByteReader, type ByteWriter, utf8DecodeRange } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import type { IndexData, IndexSource } from '../../storage/index-segment.js';
 import type { SegmentRunSource } from '../../storage/run-reads.js';
 import { filterMayHoldHashes } from '../../storage/term-filter.js';
+import { columnBytes, columnOf } from '../../typed-arrays.js';
 
 /** The index of one segment, sealed or tail: what the planner asks of either. */
 export interface SegmentIndex {
@@ -197,6 +198,67 @@ export class TailIndex implements SegmentIndex {
       else held.push(relative);
     }
     this.count++;
+  }
+
+  /** Writes the tail as a checkpoint holds it (`tail-checkpoint.ts`): columns, types, tags. */
+  writeTo(writer: ByteWriter): void {
+    const count = this.count;
+    writer.varint(count).bytes(columnBytes(this.types, count)).bytes(columnBytes(this.offsets, count));
+    writer.varint(this.typeNames.length);
+    for (const name of this.typeNames) writer.string(name);
+    writer.varint(this.tags.size);
+    for (const [tag, held] of this.tags) {
+      writer.string(tag);
+      if (typeof held === 'number') writer.varint(1).varint(held);
+      else {
+        // Ascending relative positions, as gaps.
+        writer.varint(held.length);
+        let previous = 0;
+        for (const position of held) {
+          writer.varint(position - previous);
+          previous = position;
+        }
+      }
+    }
+  }
+
+  /**
+   * The tail `writeTo` wrote, for the segment at `base`; `CORRUPT` (through `reader`) when it
+   * does not hold together (a type id with no name, a tag at a position past the count).
+   */
+  static readFrom(reader: ByteReader, base: number): TailIndex {
+    const tail = new TailIndex(base);
+    const count = reader.varint();
+    const capacity = Math.max(1024, count * 2);
+    const types = columnOf(Uint16Array, reader.bytes(), count, capacity);
+    const offsets = columnOf(Uint32Array, reader.bytes(), count, capacity);
+    if (!types || !offsets) throw reader.corrupt('a tail column does not fit its count');
+    const typeCount = reader.varint();
+    for (let id = 1; id <= typeCount; id++) {
+      const name = reader.string();
+      tail.typeNames.push(name);
+      tail.typeIds.set(name, id);
+    }
+    for (let at = 0; at < count; at++) if (types[at] > typeCount) throw reader.corrupt(`record ${at} has no type name`);
+    const tagCount = reader.varint();
+    for (let index = 0; index < tagCount; index++) {
+      const tag = reader.string();
+      const length = reader.varint();
+      let position = 0;
+      const held: number[] = [];
+      for (let at = 0; at < length; at++) {
+        position += reader.varint();
+        if (position >= count || (at > 0 && position === held[at - 1]))
+          throw reader.corrupt(`tag ${tag} is at no record of the tail`);
+        held.push(position);
+      }
+      if (length === 0) throw reader.corrupt(`tag ${tag} is at no record`);
+      tail.tags.set(tag, length === 1 ? held[0] : held);
+    }
+    tail.types = types;
+    tail.offsets = offsets;
+    tail.count = count;
+    return tail;
   }
 
   source(): IndexSource {

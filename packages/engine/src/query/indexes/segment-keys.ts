@@ -8,14 +8,14 @@ import { StreamStackError } from '../../errors.js';
 import { sliceDue, yieldToEventLoop, yieldWhenDue } from '../../event-loop.js';
 import type { PackedBytes } from '../../kernels/kernels.js';
 import { keyBuildYieldKeys, rebuildBatchRowsMax, segmentKeyShardSlotsInitial, segmentKeyShards } from '../../limits.js';
-import { utf8DecodeRange } from '../../storage/codec.js';
+import { type ByteReader, type ByteWriter, utf8DecodeRange } from '../../storage/codec.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
 import type { KeyWinner, TermOrder } from '../../storage/key-file.js';
 import { PackedTermsWriter } from '../../storage/packed-terms.js';
 import { recordFlags } from '../../storage/records.js';
 import type { SegmentRunSource } from '../../storage/run-reads.js';
-import { grown } from '../../typed-arrays.js';
+import { columnBytes, columnOf, grown } from '../../typed-arrays.js';
 import type { WinnerColumns } from './key-merge.js';
 import { StringKeyTable } from './key-table.js';
 
@@ -113,6 +113,60 @@ export class SegmentKeys {
     this.previous = this.previous.slice(0, count);
     this.versions = this.versions?.slice(0, count);
     this.tombstones = this.tombstones?.slice(0, count);
+  }
+
+  /** Writes the occurrences and their tables as a tail checkpoint holds them (`tail-checkpoint.ts`). */
+  writeTo(writer: ByteWriter): void {
+    const count = this.count;
+    writer.varint(this.shards.length);
+    for (const { keys, newest } of this.shards) {
+      keys.writeTo(writer);
+      writer.bytes(columnBytes(newest, keys.size));
+    }
+    writer.varint(count);
+    writer.bytes(columnBytes(this.previous, count));
+    writer.bytes(columnBytes(this.positions, count));
+    writer.bytes(columnBytes(this.locators, count));
+    writer.u8(this.versions ? 1 : 0);
+    if (this.versions) writer.bytes(columnBytes(this.versions, count));
+    writer.u8(this.tombstones ? 1 : 0);
+    if (this.tombstones) writer.bytes(columnBytes(this.tombstones, count));
+  }
+
+  /**
+   * The keys `writeTo` wrote, for the segment at `base`; `CORRUPT` (through `reader`) when they
+   * do not hold together: every slot's newest occurrence and every occurrence's previous one
+   * must be an occurrence before it, so no walk of a key's occurrences can leave the columns.
+   */
+  static readFrom(reader: ByteReader, base: number, order: TermOrder): SegmentKeys {
+    const keys = new SegmentKeys(base, order);
+    if (reader.varint() !== segmentKeyShards)
+      throw reader.corrupt(`a segment's keys are not in ${segmentKeyShards} shards`);
+    const shards = keys.shards.map(() => {
+      const table = StringKeyTable.readFrom(reader);
+      const newest = columnOf(Int32Array, reader.bytes(), table.size, table.size * 2);
+      if (!newest) throw reader.corrupt('a shard holds a newest occurrence per key');
+      return { keys: table, newest };
+    });
+    const count = reader.varint();
+    const capacity = Math.max(1024, count * 2);
+    const previous = columnOf(Int32Array, reader.bytes(), count, capacity);
+    const positions = columnOf(Float64Array, reader.bytes(), count, capacity);
+    const locators = columnOf(Uint32Array, reader.bytes(), count, capacity);
+    const versions = reader.u8() === 1 ? columnOf(Float64Array, reader.bytes(), count, capacity) : null;
+    const tombstones = reader.u8() === 1 ? columnOf(Uint8Array, reader.bytes(), count, capacity) : null;
+    if (!previous || !positions || !locators || versions === undefined || tombstones === undefined)
+      throw reader.corrupt('an occurrence column does not fit its count');
+    for (let at = 0; at < count; at++)
+      if (previous[at] < -1 || previous[at] >= at) throw reader.corrupt(`occurrence ${at} links to one after it`);
+    for (const { keys: table, newest } of shards)
+      for (let slot = 0; slot < table.size; slot++)
+        if (newest[slot] < 0 || newest[slot] >= count) throw reader.corrupt(`key ${slot} has no occurrence`);
+    keys.shards.splice(0, keys.shards.length, ...shards);
+    Object.assign(keys, { previous, positions, locators, count });
+    if (versions) keys.versions = versions;
+    if (tombstones) keys.tombstones = tombstones;
+    return keys;
   }
 
   /** The version of occurrence `at`. */
