@@ -20,6 +20,9 @@ export function cli(data: string, args: readonly string[], input = '', env: Reco
     input,
     encoding: 'utf8',
     env: { ...process.env, ...env },
+    // The default (1 MiB) cut a read of 4,000 records (1.05 MB) short now and then: the child is
+    // stopped once its output passes it, mid-line, depending on how the pipe's reads fell.
+    maxBuffer: 256 * 1024 * 1024,
   });
   return parsed(result);
 }
