@@ -66,17 +66,10 @@ export function readSegmentCuts(kernels: Kernels, feedDirectory: string): Readon
   if (parsed.crc !== cutsCrc(kernels, parsed.cuts as SegmentCut[])) throw corrupt('CRC mismatch');
   const cuts = new Map<number, SegmentCut>();
   for (const cut of parsed.cuts as SegmentCut[]) {
-    const fields = [
-      cut.base,
-      cut.baseCommit,
-      cut.capacity,
-      cut.feedTag,
-      cut.commit,
-      cut.lastPosition,
-      cut.frameOffset,
-      cut.end,
-    ];
-    if (!fields.every((field) => Number.isSafeInteger(field) && field >= 0) || cut.end <= cut.frameOffset)
+    if (
+      !fieldsOf(cut).every((field) => Number.isSafeInteger(field) && (field as number) >= 0) ||
+      cut.end <= cut.frameOffset
+    )
       throw corrupt(`a cut of segment ${String(cut.base)} is not sound`);
     cuts.set(cut.base, cut);
   }
@@ -106,19 +99,11 @@ export function cutFor(cuts: ReadonlyMap<number, SegmentCut>, header: SegmentHea
 
 /** The CRC-32 of the cuts as written, field by field (independent of how JSON spaces them). */
 function cutsCrc(kernels: Kernels, cuts: readonly SegmentCut[]): number {
-  const text = cuts
-    .map((cut) =>
-      [
-        cut.base,
-        cut.baseCommit,
-        cut.capacity,
-        cut.feedTag,
-        cut.commit,
-        cut.lastPosition,
-        cut.frameOffset,
-        cut.end,
-      ].join(','),
-    )
-    .join(';');
+  const text = cuts.map((cut) => fieldsOf(cut).join(',')).join(';');
   return kernels.crc32(new TextEncoder().encode(text));
+}
+
+/** A cut's fields in the order its CRC takes them (the order `SegmentCut` declares them). */
+function fieldsOf(cut: SegmentCut): unknown[] {
+  return [cut.base, cut.baseCommit, cut.capacity, cut.feedTag, cut.commit, cut.lastPosition, cut.frameOffset, cut.end];
 }
