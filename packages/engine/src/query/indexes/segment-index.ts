@@ -206,9 +206,12 @@ export class TailIndex implements SegmentIndex {
     writer.varint(count).bytes(columnBytes(this.types, count)).bytes(columnBytes(this.offsets, count));
     writer.varint(this.typeNames.length);
     for (const name of this.typeNames) writer.string(name);
+    // The tags' names as one string (decoded in one call on reading: one decode per name, and
+    // there is a name per record or so, took most of a checkpoint's load), with their lengths.
     writer.varint(this.tags.size);
-    for (const [tag, held] of this.tags) {
-      writer.string(tag);
+    for (const tag of this.tags.keys()) writer.varint(tag.length);
+    writer.string([...this.tags.keys()].join(''));
+    for (const held of this.tags.values()) {
       if (typeof held === 'number') writer.varint(1).varint(held);
       else {
         // Ascending relative positions, as gaps.
@@ -241,20 +244,32 @@ export class TailIndex implements SegmentIndex {
     }
     for (let at = 0; at < count; at++) if (types[at] > typeCount) throw reader.corrupt(`record ${at} has no type name`);
     const tagCount = reader.varint();
+    const lengths = new Uint32Array(tagCount);
+    for (let index = 0; index < tagCount; index++) lengths[index] = reader.varint();
+    const names = reader.string();
+    let start = 0;
     for (let index = 0; index < tagCount; index++) {
-      const tag = reader.string();
+      const tag = names.slice(start, start + lengths[index]);
+      start += lengths[index];
       const length = reader.varint();
-      let position = 0;
-      const held: number[] = [];
-      for (let at = 0; at < length; at++) {
-        position += reader.varint();
-        if (position >= count || (at > 0 && position === held[at - 1]))
-          throw reader.corrupt(`tag ${tag} is at no record of the tail`);
+      if (length === 0) throw reader.corrupt(`tag ${tag} is at no record`);
+      let position = reader.varint();
+      if (position >= count) throw reader.corrupt(`tag ${tag} is at no record of the tail`);
+      if (length === 1) {
+        tail.tags.set(tag, position);
+        continue;
+      }
+      const held = [position];
+      for (let at = 1; at < length; at++) {
+        const gap = reader.varint();
+        position += gap;
+        if (gap === 0 || position >= count) throw reader.corrupt(`tag ${tag} is at no record of the tail`);
         held.push(position);
       }
-      if (length === 0) throw reader.corrupt(`tag ${tag} is at no record`);
-      tail.tags.set(tag, length === 1 ? held[0] : held);
+      tail.tags.set(tag, held);
     }
+    if (start !== names.length || tail.tags.size !== tagCount)
+      throw reader.corrupt('the tag names do not fit their lengths');
     tail.types = types;
     tail.offsets = offsets;
     tail.count = count;

@@ -9,7 +9,7 @@
  * segment replayed, as before checkpoints existed. A feed that wrote after it replays only what
  * came after (a crash leaves the last checkpoint a prefix of the segment).
  *
- * File `<base>.tail` in the index folder, little-endian: `"SSTAIL01"`, `u32` format version (1),
+ * File `<base>.tail` in the index folder, little-endian: `"SSTAIL01"`, `u32` format version (2),
  * `u64` base, `u64` commit, `u64` its last position, `u64` the commit frame's offset, the frame's
  * 8-byte header, then the tail, the keys and the fingerprints (`TailIndex.writeTo`,
  * `SegmentKeys.writeTo`), then a `u32` CRC-32 of every byte before it.
@@ -40,7 +40,7 @@ export interface TailCheckpoint {
 }
 
 const magic = new TextEncoder().encode('SSTAIL01');
-const formatVersion = 1;
+const formatVersion = 2;
 
 /**
  * Checkpoints hold typed-array columns as they lie in memory: a big-endian machine writes none
