@@ -12,7 +12,9 @@ it('live reader ends with CLOSED when its store closes', async () => {
     for await (const { commit } of feed.follow({ after: 0 })) seen.push(commit.commit);
   })();
   await new Promise((r) => setTimeout(r, 50));
+  // Awaited from before the close: the reader ends while the close is still under way.
+  const ended = expect(reading).rejects.toMatchObject({ code: 'CLOSED' });
   await store.close();
-  await expect(reading).rejects.toMatchObject({ code: 'CLOSED' });
+  await ended;
   expect(seen).toEqual([1]);
 });

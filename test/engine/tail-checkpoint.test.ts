@@ -159,7 +159,7 @@ describe('tail checkpoints', () => {
     await store.close();
   });
 
-  it('are deleted once their segment is no longer the active one', async () => {
+  it('are deleted once their segment is no longer the active one, and not written again for nothing', async () => {
     const directory = temporaryDirectory();
     let store = await openStore(directory);
     await write(await store.createFeed('f'), 5);
@@ -176,6 +176,10 @@ describe('tail checkpoints', () => {
       .readdirSync(path.join(feedDirectory(directory), 'index'))
       .filter((name) => name.endsWith('.tail'));
     expect(checkpoints).toEqual([activeSegment(directory).replace('.hist', '.tail')]);
+    const written = fs.statSync(checkpointOf(directory, activeSegment(directory)), { bigint: true });
     await store.close();
+    // Nothing was written since it was taken: the close leaves it as it is.
+    const after = fs.statSync(checkpointOf(directory, activeSegment(directory)), { bigint: true });
+    expect([after.ino, after.mtimeNs]).toEqual([written.ino, written.mtimeNs]);
   });
 });

@@ -103,7 +103,13 @@ describe('NDJSON request bodies', () => {
       expect((await call(url, 'GET', '/v1/feeds/f')).json.head.commit).toBe(1);
       expect(fourGrowth).toBeLessThan(2 * body.length);
     } finally {
-      child.kill('SIGTERM');
+      // Waited for: the server closes its store on the way out (writing to the data directory),
+      // and the directory is removed after the test.
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
     }
   }, 120_000);
 

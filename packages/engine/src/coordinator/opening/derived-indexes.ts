@@ -135,7 +135,9 @@ export class DerivedIndexes {
     keys.checkWholeLater();
     fingerprints.checkWholeLater();
     const conditions = new ConditionChecker(kernels, watermark);
-    return new DerivedIndexes(index, keys, fingerprints, conditions, store, readOnly, kernels);
+    const derived = new DerivedIndexes(index, keys, fingerprints, conditions, store, readOnly, kernels);
+    derived.checkpointed = checkpoint?.commit;
+    return derived;
   }
 
   /**
@@ -257,11 +259,18 @@ export class DerivedIndexes {
     const fingerprints = this.fingerprints.activeTail;
     if (this.readOnly || !last || base === undefined || last.segment !== base || !tail || !keys || !fingerprints)
       return;
-    if (!checkpointable(history) || !this.indexer.idle) return;
-    await writeTailCheckpoint(this.kernels, this.store, base, last, { tail, keys, fingerprints }).catch(
+    // A feed that wrote nothing since its checkpoint (one only read, as most are) writes none.
+    if (!checkpointable(history) || !this.indexer.idle || last.commit === this.checkpointed) return;
+    await writeTailCheckpoint(this.kernels, this.store, base, last, { tail, keys, fingerprints }).then(
+      () => {
+        this.checkpointed = last.commit;
+      },
       () => undefined,
     );
   }
+
+  /** The last commit the active segment's checkpoint on disk holds, when the feed knows one. */
+  private checkpointed: number | undefined;
 
   /** Releases what the indexes hold open. */
   close(): void {
