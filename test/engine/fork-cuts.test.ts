@@ -11,16 +11,10 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
 import { outcomeCode } from '../support/failure.js';
-import { openStore, temporaryDirectory, text } from '../support/store.js';
+import { openStore, recordLines, temporaryDirectory } from '../support/store.js';
 
-/** A feed's RAW history as comparable lines: commit, position, key, payload. */
-async function history(feed: Feed, upTo?: number): Promise<string[]> {
-  const lines: string[] = [];
-  for await (const record of feed.read(upTo === undefined ? {} : { upTo })) {
-    lines.push(`${record.commit}/${record.position}/${record.key ?? ''}/${text(record.payload)}`);
-  }
-  return lines;
-}
+/** A feed's RAW history as comparable lines, up to `upTo`. */
+const history = (feed: Feed, upTo?: number) => recordLines(feed, upTo === undefined ? {} : { upTo });
 
 /** Appends `count` commits of two records each, one at a time. */
 async function fill(feed: Feed, count: number, label: string): Promise<void> {
@@ -30,22 +24,6 @@ async function fill(feed: Feed, count: number, label: string): Promise<void> {
       { payload: `${label}${index}b`, key: `k${(index + 2) % 5}` },
     ]);
   }
-}
-
-/** The lines of a read with `options` (a filter, a plan), as `history` gives them. */
-async function history_(options: {
-  feed: Feed;
-  upTo?: number;
-  filter?: object;
-  plan?: 'index';
-  mode?: 'dedup';
-}): Promise<string[]> {
-  const lines: string[] = [];
-  const { feed, ...read } = options;
-  for await (const record of feed.read(read as never)) {
-    lines.push(`${record.commit}/${record.position}/${record.key ?? ''}/${text(record.payload)}`);
-  }
-  return lines;
 }
 
 const historyOf = (directory: string, feed: string) => path.join(directory, 'feeds', feed, 'history');
@@ -160,8 +138,8 @@ describe('forks share the segment of their fork point, cut', () => {
     // The cut segment's derived files are built after the open: these reads and the append,
     // made at once, wait for them where they need them.
     const index = path.join(directory, 'feeds', 'fork', 'index');
-    const tagged = (feed: Feed, upTo?: number) => history_({ feed, upTo, filter: { tags: ['t1'] }, plan: 'index' });
-    const deduplicated = (feed: Feed, upTo?: number) => history_({ feed, upTo, mode: 'dedup' });
+    const tagged = (feed: Feed, upTo?: number) => recordLines(feed, { upTo, filter: { tags: ['t1'] }, plan: 'index' });
+    const deduplicated = (feed: Feed, upTo?: number) => recordLines(feed, { upTo, mode: 'dedup' });
     const [forkTagged, forkKeys, forkDeduplicated, appended] = await Promise.all([
       tagged(fork),
       Promise.all(['k0', 'k1', 'k2', 'k3', 'k4'].map(async (key) => (await fork.get(key))?.position)),

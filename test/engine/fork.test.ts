@@ -10,16 +10,10 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Feed, Store } from '../../packages/engine/src/index.js';
 import { outcomeCode } from '../support/failure.js';
-import { digestTree, openStore, temporaryDirectory, text } from '../support/store.js';
+import { digestTree, openStore, recordLines, temporaryDirectory } from '../support/store.js';
 
-/** A feed's RAW history as comparable lines: commit, position, key, payload. */
-async function history(feed: Feed, upTo?: number): Promise<string[]> {
-  const lines: string[] = [];
-  for await (const record of feed.read(upTo === undefined ? {} : { upTo })) {
-    lines.push(`${record.commit}/${record.position}/${record.key ?? ''}/${text(record.payload)}`);
-  }
-  return lines;
-}
+/** A feed's RAW history as comparable lines, up to `upTo`. */
+const history = (feed: Feed, upTo?: number) => recordLines(feed, upTo === undefined ? {} : { upTo });
 
 async function commitLines(feed: Feed, upTo: number): Promise<string[]> {
   const lines: string[] = [];

@@ -122,3 +122,18 @@ export function recordShapes(records: readonly StoredRecord[]) {
     payload: text(record.payload),
   }));
 }
+
+/**
+ * A feed's records as comparable lines (commit, position, key, payload), read with `options`
+ * (RAW up to the head by default): what fork tests compare a fork's history with its source's by.
+ */
+export async function recordLines(
+  feed: { read(options?: never): AsyncIterable<StoredRecord> },
+  options: { upTo?: number; filter?: object; plan?: 'index'; mode?: 'dedup' } = {},
+): Promise<string[]> {
+  const lines: string[] = [];
+  for await (const record of feed.read(options as never)) {
+    lines.push(`${record.commit}/${record.position}/${record.key ?? ''}/${text(record.payload)}`);
+  }
+  return lines;
+}
