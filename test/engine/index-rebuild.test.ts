@@ -116,6 +116,17 @@ function tailCheckpoints(directory: string): Map<string, Buffer> {
   );
 }
 
+/** The feed's active segment checkpoints (written at close), by name. */
+function activeCheckpoints(directory: string): Map<string, Buffer> {
+  const historyDirectory = path.join(directory, 'feeds', 'f', 'history');
+  return new Map(
+    fs
+      .readdirSync(historyDirectory)
+      .filter((name) => name.endsWith('.ckpt'))
+      .map((name) => [name, fs.readFileSync(path.join(historyDirectory, name))]),
+  );
+}
+
 const indexPath = (store: Store, name: string): string => path.join(store.path, 'feeds', 'f', 'index', name);
 const baseOf = (name: string): number => Number(name.slice(0, -'.idx'.length));
 
@@ -349,6 +360,14 @@ describe('index files', () => {
       await store.close();
       // The other kernel set, closing, writes the tail checkpoint byte for byte too.
       expect(tailCheckpoints(directory)).toEqual(checkpoints);
+      // And the active segment's checkpoint, once the segment is read whole again.
+      const active = activeCheckpoints(directory);
+      expect(active.size).toBe(1);
+      for (const name of active.keys()) fs.rmSync(path.join(directory, 'feeds', 'f', 'history', name));
+      store = await openStore(directory, { kernels: rebuilder });
+      expect(await readAll(await store.feed('f'))).toEqual(expected);
+      await store.close();
+      expect(activeCheckpoints(directory)).toEqual(active);
     }
   });
 

@@ -22,6 +22,9 @@ async function payloadSegments(directory: string): Promise<{ commit: CommitRecor
     path.join(directory, 'feeds', 'f', 'history'),
     { onCommit: (commit) => commits.push(commit), onPayload: () => undefined, onLost: () => undefined },
     true,
+    // Every segment read whole, so that every commit is visited (neither summaries nor the
+    // active segment's checkpoint stand in for any).
+    false,
   );
   try {
     const out = [];

@@ -12,8 +12,9 @@ function writtenEnd(bytes: Uint8Array): number {
   return end;
 }
 
+/** The one segment in `directory` (beside it, a history segment may have its active checkpoint). */
 function onlyFile(directory: string): string {
-  const names = fs.readdirSync(directory);
+  const names = fs.readdirSync(directory).filter((name) => !name.endsWith('.ckpt'));
   expect(names).toHaveLength(1);
   return path.join(directory, names[0]);
 }

@@ -370,10 +370,11 @@ describe('verify', () => {
     await feed.append([{ payload: 'second-payload' }]);
     await store.close();
     const historyDirectory = path.join(directory, 'feeds', 'f', 'history');
-    const [segment] = fs.readdirSync(historyDirectory);
+    const [segment] = fs.readdirSync(historyDirectory).filter((name) => name.endsWith('.hist'));
     const file = path.join(historyDirectory, segment);
     const bytes = fs.readFileSync(file);
     const at = bytes.indexOf('first-payload');
+    expect(at).toBeGreaterThan(0);
     bytes[at] ^= 0x20;
     fs.writeFileSync(file, bytes);
     const before = digestTree(directory);

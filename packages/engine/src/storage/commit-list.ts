@@ -26,7 +26,7 @@ import {
 import { type CommitRecord, commitRecord, isCompactedRun } from './commit-record.js';
 import type { LostCommits } from './history-recovery.js';
 import type { SyncSegmentReads } from './segment-store.js';
-import { readSummaryPage, type SummaryHead, summaryStreamCandidates } from './segment-summary.js';
+import { decodeSummaryPage, readSummaryPage, type SummaryHead, summaryStreamCandidates } from './segment-summary.js';
 
 /**
  * Consecutive commits of one segment (or stand-ins for lost ones, segment −1). Their records are
@@ -380,6 +380,57 @@ export class CommitList {
     assert(head.baseCommit === this.count + 1, 'a summarized segment follows the list in chain order');
     if (head.commitCount === 0) return;
     this.parts.push(this.summaryPart(head));
+    this.count += head.commitCount;
+    this.epochHighest = Math.max(this.epochHighest, head.epochMax);
+    this.compactedNewest = Math.max(this.compactedNewest, head.compactedMax);
+  }
+
+  /**
+   * Adds the active segment's commits as a checkpoint holds them (`active-checkpoint.ts`: a
+   * summary of the segment up to where the feed last closed, `summaryBytes` its bytes whole).
+   * They are held, as if pushed one by one, but from their encoded pages: only the page the next
+   * commits fill (or the newest full one, which `heldSummaryContent` ends with) is decoded.
+   * Replaying them one by one was most of the open of a feed of small commits.
+   */
+  pushHeld(head: SummaryHead, summaryBytes: Uint8Array): void {
+    assert(
+      head.baseCommit === this.count + 1 && head.commitCount > 0 && head.pageCommits === summaryPageCommits,
+      "held commits follow the list in chain order, in pages of the list's size",
+    );
+    const pageCommits = head.pageCommits;
+    const full = Math.floor(head.commitCount / pageCommits);
+    const pageBytes = (page: number) => {
+      const { offset, length } = head.pages[page];
+      return summaryBytes.slice(offset, offset + length);
+    };
+    const encoded: Uint8Array[] = [];
+    for (let page = 0; page < full; page++) encoded.push(pageBytes(page));
+    const open = full < head.pages.length ? decodeSummaryPage(this.kernels, head, full, pageBytes(full)) : [];
+    this.pagesDecoded++;
+    // The stream table lists each commit's stream hash by its index; the open commits' hashes
+    // are taken when their page fills, as for commits pushed one by one.
+    const streamHashes = new Uint32Array((full + 1) * pageCommits);
+    const table = new DataView(summaryBytes.buffer, summaryBytes.byteOffset + head.streamTableOffset);
+    for (let entry = 0; entry < head.commitCount; entry++) {
+      const index = table.getUint32(8 * entry + 4, true);
+      if (index < full * pageCommits) streamHashes[index] = table.getUint32(8 * entry, true);
+    }
+    this.parts.push({
+      firstCommit: head.baseCommit,
+      firstPosition: head.base,
+      segment: head.base,
+      pageCommits,
+      pages: head.pages.slice(0, full).map(({ lastPosition, runBytes }) => ({ lastPosition, runBytes })),
+      encoded,
+      open,
+      ...(open.length === 0 ? { newestPage: decodeSummaryPage(this.kernels, head, full - 1, encoded[full - 1]) } : {}),
+      streamHashes,
+      epochMax: head.epochMax,
+      compactedMax: head.compactedMax,
+      contiguous: true,
+      count: head.commitCount,
+      lastPosition: head.lastPosition,
+    });
     this.count += head.commitCount;
     this.epochHighest = Math.max(this.epochHighest, head.epochMax);
     this.compactedNewest = Math.max(this.compactedNewest, head.compactedMax);

@@ -38,6 +38,8 @@ export const segmentSuffix = {
   fingerprintDictionary: '.fps',
   /** The active segment's tails as the feed last closed with them (see `tail-checkpoint.ts`). */
   tailCheckpoint: '.tail',
+  /** The active segment's commits and payloads as the feed last closed with them (see `active-checkpoint.ts`). */
+  activeCheckpoint: '.ckpt',
   /**
    * A tiered segment's descriptor, kept beside it as uploaded (with a CRC of its own), so a
    * read of the segment once evicted needs no request for it.

@@ -40,14 +40,18 @@ import {
   coalescedReadBytesMax,
   coalescedReadGapBytes,
   externalReadsInFlightMax,
+  frameHeaderBytes,
+  frameLengthMask,
   payloadCacheBlockBytes,
   payloadCacheBytesMax,
   remotePointReadBytesMax,
 } from '../limits.js';
+import { activeCheckpointName, type StoredPayloads, writeActiveCheckpoint } from './active-checkpoint.js';
 import { ByteReader } from './codec.js';
 import type { CommitList } from './commit-list.js';
 import { type SummaryContent, segmentSource } from './commit-pages.js';
-import { segmentFileName, segmentSuffix, summaryFileOf } from './feed-layout.js';
+import { baseOfSegmentName, segmentFileName, segmentSuffix, summaryFileOf } from './feed-layout.js';
+import type { ResumedCheckpoint } from './history-recovery.js';
 import { HistoryChainRecovery, type HistoryVisitor } from './history-recovery.js';
 import { PayloadCache } from './payload-cache.js';
 import { type ManifestEntry, type PayloadLocation, type PublishedRecord, readPublishedRecord } from './records.js';
@@ -56,8 +60,9 @@ import type { SegmentFile } from './segment.js';
 import { SegmentKind } from './segment.js';
 import { readSegmentCuts } from './segment-cuts.js';
 import { removeSegmentFilesBelow, SegmentSet } from './segment-set.js';
+import type { SegmentStore } from './segment-store.js';
 import { LocalSegmentStore } from './segment-store.js';
-import { type SummaryHead, writeSummary } from './segment-summary.js';
+import { commitFrameHeader, type SummaryHead, writeSummary } from './segment-summary.js';
 import { NotAtHand, TieredHistoryStore } from './tiered-history-store.js';
 
 /** The records of one commit read back: their entries and the run's bytes they point into. */
@@ -155,7 +160,7 @@ export class History implements SegmentRunSource {
     if (!readOnly) await removeSegmentFilesBelow(store, floor.position);
     // Recovery reads the summaries through the same store (and the commit list their pages).
     const recovery = new HistoryChainRecovery(kernels, directory, visitor, floor, store);
-    const segments = await SegmentSet.open<CommitRecord, SummaryHead>(
+    const segments = await SegmentSet.open<CommitRecord, SummaryHead, ResumedCheckpoint>(
       kernels,
       directory,
       SegmentKind.History,
@@ -176,6 +181,8 @@ export class History implements SegmentRunSource {
       successorMayFollow,
       // A fork holds the segment its fork point lies in only up to that point.
       readSegmentCuts(kernels, path.dirname(directory)),
+      // `verify` reads every byte, the active segment's too.
+      useSummaries ? recovery.checkpoints : undefined,
     );
     opened = segments;
     const history = new History(kernels, segments, store, recovery.list, floor, named);
@@ -190,6 +197,19 @@ export class History implements SegmentRunSource {
     history.headDamage = recovery.headDamage;
     const active = segments.active;
     history.activeBase = active?.header.base;
+    history.heldPayloads = recovery.checkpointPayloads;
+    // A feed that writes nothing before it closes leaves the checkpoint it opened from as it is.
+    history.checkpointed = recovery.checkpointLast;
+    if (recovery.checkpointProblem !== undefined && active) {
+      const file = activeCheckpointName(active.header.base);
+      history.summaryRebuilds.push({
+        segment: active.header.base,
+        file: path.join(directory, file),
+        reason: `active checkpoint: ${recovery.checkpointProblem}`,
+      });
+    }
+    // The checkpoints of segments finished since they were written stand for nothing now.
+    if (!readOnly && active) await removeStaleCheckpoints(store, active.header.base);
     if (useSummaries && !readOnly) {
       for (const { segment, end, commits, reason } of recovery.unsummarized) {
         if (segment === active) continue;
@@ -199,6 +219,41 @@ export class History implements SegmentRunSource {
       history.summarizeMissing();
     }
     return history;
+  }
+
+  /**
+   * The active segment's payloads as its checkpoint held them (see `active-checkpoint.ts`), for
+   * pack deduplication, when the open took one; the payloads of the runs read after it are
+   * reported to the visitor as ever.
+   */
+  heldPayloads: StoredPayloads | undefined;
+
+  /** The last commit the active segment's checkpoint on disk holds, when this process knows one. */
+  checkpointed: number | undefined;
+
+  /**
+   * Writes the active segment's checkpoint (its commits, and `payloads`, those of it pack
+   * deduplication remembers), so the next open reads the segment only after where it ends now.
+   * Nothing when nothing was written since the last one, or when the segment's commits are not
+   * whole and in order (damage, a merge's leftovers): a checkpoint is derived, never a guess.
+   * Called once writes have stopped (the feed is closing).
+   */
+  async writeActiveCheckpoint(payloads: StoredPayloads): Promise<void> {
+    const active = this.segments.active;
+    if (!active || this.segments.readOnly || this.corruptions.length > 0 || this.commits.lost.length > 0) return;
+    const { base } = active.header;
+    const content = this.commits.heldSummaryContent(base, active.header);
+    if (!content?.last || content.last.commit === this.checkpointed) return;
+    // Only what the disk confirmed, and only when the last commit's frame ends it: the next open
+    // finds that frame there, ending where the checkpoint says the segment ended.
+    const end = active.durableEnd;
+    const frame = commitFrameHeader(this.kernels, content.last);
+    const frameEnd =
+      frame.offset + frameHeaderBytes + (new DataView(frame.header.buffer).getUint32(0, true) & frameLengthMask);
+    const group = active.lastGroupOffset;
+    if (frameEnd !== end || end !== active.writeOffset || group === undefined || group >= frame.offset) return;
+    await writeActiveCheckpoint(this.kernels, this.store, active.header, end, group, content, payloads);
+    this.checkpointed = content.last.commit;
   }
 
   /** Summaries rebuilt on open (missing or damaged), as index rebuilds are reported. */
@@ -1127,4 +1182,12 @@ function heldSegment(segments: SegmentSet, name: string): SegmentFile | undefine
   // A summary's page is read by name too: it is no segment, and is answered without a walk.
   if (!name.endsWith(segmentSuffix.history)) return undefined;
   return segments.segments.find((segment) => storeName(segment) === name);
+}
+
+/** Deletes the checkpoints of segments before the active one (at `activeBase`): they were finished since. */
+async function removeStaleCheckpoints(store: SegmentStore, activeBase: number): Promise<void> {
+  const stale = (await store.list()).filter(
+    (name) => name.endsWith(segmentSuffix.activeCheckpoint) && (baseOfSegmentName(name) ?? activeBase) < activeBase,
+  );
+  if (stale.length > 0) await store.deleteAll(stale);
 }

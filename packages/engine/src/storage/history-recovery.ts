@@ -8,6 +8,7 @@
  */
 import path from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
+import { type ActiveCheckpoint, readActiveCheckpoint, type StoredPayloads } from './active-checkpoint.js';
 import { CommitList, lostCommits } from './commit-list.js';
 import { type CommitRecord, readCommitRecord } from './commit-record.js';
 import { readPackDirectory } from './commit-run.js';
@@ -17,7 +18,7 @@ import type { ScannedFrame } from './framing.js';
 import type { PayloadLocation } from './records.js';
 import type { Corruption, MarkerDecoder } from './runs.js';
 import type { SegmentFile } from './segment.js';
-import type { OpenedSegment, SegmentEvent } from './segment-set.js';
+import type { OpenedSegment, Resumable, ResumePoint, SegmentEvent } from './segment-set.js';
 import {
   checkSummaryAgainstSegment,
   orphanSummaryCommits,
@@ -55,6 +56,9 @@ export interface UnsummarizedSegment {
   readonly reason: string;
 }
 
+/** A checkpoint of the active segment, and the place in the segment it must be borne out at. */
+export type ResumedCheckpoint = ActiveCheckpoint & ResumePoint;
+
 /** The commit chain as recovery follows it through the segments, and what it found on the way. */
 export class HistoryChainRecovery {
   /** Every commit in chain order, stand-ins for lost ones included. */
@@ -64,6 +68,12 @@ export class HistoryChainRecovery {
   /** Finished segments read whole, in order (see `UnsummarizedSegment`). */
   readonly unsummarized: UnsummarizedSegment[] = [];
   private readonly summaryProblems = new Map<string, string>();
+  /** Why the active segment's checkpoint that is there was passed over (undefined: taken, or none). */
+  checkpointProblem: string | undefined;
+  /** The payloads of the active segment the checkpoint taken holds (see `History.heldPayloads`). */
+  checkpointPayloads: StoredPayloads | undefined;
+  /** The last commit of the checkpoint taken. */
+  checkpointLast: number | undefined;
   private expectedCommit: number;
   private expectedPosition: number;
   private segmentBase = 0;
@@ -116,8 +126,27 @@ export class HistoryChainRecovery {
     }
   };
 
+  /** The newest segment's checkpoint (`active-checkpoint.ts`), when one holds together. */
+  readonly checkpoints: Resumable<ResumedCheckpoint> = {
+    of: async (segment) => {
+      const { checkpoint, problem } = await readActiveCheckpoint(this.kernels, this.store, segment.header);
+      this.checkpointProblem = problem;
+      if (!checkpoint) return undefined;
+      const { head } = checkpoint;
+      return {
+        ...checkpoint,
+        end: head.end,
+        lastFrameOffset: head.lastFrameOffset,
+        lastFrameHeader: head.lastFrameHeader,
+      };
+    },
+    refused: (reason) => {
+      this.checkpointProblem = reason;
+    },
+  };
+
   /** What the segment set reports, in log order. */
-  readonly onEvent = (event: SegmentEvent<CommitRecord, SummaryHead>): void => {
+  readonly onEvent = (event: SegmentEvent<CommitRecord, SummaryHead, ResumedCheckpoint>): void => {
     if (event.kind === 'corruption') {
       this.note(event.corruption);
       return;
@@ -235,9 +264,10 @@ export class HistoryChainRecovery {
   }
 
   /** A segment read whole: each sound run's commit joins the chain if it continues it. */
-  private takeScanned({ segment, bytes, scanned }: OpenedSegment<CommitRecord>): void {
+  private takeScanned({ segment, bytes, scanned, resumed }: OpenedSegment<CommitRecord, ResumedCheckpoint>): void {
     const segmentCommits: CommitRecord[] = [];
     let sound = true;
+    if (resumed) sound = this.takeCheckpoint(segment, resumed);
     for (const entry of scanned.entries) {
       if (entry.kind === 'damage') {
         sound = false;
@@ -269,7 +299,8 @@ export class HistoryChainRecovery {
     if (sound && scanned.trailer) {
       // A finished segment read whole: its summary spares the next open from reading it.
       const reason = this.summaryProblems.get(summaryFileOf(segment.file)) ?? 'missing';
-      this.unsummarized.push({ segment, end: scanned.end, commits: segmentCommits, reason });
+      const commits = resumed ? this.list.commitsInSegment(segment.header.base) : segmentCommits;
+      this.unsummarized.push({ segment, end: scanned.end, commits, reason });
     }
     this.previousEnd = {
       file: segment.file,
@@ -277,6 +308,23 @@ export class HistoryChainRecovery {
       reason: `the history breaks after ${path.basename(segment.file)}`,
     };
     this.previousUnfinished = scanned.trailer ? undefined : { file: segment.file, offset: scanned.end, reason: '' };
+  }
+
+  /**
+   * The commits a checkpoint of the segment holds, up to where the segment is read from: they
+   * join the chain as held ones (as a summary's do, when the first continues it). False when
+   * they do not continue it.
+   */
+  private takeCheckpoint(segment: SegmentFile, checkpoint: ResumedCheckpoint): boolean {
+    const { head } = checkpoint;
+    const first = { commit: head.baseCommit, firstPosition: head.base };
+    const last = { commit: head.baseCommit + head.commitCount - 1, lastPosition: head.lastPosition };
+    const where = { file: segment.file, offset: 0, reason: `commit ${head.baseCommit} does not continue the chain` };
+    if (!this.accept(first, last, where)) return false;
+    this.list.pushHeld(head, checkpoint.summaryBytes);
+    this.checkpointPayloads = checkpoint.payloads;
+    this.checkpointLast = last.commit;
+    return true;
   }
 }
 

@@ -76,6 +76,8 @@ export interface ScannedSegment<M> {
   readonly trailer?: SegmentTrailer;
   /** The last `LiveSegments` list in the segment. */
   readonly liveSegments?: readonly number[];
+  /** Where the last sound group starts, when there is one. */
+  readonly lastGroup?: number;
 }
 
 export interface MarkerDecoder<M> {
@@ -133,15 +135,17 @@ function readControl(bytes: Uint8Array, group: Group, file: string): { trailer?:
   return found;
 }
 
-/** Reads a segment's groups (`bytes` up to `limit`, its capacity) into runs and damage. */
+/** Reads a segment's groups (`bytes` from `start` up to `limit`, its capacity) into runs and damage. */
 export function scanSegment<M>(
   kernels: Kernels,
   bytes: Uint8Array,
   limit: number,
   file: string,
   decoder: MarkerDecoder<M>,
+  /** Where the groups to read start: after the header, or where a checkpoint of the segment ends. */
+  start = segmentHeaderBytes,
 ): ScannedSegment<M> {
-  const { groups, damages } = scanGroups(kernels, bytes, segmentHeaderBytes, limit);
+  const { groups, damages } = scanGroups(kernels, bytes, start, limit);
   const entries: SegmentEntry<M>[] = [];
   let dataGroups = 0;
   let trailer: SegmentTrailer | undefined;
@@ -202,9 +206,10 @@ export function scanSegment<M>(
   const lastGroup = groups[groups.length - 1];
   return {
     entries,
-    end: lastGroup ? lastGroup.end : segmentHeaderBytes,
+    end: lastGroup ? lastGroup.end : start,
     dataGroups,
     ...(trailer ? { trailer } : {}),
     ...(liveSegments ? { liveSegments } : {}),
+    ...(lastGroup ? { lastGroup: lastGroup.offset } : {}),
   };
 }

@@ -23,10 +23,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { assert, ioError, StreamStackError } from '../errors.js';
 import type { Kernels } from '../kernels/kernels.js';
-import { segmentBytesFirst, segmentHeaderBytes, trimmedSegmentCloseDelayMs } from '../limits.js';
+import {
+  frameHeaderBytes,
+  frameLengthMask,
+  segmentBytesFirst,
+  segmentHeaderBytes,
+  trimmedSegmentCloseDelayMs,
+} from '../limits.js';
 import { baseOfSegmentName, segmentFile, segmentFileName, temporarySuffix } from './feed-layout.js';
 import { FrameKind } from './frame-kinds.js';
-import { controlGroup, sealGroup, segmentEndGroupBytes } from './groups.js';
+import { controlGroup, groupAt, scanGroups, sealGroup, segmentEndGroupBytes } from './groups.js';
 import {
   type Corruption,
   type MarkerDecoder,
@@ -86,15 +92,37 @@ async function liveSegmentNames(
 export type SegmentListing = Pick<SegmentStore, 'list' | 'deleteAll'>;
 
 /** A segment that opened, with what its bytes hold (damage already told torn or corrupt). */
-export interface OpenedSegment<M> {
+export interface OpenedSegment<M, R = never> {
   readonly segment: SegmentFile;
+  /** The segment's bytes; only from the resume point on when `resumed` is set. */
   readonly bytes: Uint8Array;
+  /** Only what lies after the resume point, when `resumed` is set. */
   readonly scanned: ScannedSegment<M>;
+  /** What stood in for the segment's bytes up to its `end` (see `SegmentSet.open`'s `resumable`). */
+  readonly resumed?: R;
+}
+
+/** A checkpoint of the newest segment (`of`), and where to say why the segment did not bear it out. */
+export interface Resumable<R extends ResumePoint> {
+  of(segment: SegmentFile): Promise<R | undefined>;
+  refused(reason: string): void;
+}
+
+/**
+ * Where the newest segment's bytes were known to end, and the last frame before that end as the
+ * segment holds it: a checkpoint of it is taken only when the segment still holds that frame.
+ */
+export interface ResumePoint {
+  readonly end: number;
+  /** Where the segment's last group before `end` starts: it must be sound and end there. */
+  readonly lastGroupOffset: number;
+  readonly lastFrameOffset: number;
+  readonly lastFrameHeader: Uint8Array;
 }
 
 /** What the log learns while its segments open, in log order. */
-export type SegmentEvent<M, S = never> =
-  | { readonly kind: 'segment'; readonly opened: OpenedSegment<M> }
+export type SegmentEvent<M, S = never, R = never> =
+  | { readonly kind: 'segment'; readonly opened: OpenedSegment<M, R> }
   /** A finished segment whose summary stood in for reading it (see `SegmentSet.open`). */
   | { readonly kind: 'summary'; readonly segment: SegmentFile; readonly summary: S }
   /** A damage inside a segment, or a whole segment (or its successor) unreadable or missing. */
@@ -161,13 +189,13 @@ export class SegmentSet {
    * nothing on disk: a torn tail is reported but not cut. It is longer than 100 lines because
    * each of its many inputs is documented where it is declared; the work itself is short.
    */
-  static async open<M, S = never>(
+  static async open<M, S = never, R extends ResumePoint = never>(
     kernels: Kernels,
     directory: string,
     kind: SegmentKind,
     extension: string,
     decoder: MarkerDecoder<M>,
-    onEvent: (event: SegmentEvent<M, S>) => void,
+    onEvent: (event: SegmentEvent<M, S, R>) => void,
     readOnly = false,
     /**
      * A finished segment's summary, or undefined when it has none that holds: given one, the
@@ -212,6 +240,12 @@ export class SegmentSet {
      * as finished there. Never written to (nor cut as torn): the file is another feed's too.
      */
     cuts: ReadonlyMap<number, SegmentCut> = new Map(),
+    /**
+     * A checkpoint of the newest segment, or undefined: given one that the segment's bytes
+     * bear out (its last frame is there, ending at its `end`), the segment is read only from its
+     * `end` on, and the checkpoint stands for what lies before.
+     */
+    resumable?: Resumable<R>,
   ): Promise<SegmentSet> {
     const set = new SegmentSet(kernels, directory, kind, extension, readOnly);
     set.feedTag = feedTag;
@@ -224,9 +258,10 @@ export class SegmentSet {
     const names = await liveSegmentNames(directory, store, extension, readOnly, floorBase, replacedBases);
     // The newest is read first: whether the segment before it may hold a torn write depends on
     // whether the newest holds data yet. The others are read one at a time, in order.
-    const newest = names.length > 0 ? await set.openOne<M, S>(names[names.length - 1], decoder) : undefined;
+    const newest =
+      names.length > 0 ? await set.openOne<M, S, R>(names[names.length - 1], decoder, undefined, resumable) : undefined;
     for (const [index, name] of names.entries()) {
-      const one = index === names.length - 1 ? newest! : await set.openOne<M, S>(name, decoder, summarized);
+      const one = index === names.length - 1 ? newest! : await set.openOne<M, S, R>(name, decoder, summarized);
       if ('vanished' in one) continue;
       if ('summary' in one) {
         set.segments.push(one.segment);
@@ -287,12 +322,13 @@ export class SegmentSet {
    * Opens and scans one segment file, or says why it is corrupt as a whole. Asynchronous for its
    * summary, which is read through the segment store.
    */
-  private async openOne<M, S>(
+  private async openOne<M, S, R extends ResumePoint>(
     name: string,
     decoder: MarkerDecoder<M>,
     summarized?: (segment: SegmentFile) => Promise<(S & { readonly end: number }) | undefined>,
+    resumable?: Resumable<R>,
   ): Promise<
-    | { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M>; cut?: SegmentCut }
+    | { segment: SegmentFile; bytes: Uint8Array; scanned: ScannedSegment<M>; cut?: SegmentCut; resumed?: R }
     | { segment: SegmentFile; summary: S }
     | { corruption: Corruption }
     | { vanished: true }
@@ -343,10 +379,17 @@ export class SegmentSet {
       segment.durableEnd = summary.end;
       return { segment, summary };
     }
-    const bytes = segment.readAll();
+    // A cut segment is another feed's too: it is read whole, up to its cut.
+    const point = cut ? undefined : await resumable?.of(segment);
+    const borne = point && this.resumesAt(segment, point);
+    if (typeof borne === 'string') resumable?.refused(borne);
+    const resumed = point && borne && typeof borne !== 'string' ? { point, bytes: borne.bytes } : undefined;
+    const bytes = resumed ? resumed.bytes : segment.readAll();
     const limit = Math.min(bytes.length, segment.header.capacity);
     decoder.beginSegment?.(segment.header);
-    const whole = scanSegment(this.kernels, bytes, limit, file, decoder);
+    const read = scanSegment(this.kernels, bytes, limit, file, decoder, resumed?.point.end ?? segmentHeaderBytes);
+    // What the checkpoint stands for holds runs: the segment before may not end in a torn write.
+    const whole = resumed ? { ...read, dataGroups: read.dataGroups + 1 } : read;
     const scanned = cut ? cutScanned(whole, cut) : whole;
     if (bytes.length !== segment.header.capacity) {
       // A segment gets its name only once its full size is durable, so a different size is
@@ -368,7 +411,39 @@ export class SegmentSet {
     }
     segment.writeOffset = scanned.end;
     segment.durableEnd = scanned.end;
-    return { segment, bytes, scanned, ...(cut ? { cut } : {}) };
+    segment.lastGroupOffset = scanned.lastGroup ?? resumed?.point.lastGroupOffset;
+    return { segment, bytes, scanned, ...(cut ? { cut } : {}), ...(resumed ? { resumed: resumed.point } : {}) };
+  }
+
+  /**
+   * The segment's bytes from the groups `point` needs checked on (the rest unread, zeros), when
+   * its last group is there, sound, ending at `point.end` with the commit frame `point` names,
+   * and so are the groups that group does not say were confirmed; why not, when not (the
+   * checkpoint is then passed over).
+   */
+  private resumesAt(segment: SegmentFile, point: ResumePoint): { bytes: Uint8Array } | string {
+    const { lastGroupOffset, lastFrameOffset, end } = point;
+    const elsewhere = `the segment does not bear it out: its groups up to ${end} are not there whole, the last at ${lastGroupOffset} ending with its last commit frame`;
+    if (lastGroupOffset < segmentHeaderBytes || lastGroupOffset > lastFrameOffset) return elsewhere;
+    if (end > segment.header.capacity || end > segment.size()) return elsewhere;
+    const bytes = segment.readFrom(lastGroupOffset);
+    if (bytes.length < end) return elsewhere;
+    // The whole group, every frame's CRC: a group torn or damaged since is read as ever.
+    const group = groupAt(this.kernels, bytes, lastGroupOffset, end);
+    const last = group?.frames[group.frames.length - 1];
+    if (!group || group.end !== end || last?.offset !== lastFrameOffset) return elsewhere;
+    const header = bytes.subarray(lastFrameOffset, lastFrameOffset + frameHeaderBytes);
+    if (!header.every((byte, at) => byte === point.lastFrameHeader[at])) return elsewhere;
+    // The groups the last one does not say were confirmed are those a power loss may have torn
+    // (groups are pipelined): they are checked whole too, as reading the segment would. Damage
+    // before them is corruption, which reads find, as they do in a summarized segment.
+    if (group.confirmed < lastGroupOffset) {
+      if (group.confirmed < segmentHeaderBytes) return elsewhere;
+      segment.fill(bytes, group.confirmed, lastGroupOffset);
+      const { groups, damages } = scanGroups(this.kernels, bytes, group.confirmed, lastGroupOffset);
+      if (damages.length > 0 || groups.at(-1)?.end !== lastGroupOffset) return elsewhere;
+    }
+    return { bytes };
   }
 
   /** Why the file named `name` is not this log's segment at `base`; undefined when it is. */
@@ -421,6 +496,8 @@ export class SegmentSet {
     if (!this.readOnly) await segment.zeroRange(this.kernels, first.offset, end);
     segment.writeOffset = first.offset;
     segment.durableEnd = first.offset;
+    // The cut may have taken the last group; which sound group comes before it is not known.
+    if ((segment.lastGroupOffset ?? 0) >= first.offset) segment.lastGroupOffset = undefined;
     return { ...scanned, entries: scanned.entries.slice(0, at), end: first.offset };
   }
 

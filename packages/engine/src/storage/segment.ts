@@ -202,6 +202,12 @@ export class SegmentFile {
    */
   durableEnd: number;
 
+  /**
+   * Where the last group this file holds starts, when known: set by each append, and by recovery
+   * from what it read (undefined when a cut took that group). An active checkpoint names it.
+   */
+  lastGroupOffset: number | undefined;
+
   /** Bytes still free for frames. */
   get free(): number {
     return this.header.capacity - this.writeOffset;
@@ -286,16 +292,29 @@ export class SegmentFile {
   }
 
   /** Reads the whole file (recovery and verification read segments whole). */
-  readAll(): Uint8Array {
+  /**
+   * The file's bytes from `offset` on, at their own offsets in a buffer of the file's size: what
+   * lies before `offset` is not read (zeros; the pages are never touched).
+   */
+  readFrom(offset: number): Uint8Array {
     const size = this.size();
     const bytes = new Uint8Array(size);
-    let at = 0;
-    while (at < size) {
-      const read = fs.readSync(this.fd, bytes, at, size - at, at);
+    return bytes.subarray(0, this.fill(bytes, offset, size));
+  }
+
+  /** Reads the file's bytes [from, to) into `bytes` at their own offsets; returns where the read stopped. */
+  fill(bytes: Uint8Array, from: number, to: number): number {
+    let at = Math.min(from, to);
+    while (at < to) {
+      const read = fs.readSync(this.fd, bytes, at, to - at, at);
       if (read === 0) break;
       at += read;
     }
-    return bytes.subarray(0, at);
+    return at;
+  }
+
+  readAll(): Uint8Array {
+    return this.readFrom(0);
   }
 
   /**
@@ -379,6 +398,7 @@ export class SegmentFile {
     }
     const offset = this.writeOffset;
     this.writeOffset += bytes.length;
+    this.lastGroupOffset = offset;
     const written = kernels.writeDurable(this.fd, offset, [bytes]);
     const entry = { end: offset + bytes.length, confirmed: false, settled: written.catch(() => undefined) };
     this.pending.push(entry);

@@ -293,6 +293,10 @@ export class FeedWriter {
       logs.merges,
       logs.compaction,
     );
+    // The payloads the active segment's checkpoint holds come before those of the runs after it.
+    const held = history.heldPayloads;
+    if (held && history.segments.active) writer.payloads.rememberColumns(history.segments.active.header.base, held);
+    history.heldPayloads = undefined;
     for (const { crc, location } of logs.payloads) writer.payloads.remember(crc, location);
     try {
       // A lease live in the local log is live only if etcd still has it.
@@ -1148,6 +1152,12 @@ export class FeedWriter {
     // The active segment's tails, so that the next open replays none of its commits (not for a
     // feed being deleted, nor one whose writes failed).
     if (!reason && !this.failed && this.derived) await this.derived.writeCheckpoint(this.history, this.headCommit());
+    // And its commits and payloads, so that it reads none of the segment's commit frames either.
+    // Derived: a checkpoint that fails to be written leaves the next open to read the segment.
+    if (!reason && !this.failed)
+      await this.history
+        .writeActiveCheckpoint(await this.payloads.columnsOf(this.history.segments.active?.header.base))
+        .catch(() => undefined);
     await this.wal.segments.dropSpare();
     await this.history.segments.dropSpare();
     // Uploads stop first: they read segment files the closes below release.

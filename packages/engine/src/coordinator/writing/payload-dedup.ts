@@ -5,6 +5,7 @@
 import { yieldWhenDue } from '../../event-loop.js';
 import { payloadDedupEntriesMax } from '../../limits.js';
 import { probeTableOf } from '../../query/indexes/key-table.js';
+import type { StoredPayloads } from '../../storage/active-checkpoint.js';
 import { equalBytes, type NewPayload } from '../../storage/commit-run.js';
 import type { PayloadLocation } from '../../storage/records.js';
 import { grown } from '../../typed-arrays.js';
@@ -93,6 +94,27 @@ export class PayloadDedup {
   /** Remembers a durable payload. */
   remember(crc: number, location: PayloadLocation): void {
     this.rememberAt(crc, location.segment, location.offset, location.length);
+  }
+
+  /** Remembers the payloads `payloads` lists (of segment `segment`), in order. */
+  rememberColumns(segment: number, payloads: StoredPayloads): void {
+    for (let index = 0; index < payloads.count; index++)
+      this.rememberAt(payloads.crcs[index], segment, payloads.offsets[index], payloads.lengths[index]);
+  }
+
+  /**
+   * The payloads remembered of segment `segment` (none when those remembered are another
+   * segment's), in the order they were first remembered: what a checkpoint of the segment keeps.
+   */
+  async columnsOf(segment: number | undefined): Promise<StoredPayloads> {
+    await this.fold();
+    const count = segment === this.segment ? this.size : 0;
+    return {
+      count,
+      crcs: this.crcs.subarray(0, count),
+      offsets: this.offsets.subarray(0, count),
+      lengths: this.lengths.subarray(0, count),
+    };
   }
 
   private rememberAt(crc: number, segment: number, offset: number, length: number): void {

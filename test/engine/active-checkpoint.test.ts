@@ -1,0 +1,228 @@
+/**
+ * Active checkpoints: a feed closed cleanly writes its active history segment's commits and
+ * stored payloads, and the next open reads the segment only from where it ended then — not every
+ * commit frame of it — with the same commits, reads and payload deduplication as a full read. One
+ * a kill left behind is a prefix: what came after is read as before. A damaged checkpoint, or one
+ * the segment does not bear out (another feed's), is reported and passed over; a torn write after
+ * it is still cut; a stale one (its segment finished) is deleted.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Feed, Store } from '../../packages/engine/src/index.js';
+import { bytesReadDuring } from '../support/file-reads.js';
+import { openStore, temporaryDirectory, text } from '../support/store.js';
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** Large enough that the active segment holds every commit of a test (several commit pages). */
+const segmentBytes = 4 * 1024 * 1024;
+const repeated = 'a payload stored once and referenced after'.repeat(40);
+
+/** `count` one-record commits from `from`: keys, tags, and a payload repeated every seventh. */
+async function write(feed: Feed, count: number, from = 0): Promise<void> {
+  for (let n = from; n < from + count; n++) {
+    await feed.append([
+      { payload: n % 7 === 3 ? repeated : `record ${n}`, key: `k${n % 50}`, type: `t${n % 3}`, tags: [`g${n % 11}`] },
+    ]);
+  }
+}
+
+/** What a reader sees: every commit's number and positions, every record, a tag read and gets. */
+async function view(feed: Feed): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for await (const commit of feed.commits()) out.push(['commit', commit.commit, commit.firstPosition, commit.records]);
+  for await (const record of feed.read()) out.push(['record', record.position, record.key, text(record.payload)]);
+  for await (const record of feed.read({ filter: { tags: ['g4'] }, plan: 'index' })) out.push(['g4', record.position]);
+  for (const key of ['k0', 'k17', 'k49']) out.push(['get', key, (await feed.get(key))?.position]);
+  return out;
+}
+
+const historyOf = (directory: string) => path.join(directory, 'feeds', 'f', 'history');
+
+function activeSegment(directory: string): string {
+  const names = fs
+    .readdirSync(historyOf(directory))
+    .filter((name) => name.endsWith('.hist'))
+    .sort();
+  return path.join(historyOf(directory), names[names.length - 1]);
+}
+
+const checkpointOf = (segment: string) => segment.replace(/\.hist$/, '.ckpt');
+
+/** Where the segment's written bytes end: the file is made at its capacity, zeros after. */
+function writtenEnd(segment: string): number {
+  const bytes = fs.readFileSync(segment);
+  let end = bytes.length;
+  while (end > 0 && bytes[end - 1] === 0) end--;
+  return end;
+}
+
+/** A copy of the store as a kill would leave it (without the lock). */
+function copyOf(directory: string): string {
+  const copy = temporaryDirectory();
+  fs.cpSync(directory, copy, { recursive: true });
+  fs.rmSync(path.join(copy, 'LOCK'), { force: true });
+  return copy;
+}
+
+/** The view of the store at `directory` with the checkpoint deleted: the active segment read whole. */
+async function viewReadWhole(directory: string): Promise<unknown[]> {
+  const copy = copyOf(directory);
+  fs.rmSync(checkpointOf(activeSegment(copy)), { force: true });
+  const store = await openStore(copy, { segmentBytes });
+  const feed = await store.feed('f');
+  expect(feed.summaryRebuilds).toEqual([]);
+  const out = await view(feed);
+  await store.close();
+  return out;
+}
+
+describe('active checkpoints', () => {
+  // 256 commits fill two commit pages exactly; 601 leave a page part full.
+  it.each([256, 601])('spare a clean reopen of %i commits reading the active segment', async (commits) => {
+    const directory = temporaryDirectory();
+    let store: Store = await openStore(directory, { segmentBytes });
+    await write(await store.createFeed('f'), commits);
+    await store.close();
+    const segment = activeSegment(directory);
+    expect(fs.existsSync(checkpointOf(segment))).toBe(true);
+    const end = writtenEnd(segment);
+    const size = fs.statSync(segment).size;
+
+    let reopened: Feed | undefined;
+    const read = await bytesReadDuring(async () => {
+      store = await openStore(directory, { segmentBytes });
+      reopened = await store.feed('f');
+    });
+    // From its last commit frame on: that frame, then the zeros after the written bytes.
+    expect(read.get(segment)).toBeLessThan(size - end + 256);
+    expect(read.get(checkpointOf(segment))).toBe(fs.statSync(checkpointOf(segment)).size);
+    expect(reopened!.summaryRebuilds).toEqual([]);
+    const expected = await viewReadWhole(directory);
+    expect(expected.filter((entry) => (entry as unknown[])[0] === 'commit').length).toBe(commits);
+    expect(await view(reopened!)).toEqual(expected);
+
+    // Pack deduplication goes on from the checkpoint's payloads: a repeat costs no payload bytes.
+    const before = writtenEnd(segment);
+    await reopened!.append([{ payload: repeated }]);
+    const repeat = writtenEnd(segment) - before;
+    await reopened!.append([{ payload: `${repeated}, and fresh` }]);
+    const fresh = writtenEnd(segment) - before - repeat;
+    expect(repeat).toBeLessThan(fresh - repeated.length + 64);
+    const after = await view(reopened!);
+    await store.close();
+
+    store = await openStore(directory, { segmentBytes });
+    const [verification] = await store.verify('f');
+    expect(verification?.problems).toEqual([]);
+    expect(await view(await store.feed('f'))).toEqual(after);
+    await store.close();
+  });
+
+  it('resume from a checkpoint a kill left behind, and pass over a damaged or foreign one', async () => {
+    const directory = temporaryDirectory();
+    let store = await openStore(directory, { segmentBytes });
+    await write(await store.createFeed('f'), 300);
+    await store.close();
+    store = await openStore(directory, { segmentBytes });
+    const open = await store.feed('f');
+    await write(open, 40, 300);
+    const killed = copyOf(directory);
+    const expected = await view(open);
+    await store.close();
+    const segment = activeSegment(killed);
+    const size = fs.statSync(segment).size;
+
+    let recovered: Feed | undefined;
+    const read = await bytesReadDuring(async () => {
+      store = await openStore(killed, { segmentBytes });
+      recovered = await store.feed('f');
+    });
+    // The 40 commits after the checkpoint are read; the 300 before it are not.
+    expect(read.get(segment)).toBeLessThan(size - writtenEnd(segment) + 40 * 1024);
+    expect(recovered!.summaryRebuilds).toEqual([]);
+    expect(await view(recovered!)).toEqual(expected);
+    await store.close();
+
+    // A flipped byte: reported, and the segment read whole.
+    const damaged = copyOf(killed);
+    const file = checkpointOf(activeSegment(damaged));
+    const bytes = fs.readFileSync(file);
+    bytes[Math.floor(bytes.length / 2)] ^= 0x20;
+    fs.writeFileSync(file, bytes);
+    store = await openStore(damaged, { segmentBytes });
+    let feed = await store.feed('f');
+    expect(feed.summaryRebuilds.map(({ reason }) => reason)).toEqual(['active checkpoint: CRC mismatch']);
+    expect(await view(feed)).toEqual(expected);
+    await store.close();
+
+    // Another feed's checkpoint of a segment with the same base, first commit and capacity: the
+    // segment does not hold its last commit frame, so it is passed over.
+    const other = temporaryDirectory();
+    store = await openStore(other, { segmentBytes });
+    await write(await store.createFeed('f'), 250, 5);
+    await store.close();
+    const foreign = copyOf(killed);
+    fs.copyFileSync(checkpointOf(activeSegment(other)), checkpointOf(activeSegment(foreign)));
+    store = await openStore(foreign, { segmentBytes });
+    feed = await store.feed('f');
+    expect(feed.summaryRebuilds.map(({ reason }) => reason)).toEqual([
+      expect.stringMatching(
+        /^active checkpoint: the segment does not bear it out: its groups up to \d+ are not there whole/,
+      ),
+    ]);
+    expect(await view(feed)).toEqual(expected);
+    await store.close();
+  });
+
+  it('leave a torn write after the checkpointed end to be cut, as ever', async () => {
+    const directory = temporaryDirectory();
+    let store = await openStore(directory, { segmentBytes });
+    await write(await store.createFeed('f'), 200);
+    const expected = await view(await store.feed('f'));
+    await store.close();
+    const segment = activeSegment(directory);
+    const end = writtenEnd(segment);
+    // A group that never finished: bytes after the end, no sound group header.
+    const descriptor = fs.openSync(segment, 'r+');
+    fs.writeSync(descriptor, Buffer.alloc(700, 0xab), 0, 700, end + 16);
+    fs.closeSync(descriptor);
+
+    store = await openStore(directory, { segmentBytes });
+    const feed = await store.feed('f');
+    expect(feed.summaryRebuilds).toEqual([]);
+    expect(await view(feed)).toEqual(expected);
+    await store.close();
+    // Cut: the torn bytes are gone, and the feed verifies clean.
+    expect(writtenEnd(segment)).toBe(end);
+    store = await openStore(directory, { segmentBytes });
+    const [verification] = await store.verify('f');
+    expect(verification?.problems).toEqual([]);
+    await store.close();
+  });
+
+  it('are deleted once their segment is finished, and not written again for nothing', async () => {
+    const directory = temporaryDirectory();
+    let store = await openStore(directory);
+    await write(await store.createFeed('f'), 20);
+    await store.close();
+    const first = activeSegment(directory);
+    expect(fs.existsSync(checkpointOf(first))).toBe(true);
+    store = await openStore(directory);
+    await write(await store.feed('f'), 600, 20);
+    expect(activeSegment(directory)).not.toBe(first);
+    await store.close();
+    store = await openStore(directory);
+    await store.feed('f');
+    const checkpoints = fs.readdirSync(historyOf(directory)).filter((name) => name.endsWith('.ckpt'));
+    expect(checkpoints).toEqual([path.basename(checkpointOf(activeSegment(directory)))]);
+    const written = fs.statSync(checkpointOf(activeSegment(directory)), { bigint: true });
+    await store.close();
+    // Nothing was written since it was taken: the close leaves it as it is.
+    const after = fs.statSync(checkpointOf(activeSegment(directory)), { bigint: true });
+    expect([after.ino, after.mtimeNs]).toEqual([written.ino, written.mtimeNs]);
+  });
+});
