@@ -331,6 +331,7 @@ export async function run() {
     (1.5 * few.openMs) / many.openMs,
     1,
   );
+  suite.ratio(`one-record commits: 500 ms / open at ${commitsMany}`, 500 / many.openMs, 1);
   // A feed of one-record commits scans like one of large commits: its batches span commits.
   const largeScan = report.stream.probes.atEnd?.columnsScanRecordsPerSecond;
   suite.ratio(

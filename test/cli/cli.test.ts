@@ -130,8 +130,10 @@ describe('streamstack command line', () => {
     const fs = await import('node:fs');
     const path = await import('node:path');
     const directory = path.join(data, 'feeds', 'f', 'history');
-    const file = path.join(directory, fs.readdirSync(directory)[0]);
+    const segment = fs.readdirSync(directory).find((name) => name.endsWith('.hist'));
+    const file = path.join(directory, segment!);
     const bytes = fs.readFileSync(file);
+    expect(bytes.indexOf('precious')).toBeGreaterThan(0);
     bytes[bytes.indexOf('precious')] ^= 1;
     fs.writeFileSync(file, bytes);
     const verified = cli(data, ['verify', 'f']);
