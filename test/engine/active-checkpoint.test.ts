@@ -80,13 +80,20 @@ async function viewReadWhole(directory: string): Promise<unknown[]> {
   return out;
 }
 
+/** A new store whose feed `f` took `commits` commits, closed cleanly (so with its checkpoints). */
+async function closedFeed(commits: number): Promise<string> {
+  const directory = temporaryDirectory();
+  const store = await openStore(directory, { segmentBytes });
+  await write(await store.createFeed('f'), commits);
+  await store.close();
+  return directory;
+}
+
 describe('active checkpoints', () => {
   // 256 commits fill two commit pages exactly; 601 leave a page part full.
   it.each([256, 601])('spare a clean reopen of %i commits reading the active segment', async (commits) => {
-    const directory = temporaryDirectory();
-    let store: Store = await openStore(directory, { segmentBytes });
-    await write(await store.createFeed('f'), commits);
-    await store.close();
+    const directory = await closedFeed(commits);
+    let store!: Store;
     const segment = activeSegment(directory);
     expect(fs.existsSync(checkpointOf(segment))).toBe(true);
     const end = writtenEnd(segment);
@@ -123,10 +130,8 @@ describe('active checkpoints', () => {
   });
 
   it('resume from a checkpoint a kill left behind, and pass over a damaged or foreign one', async () => {
-    const directory = temporaryDirectory();
-    let store = await openStore(directory, { segmentBytes });
-    await write(await store.createFeed('f'), 300);
-    await store.close();
+    const directory = await closedFeed(300);
+    let store!: Store;
     store = await openStore(directory, { segmentBytes });
     const open = await store.feed('f');
     await write(open, 40, 300);
@@ -179,10 +184,7 @@ describe('active checkpoints', () => {
   });
 
   it('leave damage before them to the reads that reach it, as in a summarized segment', async () => {
-    const directory = temporaryDirectory();
-    let store = await openStore(directory, { segmentBytes });
-    await write(await store.createFeed('f'), 150);
-    await store.close();
+    const directory = await closedFeed(150);
     const segment = activeSegment(directory);
     const bytes = fs.readFileSync(segment);
     const at = bytes.indexOf('record 12');
@@ -190,7 +192,7 @@ describe('active checkpoints', () => {
     bytes[at + 3] ^= 0x01;
     fs.writeFileSync(segment, bytes);
 
-    store = await openStore(directory, { segmentBytes });
+    const store = await openStore(directory, { segmentBytes });
     const feed = await store.feed('f');
     // Taken: the damage lies in a group the later ones say was confirmed, not in a torn write.
     expect(feed.summaryRebuilds).toEqual([]);

@@ -105,27 +105,22 @@ function indexFiles(directory: string, all = false): Map<string, Buffer> {
   return files;
 }
 
-/** The feed's tail checkpoints (written at close), by name. */
-function tailCheckpoints(directory: string): Map<string, Buffer> {
-  const indexDirectory = path.join(directory, 'feeds', 'f', 'index');
+/** The checkpoint files (written at close) of feed `f` in `folder` that end with `suffix`, by name. */
+function checkpointFiles(directory: string, folder: 'index' | 'history', suffix: string): Map<string, Buffer> {
+  const folderPath = path.join(directory, 'feeds', 'f', folder);
   return new Map(
     fs
-      .readdirSync(indexDirectory)
-      .filter((name) => name.endsWith('.tail'))
-      .map((name) => [name, fs.readFileSync(path.join(indexDirectory, name))]),
+      .readdirSync(folderPath)
+      .filter((name) => name.endsWith(suffix))
+      .map((name) => [name, fs.readFileSync(path.join(folderPath, name))]),
   );
 }
 
-/** The feed's active segment checkpoints (written at close), by name. */
-function activeCheckpoints(directory: string): Map<string, Buffer> {
-  const historyDirectory = path.join(directory, 'feeds', 'f', 'history');
-  return new Map(
-    fs
-      .readdirSync(historyDirectory)
-      .filter((name) => name.endsWith('.ckpt'))
-      .map((name) => [name, fs.readFileSync(path.join(historyDirectory, name))]),
-  );
-}
+/** The feed's tail checkpoints, by name. */
+const tailCheckpoints = (directory: string) => checkpointFiles(directory, 'index', '.tail');
+
+/** The feed's active segment checkpoints, by name. */
+const activeCheckpoints = (directory: string) => checkpointFiles(directory, 'history', '.ckpt');
 
 const indexPath = (store: Store, name: string): string => path.join(store.path, 'feeds', 'f', 'index', name);
 const baseOf = (name: string): number => Number(name.slice(0, -'.idx'.length));
