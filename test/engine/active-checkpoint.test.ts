@@ -241,6 +241,8 @@ describe('active checkpoints', () => {
     store = await openStore(directory);
     await write(await store.feed('f'), 600, 20);
     expect(activeSegment(directory)).not.toBe(first);
+    // Deleted once the segment finished, without waiting for the next open.
+    await vi.waitFor(() => expect(fs.existsSync(checkpointOf(first))).toBe(false));
     await store.close();
     store = await openStore(directory);
     await store.feed('f');

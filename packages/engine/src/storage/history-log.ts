@@ -277,6 +277,10 @@ export class History implements SegmentRunSource {
       // A view writes nothing: the process that writes the history writes its summaries.
       if (finished && finished !== this.segments.active && !this.segments.readOnly) {
         this.summarizeIfWhole(finished);
+        // Its checkpoint stands for nothing now (its summary does); derived, so a deletion that
+        // fails or a crash before it leaves it to the next open's clean-up.
+        const checkpoint = activeCheckpointName(finished.header.base);
+        void this.store.delete(checkpoint).catch(() => undefined);
       }
       this.activeBase = commit.segment;
     }
