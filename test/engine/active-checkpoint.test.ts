@@ -176,7 +176,7 @@ describe('active checkpoints', () => {
     feed = await store.feed('f');
     expect(feed.summaryRebuilds.map(({ reason }) => reason)).toEqual([
       expect.stringMatching(
-        /^active checkpoint: the segment does not bear it out: its groups up to \d+ are not there whole/,
+        /^active checkpoint: the segment does not bear it out: its last group at \d+ does not end at \d+/,
       ),
     ]);
     expect(await view(feed)).toEqual(expected);
@@ -202,6 +202,27 @@ describe('active checkpoints', () => {
     expect(verification?.problems.map((problem) => problem.code)).toContain('CORRUPT');
     await store.close();
     // Never cut, nor repaired.
+    expect(fs.readFileSync(segment).equals(bytes)).toBe(true);
+  });
+
+  it('leave damage in the last group to the reads too: it was confirmed, so it is never cut', async () => {
+    const directory = await closedFeed(120);
+    const segment = activeSegment(directory);
+    const bytes = fs.readFileSync(segment);
+    // The last commit's payload, in the group the checkpoint names: not a torn write, since the
+    // disk had confirmed it before the checkpoint was written.
+    const at = bytes.lastIndexOf('record 119');
+    expect(at).toBeGreaterThan(0);
+    bytes[at + 3] ^= 0x01;
+    fs.writeFileSync(segment, bytes);
+
+    const store = await openStore(directory, { segmentBytes });
+    const feed = await store.feed('f');
+    expect(feed.summaryRebuilds).toEqual([]);
+    expect(feed.recovery).toEqual([]);
+    await expect(feed.readCommit(120)).rejects.toMatchObject({ code: 'CORRUPT' });
+    expect((await feed.readCommit(119)).map((record) => text(record.payload))).toEqual(['record 118']);
+    await store.close();
     expect(fs.readFileSync(segment).equals(bytes)).toBe(true);
   });
 

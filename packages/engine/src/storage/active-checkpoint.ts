@@ -7,16 +7,18 @@
  * are those pack deduplication remembers of the segment.
  *
  * A checkpoint is derived, like a summary: it is taken only when the segment still holds its
- * last group, sound, ending with its last commit frame exactly where the checkpoint says the
- * segment ended;
- * one that is missing, stale or damaged is passed over and the segment read whole, as before
- * checkpoints existed. A feed that wrote after it reads only what came after (a crash leaves the
- * last checkpoint a prefix of the segment: segments are only appended to).
+ * last group's header and its last commit frame, sound, ending exactly where the checkpoint says
+ * the segment ended; one that is missing, stale or damaged is passed over and the segment read
+ * whole, as before checkpoints existed. The bytes before that end were confirmed durable before
+ * the checkpoint was written: damage there is corruption, which reads find, never a torn write.
+ * A feed that wrote after it reads only what came after (a crash leaves the last checkpoint a
+ * prefix of the segment: segments are only appended to).
  *
  * File `<base>.ckpt` beside the segment, little-endian: `"SSACTV01"`, `u32` format version (1),
- * `u64` where the segment's last group starts, `u32` the summary's length, the summary (docs/formats.md, Segment summaries; its `end` is where
- * the segment ended), `u32` payload count, per payload `u32` CRC-32C · `u64` offset · `u32`
- * length, then a `u32` CRC-32 of every byte before it.
+ * `u64` where the segment's last group starts, `u32` the summary's length, the summary
+ * (docs/formats.md, Segment summaries; its `end` is where the segment ended), `u32` payload
+ * count, per payload `u32` CRC-32C · `u64` offset · `u32` length, then a `u32` CRC-32 of every
+ * byte before it.
  *
  * @example
  * const found = await readActiveCheckpoint(kernels, store, segment.header);

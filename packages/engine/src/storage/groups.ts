@@ -126,8 +126,16 @@ export interface GroupDamage {
   readonly reason: string;
 }
 
-/** The group at `at` when it is sound, else undefined. */
-export function groupAt(kernels: Kernels, bytes: Uint8Array, at: number, limit: number): Group | undefined {
+/**
+ * The header of a group at `at` when it is sound (its CRC holds, it names `at` as its offset, its
+ * body ends by `limit`): where the group ends and how far the segment was confirmed before it.
+ */
+export function groupHeaderAt(
+  kernels: Kernels,
+  bytes: Uint8Array,
+  at: number,
+  limit: number,
+): { end: number; confirmed: number } | undefined {
   if (at + groupHeaderBytes > limit) return undefined;
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (view.getUint32(at, true) !== groupHeaderWord || bytes[at + frameHeaderBytes] !== FrameKind.GroupHeader)
@@ -140,6 +148,14 @@ export function groupAt(kernels: Kernels, bytes: Uint8Array, at: number, limit: 
   const confirmed = reader.u64();
   const end = at + groupHeaderBytes + bodyBytes;
   if (offset !== at || confirmed > offset || bodyBytes === 0 || end > limit) return undefined;
+  return { end, confirmed };
+}
+
+/** The group at `at` when it is sound, else undefined. */
+export function groupAt(kernels: Kernels, bytes: Uint8Array, at: number, limit: number): Group | undefined {
+  const header = groupHeaderAt(kernels, bytes, at, limit);
+  if (!header) return undefined;
+  const { end, confirmed } = header;
   const frames = scanFrames(kernels, bytes, at + groupHeaderBytes, end);
   if (frames.length === 0 || frames[frames.length - 1].dataEnd !== end) return undefined;
   return { offset: at, end, confirmed, frames };

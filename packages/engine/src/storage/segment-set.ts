@@ -32,7 +32,7 @@ import {
 } from '../limits.js';
 import { baseOfSegmentName, segmentFile, segmentFileName, temporarySuffix } from './feed-layout.js';
 import { FrameKind } from './frame-kinds.js';
-import { controlGroup, groupAt, scanGroups, sealGroup, segmentEndGroupBytes } from './groups.js';
+import { controlGroup, groupHeaderAt, groupHeaderBytes, sealGroup, segmentEndGroupBytes } from './groups.js';
 import {
   type Corruption,
   type MarkerDecoder,
@@ -114,7 +114,7 @@ export interface Resumable<R extends ResumePoint> {
  */
 export interface ResumePoint {
   readonly end: number;
-  /** Where the segment's last group before `end` starts: it must be sound and end there. */
+  /** Where the segment's last group before `end` starts: its header must be sound and end there. */
   readonly lastGroupOffset: number;
   readonly lastFrameOffset: number;
   readonly lastFrameHeader: Uint8Array;
@@ -416,33 +416,30 @@ export class SegmentSet {
   }
 
   /**
-   * The segment's bytes from the groups `point` needs checked on (the rest unread, zeros), when
-   * its last group is there, sound, ending at `point.end` with the commit frame `point` names,
-   * and so are the groups that group does not say were confirmed; why not, when not (the
-   * checkpoint is then passed over).
+   * The segment's bytes from `point`'s last commit frame on (the rest unread, zeros), when the
+   * segment bears the checkpoint out: the group `point` names starts where it says (a sound
+   * header) and ends at `point.end`, and the commit frame there is the one `point` holds (its
+   * header, its data's CRC), ending there too; why not, when not (the checkpoint is then passed
+   * over). The bytes before were confirmed durable when the checkpoint was written, so no power
+   * loss since can have torn them: damage there is corruption, which the reads that reach it
+   * find (every frame carries its CRC), as in a summarized segment, and never cut.
    */
   private resumesAt(segment: SegmentFile, point: ResumePoint): { bytes: Uint8Array } | string {
     const { lastGroupOffset, lastFrameOffset, end } = point;
-    const elsewhere = `the segment does not bear it out: its groups up to ${end} are not there whole, the last at ${lastGroupOffset} ending with its last commit frame`;
-    if (lastGroupOffset < segmentHeaderBytes || lastGroupOffset > lastFrameOffset) return elsewhere;
+    const elsewhere = `the segment does not bear it out: its last group at ${lastGroupOffset} does not end at ${end} with its last commit frame`;
+    if (lastGroupOffset < segmentHeaderBytes || lastGroupOffset + groupHeaderBytes > lastFrameOffset) return elsewhere;
     if (end > segment.header.capacity || end > segment.size()) return elsewhere;
-    const bytes = segment.readFrom(lastGroupOffset);
+    const bytes = segment.readFrom(lastFrameOffset);
     if (bytes.length < end) return elsewhere;
-    // The whole group, every frame's CRC: a group torn or damaged since is read as ever.
-    const group = groupAt(this.kernels, bytes, lastGroupOffset, end);
-    const last = group?.frames[group.frames.length - 1];
-    if (!group || group.end !== end || last?.offset !== lastFrameOffset) return elsewhere;
+    segment.fill(bytes, lastGroupOffset, lastGroupOffset + groupHeaderBytes);
+    if (groupHeaderAt(this.kernels, bytes, lastGroupOffset, end)?.end !== end) return elsewhere;
     const header = bytes.subarray(lastFrameOffset, lastFrameOffset + frameHeaderBytes);
     if (!header.every((byte, at) => byte === point.lastFrameHeader[at])) return elsewhere;
-    // The groups the last one does not say were confirmed are those a power loss may have torn
-    // (groups are pipelined): they are checked whole too, as reading the segment would. Damage
-    // before them is corruption, which reads find, as they do in a summarized segment.
-    if (group.confirmed < lastGroupOffset) {
-      if (group.confirmed < segmentHeaderBytes) return elsewhere;
-      segment.fill(bytes, group.confirmed, lastGroupOffset);
-      const { groups, damages } = scanGroups(this.kernels, bytes, group.confirmed, lastGroupOffset);
-      if (damages.length > 0 || groups.at(-1)?.end !== lastGroupOffset) return elsewhere;
-    }
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const dataEnd = lastFrameOffset + frameHeaderBytes + (view.getUint32(lastFrameOffset, true) & frameLengthMask);
+    if (dataEnd !== end) return elsewhere;
+    const data = bytes.subarray(lastFrameOffset + frameHeaderBytes, dataEnd);
+    if (this.kernels.crc32(data) !== view.getUint32(lastFrameOffset + 4, true)) return elsewhere;
     return { bytes };
   }
 
