@@ -183,48 +183,42 @@ describe('active checkpoints', () => {
     await store.close();
   });
 
-  it('leave damage before them to the reads that reach it, as in a summarized segment', async () => {
-    const directory = await closedFeed(150);
-    const segment = activeSegment(directory);
-    const bytes = fs.readFileSync(segment);
-    const at = bytes.indexOf('record 12');
-    expect(at).toBeGreaterThan(0);
-    bytes[at + 3] ^= 0x01;
-    fs.writeFileSync(segment, bytes);
+  // Damage early in the segment, in a group later ones say was confirmed; and in the last group,
+  // the one the checkpoint names. Neither is a torn write: the disk had confirmed both before
+  // the checkpoint was written.
+  it.each([
+    { where: 'an early group', commits: 150, damaged: 13 },
+    { where: 'the last group', commits: 120, damaged: 120 },
+  ])(
+    'leave damage in $where to the reads that reach it: never cut, as in a summarized segment',
+    async ({ commits, damaged }) => {
+      const directory = await closedFeed(commits);
+      const segment = activeSegment(directory);
+      const bytes = fs.readFileSync(segment);
+      // Commit n holds `record n-1`, stored before any record whose text starts with it.
+      const at = bytes.indexOf(`record ${damaged - 1}`);
+      expect(at).toBeGreaterThan(0);
+      bytes[at + 3] ^= 0x01;
+      fs.writeFileSync(segment, bytes);
 
-    const store = await openStore(directory, { segmentBytes });
-    const feed = await store.feed('f');
-    // Taken: the damage lies in a group the later ones say was confirmed, not in a torn write.
-    expect(feed.summaryRebuilds).toEqual([]);
-    await expect(feed.readCommit(13)).rejects.toMatchObject({ code: 'CORRUPT' });
-    expect((await feed.readCommit(14)).map((record) => text(record.payload))).toEqual(['record 13']);
-    const [verification] = await store.verify('f');
-    expect(verification?.problems.map((problem) => problem.code)).toContain('CORRUPT');
-    await store.close();
-    // Never cut, nor repaired.
-    expect(fs.readFileSync(segment).equals(bytes)).toBe(true);
-  });
-
-  it('leave damage in the last group to the reads too: it was confirmed, so it is never cut', async () => {
-    const directory = await closedFeed(120);
-    const segment = activeSegment(directory);
-    const bytes = fs.readFileSync(segment);
-    // The last commit's payload, in the group the checkpoint names: not a torn write, since the
-    // disk had confirmed it before the checkpoint was written.
-    const at = bytes.lastIndexOf('record 119');
-    expect(at).toBeGreaterThan(0);
-    bytes[at + 3] ^= 0x01;
-    fs.writeFileSync(segment, bytes);
-
-    const store = await openStore(directory, { segmentBytes });
-    const feed = await store.feed('f');
-    expect(feed.summaryRebuilds).toEqual([]);
-    expect(feed.recovery).toEqual([]);
-    await expect(feed.readCommit(120)).rejects.toMatchObject({ code: 'CORRUPT' });
-    expect((await feed.readCommit(119)).map((record) => text(record.payload))).toEqual(['record 118']);
-    await store.close();
-    expect(fs.readFileSync(segment).equals(bytes)).toBe(true);
-  });
+      const store = await openStore(directory, { segmentBytes });
+      const feed = await store.feed('f');
+      expect(feed.summaryRebuilds).toEqual([]);
+      expect(feed.recovery).toEqual([]);
+      await expect(feed.readCommit(damaged)).rejects.toMatchObject({ code: 'CORRUPT' });
+      expect((await feed.readCommit(damaged - 1)).map((record) => text(record.payload))).toEqual([
+        `record ${damaged - 2}`,
+      ]);
+      // `verify` reads the segment whole, without the checkpoint: at the end of the newest
+      // segment it cannot tell the damage from a torn write, and says TORN_TAIL there.
+      const [verification] = await store.verify('f');
+      expect(verification?.problems.map((problem) => problem.code)).toContain(
+        damaged === commits ? 'TORN_TAIL' : 'CORRUPT',
+      );
+      await store.close();
+      expect(fs.readFileSync(segment).equals(bytes)).toBe(true);
+    },
+  );
 
   it('leave a torn write after the checkpointed end to be cut, as ever', async () => {
     const directory = temporaryDirectory();
