@@ -80,6 +80,19 @@ async function viewReadWhole(directory: string): Promise<unknown[]> {
   return out;
 }
 
+/** Opens the store at `directory` and its feed `f`, counting the bytes read from each file meanwhile. */
+async function reopenCountingReads(
+  directory: string,
+): Promise<{ store: Store; feed: Feed; read: Map<string, number> }> {
+  let store: Store | undefined;
+  let feed: Feed | undefined;
+  const read = await bytesReadDuring(async () => {
+    store = await openStore(directory, { segmentBytes });
+    feed = await store.feed('f');
+  });
+  return { store: store!, feed: feed!, read };
+}
+
 /** A new store whose feed `f` took `commits` commits, closed cleanly (so with its checkpoints). */
 async function closedFeed(commits: number): Promise<string> {
   const directory = temporaryDirectory();
@@ -99,11 +112,9 @@ describe('active checkpoints', () => {
     const end = writtenEnd(segment);
     const size = fs.statSync(segment).size;
 
-    let reopened: Feed | undefined;
-    const read = await bytesReadDuring(async () => {
-      store = await openStore(directory, { segmentBytes });
-      reopened = await store.feed('f');
-    });
+    const { read, ...opened } = await reopenCountingReads(directory);
+    store = opened.store;
+    const reopened: Feed | undefined = opened.feed;
     // From its last commit frame on: that frame, then the zeros after the written bytes.
     expect(read.get(segment)).toBeLessThan(size - end + 256);
     expect(read.get(checkpointOf(segment))).toBe(fs.statSync(checkpointOf(segment)).size);
@@ -141,11 +152,9 @@ describe('active checkpoints', () => {
     const segment = activeSegment(killed);
     const size = fs.statSync(segment).size;
 
-    let recovered: Feed | undefined;
-    const read = await bytesReadDuring(async () => {
-      store = await openStore(killed, { segmentBytes });
-      recovered = await store.feed('f');
-    });
+    const { read, ...opened } = await reopenCountingReads(killed);
+    store = opened.store;
+    const recovered: Feed | undefined = opened.feed;
     // The 40 commits after the checkpoint are read; the 300 before it are not.
     expect(read.get(segment)).toBeLessThan(size - writtenEnd(segment) + 40 * 1024);
     expect(recovered!.summaryRebuilds).toEqual([]);
