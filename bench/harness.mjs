@@ -29,6 +29,25 @@ export function quantile(sorted, fraction) {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))];
 }
 
+/** The middle of `values` (the mean of the two middle ones for an even count). */
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/** Student's t at 95% for 1…10 degrees of freedom; 1.96 beyond. */
+const tValues = [12.71, 4.3, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23];
+
+/** The relative margin of error (95%) of the mean of `values`, in percent, as benchmark.js reports it. */
+export function relativeMargin(values) {
+  if (values.length < 2) return 0;
+  const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
+  const variance = values.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (values.length - 1);
+  const t = tValues[values.length - 2] ?? 1.96;
+  return (100 * t * Math.sqrt(variance / values.length)) / mean;
+}
+
 /**
  * Runs `workers` loops of `operation` for `seconds`. Returns operations per second, each
  * operation's latency (ms, sorted), and the CPU the main thread (event-loop utilization) and the

@@ -14,7 +14,10 @@
 //    (`feed.readLines`, the very bytes the server sends; `feed.readColumns`, the engine's fastest
 //    form; `feed.read`, records as objects), in alternating rounds; the target is HTTP over
 //    embedded readLines, with the server's CPU per record.
-// 4. The slowest operation of each case, and of the suite.
+// 4. Side by side with UmaDB's gRPC server, Node clients on both sides: appends, conditional
+//    appends, uniqueness checks, reads by tag and a full read (bench/server-vs-umadb.mjs; skipped
+//    with a message where UmaDB cannot be built).
+// 5. The slowest operation of each case, and of the suite.
 //
 // Why one shared feed: a feed has one writer lease, and an ingest service's producers (its
 // request handlers, its devices) append events to the feed of their kind, not to one feed each;
@@ -26,6 +29,7 @@
 // keeps the client's work (encoding, its own event loop) off the server's event loop, as it is
 // in reality. The two share the machine's cores either way, as they would on one small host.
 //
+// Parts: STREAMSTACK_BENCH_SERVER_PARTS (ingest,live,read,umadb) runs some of them only.
 // Sizes: STREAMSTACK_BENCH_SERVER_PRODUCERS (64), _BATCHES (1,100), _SECONDS per run (3), _ROUNDS
 // (4), _LIVE_SAMPLES (300) per live reader, _READ_RECORDS (1,000,000) and _READ_ROUNDS (3); STREAMSTACK_BENCH_SERVER_CPU_PROF=DIR writes a CPU
 // profile of the server process into DIR.
@@ -35,8 +39,9 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { RemoteStore } from '@streamstack/client';
 import { Store } from '@streamstack/engine';
-import { quantile, Suite, timedConcurrent } from '../harness.mjs';
+import { median, quantile, relativeMargin, Suite, timedConcurrent } from '../harness.mjs';
 import { prng } from '../prng.mjs';
+import { againstUmadb } from '../server-vs-umadb.mjs';
 import { makeTaggedRecords, payloadBytes, temporaryDirectory } from '../workload.mjs';
 
 function envNumber(name, fallback) {
@@ -49,6 +54,8 @@ function envNumber(name, fallback) {
 
 const producers = envNumber('STREAMSTACK_BENCH_SERVER_PRODUCERS', 64);
 const batchSizes = (process.env.STREAMSTACK_BENCH_SERVER_BATCHES ?? '1,100').split(',').map(Number);
+/** The parts of the suite to run (all by default): ingest, live, read, umadb. */
+const parts = new Set((process.env.STREAMSTACK_BENCH_SERVER_PARTS ?? 'ingest,live,read,umadb').split(','));
 /** Seconds each timed ingest run takes. */
 const runSeconds = envNumber('STREAMSTACK_BENCH_SERVER_SECONDS', 3);
 /** Pairs of runs (embedded and HTTP) per batch size. */
@@ -79,24 +86,6 @@ const readTarget = 0.5;
 const liveTimeoutMs = 10_000;
 /** HTTP records/s against embedded, by batch size (the issue's targets; the cores are shared). */
 const targets = { 1: 0.3, 100: 0.6 };
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
-
-/** Student's t at 95% for 1…10 degrees of freedom; 1.96 beyond. */
-const tValues = [12.71, 4.3, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23];
-
-/** The relative margin of error (95%) of the mean of `values`, in percent, as benchmark.js reports it. */
-function relativeMargin(values) {
-  if (values.length < 2) return 0;
-  const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
-  const variance = values.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (values.length - 1);
-  const t = tValues[values.length - 2] ?? 1.96;
-  return (100 * t * Math.sqrt(variance / values.length)) / mean;
-}
 
 /** The server in its own process (bench/server-process.mjs), driven over the IPC channel. */
 class ServerProcess {
@@ -397,6 +386,41 @@ async function fullReads(suite, slowest, server, remote, store) {
   );
 }
 
+/** Case 2: live delivery, on an idle feed of its own on each side. */
+async function liveDelivery(suite, slowest, server, remote, store) {
+  const embeddedLive = await store.createFeed('live');
+  const remoteLive = await remote.createFeed('live');
+  await embeddedLive.append(makeTaggedRecords(0, 1));
+  await remoteLive.append(makeTaggedRecords(0, 1));
+  const readers = [
+    {
+      label: 'SSE (client follow)',
+      append: (records) => remoteLive.append(records),
+      subscribe: async () => followReader(remoteLive, (await remoteLive.head()).commit),
+    },
+    {
+      label: 'long-poll',
+      append: (records) => remoteLive.append(records),
+      subscribe: async () => longPollReader(server.url, 'live', (await remoteLive.head()).commit),
+    },
+    {
+      label: 'embedded follow',
+      append: (records) => embeddedLive.append(records),
+      subscribe: async () => followReader(embeddedLive, (await embeddedLive.head()).commit),
+    },
+  ];
+  for (const reader of readers) {
+    const latencies = await deliveryLatencies(reader.append, await reader.subscribe());
+    process.stderr.write(
+      `  ${reader.label}: delivery p50 ${quantile(latencies, 0.5).toFixed(2)} ms, p99 ${quantile(latencies, 0.99).toFixed(2)} ms\n`,
+    );
+    suite.ratio(`${reader.label}: append → receipt p50`, quantile(latencies, 0.5), undefined, 'ms');
+    suite.ratio(`${reader.label}: append → receipt p99`, quantile(latencies, 0.99), undefined, 'ms');
+    suite.ratio(`${reader.label}: slowest delivery`, latencies[latencies.length - 1], undefined, 'ms');
+    slowest.push({ name: `${reader.label} delivery`, ms: latencies[latencies.length - 1] });
+  }
+}
+
 export async function run() {
   const suite = new Suite('server');
   const slowest = [];
@@ -408,7 +432,7 @@ export async function run() {
   );
 
   try {
-    for (const size of batchSizes) {
+    for (const size of parts.has('ingest') ? batchSizes : []) {
       const name = `ingest-${size}`;
       const embeddedFeed = await store.createFeed(name);
       const remoteFeed = await remote.createFeed(name);
@@ -490,47 +514,19 @@ export async function run() {
       suite.ratio(`HTTP / embedded records/s at batch ${size}`, median(ratios), targets[size]);
     }
 
-    // Live delivery, on an idle feed of its own on each side.
-    const embeddedLive = await store.createFeed('live');
-    const remoteLive = await remote.createFeed('live');
-    await embeddedLive.append(makeTaggedRecords(0, 1));
-    await remoteLive.append(makeTaggedRecords(0, 1));
-    const readers = [
-      {
-        label: 'SSE (client follow)',
-        append: (records) => remoteLive.append(records),
-        subscribe: async () => followReader(remoteLive, (await remoteLive.head()).commit),
-      },
-      {
-        label: 'long-poll',
-        append: (records) => remoteLive.append(records),
-        subscribe: async () => longPollReader(server.url, 'live', (await remoteLive.head()).commit),
-      },
-      {
-        label: 'embedded follow',
-        append: (records) => embeddedLive.append(records),
-        subscribe: async () => followReader(embeddedLive, (await embeddedLive.head()).commit),
-      },
-    ];
-    for (const reader of readers) {
-      const latencies = await deliveryLatencies(reader.append, await reader.subscribe());
-      process.stderr.write(
-        `  ${reader.label}: delivery p50 ${quantile(latencies, 0.5).toFixed(2)} ms, p99 ${quantile(latencies, 0.99).toFixed(2)} ms\n`,
-      );
-      suite.ratio(`${reader.label}: append → receipt p50`, quantile(latencies, 0.5), undefined, 'ms');
-      suite.ratio(`${reader.label}: append → receipt p99`, quantile(latencies, 0.99), undefined, 'ms');
-      suite.ratio(`${reader.label}: slowest delivery`, latencies[latencies.length - 1], undefined, 'ms');
-      slowest.push({ name: `${reader.label} delivery`, ms: latencies[latencies.length - 1] });
-    }
+    if (parts.has('live')) await liveDelivery(suite, slowest, server, remote, store);
 
-    await fullReads(suite, slowest, server, remote, store);
+    if (parts.has('read')) await fullReads(suite, slowest, server, remote, store);
+    if (parts.has('umadb')) await againstUmadb(suite, slowest, server, remote);
   } finally {
     await remote.close();
     await server.close();
     await store.close();
   }
 
-  const worst = slowest.reduce((a, b) => (b.ms > a.ms ? b : a));
-  suite.ratio(`slowest operation of the suite (${worst.name})`, worst.ms, undefined, 'ms');
+  if (slowest.length > 0) {
+    const worst = slowest.reduce((a, b) => (b.ms > a.ms ? b : a));
+    suite.ratio(`slowest operation of the suite (${worst.name})`, worst.ms, undefined, 'ms');
+  }
   return suite.finish();
 }
