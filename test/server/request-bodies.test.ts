@@ -151,4 +151,27 @@ describe('NDJSON request bodies', () => {
     expect((await call(url, 'GET', '/v1/feeds/f')).json.head.commit).toBe(2);
     expect((await call(url, 'GET', '/ds/v1/stream/s?offset=-1')).status).toBe(404);
   });
+
+  it('lets go of a body its client cut short: its room in the gate is free again, and nothing of it is appended', async () => {
+    const { url } = await startServer({ bodyLimit: 4096, bodyBytesInFlightMax: 4096, bodyWaitMs: 300 });
+    await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
+    const record = ndjson({ payload: 'x'.repeat(100) });
+    const whole = Buffer.from(record.repeat(30));
+    const { hostname, port } = new URL(url);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      // Half a body, then the connection is gone: the server never gets the rest.
+      const cut = net.connect(Number(port), hostname);
+      cut.write(
+        `POST /v1/feeds/f/records HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${whole.length}\r\n\r\n`,
+      );
+      cut.write(whole.subarray(0, 1000));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      cut.destroy();
+      // Had the cut body kept its 3.5 KB reservation, this one would wait and get 503.
+      const after = await call(url, 'POST', '/v1/feeds/f/records', { body: record.repeat(10) });
+      expect(after.status).toBe(201);
+    }
+    const head = (await call(url, 'GET', '/v1/feeds/f')).json.head;
+    expect([head.commit, head.lastPosition]).toEqual([3, 30]);
+  });
 });

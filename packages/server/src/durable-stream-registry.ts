@@ -482,6 +482,6 @@ export class DurableStreams {
 
   private counted(feed: Feed, records: readonly AppendRecord[]): void {
     this.ctx.metrics.appended(feed.name, 'one-shot', records);
-    this.ctx.metrics.commits.inc({ feed: feed.name });
+    this.ctx.metrics.committed(feed.name);
   }
 }

@@ -93,7 +93,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
         ...(message === undefined ? {} : { message }),
         ...(condition ? { condition } : {}),
       });
-      ctx.metrics.commits.inc({ feed: feed.name });
+      ctx.metrics.committed(feed.name);
       return commit;
     },
   );
@@ -125,7 +125,7 @@ export function addWriteRoutes(app: FastifyInstance, ctx: ServerContext): void {
         ...(condition ? { condition } : {}),
       });
       ctx.metrics.appended(feed.name, 'one-shot', records);
-      ctx.metrics.commits.inc({ feed: feed.name });
+      ctx.metrics.committed(feed.name);
       return reply.code(201).send(commit);
     },
   );

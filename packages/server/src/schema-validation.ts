@@ -70,10 +70,16 @@ export function useRouteSchemaCompilers(
   app.addHook('onRoute', (route) => {
     route.attachValidation = true;
   });
-  app.addHook('preHandler', async (request) => {
+  // A callback hook: it runs for every request and waits only when validation failed.
+  app.addHook('preHandler', (request, _reply, done) => {
     const failure = request.validationError;
-    if (!failure) return;
-    await lookUpFeed(request);
-    throw failure;
+    if (!failure) {
+      done();
+      return;
+    }
+    lookUpFeed(request).then(
+      () => done(failure),
+      (error: Error) => done(error),
+    );
   });
 }
