@@ -262,21 +262,40 @@ export function recordFromLine(line: Record<string, unknown>): StreamRecord {
   if (typeof line !== 'object' || line === null || typeof line.feed !== 'string' || typeof line.seq !== 'number') {
     throw new StreamStackError('INVALID_RECORD', 'a record line is a JSON object with feed, stream and seq');
   }
+  const payload = bytesOf(line, 'payload') ?? new Uint8Array(0);
+  const tags = Array.isArray(line.tags) ? (line.tags as string[]) : [];
+  // Object literals of one shape each rather than spreads: a full read makes one per record.
+  const record: Record<string, unknown> =
+    typeof line.commit === 'number'
+      ? {
+          feed: line.feed,
+          commit: line.commit,
+          position: line.position,
+          stream: line.stream,
+          seq: line.seq,
+          timestamp: line.timestamp,
+          payload,
+          key: line.key,
+          version: line.version,
+          tombstone: line.tombstone === true,
+          type: line.type,
+          tags,
+        }
+      : {
+          feed: line.feed,
+          stream: line.stream,
+          seq: line.seq,
+          timestamp: line.timestamp,
+          payload,
+          key: line.key,
+          version: line.version,
+          tombstone: line.tombstone === true,
+          type: line.type,
+          tags,
+        };
   const fingerprint = bytesOf(line, 'fingerprint');
-  return {
-    feed: line.feed,
-    ...(typeof line.commit === 'number' ? { commit: line.commit, position: line.position as number } : {}),
-    stream: line.stream as string,
-    seq: line.seq,
-    timestamp: line.timestamp as number,
-    ...(fingerprint === undefined ? {} : { fingerprint }),
-    payload: bytesOf(line, 'payload') ?? new Uint8Array(0),
-    key: line.key as string | undefined,
-    version: line.version as number | undefined,
-    tombstone: line.tombstone === true,
-    type: line.type as string | undefined,
-    tags: Array.isArray(line.tags) ? (line.tags as string[]) : [],
-  } as StreamRecord;
+  if (fingerprint !== undefined) record.fingerprint = fingerprint;
+  return record as unknown as StreamRecord;
 }
 
 /** `recordFromLine` for a line known to hold a published record (one with a commit). */
