@@ -24,6 +24,15 @@ export function machine() {
   };
 }
 
+/** A positive number from environment variable `name`, or `fallback` when it is unset or empty. */
+export function envNumber(name, fallback) {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!(value > 0)) throw new Error(`${name} must be a positive number, not ${JSON.stringify(text)}`);
+  return value;
+}
+
 /** The value below which `fraction` of the sorted `values` lie. */
 export function quantile(sorted, fraction) {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))];

@@ -14,15 +14,9 @@
 // Sizes: STREAMSTACK_BENCH_UMADB_ROUNDS (2) of STREAMSTACK_BENCH_SERVER_SECONDS (3) per case and
 // side; STREAMSTACK_BENCH_UMADB_EVENTS (1,000,000) written before the reads; STREAMSTACK_BENCH_UMADB=0
 // skips the side-by-side, =PATH names a server binary.
-import { median, quantile, relativeMargin, timedConcurrent } from './harness.mjs';
+import { envNumber, median, quantile, relativeMargin, timedConcurrent } from './harness.mjs';
 import { locateUmadb, processCpuMicros, UmadbPeer } from './umadb-peer.mjs';
 import { payloadBytes, temporaryDirectory, types } from './workload.mjs';
-
-function envNumber(name, fallback) {
-  const value = Number(process.env[name] || fallback);
-  if (!(value > 0)) throw new Error(`${name} must be a positive number`);
-  return value;
-}
 
 const rounds = envNumber('STREAMSTACK_BENCH_UMADB_ROUNDS', 2);
 const runSeconds = envNumber('STREAMSTACK_BENCH_SERVER_SECONDS', 3);

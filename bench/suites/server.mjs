@@ -39,18 +39,10 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { RemoteStore } from '@streamstack/client';
 import { Store } from '@streamstack/engine';
-import { median, quantile, relativeMargin, Suite, timedConcurrent } from '../harness.mjs';
+import { envNumber, median, quantile, relativeMargin, Suite, timedConcurrent } from '../harness.mjs';
 import { prng } from '../prng.mjs';
 import { againstUmadb } from '../server-vs-umadb.mjs';
 import { makeTaggedRecords, payloadBytes, temporaryDirectory } from '../workload.mjs';
-
-function envNumber(name, fallback) {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!(value > 0)) throw new Error(`${name} must be a positive number, not ${JSON.stringify(text)}`);
-  return value;
-}
 
 const producers = envNumber('STREAMSTACK_BENCH_SERVER_PRODUCERS', 64);
 const batchSizes = (process.env.STREAMSTACK_BENCH_SERVER_BATCHES ?? '1,100').split(',').map(Number);

@@ -264,35 +264,26 @@ export function recordFromLine(line: Record<string, unknown>): StreamRecord {
   }
   const payload = bytesOf(line, 'payload') ?? new Uint8Array(0);
   const tags = Array.isArray(line.tags) ? (line.tags as string[]) : [];
-  // Object literals of one shape each rather than spreads: a full read makes one per record.
-  const record: Record<string, unknown> =
-    typeof line.commit === 'number'
-      ? {
-          feed: line.feed,
-          commit: line.commit,
-          position: line.position,
-          stream: line.stream,
-          seq: line.seq,
-          timestamp: line.timestamp,
-          payload,
-          key: line.key,
-          version: line.version,
-          tombstone: line.tombstone === true,
-          type: line.type,
-          tags,
-        }
-      : {
-          feed: line.feed,
-          stream: line.stream,
-          seq: line.seq,
-          timestamp: line.timestamp,
-          payload,
-          key: line.key,
-          version: line.version,
-          tombstone: line.tombstone === true,
-          type: line.type,
-          tags,
-        };
+  // One object literal rather than spreads of optional fields: a full read makes one per record.
+  const record: Record<string, unknown> = {
+    feed: line.feed,
+    commit: line.commit,
+    position: line.position,
+    stream: line.stream,
+    seq: line.seq,
+    timestamp: line.timestamp,
+    payload,
+    key: line.key,
+    version: line.version,
+    tombstone: line.tombstone === true,
+    type: line.type,
+    tags,
+  };
+  // A record of an open stream (rare in reads) has neither yet.
+  if (typeof line.commit !== 'number') {
+    delete record.commit;
+    delete record.position;
+  }
   const fingerprint = bytesOf(line, 'fingerprint');
   if (fingerprint !== undefined) record.fingerprint = fingerprint;
   return record as unknown as StreamRecord;
