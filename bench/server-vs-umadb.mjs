@@ -19,7 +19,6 @@ import { locateUmadb, processCpuMicros, UmadbPeer } from './umadb-peer.mjs';
 import { payloadBytes, temporaryDirectory, types } from './workload.mjs';
 
 const rounds = envNumber('STREAMSTACK_BENCH_UMADB_ROUNDS', 2);
-const runSeconds = envNumber('STREAMSTACK_BENCH_SERVER_SECONDS', 3);
 /**
  * Untimed seconds per case and side before its rounds: a Node server at a thousand requests a
  * second is still compiling its hot paths after one second (a cost a long-running server does
@@ -164,7 +163,7 @@ async function timedRun(side, operation, clients, seconds) {
 }
 
 /** Runs one case on both sides in alternating rounds and reports it. */
-async function sideBySide(suite, slowest, sides, name, clients, operationOf) {
+async function sideBySide(suite, slowest, sides, name, clients, operationOf, runSeconds) {
   const operations = sides.map((side) => operationOf(side));
   for (const [index, side] of sides.entries()) await timedRun(side, operations[index], clients, warmupSeconds);
   const runs = sides.map(() => []);
@@ -204,9 +203,10 @@ async function writeReadHistory(side) {
 
 /**
  * The side-by-side, on the StreamStack server the suite already runs (`server`, with `remote` its
- * client); skipped with a message where UmaDB cannot be had.
+ * client), each run `runSeconds` long as the suite's own; skipped with a message where UmaDB
+ * cannot be had.
  */
-export async function againstUmadb(suite, slowest, server, remote) {
+export async function againstUmadb(suite, slowest, server, remote, runSeconds) {
   if (process.env.STREAMSTACK_BENCH_UMADB === '0') {
     process.stderr.write('  vs UmaDB: skipped (STREAMSTACK_BENCH_UMADB=0)\n');
     return;
@@ -223,7 +223,7 @@ export async function againstUmadb(suite, slowest, server, remote) {
     const sides = [streamstackSide(server, feed), umadbSide(peer)];
     let appendOne;
     for (const entry of cases) {
-      const runs = await sideBySide(suite, slowest, sides, entry.name, entry.clients, entry.operation);
+      const runs = await sideBySide(suite, slowest, sides, entry.name, entry.clients, entry.operation, runSeconds);
       if (entry.name === `append 1 per request, ${clientsMany} clients`) appendOne = runs;
     }
     const cpu = appendOne.map((runs) => median(runs.map((run) => run.serverMicros)));
@@ -246,8 +246,9 @@ export async function againstUmadb(suite, slowest, server, remote) {
         if (read !== eventsPerItem) throw new Error(`${side.name} read ${read} events of a tag, not ${eventsPerItem}`);
         return read;
       },
+      runSeconds,
     );
-    await sideBySide(suite, slowest, sides, 'full read, 1 client', 1, (side) => () => side.read(undefined));
+    await sideBySide(suite, slowest, sides, 'full read, 1 client', 1, (side) => () => side.read(undefined), runSeconds);
   } finally {
     peer.close();
   }

@@ -509,7 +509,7 @@ export async function run() {
     if (parts.has('live')) await liveDelivery(suite, slowest, server, remote, store);
 
     if (parts.has('read')) await fullReads(suite, slowest, server, remote, store);
-    if (parts.has('umadb')) await againstUmadb(suite, slowest, server, remote);
+    if (parts.has('umadb')) await againstUmadb(suite, slowest, server, remote, runSeconds);
   } finally {
     await remote.close();
     await server.close();
