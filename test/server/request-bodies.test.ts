@@ -52,6 +52,28 @@ function tinyLinesBody(): Buffer {
   return body;
 }
 
+/**
+ * A server whose body gate holds 4 KiB (waits 300 ms), its feed `f`, a record line of 100
+ * bytes of payload, a body of 30 of them (3.5 KB), and `send(body)`: a raw socket that has sent
+ * the request head for that body and `body`, the client's to finish or cut.
+ */
+async function gatedServer() {
+  const { url } = await startServer({ bodyLimit: 4096, bodyBytesInFlightMax: 4096, bodyWaitMs: 300 });
+  await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
+  const record = ndjson({ payload: 'x'.repeat(100) });
+  const whole = Buffer.from(record.repeat(30));
+  const { hostname, port } = new URL(url);
+  const send = (part: Buffer, headers = ''): net.Socket => {
+    const socket = net.connect(Number(port), hostname);
+    socket.write(
+      `POST /v1/feeds/f/records HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${whole.length}\r\n${headers}\r\n`,
+    );
+    socket.write(part);
+    return socket;
+  };
+  return { url, record, whole, send };
+}
+
 describe('NDJSON request bodies', () => {
   it('refuses a body of more records than a batch holds while reading it, within a small multiple of its size in memory, alone or four at once', async () => {
     const child = spawn(process.execPath, [cliBinary, '--data', temporaryDirectory(), 'serve', '--port', '0'], {
@@ -114,19 +136,11 @@ describe('NDJSON request bodies', () => {
   }, 120_000);
 
   it('parses only so many body bytes at once: a body beyond them waits, then gets 503 UNAVAILABLE with Retry-After', async () => {
-    const { url } = await startServer({ bodyLimit: 4096, bodyBytesInFlightMax: 4096, bodyWaitMs: 300 });
-    await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
-    const record = ndjson({ payload: 'x'.repeat(100) });
-    const whole = Buffer.from(record.repeat(30));
+    const { url, record, whole, send } = await gatedServer();
     // A slow client: half its body now, the rest later. It holds its 3.5 KB reservation.
-    const { hostname, port } = new URL(url);
-    const slow = net.connect(Number(port), hostname);
+    const slow = send(whole.subarray(0, 1000), 'Connection: close\r\n');
     let slowAnswer = '';
     slow.on('data', (chunk) => (slowAnswer += String(chunk)));
-    slow.write(
-      `POST /v1/feeds/f/records HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${whole.length}\r\nConnection: close\r\n\r\n`,
-    );
-    slow.write(whole.subarray(0, 1000));
     await new Promise((resolve) => setTimeout(resolve, 100));
     const busy = await call(url, 'POST', '/v1/feeds/f/records', { body: record.repeat(10) });
     expect([busy.status, busy.json?.error?.code, busy.headers.get('retry-after')]).toEqual([503, 'UNAVAILABLE', '1']);
@@ -153,18 +167,10 @@ describe('NDJSON request bodies', () => {
   });
 
   it('lets go of a body its client cut short: its room in the gate is free again, and nothing of it is appended', async () => {
-    const { url } = await startServer({ bodyLimit: 4096, bodyBytesInFlightMax: 4096, bodyWaitMs: 300 });
-    await call(url, 'POST', '/v1/feeds', { body: { name: 'f' } });
-    const record = ndjson({ payload: 'x'.repeat(100) });
-    const whole = Buffer.from(record.repeat(30));
-    const { hostname, port } = new URL(url);
+    const { url, record, whole, send } = await gatedServer();
     for (let attempt = 0; attempt < 3; attempt++) {
       // Half a body, then the connection is gone: the server never gets the rest.
-      const cut = net.connect(Number(port), hostname);
-      cut.write(
-        `POST /v1/feeds/f/records HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${whole.length}\r\n\r\n`,
-      );
-      cut.write(whole.subarray(0, 1000));
+      const cut = send(whole.subarray(0, 1000));
       await new Promise((resolve) => setTimeout(resolve, 50));
       cut.destroy();
       // Had the cut body kept its 3.5 KB reservation, this one would wait and get 503.
