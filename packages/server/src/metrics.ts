@@ -128,7 +128,6 @@ export class ServerMetrics {
     );
   }
 
-  /** Counts an accepted append of `records` to `feed`. */
   /**
    * The labelled series each request and append adds to, by their labels joined: prom-client
    * hashes a label object on every call, which cost a one-record append more than its counting.
@@ -148,6 +147,7 @@ export class ServerMetrics {
     series.observe(seconds);
   }
 
+  /** Counts an accepted append of `records` to `feed`. */
   appended(feed: string, kind: 'batch' | 'one-shot', records: readonly AppendRecord[]): void {
     let bytes = 0;
     for (const record of records)
