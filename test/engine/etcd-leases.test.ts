@@ -161,12 +161,14 @@ describe.skipIf(binary === undefined)(
     it('renewals of one grant with different TTLs at once never lose it', async () => {
       await using nodes = await twoNodes();
       const { feedA, feedB } = nodes;
-      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 1000 });
+      // The local grant outlives the rounds however slowly a busy machine runs them; only the
+      // etcd side is renewed below.
+      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 30_000 });
       const remote = (feedA as unknown as { writer: { lease: { remote: RemoteLease } } }).writer.lease.remote;
-      // As a takeover's timer renews beside the feed's own renewal: keep-alives and moves to
-      // a new etcd lease, all in flight together.
+      // As a takeover's timer renews beside the feed's own renewal: keep-alives (the grant's
+      // own TTL) and moves to a new etcd lease (any other), all in flight together.
       for (let round = 0; round < 20; round++)
-        await Promise.all([1000, 3000, 1000, 2000, 3000, 1000].map((ttlMs) => remote.renew(grant.token, ttlMs)));
+        await Promise.all([30_000, 3000, 30_000, 2000, 3000, 30_000].map((ttlMs) => remote.renew(grant.token, ttlMs)));
       expect(remote.lostReason(grant.token)).toBeUndefined();
       expect(await outcomeCode(feedB.acquireLease({ holder: 'ingest-2' }))).toBe('LEASE_HELD');
       await feedA.append([{ payload: 'still mine' }], { token: grant.token });

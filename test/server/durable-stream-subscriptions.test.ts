@@ -8,7 +8,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { checkWebhookUrl, globMatches, retryDelayMs } from '../../packages/server/src/durable-subscription-config.js';
 import { hashToken } from '../../packages/server/src/index.js';
 import { durableStreamCall as ds, startServer } from '../support/server.js';
@@ -156,6 +156,31 @@ describe('Durable Streams subscriptions', () => {
       body: JSON.stringify({ wake_id: second.body.wake_id, generation: second.body.generation, done: true }),
     });
     expect(forged.status).toBe(409);
+  });
+
+  it('wake again and retry when their timers fire before the wall clock reaches the time they wait for', async () => {
+    // Timers run on a monotonic clock and `Date.now` on the wall clock, which may lag it: here
+    // by 2%, so every lease and retry timer fires a little before its time on the wall clock.
+    const realNow = Date.now;
+    const start = realNow();
+    const lagging = vi.spyOn(Date, 'now').mockImplementation(() => start + Math.floor((realNow() - start) * 0.98));
+    try {
+      const hook = await receiver((n) => (n === 1 ? { status: 500, body: {} } : { status: 200, body: {} }));
+      const { url } = await startServer();
+      await control(url, 'PUT', 'subscriptions/lagging', {
+        type: 'webhook',
+        streams: ['jobs'],
+        webhook: { url: hook.url },
+        lease_ttl_ms: 1000,
+      });
+      await ds(url, 'PUT', 'jobs', { headers: json, body: '{"job":1}' });
+      // The first wake's lease runs out, the second wake's delivery fails, and its retry comes.
+      const generations = [];
+      for (let n = 0; n < 3; n++) generations.push((await until(() => hook.deliveries[n], 6_000)).body.generation);
+      expect(generations).toEqual([1, 2, 3]);
+    } finally {
+      lagging.mockRestore();
+    }
   });
 
   it('retry a failed delivery with backoff, report it as failed meanwhile, and recover', async () => {

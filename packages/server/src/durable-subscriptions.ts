@@ -271,7 +271,8 @@ export class DurableSubscriptions {
       .turn(id, async () => {
         const state = this.book.find(id);
         if (!state || state.deleted || state.wake || this.closed) return;
-        if (state.retry && state.retry.nextAttemptAt > this.clock()) return;
+        // A retry timer that fired before the wall clock reached its time waits again.
+        if (state.retry && state.retry.nextAttemptAt > this.clock()) return this.armRetry(state);
         const tails = await this.pendingTails(state);
         if (!tails) return;
         const wake = this.newWake(state, tails);
@@ -460,7 +461,10 @@ export class DurableSubscriptions {
     const wake = state.wake;
     if (!wake || wake.leaseUntil === null) return;
     this.book.setTimer(state.id, wake.leaseUntil - this.clock(), async () => {
-      if (state.deleted || state.wake?.id !== wake.id || (wake.leaseUntil ?? 0) > this.clock()) return;
+      if (state.deleted || state.wake?.id !== wake.id) return;
+      // A timer may fire a millisecond before the wall clock reaches its lease's end (timers
+      // run on a monotonic clock): it waits again rather than leave the wake held for ever.
+      if ((wake.leaseUntil ?? 0) > this.clock()) return this.armLease(state);
       state.wake = null;
       await this.book.persist(state);
       this.kick(state.id);
