@@ -24,6 +24,29 @@ describe('NDJSON answers', () => {
     expect(response.body).toBe('{"a":1}\n{"b":"two\\nlines"}\n');
   });
 
+  it('sends a body of one value whole, with its length, an empty one empty, and a longer one as a stream', async () => {
+    const one = await answer(async function* () {
+      yield { a: 1 };
+    });
+    expect([one.body, one.headers['content-length'], one.headers['transfer-encoding']]).toEqual([
+      '{"a":1}\n',
+      '8',
+      undefined,
+    ]);
+    // biome-ignore lint/correctness/useYield: a body with no value at all.
+    const none = await answer(async function* () {});
+    expect([none.statusCode, none.body, none.headers['content-length']]).toEqual([200, '', '0']);
+    const two = await answer(async function* () {
+      yield { a: 1 };
+      yield { a: 2 };
+    });
+    expect([two.body, two.headers['content-length'], two.headers['transfer-encoding']]).toEqual([
+      '{"a":1}\n{"a":2}\n',
+      undefined,
+      'chunked',
+    ]);
+  });
+
   it('gives an error raised before the first line its own status, and ends the body with an error line after it', async () => {
     // biome-ignore lint/correctness/useYield: the body fails before its first line.
     const early = await answer(async function* () {

@@ -250,9 +250,23 @@ async function sendBody<T>(
     Symbol.asyncIterator in values ? values[Symbol.asyncIterator]() : (values as Iterable<T>)[Symbol.iterator]()
   ) as AsyncIterator<T>;
   const first = await iterator.next();
+  if (first.done) return reply.type(ndjsonType).send('');
+  // A body that ends within its first value (a tag query, one small commit) goes out whole,
+  // with its length: streaming it cost the server a pipe and chunked framing per response,
+  // about a sixth of a ten-record query's CPU.
+  let second: IteratorResult<T> | undefined;
+  let failure: unknown;
+  try {
+    second = await iterator.next();
+  } catch (error) {
+    failure = error;
+  }
+  if (second?.done) return reply.type(ndjsonType).send(encode(first.value));
   async function* body(): AsyncGenerator<string | Uint8Array> {
     try {
-      for (let next = first; !next.done; next = await iterator.next()) yield encode(next.value);
+      yield encode(first.value);
+      if (second === undefined) throw failure;
+      for (let next = second; !next.done; next = await iterator.next()) yield encode(next.value);
     } catch (error) {
       const typed = error instanceof StreamStackError ? error : typedRequestError(error);
       yield `${JSON.stringify(errorBody(typed))}\n`;
