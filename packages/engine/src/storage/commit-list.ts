@@ -668,14 +668,19 @@ export class CommitList {
       if (pages[middle].lastPosition < position) page = middle + 1;
       else pageHigh = middle;
     }
-    let first = part.firstCommit + page * part.pageCommits;
-    let last = Math.min(part.firstCommit + part.count - 1, first + part.pageCommits - 1);
+    // Then within the page's records, taken once: every fetched hit looks its commit up here.
+    const offset = page * part.pageCommits;
+    const commits = page < pages.length ? this.page(part, page) : part.open;
+    let first = 0;
+    let last = Math.min(commits.length, part.count - offset) - 1;
     while (first < last) {
       const middle = (first + last) >>> 1;
-      if (this.at(middle).lastPosition < position) first = middle + 1;
+      if (commits[middle].lastPosition < position) first = middle + 1;
       else last = middle;
     }
-    return Math.min(first, limit + 1);
+    const found = part.firstCommit + offset + first;
+    assert(commits[first]?.commit === found, 'a page holds the commits its place says');
+    return Math.min(found, limit + 1);
   }
 
   /** The commit stream `id` was sealed into, if it was: newest segments first. */
