@@ -1,7 +1,8 @@
 /**
- * Index fetches coalesce their reads: the hits of one commit whose manifest entries (and then
- * payloads) lie near each other are read with one positional read per stretch, not one each —
- * and a damaged payload in a stretch is still `CORRUPT`, naming its place.
+ * Index fetches coalesce their reads: hits whose manifest entries (and then payloads) lie near
+ * each other, in one commit or in many small ones of a segment, are read with one positional
+ * read per stretch, not one each — and a damaged payload in a stretch is still `CORRUPT`,
+ * naming its place.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -63,6 +64,41 @@ describe('index fetches', () => {
     reads.mockClear();
     expect(await readTag(feed, 'far')).toEqual(far.map(payloadOf));
     expect(reads).toHaveBeenCalledTimes(2 * far.length);
+    await store.close();
+  });
+
+  it('fetch the sparse hits of many small commits together, and still batch them one commit to an array', async () => {
+    const directory = temporaryDirectory();
+    const writing = await openStore(directory, { segmentBytes });
+    const written = await writing.createFeed('f');
+    const commits = 40;
+    for (let commit = 0; commit < commits; commit++)
+      await written.append([
+        { payload: `before ${commit}` },
+        { payload: `spread ${commit}`, tags: ['spread'] },
+        { payload: `after ${commit}` },
+      ]);
+    // Later commits fill the segment, so the hits lie in sealed history, read from its file.
+    for (let commit = 0; commit < 4; commit++)
+      await written.append(
+        Array.from({ length: 1000 }, (_, n) => ({ payload: `later ${commit}/${n} ${'q'.repeat(100)}` })),
+      );
+    await writing.close();
+    const store = await openStore(directory, { segmentBytes });
+    const feed = await store.feed('f');
+    const expected = Array.from({ length: commits }, (_, commit) => `spread ${commit}`);
+    expect(await readTag(feed, 'spread')).toEqual(expected);
+    const reads = vi.spyOn(fs, 'readSync');
+    expect(await readTag(feed, 'spread')).toEqual(expected);
+    // One read for each group's entries and one for its payloads, not two for every commit.
+    expect(reads.mock.calls.length).toBeLessThan(commits);
+    expect(reads.mock.calls.length).toBeLessThanOrEqual(2 * Math.ceil(commits / limits.fetchSparseHitsMax));
+    reads.mockRestore();
+    const batches: { commit: number; payload: string }[][] = [];
+    for await (const batch of feed.readBatches({ filter: { tags: ['spread'] }, plan: 'index' }))
+      batches.push(batch.map((record) => ({ commit: record.commit!, payload: text(record.payload) })));
+    expect(batches.map((batch) => batch.map((record) => record.payload))).toEqual(expected.map((payload) => [payload]));
+    expect(new Set(batches.map((batch) => batch[0].commit)).size).toBe(commits);
     await store.close();
   });
 

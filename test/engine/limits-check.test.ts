@@ -57,6 +57,11 @@ describe('limits', () => {
       'alignment',
     ],
     ['a control bit inside the length', { frameLengthMask: 0xffff_ffff }, 'length word'],
+    [
+      'more sparse hits fetched together than a read may miss',
+      { fetchSparseHitsMax: limits.atHandFetchesMax },
+      'fetchSparseHitsMax',
+    ],
   ];
   for (const [what, change, named] of broken) {
     it(`refuses ${what}`, () => {

@@ -65,6 +65,7 @@ export interface LimitValues {
   readonly groupReasonBytesMax: number;
   readonly remoteBlockCacheBytes: number;
   readonly atHandFetchesMax: number;
+  readonly fetchSparseHitsMax: number;
   readonly remoteReadAheadBlocks: number;
   readonly remotePieceBytes: number;
   readonly remotePointReadBytesMax: number;
@@ -253,6 +254,10 @@ export function checkLimits(limits: LimitValues): void {
     limits.remoteBlockCacheBytes >= 2 * limits.tieringBlockBytes &&
       limits.atHandFetchesMax >= limits.remoteBlockCacheBytes / limits.tieringBlockBytes,
     'a read across two blocks fits the block cache, and a read may fetch as many blocks as it holds (remoteBlockCacheBytes >= 2 * tieringBlockBytes, atHandFetchesMax >= remoteBlockCacheBytes / tieringBlockBytes)',
+  );
+  check(
+    limits.fetchSparseHitsMax >= 1 && 2 * limits.fetchSparseHitsMax <= limits.atHandFetchesMax,
+    'the sparse hits fetched together may each miss for their entry and payload within one read of evicted history (1 <= fetchSparseHitsMax, 2 * fetchSparseHitsMax <= atHandFetchesMax)',
   );
   check(
     limits.remoteReadAheadBlocks >= 1 &&

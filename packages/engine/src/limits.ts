@@ -190,6 +190,14 @@ export const queryItemsMax = 256;
 export const fetchRunHitsMin = 16;
 
 /**
+ * Most sparse hits (fewer than `fetchRunHitsMin` to a commit) a read fetches together, within
+ * one segment: one await and one read per stretch for all of them, instead of per commit. Each
+ * hit's entry and payload may each miss a piece of evicted history, so twice this stays within
+ * `atHandFetchesMax`.
+ */
+export const fetchSparseHitsMax = 16;
+
+/**
  * Tags whose highest position the condition checker remembers. A condition on a remembered tag
  * that has not been written since `after` is settled with no I/O; the rest go to the index.
  */
@@ -968,6 +976,7 @@ checkLimits({
   groupReasonBytesMax,
   remoteBlockCacheBytes,
   atHandFetchesMax,
+  fetchSparseHitsMax,
   remoteReadAheadBlocks,
   remotePieceBytes,
   remotePointReadBytesMax,

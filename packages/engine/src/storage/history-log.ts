@@ -585,8 +585,12 @@ export class History implements SegmentRunSource {
   }
 
   /** `readEntriesSync`, for a segment that may be evicted. */
-  entriesAt(segment: number, offsets: readonly number[], runStart: number): Promise<ManifestEntry[]> {
-    return this.whenAtHand(() => this.readEntriesSync(segment, offsets, runStart));
+  entriesAt(
+    segment: number,
+    offsets: readonly number[],
+    runStarts: number | readonly number[],
+  ): Promise<ManifestEntry[]> {
+    return this.whenAtHand(() => this.readEntriesSync(segment, offsets, runStarts));
   }
 
   /** `readPayloadsSync`, for segments that may be evicted. */
@@ -636,12 +640,14 @@ export class History implements SegmentRunSource {
   private readonly entryScratch = new Uint8Array(entryReadBytesInitial);
 
   /**
-   * The manifest entries at `offsets` (ascending) of one run, as `readEntrySync` reads them one
-   * at a time, but with one read for each stretch of entries lying within
+   * The manifest entries at `offsets` (ascending) of segment `segment`, as `readEntrySync` reads
+   * them one at a time, but with one read for each stretch of entries lying within
    * `coalescedReadGapBytes` of each other (an index fetch's hits, sorted by where they lie).
+   * `runStarts` is where the run of each entry starts, or of all of them when they share one.
    */
-  readEntriesSync(segment: number, offsets: readonly number[], runStart: number): ManifestEntry[] {
+  readEntriesSync(segment: number, offsets: readonly number[], runStarts: number | readonly number[]): ManifestEntry[] {
     const file = this.segments.byBase(segment);
+    const runStartOf = (at: number) => (typeof runStarts === 'number' ? runStarts : runStarts[at]);
     const entries = new Array<ManifestEntry>(offsets.length);
     for (let first = 0; first < offsets.length; ) {
       let last = first + 1;
@@ -654,7 +660,7 @@ export class History implements SegmentRunSource {
         last++;
       }
       if (last === first + 1) {
-        entries[first] = this.readEntrySync(segment, offsets[first], runStart);
+        entries[first] = this.readEntrySync(segment, offsets[first], runStartOf(first));
       } else {
         const start = offsets[first];
         // A short read (a file cut short) leaves the entries past its end to be read alone.
@@ -669,13 +675,13 @@ export class History implements SegmentRunSource {
               bytes,
               offsets[at] - start,
               segment,
-              runStart,
+              runStartOf(at),
               `manifest entry at ${file.file}:${offsets[at]}`,
             );
           } catch {
             // An entry running past the read (a long one), or a damaged one: read alone, which
             // widens its window or reports the damage with its place.
-            entries[at] = this.readEntrySync(segment, offsets[at], runStart);
+            entries[at] = this.readEntrySync(segment, offsets[at], runStartOf(at));
           }
         }
       }

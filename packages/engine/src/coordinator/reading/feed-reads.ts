@@ -17,6 +17,7 @@ import {
   readBatches,
   readColumns,
   readEnd,
+  readFilteredRecords,
   readRecords,
 } from '../../query/reading/read.js';
 import { readLineChunks, readsThroughPool, recordLineChunks } from '../../query/reading/read-lines.js';
@@ -55,9 +56,7 @@ export class FeedReads {
     const { mode, query } = checkReadOptions(snapshot, options);
     // A filtered RAW read fetches its records one by one as objects, as `read` does.
     if (mode === 'raw' && query)
-      return this.guarded(
-        recordLineChunks(this.afterIndexing(readBatches(snapshot, options, this.writer.fingerprints))),
-      );
+      return this.guarded(recordLineChunks(this.afterIndexing(readFilteredRecords(snapshot, options))));
     const runBuffers = readsThroughPool(snapshot, options) ? new RunBufferPool() : undefined;
     // Small commits' lines come from batches that span them (one kernel call each).
     const batches = readColumns(snapshot, options, this.writer.fingerprints, runBuffers, true);

@@ -14,7 +14,7 @@ import {
   type RecordFilter,
   readModesInWords,
 } from '@streamstack/protocol';
-import { StreamStackError } from '../../errors.js';
+import { assert, StreamStackError } from '../../errors.js';
 import { columnBatchRowsMax, keyTableSlotsInitial, runsReadBytesFirst, runsReadBytesMax } from '../../limits.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
 import { fingerprintKey } from '../../storage/commit-run.js';
@@ -91,11 +91,21 @@ async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadO
   });
 }
 
-async function* plannedRead(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+/**
+ * A filtered RAW read's records: one array per commit when `byCommit` (`readBatches`), else one
+ * per group of records fetched together, for a consumer that flattens them anyway.
+ */
+async function* plannedRead(
+  snapshot: Snapshot,
+  query: Query,
+  options: ReadOptions,
+  byCommit: boolean,
+): AsyncGenerator<StoredRecord[]> {
   for await (const batch of fetchByPosition(
     snapshot,
     snapshot.index,
     await plannedPositions(snapshot, query, options),
+    { byCommit },
   )) {
     options.signal?.throwIfAborted();
     yield batch;
@@ -434,7 +444,7 @@ export function readBatches(
 ): AsyncGenerator<StoredRecord[]> {
   const { mode, query } = checkReadOptions(snapshot, options);
   // A filtered RAW read fetches its few records one by one: they are made as objects directly.
-  if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
+  if (mode === 'raw' && query) return plannedRead(snapshot, query, options, true);
   return asRecords(readColumns(snapshot, options, fingerprints, undefined, true), options.signal);
 }
 
@@ -449,8 +459,18 @@ export function readRecords(
   fingerprints: KeyIndex,
 ): AsyncGenerator<ColumnBatch | StoredRecord[]> {
   const { mode, query } = checkReadOptions(snapshot, options);
-  if (mode === 'raw' && query) return plannedRead(snapshot, query, options);
+  if (mode === 'raw' && query) return plannedRead(snapshot, query, options, false);
   return readColumns(snapshot, options, fingerprints, undefined, true);
+}
+
+/**
+ * A filtered RAW read's records, in arrays that may span commits (a read's lines take them so):
+ * `readRecords` for a read known to be one.
+ */
+export function readFilteredRecords(snapshot: Snapshot, options: ReadOptions): AsyncGenerator<StoredRecord[]> {
+  const { mode, query } = checkReadOptions(snapshot, options);
+  assert(mode === 'raw' && query !== undefined, 'a filtered read is a RAW read with a filter');
+  return plannedRead(snapshot, query!, options, false);
 }
 
 /**
