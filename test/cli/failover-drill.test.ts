@@ -276,7 +276,7 @@ describe.skipIf(skipped)(
           objectStore.close();
         }
       },
-      60_000 + runs * 15_000,
+      60_000 + runs * 30_000,
     );
   },
 );

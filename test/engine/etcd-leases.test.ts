@@ -148,12 +148,15 @@ describe.skipIf(binary === undefined)(
     it('renewals keep the grant alive in etcd past its TTL, with the same and with another TTL', async () => {
       await using nodes = await twoNodes();
       const { feedA, feedB } = nodes;
-      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 1000 });
-      for (let round = 0; round < 6; round++) {
-        await new Promise((resolve) => setTimeout(resolve, 400));
+      const grant = await feedA.acquireLease({ holder: 'ingest-1', ttlMs: 2000 });
+      const started = Date.now();
+      // Renewals every 300 ms leave a busy machine more than a second and a half to spare.
+      for (let round = 0; round < 4 || Date.now() - started < 3000; round++) {
+        await new Promise((resolve) => setTimeout(resolve, 300));
         // Alternate between the grant's own TTL (a keep-alive) and a longer one (a new etcd lease).
-        await feedA.renewLease({ token: grant.token, ttlMs: round % 2 === 0 ? 1000 : 2000 });
+        await feedA.renewLease({ token: grant.token, ttlMs: round % 2 === 0 ? 2000 : 3000 });
       }
+      expect(Date.now() - started).toBeGreaterThan(2000);
       expect(await outcomeCode(feedB.acquireLease({ holder: 'ingest-2' }))).toBe('LEASE_HELD');
       await feedA.append([{ payload: 'still mine' }], { token: grant.token });
     });

@@ -51,12 +51,11 @@ describe.skipIf(skipped)(
       const open = (name: string, data: string) => node(settings, prefix, name, data);
       const storeA = await open('node-a', dataA);
       const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
-      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 1000 });
+      // A long TTL while it writes, however slowly a busy machine runs; a short one before it stops.
+      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 30_000 });
       const written: string[] = [];
       // Enough commits to fill several segments: some are uploaded, the newest only in slots.
       for (let n = 0; n < 300; n++) {
-        // A short TTL, renewed as a producer would: the takeover below waits for it to run out.
-        if (n % 25 === 0) await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
         const batch = Array.from({ length: 4 }, (_, k) => `order ${n}.${k} ${'o'.repeat(200)}`);
         await feedA.append(
           batch.map((payload) => ({ payload, key: `k${n % 13}`, type: 'placed', tags: [`shop:${n % 5}`] })),
@@ -70,6 +69,8 @@ describe.skipIf(skipped)(
       await stream.append([{ payload: 'open 1' }, { payload: 'open 2' }], { token: grantA.token });
       await stream.append([{ payload: 'open 3' }], { token: grantA.token });
       const headA = (await feedA.info()).head?.commit;
+      // Renewed as a producer would, to a short TTL: the takeover below waits for it to run out.
+      await feedA.renewLease({ token: grantA.token, ttlMs: 2000 });
       // The writer stops as a crash would: its grant is neither renewed nor released.
       await storeA.close();
 
@@ -130,7 +131,7 @@ describe.skipIf(skipped)(
       const dataA = temporaryDirectory();
       const storeA = await node(settings, prefix, 'node-a', dataA);
       const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
-      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 1000 });
+      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 30_000 });
       for (let n = 0; n < 20; n++) await feedA.append([{ payload: `order ${n}` }], { token: grantA.token });
       const billing = await feedA.createSubscription('billing');
       await feedA.createSubscription('gone');
@@ -142,6 +143,8 @@ describe.skipIf(skipped)(
         for (const record of commit.records) delivered.push(Buffer.from(record.payload).toString());
       await billing.advance(first.cursor);
       const cursorBefore = (await billing.info()).cursor;
+      // A short TTL before the writer stops, so the takeover waits little for it.
+      await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
       await storeA.close();
 
       const storeB = await node(settings, prefix, 'node-b');
@@ -177,7 +180,7 @@ describe.skipIf(skipped)(
       const dataA = temporaryDirectory();
       const storeA = await node(settings, prefix, 'node-a', dataA);
       const feedA = await storeA.createFeed('jobs', { durability: 'replicated' });
-      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 1000 });
+      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 30_000 });
       for (let n = 0; n < 6; n++) await feedA.append([{ payload: `job ${n}` }], { token: grantA.token });
       const groupA = await feedA.subscriptionGroup('workers', { ackTimeoutMs: 60_000, maxDeliveries: 3 });
       const claimed = await groupA.claim({ worker: 'w1', max: 3 });
@@ -185,6 +188,8 @@ describe.skipIf(skipped)(
       await groupA.ack(1, { worker: 'w1' });
       await groupA.nack(2, { worker: 'w1', reason: 'later' });
       const before = await groupA.info();
+      // A short TTL before the writer stops, so the takeover waits little for it.
+      await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
       await storeA.close();
 
       const storeB = await node(settings, prefix, 'node-b');

@@ -208,7 +208,7 @@ describe.skipIf(objects.missing)(objects.title('replicated durability'), () => {
     const feed = await store.createFeed('payments', { durability: 'replicated' });
     const batch = (n: number) => [{ payload: `payment ${n} ${'x'.repeat(400)}`, key: `k${n % 7}` }];
     // A stream opened first and left open: its WAL groups must outlive every retirement.
-    const grant = await feed.acquireLease({ holder: 'ingest-1' });
+    const grant = await feed.acquireLease({ holder: 'ingest-1', ttlMs: 600_000 });
     const stream = await feed.openStream({ token: grant.token });
     await stream.append([{ payload: 'held open' }], { token: grant.token });
     for (let n = 0; n < 400; n++) await feed.append(batch(n), { token: grant.token });

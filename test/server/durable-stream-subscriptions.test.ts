@@ -140,7 +140,7 @@ describe('Durable Streams subscriptions', () => {
     });
     await ds(url, 'PUT', 'jobs', { headers: json, body: '{"job":1}' });
     const first = (await until(() => hook.deliveries[0])).body;
-    const second = await until(() => hook.deliveries[1], 4_000);
+    const second = await until(() => hook.deliveries[1], 15_000);
     expect(second.body.generation).toBe(first.generation + 1);
     expect(second.at - hook.deliveries[0]!.at).toBeGreaterThanOrEqual(900);
     const stale = await fetch(first.callback_url, {
@@ -176,7 +176,7 @@ describe('Durable Streams subscriptions', () => {
       await ds(url, 'PUT', 'jobs', { headers: json, body: '{"job":1}' });
       // The first wake's lease runs out, the second wake's delivery fails, and its retry comes.
       const generations = [];
-      for (let n = 0; n < 3; n++) generations.push((await until(() => hook.deliveries[n], 6_000)).body.generation);
+      for (let n = 0; n < 3; n++) generations.push((await until(() => hook.deliveries[n], 15_000)).body.generation);
       expect(generations).toEqual([1, 2, 3]);
     } finally {
       lagging.mockRestore();
@@ -197,7 +197,7 @@ describe('Durable Streams subscriptions', () => {
         })
       ).status,
     ).toBe('failed');
-    const retried = await until(() => hook.deliveries[1], 4_000);
+    const retried = await until(() => hook.deliveries[1], 15_000);
     expect(retried.at - hook.deliveries[0]!.at).toBeGreaterThanOrEqual(700);
     const view = await until(async () => {
       const found = (await control(url, 'GET', 'subscriptions/flaky')).json;
