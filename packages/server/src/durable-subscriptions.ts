@@ -462,8 +462,7 @@ export class DurableSubscriptions {
     if (!wake || wake.leaseUntil === null) return;
     this.book.setTimer(state.id, wake.leaseUntil - this.clock(), async () => {
       if (state.deleted || state.wake?.id !== wake.id) return;
-      // A timer may fire a millisecond before the wall clock reaches its lease's end (timers
-      // run on a monotonic clock): it waits again rather than leave the wake held for ever.
+      // Timers run on a monotonic clock: one that fires before the wall clock's end waits again.
       if ((wake.leaseUntil ?? 0) > this.clock()) return this.armLease(state);
       state.wake = null;
       await this.book.persist(state);
@@ -491,9 +490,7 @@ function wrongType(state: SubscriptionState, type: SubscriptionConfig['type']): 
   return new StreamStackError(
     'INVALID_ARGUMENT',
     `subscription ${state.id} is a ${state.config.type} subscription, not ${type}`,
-    {
-      details: { subscription: state.id, type: state.config.type },
-    },
+    { details: { subscription: state.id, type: state.config.type } },
   );
 }
 

@@ -26,102 +26,13 @@ import type { KeyIndex } from '../indexes/key-index.js';
 import { ByteKeyTable } from '../indexes/key-table.js';
 import { ColumnBatch } from './column-batch.js';
 import { columnMatcher, markedRows } from './column-filter.js';
-import { fetchByPosition, fetchColumnsByPosition } from './fetch.js';
-import { findPositions, normalizeQuery, type Query } from './planner.js';
-import { assertCommitsIntact, assertIntact, corruptionError, type Snapshot, type StoredRecord } from './snapshot.js';
+import { plannedColumns, plannedRead } from './planned-read.js';
+import { normalizeQuery, type Query } from './planner.js';
+import { checkCursor, readEnd } from './read-cursor.js';
+import { assertIntact, type Snapshot, type StoredRecord } from './snapshot.js';
 
+export { checkCursor, readEnd } from './read-cursor.js';
 export type { ReadMode, ReadOptions, RecordFilter };
-
-/**
- * Checks a cursor against a snapshot: `TRIMMED` before the commit just before the low mark,
- * `CURSOR_OUT_OF_RANGE` when it is not a commit number or past the head.
- */
-export function checkCursor(snapshot: Snapshot, after: number | undefined, name = 'after'): number {
-  // No cursor means the start of what is kept: the commit before the low mark.
-  const low = snapshot.commits.low;
-  const cursor = after ?? low - 1;
-  snapshot.commits.assertCursorKept(cursor, name);
-  // Past the last readable commit lies history corruption took: a cursor there is not wrong.
-  if (snapshot.headDamage && Number.isSafeInteger(cursor) && cursor > snapshot.watermark.commit) {
-    throw corruptionError(snapshot.headDamage, `cursor ${cursor} lies in history that cannot be read`);
-  }
-  if (!Number.isSafeInteger(cursor) || cursor < 0 || cursor > snapshot.watermark.commit) {
-    throw new StreamStackError(
-      'CURSOR_OUT_OF_RANGE',
-      `${name} ${String(after)} is outside the history: cursors run from 0 (the start) to ${snapshot.watermark.commit} (the head)`,
-      { details: { cursor: after, head: snapshot.watermark.commit } },
-    );
-  }
-  return cursor;
-}
-
-/**
- * The last commit a read covers: `upTo`, checked like a cursor and refused below `after`, or the
- * snapshot's head.
- */
-export function readEnd(snapshot: Snapshot, options: { after?: number; upTo?: number }): number {
-  if (options.upTo === undefined) return snapshot.watermark.commit;
-  const cursor = checkCursor(snapshot, options.after);
-  const upTo = checkCursor(snapshot, options.upTo, 'upTo');
-  if (upTo < cursor) {
-    throw new StreamStackError(
-      'INVALID_ARGUMENT',
-      `upTo ${upTo} is before after ${cursor}: a read covers the commits after \`after\` up to \`upTo\``,
-      {
-        details: { after: cursor, upTo },
-      },
-    );
-  }
-  return upTo;
-}
-
-/** A filtered RAW read: the planner finds the positions, then the records are fetched. */
-async function plannedPositions(snapshot: Snapshot, query: Query, options: ReadOptions): Promise<number[]> {
-  const cursor = checkCursor(snapshot, options.after);
-  const end = readEnd(snapshot, options);
-  // The commits the read covers must all be there: the index answers by position, and a cursor
-  // inside a run of lost commits lies past their positions (see `assertCommitsIntact`).
-  assertCommitsIntact(snapshot, cursor, end);
-  const afterPosition = snapshot.commits.positionAfter(cursor);
-  const until = end === snapshot.watermark.commit ? snapshot.watermark.position : snapshot.commits.positionAfter(end);
-  return findPositions(snapshot.kernels, snapshot, snapshot.index, query, afterPosition, {
-    plan: options.plan ?? 'auto',
-    until,
-    ...(options.limit === undefined ? {} : { limit: options.limit }),
-  });
-}
-
-/**
- * A filtered RAW read's records: one array per commit when `byCommit` (`readBatches`), else one
- * per group of records fetched together, for a consumer that flattens them anyway.
- */
-async function* plannedRead(
-  snapshot: Snapshot,
-  query: Query,
-  options: ReadOptions,
-  byCommit: boolean,
-): AsyncGenerator<StoredRecord[]> {
-  for await (const batch of fetchByPosition(
-    snapshot,
-    snapshot.index,
-    await plannedPositions(snapshot, query, options),
-    { byCommit },
-  )) {
-    options.signal?.throwIfAborted();
-    yield batch;
-  }
-}
-
-async function* plannedColumns(snapshot: Snapshot, query: Query, options: ReadOptions): AsyncGenerator<ColumnBatch> {
-  for await (const batch of fetchColumnsByPosition(
-    snapshot,
-    snapshot.index,
-    await plannedPositions(snapshot, query, options),
-  )) {
-    options.signal?.throwIfAborted();
-    yield batch;
-  }
-}
 
 /** The commits a read after `cursor` up to `end` covers, read as they are reached. */
 function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<CommitRecord> {
