@@ -85,6 +85,23 @@ function verifies(delivery: Delivery, jwks: { keys: crypto.JsonWebKey[] }): bool
   return crypto.verify(null, Buffer.from(`${t}.${delivery.raw}`), publicKey, Buffer.from(signature!, 'base64url'));
 }
 
+/**
+ * A server with a webhook subscription `name` to stream `jobs`, whose wakes hold a 1 s lease, and
+ * a first job in the stream: the receiver's deliveries begin.
+ */
+async function leasedJobs(name: string, answer?: Parameters<typeof receiver>[0]) {
+  const hook = await receiver(answer);
+  const { url } = await startServer();
+  await control(url, 'PUT', `subscriptions/${name}`, {
+    type: 'webhook',
+    streams: ['jobs'],
+    webhook: { url: hook.url },
+    lease_ttl_ms: 1000,
+  });
+  await ds(url, 'PUT', 'jobs', { headers: json, body: '{"job":1}' });
+  return hook;
+}
+
 describe('Durable Streams subscriptions', () => {
   it('keep their offsets, generation and signing key across a restart, and go on waking after it', async () => {
     const keyFile = path.join(temporaryDirectory(), 'webhook.pem');
@@ -130,15 +147,7 @@ describe('Durable Streams subscriptions', () => {
   });
 
   it('wake again with a new generation when a lease runs out, and fence the old wake', async () => {
-    const hook = await receiver();
-    const { url } = await startServer();
-    await control(url, 'PUT', 'subscriptions/slow', {
-      type: 'webhook',
-      streams: ['jobs'],
-      webhook: { url: hook.url },
-      lease_ttl_ms: 1000,
-    });
-    await ds(url, 'PUT', 'jobs', { headers: json, body: '{"job":1}' });
+    const hook = await leasedJobs('slow');
     const first = (await until(() => hook.deliveries[0])).body;
     const second = await until(() => hook.deliveries[1], 15_000);
     expect(second.body.generation).toBe(first.generation + 1);
@@ -165,15 +174,9 @@ describe('Durable Streams subscriptions', () => {
     const start = realNow();
     const lagging = vi.spyOn(Date, 'now').mockImplementation(() => start + Math.floor((realNow() - start) * 0.98));
     try {
-      const hook = await receiver((n) => (n === 1 ? { status: 500, body: {} } : { status: 200, body: {} }));
-      const { url } = await startServer();
-      await control(url, 'PUT', 'subscriptions/lagging', {
-        type: 'webhook',
-        streams: ['jobs'],
-        webhook: { url: hook.url },
-        lease_ttl_ms: 1000,
-      });
-      await ds(url, 'PUT', 'jobs', { headers: json, body: '{"job":1}' });
+      const hook = await leasedJobs('lagging', (n) =>
+        n === 1 ? { status: 500, body: {} } : { status: 200, body: {} },
+      );
       // The first wake's lease runs out, the second wake's delivery fails, and its retry comes.
       const generations = [];
       for (let n = 0; n < 3; n++) generations.push((await until(() => hook.deliveries[n], 15_000)).body.generation);
