@@ -3,10 +3,13 @@
  * keys' winners over the history before it, and the active segment's keys in memory — against a
  * naive oracle over every record written, across many small segments and reopens, with either
  * kernel set. Winner order is the highest version, then the highest position: versions here go
- * up, down and repeat, so the newest occurrence of a key is often not its winner.
+ * up, down and repeat, so the newest occurrence of a key is often not its winner. Warm lookups
+ * answer in the turn they are asked (`getByKeyNow`), the others through the read gate: both are
+ * checked.
  */
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
+import { ReadGate } from '../../packages/engine/src/coordinator/reading/read-gate.js';
 import { keyWinnersHotReads } from '../../packages/engine/src/limits.js';
 import { WinnerReader } from '../../packages/engine/src/storage/key-file.js';
 import { branchTally } from '../support/branches.js';
@@ -47,7 +50,11 @@ describe('get through the key index', () => {
       'tombstone wins',
       'key never written',
       'reopened',
+      'answered in the turn it was asked',
+      'answered through the read gate',
     ]);
+    // A lookup that enters the read gate is the asynchronous one; a warm one answers without it.
+    const gateEntries = vi.spyOn(ReadGate.prototype, 'enter');
     // Sizes: 15 to 40 commits of 1 to 12 records of 200 to 1500 bytes over 64 KiB segments, so a
     // run seals 3 to 12 segments; 25 keys with versions 0 to 6 (ties and regressions).
     await fc.assert(
@@ -94,7 +101,11 @@ describe('get through the key index', () => {
             for (let key = 0; key <= 25; key++) {
               const name = `key-${key}`;
               const expected = oracle(written, name, asOfPosition);
+              const entriesBefore = gateEntries.mock.calls.length;
               const got = await feed.get(name, { asOf });
+              const throughGate = gateEntries.mock.calls.length > entriesBefore;
+              tally.hit('answered through the read gate', throughGate);
+              tally.hit('answered in the turn it was asked', !throughGate);
               expect(got ? [got.position, text(got.payload), got.version] : undefined, `${name} as of ${asOf}`).toEqual(
                 expected ? [expected.position, expected.payload, expected.version] : undefined,
               );
@@ -119,6 +130,7 @@ describe('get through the key index', () => {
       ),
       { numRuns: 40 },
     );
+    gateEntries.mockRestore();
     tally.expectAllReached();
   }, 180_000);
 

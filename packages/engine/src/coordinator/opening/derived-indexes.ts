@@ -198,6 +198,11 @@ export class DerivedIndexes {
     return this.indexer.caughtUp();
   }
 
+  /** Whether `caughtUp()` would resolve at once: every published record is in the indexes. */
+  get isCaughtUp(): boolean {
+    return this.indexer.idle;
+  }
+
   /**
    * Whether a published record the indexes have not folded in yet matches `query` at a position
    * after `after`: with none, the indexes as they are now hold every match a condition could

@@ -7,9 +7,10 @@
 import { StreamStackError } from '../../errors.js';
 import { checkExportOptions, type ExportOptions, writeExport } from '../../query/export/export.js';
 import type { ExportManifest } from '../../query/export/export-manifest.js';
+import { notHeld } from '../../query/indexes/key-index.js';
 import type { ColumnBatch } from '../../query/reading/column-batch.js';
 import { type CommitBatch, type FollowSource, follow, pollCommits } from '../../query/reading/follow.js';
-import { getByKey } from '../../query/reading/get-by-key.js';
+import { getByKey, getByKeyNow } from '../../query/reading/get-by-key.js';
 import {
   checkCursor,
   checkReadOptions,
@@ -118,6 +119,12 @@ export class FeedReads {
   get(key: string, asOf?: number): Promise<StoredRecord | undefined> {
     const snapshot = this.writer.snapshot();
     const at = checkCursor(snapshot, asOf ?? snapshot.watermark.commit, 'asOf');
+    // A warm lookup of local history answers in this turn (see `getByKeyNow`); the rest wait
+    // for the indexes and hold the read gate.
+    if (this.writer.isIndexed && this.writer.readGate.open) {
+      const found = getByKeyNow(snapshot, this.writer.keys, key, at);
+      if (found !== notHeld) return Promise.resolve(found);
+    }
     return this.settled(
       this.writer.indexed().then(() => this.writer.readGate.hold(() => getByKey(snapshot, this.writer.keys, key, at))),
     );

@@ -35,6 +35,14 @@ export class ReadGate {
     };
   }
 
+  /**
+   * Whether no switch-over waits or runs: a read that runs to its end in this turn may then go
+   * without entering the gate, for no switch can run inside it.
+   */
+  get open(): boolean {
+    return this.switching === undefined;
+  }
+
   /** Resolves once no reader holds the gate (at once when none does): a follower's old view closes then. */
   whenIdle(): Promise<void> {
     if (this.readers === 0) return Promise.resolve();

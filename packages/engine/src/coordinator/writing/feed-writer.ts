@@ -1081,6 +1081,11 @@ export class FeedWriter {
     return this.derived.caughtUp();
   }
 
+  /** Whether `indexed()` would resolve at once. */
+  get isIndexed(): boolean {
+    return this.derived.isCaughtUp;
+  }
+
   /** Runs `work` in the feed's maintenance queue: no trim, merge, key compaction or eviction runs meanwhile. */
   maintenanceHeld<T>(work: () => Promise<T>): Promise<T> {
     return this.historyRetention ? this.historyRetention.serial(work) : work();

@@ -84,8 +84,8 @@ export async function removeDictionaryFiles(store: SegmentStore): Promise<void> 
   await store.deleteAll(names.filter((name) => Object.values(kinds).some((kind) => name.endsWith(kind.extension))));
 }
 
-/** What `lookupHeld` answers when it cannot answer from memory. */
-const notHeld = Symbol('not held');
+/** What `lookupHeld` and `winnerNow` answer when they cannot answer from memory. */
+export const notHeld = Symbol('not held');
 
 /** A sealed segment's dictionary: where it is, and what of it is in memory. */
 interface SealedKeys {
@@ -507,6 +507,19 @@ export class KeyIndex {
   }
 
   /**
+   * `winner`, answered in this turn from what is in memory; `notHeld` when a rebase is under way
+   * or a dictionary it reaches must be read first (then `winner` answers).
+   */
+  winnerNow(key: string, asOfPosition: number): KeyWinner | undefined | typeof notHeld {
+    if (this.rebasing) return notHeld;
+    const bytes = utf8Encode(key);
+    const tail = this.tail;
+    const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
+    const step = this.walkHeld(key, bytes, termHashes(bytes), this.sealed.length - 1, asOfPosition, best);
+    return 'winner' in step ? step.winner : notHeld;
+  }
+
+  /**
    * Which of `keys` occur in a segment after the one at `base`, the active one included: for a
    * fingerprint dictionary, the fingerprints a later record repeats. Each dictionary's terms are
    * its own segment's, so every later one is asked — dictionary by dictionary, over the keys still
@@ -595,27 +608,53 @@ export class KeyIndex {
     asOfPosition: number,
     best: KeyWinner | undefined,
   ): Promise<KeyWinner | undefined> {
-    for (let at = from; at >= 0; at--) {
-      const slot = this.sealed[at];
-      if (slot.base > asOfPosition || slot.count === 0) continue;
-      const partial = slot.base + slot.count - 1 > asOfPosition;
-      if (slot.resident || partial) {
-        // Not (yet) a dictionary, or one that covers records after `asOf`: its occurrences.
-        const keys = slot.resident ?? (await this.readSegmentKeys(slot));
-        const found = keys.winnerUpTo(key, asOfPosition);
+    for (let at = from; ; ) {
+      const step = this.walkHeld(key, bytes, hashes, at, asOfPosition, best);
+      if ('winner' in step) return step.winner;
+      // The dictionary (or segment's keys) at `step.at` is read in first.
+      const slot = this.sealed[step.at];
+      best = step.best;
+      at = step.at - 1;
+      if (slot.base + slot.count - 1 > asOfPosition) {
+        const found = (await this.readSegmentKeys(slot)).winnerUpTo(key, asOfPosition);
         if (found && prefers(this.order, found, best)) best = found;
         continue;
       }
-      // With its filter and FST in memory, a dictionary answers without a turn of the event
-      // loop; otherwise its sections are read first.
-      const quick = this.lookupHeld(slot, bytes, hashes);
-      const found = quick === notHeld ? await this.lookup(slot, bytes, hashes) : quick;
-      if (found) {
-        // The dictionary's winner covers every segment up to this one: the walk ends here.
-        return prefers(this.order, found, best) ? found : best;
-      }
+      const found = await this.lookup(slot, bytes, hashes);
+      // The dictionary's winner covers every segment up to this one: the walk ends here.
+      if (found) return prefers(this.order, found, best) ? found : best;
     }
-    return best;
+  }
+
+  /**
+   * The walk over the sealed segments from `from` down, as far as memory answers it without a
+   * turn of the event loop: the winner, or the segment whose keys must be read in first (and the
+   * best winner of those after it).
+   */
+  private walkHeld(
+    key: string,
+    bytes: Uint8Array,
+    hashes: [number, number],
+    from: number,
+    asOfPosition: number,
+    best: KeyWinner | undefined,
+  ): { readonly winner: KeyWinner | undefined } | { readonly at: number; readonly best: KeyWinner | undefined } {
+    for (let at = from; at >= 0; at--) {
+      const slot = this.sealed[at];
+      if (slot.base > asOfPosition || slot.count === 0) continue;
+      if (slot.resident || slot.base + slot.count - 1 > asOfPosition) {
+        // Not (yet) a dictionary, or one that covers records after `asOf`: its occurrences.
+        if (!slot.resident) return { at, best };
+        const found = slot.resident.winnerUpTo(key, asOfPosition);
+        if (found && prefers(this.order, found, best)) best = found;
+        continue;
+      }
+      const found = this.lookupHeld(slot, bytes, hashes);
+      if (found === notHeld) return { at, best };
+      // The dictionary's winner covers every segment up to this one: the walk ends here.
+      if (found) return { winner: prefers(this.order, found, best) ? found : best };
+    }
+    return { winner: best };
   }
 
   /**
