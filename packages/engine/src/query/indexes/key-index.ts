@@ -84,6 +84,14 @@ export async function removeDictionaryFiles(store: SegmentStore): Promise<void> 
   await store.deleteAll(names.filter((name) => Object.values(kinds).some((kind) => name.endsWith(kind.extension))));
 }
 
+/** A key looked up as of a position: its bytes and filter hashes made once for the whole walk. */
+interface KeyProbe {
+  readonly key: string;
+  readonly bytes: Uint8Array;
+  readonly hashes: [number, number];
+  readonly asOfPosition: number;
+}
+
 /** What `lookupHeld` and `winnerNow` answer when they cannot answer from memory. */
 export const notHeld = Symbol('not held');
 
@@ -381,7 +389,11 @@ export class KeyIndex {
         locator: winners.locators[index],
         tombstone: winners.tombstones[index] === 1,
       };
-      const earlier = await this.walk(key, bytes, termHashes(bytes), before, slot.base - 1, undefined);
+      const earlier = await this.walk(
+        { key, bytes, hashes: termHashes(bytes), asOfPosition: slot.base - 1 },
+        before,
+        undefined,
+      );
       if (earlier && prefers(this.order, earlier, own)) {
         winners.positions[index] = earlier.position;
         winners.versions[index] = earlier.version;
@@ -503,7 +515,7 @@ export class KeyIndex {
     const bytes = utf8Encode(key);
     const tail = this.tail;
     const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
-    return this.walk(key, bytes, termHashes(bytes), this.sealed.length - 1, asOfPosition, best);
+    return this.walk({ key, bytes, hashes: termHashes(bytes), asOfPosition }, this.sealed.length - 1, best);
   }
 
   /**
@@ -515,7 +527,7 @@ export class KeyIndex {
     const bytes = utf8Encode(key);
     const tail = this.tail;
     const best = tail && tail.base <= asOfPosition ? tail.winnerUpTo(key, asOfPosition) : undefined;
-    const step = this.walkHeld(key, bytes, termHashes(bytes), this.sealed.length - 1, asOfPosition, best);
+    const step = this.walkHeld({ key, bytes, hashes: termHashes(bytes), asOfPosition }, this.sealed.length - 1, best);
     return 'winner' in step ? step.winner : notHeld;
   }
 
@@ -600,16 +612,10 @@ export class KeyIndex {
   }
 
   /** Walks sealed segments from index `from` down, newest first, improving on `best`. */
-  private async walk(
-    key: string,
-    bytes: Uint8Array,
-    hashes: [number, number],
-    from: number,
-    asOfPosition: number,
-    best: KeyWinner | undefined,
-  ): Promise<KeyWinner | undefined> {
+  private async walk(probe: KeyProbe, from: number, best: KeyWinner | undefined): Promise<KeyWinner | undefined> {
+    const { key, bytes, hashes, asOfPosition } = probe;
     for (let at = from; ; ) {
-      const step = this.walkHeld(key, bytes, hashes, at, asOfPosition, best);
+      const step = this.walkHeld(probe, at, best);
       if ('winner' in step) return step.winner;
       // The dictionary (or segment's keys) at `step.at` is read in first.
       const slot = this.sealed[step.at];
@@ -632,13 +638,11 @@ export class KeyIndex {
    * best winner of those after it).
    */
   private walkHeld(
-    key: string,
-    bytes: Uint8Array,
-    hashes: [number, number],
+    probe: KeyProbe,
     from: number,
-    asOfPosition: number,
     best: KeyWinner | undefined,
   ): { readonly winner: KeyWinner | undefined } | { readonly at: number; readonly best: KeyWinner | undefined } {
+    const { key, bytes, hashes, asOfPosition } = probe;
     for (let at = from; at >= 0; at--) {
       const slot = this.sealed[at];
       if (slot.base > asOfPosition || slot.count === 0) continue;
