@@ -237,9 +237,10 @@ export function sendLineChunks(reply: FastifyReply, chunks: AsyncIterable<Uint8A
 }
 
 /**
- * Sends what `encode` makes of each value of `values`. The first value is pulled before any byte
- * is sent, so an error the engine raises at once still gets its status; a later one ends the
- * body with an error line.
+ * Sends what `encode` makes of each value of `values`. The first two values are pulled before any
+ * byte is sent: a body of one value goes out whole, with its length, and an error the engine
+ * raises at once still gets its status. An error after the first value ends the body with an
+ * error line.
  */
 async function sendBody<T>(
   reply: FastifyReply,
