@@ -288,14 +288,17 @@ async function payloadSources(
 ): Promise<{ sources: (PayloadLocation | number)[]; fresh: FreshPayload[] }> {
   const sources: (PayloadLocation | number)[] = [];
   const fresh: FreshPayload[] = [];
-  // Repeats inside the run are looked up by CRC; a run of one record has none.
+  // Repeats inside the run are looked up by 30 bits of their CRC, which V8 keeps as small
+  // integers (a full 32-bit key is a heap number, hashed and collected like an object: twice the
+  // cost a record). Two payloads that share a key cost a failed byte comparison, and the second
+  // is stored anew. A run of one record has no repeats.
   const freshByCrc = records.length > 1 ? new Map<number, number>() : undefined;
   for (let index = 0; index < records.length; index++) {
     const record = records[index];
     const pause = yieldWhenDue(index);
     if (pause) await pause;
     const crc = checksums[2 * index];
-    const inRun = freshByCrc?.get(crc);
+    const inRun = freshByCrc?.get(crc & 0x3fff_ffff);
     if (inRun !== undefined && equalBytes(fresh[inRun].payload, record.payload)) {
       sources.push(inRun);
       continue;
@@ -305,7 +308,7 @@ async function payloadSources(
       sources.push(stored);
       continue;
     }
-    freshByCrc?.set(crc, fresh.length);
+    freshByCrc?.set(crc & 0x3fff_ffff, fresh.length);
     sources.push(fresh.length);
     fresh.push({ payload: record.payload, crc });
   }

@@ -39,6 +39,15 @@ export class GroupPayloads {
 
   /** A laid payload with exactly these bytes that lands in history segment `segment`. */
   find(payload: Uint8Array, crc: number, segment: number): PayloadLocation | undefined {
+    // Every record of a seal asks, and a `splice` makes a new array each time: mapped only when due.
+    if (this.pending.length > 0) this.mapPending();
+    const candidate = this.laid.get(keyOf(crc));
+    return candidate && candidate.location.segment === segment && equalBytes(candidate.bytes, payload)
+      ? candidate.location
+      : undefined;
+  }
+
+  private mapPending(): void {
     for (const { payloads, segment, runOffset } of this.pending.splice(0)) {
       for (const laid of payloads) {
         this.laid.set(keyOf(laid.crc), {
@@ -47,10 +56,6 @@ export class GroupPayloads {
         });
       }
     }
-    const candidate = this.laid.get(keyOf(crc));
-    return candidate && candidate.location.segment === segment && equalBytes(candidate.bytes, payload)
-      ? candidate.location
-      : undefined;
   }
 }
 
