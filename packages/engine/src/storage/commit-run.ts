@@ -146,9 +146,24 @@ async function payloadChecksumsOf(kernels: Kernels, records: readonly { payload:
 
 /**
  * A fingerprint as a Map key and dictionary term: its bytes as a Latin-1 string (one character
- * per byte), made in one piece (fingerprints are at most `fingerprintBytesMax`, 64 bytes).
+ * per byte), made in one piece (fingerprints are at most `fingerprintBytesMax`, 64 bytes). The
+ * default fingerprint's 8 bytes are passed one by one: spreading a typed array into
+ * `String.fromCharCode` cost about 200 ns a record (seals, key builds, dedup reads), five times as
+ * much.
  */
 export function fingerprintKey(fingerprint: Uint8Array): string {
+  if (fingerprint.length === 8) {
+    return String.fromCharCode(
+      fingerprint[0],
+      fingerprint[1],
+      fingerprint[2],
+      fingerprint[3],
+      fingerprint[4],
+      fingerprint[5],
+      fingerprint[6],
+      fingerprint[7],
+    );
+  }
   return String.fromCharCode.apply(null, fingerprint as unknown as number[]);
 }
 
