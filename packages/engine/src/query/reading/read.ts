@@ -44,7 +44,7 @@ function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<Co
  * rows, each within one commit unless `spanCommits`), in commit order. Spanning, the runs of
  * each stretch are decoded together: a thousand one-record commits are one batch, one kernel
  * call, not a thousand. Consecutive runs of a segment are read as one
- * stretch (`History.readRunsBytes`), the first a short one, and the next stretch is read from disk while this one is
+ * stretch (`HistoryRuns.readRunsBytes`), the first a short one, and the next stretch is read from disk while this one is
  * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
  * reads no further.
  */
