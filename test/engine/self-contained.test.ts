@@ -29,7 +29,7 @@ async function payloadSegments(directory: string): Promise<{ commit: CommitRecor
   try {
     const out = [];
     for (const commit of commits) {
-      const run = await history.readRun(commit);
+      const run = await history.runs.readRun(commit);
       out.push({ commit, segments: run.entries.map((entry) => entry.payload.segment) });
     }
     return out;

@@ -18,7 +18,7 @@
  *
  * @example
  * const pool = new RunBufferPool();
- * const bytes = await history.readRunBytes(commit, pool);
+ * const bytes = await history.runs.readRunBytes(commit, pool);
  * // … batches made from `bytes` handed out …
  * pool.readerDone(bytes);
  * const retired = pool.retire(); // the consumer holds none of those batches now

@@ -1,10 +1,10 @@
 /**
  * Reading commit runs out of a segment without the rest of the history: the runs of consecutive
  * commits read a stretch at a time, a run decoded into columns (payloads stored by other runs
- * left unread), and a compacted run's retired fingerprints. `History` reads its segments through
- * these, and so does a rewrite's worker, which reads back the one segment it wrote to build the
- * segment's derived files — with the same functions, so they come out byte for byte as a rebuild
- * from the history would make them.
+ * left unread), and a compacted run's retired fingerprints. `HistoryRuns` reads a history's runs
+ * through these, and so does a rewrite's worker, which reads back the one segment it wrote to
+ * build the segment's derived files — with the same functions, so they come out byte for byte as
+ * a rebuild from the history would make them.
  */
 import { StreamStackError } from '../errors.js';
 import { yieldToEventLoop } from '../event-loop.js';

@@ -166,10 +166,10 @@ export async function writeMergedSegment(
     };
     for (const commit of commits) {
       signal?.throwIfAborted();
-      const bytes = await history.readRunBytes(commit);
-      const read = await history.decodeRunRecords(commit, feed, bytes);
+      const bytes = await history.runs.readRunBytes(commit);
+      const read = await history.runs.decodeRunRecords(commit, feed, bytes);
       // Fingerprints an earlier compaction retired stay retired; the selection may add more.
-      const earlier = await history.readRetired(commit, bytes);
+      const earlier = await history.runs.readRetired(commit, bytes);
       const chosen = select ? await select(commit, read, earlier) : { kept: read, retired: earlier };
       const records = chosen.kept;
       // A run that keeps every record and retires nothing is laid out as it was written.

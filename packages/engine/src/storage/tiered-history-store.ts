@@ -8,7 +8,7 @@
  * Synchronous reads (a point lookup, an index fetch) of an evicted segment are served from the
  * cache; a range not in it throws `NotAtHand`, and the history's asynchronous readers fetch the
  * range — a small one in pieces of `remotePieceBytes`, whose bytes the readers check by their own
- * CRCs — and read again (`History.whenAtHand`). So a read never blocks the event loop on the
+ * CRCs — and read again (`HistoryBytes.whenAtHand`). So a read never blocks the event loop on the
  * network, and the hot paths of a local segment stay synchronous.
  *
  * Eviction is safe against readers: a segment is routed to object storage first, then its local

@@ -96,9 +96,9 @@ async function repeatsIn(
   const firstTerms: string[] = [];
   let sinceYield = 0;
   for (const base of group) {
-    for await (const { commit, bytes } of history.runsInStretches(history.commits.commitsInSegment(base))) {
+    for await (const { commit, bytes } of history.runs.runsInStretches(history.commits.commitsInSegment(base))) {
       signal?.throwIfAborted();
-      for await (const columns of history.runColumns(commit, bytes, columnBatchRowsMax, false)) {
+      for await (const columns of history.runs.runColumns(commit, bytes, columnBatchRowsMax, false)) {
         const term = (row: number) =>
           fingerprintKey(columns.bytes.subarray(columns.fingerprintStarts[row], columns.fingerprintEnds[row]));
         const firsts = await fingerprints.firstOccurrences(commit.segment, columns.positions, term);

@@ -152,7 +152,7 @@ export class DerivedIndexes {
     const fingerprints = await KeyIndex.open(kernels, indexDirectory, history, rebuilt, true, 'first');
     const { active } = segmentsOf(history);
     if (active) {
-      for await (const run of history.readRuns(active.commits())) {
+      for await (const run of history.runs.readRuns(active.commits())) {
         run.entries.forEach((entry, at) => {
           addActiveEntry(
             keys,

@@ -23,7 +23,8 @@ import {
   subscriptionSuffix,
 } from '../../storage/feed-layout.js';
 import { feedStores } from '../../storage/feed-stores.js';
-import { type CommitRun, History } from '../../storage/history-log.js';
+import { History } from '../../storage/history-log.js';
+import type { CommitRun } from '../../storage/history-runs.js';
 import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { PayloadLocation } from '../../storage/records.js';
 import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
@@ -126,7 +127,7 @@ async function verifyHistory(
     if (evicted && !history.store.cache) continue;
     let run: CommitRun;
     try {
-      run = await history.readRun(commit);
+      run = await history.runs.readRun(commit);
     } catch (error) {
       report('CORRUPT', error instanceof Error ? error.message : String(error), where);
       continue;
@@ -148,7 +149,7 @@ async function verifyHistory(
         report('MANIFEST', `commit ${commit.commit} record ${index + 1} points at bytes no pack holds`, where);
         continue;
       }
-      const bytes = await history.readPayload(entry.payload, run);
+      const bytes = await history.bytes.readPayload(entry.payload, run);
       if (kernels.crc32c(bytes) !== crc) {
         report(
           'MANIFEST',

@@ -225,7 +225,7 @@ export class FeedWriter {
     this.published = new PublishedState(history.commits);
     this.stagedHead = this.published.watermark.commit;
     this.stagedNextPosition = this.published.watermark.position + 1;
-    this.payloads = new PayloadDedup((location, payload) => history.storedPayloadEquals(location, payload));
+    this.payloads = new PayloadDedup((location, payload) => history.bytes.storedPayloadEquals(location, payload));
     this.committer = new GroupCommitter(
       { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
       (lane, builder, group) => this.writeGroup(lane, builder as GroupBuilder, group),
@@ -1029,11 +1029,11 @@ export class FeedWriter {
 
   /** The run of a published commit: its manifest entries and bytes. */
   readRun(commit: CommitRecord) {
-    return this.history.readRun(commit);
+    return this.history.runs.readRun(commit);
   }
 
-  readPayload(...args: Parameters<History['readPayload']>) {
-    return this.history.readPayload(...args);
+  readPayload(...args: Parameters<History['bytes']['readPayload']>) {
+    return this.history.bytes.readPayload(...args);
   }
 
   /**

@@ -124,7 +124,7 @@ export async function takeCopiedTail(
   }
   const { commits } = await catchUpCommits(view.kernels, view.history, end);
   for (const commit of commits) {
-    const run = await view.history.readRun(commit);
+    const run = await view.history.runs.readRun(commit);
     view.take(
       {
         commit,

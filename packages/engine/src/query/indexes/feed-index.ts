@@ -12,7 +12,8 @@ import type { Kernels } from '../../kernels/kernels.js';
 import { headReadsInFlightMax, indexCacheBytesMax, typesPerFeedMax } from '../../limits.js';
 import { type CommitRecord, entryPosition } from '../../storage/commit-record.js';
 import { segmentFile, segmentSuffix } from '../../storage/feed-layout.js';
-import type { CommitRun, History } from '../../storage/history-log.js';
+import type { History } from '../../storage/history-log.js';
+import type { CommitRun } from '../../storage/history-runs.js';
 import { encodeIndexFile, type IndexData, readIndexFile, readIndexHead } from '../../storage/index-segment.js';
 import type { ManifestEntry } from '../../storage/records.js';
 import { LocalSegmentStore, type SegmentStore } from '../../storage/segment-store.js';
@@ -156,7 +157,7 @@ export class FeedIndex {
       // quarter of a million, read from their pages for nothing.
       const list = history.commits;
       const replayed = checkpoint ? [...list.range(checkpoint.after + 1, list.length)] : active.commits();
-      for await (const run of history.readRuns(replayed)) index.addRun(run);
+      for await (const run of history.runs.readRuns(replayed)) index.addRun(run);
     }
     return index;
   }
@@ -210,7 +211,7 @@ export class FeedIndex {
       (slot.gaps || segment === undefined ? undefined : await indexDataOfSegmentOffThread(this.kernels, segment)) ??
       (await buildIndexDataOffThread(
         this.kernels,
-        (await indexTailOf(this.history, slot.base, slot.commits())).source(),
+        (await indexTailOf(this.history.runs, slot.base, slot.commits())).source(),
       ));
     const file = this.fileFor(slot.base);
     const written = !this.readOnly && !slot.gaps;

@@ -299,7 +299,7 @@ export class KeyIndex {
 
   /** Every occurrence of every key in a sealed segment, read from its history (see `segmentKeysOf`). */
   private readSegmentKeys(slot: SealedKeys): Promise<SegmentKeys> {
-    return segmentKeysOf(this.history, slot.base, this.order, slot.commits());
+    return segmentKeysOf(this.history.runs, slot.base, this.order, slot.commits());
   }
 
   /**

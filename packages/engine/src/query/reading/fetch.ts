@@ -105,8 +105,8 @@ async function sparseRecords(
       runStarts.push(commit.runStart);
     }
   }
-  const entries = await snapshot.history.entriesAt(segment.base, offsets, runStarts);
-  const payloads = await snapshot.history.payloadsAt(entries.map((entry) => entry.payload));
+  const entries = await snapshot.history.entries.entriesAt(segment.base, offsets, runStarts);
+  const payloads = await snapshot.history.bytes.payloadsAt(entries.map((entry) => entry.payload));
   let at = 0;
   return commits.map(({ commit, hits }) =>
     hits.map((position) => {
@@ -126,9 +126,9 @@ async function runHits(snapshot: Snapshot, commit: CommitRecord, hits: readonly 
   const parts: ColumnBatch[] = [];
   let next = 0;
   // The run is decoded whole, in one batch: a fetch's dense hits are one commit's answer.
-  for await (const run of snapshot.history.runColumns(
+  for await (const run of snapshot.history.runs.runColumns(
     commit,
-    await snapshot.history.readRunBytes(commit),
+    await snapshot.history.runs.readRunBytes(commit),
     Math.max(1, commit.entries),
   )) {
     const found = rowsOfPositions(run, hits, next);

@@ -34,7 +34,7 @@ export async function getByKey(
     isWinnerEntry(found, key, winner, commit);
   let entry: ManifestEntry | undefined;
   try {
-    entry = await snapshot.history.entryAt(commit.segment, winner.locator, commit.runStart);
+    entry = await snapshot.history.entries.entryAt(commit.segment, winner.locator, commit.runStart);
   } catch (error) {
     // Object storage out of reach is its own answer; a damaged or moved entry is looked for below.
     if (error instanceof StreamStackError && error.code === 'UNAVAILABLE') throw error;
@@ -44,7 +44,7 @@ export async function getByKey(
     // The locator is where the entry lay when the dictionary was built; a merge since then lays
     // the segment out anew (dictionaries after it keep their winners' old locators), so the
     // entry is looked for by its position in its commit's run.
-    const run = await snapshot.history.readRun(commit);
+    const run = await snapshot.history.runs.readRun(commit);
     entry = run.entries.find((candidate, index) => entryPosition(commit, index, candidate.seq) === winner.position);
   }
   if (!matches(entry)) {
@@ -58,7 +58,7 @@ export async function getByKey(
       },
     );
   }
-  const payload = await snapshot.history.payloadAt(entry.payload);
+  const payload = await snapshot.history.bytes.payloadAt(entry.payload);
   return toRecord(snapshot.feed, commit, winner.position, entry, payload);
 }
 
@@ -84,9 +84,15 @@ export function getByKeyNow(
     if (!winner || winner.tombstone) return undefined;
     const commit = commitHolding(snapshot, winner.position);
     if (commit === undefined || commit.firstPosition > winner.position) return notHeld;
-    const entry = snapshot.history.readEntrySync(commit.segment, winner.locator, commit.runStart);
+    const entry = snapshot.history.entries.readEntrySync(commit.segment, winner.locator, commit.runStart);
     if (!isWinnerEntry(entry, key, winner, commit)) return notHeld;
-    return toRecord(snapshot.feed, commit, winner.position, entry, snapshot.history.readPayloadSync(entry.payload));
+    return toRecord(
+      snapshot.feed,
+      commit,
+      winner.position,
+      entry,
+      snapshot.history.bytes.readPayloadSync(entry.payload),
+    );
   } catch {
     return notHeld;
   }

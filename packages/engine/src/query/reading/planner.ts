@@ -171,7 +171,7 @@ function indexPath(kernels: Kernels, segment: SegmentIndex, query: Query, low: n
 async function scanPath(snapshot: Snapshot, query: Query, from: number, to: number, limit: number): Promise<number[]> {
   const out: number[] = [];
   for (const commit of commitsInRange(snapshot, from, to)) {
-    const run = await snapshot.history.readRun(commit);
+    const run = await snapshot.history.runs.readRun(commit);
     run.entries.forEach((entry: ManifestEntry, index) => {
       const position = entryPosition(commit, index, entry.seq);
       if (position >= from && position <= to && out.length < limit && matches(query, entry)) out.push(position);

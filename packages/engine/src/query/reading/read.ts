@@ -44,7 +44,7 @@ function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<Co
  * rows, each within one commit unless `spanCommits`), in commit order. Spanning, the runs of
  * each stretch are decoded together: a thousand one-record commits are one batch, one kernel
  * call, not a thousand. Consecutive runs of a segment are read as one
- * stretch (`History.readRunsBytes`), the first a short one, and the next stretch is read from disk while this one is
+ * stretch (`HistoryRuns.readRunsBytes`), the first a short one, and the next stretch is read from disk while this one is
  * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
  * reads no further.
  */
@@ -79,7 +79,7 @@ async function* runColumns(
   };
   const readNext = (): Promise<Uint8Array> | undefined => {
     if (upcoming.length === 0) return undefined;
-    const reading = snapshot.history.readStretchBytes(upcoming, runBuffers);
+    const reading = snapshot.history.runs.readStretchBytes(upcoming, runBuffers);
     // A prefetch that is never awaited must not turn into an unhandled rejection.
     reading.catch(() => undefined);
     return reading;
@@ -99,7 +99,7 @@ async function* runColumns(
     const rowsMax = () => Math.max(1, Math.min(columnBatchRowsMax, rowsWanted?.() ?? columnBatchRowsMax));
     if (spanCommits && stretch.length > 1) {
       // The stretch's runs lie side by side in one buffer, as they were read.
-      for await (const run of snapshot.history.stretchColumns(stretch, bytes, rowsMax)) {
+      for await (const run of snapshot.history.runs.stretchColumns(stretch, bytes, rowsMax)) {
         signal?.throwIfAborted();
         yield ColumnBatch.ofRuns(snapshot.feed, stretch, run);
       }
@@ -107,7 +107,7 @@ async function* runColumns(
       const runs = runsOfStretch(stretch, bytes);
       for (const [index, commit] of stretch.entries()) {
         signal?.throwIfAborted();
-        for await (const run of snapshot.history.runColumns(commit, runs[index], rowsMax())) {
+        for await (const run of snapshot.history.runs.runColumns(commit, runs[index], rowsMax())) {
           yield ColumnBatch.ofRun(snapshot.feed, commit, run);
         }
       }
@@ -276,9 +276,9 @@ async function* scanLatest(snapshot: Snapshot, options: ReadOptions): AsyncGener
     // The winners' positions in the commit, ascending, found batch by batch.
     const winners = Float64Array.from(byCommit.get(commitNumber)!).sort();
     let next = 0;
-    for await (const run of snapshot.history.runColumns(
+    for await (const run of snapshot.history.runs.runColumns(
       commit,
-      await snapshot.history.readRunBytes(commit),
+      await snapshot.history.runs.readRunBytes(commit),
       columnBatchRowsMax,
     )) {
       // The winners among this batch's rows, as rows of the batch.

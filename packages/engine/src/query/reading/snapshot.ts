@@ -8,8 +8,9 @@ import { StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
 import type { CommitList } from '../../storage/commit-list.js';
 import type { CommitRecord } from '../../storage/commit-record.js';
-import { assertReadable, type History } from '../../storage/history-log.js';
+import type { History } from '../../storage/history-log.js';
 import type { ManifestEntry, PublishedRecord } from '../../storage/records.js';
+import { assertReadable } from '../../storage/run-reads.js';
 import type { Corruption } from '../../storage/runs.js';
 import type { FeedIndex } from '../indexes/feed-index.js';
 
@@ -81,7 +82,7 @@ export function commitOf(snapshot: Snapshot, commit: number): CommitRecord {
 
 /** Reads a commit's records, payloads included. */
 export function readCommitRecords(snapshot: Snapshot, commit: CommitRecord): Promise<StoredRecord[]> {
-  return snapshot.history.readRunRecords(commit, snapshot.feed);
+  return snapshot.history.runs.readRunRecords(commit, snapshot.feed);
 }
 
 export function toRecord(
