@@ -221,16 +221,8 @@ export class HistoryBytes {
     const segment = this.segments.byBase(location.segment);
     return (
       this.cachedPayload(segment, location) ??
-      this.checkPayload(this.readPayloadUnchecked(location), location, segment.file)
+      this.checkPayload(this.readSync(segment, location.offset, location.length), location, segment.file)
     );
-  }
-
-  /**
-   * A payload's bytes without the CRC check: only for comparing a candidate byte for byte with
-   * a new payload (dedup), where damaged bytes simply fail to match.
-   */
-  private readPayloadUnchecked(location: PayloadLocation): Uint8Array {
-    return this.readSync(this.segments.byBase(location.segment), location.offset, location.length);
   }
 
   /** Scratch for `storedPayloadEquals`, grown to the largest payload compared. */

@@ -57,7 +57,7 @@ export class HistoryEntries {
   /**
    * Reads the manifest entry at `offset` of segment `segment` (whose run starts at `runStart`),
    * for fetching single records by position. Entries are small; a read window that turns out
-   * too short is doubled and tried again.
+   * too short is made four times as large and tried again.
    */
   readEntrySync(segment: number, offset: number, runStart: number): ManifestEntry {
     const file = this.segments.byBase(segment);

@@ -43,10 +43,10 @@ function windowOf(snapshot: Snapshot, cursor: number, end: number): Generator<Co
  * The runs of the commits after `cursor`, as columns (batches of at most `columnBatchRowsMax`
  * rows, each within one commit unless `spanCommits`), in commit order. Spanning, the runs of
  * each stretch are decoded together: a thousand one-record commits are one batch, one kernel
- * call, not a thousand. Consecutive runs of a segment are read as one
- * stretch (`HistoryRuns.readRunsBytes`), the first a short one, and the next stretch is read from disk while this one is
- * decoded and consumed; `more` is asked before each read ahead, so a read that has what it wants
- * reads no further.
+ * call, not a thousand. Consecutive runs of a segment are read as one stretch
+ * (`HistoryRuns.readStretchBytes`), the first a short one, and the next stretch is read from disk
+ * while this one is decoded and consumed; `more` is asked before each read ahead, so a read that
+ * has what it wants reads no further.
  */
 async function* runColumns(
   snapshot: Snapshot,
