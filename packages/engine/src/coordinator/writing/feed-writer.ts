@@ -9,8 +9,8 @@
  * head, the open stream and the group committer are one state, and the invariants between them
  * (a request is staged only once it is surely part of its group, the staged head never falls
  * behind the published one) hold because one class changes them. Maintenance set-up, recovery,
- * the derived indexes, publishing and a follower's tail (`tail-handout.ts`) are in modules of
- * their own.
+ * the derived indexes, publishing, a replicated feed's slots (`replicated-writes.ts`) and a
+ * follower's tail (`tail-handout.ts`) are in modules of their own.
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
@@ -60,9 +60,15 @@ import { type LeaseGrant, LeaseKeeper } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import { ReplicatedEnd } from './replicated-end.js';
+import {
+  type LocalWrite,
+  openReplicated,
+  type ReplicatedParties,
+  replicatedGroup,
+  replicatedGroupMirror,
+} from './replicated-writes.js';
 import { layRun } from './run-layout.js';
-import { openReplication, type SlotReplication } from './slot-replication.js';
-import { groupMirror, subscriptionMirror } from './subscription-copies.js';
+import type { SlotReplication } from './slot-replication.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
 
 export interface WriterOptions {
@@ -301,7 +307,8 @@ export class FeedWriter {
     try {
       // A lease live in the local log is live only if etcd still has it.
       await lease.reconcile();
-      if (options.durability === 'replicated' && !readOnly) await writer.openReplicated(directory, logs.events);
+      if (options.durability === 'replicated' && !readOnly)
+        writer.replication = await openReplicated(writer.replicatedParties(), options, directory, logs.events);
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(
         kernels,
@@ -911,35 +918,11 @@ export class FeedWriter {
   }
 
   /**
-   * Opens a replicated feed's slots (after the newest in object storage) and, on a node of a
-   * cluster, copies the subscriptions' changes to etcd, so consumers' cursors outlive the writer.
-   */
-  private async openReplicated(directory: string, events: Parameters<typeof replayStreams>[0]): Promise<void> {
-    const { options, lease } = this;
-    const replication = await openReplication(options.kernels, options, directory, {
-      epochFloor: lease.epoch,
-      needsMet: (position, stream) => this.slotNeedsMet(position, stream),
-      position: this.watermark.position,
-      stream: replayStreams(events, (stream) => this.published.commitOfStream(stream) !== undefined).open?.id,
-    });
-    this.replication = replication;
-    // An epoch found in the slots is one no grant here may reuse, whatever the logs and etcd say.
-    lease.raiseFloor(replication.newestEpoch);
-    const { leases } = options;
-    if (leases)
-      this.subscriptions.mirrorTo(
-        subscriptionMirror(leases.client, leases.prefix, options.feed, () => lease.grantedEpoch),
-      );
-  }
-
-  /**
    * Where a replicated feed's subscription groups are copied, on a node of a cluster: etcd,
-   * under this writer's epoch (see `groupMirror`). None for other feeds.
+   * under this writer's epoch (see `replicated-writes.ts`). None for other feeds.
    */
   groupMirror(): GroupMirror | undefined {
-    const { leases } = this.options;
-    if (!leases || this.durability !== 'replicated') return undefined;
-    return groupMirror(leases.client, leases.prefix, this.options.feed, () => this.lease.grantedEpoch);
+    return replicatedGroupMirror(this.options, this.lease);
   }
 
   private writeGroup(lane: Lane, builder: GroupBuilder, group: WriterGroup): GroupWrite {
@@ -949,80 +932,29 @@ export class FeedWriter {
     const slot = replication?.reserve();
     // Where the history's stored slots end before this group: followers read no further.
     const active = this.history.segments.active;
-    let written: ReturnType<Wal['commit']>;
+    let written: LocalWrite;
     if (lane === 'wal') written = this.wal.commit(builder, this.options.segmentBytes);
     else {
       assert(group.first !== undefined, 'a history group holds a run');
       written = this.history.commit(builder, group.first, this.options.segmentBytes);
     }
     if (!replication || slot === undefined) return written;
-    if (lane === 'history') {
-      const replicated = this.replicatedGroup(lane, written, replication, slot);
-      this.replicatedEnd.note(
-        active?.header.base ?? 0,
-        active?.durableEnd ?? 0,
-        replicated.durable,
-        written.bytes.length,
-      );
-      return replicated;
-    }
-    return this.replicatedGroup(lane, written, replication, slot);
+    return replicatedGroup(this.replicatedParties(), lane, written, { replication, slot, before: active });
   }
 
-  /** A group written locally whose slot goes up too: durable once both are. */
-  private replicatedGroup(
-    lane: Lane,
-    written: ReturnType<Wal['commit']>,
-    replication: SlotReplication,
-    slot: number,
-  ): GroupWrite {
-    const epoch = this.lease.epoch;
-    // What the slot holds that is not elsewhere yet: a history group's runs, up to the last
-    // position staged; a WAL group's frames of the stream open now.
-    const needs =
-      lane === 'history'
-        ? { position: this.stagedNextPosition - 1, stream: undefined }
-        : { position: 0, stream: this.openStream?.id };
-    // A placed group's bytes and place are final already: its slot goes up while the local
-    // write is under way, so an acknowledgement waits for the slower of the two, not both.
-    const { at } = written;
-    // The segment's header goes with the group: a new writer rebuilds the segment from its slots.
-    const placedIn = (where: { segment: number; offset: number }) => {
-      const segments = lane === 'wal' ? this.wal.segments : this.history.segments;
-      const { baseCommit, capacity } = segments.byBase(where.segment).header;
-      return { ...where, baseCommit, capacity };
-    };
-    if (at) {
-      const stored = replication.storeGroup(slot, epoch, lane, placedIn(at), written.bytes, needs);
-      return {
-        placed: written.placed,
-        durable: Promise.all([written.durable, stored]).then(([location]) => {
-          assert(
-            location.segment === at.segment && location.offset === at.offset,
-            'a placed group lands where it was placed',
-          );
-          return location;
-        }),
-      };
-    }
+  /** What the replicated write path reads of this writer (see `replicated-writes.ts`). */
+  private replicatedParties(): ReplicatedParties {
     return {
-      placed: written.placed,
-      durable: written.durable.then(async (location) => {
-        await replication.storeGroup(slot, epoch, lane, placedIn(location), written.bytes, needs);
-        return location;
-      }),
+      wal: this.wal,
+      history: this.history,
+      lease: this.lease,
+      published: this.published,
+      subscriptions: this.subscriptions,
+      end: this.replicatedEnd,
+      stagedPosition: () => this.stagedNextPosition - 1,
+      openStream: () => this.openStream?.id,
+      tiering: () => this.historyTiering,
     };
-  }
-
-  /**
-   * Whether a replicated feed's slot may be retired: the history up to `position` is in object
-   * storage (every segment to there visible, or trimmed away), and `stream` is not open.
-   */
-  private slotNeedsMet(position: number, stream: string | undefined): boolean {
-    if (stream !== undefined && this.openStream?.id === stream) return false;
-    if (position === 0) return true;
-    const covered = this.historyTiering?.coveredThrough(this.history.commits.lowPosition) ?? 0;
-    return covered >= position;
   }
 
   // ---- Reading history ---------------------------------------------------------------------
