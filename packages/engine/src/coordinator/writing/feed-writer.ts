@@ -2,8 +2,9 @@
  * The write coordinator of one feed (docs/architecture.md, Writing): the single writer that checks leases and
  * fencing tokens, matches sequence numbers, opens, appends to, seals and aborts streams, writes
  * one-shot commits, and group-commits all of it. It moves the published state
- * (`published-state.ts`) only after the disk confirmed a commit; recovery on open is in
- * `feed-recovery.ts`, the deletion of finished WAL segments in `wal-retention.ts`.
+ * (`published-state.ts`) only after the disk confirmed a commit; the steps of its open and the
+ * options it takes are in `feed-writer-open.ts`, recovery on open in `feed-recovery.ts`, the
+ * deletion of finished WAL segments in `wal-retention.ts`.
  *
  * It is longer than 500 lines because it is the one owner of every change to a feed: the staged
  * head, the open stream and the group committer are one state, and the invariants between them
@@ -24,15 +25,12 @@ import type { FrameBuilder } from '../../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';
 import type { TailGroups } from '../../storage/history-tail.js';
-import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
-import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import type { Corruption, TornTail } from '../../storage/runs.js';
 import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
 import { WalLocations } from '../../storage/wal-locations.js';
 import type { CompactionLog } from '../maintenance/compaction-state.js';
-import { openHistoryMaintenance, tieringOf } from '../maintenance/history-maintenance.js';
 import type { HistoryMerges } from '../maintenance/history-merge.js';
 import type { HistoryTiering } from '../maintenance/history-tiering.js';
 import type { HistoryRetention } from '../maintenance/history-trim.js';
@@ -40,14 +38,21 @@ import type { KeyCompaction } from '../maintenance/key-compaction.js';
 import type { MergeLog } from '../maintenance/merge-state.js';
 import type { RetentionLog } from '../maintenance/retention-state.js';
 import { WalRetention } from '../maintenance/wal-retention.js';
-import { deletedFeedError, feedIdentity, feedTagOf } from '../opening/data-directory.js';
+import { deletedFeedError, feedIdentity } from '../opening/data-directory.js';
 import { DerivedIndexes } from '../opening/derived-indexes.js';
-import { type OpenStream, recoverLogs, replayStreams } from '../opening/feed-recovery.js';
+import { type OpenStream, replayStreams } from '../opening/feed-recovery.js';
 import { ReadGate } from '../reading/read-gate.js';
 import type { GroupMirror } from '../reading/subscription-groups.js';
 import type { Subscriptions } from '../reading/subscriptions.js';
 import { type ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
-import type { EtcdLeases } from './etcd-leases.js';
+import {
+  type Durability,
+  openMaintenance,
+  openWatched,
+  recoverFeed,
+  rememberOpenTypes,
+  type WriterOptions,
+} from './feed-writer-open.js';
 import {
   type EarlierGroup,
   type GroupCommitStats,
@@ -56,7 +61,7 @@ import {
   type GroupWrite,
   type Lane,
 } from './group-commit.js';
-import { type LeaseGrant, LeaseKeeper } from './lease.js';
+import type { LeaseGrant, LeaseKeeper } from './lease.js';
 import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import { ReplicatedEnd } from './replicated-end.js';
@@ -70,48 +75,6 @@ import {
 import { layRun } from './run-layout.js';
 import type { SlotReplication } from './slot-replication.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
-
-export interface WriterOptions {
-  /** The feed's name, as records and commits report it. */
-  readonly feed: string;
-  readonly kernels: Kernels;
-  /** Milliseconds since the epoch; injected so tests and twins can pin time. */
-  readonly clock: () => number;
-  /** Fresh unique ids for streams and tokens; injected for the same reason. */
-  readonly newId: () => string;
-  /**
-   * Capacity the WAL's and the history's segments grow to (the first ones are smaller, see
-   * `segmentBytesFirst`); a record may be at most a quarter of it.
-   */
-  readonly segmentBytes: number;
-  /** Open without writing anything: no recovery cuts, no index files, every write refused. */
-  readonly readOnly?: boolean;
-  /** The store's object storage, when its sealed history is tiered there (see `history-tiering.ts`). */
-  readonly objectStore?: ObjectSegmentStore;
-  /** Bytes of sealed history kept locally once uploaded; undefined keeps all of it. */
-  readonly localHistoryBytesMax?: number;
-  /**
-   * A follower's subscriptions, its own and writable though the feed is opened read-only: one
-   * set shared by every view of the feed, which the follower closes (the writer does not).
-   */
-  readonly subscriptions?: Subscriptions;
-  /**
-   * A follower's view: opened read-only, but the tag indexes and dictionaries it rebuilds (those
-   * a trim left built over history it cut) are written into its copy, so the next view has them.
-   */
-  readonly derivedWritable?: boolean;
-  /** The store's writer leases in etcd, when it has a coordination store (see `etcd-leases.ts`). */
-  readonly leases?: EtcdLeases;
-  /**
-   * `replicated`: every group is also stored as a slot object before it is acknowledged (see
-   * `slot-replication.ts`); needs `objectStore`. Default `local`: acknowledged once the local
-   * fsync returns.
-   */
-  readonly durability?: Durability;
-}
-
-/** Where a feed's acknowledged writes are durable: on the local disk, or also in object storage. */
-export type Durability = 'local' | 'replicated';
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
 export type RecordInput = Omit<RecordData, 'timestamp'> & { readonly timestamp?: number };
@@ -249,43 +212,22 @@ export class FeedWriter {
     );
   }
 
-  /** Opens a feed's logs, recovering them, and rebuilds the state they imply. */
+  /** Opens a feed's logs, recovering them, and rebuilds the state they imply (see `feed-writer-open.ts`). */
   static async open(directory: string, options: WriterOptions): Promise<FeedWriter> {
     const readOnly = options.readOnly ?? false;
     if (!readOnly) return FeedWriter.openLogs(directory, options);
-    // A reader beside the writer: the writer may delete the feed while it is opened here, and
-    // files then vanish under the open. Whatever the open found, the feed is gone.
-    const identity = feedIdentity(directory);
-    let writer: FeedWriter;
-    try {
-      writer = await FeedWriter.openLogs(directory, options);
-    } catch (error) {
-      if (identity === undefined || feedIdentity(directory) !== identity) throw deletedFeedError(options.feed);
-      throw error;
-    }
+    const { opened: writer, identity } = await openWatched(directory, options.feed, () =>
+      FeedWriter.openLogs(directory, options),
+    );
     writer.identity = identity;
     writer.assertPresent();
     return writer;
   }
 
   private static async openLogs(directory: string, options: WriterOptions): Promise<FeedWriter> {
-    const { kernels } = options;
     const readOnly = options.readOnly ?? false;
-    const logs = await recoverLogs(kernels, directory, options.clock, readOnly, options.subscriptions);
+    const { logs, lease } = await recoverFeed(directory, options);
     const { history, wal } = logs;
-    // Evicted segments are read from object storage from the start: a derived file rebuilt on
-    // open (missing, damaged, or built over history a trim cut) reads its segment.
-    if (options.objectStore)
-      history.store.attachRemote(
-        remoteSegmentFilesOf(kernels, options.objectStore, options.feed, feedTagOf(directory)),
-      );
-    const lease = new LeaseKeeper(
-      logs.leaseLog,
-      options.clock,
-      options.newId,
-      logs.epochFloor,
-      readOnly ? undefined : options.leases?.forFeed(options.feed),
-    );
     const writer = new FeedWriter(
       directory,
       options,
@@ -311,7 +253,7 @@ export class FeedWriter {
         writer.replication = await openReplicated(writer.replicatedParties(), options, directory, logs.events);
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(
-        kernels,
+        options.kernels,
         directory,
         history,
         writer.watermark.position,
@@ -323,25 +265,13 @@ export class FeedWriter {
       // The history and the indexes were opened from the floor, and what lay below it deleted:
       // the interrupted trim is finished.
       if (trimPending && !readOnly) await logs.retention.write({ ...logs.retention.state, pending: false });
-      const maintenance = openHistoryMaintenance({
-        kernels,
-        feed: options.feed,
-        directory,
-        history,
+      const maintenance = await openMaintenance(directory, options, logs, {
         derived: () => writer.derived,
-        subscriptions: logs.subscriptions,
         watermark: () => writer.watermark,
         gate: writer.readGate,
-        clock: options.clock,
         frameDataBytesMax: writer.frameDataBytesMax,
-        readOnly,
-        logs: { retention: logs.retention, merges: logs.merges, compaction: logs.compaction },
-        ...(await tieringOf(
-          directory,
-          options,
-          () => writer.lease.epoch,
-          () => writer.replication?.fencedOff ?? false,
-        )),
+        epoch: () => writer.lease.epoch,
+        fenced: () => writer.replication?.fencedOff ?? false,
       });
       writer.historyRetention = maintenance.retention;
       writer.historyMerges = maintenance.merges;
@@ -357,14 +287,7 @@ export class FeedWriter {
     const streams = replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined);
     writer.openStream = streams.open;
     writer.aborted = streams.aborted;
-    // An open stream's types count toward the type limit before they are published; after a
-    // restart they are found by reading its acknowledged records back once.
-    const open = writer.openStream;
-    if (open && !writer.walDamage) {
-      for (const record of await wal.readRecords(open.records)) {
-        if (record.type !== undefined && !writer.index.typeNames.has(record.type)) open.types.add(record.type);
-      }
-    }
+    if (writer.openStream && !writer.walDamage) await rememberOpenTypes(wal, writer.openStream, writer.index);
     return writer;
   }
 

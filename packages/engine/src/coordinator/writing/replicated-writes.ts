@@ -18,7 +18,7 @@ import type { HistoryTiering } from '../maintenance/history-tiering.js';
 import { replayStreams } from '../opening/feed-recovery.js';
 import type { GroupMirror } from '../reading/subscription-groups.js';
 import type { Subscriptions } from '../reading/subscriptions.js';
-import type { WriterOptions } from './feed-writer.js';
+import type { WriterOptions } from './feed-writer-open.js';
 import type { GroupWrite, Lane } from './group-commit.js';
 import type { LeaseKeeper } from './lease.js';
 import type { PublishedState } from './published-state.js';
