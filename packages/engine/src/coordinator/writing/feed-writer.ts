@@ -10,8 +10,9 @@
  * head, the open stream and the group committer are one state, and the invariants between them
  * (a request is staged only once it is surely part of its group, the staged head never falls
  * behind the published one) hold because one class changes them. Maintenance set-up, recovery,
- * the derived indexes, publishing, a replicated feed's slots (`replicated-writes.ts`) and a
- * follower's tail (`tail-handout.ts`) are in modules of their own.
+ * the derived indexes, publishing, the checks of stream requests (`stream-checks.ts`), a
+ * replicated feed's slots (`replicated-writes.ts`) and a follower's tail (`tail-handout.ts`) are
+ * in modules of their own.
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
@@ -74,6 +75,15 @@ import {
 } from './replicated-writes.js';
 import { layRun } from './run-layout.js';
 import type { SlotReplication } from './slot-replication.js';
+import {
+  checkNoneOpen,
+  checkSeq,
+  checkWritable,
+  openStreamRecords,
+  type StreamStatus,
+  type Streams,
+  streamStatusOf,
+} from './stream-checks.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
@@ -104,18 +114,6 @@ function stagedTypes(group: WriterGroup, also: Iterable<string> = []): Set<strin
 }
 
 export type { Watermark } from './published-state.js';
-
-export type StreamStatus =
-  | {
-      readonly state: 'open';
-      readonly epoch: number;
-      readonly openedAt: number;
-      readonly message?: string;
-      readonly acknowledged: number;
-    }
-  | { readonly state: 'sealed'; readonly commit: CommitRecord }
-  | { readonly state: 'aborted' }
-  | { readonly state: 'unknown' };
 
 export class FeedWriter {
   /** The commit list and the watermark, and the readers waiting on them. */
@@ -473,21 +471,9 @@ export class FeedWriter {
 
   // ---- Streams -----------------------------------------------------------------------------
 
+  /** The status of stream `id` (see `stream-checks.ts`). */
   streamStatus(id: string): StreamStatus {
-    const commit = this.published.commitOfStream(id);
-    if (commit !== undefined) return { state: 'sealed', commit: this.published.commits.at(commit) };
-    this.assertStreamsKnown();
-    const open = this.openStream;
-    if (open?.id === id) {
-      return {
-        state: 'open',
-        epoch: open.epoch,
-        openedAt: open.openedAt,
-        ...(open.message === undefined ? {} : { message: open.message }),
-        acknowledged: open.records.length,
-      };
-    }
-    return this.aborted.has(id) ? { state: 'aborted' } : { state: 'unknown' };
+    return streamStatusOf(id, this.streams(), () => this.assertStreamsKnown());
   }
 
   /** The open stream's id, if any. */
@@ -499,14 +485,7 @@ export class FeedWriter {
   /** The acknowledged records of the open stream `id`, from seq `fromSeq` on. */
   async readOpenStream(id: string, fromSeq: number): Promise<{ seq: number; record: RecordData }[]> {
     this.assertStreamsKnown();
-    const open = this.openStream;
-    if (!open || open.id !== id) return [];
-    // The list is read before awaiting: batches acknowledged meanwhile are not part of this
-    // read, and must not shift the seqs of the records that are.
-    const firstSeq = Math.max(1, fromSeq);
-    const locations = open.records.slice(firstSeq - 1);
-    const records = await this.wal.readRecords(locations);
-    return records.map((record, index) => ({ seq: firstSeq + index, record }));
+    return openStreamRecords(this.wal, this.openStream, id, fromSeq);
   }
 
   /** Opens a stream under the lease `token`; fails with `STREAM_OPEN` while one is open. */
@@ -515,15 +494,7 @@ export class FeedWriter {
     this.assertStreamsKnown();
     return this.committer.submit('wal', (builder) => {
       const epoch = this.lease.check(token).epoch;
-      if (this.openStream) {
-        throw new StreamStackError(
-          'STREAM_OPEN',
-          `stream ${this.openStream.id} is still open; seal or abort it first`,
-          {
-            details: { stream: this.openStream.id },
-          },
-        );
-      }
+      checkNoneOpen(this.openStream);
       const id = this.options.newId();
       const openedAt = this.options.clock();
       walFrames.open(builder, id, epoch, openedAt, message);
@@ -546,34 +517,12 @@ export class FeedWriter {
   /** The open stream `id`, checked for a write under `token` by the current lease. */
   private writableStream(id: string, token: string, action: 'append' | 'seal' | 'abort'): OpenStream {
     const epoch = this.lease.check(token).epoch;
-    const open = this.openStream;
-    if (!open || open.id !== id) {
-      const sealedAs = this.published.commitOfStream(id);
-      if (sealedAs !== undefined) {
-        throw new StreamStackError('STREAM_SEALED', `stream ${id} is sealed`, {
-          details: { stream: id, commit: sealedAs },
-        });
-      }
-      throw new StreamStackError(
-        'STREAM_NOT_FOUND',
-        this.aborted.has(id) ? `stream ${id} was aborted` : `no open stream ${id} on this feed`,
-        {
-          details: { stream: id },
-        },
-      );
-    }
-    if (action === 'append' && open.epoch !== epoch) {
-      // A new owner decides what happens to the stream it inherited: seal what is durable, or
-      // abort. Appending to it would mix two owners' batches in one stream.
-      throw new StreamStackError(
-        'FENCED',
-        `stream ${id} was opened under epoch ${open.epoch}; the owner of epoch ${epoch} may only seal or abort it`,
-        {
-          details: { stream: id, streamEpoch: open.epoch, epoch },
-        },
-      );
-    }
-    return open;
+    return checkWritable(id, epoch, action, this.streams());
+  }
+
+  /** The streams as the checks see them now (see `stream-checks.ts`). */
+  private streams(): Streams {
+    return { open: this.openStream, aborted: this.aborted, published: this.published };
   }
 
   /** Appends one batch to the open stream; resolves once it is in the WAL and fsync'd. */
@@ -587,15 +536,7 @@ export class FeedWriter {
     this.assertStreamsKnown();
     return this.committer.submit('wal', (builder, group) => {
       const open = this.writableStream(id, token, 'append');
-      if (expectedSeq !== undefined && expectedSeq !== open.nextSeq) {
-        throw new StreamStackError(
-          'SEQ_MISMATCH',
-          `stream ${id} expected seq ${expectedSeq} but the next seq is ${open.nextSeq}`,
-          {
-            details: { stream: id, expected: expectedSeq, actual: open.nextSeq },
-          },
-        );
-      }
+      checkSeq(open, expectedSeq);
       const types = this.index.newTypes(
         records.map((record) => record.type),
         stagedTypes(group, open.types),
