@@ -10,9 +10,9 @@
  * head, the open stream and the group committer are one state, and the invariants between them
  * (a request is staged only once it is surely part of its group, the staged head never falls
  * behind the published one) hold because one class changes them. Maintenance set-up, recovery,
- * the derived indexes, publishing, the checks of stream requests (`stream-checks.ts`), a
- * replicated feed's slots (`replicated-writes.ts`) and a follower's tail (`tail-handout.ts`) are
- * in modules of their own.
+ * the derived indexes, publishing, what a group's requests share (`writer-group.ts`), the checks
+ * of stream requests (`stream-checks.ts`), a replicated feed's slots (`replicated-writes.ts`) and
+ * a follower's tail (`tail-handout.ts`) are in modules of their own.
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
@@ -45,7 +45,7 @@ import { type OpenStream, replayStreams } from '../opening/feed-recovery.js';
 import { ReadGate } from '../reading/read-gate.js';
 import type { GroupMirror } from '../reading/subscription-groups.js';
 import type { Subscriptions } from '../reading/subscriptions.js';
-import { type ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
+import type { ConditionChecker } from './conditions.js';
 import {
   type Durability,
   openMaintenance,
@@ -55,7 +55,6 @@ import {
   type WriterOptions,
 } from './feed-writer-open.js';
 import {
-  type EarlierGroup,
   type GroupCommitStats,
   GroupCommitter,
   type GroupLocation,
@@ -63,7 +62,7 @@ import {
   type Lane,
 } from './group-commit.js';
 import type { LeaseGrant, LeaseKeeper } from './lease.js';
-import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
+import { PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import { ReplicatedEnd } from './replicated-end.js';
 import {
@@ -85,33 +84,10 @@ import {
   streamStatusOf,
 } from './stream-checks.js';
 import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
+import { newWriterGroup, stagedTypes, type WriterGroup } from './writer-group.js';
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
 export type RecordInput = Omit<RecordData, 'timestamp'> & { readonly timestamp?: number };
-
-/** What the requests of one group share while it is prepared. */
-type WriterGroup = StagedGroup & {
-  /** Types the group's requests publish for the first time. */
-  readonly newTypes: Set<string>;
-  /** Payloads the group's runs store, for the runs after them. */
-  readonly payloads: GroupPayloads;
-  /**
-   * The groups in flight when this one was begun: written, not yet published. Needed only while
-   * this group is prepared, and emptied when it is written (else each group would hold the one
-   * before it, and the chain every group ever made).
-   */
-  earlier: readonly EarlierGroup<WriterGroup>[];
-  /** A history group's first run: its position and commit base a new segment if it needs one. */
-  first?: { readonly position: number; readonly commit: number };
-};
-
-/** Types staged by `group` and by the groups in flight before it: not yet in the index. */
-function stagedTypes(group: WriterGroup, also: Iterable<string> = []): Set<string> {
-  const types = new Set(also);
-  for (const { scratch } of group.earlier) for (const type of scratch.newTypes) types.add(type);
-  for (const type of group.newTypes) types.add(type);
-  return types;
-}
 
 export type { Watermark } from './published-state.js';
 
@@ -197,7 +173,7 @@ export class FeedWriter {
       { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
       (lane, builder, group) => this.writeGroup(lane, builder as GroupBuilder, group),
       () => undefined,
-      (earlier) => ({ ...newStagedGroup(), newTypes: new Set<string>(), payloads: new GroupPayloads(), earlier }),
+      newWriterGroup,
       // A replicated group waits mostly on its slot's PUT, not the disk: more of them in flight
       // overlap those round trips.
       options.durability === 'replicated' ? replicatedGroupsInFlightMax : groupsInFlightMax,
