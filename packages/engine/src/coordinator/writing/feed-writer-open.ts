@@ -2,8 +2,8 @@
  * How a feed's writer is opened (`FeedWriter.open`): the options it takes, its logs recovered
  * and its lease keeper over them, the history maintenance it sets up once its derived indexes
  * are open, the types of a stream it finds open, and a read-only reader's guard against the
- * feed being deleted under its open. The writer keeps the order of the steps, for each one sets
- * state it owns.
+ * feed being deleted under its open, or after it. The writer keeps the order of the steps, for
+ * each one sets state it owns.
  *
  * @example
  * const { logs, lease } = await recoverFeed(directory, options);
@@ -69,14 +69,15 @@ export type Durability = 'local' | 'replicated';
 /**
  * Opens a read-only reader beside the writer with `open`: the writer may delete the feed while
  * it is opened here, and files then vanish under the open. Whatever the open found, the feed is
- * gone (`FEED_NOT_FOUND`) when its `feed.json` is no longer the one there before; `identity` is
- * that one's, for the reader to compare with later.
+ * gone (`FEED_NOT_FOUND`) when its `feed.json` is no longer the one there before. `gone` tells
+ * the reader the same later: true once the `feed.json` is no longer the one it opened (the
+ * writer, in another process, deleted the feed, and may have created another of its name).
  */
 export async function openWatched<T>(
   directory: string,
   feed: string,
   open: () => Promise<T>,
-): Promise<{ opened: T; identity: string | undefined }> {
+): Promise<{ opened: T; gone: () => boolean }> {
   const identity = feedIdentity(directory);
   let opened: T;
   try {
@@ -85,7 +86,7 @@ export async function openWatched<T>(
     if (identity === undefined || feedIdentity(directory) !== identity) throw deletedFeedError(feed);
     throw error;
   }
-  return { opened, identity };
+  return { opened, gone: () => identity !== undefined && feedIdentity(directory) !== identity };
 }
 
 /** A feed's logs, recovered, and the keeper of its lease over them. */

@@ -39,7 +39,7 @@ import type { KeyCompaction } from '../maintenance/key-compaction.js';
 import type { MergeLog } from '../maintenance/merge-state.js';
 import type { RetentionLog } from '../maintenance/retention-state.js';
 import { WalRetention } from '../maintenance/wal-retention.js';
-import { deletedFeedError, feedIdentity } from '../opening/data-directory.js';
+import { deletedFeedError } from '../opening/data-directory.js';
 import { DerivedIndexes } from '../opening/derived-indexes.js';
 import { type OpenStream, replayStreams } from '../opening/feed-recovery.js';
 import { ReadGate } from '../reading/read-gate.js';
@@ -190,10 +190,10 @@ export class FeedWriter {
   static async open(directory: string, options: WriterOptions): Promise<FeedWriter> {
     const readOnly = options.readOnly ?? false;
     if (!readOnly) return FeedWriter.openLogs(directory, options);
-    const { opened: writer, identity } = await openWatched(directory, options.feed, () =>
+    const { opened: writer, gone } = await openWatched(directory, options.feed, () =>
       FeedWriter.openLogs(directory, options),
     );
-    writer.identity = identity;
+    writer.gone = gone;
     writer.assertPresent();
     return writer;
   }
@@ -874,8 +874,8 @@ export class FeedWriter {
   /** Set once the feed is closed: every later call is refused with it. */
   closedError: StreamStackError | undefined;
 
-  /** Read-only: the identity of the feed's `feed.json` when it was opened (see `deleted`). */
-  private identity: string | undefined;
+  /** Read-only: true once the feed's `feed.json` is no longer the one opened (see `openWatched`). */
+  private gone = () => false;
 
   /**
    * Throws `CLOSED` once the feed (its store) is closed, `FEED_NOT_FOUND` once it was deleted.
@@ -893,7 +893,7 @@ export class FeedWriter {
    */
   get deleted(): boolean {
     if (this.closedError) return this.closedError.code === 'FEED_NOT_FOUND';
-    if (this.identity === undefined || feedIdentity(this.directory) === this.identity) return false;
+    if (!this.gone()) return false;
     this.close(deletedFeedError(this.options.feed)).catch(() => undefined);
     return true;
   }
