@@ -83,7 +83,7 @@ import {
   type Streams,
   streamStatusOf,
 } from './stream-checks.js';
-import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
+import { handOutTail, type TailParties, type TailRequest, takeCopiedTail } from './tail-handout.js';
 import { newWriterGroup, stagedTypes, type WriterGroup } from './writer-group.js';
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
@@ -809,18 +809,12 @@ export class FeedWriter {
   }
 
   /**
-   * The durable groups of the active history segment from `from` on, for a follower on another
-   * machine, when the segment is based at `base` (see `tail-handout.ts`).
+   * The durable groups of the active history segment from `request.from` on, for a follower on
+   * another machine, when the segment is based at `request.base` (see `tail-handout.ts`).
    */
-  async historyTail(
-    base: number,
-    from: number,
-    bytesMax: number,
-    waitMs: number,
-    signal?: AbortSignal,
-  ): Promise<{ base: number | undefined; tail?: TailGroups }> {
+  async historyTail(request: TailRequest): Promise<{ base: number | undefined; tail?: TailGroups }> {
     this.assertPresent();
-    return handOutTail(this.tailParties(), { base, from, bytesMax, waitMs, signal });
+    return handOutTail(this.tailParties(), request);
   }
 
   /**
