@@ -1,18 +1,20 @@
 /**
- * The write coordinator of one feed (docs/architecture.md, Writing): the single writer that checks leases and
- * fencing tokens, matches sequence numbers, opens, appends to, seals and aborts streams, writes
- * one-shot commits, and group-commits all of it. It moves the published state
- * (`published-state.ts`) only after the disk confirmed a commit; the steps of its open and the
- * options it takes are in `feed-writer-open.ts`, recovery on open in `feed-recovery.ts`, the
- * deletion of finished WAL segments in `wal-retention.ts`.
+ * The write coordinator of one feed (docs/architecture.md, Writing): the single writer that
+ * checks leases and fencing tokens, matches sequence numbers, opens, appends to, seals and aborts
+ * streams, writes one-shot commits, and group-commits all of it. It moves the published state
+ * (`published-state.ts`) only after the disk confirmed a commit.
  *
  * It is longer than 500 lines because it is the one owner of every change to a feed: the staged
  * head, the open stream and the group committer are one state, and the invariants between them
  * (a request is staged only once it is surely part of its group, the staged head never falls
- * behind the published one) hold because one class changes them. Maintenance set-up, recovery,
- * the derived indexes, publishing, what a group's requests share (`writer-group.ts`), the checks
- * of stream requests (`stream-checks.ts`), a replicated feed's slots (`replicated-writes.ts`) and
- * a follower's tail (`tail-handout.ts`) are in modules of their own.
+ * behind the published one) hold because one class changes them. Readers reach the published
+ * state, the indexes, the history and whether the feed is still open through it too, each in a
+ * few lines over the state it holds. What needs none of that state stands beside it: the steps
+ * of its open and the options it takes (`feed-writer-open.ts`), recovery (`feed-recovery.ts`),
+ * the derived indexes, publishing, the deletion of finished WAL segments (`wal-retention.ts`),
+ * what a group's requests share (`writer-group.ts`), the checks of stream requests
+ * (`stream-checks.ts`), a replicated feed's slots (`replicated-writes.ts`) and a follower's tail
+ * (`tail-handout.ts`).
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
