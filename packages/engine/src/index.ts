@@ -62,7 +62,7 @@ export type { FeedVerification, VerificationProblem } from './coordinator/openin
 export type { WriterRecord } from './coordinator/writing/cluster-keys.js';
 export type { CoordinationOptions } from './coordinator/writing/etcd-leases.js';
 export { readClusterOf } from './coordinator/writing/etcd-leases.js';
-export type { Durability } from './coordinator/writing/feed-writer.js';
+export type { Durability } from './coordinator/writing/feed-writer-open.js';
 export type {
   AppendCondition,
   ExportedFile,

@@ -144,7 +144,7 @@ export class Feed {
    */
   historyTail(options: { base: number; from: number; bytesMax: number; waitMs: number; signal?: AbortSignal }) {
     this.refuseOnFollower();
-    return this.writer.historyTail(options.base, options.from, options.bytesMax, options.waitMs, options.signal);
+    return this.writer.historyTail(options);
   }
 
   /** @internal A follower: the view takes what its tail segment gained (see `FeedView.catchUp`). */

@@ -1,16 +1,20 @@
 /**
- * The write coordinator of one feed (docs/architecture.md, Writing): the single writer that checks leases and
- * fencing tokens, matches sequence numbers, opens, appends to, seals and aborts streams, writes
- * one-shot commits, and group-commits all of it. It moves the published state
- * (`published-state.ts`) only after the disk confirmed a commit; recovery on open is in
- * `feed-recovery.ts`, the deletion of finished WAL segments in `wal-retention.ts`.
+ * The write coordinator of one feed (docs/architecture.md, Writing): the single writer that
+ * checks leases and fencing tokens, matches sequence numbers, opens, appends to, seals and aborts
+ * streams, writes one-shot commits, and group-commits all of it. It moves the published state
+ * (`published-state.ts`) only after the disk confirmed a commit.
  *
  * It is longer than 500 lines because it is the one owner of every change to a feed: the staged
  * head, the open stream and the group committer are one state, and the invariants between them
  * (a request is staged only once it is surely part of its group, the staged head never falls
- * behind the published one) hold because one class changes them. Maintenance set-up, recovery,
- * the derived indexes, publishing and a follower's tail (`tail-handout.ts`) are in modules of
- * their own.
+ * behind the published one) hold because one class changes them. Readers reach the published
+ * state, the indexes, the history and whether the feed is still open through it too, each in a
+ * few lines over the state it holds. What needs none of that state stands beside it: the steps
+ * of its open and the options it takes (`feed-writer-open.ts`), recovery (`feed-recovery.ts`),
+ * the derived indexes, publishing, the deletion of finished WAL segments (`wal-retention.ts`),
+ * what a group's requests share (`writer-group.ts`), the checks of stream requests
+ * (`stream-checks.ts`), a replicated feed's slots (`replicated-writes.ts`) and a follower's tail
+ * (`tail-handout.ts`).
  */
 import { assert, StreamStackError } from '../../errors.js';
 import type { Kernels } from '../../kernels/kernels.js';
@@ -24,15 +28,12 @@ import type { FrameBuilder } from '../../storage/framing.js';
 import { GroupBuilder, writeLiveSegments } from '../../storage/groups.js';
 import type { History } from '../../storage/history-log.js';
 import type { TailGroups } from '../../storage/history-tail.js';
-import type { ObjectSegmentStore } from '../../storage/object-segment-store.js';
 import type { RecordData } from '../../storage/records.js';
-import { remoteSegmentFilesOf } from '../../storage/remote-segment-file.js';
 import type { Corruption, TornTail } from '../../storage/runs.js';
 import type { StateLog } from '../../storage/state-log.js';
 import { type Wal, walFrames } from '../../storage/wal.js';
 import { WalLocations } from '../../storage/wal-locations.js';
 import type { CompactionLog } from '../maintenance/compaction-state.js';
-import { openHistoryMaintenance, tieringOf } from '../maintenance/history-maintenance.js';
 import type { HistoryMerges } from '../maintenance/history-merge.js';
 import type { HistoryTiering } from '../maintenance/history-tiering.js';
 import type { HistoryRetention } from '../maintenance/history-trim.js';
@@ -40,113 +41,57 @@ import type { KeyCompaction } from '../maintenance/key-compaction.js';
 import type { MergeLog } from '../maintenance/merge-state.js';
 import type { RetentionLog } from '../maintenance/retention-state.js';
 import { WalRetention } from '../maintenance/wal-retention.js';
-import { deletedFeedError, feedIdentity, feedTagOf } from '../opening/data-directory.js';
+import { deletedFeedError } from '../opening/data-directory.js';
 import { DerivedIndexes } from '../opening/derived-indexes.js';
-import { type OpenStream, recoverLogs, replayStreams } from '../opening/feed-recovery.js';
+import { type OpenStream, replayStreams } from '../opening/feed-recovery.js';
 import { ReadGate } from '../reading/read-gate.js';
 import type { GroupMirror } from '../reading/subscription-groups.js';
 import type { Subscriptions } from '../reading/subscriptions.js';
-import { type ConditionChecker, newStagedGroup, type StagedGroup } from './conditions.js';
-import type { EtcdLeases } from './etcd-leases.js';
+import type { ConditionChecker } from './conditions.js';
 import {
-  type EarlierGroup,
+  type Durability,
+  openMaintenance,
+  openWatched,
+  recoverFeed,
+  rememberOpenTypes,
+  type WriterOptions,
+} from './feed-writer-open.js';
+import {
   type GroupCommitStats,
   GroupCommitter,
   type GroupLocation,
   type GroupWrite,
   type Lane,
 } from './group-commit.js';
-import { type LeaseGrant, LeaseKeeper } from './lease.js';
-import { GroupPayloads, PayloadDedup } from './payload-dedup.js';
+import type { LeaseGrant, LeaseKeeper } from './lease.js';
+import { PayloadDedup } from './payload-dedup.js';
 import { PublishedState, type Watermark } from './published-state.js';
 import { ReplicatedEnd } from './replicated-end.js';
+import {
+  type LocalWrite,
+  openReplicated,
+  type ReplicatedParties,
+  replicatedGroup,
+  replicatedGroupMirror,
+} from './replicated-writes.js';
 import { layRun } from './run-layout.js';
-import { openReplication, type SlotReplication } from './slot-replication.js';
-import { groupMirror, subscriptionMirror } from './subscription-copies.js';
-import { handOutTail, type TailParties, takeCopiedTail } from './tail-handout.js';
-
-export interface WriterOptions {
-  /** The feed's name, as records and commits report it. */
-  readonly feed: string;
-  readonly kernels: Kernels;
-  /** Milliseconds since the epoch; injected so tests and twins can pin time. */
-  readonly clock: () => number;
-  /** Fresh unique ids for streams and tokens; injected for the same reason. */
-  readonly newId: () => string;
-  /**
-   * Capacity the WAL's and the history's segments grow to (the first ones are smaller, see
-   * `segmentBytesFirst`); a record may be at most a quarter of it.
-   */
-  readonly segmentBytes: number;
-  /** Open without writing anything: no recovery cuts, no index files, every write refused. */
-  readonly readOnly?: boolean;
-  /** The store's object storage, when its sealed history is tiered there (see `history-tiering.ts`). */
-  readonly objectStore?: ObjectSegmentStore;
-  /** Bytes of sealed history kept locally once uploaded; undefined keeps all of it. */
-  readonly localHistoryBytesMax?: number;
-  /**
-   * A follower's subscriptions, its own and writable though the feed is opened read-only: one
-   * set shared by every view of the feed, which the follower closes (the writer does not).
-   */
-  readonly subscriptions?: Subscriptions;
-  /**
-   * A follower's view: opened read-only, but the tag indexes and dictionaries it rebuilds (those
-   * a trim left built over history it cut) are written into its copy, so the next view has them.
-   */
-  readonly derivedWritable?: boolean;
-  /** The store's writer leases in etcd, when it has a coordination store (see `etcd-leases.ts`). */
-  readonly leases?: EtcdLeases;
-  /**
-   * `replicated`: every group is also stored as a slot object before it is acknowledged (see
-   * `slot-replication.ts`); needs `objectStore`. Default `local`: acknowledged once the local
-   * fsync returns.
-   */
-  readonly durability?: Durability;
-}
-
-/** Where a feed's acknowledged writes are durable: on the local disk, or also in object storage. */
-export type Durability = 'local' | 'replicated';
+import type { SlotReplication } from './slot-replication.js';
+import {
+  checkNoneOpen,
+  checkSeq,
+  checkWritable,
+  openStreamRecords,
+  type StreamStatus,
+  type Streams,
+  streamStatusOf,
+} from './stream-checks.js';
+import { handOutTail, type TailParties, type TailRequest, takeCopiedTail } from './tail-handout.js';
+import { newWriterGroup, stagedTypes, type WriterGroup } from './writer-group.js';
 
 /** A record as the coordinator takes it: validated by the API, the timestamp optional. */
 export type RecordInput = Omit<RecordData, 'timestamp'> & { readonly timestamp?: number };
 
-/** What the requests of one group share while it is prepared. */
-type WriterGroup = StagedGroup & {
-  /** Types the group's requests publish for the first time. */
-  readonly newTypes: Set<string>;
-  /** Payloads the group's runs store, for the runs after them. */
-  readonly payloads: GroupPayloads;
-  /**
-   * The groups in flight when this one was begun: written, not yet published. Needed only while
-   * this group is prepared, and emptied when it is written (else each group would hold the one
-   * before it, and the chain every group ever made).
-   */
-  earlier: readonly EarlierGroup<WriterGroup>[];
-  /** A history group's first run: its position and commit base a new segment if it needs one. */
-  first?: { readonly position: number; readonly commit: number };
-};
-
-/** Types staged by `group` and by the groups in flight before it: not yet in the index. */
-function stagedTypes(group: WriterGroup, also: Iterable<string> = []): Set<string> {
-  const types = new Set(also);
-  for (const { scratch } of group.earlier) for (const type of scratch.newTypes) types.add(type);
-  for (const type of group.newTypes) types.add(type);
-  return types;
-}
-
 export type { Watermark } from './published-state.js';
-
-export type StreamStatus =
-  | {
-      readonly state: 'open';
-      readonly epoch: number;
-      readonly openedAt: number;
-      readonly message?: string;
-      readonly acknowledged: number;
-    }
-  | { readonly state: 'sealed'; readonly commit: CommitRecord }
-  | { readonly state: 'aborted' }
-  | { readonly state: 'unknown' };
 
 export class FeedWriter {
   /** The commit list and the watermark, and the readers waiting on them. */
@@ -230,7 +175,7 @@ export class FeedWriter {
       { wal: new GroupBuilder(this.frameDataBytesMax), history: new GroupBuilder(this.frameDataBytesMax) },
       (lane, builder, group) => this.writeGroup(lane, builder as GroupBuilder, group),
       () => undefined,
-      (earlier) => ({ ...newStagedGroup(), newTypes: new Set<string>(), payloads: new GroupPayloads(), earlier }),
+      newWriterGroup,
       // A replicated group waits mostly on its slot's PUT, not the disk: more of them in flight
       // overlap those round trips.
       options.durability === 'replicated' ? replicatedGroupsInFlightMax : groupsInFlightMax,
@@ -243,43 +188,22 @@ export class FeedWriter {
     );
   }
 
-  /** Opens a feed's logs, recovering them, and rebuilds the state they imply. */
+  /** Opens a feed's logs, recovering them, and rebuilds the state they imply (see `feed-writer-open.ts`). */
   static async open(directory: string, options: WriterOptions): Promise<FeedWriter> {
     const readOnly = options.readOnly ?? false;
     if (!readOnly) return FeedWriter.openLogs(directory, options);
-    // A reader beside the writer: the writer may delete the feed while it is opened here, and
-    // files then vanish under the open. Whatever the open found, the feed is gone.
-    const identity = feedIdentity(directory);
-    let writer: FeedWriter;
-    try {
-      writer = await FeedWriter.openLogs(directory, options);
-    } catch (error) {
-      if (identity === undefined || feedIdentity(directory) !== identity) throw deletedFeedError(options.feed);
-      throw error;
-    }
-    writer.identity = identity;
+    const { opened: writer, gone } = await openWatched(directory, options.feed, () =>
+      FeedWriter.openLogs(directory, options),
+    );
+    writer.gone = gone;
     writer.assertPresent();
     return writer;
   }
 
   private static async openLogs(directory: string, options: WriterOptions): Promise<FeedWriter> {
-    const { kernels } = options;
     const readOnly = options.readOnly ?? false;
-    const logs = await recoverLogs(kernels, directory, options.clock, readOnly, options.subscriptions);
+    const { logs, lease } = await recoverFeed(directory, options);
     const { history, wal } = logs;
-    // Evicted segments are read from object storage from the start: a derived file rebuilt on
-    // open (missing, damaged, or built over history a trim cut) reads its segment.
-    if (options.objectStore)
-      history.store.attachRemote(
-        remoteSegmentFilesOf(kernels, options.objectStore, options.feed, feedTagOf(directory)),
-      );
-    const lease = new LeaseKeeper(
-      logs.leaseLog,
-      options.clock,
-      options.newId,
-      logs.epochFloor,
-      readOnly ? undefined : options.leases?.forFeed(options.feed),
-    );
     const writer = new FeedWriter(
       directory,
       options,
@@ -301,10 +225,11 @@ export class FeedWriter {
     try {
       // A lease live in the local log is live only if etcd still has it.
       await lease.reconcile();
-      if (options.durability === 'replicated' && !readOnly) await writer.openReplicated(directory, logs.events);
+      if (options.durability === 'replicated' && !readOnly)
+        writer.replication = await openReplicated(writer.replicatedParties(), options, directory, logs.events);
       const trimPending = logs.retention.state.pending;
       writer.derived = await DerivedIndexes.open(
-        kernels,
+        options.kernels,
         directory,
         history,
         writer.watermark.position,
@@ -316,25 +241,13 @@ export class FeedWriter {
       // The history and the indexes were opened from the floor, and what lay below it deleted:
       // the interrupted trim is finished.
       if (trimPending && !readOnly) await logs.retention.write({ ...logs.retention.state, pending: false });
-      const maintenance = openHistoryMaintenance({
-        kernels,
-        feed: options.feed,
-        directory,
-        history,
+      const maintenance = await openMaintenance(directory, options, logs, {
         derived: () => writer.derived,
-        subscriptions: logs.subscriptions,
         watermark: () => writer.watermark,
         gate: writer.readGate,
-        clock: options.clock,
         frameDataBytesMax: writer.frameDataBytesMax,
-        readOnly,
-        logs: { retention: logs.retention, merges: logs.merges, compaction: logs.compaction },
-        ...(await tieringOf(
-          directory,
-          options,
-          () => writer.lease.epoch,
-          () => writer.replication?.fencedOff ?? false,
-        )),
+        epoch: () => writer.lease.epoch,
+        fenced: () => writer.replication?.fencedOff ?? false,
       });
       writer.historyRetention = maintenance.retention;
       writer.historyMerges = maintenance.merges;
@@ -350,14 +263,7 @@ export class FeedWriter {
     const streams = replayStreams(logs.events, (stream) => writer.published.commitOfStream(stream) !== undefined);
     writer.openStream = streams.open;
     writer.aborted = streams.aborted;
-    // An open stream's types count toward the type limit before they are published; after a
-    // restart they are found by reading its acknowledged records back once.
-    const open = writer.openStream;
-    if (open && !writer.walDamage) {
-      for (const record of await wal.readRecords(open.records)) {
-        if (record.type !== undefined && !writer.index.typeNames.has(record.type)) open.types.add(record.type);
-      }
-    }
+    if (writer.openStream && !writer.walDamage) await rememberOpenTypes(wal, writer.openStream, writer.index);
     return writer;
   }
 
@@ -543,21 +449,9 @@ export class FeedWriter {
 
   // ---- Streams -----------------------------------------------------------------------------
 
+  /** The status of stream `id` (see `stream-checks.ts`). */
   streamStatus(id: string): StreamStatus {
-    const commit = this.published.commitOfStream(id);
-    if (commit !== undefined) return { state: 'sealed', commit: this.published.commits.at(commit) };
-    this.assertStreamsKnown();
-    const open = this.openStream;
-    if (open?.id === id) {
-      return {
-        state: 'open',
-        epoch: open.epoch,
-        openedAt: open.openedAt,
-        ...(open.message === undefined ? {} : { message: open.message }),
-        acknowledged: open.records.length,
-      };
-    }
-    return this.aborted.has(id) ? { state: 'aborted' } : { state: 'unknown' };
+    return streamStatusOf(id, this.streams(), () => this.assertStreamsKnown());
   }
 
   /** The open stream's id, if any. */
@@ -569,14 +463,7 @@ export class FeedWriter {
   /** The acknowledged records of the open stream `id`, from seq `fromSeq` on. */
   async readOpenStream(id: string, fromSeq: number): Promise<{ seq: number; record: RecordData }[]> {
     this.assertStreamsKnown();
-    const open = this.openStream;
-    if (!open || open.id !== id) return [];
-    // The list is read before awaiting: batches acknowledged meanwhile are not part of this
-    // read, and must not shift the seqs of the records that are.
-    const firstSeq = Math.max(1, fromSeq);
-    const locations = open.records.slice(firstSeq - 1);
-    const records = await this.wal.readRecords(locations);
-    return records.map((record, index) => ({ seq: firstSeq + index, record }));
+    return openStreamRecords(this.wal, this.openStream, id, fromSeq);
   }
 
   /** Opens a stream under the lease `token`; fails with `STREAM_OPEN` while one is open. */
@@ -585,15 +472,7 @@ export class FeedWriter {
     this.assertStreamsKnown();
     return this.committer.submit('wal', (builder) => {
       const epoch = this.lease.check(token).epoch;
-      if (this.openStream) {
-        throw new StreamStackError(
-          'STREAM_OPEN',
-          `stream ${this.openStream.id} is still open; seal or abort it first`,
-          {
-            details: { stream: this.openStream.id },
-          },
-        );
-      }
+      checkNoneOpen(this.openStream);
       const id = this.options.newId();
       const openedAt = this.options.clock();
       walFrames.open(builder, id, epoch, openedAt, message);
@@ -616,34 +495,12 @@ export class FeedWriter {
   /** The open stream `id`, checked for a write under `token` by the current lease. */
   private writableStream(id: string, token: string, action: 'append' | 'seal' | 'abort'): OpenStream {
     const epoch = this.lease.check(token).epoch;
-    const open = this.openStream;
-    if (!open || open.id !== id) {
-      const sealedAs = this.published.commitOfStream(id);
-      if (sealedAs !== undefined) {
-        throw new StreamStackError('STREAM_SEALED', `stream ${id} is sealed`, {
-          details: { stream: id, commit: sealedAs },
-        });
-      }
-      throw new StreamStackError(
-        'STREAM_NOT_FOUND',
-        this.aborted.has(id) ? `stream ${id} was aborted` : `no open stream ${id} on this feed`,
-        {
-          details: { stream: id },
-        },
-      );
-    }
-    if (action === 'append' && open.epoch !== epoch) {
-      // A new owner decides what happens to the stream it inherited: seal what is durable, or
-      // abort. Appending to it would mix two owners' batches in one stream.
-      throw new StreamStackError(
-        'FENCED',
-        `stream ${id} was opened under epoch ${open.epoch}; the owner of epoch ${epoch} may only seal or abort it`,
-        {
-          details: { stream: id, streamEpoch: open.epoch, epoch },
-        },
-      );
-    }
-    return open;
+    return checkWritable(id, epoch, action, this.streams());
+  }
+
+  /** The streams as the checks see them now (see `stream-checks.ts`). */
+  private streams(): Streams {
+    return { open: this.openStream, aborted: this.aborted, published: this.published };
   }
 
   /** Appends one batch to the open stream; resolves once it is in the WAL and fsync'd. */
@@ -657,15 +514,7 @@ export class FeedWriter {
     this.assertStreamsKnown();
     return this.committer.submit('wal', (builder, group) => {
       const open = this.writableStream(id, token, 'append');
-      if (expectedSeq !== undefined && expectedSeq !== open.nextSeq) {
-        throw new StreamStackError(
-          'SEQ_MISMATCH',
-          `stream ${id} expected seq ${expectedSeq} but the next seq is ${open.nextSeq}`,
-          {
-            details: { stream: id, expected: expectedSeq, actual: open.nextSeq },
-          },
-        );
-      }
+      checkSeq(open, expectedSeq);
       const types = this.index.newTypes(
         records.map((record) => record.type),
         stagedTypes(group, open.types),
@@ -911,35 +760,11 @@ export class FeedWriter {
   }
 
   /**
-   * Opens a replicated feed's slots (after the newest in object storage) and, on a node of a
-   * cluster, copies the subscriptions' changes to etcd, so consumers' cursors outlive the writer.
-   */
-  private async openReplicated(directory: string, events: Parameters<typeof replayStreams>[0]): Promise<void> {
-    const { options, lease } = this;
-    const replication = await openReplication(options.kernels, options, directory, {
-      epochFloor: lease.epoch,
-      needsMet: (position, stream) => this.slotNeedsMet(position, stream),
-      position: this.watermark.position,
-      stream: replayStreams(events, (stream) => this.published.commitOfStream(stream) !== undefined).open?.id,
-    });
-    this.replication = replication;
-    // An epoch found in the slots is one no grant here may reuse, whatever the logs and etcd say.
-    lease.raiseFloor(replication.newestEpoch);
-    const { leases } = options;
-    if (leases)
-      this.subscriptions.mirrorTo(
-        subscriptionMirror(leases.client, leases.prefix, options.feed, () => lease.grantedEpoch),
-      );
-  }
-
-  /**
    * Where a replicated feed's subscription groups are copied, on a node of a cluster: etcd,
-   * under this writer's epoch (see `groupMirror`). None for other feeds.
+   * under this writer's epoch (see `replicated-writes.ts`). None for other feeds.
    */
   groupMirror(): GroupMirror | undefined {
-    const { leases } = this.options;
-    if (!leases || this.durability !== 'replicated') return undefined;
-    return groupMirror(leases.client, leases.prefix, this.options.feed, () => this.lease.grantedEpoch);
+    return replicatedGroupMirror(this.options, this.lease);
   }
 
   private writeGroup(lane: Lane, builder: GroupBuilder, group: WriterGroup): GroupWrite {
@@ -949,80 +774,29 @@ export class FeedWriter {
     const slot = replication?.reserve();
     // Where the history's stored slots end before this group: followers read no further.
     const active = this.history.segments.active;
-    let written: ReturnType<Wal['commit']>;
+    let written: LocalWrite;
     if (lane === 'wal') written = this.wal.commit(builder, this.options.segmentBytes);
     else {
       assert(group.first !== undefined, 'a history group holds a run');
       written = this.history.commit(builder, group.first, this.options.segmentBytes);
     }
     if (!replication || slot === undefined) return written;
-    if (lane === 'history') {
-      const replicated = this.replicatedGroup(lane, written, replication, slot);
-      this.replicatedEnd.note(
-        active?.header.base ?? 0,
-        active?.durableEnd ?? 0,
-        replicated.durable,
-        written.bytes.length,
-      );
-      return replicated;
-    }
-    return this.replicatedGroup(lane, written, replication, slot);
+    return replicatedGroup(this.replicatedParties(), lane, written, { replication, slot, before: active });
   }
 
-  /** A group written locally whose slot goes up too: durable once both are. */
-  private replicatedGroup(
-    lane: Lane,
-    written: ReturnType<Wal['commit']>,
-    replication: SlotReplication,
-    slot: number,
-  ): GroupWrite {
-    const epoch = this.lease.epoch;
-    // What the slot holds that is not elsewhere yet: a history group's runs, up to the last
-    // position staged; a WAL group's frames of the stream open now.
-    const needs =
-      lane === 'history'
-        ? { position: this.stagedNextPosition - 1, stream: undefined }
-        : { position: 0, stream: this.openStream?.id };
-    // A placed group's bytes and place are final already: its slot goes up while the local
-    // write is under way, so an acknowledgement waits for the slower of the two, not both.
-    const { at } = written;
-    // The segment's header goes with the group: a new writer rebuilds the segment from its slots.
-    const placedIn = (where: { segment: number; offset: number }) => {
-      const segments = lane === 'wal' ? this.wal.segments : this.history.segments;
-      const { baseCommit, capacity } = segments.byBase(where.segment).header;
-      return { ...where, baseCommit, capacity };
-    };
-    if (at) {
-      const stored = replication.storeGroup(slot, epoch, lane, placedIn(at), written.bytes, needs);
-      return {
-        placed: written.placed,
-        durable: Promise.all([written.durable, stored]).then(([location]) => {
-          assert(
-            location.segment === at.segment && location.offset === at.offset,
-            'a placed group lands where it was placed',
-          );
-          return location;
-        }),
-      };
-    }
+  /** What the replicated write path reads of this writer (see `replicated-writes.ts`). */
+  private replicatedParties(): ReplicatedParties {
     return {
-      placed: written.placed,
-      durable: written.durable.then(async (location) => {
-        await replication.storeGroup(slot, epoch, lane, placedIn(location), written.bytes, needs);
-        return location;
-      }),
+      wal: this.wal,
+      history: this.history,
+      lease: this.lease,
+      published: this.published,
+      subscriptions: this.subscriptions,
+      end: this.replicatedEnd,
+      stagedPosition: () => this.stagedNextPosition - 1,
+      openStream: () => this.openStream?.id,
+      tiering: () => this.historyTiering,
     };
-  }
-
-  /**
-   * Whether a replicated feed's slot may be retired: the history up to `position` is in object
-   * storage (every segment to there visible, or trimmed away), and `stream` is not open.
-   */
-  private slotNeedsMet(position: number, stream: string | undefined): boolean {
-    if (stream !== undefined && this.openStream?.id === stream) return false;
-    if (position === 0) return true;
-    const covered = this.historyTiering?.coveredThrough(this.history.commits.lowPosition) ?? 0;
-    return covered >= position;
   }
 
   // ---- Reading history ---------------------------------------------------------------------
@@ -1037,18 +811,12 @@ export class FeedWriter {
   }
 
   /**
-   * The durable groups of the active history segment from `from` on, for a follower on another
-   * machine, when the segment is based at `base` (see `tail-handout.ts`).
+   * The durable groups of the active history segment from `request.from` on, for a follower on
+   * another machine, when the segment is based at `request.base` (see `tail-handout.ts`).
    */
-  async historyTail(
-    base: number,
-    from: number,
-    bytesMax: number,
-    waitMs: number,
-    signal?: AbortSignal,
-  ): Promise<{ base: number | undefined; tail?: TailGroups }> {
+  async historyTail(request: TailRequest): Promise<{ base: number | undefined; tail?: TailGroups }> {
     this.assertPresent();
-    return handOutTail(this.tailParties(), { base, from, bytesMax, waitMs, signal });
+    return handOutTail(this.tailParties(), request);
   }
 
   /**
@@ -1102,8 +870,8 @@ export class FeedWriter {
   /** Set once the feed is closed: every later call is refused with it. */
   closedError: StreamStackError | undefined;
 
-  /** Read-only: the identity of the feed's `feed.json` when it was opened (see `deleted`). */
-  private identity: string | undefined;
+  /** Read-only: true once the feed's `feed.json` is no longer the one opened (see `openWatched`). */
+  private gone = () => false;
 
   /**
    * Throws `CLOSED` once the feed (its store) is closed, `FEED_NOT_FOUND` once it was deleted.
@@ -1121,7 +889,7 @@ export class FeedWriter {
    */
   get deleted(): boolean {
     if (this.closedError) return this.closedError.code === 'FEED_NOT_FOUND';
-    if (this.identity === undefined || feedIdentity(this.directory) === this.identity) return false;
+    if (!this.gone()) return false;
     this.close(deletedFeedError(this.options.feed)).catch(() => undefined);
     return true;
   }
