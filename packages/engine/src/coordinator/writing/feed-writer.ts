@@ -343,19 +343,6 @@ export class FeedWriter {
     return this.history.headDamage;
   }
 
-  /** Every corruption recovery found in the feed's logs. */
-  get corruptions(): readonly Corruption[] {
-    return [
-      ...this.history.corruptions,
-      ...this.wal.corruptions,
-      ...this.leaseLog.corruptions,
-      ...this.subscriptions.corruptions,
-      ...this.retentionLog.corruptions,
-      ...this.mergeLog.corruptions,
-      ...this.compactionLog.corruptions,
-    ];
-  }
-
   /** Fails when a write may not be made: read-only, or the history's head is unknown. */
   private assertWritable(): void {
     if (this.options.readOnly)
@@ -804,10 +791,6 @@ export class FeedWriter {
   /** The run of a published commit: its manifest entries and bytes. */
   readRun(commit: CommitRecord) {
     return this.history.runs.readRun(commit);
-  }
-
-  readPayload(...args: Parameters<History['bytes']['readPayload']>) {
-    return this.history.bytes.readPayload(...args);
   }
 
   /**
