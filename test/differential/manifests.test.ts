@@ -21,6 +21,7 @@ import { FrameKind } from '../../packages/engine/src/storage/frame-kinds.js';
 import { FrameBuilder, type ScannedFrame, scanFrames } from '../../packages/engine/src/storage/framing.js';
 import type { PayloadLocation } from '../../packages/engine/src/storage/records.js';
 import { decoderLayout, type RunColumns, RunColumnsDecoder } from '../../packages/engine/src/storage/run-columns.js';
+import { oneShotRunInput } from '../support/commit-runs.js';
 import { branchTally, encoder, expectSameOutcome, native, ts } from './both.js';
 
 /** Bytes a frame holds at most: small, so a run of a few hundred records spans many manifest frames. */
@@ -140,24 +141,7 @@ async function buildRun(run: RunShape) {
 /** A one-shot commit's run of `records`, as the engine lays it, with frames of `frameBytes` at most. */
 async function oneShotRun(records: CommitRunInput['records'], frameBytes: number) {
   const builder = new FrameBuilder(frameBytes);
-  const { commit } = await buildCommitRun(
-    native,
-    builder,
-    {
-      commit: 1,
-      stream: 's',
-      parent: 0,
-      firstPosition: 1,
-      openedAt: 1,
-      sealedAt: 1,
-      epoch: 1,
-      oneShot: true,
-      records,
-      timestampDefault: 5,
-    },
-    () => undefined,
-    frameBytes,
-  );
+  const { commit } = await buildCommitRun(native, builder, oneShotRunInput(records, 5), () => undefined, frameBytes);
   const bytes = builder.finish(native).slice();
   return { bytes, frames: scanFrames(native, bytes, 0, bytes.length), commit };
 }

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadKernels, type Store } from '../../packages/engine/src/index.js';
 import { buildCommitRun, type CommitRunInput } from '../../packages/engine/src/storage/commit-run.js';
 import { FrameBuilder } from '../../packages/engine/src/storage/framing.js';
+import { oneShotRunInput } from '../support/commit-runs.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
 const kernels = loadKernels();
@@ -48,18 +49,10 @@ function payloadsSharingKeyBits(): [string, string] {
 }
 
 function runOf(payloads: readonly string[]): CommitRunInput {
-  return {
-    commit: 1,
-    stream: 's',
-    parent: 0,
-    firstPosition: 1,
-    openedAt: 1,
-    sealedAt: 1,
-    epoch: 1,
-    oneShot: true,
-    records: payloads.map((payload) => ({ payload: encoder.encode(payload), tombstone: false, tags: [] })),
-    timestampDefault: 1,
-  };
+  return oneShotRunInput(
+    payloads.map((payload) => ({ payload: encoder.encode(payload), tombstone: false, tags: [] })),
+    1,
+  );
 }
 
 let store: Store | undefined;
