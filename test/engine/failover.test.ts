@@ -6,6 +6,8 @@
  * records kept; the old writer, back, is fenced and takes the feed back only by a takeover
  * that drops nothing acknowledged. A local-durability feed cannot be taken over.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/index.js';
 import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
@@ -123,6 +125,73 @@ describe.skipIf(skipped)(
       expect(await outcomeCode(oldFeed.append([{ payload: 'old handle' }]))).toBe('FENCED');
       await reopened.close();
       await storeB.close();
+    }, 120_000);
+
+    it('a node with a copy of the feed takes it over from that copy: only what differs is fetched, and a damaged file never comes with it', async () => {
+      const prefix = freshPrefix();
+      const settings = objects.settings();
+      const dataA = temporaryDirectory();
+      const dataB = temporaryDirectory();
+      const storeA = await node(settings, prefix, 'node-a', dataA);
+      const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
+      const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 30_000 });
+      const written: string[] = [];
+      // Keys and tags on every record: each tiered segment has a tag index and dictionaries.
+      for (let n = 0; n < 200; n++) {
+        const batch = Array.from({ length: 4 }, (_, k) => `order ${n}.${k} ${'o'.repeat(200)}`);
+        await feedA.append(
+          batch.map((payload, k) => ({ payload, key: `k${(n * 4 + k) % 97}`, tags: [`shop:${n % 5}`] })),
+          { token: grantA.token },
+        );
+        written.push(...batch);
+      }
+      await feedA.tiered();
+      await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
+      await storeA.close();
+
+      // A node without a copy fetches every file of the tiered history.
+      const storeB = await node(settings, prefix, 'node-b', dataB);
+      await untilFree(storeB, 'orders');
+      const toB = await storeB.takeOver('orders', { holder: 'ingest', ttlMs: 1000 });
+      expect(toB.history.filesReused).toBe(0);
+      expect(toB.history.requests).toBeGreaterThan(20);
+      const feedB = await storeB.feed('orders');
+      await feedB.append([{ payload: 'at b' }], { token: toB.grant.token });
+      await storeB.close();
+
+      // The old writer's copy holds every tiered file as it uploaded it, but one, damaged here
+      // once its feed is open and the lease is free (an open would build a damaged file again).
+      const storeA2 = await node(settings, prefix, 'node-a', dataA);
+      await storeA2.feed('orders');
+      await untilFree(storeA2, 'orders');
+      const index = path.join(dataA, 'feeds', 'orders', 'index');
+      const tagIndexes = fs.readdirSync(index).filter((name) => name.endsWith('.idx'));
+      expect(tagIndexes.length).toBeGreaterThan(1);
+      const damaged = tagIndexes[0] as string;
+      const fetched = fs.readFileSync(path.join(dataB, 'feeds', 'orders', 'index', damaged));
+      const bytes = fs.readFileSync(path.join(index, damaged));
+      expect(bytes).toEqual(fetched);
+      bytes[bytes.length >> 1] = (bytes[bytes.length >> 1] as number) ^ 0x40;
+      fs.writeFileSync(path.join(index, damaged), bytes);
+      const toA = await storeA2.takeOver('orders', { holder: 'ingest', ttlMs: 30_000 });
+      expect(toA.history.filesRefused).toBe(1);
+      expect(toA.history.filesReused).toBeGreaterThan(tagIndexes.length);
+      expect(toA.history.bytesReused).toBeGreaterThan(0);
+      // Only the descriptors and the damaged file: far fewer requests than a layout from nothing.
+      expect(toA.history.requests).toBeLessThan(toB.history.requests / 2);
+      // The damaged file was fetched in its place; the rest read as they did.
+      expect(fs.readFileSync(path.join(index, damaged))).toEqual(fetched);
+      const feedA2 = await storeA2.feed('orders');
+      expect(await payloads(feedA2)).toEqual([...written, 'at b']);
+      for (let key = 0; key < 97; key++) {
+        const last = written.findLastIndex((_, at) => at % 97 === key);
+        expect(Buffer.from((await feedA2.get(`k${key}`))?.payload ?? []).toString()).toBe(written[last]);
+      }
+      let shop2 = 0;
+      for await (const _ of feedA2.read({ after: 0, filter: { tags: ['shop:2'] } })) shop2++;
+      expect(shop2).toBe(written.length / 5);
+      await feedA2.releaseLease({ token: toA.grant.token });
+      await storeA2.close();
     }, 120_000);
 
     it('subscriptions carry over a takeover: each commit is delivered once, and the old writer moves none', async () => {

@@ -52,4 +52,15 @@ export interface TakeoverResult {
     readonly groupsFenced: number;
     readonly requests: number;
   };
+  /**
+   * The tiered history: requests made to object storage for it, and the files taken from this
+   * node's own copy of the feed instead of fetched (each checked against what object storage
+   * holds), their bytes, and files of the copy that were not the same and were fetched.
+   */
+  readonly history: {
+    readonly requests: number;
+    readonly filesReused: number;
+    readonly bytesReused: number;
+    readonly filesRefused: number;
+  };
 }

@@ -197,6 +197,11 @@ export const takeoverResult = object({
     groupsFenced: integer,
     requests: integer,
   }),
+  history: object(
+    { requests: integer, filesReused: integer, bytesReused: integer, filesRefused: integer },
+    undefined,
+    "the tiered history: object requests for it, and files taken from this node's copy instead of fetched",
+  ),
 });
 
 export const released = object({ feed: string, released: { const: true } });

@@ -35,7 +35,8 @@ export async function takeOverInStore(
   const ttlMs = validateTtl(options.ttlMs);
   const { directory } = store;
   const replacement = (async () => {
-    const local = directory.holdsFeed(name) ? await store.feed(name).catch(() => undefined) : undefined;
+    const holdsCopy = directory.holdsFeed(name);
+    const local = holdsCopy ? await store.feed(name).catch(() => undefined) : undefined;
     const before = await local?.info().catch(() => undefined);
     const restoring = await directory.restoringDirectory(name);
     const taken = await takeOverFeed({
@@ -49,6 +50,7 @@ export async function takeOverInStore(
       ttlMs,
       localEpoch: before?.epoch ?? 0,
       directory: restoring,
+      localCopy: holdsCopy ? directory.feedDirectory(name) : undefined,
       segmentBytes: store.segmentBytes,
       clock: store.clock,
       newId: store.newId,
@@ -97,5 +99,6 @@ export async function takeOverInStore(
       groupsFenced: restore.groupsFenced,
       requests: restore.requests,
     },
+    history: restore.history,
   };
 }

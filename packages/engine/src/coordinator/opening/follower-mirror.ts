@@ -49,6 +49,7 @@ import { indexFiles } from '../maintenance/segment-upload.js';
 import { type TierEntry, TieringLog } from '../maintenance/tiering-state.js';
 import { feedTagOf } from './data-directory.js';
 import { TailCopy } from './follower-tail-copy.js';
+import { type SeedCounters, SegmentSeed } from './segment-seed.js';
 
 /** The writer id a follower's tiering log carries: it uploads nothing under it. */
 const followerWriter = 'follower';
@@ -98,6 +99,8 @@ export class FollowerMirror {
   private readonly tail: TailCopy;
   /** Segments fetched since a sync last said the copy changed that only replaced copies from the writer. */
   private replacedInPlace = 0;
+  /** Another copy of the feed on this node, whose files are taken where they are the described ones. */
+  private readonly seed: SegmentSeed | undefined;
 
   private constructor(
     private readonly kernels: Kernels,
@@ -105,7 +108,9 @@ export class FollowerMirror {
     private readonly directory: string,
     readonly feedTag: number,
     root: ObjectSegmentStore,
+    seedDirectory: string | undefined,
   ) {
+    this.seed = SegmentSeed.of(kernels, seedDirectory, feedTag);
     this.remote = new RemoteHistory(root);
     this.tail = new TailCopy(kernels, directory, feedTag);
     this.segments = root.within(objectFolders.segments);
@@ -114,18 +119,21 @@ export class FollowerMirror {
   /**
    * The mirror of `feed` in `directory` (a feed directory of the follower's store): made from
    * nothing, or from a copy left by an earlier run when it is of the same feed. `FEED_NOT_FOUND`
-   * when object storage holds no such feed and no copy is there.
+   * when object storage holds no such feed and no copy is there. A sync takes the files of
+   * `seedDirectory` (another copy of the feed on this node, see `SegmentSeed`) that are the ones
+   * object storage holds instead of fetching them.
    */
   static async open(
     kernels: Kernels,
     objectStore: ObjectSegmentStore,
     feed: string,
     directory: string,
+    seedDirectory?: string,
   ): Promise<FollowerMirror> {
     const layout = new FeedLayout(directory);
     const localTag = fs.existsSync(layout.config) ? feedTagOf(directory) : undefined;
     const mirrorOf = (tag: number) =>
-      new FollowerMirror(kernels, feed, directory, tag, objectStore.within(feedObjectPrefix(feed, tag)));
+      new FollowerMirror(kernels, feed, directory, tag, objectStore.within(feedObjectPrefix(feed, tag)), seedDirectory);
     let published: { bytes: Uint8Array; tag: number } | undefined;
     try {
       published = await publishedFeedConfig(objectStore, feed);
@@ -151,6 +159,11 @@ export class FollowerMirror {
       await syncDirectory(path.dirname(directory));
     }
     return mirrorOf(published.tag);
+  }
+
+  /** What the seed gave the syncs so far (all zero without one). */
+  get seeded(): SeedCounters {
+    return this.seed?.counters ?? { filesReused: 0, bytesReused: 0, filesRefused: 0 };
   }
 
   /** Whether a sync has laid out the copy (its tiering log is written): it can be read as it is. */
@@ -261,12 +274,17 @@ export class FollowerMirror {
     for (const file of descriptor.files) {
       const suffix = file.name.slice(file.name.lastIndexOf('.'));
       if (!dictionariesSound && isDictionaryName(file.name)) continue;
-      const store = (indexFiles as readonly string[]).includes(suffix) ? stores.index : stores.history;
+      const kind = (indexFiles as readonly string[]).includes(suffix) ? 'index' : 'history';
+      const store = stores[kind];
       if (suffix === segmentSuffix.history) {
         // The header alone: it carries its own CRC, and says which segment and feed it is.
-        requests++;
+        // A copy's first block that is the described one holds the same header, checked the same way.
         const object = segmentObjectName(descriptor.ordinal, file.name);
-        const header = await this.segments.read(object, 0, segmentHeaderBytes);
+        let header = await this.seed?.header(descriptor, file);
+        if (!header) {
+          requests++;
+          header = await this.segments.read(object, 0, segmentHeaderBytes);
+        }
         const decoded = decodeSegmentHeader(this.kernels, header, this.segments.prefix + object);
         if (
           decoded.kind !== SegmentKind.History ||
@@ -281,6 +299,9 @@ export class FollowerMirror {
         await store.put(file.name, header);
         continue;
       }
+      const layout = new FeedLayout(this.directory);
+      if (await this.seed?.adopt(descriptor, file, kind, store, kind === 'index' ? layout.index : layout.history))
+        continue;
       const reader = new RemoteSegmentFile(this.kernels, this.segments, descriptor, file.name, this.cache);
       requests += Math.ceil(file.bytes / descriptor.blockBytes) || 1;
       await store.put(file.name, file.bytes === 0 ? new Uint8Array(0) : await reader.read(0, file.bytes));

@@ -53,6 +53,7 @@ import { listPacks, readPacks, type SlotFolders, SlotPacks } from '../writing/sl
 import type { SlotReplication } from '../writing/slot-replication.js';
 import { feedTagOf } from './data-directory.js';
 import { FollowerMirror } from './follower-mirror.js';
+import type { SeedCounters } from './segment-seed.js';
 
 type SlotGroup = Extract<SlotObject, { kind: 'group' }>;
 
@@ -69,6 +70,11 @@ export interface SlotRestoreReport {
   readonly groupsFenced: number;
   /** Requests made to object storage for the slots. */
   readonly requests: number;
+  /**
+   * The tiered history: requests made to object storage for it, and its files taken from the
+   * node's own copy of the feed instead (`SegmentSeed`), or found there but not the described ones.
+   */
+  readonly history: { readonly requests: number } & SeedCounters;
 }
 
 export interface SlotRestoreOptions {
@@ -87,6 +93,8 @@ export interface SlotRestoreOptions {
   readonly writerId: string;
   /** The store's segment size: the WAL's groups are laid out under its frame bound. */
   readonly segmentBytes: number;
+  /** This node's copy of the feed, if it has one: its tiered files are taken, not fetched, where they are the same. */
+  readonly localCopy?: string;
 }
 
 /** Lays out the directory of replicated feed `feed` from object storage and its slots (see above). */
@@ -97,14 +105,13 @@ export async function restoreFromSlots(options: SlotRestoreOptions): Promise<Slo
   // (step 3): that second look only fetches what was uploaded meanwhile.
   const [read, mirror] = await Promise.all([
     readSlotsAndPacks(kernels, replication, folders, fence),
-    FollowerMirror.open(kernels, objectStore, feed, directory).then(async (opened) => {
-      await opened.sync();
-      return opened;
+    FollowerMirror.open(kernels, objectStore, feed, directory, options.localCopy).then(async (opened) => {
+      return { opened, first: await opened.sync() };
     }),
   ]);
   const tag = feedTagOf(directory);
   const { groups, groupsFenced } = acknowledgeable(read.all, epoch);
-  const tail = await layOutTieredHistory(mirror);
+  const tail = await layOutTieredHistory(mirror.opened);
   const history = groups.filter((group) => group.lane === 'history' && group.segment >= tail.base);
   await writeHistorySegments(kernels, directory, tag, history, tail);
   const wal = groups.filter((group) => group.lane === 'wal');
@@ -120,6 +127,7 @@ export async function restoreFromSlots(options: SlotRestoreOptions): Promise<Slo
     walGroups: wal.length,
     groupsFenced,
     requests: replication.info.requests + packer.requests + read.requests,
+    history: { requests: mirror.first.requests + tail.requests, ...mirror.opened.seeded },
   };
 }
 
@@ -200,12 +208,17 @@ function acknowledgeable(slots: readonly SlotObject[], epoch: number): { groups:
   return { groups, groupsFenced };
 }
 
-/** Brings the tiered history in; returns where it ends: the base and first commit of the segment after it. */
-async function layOutTieredHistory(mirror: FollowerMirror): Promise<{ base: number; commit: number }> {
-  await mirror.sync();
+/**
+ * Brings the tiered history in; returns where it ends (the base and first commit of the segment
+ * after it) and the requests this made.
+ */
+async function layOutTieredHistory(
+  mirror: FollowerMirror,
+): Promise<{ base: number; commit: number; requests: number }> {
+  const { requests } = await mirror.sync();
   const tail = mirror.tailPlaced;
   if (!tail) throw new StreamStackError('IO', 'the tiered history was laid out without a place for what follows it');
-  return tail;
+  return { ...tail, requests };
 }
 
 /** Writes the history segments the groups of `history` (in slot order) were written to, as they were. */

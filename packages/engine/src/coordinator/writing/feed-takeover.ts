@@ -39,6 +39,8 @@ export interface TakeoverRequest {
   readonly localEpoch: number;
   /** An empty place to lay the feed out in. */
   readonly directory: string;
+  /** This node's copy of the feed, if it has one: what of it object storage holds too is taken, not fetched. */
+  readonly localCopy?: string;
   readonly segmentBytes: number;
   readonly clock: () => number;
   readonly newId: () => string;
@@ -118,6 +120,7 @@ async function takeOverWith(
       epoch,
       writerId: request.newId(),
       segmentBytes: request.segmentBytes,
+      localCopy: request.localCopy,
     });
     // Read once the slots are fenced: the old writer changes no subscription after that.
     await restoreSubscriptions(kernels, new FeedLayout(request.directory).subscriptions, await request.subscriptions());
