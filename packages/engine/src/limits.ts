@@ -932,6 +932,16 @@ export const slotsRetireEvery = 32;
 export const slotsFencedAroundNewest = 2 * replicatedGroupsInFlightMax;
 
 /**
+ * Descriptors a walk of object storage's history (`RemoteHistory.refresh`) reads at once, at
+ * most. A walk reads one ordinal after another, and a failover or a new follower walks every
+ * ordinal a feed ever tiered (merges add more): one round trip each made that seconds at 10^7
+ * records. A walk reads as many at once as it has found in a row so far (1, 1, 2, 4, …), so a
+ * refresh that finds one new segment or none still costs what it did, and one that finds many
+ * reads at most this many past the end.
+ */
+export const descriptorReadsAtOnceMax = 16;
+
+/**
  * Slots a failover's restore reads at once: enough to hide object storage's round trip (the
  * slots since the last uploaded segment are a segment's groups, hundreds), few enough not to
  * crowd a server that the live feeds' writes share.

@@ -4,8 +4,10 @@
  * one ordinal after another until one is not there yet. No LIST: every ordinal from the
  * boundary's up has a descriptor (the writer keeps them without holes, see `history-tiering.ts`),
  * so the first missing one is the end. A refresh goes on from where the last one stopped, so in
- * steady state it costs two requests (the boundary, and the next ordinal's 404) plus one per new
- * segment.
+ * steady state it costs three requests (the boundary, the next ordinal's 404, the boundary again)
+ * plus one per new segment. A walk through many reads several ordinals at once, as many as it
+ * found in a row (up to `descriptorReadsAtOnceMax`): what it read past the first hole is dropped,
+ * exactly as if it had stopped there.
  *
  * The live segments are the descriptors not retired, not replaced by a later one, and not ending
  * before the boundary's position, in order of position; they follow each other without a gap or
@@ -16,6 +18,7 @@
  * const { live } = await remote.refresh(); // live[0].base === the feed's low position
  */
 import { StreamStackError } from '../errors.js';
+import { descriptorReadsAtOnceMax } from '../limits.js';
 import type { ObjectSegmentStore } from './object-segment-store.js';
 import {
   boundaryObjectName,
@@ -61,12 +64,19 @@ export class RemoteHistory {
       for (const ordinal of this.known.keys()) if (ordinal < boundary.lowOrdinal) this.known.delete(ordinal);
       this.nextOrdinal = Math.max(this.nextOrdinal, boundary.lowOrdinal);
       let moved = false;
+      let inARow = 0;
       for (;;) {
-        requests++;
-        const descriptor = await this.readDescriptor(this.nextOrdinal);
-        if (descriptor) {
-          this.known.set(this.nextOrdinal, descriptor);
+        const atOnce = Math.min(Math.max(inARow, 1), descriptorReadsAtOnceMax);
+        const first = this.nextOrdinal;
+        requests += atOnce;
+        const read = await Promise.all(Array.from({ length: atOnce }, (_, at) => this.readDescriptor(first + at)));
+        const hole = read.indexOf(undefined);
+        for (const descriptor of hole === -1 ? read : read.slice(0, hole)) {
+          this.known.set(this.nextOrdinal, descriptor as SegmentDescriptor);
           this.nextOrdinal++;
+        }
+        if (hole === -1) {
+          inARow += atOnce;
           continue;
         }
         // A hole is the end, unless a trim moved the boundary past it meanwhile (it deletes
