@@ -13,6 +13,7 @@ import type { Feed, ObjectStoreOptions, Store } from '../../packages/engine/src/
 import { etcdBinary, etcdMissing } from '../support/etcd.mjs';
 import { etcdForSuite, untilFree } from '../support/etcd-suite.js';
 import { outcomeCode } from '../support/failure.js';
+import { startFaultProxy } from '../support/fault-proxy.js';
 import { objectStoreSuite } from '../support/object-store.js';
 import { openStore, temporaryDirectory } from '../support/store.js';
 
@@ -192,6 +193,57 @@ describe.skipIf(skipped)(
       expect(shop2).toBe(written.length / 5);
       await feedA2.releaseLease({ token: toA.grant.token });
       await storeA2.close();
+    }, 120_000);
+
+    it('sealed segments that only slots hold are written back, and their dictionaries built after the open', async () => {
+      const prefix = freshPrefix();
+      const proxy = await startFaultProxy(objects.server().endpoint);
+      try {
+        // Object storage takes the slots but no segment: the sealed segments stay only in slots.
+        proxy.refuse = (method, url) =>
+          method === 'PUT' && (url.includes('/segments/') || url.includes('/descriptors/'));
+        const settings = objects.settings();
+        const storeA = await node({ ...settings, endpoint: proxy.endpoint }, prefix, 'node-a');
+        const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
+        const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 30_000 });
+        const written: string[] = [];
+        for (let n = 0; n < 200; n++) {
+          const batch = Array.from({ length: 4 }, (_, k) => `order ${n}.${k} ${'o'.repeat(200)}`);
+          await feedA.append(
+            batch.map((payload, k) => ({ payload, key: `k${(n * 4 + k) % 53}`, tags: [`shop:${n % 5}`] })),
+            { token: grantA.token },
+          );
+          written.push(...batch);
+        }
+        expect((await feedA.diskUse()).historySegments).toBeGreaterThan(2);
+        await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
+        await storeA.close();
+        proxy.refuse = undefined;
+
+        const storeB = await node(settings, prefix, 'node-b');
+        await untilFree(storeB, 'orders');
+        const taken = await storeB.takeOver('orders', { holder: 'ingest', ttlMs: 30_000 });
+        expect(taken.history.filesReused).toBe(0);
+        const feedB = await storeB.feed('orders');
+        // Acknowledged without waiting for the dictionaries of what came back from the slots.
+        await feedB.append([{ payload: 'after' }], { token: taken.grant.token });
+        // A lookup waits for them, and finds every key's latest record.
+        for (let key = 0; key < 53; key++) {
+          const last = written.findLastIndex((_, at) => at % 53 === key);
+          expect(Buffer.from((await feedB.get(`k${key}`))?.payload ?? []).toString()).toBe(written[last]);
+        }
+        expect(await payloads(feedB)).toEqual([...written, 'after']);
+        // Reported as built after the open, every dictionary of them; none before it.
+        const dictionaries = feedB.indexRebuilds.filter(
+          (rebuild) => rebuild.file.endsWith('.keys') || rebuild.file.endsWith('.fps'),
+        );
+        expect(dictionaries.length).toBeGreaterThanOrEqual(4);
+        for (const rebuild of dictionaries) expect(rebuild.reason).toMatch(/built after the open/);
+        await feedB.releaseLease({ token: taken.grant.token });
+        await storeB.close();
+      } finally {
+        await proxy.close();
+      }
     }, 120_000);
 
     it('subscriptions carry over a takeover: each commit is delivered once, and the old writer moves none', async () => {

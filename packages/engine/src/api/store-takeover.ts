@@ -24,6 +24,8 @@ export interface StoreForTakeover
   forget(name: string): Promise<Feed> | undefined;
   /** Runs `work` with lookups of the feed waiting for it. */
   guard<T>(name: string, work: Promise<T>): Promise<T>;
+  /** Tells the next open of feed `name` which sealed segments a takeover wrote back from slots. */
+  restored(name: string, bases: readonly number[]): void;
 }
 
 export async function takeOverInStore(
@@ -66,6 +68,7 @@ export async function takeOverInStore(
         }),
       );
       await directory.replaceFeed(name, restoring);
+      store.restored(name, taken.restore.restoredBases);
     } catch (error) {
       taken.stopRenewing();
       throw error;

@@ -112,6 +112,8 @@ const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.f
 
 export class Store {
   private readonly feeds = new Map<string, Promise<Feed>>();
+  /** Feeds a takeover just laid out, and their sealed segments written back from slots: for their next open. */
+  private readonly restoredBases = new Map<string, ReadonlySet<number>>();
   /** Deletions under way, by feed name: a lookup or a creation of the name waits for its end. */
   private readonly deletions = new Map<string, Promise<void>>();
   private closed = false;
@@ -214,10 +216,18 @@ export class Store {
       ...(this.leases ? { leases: this.leases } : {}),
       // A follower's view writes into its copy the derived files it rebuilds.
       ...(subscriptions ? { subscriptions, derivedWritable: true } : {}),
+      ...(readOnly ? {} : { restoredBases: this.takeRestoredBases(name) }),
     });
     // On a node of a cluster, the followers hear of each new head through etcd.
     if (this.leases && !readOnly && !this.followed) publishHeadHints(name, writer, this.leases);
     return writer;
+  }
+
+  /** The segments a takeover wrote back for feed `name`, once: a later open finds their files. */
+  private takeRestoredBases(name: string): ReadonlySet<number> | undefined {
+    const bases = this.restoredBases.get(name);
+    this.restoredBases.delete(name);
+    return bases;
   }
 
   /** True when the store follows feeds another machine writes (`follower`). */
@@ -506,6 +516,7 @@ export class Store {
         },
         // Lookups of the name wait while its directory is replaced.
         guard: (feed, work) => this.guard(feed, work),
+        restored: (feed, bases) => this.restoredBases.set(feed, new Set(bases)),
       },
       name,
       options,

@@ -80,6 +80,13 @@ export class DerivedIndexes {
      * not finished: that segment's derived files describe what lay there before.
      */
     rewrittenBase?: number,
+    /**
+     * Sealed segments a takeover wrote back from their slots, with no derived files yet: their
+     * dictionaries are built after the open, as a fork's cut segment's are, so the new writer
+     * acknowledges without waiting for them (lookups do). Their tag indexes are built now: an
+     * append waits for those anyway, for the feed's types.
+     */
+    restoredBases: ReadonlySet<number> = new Set(),
   ): Promise<DerivedIndexes> {
     const indexDirectory = new FeedLayout(directory).index;
     const rebuilt: IndexRebuild[] = [];
@@ -95,6 +102,7 @@ export class DerivedIndexes {
     // A fork's cut segment has no derived files of its own at first: they are built after the
     // open, so that a fork opens in the time its layout takes (reads that need them wait).
     const cut = history.segments.cutBases;
+    const dictionariesLater = new Set([...cut, ...restoredBases]);
     // The active segment's tails as the feed last closed with them: only later commits are replayed.
     const checkpoint = await activeCheckpoint(kernels, store, history, readOnly, rebuilt);
     const keys = await KeyIndex.open(
@@ -105,7 +113,7 @@ export class DerivedIndexes {
       readOnly,
       'latest',
       stale,
-      cut,
+      dictionariesLater,
       checkpoint?.keys,
     );
     const fingerprints = await KeyIndex.open(
@@ -116,7 +124,7 @@ export class DerivedIndexes {
       readOnly,
       'first',
       stale,
-      cut,
+      dictionariesLater,
       checkpoint?.fingerprints,
     );
     const index = await FeedIndex.open(

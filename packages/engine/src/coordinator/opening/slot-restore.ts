@@ -75,6 +75,8 @@ export interface SlotRestoreReport {
    * node's own copy of the feed instead (`SegmentSeed`), or found there but not the described ones.
    */
   readonly history: { readonly requests: number } & SeedCounters;
+  /** The sealed segments written back from their slots: they have no derived files yet. */
+  readonly restoredBases: readonly number[];
 }
 
 export interface SlotRestoreOptions {
@@ -113,7 +115,7 @@ export async function restoreFromSlots(options: SlotRestoreOptions): Promise<Slo
   const { groups, groupsFenced } = acknowledgeable(read.all, epoch);
   const tail = await layOutTieredHistory(mirror.opened);
   const history = groups.filter((group) => group.lane === 'history' && group.segment >= tail.base);
-  await writeHistorySegments(kernels, directory, tag, history, tail);
+  const restoredBases = await writeHistorySegments(kernels, directory, tag, history, tail);
   const wal = groups.filter((group) => group.lane === 'wal');
   await replayWal(kernels, directory, tag, wal, options.segmentBytes);
   await nameTieringWriter(kernels, directory, options.writerId);
@@ -128,6 +130,7 @@ export async function restoreFromSlots(options: SlotRestoreOptions): Promise<Slo
     groupsFenced,
     requests: replication.info.requests + packer.requests + read.requests,
     history: { requests: mirror.first.requests + tail.requests, ...mirror.opened.seeded },
+    restoredBases,
   };
 }
 
@@ -221,14 +224,17 @@ async function layOutTieredHistory(
   return { ...tail, requests };
 }
 
-/** Writes the history segments the groups of `history` (in slot order) were written to, as they were. */
+/**
+ * Writes the history segments the groups of `history` (in slot order) were written to, as they
+ * were; returns the bases of those it finished (all but the last, which goes on as the active one).
+ */
 async function writeHistorySegments(
   kernels: Kernels,
   directory: string,
   feedTag: number,
   history: readonly SlotGroup[],
   tail: { base: number; commit: number },
-): Promise<void> {
+): Promise<number[]> {
   const segments: SlotGroup[][] = [];
   for (const group of history) {
     const current = segments.at(-1);
@@ -280,6 +286,7 @@ async function writeHistorySegments(
       segment.close();
     }
   }
+  return segments.slice(0, -1).map((groups) => (groups[0] as SlotGroup).segment);
 }
 
 /** Replays the stream events of the WAL groups (in slot order) into a new WAL in `directory`. */

@@ -53,6 +53,11 @@ export interface WriterOptions {
    * a trim left built over history it cut) are written into its copy, so the next view has them.
    */
   readonly derivedWritable?: boolean;
+  /**
+   * Sealed segments a takeover just wrote back from their slots (no derived files yet): their
+   * dictionaries are built after the open (`DerivedIndexes.open`).
+   */
+  readonly restoredBases?: ReadonlySet<number>;
   /** The store's writer leases in etcd, when it has a coordination store (see `etcd-leases.ts`). */
   readonly leases?: EtcdLeases;
   /**

@@ -237,6 +237,7 @@ export class FeedWriter {
         readOnly && !options.derivedWritable,
         trimPending,
         logs.rewrittenBase,
+        options.restoredBases,
       );
       // The history and the indexes were opened from the floor, and what lay below it deleted:
       // the interrupted trim is finished.

@@ -210,7 +210,8 @@ export class KeyIndex {
     stale = false,
     /**
      * Segments whose missing dictionaries are built in the background after the open, in
-     * segment order (a fork's cut segment: see `FeedIndex.open`). Lookups wait for them.
+     * segment order, when they are the newest sealed ones (a fork's cut segment: see
+     * `FeedIndex.open`; those a takeover wrote back from their slots). Lookups wait for them.
      */
     deferredBases: ReadonlySet<number> = new Set(),
     /** The active segment's occurrences as a checkpoint holds them (the caller replays what came after). */
@@ -251,10 +252,14 @@ export class KeyIndex {
         reason = derivedMismatch(head, segment);
         if (reason === undefined) slot.head = head;
       }
-      // Only the newest sealed dictionary waits: each later one is built over those before it.
-      if (reason === 'missing' && deferredBases.has(segment.base) && segment === sealed[sealed.length - 1])
+      // Only the newest sealed dictionaries wait, in order: each is built over those before it,
+      // so one that is built now first has those before it built.
+      if (reason === 'missing' && deferredBases.has(segment.base)) {
         deferred.push(slot);
-      else if (reason !== undefined) await index.rebuild(slot, reason);
+        continue;
+      }
+      for (const waiting of deferred.splice(0)) await index.rebuild(waiting, 'missing');
+      if (reason !== undefined) await index.rebuild(slot, reason);
     }
     if (deferred.length > 0) index.rebuildLater(deferred);
     if (active) index.tail = activeTail ?? new SegmentKeys(active.base, order);

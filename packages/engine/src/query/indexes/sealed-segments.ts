@@ -108,7 +108,8 @@ export function segmentsOf(history: History): {
 }
 
 /**
- * Why a derived file built after the open (a fork's cut segment's: see `FeedIndex.open`) was
- * built, as the feed's index rebuilds report it.
+ * Why a derived file built after the open (a fork's cut segment's: see `FeedIndex.open`; a
+ * dictionary of a segment a takeover wrote back from its slots) was built, as the feed's index
+ * rebuilds report it.
  */
-export const deferredReason = 'missing: built after the open (a fork holds its segment up to a cut)';
+export const deferredReason = 'missing: built after the open (a fork cut its segment, or a takeover wrote it back)';
