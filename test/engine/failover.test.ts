@@ -31,6 +31,31 @@ async function payloads(feed: Feed): Promise<string[]> {
   return found;
 }
 
+/**
+ * Appends 200 commits of 4 orders, each with one of `keys` keys and a shop tag (so every sealed
+ * segment has a tag index and dictionaries); returns their payloads in order.
+ */
+async function appendKeyedOrders(feed: Feed, token: string, keys: number): Promise<string[]> {
+  const written: string[] = [];
+  for (let n = 0; n < 200; n++) {
+    const batch = Array.from({ length: 4 }, (_, k) => `order ${n}.${k} ${'o'.repeat(200)}`);
+    await feed.append(
+      batch.map((payload, k) => ({ payload, key: `k${(n * 4 + k) % keys}`, tags: [`shop:${n % 5}`] })),
+      { token },
+    );
+    written.push(...batch);
+  }
+  return written;
+}
+
+/** Checks that `get` finds each of `keys` keys' latest payload among `written` (as `appendKeyedOrders` keyed them). */
+async function expectLatestPerKey(feed: Feed, written: readonly string[], keys: number): Promise<void> {
+  for (let key = 0; key < keys; key++) {
+    const last = written.findLastIndex((_, at) => at % keys === key);
+    expect(Buffer.from((await feed.get(`k${key}`))?.payload ?? []).toString()).toBe(written[last]);
+  }
+}
+
 describe.skipIf(skipped)(
   skipped ? `failover (skipped: ${objects.missing ? 'no versitygw' : etcdMissing})` : 'failover',
   () => {
@@ -136,16 +161,7 @@ describe.skipIf(skipped)(
       const storeA = await node(settings, prefix, 'node-a', dataA);
       const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
       const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 30_000 });
-      const written: string[] = [];
-      // Keys and tags on every record: each tiered segment has a tag index and dictionaries.
-      for (let n = 0; n < 200; n++) {
-        const batch = Array.from({ length: 4 }, (_, k) => `order ${n}.${k} ${'o'.repeat(200)}`);
-        await feedA.append(
-          batch.map((payload, k) => ({ payload, key: `k${(n * 4 + k) % 97}`, tags: [`shop:${n % 5}`] })),
-          { token: grantA.token },
-        );
-        written.push(...batch);
-      }
+      const written = await appendKeyedOrders(feedA, grantA.token, 97);
       await feedA.tiered();
       await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
       await storeA.close();
@@ -184,10 +200,7 @@ describe.skipIf(skipped)(
       expect(fs.readFileSync(path.join(index, damaged))).toEqual(fetched);
       const feedA2 = await storeA2.feed('orders');
       expect(await payloads(feedA2)).toEqual([...written, 'at b']);
-      for (let key = 0; key < 97; key++) {
-        const last = written.findLastIndex((_, at) => at % 97 === key);
-        expect(Buffer.from((await feedA2.get(`k${key}`))?.payload ?? []).toString()).toBe(written[last]);
-      }
+      await expectLatestPerKey(feedA2, written, 97);
       let shop2 = 0;
       for await (const _ of feedA2.read({ after: 0, filter: { tags: ['shop:2'] } })) shop2++;
       expect(shop2).toBe(written.length / 5);
@@ -206,15 +219,7 @@ describe.skipIf(skipped)(
         const storeA = await node({ ...settings, endpoint: proxy.endpoint }, prefix, 'node-a');
         const feedA = await storeA.createFeed('orders', { durability: 'replicated' });
         const grantA = await feedA.acquireLease({ holder: 'ingest', ttlMs: 30_000 });
-        const written: string[] = [];
-        for (let n = 0; n < 200; n++) {
-          const batch = Array.from({ length: 4 }, (_, k) => `order ${n}.${k} ${'o'.repeat(200)}`);
-          await feedA.append(
-            batch.map((payload, k) => ({ payload, key: `k${(n * 4 + k) % 53}`, tags: [`shop:${n % 5}`] })),
-            { token: grantA.token },
-          );
-          written.push(...batch);
-        }
+        const written = await appendKeyedOrders(feedA, grantA.token, 53);
         expect((await feedA.diskUse()).historySegments).toBeGreaterThan(2);
         await feedA.renewLease({ token: grantA.token, ttlMs: 1000 });
         await storeA.close();
@@ -228,10 +233,7 @@ describe.skipIf(skipped)(
         // Acknowledged without waiting for the dictionaries of what came back from the slots.
         await feedB.append([{ payload: 'after' }], { token: taken.grant.token });
         // A lookup waits for them, and finds every key's latest record.
-        for (let key = 0; key < 53; key++) {
-          const last = written.findLastIndex((_, at) => at % 53 === key);
-          expect(Buffer.from((await feedB.get(`k${key}`))?.payload ?? []).toString()).toBe(written[last]);
-        }
+        await expectLatestPerKey(feedB, written, 53);
         expect(await payloads(feedB)).toEqual([...written, 'after']);
         // Reported as built after the open, every dictionary of them; none before it.
         const dictionaries = feedB.indexRebuilds.filter(
