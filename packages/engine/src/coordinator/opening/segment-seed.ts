@@ -1,8 +1,8 @@
 /**
  * A copy of a feed this node already holds, used to lay the feed out again without fetching what
- * it has. A takeover lays a replicated feed out from object storage from nothing (`FollowerMirror`),
- * and at ~90 bytes of summaries, tag indexes and dictionaries a record that is most of its time:
- * about 900 MB for 10^7 records. A node that wrote the feed before, or took it over before, has
+ * it has. A takeover lays a replicated feed out from object storage from nothing (`FollowerMirror`):
+ * summaries, tag indexes and dictionaries, about 90 bytes a record, 900 MB for 10^7 records, which
+ * was most of its time. A node that wrote the feed before, or took it over before, has
  * most of those files on its disk already, byte for byte what it uploaded.
  *
  * A file of the copy is taken only when it is the file the descriptor names: its size and the
@@ -14,7 +14,7 @@
  *
  * @example
  * const seed = SegmentSeed.of(kernels, localFeedDirectory, feedTag);
- * const taken = await seed?.adopt(descriptor, file, 'index', targetStore);
+ * const taken = await seed?.adopt(descriptor, file, 'index', stores.index, new FeedLayout(directory).index);
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
